@@ -1,0 +1,53 @@
+"""RFC 8785 (JCS) canonical JSON and the sha256 digests computed over it."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import rfc8785
+
+from domain.errors import CanonicalizationError
+
+DIGEST_PREFIX = "sha256:"
+
+
+def canonical_json(value: Any) -> bytes:
+    """The JCS bytes of a JSON value.
+
+    Integers beyond ±(2^53−1) are refused (a JavaScript verifier could not read them back
+    exactly); callers carry such values as strings.
+    """
+    try:
+        return rfc8785.dumps(value)
+    except rfc8785.IntegerDomainError as exc:
+        raise CanonicalizationError(
+            f"{exc.args[0] if exc.args else 'integer out of range'}; carry it as a string"
+        ) from None
+    except rfc8785.FloatDomainError:
+        raise CanonicalizationError("NaN and Infinity have no canonical JSON form") from None
+    except rfc8785.CanonicalizationError as exc:
+        raise CanonicalizationError(f"value has no canonical JSON form: {exc}") from None
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def digest_of(value: Any) -> str:
+    """``sha256:<hex>`` of the canonical JSON of ``value``."""
+    return DIGEST_PREFIX + sha256_hex(canonical_json(value))
+
+
+def digest_hex(digest: str) -> str:
+    """The hex part of a ``sha256:<hex>`` digest, checked."""
+    if not is_digest(digest):
+        raise CanonicalizationError(f"{digest!r} is not a sha256:<64 hex> digest")
+    return digest[len(DIGEST_PREFIX) :]
+
+
+def is_digest(value: object) -> bool:
+    if not isinstance(value, str) or not value.startswith(DIGEST_PREFIX):
+        return False
+    hexpart = value[len(DIGEST_PREFIX) :]
+    return len(hexpart) == 64 and all(c in "0123456789abcdef" for c in hexpart)

@@ -1,0 +1,215 @@
+"""Parsing untrusted JSON and YAML 1.2 documents into plain JSON values.
+
+Both parsers return only JSON types (dict, list, str, int, float, bool, None) and refuse what
+could make two readers disagree about a document: duplicate keys, NaN/Infinity, YAML tags
+outside the core schema, other YAML versions, multiple documents. Budgets (size, nesting,
+expanded nodes) bound the work an attacker can make us do.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from domain.errors import ParseError, TooLargeError
+
+MAX_DOCUMENT_BYTES = 1024 * 1024
+MAX_DEPTH = 64
+# Aliases are expanded into JSON; this caps the blow-up of "billion laughs" documents.
+MAX_NODES = 200_000
+
+JsonValue = Any
+Format = Literal["json", "yaml"]
+
+_TAG = "tag:yaml.org,2002:"
+_YAML_VERSION_DIRECTIVE = re.compile(r"^%YAML[ \t]+(\S+)", re.MULTILINE)
+# YAML 1.2 core schema (https://yaml.org/spec/1.2.2/#1032-tag-resolution).
+_CORE_NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
+_CORE_TRUE = re.compile(r"^(?:true|True|TRUE)$")
+_CORE_FALSE = re.compile(r"^(?:false|False|FALSE)$")
+_CORE_INT10 = re.compile(r"^[-+]?[0-9]+$")
+_CORE_INT8 = re.compile(r"^0o[0-7]+$")
+_CORE_INT16 = re.compile(r"^0x[0-9a-fA-F]+$")
+_CORE_FLOAT = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$")
+_CORE_SPECIAL_FLOAT = re.compile(r"^(?:[-+]?\.(?:inf|Inf|INF)|\.nan|\.NaN|\.NAN)$")
+
+
+def _check_size(data: bytes) -> None:
+    if len(data) > MAX_DOCUMENT_BYTES:
+        raise TooLargeError(
+            f"document is {len(data)} bytes; the limit is {MAX_DOCUMENT_BYTES} bytes (1 MiB)"
+        )
+
+
+def _decode(data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ParseError(f"document is not valid UTF-8 (byte {exc.start})") from None
+
+
+def detect_format(data: bytes, filename: str | None = None) -> Format:
+    """JSON by extension or by a leading '{' / '['; YAML otherwise."""
+    if filename is not None:
+        lowered = filename.lower()
+        if lowered.endswith(".json"):
+            return "json"
+        if lowered.endswith((".yaml", ".yml")):
+            return "yaml"
+    head = data.lstrip()[:1]
+    return "json" if head in (b"{", b"[") else "yaml"
+
+
+def parse_document(data: bytes, fmt: Format | None = None, filename: str | None = None) -> JsonValue:
+    """Parse JSON or YAML 1.2 bytes into JSON values, or raise ParseError with a reason."""
+    _check_size(data)
+    chosen = fmt or detect_format(data, filename)
+    return parse_json(data) if chosen == "json" else parse_yaml(data)
+
+
+def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ParseError(f"duplicate key {key!r} in a JSON object")
+        result[key] = value
+    return result
+
+
+def _reject_constant(name: str) -> Any:
+    raise ParseError(f"{name} is not a JSON number")
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ParseError(f"number {text} is out of range for a 64-bit float")
+    return value
+
+
+def parse_json(data: bytes) -> JsonValue:
+    _check_size(data)
+    text = _decode(data)
+    try:
+        value = json.loads(
+            text,
+            object_pairs_hook=_reject_duplicates,
+            parse_constant=_reject_constant,
+            parse_float=_parse_float,
+        )
+    except json.JSONDecodeError as exc:
+        raise ParseError(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise TooLargeError("JSON nesting is too deep") from None
+    _check_depth(value)
+    return value
+
+
+def _check_depth(value: JsonValue) -> None:
+    stack: list[tuple[JsonValue, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise TooLargeError(f"document nesting exceeds {MAX_DEPTH} levels")
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+
+
+def parse_yaml(data: bytes) -> JsonValue:
+    _check_size(data)
+    text = _decode(data)
+    for match in _YAML_VERSION_DIRECTIVE.finditer(text):
+        if match.group(1) != "1.2":
+            raise ParseError(f"YAML version {match.group(1)} is not accepted; documents must be YAML 1.2")
+    loader = YAML(typ="safe", pure=True)
+    try:
+        nodes = list(loader.compose_all(text))
+    except YAMLError as exc:
+        raise ParseError(f"malformed YAML: {_one_line(exc)}") from None
+    except RecursionError:
+        raise TooLargeError("YAML nesting is too deep") from None
+    if len(nodes) != 1 or nodes[0] is None:
+        raise ParseError(f"expected exactly one YAML document, found {len(nodes)}")
+    return _YamlBuilder().build(nodes[0])
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())
+
+
+class _YamlBuilder:
+    """Turns a composed YAML node graph into JSON values under the 1.2 core schema."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def build(self, node: Node, depth: int = 1) -> JsonValue:
+        self.count += 1
+        if self.count > MAX_NODES:
+            raise TooLargeError(f"YAML expands to more than {MAX_NODES} nodes (aliases?)")
+        if depth > MAX_DEPTH:
+            raise TooLargeError(f"document nesting exceeds {MAX_DEPTH} levels")
+        where = f"line {node.start_mark.line + 1}"
+        if isinstance(node, MappingNode):
+            if node.tag != _TAG + "map":
+                raise ParseError(f"{where}: YAML tag {node.tag} is not accepted")
+            result: dict[str, JsonValue] = {}
+            for key_node, value_node in node.value:
+                key = self.build(key_node, depth + 1)
+                if key_node.tag == _TAG + "merge":
+                    raise ParseError(f"{where}: YAML merge keys ('<<') are not accepted")
+                if not isinstance(key, str):
+                    raise ParseError(f"{where}: mapping keys must be strings, got {key!r}")
+                if key in result:
+                    raise ParseError(f"{where}: duplicate key {key!r}")
+                result[key] = self.build(value_node, depth + 1)
+            return result
+        if isinstance(node, SequenceNode):
+            if node.tag != _TAG + "seq":
+                raise ParseError(f"{where}: YAML tag {node.tag} is not accepted")
+            return [self.build(item, depth + 1) for item in node.value]
+        if isinstance(node, ScalarNode):
+            return self._scalar(node, where)
+        raise ParseError(f"{where}: unsupported YAML node")
+
+    @staticmethod
+    def _scalar(node: ScalarNode, where: str) -> JsonValue:
+        value: str = node.value
+        tag = str(node.tag)
+        if node.style is not None or tag == _TAG + "str":
+            # Quoted or block scalars are strings whatever they look like.
+            return value
+        if tag == _TAG + "timestamp":
+            # YAML 1.2 has no timestamp type: an ISO date stays the string it is.
+            return value
+        if not tag.startswith(_TAG):
+            raise ParseError(f"{where}: YAML tag {tag} is not accepted")
+        if _CORE_NULL.match(value):
+            return None
+        if _CORE_TRUE.match(value):
+            return True
+        if _CORE_FALSE.match(value):
+            return False
+        if _CORE_INT10.match(value):
+            return int(value, 10)
+        if _CORE_INT8.match(value):
+            return int(value[2:], 8)
+        if _CORE_INT16.match(value):
+            return int(value[2:], 16)
+        if _CORE_SPECIAL_FLOAT.match(value):
+            raise ParseError(f"{where}: {value} is not a JSON number")
+        if _CORE_FLOAT.match(value):
+            number = float(value)
+            if number in (float("inf"), float("-inf")):
+                raise ParseError(f"{where}: number {value} is out of range")
+            return number
+        if tag in (_TAG + "binary", _TAG + "set", _TAG + "omap", _TAG + "pairs"):
+            raise ParseError(f"{where}: YAML tag {tag} is not accepted")
+        return value

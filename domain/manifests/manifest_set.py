@@ -1,0 +1,84 @@
+"""A run together with the manifests it references, checked as one unit.
+
+The run names its protocol, environment, implementation and workload by digest. Every
+manifest supplied alongside must be of the right kind and must digest to exactly the
+reference the run makes. Implementation and workload may be absent (a leaderboard import
+often has only their digests); protocol and environment must be present.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from domain.errors import DigestMismatchError, ManifestError
+from domain.manifests.canonical_form import canonical_manifest, digest_input
+from domain.canonical import digest_of
+
+# role in the set → (kind, field of the run spec that references it)
+_MEMBERS: dict[str, tuple[str, str]] = {
+    "protocol": ("BenchmarkProtocol", "protocolDigest"),
+    "environment": ("ExecutionEnvironment", "environmentDigest"),
+    "implementation": ("ImplementationRevision", "implementationDigest"),
+    "workload": ("WorkloadCase", "workloadDigest"),
+}
+REQUIRED_MEMBERS = ("run", "protocol", "environment")
+ALL_MEMBERS = ("run", *_MEMBERS)
+
+
+@dataclass(frozen=True)
+class CheckedManifestSet:
+    """Canonical manifests of a run and their digests, keyed by role."""
+
+    canonical: dict[str, dict[str, Any]]
+    digests: dict[str, str]
+
+    @property
+    def run(self) -> dict[str, Any]:
+        return self.canonical["run"]
+
+    @property
+    def run_digest(self) -> str:
+        return self.digests["run"]
+
+    @property
+    def run_name(self) -> str:
+        return str(self.run["metadata"]["name"])
+
+
+def check_manifest_set(manifests: Mapping[str, Any]) -> CheckedManifestSet:
+    """Validate and digest every manifest, then check the run's references against them."""
+    unknown = set(manifests) - set(ALL_MEMBERS)
+    if unknown:
+        raise ManifestError(f"manifest set has unknown members: {', '.join(sorted(unknown))}")
+    missing = [m for m in REQUIRED_MEMBERS if manifests.get(m) is None]
+    if missing:
+        raise ManifestError(f"manifest set is missing: {', '.join(missing)}")
+    canonical: dict[str, dict[str, Any]] = {}
+    digests: dict[str, str] = {}
+    for role in ALL_MEMBERS:
+        document = manifests.get(role)
+        if document is None:
+            continue
+        expected_kind = "BenchmarkRun" if role == "run" else _MEMBERS[role][0]
+        kind = document.get("kind") if isinstance(document, Mapping) else None
+        if kind != expected_kind and not (role == "workload" and kind == "WorkloadSuite"):
+            raise ManifestError(f"{role} manifest must be a {expected_kind}, got {kind!r}")
+        try:
+            canonical[role] = canonical_manifest(document)
+        except ManifestError as exc:
+            raise ManifestError(f"{role} manifest: {exc.message}") from None
+        digests[role] = digest_of(digest_input(canonical[role]))
+    spec = canonical["run"]["spec"]
+    for role, (kind, field) in _MEMBERS.items():
+        if role not in digests:
+            continue
+        # The schema requires all four references, so spec[field] exists.
+        referenced = spec[field]
+        if referenced != digests[role]:
+            raise DigestMismatchError(
+                f"run spec.{field} is {referenced} but the supplied {kind} "
+                f"'{canonical[role]['metadata']['name']}' digests to {digests[role]}"
+            )
+    return CheckedManifestSet(canonical=canonical, digests=digests)

@@ -1,0 +1,218 @@
+"""in-toto Statement v1 and the KernelIndex predicates (DESIGN.md §5).
+
+These models are gates for what signers put inside a DSSE envelope. Like manifests, the
+statement is hashed and signed as the signer serialised it; models never re-serialise it.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+)
+
+from domain.errors import DomainError
+from domain.timestamps import parse_time
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PAYLOAD_TYPE = "application/vnd.in-toto+json"
+
+
+class PredicateType(StrEnum):
+    INGESTION = "https://kernelindex.dev/ingestion/v1"
+    ATTESTATION = "https://kernelindex.dev/attestation/v1"
+    RERUN_REQUEST = "https://kernelindex.dev/rerun-request/v1"
+    RERUN = "https://kernelindex.dev/rerun/v1"
+    LIFECYCLE = "https://kernelindex.dev/lifecycle/v1"
+    KEY = "https://kernelindex.dev/key/v1"
+
+
+class Role(StrEnum):
+    ADMIN = "admin"
+    INGESTER = "ingester"
+    ATTESTER = "attester"
+    AGENT = "agent"
+    LOG = "log"
+
+
+# Which role may sign which predicate. The log key signs checkpoints only, never events.
+SIGNER_ROLES: dict[PredicateType, frozenset[Role]] = {
+    PredicateType.INGESTION: frozenset({Role.INGESTER}),
+    PredicateType.ATTESTATION: frozenset({Role.ATTESTER}),
+    PredicateType.RERUN_REQUEST: frozenset({Role.ADMIN}),
+    PredicateType.RERUN: frozenset({Role.AGENT}),
+    PredicateType.LIFECYCLE: frozenset({Role.ADMIN}),
+    PredicateType.KEY: frozenset({Role.ADMIN}),
+}
+
+
+def _rfc3339(value: str) -> str:
+    parse_time(value)
+    return value
+
+
+def _https_url(value: str) -> str:
+    if not value.startswith("https://") or len(value) <= len("https://"):
+        raise ValueError("must be an https:// URL")
+    if any(c.isspace() for c in value):
+        raise ValueError("must not contain whitespace")
+    return value
+
+
+Timestamp = Annotated[StrictStr, AfterValidator(_rfc3339)]
+HttpsUrl = Annotated[StrictStr, Field(max_length=2000), AfterValidator(_https_url)]
+Sha256Hex = Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{64}$")]
+Digest = Annotated[StrictStr, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
+KeyId = Digest
+Slug = Annotated[StrictStr, Field(pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=100)]
+
+
+class _Strict(BaseModel):
+    # Strict: a JSON string is never coerced into a number or bool. Enum fields opt out
+    # (Field(strict=False)) only so that their JSON string values are accepted.
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Subject(_Strict):
+    name: Annotated[StrictStr, Field(min_length=1, max_length=500)]
+    digest: dict[Literal["sha256"], Sha256Hex]
+
+
+class Statement(_Strict):
+    type_: Literal["https://in-toto.io/Statement/v1"] = Field(alias="_type")
+    subject: Annotated[list[Subject], Field(min_length=1, max_length=1)]
+    predicateType: Annotated[PredicateType, Field(strict=False)]  # noqa: N815 - in-toto name
+    predicate: dict[str, Any]
+
+    @property
+    def subject_digest(self) -> str:
+        return "sha256:" + self.subject[0].digest["sha256"]
+
+    @property
+    def subject_name(self) -> str:
+        return self.subject[0].name
+
+
+class ManifestSet(_Strict):
+    run: dict[str, Any]
+    protocol: dict[str, Any]
+    environment: dict[str, Any]
+    implementation: dict[str, Any] | None = None
+    workload: dict[str, Any] | None = None
+
+
+class IngestionPredicate(_Strict):
+    source: Slug
+    externalId: Annotated[StrictStr, Field(max_length=500)] | None = None  # noqa: N815
+    fetchedAt: Timestamp  # noqa: N815
+    issuedAt: Timestamp  # noqa: N815
+    manifests: ManifestSet
+    sourceNative: dict[str, Any] | None = None  # noqa: N815
+    # sha256 of the raw bytes the importer read (API response, file), so the mapping is auditable.
+    snapshotDigest: Digest | None = None  # noqa: N815
+
+
+class AttestationType(StrEnum):
+    REPRODUCED = "reproduced"
+    COULD_NOT_REPRODUCE = "could_not_reproduce"
+    ENVIRONMENT_NOTE = "environment_note"
+    REGRESSION_OBSERVED = "regression_observed"
+    NOTE = "note"
+
+
+class AttestationPredicate(_Strict):
+    type: Annotated[AttestationType, Field(strict=False)]
+    body: Annotated[StrictStr, Field(min_length=1, max_length=2000)]
+    observedNs: Annotated[StrictInt, Field(ge=0, le=2**53 - 1)] | None = None  # noqa: N815
+    environmentSummary: Annotated[StrictStr, Field(max_length=500)] | None = None  # noqa: N815
+    evidenceUrl: HttpsUrl | None = None  # noqa: N815
+    issuedAt: Timestamp  # noqa: N815
+
+
+class KeyAction(StrEnum):
+    REGISTER = "register"
+    REVOKE = "revoke"
+
+
+class KeyPredicate(_Strict):
+    action: Annotated[KeyAction, Field(strict=False)]
+    keyId: KeyId  # noqa: N815
+    # Standard base64 of the raw 32-byte Ed25519 public key.
+    publicKey: Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9+/]{43}=$")]  # noqa: N815
+    # Required to register; a revocation names the key by keyId and publicKey only.
+    roles: Annotated[list[Annotated[Role, Field(strict=False)]], Field(min_length=1, max_length=5)] | None = None
+    validFrom: Timestamp | None = None  # noqa: N815
+    validUntil: Timestamp | None = None  # noqa: N815
+    issuedAt: Timestamp  # noqa: N815
+    reason: Annotated[StrictStr, Field(max_length=2000)] | None = None
+    label: Annotated[StrictStr, Field(max_length=200)] | None = None
+
+
+class LifecycleAction(StrEnum):
+    RETRACT = "retract"
+    SUPERSEDE = "supersede"
+
+
+class LifecyclePredicate(_Strict):
+    action: Annotated[LifecycleAction, Field(strict=False)]
+    reason: Annotated[StrictStr, Field(min_length=1, max_length=2000)]
+    supersededBy: Digest | None = None  # noqa: N815
+    issuedAt: Timestamp  # noqa: N815
+
+
+PREDICATE_MODELS: dict[PredicateType, type[_Strict]] = {
+    PredicateType.INGESTION: IngestionPredicate,
+    PredicateType.ATTESTATION: AttestationPredicate,
+    PredicateType.KEY: KeyPredicate,
+    PredicateType.LIFECYCLE: LifecyclePredicate,
+}
+
+
+class StatementError(DomainError):
+    code = "schema-violation"
+
+
+def _describe(exc: ValidationError, prefix: str) -> str:
+    parts = []
+    for error in exc.errors():
+        loc = ".".join(str(p) for p in error["loc"])
+        msg = "unknown field" if error["type"] == "extra_forbidden" else error["msg"]
+        parts.append(f"{prefix}{loc}: {msg}" if loc else f"{prefix.rstrip('.')}: {msg}")
+    return "; ".join(parts)
+
+
+def parse_statement(value: object) -> Statement:
+    try:
+        return Statement.model_validate(value)
+    except ValidationError as exc:
+        raise StatementError("statement " + _describe(exc, "")) from None
+
+
+def parse_predicate(statement: Statement) -> _Strict:
+    model = PREDICATE_MODELS.get(statement.predicateType)
+    if model is None:
+        raise StatementError(f"predicate type {statement.predicateType} is not accepted yet")
+    try:
+        return model.model_validate(statement.predicate)
+    except ValidationError as exc:
+        raise StatementError(_describe(exc, "predicate.")) from None
+
+
+def make_statement(
+    subject_name: str, subject_digest: str, predicate_type: PredicateType, predicate: dict[str, Any]
+) -> dict[str, Any]:
+    """A statement as a plain JSON object, ready to be serialised and signed."""
+    return {
+        "_type": STATEMENT_TYPE,
+        "subject": [{"name": subject_name, "digest": {"sha256": subject_digest.removeprefix("sha256:")}}],
+        "predicateType": str(predicate_type),
+        "predicate": predicate,
+    }

@@ -1,0 +1,39 @@
+"""RFC 3339 timestamps as the ledger writes and reads them (UTC, trailing 'Z')."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+from domain.errors import DomainError
+
+_RFC3339 = re.compile(
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})$"
+)
+
+
+def parse_time(value: str, where: str = "timestamp") -> datetime:
+    """Parse an RFC 3339 date-time with an explicit offset; naive times are refused."""
+    if not isinstance(value, str) or not _RFC3339.match(value):
+        raise DomainError(f"{where}: {value!r} is not an RFC 3339 date-time like 2026-08-22T11:05:31Z")
+    text = value.replace("Z", "+00:00")
+    fraction = re.search(r"\.([0-9]+)", text)
+    if fraction and len(fraction.group(1)) > 6:
+        # Python keeps microseconds; finer digits are truncated, not rounded.
+        text = text.replace(fraction.group(0), "." + fraction.group(1)[:6])
+    try:
+        return datetime.fromisoformat(text).astimezone(UTC)
+    except ValueError:
+        raise DomainError(f"{where}: {value!r} is not a valid date-time") from None
+
+
+def format_time(moment: datetime) -> str:
+    """UTC, millisecond precision, 'Z' suffix: the form the ledger records."""
+    if moment.tzinfo is None:
+        raise ValueError("naive datetime")
+    utc = moment.astimezone(UTC)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
