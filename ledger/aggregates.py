@@ -1,0 +1,212 @@
+"""Event-sourced aggregates: a Run per run digest, a Principal per key id.
+
+Every event stores the DSSE envelope exactly as the actor signed it, the time the ledger
+received it and the key id whose signature the ledger accepted. Anything else an aggregate
+knows is derived from those envelopes at admission, so a stored event can always be
+re-verified from what it carries.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import NAMESPACE_URL, UUID, uuid5
+
+from eventsourcing.domain import Aggregate
+
+# Ids are derived from content so the same run or key always lands in the same aggregate.
+LEDGER_NAMESPACE = uuid5(NAMESPACE_URL, "https://kernelindex.dev/ledger/v1")
+
+
+def run_id(run_digest: str) -> UUID:
+    return uuid5(LEDGER_NAMESPACE, "run:" + run_digest)
+
+
+def principal_id(key_id: str) -> UUID:
+    return uuid5(LEDGER_NAMESPACE, "key:" + key_id)
+
+
+class Run(Aggregate):
+    """One benchmark run: its ingestion and everything appended about it afterwards."""
+
+    class Ingested(Aggregate.Created):
+        envelope: dict[str, Any]
+        envelope_digest: str
+        received_at: str
+        signer: str
+        run_digest: str
+        run_name: str
+
+    class Attested(Aggregate.Event):
+        envelope: dict[str, Any]
+        envelope_digest: str
+        received_at: str
+        signer: str
+
+        def apply(self, aggregate: Aggregate) -> None:
+            assert isinstance(aggregate, Run)
+            aggregate.note_envelope(self.envelope_digest, self.originator_version)
+            aggregate.attestation_count += 1
+
+    class Retracted(Aggregate.Event):
+        envelope: dict[str, Any]
+        envelope_digest: str
+        received_at: str
+        signer: str
+
+        def apply(self, aggregate: Aggregate) -> None:
+            assert isinstance(aggregate, Run)
+            aggregate.note_envelope(self.envelope_digest, self.originator_version)
+            aggregate.retracted = True
+
+    class Superseded(Aggregate.Event):
+        envelope: dict[str, Any]
+        envelope_digest: str
+        received_at: str
+        signer: str
+        superseded_by: str | None
+
+        def apply(self, aggregate: Aggregate) -> None:
+            assert isinstance(aggregate, Run)
+            aggregate.note_envelope(self.envelope_digest, self.originator_version)
+            aggregate.superseded_by = self.superseded_by or "unspecified"
+
+    def __init__(
+        self,
+        envelope: dict[str, Any],
+        envelope_digest: str,
+        received_at: str,
+        signer: str,
+        run_digest: str,
+        run_name: str,
+    ) -> None:
+        self.run_digest = run_digest
+        self.run_name = run_name
+        self.ingested_at = received_at
+        self.envelopes: dict[str, int] = {envelope_digest: 1}
+        self.attestation_count = 0
+        self.retracted = False
+        self.superseded_by: str | None = None
+
+    def note_envelope(self, envelope_digest: str, version: int) -> None:
+        self.envelopes[envelope_digest] = version
+
+    @classmethod
+    def ingest(
+        cls, *, envelope: dict[str, Any], envelope_digest: str, received_at: str, signer: str,
+        run_digest: str, run_name: str,
+    ) -> Run:
+        return cls._create(
+            cls.Ingested,
+            id=run_id(run_digest),
+            envelope=envelope,
+            envelope_digest=envelope_digest,
+            received_at=received_at,
+            signer=signer,
+            run_digest=run_digest,
+            run_name=run_name,
+        )
+
+    def attest(self, *, envelope: dict[str, Any], envelope_digest: str, received_at: str, signer: str) -> None:
+        self.trigger_event(
+            self.Attested, envelope=envelope, envelope_digest=envelope_digest,
+            received_at=received_at, signer=signer,
+        )
+
+    def retract(self, *, envelope: dict[str, Any], envelope_digest: str, received_at: str, signer: str) -> None:
+        self.trigger_event(
+            self.Retracted, envelope=envelope, envelope_digest=envelope_digest,
+            received_at=received_at, signer=signer,
+        )
+
+    def supersede(
+        self, *, envelope: dict[str, Any], envelope_digest: str, received_at: str, signer: str,
+        superseded_by: str | None,
+    ) -> None:
+        self.trigger_event(
+            self.Superseded, envelope=envelope, envelope_digest=envelope_digest,
+            received_at=received_at, signer=signer, superseded_by=superseded_by,
+        )
+
+
+class Principal(Aggregate):
+    """A signing key: its roles, validity window and revocation."""
+
+    class Registered(Aggregate.Created):
+        envelope: dict[str, Any]
+        envelope_digest: str
+        received_at: str
+        signer: str
+        key_id: str
+        public_key: str
+        roles: list[str]
+        valid_from: str
+        valid_until: str | None
+        label: str | None
+
+    class Revoked(Aggregate.Event):
+        envelope: dict[str, Any]
+        envelope_digest: str
+        received_at: str
+        signer: str
+        reason: str | None
+
+        def apply(self, aggregate: Aggregate) -> None:
+            assert isinstance(aggregate, Principal)
+            aggregate.envelopes[self.envelope_digest] = self.originator_version
+            aggregate.revoked_at = self.received_at
+            aggregate.revocation_reason = self.reason
+
+    def __init__(
+        self,
+        envelope: dict[str, Any],
+        envelope_digest: str,
+        received_at: str,
+        signer: str,
+        key_id: str,
+        public_key: str,
+        roles: list[str],
+        valid_from: str,
+        valid_until: str | None,
+        label: str | None,
+    ) -> None:
+        self.key_id = key_id
+        self.public_key = public_key
+        self.roles = list(roles)
+        self.valid_from = valid_from
+        self.valid_until = valid_until
+        self.label = label
+        self.registered_at = received_at
+        self.registered_by = signer
+        self.envelopes: dict[str, int] = {envelope_digest: 1}
+        self.revoked_at: str | None = None
+        self.revocation_reason: str | None = None
+
+    @classmethod
+    def register(
+        cls, *, envelope: dict[str, Any], envelope_digest: str, received_at: str, signer: str,
+        key_id: str, public_key: str, roles: list[str], valid_from: str, valid_until: str | None,
+        label: str | None,
+    ) -> Principal:
+        return cls._create(
+            cls.Registered,
+            id=principal_id(key_id),
+            envelope=envelope,
+            envelope_digest=envelope_digest,
+            received_at=received_at,
+            signer=signer,
+            key_id=key_id,
+            public_key=public_key,
+            roles=list(roles),
+            valid_from=valid_from,
+            valid_until=valid_until,
+            label=label,
+        )
+
+    def revoke(
+        self, *, envelope: dict[str, Any], envelope_digest: str, received_at: str, signer: str,
+        reason: str | None,
+    ) -> None:
+        self.trigger_event(
+            self.Revoked, envelope=envelope, envelope_digest=envelope_digest,
+            received_at=received_at, signer=signer, reason=reason,
+        )

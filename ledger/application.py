@@ -1,0 +1,472 @@
+"""The ledger: the only way in. Every write is a signed DSSE envelope, checked, then appended.
+
+Admission order (each step fails closed with a named reason; nothing is stored on failure):
+1. envelope shape, base64 and statement schema;
+2. an identical envelope already stored → its original receipt, nothing new (idempotent);
+3. predicate schema;
+4. signature under a registered key, key unrevoked and valid at issuedAt, role allowed;
+5. what the statement claims about its subject (digests, references, the run exists...);
+6. append, retrying on optimistic-concurrency conflicts so no acknowledged write is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.domain import Aggregate
+from eventsourcing.persistence import IntegrityError, OperationalError
+from sqlalchemy import select
+
+from domain.errors import DigestMismatchError, DomainError, ManifestError
+from domain.manifests.manifest_set import check_manifest_set
+from domain.statements import (
+    SIGNER_ROLES,
+    AttestationPredicate,
+    IngestionPredicate,
+    KeyAction,
+    KeyPredicate,
+    LifecycleAction,
+    LifecyclePredicate,
+    PredicateType,
+    Role,
+    Statement,
+    parse_predicate,
+)
+from domain.timestamps import format_time, parse_time, utc_now
+from ledger.aggregates import Principal, Run, principal_id, run_id
+from ledger.dsse import Envelope, parse_envelope, verify_envelope
+from ledger.errors import (
+    AlreadyExistsError,
+    AmbiguousReferenceError,
+    ClockSkewError,
+    ConflictError,
+    NotFoundError,
+    SubjectMismatchError,
+    UnknownKeyError,
+    UnknownRunError,
+    WrongRoleError,
+)
+from ledger.key_registry import MAX_CLOCK_SKEW, KeyRecord
+from ledger.keys import PublicKey, key_id_of
+from ledger.trust import TrustRoot
+
+MAX_APPEND_ATTEMPTS = 20
+A = TypeVar("A", bound=Aggregate)
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """What the ledger acknowledges for an accepted (or already stored) envelope."""
+
+    position: int
+    aggregate_id: UUID
+    version: int
+    event: str
+    subject_digest: str
+    envelope_digest: str
+    received_at: str
+    duplicate: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "position": self.position,
+            "aggregateId": str(self.aggregate_id),
+            "version": self.version,
+            "event": self.event,
+            "subjectDigest": self.subject_digest,
+            "envelopeDigest": self.envelope_digest,
+            "receivedAt": self.received_at,
+            "duplicate": self.duplicate,
+        }
+
+
+@dataclass(frozen=True)
+class StoredRecord:
+    """A stored event exactly as the database holds it (for history, audit and export)."""
+
+    position: int
+    aggregate_id: UUID
+    version: int
+    topic: str
+    state: bytes
+
+    @property
+    def event_name(self) -> str:
+        return self.topic.rsplit(":", 1)[-1]
+
+
+class Ledger(Application[UUID]):
+    """KernelIndex event store (eventsourcing Application on SQLAlchemy)."""
+
+    name = "KernelIndex"
+
+    def __init__(
+        self,
+        db_url: str,
+        trust_root: TrustRoot,
+        *,
+        clock: Callable[[], datetime] = utc_now,
+        cache_size: int = 10_000,
+    ) -> None:
+        super().__init__(
+            env={
+                "PERSISTENCE_MODULE": "eventsourcing_sqlalchemy",
+                "SQLALCHEMY_URL": db_url,
+                "CREATE_TABLE": "y",
+                # The cache fast-forwards from the database on every get, so other writers'
+                # events (revocations included) are always seen.
+                "AGGREGATE_CACHE_MAXSIZE": str(cache_size),
+                "AGGREGATE_CACHE_FASTFORWARD": "y",
+            }
+        )
+        self.trust_root = trust_root
+        self.clock = clock
+
+    # ---------------------------------------------------------------- writes
+
+    def append(self, envelope_json: object) -> Receipt:
+        """Admit one signed envelope; return its receipt or raise a DomainError saying why."""
+        envelope = parse_envelope(envelope_json)
+        statement = envelope.statement()
+        handlers: dict[PredicateType, Callable[[Envelope, Statement], Receipt]] = {
+            PredicateType.INGESTION: self._append_ingestion,
+            PredicateType.ATTESTATION: self._append_attestation,
+            PredicateType.KEY: self._append_key,
+            PredicateType.LIFECYCLE: self._append_lifecycle,
+        }
+        handler = handlers.get(statement.predicateType)
+        if handler is None:
+            raise ManifestError(f"predicate type {statement.predicateType} is not accepted yet")
+        for attempt in range(MAX_APPEND_ATTEMPTS):
+            try:
+                return handler(envelope, statement)
+            except (IntegrityError, OperationalError):
+                # Another writer got there first (or held the SQLite lock): reload and retry.
+                time.sleep(min(0.001 * 2**attempt, 0.2))
+        raise ConflictError(f"could not append after {MAX_APPEND_ATTEMPTS} attempts; try again")
+
+    def _append_ingestion(self, envelope: Envelope, statement: Statement) -> Receipt:
+        existing = self._get(Run, run_id(statement.subject_digest))
+        if existing is not None and envelope.digest in existing.envelopes:
+            return self._duplicate(existing, envelope, statement)
+        predicate = parse_predicate(statement)
+        assert isinstance(predicate, IngestionPredicate)
+        now = self.clock()
+        signer = self._authorize(envelope, statement, predicate.issuedAt, now)
+        checked = check_manifest_set(statement.predicate["manifests"])
+        if statement.subject_digest != checked.run_digest:
+            raise SubjectMismatchError(
+                f"statement subject is {statement.subject_digest} but the run manifest digests "
+                f"to {checked.run_digest}"
+            )
+        if statement.subject_name != checked.run_name:
+            raise SubjectMismatchError(
+                f"statement subject name {statement.subject_name!r} is not the run's "
+                f"metadata.name {checked.run_name!r}"
+            )
+        native = checked.run["spec"].get("sourceNative")
+        if native is not None and native.get("source") != predicate.source:
+            raise ManifestError(
+                f"predicate source {predicate.source!r} differs from the run's "
+                f"sourceNative.source {native.get('source')!r}"
+            )
+        if existing is not None:
+            raise AlreadyExistsError(
+                f"run {checked.run_digest} was already ingested at {existing.ingested_at}",
+                position=self._position(existing.id, 1),
+            )
+        run = Run.ingest(
+            envelope=dict(envelope.raw),
+            envelope_digest=envelope.digest,
+            received_at=format_time(now),
+            signer=signer.key_id,
+            run_digest=checked.run_digest,
+            run_name=checked.run_name,
+        )
+        return self._save(run, statement, envelope)
+
+    def _append_attestation(self, envelope: Envelope, statement: Statement) -> Receipt:
+        run = self._existing_run(statement)
+        if envelope.digest in run.envelopes:
+            return self._duplicate(run, envelope, statement)
+        predicate = parse_predicate(statement)
+        assert isinstance(predicate, AttestationPredicate)
+        now = self.clock()
+        signer = self._authorize(envelope, statement, predicate.issuedAt, now)
+        run.attest(
+            envelope=dict(envelope.raw), envelope_digest=envelope.digest,
+            received_at=format_time(now), signer=signer.key_id,
+        )
+        return self._save(run, statement, envelope)
+
+    def _append_lifecycle(self, envelope: Envelope, statement: Statement) -> Receipt:
+        run = self._existing_run(statement)
+        if envelope.digest in run.envelopes:
+            return self._duplicate(run, envelope, statement)
+        predicate = parse_predicate(statement)
+        assert isinstance(predicate, LifecyclePredicate)
+        now = self.clock()
+        signer = self._authorize(envelope, statement, predicate.issuedAt, now)
+        fields: dict[str, Any] = {
+            "envelope": dict(envelope.raw), "envelope_digest": envelope.digest,
+            "received_at": format_time(now), "signer": signer.key_id,
+        }
+        if predicate.action is LifecycleAction.RETRACT:
+            if run.retracted:
+                raise AlreadyExistsError(f"run {run.run_digest} is already retracted")
+            run.retract(**fields)
+        else:
+            if run.superseded_by is not None:
+                raise AlreadyExistsError(f"run {run.run_digest} is already superseded")
+            if predicate.supersededBy == run.run_digest:
+                raise SubjectMismatchError("a run cannot supersede itself")
+            run.supersede(**fields, superseded_by=predicate.supersededBy)
+        return self._save(run, statement, envelope)
+
+    def _append_key(self, envelope: Envelope, statement: Statement) -> Receipt:
+        existing = self._get(Principal, principal_id(statement.subject_name))
+        if existing is not None and envelope.digest in existing.envelopes:
+            return self._duplicate(existing, envelope, statement)
+        predicate = parse_predicate(statement)
+        assert isinstance(predicate, KeyPredicate)
+        if statement.subject_name != predicate.keyId or statement.subject_digest != predicate.keyId:
+            raise SubjectMismatchError(
+                "a key statement's subject must be the key: name and sha256 digest equal to keyId"
+            )
+        public = PublicKey.from_b64(predicate.publicKey)
+        if key_id_of(public.raw) != predicate.keyId:
+            raise DigestMismatchError(f"keyId {predicate.keyId} is not the id of the publicKey given")
+        now = self.clock()
+        issued_at = parse_time(predicate.issuedAt, "predicate.issuedAt")
+        if issued_at > now + MAX_CLOCK_SKEW:
+            raise ClockSkewError(f"issuedAt {predicate.issuedAt} is in the future")
+        if predicate.action is KeyAction.REGISTER:
+            return self._register_key(envelope, statement, predicate, existing, public, now)
+        return self._revoke_key(envelope, statement, predicate, existing, public, now)
+
+    def _register_key(
+        self, envelope: Envelope, statement: Statement, predicate: KeyPredicate,
+        existing: Principal | None, public: PublicKey, now: datetime,
+    ) -> Receipt:
+        if predicate.roles is None or predicate.validFrom is None:
+            raise ManifestError("registering a key needs predicate.roles and predicate.validFrom")
+        roles = frozenset(predicate.roles)
+        valid_from = parse_time(predicate.validFrom, "predicate.validFrom")
+        if predicate.validUntil is not None and parse_time(predicate.validUntil) <= valid_from:
+            raise ManifestError("predicate.validUntil must be after validFrom")
+        signer_ids = {keyid for keyid, _ in envelope.signatures}
+        if predicate.keyId in signer_ids:
+            # Self-signed: proof of possession. Only attesters may enrol themselves; an admin
+            # key may enrol itself only if the trust root names it (bootstrap).
+            verify_envelope(envelope, lambda kid: public if kid == predicate.keyId else None)
+            if roles != {Role.ATTESTER} and not self.trust_root.is_admin(predicate.keyId):
+                raise WrongRoleError(
+                    "a key may register itself only with the attester role; "
+                    "other roles need an admin signature"
+                )
+            signer_id = predicate.keyId
+        else:
+            signer_id = self._authorize(envelope, statement, predicate.issuedAt, now).key_id
+        if existing is not None:
+            raise AlreadyExistsError(
+                f"key {predicate.keyId} is already registered (at {existing.registered_at}); "
+                "keys are registered once: revoke it and register a new key to change roles",
+                position=self._position(existing.id, 1),
+            )
+        principal = Principal.register(
+            envelope=dict(envelope.raw), envelope_digest=envelope.digest,
+            received_at=format_time(now), signer=signer_id, key_id=predicate.keyId,
+            public_key=public.b64, roles=sorted(str(r) for r in roles),
+            valid_from=predicate.validFrom, valid_until=predicate.validUntil, label=predicate.label,
+        )
+        return self._save(principal, statement, envelope)
+
+    def _revoke_key(
+        self, envelope: Envelope, statement: Statement, predicate: KeyPredicate,
+        existing: Principal | None, public: PublicKey, now: datetime,
+    ) -> Receipt:
+        if existing is None:
+            raise UnknownKeyError(f"key {predicate.keyId} is not registered")
+        if existing.public_key != public.b64:
+            raise DigestMismatchError("publicKey differs from the registered key")
+        signer_ids = {keyid for keyid, _ in envelope.signatures}
+        if predicate.keyId in signer_ids:
+            # A key holder may always revoke their own key (e.g. on compromise).
+            verify_envelope(envelope, lambda kid: public if kid == predicate.keyId else None)
+            signer_id = predicate.keyId
+        else:
+            signer_id = self._authorize(envelope, statement, predicate.issuedAt, now).key_id
+        if existing.revoked_at is not None:
+            raise AlreadyExistsError(f"key {predicate.keyId} was already revoked at {existing.revoked_at}")
+        existing.revoke(
+            envelope=dict(envelope.raw), envelope_digest=envelope.digest,
+            received_at=format_time(now), signer=signer_id, reason=predicate.reason,
+        )
+        return self._save(existing, statement, envelope)
+
+    # ------------------------------------------------------------ admission
+
+    def _authorize(self, envelope: Envelope, statement: Statement, issued_at: str, now: datetime) -> KeyRecord:
+        """Signature by a registered key, usable now for a statement issued then, in role."""
+        signer = verify_envelope(envelope, self._registered_public_key)
+        record = self.key_record(signer)
+        assert record is not None  # verify_envelope only returns ids it could resolve
+        record.check_usable_now(now, parse_time(issued_at, "predicate.issuedAt"))
+        allowed = SIGNER_ROLES[statement.predicateType]
+        if not record.roles & allowed:
+            have = ", ".join(sorted(record.roles)) or "none"
+            need = " or ".join(sorted(allowed))
+            raise WrongRoleError(
+                f"key {signer} has role {have}; a {statement.predicateType} statement needs {need}"
+            )
+        return record
+
+    def _registered_public_key(self, key_id: str) -> PublicKey | None:
+        record = self.key_record(key_id)
+        return record.public_key if record is not None else None
+
+    def _existing_run(self, statement: Statement) -> Run:
+        run = self._get(Run, run_id(statement.subject_digest))
+        if run is None:
+            raise UnknownRunError(f"no run with digest {statement.subject_digest} is in the ledger")
+        if statement.subject_name != run.run_name:
+            raise SubjectMismatchError(
+                f"statement subject name {statement.subject_name!r} is not the run's name {run.run_name!r}"
+            )
+        return run
+
+    # --------------------------------------------------------- persistence
+
+    def _get(self, cls: type[A], aggregate_id: UUID) -> A | None:
+        try:
+            aggregate = self.repository.get(aggregate_id)
+        except AggregateNotFoundError:
+            return None
+        if not isinstance(aggregate, cls):
+            raise DomainError(f"aggregate {aggregate_id} is not a {cls.__name__}")
+        return aggregate
+
+    def _save(self, aggregate: Run | Principal, statement: Statement, envelope: Envelope) -> Receipt:
+        recordings = self.save(aggregate)
+        last = recordings[-1]
+        return Receipt(
+            position=last.notification.id,
+            aggregate_id=aggregate.id,
+            version=last.notification.originator_version,
+            event=last.notification.topic.rsplit(":", 1)[-1],
+            subject_digest=statement.subject_digest,
+            envelope_digest=envelope.digest,
+            received_at=getattr(last.domain_event, "received_at", ""),
+            duplicate=False,
+        )
+
+    def _duplicate(self, aggregate: Run | Principal, envelope: Envelope, statement: Statement) -> Receipt:
+        version = aggregate.envelopes[envelope.digest]
+        record = self._record_at(aggregate.id, version)
+        state = json.loads(record.state)
+        return Receipt(
+            position=record.position,
+            aggregate_id=aggregate.id,
+            version=version,
+            event=record.event_name,
+            subject_digest=statement.subject_digest,
+            envelope_digest=envelope.digest,
+            received_at=str(state.get("received_at", "")),
+            duplicate=True,
+        )
+
+    def _position(self, aggregate_id: UUID, version: int) -> int:
+        return self._record_at(aggregate_id, version).position
+
+    def _record_at(self, aggregate_id: UUID, version: int) -> StoredRecord:
+        records = self.stored_records(aggregate_id, version=version)
+        if not records:
+            raise NotFoundError(f"no stored event {aggregate_id} v{version}")
+        return records[0]
+
+    # ----------------------------------------------------------------- reads
+
+    def stored_records(self, aggregate_id: UUID, version: int | None = None) -> list[StoredRecord]:
+        """Raw stored events of one aggregate, with their notification positions."""
+        record_cls = self.recorder.events_record_cls  # type: ignore[attr-defined]
+        query = select(
+            record_cls.id, record_cls.originator_version, record_cls.topic, record_cls.state
+        ).where(record_cls.originator_id == aggregate_id)
+        if version is not None:
+            query = query.where(record_cls.originator_version == version)
+        query = query.order_by(record_cls.originator_version)
+        with self.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+            rows = session.execute(query).all()
+        return [
+            StoredRecord(position=r[0], aggregate_id=aggregate_id, version=r[1], topic=r[2], state=bytes(r[3]))
+            for r in rows
+        ]
+
+    def run(self, run_digest: str) -> Run | None:
+        return self._get(Run, run_id(run_digest))
+
+    def principal(self, key_id: str) -> Principal | None:
+        return self._get(Principal, principal_id(key_id))
+
+    def key_record(self, key_id: str) -> KeyRecord | None:
+        principal = self.principal(key_id)
+        if principal is None:
+            return None
+        return KeyRecord.from_fields(
+            key_id=principal.key_id, public_key_b64=principal.public_key, roles=principal.roles,
+            valid_from=principal.valid_from, valid_until=principal.valid_until,
+            registered_at=principal.registered_at, revoked_at=principal.revoked_at,
+            label=principal.label,
+        )
+
+    def _scan(self, event_class: type[Any]) -> Iterator[dict[str, Any]]:
+        topic = f"{event_class.__module__}:{event_class.__qualname__}"
+        start = 1
+        while True:
+            batch = self.recorder.select_notifications(start, 1000, topics=[topic])
+            for notification in batch:
+                try:
+                    yield json.loads(notification.state)
+                except ValueError:
+                    continue  # unreadable records are reported by history/audit, not here
+            if len(batch) < 1000:
+                return
+            start = batch[-1].id + 1
+
+    def run_index(self) -> Iterator[tuple[str, str]]:
+        """(run digest, run name) of every ingested run, in ledger order."""
+        for state in self._scan(Run.Ingested):
+            yield str(state.get("run_digest")), str(state.get("run_name"))
+
+    def key_ids(self) -> list[str]:
+        return [str(state.get("key_id")) for state in self._scan(Principal.Registered)]
+
+    def resolve_run(self, reference: str) -> str:
+        """A full run digest from a digest or unique prefix (with or without ``sha256:``)."""
+        ref = reference.strip().lower()
+        hexpart = ref.removeprefix("sha256:")
+        if not hexpart or any(c not in "0123456789abcdef" for c in hexpart):
+            raise NotFoundError(f"{reference!r} is not a run digest or digest prefix")
+        full = "sha256:" + hexpart
+        if len(hexpart) == 64:
+            if self.run(full) is None:
+                raise NotFoundError(f"no run with digest {full}")
+            return full
+        if len(hexpart) < 4:
+            raise AmbiguousReferenceError("give at least 4 hex digits of the run digest")
+        matches = [d for d, _ in self.run_index() if d.startswith(full)]
+        if not matches:
+            raise NotFoundError(f"no run digest starts with {full}")
+        if len(matches) > 1:
+            raise AmbiguousReferenceError(
+                f"{len(matches)} runs start with {full}: " + ", ".join(m[:19] for m in matches[:5])
+            )
+        return matches[0]
+

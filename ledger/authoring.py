@@ -1,0 +1,135 @@
+"""Building and signing the statements actors send to the ledger.
+
+Clients (CLI, importers, the GPU agent) use these so that what they sign is exactly what the
+ledger's admission checks expect.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from domain.manifests.manifest_set import check_manifest_set
+from domain.statements import PredicateType, Role, make_statement
+from domain.timestamps import format_time, utc_now
+from ledger.dsse import sign_envelope
+from ledger.keys import PublicKey, SigningKey
+
+
+def ingestion_envelope(
+    manifests: dict[str, dict[str, Any]],
+    key: SigningKey,
+    *,
+    source: str | None = None,
+    external_id: str | None = None,
+    fetched_at: datetime | None = None,
+    snapshot_digest: str | None = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """An ingester-signed statement that a run (and the manifests it references) exists."""
+    checked = check_manifest_set(manifests)
+    native = checked.run["spec"].get("sourceNative") or {}
+    moment = now or utc_now()
+    predicate: dict[str, Any] = {
+        "source": source or native.get("source") or "direct",
+        "fetchedAt": format_time(fetched_at or moment),
+        "issuedAt": format_time(moment),
+        # Signed as supplied: the ledger recomputes every digest from these documents.
+        "manifests": manifests,
+    }
+    external = external_id or native.get("externalId")
+    if external is not None:
+        predicate["externalId"] = external
+    if native:
+        predicate["sourceNative"] = native
+    if snapshot_digest is not None:
+        predicate["snapshotDigest"] = snapshot_digest
+    statement = make_statement(checked.run_name, checked.run_digest, PredicateType.INGESTION, predicate)
+    return sign_envelope(statement, key)
+
+
+def attestation_envelope(
+    run_digest: str,
+    run_name: str,
+    key: SigningKey,
+    *,
+    type_: str,
+    body: str,
+    evidence_url: str | None = None,
+    observed_ns: int | None = None,
+    environment_summary: str | None = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    predicate: dict[str, Any] = {"type": type_, "body": body, "issuedAt": format_time(now or utc_now())}
+    if evidence_url is not None:
+        predicate["evidenceUrl"] = evidence_url
+    if observed_ns is not None:
+        predicate["observedNs"] = observed_ns
+    if environment_summary is not None:
+        predicate["environmentSummary"] = environment_summary
+    statement = make_statement(run_name, run_digest, PredicateType.ATTESTATION, predicate)
+    return sign_envelope(statement, key)
+
+
+def lifecycle_envelope(
+    run_digest: str,
+    run_name: str,
+    key: SigningKey,
+    *,
+    action: str,
+    reason: str,
+    superseded_by: str | None = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    predicate: dict[str, Any] = {"action": action, "reason": reason, "issuedAt": format_time(now or utc_now())}
+    if superseded_by is not None:
+        predicate["supersededBy"] = superseded_by
+    statement = make_statement(run_name, run_digest, PredicateType.LIFECYCLE, predicate)
+    return sign_envelope(statement, key)
+
+
+def key_registration_envelope(
+    subject: PublicKey,
+    roles: list[Role],
+    signer: SigningKey,
+    *,
+    valid_from: datetime | None = None,
+    valid_until: datetime | None = None,
+    label: str | None = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """Register ``subject`` with ``roles``; ``signer`` is an admin, or the subject itself."""
+    moment = now or utc_now()
+    predicate: dict[str, Any] = {
+        "action": "register",
+        "keyId": subject.key_id,
+        "publicKey": subject.b64,
+        "roles": sorted(str(r) for r in roles),
+        "validFrom": format_time(valid_from or moment),
+        "issuedAt": format_time(moment),
+    }
+    if valid_until is not None:
+        predicate["validUntil"] = format_time(valid_until)
+    if label is not None:
+        predicate["label"] = label
+    statement = make_statement(subject.key_id, subject.key_id, PredicateType.KEY, predicate)
+    return sign_envelope(statement, signer)
+
+
+def key_revocation_envelope(
+    subject: PublicKey,
+    signer: SigningKey,
+    *,
+    reason: str | None = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    predicate: dict[str, Any] = {
+        "action": "revoke",
+        "keyId": subject.key_id,
+        "publicKey": subject.b64,
+        "issuedAt": format_time(now or utc_now()),
+    }
+    if reason is not None:
+        predicate["reason"] = reason
+    statement = make_statement(subject.key_id, subject.key_id, PredicateType.KEY, predicate)
+    return sign_envelope(statement, signer)

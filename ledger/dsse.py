@@ -1,0 +1,150 @@
+"""DSSE envelopes over in-toto statements (DSSE v1 protocol).
+
+``signature = Ed25519(PAE(payloadType, payload))``. Verification fails closed: the envelope
+must be well formed, its payload canonical base64 of a JSON statement, and at least one
+signature must verify under the key its ``keyid`` names *and* that key must be one the caller
+trusts. ``keyid`` is only a hint for which key to try.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from domain.canonical import canonical_json, digest_of
+from domain.errors import DomainError
+from domain.statements import PAYLOAD_TYPE, Statement, parse_statement
+from ledger.keys import PublicKey, SigningKey
+
+MAX_SIGNATURES = 8
+
+
+class EnvelopeError(DomainError):
+    """The envelope is malformed (shape, base64, payload JSON)."""
+
+    code = "malformed-envelope"
+
+
+class SignatureError(DomainError):
+    """No signature on the envelope verifies under a key we trust."""
+
+    code = "bad-signature"
+
+
+class UnknownKeyError(SignatureError):
+    code = "unknown-key"
+
+
+def pae(payload_type: str, payload: bytes) -> bytes:
+    """DSSE pre-authentication encoding: ``DSSEv1 SP len(t) SP t SP len(b) SP b``."""
+    t = payload_type.encode("utf-8")
+    return b"DSSEv1 %d %s %d %s" % (len(t), t, len(payload), payload)
+
+
+def _b64decode_strict(text: object, what: str) -> bytes:
+    if not isinstance(text, str):
+        raise EnvelopeError(f"{what} must be a base64 string")
+    try:
+        raw = base64.b64decode(text.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError, ValueError):
+        raise EnvelopeError(f"{what} is not valid standard base64") from None
+    # Reject non-canonical encodings (stray padding bits) so one envelope has one spelling.
+    if base64.b64encode(raw).decode("ascii") != text:
+        raise EnvelopeError(f"{what} is not canonical base64")
+    return raw
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """A parsed DSSE envelope; ``raw`` is the JSON object exactly as received."""
+
+    payload_type: str
+    payload: bytes
+    signatures: tuple[tuple[str, bytes], ...]
+    raw: Mapping[str, Any]
+
+    @property
+    def digest(self) -> str:
+        """sha256 over the JCS form of the envelope: identical envelopes, identical digest."""
+        return digest_of(dict(self.raw))
+
+    def statement_json(self) -> Any:
+        try:
+            return json.loads(self.payload.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise EnvelopeError("payload is not a UTF-8 JSON document") from None
+
+    def statement(self) -> Statement:
+        return parse_statement(self.statement_json())
+
+
+def parse_envelope(value: object) -> Envelope:
+    """Check the envelope's shape and decode it; raise EnvelopeError with what is wrong."""
+    if not isinstance(value, Mapping):
+        raise EnvelopeError("envelope must be a JSON object")
+    unknown = set(value) - {"payloadType", "payload", "signatures"}
+    if unknown:
+        raise EnvelopeError(f"envelope has unknown fields: {', '.join(sorted(unknown))}")
+    payload_type = value.get("payloadType")
+    if payload_type != PAYLOAD_TYPE:
+        raise EnvelopeError(f"payloadType must be {PAYLOAD_TYPE!r}, got {payload_type!r}")
+    payload = _b64decode_strict(value.get("payload"), "payload")
+    signatures = value.get("signatures")
+    if not isinstance(signatures, list) or not signatures:
+        raise EnvelopeError("envelope needs at least one signature")
+    if len(signatures) > MAX_SIGNATURES:
+        raise EnvelopeError(f"envelope has more than {MAX_SIGNATURES} signatures")
+    parsed: list[tuple[str, bytes]] = []
+    for i, item in enumerate(signatures):
+        if not isinstance(item, Mapping) or set(item) - {"keyid", "sig"}:
+            raise EnvelopeError(f"signatures[{i}] must be an object with keyid and sig only")
+        keyid = item.get("keyid", "")
+        if not isinstance(keyid, str):
+            raise EnvelopeError(f"signatures[{i}].keyid must be a string")
+        parsed.append((keyid, _b64decode_strict(item.get("sig"), f"signatures[{i}].sig")))
+    try:
+        canonical_json(dict(value))
+    except DomainError as exc:
+        raise EnvelopeError(f"envelope is not canonicalisable: {exc.message}") from None
+    return Envelope(payload_type, payload, tuple(parsed), value)
+
+
+def sign_envelope(statement: Mapping[str, Any], key: SigningKey) -> dict[str, Any]:
+    """Serialise ``statement`` (JCS) and wrap it in a DSSE envelope signed by ``key``."""
+    payload = canonical_json(dict(statement))
+    sig = key.sign(pae(PAYLOAD_TYPE, payload))
+    return {
+        "payloadType": PAYLOAD_TYPE,
+        "payload": base64.b64encode(payload).decode("ascii"),
+        "signatures": [{"keyid": key.key_id, "sig": base64.b64encode(sig).decode("ascii")}],
+    }
+
+
+KeyResolver = Callable[[str], PublicKey | None]
+
+
+def verify_envelope(envelope: Envelope, resolve: KeyResolver) -> str:
+    """Return the key id of the first signature that verifies under a resolvable key.
+
+    ``resolve(key_id)`` returns the trusted key for that id, or None. Raises
+    UnknownKeyError when no signature names a known key, SignatureError when a known key's
+    signature does not verify.
+    """
+    message = pae(envelope.payload_type, envelope.payload)
+    known = False
+    for keyid, sig in envelope.signatures:
+        key = resolve(keyid)
+        if key is None:
+            continue
+        known = True
+        # Defence in depth: the resolver must hand back the key the id names.
+        if key.key_id == keyid and key.verify(sig, message):
+            return keyid
+    if not known:
+        names = ", ".join(k or "(empty)" for k, _ in envelope.signatures)
+        raise UnknownKeyError(f"no signature is by a registered key (keyid {names})")
+    raise SignatureError("signature does not verify under the registered key it names")

@@ -1,0 +1,190 @@
+"""Re-verifying a stored event from what it carries, check by named check.
+
+Used by ``history`` (and later audit and offline verification). Never raises for bad data:
+a tampered or unreadable record is reported as failing, with the reason, so it is neither
+hidden nor able to crash the reader.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from domain.errors import DomainError
+from domain.manifests.manifest_set import check_manifest_set
+from domain.statements import SIGNER_ROLES, PredicateType, Role, Statement
+from domain.timestamps import parse_time
+from ledger.dsse import Envelope, parse_envelope, verify_envelope
+from ledger.key_registry import KeyRecord
+from ledger.keys import PublicKey
+from ledger.trust import TrustRoot
+
+# Stored event class → the predicate type its envelope must carry.
+EVENT_PREDICATES: dict[str, PredicateType] = {
+    "Run.Ingested": PredicateType.INGESTION,
+    "Run.Attested": PredicateType.ATTESTATION,
+    "Run.Retracted": PredicateType.LIFECYCLE,
+    "Run.Superseded": PredicateType.LIFECYCLE,
+    "Principal.Registered": PredicateType.KEY,
+    "Principal.Revoked": PredicateType.KEY,
+}
+
+KeyLookup = Callable[[str], KeyRecord | None]
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+@dataclass
+class EventVerification:
+    position: int
+    version: int
+    event: str
+    received_at: str | None = None
+    signer: str | None = None
+    role: str | None = None
+    predicate_type: str | None = None
+    predicate: dict[str, Any] | None = None
+    envelope: dict[str, Any] | None = None
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.checks) and all(c.ok for c in self.checks)
+
+    @property
+    def failures(self) -> list[Check]:
+        return [c for c in self.checks if not c.ok]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "position": self.position,
+            "version": self.version,
+            "event": self.event,
+            "receivedAt": self.received_at,
+            "signer": self.signer,
+            "role": self.role,
+            "predicateType": self.predicate_type,
+            "predicate": self.predicate,
+            "envelope": self.envelope,
+            "verified": self.ok,
+            "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in self.checks],
+        }
+
+
+def verify_stored_event(
+    *,
+    position: int,
+    version: int,
+    event: str,
+    state: bytes,
+    expected_subject: str,
+    keys: KeyLookup,
+    trust_root: TrustRoot,
+) -> EventVerification:
+    """Re-check one stored event: readable, well-formed, signed in role, about its subject."""
+    result = EventVerification(position=position, version=version, event=event)
+    checks = result.checks
+    try:
+        stored = json.loads(state)
+        envelope_json = stored["envelope"]
+        result.received_at = str(stored["received_at"])
+        received = parse_time(result.received_at, "received_at")
+    except (ValueError, KeyError, TypeError, DomainError) as exc:
+        checks.append(Check("record-readable", False, f"stored record is unreadable: {exc}"))
+        return result
+    checks.append(Check("record-readable", True))
+    result.envelope = envelope_json if isinstance(envelope_json, dict) else None
+    try:
+        envelope = parse_envelope(envelope_json)
+        statement = envelope.statement()
+    except DomainError as exc:
+        checks.append(Check("envelope", False, exc.message))
+        return result
+    checks.append(Check("envelope", True))
+    result.predicate_type = str(statement.predicateType)
+    result.predicate = statement.predicate
+
+    expected_type = EVENT_PREDICATES.get(event)
+    checks.append(
+        Check("event-type", expected_type == statement.predicateType,
+              "" if expected_type == statement.predicateType
+              else f"a {event} event carries a {statement.predicateType} statement")
+    )
+    checks.append(
+        Check("subject", statement.subject_digest == expected_subject,
+              "" if statement.subject_digest == expected_subject
+              else f"statement is about {statement.subject_digest}, not {expected_subject}")
+    )
+    _check_signer(result, envelope, statement, received, keys, trust_root)
+    if statement.predicateType is PredicateType.INGESTION:
+        _check_ingested_content(result, statement)
+    return result
+
+
+def _self_signed_key(statement: Statement) -> PublicKey | None:
+    """The key a key statement registers or revokes, when the envelope is signed by it."""
+    if statement.predicateType is not PredicateType.KEY:
+        return None
+    try:
+        return PublicKey.from_b64(str(statement.predicate.get("publicKey")))
+    except ValueError:
+        return None
+
+
+def _check_signer(
+    result: EventVerification, envelope: Envelope, statement: Statement, received: Any,
+    keys: KeyLookup, trust_root: TrustRoot,
+) -> None:
+    checks = result.checks
+    own = _self_signed_key(statement)
+    own_id = own.key_id if own is not None else None
+
+    def resolve(key_id: str) -> PublicKey | None:
+        if own is not None and key_id == own_id:
+            return own
+        record = keys(key_id)
+        return record.public_key if record is not None else None
+
+    try:
+        signer = verify_envelope(envelope, resolve)
+    except DomainError as exc:
+        checks.append(Check("signature", False, exc.message))
+        return
+    result.signer = signer
+    checks.append(Check("signature", True))
+    if signer == own_id:
+        action = statement.predicate.get("action")
+        roles = statement.predicate.get("roles") or []
+        allowed = action == "revoke" or roles == [Role.ATTESTER.value] or trust_root.is_admin(signer)
+        result.role = "self"
+        checks.append(Check("role", allowed, "" if allowed else "self-signed key statement beyond attester"))
+        return
+    record = keys(signer)
+    assert record is not None
+    result.role = ",".join(sorted(record.roles))
+    why = record.invalid_at(received)
+    checks.append(Check("key-valid", why is None, why or ""))
+    needed = SIGNER_ROLES[statement.predicateType]
+    in_role = bool(record.roles & needed)
+    checks.append(
+        Check("role", in_role, "" if in_role else f"role {result.role} may not sign {statement.predicateType}")
+    )
+
+
+def _check_ingested_content(result: EventVerification, statement: Statement) -> None:
+    try:
+        checked = check_manifest_set(statement.predicate.get("manifests") or {})
+    except DomainError as exc:
+        result.checks.append(Check("manifests", False, exc.message))
+        return
+    same = checked.run_digest == statement.subject_digest
+    result.checks.append(
+        Check("manifests", same, "" if same else f"run manifest digests to {checked.run_digest}")
+    )

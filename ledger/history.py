@@ -1,0 +1,61 @@
+"""A run's (or key's) full history: every stored event, re-verified, with what it says."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from domain.statements import PredicateType
+from ledger.aggregates import principal_id, run_id
+from ledger.application import Ledger
+from ledger.event_verification import EventVerification, verify_stored_event
+
+
+def run_history(ledger: Ledger, run_digest: str) -> list[EventVerification]:
+    return _history(ledger, run_id(run_digest), run_digest)
+
+
+def key_history(ledger: Ledger, key_id: str) -> list[EventVerification]:
+    return _history(ledger, principal_id(key_id), key_id)
+
+
+def _history(ledger: Ledger, aggregate_id: Any, subject: str) -> list[EventVerification]:
+    return [
+        verify_stored_event(
+            position=record.position,
+            version=record.version,
+            event=record.event_name,
+            state=record.state,
+            expected_subject=subject,
+            keys=ledger.key_record,
+            trust_root=ledger.trust_root,
+        )
+        for record in ledger.stored_records(aggregate_id)
+    ]
+
+
+def describe(entry: EventVerification) -> str:
+    """One line saying what the event states, for people."""
+    p = entry.predicate or {}
+    kind = entry.predicate_type
+    if kind == PredicateType.INGESTION:
+        run = (p.get("manifests") or {}).get("run") or {}
+        spec = run.get("spec") or {}
+        timing = spec.get("timing") or {}
+        stat = timing.get("primaryStatistic")
+        value = (timing.get("latencyNs") or {}).get(stat) if stat else None
+        claim = f", {stat} latency {value} ns" if value is not None else ""
+        ext = f" #{p['externalId']}" if p.get("externalId") else ""
+        return f"ingested from {p.get('source')}{ext}: status {spec.get('status')}{claim}"
+    if kind == PredicateType.ATTESTATION:
+        body = str(p.get("body", ""))
+        short = body if len(body) <= 100 else body[:97] + "..."
+        return f"{p.get('type')}: {short}"
+    if kind == PredicateType.LIFECYCLE:
+        return f"{p.get('action')}: {p.get('reason')}"
+    if kind == PredicateType.KEY:
+        roles = ",".join(p.get("roles") or [])
+        label = f" ({p['label']})" if p.get("label") else ""
+        if p.get("action") == "register":
+            return f"register key {str(p.get('keyId'))[:19]}…{label} as {roles}"
+        return f"revoke key {str(p.get('keyId'))[:19]}…: {p.get('reason') or 'no reason given'}"
+    return "unreadable event"

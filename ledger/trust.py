@@ -1,0 +1,83 @@
+"""The trust root: the keys a verifier starts from.
+
+``trust-root.json`` names the admin keys (which may register every other key, themselves
+included at bootstrap) and the log key that signs checkpoints. It holds public keys only.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from domain.errors import DomainError
+from ledger.keys import PublicKey
+
+TRUST_ROOT_VERSION = 1
+
+
+class TrustRootError(DomainError):
+    code = "bad-trust-root"
+
+
+@dataclass(frozen=True)
+class TrustRoot:
+    origin: str
+    admin_keys: tuple[PublicKey, ...]
+    log_key: PublicKey
+    created_at: str
+
+    def is_admin(self, key_id: str) -> bool:
+        return any(k.key_id == key_id for k in self.admin_keys)
+
+    def admin_key(self, key_id: str) -> PublicKey | None:
+        return next((k for k in self.admin_keys if k.key_id == key_id), None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": TRUST_ROOT_VERSION,
+            "origin": self.origin,
+            "createdAt": self.created_at,
+            "adminKeys": [{"keyId": k.key_id, "publicKey": k.b64} for k in self.admin_keys],
+            "logKey": {"keyId": self.log_key.key_id, "publicKey": self.log_key.b64},
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> TrustRoot:
+        if not isinstance(data, dict) or data.get("version") != TRUST_ROOT_VERSION:
+            raise TrustRootError(f"trust root must be an object with version {TRUST_ROOT_VERSION}")
+        try:
+            admins = tuple(_key(entry) for entry in data["adminKeys"])
+            log_key = _key(data["logKey"])
+            origin = data["origin"]
+            created = data["createdAt"]
+        except (KeyError, TypeError) as exc:
+            raise TrustRootError(f"trust root is missing {exc}") from None
+        if not admins:
+            raise TrustRootError("trust root names no admin key")
+        if not isinstance(origin, str) or not origin or any(c.isspace() for c in origin):
+            raise TrustRootError("trust root origin must be a non-empty string without spaces")
+        return cls(origin=origin, admin_keys=admins, log_key=log_key, created_at=str(created))
+
+    @classmethod
+    def load(cls, path: Path) -> TrustRoot:
+        try:
+            return cls.from_json(json.loads(path.read_text("utf-8")))
+        except OSError as exc:
+            raise TrustRootError(f"cannot read trust root {path}: {exc.strerror}") from None
+        except json.JSONDecodeError:
+            raise TrustRootError(f"trust root {path} is not JSON") from None
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(self.to_json(), indent=2) + "\n", "utf-8")
+
+
+def _key(entry: Any) -> PublicKey:
+    try:
+        key = PublicKey.from_b64(entry["publicKey"])
+    except ValueError as exc:
+        raise TrustRootError(f"trust root key: {exc}") from None
+    if entry.get("keyId") != key.key_id:
+        raise TrustRootError(f"trust root key id {entry.get('keyId')} does not match its public key")
+    return key
