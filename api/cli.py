@@ -18,6 +18,7 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from domain.documents import parse_document
@@ -68,8 +69,12 @@ DbOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
 
 
+def _print_error(code: str, message: str) -> None:
+    err.print(f"[bold red]error{escape('[' + code + ']')}[/]: {escape(message)}")
+
+
 def _fail(code: str, message: str, exit_code: int = EXIT_REJECTED) -> typer.Exit:
-    err.print(f"[bold red]error[{code}][/]: {message}", markup=True)
+    _print_error(code, message)
     return typer.Exit(exit_code)
 
 
@@ -174,7 +179,7 @@ def digest(
     else:
         for row in results:
             if "error" in row:
-                err.print(f"[bold red]error[{row['error']}][/]: {row['file']}: {row['message']}")
+                _print_error(row["error"], f"{row['file']}: {row['message']}")
             else:
                 role = f"{row['role']:<12}" if row["role"] else ""
                 out.print(f"{role}{row['kind']:<24} {row['name']:<40} {row['digest']}")

@@ -21,7 +21,7 @@ from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.domain import Aggregate
-from eventsourcing.persistence import IntegrityError, OperationalError
+from eventsourcing.persistence import IntegrityError, MapperDeserialisationError, OperationalError
 from sqlalchemy import select
 
 from domain.errors import DigestMismatchError, DomainError, ManifestError
@@ -47,6 +47,7 @@ from ledger.errors import (
     AmbiguousReferenceError,
     ClockSkewError,
     ConflictError,
+    CorruptRecordError,
     NotFoundError,
     SubjectMismatchError,
     UnknownKeyError,
@@ -349,6 +350,13 @@ class Ledger(Application[UUID]):
             aggregate = self.repository.get(aggregate_id)
         except AggregateNotFoundError:
             return None
+        except MapperDeserialisationError:
+            # Fail closed: nothing is appended to, or read from, an aggregate whose stored
+            # events no longer decode. History and audit report which record is damaged.
+            raise CorruptRecordError(
+                f"stored events of {aggregate_id} cannot be decoded; run 'kernelindex history' "
+                "or 'kernelindex audit' to see which"
+            ) from None
         if not isinstance(aggregate, cls):
             raise DomainError(f"aggregate {aggregate_id} is not a {cls.__name__}")
         return aggregate
@@ -456,7 +464,8 @@ class Ledger(Application[UUID]):
             raise NotFoundError(f"{reference!r} is not a run digest or digest prefix")
         full = "sha256:" + hexpart
         if len(hexpart) == 64:
-            if self.run(full) is None:
+            # Raw lookup: a damaged record must still be reachable by history and audit.
+            if not self.stored_records(run_id(full), version=1):
                 raise NotFoundError(f"no run with digest {full}")
             return full
         if len(hexpart) < 4:

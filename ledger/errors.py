@@ -75,3 +75,10 @@ class NotFoundError(DomainError):
 class AmbiguousReferenceError(DomainError):
     code = "ambiguous-reference"
     status = 400
+
+
+class CorruptRecordError(DomainError):
+    """A stored event no longer decodes: the store was damaged or tampered with."""
+
+    code = "corrupt-record"
+    status = 500
