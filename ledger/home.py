@@ -25,7 +25,7 @@ from ledger.trust import TrustRoot
 
 HOME_ENV = "KERNELINDEX_HOME"
 DB_ENV = "KERNELINDEX_DB"
-PASSPHRASE_ENV = "KERNELINDEX_KEY_PASSPHRASE"
+PASSPHRASE_ENV = "KERNELINDEX_KEY_PASSPHRASE"  # noqa: S105 - a variable name, not a secret
 
 
 class HomeError(DomainError):
@@ -88,7 +88,11 @@ class LedgerHome:
         root.save(self.trust_root_path)
         ledger = Ledger(self.db_url, root)
         admin = keys["admin"]
-        for name, roles in (("admin", [Role.ADMIN]), ("ingester", [Role.INGESTER]), ("log", [Role.LOG])):
+        for name, roles in (
+            ("admin", [Role.ADMIN]),
+            ("ingester", [Role.INGESTER]),
+            ("log", [Role.LOG]),
+        ):
             ledger.append(
                 key_registration_envelope(keys[name].public, roles, admin, label=name, now=now)
             )
