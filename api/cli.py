@@ -45,11 +45,13 @@ EXIT_USAGE = 2
 
 app = typer.Typer(
     name="kernelindex",
-    help="KernelIndex Ledger: signed, append-only, offline-verifiable GPU-kernel benchmark records.",
+    help="KernelIndex Ledger: signed, append-only, offline-verifiable GPU-kernel benchmarks.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-keys_app = typer.Typer(help="Generate, register, revoke and list signing keys.", no_args_is_help=True)
+keys_app = typer.Typer(
+    help="Generate, register, revoke and list signing keys.", no_args_is_help=True
+)
 app.add_typer(keys_app, name="keys")
 
 out = Console(highlight=False, soft_wrap=True)
@@ -64,7 +66,10 @@ HomeOption = Annotated[
 ]
 DbOption = Annotated[
     str | None,
-    typer.Option("--db", help="SQLAlchemy URL of the event store (default $KERNELINDEX_DB or the home's SQLite file)."),
+    typer.Option(
+        "--db",
+        help="SQLAlchemy URL of the event store (default $KERNELINDEX_DB or the home's SQLite).",
+    ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
 
@@ -140,7 +145,14 @@ def init(
     root = ledger.trust_root
     keys = {name: target.key(name).key_id for name in ("admin", "ingester", "log")}
     if as_json:
-        _print_json({"home": str(target.path), "db": target.db_url, "trustRoot": root.to_json(), "keys": keys})
+        _print_json(
+            {
+                "home": str(target.path),
+                "db": target.db_url,
+                "trustRoot": root.to_json(),
+                "keys": keys,
+            }
+        )
         return
     out.print(f"Initialised ledger at [bold]{target.path}[/] (origin {root.origin})")
     out.print(f"  database    {target.db_url}")
@@ -161,13 +173,15 @@ def digest(
         try:
             document = parse_document(path.read_bytes(), filename=path.name)
             for role, manifest in manifests_in(document):
-                results.append({
-                    "file": str(path),
-                    "role": role,
-                    "kind": manifest.get("kind"),
-                    "name": (manifest.get("metadata") or {}).get("name"),
-                    "digest": manifest_digest(manifest),
-                })
+                results.append(
+                    {
+                        "file": str(path),
+                        "role": role,
+                        "kind": manifest.get("kind"),
+                        "name": (manifest.get("metadata") or {}).get("name"),
+                        "digest": manifest_digest(manifest),
+                    }
+                )
         except DomainError as exc:
             failed = True
             results.append({"file": str(path), "error": exc.code, "message": exc.message})
@@ -190,10 +204,22 @@ def digest(
 @app.command()
 @handles_errors
 def ingest(
-    file: Annotated[Path, typer.Argument(help="A run with its manifests: {run, protocol, environment, ...} or a list.")],
-    key: Annotated[Path | None, typer.Option(help="Ingester key (default: the home's ingester key).")] = None,
-    source: Annotated[str | None, typer.Option(help="Source slug (default: the run's sourceNative.source or 'direct').")] = None,
-    external_id: Annotated[str | None, typer.Option("--external-id", help="The source's id for this run.")] = None,
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="A run with its manifests: {run, protocol, environment, ...} or a list."
+        ),
+    ],
+    key: Annotated[
+        Path | None, typer.Option(help="Ingester key (default: the home's ingester key).")
+    ] = None,
+    source: Annotated[
+        str | None,
+        typer.Option(help="Source slug (default: the run's sourceNative.source or 'direct')."),
+    ] = None,
+    external_id: Annotated[
+        str | None, typer.Option("--external-id", help="The source's id for this run.")
+    ] = None,
     home: HomeOption = None,
     db: DbOption = None,
     as_json: JsonOption = False,
@@ -204,7 +230,10 @@ def ingest(
     manifests = as_manifest_set(parse_document(raw, filename=file.name))
     signer = _load_key(key) if key else target.key("ingester")
     envelope = ingestion_envelope(
-        manifests, signer, source=source, external_id=external_id,
+        manifests,
+        signer,
+        source=source,
+        external_id=external_id,
         snapshot_digest="sha256:" + hashlib.sha256(raw).hexdigest(),
     )
     receipt = target.open().append(envelope)
@@ -218,9 +247,15 @@ def attest(
     type_: Annotated[AttestationType, typer.Option("--type", help="What you observed.")],
     body: Annotated[str, typer.Option(help="What you did and saw (at most 2000 characters).")],
     key: Annotated[Path, typer.Option(help="Your registered attester key (PEM).")],
-    evidence_url: Annotated[str | None, typer.Option("--evidence-url", help="https:// link to evidence.")] = None,
-    observed_ns: Annotated[int | None, typer.Option("--observed-ns", help="Latency you measured, in ns.")] = None,
-    environment: Annotated[str | None, typer.Option(help="Short summary of your environment.")] = None,
+    evidence_url: Annotated[
+        str | None, typer.Option("--evidence-url", help="https:// link to evidence.")
+    ] = None,
+    observed_ns: Annotated[
+        int | None, typer.Option("--observed-ns", help="Latency you measured, in ns.")
+    ] = None,
+    environment: Annotated[
+        str | None, typer.Option(help="Short summary of your environment.")
+    ] = None,
     home: HomeOption = None,
     db: DbOption = None,
     as_json: JsonOption = False,
@@ -231,8 +266,14 @@ def attest(
     record = ledger.run(run_digest)
     assert record is not None
     envelope = attestation_envelope(
-        run_digest, record.run_name, _load_key(key), type_=type_.value, body=body,
-        evidence_url=evidence_url, observed_ns=observed_ns, environment_summary=environment,
+        run_digest,
+        record.run_name,
+        _load_key(key),
+        type_=type_.value,
+        body=body,
+        evidence_url=evidence_url,
+        observed_ns=observed_ns,
+        environment_summary=environment,
     )
     _print_receipt(ledger.append(envelope), as_json, "attestation")
 
@@ -242,7 +283,9 @@ def attest(
 def retract(
     run: Annotated[str, typer.Argument(help="Run digest or unique prefix.")],
     reason: Annotated[str, typer.Option(help="Why the run is withdrawn from ranking.")],
-    key: Annotated[Path | None, typer.Option(help="Admin key (default: the home's admin key).")] = None,
+    key: Annotated[
+        Path | None, typer.Option(help="Admin key (default: the home's admin key).")
+    ] = None,
     home: HomeOption = None,
     db: DbOption = None,
     as_json: JsonOption = False,
@@ -254,7 +297,9 @@ def retract(
     record = ledger.run(run_digest)
     assert record is not None
     signer = _load_key(key) if key else target.key("admin")
-    envelope = lifecycle_envelope(run_digest, record.run_name, signer, action="retract", reason=reason)
+    envelope = lifecycle_envelope(
+        run_digest, record.run_name, signer, action="retract", reason=reason
+    )
     _print_receipt(ledger.append(envelope), as_json, "retraction")
 
 
@@ -279,19 +324,42 @@ def show(
     rows: list[tuple[str, Any]] = [
         ("run", f"{summary['name']}  {summary['title'] or ''}"),
         ("digest", summary["digest"]),
-        ("source", f"{summary['source']} #{summary['externalId']}" if summary["externalId"] else summary["source"]),
+        (
+            "source",
+            f"{summary['source']} #{summary['externalId']}"
+            if summary["externalId"]
+            else summary["source"],
+        ),
         ("status", summary["status"]),
-        ("primary", f"{primary['statistic']} latency {primary['latencyNs']} ns" if primary["statistic"] else "none"),
+        (
+            "primary",
+            f"{primary['statistic']} latency {primary['latencyNs']} ns"
+            if primary["statistic"]
+            else "none",
+        ),
         ("observed", summary["observedAt"]),
         ("protocol", f"{summary['protocol']['title'] or ''}  {summary['protocol']['digest']}"),
-        ("environment", f"{summary['environment']['title'] or ''}  {summary['environment']['digest']}"),
+        (
+            "environment",
+            f"{summary['environment']['title'] or ''}  {summary['environment']['digest']}",
+        ),
         ("implementation", summary["implementationDigest"]),
         ("workload", summary["workloadDigest"]),
         ("ingested", summary["ingestedAt"]),
         ("attestations", str(len(summary["attestations"]))),
-        ("lifecycle", "retracted" if summary["retracted"]
-            else f"superseded by {summary['supersededBy']}" if summary["supersededBy"] else "active"),
-        ("events", f"{summary['events']} ({'all verified' if summary['allEventsVerified'] else 'VERIFICATION FAILURES: see history'})"),
+        (
+            "lifecycle",
+            "retracted"
+            if summary["retracted"]
+            else f"superseded by {summary['supersededBy']}"
+            if summary["supersededBy"]
+            else "active",
+        ),
+        (
+            "events",
+            f"{summary['events']} "
+            + ("(all verified)" if summary["allEventsVerified"] else "(FAILURES: see history)"),
+        ),
     ]
     for label, value in rows:
         table.add_row(label, str(value) if value is not None else "—")
@@ -303,12 +371,19 @@ def _history_table(entries: list[Any], title: str) -> Table:
     for column in ("#", "received", "event", "signer", "role", "check", "what it says"):
         table.add_column(column, overflow="fold")
     for h in entries:
-        verdict = "[green]verified[/]" if h.ok else "[bold red]FAILED[/]: " + "; ".join(
-            f"{c.name}: {c.detail}" for c in h.failures
+        verdict = (
+            "[green]verified[/]"
+            if h.ok
+            else "[bold red]FAILED[/]: " + "; ".join(f"{c.name}: {c.detail}" for c in h.failures)
         )
         table.add_row(
-            str(h.position), h.received_at or "?", h.event, (h.signer or "?")[:19] + "…",
-            h.role or "?", verdict, describe(h),
+            str(h.position),
+            h.received_at or "?",
+            h.event,
+            (h.signer or "?")[:19] + "…",
+            h.role or "?",
+            verdict,
+            describe(h),
         )
     return table
 
@@ -326,7 +401,9 @@ def history(
     run_digest = ledger.resolve_run(run)
     entries = run_history(ledger, run_digest)
     if as_json:
-        _print_json({"run": run_digest, "events": [h.to_json() | {"says": describe(h)} for h in entries]})
+        _print_json(
+            {"run": run_digest, "events": [h.to_json() | {"says": describe(h)} for h in entries]}
+        )
     else:
         out.print(_history_table(entries, f"History of {run_digest}"))
     if not all(h.ok for h in entries):
@@ -339,7 +416,9 @@ def history(
 @keys_app.command("generate")
 @handles_errors
 def keys_generate(
-    out_file: Annotated[Path, typer.Argument(help="Where to write the private key (PEM, mode 0600).")],
+    out_file: Annotated[
+        Path, typer.Argument(help="Where to write the private key (PEM, mode 0600).")
+    ],
     as_json: JsonOption = False,
 ) -> None:
     """Generate an Ed25519 key. Set $KERNELINDEX_KEY_PASSPHRASE to encrypt it."""
@@ -355,7 +434,9 @@ def _subject_key(spec: str) -> PublicKey:
     """A public key from a PEM file (public or private) or a base64 raw key."""
     path = Path(spec)
     if path.exists():
-        return _load_key(path).public if b"PRIVATE KEY" in path.read_bytes() else load_public_key(path)
+        return (
+            _load_key(path).public if b"PRIVATE KEY" in path.read_bytes() else load_public_key(path)
+        )
     try:
         return PublicKey.from_b64(spec)
     except ValueError:
@@ -365,12 +446,23 @@ def _subject_key(spec: str) -> PublicKey:
 @keys_app.command("register")
 @handles_errors
 def keys_register(
-    key_file: Annotated[str, typer.Argument(help="The key to register: PEM file or base64 public key.")],
+    key_file: Annotated[
+        str, typer.Argument(help="The key to register: PEM file or base64 public key.")
+    ],
     role: Annotated[list[Role], typer.Option("--role", help="Role(s) to grant.")],
-    self_signed: Annotated[bool, typer.Option("--self", help="Sign with KEY_FILE itself (attester only): proof of possession.")] = False,
-    admin_key: Annotated[Path | None, typer.Option("--admin-key", help="Admin key (default: the home's admin key).")] = None,
+    self_signed: Annotated[
+        bool,
+        typer.Option(
+            "--self", help="Sign with KEY_FILE itself (attester only): proof of possession."
+        ),
+    ] = False,
+    admin_key: Annotated[
+        Path | None, typer.Option("--admin-key", help="Admin key (default: the home's admin key).")
+    ] = None,
     label: Annotated[str | None, typer.Option(help="A name for people.")] = None,
-    valid_until: Annotated[str | None, typer.Option("--valid-until", help="RFC 3339 expiry.")] = None,
+    valid_until: Annotated[
+        str | None, typer.Option("--valid-until", help="RFC 3339 expiry.")
+    ] = None,
     home: HomeOption = None,
     db: DbOption = None,
     as_json: JsonOption = False,
@@ -384,7 +476,9 @@ def keys_register(
     else:
         subject = _subject_key(key_file)
         signer = _load_key(admin_key) if admin_key else target.key("admin")
-    envelope = key_registration_envelope(subject, list(role), signer, label=label, valid_until=until)
+    envelope = key_registration_envelope(
+        subject, list(role), signer, label=label, valid_until=until
+    )
     _print_receipt(target.open().append(envelope), as_json, f"key {subject.key_id}")
 
 
@@ -393,8 +487,12 @@ def keys_register(
 def keys_revoke(
     key: Annotated[str, typer.Argument(help="Key id, PEM file or base64 public key to revoke.")],
     reason: Annotated[str | None, typer.Option(help="Why (e.g. compromised).")] = None,
-    self_signed: Annotated[Path | None, typer.Option("--self", help="Revoke by signing with the key itself.")] = None,
-    admin_key: Annotated[Path | None, typer.Option("--admin-key", help="Admin key (default: the home's admin key).")] = None,
+    self_signed: Annotated[
+        Path | None, typer.Option("--self", help="Revoke by signing with the key itself.")
+    ] = None,
+    admin_key: Annotated[
+        Path | None, typer.Option("--admin-key", help="Admin key (default: the home's admin key).")
+    ] = None,
     home: HomeOption = None,
     db: DbOption = None,
     as_json: JsonOption = False,
@@ -409,7 +507,11 @@ def keys_revoke(
         subject = record.public_key
     else:
         subject = _subject_key(key)
-    signer = _load_key(self_signed) if self_signed else (_load_key(admin_key) if admin_key else target.key("admin"))
+    signer = (
+        _load_key(self_signed)
+        if self_signed
+        else (_load_key(admin_key) if admin_key else target.key("admin"))
+    )
     envelope = key_revocation_envelope(subject, signer, reason=reason)
     _print_receipt(ledger.append(envelope), as_json, f"revocation of {subject.key_id}")
 
@@ -419,23 +521,25 @@ def keys_revoke(
 def keys_list(home: HomeOption = None, db: DbOption = None, as_json: JsonOption = False) -> None:
     """Every registered key with its roles, validity and status."""
     ledger = _open(home, db)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for key_id in ledger.key_ids():
         record = ledger.key_record(key_id)
         if record is None:
             continue
         verified = all(h.ok for h in key_history(ledger, key_id))
-        rows.append({
-            "keyId": record.key_id,
-            "label": record.label,
-            "roles": sorted(record.roles),
-            "validFrom": record.valid_from.isoformat(),
-            "validUntil": record.valid_until.isoformat() if record.valid_until else None,
-            "registeredAt": record.registered_at.isoformat(),
-            "revokedAt": record.revoked_at.isoformat() if record.revoked_at else None,
-            "status": "revoked" if record.revoked_at else "active",
-            "verified": verified,
-        })
+        rows.append(
+            {
+                "keyId": record.key_id,
+                "label": record.label,
+                "roles": sorted(record.roles),
+                "validFrom": record.valid_from.isoformat(),
+                "validUntil": record.valid_until.isoformat() if record.valid_until else None,
+                "registeredAt": record.registered_at.isoformat(),
+                "revokedAt": record.revoked_at.isoformat() if record.revoked_at else None,
+                "status": "revoked" if record.revoked_at else "active",
+                "verified": verified,
+            }
+        )
     if as_json:
         _print_json(rows)
         return
@@ -444,7 +548,10 @@ def keys_list(home: HomeOption = None, db: DbOption = None, as_json: JsonOption 
         table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(
-            row["keyId"], row["label"] or "", ",".join(row["roles"]), row["registeredAt"],
+            row["keyId"],
+            row["label"] or "",
+            ",".join(row["roles"]),
+            row["registeredAt"],
             row["status"] if row["status"] == "active" else f"[red]revoked {row['revokedAt']}[/]",
             "[green]verified[/]" if row["verified"] else "[bold red]FAILED[/]",
         )

@@ -65,7 +65,9 @@ def detect_format(data: bytes, filename: str | None = None) -> Format:
     return "json" if head in (b"{", b"[") else "yaml"
 
 
-def parse_document(data: bytes, fmt: Format | None = None, filename: str | None = None) -> JsonValue:
+def parse_document(
+    data: bytes, fmt: Format | None = None, filename: str | None = None
+) -> JsonValue:
     """Parse JSON or YAML 1.2 bytes into JSON values, or raise ParseError with a reason."""
     _check_size(data)
     chosen = fmt or detect_format(data, filename)
@@ -103,7 +105,9 @@ def parse_json(data: bytes) -> JsonValue:
             parse_float=_parse_float,
         )
     except json.JSONDecodeError as exc:
-        raise ParseError(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        raise ParseError(
+            f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
     except RecursionError:
         raise TooLargeError("JSON nesting is too deep") from None
     _check_depth(value)
@@ -127,7 +131,9 @@ def parse_yaml(data: bytes) -> JsonValue:
     text = _decode(data)
     for match in _YAML_VERSION_DIRECTIVE.finditer(text):
         if match.group(1) != "1.2":
-            raise ParseError(f"YAML version {match.group(1)} is not accepted; documents must be YAML 1.2")
+            raise ParseError(
+                f"YAML version {match.group(1)} is not accepted; documents must be YAML 1.2"
+            )
     loader = YAML(typ="safe", pure=True)
     try:
         nodes = list(loader.compose_all(text))

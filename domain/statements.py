@@ -89,7 +89,7 @@ class Subject(_Strict):
 class Statement(_Strict):
     type_: Literal["https://in-toto.io/Statement/v1"] = Field(alias="_type")
     subject: Annotated[list[Subject], Field(min_length=1, max_length=1)]
-    predicateType: Annotated[PredicateType, Field(strict=False)]  # noqa: N815 - in-toto name
+    predicateType: Annotated[PredicateType, Field(strict=False)]
     predicate: dict[str, Any]
 
     @property
@@ -111,13 +111,13 @@ class ManifestSet(_Strict):
 
 class IngestionPredicate(_Strict):
     source: Slug
-    externalId: Annotated[StrictStr, Field(max_length=500)] | None = None  # noqa: N815
-    fetchedAt: Timestamp  # noqa: N815
-    issuedAt: Timestamp  # noqa: N815
+    externalId: Annotated[StrictStr, Field(max_length=500)] | None = None
+    fetchedAt: Timestamp
+    issuedAt: Timestamp
     manifests: ManifestSet
-    sourceNative: dict[str, Any] | None = None  # noqa: N815
+    sourceNative: dict[str, Any] | None = None
     # sha256 of the raw bytes the importer read (API response, file), so the mapping is auditable.
-    snapshotDigest: Digest | None = None  # noqa: N815
+    snapshotDigest: Digest | None = None
 
 
 class AttestationType(StrEnum):
@@ -131,10 +131,10 @@ class AttestationType(StrEnum):
 class AttestationPredicate(_Strict):
     type: Annotated[AttestationType, Field(strict=False)]
     body: Annotated[StrictStr, Field(min_length=1, max_length=2000)]
-    observedNs: Annotated[StrictInt, Field(ge=0, le=2**53 - 1)] | None = None  # noqa: N815
-    environmentSummary: Annotated[StrictStr, Field(max_length=500)] | None = None  # noqa: N815
-    evidenceUrl: HttpsUrl | None = None  # noqa: N815
-    issuedAt: Timestamp  # noqa: N815
+    observedNs: Annotated[StrictInt, Field(ge=0, le=2**53 - 1)] | None = None
+    environmentSummary: Annotated[StrictStr, Field(max_length=500)] | None = None
+    evidenceUrl: HttpsUrl | None = None
+    issuedAt: Timestamp
 
 
 class KeyAction(StrEnum):
@@ -144,14 +144,17 @@ class KeyAction(StrEnum):
 
 class KeyPredicate(_Strict):
     action: Annotated[KeyAction, Field(strict=False)]
-    keyId: KeyId  # noqa: N815
+    keyId: KeyId
     # Standard base64 of the raw 32-byte Ed25519 public key.
-    publicKey: Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9+/]{43}=$")]  # noqa: N815
+    publicKey: Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9+/]{43}=$")]
     # Required to register; a revocation names the key by keyId and publicKey only.
-    roles: Annotated[list[Annotated[Role, Field(strict=False)]], Field(min_length=1, max_length=5)] | None = None
-    validFrom: Timestamp | None = None  # noqa: N815
-    validUntil: Timestamp | None = None  # noqa: N815
-    issuedAt: Timestamp  # noqa: N815
+    roles: (
+        Annotated[list[Annotated[Role, Field(strict=False)]], Field(min_length=1, max_length=5)]
+        | None
+    ) = None
+    validFrom: Timestamp | None = None
+    validUntil: Timestamp | None = None
+    issuedAt: Timestamp
     reason: Annotated[StrictStr, Field(max_length=2000)] | None = None
     label: Annotated[StrictStr, Field(max_length=200)] | None = None
 
@@ -164,8 +167,8 @@ class LifecycleAction(StrEnum):
 class LifecyclePredicate(_Strict):
     action: Annotated[LifecycleAction, Field(strict=False)]
     reason: Annotated[StrictStr, Field(min_length=1, max_length=2000)]
-    supersededBy: Digest | None = None  # noqa: N815
-    issuedAt: Timestamp  # noqa: N815
+    supersededBy: Digest | None = None
+    issuedAt: Timestamp
 
 
 PREDICATE_MODELS: dict[PredicateType, type[_Strict]] = {
@@ -212,7 +215,9 @@ def make_statement(
     """A statement as a plain JSON object, ready to be serialised and signed."""
     return {
         "_type": STATEMENT_TYPE,
-        "subject": [{"name": subject_name, "digest": {"sha256": subject_digest.removeprefix("sha256:")}}],
+        "subject": [
+            {"name": subject_name, "digest": {"sha256": subject_digest.removeprefix("sha256:")}}
+        ],
         "predicateType": str(predicate_type),
         "predicate": predicate,
     }

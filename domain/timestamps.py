@@ -15,7 +15,9 @@ _RFC3339 = re.compile(
 def parse_time(value: str, where: str = "timestamp") -> datetime:
     """Parse an RFC 3339 date-time with an explicit offset; naive times are refused."""
     if not isinstance(value, str) or not _RFC3339.match(value):
-        raise DomainError(f"{where}: {value!r} is not an RFC 3339 date-time like 2026-08-22T11:05:31Z")
+        raise DomainError(
+            f"{where}: {value!r} is not an RFC 3339 date-time like 2026-08-22T11:05:31Z"
+        )
     text = value.replace("Z", "+00:00")
     fraction = re.search(r"\.([0-9]+)", text)
     if fraction and len(fraction.group(1)) > 6:

@@ -92,8 +92,14 @@ class Run(Aggregate):
 
     @classmethod
     def ingest(
-        cls, *, envelope: dict[str, Any], envelope_digest: str, received_at: str, signer: str,
-        run_digest: str, run_name: str,
+        cls,
+        *,
+        envelope: dict[str, Any],
+        envelope_digest: str,
+        received_at: str,
+        signer: str,
+        run_digest: str,
+        run_name: str,
     ) -> Run:
         return cls._create(
             cls.Ingested,
@@ -106,25 +112,44 @@ class Run(Aggregate):
             run_name=run_name,
         )
 
-    def attest(self, *, envelope: dict[str, Any], envelope_digest: str, received_at: str, signer: str) -> None:
+    def attest(
+        self, *, envelope: dict[str, Any], envelope_digest: str, received_at: str, signer: str
+    ) -> None:
         self.trigger_event(
-            self.Attested, envelope=envelope, envelope_digest=envelope_digest,
-            received_at=received_at, signer=signer,
+            self.Attested,
+            envelope=envelope,
+            envelope_digest=envelope_digest,
+            received_at=received_at,
+            signer=signer,
         )
 
-    def retract(self, *, envelope: dict[str, Any], envelope_digest: str, received_at: str, signer: str) -> None:
+    def retract(
+        self, *, envelope: dict[str, Any], envelope_digest: str, received_at: str, signer: str
+    ) -> None:
         self.trigger_event(
-            self.Retracted, envelope=envelope, envelope_digest=envelope_digest,
-            received_at=received_at, signer=signer,
+            self.Retracted,
+            envelope=envelope,
+            envelope_digest=envelope_digest,
+            received_at=received_at,
+            signer=signer,
         )
 
     def supersede(
-        self, *, envelope: dict[str, Any], envelope_digest: str, received_at: str, signer: str,
+        self,
+        *,
+        envelope: dict[str, Any],
+        envelope_digest: str,
+        received_at: str,
+        signer: str,
         superseded_by: str | None,
     ) -> None:
         self.trigger_event(
-            self.Superseded, envelope=envelope, envelope_digest=envelope_digest,
-            received_at=received_at, signer=signer, superseded_by=superseded_by,
+            self.Superseded,
+            envelope=envelope,
+            envelope_digest=envelope_digest,
+            received_at=received_at,
+            signer=signer,
+            superseded_by=superseded_by,
         )
 
 
@@ -183,8 +208,17 @@ class Principal(Aggregate):
 
     @classmethod
     def register(
-        cls, *, envelope: dict[str, Any], envelope_digest: str, received_at: str, signer: str,
-        key_id: str, public_key: str, roles: list[str], valid_from: str, valid_until: str | None,
+        cls,
+        *,
+        envelope: dict[str, Any],
+        envelope_digest: str,
+        received_at: str,
+        signer: str,
+        key_id: str,
+        public_key: str,
+        roles: list[str],
+        valid_from: str,
+        valid_until: str | None,
         label: str | None,
     ) -> Principal:
         return cls._create(
@@ -203,10 +237,19 @@ class Principal(Aggregate):
         )
 
     def revoke(
-        self, *, envelope: dict[str, Any], envelope_digest: str, received_at: str, signer: str,
+        self,
+        *,
+        envelope: dict[str, Any],
+        envelope_digest: str,
+        received_at: str,
+        signer: str,
         reason: str | None,
     ) -> None:
         self.trigger_event(
-            self.Revoked, envelope=envelope, envelope_digest=envelope_digest,
-            received_at=received_at, signer=signer, reason=reason,
+            self.Revoked,
+            envelope=envelope,
+            envelope_digest=envelope_digest,
+            received_at=received_at,
+            signer=signer,
+            reason=reason,
         )

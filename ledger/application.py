@@ -202,8 +202,10 @@ class Ledger(Application[UUID]):
         now = self.clock()
         signer = self._authorize(envelope, statement, predicate.issuedAt, now)
         run.attest(
-            envelope=dict(envelope.raw), envelope_digest=envelope.digest,
-            received_at=format_time(now), signer=signer.key_id,
+            envelope=dict(envelope.raw),
+            envelope_digest=envelope.digest,
+            received_at=format_time(now),
+            signer=signer.key_id,
         )
         return self._save(run, statement, envelope)
 
@@ -216,8 +218,10 @@ class Ledger(Application[UUID]):
         now = self.clock()
         signer = self._authorize(envelope, statement, predicate.issuedAt, now)
         fields: dict[str, Any] = {
-            "envelope": dict(envelope.raw), "envelope_digest": envelope.digest,
-            "received_at": format_time(now), "signer": signer.key_id,
+            "envelope": dict(envelope.raw),
+            "envelope_digest": envelope.digest,
+            "received_at": format_time(now),
+            "signer": signer.key_id,
         }
         if predicate.action is LifecycleAction.RETRACT:
             if run.retracted:
@@ -243,7 +247,9 @@ class Ledger(Application[UUID]):
             )
         public = PublicKey.from_b64(predicate.publicKey)
         if key_id_of(public.raw) != predicate.keyId:
-            raise DigestMismatchError(f"keyId {predicate.keyId} is not the id of the publicKey given")
+            raise DigestMismatchError(
+                f"keyId {predicate.keyId} is not the id of the publicKey given"
+            )
         now = self.clock()
         issued_at = parse_time(predicate.issuedAt, "predicate.issuedAt")
         if issued_at > now + MAX_CLOCK_SKEW:
@@ -253,8 +259,13 @@ class Ledger(Application[UUID]):
         return self._revoke_key(envelope, statement, predicate, existing, public, now)
 
     def _register_key(
-        self, envelope: Envelope, statement: Statement, predicate: KeyPredicate,
-        existing: Principal | None, public: PublicKey, now: datetime,
+        self,
+        envelope: Envelope,
+        statement: Statement,
+        predicate: KeyPredicate,
+        existing: Principal | None,
+        public: PublicKey,
+        now: datetime,
     ) -> Receipt:
         if predicate.roles is None or predicate.validFrom is None:
             raise ManifestError("registering a key needs predicate.roles and predicate.validFrom")
@@ -282,16 +293,27 @@ class Ledger(Application[UUID]):
                 position=self._position(existing.id, 1),
             )
         principal = Principal.register(
-            envelope=dict(envelope.raw), envelope_digest=envelope.digest,
-            received_at=format_time(now), signer=signer_id, key_id=predicate.keyId,
-            public_key=public.b64, roles=sorted(str(r) for r in roles),
-            valid_from=predicate.validFrom, valid_until=predicate.validUntil, label=predicate.label,
+            envelope=dict(envelope.raw),
+            envelope_digest=envelope.digest,
+            received_at=format_time(now),
+            signer=signer_id,
+            key_id=predicate.keyId,
+            public_key=public.b64,
+            roles=sorted(str(r) for r in roles),
+            valid_from=predicate.validFrom,
+            valid_until=predicate.validUntil,
+            label=predicate.label,
         )
         return self._save(principal, statement, envelope)
 
     def _revoke_key(
-        self, envelope: Envelope, statement: Statement, predicate: KeyPredicate,
-        existing: Principal | None, public: PublicKey, now: datetime,
+        self,
+        envelope: Envelope,
+        statement: Statement,
+        predicate: KeyPredicate,
+        existing: Principal | None,
+        public: PublicKey,
+        now: datetime,
     ) -> Receipt:
         if existing is None:
             raise UnknownKeyError(f"key {predicate.keyId} is not registered")
@@ -305,16 +327,23 @@ class Ledger(Application[UUID]):
         else:
             signer_id = self._authorize(envelope, statement, predicate.issuedAt, now).key_id
         if existing.revoked_at is not None:
-            raise AlreadyExistsError(f"key {predicate.keyId} was already revoked at {existing.revoked_at}")
+            raise AlreadyExistsError(
+                f"key {predicate.keyId} was already revoked at {existing.revoked_at}"
+            )
         existing.revoke(
-            envelope=dict(envelope.raw), envelope_digest=envelope.digest,
-            received_at=format_time(now), signer=signer_id, reason=predicate.reason,
+            envelope=dict(envelope.raw),
+            envelope_digest=envelope.digest,
+            received_at=format_time(now),
+            signer=signer_id,
+            reason=predicate.reason,
         )
         return self._save(existing, statement, envelope)
 
     # ------------------------------------------------------------ admission
 
-    def _authorize(self, envelope: Envelope, statement: Statement, issued_at: str, now: datetime) -> KeyRecord:
+    def _authorize(
+        self, envelope: Envelope, statement: Statement, issued_at: str, now: datetime
+    ) -> KeyRecord:
         """Signature by a registered key, usable now for a statement issued then, in role."""
         signer = verify_envelope(envelope, self._registered_public_key)
         record = self.key_record(signer)
@@ -339,7 +368,8 @@ class Ledger(Application[UUID]):
             raise UnknownRunError(f"no run with digest {statement.subject_digest} is in the ledger")
         if statement.subject_name != run.run_name:
             raise SubjectMismatchError(
-                f"statement subject name {statement.subject_name!r} is not the run's name {run.run_name!r}"
+                f"statement subject name {statement.subject_name!r} is not the run's name "
+                f"{run.run_name!r}"
             )
         return run
 
@@ -347,7 +377,7 @@ class Ledger(Application[UUID]):
 
     def _get(self, cls: type[A], aggregate_id: UUID) -> A | None:
         try:
-            aggregate = self.repository.get(aggregate_id)
+            aggregate: Aggregate = self.repository.get(aggregate_id)
         except AggregateNotFoundError:
             return None
         except MapperDeserialisationError:
@@ -361,7 +391,9 @@ class Ledger(Application[UUID]):
             raise DomainError(f"aggregate {aggregate_id} is not a {cls.__name__}")
         return aggregate
 
-    def _save(self, aggregate: Run | Principal, statement: Statement, envelope: Envelope) -> Receipt:
+    def _save(
+        self, aggregate: Run | Principal, statement: Statement, envelope: Envelope
+    ) -> Receipt:
         recordings = self.save(aggregate)
         last = recordings[-1]
         return Receipt(
@@ -375,7 +407,9 @@ class Ledger(Application[UUID]):
             duplicate=False,
         )
 
-    def _duplicate(self, aggregate: Run | Principal, envelope: Envelope, statement: Statement) -> Receipt:
+    def _duplicate(
+        self, aggregate: Run | Principal, envelope: Envelope, statement: Statement
+    ) -> Receipt:
         version = aggregate.envelopes[envelope.digest]
         record = self._record_at(aggregate.id, version)
         state = json.loads(record.state)
@@ -413,7 +447,13 @@ class Ledger(Application[UUID]):
         with self.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
             rows = session.execute(query).all()
         return [
-            StoredRecord(position=r[0], aggregate_id=aggregate_id, version=r[1], topic=r[2], state=bytes(r[3]))
+            StoredRecord(
+                position=r[0],
+                aggregate_id=aggregate_id,
+                version=r[1],
+                topic=r[2],
+                state=bytes(r[3]),
+            )
             for r in rows
         ]
 
@@ -428,9 +468,13 @@ class Ledger(Application[UUID]):
         if principal is None:
             return None
         return KeyRecord.from_fields(
-            key_id=principal.key_id, public_key_b64=principal.public_key, roles=principal.roles,
-            valid_from=principal.valid_from, valid_until=principal.valid_until,
-            registered_at=principal.registered_at, revoked_at=principal.revoked_at,
+            key_id=principal.key_id,
+            public_key_b64=principal.public_key,
+            roles=principal.roles,
+            valid_from=principal.valid_from,
+            valid_until=principal.valid_until,
+            registered_at=principal.registered_at,
+            revoked_at=principal.revoked_at,
             label=principal.label,
         )
 
@@ -478,4 +522,3 @@ class Ledger(Application[UUID]):
                 f"{len(matches)} runs start with {full}: " + ", ".join(m[:19] for m in matches[:5])
             )
         return matches[0]
-

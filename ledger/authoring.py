@@ -44,7 +44,9 @@ def ingestion_envelope(
         predicate["sourceNative"] = native
     if snapshot_digest is not None:
         predicate["snapshotDigest"] = snapshot_digest
-    statement = make_statement(checked.run_name, checked.run_digest, PredicateType.INGESTION, predicate)
+    statement = make_statement(
+        checked.run_name, checked.run_digest, PredicateType.INGESTION, predicate
+    )
     return sign_envelope(statement, key)
 
 
@@ -60,7 +62,11 @@ def attestation_envelope(
     environment_summary: str | None = None,
     now: datetime | None = None,
 ) -> dict[str, Any]:
-    predicate: dict[str, Any] = {"type": type_, "body": body, "issuedAt": format_time(now or utc_now())}
+    predicate: dict[str, Any] = {
+        "type": type_,
+        "body": body,
+        "issuedAt": format_time(now or utc_now()),
+    }
     if evidence_url is not None:
         predicate["evidenceUrl"] = evidence_url
     if observed_ns is not None:
@@ -81,7 +87,11 @@ def lifecycle_envelope(
     superseded_by: str | None = None,
     now: datetime | None = None,
 ) -> dict[str, Any]:
-    predicate: dict[str, Any] = {"action": action, "reason": reason, "issuedAt": format_time(now or utc_now())}
+    predicate: dict[str, Any] = {
+        "action": action,
+        "reason": reason,
+        "issuedAt": format_time(now or utc_now()),
+    }
     if superseded_by is not None:
         predicate["supersededBy"] = superseded_by
     statement = make_statement(run_name, run_digest, PredicateType.LIFECYCLE, predicate)

@@ -113,14 +113,22 @@ def verify_stored_event(
 
     expected_type = EVENT_PREDICATES.get(event)
     checks.append(
-        Check("event-type", expected_type == statement.predicateType,
-              "" if expected_type == statement.predicateType
-              else f"a {event} event carries a {statement.predicateType} statement")
+        Check(
+            "event-type",
+            expected_type == statement.predicateType,
+            ""
+            if expected_type == statement.predicateType
+            else f"a {event} event carries a {statement.predicateType} statement",
+        )
     )
     checks.append(
-        Check("subject", statement.subject_digest == expected_subject,
-              "" if statement.subject_digest == expected_subject
-              else f"statement is about {statement.subject_digest}, not {expected_subject}")
+        Check(
+            "subject",
+            statement.subject_digest == expected_subject,
+            ""
+            if statement.subject_digest == expected_subject
+            else f"statement is about {statement.subject_digest}, not {expected_subject}",
+        )
     )
     _check_signer(result, envelope, statement, received, keys, trust_root)
     if statement.predicateType is PredicateType.INGESTION:
@@ -139,8 +147,12 @@ def _self_signed_key(statement: Statement) -> PublicKey | None:
 
 
 def _check_signer(
-    result: EventVerification, envelope: Envelope, statement: Statement, received: Any,
-    keys: KeyLookup, trust_root: TrustRoot,
+    result: EventVerification,
+    envelope: Envelope,
+    statement: Statement,
+    received: Any,
+    keys: KeyLookup,
+    trust_root: TrustRoot,
 ) -> None:
     checks = result.checks
     own = _self_signed_key(statement)
@@ -162,9 +174,13 @@ def _check_signer(
     if signer == own_id:
         action = statement.predicate.get("action")
         roles = statement.predicate.get("roles") or []
-        allowed = action == "revoke" or roles == [Role.ATTESTER.value] or trust_root.is_admin(signer)
+        allowed = (
+            action == "revoke" or roles == [Role.ATTESTER.value] or trust_root.is_admin(signer)
+        )
         result.role = "self"
-        checks.append(Check("role", allowed, "" if allowed else "self-signed key statement beyond attester"))
+        checks.append(
+            Check("role", allowed, "" if allowed else "self-signed key statement beyond attester")
+        )
         return
     record = keys(signer)
     assert record is not None
@@ -174,7 +190,11 @@ def _check_signer(
     needed = SIGNER_ROLES[statement.predicateType]
     in_role = bool(record.roles & needed)
     checks.append(
-        Check("role", in_role, "" if in_role else f"role {result.role} may not sign {statement.predicateType}")
+        Check(
+            "role",
+            in_role,
+            "" if in_role else f"role {result.role} may not sign {statement.predicateType}",
+        )
     )
 
 

@@ -27,8 +27,16 @@ class KeyRecord:
 
     @classmethod
     def from_fields(
-        cls, *, key_id: str, public_key_b64: str, roles: list[str], valid_from: str,
-        valid_until: str | None, registered_at: str, revoked_at: str | None, label: str | None,
+        cls,
+        *,
+        key_id: str,
+        public_key_b64: str,
+        roles: list[str],
+        valid_from: str,
+        valid_until: str | None,
+        registered_at: str,
+        revoked_at: str | None,
+        label: str | None,
     ) -> KeyRecord:
         return cls(
             key_id=key_id,
@@ -53,7 +61,9 @@ class KeyRecord:
             raise ExpiredKeyError(f"key {self.key_id} expired at {self.valid_until.isoformat()}")
         if issued_at > now + MAX_CLOCK_SKEW:
             raise ClockSkewError(f"issuedAt {issued_at.isoformat()} is in the future")
-        if issued_at < self.valid_from or (self.valid_until is not None and issued_at > self.valid_until):
+        if issued_at < self.valid_from or (
+            self.valid_until is not None and issued_at > self.valid_until
+        ):
             raise ExpiredKeyError(
                 f"key {self.key_id} is not valid at issuedAt {issued_at.isoformat()}"
             )

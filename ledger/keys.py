@@ -25,7 +25,9 @@ class KeyFileError(Exception):
 
 def key_id_of(public_raw: bytes) -> str:
     if len(public_raw) != PUBLIC_KEY_BYTES:
-        raise ValueError(f"an Ed25519 public key is {PUBLIC_KEY_BYTES} bytes, got {len(public_raw)}")
+        raise ValueError(
+            f"an Ed25519 public key is {PUBLIC_KEY_BYTES} bytes, got {len(public_raw)}"
+        )
     return "sha256:" + hashlib.sha256(public_raw).hexdigest()
 
 
@@ -122,7 +124,9 @@ class SigningKey:
         return cls.from_pem(data, passphrase, source=str(path))
 
     @classmethod
-    def from_pem(cls, data: bytes, passphrase: bytes | None = None, source: str = "key") -> SigningKey:
+    def from_pem(
+        cls, data: bytes, passphrase: bytes | None = None, source: str = "key"
+    ) -> SigningKey:
         try:
             key = serialization.load_pem_private_key(data, password=passphrase or None)
         except TypeError:

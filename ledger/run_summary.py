@@ -31,7 +31,12 @@ def run_summary(ledger: Ledger, run_digest: str) -> dict[str, Any]:
     environment = manifests.get("environment") or {}
     hardware = (environment.get("spec") or {}).get("hardware") or {}
     attestations = [
-        {"type": h.predicate.get("type"), "signer": h.signer, "receivedAt": h.received_at, "verified": h.ok}
+        {
+            "type": h.predicate.get("type"),
+            "signer": h.signer,
+            "receivedAt": h.received_at,
+            "verified": h.ok,
+        }
         for h in history
         if h.predicate_type == PredicateType.ATTESTATION and h.predicate
     ]

@@ -79,5 +79,7 @@ def _key(entry: Any) -> PublicKey:
     except ValueError as exc:
         raise TrustRootError(f"trust root key: {exc}") from None
     if entry.get("keyId") != key.key_id:
-        raise TrustRootError(f"trust root key id {entry.get('keyId')} does not match its public key")
+        raise TrustRootError(
+            f"trust root key id {entry.get('keyId')} does not match its public key"
+        )
     return key

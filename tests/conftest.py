@@ -61,7 +61,9 @@ def _free_port() -> int:
 
 def _start_private_server() -> tuple[str | None, str]:
     """Start a throwaway PostgreSQL with pg_ctl; return (url, reason if it failed)."""
-    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl")) or [shutil.which("pg_ctl") or ""]
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl")) or [
+        shutil.which("pg_ctl") or ""
+    ]
     pg_ctl = candidates[-1]
     if not pg_ctl or not os.path.exists(pg_ctl):
         return None, "pg_ctl is not installed"
@@ -76,16 +78,38 @@ def _start_private_server() -> tuple[str | None, str]:
         prefix = [runuser, "-u", "postgres", "--"]
         shutil.chown(datadir, "postgres")
     try:
-        subprocess.run([*prefix, str(bindir / "initdb"), "-D", str(datadir), "-U", "postgres",
-                        "--auth=trust"], check=True, capture_output=True, timeout=120)
-        subprocess.run([*prefix, pg_ctl, "-D", str(datadir), "-o", f"-p {port} -k {datadir} -h 127.0.0.1",
-                        "-l", str(datadir / "log"), "-w", "start"], check=True, capture_output=True, timeout=120)
+        subprocess.run(
+            [*prefix, str(bindir / "initdb"), "-D", str(datadir), "-U", "postgres", "--auth=trust"],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        subprocess.run(
+            [
+                *prefix,
+                pg_ctl,
+                "-D",
+                str(datadir),
+                "-o",
+                f"-p {port} -k {datadir} -h 127.0.0.1",
+                "-l",
+                str(datadir / "log"),
+                "-w",
+                "start",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
     except (subprocess.SubprocessError, OSError) as exc:
         return None, f"could not start PostgreSQL with pg_ctl: {exc}"
 
     def stop() -> None:
-        subprocess.run([*prefix, pg_ctl, "-D", str(datadir), "-m", "immediate", "stop"],
-                       capture_output=True, check=False)
+        subprocess.run(
+            [*prefix, pg_ctl, "-D", str(datadir), "-m", "immediate", "stop"],
+            capture_output=True,
+            check=False,
+        )
         shutil.rmtree(datadir, ignore_errors=True)
 
     atexit.register(stop)

@@ -36,7 +36,9 @@ def duration_to_ns(value: object, where: str) -> object:
         return value
     match = _DURATION.match(value)
     if match is None:
-        raise CanonicalizationError(f"{where}: {value!r} is not a duration like '12 ns' or '0.5 ms'")
+        raise CanonicalizationError(
+            f"{where}: {value!r} is not a duration like '12 ns' or '0.5 ms'"
+        )
     try:
         ns = Decimal(match.group(1)) * _NS_PER_UNIT[match.group(2)]
     except InvalidOperation:

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from domain.canonical import digest_of
 from domain.errors import DigestMismatchError, ManifestError
 from domain.manifests.canonical_form import canonical_manifest, digest_input
-from domain.canonical import digest_of
 
 # role in the set → (kind, field of the run spec that references it)
 _MEMBERS: dict[str, tuple[str, str]] = {

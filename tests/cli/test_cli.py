@@ -32,15 +32,21 @@ class Cli:
 
     def __call__(self, *args: str, ok: bool = True) -> Any:
         result = self.runner.invoke(
-            app, [str(a) for a in args],
-            env={"KERNELINDEX_HOME": str(self.home), "KERNELINDEX_DB": self.db_url,
-                 "KERNELINDEX_KEY_PASSPHRASE": ""},
+            app,
+            [str(a) for a in args],
+            env={
+                "KERNELINDEX_HOME": str(self.home),
+                "KERNELINDEX_DB": self.db_url,
+                "KERNELINDEX_KEY_PASSPHRASE": "",
+            },
         )
         if ok:
             assert result.exit_code == 0, f"{args}: exit {result.exit_code}\n{result.output}"
         else:
             assert result.exit_code != 0, f"{args} should have failed:\n{result.output}"
-            assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+            assert result.exception is None or isinstance(result.exception, SystemExit), (
+                result.exception
+            )
         return result
 
     def json(self, *args: str) -> Any:
@@ -50,7 +56,9 @@ class Cli:
         engine = create_engine(self.db_url)
         try:
             with engine.connect() as conn:
-                return int(conn.execute(text("select count(*) from kernelindex_events")).scalar_one())
+                return int(
+                    conn.execute(text("select count(*) from kernelindex_events")).scalar_one()
+                )
         finally:
             engine.dispose()
 
@@ -84,7 +92,11 @@ def test_digest_of_the_seed_prints_the_three_pinned_digests(seed_path: Path) -> 
         assert line.split()[0] == role and line.split()[-1] == digest
     rows = json.loads(CliRunner().invoke(app, ["digest", "--json", str(seed_path)]).stdout)
     assert {r["role"]: r["digest"] for r in rows} == SEED_DIGESTS
-    assert [r["kind"] for r in rows] == ["BenchmarkRun", "BenchmarkProtocol", "ExecutionEnvironment"]
+    assert [r["kind"] for r in rows] == [
+        "BenchmarkRun",
+        "BenchmarkProtocol",
+        "ExecutionEnvironment",
+    ]
 
 
 def test_digest_of_single_manifest_list_and_yaml(tmp_path: Path, seed_path: Path) -> None:
@@ -99,7 +111,10 @@ def test_digest_of_single_manifest_list_and_yaml(tmp_path: Path, seed_path: Path
     result = CliRunner().invoke(app, ["digest", "--json", str(single), str(listed), str(yaml_path)])
     assert result.exit_code == 0, result.output
     assert [r["digest"] for r in json.loads(result.stdout)] == [
-        SEED_DIGESTS["protocol"], SEED_DIGESTS["environment"], SEED_DIGESTS["run"], SEED_DIGESTS["run"],
+        SEED_DIGESTS["protocol"],
+        SEED_DIGESTS["environment"],
+        SEED_DIGESTS["run"],
+        SEED_DIGESTS["run"],
     ]
 
 
@@ -112,7 +127,9 @@ def test_digest_of_single_manifest_list_and_yaml(tmp_path: Path, seed_path: Path
         ("{not json", "malformed-document", "malformed JSON"),
     ],
 )
-def test_digest_rejects_bad_documents(tmp_path: Path, seed_path: Path, content: str, code: str, words: str) -> None:
+def test_digest_rejects_bad_documents(
+    tmp_path: Path, seed_path: Path, content: str, code: str, words: str
+) -> None:
     seed = json.loads(seed_path.read_text())
     if content == "unknown-field":
         seed["protocol"]["spec"]["harness"]["flavour"] = "x"
@@ -135,9 +152,20 @@ def test_round_trip_init_ingest_attest_history(ledger_with_seed: Cli, tmp_path: 
     key = cli.json("keys", "generate", alice)
     assert oct(alice.stat().st_mode & 0o777) == "0o600"
     cli("keys", "register", alice, "--role", "attester", "--self", "--label", "alice")
-    receipt = cli.json("attest", SEED_RUN[:15], "--type", "reproduced",
-                       "--body", "Reproduced on my B200: mean 1.74 ms", "--key", alice,
-                       "--evidence-url", "https://example.org/log.txt", "--observed-ns", "1740000")
+    receipt = cli.json(
+        "attest",
+        SEED_RUN[:15],
+        "--type",
+        "reproduced",
+        "--body",
+        "Reproduced on my B200: mean 1.74 ms",
+        "--key",
+        alice,
+        "--evidence-url",
+        "https://example.org/log.txt",
+        "--observed-ns",
+        "1740000",
+    )
     assert receipt["event"] == "Run.Attested" and not receipt["duplicate"]
 
     history = cli.json("history", SEED_RUN)
@@ -191,11 +219,21 @@ def _seed_with(seed_path: Path, tmp_path: Path, edit: Any) -> Path:
 @pytest.mark.parametrize(
     ("edit", "code", "words"),
     [
-        (lambda s: s["run"]["spec"].__setitem__("surprise", 1), "schema-violation", "unknown field"),
-        (lambda s: s["run"]["spec"].__setitem__("protocolDigest", "sha256:" + "0" * 64), "digest-mismatch",
-         "protocolDigest"),
-        (lambda s: s["environment"]["spec"]["hardware"].__setitem__("product", "NVIDIA H200"), "digest-mismatch",
-         "environmentDigest"),
+        (
+            lambda s: s["run"]["spec"].__setitem__("surprise", 1),
+            "schema-violation",
+            "unknown field",
+        ),
+        (
+            lambda s: s["run"]["spec"].__setitem__("protocolDigest", "sha256:" + "0" * 64),
+            "digest-mismatch",
+            "protocolDigest",
+        ),
+        (
+            lambda s: s["environment"]["spec"]["hardware"].__setitem__("product", "NVIDIA H200"),
+            "digest-mismatch",
+            "environmentDigest",
+        ),
     ],
 )
 def test_ingest_refuses_bad_manifests_and_stores_nothing(
@@ -259,14 +297,18 @@ def test_attest_on_an_unknown_run_is_refused(ledger_with_seed: Cli, tmp_path: Pa
     alice = tmp_path / "alice.pem"
     cli("keys", "generate", alice)
     cli("keys", "register", alice, "--role", "attester", "--self")
-    result = cli("attest", "sha256:" + "ab" * 32, "--type", "note", "--body", "x", "--key", alice, ok=False)
+    result = cli(
+        "attest", "sha256:" + "ab" * 32, "--type", "note", "--body", "x", "--key", alice, ok=False
+    )
     assert "error[not-found]" in result.output
 
 
 def test_encrypted_key_needs_its_passphrase(cli: Cli, tmp_path: Path) -> None:
     key_path = tmp_path / "enc.pem"
     runner = CliRunner()
-    made = runner.invoke(app, ["keys", "generate", str(key_path)], env={"KERNELINDEX_KEY_PASSPHRASE": "s3cret"})
+    made = runner.invoke(
+        app, ["keys", "generate", str(key_path)], env={"KERNELINDEX_KEY_PASSPHRASE": "s3cret"}
+    )
     assert made.exit_code == 0, made.output
     assert b"ENCRYPTED" in key_path.read_bytes()
     cli("init")
@@ -281,13 +323,17 @@ def test_history_reports_a_tampered_event_instead_of_hiding_it(ledger_with_seed:
     cli = ledger_with_seed
     engine = create_engine(cli.db_url)
     with engine.begin() as conn:
-        row = conn.execute(text("select id, state from kernelindex_events where topic like '%Run.Ingested'")).one()
+        row = conn.execute(
+            text("select id, state from kernelindex_events where topic like '%Run.Ingested'")
+        ).one()
         state = json.loads(bytes(row.state))
         sig = bytearray(base64.b64decode(state["envelope"]["signatures"][0]["sig"]))
         sig[0] ^= 0xFF
         state["envelope"]["signatures"][0]["sig"] = base64.b64encode(bytes(sig)).decode()
-        conn.execute(text("update kernelindex_events set state = :s where id = :i"),
-                     {"s": json.dumps(state).encode(), "i": row.id})
+        conn.execute(
+            text("update kernelindex_events set state = :s where id = :i"),
+            {"s": json.dumps(state).encode(), "i": row.id},
+        )
     engine.dispose()
     result = cli("history", SEED_RUN, ok=False)
     assert result.exit_code == 1
@@ -301,15 +347,19 @@ def test_history_reports_an_unreadable_record(ledger_with_seed: Cli) -> None:
     cli = ledger_with_seed
     engine = create_engine(cli.db_url)
     with engine.begin() as conn:
-        conn.execute(text("update kernelindex_events set state = :s where topic like '%Run.Ingested'"),
-                     {"s": b"\x00garbage"})
+        conn.execute(
+            text("update kernelindex_events set state = :s where topic like '%Run.Ingested'"),
+            {"s": b"\x00garbage"},
+        )
     engine.dispose()
     events = json.loads(cli("history", SEED_RUN, "--json", ok=False).stdout)["events"]
     assert events[0]["verified"] is False and events[0]["checks"][0]["name"] == "record-readable"
 
 
 def test_console_script_is_installed() -> None:
-    exe = shutil.which("kernelindex", path=str(Path(sys.executable).parent)) or shutil.which("kernelindex")
+    exe = shutil.which("kernelindex", path=str(Path(sys.executable).parent)) or shutil.which(
+        "kernelindex"
+    )
     assert exe is not None, "the kernelindex console script is not installed; pip install -e ."
     result = subprocess.run([exe, "--help"], capture_output=True, text=True, check=False)
     assert result.returncode == 0 and "digest" in result.stdout

@@ -74,15 +74,22 @@ class World:
 def world(db_url: str, seed_path: Path) -> World:
     clock = Clock()
     admin, ingester, attester, log = (SigningKey.generate() for _ in range(4))
-    root = TrustRoot(origin="test.kernelindex/log", admin_keys=(admin.public,), log_key=log.public,
-                     created_at=format_time(clock.now))
+    root = TrustRoot(
+        origin="test.kernelindex/log",
+        admin_keys=(admin.public,),
+        log_key=log.public,
+        created_at=format_time(clock.now),
+    )
     ledger = Ledger(db_url, root, clock=clock)
     ledger.append(key_registration_envelope(admin.public, [Role.ADMIN], admin, now=clock.now))
     ledger.append(key_registration_envelope(ingester.public, [Role.INGESTER], admin, now=clock.now))
-    ledger.append(key_registration_envelope(attester.public, [Role.ATTESTER], attester, now=clock.now))
+    ledger.append(
+        key_registration_envelope(attester.public, [Role.ATTESTER], attester, now=clock.now)
+    )
     seed = json.loads(seed_path.read_text())
-    return World(ledger, clock, admin, ingester, attester, seed,
-                 lambda: Ledger(db_url, root, clock=clock))
+    return World(
+        ledger, clock, admin, ingester, attester, seed, lambda: Ledger(db_url, root, clock=clock)
+    )
 
 
 def ingest_seed(w: World) -> str:
@@ -92,7 +99,7 @@ def ingest_seed(w: World) -> str:
 
 
 def refused(w: World, envelope: object, error: type[DomainError], words: str) -> DomainError:
-    """Assert the envelope is refused with ``error``, a message containing ``words``, and no write."""
+    """The envelope is refused with ``error`` and a message containing ``words``; no write."""
     before = w.count()
     with pytest.raises(error) as info:
         w.ledger.append(envelope)
@@ -107,8 +114,14 @@ def refused(w: World, envelope: object, error: type[DomainError], words: str) ->
 def test_ingest_then_attest_is_recorded_with_roles(world: World) -> None:
     run = ingest_seed(world)
     receipt = world.ledger.append(
-        attestation_envelope(run, SEED_NAME, world.attester, type_="reproduced", body="same mean on my B200",
-                             now=world.clock.now)
+        attestation_envelope(
+            run,
+            SEED_NAME,
+            world.attester,
+            type_="reproduced",
+            body="same mean on my B200",
+            now=world.clock.now,
+        )
     )
     assert (receipt.event, receipt.version, receipt.duplicate) == ("Run.Attested", 2, False)
     history = run_history(world.ledger, run)
@@ -126,10 +139,16 @@ def test_identical_envelope_is_idempotent(world: World) -> None:
     count = world.count()
     again = world.ledger.append(copy.deepcopy(envelope))
     assert again.duplicate and not first.duplicate
-    assert (again.position, again.version, again.envelope_digest) == (first.position, first.version, first.envelope_digest)
+    assert (again.position, again.version, again.envelope_digest) == (
+        first.position,
+        first.version,
+        first.envelope_digest,
+    )
     assert world.count() == count
     # The same holds for a fresh process (no cache) and for attestations.
-    att = attestation_envelope(SEED_RUN, SEED_NAME, world.attester, type_="note", body="n", now=world.clock.now)
+    att = attestation_envelope(
+        SEED_RUN, SEED_NAME, world.attester, type_="note", body="n", now=world.clock.now
+    )
     a1 = world.ledger.append(att)
     a2 = world.open_ledger().append(att)
     assert a2.duplicate and a2.position == a1.position
@@ -138,8 +157,12 @@ def test_identical_envelope_is_idempotent(world: World) -> None:
 def test_reingesting_a_run_with_a_new_envelope_is_refused_with_its_position(world: World) -> None:
     first = world.ledger.append(ingestion_envelope(world.seed, world.ingester, now=world.clock.now))
     world.clock.advance(seconds=1)
-    error = refused(world, ingestion_envelope(world.seed, world.ingester, now=world.clock.now),
-                    AlreadyExistsError, "already ingested")
+    error = refused(
+        world,
+        ingestion_envelope(world.seed, world.ingester, now=world.clock.now),
+        AlreadyExistsError,
+        "already ingested",
+    )
     assert isinstance(error, AlreadyExistsError) and error.position == first.position
 
 
@@ -153,8 +176,9 @@ def test_seed_with_implementation_and_workload_absent_is_accepted(world: World) 
 def test_concurrent_attestations_to_one_run_are_all_kept(world: World) -> None:
     ingest_seed(world)
     envelopes = [
-        attestation_envelope(SEED_RUN, SEED_NAME, world.attester, type_="note", body=f"note {i}",
-                             now=world.clock.now)
+        attestation_envelope(
+            SEED_RUN, SEED_NAME, world.attester, type_="note", body=f"note {i}", now=world.clock.now
+        )
         for i in range(24)
     ]
     ledgers = [world.open_ledger() for _ in range(4)]
@@ -174,7 +198,9 @@ def test_concurrent_attestations_to_one_run_are_all_kept(world: World) -> None:
         t.join()
     assert not errors
     history = run_history(world.open_ledger(), SEED_RUN)
-    bodies = sorted(h.predicate["body"] for h in history if h.event == "Run.Attested" and h.predicate)
+    bodies = sorted(
+        h.predicate["body"] for h in history if h.event == "Run.Attested" and h.predicate
+    )
     assert bodies == sorted(f"note {i}" for i in range(24))
     assert [h.version for h in history] == list(range(1, 26))
 
@@ -192,11 +218,23 @@ def test_unknown_field_in_a_manifest_is_refused(world: World) -> None:
     refused(world, bad, ManifestError, "bogus")
 
 
-def _raw_ingestion(w: World, manifests: dict[str, Any], key: SigningKey | None = None,
-                   subject: str = SEED_RUN, name: str = SEED_NAME) -> dict[str, Any]:
+def _raw_ingestion(
+    w: World,
+    manifests: dict[str, Any],
+    key: SigningKey | None = None,
+    subject: str = SEED_RUN,
+    name: str = SEED_NAME,
+) -> dict[str, Any]:
     now = format_time(w.clock.now)
-    predicate = {"source": "sol-execbench", "fetchedAt": now, "issuedAt": now, "manifests": manifests}
-    return sign_envelope(make_statement(name, subject, PredicateType.INGESTION, predicate), key or w.ingester)
+    predicate = {
+        "source": "sol-execbench",
+        "fetchedAt": now,
+        "issuedAt": now,
+        "manifests": manifests,
+    }
+    return sign_envelope(
+        make_statement(name, subject, PredicateType.INGESTION, predicate), key or w.ingester
+    )
 
 
 def test_wrong_digest_reference_is_refused(world: World) -> None:
@@ -209,8 +247,15 @@ def test_wrong_digest_reference_is_refused(world: World) -> None:
 
 def test_subject_that_is_not_the_run_manifest_is_refused(world: World) -> None:
     other = "sha256:" + "ab" * 32
-    refused(world, _raw_ingestion(world, world.seed, subject=other), SubjectMismatchError, "digests to")
-    refused(world, _raw_ingestion(world, world.seed, name="another-name"), SubjectMismatchError, "metadata.name")
+    refused(
+        world, _raw_ingestion(world, world.seed, subject=other), SubjectMismatchError, "digests to"
+    )
+    refused(
+        world,
+        _raw_ingestion(world, world.seed, name="another-name"),
+        SubjectMismatchError,
+        "metadata.name",
+    )
 
 
 def test_bad_signature_is_refused(world: World) -> None:
@@ -230,49 +275,93 @@ def test_payload_edited_after_signing_is_refused(world: World) -> None:
 
 def test_unknown_key_is_refused(world: World) -> None:
     stranger = SigningKey.generate()
-    refused(world, ingestion_envelope(world.seed, stranger, now=world.clock.now), UnknownKeyError, "registered key")
+    refused(
+        world,
+        ingestion_envelope(world.seed, stranger, now=world.clock.now),
+        UnknownKeyError,
+        "registered key",
+    )
 
 
 def test_revoked_key_is_refused_whatever_date_it_claims(world: World) -> None:
-    world.ledger.append(key_revocation_envelope(world.ingester.public, world.admin, reason="lost laptop",
-                                                now=world.clock.now))
+    world.ledger.append(
+        key_revocation_envelope(
+            world.ingester.public, world.admin, reason="lost laptop", now=world.clock.now
+        )
+    )
     world.clock.advance(seconds=5)
     backdated = world.clock.now - timedelta(days=1)
-    refused(world, ingestion_envelope(world.seed, world.ingester, now=backdated), RevokedKeyError, "revoked")
+    refused(
+        world,
+        ingestion_envelope(world.seed, world.ingester, now=backdated),
+        RevokedKeyError,
+        "revoked",
+    )
 
 
 def test_expired_key_is_refused(world: World) -> None:
     short = SigningKey.generate()
-    world.ledger.append(key_registration_envelope(short.public, [Role.INGESTER], world.admin,
-                                                  valid_until=world.clock.now + timedelta(hours=1),
-                                                  now=world.clock.now))
+    world.ledger.append(
+        key_registration_envelope(
+            short.public,
+            [Role.INGESTER],
+            world.admin,
+            valid_until=world.clock.now + timedelta(hours=1),
+            now=world.clock.now,
+        )
+    )
     world.clock.advance(hours=2)
-    refused(world, ingestion_envelope(world.seed, short, now=world.clock.now), ExpiredKeyError, "expired")
+    refused(
+        world,
+        ingestion_envelope(world.seed, short, now=world.clock.now),
+        ExpiredKeyError,
+        "expired",
+    )
 
 
 def test_statement_from_the_future_is_refused(world: World) -> None:
     future = world.clock.now + timedelta(hours=1)
-    refused(world, ingestion_envelope(world.seed, world.ingester, now=future), ClockSkewError, "future")
+    refused(
+        world, ingestion_envelope(world.seed, world.ingester, now=future), ClockSkewError, "future"
+    )
 
 
 def test_attester_key_cannot_sign_an_ingestion(world: World) -> None:
-    refused(world, ingestion_envelope(world.seed, world.attester, now=world.clock.now), WrongRoleError,
-            "needs ingester")
+    refused(
+        world,
+        ingestion_envelope(world.seed, world.attester, now=world.clock.now),
+        WrongRoleError,
+        "needs ingester",
+    )
 
 
 def test_ingester_key_cannot_attest(world: World) -> None:
     ingest_seed(world)
-    envelope = attestation_envelope(SEED_RUN, SEED_NAME, world.ingester, type_="note", body="x", now=world.clock.now)
+    envelope = attestation_envelope(
+        SEED_RUN, SEED_NAME, world.ingester, type_="note", body="x", now=world.clock.now
+    )
     refused(world, envelope, WrongRoleError, "needs attester")
 
 
 def test_attestation_whose_subject_is_not_the_run_is_refused(world: World) -> None:
     ingest_seed(world)
     unknown = "sha256:" + "cd" * 32
-    refused(world, attestation_envelope(unknown, SEED_NAME, world.attester, type_="note", body="x",
-                                        now=world.clock.now), UnknownRunError, "no run")
-    refused(world, attestation_envelope(SEED_RUN, "someone-else", world.attester, type_="note", body="x",
-                                        now=world.clock.now), SubjectMismatchError, "not the run's name")
+    refused(
+        world,
+        attestation_envelope(
+            unknown, SEED_NAME, world.attester, type_="note", body="x", now=world.clock.now
+        ),
+        UnknownRunError,
+        "no run",
+    )
+    refused(
+        world,
+        attestation_envelope(
+            SEED_RUN, "someone-else", world.attester, type_="note", body="x", now=world.clock.now
+        ),
+        SubjectMismatchError,
+        "not the run's name",
+    )
 
 
 def test_attestation_predicate_is_validated(world: World) -> None:
@@ -284,8 +373,8 @@ def test_attestation_predicate_is_validated(world: World) -> None:
         ({"type": "note", "body": "x", "extra": 1}, "unknown field"),
         ({"type": "note", "body": "x", "observedNs": "12"}, "observedNs"),
     ]:
-        predicate = predicate | {"issuedAt": format_time(world.clock.now)}
-        statement = make_statement(SEED_NAME, SEED_RUN, PredicateType.ATTESTATION, predicate)
+        dated = predicate | {"issuedAt": format_time(world.clock.now)}
+        statement = make_statement(SEED_NAME, SEED_RUN, PredicateType.ATTESTATION, dated)
         refused(world, sign_envelope(statement, world.attester), DomainError, words)
 
 
@@ -305,37 +394,75 @@ def test_malformed_envelopes_are_refused(world: World) -> None:
 
 def test_self_registration_is_only_for_attesters(world: World) -> None:
     eve = SigningKey.generate()
-    refused(world, key_registration_envelope(eve.public, [Role.INGESTER], eve, now=world.clock.now),
-            WrongRoleError, "attester role")
-    refused(world, key_registration_envelope(eve.public, [Role.ADMIN], eve, now=world.clock.now),
-            WrongRoleError, "attester role")
+    refused(
+        world,
+        key_registration_envelope(eve.public, [Role.INGESTER], eve, now=world.clock.now),
+        WrongRoleError,
+        "attester role",
+    )
+    refused(
+        world,
+        key_registration_envelope(eve.public, [Role.ADMIN], eve, now=world.clock.now),
+        WrongRoleError,
+        "attester role",
+    )
     # An attester cannot register other keys either.
-    refused(world, key_registration_envelope(eve.public, [Role.ATTESTER], world.attester, now=world.clock.now),
-            WrongRoleError, "needs admin")
+    refused(
+        world,
+        key_registration_envelope(eve.public, [Role.ATTESTER], world.attester, now=world.clock.now),
+        WrongRoleError,
+        "needs admin",
+    )
 
 
 def test_key_registered_once(world: World) -> None:
     world.clock.advance(seconds=1)
-    refused(world, key_registration_envelope(world.attester.public, [Role.ATTESTER], world.admin,
-                                             now=world.clock.now), AlreadyExistsError, "already registered")
+    refused(
+        world,
+        key_registration_envelope(
+            world.attester.public, [Role.ATTESTER], world.admin, now=world.clock.now
+        ),
+        AlreadyExistsError,
+        "already registered",
+    )
 
 
 def test_holder_may_revoke_own_key(world: World) -> None:
-    world.ledger.append(key_revocation_envelope(world.attester.public, world.attester, reason="rotating",
-                                                now=world.clock.now))
+    world.ledger.append(
+        key_revocation_envelope(
+            world.attester.public, world.attester, reason="rotating", now=world.clock.now
+        )
+    )
     record = world.ledger.key_record(world.attester.key_id)
     assert record is not None and record.revoked_at is not None
 
 
 def test_lifecycle_is_admin_only_and_leaves_history(world: World) -> None:
     ingest_seed(world)
-    refused(world, lifecycle_envelope(SEED_RUN, SEED_NAME, world.attester, action="retract", reason="x",
-                                      now=world.clock.now), WrongRoleError, "needs admin")
-    world.ledger.append(lifecycle_envelope(SEED_RUN, SEED_NAME, world.admin, action="retract",
-                                           reason="duplicate submission", now=world.clock.now))
+    refused(
+        world,
+        lifecycle_envelope(
+            SEED_RUN, SEED_NAME, world.attester, action="retract", reason="x", now=world.clock.now
+        ),
+        WrongRoleError,
+        "needs admin",
+    )
+    world.ledger.append(
+        lifecycle_envelope(
+            SEED_RUN,
+            SEED_NAME,
+            world.admin,
+            action="retract",
+            reason="duplicate submission",
+            now=world.clock.now,
+        )
+    )
     run = world.ledger.run(SEED_RUN)
     assert run is not None and run.retracted
-    assert [h.event for h in run_history(world.ledger, SEED_RUN)] == ["Run.Ingested", "Run.Retracted"]
+    assert [h.event for h in run_history(world.ledger, SEED_RUN)] == [
+        "Run.Ingested",
+        "Run.Retracted",
+    ]
 
 
 def test_resolve_run_by_prefix(world: World) -> None:
@@ -348,12 +475,25 @@ def test_resolve_run_by_prefix(world: World) -> None:
 
 def test_tampered_stored_envelope_fails_history_verification(world: World) -> None:
     ingest_seed(world)
-    world.ledger.append(attestation_envelope(SEED_RUN, SEED_NAME, world.attester, type_="reproduced",
-                                             body="matches", now=world.clock.now))
+    world.ledger.append(
+        attestation_envelope(
+            SEED_RUN,
+            SEED_NAME,
+            world.attester,
+            type_="reproduced",
+            body="matches",
+            now=world.clock.now,
+        )
+    )
     record_cls = world.ledger.recorder.events_record_cls  # type: ignore[attr-defined]
     with world.ledger.recorder.transaction(commit=True) as session:  # type: ignore[attr-defined]
-        row = session.query(record_cls).filter(record_cls.originator_id == run_id(SEED_RUN),
-                                               record_cls.originator_version == 2).one()
+        row = (
+            session.query(record_cls)
+            .filter(
+                record_cls.originator_id == run_id(SEED_RUN), record_cls.originator_version == 2
+            )
+            .one()
+        )
         state = json.loads(row.state)
         payload = json.loads(base64.b64decode(state["envelope"]["payload"]))
         payload["predicate"]["type"] = "could_not_reproduce"
