@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from api.demo import build_demo
 from domain.documents import parse_document
 from domain.errors import DomainError
 from domain.manifests.canonical_form import manifest_digest
@@ -35,6 +36,7 @@ from ledger.authoring import (
     key_revocation_envelope,
     lifecycle_envelope,
 )
+from ledger.event_verification import EventVerification
 from ledger.history import describe, key_history, run_history
 from ledger.home import PASSPHRASE_ENV, HomeError, LedgerHome
 from ledger.keys import KeyFileError, PublicKey, SigningKey, load_public_key
@@ -317,10 +319,14 @@ def show(
     if as_json:
         _print_json(summary)
         return
+    _print_summary(summary)
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
     primary = summary["primary"]
     table = Table(show_header=False, box=None, pad_edge=False)
-    table.add_column(style="bold")
-    table.add_column()
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
     rows: list[tuple[str, Any]] = [
         ("run", f"{summary['name']}  {summary['title'] or ''}"),
         ("digest", summary["digest"]),
@@ -366,26 +372,19 @@ def show(
     out.print(table)
 
 
-def _history_table(entries: list[Any], title: str) -> Table:
-    table = Table(title=title, title_justify="left")
-    for column in ("#", "received", "event", "signer", "role", "check", "what it says"):
-        table.add_column(column, overflow="fold")
+def _print_history(entries: list[EventVerification], title: str) -> None:
+    """One block per event; reads at any terminal width, unlike a seven-column table."""
+    out.print(f"[bold]{escape(title)}[/]")
     for h in entries:
         verdict = (
-            "[green]verified[/]"
+            "[green]✓ verified[/]"
             if h.ok
-            else "[bold red]FAILED[/]: " + "; ".join(f"{c.name}: {c.detail}" for c in h.failures)
+            else "[bold red]✗ FAILED[/] "
+            + escape("; ".join(f"{c.name}: {c.detail}" for c in h.failures))
         )
-        table.add_row(
-            str(h.position),
-            h.received_at or "?",
-            h.event,
-            (h.signer or "?")[:19] + "…",
-            h.role or "?",
-            verdict,
-            describe(h),
-        )
-    return table
+        out.print(f"\n#{h.position}  {h.received_at or '?'}  [bold]{h.event}[/]  {verdict}")
+        out.print(f"    signer {h.signer or 'unknown'} ({h.role or 'no verified role'})")
+        out.print(f"    {escape(describe(h))}")
 
 
 @app.command()
@@ -405,9 +404,27 @@ def history(
             {"run": run_digest, "events": [h.to_json() | {"says": describe(h)} for h in entries]}
         )
     else:
-        out.print(_history_table(entries, f"History of {run_digest}"))
+        _print_history(entries, f"History of {run_digest}")
     if not all(h.ok for h in entries):
         raise typer.Exit(EXIT_REJECTED)
+
+
+@app.command()
+@handles_errors
+def demo(
+    home: Annotated[Path, typer.Option("--home", help="Where to build the demo ledger.")] = Path(
+        ".kernelindex-demo"
+    ),
+    db: DbOption = None,
+) -> None:
+    """Build (or reuse) a demo ledger with the seed run, then show its record and history."""
+    target = LedgerHome.at(home, db)
+    ledger, run_digest = build_demo(target)
+    out.print(f"Demo ledger at [bold]{target.path}[/] ({target.db_url})\n")
+    _print_summary(run_summary(ledger, run_digest))
+    out.print()
+    _print_history(run_history(ledger, run_digest), f"History of {run_digest}")
+    out.print(f"\nTry: kernelindex --help;  KERNELINDEX_HOME={target.path} kernelindex keys list")
 
 
 # ---------------------------------------------------------------------- keys

@@ -363,3 +363,20 @@ def test_console_script_is_installed() -> None:
     assert exe is not None, "the kernelindex console script is not installed; pip install -e ."
     result = subprocess.run([exe, "--help"], capture_output=True, text=True, check=False)
     assert result.returncode == 0 and "digest" in result.stdout
+
+
+def test_demo_builds_once_and_is_idempotent(tmp_path: Path, db_url: str) -> None:
+    home = tmp_path / "demo"
+    runner = CliRunner()
+    first = runner.invoke(app, ["demo", "--home", str(home), "--db", db_url])
+    assert first.exit_code == 0, first.output
+    assert SEED_RUN in first.stdout and "all verified" in first.stdout
+    assert first.stdout.count("✓ verified") == 2
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        count = conn.execute(text("select count(*) from kernelindex_events")).scalar_one()
+    second = runner.invoke(app, ["demo", "--home", str(home), "--db", db_url])
+    assert second.exit_code == 0, second.output
+    with engine.connect() as conn:
+        assert conn.execute(text("select count(*) from kernelindex_events")).scalar_one() == count
+    engine.dispose()

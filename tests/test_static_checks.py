@@ -1,0 +1,80 @@
+"""ruff and mypy --strict on the packages are part of the test run, so CI enforces them."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
+    if found is None:
+        pytest.fail(f"{name} is not installed; install the dev extra: pip install -e '.[dev]'")
+    return found
+
+
+def test_ruff_is_clean() -> None:
+    result = subprocess.run(
+        [_tool("ruff"), "check", "."], cwd=REPO, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_strict_is_clean() -> None:
+    result = subprocess.run([_tool("mypy")], cwd=REPO, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_pycuda_is_imported_only_by_the_gpu_backends() -> None:
+    offenders = [
+        str(path.relative_to(REPO))
+        for package in ("domain", "ledger", "projections", "gpu_agent", "api")
+        for path in (REPO / package).rglob("*.py")
+        if "pycuda" in path.read_text("utf-8")
+        and not path.is_relative_to(REPO / "gpu_agent" / "backends")
+    ]
+    assert offenders == []
+
+
+def _imports(path: Path) -> set[str]:
+    import ast
+
+    tree = ast.parse(path.read_text("utf-8"))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_domain_is_pure() -> None:
+    """DESIGN.md §2: domain imports no database, web, CLI or CUDA code, and no other layer."""
+    forbidden = {
+        "sqlalchemy",
+        "eventsourcing",
+        "eventsourcing_sqlalchemy",
+        "psycopg",
+        "litestar",
+        "uvicorn",
+        "typer",
+        "rich",
+        "pycuda",
+        "ledger",
+        "projections",
+        "api",
+        "gpu_agent",
+    }
+    offenders = {
+        str(path.relative_to(REPO)): sorted(_imports(path) & forbidden)
+        for path in (REPO / "domain").rglob("*.py")
+        if _imports(path) & forbidden
+    }
+    assert offenders == {}
