@@ -11,12 +11,13 @@ Admission order (each step fails closed with a named reason; nothing is stored o
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Union
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
@@ -55,7 +56,8 @@ from ledger.errors import (
     WrongRoleError,
 )
 from ledger.key_registry import MAX_CLOCK_SKEW, KeyRecord
-from ledger.keys import PublicKey, key_id_of
+from ledger.keys import PublicKey, SigningKey, key_id_of
+from ledger.transparency_log import InclusionProof, LogIntegrityError, TransparencyLog
 from ledger.trust import TrustRoot
 
 MAX_APPEND_ATTEMPTS = 20
@@ -74,6 +76,7 @@ class Receipt:
     envelope_digest: str
     received_at: str
     duplicate: bool
+    inclusion: InclusionProof | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -85,7 +88,11 @@ class Receipt:
             "envelopeDigest": self.envelope_digest,
             "receivedAt": self.received_at,
             "duplicate": self.duplicate,
+            "log": self.inclusion.to_json() if self.inclusion else None,
         }
+
+
+Outcome = Union["Receipt", Run, Principal]  # a duplicate's receipt, or an aggregate to store
 
 
 @dataclass(frozen=True)
@@ -115,6 +122,7 @@ class Ledger(Application[UUID]):
         *,
         clock: Callable[[], datetime] = utc_now,
         cache_size: int = 10_000,
+        log_key: SigningKey | None = None,
     ) -> None:
         super().__init__(
             env={
@@ -129,6 +137,9 @@ class Ledger(Application[UUID]):
         )
         self.trust_root = trust_root
         self.clock = clock
+        if log_key is not None and log_key.key_id != trust_root.log_key.key_id:
+            raise DomainError("the log key given is not the trust root's log key")
+        self.tlog = TransparencyLog(self.recorder, trust_root.origin, trust_root.log_key, log_key)
 
     # ---------------------------------------------------------------- writes
 
@@ -136,7 +147,7 @@ class Ledger(Application[UUID]):
         """Admit one signed envelope; return its receipt or raise a DomainError saying why."""
         envelope = parse_envelope(envelope_json)
         statement = envelope.statement()
-        handlers: dict[PredicateType, Callable[[Envelope, Statement], Receipt]] = {
+        handlers: dict[PredicateType, Callable[[Envelope, Statement], Outcome]] = {
             PredicateType.INGESTION: self._append_ingestion,
             PredicateType.ATTESTATION: self._append_attestation,
             PredicateType.KEY: self._append_key,
@@ -147,13 +158,16 @@ class Ledger(Application[UUID]):
             raise ManifestError(f"predicate type {statement.predicateType} is not accepted yet")
         for attempt in range(MAX_APPEND_ATTEMPTS):
             try:
-                return handler(envelope, statement)
+                outcome = handler(envelope, statement)
+                if isinstance(outcome, Receipt):
+                    return self._with_inclusion(outcome)
+                return self._commit(outcome, statement, envelope)
             except (IntegrityError, OperationalError):
                 # Another writer got there first (or held the SQLite lock): reload and retry.
                 time.sleep(min(0.001 * 2**attempt, 0.2))
         raise ConflictError(f"could not append after {MAX_APPEND_ATTEMPTS} attempts; try again")
 
-    def _append_ingestion(self, envelope: Envelope, statement: Statement) -> Receipt:
+    def _append_ingestion(self, envelope: Envelope, statement: Statement) -> Outcome:
         existing = self._get(Run, run_id(statement.subject_digest))
         if existing is not None and envelope.digest in existing.envelopes:
             return self._duplicate(existing, envelope, statement)
@@ -191,9 +205,9 @@ class Ledger(Application[UUID]):
             run_digest=checked.run_digest,
             run_name=checked.run_name,
         )
-        return self._save(run, statement, envelope)
+        return run
 
-    def _append_attestation(self, envelope: Envelope, statement: Statement) -> Receipt:
+    def _append_attestation(self, envelope: Envelope, statement: Statement) -> Outcome:
         run = self._existing_run(statement)
         if envelope.digest in run.envelopes:
             return self._duplicate(run, envelope, statement)
@@ -207,9 +221,9 @@ class Ledger(Application[UUID]):
             received_at=format_time(now),
             signer=signer.key_id,
         )
-        return self._save(run, statement, envelope)
+        return run
 
-    def _append_lifecycle(self, envelope: Envelope, statement: Statement) -> Receipt:
+    def _append_lifecycle(self, envelope: Envelope, statement: Statement) -> Outcome:
         run = self._existing_run(statement)
         if envelope.digest in run.envelopes:
             return self._duplicate(run, envelope, statement)
@@ -233,9 +247,9 @@ class Ledger(Application[UUID]):
             if predicate.supersededBy == run.run_digest:
                 raise SubjectMismatchError("a run cannot supersede itself")
             run.supersede(**fields, superseded_by=predicate.supersededBy)
-        return self._save(run, statement, envelope)
+        return run
 
-    def _append_key(self, envelope: Envelope, statement: Statement) -> Receipt:
+    def _append_key(self, envelope: Envelope, statement: Statement) -> Outcome:
         existing = self._get(Principal, principal_id(statement.subject_name))
         if existing is not None and envelope.digest in existing.envelopes:
             return self._duplicate(existing, envelope, statement)
@@ -266,7 +280,7 @@ class Ledger(Application[UUID]):
         existing: Principal | None,
         public: PublicKey,
         now: datetime,
-    ) -> Receipt:
+    ) -> Outcome:
         if predicate.roles is None or predicate.validFrom is None:
             raise ManifestError("registering a key needs predicate.roles and predicate.validFrom")
         roles = frozenset(predicate.roles)
@@ -304,7 +318,7 @@ class Ledger(Application[UUID]):
             valid_until=predicate.validUntil,
             label=predicate.label,
         )
-        return self._save(principal, statement, envelope)
+        return principal
 
     def _revoke_key(
         self,
@@ -314,7 +328,7 @@ class Ledger(Application[UUID]):
         existing: Principal | None,
         public: PublicKey,
         now: datetime,
-    ) -> Receipt:
+    ) -> Outcome:
         if existing is None:
             raise UnknownKeyError(f"key {predicate.keyId} is not registered")
         if existing.public_key != public.b64:
@@ -337,7 +351,7 @@ class Ledger(Application[UUID]):
             signer=signer_id,
             reason=predicate.reason,
         )
-        return self._save(existing, statement, envelope)
+        return existing
 
     # ------------------------------------------------------------ admission
 
@@ -391,13 +405,22 @@ class Ledger(Application[UUID]):
             raise DomainError(f"aggregate {aggregate_id} is not a {cls.__name__}")
         return aggregate
 
-    def _save(
+    def _commit(
         self, aggregate: Run | Principal, statement: Statement, envelope: Envelope
     ) -> Receipt:
-        recordings = self.save(aggregate)
-        last = recordings[-1]
+        """Store the new event and sequence it into the log in one transaction."""
+        with self.recorder.transaction(commit=True) as session:  # type: ignore[attr-defined]
+            recordings = self.save(aggregate)
+            sequenced = self.tlog.sequence(session)
+            last = recordings[-1]
+            position = last.notification.id
+            leaf = self.tlog.leaf_for_position(session, position)
+            if leaf is None:
+                raise LogIntegrityError(f"event {position} was not sequenced")
+            inclusion = self.tlog.inclusion(session, leaf, sequenced.compact.size)
+        self.tlog.committed(sequenced)
         return Receipt(
-            position=last.notification.id,
+            position=position,
             aggregate_id=aggregate.id,
             version=last.notification.originator_version,
             event=last.notification.topic.rsplit(":", 1)[-1],
@@ -405,7 +428,21 @@ class Ledger(Application[UUID]):
             envelope_digest=envelope.digest,
             received_at=getattr(last.domain_event, "received_at", ""),
             duplicate=False,
+            inclusion=inclusion,
         )
+
+    def _with_inclusion(self, receipt: Receipt) -> Receipt:
+        """A duplicate's receipt, with the inclusion proof of the original event."""
+        with self.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+            leaf = self.tlog.leaf_for_position(session, receipt.position)
+        if leaf is None:  # stored before a crash, not yet sequenced
+            self.tlog.catch_up()
+        with self.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+            leaf = self.tlog.leaf_for_position(session, receipt.position)
+            if leaf is None:
+                raise LogIntegrityError(f"event {receipt.position} was not sequenced")
+            inclusion = self.tlog.inclusion(session, leaf, self.tlog.tree_size(session))
+        return dataclasses.replace(receipt, inclusion=inclusion)
 
     def _duplicate(
         self, aggregate: Run | Principal, envelope: Envelope, statement: Statement

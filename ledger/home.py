@@ -68,7 +68,8 @@ class LedgerHome:
         return SigningKey.load(self.key_path(name), passphrase.encode() if passphrase else None)
 
     def open(self) -> Ledger:
-        return Ledger(self.db_url, self.trust_root())
+        log_key = self.key("log") if self.key_path("log").exists() else None
+        return Ledger(self.db_url, self.trust_root(), log_key=log_key)
 
     def initialise(self, origin: str | None = None, passphrase: bytes | None = None) -> Ledger:
         """Create keys and trust root, then register the operator keys in the ledger itself."""
@@ -86,7 +87,7 @@ class LedgerHome:
             created_at=format_time(now),
         )
         root.save(self.trust_root_path)
-        ledger = Ledger(self.db_url, root)
+        ledger = Ledger(self.db_url, root, log_key=keys["log"])
         admin = keys["admin"]
         for name, roles in (
             ("admin", [Role.ADMIN]),

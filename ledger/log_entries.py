@@ -1,0 +1,57 @@
+"""What a log leaf commits to (DESIGN.md §6), shared by the sequencer and offline verifiers.
+
+Leaf data = JCS of ``{position, aggregate, version, topic, envelope, receivedAt}``; the leaf
+hash is RFC 6962's ``SHA-256(0x00 ‖ data)``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from domain.canonical import canonical_json
+from ledger.errors import CorruptRecordError
+from ledger.merkle import leaf_hash
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    position: int
+    aggregate: str
+    version: int
+    topic: str
+    envelope: dict[str, Any]
+    received_at: str
+
+    def data(self) -> bytes:
+        return canonical_json(
+            {
+                "position": self.position,
+                "aggregate": self.aggregate,
+                "version": self.version,
+                "topic": self.topic,
+                "envelope": self.envelope,
+                "receivedAt": self.received_at,
+            }
+        )
+
+    def leaf_hash(self) -> bytes:
+        return leaf_hash(self.data())
+
+    @classmethod
+    def from_stored(
+        cls, position: int, aggregate: str, version: int, topic: str, state: bytes
+    ) -> LogEntry:
+        """Rebuild the entry from a stored event's bytes; fail closed if they do not decode."""
+        try:
+            stored = json.loads(state)
+            envelope = stored["envelope"]
+            received_at = stored["received_at"]
+            if not isinstance(envelope, dict) or not isinstance(received_at, str):
+                raise TypeError("envelope or received_at has the wrong type")
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptRecordError(
+                f"stored event at position {position} cannot be read: {exc}"
+            ) from None
+        return cls(position, aggregate, version, topic, envelope, received_at)

@@ -1,0 +1,302 @@
+"""The ledger's transparency log: sequencer, stored Merkle tree, proofs and checkpoints.
+
+Every stored event gets a dense leaf index in notification order, exactly once: the leaf row
+(unique on both leaf index and event position) is its own tracking record and is written in
+the same transaction as the event it sequences (or, for catch-up after a crash, in one
+transaction per batch). One sequencer runs at a time: a transaction-scoped advisory lock on
+PostgreSQL; SQLite serialises writers itself.
+
+Complete subtree hashes are stored as they are created, so roots and proofs cost O(log n)
+lookups, fetched in one query. Checkpoints are C2SP signed notes; the size is the primary key
+of the checkpoint table, so the ledger can never sign two roots for one size.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Integer,
+    LargeBinary,
+    MetaData,
+    SmallInteger,
+    Table,
+    Text,
+    func,
+    select,
+    text,
+    tuple_,
+)
+from sqlalchemy.orm import Session
+
+from domain.errors import DomainError
+from domain.timestamps import format_time, utc_now
+from ledger.keys import PublicKey, SigningKey
+from ledger.log_entries import LogEntry
+from ledger.merkle import (
+    CompactRange,
+    consistency_proof_from_nodes,
+    inclusion_proof_from_nodes,
+    root_from_nodes,
+)
+from ledger.signed_note import Verifier, format_checkpoint, sign_note
+
+T = TypeVar("T")
+_ADVISORY_LOCK_ID = 0x4B49_4C4F_47  # "KILOG"
+_SEQUENCE_BATCH = 1000
+_ZERO = b"\x00" * 32
+
+metadata = MetaData()
+leaves = Table(
+    "kernelindex_log_leaves",
+    metadata,
+    Column("leaf_index", BigInteger().with_variant(Integer(), "sqlite"), primary_key=True),
+    Column("position", BigInteger, nullable=False, unique=True),
+    Column("leaf_hash", LargeBinary, nullable=False),
+)
+nodes = Table(
+    "kernelindex_log_nodes",
+    metadata,
+    Column("level", SmallInteger, primary_key=True),
+    Column("idx", BigInteger, primary_key=True),
+    Column("hash", LargeBinary, nullable=False),
+)
+checkpoints = Table(
+    "kernelindex_log_checkpoints",
+    metadata,
+    Column("size", BigInteger, primary_key=True),
+    Column("root", LargeBinary, nullable=False),
+    Column("note", Text, nullable=False),
+    Column("signed_at", Text, nullable=False),
+)
+
+
+class LogIntegrityError(DomainError):
+    """The stored log disagrees with itself; the ledger stops rather than sign over it."""
+
+    code = "log-integrity"
+    status = 500
+
+
+class NoLogKeyError(DomainError):
+    code = "no-log-key"
+    status = 503
+
+
+@dataclass(frozen=True)
+class InclusionProof:
+    leaf_index: int
+    tree_size: int
+    root: bytes
+    hashes: tuple[bytes, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "leafIndex": self.leaf_index,
+            "treeSize": self.tree_size,
+            "rootHash": base64.b64encode(self.root).decode(),
+            "hashes": [base64.b64encode(h).decode() for h in self.hashes],
+        }
+
+
+@dataclass(frozen=True)
+class SignedCheckpoint:
+    size: int
+    root: bytes
+    note: str
+    signed_at: str
+
+
+@dataclass(frozen=True)
+class Sequenced:
+    """What one sequencing pass did; the compact range is trusted only after commit."""
+
+    compact: CompactRange
+    new_leaves: int
+
+
+def _with_prefetch(session: Session, compute: Callable[[Callable[[int, int], bytes]], T]) -> T:
+    """Run a proof/root computation with all its node lookups fetched in one query.
+
+    The computations choose which nodes to read from sizes and indices only, never from hash
+    values, so a dry run with placeholder hashes names exactly the nodes needed.
+    """
+    wanted: list[tuple[int, int]] = []
+
+    def record(level: int, index: int) -> bytes:
+        wanted.append((level, index))
+        return _ZERO
+
+    compute(record)
+    found: dict[tuple[int, int], bytes] = {}
+    if wanted:
+        rows = session.execute(
+            select(nodes.c.level, nodes.c.idx, nodes.c.hash).where(
+                tuple_(nodes.c.level, nodes.c.idx).in_(sorted(set(wanted)))
+            )
+        )
+        found = {(r[0], r[1]): bytes(r[2]) for r in rows}
+
+    def lookup(level: int, index: int) -> bytes:
+        try:
+            return found[(level, index)]
+        except KeyError:
+            raise LogIntegrityError(f"stored tree node ({level}, {index}) is missing") from None
+
+    return compute(lookup)
+
+
+class TransparencyLog:
+    def __init__(
+        self,
+        recorder: Any,
+        origin: str,
+        log_public_key: PublicKey,
+        log_key: SigningKey | None = None,
+    ) -> None:
+        self.recorder = recorder
+        self.origin = origin
+        self.log_public_key = log_public_key
+        self.log_key = log_key
+        self._events = recorder.events_record_cls
+        self._compact: CompactRange | None = None
+        engine = recorder.datastore.engine
+        self._is_postgres = engine.dialect.name == "postgresql"
+        metadata.create_all(engine, checkfirst=True)
+
+    # ---------------------------------------------------------------- writing
+
+    def lock(self, session: Session) -> None:
+        """Serialise sequencers (PostgreSQL advisory lock, released at transaction end)."""
+        if self._is_postgres:
+            session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_LOCK_ID})
+
+    def tree_size(self, session: Session) -> int:
+        last = session.execute(select(func.max(leaves.c.leaf_index))).scalar()
+        return 0 if last is None else int(last) + 1
+
+    def _compact_range(self, session: Session, size: int) -> CompactRange:
+        if self._compact is not None and self._compact.size == size:
+            return self._compact.copy()
+        return _with_prefetch(session, lambda get: CompactRange.from_nodes(size, get))
+
+    def sequence(self, session: Session) -> Sequenced:
+        """Give every not-yet-sequenced event a leaf, in position order (caller commits)."""
+        self.lock(session)
+        size = self.tree_size(session)
+        last_position = session.execute(select(func.max(leaves.c.position))).scalar() or 0
+        compact = self._compact_range(session, size)
+        added = 0
+        while True:
+            rows = session.execute(
+                select(
+                    self._events.id,
+                    self._events.originator_id,
+                    self._events.originator_version,
+                    self._events.topic,
+                    self._events.state,
+                )
+                .where(self._events.id > last_position)
+                .order_by(self._events.id)
+                .limit(_SEQUENCE_BATCH)
+            ).all()
+            if not rows:
+                break
+            leaf_rows: list[dict[str, Any]] = []
+            node_rows: list[dict[str, Any]] = []
+            for position, aggregate, version, topic, state in rows:
+                entry = LogEntry.from_stored(
+                    int(position), str(aggregate), int(version), str(topic), bytes(state)
+                )
+                digest = entry.leaf_hash()
+                leaf_rows.append(
+                    {"leaf_index": compact.size, "position": int(position), "leaf_hash": digest}
+                )
+                node_rows.extend(
+                    {"level": n.level, "idx": n.index, "hash": n.hash}
+                    for n in compact.append(digest)
+                )
+            session.execute(leaves.insert(), leaf_rows)
+            session.execute(nodes.insert(), node_rows)
+            added += len(rows)
+            last_position = int(rows[-1][0])
+        return Sequenced(compact, added)
+
+    def committed(self, result: Sequenced) -> None:
+        """Keep the compact range for the next append (only once its transaction committed)."""
+        self._compact = result.compact
+
+    def catch_up(self) -> int:
+        """Sequence whatever is pending (after a crash, or events from another writer)."""
+        with self.recorder.transaction(commit=True) as session:
+            result = self.sequence(session)
+        self.committed(result)
+        return result.new_leaves
+
+    # ---------------------------------------------------------------- reading
+
+    def leaf_for_position(self, session: Session, position: int) -> int | None:
+        value = session.execute(
+            select(leaves.c.leaf_index).where(leaves.c.position == position)
+        ).scalar()
+        return None if value is None else int(value)
+
+    def root(self, session: Session, size: int) -> bytes:
+        return _with_prefetch(session, lambda get: root_from_nodes(size, get))
+
+    def inclusion(self, session: Session, leaf_index: int, size: int) -> InclusionProof:
+        proof = _with_prefetch(
+            session, lambda get: inclusion_proof_from_nodes(leaf_index, size, get)
+        )
+        return InclusionProof(leaf_index, size, self.root(session, size), tuple(proof))
+
+    def consistency(self, session: Session, size1: int, size2: int) -> list[bytes]:
+        return _with_prefetch(session, lambda get: consistency_proof_from_nodes(size1, size2, get))
+
+    def entries(self, session: Session, start: int, end: int) -> Sequence[Any]:
+        """Leaves ``[start, end)`` with their event positions and hashes."""
+        return session.execute(
+            select(leaves.c.leaf_index, leaves.c.position, leaves.c.leaf_hash)
+            .where(leaves.c.leaf_index >= start, leaves.c.leaf_index < end)
+            .order_by(leaves.c.leaf_index)
+        ).all()
+
+    # ------------------------------------------------------------ checkpoints
+
+    @property
+    def verifier(self) -> Verifier:
+        return Verifier.from_public_key(self.origin, self.log_public_key.raw)
+
+    def sign_checkpoint(self) -> SignedCheckpoint:
+        """Sign (or return the already signed) checkpoint for the current tree size."""
+        if self.log_key is None:
+            raise NoLogKeyError("signing a checkpoint needs the log key (keys/log.pem)")
+        with self.recorder.transaction(commit=True) as session:
+            self.lock(session)
+            size = self.tree_size(session)
+            root = self.root(session, size)
+            existing = session.execute(
+                select(checkpoints).where(checkpoints.c.size == size)
+            ).first()
+            if existing is not None:
+                if bytes(existing.root) != root:
+                    raise LogIntegrityError(
+                        f"the tree of size {size} no longer has the root signed for it"
+                    )
+                return SignedCheckpoint(size, root, existing.note, existing.signed_at)
+            body = format_checkpoint(self.origin, size, root)
+            note = sign_note(body, self.origin, self.log_key.private_key())
+            signed_at = format_time(utc_now())
+            session.execute(
+                checkpoints.insert().values(size=size, root=root, note=note, signed_at=signed_at)
+            )
+        return SignedCheckpoint(size, root, note, signed_at)
+
+    def checkpoints(self, session: Session) -> list[SignedCheckpoint]:
+        rows = session.execute(select(checkpoints).order_by(checkpoints.c.size)).all()
+        return [SignedCheckpoint(int(r.size), bytes(r.root), r.note, r.signed_at) for r in rows]
