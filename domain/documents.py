@@ -22,6 +22,7 @@ MAX_DOCUMENT_BYTES = 1024 * 1024
 MAX_DEPTH = 64
 # Aliases are expanded into JSON; this caps the blow-up of "billion laughs" documents.
 MAX_NODES = 200_000
+MAX_SAFE_INTEGER = 2**53 - 1
 
 JsonValue = Any
 Format = Literal["json", "yaml"]
@@ -87,6 +88,24 @@ def _reject_constant(name: str) -> Any:
     raise ParseError(f"{name} is not a JSON number")
 
 
+def json_integer(value: int) -> int | float:
+    """An integer as a JSON number that canonicalises and reads back the same.
+
+    Beyond ±(2^53−1) JCS writes a number as a float would print; such a value is kept only if
+    a 64-bit float holds it exactly (then it is one), otherwise it is refused.
+    """
+    if abs(value) <= MAX_SAFE_INTEGER:
+        return value
+    as_float = float(value)
+    if as_float != value:
+        raise ParseError(f"integer {value} cannot be represented exactly; carry it as a string")
+    return as_float
+
+
+def _parse_int(text: str) -> int | float:
+    return json_integer(int(text))
+
+
 def _parse_float(text: str) -> float:
     value = float(text)
     if value in (float("inf"), float("-inf")):
@@ -103,6 +122,7 @@ def parse_json(data: bytes) -> JsonValue:
             object_pairs_hook=_reject_duplicates,
             parse_constant=_reject_constant,
             parse_float=_parse_float,
+            parse_int=_parse_int,
         )
     except json.JSONDecodeError as exc:
         raise ParseError(
@@ -189,33 +209,44 @@ class _YamlBuilder:
     def _scalar(node: ScalarNode, where: str) -> JsonValue:
         value: str = node.value
         tag = str(node.tag)
-        if node.style is not None or tag == _TAG + "str":
-            # Quoted or block scalars are strings whatever they look like.
+        if tag == _TAG + "str":
             return value
+        if tag not in _RESOLVABLE_TAGS:
+            raise ParseError(f"{where}: YAML tag {tag} is not accepted")
+        if node.style is not None:
+            raise ParseError(
+                f"{where}: an explicit tag on a quoted or block scalar is not accepted"
+            )
         if tag == _TAG + "timestamp":
             # YAML 1.2 has no timestamp type: an ISO date stays the string it is.
             return value
-        if not tag.startswith(_TAG):
-            raise ParseError(f"{where}: YAML tag {tag} is not accepted")
-        if _CORE_NULL.match(value):
-            return None
-        if _CORE_TRUE.match(value):
-            return True
-        if _CORE_FALSE.match(value):
-            return False
-        if _CORE_INT10.match(value):
-            return int(value, 10)
-        if _CORE_INT8.match(value):
-            return int(value[2:], 8)
-        if _CORE_INT16.match(value):
-            return int(value[2:], 16)
-        if _CORE_SPECIAL_FLOAT.match(value):
-            raise ParseError(f"{where}: {value} is not a JSON number")
-        if _CORE_FLOAT.match(value):
-            number = float(value)
-            if number in (float("inf"), float("-inf")):
-                raise ParseError(f"{where}: number {value} is out of range")
-            return number
-        if tag in (_TAG + "binary", _TAG + "set", _TAG + "omap", _TAG + "pairs"):
-            raise ParseError(f"{where}: YAML tag {tag} is not accepted")
-        return value
+        core_tag, resolved = _resolve_core(value, where)
+        if core_tag != tag:
+            # The YAML library and the 1.2 core schema disagree (e.g. '1_000', '!!int foo'):
+            # readers would disagree too, so refuse rather than guess.
+            raise ParseError(f"{where}: ambiguous scalar {value!r}; quote it if it is a string")
+        return resolved
+
+
+_RESOLVABLE_TAGS = frozenset(_TAG + t for t in ("int", "float", "bool", "null", "timestamp"))
+
+
+def _resolve_core(value: str, where: str) -> tuple[str, JsonValue]:
+    """(core schema tag, JSON value) of a plain scalar under the YAML 1.2 core schema."""
+    if _CORE_NULL.match(value):
+        return _TAG + "null", None
+    if _CORE_TRUE.match(value):
+        return _TAG + "bool", True
+    if _CORE_FALSE.match(value):
+        return _TAG + "bool", False
+    if _CORE_INT10.match(value):
+        return _TAG + "int", json_integer(int(value, 10))
+    if _CORE_INT8.match(value):
+        return _TAG + "int", json_integer(int(value[2:], 8))
+    if _CORE_INT16.match(value):
+        return _TAG + "int", json_integer(int(value[2:], 16))
+    if _CORE_SPECIAL_FLOAT.match(value):
+        raise ParseError(f"{where}: {value} is not a JSON number")
+    if _CORE_FLOAT.match(value):
+        return _TAG + "float", _parse_float(value)
+    return _TAG + "str", value

@@ -34,7 +34,7 @@ def duration_to_ns(value: object, where: str) -> object:
     """``"0.008 ms"`` → ``8000``; integers pass through; anything else is left for the schema."""
     if not isinstance(value, str):
         return value
-    match = _DURATION.match(value)
+    match = _DURATION.fullmatch(value)
     if match is None:
         raise CanonicalizationError(
             f"{where}: {value!r} is not a duration like '12 ns' or '0.5 ms'"

@@ -1,0 +1,331 @@
+"""ledger.dsse: PAE, DSSE envelope parsing, signing and fail-closed verification (DESIGN.md §5)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+
+from domain.canonical import canonical_json
+from domain.statements import PAYLOAD_TYPE, PredicateType, make_statement
+from ledger.dsse import (
+    MAX_SIGNATURES,
+    Envelope,
+    EnvelopeError,
+    SignatureError,
+    UnknownKeyError,
+    pae,
+    parse_envelope,
+    sign_envelope,
+    verify_envelope,
+)
+from ledger.keys import PublicKey, SigningKey
+
+RUN_DIGEST = "sha256:7e18c26ca3b60572c4fc8589c4b3b9a86b548ef031df4242ea2483b649bd6a47"
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+@pytest.fixture(scope="module")
+def key() -> SigningKey:
+    return SigningKey.generate()
+
+
+@pytest.fixture(scope="module")
+def other_key() -> SigningKey:
+    return SigningKey.generate()
+
+
+@pytest.fixture(scope="module")
+def statement() -> dict[str, Any]:
+    return make_statement(
+        "sol-submission-38823",
+        RUN_DIGEST,
+        PredicateType.LIFECYCLE,
+        {"action": "retract", "reason": "harness bug — numbers invalid"},
+    )
+
+
+def resolver(*keys: SigningKey) -> Any:
+    table = {k.key_id: k.public for k in keys}
+    return table.get
+
+
+# --- PAE ----------------------------------------------------------------------------------------
+
+
+def test_pae_spec_vector() -> None:
+    assert (
+        pae("http://example.com/HelloWorld", b"hello world")
+        == b"DSSEv1 29 http://example.com/HelloWorld 11 hello world"
+    )
+
+
+def test_pae_lengths_are_bytes_not_characters() -> None:
+    assert pae("t", b"") == b"DSSEv1 1 t 0 "
+    assert pae("é", "µ".encode()) == "DSSEv1 2 é 2 µ".encode()
+    assert pae(PAYLOAD_TYPE, b"{}") == b"DSSEv1 28 application/vnd.in-toto+json 2 {}"
+
+
+def test_pae_is_unambiguous() -> None:
+    # Moving bytes between type and body changes the encoding.
+    assert pae("a b", b"c") != pae("a", b"b c")
+
+
+# --- signing and verifying ----------------------------------------------------------------------
+
+
+def test_sign_verify_round_trip(key: SigningKey, statement: dict[str, Any]) -> None:
+    raw = sign_envelope(statement, key)
+    assert set(raw) == {"payloadType", "payload", "signatures"}
+    assert raw["payloadType"] == PAYLOAD_TYPE
+    assert raw["signatures"][0]["keyid"] == key.key_id
+    # the envelope survives a JSON round trip (it is what gets stored)
+    envelope = parse_envelope(json.loads(json.dumps(raw)))
+    assert isinstance(envelope, Envelope)
+    assert envelope.payload == canonical_json(statement)
+    assert envelope.statement_json() == statement
+    assert envelope.statement().predicateType == PredicateType.LIFECYCLE
+    assert envelope.statement().subject_digest == RUN_DIGEST
+    assert verify_envelope(envelope, resolver(key)) == key.key_id
+    # the signature is plain Ed25519 over PAE(payloadType, payload)
+    sig = base64.b64decode(raw["signatures"][0]["sig"])
+    assert len(sig) == 64
+    assert key.public.verify(sig, pae(PAYLOAD_TYPE, envelope.payload))
+
+
+def test_signing_is_deterministic_and_digest_stable(
+    key: SigningKey, statement: dict[str, Any]
+) -> None:
+    a = sign_envelope(statement, key)
+    b = sign_envelope(dict(reversed(list(statement.items()))), key)
+    assert a == b  # JCS payload + deterministic Ed25519
+    assert parse_envelope(a).digest == parse_envelope(b).digest
+    assert parse_envelope(a).digest.startswith("sha256:")
+
+
+def _flip_payload(raw: dict[str, Any], index: int, mask: int = 0x01) -> dict[str, Any]:
+    payload = bytearray(base64.b64decode(raw["payload"]))
+    payload[index] ^= mask
+    return {**raw, "payload": b64(bytes(payload))}
+
+
+def _flip_sig(raw: dict[str, Any], index: int, mask: int = 0x01) -> dict[str, Any]:
+    sig = bytearray(base64.b64decode(raw["signatures"][0]["sig"]))
+    sig[index] ^= mask
+    return {**raw, "signatures": [{**raw["signatures"][0], "sig": b64(bytes(sig))}]}
+
+
+def test_flipping_any_payload_byte_breaks_verification(
+    key: SigningKey, statement: dict[str, Any]
+) -> None:
+    raw = sign_envelope(statement, key)
+    length = len(base64.b64decode(raw["payload"]))
+    for index in range(length):
+        for mask in (0x01, 0x80):
+            envelope = parse_envelope(_flip_payload(raw, index, mask))
+            with pytest.raises(SignatureError, match="does not verify"):
+                verify_envelope(envelope, resolver(key))
+
+
+def test_flipping_any_signature_byte_breaks_verification(
+    key: SigningKey, statement: dict[str, Any]
+) -> None:
+    raw = sign_envelope(statement, key)
+    for index in range(64):
+        for mask in (0x01, 0x80):
+            envelope = parse_envelope(_flip_sig(raw, index, mask))
+            with pytest.raises(SignatureError, match="does not verify"):
+                verify_envelope(envelope, resolver(key))
+
+
+def test_truncated_or_extended_signature_fails(key: SigningKey, statement: dict[str, Any]) -> None:
+    raw = sign_envelope(statement, key)
+    sig = base64.b64decode(raw["signatures"][0]["sig"])
+    for bad in (sig[:-1], sig + b"\x00", b""):
+        tampered = {**raw, "signatures": [{"keyid": key.key_id, "sig": b64(bad)}]}
+        with pytest.raises(SignatureError):
+            verify_envelope(parse_envelope(tampered), resolver(key))
+
+
+def test_unknown_key_is_refused(
+    key: SigningKey, other_key: SigningKey, statement: dict[str, Any]
+) -> None:
+    envelope = parse_envelope(sign_envelope(statement, key))
+    with pytest.raises(UnknownKeyError, match="registered key") as info:
+        verify_envelope(envelope, resolver(other_key))
+    assert key.key_id in str(info.value)
+    assert info.value.code == "unknown-key"
+    with pytest.raises(UnknownKeyError):
+        verify_envelope(envelope, lambda _kid: None)
+
+
+def test_unknown_key_error_is_a_signature_error() -> None:
+    assert issubclass(UnknownKeyError, SignatureError)
+
+
+def test_resolver_returning_another_key_for_the_id_is_refused(
+    key: SigningKey, other_key: SigningKey, statement: dict[str, Any]
+) -> None:
+    envelope = parse_envelope(sign_envelope(statement, key))
+    with pytest.raises(SignatureError, match="does not verify") as info:
+        verify_envelope(envelope, lambda _kid: other_key.public)
+    assert not isinstance(info.value, UnknownKeyError)
+    assert info.value.code == "bad-signature"
+
+
+def test_keyid_is_only_a_hint_and_cannot_redirect_trust(
+    key: SigningKey, other_key: SigningKey, statement: dict[str, Any]
+) -> None:
+    raw = sign_envelope(statement, key)
+    # The signature names other_key, which is trusted, but was made by key.
+    relabelled = {**raw, "signatures": [{**raw["signatures"][0], "keyid": other_key.key_id}]}
+    with pytest.raises(SignatureError, match="does not verify"):
+        verify_envelope(parse_envelope(relabelled), resolver(key, other_key))
+    # An empty keyid names nothing.
+    anonymous = {**raw, "signatures": [{"keyid": "", "sig": raw["signatures"][0]["sig"]}]}
+    with pytest.raises(UnknownKeyError, match=r"\(empty\)"):
+        verify_envelope(parse_envelope(anonymous), resolver(key))
+    no_keyid = {**raw, "signatures": [{"sig": raw["signatures"][0]["sig"]}]}
+    with pytest.raises(UnknownKeyError):
+        verify_envelope(parse_envelope(no_keyid), resolver(key))
+
+
+def test_one_good_signature_among_several_is_enough(
+    key: SigningKey, other_key: SigningKey, statement: dict[str, Any]
+) -> None:
+    raw = sign_envelope(statement, key)
+    good = raw["signatures"][0]
+    by_other = sign_envelope(statement, other_key)["signatures"][0]
+    bad_known = {"keyid": key.key_id, "sig": b64(b"\x00" * 64)}
+    unknown = {"keyid": "sha256:" + "0" * 64, "sig": b64(b"\x01" * 64)}
+    for sigs, trusted, expected in [
+        ([unknown, good], (key,), key.key_id),
+        ([bad_known, good], (key,), key.key_id),
+        ([by_other, good], (key,), key.key_id),
+        ([good, by_other], (other_key,), other_key.key_id),
+        ([by_other, good], (key, other_key), other_key.key_id),
+    ]:
+        envelope = parse_envelope({**raw, "signatures": sigs})
+        assert verify_envelope(envelope, resolver(*trusted)) == expected
+    # a known key whose signature is bad, and no good one: SignatureError, not UnknownKeyError
+    envelope = parse_envelope({**raw, "signatures": [unknown, bad_known]})
+    with pytest.raises(SignatureError) as info:
+        verify_envelope(envelope, resolver(key))
+    assert not isinstance(info.value, UnknownKeyError)
+
+
+def test_verification_uses_the_envelope_payload_type(
+    key: SigningKey, statement: dict[str, Any]
+) -> None:
+    # A signature over the same payload with another payloadType must not verify.
+    payload = canonical_json(statement)
+    sig = key.sign(pae("application/json", payload))
+    raw = {
+        "payloadType": PAYLOAD_TYPE,
+        "payload": b64(payload),
+        "signatures": [{"keyid": key.key_id, "sig": b64(sig)}],
+    }
+    with pytest.raises(SignatureError):
+        verify_envelope(parse_envelope(raw), resolver(key))
+    # and a raw signature over the payload without PAE does not verify either
+    raw["signatures"] = [{"keyid": key.key_id, "sig": b64(key.sign(payload))}]
+    with pytest.raises(SignatureError):
+        verify_envelope(parse_envelope(raw), resolver(key))
+
+
+# --- parse_envelope rejections ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def good(key: SigningKey, statement: dict[str, Any]) -> dict[str, Any]:
+    return sign_envelope(statement, key)
+
+
+def _sig(raw: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    return {**raw, "signatures": [{**raw["signatures"][0], **changes}]}
+
+
+@pytest.mark.parametrize(
+    ("mutate", "word"),
+    [
+        (lambda e: {**e, "payload": "not base64!"}, "payload is not valid standard base64"),
+        (lambda e: {**e, "payload": e["payload"][:-1]}, "payload is not valid"),
+        (lambda e: {**e, "payload": e["payload"] + "\n"}, "payload is not valid"),
+        (lambda e: {**e, "payload": "e30"}, "payload is not valid"),  # missing padding
+        (lambda e: {**e, "payload": "-_-_"}, "payload is not valid"),  # URL-safe alphabet
+        (lambda e: {**e, "payload": "e31="}, "payload is not canonical base64"),  # stray bits
+        (lambda e: {**e, "payload": "QR=="}, "payload is not canonical base64"),
+        (lambda e: {**e, "payload": "é"}, "payload is not valid"),
+        (lambda e: {**e, "payload": 123}, "payload must be a base64 string"),
+        (lambda e: {k: v for k, v in e.items() if k != "payload"}, "payload must be"),
+        (lambda e: _sig(e, sig="%%%"), r"signatures\[0\]\.sig is not valid"),
+        (lambda e: _sig(e, sig=e["signatures"][0]["sig"][:-2] + "B="), "not canonical base64"),
+        (lambda e: _sig(e, sig=None), r"signatures\[0\]\.sig must be a base64 string"),
+        (lambda e: {**e, "payloadType": "application/json"}, "payloadType must be"),
+        (lambda e: {**e, "payloadType": "application/vnd.in-toto+JSON"}, "payloadType must be"),
+        (lambda e: {k: v for k, v in e.items() if k != "payloadType"}, "payloadType must be"),
+        (lambda e: {**e, "extra": 1}, "unknown fields: extra"),
+        (lambda e: {**e, "payloadtype": PAYLOAD_TYPE}, "unknown fields: payloadtype"),
+        (lambda e: _sig(e, cert="x"), "keyid and sig only"),
+        (lambda e: {**e, "signatures": []}, "at least one signature"),
+        (lambda e: {k: v for k, v in e.items() if k != "signatures"}, "at least one signature"),
+        (lambda e: {**e, "signatures": e["signatures"][0]}, "at least one signature"),
+        (lambda e: {**e, "signatures": ["sig"]}, "keyid and sig only"),
+        (lambda e: _sig(e, keyid=7), r"keyid must be a string"),
+        (
+            lambda e: {**e, "signatures": e["signatures"] * (MAX_SIGNATURES + 1)},
+            f"more than {MAX_SIGNATURES} signatures",
+        ),
+    ],
+)
+def test_parse_envelope_rejects(good: dict[str, Any], mutate: Any, word: str) -> None:
+    with pytest.raises(EnvelopeError, match=word):
+        parse_envelope(mutate(good))
+
+
+@pytest.mark.parametrize("value", [None, [], "envelope", 1])
+def test_parse_envelope_rejects_non_objects(value: Any) -> None:
+    with pytest.raises(EnvelopeError, match="JSON object"):
+        parse_envelope(value)
+
+
+def test_parse_envelope_accepts_max_signatures(good: dict[str, Any]) -> None:
+    envelope = parse_envelope({**good, "signatures": good["signatures"] * MAX_SIGNATURES})
+    assert len(envelope.signatures) == MAX_SIGNATURES
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b"not json", b"\xff\xfe", b'{"a": 1', b""],
+    ids=["text", "utf8", "truncated", "empty"],
+)
+def test_non_json_payload_is_refused_when_read(key: SigningKey, payload: bytes) -> None:
+    sig = key.sign(pae(PAYLOAD_TYPE, payload))
+    raw = {
+        "payloadType": PAYLOAD_TYPE,
+        "payload": b64(payload),
+        "signatures": [{"keyid": key.key_id, "sig": b64(sig)}],
+    }
+    try:
+        envelope = parse_envelope(raw)
+    except EnvelopeError as exc:
+        assert "payload" in str(exc)
+        return
+    with pytest.raises(EnvelopeError, match="payload is not a UTF-8 JSON document"):
+        envelope.statement_json()
+
+
+def test_envelope_keeps_the_raw_object(good: dict[str, Any]) -> None:
+    envelope = parse_envelope(good)
+    assert envelope.raw == good
+    assert envelope.payload_type == PAYLOAD_TYPE
+    assert envelope.signatures[0][0] == good["signatures"][0]["keyid"]
+
+
+def test_public_key_from_id_round_trip(key: SigningKey) -> None:
+    assert PublicKey.from_b64(key.public.b64).key_id == key.key_id
