@@ -6,44 +6,45 @@ prints machine-readable output on stdout.
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import json
-import os
-import sys
-from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, ParamSpec, TypeVar
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from api.cli_common import (
+    EXIT_REJECTED,
+    DbOption,
+    HomeOption,
+    JsonOption,
+    handles_errors,
+    load_key,
+    open_ledger,
+    out,
+    passphrase,
+    print_error,
+    print_json,
+    print_receipt,
+)
+from api.cli_keys import keys_app
+from api.cli_log import register_log_commands
 from api.demo import build_demo
 from domain.documents import parse_document
 from domain.errors import DomainError
 from domain.manifests.canonical_form import manifest_digest
 from domain.manifests.collection import as_manifest_set, manifests_in
-from domain.statements import AttestationType, Role
-from domain.timestamps import parse_time
-from ledger.application import Ledger, Receipt
+from domain.statements import AttestationType
 from ledger.authoring import (
     attestation_envelope,
     ingestion_envelope,
-    key_registration_envelope,
-    key_revocation_envelope,
     lifecycle_envelope,
 )
 from ledger.event_verification import EventVerification
-from ledger.history import describe, key_history, run_history
-from ledger.home import PASSPHRASE_ENV, HomeError, LedgerHome
-from ledger.keys import KeyFileError, PublicKey, SigningKey, load_public_key
+from ledger.history import describe, run_history
+from ledger.home import LedgerHome
 from ledger.run_summary import run_summary
-
-EXIT_REJECTED = 1
-EXIT_USAGE = 2
 
 app = typer.Typer(
     name="kernelindex",
@@ -51,86 +52,8 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-keys_app = typer.Typer(
-    help="Generate, register, revoke and list signing keys.", no_args_is_help=True
-)
 app.add_typer(keys_app, name="keys")
-
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-HomeOption = Annotated[
-    Path | None,
-    typer.Option("--home", help="Ledger home (default $KERNELINDEX_HOME or ~/.kernelindex)."),
-]
-DbOption = Annotated[
-    str | None,
-    typer.Option(
-        "--db",
-        help="SQLAlchemy URL of the event store (default $KERNELINDEX_DB or the home's SQLite).",
-    ),
-]
-JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
-
-
-def _print_error(code: str, message: str) -> None:
-    err.print(f"[bold red]error{escape('[' + code + ']')}[/]: {escape(message)}")
-
-
-def _fail(code: str, message: str, exit_code: int = EXIT_REJECTED) -> typer.Exit:
-    _print_error(code, message)
-    return typer.Exit(exit_code)
-
-
-def handles_errors(func: Callable[P, R]) -> Callable[P, R]:
-    """Turn every expected refusal into a clear message and a non-zero exit, never a traceback."""
-
-    @functools.wraps(func)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return func(*args, **kwargs)
-        except DomainError as exc:
-            raise _fail(exc.code, exc.message) from None
-        except KeyFileError as exc:
-            raise _fail("bad-key-file", str(exc)) from None
-        except OSError as exc:
-            raise _fail("io", f"{exc.filename or ''}: {exc.strerror}") from None
-
-    return wrapper
-
-
-def _print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
-
-
-def _open(home: Path | None, db: str | None) -> Ledger:
-    return LedgerHome.at(home, db).open()
-
-
-def _passphrase() -> bytes | None:
-    value = os.environ.get(PASSPHRASE_ENV)
-    return value.encode() if value else None
-
-
-def _load_key(path: Path) -> SigningKey:
-    return SigningKey.load(path, _passphrase())
-
-
-def _print_receipt(receipt: Receipt, as_json: bool, what: str) -> None:
-    if as_json:
-        _print_json(receipt.to_json())
-        return
-    verb = "already recorded" if receipt.duplicate else "appended"
-    out.print(
-        f"{what} {verb}: {receipt.event} at position {receipt.position} "
-        f"(subject {receipt.subject_digest}, received {receipt.received_at})"
-    )
-
-
-# ------------------------------------------------------------------ commands
+register_log_commands(app)
 
 
 @app.command()
@@ -143,11 +66,11 @@ def init(
 ) -> None:
     """Create a ledger home: database, admin/ingester/log keys and trust-root.json."""
     target = LedgerHome.at(home, db)
-    ledger = target.initialise(origin=origin, passphrase=_passphrase())
+    ledger = target.initialise(origin=origin, passphrase=passphrase())
     root = ledger.trust_root
     keys = {name: target.key(name).key_id for name in ("admin", "ingester", "log")}
     if as_json:
-        _print_json(
+        print_json(
             {
                 "home": str(target.path),
                 "db": target.db_url,
@@ -191,11 +114,11 @@ def digest(
             failed = True
             results.append({"file": str(path), "error": "io", "message": str(exc.strerror)})
     if as_json:
-        _print_json(results)
+        print_json(results)
     else:
         for row in results:
             if "error" in row:
-                _print_error(row["error"], f"{row['file']}: {row['message']}")
+                print_error(row["error"], f"{row['file']}: {row['message']}")
             else:
                 role = f"{row['role']:<12}" if row["role"] else ""
                 out.print(f"{role}{row['kind']:<24} {row['name']:<40} {row['digest']}")
@@ -230,7 +153,7 @@ def ingest(
     target = LedgerHome.at(home, db)
     raw = file.read_bytes()
     manifests = as_manifest_set(parse_document(raw, filename=file.name))
-    signer = _load_key(key) if key else target.key("ingester")
+    signer = load_key(key) if key else target.key("ingester")
     envelope = ingestion_envelope(
         manifests,
         signer,
@@ -239,7 +162,7 @@ def ingest(
         snapshot_digest="sha256:" + hashlib.sha256(raw).hexdigest(),
     )
     receipt = target.open().append(envelope)
-    _print_receipt(receipt, as_json, "run")
+    print_receipt(receipt, as_json, "run")
 
 
 @app.command()
@@ -263,21 +186,21 @@ def attest(
     as_json: JsonOption = False,
 ) -> None:
     """Append a signed attestation about a run. It never changes the run's evidence level."""
-    ledger = _open(home, db)
+    ledger = open_ledger(home, db)
     run_digest = ledger.resolve_run(run)
     record = ledger.run(run_digest)
     assert record is not None
     envelope = attestation_envelope(
         run_digest,
         record.run_name,
-        _load_key(key),
+        load_key(key),
         type_=type_.value,
         body=body,
         evidence_url=evidence_url,
         observed_ns=observed_ns,
         environment_summary=environment,
     )
-    _print_receipt(ledger.append(envelope), as_json, "attestation")
+    print_receipt(ledger.append(envelope), as_json, "attestation")
 
 
 @app.command()
@@ -298,11 +221,11 @@ def retract(
     run_digest = ledger.resolve_run(run)
     record = ledger.run(run_digest)
     assert record is not None
-    signer = _load_key(key) if key else target.key("admin")
+    signer = load_key(key) if key else target.key("admin")
     envelope = lifecycle_envelope(
         run_digest, record.run_name, signer, action="retract", reason=reason
     )
-    _print_receipt(ledger.append(envelope), as_json, "retraction")
+    print_receipt(ledger.append(envelope), as_json, "retraction")
 
 
 @app.command()
@@ -314,10 +237,10 @@ def show(
     as_json: JsonOption = False,
 ) -> None:
     """Summarise one run record."""
-    ledger = _open(home, db)
+    ledger = open_ledger(home, db)
     summary = run_summary(ledger, ledger.resolve_run(run))
     if as_json:
-        _print_json(summary)
+        print_json(summary)
         return
     _print_summary(summary)
 
@@ -396,11 +319,11 @@ def history(
     as_json: JsonOption = False,
 ) -> None:
     """Every event of a run: time, type, signer and role, signature check, what it says."""
-    ledger = _open(home, db)
+    ledger = open_ledger(home, db)
     run_digest = ledger.resolve_run(run)
     entries = run_history(ledger, run_digest)
     if as_json:
-        _print_json(
+        print_json(
             {"run": run_digest, "events": [h.to_json() | {"says": describe(h)} for h in entries]}
         )
     else:
@@ -428,151 +351,6 @@ def demo(
 
 
 # ---------------------------------------------------------------------- keys
-
-
-@keys_app.command("generate")
-@handles_errors
-def keys_generate(
-    out_file: Annotated[
-        Path, typer.Argument(help="Where to write the private key (PEM, mode 0600).")
-    ],
-    as_json: JsonOption = False,
-) -> None:
-    """Generate an Ed25519 key. Set $KERNELINDEX_KEY_PASSPHRASE to encrypt it."""
-    key = SigningKey.generate()
-    key.save(out_file, _passphrase())
-    if as_json:
-        _print_json({"file": str(out_file), "keyId": key.key_id, "publicKey": key.public.b64})
-    else:
-        out.print(f"wrote {out_file}\n  key id      {key.key_id}\n  public key  {key.public.b64}")
-
-
-def _subject_key(spec: str) -> PublicKey:
-    """A public key from a PEM file (public or private) or a base64 raw key."""
-    path = Path(spec)
-    if path.exists():
-        return (
-            _load_key(path).public if b"PRIVATE KEY" in path.read_bytes() else load_public_key(path)
-        )
-    try:
-        return PublicKey.from_b64(spec)
-    except ValueError:
-        raise HomeError(f"{spec} is neither a key file nor a base64 public key") from None
-
-
-@keys_app.command("register")
-@handles_errors
-def keys_register(
-    key_file: Annotated[
-        str, typer.Argument(help="The key to register: PEM file or base64 public key.")
-    ],
-    role: Annotated[list[Role], typer.Option("--role", help="Role(s) to grant.")],
-    self_signed: Annotated[
-        bool,
-        typer.Option(
-            "--self", help="Sign with KEY_FILE itself (attester only): proof of possession."
-        ),
-    ] = False,
-    admin_key: Annotated[
-        Path | None, typer.Option("--admin-key", help="Admin key (default: the home's admin key).")
-    ] = None,
-    label: Annotated[str | None, typer.Option(help="A name for people.")] = None,
-    valid_until: Annotated[
-        str | None, typer.Option("--valid-until", help="RFC 3339 expiry.")
-    ] = None,
-    home: HomeOption = None,
-    db: DbOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Register a key with roles (admin-signed, or --self for an attester)."""
-    target = LedgerHome.at(home, db)
-    until: datetime | None = parse_time(valid_until, "--valid-until") if valid_until else None
-    if self_signed:
-        signer = _load_key(Path(key_file))
-        subject = signer.public
-    else:
-        subject = _subject_key(key_file)
-        signer = _load_key(admin_key) if admin_key else target.key("admin")
-    envelope = key_registration_envelope(
-        subject, list(role), signer, label=label, valid_until=until
-    )
-    _print_receipt(target.open().append(envelope), as_json, f"key {subject.key_id}")
-
-
-@keys_app.command("revoke")
-@handles_errors
-def keys_revoke(
-    key: Annotated[str, typer.Argument(help="Key id, PEM file or base64 public key to revoke.")],
-    reason: Annotated[str | None, typer.Option(help="Why (e.g. compromised).")] = None,
-    self_signed: Annotated[
-        Path | None, typer.Option("--self", help="Revoke by signing with the key itself.")
-    ] = None,
-    admin_key: Annotated[
-        Path | None, typer.Option("--admin-key", help="Admin key (default: the home's admin key).")
-    ] = None,
-    home: HomeOption = None,
-    db: DbOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Revoke a key: it signs nothing more from now on."""
-    target = LedgerHome.at(home, db)
-    ledger = target.open()
-    if key.startswith("sha256:"):
-        record = ledger.key_record(key)
-        if record is None:
-            raise HomeError(f"key {key} is not registered")
-        subject = record.public_key
-    else:
-        subject = _subject_key(key)
-    signer = (
-        _load_key(self_signed)
-        if self_signed
-        else (_load_key(admin_key) if admin_key else target.key("admin"))
-    )
-    envelope = key_revocation_envelope(subject, signer, reason=reason)
-    _print_receipt(ledger.append(envelope), as_json, f"revocation of {subject.key_id}")
-
-
-@keys_app.command("list")
-@handles_errors
-def keys_list(home: HomeOption = None, db: DbOption = None, as_json: JsonOption = False) -> None:
-    """Every registered key with its roles, validity and status."""
-    ledger = _open(home, db)
-    rows: list[dict[str, Any]] = []
-    for key_id in ledger.key_ids():
-        record = ledger.key_record(key_id)
-        if record is None:
-            continue
-        verified = all(h.ok for h in key_history(ledger, key_id))
-        rows.append(
-            {
-                "keyId": record.key_id,
-                "label": record.label,
-                "roles": sorted(record.roles),
-                "validFrom": record.valid_from.isoformat(),
-                "validUntil": record.valid_until.isoformat() if record.valid_until else None,
-                "registeredAt": record.registered_at.isoformat(),
-                "revokedAt": record.revoked_at.isoformat() if record.revoked_at else None,
-                "status": "revoked" if record.revoked_at else "active",
-                "verified": verified,
-            }
-        )
-    if as_json:
-        _print_json(rows)
-        return
-    table = Table(title="Registered keys", title_justify="left")
-    for column in ("key id", "label", "roles", "registered", "status", "events"):
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(
-            row["keyId"],
-            row["label"] or "",
-            ",".join(row["roles"]),
-            row["registeredAt"],
-            row["status"] if row["status"] == "active" else f"[red]revoked {row['revokedAt']}[/]",
-            "[green]verified[/]" if row["verified"] else "[bold red]FAILED[/]",
-        )
-    out.print(table)
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from uuid import UUID
 
 from domain.statements import PredicateType
 from ledger.aggregates import principal_id, run_id
@@ -11,21 +11,21 @@ from ledger.event_verification import EventVerification, verify_stored_event
 
 
 def run_history(ledger: Ledger, run_digest: str) -> list[EventVerification]:
-    return _history(ledger, run_id(run_digest), run_digest)
+    return aggregate_history(ledger, run_id(run_digest))
 
 
 def key_history(ledger: Ledger, key_id: str) -> list[EventVerification]:
-    return _history(ledger, principal_id(key_id), key_id)
+    return aggregate_history(ledger, principal_id(key_id))
 
 
-def _history(ledger: Ledger, aggregate_id: Any, subject: str) -> list[EventVerification]:
+def aggregate_history(ledger: Ledger, aggregate_id: UUID) -> list[EventVerification]:
     return [
         verify_stored_event(
             position=record.position,
             version=record.version,
             event=record.event_name,
+            aggregate_id=aggregate_id,
             state=record.state,
-            expected_subject=subject,
             keys=ledger.key_record,
             trust_root=ledger.trust_root,
         )

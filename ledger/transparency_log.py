@@ -249,10 +249,13 @@ class TransparencyLog:
     def root(self, session: Session, size: int) -> bytes:
         return _with_prefetch(session, lambda get: root_from_nodes(size, get))
 
-    def inclusion(self, session: Session, leaf_index: int, size: int) -> InclusionProof:
-        proof = _with_prefetch(
+    def proof_hashes(self, session: Session, leaf_index: int, size: int) -> list[bytes]:
+        return _with_prefetch(
             session, lambda get: inclusion_proof_from_nodes(leaf_index, size, get)
         )
+
+    def inclusion(self, session: Session, leaf_index: int, size: int) -> InclusionProof:
+        proof = self.proof_hashes(session, leaf_index, size)
         return InclusionProof(leaf_index, size, self.root(session, size), tuple(proof))
 
     def consistency(self, session: Session, size1: int, size2: int) -> list[bytes]:

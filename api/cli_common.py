@@ -1,0 +1,99 @@
+"""Shared pieces of the CLI: consoles, options, error handling and key loading."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, ParamSpec, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from domain.errors import DomainError
+from ledger.application import Ledger, Receipt
+from ledger.home import PASSPHRASE_ENV, LedgerHome
+from ledger.keys import KeyFileError, SigningKey
+
+EXIT_REJECTED = 1
+EXIT_USAGE = 2
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+HomeOption = Annotated[
+    Path | None,
+    typer.Option("--home", help="Ledger home (default $KERNELINDEX_HOME or ~/.kernelindex)."),
+]
+DbOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        help="SQLAlchemy URL of the event store (default $KERNELINDEX_DB or the home's SQLite).",
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
+
+
+def print_error(code: str, message: str) -> None:
+    err.print(f"[bold red]error{escape('[' + code + ']')}[/]: {escape(message)}")
+
+
+def fail(code: str, message: str, exit_code: int = EXIT_REJECTED) -> typer.Exit:
+    print_error(code, message)
+    return typer.Exit(exit_code)
+
+
+def handles_errors(func: Callable[P, R]) -> Callable[P, R]:
+    """Turn every expected refusal into a clear message and a non-zero exit, never a traceback."""
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        except DomainError as exc:
+            raise fail(exc.code, exc.message) from None
+        except KeyFileError as exc:
+            raise fail("bad-key-file", str(exc)) from None
+        except OSError as exc:
+            raise fail("io", f"{exc.filename or ''}: {exc.strerror}") from None
+
+    return wrapper
+
+
+def print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+
+
+def open_ledger(home: Path | None, db: str | None) -> Ledger:
+    return LedgerHome.at(home, db).open()
+
+
+def passphrase() -> bytes | None:
+    value = os.environ.get(PASSPHRASE_ENV)
+    return value.encode() if value else None
+
+
+def load_key(path: Path) -> SigningKey:
+    return SigningKey.load(path, passphrase())
+
+
+def print_receipt(receipt: Receipt, as_json: bool, what: str) -> None:
+    if as_json:
+        print_json(receipt.to_json())
+        return
+    verb = "already recorded" if receipt.duplicate else "appended"
+    out.print(
+        f"{what} {verb}: {receipt.event} at position {receipt.position} "
+        f"(subject {receipt.subject_digest}, received {receipt.received_at})"
+    )
+
+
+# ------------------------------------------------------------------ commands

@@ -1,0 +1,181 @@
+"""`kernelindex keys`: generate, register, revoke and list signing keys."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from api.cli_common import (
+    DbOption,
+    HomeOption,
+    JsonOption,
+    handles_errors,
+    load_key,
+    open_ledger,
+    out,
+    passphrase,
+    print_json,
+    print_receipt,
+)
+from domain.statements import Role
+from domain.timestamps import parse_time
+from ledger.authoring import (
+    key_registration_envelope,
+    key_revocation_envelope,
+)
+from ledger.history import key_history
+from ledger.home import HomeError, LedgerHome
+from ledger.keys import PublicKey, SigningKey, load_public_key
+
+keys_app = typer.Typer(
+    help="Generate, register, revoke and list signing keys.", no_args_is_help=True
+)
+
+
+@keys_app.command("generate")
+@handles_errors
+def keys_generate(
+    out_file: Annotated[
+        Path, typer.Argument(help="Where to write the private key (PEM, mode 0600).")
+    ],
+    as_json: JsonOption = False,
+) -> None:
+    """Generate an Ed25519 key. Set $KERNELINDEX_KEY_PASSPHRASE to encrypt it."""
+    key = SigningKey.generate()
+    key.save(out_file, passphrase())
+    if as_json:
+        print_json({"file": str(out_file), "keyId": key.key_id, "publicKey": key.public.b64})
+    else:
+        out.print(f"wrote {out_file}\n  key id      {key.key_id}\n  public key  {key.public.b64}")
+
+
+def _subject_key(spec: str) -> PublicKey:
+    """A public key from a PEM file (public or private) or a base64 raw key."""
+    path = Path(spec)
+    if path.exists():
+        return (
+            load_key(path).public if b"PRIVATE KEY" in path.read_bytes() else load_public_key(path)
+        )
+    try:
+        return PublicKey.from_b64(spec)
+    except ValueError:
+        raise HomeError(f"{spec} is neither a key file nor a base64 public key") from None
+
+
+@keys_app.command("register")
+@handles_errors
+def keys_register(
+    key_file: Annotated[
+        str, typer.Argument(help="The key to register: PEM file or base64 public key.")
+    ],
+    role: Annotated[list[Role], typer.Option("--role", help="Role(s) to grant.")],
+    self_signed: Annotated[
+        bool,
+        typer.Option(
+            "--self", help="Sign with KEY_FILE itself (attester only): proof of possession."
+        ),
+    ] = False,
+    admin_key: Annotated[
+        Path | None, typer.Option("--admin-key", help="Admin key (default: the home's admin key).")
+    ] = None,
+    label: Annotated[str | None, typer.Option(help="A name for people.")] = None,
+    valid_until: Annotated[
+        str | None, typer.Option("--valid-until", help="RFC 3339 expiry.")
+    ] = None,
+    home: HomeOption = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Register a key with roles (admin-signed, or --self for an attester)."""
+    target = LedgerHome.at(home, db)
+    until: datetime | None = parse_time(valid_until, "--valid-until") if valid_until else None
+    if self_signed:
+        signer = load_key(Path(key_file))
+        subject = signer.public
+    else:
+        subject = _subject_key(key_file)
+        signer = load_key(admin_key) if admin_key else target.key("admin")
+    envelope = key_registration_envelope(
+        subject, list(role), signer, label=label, valid_until=until
+    )
+    print_receipt(target.open().append(envelope), as_json, f"key {subject.key_id}")
+
+
+@keys_app.command("revoke")
+@handles_errors
+def keys_revoke(
+    key: Annotated[str, typer.Argument(help="Key id, PEM file or base64 public key to revoke.")],
+    reason: Annotated[str | None, typer.Option(help="Why (e.g. compromised).")] = None,
+    self_signed: Annotated[
+        Path | None, typer.Option("--self", help="Revoke by signing with the key itself.")
+    ] = None,
+    admin_key: Annotated[
+        Path | None, typer.Option("--admin-key", help="Admin key (default: the home's admin key).")
+    ] = None,
+    home: HomeOption = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Revoke a key: it signs nothing more from now on."""
+    target = LedgerHome.at(home, db)
+    ledger = target.open()
+    if key.startswith("sha256:"):
+        record = ledger.key_record(key)
+        if record is None:
+            raise HomeError(f"key {key} is not registered")
+        subject = record.public_key
+    else:
+        subject = _subject_key(key)
+    signer = (
+        load_key(self_signed)
+        if self_signed
+        else (load_key(admin_key) if admin_key else target.key("admin"))
+    )
+    envelope = key_revocation_envelope(subject, signer, reason=reason)
+    print_receipt(ledger.append(envelope), as_json, f"revocation of {subject.key_id}")
+
+
+@keys_app.command("list")
+@handles_errors
+def keys_list(home: HomeOption = None, db: DbOption = None, as_json: JsonOption = False) -> None:
+    """Every registered key with its roles, validity and status."""
+    ledger = open_ledger(home, db)
+    rows: list[dict[str, Any]] = []
+    for key_id in ledger.key_ids():
+        record = ledger.key_record(key_id)
+        if record is None:
+            continue
+        verified = all(h.ok for h in key_history(ledger, key_id))
+        rows.append(
+            {
+                "keyId": record.key_id,
+                "label": record.label,
+                "roles": sorted(record.roles),
+                "validFrom": record.valid_from.isoformat(),
+                "validUntil": record.valid_until.isoformat() if record.valid_until else None,
+                "registeredAt": record.registered_at.isoformat(),
+                "revokedAt": record.revoked_at.isoformat() if record.revoked_at else None,
+                "status": "revoked" if record.revoked_at else "active",
+                "verified": verified,
+            }
+        )
+    if as_json:
+        print_json(rows)
+        return
+    table = Table(title="Registered keys", title_justify="left")
+    for column in ("key id", "label", "roles", "registered", "status", "events"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(
+            row["keyId"],
+            row["label"] or "",
+            ",".join(row["roles"]),
+            row["registeredAt"],
+            row["status"] if row["status"] == "active" else f"[red]revoked {row['revokedAt']}[/]",
+            "[green]verified[/]" if row["verified"] else "[bold red]FAILED[/]",
+        )
+    out.print(table)
