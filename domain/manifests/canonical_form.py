@@ -15,9 +15,11 @@ from typing import Any
 
 from domain.canonical import digest_of
 from domain.errors import CanonicalizationError, ManifestError
+from domain.manifests.models.common import ECMA_WHITESPACE
 from domain.manifests.registry import validate_manifest
 
-_DURATION = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s?(ns|us|µs|ms|s)$")
+# The schema's duration pattern, with ECMA-262 whitespace so both accept the same strings.
+_DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)" + ECMA_WHITESPACE + "?(ns|us|µs|ms|s)")
 _NS_PER_UNIT = {
     "ns": Decimal(1),
     "us": Decimal(1_000),

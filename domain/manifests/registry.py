@@ -1,0 +1,145 @@
+"""The manifest kinds we know, and the schema gate every manifest passes through.
+
+:func:`validate_manifest` accepts exactly what the normative KernelIndex JSON Schema of the
+manifest's kind accepts (DESIGN.md §4, step 2). It only *checks*: the input is not modified and
+the validated model must not be dumped for hashing (a round trip could add or reorder things).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
+
+from domain.errors import ManifestError
+from domain.manifests.models import (
+    BenchmarkProtocol,
+    BenchmarkRun,
+    ExecutionEnvironment,
+    ImplementationRevision,
+    ModelRevision,
+    OperationSpec,
+    ServingConfiguration,
+    ServingRun,
+    ServingStackRevision,
+    ServingWorkload,
+    SoftwareProject,
+    WorkloadCase,
+    WorkloadSuite,
+)
+from domain.manifests.models.common import API_VERSION, PATTERN_DESCRIPTIONS
+
+__all__ = ["API_VERSION", "MANIFEST_MODELS", "validate_manifest"]
+
+MANIFEST_MODELS: Final[Mapping[str, type[BaseModel]]] = MappingProxyType(
+    {
+        "BenchmarkRun": BenchmarkRun,
+        "BenchmarkProtocol": BenchmarkProtocol,
+        "ExecutionEnvironment": ExecutionEnvironment,
+        "ImplementationRevision": ImplementationRevision,
+        "OperationSpec": OperationSpec,
+        "WorkloadCase": WorkloadCase,
+        "WorkloadSuite": WorkloadSuite,
+        "SoftwareProject": SoftwareProject,
+        "ModelRevision": ModelRevision,
+        "ServingConfiguration": ServingConfiguration,
+        "ServingRun": ServingRun,
+        "ServingStackRevision": ServingStackRevision,
+        "ServingWorkload": ServingWorkload,
+    }
+)
+"""Kind name → model of the whole object ``{apiVersion, kind, metadata, spec}``."""
+
+_MAX_REPORTED_ERRORS: Final = 20
+
+
+def validate_manifest(obj: object) -> BaseModel:
+    """Validate a parsed manifest against the schema of its kind; raise ``ManifestError``.
+
+    The message names the kind and every failing location in dotted form, for example
+    ``BenchmarkRun: spec.timing.latencyNs.foo: unknown field``.
+    """
+    if not isinstance(obj, dict):
+        raise ManifestError(f"manifest must be a JSON object, not {_json_type(obj)}")
+    if "kind" not in obj:
+        raise ManifestError("manifest: kind: required field missing")
+    kind = obj["kind"]
+    if not isinstance(kind, str):
+        raise ManifestError("manifest: kind: must be a string")
+    model = MANIFEST_MODELS.get(kind)
+    if model is None:
+        known = ", ".join(sorted(MANIFEST_MODELS))
+        raise ManifestError(f"manifest: kind: unknown kind {kind!r} (known: {known})")
+    if obj.get("apiVersion") != API_VERSION:
+        raise ManifestError(f"{kind}: apiVersion: must be {API_VERSION!r}")
+    try:
+        return model.model_validate(obj)
+    except ValidationError as exc:
+        raise ManifestError(_describe(kind, exc)) from exc
+
+
+def _describe(kind: str, exc: ValidationError) -> str:
+    errors = exc.errors(include_url=False, include_input=False)
+    lines = [_describe_one(error) for error in errors[:_MAX_REPORTED_ERRORS]]
+    if len(errors) > _MAX_REPORTED_ERRORS:
+        lines.append(f"... and {len(errors) - _MAX_REPORTED_ERRORS} more")
+    return f"{kind}: " + "; ".join(lines)
+
+
+def _describe_one(error: ErrorDetails) -> str:
+    loc = list(error["loc"])
+    prefix = ""
+    if loc and loc[-1] == "[key]":  # a map key that violates the map's propertyNames
+        loc.pop()
+        prefix = "invalid property name: "
+    where = ".".join(str(part) for part in loc) or "(root)"
+    return f"{where}: {prefix}{_message(error)}"
+
+
+def _message(error: ErrorDetails) -> str:
+    ctx = error.get("ctx", {})
+    match error["type"]:
+        case "extra_forbidden":
+            return "unknown field"
+        case "missing":
+            return "required field missing"
+        case "string_pattern_mismatch":
+            pattern = str(ctx["pattern"])
+            return PATTERN_DESCRIPTIONS.get(pattern, f"must match pattern {pattern}")
+        case "string_too_long":
+            return f"must be at most {ctx['max_length']} characters"
+        case "too_short":
+            return f"must have at least {ctx['min_length']} items"
+        case "too_long":
+            return f"must have at most {ctx['max_length']} items"
+        case "greater_than":
+            return f"must be greater than {ctx['gt']}"
+        case "greater_than_equal":
+            return f"must be at least {ctx['ge']}"
+        case "less_than_equal":
+            return f"must be at most {ctx['le']}"
+        case "literal_error":
+            return f"must be {ctx['expected']}"
+        case "string_type":
+            return "must be a string"
+        case "bool_type":
+            return "must be a boolean"
+        case "list_type":
+            return "must be an array"
+        case "dict_type" | "model_type":
+            return "must be an object"
+        case _:
+            return error["msg"]
+
+
+def _json_type(value: object) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if value is None:
+        return "null"
+    return f"a {type(value).__name__}"
