@@ -30,6 +30,7 @@ from api.cli_common import (
 )
 from api.cli_keys import keys_app
 from api.cli_log import register_log_commands
+from api.cli_views import register_view_commands
 from api.demo import build_demo
 from domain.documents import parse_document
 from domain.errors import DomainError
@@ -44,7 +45,7 @@ from ledger.authoring import (
 from ledger.event_verification import EventVerification
 from ledger.history import describe, run_history
 from ledger.home import LedgerHome
-from ledger.run_summary import run_summary
+from projections.run_record import run_record
 
 app = typer.Typer(
     name="kernelindex",
@@ -54,6 +55,7 @@ app = typer.Typer(
 )
 app.add_typer(keys_app, name="keys")
 register_log_commands(app)
+register_view_commands(app)
 
 
 @app.command()
@@ -238,7 +240,7 @@ def show(
 ) -> None:
     """Summarise one run record."""
     ledger = open_ledger(home, db)
-    summary = run_summary(ledger, ledger.resolve_run(run))
+    summary = run_record(ledger, ledger.resolve_run(run))
     if as_json:
         print_json(summary)
         return
@@ -290,6 +292,27 @@ def _print_summary(summary: dict[str, Any]) -> None:
             + ("(all verified)" if summary["allEventsVerified"] else "(FAILURES: see history)"),
         ),
     ]
+    evidence = summary.get("evidence")
+    if evidence is not None:
+        reasons = "; ".join(evidence["reasons"])
+        rows.insert(
+            4,
+            ("evidence", f"{evidence['level']} — {reasons} (event {evidence['causedBy']})"),
+        )
+    standings = summary.get("standings") or {}
+    rank_lines = [s["label"] for s in standings.values()]
+    if summary.get("evidence") is not None:
+        rows.insert(5, ("rank", "\n".join(rank_lines) if rank_lines else "not ranked"))
+    first = summary.get("compareWithFirst")
+    if first is not None:
+        ratio = f"{first['ratio']:.3f} × #1's latency" if first["ratio"] is not None else "—"
+        rows.insert(
+            6,
+            (
+                "compare with #1",
+                f"{first['b']}: {ratio}, {len(first['differences'])} fields differ",
+            ),
+        )
     for label, value in rows:
         table.add_row(label, str(value) if value is not None else "—")
     out.print(table)
@@ -344,7 +367,7 @@ def demo(
     target = LedgerHome.at(home, db)
     ledger, run_digest = build_demo(target)
     out.print(f"Demo ledger at [bold]{target.path}[/] ({target.db_url})\n")
-    _print_summary(run_summary(ledger, run_digest))
+    _print_summary(run_record(ledger, run_digest))
     out.print()
     _print_history(run_history(ledger, run_digest), f"History of {run_digest}")
     out.print(f"\nTry: kernelindex --help;  KERNELINDEX_HOME={target.path} kernelindex keys list")

@@ -1,4 +1,4 @@
-"""A small demo ledger: the seed run, a self-registered attester and one attestation.
+"""A small demo ledger: the seed run and its comparison group, an attester and an attestation.
 
 Safe to run again: every step is idempotent (identical envelopes are not re-appended, an
 existing home and key are reused).
@@ -11,30 +11,44 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from domain.manifests.manifest_set import check_manifest_set
 from domain.statements import Role
 from ledger.application import Ledger
 from ledger.authoring import attestation_envelope, ingestion_envelope, key_registration_envelope
 from ledger.errors import AlreadyExistsError
 from ledger.home import LedgerHome
 from ledger.keys import SigningKey
+from projections.runner import ProjectionRunner
 
 SEED_FILE = "run-38823.manifest.json"
+COHORT_FILE = "sol-056-cohort.json"
+
+
+def _data(name: str) -> Any:
+    return json.loads(resources.files("api.demo_data").joinpath(name).read_text("utf-8"))
 
 
 def seed_manifests() -> dict[str, Any]:
-    text = resources.files("api.demo_data").joinpath(SEED_FILE).read_text("utf-8")
-    manifests: dict[str, Any] = json.loads(text)
+    manifests: dict[str, Any] = _data(SEED_FILE)
     return manifests
+
+
+def _ingest(ledger: Ledger, home: LedgerHome, manifests: dict[str, Any]) -> str:
+    try:
+        return ledger.append(ingestion_envelope(manifests, home.key("ingester"))).subject_digest
+    except AlreadyExistsError:
+        return check_manifest_set(manifests).run_digest
 
 
 def build_demo(home: LedgerHome) -> tuple[Ledger, str]:
     """Create (or reuse) the demo ledger at ``home``; return it and the seed run's digest."""
     ledger = home.open() if home.exists else home.initialise(origin="kernelindex.local/demo")
-    try:
-        receipt = ledger.append(ingestion_envelope(seed_manifests(), home.key("ingester")))
-        run_digest = receipt.subject_digest
-    except AlreadyExistsError:
-        run_digest = next(d for d, name in ledger.run_index() if name == "sol-submission-38823")
+    cohort = _data(COHORT_FILE)
+    # The seed with the workload it references, so it has a comparison group, then the
+    # other catalog runs on that workload.
+    run_digest = _ingest(ledger, home, seed_manifests() | {"workload": cohort["seedWorkload"]})
+    for manifests in cohort["cohort"]:
+        _ingest(ledger, home, manifests)
     run = ledger.run(run_digest)
     assert run is not None
     attester_path = home.path / "keys" / "demo-attester.pem"
@@ -56,4 +70,5 @@ def build_demo(home: LedgerHome) -> tuple[Ledger, str]:
                 "SOL-ExecBench stack v1.1. Attestations never change the evidence level.",
             )
         )
+    ProjectionRunner(ledger).catch_up()
     return ledger, run_digest

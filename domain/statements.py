@@ -14,6 +14,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
     StrictInt,
     StrictStr,
     ValidationError,
@@ -171,7 +172,101 @@ class LifecyclePredicate(_Strict):
     issuedAt: Timestamp
 
 
+Uint53 = Annotated[StrictInt, Field(ge=0, le=2**53 - 1)]
+Nanoseconds = Annotated[float, Field(ge=0, allow_inf_nan=False, strict=False)]
+JobId = Annotated[
+    StrictStr, Field(pattern=r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+]
+Nonce = Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{64}$")]
+Label = Annotated[StrictStr, Field(min_length=1, max_length=200)]
+
+
+class HardwareRequirement(_Strict):
+    product: Label
+    architecture: Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=50)]
+
+
+class RerunRequestPredicate(_Strict):
+    """An admin asks for a controlled rerun of the subject run on given hardware."""
+
+    jobId: JobId
+    # Seeds one correctness round; unknown to the submitter before the job exists.
+    nonce: Nonce
+    runDigest: Digest
+    artifactDigest: Digest
+    workloadDigest: Digest
+    requirements: HardwareRequirement
+    expiresAt: Timestamp
+    issuedAt: Timestamp
+
+
+class LatencyStats(_Strict):
+    median: Nanoseconds
+    mean: Nanoseconds
+    p05: Nanoseconds
+    p95: Nanoseconds
+    minimum: Nanoseconds
+    maximum: Nanoseconds
+    mad: Nanoseconds
+    ci95: Annotated[list[Nanoseconds], Field(min_length=2, max_length=2)]
+
+
+class CaseStatus(StrEnum):
+    PASSED = "passed"
+    INCORRECT = "incorrect"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    IMPOSSIBLE_TIME = "impossible_time"
+
+
+class RerunCase(_Strict):
+    case: Annotated[StrictStr, Field(min_length=1, max_length=200)]
+    status: Annotated[CaseStatus, Field(strict=False)]
+    maxAbsError: Annotated[float, Field(ge=0, strict=False)] | None = None
+    maxRelError: Annotated[float, Field(ge=0, strict=False)] | None = None
+    latencyNs: LatencyStats | None = None
+    samples: Uint53 | None = None
+    reason: Annotated[StrictStr, Field(max_length=2000)] | None = None
+
+
+class RerunSummary(_Strict):
+    allCorrect: StrictBool
+    medianNs: Nanoseconds | None = None
+    meanNs: Nanoseconds | None = None
+    ci95Ns: Annotated[list[Nanoseconds], Field(min_length=2, max_length=2)] | None = None
+    samples: Uint53
+    # The suite latency of every timed sample, so rankings can bootstrap from the events.
+    samplesNs: Annotated[list[Nanoseconds], Field(max_length=100_000)] | None = None
+
+
+class RerunEnvironment(_Strict):
+    product: Label
+    architecture: Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=50)]
+    # sha256 of the GPU UUID: distinguishes GPUs without publishing their serials.
+    gpuUuidHash: Sha256Hex
+    backend: Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_-]*$", max_length=50)]
+    driver: Annotated[StrictStr, Field(max_length=100)] | None = None
+    cuda: Annotated[StrictStr, Field(max_length=100)] | None = None
+    clocks: dict[str, Annotated[float, Field(strict=False)]] | None = None
+    temperatureC: dict[str, Annotated[float, Field(strict=False)]] | None = None
+
+
+class RerunPredicate(_Strict):
+    """An agent's measured result for a rerun job (protocol kernelindex-rerun-v1)."""
+
+    jobId: JobId
+    nonce: Nonce
+    protocol: Literal["kernelindex-rerun-v1"]
+    cases: Annotated[list[RerunCase], Field(min_length=1, max_length=1000)]
+    summary: RerunSummary
+    environment: RerunEnvironment
+    calibration: dict[str, Annotated[float, Field(strict=False)]]
+    issuedAt: Timestamp
+
+
 PREDICATE_MODELS: dict[PredicateType, type[_Strict]] = {
+    PredicateType.RERUN_REQUEST: RerunRequestPredicate,
+    PredicateType.RERUN: RerunPredicate,
     PredicateType.INGESTION: IngestionPredicate,
     PredicateType.ATTESTATION: AttestationPredicate,
     PredicateType.KEY: KeyPredicate,

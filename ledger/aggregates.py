@@ -8,7 +8,7 @@ re-verified from what it carries.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate
@@ -23,6 +23,16 @@ def run_id(run_digest: str) -> UUID:
 
 def principal_id(key_id: str) -> UUID:
     return uuid5(LEDGER_NAMESPACE, "key:" + key_id)
+
+
+class RerunJob(NamedTuple):
+    """A requested rerun: what the result must match, and its result once recorded."""
+
+    nonce: str
+    expires_at: str
+    product: str
+    architecture: str
+    result_version: int | None
 
 
 class Run(Aggregate):
@@ -70,6 +80,37 @@ class Run(Aggregate):
             aggregate.note_envelope(self.envelope_digest, self.originator_version)
             aggregate.superseded_by = self.superseded_by or "unspecified"
 
+    class RerunRequested(Aggregate.Event):
+        envelope: dict[str, Any]
+        envelope_digest: str
+        received_at: str
+        signer: str
+        job_id: str
+        nonce: str
+        expires_at: str
+        product: str
+        architecture: str
+
+        def apply(self, aggregate: Aggregate) -> None:
+            assert isinstance(aggregate, Run)
+            aggregate.note_envelope(self.envelope_digest, self.originator_version)
+            aggregate.jobs[self.job_id] = RerunJob(
+                self.nonce, self.expires_at, self.product, self.architecture, None
+            )
+
+    class RerunRecorded(Aggregate.Event):
+        envelope: dict[str, Any]
+        envelope_digest: str
+        received_at: str
+        signer: str
+        job_id: str
+
+        def apply(self, aggregate: Aggregate) -> None:
+            assert isinstance(aggregate, Run)
+            aggregate.note_envelope(self.envelope_digest, self.originator_version)
+            job = aggregate.jobs[self.job_id]
+            aggregate.jobs[self.job_id] = job._replace(result_version=self.originator_version)
+
     def __init__(
         self,
         envelope: dict[str, Any],
@@ -86,6 +127,7 @@ class Run(Aggregate):
         self.attestation_count = 0
         self.retracted = False
         self.superseded_by: str | None = None
+        self.jobs: dict[str, RerunJob] = {}
 
     def note_envelope(self, envelope_digest: str, version: int) -> None:
         self.envelopes[envelope_digest] = version
@@ -132,6 +174,50 @@ class Run(Aggregate):
             envelope_digest=envelope_digest,
             received_at=received_at,
             signer=signer,
+        )
+
+    def request_rerun(
+        self,
+        *,
+        envelope: dict[str, Any],
+        envelope_digest: str,
+        received_at: str,
+        signer: str,
+        job_id: str,
+        nonce: str,
+        expires_at: str,
+        product: str,
+        architecture: str,
+    ) -> None:
+        self.trigger_event(
+            self.RerunRequested,
+            envelope=envelope,
+            envelope_digest=envelope_digest,
+            received_at=received_at,
+            signer=signer,
+            job_id=job_id,
+            nonce=nonce,
+            expires_at=expires_at,
+            product=product,
+            architecture=architecture,
+        )
+
+    def record_rerun(
+        self,
+        *,
+        envelope: dict[str, Any],
+        envelope_digest: str,
+        received_at: str,
+        signer: str,
+        job_id: str,
+    ) -> None:
+        self.trigger_event(
+            self.RerunRecorded,
+            envelope=envelope,
+            envelope_digest=envelope_digest,
+            received_at=received_at,
+            signer=signer,
+            job_id=job_id,
         )
 
     def supersede(

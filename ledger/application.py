@@ -36,6 +36,8 @@ from domain.statements import (
     LifecycleAction,
     LifecyclePredicate,
     PredicateType,
+    RerunPredicate,
+    RerunRequestPredicate,
     Role,
     Statement,
     parse_predicate,
@@ -50,6 +52,7 @@ from ledger.errors import (
     ConflictError,
     CorruptRecordError,
     NotFoundError,
+    RerunJobError,
     SubjectMismatchError,
     UnknownKeyError,
     UnknownRunError,
@@ -152,6 +155,8 @@ class Ledger(Application[UUID]):
             PredicateType.ATTESTATION: self._append_attestation,
             PredicateType.KEY: self._append_key,
             PredicateType.LIFECYCLE: self._append_lifecycle,
+            PredicateType.RERUN_REQUEST: self._append_rerun_request,
+            PredicateType.RERUN: self._append_rerun,
         }
         handler = handlers.get(statement.predicateType)
         if handler is None:
@@ -247,6 +252,67 @@ class Ledger(Application[UUID]):
             if predicate.supersededBy == run.run_digest:
                 raise SubjectMismatchError("a run cannot supersede itself")
             run.supersede(**fields, superseded_by=predicate.supersededBy)
+        return run
+
+    def _append_rerun_request(self, envelope: Envelope, statement: Statement) -> Outcome:
+        run = self._existing_run(statement)
+        if envelope.digest in run.envelopes:
+            return self._duplicate(run, envelope, statement)
+        predicate = parse_predicate(statement)
+        assert isinstance(predicate, RerunRequestPredicate)
+        now = self.clock()
+        signer = self._authorize(envelope, statement, predicate.issuedAt, now)
+        if predicate.runDigest != run.run_digest:
+            raise SubjectMismatchError("predicate.runDigest is not the statement's subject")
+        if predicate.jobId in run.jobs:
+            raise AlreadyExistsError(f"job {predicate.jobId} already exists for this run")
+        if parse_time(predicate.expiresAt, "predicate.expiresAt") <= now:
+            raise RerunJobError("the job would already be expired")
+        run.request_rerun(
+            envelope=dict(envelope.raw),
+            envelope_digest=envelope.digest,
+            received_at=format_time(now),
+            signer=signer.key_id,
+            job_id=predicate.jobId,
+            nonce=predicate.nonce,
+            expires_at=predicate.expiresAt,
+            product=predicate.requirements.product,
+            architecture=predicate.requirements.architecture,
+        )
+        return run
+
+    def _append_rerun(self, envelope: Envelope, statement: Statement) -> Outcome:
+        """An agent's result: only for an open job of this run, with its nonce, before it
+        expires, measured on the hardware the job requires, once."""
+        run = self._existing_run(statement)
+        if envelope.digest in run.envelopes:
+            return self._duplicate(run, envelope, statement)
+        predicate = parse_predicate(statement)
+        assert isinstance(predicate, RerunPredicate)
+        now = self.clock()
+        signer = self._authorize(envelope, statement, predicate.issuedAt, now)
+        job = run.jobs.get(predicate.jobId)
+        if job is None:
+            raise RerunJobError(f"no rerun job {predicate.jobId} was requested for this run")
+        if job.result_version is not None:
+            raise RerunJobError(f"job {predicate.jobId} already has its result (replay?)")
+        if predicate.nonce != job.nonce:
+            raise RerunJobError("the result's nonce is not the job's")
+        if now > parse_time(job.expires_at):
+            raise RerunJobError(f"job {predicate.jobId} expired at {job.expires_at}")
+        measured = predicate.environment
+        if (measured.product, measured.architecture) != (job.product, job.architecture):
+            raise RerunJobError(
+                f"measured on {measured.product} ({measured.architecture}); the job requires "
+                f"{job.product} ({job.architecture})"
+            )
+        run.record_rerun(
+            envelope=dict(envelope.raw),
+            envelope_digest=envelope.digest,
+            received_at=format_time(now),
+            signer=signer.key_id,
+            job_id=predicate.jobId,
+        )
         return run
 
     def _append_key(self, envelope: Envelope, statement: Statement) -> Outcome:

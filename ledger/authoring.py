@@ -6,6 +6,8 @@ ledger's admission checks expect.
 
 from __future__ import annotations
 
+import secrets
+import uuid
 from datetime import datetime
 from typing import Any
 
@@ -143,3 +145,51 @@ def key_revocation_envelope(
         predicate["reason"] = reason
     statement = make_statement(subject.key_id, subject.key_id, PredicateType.KEY, predicate)
     return sign_envelope(statement, signer)
+
+
+def rerun_request_envelope(
+    run_digest: str,
+    run_name: str,
+    key: SigningKey,
+    *,
+    artifact_digest: str,
+    workload_digest: str,
+    product: str,
+    architecture: str,
+    expires_at: datetime,
+    job_id: str | None = None,
+    nonce: str | None = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """An admin's request for a controlled rerun; a fresh job id and secret nonce by default."""
+    predicate: dict[str, Any] = {
+        "jobId": job_id or str(uuid.uuid4()),
+        "nonce": nonce or secrets.token_hex(32),
+        "runDigest": run_digest,
+        "artifactDigest": artifact_digest,
+        "workloadDigest": workload_digest,
+        "requirements": {"product": product, "architecture": architecture},
+        "expiresAt": format_time(expires_at),
+        "issuedAt": format_time(now or utc_now()),
+    }
+    statement = make_statement(run_name, run_digest, PredicateType.RERUN_REQUEST, predicate)
+    return sign_envelope(statement, key)
+
+
+def rerun_envelope(
+    run_digest: str,
+    run_name: str,
+    key: SigningKey,
+    *,
+    result: dict[str, Any],
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """An agent's signed rerun/v1 result; ``result`` holds jobId, nonce, cases, summary,
+    environment and calibration (see domain.statements.RerunPredicate)."""
+    predicate = {
+        "protocol": "kernelindex-rerun-v1",
+        **result,
+        "issuedAt": format_time(now or utc_now()),
+    }
+    statement = make_statement(run_name, run_digest, PredicateType.RERUN, predicate)
+    return sign_envelope(statement, key)

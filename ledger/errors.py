@@ -49,6 +49,13 @@ class UnknownRunError(AdmissionError):
     status = 404
 
 
+class RerunJobError(AdmissionError):
+    """A rerun result that does not answer an open job exactly (nonce, expiry, hardware)."""
+
+    code = "rerun-rejected"
+    status = 422
+
+
 class AlreadyExistsError(AdmissionError):
     """The run or key exists already, from a different envelope."""
 

@@ -29,6 +29,8 @@ EVENT_PREDICATES: dict[str, PredicateType] = {
     "Run.Attested": PredicateType.ATTESTATION,
     "Run.Retracted": PredicateType.LIFECYCLE,
     "Run.Superseded": PredicateType.LIFECYCLE,
+    "Run.RerunRequested": PredicateType.RERUN_REQUEST,
+    "Run.RerunRecorded": PredicateType.RERUN,
     "Principal.Registered": PredicateType.KEY,
     "Principal.Revoked": PredicateType.KEY,
 }

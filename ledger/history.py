@@ -52,6 +52,22 @@ def describe(entry: EventVerification) -> str:
         return f"{p.get('type')}: {short}"
     if kind == PredicateType.LIFECYCLE:
         return f"{p.get('action')}: {p.get('reason')}"
+    if kind == PredicateType.RERUN_REQUEST:
+        req = p.get("requirements") or {}
+        return (
+            f"rerun requested: job {p.get('jobId')} on {req.get('product')} "
+            f"({req.get('architecture')}), expires {p.get('expiresAt')}"
+        )
+    if kind == PredicateType.RERUN:
+        summary = p.get("summary") or {}
+        env = p.get("environment") or {}
+        verdict = "all cases correct" if summary.get("allCorrect") else "FAILED correctness"
+        median = summary.get("medianNs")
+        timing = f", median {median:.0f} ns" if isinstance(median, int | float) else ""
+        return (
+            f"rerun result for job {p.get('jobId')}: {verdict}{timing} on {env.get('product')} "
+            f"({env.get('architecture')}, {env.get('backend')})"
+        )
     if kind == PredicateType.KEY:
         roles = ",".join(p.get("roles") or [])
         label = f" ({p['label']})" if p.get("label") else ""

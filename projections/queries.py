@@ -1,0 +1,120 @@
+"""Reads over the projected views: one run's standing, leaderboards, groups."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from domain.evidence import EvidenceLevel
+from domain.ranking import View
+from projections.tables import ranks, runs
+
+
+@dataclass(frozen=True)
+class Standing:
+    view: str
+    rank: int
+    of: int
+    value: float
+    tied_with: list[str]
+
+    @property
+    def label(self) -> str:
+        return f"Rank {self.rank} of {self.of} in its comparison group · {self.view} comparison"
+
+
+def run_row(session: Session, digest: str) -> dict[str, Any] | None:
+    row = session.execute(select(runs).where(runs.c.run_digest == digest)).mappings().first()
+    if row is None:
+        return None
+    result = dict(row)
+    result["evidence_reasons"] = json.loads(result["evidence_reasons"])
+    return result
+
+
+def standings(session: Session, digest: str) -> dict[str, Standing]:
+    rows = session.execute(select(ranks).where(ranks.c.run_digest == digest)).mappings().all()
+    return {
+        r["view"]: Standing(
+            r["view"], r["rank"], r["of_count"], r["value"], json.loads(r["tied_with"])
+        )
+        for r in rows
+    }
+
+
+def leaderboard(
+    session: Session, key: str, view: View, min_level: EvidenceLevel | None = None
+) -> list[dict[str, Any]]:
+    """Ranked runs of a comparison group, best first (ties by run digest)."""
+    query = (
+        select(
+            ranks.c.rank,
+            ranks.c.of_count,
+            ranks.c.value,
+            ranks.c.tied_with,
+            runs.c.run_digest,
+            runs.c.name,
+            runs.c.title,
+            runs.c.source,
+            runs.c.external_id,
+            runs.c.evidence_level,
+            runs.c.evidence_order,
+            runs.c.metric,
+            runs.c.statistic,
+            runs.c.unit,
+            runs.c.claimed,
+            runs.c.rerun_median_ns,
+        )
+        .join(runs, runs.c.run_digest == ranks.c.run_digest)
+        .where(ranks.c.comparison_key == key, ranks.c.view == str(view))
+        .order_by(ranks.c.rank, ranks.c.run_digest)
+    )
+    if min_level is not None:
+        query = query.where(runs.c.evidence_order >= int(min_level))
+    return [dict(r) for r in session.execute(query).mappings()]
+
+
+def groups(
+    session: Session, benchmark: str | None = None, product: str | None = None
+) -> list[dict[str, Any]]:
+    """Comparison groups, optionally those of a benchmark/definition on a GPU product."""
+    query = (
+        select(
+            runs.c.comparison_key,
+            runs.c.benchmark,
+            runs.c.product,
+            runs.c.metric,
+            runs.c.statistic,
+            runs.c.unit,
+            func.count().label("runs"),
+        )
+        .where(runs.c.comparison_key.is_not(None))
+        .group_by(
+            runs.c.comparison_key,
+            runs.c.benchmark,
+            runs.c.product,
+            runs.c.metric,
+            runs.c.statistic,
+            runs.c.unit,
+        )
+        .order_by(runs.c.benchmark, runs.c.product, runs.c.comparison_key)
+    )
+    if benchmark is not None:
+        query = query.where(runs.c.benchmark == benchmark)
+    if product is not None:
+        query = query.where(runs.c.product == product)
+    return [dict(r) for r in session.execute(query).mappings()]
+
+
+def top_of_group(session: Session, key: str, view: View) -> str | None:
+    value = session.execute(
+        select(ranks.c.run_digest)
+        .where(ranks.c.comparison_key == key, ranks.c.view == str(view))
+        .order_by(ranks.c.rank, ranks.c.run_digest)
+        .limit(1)
+    ).scalar()
+    return None if value is None else str(value)

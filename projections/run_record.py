@@ -1,0 +1,72 @@
+"""One run's full record: what its events say, plus its projected evidence and standing."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from domain.ranking import View, compare
+from ledger.aggregates import run_id
+from ledger.application import Ledger
+from ledger.run_summary import run_summary
+from projections.queries import run_row, standings, top_of_group
+from projections.runner import ProjectionRunner
+
+
+def ingested_manifests(ledger: Ledger, digest: str) -> dict[str, Any]:
+    """The manifest set a run was ingested with (from its first stored event)."""
+    records = ledger.stored_records(run_id(digest), version=1)
+    if not records:
+        return {}
+    stored = json.loads(records[0].state)
+    statement = json.loads(base64.b64decode(stored["envelope"]["payload"]))
+    manifests: dict[str, Any] = statement["predicate"]["manifests"]
+    return manifests
+
+
+def compare_runs(ledger: Ledger, a: str, b: str) -> dict[str, Any]:
+    """Field-by-field differences of two runs' manifest sets and the ratio a ÷ b."""
+    result = compare(ingested_manifests(ledger, a), ingested_manifests(ledger, b))
+    return {
+        "a": a,
+        "b": b,
+        "ratio": result.ratio,
+        "metric": result.a_primary.key,
+        "differences": [
+            {"path": d.path, "a": d.a, "b": d.b, "inA": d.in_a, "inB": d.in_b}
+            for d in result.differences
+        ],
+    }
+
+
+def run_record(ledger: Ledger, digest: str) -> dict[str, Any]:
+    ProjectionRunner(ledger).catch_up()
+    record = run_summary(ledger, digest)
+    with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        row = run_row(session, digest)
+        places = standings(session, digest)
+        key = row["comparison_key"] if row else None
+        first = top_of_group(session, key, View.SOURCE_NATIVE) if key else None
+    if row is None:
+        return record
+    record["evidence"] = {
+        "level": row["evidence_level"],
+        "reasons": row["evidence_reasons"],
+        "causedBy": row["evidence_caused_by"],
+        "policyVersion": row["policy_version"],
+    }
+    record["comparisonKey"] = key
+    record["standings"] = {
+        view: {
+            "rank": s.rank,
+            "of": s.of,
+            "value": s.value,
+            "tiedWith": s.tied_with,
+            "label": s.label,
+        }
+        for view, s in places.items()
+    }
+    if first is not None and first != digest:
+        record["compareWithFirst"] = compare_runs(ledger, digest, first)
+    return record

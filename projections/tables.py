@@ -1,0 +1,78 @@
+"""Read-model tables, in the same database as the events they are built from."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+
+metadata = MetaData()
+
+runs = Table(
+    "kernelindex_view_runs",
+    metadata,
+    Column("run_digest", String(71), primary_key=True),
+    Column("name", Text, nullable=False),
+    Column("title", Text),
+    Column("source", Text, nullable=False),
+    Column("external_id", Text),
+    Column("benchmark", Text),
+    Column("status", Text, nullable=False),
+    Column("comparison_key", String(71)),
+    Column("metric", Text, nullable=False),
+    Column("statistic", Text),
+    Column("unit", Text),
+    Column("claimed", Float),
+    Column("product", Text),
+    Column("architecture", Text),
+    Column("observed_at", Text),
+    Column("ingested_position", BigInteger, nullable=False),
+    Column("ingested_at", Text, nullable=False),
+    Column("retracted", Boolean, nullable=False),
+    Column("superseded_by", Text),
+    Column("attestations", Integer, nullable=False),
+    Column("reruns", Integer, nullable=False),
+    Column("evidence_level", Text, nullable=False),
+    Column("evidence_order", Integer, nullable=False),
+    Column("evidence_reasons", Text, nullable=False),
+    Column("evidence_caused_by", BigInteger, nullable=False),
+    Column("policy_version", Text, nullable=False),
+    Column("rerun_median_ns", Float),
+    Column("rerun_ci95_low", Float),
+    Column("rerun_ci95_high", Float),
+    Column("last_position", BigInteger, nullable=False),
+    Index("kernelindex_view_runs_group", "comparison_key"),
+    Index("kernelindex_view_runs_product", "product", "benchmark"),
+)
+
+ranks = Table(
+    "kernelindex_view_ranks",
+    metadata,
+    Column("view", String(20), primary_key=True),
+    Column("run_digest", String(71), primary_key=True),
+    Column("comparison_key", String(71), nullable=False),
+    Column("rank", Integer, nullable=False),
+    Column("of_count", Integer, nullable=False),
+    Column("value", Float, nullable=False),
+    Column("tied_with", Text, nullable=False),
+    Column("policy_version", Text, nullable=False),
+    Index("kernelindex_view_ranks_board", "comparison_key", "view", "rank"),
+)
+
+tracking = Table(
+    "kernelindex_view_tracking",
+    metadata,
+    Column("name", String(50), primary_key=True),
+    Column("position", BigInteger, nullable=False),
+)
+
+VIEW_TABLES = (runs, ranks)
