@@ -8,12 +8,21 @@ recomputed from events with exactly the code that made it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from domain.comparison import ComparisonKeyError, comparison_key, primary_measurement
 from domain.errors import DomainError
-from domain.evidence import IngestionFacts, RerunFacts, ingestion_facts_from_manifests
+from domain.evidence import (
+    AttestationFacts,
+    EvidenceResult,
+    EvidenceState,
+    IngestionFacts,
+    LifecycleFacts,
+    RerunFacts,
+    ingestion_facts_from_manifests,
+)
+from domain.ranking import RankEntry, verified_value
 
 
 @dataclass(frozen=True)
@@ -108,3 +117,83 @@ def rerun_facts(position: int, signer: str, predicate: Mapping[str, Any]) -> Rer
 
 def rerun_samples(predicate: Mapping[str, Any]) -> list[float]:
     return [float(v) for v in (predicate.get("summary", {}).get("samplesNs") or [])]
+
+
+def verified_standing(
+    digest: str,
+    state: EvidenceState,
+    reruns: dict[int, RerunFacts],
+    samples: dict[int, list[float]],
+) -> tuple[float | None, tuple[float, float] | None]:
+    """Median and bootstrap CI95 of the pooled samples of the reruns that verify the run;
+    without samples, the latest verifying rerun's own summary."""
+    qualifying = [q.position for q in state.qualifying]
+    if not qualifying:
+        return None, None
+    pooled = [v for pos in qualifying for v in samples.get(pos, [])]
+    if pooled:
+        return verified_value(pooled, digest)
+    latest = reruns[max(qualifying)]
+    return latest.median_ns, latest.ci95_ns
+
+
+@dataclass
+class RunFold:
+    """One run folded from its events in order: profile, evidence, lifecycle, verified value.
+
+    The single definition of "what a run's events add up to", used by the projections, by
+    the exporter's claims and by the offline verifier.
+    """
+
+    profile: RunProfile
+    state: EvidenceState
+    retracted: bool = False
+    superseded_by: str | None = None
+    attestations: int = 0
+    reruns: dict[int, RerunFacts] = field(default_factory=dict)
+    samples: dict[int, list[float]] = field(default_factory=dict)
+
+    @classmethod
+    def ingested(cls, position: int, run_digest: str, predicate: Mapping[str, Any]) -> RunFold:
+        return cls(
+            profile=ingestion_profile(run_digest, predicate),
+            state=EvidenceState.start(ingestion_facts(position, predicate)),
+        )
+
+    def apply(self, event: str, position: int, signer: str, predicate: Mapping[str, Any]) -> None:
+        """Fold one later event (``Run.Attested``, ``Run.RerunRecorded``...) into the run."""
+        if event == "Run.RerunRecorded":
+            facts = rerun_facts(position, signer, predicate)
+            self.reruns[position] = facts
+            self.samples[position] = rerun_samples(predicate)
+            self.state = self.state.apply(facts)
+        elif event == "Run.Attested":
+            self.attestations += 1
+            self.state = self.state.apply(AttestationFacts(position, str(predicate.get("type"))))
+        elif event == "Run.Retracted":
+            self.retracted = True
+            self.state = self.state.apply(LifecycleFacts(position, "retract"))
+        elif event == "Run.Superseded":
+            self.superseded_by = str(predicate.get("supersededBy") or "unspecified")
+            self.state = self.state.apply(LifecycleFacts(position, "supersede"))
+
+    @property
+    def evidence(self) -> EvidenceResult:
+        return self.state.result
+
+    def verified(self) -> tuple[float | None, tuple[float, float] | None]:
+        return verified_standing(self.profile.run_digest, self.state, self.reruns, self.samples)
+
+    def rank_entry(self) -> RankEntry:
+        median, interval = self.verified()
+        return RankEntry(
+            run=self.profile.run_digest,
+            comparison_key=self.profile.comparison_key or "",
+            status=self.profile.status,
+            claimed=self.profile.claimed,
+            level=self.evidence.level,
+            retracted=self.retracted,
+            superseded=self.superseded_by is not None,
+            rerun_median_ns=median,
+            rerun_ci95_ns=interval,
+        )

@@ -21,15 +21,13 @@ from sqlalchemy.orm import Session
 
 from domain.canonical import canonical_json
 from domain.evidence import (
-    AttestationFacts,
     EvidenceLevel,
     EvidenceResult,
-    EvidenceState,
-    LifecycleFacts,
-    RerunFacts,
 )
-from domain.ranking import RankEntry, View, rank_group, verified_value
-from domain.run_facts import ingestion_facts, ingestion_profile, rerun_facts, rerun_samples
+from domain.ranking import RankEntry, View, rank_group
+from domain.run_facts import (
+    RunFold,
+)
 from ledger.aggregates import run_id
 from ledger.application import Ledger
 from projections.tables import VIEW_TABLES, metadata, ranks, runs, tracking
@@ -179,8 +177,8 @@ class ProjectionRunner:
     def _insert_run(
         self, session: Session, position: int, digest: str, received_at: str, predicate: Any
     ) -> None:
-        profile = ingestion_profile(digest, predicate)
-        result = EvidenceState.start(ingestion_facts(position, predicate)).result
+        fold = RunFold.ingested(position, digest, predicate)
+        profile, result = fold.profile, fold.evidence
         session.execute(
             insert(runs).values(
                 run_digest=digest,
@@ -221,44 +219,28 @@ class ProjectionRunner:
 
     def _recompute_evidence(self, session: Session, digest: str, up_to: int) -> str | None:
         """Evidence from the run's events (only reruns move it); the verified value too."""
-        state: EvidenceState | None = None
-        samples_by_position: dict[int, list[float]] = {}
-        reruns_by_position: dict[int, RerunFacts] = {}
+        fold: RunFold | None = None
         for position, topic, raw in self._run_events(session, digest, up_to):
             event = str(topic).rsplit(":", 1)[-1]
             stored, statement = _statement(bytes(raw))
-            predicate = statement["predicate"]
-            pos = int(position)
             if event == "Run.Ingested":
-                state = EvidenceState.start(ingestion_facts(pos, predicate))
-            elif state is None:
-                continue
-            elif event == "Run.RerunRecorded":
-                facts = rerun_facts(pos, str(stored["signer"]), predicate)
-                reruns_by_position[pos] = facts
-                samples_by_position[pos] = rerun_samples(predicate)
-                state = state.apply(facts)
-            elif event == "Run.Attested":
-                state = state.apply(AttestationFacts(pos, str(predicate.get("type"))))
-            elif event in ("Run.Retracted", "Run.Superseded"):
-                state = state.apply(LifecycleFacts(pos, str(predicate.get("action"))))
-        if state is None:
+                fold = RunFold.ingested(int(position), digest, statement["predicate"])
+            elif fold is not None:
+                fold.apply(event, int(position), str(stored["signer"]), statement["predicate"])
+        if fold is None:
             return None
-        median, interval = _verified_value(digest, state, reruns_by_position, samples_by_position)
+        median, interval = fold.verified()
         session.execute(
             update(runs)
             .where(runs.c.run_digest == digest)
             .values(
-                **_evidence_columns(state.result),
+                **_evidence_columns(fold.evidence),
                 rerun_median_ns=median,
                 rerun_ci95_low=interval[0] if interval else None,
                 rerun_ci95_high=interval[1] if interval else None,
             )
         )
-        key = session.execute(
-            select(runs.c.comparison_key).where(runs.c.run_digest == digest)
-        ).scalar()
-        return None if key is None else str(key)
+        return fold.profile.comparison_key
 
     def _rerank(self, session: Session, key: str) -> None:
         rows = session.execute(select(runs).where(runs.c.comparison_key == key)).mappings().all()
@@ -317,24 +299,6 @@ def _evidence_columns(result: EvidenceResult) -> dict[str, Any]:
         "evidence_caused_by": result.caused_by,
         "policy_version": result.policy_version,
     }
-
-
-def _verified_value(
-    digest: str,
-    state: EvidenceState,
-    reruns: dict[int, RerunFacts],
-    samples: dict[int, list[float]],
-) -> tuple[float | None, tuple[float, float] | None]:
-    """Median and bootstrap CI95 of the pooled samples of the reruns that verify the run;
-    without samples, the latest verifying rerun's own summary."""
-    qualifying = [q.position for q in state.qualifying]
-    if not qualifying:
-        return None, None
-    pooled = [v for pos in qualifying for v in samples.get(pos, [])]
-    if pooled:
-        return verified_value(pooled, digest)
-    latest = reruns[max(qualifying)]
-    return latest.median_ns, latest.ci95_ns
 
 
 def _rank_entry(row: Any) -> RankEntry:
