@@ -6,6 +6,8 @@ statement is hashed and signed as the signer serialised it; models never re-seri
 
 from __future__ import annotations
 
+import math
+import statistics
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -18,6 +20,7 @@ from pydantic import (
     StrictInt,
     StrictStr,
     ValidationError,
+    model_validator,
 )
 
 from domain.errors import DomainError
@@ -173,6 +176,7 @@ class LifecyclePredicate(_Strict):
 
 
 Uint53 = Annotated[StrictInt, Field(ge=0, le=2**53 - 1)]
+MAX_RERUN_SAMPLES = 2_000
 Nanoseconds = Annotated[float, Field(ge=0, allow_inf_nan=False, strict=False)]
 JobId = Annotated[
     StrictStr, Field(pattern=r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -201,6 +205,12 @@ class RerunRequestPredicate(_Strict):
 
 
 class LatencyStats(_Strict):
+    @model_validator(mode="after")
+    def _ordered(self) -> LatencyStats:
+        if self.ci95[0] > self.ci95[1] or self.minimum > self.maximum:
+            raise ValueError("ci95 and minimum/maximum must be ordered low <= high")
+        return self
+
     median: Nanoseconds
     mean: Nanoseconds
     p05: Nanoseconds
@@ -236,7 +246,22 @@ class RerunSummary(_Strict):
     ci95Ns: Annotated[list[Nanoseconds], Field(min_length=2, max_length=2)] | None = None
     samples: Uint53
     # The suite latency of every timed sample, so rankings can bootstrap from the events.
-    samplesNs: Annotated[list[Nanoseconds], Field(max_length=100_000)] | None = None
+    # Bounded: the projection bootstraps over them (cost grows with the count).
+    samplesNs: Annotated[list[Nanoseconds], Field(max_length=MAX_RERUN_SAMPLES)] | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RerunSummary:
+        if self.ci95Ns is not None and self.ci95Ns[0] > self.ci95Ns[1]:
+            raise ValueError("ci95Ns must be [low, high] with low <= high")
+        if self.samplesNs:
+            # Ranking reads the samples, the evidence policy the median: they must agree.
+            if self.medianNs is None or not math.isclose(
+                statistics.median(self.samplesNs), self.medianNs, rel_tol=1e-9, abs_tol=0.5
+            ):
+                raise ValueError("medianNs must be the median of samplesNs")
+            if len(self.samplesNs) != self.samples:
+                raise ValueError("samples must equal the number of samplesNs")
+        return self
 
 
 class RerunEnvironment(_Strict):

@@ -1,0 +1,123 @@
+"""The read-model side of the CLI over the demo ledger, on SQLite and PostgreSQL: `show` with
+evidence and standings, `leaderboard`, `compare` and `projections rebuild|status`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from api.cli import app
+
+SEED = "sha256:7e18c26ca3b60572c4fc8589c4b3b9a86b548ef031df4242ea2483b649bd6a47"
+RUN_21613 = "sha256:7d1516c14ea952d53ea9d4646926919b9449e6029ea769059b6ce32c0ab9889b"
+RUN_36818 = "sha256:b2f0e91856873b1733ce301704de66e75276b2a348a3d71f37cbac9e11198681"
+KEY = "sha256:5cd4617efda4cb445cf7a71560098124df3a89c27d0ed74bc852d46e306c1e62"
+DEFINITION = "056_language_model_decoder_prenorm_attention_ffn_residual_backward"
+
+
+class Demo:
+    def __init__(self, home: Path, db_url: str) -> None:
+        self.home, self.db_url = home, db_url
+        self.runner = CliRunner()
+
+    def __call__(self, *args: str, code: int = 0) -> Any:
+        result = self.runner.invoke(
+            app,
+            [*args, "--home", str(self.home), "--db", self.db_url],
+            env={"KERNELINDEX_KEY_PASSPHRASE": ""},
+        )
+        assert result.exit_code == code, f"{args}: exit {result.exit_code}\n{result.output}"
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+        return result
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self(*args, "--json").stdout)
+
+
+@pytest.fixture
+def demo(tmp_path: Path, db_url: str) -> Demo:
+    cli = Demo(tmp_path / "demo", db_url)
+    cli("demo")
+    return cli
+
+
+def test_show_has_evidence_standings_and_compare_with_first(demo: Demo) -> None:
+    record = demo.json("show", SEED[:19])
+    assert record["evidence"]["level"] == "reported"
+    assert record["evidence"]["reasons"][0] == "source marked the run passed"
+    assert record["comparisonKey"] == KEY
+    native = record["standings"]["source-native"]
+    assert native["label"] == "Rank 3 of 3 in its comparison group · source-native comparison"
+    assert (native["rank"], native["of"], native["value"]) == (3, 3, 1750693)
+    assert record["compareWithFirst"]["b"] == RUN_21613
+    assert record["compareWithFirst"]["ratio"] == pytest.approx(1.1678, abs=1e-4)
+    # The demo's attestation is on the record and moved nothing.
+    assert len(record["attestations"]) == 1
+    text = demo("show", SEED).stdout
+    assert "Rank 3 of 3 in its comparison group · source-native comparison" in text
+    assert "reported" in text
+
+
+def test_leaderboard_by_definition_and_gpu_is_ambiguous(demo: Demo) -> None:
+    result = demo("leaderboard", "--definition", DEFINITION, "--gpu", "NVIDIA B200", code=1)
+    assert "error[ambiguous-reference]" in result.output
+    assert "2 groups match" in result.output
+    assert KEY in result.output
+    result = demo("leaderboard", "--definition", "no-such-definition", code=1)
+    assert "error[not-found]" in result.output
+
+
+def test_leaderboard_by_key(demo: Demo) -> None:
+    board = demo.json("leaderboard", KEY)
+    assert (board["comparisonKey"], board["view"]) == (KEY, "source-native")
+    entries = board["entries"]
+    assert [(e["run_digest"], e["rank"], e["of_count"]) for e in entries] == [
+        (RUN_21613, 1, 3),
+        (RUN_36818, 2, 3),
+        (SEED, 3, 3),
+    ]
+    assert [e["value"] for e in entries] == [1499085, 1541431, 1750693]
+    assert [e["external_id"] for e in entries] == ["21613", "36818", "38823"]
+    assert {e["evidence_level"] for e in entries} == {"reported"}
+    # The chart: one bar per run, the slowest the longest.
+    text = demo("leaderboard", KEY).stdout
+    assert "source-native comparison · 3 ranked" in text
+    bars = [line.count("█") for line in text.splitlines() if "█" in line]
+    assert len(bars) == 3 and bars == sorted(bars) and bars[-1] == 40
+
+
+def test_leaderboard_min_level_verified_and_verified_view_are_empty(demo: Demo) -> None:
+    assert demo.json("leaderboard", KEY, "--min-level", "verified")["entries"] == []
+    assert demo.json("leaderboard", KEY, "--view", "verified")["entries"] == []
+    assert len(demo.json("leaderboard", KEY, "--min-level", "reported")["entries"]) == 3
+    assert "no run is ranked" in demo("leaderboard", KEY, "--view", "verified").stdout
+    result = demo("leaderboard", KEY, "--min-level", "gold", code=1)
+    assert "unknown evidence level" in result.output
+
+
+def test_compare(demo: Demo) -> None:
+    result = demo.json("compare", SEED[:19], RUN_21613[:19])
+    assert (result["a"], result["b"]) == (SEED, RUN_21613)
+    assert result["ratio"] == pytest.approx(1.1678, abs=1e-4)
+    assert result["ratio"] == pytest.approx(1750693 / 1499085)
+    paths = {d["path"] for d in result["differences"]}
+    assert "run.metadata.name" in paths
+    assert "ratio 1.1678" in demo("compare", SEED, RUN_21613).stdout
+
+
+def test_projections_rebuild_is_identical_to_incremental(demo: Demo) -> None:
+    status = demo.json("projections", "status")
+    rebuilt = demo.json("projections", "rebuild")
+    assert rebuilt["identicalToIncremental"] is True
+    assert rebuilt["events"] == status["position"] > 0
+    assert rebuilt["tables"] == status["tables"]
+    assert set(rebuilt["tables"]) == {"kernelindex_view_runs", "kernelindex_view_ranks"}
+    again = demo.json("projections", "status")
+    assert (again["folded"], again["tables"]) == (0, status["tables"])
+    # The demo is idempotent: running it again changes no view.
+    demo("demo")
+    assert demo.json("projections", "status")["tables"] == status["tables"]

@@ -1,0 +1,351 @@
+"""A ledger world for the projection tests: keys, trust root, a controllable clock, the SOL
+056 demo cohort, rerun jobs and agent results, and what the views say.
+
+Not a test module: the test files of this folder import it (``from projection_world import``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from importlib import resources
+from typing import Any
+
+from sqlalchemy import select
+
+from domain.ranking import View
+from domain.statements import Role
+from domain.timestamps import format_time, utc_now
+from ledger.application import Ledger, Receipt
+from ledger.authoring import (
+    attestation_envelope,
+    ingestion_envelope,
+    key_registration_envelope,
+    lifecycle_envelope,
+    rerun_envelope,
+    rerun_request_envelope,
+)
+from ledger.keys import SigningKey
+from ledger.trust import TrustRoot
+from projections import queries
+from projections.runner import ProjectionRunner
+from projections.tables import ranks, runs
+
+SEED = "sha256:7e18c26ca3b60572c4fc8589c4b3b9a86b548ef031df4242ea2483b649bd6a47"
+RUN_15149 = "sha256:782ac3cd877051835cf05fa2ce71666733f6016234975fcf38a679ebe2bd13c2"
+RUN_21613 = "sha256:7d1516c14ea952d53ea9d4646926919b9449e6029ea769059b6ce32c0ab9889b"
+RUN_36818 = "sha256:b2f0e91856873b1733ce301704de66e75276b2a348a3d71f37cbac9e11198681"
+GROUP = "sha256:5cd4617efda4cb445cf7a71560098124df3a89c27d0ed74bc852d46e306c1e62"
+NAMES = {
+    SEED: "sol-submission-38823",
+    RUN_15149: "sol-submission-15149",
+    RUN_21613: "sol-submission-21613",
+    RUN_36818: "sol-submission-36818",
+}
+CLAIMED = {SEED: 1750693.0, RUN_15149: 1463550.0, RUN_21613: 1499085.0, RUN_36818: 1541431.0}
+ALL_RUNS = (SEED, RUN_15149, RUN_21613, RUN_36818)
+B200, SM100 = "NVIDIA B200", "sm_100"
+# Keys are registered (valid from) a day before the tests' clocks start.
+BASE_TIME = utc_now().replace(microsecond=0) - timedelta(days=1)
+
+
+def _demo(name: str) -> Any:
+    return json.loads(resources.files("api.demo_data").joinpath(name).read_text("utf-8"))
+
+
+_COHORT = _demo("sol-056-cohort.json")
+MANIFESTS: dict[str, dict[str, Any]] = dict(
+    zip(
+        ALL_RUNS,
+        [
+            _demo("run-38823.manifest.json") | {"workload": _COHORT["seedWorkload"]},
+            *_COHORT["cohort"],
+        ],
+        strict=True,
+    )
+)
+
+
+class Clock:
+    def __init__(self, start: datetime | None = None) -> None:
+        self.now = start or utc_now()
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **kwargs: float) -> None:
+        self.now += timedelta(**kwargs)
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Every key a world uses; the same Keys give the same trust root and registrations."""
+
+    admin: SigningKey
+    ingester: SigningKey
+    attester: SigningKey
+    log: SigningKey
+    agents: tuple[SigningKey, ...]
+
+    @classmethod
+    def generate(cls, agents: int = 2) -> Keys:
+        return cls(
+            *(SigningKey.generate() for _ in range(4)),
+            tuple(SigningKey.generate() for _ in range(agents)),
+        )
+
+
+@dataclass(frozen=True)
+class Job:
+    run: str
+    job_id: str
+    nonce: str
+    product: str
+    architecture: str
+
+
+def gpu(n: int) -> str:
+    """A hashed GPU UUID (64 hex)."""
+    return f"{n:064x}"
+
+
+def rerun_result(
+    job: Job,
+    *,
+    correct: bool = True,
+    ns: float | None = None,
+    gpu_hash: str | None = None,
+    product: str | None = None,
+    architecture: str | None = None,
+    nonce: str | None = None,
+    job_id: str | None = None,
+    ci95: list[float] | None = None,
+) -> dict[str, Any]:
+    """A rerun/v1 result for ``job``; by default correct and 1.02 × the claim (mean and median)."""
+    value = ns if ns is not None else round(CLAIMED[job.run] * 1.02)
+    samples = [value * (1 + 0.002 * (i - 3)) for i in range(7)]
+    return {
+        "jobId": job_id or job.job_id,
+        "nonce": nonce or job.nonce,
+        "cases": [
+            {"case": "case-0", "status": "passed"},
+            {"case": "case-1", "status": "passed" if correct else "incorrect"},
+        ],
+        "summary": {
+            "allCorrect": correct,
+            "medianNs": value,
+            "meanNs": value,
+            "ci95Ns": ci95 if ci95 is not None else [min(samples), max(samples)],
+            "samples": len(samples),
+            "samplesNs": samples,
+        },
+        "environment": {
+            "product": product or job.product,
+            "architecture": architecture or job.architecture,
+            "gpuUuidHash": gpu_hash or gpu(1),
+            "backend": "cuda",
+        },
+        "calibration": {},
+    }
+
+
+@dataclass
+class World:
+    db_url: str
+    keys: Keys
+    clock: Clock
+    ledger: Ledger
+    root: TrustRoot
+    jobs: list[Job] = field(default_factory=list)
+
+    @classmethod
+    def create(cls, db_url: str, keys: Keys | None = None, clock: Clock | None = None) -> World:
+        """A fresh ledger with the admin, an ingester, an attester and the agents registered
+        (the agents admin-signed with role agent)."""
+        keys = keys or Keys.generate()
+        clock = clock or Clock()
+        root = TrustRoot(
+            origin="test.kernelindex/log",
+            admin_keys=(keys.admin.public,),
+            log_key=keys.log.public,
+            created_at=format_time(BASE_TIME),
+        )
+        world = cls(db_url, keys, clock, Ledger(db_url, root, clock=clock), root)
+        for envelope in world.key_envelopes():
+            world.ledger.append(envelope)
+        return world
+
+    def key_envelopes(self) -> list[dict[str, Any]]:
+        k, at = self.keys, BASE_TIME
+        return [
+            key_registration_envelope(k.admin.public, [Role.ADMIN], k.admin, now=at),
+            key_registration_envelope(k.ingester.public, [Role.INGESTER], k.admin, now=at),
+            key_registration_envelope(k.attester.public, [Role.ATTESTER], k.attester, now=at),
+            *(
+                key_registration_envelope(a.public, [Role.AGENT], k.admin, now=at, label=f"a{i}")
+                for i, a in enumerate(k.agents)
+            ),
+        ]
+
+    def close(self) -> None:
+        self.ledger.close()
+
+    # ------------------------------------------------------------ writes
+
+    def count(self) -> int:
+        return int(self.ledger.recorder.max_notification_id() or 0)
+
+    def append(self, envelope: dict[str, Any]) -> Receipt:
+        return self.ledger.append(envelope)
+
+    def ingest_envelope(self, run: str) -> dict[str, Any]:
+        return ingestion_envelope(MANIFESTS[run], self.keys.ingester, now=self.clock.now)
+
+    def ingest(self, *which: str) -> list[str]:
+        return [self.append(self.ingest_envelope(r)).subject_digest for r in which or ALL_RUNS]
+
+    def attest_envelope(self, run: str, body: str, type_: str = "note") -> dict[str, Any]:
+        return attestation_envelope(
+            run, NAMES[run], self.keys.attester, type_=type_, body=body, now=self.clock.now
+        )
+
+    def lifecycle_envelope(
+        self, run: str, action: str, superseded_by: str | None = None
+    ) -> dict[str, Any]:
+        return lifecycle_envelope(
+            run,
+            NAMES[run],
+            self.keys.admin,
+            action=action,
+            reason=f"{action} in a test",
+            superseded_by=superseded_by,
+            now=self.clock.now,
+        )
+
+    def request_envelope(
+        self,
+        run: str,
+        *,
+        product: str = B200,
+        architecture: str = SM100,
+        expires_in: timedelta = timedelta(hours=1),
+        job_id: str | None = None,
+        nonce: str | None = None,
+    ) -> tuple[Job, dict[str, Any]]:
+        job = Job(
+            run,
+            job_id or str(uuid.uuid4()),
+            nonce or uuid.uuid4().hex + uuid.uuid4().hex,
+            product,
+            architecture,
+        )
+        envelope = rerun_request_envelope(
+            run,
+            NAMES[run],
+            self.keys.admin,
+            artifact_digest=run,
+            workload_digest=run,
+            product=product,
+            architecture=architecture,
+            expires_at=self.clock.now + expires_in,
+            job_id=job.job_id,
+            nonce=job.nonce,
+            now=self.clock.now,
+        )
+        return job, envelope
+
+    def request_rerun(self, run: str, **kwargs: Any) -> Job:
+        job, envelope = self.request_envelope(run, **kwargs)
+        self.append(envelope)
+        self.jobs.append(job)
+        return job
+
+    def result_envelope(
+        self, job: Job, signer: SigningKey | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        return rerun_envelope(
+            job.run,
+            NAMES[job.run],
+            signer or self.keys.agents[0],
+            result=rerun_result(job, **kwargs),
+            now=self.clock.now,
+        )
+
+    # ------------------------------------------------------------ reads
+
+    def runner(self) -> ProjectionRunner:
+        return ProjectionRunner(self.ledger)
+
+    def views(self) -> dict[str, str]:
+        """Catch up, then the digest of every view table."""
+        runner = self.runner()
+        runner.catch_up()
+        return runner.table_digests()
+
+    def row(self, run: str) -> dict[str, Any]:
+        self.runner().catch_up()
+        with self.ledger.recorder.transaction(commit=False) as session:
+            row = queries.run_row(session, run)
+        assert row is not None, f"{run} is not in the runs view"
+        return row
+
+    def level(self, run: str) -> str:
+        return str(self.row(run)["evidence_level"])
+
+    def levels(self) -> dict[str, str]:
+        with self.ledger.recorder.transaction(commit=False) as session:
+            return {
+                r.run_digest: r.evidence_level
+                for r in session.execute(select(runs.c.run_digest, runs.c.evidence_level))
+            }
+
+    def board(
+        self, view: View = View.SOURCE_NATIVE, key: str = GROUP
+    ) -> list[tuple[str, int, int]]:
+        """(run, rank, of) of a leaderboard, best first."""
+        self.runner().catch_up()
+        with self.ledger.recorder.transaction(commit=False) as session:
+            rows = queries.leaderboard(session, key, view)
+        return [(r["run_digest"], r["rank"], r["of_count"]) for r in rows]
+
+    def standing(self, run: str, view: View = View.SOURCE_NATIVE) -> tuple[int, int] | None:
+        self.runner().catch_up()
+        with self.ledger.recorder.transaction(commit=False) as session:
+            found = queries.standings(session, run).get(str(view))
+        return None if found is None else (found.rank, found.of)
+
+    def tracking_position(self) -> int:
+        from projections.tables import tracking
+
+        with self.ledger.recorder.transaction(commit=False) as session:
+            value = session.execute(select(tracking.c.position)).scalar()
+        return int(value or 0)
+
+    def position_free_views(self) -> dict[str, list[dict[str, Any]]]:
+        """The views without what depends on where events sit in the log (positions, and the
+        positions quoted in evidence reasons): equal for any interleaving of the same events."""
+        dropped = {"ingested_position", "last_position", "evidence_caused_by"}
+        out: dict[str, list[dict[str, Any]]] = {}
+        with self.ledger.recorder.transaction(commit=False) as session:
+            out["runs"] = [
+                {
+                    k: (_strip_positions(v) if k == "evidence_reasons" else v)
+                    for k, v in r.items()
+                    if k not in dropped
+                }
+                for r in session.execute(select(runs).order_by(runs.c.run_digest)).mappings()
+            ]
+            out["ranks"] = [
+                dict(r)
+                for r in session.execute(
+                    select(ranks).order_by(ranks.c.view, ranks.c.run_digest)
+                ).mappings()
+            ]
+        return out
+
+
+def _strip_positions(reasons: str) -> str:
+    return re.sub(r"positions? \d+( and \d+)?", "position N", reasons)

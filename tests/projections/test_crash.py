@@ -1,0 +1,247 @@
+"""A projection runner that dies mid-batch leaves nothing of that batch behind, and the next
+catch-up ends where a fresh rebuild does: on SQLite and PostgreSQL, for an exception inside
+the batch's transaction and for a real SIGKILL of a catch-up process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from projection_world import RUN_15149, RUN_21613, RUN_36818, SEED, World
+from sqlalchemy import create_engine, func, select
+
+from projections.runner import ProjectionRunner
+from projections.tables import runs, tracking
+
+
+class Crash(RuntimeError):
+    pass
+
+
+@pytest.fixture
+def world(db_url: str) -> Iterator[World]:
+    w = World.create(db_url)
+    yield w
+    w.close()
+
+
+def busy_world(world: World) -> World:
+    """The cohort, attestations, a retraction and verifying reruns: every kind of view update."""
+    world.ingest()
+    return busy_events(world)
+
+
+def busy_events(world: World) -> World:
+    for i in range(4):
+        world.append(world.attest_envelope(SEED, f"note {i}"))
+    world.append(world.result_envelope(world.request_rerun(SEED)))
+    world.append(world.lifecycle_envelope(RUN_21613, "retract"))
+    world.append(world.result_envelope(world.request_rerun(RUN_21613)))
+    return world
+
+
+def fresh_rebuild(world: World) -> dict[str, str]:
+    """The views a fresh rebuild gives, from another ledger instance on the same store (the
+    views are rebuilt in place: take the incremental digests first)."""
+    from ledger.application import Ledger
+
+    other = Ledger(world.db_url, world.root, clock=world.clock)
+    try:
+        runner = ProjectionRunner(other)
+        runner.rebuild()
+        return runner.table_digests()
+    finally:
+        other.close()
+
+
+def crash_fold_after(monkeypatch: pytest.MonkeyPatch, events: int) -> None:
+    original = ProjectionRunner.fold
+    calls = {"n": 0}
+
+    def fold(self: ProjectionRunner, *args: Any, **kwargs: Any) -> None:
+        if calls["n"] >= events:
+            raise Crash(f"crash after folding {events} events of the batch")
+        calls["n"] += 1
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(ProjectionRunner, "fold", fold)
+
+
+@pytest.mark.parametrize("after", [0, 1, 5])
+def test_a_crash_inside_a_batch_leaves_nothing_of_it(
+    world: World, monkeypatch: pytest.MonkeyPatch, after: int
+) -> None:
+    world.ingest(SEED)
+    world.views()  # the views hold the seed; the rest is not folded yet
+    world.ingest(RUN_15149, RUN_21613, RUN_36818)
+    busy_events(world)
+    runner = world.runner()
+    position, before = world.tracking_position(), runner.table_digests()
+    assert world.count() > position + 6
+
+    with monkeypatch.context() as patch:
+        crash_fold_after(patch, after)
+        with pytest.raises(Crash):
+            runner.catch_up(batch=8)
+    assert world.tracking_position() == position, "the tracking row moved with a failed batch"
+    assert runner.table_digests() == before, "part of a failed batch is visible"
+
+    done = runner.catch_up(batch=8)
+    assert done.position == world.count()
+    incremental = runner.table_digests()
+    assert incremental == fresh_rebuild(world)
+
+
+def test_a_crash_after_the_view_updates_but_before_the_tracking_row(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tracking row is written in the batch's transaction: failing to write it undoes the
+    view updates made just before."""
+    busy_world(world)
+    runner = world.runner()
+    before = runner.table_digests()
+
+    def boom(self: ProjectionRunner, *args: Any) -> None:
+        raise Crash("crash while writing the tracking row")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ProjectionRunner, "_set_position", boom)
+        with pytest.raises(Crash):
+            runner.catch_up(batch=5)
+    assert world.tracking_position() == 0
+    assert runner.table_digests() == before
+    runner.catch_up(batch=5)
+    incremental = runner.table_digests()
+    assert incremental == fresh_rebuild(world)
+
+
+def test_batches_committed_before_a_crash_stay_and_are_not_folded_twice(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    busy_world(world)
+    runner = world.runner()
+    with monkeypatch.context() as patch:
+        crash_fold_after(patch, 7)  # batches of 3: two commit, the third dies at its 2nd event
+        with pytest.raises(Crash):
+            runner.catch_up(batch=3)
+    assert world.tracking_position() == 6
+    runner.catch_up(batch=3)
+    incremental = runner.table_digests()
+    assert incremental == fresh_rebuild(world)
+    assert world.row(SEED)["attestations"] == 4
+
+
+# ------------------------------------------------------------------ a real kill
+
+CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from ledger.application import Ledger
+    from ledger.trust import TrustRoot
+    from projections.runner import ProjectionRunner
+
+    url, root_file, batch, stall_in = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    runner = ProjectionRunner(Ledger(url, TrustRoot.load(Path(root_file))))
+    original, batches, folded = ProjectionRunner._one_batch, [0], [0]
+
+    def one_batch(self, session, size):
+        batches[0] += 1
+        folded[0] = 0
+        return original(self, session, size)
+
+    def fold(self, *args):
+        original_fold(self, *args)
+        folded[0] += 1
+        if batches[0] == stall_in and folded[0] == 2:
+            # Mid-batch: two events of this batch folded, uncommitted. Wait to be killed.
+            print("mid-batch", flush=True)
+            time.sleep(120)
+
+    original_fold = ProjectionRunner.fold
+    ProjectionRunner._one_batch = one_batch
+    ProjectionRunner.fold = fold
+    runner.catch_up(batch=batch)
+    print("finished", flush=True)
+    """
+)
+
+
+def _attestations_per_position(db_url: str) -> tuple[int, int]:
+    """(tracking position, attestations counted in the runs view) read by another process."""
+    engine = create_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            position = conn.execute(select(tracking.c.position)).scalar() or 0
+            counted = conn.execute(select(func.sum(runs.c.attestations))).scalar() or 0
+        return int(position), int(counted)
+    finally:
+        engine.dispose()
+
+
+def test_sigkill_mid_batch_then_restart_equals_a_rebuild(world: World, tmp_path: Path) -> None:
+    world.ingest()
+    for i in range(240):
+        world.append(world.attest_envelope(SEED if i % 2 else RUN_21613, f"note {i}"))
+    world.append(world.result_envelope(world.request_rerun(SEED)))
+    total = world.count()
+    root_file = tmp_path / "trust-root.json"
+    world.root.save(root_file)
+    batch, stall_in = 7, 12
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, world.db_url, str(root_file), str(batch), str(stall_in)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        assert line.strip() == "mid-batch", child.stderr.read() if child.stderr else line
+        position, counted = _attestations_per_position(world.db_url)
+        assert position == (stall_in - 1) * batch, "the tracking position moved batch by batch"
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(timeout=30)
+    finally:
+        if child.poll() is None:
+            os.kill(child.pid, signal.SIGKILL)
+            child.wait(timeout=30)
+    assert child.returncode == -signal.SIGKILL
+
+    # What the killed runner committed is whole batches, each event counted once.
+    deadline = time.monotonic() + 10
+    while True:  # PostgreSQL ends the killed session's transaction once it sees the socket close
+        try:
+            after_kill = _attestations_per_position(world.db_url)
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+    assert after_kill == (position, counted)
+    with world.ledger.recorder.transaction(commit=False) as session:
+        events = world.runner()._events
+        attested = session.execute(
+            select(func.count())
+            .select_from(events)
+            .where(events.id <= position, events.topic.like("%Run.Attested"))
+        ).scalar()
+    assert counted == attested, "an event was skipped or counted twice"
+
+    # Restart in-process: it resumes where the dead runner's last commit left off.
+    runner = world.runner()
+    done = runner.catch_up(batch=batch)
+    assert (done.events, done.position) == (total - position, total)
+    assert world.row(SEED)["attestations"] + world.row(RUN_21613)["attestations"] == 240
+    incremental = runner.table_digests()
+    assert incremental == fresh_rebuild(world)

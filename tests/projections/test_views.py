@@ -1,0 +1,337 @@
+"""The projected views over the SOL 056 demo cohort, on SQLite and PostgreSQL: evidence levels,
+ranks and leaderboards (DESIGN.md §7–8), the agent rerun flow that alone moves a level after
+ingestion, and the rerun statements the ledger refuses — which change nothing anywhere."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from projection_world import (
+    B200,
+    CLAIMED,
+    GROUP,
+    NAMES,
+    RUN_15149,
+    RUN_21613,
+    RUN_36818,
+    SEED,
+    SM100,
+    Job,
+    World,
+    gpu,
+)
+
+from domain.errors import DomainError
+from domain.ranking import View
+from ledger.dsse import UnknownKeyError
+from ledger.errors import RerunJobError, WrongRoleError
+from ledger.keys import SigningKey
+from projections.run_record import run_record
+
+REPORTED_REASONS = [
+    "source marked the run passed",
+    "no pinned source (no implementation artifact digest)",
+    "no raw evidence (trace, logs or samples)",
+]
+
+
+@pytest.fixture
+def world(db_url: str) -> Iterator[World]:
+    w = World.create(db_url)
+    yield w
+    w.close()
+
+
+@pytest.fixture
+def cohort(world: World) -> World:
+    world.ingest()
+    return world
+
+
+# ------------------------------------------------------------------ the demo cohort
+
+
+def test_seed_ranks_3_of_3_and_21613_is_first(cohort: World) -> None:
+    assert cohort.board() == [(RUN_21613, 1, 3), (RUN_36818, 2, 3), (SEED, 3, 3)]
+    record = run_record(cohort.ledger, SEED)
+    native = record["standings"]["source-native"]
+    assert (native["rank"], native["of"], native["value"]) == (3, 3, 1750693)
+    assert native["label"] == "Rank 3 of 3 in its comparison group · source-native comparison"
+    assert native["tiedWith"] == []
+    assert "verified" not in record["standings"]
+    assert record["comparisonKey"] == GROUP
+    first = record["compareWithFirst"]
+    assert first["b"] == RUN_21613
+    assert first["ratio"] == pytest.approx(1750693 / 1499085)
+    assert first["ratio"] == pytest.approx(1.1678, abs=1e-4)
+    assert any(d["path"] == "run.metadata.name" for d in first["differences"])
+    row = cohort.row(RUN_21613)
+    assert (row["external_id"], row["claimed"], row["comparison_key"]) == ("21613", 1499085, GROUP)
+    # 15149 is on the same workload but another protocol/environment: a group of its own.
+    assert cohort.row(RUN_15149)["comparison_key"] != GROUP
+    assert cohort.standing(RUN_15149) == (1, 1)
+    # Nobody reran anything: the verified view is empty.
+    assert cohort.board(View.VERIFIED) == []
+
+
+def test_every_ingested_run_is_reported_with_reasons_and_its_ingestion_as_cause(
+    cohort: World,
+) -> None:
+    positions = {}
+    for run in NAMES:
+        records = cohort.ledger.stored_records(cohort.ledger.run(run).id, version=1)  # type: ignore[union-attr]
+        positions[run] = records[0].position
+    for run in NAMES:
+        row = cohort.row(run)
+        assert row["evidence_level"] == "reported"
+        assert row["evidence_reasons"] == REPORTED_REASONS
+        assert row["evidence_caused_by"] == positions[run]
+        assert row["policy_version"] == "evidence-v1"
+    evidence = run_record(cohort.ledger, SEED)["evidence"]
+    assert evidence == {
+        "level": "reported",
+        "reasons": REPORTED_REASONS,
+        "causedBy": positions[SEED],
+        "policyVersion": "evidence-v1",
+    }
+
+
+def test_attestations_do_not_move_levels_or_ranks(cohort: World) -> None:
+    before = cohort.views()
+    level = cohort.row(SEED)
+    for i, type_ in enumerate(["reproduced", "could_not_reproduce", "regression_observed"]):
+        cohort.append(cohort.attest_envelope(SEED, f"attestation {i}", type_))
+    after = cohort.row(SEED)
+    assert after["attestations"] == 3
+    for column in ("evidence_level", "evidence_reasons", "evidence_caused_by"):
+        assert after[column] == level[column]
+    assert cohort.views()["kernelindex_view_ranks"] == before["kernelindex_view_ranks"]
+
+
+def test_retracting_first_reranks_and_keeps_its_level(cohort: World) -> None:
+    before = cohort.row(RUN_21613)
+    cohort.append(cohort.lifecycle_envelope(RUN_21613, "retract"))
+    assert cohort.board() == [(RUN_36818, 1, 2), (SEED, 2, 2)]
+    assert cohort.standing(SEED) == (2, 2)
+    assert cohort.standing(RUN_21613) is None
+    after = cohort.row(RUN_21613)
+    assert after["retracted"] is True
+    for column in ("evidence_level", "evidence_reasons", "evidence_caused_by"):
+        assert after[column] == before[column]
+    record = run_record(cohort.ledger, SEED)
+    assert record["standings"]["source-native"]["label"].startswith("Rank 2 of 2 ")
+    assert record["compareWithFirst"]["b"] == RUN_36818
+    # Superseding the new #1 leaves the seed alone at the top; levels stay put.
+    cohort.append(cohort.lifecycle_envelope(RUN_36818, "supersede", superseded_by=SEED))
+    assert cohort.board() == [(SEED, 1, 1)]
+    assert cohort.row(RUN_36818)["superseded_by"] == SEED
+    assert cohort.level(RUN_36818) == "reported"
+    assert "compareWithFirst" not in run_record(cohort.ledger, SEED)
+
+
+# ------------------------------------------------------------------ agent reruns
+
+
+def test_agent_reruns_verify_replicate_and_refute(cohort: World) -> None:
+    agent0, agent1 = cohort.keys.agents
+    job = cohort.request_rerun(SEED, product=B200, architecture=SM100)
+    assert cohort.level(SEED) == "reported", "a rerun request alone moves nothing"
+    # A correct rerun within 1.10 × the claim: verified, and ranked in the verified view.
+    receipt = cohort.append(cohort.result_envelope(job, agent0, ns=1.09 * CLAIMED[SEED]))
+    assert receipt.event == "Run.RerunRecorded"
+    row = cohort.row(SEED)
+    assert row["evidence_level"] == "verified"
+    assert row["evidence_caused_by"] == receipt.position
+    assert row["evidence_reasons"][0].startswith("1 accepted rerun(s) on NVIDIA B200 (sm_100)")
+    assert row["rerun_median_ns"] == pytest.approx(1.09 * CLAIMED[SEED])
+    assert row["rerun_ci95_low"] <= row["rerun_median_ns"] <= row["rerun_ci95_high"]
+    assert cohort.board(View.VERIFIED) == [(SEED, 1, 1)]
+    assert cohort.standing(SEED) == (3, 3), "the source-native view is unchanged"
+    record = run_record(cohort.ledger, SEED)
+    assert record["standings"]["verified"]["label"] == (
+        "Rank 1 of 1 in its comparison group · verified comparison"
+    )
+    # The same agent on a second GPU is not a replication.
+    cohort.append(cohort.result_envelope(cohort.request_rerun(SEED), agent0, gpu_hash=gpu(2)))
+    assert cohort.level(SEED) == "verified"
+    # A second agent key on another GPU: replicated.
+    receipt = cohort.append(
+        cohort.result_envelope(cohort.request_rerun(SEED), agent1, gpu_hash=gpu(3))
+    )
+    row = cohort.row(SEED)
+    assert row["evidence_level"] == "replicated"
+    assert row["evidence_caused_by"] == receipt.position
+    assert "distinct agent keys on distinct GPUs" in row["evidence_reasons"][1]
+    assert cohort.board(View.VERIFIED) == [(SEED, 1, 1)]
+    # A rerun that fails correctness: refuted, and gone from the verified view.
+    receipt = cohort.append(
+        cohort.result_envelope(cohort.request_rerun(SEED), agent1, correct=False)
+    )
+    row = cohort.row(SEED)
+    assert row["evidence_level"] == "refuted"
+    assert row["evidence_caused_by"] == receipt.position
+    assert "failed correctness" in row["evidence_reasons"][0]
+    assert cohort.board(View.VERIFIED) == []
+    assert cohort.standing(SEED) == (3, 3), "refuted runs keep their source-native rank"
+    assert row["reruns"] == 4
+
+
+def test_a_too_slow_rerun_leaves_the_level_unchanged(cohort: World) -> None:
+    # From reported: still reported, with the reason said.
+    slow = cohort.request_rerun(RUN_36818)
+    cohort.append(cohort.result_envelope(slow, ns=1.2 * CLAIMED[RUN_36818]))
+    row = cohort.row(RUN_36818)
+    assert row["evidence_level"] == "reported"
+    assert row["evidence_reasons"][:3] == REPORTED_REASONS
+    assert "too slow" in row["evidence_reasons"][-1]
+    # From verified: still verified, caused by the same (verifying) event.
+    receipt = cohort.append(cohort.result_envelope(cohort.request_rerun(SEED)))
+    verified = cohort.row(SEED)
+    assert verified["evidence_level"] == "verified"
+    cohort.append(cohort.result_envelope(cohort.request_rerun(SEED), ns=2 * CLAIMED[SEED]))
+    after = cohort.row(SEED)
+    assert after["evidence_level"] == "verified"
+    assert after["evidence_caused_by"] == receipt.position
+    assert after["rerun_median_ns"] == verified["rerun_median_ns"], "slow samples are not pooled"
+    assert cohort.board(View.VERIFIED) == [(SEED, 1, 1)]
+
+
+def test_verified_view_ranks_by_rerun_median(cohort: World) -> None:
+    # 21613 is #1 by its claim but reruns slower than the seed's rerun: the verified view
+    # ranks by what was measured.
+    cohort.append(cohort.result_envelope(cohort.request_rerun(SEED), ns=1_700_000))
+    cohort.append(cohort.result_envelope(cohort.request_rerun(RUN_21613), ns=1_640_000))
+    cohort.append(cohort.result_envelope(cohort.request_rerun(RUN_36818), ns=1_500_000))
+    assert cohort.board(View.VERIFIED) == [(RUN_36818, 1, 3), (RUN_21613, 2, 3), (SEED, 3, 3)]
+    assert cohort.board() == [(RUN_21613, 1, 3), (RUN_36818, 2, 3), (SEED, 3, 3)]
+
+
+def test_a_rerun_on_other_hardware_that_the_ledger_accepts_moves_nothing(cohort: World) -> None:
+    """An admin may ask for a rerun on other hardware; its result is stored, but a rerun is
+    evidence only on the run's own product and architecture."""
+    before = cohort.views()
+    level = cohort.row(SEED)
+    for correct in (True, False):
+        job = cohort.request_rerun(SEED, product="NVIDIA H100", architecture="sm_90")
+        receipt = cohort.append(cohort.result_envelope(job, correct=correct))
+        assert receipt.event == "Run.RerunRecorded"
+    after = cohort.row(SEED)
+    assert after["reruns"] == 2
+    for column in ("evidence_level", "evidence_reasons", "evidence_caused_by", "rerun_median_ns"):
+        assert after[column] == level[column]
+    assert cohort.views()["kernelindex_view_ranks"] == before["kernelindex_view_ranks"]
+    assert cohort.board(View.VERIFIED) == []
+
+
+# ------------------------------------------------------------------ refusals change nothing
+
+
+@dataclass(frozen=True)
+class Refusal:
+    make: Callable[[World, Job], dict[str, Any]]
+    error: type[DomainError]
+    words: str
+
+
+def _signed_by(role: str) -> Callable[[World, Job], dict[str, Any]]:
+    return lambda w, job: w.result_envelope(job, getattr(w.keys, role))
+
+
+def _expired(w: World, job: Job) -> dict[str, Any]:
+    w.clock.advance(hours=2)
+    return w.result_envelope(job)
+
+
+def _replayed(w: World, job: Job) -> dict[str, Any]:
+    w.append(w.result_envelope(job))
+    return w.result_envelope(job, gpu_hash=gpu(9), ns=CLAIMED[SEED])
+
+
+def _other_runs_job(w: World, job: Job) -> dict[str, Any]:
+    return w.result_envelope(Job(RUN_21613, job.job_id, job.nonce, B200, SM100))
+
+
+REFUSALS = {
+    "attester-signed": Refusal(_signed_by("attester"), WrongRoleError, "needs agent"),
+    "ingester-signed": Refusal(_signed_by("ingester"), WrongRoleError, "needs agent"),
+    "admin-signed": Refusal(_signed_by("admin"), WrongRoleError, "needs agent"),
+    "unregistered-key": Refusal(
+        lambda w, job: w.result_envelope(job, SigningKey.generate()),
+        UnknownKeyError,
+        "registered key",
+    ),
+    "other-architecture": Refusal(
+        lambda w, job: w.result_envelope(job, architecture="sm_90"), RerunJobError, "requires"
+    ),
+    "other-product": Refusal(
+        lambda w, job: w.result_envelope(job, product="NVIDIA H100"), RerunJobError, "requires"
+    ),
+    "wrong-nonce": Refusal(
+        lambda w, job: w.result_envelope(job, nonce="f" * 64), RerunJobError, "nonce"
+    ),
+    "expired-job": Refusal(_expired, RerunJobError, "expired"),
+    "replayed-result": Refusal(_replayed, RerunJobError, "already has its result"),
+    "never-requested": Refusal(
+        lambda w, job: w.result_envelope(job, job_id="00000000-0000-4000-8000-000000000000"),
+        RerunJobError,
+        "no rerun job",
+    ),
+    "job-of-another-run": Refusal(_other_runs_job, RerunJobError, "no rerun job"),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSALS), ids=list(REFUSALS))
+def test_a_refused_rerun_changes_nothing(cohort: World, case: str) -> None:
+    refusal = REFUSALS[case]
+    job = cohort.request_rerun(SEED)
+    envelope = refusal.make(cohort, job)
+    count, views, row = cohort.count(), cohort.views(), cohort.row(SEED)
+    with pytest.raises(refusal.error) as info:
+        cohort.append(envelope)
+    assert refusal.words in info.value.message
+    assert cohort.count() == count, "a refused rerun must store nothing"
+    runner = cohort.runner()
+    assert runner.catch_up().events == 0
+    assert runner.table_digests() == views
+    assert cohort.row(SEED) == row
+    assert cohort.board(View.VERIFIED) == ([(SEED, 1, 1)] if case == "replayed-result" else [])
+
+
+def test_a_resent_result_envelope_is_a_duplicate_and_changes_nothing(cohort: World) -> None:
+    envelope = cohort.result_envelope(cohort.request_rerun(SEED))
+    first = cohort.append(envelope)
+    count, views = cohort.count(), cohort.views()
+    again = cohort.append(json.loads(json.dumps(envelope)))
+    assert again.duplicate and again.position == first.position
+    assert cohort.count() == count
+    assert cohort.views() == views
+    assert cohort.row(SEED)["reruns"] == 1
+
+
+def test_a_refused_result_leaves_its_job_open(cohort: World) -> None:
+    job = cohort.request_rerun(SEED)
+    for bad in (
+        cohort.result_envelope(job, cohort.keys.attester),
+        cohort.result_envelope(job, architecture="sm_90"),
+        cohort.result_envelope(job, nonce="0" * 64),
+    ):
+        with pytest.raises(DomainError):
+            cohort.append(bad)
+    cohort.append(cohort.result_envelope(job))
+    assert cohort.level(SEED) == "verified"
+
+
+def test_a_rerun_result_with_a_reversed_interval_cannot_wedge_the_views(cohort: World) -> None:
+    cohort.views()
+    job = cohort.request_rerun(SEED)
+    envelope = cohort.result_envelope(job, ci95=[1_900_000.0, 1_700_000.0])
+    count = cohort.count()
+    with pytest.raises(DomainError, match="ci95Ns"):
+        cohort.append(envelope)
+    assert cohort.count() == count
+    cohort.runner().catch_up()
+    assert cohort.level(SEED) == "reported"
