@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any
 
 import rfc8785
@@ -10,6 +11,7 @@ import rfc8785
 from domain.errors import CanonicalizationError
 
 DIGEST_PREFIX = "sha256:"
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 def canonical_json(value: Any) -> bytes:
@@ -47,7 +49,4 @@ def digest_hex(digest: str) -> str:
 
 
 def is_digest(value: object) -> bool:
-    if not isinstance(value, str) or not value.startswith(DIGEST_PREFIX):
-        return False
-    hexpart = value[len(DIGEST_PREFIX) :]
-    return len(hexpart) == 64 and all(c in "0123456789abcdef" for c in hexpart)
+    return isinstance(value, str) and _DIGEST.fullmatch(value) is not None

@@ -34,6 +34,8 @@ always carry exactly one measurement; the order of precedence beyond that is our
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -109,7 +111,15 @@ class ComparisonComponents:
 
     @property
     def key(self) -> str:
-        return digest_of(self.as_json())
+        return _key_digest(
+            self.v,
+            self.operation,
+            self.workload,
+            self.protocol,
+            self.environment,
+            self.correctness,
+            self.metric,
+        )
 
 
 # --- reading fields -------------------------------------------------------------------------------
@@ -169,7 +179,37 @@ def environment_key(run: Mapping[str, Any]) -> str:
 
 def correctness_key_of(block: Mapping[str, Any]) -> str:
     """``sha256(JCS({"correctness": block}))`` for a correctness block."""
-    return digest_of({"correctness": dict(block)})
+    # Few distinct blocks exist (three in the whole catalog): memoise on their JSON text.
+    return _correctness_digest(json.dumps(block, sort_keys=True, ensure_ascii=False))
+
+
+@functools.lru_cache(maxsize=4096)
+def _correctness_digest(block_json: str) -> str:
+    return digest_of({"correctness": json.loads(block_json)})
+
+
+@functools.lru_cache(maxsize=65536)
+def _key_digest(
+    v: int,
+    operation: str,
+    workload: str,
+    protocol: str,
+    environment: str,
+    correctness: str,
+    metric: str,
+) -> str:
+    # Pure in its string inputs, and runs share groups: memoised for projection rebuilds.
+    return digest_of(
+        {
+            "v": v,
+            "operation": operation,
+            "workload": workload,
+            "protocol": protocol,
+            "environment": environment,
+            "correctness": correctness,
+            "metric": metric,
+        }
+    )
 
 
 def correctness_key(workload: Mapping[str, Any]) -> str:

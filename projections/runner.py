@@ -13,10 +13,10 @@ import base64
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import delete, insert, select, text, update
+from sqlalchemy import bindparam, delete, insert, select, text, update
 from sqlalchemy.orm import Session
 
 from domain.canonical import canonical_json
@@ -30,7 +30,7 @@ from domain.run_facts import (
 )
 from ledger.aggregates import run_id
 from ledger.application import Ledger
-from projections.tables import VIEW_TABLES, metadata, ranks, runs, tracking
+from projections.tables import VIEW_TABLES, metadata, ranks, runs, stale_groups, tracking
 
 RUNNER_NAME = "views"
 DEFAULT_BATCH = 1000
@@ -76,6 +76,9 @@ class ProjectionRunner:
             done += 1
             if folded < batch:
                 break
+        # Ranks are refreshed once per catch-up, not per batch: a rebuild re-ranks each group
+        # once. Until then the stale marks say which groups lag.
+        self._rerank_stale()
         return CatchUp(total, position)
 
     def _lock(self, session: Session) -> None:
@@ -99,26 +102,42 @@ class ProjectionRunner:
         ).all()
         if not rows:
             return 0, start
-        touched_groups: set[str] = set()
-        dirty_evidence: set[str] = set()
+        pending = _Pending()
         for position, topic, state in rows:
-            self.fold(
-                session,
-                int(position),
-                str(topic).rsplit(":", 1)[-1],
-                bytes(state),
-                touched_groups,
-                dirty_evidence,
-            )
+            self.fold(pending, int(position), str(topic).rsplit(":", 1)[-1], bytes(state))
         last = int(rows[-1][0])
-        for digest in sorted(dirty_evidence):
+        self._flush(session, pending)
+        for digest in sorted(pending.dirty_evidence):
             key = self._recompute_evidence(session, digest, last)
             if key is not None:
-                touched_groups.add(key)
-        for key in sorted(touched_groups):
-            self._rerank(session, key)
+                pending.touched_groups.add(key)
+        self._mark_stale(session, pending.touched_groups)
         self._set_position(session, last)
         return len(rows), last
+
+    def _mark_stale(self, session: Session, keys: set[str]) -> None:
+        if not keys:
+            return
+        already: set[str] = set()
+        for chunk in _chunks(sorted(keys), 500):
+            already.update(
+                session.execute(
+                    select(stale_groups.c.comparison_key).where(
+                        stale_groups.c.comparison_key.in_(chunk)
+                    )
+                ).scalars()
+            )
+        fresh = [{"comparison_key": k} for k in sorted(keys - already)]
+        if fresh:
+            session.execute(insert(stale_groups), fresh)
+
+    def _rerank_stale(self) -> None:
+        """Re-rank every group marked stale, in one transaction that clears the marks."""
+        with self.ledger.recorder.transaction(commit=True) as session:  # type: ignore[attr-defined]
+            self._lock(session)
+            keys = set(session.execute(select(stale_groups.c.comparison_key)).scalars())
+            self._rerank(session, keys)
+            session.execute(delete(stale_groups))
 
     def _set_position(self, session: Session, position: int) -> None:
         exists = session.execute(
@@ -133,82 +152,78 @@ class ProjectionRunner:
 
     # ------------------------------------------------------------- folding
 
-    def fold(
-        self,
-        session: Session,
-        position: int,
-        event: str,
-        state: bytes,
-        touched_groups: set[str],
-        dirty_evidence: set[str],
-    ) -> None:
-        """Apply one event to the views (inside the batch's transaction)."""
+    def fold(self, pending: _Pending, position: int, event: str, state: bytes) -> None:
+        """Apply one event to the batch's pending view changes (written at batch end)."""
         if not event.startswith("Run."):
             return  # key events have no read model here
         stored, statement = _statement(state)
         digest = _subject(statement)
         predicate = statement["predicate"]
         if event == "Run.Ingested":
-            self._insert_run(session, position, digest, str(stored["received_at"]), predicate)
-            key = session.execute(
-                select(runs.c.comparison_key).where(runs.c.run_digest == digest)
-            ).scalar()
-            if key is not None:
-                touched_groups.add(str(key))
+            row = _new_run_row(position, digest, str(stored["received_at"]), predicate)
+            pending.new_rows[digest] = row
+            if row["comparison_key"] is not None:
+                pending.touched_groups.add(row["comparison_key"])
             return
-        values: dict[str, Any] = {"last_position": position}
+        new_row = pending.new_rows.get(digest)
+        change = new_row if new_row is not None else pending.changes.setdefault(digest, {})
+        change["last_position"] = position
         if event == "Run.Attested":
-            values["attestations"] = runs.c.attestations + 1
+            change["attestations"] = change.get("attestations", 0) + 1
         elif event == "Run.Retracted":
-            values["retracted"] = True
+            change["retracted"] = True
+            pending.regroup.add(digest)
         elif event == "Run.Superseded":
-            values["superseded_by"] = predicate.get("supersededBy") or "unspecified"
+            change["superseded_by"] = predicate.get("supersededBy") or "unspecified"
+            pending.regroup.add(digest)
         elif event == "Run.RerunRecorded":
-            values["reruns"] = runs.c.reruns + 1
-            dirty_evidence.add(digest)
-        session.execute(update(runs).where(runs.c.run_digest == digest).values(**values))
-        if event in ("Run.Retracted", "Run.Superseded"):
-            key = session.execute(
-                select(runs.c.comparison_key).where(runs.c.run_digest == digest)
-            ).scalar()
-            if key is not None:
-                touched_groups.add(str(key))
+            change["reruns"] = change.get("reruns", 0) + 1
+            pending.dirty_evidence.add(digest)
 
-    def _insert_run(
-        self, session: Session, position: int, digest: str, received_at: str, predicate: Any
-    ) -> None:
-        fold = RunFold.ingested(position, digest, predicate)
-        profile, result = fold.profile, fold.evidence
-        session.execute(
-            insert(runs).values(
-                run_digest=digest,
-                name=profile.name,
-                title=profile.title,
-                source=profile.source,
-                external_id=profile.external_id,
-                benchmark=profile.benchmark,
-                status=profile.status,
-                comparison_key=profile.comparison_key,
-                metric=profile.metric,
-                statistic=profile.statistic,
-                unit=profile.unit,
-                claimed=profile.claimed,
-                product=profile.product,
-                architecture=profile.architecture,
-                observed_at=profile.observed_at,
-                ingested_position=position,
-                ingested_at=received_at,
-                retracted=False,
-                superseded_by=None,
-                attestations=0,
-                reruns=0,
-                last_position=position,
-                **_evidence_columns(result),
-                rerun_median_ns=None,
-                rerun_ci95_low=None,
-                rerun_ci95_high=None,
+    def _flush(self, session: Session, pending: _Pending) -> None:
+        """Write the batch's new runs and changes with a few multi-row statements."""
+        if pending.new_rows:
+            session.execute(insert(runs), list(pending.new_rows.values()))
+        for digest in pending.regroup:
+            row = pending.new_rows.get(digest)
+            if row is not None and row["comparison_key"] is not None:
+                pending.touched_groups.add(row["comparison_key"])
+        if not pending.changes:
+            return
+        current = {
+            r["run_digest"]: r
+            for chunk in _chunks(sorted(pending.changes), 500)
+            for r in session.execute(
+                select(
+                    runs.c.run_digest, runs.c.attestations, runs.c.reruns, runs.c.comparison_key
+                ).where(runs.c.run_digest.in_(chunk))
+            ).mappings()
+        }
+        shapes: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        for digest, change in pending.changes.items():
+            now = current.get(digest)
+            if now is None:
+                continue  # an event for a run the views never saw ingested: nothing to update
+            if digest in pending.regroup and now["comparison_key"] is not None:
+                pending.touched_groups.add(str(now["comparison_key"]))
+            values = {
+                "key": digest,
+                "new_attestations": now["attestations"] + change.get("attestations", 0),
+                "new_reruns": now["reruns"] + change.get("reruns", 0),
+                "new_last_position": change["last_position"],
+                **{f"new_{k}": change[k] for k in ("retracted", "superseded_by") if k in change},
+            }
+            shapes.setdefault(tuple(sorted(values)), []).append(values)
+        # One executemany per shape of change (a lifecycle change sets extra columns).
+        for shape, group in shapes.items():
+            columns: dict[str, Any] = {
+                c.removeprefix("new_"): bindparam(c) for c in shape if c != "key"
+            }
+            session.execute(
+                update(runs).where(runs.c.run_digest == bindparam("key")).values(**columns),
+                group,
+                execution_options={"synchronize_session": False},
             )
-        )
 
     def _run_events(self, session: Session, digest: str, up_to: int) -> Sequence[Any]:
         return session.execute(
@@ -242,25 +257,33 @@ class ProjectionRunner:
         )
         return fold.profile.comparison_key
 
-    def _rerank(self, session: Session, key: str) -> None:
-        rows = session.execute(select(runs).where(runs.c.comparison_key == key)).mappings().all()
-        entries = [_rank_entry(row) for row in rows]
-        session.execute(delete(ranks).where(ranks.c.comparison_key == key))
+    def _rerank(self, session: Session, keys: set[str]) -> None:
+        """Recompute both views' ranks of the touched groups."""
+        if not keys:
+            return
+        members: dict[str, list[RankEntry]] = {key: [] for key in keys}
+        for chunk in _chunks(sorted(keys), 500):
+            for row in session.execute(
+                select(runs).where(runs.c.comparison_key.in_(chunk))
+            ).mappings():
+                members[str(row["comparison_key"])].append(_rank_entry(row))
+            session.execute(delete(ranks).where(ranks.c.comparison_key.in_(chunk)))
         new_rows = []
-        for view in (View.SOURCE_NATIVE, View.VERIFIED):
-            for ranked in rank_group(entries, view):
-                new_rows.append(
-                    {
-                        "view": str(view),
-                        "run_digest": ranked.run,
-                        "comparison_key": key,
-                        "rank": ranked.rank,
-                        "of_count": ranked.of,
-                        "value": ranked.value,
-                        "tied_with": json.dumps(list(ranked.tied_with)),
-                        "policy_version": ranked.policy_version,
-                    }
-                )
+        for key in sorted(keys):
+            for view in (View.SOURCE_NATIVE, View.VERIFIED):
+                for ranked in rank_group(members[key], view):
+                    new_rows.append(
+                        {
+                            "view": str(view),
+                            "run_digest": ranked.run,
+                            "comparison_key": key,
+                            "rank": ranked.rank,
+                            "of_count": ranked.of,
+                            "value": ranked.value,
+                            "tied_with": json.dumps(list(ranked.tied_with)),
+                            "policy_version": ranked.policy_version,
+                        }
+                    )
         if new_rows:
             session.execute(insert(ranks), new_rows)
 
@@ -270,7 +293,7 @@ class ProjectionRunner:
         """Drop every read model and fold the whole event log again."""
         with self.ledger.recorder.transaction(commit=True) as session:  # type: ignore[attr-defined]
             self._lock(session)
-            for table in (*VIEW_TABLES, tracking):
+            for table in (*VIEW_TABLES, stale_groups, tracking):
                 session.execute(delete(table))
         return self.catch_up(batch)
 
@@ -285,6 +308,54 @@ class ProjectionRunner:
                     hasher.update(canonical_json(_jsonable(dict(row))) + b"\n")
                 digests[table.name] = "sha256:" + hasher.hexdigest()
         return digests
+
+
+@dataclass
+class _Pending:
+    """View changes of one batch, written together at its end."""
+
+    new_rows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    changes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    regroup: set[str] = field(default_factory=set)
+    touched_groups: set[str] = field(default_factory=set)
+    dirty_evidence: set[str] = field(default_factory=set)
+
+
+def _chunks(items: list[str], size: int) -> list[list[str]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def _new_run_row(position: int, digest: str, received_at: str, predicate: Any) -> dict[str, Any]:
+    fold = RunFold.ingested(position, digest, predicate)
+    profile = fold.profile
+    return {
+        "run_digest": digest,
+        "name": profile.name,
+        "title": profile.title,
+        "source": profile.source,
+        "external_id": profile.external_id,
+        "benchmark": profile.benchmark,
+        "status": profile.status,
+        "comparison_key": profile.comparison_key,
+        "metric": profile.metric,
+        "statistic": profile.statistic,
+        "unit": profile.unit,
+        "claimed": profile.claimed,
+        "product": profile.product,
+        "architecture": profile.architecture,
+        "observed_at": profile.observed_at,
+        "ingested_position": position,
+        "ingested_at": received_at,
+        "retracted": False,
+        "superseded_by": None,
+        "attestations": 0,
+        "reruns": 0,
+        "last_position": position,
+        **_evidence_columns(fold.evidence),
+        "rerun_median_ns": None,
+        "rerun_ci95_low": None,
+        "rerun_ci95_high": None,
+    }
 
 
 def _jsonable(row: dict[str, Any]) -> dict[str, Any]:

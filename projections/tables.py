@@ -68,6 +68,14 @@ ranks = Table(
     Index("kernelindex_view_ranks_board", "comparison_key", "view", "rank"),
 )
 
+# Groups whose ranks are stale: marked in the batch that changed them, cleared when re-ranked
+# (so a crash between the two leaves the mark, and the next catch-up re-ranks).
+stale_groups = Table(
+    "kernelindex_view_stale_groups",
+    metadata,
+    Column("comparison_key", String(71), primary_key=True),
+)
+
 tracking = Table(
     "kernelindex_view_tracking",
     metadata,
