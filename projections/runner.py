@@ -290,11 +290,14 @@ class ProjectionRunner:
     # ------------------------------------------------------------- rebuild
 
     def rebuild(self, batch: int = DEFAULT_BATCH) -> CatchUp:
-        """Drop every read model and fold the whole event log again."""
+        """Drop every read model (tables included, so schema changes apply) and fold the
+        whole event log again."""
+        engine = self.ledger.recorder.datastore.engine  # type: ignore[attr-defined]
         with self.ledger.recorder.transaction(commit=True) as session:  # type: ignore[attr-defined]
             self._lock(session)
-            for table in (*VIEW_TABLES, stale_groups, tracking):
-                session.execute(delete(table))
+            metadata.drop_all(session.connection())
+            metadata.create_all(session.connection())
+        metadata.create_all(engine, checkfirst=True)
         return self.catch_up(batch)
 
     def table_digests(self) -> dict[str, str]:

@@ -57,8 +57,8 @@ runs = Table(
 ranks = Table(
     "kernelindex_view_ranks",
     metadata,
-    Column("view", String(20), primary_key=True),
     Column("run_digest", String(71), primary_key=True),
+    Column("view", String(20), primary_key=True),
     Column("comparison_key", String(71), nullable=False),
     Column("rank", Integer, nullable=False),
     Column("of_count", Integer, nullable=False),
