@@ -24,11 +24,12 @@ from api.cli_common import (
     print_json,
 )
 from ledger.audit import audit_ledger
-from ledger.bundle import export_bundle
 from ledger.bundle_verifier import verify_bundle_lines
+from ledger.claims import ClaimTracker
 from ledger.errors import NotFoundError
 from ledger.trust import TrustRoot
 from ledger.verification_report import Report
+from projections.export import export_runs
 
 log_app = typer.Typer(
     help="The transparency log: checkpoints, proofs, entries.", no_args_is_help=True
@@ -91,19 +92,22 @@ def export(
     run: Annotated[
         list[str] | None, typer.Option("--run", help="Run digest or prefix; repeatable.")
     ] = None,
+    cohort: Annotated[
+        str | None, typer.Option("--cohort", help="A comparison key: every run of the group.")
+    ] = None,
     all_events: Annotated[bool, typer.Option("--all", help="The whole ledger.")] = False,
     home: HomeOption = None,
     db: DbOption = None,
 ) -> None:
     """Write a self-contained bundle that `kernelindex verify` checks offline."""
-    if bool(run) == all_events:
-        raise NotFoundError("give --run RUN (repeatable) or --all")
+    if sum((bool(run), bool(cohort), all_events)) != 1:
+        raise NotFoundError("give one of --run RUN (repeatable), --cohort KEY or --all")
     ledger = open_ledger(home, db)
     runs = [ledger.resolve_run(r) for r in run] if run else None
     with output.open("w", encoding="utf-8") as handle, _progress(None, "exporting") as bar:
         task = bar.add_task("export", total=None)
-        summary = export_bundle(
-            ledger, handle, runs=runs, progress=lambda n: bar.update(task, completed=n)
+        summary = export_runs(
+            ledger, handle, runs, cohort=cohort, progress=lambda n: bar.update(task, completed=n)
         )
     err.print(
         f"wrote {output}: {summary.events} events, proofs against a signed checkpoint of "
@@ -120,6 +124,14 @@ def verify(
     ] = None,
     checkpoint: CheckpointOption = None,
     as_json: JsonOption = False,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            min=1,
+            help="Processes that verify events (default: one per CPU core; 1: this one only).",
+        ),
+    ] = None,
 ) -> None:
     """Verify a bundle offline: signatures, keys, digests, inclusion proofs, checkpoint, claims."""
     pinned = TrustRoot.load(trust_root) if trust_root else None
@@ -130,6 +142,8 @@ def verify(
             pinned_root=pinned,
             known_checkpoints=_read_notes(checkpoint),
             progress=lambda n: bar.update(task, completed=n),
+            workers=workers,
+            claims=ClaimTracker(),
         )
     report.subject = str(bundle)
     if as_json:

@@ -5,9 +5,10 @@ Line types, in this order:
 ``header``      format, origin, creation time, scope
 ``trustRoot``   the trust root the ledger was created with (a verifier may pin its own)
 ``checkpoint``  the signed C2SP checkpoint every inclusion proof in the bundle is against
+``claim``       the projected state the ledger claims for a run: evidence level and rank in
+                each view (before the events, so a verifier knows which runs to follow)
 ``event``       one per event, in leaf order: leafIndex, position, aggregate, version, topic,
                 receivedAt, the DSSE envelope as signed, and its inclusion proof (base64)
-``claim``       the projected state the ledger claims for a run (when projections exist)
 ``footer``      how many events came before, so truncation is detected
 
 Key events (every Principal event) are always included, so each signature can be checked
@@ -89,10 +90,14 @@ def export_bundle(
     out: IO[str],
     *,
     runs: Iterable[str] | None = None,
-    claims: Callable[[str], dict[str, Any] | None] | None = None,
+    claims: Iterable[dict[str, Any]] = (),
     progress: Callable[[int], None] | None = None,
 ) -> ExportSummary:
-    """Write a bundle of the given runs (None: the whole ledger) to ``out``."""
+    """Write a bundle of the given runs (None: the whole ledger) to ``out``.
+
+    ``claims`` are claim lines (see ledger.claims.make_claim); a claim about a rank should
+    come with every run of that comparison group in ``runs``, or it cannot be verified.
+    """
     run_list = sorted(set(runs)) if runs is not None else None
     aggregates = [run_id(d) for d in run_list] if run_list is not None else None
     checkpoint = ledger.tlog.sign_checkpoint()
@@ -110,6 +115,8 @@ def export_bundle(
     )
     out.write(_line({"type": "trustRoot", "trustRoot": ledger.trust_root.to_json()}))
     out.write(_line({"type": "checkpoint", "note": checkpoint.note}))
+    for claim in claims:
+        out.write(_line(claim))
     count = 0
     for leaf_index, position, aggregate, version, topic, state in _event_rows(
         ledger, size, aggregates
@@ -137,10 +144,5 @@ def export_bundle(
         count += 1
         if progress is not None:
             progress(count)
-    if claims is not None and run_list is not None:
-        for digest in run_list:
-            claim = claims(digest)
-            if claim is not None:
-                out.write(_line({"type": "claim", "run": digest, **claim}))
     out.write(_line({"type": "footer", "events": count}))
     return ExportSummary(events=count, tree_size=size, runs=len(run_list) if run_list else None)

@@ -1,0 +1,510 @@
+"""Offline verification benchmark (DESIGN.md §13): throughput against bare Ed25519, and memory.
+
+Target: verify ≥ 0.8 × (cores × single-core Ed25519 verify rate) events/s, with peak memory
+flat in bundle size. Measured in one run, on bundles of a synthetic, really signed ledger
+(``benchmarks.generate``):
+
+(a) bare Ed25519: the same envelopes' signatures, verified single-core with ``cryptography``
+    over PAE bytes and public key objects prepared up front (and, for reference, the rate of
+    one such process per core running at once);
+(b) ``verify_bundle_lines`` throughput in events/s with ``workers=1`` and ``workers=cores``,
+    each run in a fresh subprocess, timed around the call (imports excluded);
+(c) the ratio of (b) at ``workers=cores`` to ``cores × (a)``;
+(d) peak RSS (``ru_maxrss``) of the verifying process and of its largest worker, at each
+    bundle size, to show it does not grow with the bundle;
+
+plus a per-stage cost breakdown of one event's verification (single-core, in-process) to show
+where the time goes. Prints tables and writes ``benchmarks/results/verify.json``.
+
+    python -m benchmarks.bench_verify                      # 2,000 and 20,000 events
+    python -m benchmarks.bench_verify --sizes 1000 5000    # quicker
+
+The generated ledger and bundles are cached under ``benchmarks/.cache/`` (``--rebuild``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from rich.console import Console
+from rich.table import Table
+
+from benchmarks.generate import BuiltLedger, build_ledger, export, open_built
+from domain.canonical import canonical_json
+from domain.manifests.manifest_set import check_manifest_set
+from ledger.bundle_verifier import (
+    _entry_leaf_hash,
+    _InclusionChecker,
+    _KeyBook,
+    default_workers,
+)
+from ledger.dsse import pae, parse_envelope
+from ledger.event_verification import verify_event
+from ledger.log_entries import LogEntry
+from ledger.merkle import verify_inclusion
+from ledger.signed_note import Verifier, open_checkpoint
+from ledger.trust import TrustRoot
+
+HERE = Path(__file__).resolve().parent
+CACHE = HERE / ".cache"
+RESULTS = HERE / "results" / "verify.json"
+TARGET = 0.8
+console = Console()
+
+
+# --------------------------------------------------------------------------------- bundles
+
+
+def _runs_for(events: int, attestations: int) -> int:
+    """Runs for a bundle of about ``events`` events (plus the few key events)."""
+    return max(1, round(events / (1 + attestations)))
+
+
+def prepare_bundles(
+    sizes: list[int], attestations: int, cache: Path, rebuild: bool
+) -> tuple[dict[int, Path], dict[str, Any]]:
+    """One ledger big enough for the largest size; a bundle per size (the whole ledger for
+    the largest, the first runs for the others: proofs all against the same tree)."""
+    runs = _runs_for(max(sizes), attestations)
+    folder = cache / f"verify-{runs}x{attestations}"
+    meta_path = folder / "meta.json"
+    meta: dict[str, Any] = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    if rebuild or not meta:
+        if folder.exists():
+            for path in sorted(folder.rglob("*"), reverse=True):
+                path.unlink() if path.is_file() else path.rmdir()
+        console.print(f"building a ledger of {runs} runs x {attestations} attestations ...")
+        built = build_ledger(folder / "home", runs, attestations)
+        meta = {"runs": runs, "attestations": attestations, "events": built.events}
+        meta["buildSeconds"] = round(built.seconds, 1)
+        meta["appendsPerSecond"] = round(built.events / built.seconds, 1)
+        meta_path.write_text(json.dumps(meta, indent=2))
+        console.print(f"  {built.events} events in {built.seconds:.0f}s")
+    ledger: BuiltLedger | None = None
+    bundles: dict[int, Path] = {}
+    for size in sizes:
+        path = folder / f"bundle-{size}.jsonl"
+        bundles[size] = path
+        if path.exists():
+            continue
+        ledger = ledger or open_built(folder / "home")
+        scope = _runs_for(size, attestations)
+        started = time.perf_counter()
+        summary = export(ledger, path, None if scope >= runs else ledger.run_digests[:scope])
+        seconds = time.perf_counter() - started
+        meta.setdefault("exports", {})[str(size)] = {
+            "events": summary.events,
+            "seconds": round(seconds, 1),
+        }
+        meta_path.write_text(json.dumps(meta, indent=2))
+        console.print(f"  exported {summary.events} events to {path.name} in {seconds:.0f}s")
+    return bundles, meta
+
+
+def _records(bundle: Path) -> Iterator[dict[str, Any]]:
+    with bundle.open(encoding="utf-8") as handle:
+        for line in handle:
+            yield json.loads(line)
+
+
+# --------------------------------------------------------------------------------- ed25519
+
+
+Work = list[tuple[Ed25519PublicKey, bytes, bytes]]
+
+
+def signature_work(bundle: Path, limit: int) -> Work:
+    """The first ``limit`` events' signatures: key object, signature, PAE bytes, up front."""
+    keys: dict[str, Ed25519PublicKey] = {}
+    work: Work = []
+    for record in _records(bundle):
+        if record.get("type") != "event":
+            continue
+        envelope = record["envelope"]
+        payload = base64.b64decode(envelope["payload"])
+        if "Principal." in record["topic"]:
+            predicate = json.loads(payload)["predicate"]
+            raw = base64.b64decode(predicate["publicKey"])
+            keys.setdefault(predicate["keyId"], Ed25519PublicKey.from_public_bytes(raw))
+        keyid, sig = envelope["signatures"][0]["keyid"], envelope["signatures"][0]["sig"]
+        work.append((keys[keyid], base64.b64decode(sig), pae(envelope["payloadType"], payload)))
+        if len(work) >= limit:
+            break
+    return work
+
+
+def _verify_all(work: Work, rounds: int) -> int:
+    for _ in range(rounds):
+        for key, sig, message in work:
+            key.verify(sig, message)
+    return rounds * len(work)
+
+
+def ed25519_rate(work: Work, seconds: float = 2.0) -> float:
+    """Signatures verified per second, single core: the median of passes over the sample."""
+    _verify_all(work[:200], 1)
+    rates: list[float] = []
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline or len(rates) < 3:
+        started = time.perf_counter()
+        n = _verify_all(work, 1)
+        rates.append(n / (time.perf_counter() - started))
+    return statistics.median(rates)
+
+
+_SHARED: dict[str, Work] = {}  # inherited by forked processes
+
+
+def _verify_shared(rounds: int) -> int:
+    return _verify_all(_SHARED["work"], rounds)
+
+
+def ed25519_rate_all_cores(work: Work, cores: int, shots: int = 3) -> float:
+    """One process per core, each verifying the same signatures at once (forked); the best
+    of a few shots, since other work on the machine can only lower it."""
+    _SHARED["work"] = work
+    context = get_context("fork")
+    rates: list[float] = []
+    with context.Pool(cores) as pool:
+        pool.map(_verify_shared, [0] * cores)  # started and warm
+        for _ in range(shots):
+            started = time.perf_counter()
+            done = sum(pool.map(_verify_shared, [1] * cores))
+            rates.append(done / (time.perf_counter() - started))
+    _SHARED.clear()
+    return max(rates)
+
+
+# ------------------------------------------------------------------------- stage breakdown
+
+
+@dataclass
+class Stage:
+    name: str
+    micros: float  # per event it applies to
+    share: float  # of all events (1.0, or the fraction of ingestions)
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def stage_costs(bundle: Path, limit: int) -> tuple[list[Stage], float]:
+    """Per-event costs of each step of verifying one event, single core, in-process."""
+    lines: list[str] = []
+    trust: TrustRoot | None = None
+    tree: tuple[int, bytes] | None = None
+    book = _KeyBook()
+    with bundle.open(encoding="utf-8") as handle:
+        for line in handle:
+            record = json.loads(line)
+            kind = record.get("type")
+            if kind == "trustRoot":
+                trust = TrustRoot.from_json(record["trustRoot"])
+            elif kind == "checkpoint" and trust is not None:
+                verifier = Verifier.from_public_key(trust.origin, trust.log_key.raw)
+                checkpoint, _ = open_checkpoint(record["note"], [verifier], origin=trust.origin)
+                tree = (checkpoint.size, checkpoint.root)
+            elif kind == "event":
+                lines.append(line)
+                if len(lines) >= limit:
+                    break
+    assert trust is not None and tree is not None
+    records = [json.loads(line) for line in lines]
+    entries = [
+        LogEntry(
+            r["position"], r["aggregate"], r["version"], r["topic"], r["envelope"], r["receivedAt"]
+        )
+        for r in records
+    ]
+    proofs = [[base64.b64decode(h) for h in r["proof"]] for r in records]
+    # Learn the keys first (verify_event needs them), as the verifier does in leaf order.
+    for entry in entries:
+        if "Principal." in entry.topic:
+            result = verify_event(
+                position=entry.position,
+                version=entry.version,
+                event=entry.topic.rsplit(":", 1)[-1],
+                aggregate_id=UUID(entry.aggregate),
+                envelope_json=entry.envelope,
+                received_at=entry.received_at,
+                keys=book,
+                trust_root=trust,
+            )
+            book.learn(result)
+    envelopes = [parse_envelope(e.envelope) for e in entries]
+    statements = [e.statement() for e in envelopes]
+    ingestions = [s for s in statements if str(s.predicateType).endswith("ingestion/v1")]
+    n = len(entries)
+    size, root = tree
+    leaves = [e.leaf_hash() for e in entries]
+    checker = _InclusionChecker()
+    work = signature_work(bundle, limit)
+
+    def verify_all() -> None:
+        for entry in entries:
+            verify_event(
+                position=entry.position,
+                version=entry.version,
+                event=entry.topic.rsplit(":", 1)[-1],
+                aggregate_id=UUID(entry.aggregate),
+                envelope_json=entry.envelope,
+                received_at=entry.received_at,
+                keys=book,
+                trust_root=trust,
+            )
+
+    def prove(verify: Callable[[bytes, int, int, list[bytes], bytes], None]) -> None:
+        for i in range(n):
+            verify(leaves[i], records[i]["leafIndex"], size, proofs[i], root)
+
+    def per(seconds: float, count: int) -> float:
+        return seconds / max(count, 1) * 1e6
+
+    share = len(ingestions) / n
+    timings: list[Stage] = [
+        Stage("json.loads of the line", per(_timed(lambda: [json.loads(x) for x in lines]), n), 1),
+        Stage(
+            "leaf hash, rfc8785 JCS", per(_timed(lambda: [e.leaf_hash() for e in entries]), n), 1
+        ),
+        Stage(
+            "leaf hash, plain-JSON shortcut",
+            per(_timed(lambda: [_entry_leaf_hash(e) for e in entries]), n),
+            1,
+        ),
+        Stage("inclusion, verify_inclusion", per(_timed(lambda: prove(verify_inclusion)), n), 1),
+        Stage("inclusion, path cache", per(_timed(lambda: prove(checker.verify)), n), 1),
+        Stage(
+            "verify_event (all of the below)",
+            per(_timed(verify_all), n),
+            1,
+        ),
+        Stage(
+            "  parse_envelope",
+            per(_timed(lambda: [parse_envelope(e.envelope) for e in entries]), n),
+            1,
+        ),
+        Stage(
+            "    of which JCS of the envelope",
+            per(_timed(lambda: [canonical_json(dict(e.envelope)) for e in entries]), n),
+            1,
+        ),
+        Stage(
+            "  statement: JSON + pydantic",
+            per(_timed(lambda: [e.statement() for e in envelopes]), n),
+            1,
+        ),
+        Stage(
+            "  Ed25519 verify (cryptography)",
+            per(_timed(lambda: _verify_all(work, 1)), len(work)),
+            1,
+        ),
+        Stage(
+            "  check_manifest_set (ingestions)",
+            per(
+                _timed(lambda: [check_manifest_set(s.predicate["manifests"]) for s in ingestions]),
+                len(ingestions),
+            ),
+            share,
+        ),
+    ]
+    return timings, share
+
+
+# ---------------------------------------------------------------------------- verify runs
+
+
+def run_child(bundle: Path, workers: int) -> dict[str, Any]:
+    command = [sys.executable, "-m", "benchmarks.verify_child", str(bundle), str(workers)]
+    done = subprocess.run(  # noqa: S603 - this interpreter, fixed arguments
+        command, cwd=HERE.parent, capture_output=True, text=True, check=True, timeout=600
+    )
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    if not result["verified"]:
+        raise SystemExit(f"{bundle} did not verify: {done.stdout}")
+    return result
+
+
+# ----------------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Offline verify throughput and memory.")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 20000], help="events")
+    parser.add_argument("--attestations", type=int, default=3, help="per run")
+    parser.add_argument("--workers", type=int, default=default_workers(), help="cores to use")
+    parser.add_argument("--sample", type=int, default=4000, help="envelopes for (a) and stages")
+    parser.add_argument("--repeat", type=int, default=3, help="verify runs per case (median)")
+    parser.add_argument("--cache", type=Path, default=CACHE)
+    parser.add_argument("--rebuild", action="store_true", help="regenerate the ledger")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+
+    started = time.perf_counter()
+    load_before = os.getloadavg()[0]
+    cores = args.workers
+    sizes = sorted(set(args.sizes))
+    bundles, meta = prepare_bundles(sizes, args.attestations, args.cache, args.rebuild)
+    largest = bundles[sizes[-1]]
+
+    work = signature_work(largest, args.sample)
+    single = ed25519_rate(work)
+    parallel = ed25519_rate_all_cores(work, cores) if cores > 1 else single
+    stages, ingestion_share = stage_costs(largest, min(args.sample, 2000))
+
+    runs: list[dict[str, Any]] = []
+    for size in sizes:
+        for workers in sorted({1, cores}):
+            tries = [run_child(bundles[size], workers) for _ in range(args.repeat)]
+            tries.sort(key=lambda r: float(r["eventsPerSecond"]))
+            result = dict(tries[len(tries) // 2])  # the median run
+            result["size"] = size
+            result["eventsPerSecondAll"] = [round(r["eventsPerSecond"]) for r in tries]
+            result["peakRssKiB"] = max(r["peakRssKiB"] for r in tries)
+            result["peakWorkerRssKiB"] = max(r["peakWorkerRssKiB"] for r in tries)
+            runs.append(result)
+            console.print(
+                f"  verified {result['events']} events, workers={workers}: "
+                f"{result['eventsPerSecond']:.0f}/s (median of {result['eventsPerSecondAll']})"
+            )
+
+    def rate(size: int, workers: int) -> float:
+        return float(
+            next(r for r in runs if r["size"] == size and r["workers"] == workers)[
+                "eventsPerSecond"
+            ]
+        )
+
+    top = rate(sizes[-1], cores)
+    target_rate = TARGET * cores * single
+    ratio = top / (cores * single)
+    results: dict[str, Any] = {
+        "machine": {
+            "cores": cores,
+            "cpuCount": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "processor": platform.processor() or platform.machine(),
+            # Other work on the machine skews every figure: the 1-minute load average before
+            # the benchmark, and how far Ed25519 scaled over all cores (ideally = cores).
+            "loadAverageBefore": round(load_before, 2),
+            "ed25519Scaling": round(parallel / single, 2),
+        },
+        "ledger": meta,
+        "ed25519": {
+            "sample": len(work),
+            "singleCorePerSecond": round(single, 1),
+            "allCoresPerSecondMeasured": round(parallel, 1),
+            "coresTimesSingle": round(cores * single, 1),
+        },
+        "verify": [
+            {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()} for r in runs
+        ],
+        "ratio": {
+            "value": round(ratio, 3),
+            "target": TARGET,
+            "met": ratio >= TARGET,
+            "targetEventsPerSecond": round(target_rate, 1),
+            "singleWorkerToSingleCoreEd25519": round(rate(sizes[-1], 1) / single, 3),
+            "toMeasuredAllCoresEd25519": round(top / parallel, 3),
+        },
+        "memory": {
+            str(r["size"]) + f"/w{r['workers']}": {
+                "peakRssKiB": r["peakRssKiB"],
+                "peakWorkerRssKiB": r["peakWorkerRssKiB"],
+            }
+            for r in runs
+        },
+        "stagesMicrosecondsPerEvent": {
+            s.name.strip(): {"micros": round(s.micros, 1), "appliesTo": round(s.share, 3)}
+            for s in stages
+        },
+        "ingestionShare": round(ingestion_share, 3),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    _print(results, runs, stages, cores, single, parallel, ratio, target_rate)
+    console.print(f"wrote {args.out} ({results['seconds']:.0f}s)")
+
+
+def _print(
+    results: dict[str, Any],
+    runs: list[dict[str, Any]],
+    stages: list[Stage],
+    cores: int,
+    single: float,
+    parallel: float,
+    ratio: float,
+    target_rate: float,
+) -> None:
+    table = Table(title="offline verify", title_justify="left")
+    columns = ("events", "workers", "seconds", "events/s", "peak RSS MiB", "worker RSS MiB")
+    for column in (*columns, "RSS after imports MiB"):
+        table.add_column(column, justify="right")
+    for r in runs:
+        table.add_row(
+            str(r["events"]),
+            str(r["workers"]),
+            f"{r['seconds']:.2f}",
+            f"{r['eventsPerSecond']:.0f}",
+            f"{r['peakRssKiB'] / 1024:.1f}",
+            f"{r['peakWorkerRssKiB'] / 1024:.1f}" if r["peakWorkerRssKiB"] else "-",
+            f"{r['baselineRssKiB'] / 1024:.1f}",
+        )
+    console.print(table)
+    summary = Table(title="against bare Ed25519", title_justify="left")
+    summary.add_column("figure")
+    summary.add_column("value", justify="right")
+    summary.add_row("Ed25519 verify/s, one core", f"{single:.0f}")
+    summary.add_row(f"Ed25519 verify/s, {cores} processes at once (measured)", f"{parallel:.0f}")
+    summary.add_row(f"target: {TARGET} x {cores} cores x one-core rate", f"{target_rate:.0f}")
+    summary.add_row(
+        f"verify events/s, {cores} workers, largest bundle", f"{runs[-1]['eventsPerSecond']:.0f}"
+    )
+    verdict = "[green]met[/]" if ratio >= TARGET else "[red]not met[/]"
+    summary.add_row("ratio to cores x one-core Ed25519", f"{ratio:.3f} ({verdict})")
+    summary.add_row(
+        f"verify events/s, {cores} workers, to Ed25519 on {cores} processes (measured)",
+        f"{results['ratio']['toMeasuredAllCoresEd25519']:.3f}",
+    )
+    summary.add_row(
+        "one worker to one-core Ed25519",
+        f"{results['ratio']['singleWorkerToSingleCoreEd25519']:.3f}",
+    )
+    console.print(summary)
+    machine = results["machine"]
+    if machine["ed25519Scaling"] < 0.8 * cores or machine["loadAverageBefore"] > 0.5:
+        console.print(
+            f"[yellow]warning[/]: the machine looks busy (load {machine['loadAverageBefore']} "
+            f"before the run; Ed25519 scaled {machine['ed25519Scaling']}x over {cores} "
+            "processes): the figures are skewed; run it again on an idle machine"
+        )
+    where = Table(title="where one event's time goes (one core, µs)", title_justify="left")
+    where.add_column("stage")
+    where.add_column("µs", justify="right")
+    where.add_column("applies to", justify="right")
+    for s in stages:
+        where.add_row(s.name, f"{s.micros:.1f}", f"{s.share:.0%}")
+    console.print(where)
+
+
+if __name__ == "__main__":
+    main()

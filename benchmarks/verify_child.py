@@ -1,0 +1,52 @@
+"""One measured ``verify_bundle_lines`` run, in a fresh process (used by bench_verify).
+
+Imports only the verifier, so the peak RSS it reports is the verifier's: the process's own
+(``VmHWM``: ``ru_maxrss`` would carry over the RSS of the process that started this one)
+and its largest worker's (``ru_maxrss`` of RUSAGE_CHILDREN, once the workers have been
+joined at the end of the call).
+
+    python -m benchmarks.verify_child BUNDLE WORKERS   # prints one JSON line
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ledger.bundle_verifier import verify_bundle_lines
+
+
+def peak_rss_kib() -> int:
+    """This process's peak RSS since it started (exec), in KiB."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:  # not Linux
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")))
+
+
+def measure(bundle: Path, workers: int) -> dict[str, Any]:
+    baseline_kib = peak_rss_kib()
+    started = time.perf_counter()
+    with bundle.open(encoding="utf-8") as handle:
+        report = verify_bundle_lines(handle, workers=workers)
+    seconds = time.perf_counter() - started
+    events = int(report.facts.get("events") or 0)
+    return {
+        "events": events,
+        "verified": report.verified,
+        "workers": workers,
+        "seconds": seconds,
+        "eventsPerSecond": events / seconds,
+        "baselineRssKiB": baseline_kib,
+        "peakRssKiB": peak_rss_kib(),
+        "peakWorkerRssKiB": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
+    }
+
+
+if __name__ == "__main__":
+    print(json.dumps(measure(Path(sys.argv[1]), int(sys.argv[2]))))

@@ -1,0 +1,387 @@
+"""The parallel offline verifier counts exactly what the in-process one counts.
+
+One ledger of a few hundred events (SQLite) is built once and exported; each test verifies the
+bundle, clean or with a fault injected, in this process (``workers=1``) and in two worker
+processes with small batches (many batches in flight, key events between them), and requires
+the same pass and failure counts, and the same findings in any order.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import io
+import json
+import random
+import threading
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from domain.statements import Role
+from domain.timestamps import format_time, utc_now
+from ledger.application import Ledger
+from ledger.authoring import (
+    attestation_envelope,
+    ingestion_envelope,
+    key_registration_envelope,
+    key_revocation_envelope,
+)
+from ledger.bundle import export_bundle
+from ledger.bundle_verifier import (
+    BundleVerifier,
+    _entry_leaf_hash,
+    _InclusionChecker,
+    _pool_context,
+    verify_bundle_lines,
+)
+from ledger.keys import SigningKey
+from ledger.log_entries import LogEntry
+from ledger.merkle import ProofError, inclusion_proof, leaf_hash, root, verify_inclusion
+from ledger.trust import TrustRoot
+from ledger.verification_report import Report
+
+RUNS = 60
+ATTESTATIONS = 3
+
+
+class Clock:
+    def __init__(self, start: datetime) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@dataclass(frozen=True)
+class Bundle:
+    lines: list[str]
+    late_key: str  # attester whose revocation comes after its events, but dated before them
+    late_revocation: int  # index in ``lines`` of that revocation
+
+
+def _manifests(seed: dict[str, Any], i: int) -> dict[str, Any]:
+    manifests = copy.deepcopy(seed)
+    spec = manifests["run"]["spec"]
+    spec["timing"]["latencyNs"]["mean"] += i
+    spec["sourceNative"]["externalId"] = f"test-{i}"
+    manifests["run"]["metadata"]["name"] = f"parallel-run-{i:04d}"
+    return manifests
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory, seed_path: Path) -> Bundle:
+    folder = tmp_path_factory.mktemp("parallel")
+    start = utc_now() - timedelta(days=1)
+    clock = Clock(start)
+    admin, ingester, log = SigningKey.generate(), SigningKey.generate(), SigningKey.generate()
+    attesters = [SigningKey.generate() for _ in range(3)]
+    trust = TrustRoot(
+        origin="test.kernelindex/parallel",
+        admin_keys=(admin.public,),
+        log_key=log.public,
+        created_at=format_time(start),
+    )
+    ledger = Ledger(f"sqlite:///{folder / 'ledger.db'}", trust, clock=clock, log_key=log)
+    ledger.append(key_registration_envelope(admin.public, [Role.ADMIN], admin, now=start))
+    ledger.append(key_registration_envelope(ingester.public, [Role.INGESTER], admin, now=start))
+    seed = json.loads(seed_path.read_text())
+    late = attesters[2]
+    for i in range(RUNS):
+        clock.now = start + timedelta(minutes=10 + i)
+        if i == 5:  # keys registered between events, so batches must close around them
+            for key in attesters:
+                ledger.append(
+                    key_registration_envelope(key.public, [Role.ATTESTER], key, now=clock.now)
+                )
+        manifests = _manifests(seed, i)
+        run = ledger.append(ingestion_envelope(manifests, ingester, now=clock.now))
+        name = manifests["run"]["metadata"]["name"]
+        for j in range(ATTESTATIONS if i >= 5 else 0):
+            key = attesters[(i + j) % len(attesters)]
+            ledger.append(
+                attestation_envelope(
+                    run.subject_digest, name, key, type_="note", body=f"{i}/{j}", now=clock.now
+                )
+            )
+    # The late attester's revocation is appended last but received "before" its attestations
+    # (the ledger's clock went back): verifying it retroactively would fail them all.
+    clock.now = start + timedelta(minutes=1)
+    ledger.append(key_revocation_envelope(late.public, admin, reason="test", now=clock.now))
+    clock.now = start + timedelta(minutes=20 + RUNS)
+    other = SigningKey.generate()
+    ledger.append(key_registration_envelope(other.public, [Role.ATTESTER], other, now=clock.now))
+    out = io.StringIO()
+    export_bundle(ledger, out)
+    lines = out.getvalue().splitlines(keepends=True)
+    revocation = next(
+        n
+        for n, line in enumerate(lines)
+        if "Principal.Revoked" in line and json.loads(line)["type"] == "event"
+    )
+    return Bundle(lines, late.key_id, revocation)
+
+
+def both(lines: list[str]) -> Report:
+    """Verify in this process and in worker processes; the counts must agree exactly."""
+    sequential = verify_bundle_lines(lines, workers=1)
+    with BundleVerifier(workers=2, batch_events=16) as verifier:
+        for number, line in enumerate(lines, start=1):
+            if line.strip():
+                verifier.feed(number, line)
+        parallel = verifier.finish()
+        assert verifier._pool is not None, "the bundle should have been verified by workers"
+    assert parallel.passed == sequential.passed
+    assert parallel.failed == sequential.failed
+    assert Counter(parallel.findings) == Counter(sequential.findings)
+    assert parallel.facts == sequential.facts
+    return parallel
+
+
+def events(lines: list[str]) -> list[tuple[int, dict[str, Any]]]:
+    return [
+        (n, record)
+        for n, line in enumerate(lines)
+        if (record := json.loads(line))["type"] == "event"
+    ]
+
+
+def with_event(lines: list[str], index: int, record: dict[str, Any]) -> list[str]:
+    changed = list(lines)
+    changed[index] = json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n"
+    return changed
+
+
+def signer(record: dict[str, Any]) -> str:
+    return str(record["envelope"]["signatures"][0]["keyid"])
+
+
+def attestations_by(lines: list[str], key_id: str) -> list[tuple[int, dict[str, Any]]]:
+    return [
+        (n, r)
+        for n, r in events(lines)
+        if r["topic"].endswith("Run.Attested") and signer(r) == key_id
+    ]
+
+
+# ---------------------------------------------------------------------------------------
+
+
+def test_clean_bundle_verifies_with_the_same_counts(bundle: Bundle) -> None:
+    report = both(bundle.lines)
+    assert report.verified, report.to_json()
+    n = len(events(bundle.lines))
+    assert n > 200
+    assert report.passed["signature"] == report.passed["inclusion"] == report.passed["order"] == n
+    assert report.passed["manifests"] == RUNS
+    # Events signed by the late-revoked key before its revocation still hold.
+    assert attestations_by(bundle.lines, bundle.late_key)
+
+
+def test_small_bundle_stays_in_process(bundle: Bundle) -> None:
+    head = [*bundle.lines[:40], json.dumps({"type": "footer", "events": 37}) + "\n"]
+    with BundleVerifier(workers=4) as verifier:
+        for number, line in enumerate(head, start=1):
+            verifier.feed(number, line)
+        report = verifier.finish()
+        assert verifier._pool is None
+    assert report.failed == Counter()
+
+
+def test_workers_start_from_a_fork_server_when_threads_run(bundle: Bundle) -> None:
+    """With another thread alive (e.g. a progress bar), workers are not forked from here."""
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert _pool_context().get_start_method() in {"forkserver", "spawn"}
+        sequential = verify_bundle_lines(bundle.lines, workers=1)
+        parallel = verify_bundle_lines(bundle.lines, workers=2, batch_events=64)
+    finally:
+        stop.set()
+        thread.join()
+    assert parallel.verified and parallel.passed == sequential.passed
+
+
+def test_flipped_signature_byte(bundle: Bundle) -> None:
+    n, record = events(bundle.lines)[150]
+    sig = bytearray(base64.b64decode(record["envelope"]["signatures"][0]["sig"]))
+    sig[7] ^= 0x01
+    record["envelope"]["signatures"][0]["sig"] = base64.b64encode(bytes(sig)).decode()
+    report = both(with_event(bundle.lines, n, record))
+    assert report.failed == Counter({"signature": 1, "inclusion": 1})
+
+
+def test_bad_proof_hash(bundle: Bundle) -> None:
+    n, record = events(bundle.lines)[100]
+    proof = record["proof"]
+    proof[len(proof) // 2] = base64.b64encode(bytes(32)).decode()
+    report = both(with_event(bundle.lines, n, record))
+    assert report.failed == Counter({"inclusion": 1})
+
+
+def test_event_used_after_its_key_was_revoked(bundle: Bundle) -> None:
+    """Move one of the late key's attestations after its revocation: now it was received
+    after the revocation, as the revoked key's use, and is out of leaf order."""
+    n, _ = attestations_by(bundle.lines, bundle.late_key)[-1]
+    lines = list(bundle.lines)
+    moved = lines.pop(n)
+    lines.insert(bundle.late_revocation, moved)  # the revocation shifted up by one
+    report = both(lines)
+    assert report.failed == Counter({"key-valid": 1, "order": 1})
+    assert any("was revoked at" in f.reason for f in report.findings)
+
+
+def test_a_revocation_applied_early_would_fail_the_events_before_it(bundle: Bundle) -> None:
+    """The fixture is a real trap: with the late key's revocation moved before its
+    attestations (as a verifier using the final key book would in effect do), each of them
+    fails ``key-valid``; in place (the clean test) they all pass."""
+    lines = list(bundle.lines)
+    revocation = lines.pop(bundle.late_revocation)
+    first = attestations_by(lines, bundle.late_key)[0][0]
+    lines.insert(first, revocation)
+    report = both(lines)
+    assert report.failed["key-valid"] == len(attestations_by(lines, bundle.late_key)) > 10
+
+
+def test_received_after_revocation(bundle: Bundle) -> None:
+    """An event of the late key, redated past the revocation's time but kept in place, was
+    received before the revocation in leaf order: only its leaf no longer matches."""
+    n, record = attestations_by(bundle.lines, bundle.late_key)[0]
+    record["receivedAt"] = format_time(utc_now())
+    report = both(with_event(bundle.lines, n, record))
+    assert report.failed == Counter({"inclusion": 1})
+
+
+def test_missing_key_registration(bundle: Bundle) -> None:
+    """Drop an attester's registration: every event it signed names an unknown key."""
+    key = next(signer(r) for _, r in events(bundle.lines) if r["topic"].endswith("Run.Attested"))
+    n = next(
+        n
+        for n, r in events(bundle.lines)
+        if r["topic"].endswith("Principal.Registered")
+        and json.loads(base64.b64decode(r["envelope"]["payload"]))["predicate"]["keyId"] == key
+    )
+    lines = bundle.lines[:n] + bundle.lines[n + 1 :]
+    report = both(lines)
+    signed = len(attestations_by(lines, key))
+    assert signed > 10
+    assert report.failed == Counter({"signature": signed, "format": 1})
+
+
+def test_several_faults_and_junk_lines(bundle: Bundle) -> None:
+    lines = list(bundle.lines)
+    rng = random.Random(7)
+    for n, record in rng.sample(events(lines)[10:], 12):
+        record["version"] += 1
+        lines[n] = json.dumps(record) + "\n"
+    lines.insert(120, "not json\n")
+    lines.insert(60, json.dumps({"type": "event", "leafIndex": "x"}) + "\n")
+    report = both(lines)
+    assert report.failed["inclusion"] == 12 and report.failed["format"] >= 3
+
+
+class Observer:
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    def expect(self, claim: Mapping[str, Any]) -> None:
+        self.calls.append(("expect", claim["run"]))
+
+    def observe(
+        self, event: str, position: int, signer: str, run_digest: str, predicate: Mapping[str, Any]
+    ) -> None:
+        self.calls.append((event, position, signer, run_digest, predicate.get("issuedAt")))
+
+    def check(self, report: Report) -> None:
+        self.calls.append(("check",))
+        report.ok("claim")
+
+
+def test_claim_observer_sees_the_same_events_in_leaf_order(bundle: Bundle) -> None:
+    lines = list(bundle.lines)
+    n, record = events(lines)[170]  # one fault: that event is not observed
+    record["receivedAt"] = format_time(utc_now())
+    lines[n] = json.dumps(record) + "\n"
+    claim = {"type": "claim", "run": "sha256:" + "0" * 64}
+    lines.insert(3, json.dumps(claim) + "\n")  # after the checkpoint, before the events
+    seen = []
+    for workers, batch in ((1, 256), (2, 16)):
+        observer = Observer()
+        with BundleVerifier(workers=workers, batch_events=batch, claims=observer) as verifier:
+            for number, line in enumerate(lines, start=1):
+                verifier.feed(number, line)
+            report = verifier.finish()
+        assert report.failed == Counter({"inclusion": 1})
+        assert report.passed["claim"] == 1
+        seen.append(observer.calls)
+    assert seen[0] == seen[1]
+    runs = len([e for _, e in events(lines) if e["topic"].rsplit(":", 1)[-1].startswith("Run.")])
+    assert seen[0][0] == ("expect", claim["run"]) and seen[0][-1] == ("check",)
+    observed = seen[0][1:-1]
+    assert len(observed) == runs - 1
+    assert [p for _, p, *_ in observed] == sorted(p for _, p, *_ in observed)
+    assert {e for e, *_ in observed} == {"Run.Ingested", "Run.Attested"}
+
+
+# ---------------------------------------------------------------------------------------
+# The shortcuts are exact
+
+
+_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**60), max_value=2**60)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(envelope=_json, position=st.integers(min_value=0, max_value=2**54), topic=st.text())
+def test_fast_leaf_hash_is_the_jcs_leaf_hash(envelope: Any, position: int, topic: str) -> None:
+    entry = LogEntry(position, "aggregate", 1, topic, envelope, "2026-01-01T00:00:00Z")
+    try:
+        expected: bytes | type[Exception] = entry.leaf_hash()
+    except Exception as exc:  # whatever the canonicaliser raises, the shortcut raises too
+        expected = type(exc)
+    try:
+        got: bytes | type[Exception] = _entry_leaf_hash(entry)
+    except Exception as exc:
+        got = type(exc)
+    assert got == expected
+
+
+def test_cached_inclusion_decides_exactly_as_verify_inclusion() -> None:
+    rng = random.Random(1)
+    for size in (1, 2, 3, 7, 8, 9, 33, 100):
+        hashes = [leaf_hash(bytes([i % 256, i // 256])) for i in range(size)]
+        tree_root = root(hashes)
+        checker = _InclusionChecker()
+        for index in range(size):
+            proof = inclusion_proof(index, hashes)
+            cases: list[tuple[bytes, int, list[bytes]]] = [(hashes[index], index, proof)]
+            if proof:
+                bad = list(proof)
+                k = rng.randrange(len(bad))
+                bad[k] = bytes(32)
+                cases += [(hashes[index], index, bad), (hashes[index], index, proof[:-1])]
+            cases += [(hashes[(index + 1) % size], index, proof), (hashes[index], size, proof)]
+            for leaf, i, p in cases:
+                outcomes = []
+                for verify in (verify_inclusion, checker.verify):
+                    try:
+                        verify(leaf, i, size, p, tree_root)
+                        outcomes.append("ok")
+                    except ProofError as exc:
+                        outcomes.append(f"{type(exc).__name__}: {exc}")
+                assert outcomes[0] == outcomes[1], (size, index, outcomes)
