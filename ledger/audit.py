@@ -18,6 +18,7 @@ One pass over the events in position order; memory is O(log n) for the tree plus
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 from uuid import UUID
@@ -28,9 +29,9 @@ from domain.errors import DomainError
 from ledger.application import Ledger
 from ledger.event_verification import verify_stored_event
 from ledger.log_entries import LogEntry
-from ledger.merkle import CompactRange, Node
+from ledger.merkle import CompactRange, Node, ProofError, verify_consistency
 from ledger.signed_note import Checkpoint, NoteError, open_checkpoint
-from ledger.transparency_log import leaves, nodes
+from ledger.transparency_log import SignedCheckpoint, leaves, nodes
 from ledger.verification_report import Report
 
 _BATCH = 1000
@@ -201,6 +202,7 @@ def audit_ledger(
         else:
             report.ok("checkpoint")
 
+    _check_successive_consistency(ledger, stored_checkpoints, compact.size, report)
     stored_by_size = {c.size: c.root for c in stored_checkpoints}
     for _, mark, error in held:
         if mark is None:
@@ -225,6 +227,26 @@ def audit_ledger(
         {"events": count, "treeSize": compact.size, "checkpoints": len(stored_checkpoints)}
     )
     return report
+
+
+def _check_successive_consistency(
+    ledger: Ledger, signed: list[SignedCheckpoint], size: int, report: Report
+) -> None:
+    """Each signed checkpoint extends the one before: a consistency proof built from the
+    stored tree verifies between every successive pair (what a witness would ask for)."""
+    within = [c for c in signed if c.size <= size]
+    for older, newer in itertools.pairwise(within):
+        where = f"checkpoints {older.size} → {newer.size}"
+        try:
+            with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+                proof = ledger.tlog.consistency(session, older.size, newer.size)
+            verify_consistency(older.size, newer.size, proof, older.root, newer.root)
+        except (ProofError, DomainError) as exc:
+            report.fail(
+                "consistency", where, f"the newer checkpoint does not extend the older: {exc}"
+            )
+        else:
+            report.ok("consistency")
 
 
 def _expected_node_count(size: int) -> int:
