@@ -388,6 +388,35 @@ def test_audit_detects_a_rewritten_log_against_a_held_checkpoint(world: World) -
     assert_detected(report, "checkpoint", "root differs from the log recomputed now: fork")
 
 
+def test_audit_detects_a_stored_node_that_breaks_checkpoint_consistency(world: World) -> None:
+    older = world.ledger.tlog.sign_checkpoint()
+    world.attest("one more")
+    newer = world.ledger.tlog.sign_checkpoint()
+    assert newer.size > older.size
+    assert_clean(world.audit())
+    # Corrupt the stored subtree hash a consistency proof between the two checkpoints uses.
+    with world.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        wanted: list[tuple[int, int]] = []
+
+        def record(level: int, index: int) -> bytes:
+            wanted.append((level, index))
+            return b"\x00" * 32
+
+        from ledger.merkle import consistency_proof_from_nodes
+
+        consistency_proof_from_nodes(older.size, newer.size, record)
+    level, index = wanted[0]
+    with raw_session(world) as session:
+        session.execute(
+            nodes.update()
+            .where(nodes.c.level == level, nodes.c.idx == index)
+            .values(hash=b"\x01" * 32)
+        )
+    report = world.audit()
+    assert_detected(report, "consistency", "does not extend the older")
+    assert_detected(report, "tree", "stored subtree hash differs")
+
+
 # ------------------------------------------------------------------ bundle tampering
 
 
