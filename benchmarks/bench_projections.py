@@ -32,7 +32,7 @@ from rich.table import Table
 from domain.manifests.canonical_form import manifest_digest
 from domain.ranking import View
 from domain.timestamps import format_time, utc_now
-from ledger.aggregates import Run
+from ledger.aggregates import Run, Signed
 from ledger.authoring import ingestion_envelope
 from ledger.dsse import parse_envelope
 from ledger.home import LedgerHome
@@ -93,10 +93,7 @@ def build(path: Path, runs: int, groups: int, console: Console) -> LedgerHome:
         statement = parsed.statement()
         batch.append(
             Run.ingest(
-                envelope=envelope,
-                envelope_digest=parsed.digest,
-                received_at=format_time(utc_now()),
-                signer=ingester.key_id,
+                Signed(envelope, parsed.digest, format_time(utc_now()), ingester.key_id),
                 run_digest=statement.subject_digest,
                 run_name=statement.subject_name,
             )

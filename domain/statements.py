@@ -85,6 +85,12 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
+class SignedPredicate(_Strict):
+    """Every predicate says when its signer issued it (checked against the key's validity)."""
+
+    issuedAt: Timestamp
+
+
 class Subject(_Strict):
     name: Annotated[StrictStr, Field(min_length=1, max_length=500)]
     digest: dict[Literal["sha256"], Sha256Hex]
@@ -113,11 +119,10 @@ class ManifestSet(_Strict):
     workload: dict[str, Any] | None = None
 
 
-class IngestionPredicate(_Strict):
+class IngestionPredicate(SignedPredicate):
     source: Slug
     externalId: Annotated[StrictStr, Field(max_length=500)] | None = None
     fetchedAt: Timestamp
-    issuedAt: Timestamp
     manifests: ManifestSet
     sourceNative: dict[str, Any] | None = None
     # sha256 of the raw bytes the importer read (API response, file), so the mapping is auditable.
@@ -132,13 +137,12 @@ class AttestationType(StrEnum):
     NOTE = "note"
 
 
-class AttestationPredicate(_Strict):
+class AttestationPredicate(SignedPredicate):
     type: Annotated[AttestationType, Field(strict=False)]
     body: Annotated[StrictStr, Field(min_length=1, max_length=2000)]
     observedNs: Annotated[StrictInt, Field(ge=0, le=2**53 - 1)] | None = None
     environmentSummary: Annotated[StrictStr, Field(max_length=500)] | None = None
     evidenceUrl: HttpsUrl | None = None
-    issuedAt: Timestamp
 
 
 class KeyAction(StrEnum):
@@ -146,7 +150,7 @@ class KeyAction(StrEnum):
     REVOKE = "revoke"
 
 
-class KeyPredicate(_Strict):
+class KeyPredicate(SignedPredicate):
     action: Annotated[KeyAction, Field(strict=False)]
     keyId: KeyId
     # Standard base64 of the raw 32-byte Ed25519 public key.
@@ -158,7 +162,6 @@ class KeyPredicate(_Strict):
     ) = None
     validFrom: Timestamp | None = None
     validUntil: Timestamp | None = None
-    issuedAt: Timestamp
     reason: Annotated[StrictStr, Field(max_length=2000)] | None = None
     label: Annotated[StrictStr, Field(max_length=200)] | None = None
 
@@ -168,11 +171,10 @@ class LifecycleAction(StrEnum):
     SUPERSEDE = "supersede"
 
 
-class LifecyclePredicate(_Strict):
+class LifecyclePredicate(SignedPredicate):
     action: Annotated[LifecycleAction, Field(strict=False)]
     reason: Annotated[StrictStr, Field(min_length=1, max_length=2000)]
     supersededBy: Digest | None = None
-    issuedAt: Timestamp
 
 
 Uint53 = Annotated[StrictInt, Field(ge=0, le=2**53 - 1)]
@@ -190,7 +192,7 @@ class HardwareRequirement(_Strict):
     architecture: Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=50)]
 
 
-class RerunRequestPredicate(_Strict):
+class RerunRequestPredicate(SignedPredicate):
     """An admin asks for a controlled rerun of the subject run on given hardware."""
 
     jobId: JobId
@@ -201,7 +203,6 @@ class RerunRequestPredicate(_Strict):
     workloadDigest: Digest
     requirements: HardwareRequirement
     expiresAt: Timestamp
-    issuedAt: Timestamp
 
 
 class LatencyStats(_Strict):
@@ -276,7 +277,7 @@ class RerunEnvironment(_Strict):
     temperatureC: dict[str, Annotated[float, Field(strict=False)]] | None = None
 
 
-class RerunPredicate(_Strict):
+class RerunPredicate(SignedPredicate):
     """An agent's measured result for a rerun job (protocol kernelindex-rerun-v1)."""
 
     jobId: JobId
@@ -286,10 +287,9 @@ class RerunPredicate(_Strict):
     summary: RerunSummary
     environment: RerunEnvironment
     calibration: dict[str, Annotated[float, Field(strict=False)]]
-    issuedAt: Timestamp
 
 
-PREDICATE_MODELS: dict[PredicateType, type[_Strict]] = {
+PREDICATE_MODELS: dict[PredicateType, type[SignedPredicate]] = {
     PredicateType.RERUN_REQUEST: RerunRequestPredicate,
     PredicateType.RERUN: RerunPredicate,
     PredicateType.INGESTION: IngestionPredicate,
@@ -319,7 +319,7 @@ def parse_statement(value: object) -> Statement:
         raise StatementError("statement " + _describe(exc, "")) from None
 
 
-def parse_predicate(statement: Statement) -> _Strict:
+def parse_predicate(statement: Statement) -> SignedPredicate:
     model = PREDICATE_MODELS.get(statement.predicateType)
     if model is None:
         raise StatementError(f"predicate type {statement.predicateType} is not accepted yet")

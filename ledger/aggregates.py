@@ -8,6 +8,7 @@ re-verified from what it carries.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 from uuid import NAMESPACE_URL, UUID, uuid5
 
@@ -23,6 +24,41 @@ def run_id(run_digest: str) -> UUID:
 
 def principal_id(key_id: str) -> UUID:
     return uuid5(LEDGER_NAMESPACE, "key:" + key_id)
+
+
+@dataclass(frozen=True)
+class Signed:
+    """What every event records about the envelope it was admitted from."""
+
+    envelope: dict[str, Any]
+    envelope_digest: str
+    received_at: str
+    signer: str
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "envelope": self.envelope,
+            "envelope_digest": self.envelope_digest,
+            "received_at": self.received_at,
+            "signer": self.signer,
+        }
+
+
+class SignedEvent(Aggregate.Event):
+    """An event after the first: remembers its envelope (for idempotency), then applies."""
+
+    envelope: dict[str, Any]
+    envelope_digest: str
+    received_at: str
+    signer: str
+
+    def apply(self, aggregate: Aggregate) -> None:
+        envelopes: dict[str, int] = aggregate.envelopes  # type: ignore[attr-defined]
+        envelopes[self.envelope_digest] = self.originator_version
+        self.apply_to(aggregate)
+
+    def apply_to(self, aggregate: Any) -> None:
+        """What the event changes beyond the envelope index."""
 
 
 class RerunJob(NamedTuple):
@@ -46,68 +82,36 @@ class Run(Aggregate):
         run_digest: str
         run_name: str
 
-    class Attested(Aggregate.Event):
-        envelope: dict[str, Any]
-        envelope_digest: str
-        received_at: str
-        signer: str
-
-        def apply(self, aggregate: Aggregate) -> None:
-            assert isinstance(aggregate, Run)
-            aggregate.note_envelope(self.envelope_digest, self.originator_version)
+    class Attested(SignedEvent):
+        def apply_to(self, aggregate: Run) -> None:
             aggregate.attestation_count += 1
 
-    class Retracted(Aggregate.Event):
-        envelope: dict[str, Any]
-        envelope_digest: str
-        received_at: str
-        signer: str
-
-        def apply(self, aggregate: Aggregate) -> None:
-            assert isinstance(aggregate, Run)
-            aggregate.note_envelope(self.envelope_digest, self.originator_version)
+    class Retracted(SignedEvent):
+        def apply_to(self, aggregate: Run) -> None:
             aggregate.retracted = True
 
-    class Superseded(Aggregate.Event):
-        envelope: dict[str, Any]
-        envelope_digest: str
-        received_at: str
-        signer: str
+    class Superseded(SignedEvent):
         superseded_by: str | None
 
-        def apply(self, aggregate: Aggregate) -> None:
-            assert isinstance(aggregate, Run)
-            aggregate.note_envelope(self.envelope_digest, self.originator_version)
+        def apply_to(self, aggregate: Run) -> None:
             aggregate.superseded_by = self.superseded_by or "unspecified"
 
-    class RerunRequested(Aggregate.Event):
-        envelope: dict[str, Any]
-        envelope_digest: str
-        received_at: str
-        signer: str
+    class RerunRequested(SignedEvent):
         job_id: str
         nonce: str
         expires_at: str
         product: str
         architecture: str
 
-        def apply(self, aggregate: Aggregate) -> None:
-            assert isinstance(aggregate, Run)
-            aggregate.note_envelope(self.envelope_digest, self.originator_version)
+        def apply_to(self, aggregate: Run) -> None:
             aggregate.jobs[self.job_id] = RerunJob(
                 self.nonce, self.expires_at, self.product, self.architecture, None
             )
 
-    class RerunRecorded(Aggregate.Event):
-        envelope: dict[str, Any]
-        envelope_digest: str
-        received_at: str
-        signer: str
+    class RerunRecorded(SignedEvent):
         job_id: str
 
-        def apply(self, aggregate: Aggregate) -> None:
-            assert isinstance(aggregate, Run)
-            aggregate.note_envelope(self.envelope_digest, self.originator_version)
+        def apply_to(self, aggregate: Run) -> None:
             job = aggregate.jobs[self.job_id]
             aggregate.jobs[self.job_id] = job._replace(result_version=self.originator_version)
 
@@ -129,60 +133,29 @@ class Run(Aggregate):
         self.superseded_by: str | None = None
         self.jobs: dict[str, RerunJob] = {}
 
-    def note_envelope(self, envelope_digest: str, version: int) -> None:
-        self.envelopes[envelope_digest] = version
-
     @classmethod
-    def ingest(
-        cls,
-        *,
-        envelope: dict[str, Any],
-        envelope_digest: str,
-        received_at: str,
-        signer: str,
-        run_digest: str,
-        run_name: str,
-    ) -> Run:
+    def ingest(cls, signed: Signed, *, run_digest: str, run_name: str) -> Run:
         return cls._create(
             cls.Ingested,
             id=run_id(run_digest),
-            envelope=envelope,
-            envelope_digest=envelope_digest,
-            received_at=received_at,
-            signer=signer,
+            **signed.fields(),
             run_digest=run_digest,
             run_name=run_name,
         )
 
-    def attest(
-        self, *, envelope: dict[str, Any], envelope_digest: str, received_at: str, signer: str
-    ) -> None:
-        self.trigger_event(
-            self.Attested,
-            envelope=envelope,
-            envelope_digest=envelope_digest,
-            received_at=received_at,
-            signer=signer,
-        )
+    def attest(self, signed: Signed) -> None:
+        self.trigger_event(self.Attested, **signed.fields())
 
-    def retract(
-        self, *, envelope: dict[str, Any], envelope_digest: str, received_at: str, signer: str
-    ) -> None:
-        self.trigger_event(
-            self.Retracted,
-            envelope=envelope,
-            envelope_digest=envelope_digest,
-            received_at=received_at,
-            signer=signer,
-        )
+    def retract(self, signed: Signed) -> None:
+        self.trigger_event(self.Retracted, **signed.fields())
+
+    def supersede(self, signed: Signed, *, superseded_by: str | None) -> None:
+        self.trigger_event(self.Superseded, **signed.fields(), superseded_by=superseded_by)
 
     def request_rerun(
         self,
+        signed: Signed,
         *,
-        envelope: dict[str, Any],
-        envelope_digest: str,
-        received_at: str,
-        signer: str,
         job_id: str,
         nonce: str,
         expires_at: str,
@@ -191,10 +164,7 @@ class Run(Aggregate):
     ) -> None:
         self.trigger_event(
             self.RerunRequested,
-            envelope=envelope,
-            envelope_digest=envelope_digest,
-            received_at=received_at,
-            signer=signer,
+            **signed.fields(),
             job_id=job_id,
             nonce=nonce,
             expires_at=expires_at,
@@ -202,41 +172,8 @@ class Run(Aggregate):
             architecture=architecture,
         )
 
-    def record_rerun(
-        self,
-        *,
-        envelope: dict[str, Any],
-        envelope_digest: str,
-        received_at: str,
-        signer: str,
-        job_id: str,
-    ) -> None:
-        self.trigger_event(
-            self.RerunRecorded,
-            envelope=envelope,
-            envelope_digest=envelope_digest,
-            received_at=received_at,
-            signer=signer,
-            job_id=job_id,
-        )
-
-    def supersede(
-        self,
-        *,
-        envelope: dict[str, Any],
-        envelope_digest: str,
-        received_at: str,
-        signer: str,
-        superseded_by: str | None,
-    ) -> None:
-        self.trigger_event(
-            self.Superseded,
-            envelope=envelope,
-            envelope_digest=envelope_digest,
-            received_at=received_at,
-            signer=signer,
-            superseded_by=superseded_by,
-        )
+    def record_rerun(self, signed: Signed, *, job_id: str) -> None:
+        self.trigger_event(self.RerunRecorded, **signed.fields(), job_id=job_id)
 
 
 class Principal(Aggregate):
@@ -254,16 +191,10 @@ class Principal(Aggregate):
         valid_until: str | None
         label: str | None
 
-    class Revoked(Aggregate.Event):
-        envelope: dict[str, Any]
-        envelope_digest: str
-        received_at: str
-        signer: str
+    class Revoked(SignedEvent):
         reason: str | None
 
-        def apply(self, aggregate: Aggregate) -> None:
-            assert isinstance(aggregate, Principal)
-            aggregate.envelopes[self.envelope_digest] = self.originator_version
+        def apply_to(self, aggregate: Principal) -> None:
             aggregate.revoked_at = self.received_at
             aggregate.revocation_reason = self.reason
 
@@ -295,11 +226,8 @@ class Principal(Aggregate):
     @classmethod
     def register(
         cls,
+        signed: Signed,
         *,
-        envelope: dict[str, Any],
-        envelope_digest: str,
-        received_at: str,
-        signer: str,
         key_id: str,
         public_key: str,
         roles: list[str],
@@ -310,10 +238,7 @@ class Principal(Aggregate):
         return cls._create(
             cls.Registered,
             id=principal_id(key_id),
-            envelope=envelope,
-            envelope_digest=envelope_digest,
-            received_at=received_at,
-            signer=signer,
+            **signed.fields(),
             key_id=key_id,
             public_key=public_key,
             roles=list(roles),
@@ -322,20 +247,5 @@ class Principal(Aggregate):
             label=label,
         )
 
-    def revoke(
-        self,
-        *,
-        envelope: dict[str, Any],
-        envelope_digest: str,
-        received_at: str,
-        signer: str,
-        reason: str | None,
-    ) -> None:
-        self.trigger_event(
-            self.Revoked,
-            envelope=envelope,
-            envelope_digest=envelope_digest,
-            received_at=received_at,
-            signer=signer,
-            reason=reason,
-        )
+    def revoke(self, signed: Signed, *, reason: str | None) -> None:
+        self.trigger_event(self.Revoked, **signed.fields(), reason=reason)

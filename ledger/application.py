@@ -39,11 +39,12 @@ from domain.statements import (
     RerunPredicate,
     RerunRequestPredicate,
     Role,
+    SignedPredicate,
     Statement,
     parse_predicate,
 )
 from domain.timestamps import format_time, parse_time, utc_now
-from ledger.aggregates import Principal, Run, principal_id, run_id
+from ledger.aggregates import Principal, Run, Signed, principal_id, run_id
 from ledger.dsse import Envelope, parse_envelope, verify_envelope
 from ledger.errors import (
     AlreadyExistsError,
@@ -65,6 +66,7 @@ from ledger.trust import TrustRoot
 
 MAX_APPEND_ATTEMPTS = 20
 A = TypeVar("A", bound=Aggregate)
+P = TypeVar("P", bound=SignedPredicate)
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,10 @@ class StoredRecord:
     @property
     def event_name(self) -> str:
         return self.topic.rsplit(":", 1)[-1]
+
+
+def _signed(envelope: Envelope, now: datetime, signer: str) -> Signed:
+    return Signed(dict(envelope.raw), envelope.digest, format_time(now), signer)
 
 
 class Ledger(Application[UUID]):
@@ -202,66 +208,56 @@ class Ledger(Application[UUID]):
                 f"run {checked.run_digest} was already ingested at {existing.ingested_at}",
                 position=self._position(existing.id, 1),
             )
-        run = Run.ingest(
-            envelope=dict(envelope.raw),
-            envelope_digest=envelope.digest,
-            received_at=format_time(now),
-            signer=signer.key_id,
+        return Run.ingest(
+            _signed(envelope, now, signer.key_id),
             run_digest=checked.run_digest,
             run_name=checked.run_name,
         )
-        return run
 
-    def _append_attestation(self, envelope: Envelope, statement: Statement) -> Outcome:
+    def _admit_about_run(
+        self, envelope: Envelope, statement: Statement, model: type[P]
+    ) -> Receipt | tuple[Run, P, Signed, datetime]:
+        """The common steps for a statement about an ingested run: the run exists, a
+        duplicate returns its receipt, the predicate parses, the signer may say it."""
         run = self._existing_run(statement)
         if envelope.digest in run.envelopes:
             return self._duplicate(run, envelope, statement)
         predicate = parse_predicate(statement)
-        assert isinstance(predicate, AttestationPredicate)
+        assert isinstance(predicate, model)
         now = self.clock()
         signer = self._authorize(envelope, statement, predicate.issuedAt, now)
-        run.attest(
-            envelope=dict(envelope.raw),
-            envelope_digest=envelope.digest,
-            received_at=format_time(now),
-            signer=signer.key_id,
-        )
+        return run, predicate, _signed(envelope, now, signer.key_id), now
+
+    def _append_attestation(self, envelope: Envelope, statement: Statement) -> Outcome:
+        admitted = self._admit_about_run(envelope, statement, AttestationPredicate)
+        if isinstance(admitted, Receipt):
+            return admitted
+        run, _, signed, _ = admitted
+        run.attest(signed)
         return run
 
     def _append_lifecycle(self, envelope: Envelope, statement: Statement) -> Outcome:
-        run = self._existing_run(statement)
-        if envelope.digest in run.envelopes:
-            return self._duplicate(run, envelope, statement)
-        predicate = parse_predicate(statement)
-        assert isinstance(predicate, LifecyclePredicate)
-        now = self.clock()
-        signer = self._authorize(envelope, statement, predicate.issuedAt, now)
-        fields: dict[str, Any] = {
-            "envelope": dict(envelope.raw),
-            "envelope_digest": envelope.digest,
-            "received_at": format_time(now),
-            "signer": signer.key_id,
-        }
+        admitted = self._admit_about_run(envelope, statement, LifecyclePredicate)
+        if isinstance(admitted, Receipt):
+            return admitted
+        run, predicate, signed, _ = admitted
         if predicate.action is LifecycleAction.RETRACT:
             if run.retracted:
                 raise AlreadyExistsError(f"run {run.run_digest} is already retracted")
-            run.retract(**fields)
+            run.retract(signed)
         else:
             if run.superseded_by is not None:
                 raise AlreadyExistsError(f"run {run.run_digest} is already superseded")
             if predicate.supersededBy == run.run_digest:
                 raise SubjectMismatchError("a run cannot supersede itself")
-            run.supersede(**fields, superseded_by=predicate.supersededBy)
+            run.supersede(signed, superseded_by=predicate.supersededBy)
         return run
 
     def _append_rerun_request(self, envelope: Envelope, statement: Statement) -> Outcome:
-        run = self._existing_run(statement)
-        if envelope.digest in run.envelopes:
-            return self._duplicate(run, envelope, statement)
-        predicate = parse_predicate(statement)
-        assert isinstance(predicate, RerunRequestPredicate)
-        now = self.clock()
-        signer = self._authorize(envelope, statement, predicate.issuedAt, now)
+        admitted = self._admit_about_run(envelope, statement, RerunRequestPredicate)
+        if isinstance(admitted, Receipt):
+            return admitted
+        run, predicate, signed, now = admitted
         if predicate.runDigest != run.run_digest:
             raise SubjectMismatchError("predicate.runDigest is not the statement's subject")
         if predicate.jobId in run.jobs:
@@ -269,10 +265,7 @@ class Ledger(Application[UUID]):
         if parse_time(predicate.expiresAt, "predicate.expiresAt") <= now:
             raise RerunJobError("the job would already be expired")
         run.request_rerun(
-            envelope=dict(envelope.raw),
-            envelope_digest=envelope.digest,
-            received_at=format_time(now),
-            signer=signer.key_id,
+            signed,
             job_id=predicate.jobId,
             nonce=predicate.nonce,
             expires_at=predicate.expiresAt,
@@ -284,13 +277,10 @@ class Ledger(Application[UUID]):
     def _append_rerun(self, envelope: Envelope, statement: Statement) -> Outcome:
         """An agent's result: only for an open job of this run, with its nonce, before it
         expires, measured on the hardware the job requires, once."""
-        run = self._existing_run(statement)
-        if envelope.digest in run.envelopes:
-            return self._duplicate(run, envelope, statement)
-        predicate = parse_predicate(statement)
-        assert isinstance(predicate, RerunPredicate)
-        now = self.clock()
-        signer = self._authorize(envelope, statement, predicate.issuedAt, now)
+        admitted = self._admit_about_run(envelope, statement, RerunPredicate)
+        if isinstance(admitted, Receipt):
+            return admitted
+        run, predicate, signed, now = admitted
         job = run.jobs.get(predicate.jobId)
         if job is None:
             raise RerunJobError(f"no rerun job {predicate.jobId} was requested for this run")
@@ -306,13 +296,7 @@ class Ledger(Application[UUID]):
                 f"measured on {measured.product} ({measured.architecture}); the job requires "
                 f"{job.product} ({job.architecture})"
             )
-        run.record_rerun(
-            envelope=dict(envelope.raw),
-            envelope_digest=envelope.digest,
-            received_at=format_time(now),
-            signer=signer.key_id,
-            job_id=predicate.jobId,
-        )
+        run.record_rerun(signed, job_id=predicate.jobId)
         return run
 
     def _append_key(self, envelope: Envelope, statement: Statement) -> Outcome:
@@ -372,11 +356,8 @@ class Ledger(Application[UUID]):
                 "keys are registered once: revoke it and register a new key to change roles",
                 position=self._position(existing.id, 1),
             )
-        principal = Principal.register(
-            envelope=dict(envelope.raw),
-            envelope_digest=envelope.digest,
-            received_at=format_time(now),
-            signer=signer_id,
+        return Principal.register(
+            _signed(envelope, now, signer_id),
             key_id=predicate.keyId,
             public_key=public.b64,
             roles=sorted(str(r) for r in roles),
@@ -384,7 +365,6 @@ class Ledger(Application[UUID]):
             valid_until=predicate.validUntil,
             label=predicate.label,
         )
-        return principal
 
     def _revoke_key(
         self,
@@ -410,13 +390,7 @@ class Ledger(Application[UUID]):
             raise AlreadyExistsError(
                 f"key {predicate.keyId} was already revoked at {existing.revoked_at}"
             )
-        existing.revoke(
-            envelope=dict(envelope.raw),
-            envelope_digest=envelope.digest,
-            received_at=format_time(now),
-            signer=signer_id,
-            reason=predicate.reason,
-        )
+        existing.revoke(_signed(envelope, now, signer_id), reason=predicate.reason)
         return existing
 
     # ------------------------------------------------------------ admission

@@ -16,6 +16,7 @@ import pytest
 
 from domain.statements import Role
 from domain.timestamps import format_time, utc_now
+from ledger.aggregates import Signed
 from ledger.application import Ledger, Receipt
 from ledger.audit import audit_ledger
 from ledger.authoring import (
@@ -257,10 +258,7 @@ def _store_without_sequencing(w: World, body: str) -> dict[str, Any]:
     run = w.ledger.run(SEED_RUN)
     assert run is not None
     run.attest(
-        envelope=envelope,
-        envelope_digest=parse_envelope(envelope).digest,
-        received_at=format_time(utc_now()),
-        signer=w.attester.key_id,
+        Signed(envelope, parse_envelope(envelope).digest, format_time(utc_now()), w.attester.key_id)
     )
     w.ledger.save(run)  # bypasses append: no leaf
     return envelope
