@@ -7,10 +7,12 @@ with mode 0600 and never overwrite an existing file.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
@@ -57,9 +59,20 @@ class PublicKey:
             raise ValueError("public key is not valid base64") from None
         return cls(raw)
 
+    @functools.cached_property
+    def _loaded(self) -> Ed25519PublicKey:
+        # Loading costs about a tenth of a verification; keys verify many signatures.
+        return Ed25519PublicKey.from_public_bytes(self.raw)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"raw": self.raw}  # the loaded key object does not pickle
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        object.__setattr__(self, "raw", state["raw"])
+
     def verify(self, signature: bytes, message: bytes) -> bool:
         try:
-            Ed25519PublicKey.from_public_bytes(self.raw).verify(signature, message)
+            self._loaded.verify(signature, message)
         except InvalidSignature:
             return False
         return True

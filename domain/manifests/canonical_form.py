@@ -8,6 +8,8 @@ lists and so change what was signed.
 from __future__ import annotations
 
 import copy
+import functools
+import json
 import re
 from collections.abc import Callable, Mapping
 from decimal import Decimal, InvalidOperation
@@ -138,5 +140,22 @@ def digest_input(canonical: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def manifest_digest(document: object) -> str:
-    """``sha256:`` digest of a manifest (validated and canonicalised first)."""
-    return digest_of(digest_input(canonical_manifest(document)))
+    """``sha256:`` digest of a manifest (validated and canonicalised first).
+
+    Memoised on the document's JSON text: the same protocol and environment manifests come
+    with thousands of runs, and validating them again would dominate ingestion and
+    verification. The text includes metadata, so a cache hit validated the same document.
+    """
+    try:
+        text = json.dumps(
+            document, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+    except (TypeError, ValueError):
+        return digest_of(digest_input(canonical_manifest(document)))  # raises the real reason
+    return _digest_of_text(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _digest_of_text(text: str) -> str:
+    # Failures raise, and lru_cache never caches a raise: a bad manifest is re-checked.
+    return digest_of(digest_input(canonical_manifest(json.loads(text))))

@@ -12,9 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from domain.canonical import digest_of
 from domain.errors import DigestMismatchError, ManifestError
-from domain.manifests.canonical_form import canonical_manifest, digest_input
+from domain.manifests.canonical_form import manifest_digest
 
 # role in the set → (kind, field of the run spec that references it)
 _MEMBERS: dict[str, tuple[str, str]] = {
@@ -29,14 +28,14 @@ ALL_MEMBERS = ("run", *_MEMBERS)
 
 @dataclass(frozen=True)
 class CheckedManifestSet:
-    """Canonical manifests of a run and their digests, keyed by role."""
+    """A run's manifests (validated, as supplied) and their digests, keyed by role."""
 
-    canonical: dict[str, dict[str, Any]]
+    documents: Mapping[str, Mapping[str, Any]]
     digests: dict[str, str]
 
     @property
-    def run(self) -> dict[str, Any]:
-        return self.canonical["run"]
+    def run(self) -> Mapping[str, Any]:
+        return self.documents["run"]
 
     @property
     def run_digest(self) -> str:
@@ -55,7 +54,7 @@ def check_manifest_set(manifests: Mapping[str, Any]) -> CheckedManifestSet:
     missing = [m for m in REQUIRED_MEMBERS if manifests.get(m) is None]
     if missing:
         raise ManifestError(f"manifest set is missing: {', '.join(missing)}")
-    canonical: dict[str, dict[str, Any]] = {}
+    documents: dict[str, Mapping[str, Any]] = {}
     digests: dict[str, str] = {}
     for role in ALL_MEMBERS:
         document = manifests.get(role)
@@ -66,11 +65,11 @@ def check_manifest_set(manifests: Mapping[str, Any]) -> CheckedManifestSet:
         if kind != expected_kind and not (role == "workload" and kind == "WorkloadSuite"):
             raise ManifestError(f"{role} manifest must be a {expected_kind}, got {kind!r}")
         try:
-            canonical[role] = canonical_manifest(document)
+            digests[role] = manifest_digest(document)
         except ManifestError as exc:
             raise ManifestError(f"{role} manifest: {exc.message}") from None
-        digests[role] = digest_of(digest_input(canonical[role]))
-    spec = canonical["run"]["spec"]
+        documents[role] = document
+    spec = documents["run"]["spec"]
     for role, (kind, field) in _MEMBERS.items():
         if role not in digests:
             continue
@@ -79,6 +78,6 @@ def check_manifest_set(manifests: Mapping[str, Any]) -> CheckedManifestSet:
         if referenced != digests[role]:
             raise DigestMismatchError(
                 f"run spec.{field} is {referenced} but the supplied {kind} "
-                f"'{canonical[role]['metadata']['name']}' digests to {digests[role]}"
+                f"'{documents[role]['metadata']['name']}' digests to {digests[role]}"
             )
-    return CheckedManifestSet(canonical=canonical, digests=digests)
+    return CheckedManifestSet(documents=documents, digests=digests)
