@@ -1,0 +1,1 @@
+"""Source formats mapped to KernelIndex manifests (pure: bytes in, records out)."""

@@ -1,0 +1,100 @@
+"""Content-addressed artifacts: raw source documents and solution sources, kept by digest.
+
+Events name artifacts by ``sha256:`` digest; the bytes live here, beside the events. Every
+read re-hashes the content, so a damaged artifact is reported, never served.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import BigInteger, Column, LargeBinary, MetaData, String, Table, Text, select
+
+from domain.errors import DomainError
+from domain.importers.records import Artifact
+from domain.timestamps import format_time, utc_now
+
+MAX_ARTIFACT_BYTES = 16 * 1024 * 1024
+
+metadata = MetaData()
+artifacts = Table(
+    "kernelindex_artifacts",
+    metadata,
+    Column("digest", String(71), primary_key=True),
+    Column("media_type", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("size", BigInteger, nullable=False),
+    Column("content", LargeBinary, nullable=False),
+    Column("stored_at", Text, nullable=False),
+)
+
+
+class ArtifactError(DomainError):
+    code = "bad-artifact"
+    status = 422
+
+
+class ArtifactNotFound(ArtifactError):
+    code = "not-found"
+    status = 404
+
+
+@dataclass(frozen=True)
+class StoredArtifact:
+    digest: str
+    media_type: str
+    name: str
+    content: bytes
+
+
+def _digest(content: bytes) -> str:
+    return "sha256:" + hashlib.sha256(content).hexdigest()
+
+
+class ArtifactStore:
+    def __init__(self, recorder: Any) -> None:
+        self.recorder = recorder
+        metadata.create_all(recorder.datastore.engine, checkfirst=True)
+
+    def put(self, artifact: Artifact) -> str:
+        """Store once by digest (idempotent); return the digest."""
+        if len(artifact.content) > MAX_ARTIFACT_BYTES:
+            raise ArtifactError(
+                f"artifact is {len(artifact.content)} bytes; the limit is {MAX_ARTIFACT_BYTES}"
+            )
+        digest = artifact.digest
+        with self.recorder.transaction(commit=True) as session:
+            present = session.execute(
+                select(artifacts.c.digest).where(artifacts.c.digest == digest)
+            ).scalar()
+            if present is None:
+                session.execute(
+                    artifacts.insert().values(
+                        digest=digest,
+                        media_type=artifact.media_type,
+                        name=artifact.name,
+                        size=len(artifact.content),
+                        content=artifact.content,
+                        stored_at=format_time(utc_now()),
+                    )
+                )
+        return digest
+
+    def get(self, digest: str) -> StoredArtifact:
+        with self.recorder.transaction(commit=False) as session:
+            row = session.execute(select(artifacts).where(artifacts.c.digest == digest)).first()
+        if row is None:
+            raise ArtifactNotFound(f"no artifact {digest}")
+        content = bytes(row.content)
+        if _digest(content) != digest:
+            raise ArtifactError(f"artifact {digest} is damaged: its content hashes differently")
+        return StoredArtifact(digest, row.media_type, row.name, content)
+
+    def has(self, digest: str) -> bool:
+        with self.recorder.transaction(commit=False) as session:
+            found = session.execute(
+                select(artifacts.c.digest).where(artifacts.c.digest == digest)
+            ).scalar()
+        return found is not None

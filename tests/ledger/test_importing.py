@@ -1,0 +1,136 @@
+"""The import service: idempotent, supersedes changed source records, keeps the raw bytes,
+reports bad records without writing any part of them. On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import update
+
+from domain.canonical import canonical_json
+from domain.importers.records import Artifact, ImportRecord, Rejection
+from domain.manifests.manifest_set import check_manifest_set
+from domain.statements import Role
+from domain.timestamps import format_time, utc_now
+from ledger.application import Ledger
+from ledger.artifacts import ArtifactError, ArtifactStore, artifacts
+from ledger.authoring import key_registration_envelope
+from ledger.history import run_history
+from ledger.importing import Importer
+from ledger.keys import SigningKey
+from ledger.trust import TrustRoot
+
+COHORT = Path(__file__).resolve().parents[2] / "api" / "demo_data" / "sol-056-cohort.json"
+
+
+@pytest.fixture
+def setup(db_url: str) -> tuple[Ledger, Importer, SigningKey]:
+    admin, ingester, log = (SigningKey.generate() for _ in range(3))
+    root = TrustRoot("test/import", (admin.public,), log.public, format_time(utc_now()))
+    ledger = Ledger(db_url, root)
+    ledger.append(key_registration_envelope(admin.public, [Role.ADMIN], admin))
+    ledger.append(key_registration_envelope(ingester.public, [Role.INGESTER], admin))
+    return ledger, Importer(ledger, ingester, admin), ingester
+
+
+def records(edit: Any = None) -> list[ImportRecord]:
+    cohort = json.loads(COHORT.read_text())["cohort"]
+    result = []
+    for original in cohort:
+        manifests = copy.deepcopy(original)
+        if edit is not None:
+            edit(manifests)
+        native = manifests["run"]["spec"]["sourceNative"]
+        result.append(
+            ImportRecord(
+                source=native["source"],
+                external_id=native["externalId"],
+                manifests=manifests,
+                snapshot=Artifact(canonical_json(manifests["run"]), "application/json", "row"),
+                artifacts=(Artifact(b"__global__ void k() {}\n", "text/x-cuda", "kernel.cu"),),
+            )
+        )
+    return result
+
+
+def count(ledger: Ledger) -> int:
+    return int(ledger.recorder.max_notification_id() or 0)
+
+
+def test_importing_twice_appends_nothing_the_second_time(setup: Any) -> None:
+    ledger, importer, ingester = setup
+    first = importer.run(records())
+    assert (first.new, first.unchanged, first.superseded, first.events) == (3, 0, 0, 3)
+    before = count(ledger)
+    again = Importer(ledger, ingester, None).run(records())  # a fresh importer: index from events
+    assert (again.new, again.unchanged, again.events) == (0, 3, 0)
+    assert count(ledger) == before
+
+
+def test_imported_run_has_one_ingestion_by_the_ingester_naming_its_snapshot(setup: Any) -> None:
+    ledger, importer, ingester = setup
+    batch = records()
+    importer.run(batch)
+    record = batch[0]
+    digest = check_manifest_set(record.manifests).run_digest
+    history = run_history(ledger, digest)
+    assert [(h.event, h.signer, h.ok) for h in history] == [("Run.Ingested", ingester.key_id, True)]
+    predicate = history[0].predicate or {}
+    assert predicate["snapshotDigest"] == record.snapshot.digest
+    assert predicate["externalId"] == record.external_id
+    store = ArtifactStore(ledger.recorder)
+    assert store.get(record.snapshot.digest).content == record.snapshot.content
+    assert store.get(record.artifacts[0].digest).media_type == "text/x-cuda"
+
+
+def test_a_changed_source_record_supersedes_the_old_run(setup: Any) -> None:
+    ledger, importer, _ = setup
+    importer.run(records())
+    old = records()[0]
+
+    def faster(manifests: dict[str, Any]) -> None:
+        manifests["run"]["spec"]["timing"]["latencyNs"]["mean"] -= 1000
+
+    changed = [r for r in records(faster) if r.external_id == old.external_id]
+    summary = importer.run(changed)
+    assert (summary.new, summary.superseded, summary.events) == (0, 1, 2)
+    old_digest = check_manifest_set(old.manifests).run_digest
+    new_digest = check_manifest_set(changed[0].manifests).run_digest
+    old_run = ledger.run(old_digest)
+    assert old_run is not None and old_run.superseded_by == new_digest
+    assert [h.event for h in run_history(ledger, old_digest)] == ["Run.Ingested", "Run.Superseded"]
+    # Importing the changed record again is a no-op.
+    assert importer.run(changed).events == 0
+
+
+def test_bad_records_are_reported_and_write_nothing(setup: Any) -> None:
+    ledger, importer, _ = setup
+    good = records()
+    bad = copy.deepcopy(good[1])
+    bad.manifests["run"]["spec"]["timing"]["latencyNs"]["mean"] = -5
+    before = count(ledger)
+    summary = importer.run([Rejection("x-1", "truncated JSON"), bad, good[0]])
+    assert summary.new == 1 and summary.events == 1
+    reasons = dict(summary.rejected)
+    assert reasons["x-1"] == "truncated JSON"
+    assert "latencyNs" in reasons[bad.external_id]
+    assert count(ledger) == before + 1
+    assert not ArtifactStore(ledger.recorder).has(bad.snapshot.digest)
+
+
+def test_a_damaged_artifact_is_refused_on_read(setup: Any) -> None:
+    ledger, importer, _ = setup
+    batch = records()
+    importer.run(batch)
+    with ledger.recorder.transaction(commit=True) as session:  # type: ignore[attr-defined]
+        session.execute(
+            update(artifacts)
+            .where(artifacts.c.digest == batch[0].snapshot.digest)
+            .values(content=b"tampered")
+        )
+    with pytest.raises(ArtifactError, match="damaged"):
+        ArtifactStore(ledger.recorder).get(batch[0].snapshot.digest)
