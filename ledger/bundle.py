@@ -9,6 +9,8 @@ Line types, in this order:
                 each view (before the events, so a verifier knows which runs to follow)
 ``event``       one per event, in leaf order: leafIndex, position, aggregate, version, topic,
                 receivedAt, the DSSE envelope as signed, and its inclusion proof (base64)
+``artifact``    artifacts the events name by digest, with their bytes (source snapshots,
+                solution sources), when the ledger holds them
 ``footer``      how many events came before, so truncation is detected
 
 Key events (every Principal event) are always included, so each signature can be checked
@@ -29,6 +31,7 @@ from sqlalchemy import or_, select
 from domain.timestamps import format_time, utc_now
 from ledger.aggregates import Principal, run_id
 from ledger.application import Ledger
+from ledger.artifacts import ArtifactStore
 from ledger.log_entries import LogEntry
 from ledger.transparency_log import leaves
 
@@ -85,6 +88,18 @@ def _event_rows(
         start = int(rows[-1][0]) + 1
 
 
+def _referenced_artifacts(envelope: dict[str, Any]) -> set[str]:
+    """The source snapshot and implementation source an ingestion names by digest."""
+    try:
+        predicate = json.loads(base64.b64decode(envelope["payload"]))["predicate"]
+    except (KeyError, TypeError, ValueError):
+        return set()
+    found = {predicate.get("snapshotDigest")}
+    implementation = (predicate.get("manifests") or {}).get("implementation") or {}
+    found.add(((implementation.get("spec") or {}).get("source") or {}).get("contentDigest"))
+    return {d for d in found if isinstance(d, str)}
+
+
 def export_bundle(
     ledger: Ledger,
     out: IO[str],
@@ -118,6 +133,7 @@ def export_bundle(
     for claim in claims:
         out.write(_line(claim))
     count = 0
+    referenced: set[str] = set()
     for leaf_index, position, aggregate, version, topic, state in _event_rows(
         ledger, size, aggregates
     ):
@@ -142,7 +158,24 @@ def export_bundle(
             )
         )
         count += 1
+        if entry.topic.endswith(":Run.Ingested"):
+            referenced.update(_referenced_artifacts(entry.envelope))
         if progress is not None:
             progress(count)
+    store = ArtifactStore(ledger.recorder)
+    for digest in sorted(referenced):
+        if store.has(digest):
+            stored = store.get(digest)
+            out.write(
+                _line(
+                    {
+                        "type": "artifact",
+                        "digest": digest,
+                        "mediaType": stored.media_type,
+                        "name": stored.name,
+                        "content": base64.b64encode(stored.content).decode(),
+                    }
+                )
+            )
     out.write(_line({"type": "footer", "events": count}))
     return ExportSummary(events=count, tree_size=size, runs=len(run_list) if run_list else None)

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import multiprocessing
 import os
@@ -507,6 +508,7 @@ class BundleVerifier:
             "checkpoint": self._checkpoint,
             "event": self._event,
             "claim": self._claim,
+            "artifact": self._artifact,
             "footer": self._footer,
         }.get(str(kind))
         if handler is None:
@@ -726,6 +728,19 @@ class BundleVerifier:
             )
             return
         self.claim_checker(record, self.report)
+
+    def _artifact(self, where: str, record: dict[str, Any]) -> None:
+        """A referenced artifact travels with its bytes: they must hash to its digest."""
+        digest = str(record.get("digest"))
+        try:
+            content = base64.b64decode(str(record.get("content", "")), validate=True)
+        except (binascii.Error, ValueError):
+            self.report.fail("artifact", where, f"artifact {digest} content is not base64")
+            return
+        if "sha256:" + hashlib.sha256(content).hexdigest() != digest:
+            self.report.fail("artifact", where, f"artifact {digest}: content hashes differently")
+        else:
+            self.report.ok("artifact")
 
     def _footer(self, where: str, record: dict[str, Any]) -> None:
         self.footer_seen = True

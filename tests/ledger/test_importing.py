@@ -3,6 +3,7 @@ reports bad records without writing any part of them. On SQLite and PostgreSQL."
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 from pathlib import Path
@@ -31,7 +32,7 @@ COHORT = Path(__file__).resolve().parents[2] / "api" / "demo_data" / "sol-056-co
 def setup(db_url: str) -> tuple[Ledger, Importer, SigningKey]:
     admin, ingester, log = (SigningKey.generate() for _ in range(3))
     root = TrustRoot("test/import", (admin.public,), log.public, format_time(utc_now()))
-    ledger = Ledger(db_url, root)
+    ledger = Ledger(db_url, root, log_key=log)
     ledger.append(key_registration_envelope(admin.public, [Role.ADMIN], admin))
     ledger.append(key_registration_envelope(ingester.public, [Role.INGESTER], admin))
     return ledger, Importer(ledger, ingester, admin), ingester
@@ -134,3 +135,30 @@ def test_a_damaged_artifact_is_refused_on_read(setup: Any) -> None:
         )
     with pytest.raises(ArtifactError, match="damaged"):
         ArtifactStore(ledger.recorder).get(batch[0].snapshot.digest)
+
+
+def test_a_run_bundle_carries_its_artifacts_and_they_verify(setup: Any) -> None:
+    import io
+
+    from ledger.bundle import export_bundle
+    from ledger.bundle_verifier import verify_bundle_lines
+
+    ledger, importer, _ = setup
+    batch = records()
+    importer.run(batch)
+    digest = check_manifest_set(batch[0].manifests).run_digest
+    buffer = io.StringIO()
+    export_bundle(ledger, buffer, runs=[digest])
+    lines = buffer.getvalue().splitlines(keepends=True)
+    carried = [json.loads(line) for line in lines if '"type":"artifact"' in line]
+    assert batch[0].snapshot.digest in {a["digest"] for a in carried}
+    report = verify_bundle_lines(lines, workers=1)
+    assert report.verified and report.passed["artifact"] >= 1
+    tampered = [
+        line.replace(carried[0]["content"], base64.b64encode(b"not it").decode())
+        if '"type":"artifact"' in line
+        else line
+        for line in lines
+    ]
+    bad = verify_bundle_lines(tampered, workers=1)
+    assert not bad.verified and bad.failed["artifact"] >= 1
