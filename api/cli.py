@@ -28,6 +28,7 @@ from api.cli_common import (
     print_json,
     print_receipt,
 )
+from api.cli_import import register_import_commands
 from api.cli_keys import keys_app
 from api.cli_log import register_log_commands
 from api.cli_views import register_view_commands
@@ -56,6 +57,7 @@ app = typer.Typer(
 app.add_typer(keys_app, name="keys")
 register_log_commands(app)
 register_view_commands(app)
+register_import_commands(app)
 
 
 @app.command()

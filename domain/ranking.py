@@ -143,7 +143,13 @@ def _interval(entry: RankEntry) -> tuple[float, float]:
 
 
 def _blocks_by_overlap(ranked: list[RankEntry]) -> list[list[RankEntry]]:
-    ordered = sorted(ranked, key=lambda e: (e.rerun_median_ns, e.run))
+    """Connected components of the interval-overlap graph, left to right.
+
+    Sweeping in order of the intervals' low ends (not their medians: a wide interval with a
+    late median can bridge two earlier ones) merges every chain of overlaps; the resulting
+    blocks cover disjoint stretches of the line, so their order is also their medians' order.
+    """
+    ordered = sorted(ranked, key=lambda e: (_interval(e)[0], e.rerun_median_ns, e.run))
     blocks: list[list[RankEntry]] = []
     reach = -math.inf
     for entry in ordered:
@@ -154,7 +160,7 @@ def _blocks_by_overlap(ranked: list[RankEntry]) -> list[list[RankEntry]]:
         else:
             blocks.append([entry])
             reach = high
-    return blocks
+    return [sorted(block, key=lambda e: (e.rerun_median_ns, e.run)) for block in blocks]
 
 
 def rank_group(entries: Iterable[RankEntry], view: View | str) -> list[RankedEntry]:

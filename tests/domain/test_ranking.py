@@ -394,3 +394,28 @@ def test_source_native_rank_one_reproduces_the_catalog_records() -> None:
             assert previous["primaryValue"] > holder["primaryValue"]
         checked += 1
     assert checked == 2948
+
+
+def test_a_wide_interval_with_a_late_median_bridges_earlier_runs() -> None:
+    """A [9, 11], B [19, 21] and C (median 30, interval [5, 31]) overlap as one component."""
+
+    def entry(run: str, median: float, low: float, high: float) -> RankEntry:
+        return RankEntry(
+            run=run,
+            comparison_key="k",
+            status="passed",
+            claimed=median,
+            level=EvidenceLevel.VERIFIED,
+            rerun_median_ns=median,
+            rerun_ci95_ns=(low, high),
+        )
+
+    ranked = rank_group(
+        [
+            entry("sha256:" + "a" * 64, 10, 9, 11),
+            entry("sha256:" + "b" * 64, 20, 19, 21),
+            entry("sha256:" + "c" * 64, 30, 5, 31),
+        ],
+        View.VERIFIED,
+    )
+    assert {r.rank for r in ranked} == {1}

@@ -1,0 +1,203 @@
+"""`kernelindex import ...` and `kernelindex artifact get`: bringing source results in."""
+
+from __future__ import annotations
+
+import io
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import zstandard
+from rich.markup import escape
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from api.cli_common import (
+    DbOption,
+    HomeOption,
+    JsonOption,
+    err,
+    handles_errors,
+    out,
+    print_json,
+)
+from domain.importers.flashinfer_trace import map_flashinfer_trace
+from domain.importers.gpumode import map_gpumode, parse_leaderboards
+from domain.importers.kernelindex_catalog import map_kernelindex_catalog
+from domain.importers.records import ImportRecord, Rejection
+from domain.importers.sol_execbench import map_sol_execbench
+from domain.importers.sol_leaderboard import map_sol_leaderboard
+from ledger.artifacts import ArtifactStore
+from ledger.errors import NotFoundError
+from ledger.home import LedgerHome
+from ledger.importing import Importer, ImportSummary
+from projections.runner import ProjectionRunner
+
+import_app = typer.Typer(
+    help="Import results from a source's saved responses.", no_args_is_help=True
+)
+artifact_app = typer.Typer(help="Content-addressed artifacts.", no_args_is_help=True)
+MAX_INPUT_FILE = 64 * 1024 * 1024
+
+Items = Iterable[ImportRecord | Rejection]
+
+
+def register_import_commands(app: typer.Typer) -> None:
+    app.add_typer(import_app, name="import")
+    app.add_typer(artifact_app, name="artifact")
+
+
+def _read_dir(directory: Path) -> dict[str, bytes]:
+    if not directory.is_dir():
+        raise NotFoundError(f"{directory} is not a folder")
+    files = {}
+    for path in sorted(directory.iterdir()):
+        if path.is_file() and path.suffix in (".json", ".jsonl"):
+            if path.stat().st_size > MAX_INPUT_FILE:
+                raise NotFoundError(f"{path} is larger than {MAX_INPUT_FILE} bytes")
+            files[path.name] = path.read_bytes()
+    return files
+
+
+def _run_import(home: Path | None, db: str | None, items: Items, as_json: bool) -> None:
+    target = LedgerHome.at(home, db)
+    ledger = target.open()
+    importer = Importer(ledger, target.key("ingester"), target.key("admin"))
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("[bold]importing[/] {task.description}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    ) as bar:
+        task = bar.add_task("", total=None)
+
+        def show(s: ImportSummary) -> None:
+            bar.update(
+                task,
+                description=f"{s.new} new, {s.unchanged} unchanged, {s.superseded} superseded, "
+                f"{len(s.rejected)} rejected",
+            )
+
+        summary = importer.run(items, progress=show)
+    ProjectionRunner(ledger).catch_up()
+    if as_json:
+        print_json(summary.to_json())
+        return
+    table = Table(title="Import", title_justify="left")
+    for column in ("new", "unchanged", "superseded", "rejected", "events appended"):
+        table.add_column(column, justify="right")
+    table.add_row(
+        str(summary.new),
+        str(summary.unchanged),
+        str(summary.superseded),
+        str(len(summary.rejected)),
+        str(summary.events),
+    )
+    out.print(table)
+    for external_id, reason in summary.rejected[:50]:
+        out.print(f"[yellow]rejected[/] {escape(str(external_id))}: {escape(reason)}")
+    if len(summary.rejected) > 50:
+        out.print(f"... and {len(summary.rejected) - 50} more (use --json for all)")
+
+
+@import_app.command("sol-leaderboard")
+@handles_errors
+def import_sol_leaderboard(
+    directory: Annotated[
+        Path, typer.Argument(help="Saved /api/kernels, kernel-<id>, submissions responses.")
+    ],
+    home: HomeOption = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """SOL-ExecBench leaderboard submissions."""
+    _run_import(home, db, map_sol_leaderboard(_read_dir(directory)), as_json)
+
+
+@import_app.command("sol-execbench")
+@handles_errors
+def import_sol_execbench(
+    directory: Annotated[
+        Path, typer.Argument(help="A benchmark folder: definition, workload, solutions, traces.")
+    ],
+    home: HomeOption = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """A SOL-ExecBench benchmark folder (solutions kept as artifacts, traces as runs)."""
+    _run_import(home, db, map_sol_execbench(_read_dir(directory)), as_json)
+
+
+@import_app.command("flashinfer-trace")
+@handles_errors
+def import_flashinfer_trace(
+    directory: Annotated[
+        Path, typer.Argument(help="FlashInfer-Bench definition, solutions and traces.")
+    ],
+    home: HomeOption = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """FlashInfer-Bench traces."""
+    _run_import(home, db, map_flashinfer_trace(_read_dir(directory)), as_json)
+
+
+@import_app.command("gpumode")
+@handles_errors
+def import_gpumode(
+    file: Annotated[Path, typer.Argument(help="GPU MODE KernelBot leaderboard rows (JSON).")],
+    leaderboards: Annotated[
+        Path | None,
+        typer.Option("--leaderboards", help="leaderboards.json naming the leaderboard ids."),
+    ] = None,
+    home: HomeOption = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """GPU MODE KernelBot leaderboard rows."""
+    boards = parse_leaderboards(leaderboards.read_bytes()) if leaderboards else None
+    items = map_gpumode(file.read_bytes(), file.name, leaderboards=boards)
+    _run_import(home, db, items, as_json)
+
+
+def _zstd_lines(path: Path) -> Iterator[bytes]:
+    with path.open("rb") as raw:
+        reader = io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw))
+        yield from reader
+
+
+@import_app.command("kernelindex-catalog")
+@handles_errors
+def import_kernelindex_catalog(
+    file: Annotated[Path, typer.Argument(help="The public catalog export (.jsonl.zst or .jsonl).")],
+    home: HomeOption = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Mirror the public KernelIndex catalog export (every digest recomputed)."""
+    lines: Iterable[bytes] = _zstd_lines(file) if file.suffix == ".zst" else file.open("rb")
+    _run_import(home, db, map_kernelindex_catalog(lines), as_json)
+
+
+@artifact_app.command("get")
+@handles_errors
+def artifact_get(
+    digest: Annotated[str, typer.Argument(help="sha256:… digest of the artifact.")],
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="File to write (default stdout).")
+    ] = None,
+    home: HomeOption = None,
+    db: DbOption = None,
+) -> None:
+    """Write an artifact's bytes (re-hashed on read: a damaged one is refused)."""
+    ledger = LedgerHome.at(home, db).open()
+    stored = ArtifactStore(ledger.recorder).get(digest)
+    if output is None:
+        sys.stdout.buffer.write(stored.content)
+    else:
+        output.write_bytes(stored.content)
+        err.print(f"wrote {output} ({len(stored.content)} bytes, {stored.media_type})")
