@@ -23,11 +23,16 @@ from api.cli_common import (
     out,
     print_json,
 )
+from domain.canonical import canonical_json
 from domain.importers.flashinfer_trace import map_flashinfer_trace
 from domain.importers.gpumode import map_gpumode, parse_leaderboards
 from domain.importers.kernelindex_catalog import map_kernelindex_catalog
-from domain.importers.records import ImportRecord, Rejection
-from domain.importers.sol_execbench import map_sol_execbench
+from domain.importers.records import Artifact, ImportRecord, Rejection
+from domain.importers.sol_execbench import (
+    MappedSolution,
+    map_sol_execbench,
+    map_sol_execbench_solutions,
+)
 from domain.importers.sol_leaderboard import map_sol_leaderboard
 from ledger.artifacts import ArtifactStore
 from ledger.errors import NotFoundError
@@ -124,12 +129,47 @@ def import_sol_execbench(
     directory: Annotated[
         Path, typer.Argument(help="A benchmark folder: definition, workload, solutions, traces.")
     ],
+    definition: Annotated[
+        Path | None,
+        typer.Option("--definition", help="definition.json for a folder of solutions only."),
+    ] = None,
     home: HomeOption = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """A SOL-ExecBench benchmark folder (solutions kept as artifacts, traces as runs)."""
-    _run_import(home, db, map_sol_execbench(_read_dir(directory)), as_json)
+    """A SOL-ExecBench benchmark folder: traces become runs; every solution is kept by digest
+    (its implementation manifest and sources) so it can be rerun later."""
+    files = _read_dir(directory)
+    extra = definition.read_bytes() if definition else None
+    kept, problems = _keep_solutions(home, db, map_sol_execbench_solutions(files, extra))
+    if not as_json:
+        out.print(f"solutions kept as artifacts: {len(kept)}")
+        for problem in problems:
+            out.print(f"[yellow]solution rejected[/]: {escape(problem)}")
+    _run_import(home, db, map_sol_execbench(files), as_json)
+
+
+def _keep_solutions(
+    home: Path | None, db: str | None, solutions: Iterable[MappedSolution | Rejection]
+) -> tuple[list[str], list[str]]:
+    """Store each solution's sources and implementation manifest; return their digests."""
+    store = ArtifactStore(LedgerHome.at(home, db).open().recorder)
+    kept: list[str] = []
+    problems: list[str] = []
+    for item in solutions:
+        if isinstance(item, Rejection):
+            problems.append(item.reason)
+            continue
+        for artifact in item.artifacts:
+            store.put(artifact)
+        manifest = Artifact(
+            canonical_json(item.implementation),
+            "application/vnd.kernelindex.manifest+json",
+            item.name,
+        )
+        store.put(manifest)
+        kept.append(item.implementation_digest)
+    return kept, problems
 
 
 @import_app.command("flashinfer-trace")

@@ -13,6 +13,7 @@ import zstandard
 from typer.testing import CliRunner
 
 from api.cli import app
+from domain.importers.sol_execbench import MappedSolution, map_sol_execbench_solutions
 
 SEED_PROTOCOL = "sha256:6383f62490dad270ad2146a94f67b48fba5cfcbc0b9b180f02665c69cc4433a0"
 SEED_ENVIRONMENT = "sha256:f304afb2fedab4bbeadf8ac36a990ff517ab6e824dfe5a3ee0fe46259ff5e39f"
@@ -125,3 +126,14 @@ def test_the_whole_catalog_imports(cli: Cli, shared: Path) -> None:
     path = shared / "fixtures/kernelindex-catalog/catalog-2026-08-16-0022af0b.jsonl.zst"
     result = cli.json("import", "kernelindex-catalog", path)
     assert result["new"] == 7857 and result["rejected"] == []
+
+
+def test_sol_execbench_solutions_are_kept_for_later_reruns(cli: Cli, shared: Path) -> None:
+    folder = shared / "fixtures/sol-execbench/cuda_cpp-rmsnorm"
+    result = cli("import", "sol-execbench", folder)
+    assert "solutions kept as artifacts: 1" in result.stdout
+    files = {p.name: p.read_bytes() for p in folder.iterdir() if p.suffix in (".json", ".jsonl")}
+    (solution,) = [s for s in map_sol_execbench_solutions(files) if isinstance(s, MappedSolution)]
+    source = solution.implementation["spec"]["source"]["contentDigest"]
+    assert source == solution.bundle.digest
+    assert cli("artifact", "get", source).stdout_bytes == solution.bundle.content
