@@ -26,7 +26,7 @@ from api.cli_common import (
 from domain.canonical import canonical_json
 from domain.importers.flashinfer_trace import map_flashinfer_trace
 from domain.importers.gpumode import map_gpumode, parse_leaderboards
-from domain.importers.kernelindex_catalog import map_kernelindex_catalog
+from domain.importers.kernelindex_catalog import catalog_manifests, map_kernelindex_catalog
 from domain.importers.records import Artifact, ImportRecord, Rejection
 from domain.importers.sol_execbench import (
     MappedSolution,
@@ -45,6 +45,7 @@ import_app = typer.Typer(
 )
 artifact_app = typer.Typer(help="Content-addressed artifacts.", no_args_is_help=True)
 MAX_INPUT_FILE = 64 * 1024 * 1024
+MANIFEST_MEDIA_TYPE = "application/vnd.kernelindex.manifest+json"
 
 Items = Iterable[ImportRecord | Rejection]
 
@@ -218,9 +219,42 @@ def import_kernelindex_catalog(
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Mirror the public KernelIndex catalog export (every digest recomputed)."""
-    lines: Iterable[bytes] = _zstd_lines(file) if file.suffix == ".zst" else file.open("rb")
-    _run_import(home, db, map_kernelindex_catalog(lines), as_json)
+    """Mirror the public KernelIndex catalog export (every digest recomputed).
+
+    Benchmark runs become signed ingestions; operations, workloads, implementations,
+    projects and serving manifests are kept by digest as manifest artifacts."""
+    kept, refused = _keep_catalog_manifests(home, db, _catalog_lines(file))
+    if not as_json:
+        out.print(f"catalog manifests kept as artifacts: {kept} ({len(refused)} refused)")
+        for rejection in refused[:20]:
+            out.print(
+                f"[yellow]manifest rejected[/] {escape(str(rejection.external_id))}: "
+                f"{escape(rejection.reason)}"
+            )
+    _run_import(home, db, map_kernelindex_catalog(_catalog_lines(file)), as_json)
+
+
+def _catalog_lines(file: Path) -> Iterable[bytes]:
+    return _zstd_lines(file) if file.suffix == ".zst" else file.open("rb")
+
+
+def _keep_catalog_manifests(
+    home: Path | None, db: str | None, lines: Iterable[bytes]
+) -> tuple[int, list[Rejection]]:
+    store = ArtifactStore(LedgerHome.at(home, db).open().recorder)
+    refused: list[Rejection] = []
+    kept = 0
+    batch: list[Artifact] = []
+    for _, manifest in catalog_manifests(lines, rejected=refused):
+        batch.append(
+            Artifact(canonical_json(manifest), MANIFEST_MEDIA_TYPE, manifest["metadata"]["name"])
+        )
+        kept += 1
+        if len(batch) == 500:
+            store.put_many(batch)
+            batch = []
+    store.put_many(batch)
+    return kept, refused
 
 
 @artifact_app.command("get")

@@ -82,6 +82,37 @@ class ArtifactStore:
                 )
         return digest
 
+    def put_many(self, items: list[Artifact]) -> int:
+        """Store several in one transaction (bulk imports); return how many were new."""
+        for artifact in items:
+            if len(artifact.content) > MAX_ARTIFACT_BYTES:
+                raise ArtifactError(
+                    f"artifact {artifact.name!r} exceeds {MAX_ARTIFACT_BYTES} bytes"
+                )
+        unique = {a.digest: a for a in items}
+        with self.recorder.transaction(commit=True) as session:
+            present = set(
+                session.execute(
+                    select(artifacts.c.digest).where(artifacts.c.digest.in_(list(unique)))
+                ).scalars()
+            )
+            stored_at = format_time(utc_now())
+            rows = [
+                {
+                    "digest": digest,
+                    "media_type": a.media_type,
+                    "name": a.name,
+                    "size": len(a.content),
+                    "content": a.content,
+                    "stored_at": stored_at,
+                }
+                for digest, a in unique.items()
+                if digest not in present
+            ]
+            if rows:
+                session.execute(artifacts.insert(), rows)
+        return len(rows)
+
     def get(self, digest: str) -> StoredArtifact:
         with self.recorder.transaction(commit=False) as session:
             row = session.execute(select(artifacts).where(artifacts.c.digest == digest)).first()
