@@ -20,7 +20,6 @@ from ledger.home import PASSPHRASE_ENV, LedgerHome
 from ledger.keys import KeyFileError, SigningKey
 
 EXIT_REJECTED = 1
-EXIT_USAGE = 2
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)

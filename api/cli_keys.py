@@ -29,7 +29,7 @@ from ledger.authoring import (
 )
 from ledger.history import key_history
 from ledger.home import HomeError, LedgerHome
-from ledger.keys import PublicKey, SigningKey, load_public_key
+from ledger.keys import PublicKey, SigningKey, load_public_key, save_public_key
 
 keys_app = typer.Typer(
     help="Generate, register, revoke and list signing keys.", no_args_is_help=True
@@ -44,13 +44,25 @@ def keys_generate(
     ],
     as_json: JsonOption = False,
 ) -> None:
-    """Generate an Ed25519 key. Set $KERNELINDEX_KEY_PASSPHRASE to encrypt it."""
+    """Generate an Ed25519 key (and FILE.pub to share). $KERNELINDEX_KEY_PASSPHRASE encrypts it."""
     key = SigningKey.generate()
     key.save(out_file, passphrase())
+    public_file = out_file.with_name(out_file.name + ".pub")
+    save_public_key(public_file, key.public)
     if as_json:
-        print_json({"file": str(out_file), "keyId": key.key_id, "publicKey": key.public.b64})
+        print_json(
+            {
+                "file": str(out_file),
+                "publicFile": str(public_file),
+                "keyId": key.key_id,
+                "publicKey": key.public.b64,
+            }
+        )
     else:
-        out.print(f"wrote {out_file}\n  key id      {key.key_id}\n  public key  {key.public.b64}")
+        out.print(
+            f"wrote {out_file} (and {public_file.name} to share)\n"
+            f"  key id      {key.key_id}\n  public key  {key.public.b64}"
+        )
 
 
 def _subject_key(spec: str) -> PublicKey:

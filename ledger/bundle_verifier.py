@@ -67,7 +67,6 @@ from ledger.merkle import (
     ProofError,
     leaf_hash,
     node_hash,
-    verify_consistency,
     verify_inclusion,
 )
 from ledger.signed_note import Checkpoint, NoteError, Verifier, open_checkpoint
@@ -782,11 +781,3 @@ def verify_bundle_lines(
             if progress is not None:
                 progress(number)
         return verifier.finish()
-
-
-def check_consistency(old_note: str, new_note: str, proof: list[bytes], root: TrustRoot) -> None:
-    """Both checkpoints verify under the log key and the newer extends the older."""
-    verifier = Verifier.from_public_key(root.origin, root.log_key.raw)
-    old, _ = open_checkpoint(old_note, [verifier], origin=root.origin)
-    new, _ = open_checkpoint(new_note, [verifier], origin=root.origin)
-    verify_consistency(old.size, new.size, proof, old.root, new.root)

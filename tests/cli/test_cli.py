@@ -380,3 +380,13 @@ def test_demo_builds_once_and_is_idempotent(tmp_path: Path, db_url: str) -> None
     with engine.connect() as conn:
         assert conn.execute(text("select count(*) from kernelindex_events")).scalar_one() == count
     engine.dispose()
+
+
+def test_generated_public_key_file_registers_the_same_key(cli: Cli, tmp_path: Path) -> None:
+    cli("init")
+    key = cli.json("keys", "generate", tmp_path / "bob.pem")
+    assert key["publicFile"].endswith("bob.pem.pub")
+    # Someone else (the admin) registers Bob from the shared .pub file alone.
+    cli("keys", "register", key["publicFile"], "--role", "attester")
+    listed = {k["keyId"] for k in cli.json("keys", "list")}
+    assert key["keyId"] in listed
