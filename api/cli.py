@@ -38,11 +38,13 @@ from domain.errors import DomainError
 from domain.manifests.canonical_form import manifest_digest
 from domain.manifests.collection import as_manifest_set, manifests_in
 from domain.statements import AttestationType
+from ledger.application import Ledger
 from ledger.authoring import (
     attestation_envelope,
     ingestion_envelope,
     lifecycle_envelope,
 )
+from ledger.errors import NotFoundError
 from ledger.event_verification import EventVerification
 from ledger.history import describe, run_history
 from ledger.home import LedgerHome
@@ -169,6 +171,15 @@ def ingest(
     print_receipt(receipt, as_json, "run")
 
 
+def _named_run(ledger: Ledger, reference: str) -> tuple[str, str]:
+    """(digest, name) of the run a digest or prefix names: statements about it need both."""
+    run_digest = ledger.resolve_run(reference)
+    record = ledger.run(run_digest)
+    if record is None:
+        raise NotFoundError(f"no run with digest {run_digest}")
+    return run_digest, record.run_name
+
+
 @app.command()
 @handles_errors
 def attest(
@@ -191,12 +202,10 @@ def attest(
 ) -> None:
     """Append a signed attestation about a run. It never changes the run's evidence level."""
     ledger = open_ledger(home, db)
-    run_digest = ledger.resolve_run(run)
-    record = ledger.run(run_digest)
-    assert record is not None
+    run_digest, run_name = _named_run(ledger, run)
     envelope = attestation_envelope(
         run_digest,
-        record.run_name,
+        run_name,
         load_key(key),
         type_=type_.value,
         body=body,
@@ -222,13 +231,9 @@ def retract(
     """Retract a run (admin): it leaves rankings; its history and level stay visible."""
     target = LedgerHome.at(home, db)
     ledger = target.open()
-    run_digest = ledger.resolve_run(run)
-    record = ledger.run(run_digest)
-    assert record is not None
+    run_digest, run_name = _named_run(ledger, run)
     signer = load_key(key) if key else target.key("admin")
-    envelope = lifecycle_envelope(
-        run_digest, record.run_name, signer, action="retract", reason=reason
-    )
+    envelope = lifecycle_envelope(run_digest, run_name, signer, action="retract", reason=reason)
     print_receipt(ledger.append(envelope), as_json, "retraction")
 
 

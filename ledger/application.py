@@ -11,6 +11,7 @@ Admission order (each step fails closed with a named reason; nothing is stored o
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import time
@@ -113,6 +114,22 @@ class StoredRecord:
     @property
     def event_name(self) -> str:
         return self.topic.rsplit(":", 1)[-1]
+
+
+def decode_stored(state: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(stored event fields, the statement its envelope carries), without verifying anything.
+
+    For readers that fold already-admitted events (projections, importer index); history and
+    audit re-verify instead. Raises ValueError/KeyError/TypeError on a damaged record.
+    """
+    stored = json.loads(state)
+    return stored, statement_of(stored)
+
+
+def statement_of(stored: dict[str, Any]) -> dict[str, Any]:
+    """The statement inside a stored event's envelope (decoded, not verified)."""
+    statement: dict[str, Any] = json.loads(base64.b64decode(stored["envelope"]["payload"]))
+    return statement
 
 
 def _signed(envelope: Envelope, now: datetime, signer: str) -> Signed:
@@ -555,7 +572,8 @@ class Ledger(Application[UUID]):
             label=principal.label,
         )
 
-    def _scan(self, event_class: type[Any]) -> Iterator[dict[str, Any]]:
+    def stored_states(self, event_class: type[Any]) -> Iterator[dict[str, Any]]:
+        """The decoded stored fields of every event of one class, in ledger order."""
         topic = f"{event_class.__module__}:{event_class.__qualname__}"
         start = 1
         while True:
@@ -571,11 +589,11 @@ class Ledger(Application[UUID]):
 
     def run_index(self) -> Iterator[tuple[str, str]]:
         """(run digest, run name) of every ingested run, in ledger order."""
-        for state in self._scan(Run.Ingested):
+        for state in self.stored_states(Run.Ingested):
             yield str(state.get("run_digest")), str(state.get("run_name"))
 
     def key_ids(self) -> list[str]:
-        return [str(state.get("key_id")) for state in self._scan(Principal.Registered)]
+        return [str(state.get("key_id")) for state in self.stored_states(Principal.Registered)]
 
     def resolve_run(self, reference: str) -> str:
         """A full run digest from a digest or unique prefix (with or without ``sha256:``)."""

@@ -10,8 +10,6 @@ names the snapshot by digest. A bad record is reported with its reason and skipp
 
 from __future__ import annotations
 
-import base64
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -20,7 +18,7 @@ from domain.importers.records import ImportRecord, Rejection
 from domain.manifests.manifest_set import check_manifest_set
 from domain.timestamps import parse_time
 from ledger.aggregates import Run
-from ledger.application import Ledger
+from ledger.application import Ledger, statement_of
 from ledger.artifacts import ArtifactStore
 from ledger.authoring import ingestion_envelope, lifecycle_envelope
 from ledger.errors import AlreadyExistsError
@@ -55,24 +53,16 @@ class Importer:
 
     def _index(self) -> dict[tuple[str, str], str]:
         """(source, external id) → the latest run ingested for it, from the ingestion events."""
-        topic = f"{Run.Ingested.__module__}:{Run.Ingested.__qualname__}"
         latest: dict[tuple[str, str], str] = {}
-        start = 1
-        while True:
-            batch = self.ledger.recorder.select_notifications(start, 1000, topics=[topic])
-            for notification in batch:
-                try:
-                    stored = json.loads(notification.state)
-                    statement = json.loads(base64.b64decode(stored["envelope"]["payload"]))
-                    predicate = statement["predicate"]
-                    if predicate.get("externalId") is not None:
-                        key = (str(predicate["source"]), str(predicate["externalId"]))
-                        latest[key] = str(stored["run_digest"])
-                except (ValueError, KeyError, TypeError):
-                    continue  # damaged records are audit's business, not the importer's
-            if len(batch) < 1000:
-                return latest
-            start = batch[-1].id + 1
+        for stored in self.ledger.stored_states(Run.Ingested):
+            try:
+                predicate = statement_of(stored)["predicate"]
+                if predicate.get("externalId") is not None:
+                    key = (str(predicate["source"]), str(predicate["externalId"]))
+                    latest[key] = str(stored["run_digest"])
+            except (ValueError, KeyError, TypeError):
+                continue  # damaged records are audit's business, not the importer's
+        return latest
 
     def run(
         self,

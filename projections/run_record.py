@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import base64
-import json
 from typing import Any
 
 from domain.ranking import View, compare
 from ledger.aggregates import run_id
-from ledger.application import Ledger
+from ledger.application import Ledger, decode_stored
 from ledger.run_summary import run_summary
 from projections.queries import run_row, standings, top_of_group
 from projections.runner import ProjectionRunner
@@ -19,8 +17,7 @@ def ingested_manifests(ledger: Ledger, digest: str) -> dict[str, Any]:
     records = ledger.stored_records(run_id(digest), version=1)
     if not records:
         return {}
-    stored = json.loads(records[0].state)
-    statement = json.loads(base64.b64decode(stored["envelope"]["payload"]))
+    _, statement = decode_stored(records[0].state)
     manifests: dict[str, Any] = statement["predicate"]["manifests"]
     return manifests
 

@@ -9,7 +9,6 @@ on PostgreSQL the same loop runs, serialised by an advisory lock.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 from collections.abc import Sequence
@@ -29,7 +28,7 @@ from domain.run_facts import (
     RunFold,
 )
 from ledger.aggregates import run_id
-from ledger.application import Ledger
+from ledger.application import Ledger, decode_stored
 from projections.tables import VIEW_TABLES, metadata, ranks, runs, stale_groups, tracking
 
 RUNNER_NAME = "views"
@@ -41,13 +40,6 @@ _ADVISORY_LOCK_ID = 0x4B49_5649_4557  # "KIVIEW"
 class CatchUp:
     events: int
     position: int
-
-
-def _statement(state: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(stored event fields, decoded statement) of a stored event."""
-    stored = json.loads(state)
-    payload = base64.b64decode(stored["envelope"]["payload"])
-    return stored, json.loads(payload)
 
 
 def _subject(statement: dict[str, Any]) -> str:
@@ -156,7 +148,7 @@ class ProjectionRunner:
         """Apply one event to the batch's pending view changes (written at batch end)."""
         if not event.startswith("Run."):
             return  # key events have no read model here
-        stored, statement = _statement(state)
+        stored, statement = decode_stored(state)
         digest = _subject(statement)
         predicate = statement["predicate"]
         if event == "Run.Ingested":
@@ -237,7 +229,7 @@ class ProjectionRunner:
         fold: RunFold | None = None
         for position, topic, raw in self._run_events(session, digest, up_to):
             event = str(topic).rsplit(":", 1)[-1]
-            stored, statement = _statement(bytes(raw))
+            stored, statement = decode_stored(bytes(raw))
             if event == "Run.Ingested":
                 fold = RunFold.ingested(int(position), digest, statement["predicate"])
             elif fold is not None:
