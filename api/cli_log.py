@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import base64
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.markup import escape
@@ -27,6 +26,7 @@ from ledger.audit import audit_ledger
 from ledger.bundle_verifier import verify_bundle_lines
 from ledger.claims import ClaimTracker
 from ledger.errors import NotFoundError
+from ledger.log_queries import checkpoint_json, consistency_json, entries_json, inclusion_json
 from ledger.trust import TrustRoot
 from ledger.verification_report import Report
 from projections.export import export_runs
@@ -184,19 +184,11 @@ def log_checkpoint(
     home: HomeOption = None, db: DbOption = None, as_json: JsonOption = False
 ) -> None:
     """Sign (or show the already signed) checkpoint of the current tree."""
-    ledger = open_ledger(home, db)
-    signed = ledger.tlog.sign_checkpoint()
+    signed = checkpoint_json(open_ledger(home, db))
     if as_json:
-        print_json(
-            {
-                "size": signed.size,
-                "rootHash": base64.b64encode(signed.root).decode(),
-                "note": signed.note,
-                "signedAt": signed.signed_at,
-            }
-        )
+        print_json({k: signed[k] for k in ("size", "rootHash", "note", "signedAt")})
     else:
-        sys.stdout.write(signed.note)
+        sys.stdout.write(signed["note"])
 
 
 @log_app.command("proof")
@@ -208,12 +200,7 @@ def log_proof(
     db: DbOption = None,
 ) -> None:
     """Inclusion proof of a leaf (JSON)."""
-    ledger = open_ledger(home, db)
-    with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
-        tree = size if size is not None else ledger.tlog.tree_size(session)
-        if not 0 <= leaf < tree:
-            raise NotFoundError(f"leaf {leaf} is not in a tree of size {tree}")
-        print_json(ledger.tlog.inclusion(session, leaf, tree).to_json())
+    print_json(inclusion_json(open_ledger(home, db), leaf, size))
 
 
 @log_app.command("consistency")
@@ -225,20 +212,7 @@ def log_consistency(
     db: DbOption = None,
 ) -> None:
     """Consistency proof between two tree sizes (JSON)."""
-    ledger = open_ledger(home, db)
-    with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
-        current = ledger.tlog.tree_size(session)
-        if not 0 <= old <= new <= current:
-            raise NotFoundError(f"need 0 <= old <= new <= {current}")
-        proof = ledger.tlog.consistency(session, old, new)
-        result: dict[str, Any] = {
-            "size1": old,
-            "size2": new,
-            "root1": base64.b64encode(ledger.tlog.root(session, old)).decode(),
-            "root2": base64.b64encode(ledger.tlog.root(session, new)).decode(),
-            "hashes": [base64.b64encode(h).decode() for h in proof],
-        }
-    print_json(result)
+    print_json(consistency_json(open_ledger(home, db), old, new))
 
 
 @log_app.command("entries")
@@ -250,17 +224,4 @@ def log_entries(
     db: DbOption = None,
 ) -> None:
     """Log entries by leaf range: leaf index, event position, leaf hash (JSON)."""
-    ledger = open_ledger(home, db)
-    with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
-        stop = end if end is not None else ledger.tlog.tree_size(session)
-        rows = ledger.tlog.entries(session, start, min(stop, start + 1000))
-    print_json(
-        [
-            {
-                "leafIndex": r[0],
-                "position": r[1],
-                "leafHash": base64.b64encode(bytes(r[2])).decode(),
-            }
-            for r in rows
-        ]
-    )
+    print_json(entries_json(open_ledger(home, db), start, end))

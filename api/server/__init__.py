@@ -1,0 +1,1 @@
+"""The HTTP edge: Litestar app, controllers, pages. Services own the logic."""

@@ -1,0 +1,97 @@
+"""The Litestar application: controllers, problem+json, limits, logs, OpenAPI at /schema."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from litestar import Litestar, Request, Response
+from litestar.datastructures import State
+from litestar.di import Provide
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import JsonRenderPlugin
+
+from api.server.config import ServerConfig
+from api.server.controllers.common import provide_config, provide_service
+from api.server.controllers.health import HealthController
+from api.server.controllers.keys import KeyController
+from api.server.controllers.log import LogController
+from api.server.controllers.runs import RunController
+from api.server.controllers.views import ViewController
+from api.server.observability import RequestContextMiddleware, configure_logging
+from api.server.pages.controller import PageController, template_config
+from api.server.problems import EXCEPTION_HANDLERS, problem
+from api.server.rate_limits import TokenBuckets, retry_after_header
+from api.server.service import LedgerService
+from ledger.application import Ledger
+from ledger.home import LedgerHome
+
+API_VERSION = "1.0.0"
+
+
+def _address_limit(request: Request[Any, Any, Any]) -> Response[Any] | None:
+    limiter: TokenBuckets = request.app.state.address_limiter
+    address = request.client.host if request.client else "unknown"
+    wait = limiter.take(address)
+    if wait is None:
+        return None
+    return problem(
+        request,
+        "rate-limited",
+        f"too many requests from {address}; retry in {wait:.1f} s",
+        headers=retry_after_header(wait),
+    )
+
+
+def create_app(ledger: Ledger, config: ServerConfig | None = None) -> Litestar:
+    settings = config or ServerConfig()
+    configure_logging(settings.json_logs)
+    state = State(
+        {
+            "service": LedgerService(ledger),
+            "config": settings,
+            "key_limiter": TokenBuckets(settings.key_rate, settings.key_burst),
+            "address_limiter": TokenBuckets(settings.address_rate, settings.address_burst),
+        }
+    )
+    return Litestar(
+        route_handlers=[
+            RunController,
+            ViewController,
+            KeyController,
+            LogController,
+            HealthController,
+            PageController,
+        ],
+        dependencies={
+            "service": Provide(provide_service, sync_to_thread=False),
+            "config": Provide(provide_config, sync_to_thread=False),
+        },
+        state=state,
+        middleware=[RequestContextMiddleware],
+        before_request=_address_limit,
+        exception_handlers=EXCEPTION_HANDLERS,
+        request_max_body_size=settings.max_body_bytes,
+        template_config=template_config(),
+        openapi_config=OpenAPIConfig(
+            title="KernelIndex Ledger",
+            version=API_VERSION,
+            description=(
+                "Signed, append-only, offline-verifiable GPU-kernel benchmark results. Writes "
+                "are DSSE envelopes authenticated by their signature alone; errors are RFC "
+                "9457 problem+json with a stable type per failure."
+            ),
+            path="/schema",
+            render_plugins=[JsonRenderPlugin()],
+        ),
+    )
+
+
+def create_app_from_env() -> Litestar:
+    """ASGI factory for uvicorn workers: ``uvicorn --factory api.server.app:create_app_from_env``.
+
+    Reads the ledger home and database from KERNELINDEX_HOME / KERNELINDEX_DB.
+    """
+    home = LedgerHome.at(None, os.environ.get("KERNELINDEX_DB"))
+    config = ServerConfig(public_url=os.environ.get("KERNELINDEX_PUBLIC_URL"))
+    return create_app(home.open(), config)

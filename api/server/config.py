@@ -1,0 +1,23 @@
+"""Server settings: limits and the public address used in permalinks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    # Request bodies: an ingestion carries manifests of up to 1 MiB, base64 in the envelope.
+    max_body_bytes: int = 2 * MIB
+    # Writes per signing key id, sustained per second and burst.
+    key_rate: float = 20.0
+    key_burst: int = 200
+    # Requests per client address (all routes), sustained per second and burst.
+    address_rate: float = 500.0
+    address_burst: int = 2000
+    # Base of permalinks in citations, e.g. https://ledger.kernelindex.dev; None: the request's.
+    public_url: str | None = None
+    # Structured log lines as JSON (False: human-readable console lines).
+    json_logs: bool = True

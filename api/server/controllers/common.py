@@ -1,0 +1,70 @@
+"""What the controllers share: the injected service, the envelope body schema, write replies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from litestar import Request, Response
+from litestar.datastructures import State
+from litestar.exceptions import HTTPException
+
+from api.server.config import ServerConfig
+from api.server.rate_limits import TokenBuckets, retry_after_header
+from api.server.service import LedgerService
+from domain.statements import PredicateType
+
+
+class Signature(msgspec.Struct, forbid_unknown_fields=True):
+    keyid: str
+    sig: str
+
+
+class DsseEnvelope(msgspec.Struct, forbid_unknown_fields=True):
+    """A DSSE envelope over an in-toto Statement v1 (payloadType application/vnd.in-toto+json).
+
+    The body is checked strictly as sent (duplicate keys, canonical base64) before anything
+    else; its signature is the only authentication a write needs.
+    """
+
+    payloadType: str
+    payload: str
+    signatures: list[Signature]
+
+
+def provide_service(state: State) -> LedgerService:
+    service: LedgerService = state.service
+    return service
+
+
+def provide_config(state: State) -> ServerConfig:
+    config: ServerConfig = state.config
+    return config
+
+
+def write(
+    request: Request[Any, Any, Any],
+    service: LedgerService,
+    body: bytes,
+    accepts: set[PredicateType],
+    subject: str | None = None,
+) -> Response[dict[str, Any]]:
+    """Admit a posted envelope: 201 with the receipt, 200 with the original for a duplicate."""
+    limiter: TokenBuckets = request.app.state.key_limiter
+    signer = service.signer_of(body)
+    if signer is not None:
+        wait = limiter.take(signer)
+        if wait is not None:
+            raise HTTPException(
+                status_code=429,
+                detail=f"too many writes signed by {signer}; retry in {wait:.1f} s",
+                headers=retry_after_header(wait),
+            )
+    receipt = service.append(body, accepts, subject)
+    reply = receipt.to_json()
+    location = f"/v1/runs/{receipt.subject_digest}/history"
+    if receipt.event.startswith("Principal."):
+        location = f"/v1/keys/{receipt.subject_digest}"
+    return Response(
+        reply, status_code=200 if receipt.duplicate else 201, headers={"Location": location}
+    )

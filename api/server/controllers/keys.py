@@ -1,0 +1,50 @@
+"""/v1/keys: registered keys, their history; signed registration and revocation."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from litestar import Controller, Request, Response, get, post
+from litestar.params import Parameter
+
+from api.server.controllers.common import DsseEnvelope, write
+from api.server.service import LedgerService
+from domain.statements import PredicateType
+
+KeyIdPath = Annotated[
+    str, Parameter(description="Key id, sha256:<64 hex> of the raw public key.", max_length=71)
+]
+
+
+class KeyController(Controller):
+    path = "/v1/keys"
+    tags = ["keys"]
+
+    @get("/", sync_to_thread=True, summary="Every registered key with its roles and status")
+    def list_keys(self, service: LedgerService) -> list[dict[str, Any]]:
+        return service.keys()
+
+    @get("/{key_id:str}", sync_to_thread=True, summary="One key")
+    def key(self, service: LedgerService, key_id: KeyIdPath) -> dict[str, Any]:
+        return service.key(key_id)
+
+    @get("/{key_id:str}/history", sync_to_thread=True, summary="A key's events, re-verified")
+    def history(self, service: LedgerService, key_id: KeyIdPath) -> dict[str, Any]:
+        return service.key_history(key_id)
+
+    @post("/", sync_to_thread=True, summary="Register a key (admin-signed, or self-signed attester)")
+    def register(
+        self, request: Request[Any, Any, Any], service: LedgerService, data: DsseEnvelope, body: bytes
+    ) -> Response[dict[str, Any]]:
+        return write(request, service, body, {PredicateType.KEY})
+
+    @post("/{key_id:str}/revocations", sync_to_thread=True, summary="Revoke a key")
+    def revoke(
+        self,
+        request: Request[Any, Any, Any],
+        service: LedgerService,
+        key_id: KeyIdPath,
+        data: DsseEnvelope,
+        body: bytes,
+    ) -> Response[dict[str, Any]]:
+        return write(request, service, body, {PredicateType.KEY}, key_id)

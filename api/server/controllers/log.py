@@ -1,0 +1,82 @@
+"""/v1/log, /v1/bundle, /v1/artifacts, /v1/trust-root: what offline verifiers need."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from litestar import Controller, Response, get
+from litestar.params import Parameter
+
+from api.server.service import LedgerService
+
+NDJSON = "application/x-ndjson"
+
+
+class LogController(Controller):
+    path = "/v1"
+    tags = ["log"]
+
+    @get("/trust-root", sync_to_thread=True, summary="The trust root verifiers start from")
+    def trust_root(self, service: LedgerService) -> dict[str, Any]:
+        return service.trust_root()
+
+    @get("/log/checkpoint", sync_to_thread=True, summary="Signed checkpoint (C2SP note) of the tree")
+    def checkpoint(self, service: LedgerService) -> dict[str, Any]:
+        return service.checkpoint()
+
+    @get("/log/proofs/inclusion", sync_to_thread=True, summary="Inclusion proof of a leaf")
+    def inclusion(
+        self,
+        service: LedgerService,
+        leaf: Annotated[int, Parameter(ge=0, le=2**53 - 1)],
+        size: Annotated[int | None, Parameter(ge=1, le=2**53 - 1)] = None,
+    ) -> dict[str, Any]:
+        return service.inclusion(leaf, size)
+
+    @get("/log/proofs/consistency", sync_to_thread=True, summary="Consistency proof between sizes")
+    def consistency(
+        self,
+        service: LedgerService,
+        old: Annotated[int, Parameter(ge=0, le=2**53 - 1)],
+        new: Annotated[int | None, Parameter(ge=0, le=2**53 - 1)] = None,
+    ) -> dict[str, Any]:
+        return service.consistency(old, new)
+
+    @get("/log/entries", sync_to_thread=True, summary="Log leaves [start, end), at most 1000")
+    def entries(
+        self,
+        service: LedgerService,
+        start: Annotated[int, Parameter(ge=0, le=2**53 - 1)] = 0,
+        end: Annotated[int | None, Parameter(ge=0, le=2**53 - 1)] = None,
+    ) -> list[dict[str, Any]]:
+        return service.entries(start, end)
+
+    @get(
+        "/bundle",
+        sync_to_thread=True,
+        media_type=NDJSON,
+        summary="Self-contained bundle (JSON Lines) for `kernelindex verify`",
+    )
+    def bundle(
+        self,
+        service: LedgerService,
+        run: Annotated[list[str] | None, Parameter(max_items=100)] = None,
+        cohort: Annotated[str | None, Parameter(max_length=71)] = None,
+    ) -> Response[str]:
+        text = service.bundle(run or [], cohort)
+        return Response(
+            text,
+            media_type=NDJSON,
+            headers={"Content-Disposition": 'attachment; filename="kernelindex.bundle"'},
+        )
+
+    @get("/artifacts/{digest:str}", sync_to_thread=True, summary="A stored artifact, re-hashed on read")
+    def artifact(
+        self, service: LedgerService, digest: Annotated[str, Parameter(max_length=71)]
+    ) -> Response[bytes]:
+        stored = service.artifact(digest)
+        return Response(
+            stored.content,
+            media_type=stored.media_type or "application/octet-stream",
+            headers={"Digest": f"sha-256={digest}", "X-Artifact-Name": stored.name or ""},
+        )

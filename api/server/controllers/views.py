@@ -1,0 +1,49 @@
+"""/v1/groups, /v1/leaderboards, /v1/compare: the projected read models."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from litestar import Controller, get
+from litestar.params import Parameter
+
+from api.server.controllers.runs import parse_level
+from api.server.service import LedgerService
+from domain.ranking import View
+
+KeyPath = Annotated[
+    str, Parameter(description="Comparison key, sha256:<64 hex>.", pattern=r"^sha256:[0-9a-f]{64}$")
+]
+
+
+class ViewController(Controller):
+    path = "/v1"
+    tags = ["leaderboards"]
+
+    @get("/groups", sync_to_thread=True, summary="Comparison groups (optionally of a benchmark/GPU)")
+    def groups(
+        self,
+        service: LedgerService,
+        benchmark: Annotated[str | None, Parameter(max_length=300)] = None,
+        gpu: Annotated[str | None, Parameter(max_length=200)] = None,
+    ) -> list[dict[str, Any]]:
+        return service.groups(benchmark, gpu)
+
+    @get("/leaderboards/{key:str}", sync_to_thread=True, summary="A comparison group's ranking")
+    def leaderboard(
+        self,
+        service: LedgerService,
+        key: KeyPath,
+        view: Annotated[View, Parameter(description="source-native or verified")] = View.SOURCE_NATIVE,
+        min_level: Annotated[str | None, Parameter(query="minLevel")] = None,
+    ) -> dict[str, Any]:
+        return service.leaderboard(key, view, parse_level(min_level))
+
+    @get("/compare", sync_to_thread=True, summary="Field-by-field differences of two runs, and a ÷ b")
+    def compare(
+        self,
+        service: LedgerService,
+        a: Annotated[str, Parameter(max_length=71)],
+        b: Annotated[str, Parameter(max_length=71)],
+    ) -> dict[str, Any]:
+        return service.compare(a, b)

@@ -1,0 +1,94 @@
+"""Request ids and structured logs.
+
+Every request gets an id (the client's ``X-Request-ID`` when it is a sane token, else a fresh
+one), echoed in the response header and in problem+json bodies, and bound to every log line
+written while the request is served; one access line per request records method, path,
+status and duration.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+import time
+import uuid
+from typing import Any
+
+import structlog
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
+
+REQUEST_ID_HEADER = b"x-request-id"
+_SANE_ID = re.compile(r"^[A-Za-z0-9._\-]{8,64}$")
+
+_access = structlog.get_logger("kernelindex.access")
+
+
+def configure_logging(json_logs: bool = True, level: int = logging.INFO) -> None:
+    renderer: Any = (
+        structlog.processors.JSONRenderer()
+        if json_logs
+        else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+
+
+def _request_id(scope: Scope) -> str:
+    for name, value in scope.get("headers", []):
+        if name == REQUEST_ID_HEADER:
+            text = value.decode("latin-1")
+            if _SANE_ID.match(text):
+                return text
+    return uuid.uuid4().hex
+
+
+class RequestContextMiddleware:
+    """ASGI middleware: request id, log context, access log line."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = _request_id(scope)
+        scope.setdefault("state", {})["request_id"] = request_id  # type: ignore[typeddict-unknown-key]
+        started = time.perf_counter()
+        status = 500
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                headers = list(message.get("headers", []))
+                headers.append((REQUEST_ID_HEADER, request_id.encode()))
+                message["headers"] = headers  # type: ignore[typeddict-unknown-key]
+            await send(message)
+
+        structlog.contextvars.clear_contextvars()
+        structlog.contextvars.bind_contextvars(request_id=request_id)
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            client = scope.get("client")
+            _access.info(
+                "request",
+                method=scope.get("method"),
+                path=scope.get("path"),
+                status=status,
+                duration_ms=round((time.perf_counter() - started) * 1000, 3),
+                client=client[0] if client else None,
+            )
+            structlog.contextvars.clear_contextvars()

@@ -1,0 +1,364 @@
+"""The ledger as the HTTP API sees it: every read and write the controllers delegate to.
+
+Controllers stay thin; this service owns the rules of the edge: which statement a write
+endpoint accepts, one writer per process, projections fresh before a read.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+
+from domain.documents import parse_json
+from domain.evidence import EvidenceLevel
+from domain.ranking import View
+from domain.statements import PredicateType
+from ledger.application import Ledger, Receipt
+from ledger.artifacts import ArtifactStore, StoredArtifact
+from ledger.dsse import parse_envelope
+from ledger.errors import AmbiguousReferenceError, NotFoundError, SubjectMismatchError
+from ledger.event_verification import EventVerification
+from ledger.history import describe, key_history, run_history
+from ledger.log_queries import checkpoint_json, consistency_json, entries_json, inclusion_json
+from projections import queries
+from projections.export import export_runs
+from projections.run_page import run_page
+from projections.run_record import compare_runs
+from projections.runner import ProjectionRunner
+from projections.tables import runs as runs_table
+
+MAX_PAGE = 200
+
+
+class WrongEndpointError(SubjectMismatchError):
+    """A signed statement posted to an endpoint for another kind of statement or subject."""
+
+    code = "wrong-endpoint"
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Runs are listed in ingestion order; the cursor is the last position a page held."""
+
+    after: int
+
+    def encode(self) -> str:
+        return base64.urlsafe_b64encode(f"p{self.after}".encode()).decode().rstrip("=")
+
+    @classmethod
+    def decode(cls, token: str) -> Cursor:
+        try:
+            text = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+            if not text.startswith("p") or not text[1:].isdigit():
+                raise ValueError(text)
+            return cls(int(text[1:]))
+        except (ValueError, UnicodeDecodeError):
+            raise NotFoundError(f"cursor {token!r} is not one this API issued") from None
+
+
+def history_entry(entry: EventVerification, leaf_index: int | None) -> dict[str, Any]:
+    return entry.to_json() | {"says": describe(entry), "leafIndex": leaf_index}
+
+
+class LedgerService:
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self.runner = ProjectionRunner(ledger)
+        # One writer per process: appends serialise here instead of fighting over the SQLite
+        # write lock; across processes (PostgreSQL) the ledger's own retry and log lock hold.
+        self._write_lock = threading.Lock()
+        self._projection_lock = threading.Lock()
+        self.artifacts = ArtifactStore(ledger.recorder)
+
+    # ---------------------------------------------------------------- writes
+
+    def append(
+        self, body: bytes, accepts: set[PredicateType], subject: str | None = None
+    ) -> Receipt:
+        """Admit a signed envelope posted to an endpoint for ``accepts`` about ``subject``."""
+        envelope = parse_envelope(parse_json(body))
+        statement = envelope.statement()
+        if statement.predicateType not in accepts:
+            wanted = " or ".join(sorted(str(p) for p in accepts))
+            raise WrongEndpointError(
+                f"this endpoint takes {wanted} statements, not {statement.predicateType}"
+            )
+        if subject is not None and statement.subject_digest != subject:
+            raise WrongEndpointError(
+                f"the statement is about {statement.subject_digest}, not {subject}"
+            )
+        with self._write_lock:
+            receipt = self.ledger.append(envelope.raw)
+        return receipt
+
+    @staticmethod
+    def signer_of(body: bytes) -> str | None:
+        """The key id a posted envelope names (for rate limiting; not verified here)."""
+        try:
+            value = parse_json(body)
+            signatures = value.get("signatures") if isinstance(value, dict) else None
+            keyid = signatures[0].get("keyid") if isinstance(signatures, list) else None
+        except (ValueError, AttributeError, IndexError):
+            return None
+        return keyid if isinstance(keyid, str) and len(keyid) <= 100 else None
+
+    # ----------------------------------------------------------------- reads
+
+    def fresh(self) -> None:
+        """Fold new events into the read models before answering from them."""
+        with self._projection_lock:
+            self.runner.catch_up()
+
+    def resolve(self, reference: str) -> str:
+        ref = reference.strip().lower()
+        hexpart = ref.removeprefix("sha256:")
+        if len(hexpart) == 64:
+            return self.ledger.resolve_run(ref)
+        if len(hexpart) < 4 or any(c not in "0123456789abcdef" for c in hexpart):
+            raise AmbiguousReferenceError(
+                f"{reference!r}: give a run digest or at least 4 hex digits of one"
+            )
+        self.fresh()
+        with self.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+            matches = list(
+                session.execute(
+                    select(runs_table.c.run_digest)
+                    .where(runs_table.c.run_digest.startswith("sha256:" + hexpart))
+                    .limit(6)
+                ).scalars()
+            )
+        if not matches:
+            raise NotFoundError(f"no run digest starts with sha256:{hexpart}")
+        if len(matches) > 1:
+            raise AmbiguousReferenceError(
+                f"several runs start with sha256:{hexpart}: "
+                + ", ".join(m[:19] for m in matches[:5])
+            )
+        return str(matches[0])
+
+    def list_runs(
+        self,
+        *,
+        comparison_key: str | None = None,
+        source: str | None = None,
+        level: EvidenceLevel | None = None,
+        gpu: str | None = None,
+        benchmark: str | None = None,
+        cursor: str | None = None,
+        limit: int = 50,
+    ) -> dict[str, Any]:
+        self.fresh()
+        t = runs_table
+        query = select(
+            t.c.run_digest,
+            t.c.name,
+            t.c.title,
+            t.c.source,
+            t.c.external_id,
+            t.c.benchmark,
+            t.c.status,
+            t.c.comparison_key,
+            t.c.metric,
+            t.c.claimed,
+            t.c.unit,
+            t.c.product,
+            t.c.evidence_level,
+            t.c.retracted,
+            t.c.superseded_by,
+            t.c.attestations,
+            t.c.ingested_at,
+            t.c.ingested_position,
+        ).order_by(t.c.ingested_position)
+        if comparison_key is not None:
+            query = query.where(t.c.comparison_key == comparison_key)
+        if source is not None:
+            query = query.where(t.c.source == source)
+        if level is not None:
+            query = query.where(t.c.evidence_level == level.name.lower())
+        if gpu is not None:
+            query = query.where(t.c.product == gpu)
+        if benchmark is not None:
+            query = query.where(t.c.benchmark == benchmark)
+        if cursor is not None:
+            query = query.where(t.c.ingested_position > Cursor.decode(cursor).after)
+        size = max(1, min(limit, MAX_PAGE))
+        with self.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+            rows = [dict(r) for r in session.execute(query.limit(size + 1)).mappings()]
+        more = len(rows) > size
+        rows = rows[:size]
+        items = [_run_item(r) for r in rows]
+        next_cursor = Cursor(rows[-1]["ingested_position"]).encode() if more and rows else None
+        return {"items": items, "next": next_cursor}
+
+    def run_record(self, reference: str) -> dict[str, Any]:
+        digest = self.resolve(reference)
+        self.fresh()
+        return run_page(self.ledger, digest)
+
+    def run_history(self, reference: str) -> dict[str, Any]:
+        digest = self.resolve(reference)
+        entries = run_history(self.ledger, digest)
+        leaves = self._leaves([e.position for e in entries])
+        return {
+            "run": digest,
+            "events": [history_entry(e, leaves.get(e.position)) for e in entries],
+            "allVerified": all(e.ok for e in entries),
+        }
+
+    def _leaves(self, positions: list[int]) -> dict[int, int]:
+        found: dict[int, int] = {}
+        with self.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+            for position in positions:
+                leaf = self.ledger.tlog.leaf_for_position(session, position)
+                if leaf is not None:
+                    found[position] = leaf
+        return found
+
+    def groups(self, benchmark: str | None, gpu: str | None) -> list[dict[str, Any]]:
+        self.fresh()
+        with self.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+            return queries.groups(session, benchmark, gpu)
+
+    def leaderboard(
+        self, key: str, view: View, min_level: EvidenceLevel | None = None
+    ) -> dict[str, Any]:
+        self.fresh()
+        with self.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+            rows = queries.leaderboard(session, key, view, min_level)
+            known = session.execute(
+                select(runs_table.c.run_digest).where(runs_table.c.comparison_key == key).limit(1)
+            ).first()
+        if known is None:
+            raise NotFoundError(f"no comparison group {key}")
+        first = rows[0]["value"] if rows else None
+        return {
+            "comparisonKey": key,
+            "view": str(view),
+            "minLevel": min_level.name.lower() if min_level is not None else None,
+            "entries": [_board_entry(r, first) for r in rows],
+        }
+
+    def compare(self, a: str, b: str) -> dict[str, Any]:
+        return compare_runs(self.ledger, self.resolve(a), self.resolve(b))
+
+    def keys(self) -> list[dict[str, Any]]:
+        return [self.key(key_id) for key_id in self.ledger.key_ids()]
+
+    def key(self, key_id: str) -> dict[str, Any]:
+        record = self.ledger.key_record(key_id)
+        if record is None:
+            raise NotFoundError(f"no key {key_id} is registered")
+        return {
+            "keyId": record.key_id,
+            "publicKey": base64.b64encode(record.public_key.raw).decode(),
+            "roles": sorted(str(r) for r in record.roles),
+            "label": record.label,
+            "validFrom": record.valid_from,
+            "validUntil": record.valid_until,
+            "registeredAt": record.registered_at,
+            "revokedAt": record.revoked_at,
+            "status": "revoked" if record.revoked_at else "active",
+        }
+
+    def key_history(self, key_id: str) -> dict[str, Any]:
+        self.key(key_id)
+        entries = key_history(self.ledger, key_id)
+        leaves = self._leaves([e.position for e in entries])
+        return {
+            "keyId": key_id,
+            "events": [history_entry(e, leaves.get(e.position)) for e in entries],
+            "allVerified": all(e.ok for e in entries),
+        }
+
+    def trust_root(self) -> dict[str, Any]:
+        return self.ledger.trust_root.to_json()
+
+    def checkpoint(self) -> dict[str, Any]:
+        return checkpoint_json(self.ledger)
+
+    def inclusion(self, leaf: int, size: int | None) -> dict[str, Any]:
+        return inclusion_json(self.ledger, leaf, size)
+
+    def consistency(self, old: int, new: int | None) -> dict[str, Any]:
+        return consistency_json(self.ledger, old, new)
+
+    def entries(self, start: int, end: int | None) -> list[dict[str, Any]]:
+        return entries_json(self.ledger, start, end)
+
+    def bundle(self, runs: list[str], cohort: str | None) -> str:
+        if bool(runs) == bool(cohort):
+            raise NotFoundError("give run=DIGEST (repeatable) or cohort=KEY, not both")
+        resolved = [self.resolve(r) for r in runs] if runs else None
+        with self._projection_lock:
+            buffer = io.StringIO()
+            export_runs(self.ledger, buffer, resolved, cohort=cohort)
+        return buffer.getvalue()
+
+    def artifact(self, digest: str) -> StoredArtifact:
+        return self.artifacts.get(digest)
+
+    def health(self) -> dict[str, Any]:
+        with self.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+            size = self.ledger.tlog.tree_size(session)
+        return {
+            "status": "ok",
+            "origin": self.ledger.trust_root.origin,
+            "treeSize": size,
+            "database": self.ledger.recorder.datastore.engine.dialect.name,  # type: ignore[attr-defined]
+        }
+
+
+def _run_item(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "digest": row["run_digest"],
+        "name": row["name"],
+        "title": row["title"],
+        "source": row["source"],
+        "externalId": row["external_id"],
+        "benchmark": row["benchmark"],
+        "status": row["status"],
+        "comparisonKey": row["comparison_key"],
+        "metric": row["metric"],
+        "claimed": row["claimed"],
+        "unit": row["unit"],
+        "gpu": row["product"],
+        "evidenceLevel": row["evidence_level"],
+        "retracted": bool(row["retracted"]),
+        "supersededBy": row["superseded_by"],
+        "attestations": row["attestations"],
+        "ingestedAt": row["ingested_at"],
+        "position": row["ingested_position"],
+    }
+
+
+def _board_entry(row: dict[str, Any], first: float | None) -> dict[str, Any]:
+    return {
+        "rank": row["rank"],
+        "of": row["of_count"],
+        "run": row["run_digest"],
+        "name": row["name"],
+        "title": row["title"],
+        "source": row["source"],
+        "externalId": row["external_id"],
+        "evidenceLevel": row["evidence_level"],
+        "value": row["value"],
+        "unit": row["unit"],
+        "metric": row["metric"],
+        "statistic": row["statistic"],
+        "claimed": row["claimed"],
+        "rerunMedianNs": row["rerun_median_ns"],
+        "tiedWith": _json_list(row["tied_with"]),
+        "ratioToFirst": row["value"] / first if first else None,
+    }
+
+
+def _json_list(text: str) -> list[str]:
+    import json
+
+    value = json.loads(text)
+    return [str(v) for v in value] if isinstance(value, list) else []

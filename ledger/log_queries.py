@@ -1,0 +1,64 @@
+"""Reading the transparency log as JSON: checkpoint, proofs, entries (for the CLI and the API)."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from ledger.application import Ledger
+from ledger.errors import NotFoundError
+
+MAX_ENTRIES = 1000
+
+
+def _b64(value: bytes) -> str:
+    return base64.b64encode(value).decode()
+
+
+def checkpoint_json(ledger: Ledger) -> dict[str, Any]:
+    """Sign (or reuse the already signed) checkpoint of the current tree."""
+    signed = ledger.tlog.sign_checkpoint()
+    return {
+        "origin": ledger.trust_root.origin,
+        "size": signed.size,
+        "rootHash": _b64(signed.root),
+        "note": signed.note,
+        "signedAt": signed.signed_at,
+    }
+
+
+def inclusion_json(ledger: Ledger, leaf: int, size: int | None = None) -> dict[str, Any]:
+    with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        current = ledger.tlog.tree_size(session)
+        tree = current if size is None else size
+        if not 0 < tree <= current:
+            raise NotFoundError(f"tree size {tree} is not between 1 and the current {current}")
+        if not 0 <= leaf < tree:
+            raise NotFoundError(f"leaf {leaf} is not in a tree of size {tree}")
+        return ledger.tlog.inclusion(session, leaf, tree).to_json()
+
+
+def consistency_json(ledger: Ledger, old: int, new: int | None = None) -> dict[str, Any]:
+    with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        current = ledger.tlog.tree_size(session)
+        newer = current if new is None else new
+        if not 0 <= old <= newer <= current:
+            raise NotFoundError(f"need 0 <= old ({old}) <= new ({newer}) <= {current}")
+        proof = ledger.tlog.consistency(session, old, newer)
+        return {
+            "size1": old,
+            "size2": newer,
+            "root1": _b64(ledger.tlog.root(session, old)),
+            "root2": _b64(ledger.tlog.root(session, newer)),
+            "hashes": [_b64(h) for h in proof],
+        }
+
+
+def entries_json(ledger: Ledger, start: int, end: int | None = None) -> list[dict[str, Any]]:
+    """Leaves [start, end) — at most MAX_ENTRIES — with the event position each one logs."""
+    if start < 0:
+        raise NotFoundError("start must be >= 0")
+    with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        stop = ledger.tlog.tree_size(session) if end is None else end
+        rows = ledger.tlog.entries(session, start, min(stop, start + MAX_ENTRIES))
+    return [{"leafIndex": r[0], "position": r[1], "leafHash": _b64(bytes(r[2]))} for r in rows]

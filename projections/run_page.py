@@ -1,0 +1,116 @@
+"""Everything a run's page shows, as one JSON document (the API's run record).
+
+The sections follow the seed run page: primary measurement, rank and view, compare with #1,
+source-native metrics, identity and digests, correctness, workload, measurements, protocol,
+environment, artifacts, replications and notes, the canonical manifests and a citation.
+Evidence and ranks come from the projections; everything else from the run's own events.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from domain.canonical import canonical_json
+from domain.manifests.manifest_set import check_manifest_set
+from domain.statements import PredicateType
+from ledger.application import Ledger
+from ledger.artifacts import ArtifactStore
+from ledger.history import describe, run_history
+from projections.run_record import run_record
+
+REPLICATION_TYPES = {"reproduced", "could_not_reproduce", "regression_observed"}
+
+
+def run_page(ledger: Ledger, digest: str) -> dict[str, Any]:
+    record = run_record(ledger, digest)
+    history = run_history(ledger, digest)
+    ingestion = next(
+        (h for h in history if h.predicate_type == PredicateType.INGESTION and h.predicate), None
+    )
+    predicate = ingestion.predicate if ingestion is not None and ingestion.predicate else {}
+    manifests: dict[str, Any] = predicate.get("manifests") or {}
+    digests = check_manifest_set(manifests).digests if manifests else {}
+    spec = (manifests.get("run") or {}).get("spec") or {}
+    protocol = manifests.get("protocol") or {}
+    workload = manifests.get("workload")
+    implementation = manifests.get("implementation")
+
+    replications: list[dict[str, Any]] = []
+    notes: list[dict[str, Any]] = []
+    reruns: list[dict[str, Any]] = []
+    for h in history:
+        p = h.predicate or {}
+        base = {
+            "position": h.position,
+            "signer": h.signer,
+            "role": h.role,
+            "receivedAt": h.received_at,
+            "verified": h.ok,
+        }
+        if h.predicate_type == PredicateType.ATTESTATION:
+            item = base | {
+                "type": p.get("type"),
+                "body": p.get("body"),
+                "observedNs": p.get("observedNs"),
+                "environmentSummary": p.get("environmentSummary"),
+                "evidenceUrl": p.get("evidenceUrl"),
+            }
+            (replications if p.get("type") in REPLICATION_TYPES else notes).append(item)
+        elif h.predicate_type == PredicateType.RERUN:
+            reruns.append(
+                base
+                | {
+                    "jobId": p.get("jobId"),
+                    "summary": {k: v for k, v in (p.get("summary") or {}).items() if k != "samplesNs"},
+                    "environment": p.get("environment"),
+                    "says": describe(h),
+                }
+            )
+
+    store = ArtifactStore(ledger.recorder)
+    artifact_refs = {
+        "sourceSnapshot": predicate.get("snapshotDigest"),
+        "implementationSource": (
+            ((implementation or {}).get("spec") or {}).get("source") or {}
+        ).get("contentDigest"),
+    }
+    artifacts = [
+        {"role": role, "digest": d, "stored": store.has(d)}
+        for role, d in artifact_refs.items()
+        if isinstance(d, str)
+    ]
+
+    return record | {
+        "identity": {
+            "name": record["name"],
+            "title": record["title"],
+            "runDigest": digest,
+            "manifestDigests": digests,
+            "comparisonKey": record.get("comparisonKey"),
+        },
+        "sourceNativeMetrics": (spec.get("sourceNative") or {}).get("metrics"),
+        "correctness": {
+            "status": spec.get("status"),
+            "protocol": (protocol.get("spec") or {}).get("correctness"),
+            "run": spec.get("correctness"),
+        },
+        "workload": None
+        if workload is None
+        else {
+            "digest": digests.get("workload"),
+            "name": (workload.get("metadata") or {}).get("name"),
+            "cases": len((workload.get("spec") or {}).get("cases") or []),
+            "manifest": workload,
+        },
+        "measurements": {"timing": spec.get("timing"), "reruns": reruns},
+        "protocolManifest": protocol or None,
+        "environmentManifest": manifests.get("environment"),
+        "implementation": None
+        if implementation is None
+        else {"digest": digests.get("implementation"), "manifest": implementation},
+        "artifacts": artifacts,
+        "replications": replications,
+        "notes": notes,
+        "canonicalManifest": canonical_json(manifests.get("run") or {}).decode("utf-8"),
+        "manifests": manifests,
+    }
