@@ -61,7 +61,9 @@ def run_page(ledger: Ledger, digest: str) -> dict[str, Any]:
                 base
                 | {
                     "jobId": p.get("jobId"),
-                    "summary": {k: v for k, v in (p.get("summary") or {}).items() if k != "samplesNs"},
+                    "summary": {
+                        k: v for k, v in (p.get("summary") or {}).items() if k != "samplesNs"
+                    },
                     "environment": p.get("environment"),
                     "says": describe(h),
                 }

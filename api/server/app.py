@@ -54,7 +54,7 @@ def create_app(ledger: Ledger, config: ServerConfig | None = None) -> Litestar:
             "address_limiter": TokenBuckets(settings.address_rate, settings.address_burst),
         }
     )
-    return Litestar(
+    app = Litestar(
         route_handlers=[
             RunController,
             ViewController,
@@ -68,7 +68,6 @@ def create_app(ledger: Ledger, config: ServerConfig | None = None) -> Litestar:
             "config": Provide(provide_config, sync_to_thread=False),
         },
         state=state,
-        middleware=[RequestContextMiddleware],
         before_request=_address_limit,
         exception_handlers=EXCEPTION_HANDLERS,
         request_max_body_size=settings.max_body_bytes,
@@ -85,6 +84,10 @@ def create_app(ledger: Ledger, config: ServerConfig | None = None) -> Litestar:
             render_plugins=[JsonRenderPlugin()],
         ),
     )
+    # Outermost, around the router itself: unrouted requests (404, 405) get a request id
+    # and an access line too, which route middleware would never see.
+    app.asgi_handler = RequestContextMiddleware(app.asgi_handler)
+    return app
 
 
 def create_app_from_env() -> Litestar:

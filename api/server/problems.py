@@ -11,9 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 import structlog
-from litestar import MediaType, Request, Response
+from litestar import Request, Response
 from litestar.exceptions import HTTPException, NotFoundException, ValidationException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
+from litestar.types import ExceptionHandlersMap
 
 from domain.errors import DomainError
 
@@ -132,10 +133,8 @@ def internal_error_handler(
     )
 
 
-EXCEPTION_HANDLERS: dict[type[Exception], Any] = {
+EXCEPTION_HANDLERS: ExceptionHandlersMap = {
     DomainError: domain_error_handler,
     HTTPException: http_error_handler,
     Exception: internal_error_handler,
 }
-
-JSON = MediaType.JSON

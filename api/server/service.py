@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from sqlalchemy import select
 
 from domain.documents import parse_json
+from domain.errors import DomainError
 from domain.evidence import EvidenceLevel
 from domain.ranking import View
 from domain.statements import PredicateType
@@ -33,6 +35,12 @@ from projections.runner import ProjectionRunner
 from projections.tables import runs as runs_table
 
 MAX_PAGE = 200
+
+
+class BadQueryError(DomainError):
+    """A query parameter names no value we know."""
+
+    code = "malformed-request"
 
 
 class WrongEndpointError(SubjectMismatchError):
@@ -222,7 +230,19 @@ class LedgerService:
     def groups(self, benchmark: str | None, gpu: str | None) -> list[dict[str, Any]]:
         self.fresh()
         with self.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
-            return queries.groups(session, benchmark, gpu)
+            rows = queries.groups(session, benchmark, gpu)
+        return [
+            {
+                "comparisonKey": r["comparison_key"],
+                "benchmark": r["benchmark"],
+                "gpu": r["product"],
+                "metric": r["metric"],
+                "statistic": r["statistic"],
+                "unit": r["unit"],
+                "runs": r["runs"],
+            }
+            for r in rows
+        ]
 
     def leaderboard(
         self, key: str, view: View, min_level: EvidenceLevel | None = None
@@ -358,7 +378,5 @@ def _board_entry(row: dict[str, Any], first: float | None) -> dict[str, Any]:
 
 
 def _json_list(text: str) -> list[str]:
-    import json
-
     value = json.loads(text)
     return [str(v) for v in value] if isinstance(value, list) else []

@@ -7,12 +7,16 @@ from typing import Any
 import msgspec
 from litestar import Request, Response
 from litestar.datastructures import State
+from litestar.di import NamedDependency
 from litestar.exceptions import HTTPException
 
 from api.server.config import ServerConfig
 from api.server.rate_limits import TokenBuckets, retry_after_header
 from api.server.service import LedgerService
 from domain.statements import PredicateType
+
+# Handlers name the service they need; the app provides it from its state.
+Service = NamedDependency[LedgerService]
 
 
 class Signature(msgspec.Struct, forbid_unknown_fields=True):

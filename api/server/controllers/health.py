@@ -6,13 +6,13 @@ from typing import Any
 
 from litestar import Controller, get
 
-from api.server.service import LedgerService
+from api.server.controllers.common import Service
 
 
 class HealthController(Controller):
     path = "/health"
-    tags = ["operations"]
+    tags = ("operations",)
 
     @get("/", sync_to_thread=True, summary="The database answers and the log is readable")
-    def health(self, service: LedgerService) -> dict[str, Any]:
+    def health(self, service: Service) -> dict[str, Any]:
         return service.health()

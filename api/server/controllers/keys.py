@@ -7,8 +7,7 @@ from typing import Annotated, Any
 from litestar import Controller, Request, Response, get, post
 from litestar.params import Parameter
 
-from api.server.controllers.common import DsseEnvelope, write
-from api.server.service import LedgerService
+from api.server.controllers.common import DsseEnvelope, Service, write
 from domain.statements import PredicateType
 
 KeyIdPath = Annotated[
@@ -18,23 +17,27 @@ KeyIdPath = Annotated[
 
 class KeyController(Controller):
     path = "/v1/keys"
-    tags = ["keys"]
+    tags = ("keys",)
 
     @get("/", sync_to_thread=True, summary="Every registered key with its roles and status")
-    def list_keys(self, service: LedgerService) -> list[dict[str, Any]]:
+    def list_keys(self, service: Service) -> list[dict[str, Any]]:
         return service.keys()
 
     @get("/{key_id:str}", sync_to_thread=True, summary="One key")
-    def key(self, service: LedgerService, key_id: KeyIdPath) -> dict[str, Any]:
+    def key(self, service: Service, key_id: KeyIdPath) -> dict[str, Any]:
         return service.key(key_id)
 
     @get("/{key_id:str}/history", sync_to_thread=True, summary="A key's events, re-verified")
-    def history(self, service: LedgerService, key_id: KeyIdPath) -> dict[str, Any]:
+    def history(self, service: Service, key_id: KeyIdPath) -> dict[str, Any]:
         return service.key_history(key_id)
 
-    @post("/", sync_to_thread=True, summary="Register a key (admin-signed, or self-signed attester)")
+    @post("/", sync_to_thread=True, summary="Register a key (admin- or self-signed)")
     def register(
-        self, request: Request[Any, Any, Any], service: LedgerService, data: DsseEnvelope, body: bytes
+        self,
+        request: Request[Any, Any, Any],
+        service: Service,
+        data: DsseEnvelope,
+        body: bytes,
     ) -> Response[dict[str, Any]]:
         return write(request, service, body, {PredicateType.KEY})
 
@@ -42,7 +45,7 @@ class KeyController(Controller):
     def revoke(
         self,
         request: Request[Any, Any, Any],
-        service: LedgerService,
+        service: Service,
         key_id: KeyIdPath,
         data: DsseEnvelope,
         body: bytes,

@@ -7,27 +7,27 @@ from typing import Annotated, Any
 from litestar import Controller, Response, get
 from litestar.params import Parameter
 
-from api.server.service import LedgerService
+from api.server.controllers.common import Service
 
 NDJSON = "application/x-ndjson"
 
 
 class LogController(Controller):
     path = "/v1"
-    tags = ["log"]
+    tags = ("log",)
 
     @get("/trust-root", sync_to_thread=True, summary="The trust root verifiers start from")
-    def trust_root(self, service: LedgerService) -> dict[str, Any]:
+    def trust_root(self, service: Service) -> dict[str, Any]:
         return service.trust_root()
 
-    @get("/log/checkpoint", sync_to_thread=True, summary="Signed checkpoint (C2SP note) of the tree")
-    def checkpoint(self, service: LedgerService) -> dict[str, Any]:
+    @get("/log/checkpoint", sync_to_thread=True, summary="Signed checkpoint (C2SP note)")
+    def checkpoint(self, service: Service) -> dict[str, Any]:
         return service.checkpoint()
 
     @get("/log/proofs/inclusion", sync_to_thread=True, summary="Inclusion proof of a leaf")
     def inclusion(
         self,
-        service: LedgerService,
+        service: Service,
         leaf: Annotated[int, Parameter(ge=0, le=2**53 - 1)],
         size: Annotated[int | None, Parameter(ge=1, le=2**53 - 1)] = None,
     ) -> dict[str, Any]:
@@ -36,7 +36,7 @@ class LogController(Controller):
     @get("/log/proofs/consistency", sync_to_thread=True, summary="Consistency proof between sizes")
     def consistency(
         self,
-        service: LedgerService,
+        service: Service,
         old: Annotated[int, Parameter(ge=0, le=2**53 - 1)],
         new: Annotated[int | None, Parameter(ge=0, le=2**53 - 1)] = None,
     ) -> dict[str, Any]:
@@ -45,7 +45,7 @@ class LogController(Controller):
     @get("/log/entries", sync_to_thread=True, summary="Log leaves [start, end), at most 1000")
     def entries(
         self,
-        service: LedgerService,
+        service: Service,
         start: Annotated[int, Parameter(ge=0, le=2**53 - 1)] = 0,
         end: Annotated[int | None, Parameter(ge=0, le=2**53 - 1)] = None,
     ) -> list[dict[str, Any]]:
@@ -59,7 +59,7 @@ class LogController(Controller):
     )
     def bundle(
         self,
-        service: LedgerService,
+        service: Service,
         run: Annotated[list[str] | None, Parameter(max_items=100)] = None,
         cohort: Annotated[str | None, Parameter(max_length=71)] = None,
     ) -> Response[str]:
@@ -70,9 +70,13 @@ class LogController(Controller):
             headers={"Content-Disposition": 'attachment; filename="kernelindex.bundle"'},
         )
 
-    @get("/artifacts/{digest:str}", sync_to_thread=True, summary="A stored artifact, re-hashed on read")
+    @get(
+        "/artifacts/{digest:str}",
+        sync_to_thread=True,
+        summary="A stored artifact, re-hashed",
+    )
     def artifact(
-        self, service: LedgerService, digest: Annotated[str, Parameter(max_length=71)]
+        self, service: Service, digest: Annotated[str, Parameter(max_length=71)]
     ) -> Response[bytes]:
         stored = service.artifact(digest)
         return Response(

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from litestar import Controller, Request, Response, get, post
 from litestar.params import Parameter
 
-from api.server.controllers.common import DsseEnvelope, write
-from api.server.service import MAX_PAGE, LedgerService
+from api.server.controllers.common import DsseEnvelope, Service, write
+from api.server.service import MAX_PAGE, BadQueryError
 from domain.evidence import EvidenceLevel
 from domain.statements import PredicateType
 
@@ -28,23 +29,30 @@ FullDigestPath = Annotated[
 ]
 
 
+LEVEL_NAMES = ", ".join(e.name.lower() for e in EvidenceLevel)
+
+
 class RunController(Controller):
     path = "/v1/runs"
-    tags = ["runs"]
+    tags = ("runs",)
 
     @get("/", sync_to_thread=True, summary="List runs (cursor pagination, newest last)")
     def list_runs(
         self,
-        service: LedgerService,
+        service: Service,
         comparison_key: Annotated[
             str | None, Parameter(query="comparisonKey", max_length=71)
         ] = None,
         source: Annotated[str | None, Parameter(max_length=100)] = None,
         level: Annotated[
             str | None,
-            Parameter(description="Evidence level: " + ", ".join(e.name.lower() for e in EvidenceLevel)),
+            Parameter(
+                description="Evidence level: " + ", ".join(e.name.lower() for e in EvidenceLevel)
+            ),
         ] = None,
-        gpu: Annotated[str | None, Parameter(description="GPU product, e.g. NVIDIA B200.", max_length=200)] = None,
+        gpu: Annotated[
+            str | None, Parameter(description="GPU product, e.g. NVIDIA B200.", max_length=200)
+        ] = None,
         benchmark: Annotated[str | None, Parameter(max_length=300)] = None,
         cursor: Annotated[str | None, Parameter(max_length=100)] = None,
         limit: Annotated[int, Parameter(ge=1, le=MAX_PAGE)] = 50,
@@ -60,17 +68,23 @@ class RunController(Controller):
         )
 
     @get("/{digest:str}", sync_to_thread=True, summary="One run record (every section of its page)")
-    def record(self, request: Request[Any, Any, Any], service: LedgerService, digest: DigestPath) -> dict[str, Any]:
+    def record(
+        self, request: Request[Any, Any, Any], service: Service, digest: DigestPath
+    ) -> dict[str, Any]:
         record = service.run_record(digest)
         return record | {"citation": citation(request, record)}
 
     @get("/{digest:str}/history", sync_to_thread=True, summary="Every event of a run, re-verified")
-    def history(self, service: LedgerService, digest: DigestPath) -> dict[str, Any]:
+    def history(self, service: Service, digest: DigestPath) -> dict[str, Any]:
         return service.run_history(digest)
 
     @post("/", sync_to_thread=True, summary="Ingest a run (ingester-signed ingestion statement)")
     def ingest(
-        self, request: Request[Any, Any, Any], service: LedgerService, data: DsseEnvelope, body: bytes
+        self,
+        request: Request[Any, Any, Any],
+        service: Service,
+        data: DsseEnvelope,
+        body: bytes,
     ) -> Response[dict[str, Any]]:
         return write(request, service, body, {PredicateType.INGESTION})
 
@@ -78,29 +92,33 @@ class RunController(Controller):
     def attest(
         self,
         request: Request[Any, Any, Any],
-        service: LedgerService,
+        service: Service,
         digest: FullDigestPath,
         data: DsseEnvelope,
         body: bytes,
     ) -> Response[dict[str, Any]]:
         return write(request, service, body, {PredicateType.ATTESTATION}, digest)
 
-    @post("/{digest:str}/lifecycle", sync_to_thread=True, summary="Retract or supersede a run (admin)")
+    @post("/{digest:str}/lifecycle", sync_to_thread=True, summary="Retract or supersede (admin)")
     def lifecycle(
         self,
         request: Request[Any, Any, Any],
-        service: LedgerService,
+        service: Service,
         digest: FullDigestPath,
         data: DsseEnvelope,
         body: bytes,
     ) -> Response[dict[str, Any]]:
         return write(request, service, body, {PredicateType.LIFECYCLE}, digest)
 
-    @post("/{digest:str}/rerun-requests", sync_to_thread=True, summary="Request a controlled rerun (admin)")
+    @post(
+        "/{digest:str}/rerun-requests",
+        sync_to_thread=True,
+        summary="Request a rerun (admin)",
+    )
     def rerun_request(
         self,
         request: Request[Any, Any, Any],
-        service: LedgerService,
+        service: Service,
         digest: FullDigestPath,
         data: DsseEnvelope,
         body: bytes,
@@ -111,7 +129,7 @@ class RunController(Controller):
     def rerun_result(
         self,
         request: Request[Any, Any, Any],
-        service: LedgerService,
+        service: Service,
         digest: FullDigestPath,
         data: DsseEnvelope,
         body: bytes,
@@ -125,15 +143,11 @@ def parse_level(level: str | None) -> EvidenceLevel | None:
     try:
         return EvidenceLevel[level.upper()]
     except KeyError:
-        from api.server.service import WrongEndpointError  # noqa: PLC0415
-
         names = ", ".join(e.name.lower() for e in EvidenceLevel)
-        raise WrongEndpointError(f"unknown evidence level {level!r}; one of {names}") from None
+        raise BadQueryError(f"unknown evidence level {level!r}; one of {names}") from None
 
 
 def citation(request: Request[Any, Any, Any], record: dict[str, Any]) -> dict[str, Any]:
-    from datetime import UTC, datetime  # noqa: PLC0415
-
     base = request.app.state.config.public_url or str(request.base_url).rstrip("/")
     permalink = f"{base}/runs/{record['digest']}"
     accessed = datetime.now(UTC).date().isoformat()
@@ -142,5 +156,8 @@ def citation(request: Request[Any, Any, Any], record: dict[str, Any]) -> dict[st
         "permalink": permalink,
         "digest": record["digest"],
         "accessed": accessed,
-        "text": f"{title}. KernelIndex Ledger, run {record['digest']}. {permalink} (accessed {accessed}).",
+        "text": (
+            f"{title}. KernelIndex Ledger, run {record['digest']}. {permalink} "
+            f"(accessed {accessed})."
+        ),
     }

@@ -7,8 +7,8 @@ from typing import Annotated, Any
 from litestar import Controller, get
 from litestar.params import Parameter
 
+from api.server.controllers.common import Service
 from api.server.controllers.runs import parse_level
-from api.server.service import LedgerService
 from domain.ranking import View
 
 KeyPath = Annotated[
@@ -18,12 +18,12 @@ KeyPath = Annotated[
 
 class ViewController(Controller):
     path = "/v1"
-    tags = ["leaderboards"]
+    tags = ("leaderboards",)
 
-    @get("/groups", sync_to_thread=True, summary="Comparison groups (optionally of a benchmark/GPU)")
+    @get("/groups", sync_to_thread=True, summary="Comparison groups")
     def groups(
         self,
-        service: LedgerService,
+        service: Service,
         benchmark: Annotated[str | None, Parameter(max_length=300)] = None,
         gpu: Annotated[str | None, Parameter(max_length=200)] = None,
     ) -> list[dict[str, Any]]:
@@ -32,17 +32,19 @@ class ViewController(Controller):
     @get("/leaderboards/{key:str}", sync_to_thread=True, summary="A comparison group's ranking")
     def leaderboard(
         self,
-        service: LedgerService,
+        service: Service,
         key: KeyPath,
-        view: Annotated[View, Parameter(description="source-native or verified")] = View.SOURCE_NATIVE,
+        view: Annotated[
+            View, Parameter(description="source-native or verified")
+        ] = View.SOURCE_NATIVE,
         min_level: Annotated[str | None, Parameter(query="minLevel")] = None,
     ) -> dict[str, Any]:
         return service.leaderboard(key, view, parse_level(min_level))
 
-    @get("/compare", sync_to_thread=True, summary="Field-by-field differences of two runs, and a ÷ b")
+    @get("/compare", sync_to_thread=True, summary="Differences of two runs, a ÷ b")
     def compare(
         self,
-        service: LedgerService,
+        service: Service,
         a: Annotated[str, Parameter(max_length=71)],
         b: Annotated[str, Parameter(max_length=71)],
     ) -> dict[str, Any]:

@@ -1,0 +1,237 @@
+"""The JSON read API over the demo ledger, on SQLite and PostgreSQL: what a client sees."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from conftest import Served
+
+from ledger.bundle_verifier import verify_bundle_lines
+from ledger.claims import ClaimTracker
+from ledger.merkle import verify_consistency, verify_inclusion
+from ledger.trust import TrustRoot
+
+SEED = "sha256:7e18c26ca3b60572c4fc8589c4b3b9a86b548ef031df4242ea2483b649bd6a47"
+PROBLEM = "application/problem+json"
+
+
+def problem_of(response: Any, status: int, code: str) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith(PROBLEM)
+    body: dict[str, Any] = response.json()
+    assert body["type"] == f"https://kernelindex.dev/problems/{code}"
+    assert body["status"] == status
+    assert body["code"] == code
+    assert body["detail"]
+    assert body["requestId"] == response.headers["x-request-id"]
+    return body
+
+
+def test_run_listing_filters_and_pages(served: Served) -> None:
+    c = served.client
+    everything = c.get("/v1/runs", params={"limit": 200}).json()
+    assert everything["next"] is None
+    digests = [r["digest"] for r in everything["items"]]
+    assert SEED in digests and len(digests) == 4  # the seed, its group of 3, one other
+    seed = next(r for r in everything["items"] if r["digest"] == SEED)
+    assert seed["gpu"] == "NVIDIA B200" and seed["source"] == "sol-execbench"
+
+    # Cursor pagination walks the same runs, one page at a time, in ingestion order.
+    walked: list[str] = []
+    cursor: str | None = None
+    while True:
+        params: dict[str, Any] = {"limit": 1} | ({"cursor": cursor} if cursor else {})
+        page = c.get("/v1/runs", params=params).json()
+        walked += [r["digest"] for r in page["items"]]
+        cursor = page["next"]
+        if cursor is None:
+            break
+    assert walked == digests
+
+    key = seed["comparisonKey"]
+    assert len(c.get("/v1/runs", params={"comparisonKey": key}).json()["items"]) == 3
+    assert c.get("/v1/runs", params={"source": "gpumode"}).json()["items"] == []
+    assert len(c.get("/v1/runs", params={"gpu": "NVIDIA B200"}).json()["items"]) == 4
+    level = seed["evidenceLevel"]
+    by_level = c.get("/v1/runs", params={"level": level}).json()["items"]
+    assert SEED in [r["digest"] for r in by_level]
+    problem_of(c.get("/v1/runs", params={"level": "legendary"}), 400, "malformed-request")
+    problem_of(c.get("/v1/runs", params={"cursor": "garbage!"}), 404, "not-found")
+    problem_of(c.get("/v1/runs", params={"limit": 0}), 400, "malformed-request")
+
+
+def test_run_record_has_every_section_of_the_run_page(served: Served) -> None:
+    record = served.client.get("/v1/runs/7e18c26c").json()
+    assert record["digest"] == SEED
+    assert record["primary"] == {"statistic": "mean", "latencyNs": 1750693}
+    assert record["standings"]["source-native"]["label"] == (
+        "Rank 3 of 3 in its comparison group · source-native comparison"
+    )
+    assert record["evidence"]["level"] in {"reported", "reproducible"}
+    assert record["evidence"]["reasons"]
+    assert record["compareWithFirst"]["ratio"] > 1
+    assert record["sourceNativeMetrics"]["sol_score"] == 0.559752
+    assert record["identity"]["manifestDigests"]["run"] == SEED
+    assert set(record["identity"]["manifestDigests"]) >= {"run", "protocol", "environment"}
+    assert record["correctness"]["status"] == "passed"
+    assert record["workload"]["cases"] > 0
+    assert record["measurements"]["timing"]["primaryStatistic"] == "mean"
+    assert record["protocolManifest"]["kind"] == "BenchmarkProtocol"
+    assert record["environmentManifest"]["spec"]["hardware"]["product"] == "NVIDIA B200"
+    assert [n["type"] for n in record["notes"]] == ["environment_note"]
+    assert record["replications"] == []
+    assert record["canonicalManifest"].startswith('{"apiVersion":"kernelindex.dev/v1alpha1"')
+    citation = record["citation"]
+    assert citation["digest"] == SEED
+    assert citation["permalink"].endswith(f"/runs/{SEED}")
+    assert len(citation["accessed"]) == 10
+
+
+def test_run_references_that_do_not_resolve(served: Served) -> None:
+    c = served.client
+    problem_of(c.get("/v1/runs/sha256:" + "0" * 64), 404, "not-found")
+    problem_of(c.get("/v1/runs/ffffffff"), 404, "not-found")
+    problem_of(c.get("/v1/runs/7e"), 400, "ambiguous-reference")
+    problem_of(c.get("/v1/runs/not-hex!"), 400, "ambiguous-reference")
+    problem_of(c.get("/v1/runs/" + "a" * 80), 400, "malformed-request")
+    problem_of(c.get("/v1/nothing/here"), 404, "not-found")
+
+
+def test_history_carries_envelopes_signers_and_leaves(served: Served) -> None:
+    history = served.client.get(f"/v1/runs/{SEED}/history").json()
+    assert history["allVerified"] is True
+    events = history["events"]
+    assert [e["event"] for e in events] == ["Run.Ingested", "Run.Attested"]
+    assert [e["role"] for e in events] == ["ingester", "attester"]
+    for e in events:
+        assert e["verified"] is True
+        assert e["envelope"]["payloadType"] == "application/vnd.in-toto+json"
+        assert e["signer"].startswith("sha256:")
+        assert isinstance(e["leafIndex"], int)
+        assert e["says"]
+    assert events[1]["says"].startswith("environment_note: Demo attestation")
+
+
+def test_groups_leaderboards_and_compare(served: Served) -> None:
+    c = served.client
+    groups = c.get("/v1/groups").json()
+    assert sorted(g["runs"] for g in groups) == [1, 3]
+    assert {g["gpu"] for g in groups} == {"NVIDIA B200"}
+    key = next(g["comparisonKey"] for g in groups if g["runs"] == 3)
+    board = c.get(f"/v1/leaderboards/{key}").json()
+    assert board["view"] == "source-native"
+    ranks = [e["rank"] for e in board["entries"]]
+    assert ranks == [1, 2, 3]
+    assert board["entries"][2]["run"] == SEED
+    assert board["entries"][0]["ratioToFirst"] == 1.0
+    verified = c.get(f"/v1/leaderboards/{key}", params={"view": "verified"}).json()
+    assert verified["entries"] == []  # nothing has been rerun
+    problem_of(c.get(f"/v1/leaderboards/{key}", params={"view": "best"}), 400, "malformed-request")
+    problem_of(c.get("/v1/leaderboards/sha256:" + "1" * 64), 404, "not-found")
+    problem_of(c.get("/v1/leaderboards/not-a-key"), 400, "malformed-request")
+
+    first = board["entries"][0]["run"]
+    compared = c.get("/v1/compare", params={"a": SEED, "b": first}).json()
+    assert compared["a"] == SEED and compared["b"] == first and compared["ratio"] > 1
+    assert compared["differences"]
+    problem_of(c.get("/v1/compare", params={"a": SEED}), 400, "malformed-request")
+
+
+def test_keys_and_their_history(served: Served) -> None:
+    c = served.client
+    keys = c.get("/v1/keys").json()
+    labels = {k["label"]: k for k in keys}
+    assert set(labels) == {"admin", "ingester", "log", "demo"}
+    assert labels["demo"]["roles"] == ["attester"] and labels["demo"]["status"] == "active"
+    one = c.get(f"/v1/keys/{labels['admin']['keyId']}").json()
+    assert one == labels["admin"]
+    history = c.get(f"/v1/keys/{labels['demo']['keyId']}/history").json()
+    assert [e["event"] for e in history["events"]] == ["Principal.Registered"]
+    problem_of(c.get("/v1/keys/sha256:" + "2" * 64), 404, "not-found")
+
+
+def test_log_checkpoint_proofs_and_entries_verify(served: Served) -> None:
+    c = served.client
+    root = TrustRoot.from_json(c.get("/v1/trust-root").json())
+    assert root.origin == served.ledger.trust_root.origin
+    checkpoint = c.get("/v1/log/checkpoint").json()
+    size = checkpoint["size"]
+    assert checkpoint["note"].startswith(root.origin + "\n" + str(size) + "\n")
+    root_hash = base64.b64decode(checkpoint["rootHash"])
+
+    entries = c.get("/v1/log/entries", params={"start": 0}).json()
+    assert [e["leafIndex"] for e in entries] == list(range(size))
+    for entry in entries:
+        proof = c.get("/v1/log/proofs/inclusion", params={"leaf": entry["leafIndex"]}).json()
+        verify_inclusion(
+            base64.b64decode(entry["leafHash"]),
+            entry["leafIndex"],
+            proof["treeSize"],
+            [base64.b64decode(h) for h in proof["hashes"]],
+            root_hash,
+        )
+    consistency = c.get("/v1/log/proofs/consistency", params={"old": 3, "new": size}).json()
+    verify_consistency(
+        3,
+        size,
+        [base64.b64decode(h) for h in consistency["hashes"]],
+        base64.b64decode(consistency["root1"]),
+        root_hash,
+    )
+    problem_of(c.get("/v1/log/proofs/inclusion", params={"leaf": size}), 404, "not-found")
+    problem_of(c.get("/v1/log/proofs/inclusion", params={"leaf": -1}), 400, "malformed-request")
+    problem_of(
+        c.get("/v1/log/proofs/consistency", params={"old": size, "new": 2}), 404, "not-found"
+    )
+
+
+def test_bundle_export_verifies_offline(served: Served) -> None:
+    c = served.client
+    response = c.get("/v1/bundle", params={"run": "7e18c26c"})
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("application/x-ndjson")
+    report = verify_bundle_lines(
+        response.text.splitlines(),
+        pinned_root=served.ledger.trust_root,
+        workers=1,
+        claims=ClaimTracker(),
+    )
+    assert report.verified, report.findings
+    key = c.get("/v1/runs/7e18c26c").json()["comparisonKey"]
+    cohort = c.get("/v1/bundle", params={"cohort": key})
+    assert cohort.status_code == 200 and cohort.text.count('"type":"claim"') == 3
+    problem_of(c.get("/v1/bundle"), 404, "not-found")
+
+
+def test_artifacts_and_health(served: Served) -> None:
+    c = served.client
+    problem_of(c.get("/v1/artifacts/sha256:" + "3" * 64), 404, "not-found")
+    health = c.get("/health")
+    assert health.status_code == 200
+    assert health.json()["status"] == "ok" and health.json()["treeSize"] >= 9
+    mine = c.get("/health", headers={"X-Request-ID": "client-chosen-id-42"})
+    assert mine.headers["x-request-id"] == "client-chosen-id-42"
+    odd = c.get("/health", headers={"X-Request-ID": "bad id with spaces"})
+    assert odd.headers["x-request-id"] != "bad id with spaces"
+
+
+def test_openapi_document_describes_the_json_api(served: Served) -> None:
+    schema = served.client.get("/schema/openapi.json").json()
+    assert schema["openapi"].startswith("3.1")
+    paths = set(schema["paths"])
+    assert {
+        "/v1/runs",
+        "/v1/runs/{digest}",
+        "/v1/runs/{digest}/history",
+        "/v1/runs/{digest}/attestations",
+        "/v1/keys",
+        "/v1/leaderboards/{key}",
+        "/v1/log/checkpoint",
+        "/v1/log/proofs/inclusion",
+        "/v1/log/proofs/consistency",
+        "/v1/bundle",
+        "/health",
+    } <= paths
+    body = schema["paths"]["/v1/runs/{digest}/attestations"]["post"]["requestBody"]
+    assert "application/json" in body["content"]

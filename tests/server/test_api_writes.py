@@ -1,0 +1,260 @@
+"""Signed writes over HTTP, on SQLite and PostgreSQL: receipts, proofs and every refusal.
+
+A refused write answers problem+json with a stable type and appends nothing (the tree size
+is unchanged); an accepted one answers 201 with a leaf index and an inclusion proof that
+verifies against the root it names, for the very envelope that was sent.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from conftest import TEST_CONFIG, Served, serve
+from test_api_reads import SEED, problem_of
+
+from api.demo import seed_manifests
+from api.server.config import ServerConfig
+from domain.statements import Role
+from domain.timestamps import utc_now
+from ledger.authoring import (
+    attestation_envelope,
+    ingestion_envelope,
+    key_registration_envelope,
+    key_revocation_envelope,
+    lifecycle_envelope,
+    rerun_request_envelope,
+)
+from ledger.home import LedgerHome
+from ledger.keys import SigningKey
+from ledger.log_entries import LogEntry
+from ledger.merkle import verify_inclusion
+
+SEED_NAME = "sol-submission-38823"
+
+
+def tree_size(served: Served) -> int:
+    size: int = served.client.get("/health").json()["treeSize"]
+    return size
+
+
+def check_receipt(reply: Any, envelope: dict[str, Any], status: int = 201) -> dict[str, Any]:
+    """The receipt proves the sent envelope is leaf N of the tree whose root it names."""
+    assert reply.status_code == status, reply.text
+    receipt: dict[str, Any] = reply.json()
+    entry = LogEntry(
+        receipt["position"],
+        receipt["aggregateId"],
+        receipt["version"],
+        f"ledger.aggregates:{receipt['event']}",
+        envelope,
+        receipt["receivedAt"],
+    )
+    proof = receipt["log"]
+    verify_inclusion(
+        entry.leaf_hash(),
+        proof["leafIndex"],
+        proof["treeSize"],
+        [base64.b64decode(h) for h in proof["hashes"]],
+        base64.b64decode(proof["rootHash"]),
+    )
+    return receipt
+
+
+def register_attester(served: Served, key: SigningKey) -> dict[str, Any]:
+    envelope = key_registration_envelope(key.public, [Role.ATTESTER], key, label="alice")
+    return check_receipt(served.client.post("/v1/keys", json=envelope), envelope)
+
+
+def test_attestation_round_trip_with_receipt_and_duplicate(served: Served) -> None:
+    c = served.client
+    alice = SigningKey.generate()
+    registered = register_attester(served, alice)
+    assert registered["event"] == "Principal.Registered"
+    envelope = attestation_envelope(SEED, SEED_NAME, alice, type_="reproduced", body="same mean")
+    first = c.post(f"/v1/runs/{SEED}/attestations", json=envelope)
+    receipt = check_receipt(first, envelope)
+    assert first.headers["location"] == f"/v1/runs/{SEED}/history"
+    assert receipt["duplicate"] is False and receipt["event"] == "Run.Attested"
+
+    again = c.post(f"/v1/runs/{SEED}/attestations", json=envelope)
+    original = check_receipt(again, envelope, status=200)
+    assert original["duplicate"] is True
+    assert original["position"] == receipt["position"]
+
+    history = c.get(f"/v1/runs/{SEED}/history").json()["events"]
+    assert [e["event"] for e in history].count("Run.Attested") == 2
+    mine = history[-1]
+    assert mine["signer"] == alice.key_id and mine["role"] == "attester" and mine["verified"]
+    # Attestations never move evidence or rank.
+    record = c.get(f"/v1/runs/{SEED}").json()
+    assert record["standings"]["source-native"]["rank"] == 3
+    assert [r["type"] for r in record["replications"]] == ["reproduced"]
+
+
+def test_refused_writes_answer_problems_and_append_nothing(served: Served) -> None:
+    c = served.client
+    alice = SigningKey.generate()
+    register_attester(served, alice)
+    before = tree_size(served)
+    good = attestation_envelope(SEED, SEED_NAME, alice, type_="note", body="fine")
+    url = f"/v1/runs/{SEED}/attestations"
+
+    stranger = SigningKey.generate()
+    unknown = attestation_envelope(SEED, SEED_NAME, stranger, type_="note", body="who am I")
+    problem_of(c.post(url, json=unknown), 403, "unknown-key")
+
+    tampered = copy.deepcopy(good)
+    sig = base64.b64decode(tampered["signatures"][0]["sig"])
+    tampered["signatures"][0]["sig"] = base64.b64encode(bytes([sig[0] ^ 1]) + sig[1:]).decode()
+    problem_of(c.post(url, json=tampered), 403, "bad-signature")
+
+    retraction = lifecycle_envelope(SEED, SEED_NAME, alice, action="retract", reason="mine")
+    problem_of(c.post(f"/v1/runs/{SEED}/lifecycle", json=retraction), 403, "wrong-role")
+
+    problem_of(c.post("/v1/keys", json=good), 422, "wrong-endpoint")
+    other = "sha256:" + "0" * 64
+    problem_of(c.post(f"/v1/runs/{other}/attestations", json=good), 422, "wrong-endpoint")
+
+    payload = json.loads(base64.b64decode(good["payload"]))
+    payload["predicate"]["type"] = "disputed"
+    bad_type = alice_signed(alice, payload)
+    problem_of(c.post(url, json=bad_type), 422, "schema-violation")
+
+    unknown_run = attestation_envelope(other, "ghost", alice, type_="note", body="x")
+    problem_of(c.post(f"/v1/runs/{other}/attestations", json=unknown_run), 404, "unknown-run")
+
+    body = json.dumps(good)
+    duplicated_key = body[:-1] + ', "payloadType": "application/vnd.in-toto+json"}'
+    problem_of(
+        c.post(url, content=duplicated_key, headers={"content-type": "application/json"}),
+        400,
+        "malformed-document",
+    )
+    problem_of(
+        c.post(url, content=b"{not json", headers={"content-type": "application/json"}),
+        400,
+        "malformed-request",
+    )
+    problem_of(c.post(url, json={"payloadType": 1}), 400, "malformed-request")
+    problem_of(c.post(url, json=[1, 2]), 400, "malformed-request")
+    not_b64 = dict(good, payload="!!!")
+    problem_of(c.post(url, json=not_b64), 400, "malformed-envelope")
+    problem_of(c.delete(url), 405, "method-not-allowed")
+
+    assert tree_size(served) == before
+    assert c.post(url, json=good).status_code == 201
+    assert tree_size(served) == before + 1
+
+
+def alice_signed(key: SigningKey, statement: dict[str, Any]) -> dict[str, Any]:
+    from ledger.dsse import sign_envelope  # noqa: PLC0415 - only this helper signs raw dicts
+
+    return sign_envelope(statement, key)
+
+
+def test_revocation_takes_effect_on_the_next_request(served: Served) -> None:
+    c = served.client
+    alice = SigningKey.generate()
+    register_attester(served, alice)
+    revoke = key_revocation_envelope(alice.public, alice, reason="laptop lost")
+    receipt = check_receipt(c.post(f"/v1/keys/{alice.key_id}/revocations", json=revoke), revoke)
+    assert receipt["event"] == "Principal.Revoked"
+    assert c.get(f"/v1/keys/{alice.key_id}").json()["status"] == "revoked"
+    late = attestation_envelope(SEED, SEED_NAME, alice, type_="note", body="after revoking")
+    problem_of(c.post(f"/v1/runs/{SEED}/attestations", json=late), 403, "revoked-key")
+    problem_of(
+        c.post(f"/v1/keys/{'sha256:' + '5' * 64}/revocations", json=revoke), 422, "wrong-endpoint"
+    )
+
+
+def test_admin_writes_ingest_rerun_request_and_retract(served: Served) -> None:
+    c = served.client
+    home = served.home
+    manifests = seed_manifests()
+    manifests["run"]["metadata"]["name"] = "sol-submission-38823-copy"
+    manifests["run"]["spec"]["observedAt"] = "2026-08-23T00:00:00.000Z"  # digests cover spec
+    ingestion = ingestion_envelope(manifests, home.key("ingester"))
+    receipt = check_receipt(c.post("/v1/runs", json=ingestion), ingestion)
+    new_run = receipt["subjectDigest"]
+    assert c.get(f"/v1/runs/{new_run}").json()["name"] == "sol-submission-38823-copy"
+    # The same run from a different envelope is a conflict, not a second run.
+    again = ingestion_envelope(manifests, home.key("ingester"), external_id="other")
+    assert problem_of(c.post("/v1/runs", json=again), 409, "already-exists")["position"] > 0
+    # An attester may not ingest.
+    alice = SigningKey.generate()
+    register_attester(served, alice)
+    problem_of(c.post("/v1/runs", json=ingestion_envelope(manifests, alice)), 403, "wrong-role")
+
+    run = c.get(f"/v1/runs/{SEED}").json()
+    request = rerun_request_envelope(
+        SEED,
+        SEED_NAME,
+        home.key("admin"),
+        artifact_digest=run["implementationDigest"],
+        workload_digest=run["workloadDigest"],
+        product="NVIDIA B200",
+        architecture="sm_100",
+        expires_at=utc_now() + timedelta(hours=1),
+    )
+    url = f"/v1/runs/{SEED}/rerun-requests"
+    assert check_receipt(c.post(url, json=request), request)["event"] == "Run.RerunRequested"
+    mine = rerun_request_envelope(
+        SEED,
+        SEED_NAME,
+        alice,
+        artifact_digest=run["implementationDigest"],
+        workload_digest=run["workloadDigest"],
+        product="NVIDIA B200",
+        architecture="sm_100",
+        expires_at=utc_now() + timedelta(hours=1),
+    )
+    problem_of(c.post(url, json=mine), 403, "wrong-role")
+
+    key = run["comparisonKey"]
+    retract = lifecycle_envelope(SEED, SEED_NAME, home.key("admin"), action="retract", reason="x")
+    check_receipt(c.post(f"/v1/runs/{SEED}/lifecycle", json=retract), retract)
+    board = c.get(f"/v1/leaderboards/{key}").json()["entries"]
+    assert SEED not in [e["run"] for e in board]
+    assert c.get(f"/v1/runs/{SEED}").json()["retracted"] is True
+
+
+def test_oversized_bodies_are_refused_before_parsing(tmp_path: Any) -> None:
+    config = ServerConfig(**(TEST_CONFIG.__dict__ | {"max_body_bytes": 4096}))
+    for served in serve(LedgerHome.at(tmp_path / "home"), config):
+        before = tree_size(served)
+        huge = {"payloadType": "x", "payload": "A" * 10_000, "signatures": []}
+        problem_of(served.client.post("/v1/runs", json=huge), 413, "too-large")
+        assert tree_size(served) == before
+
+
+@pytest.mark.parametrize("limit", ["key", "address"])
+def test_rate_limits_answer_429_with_retry_after(tmp_path: Any, limit: str) -> None:
+    settings = (
+        {"key_rate": 0.01, "key_burst": 2}
+        if limit == "key"
+        else {
+            "address_rate": 0.01,
+            "address_burst": 3,
+        }
+    )
+    config = ServerConfig(**(TEST_CONFIG.__dict__ | settings))
+    for served in serve(LedgerHome.at(tmp_path / "home"), config):
+        alice = SigningKey.generate()
+        register_attester(served, alice) if limit == "key" else None
+        url = f"/v1/runs/{SEED}/attestations"
+        replies = [
+            served.client.post(
+                url, json=attestation_envelope(SEED, SEED_NAME, alice, type_="note", body=f"{i}")
+            )
+            for i in range(4)
+        ]
+        statuses = [r.status_code for r in replies]
+        assert statuses[-1] == 429, statuses
+        limited = problem_of(replies[-1], 429, "rate-limited")
+        assert int(replies[-1].headers["retry-after"]) >= 1
+        assert "retry" in limited["detail"]
