@@ -29,6 +29,7 @@ from ledger.authoring import (
     lifecycle_envelope,
     rerun_request_envelope,
 )
+from ledger.dsse import sign_envelope
 from ledger.home import LedgerHome
 from ledger.keys import SigningKey
 from ledger.log_entries import LogEntry
@@ -152,8 +153,6 @@ def test_refused_writes_answer_problems_and_append_nothing(served: Served) -> No
 
 
 def alice_signed(key: SigningKey, statement: dict[str, Any]) -> dict[str, Any]:
-    from ledger.dsse import sign_envelope  # noqa: PLC0415 - only this helper signs raw dicts
-
     return sign_envelope(statement, key)
 
 
