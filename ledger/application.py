@@ -14,17 +14,23 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar, Union
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.domain import Aggregate
-from eventsourcing.persistence import IntegrityError, MapperDeserialisationError, OperationalError
-from sqlalchemy import select
+from eventsourcing.persistence import (
+    IntegrityError,
+    MapperDeserialisationError,
+    OperationalError,
+    Recording,
+)
+from sqlalchemy import func, select
 
 from domain.errors import DigestMismatchError, DomainError, ManifestError
 from domain.manifests.manifest_set import check_manifest_set
@@ -66,6 +72,8 @@ from ledger.transparency_log import InclusionProof, LogIntegrityError, Transpare
 from ledger.trust import TrustRoot
 
 MAX_APPEND_ATTEMPTS = 20
+KEY_CACHE_SIZE = 10_000
+_ONE_MS = timedelta(milliseconds=1)
 A = TypeVar("A", bound=Aggregate)
 P = TypeVar("P", bound=SignedPredicate)
 
@@ -99,6 +107,23 @@ class Receipt:
 
 
 Outcome = Union["Receipt", Run, Principal]  # a duplicate's receipt, or an aggregate to store
+
+
+@dataclass(frozen=True)
+class _Admitted:
+    """An envelope accepted into the group: its first new event's index among the group's."""
+
+    first_event: int
+    statement: Statement
+    duplicate: bool
+
+
+class _Overlay(threading.local):
+    """Aggregates changed by the group being admitted, visible only to the writing thread,
+    and the keys it has looked up (a group reads each unchanged key once)."""
+
+    aggregates: dict[UUID, Aggregate] | None = None
+    keys: dict[str, KeyRecord | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -166,13 +191,73 @@ class Ledger(Application[UUID]):
         if log_key is not None and log_key.key_id != trust_root.log_key.key_id:
             raise DomainError("the log key given is not the trust root's log key")
         self.tlog = TransparencyLog(self.recorder, trust_root.origin, trust_root.log_key, log_key)
+        self._overlay = _Overlay()
+        self._writer = threading.Lock()  # one group admitted at a time per ledger object
+        # Keys read by earlier groups, with the version read; reused only while unchanged.
+        self._key_cache: dict[str, tuple[int, KeyRecord]] = {}
+        self._last_received: datetime | None = None
 
     # ---------------------------------------------------------------- writes
 
     def append(self, envelope_json: object) -> Receipt:
         """Admit one signed envelope; return its receipt or raise a DomainError saying why."""
-        envelope = parse_envelope(envelope_json)
-        statement = envelope.statement()
+        result = self.append_many([envelope_json])[0]
+        if isinstance(result, DomainError):
+            raise result
+        return result
+
+    def append_many(self, envelopes: Sequence[object]) -> list[Receipt | DomainError]:
+        """Admit envelopes in order and commit the accepted ones in one transaction.
+
+        Each envelope gets its receipt or the reason it was refused; a refusal does not affect
+        the others, and later envelopes see the effect of earlier ones (a key registered, then
+        used). Events are stored and logged in arrival order. One commit (one fsync, one log
+        sequencing pass) for the whole group is what makes concurrent writers fast.
+        """
+        with self._writer:
+            for attempt in range(MAX_APPEND_ATTEMPTS):
+                try:
+                    return self._append_group(envelopes)
+                except (IntegrityError, OperationalError):
+                    # Another writer got there first (or held the SQLite lock): re-admit all.
+                    time.sleep(min(0.001 * 2**attempt, 0.2))
+        raise ConflictError(f"could not append after {MAX_APPEND_ATTEMPTS} attempts; try again")
+
+    def _append_group(self, envelopes: Sequence[object]) -> list[Receipt | DomainError]:
+        results: list[Receipt | DomainError | _Admitted] = []
+        events: list[Any] = []
+        admitted_digests: dict[str, int] = {}
+        self._overlay.aggregates = {}
+        self._overlay.keys = {}
+        try:
+            self._reuse_unchanged_keys(envelopes)
+            for raw in envelopes:
+                try:
+                    envelope = parse_envelope(raw)
+                    statement = envelope.statement()
+                    if envelope.digest in admitted_digests:  # the same envelope twice in a group
+                        first = admitted_digests[envelope.digest]
+                        results.append(_Admitted(first, statement, True))
+                        continue
+                    outcome = self._admit(envelope, statement)
+                except DomainError as exc:
+                    results.append(exc)
+                    continue
+                if isinstance(outcome, Receipt):
+                    results.append(outcome)
+                    continue
+                self._overlay.aggregates[outcome.id] = outcome
+                new_events = outcome.collect_events()
+                admitted_digests[envelope.digest] = len(events)
+                results.append(_Admitted(len(events), statement, False))
+                events.extend(new_events)
+        finally:
+            self._overlay.aggregates = None
+            self._overlay.keys = None
+        recordings = self._commit(events) if events else ([], None)
+        return [self._receipt(r, recordings) for r in results]
+
+    def _admit(self, envelope: Envelope, statement: Statement) -> Outcome:
         handlers: dict[PredicateType, Callable[[Envelope, Statement], Outcome]] = {
             PredicateType.INGESTION: self._append_ingestion,
             PredicateType.ATTESTATION: self._append_attestation,
@@ -184,16 +269,7 @@ class Ledger(Application[UUID]):
         handler = handlers.get(statement.predicateType)
         if handler is None:
             raise ManifestError(f"predicate type {statement.predicateType} is not accepted yet")
-        for attempt in range(MAX_APPEND_ATTEMPTS):
-            try:
-                outcome = handler(envelope, statement)
-                if isinstance(outcome, Receipt):
-                    return self._with_inclusion(outcome)
-                return self._commit(outcome, statement, envelope)
-            except (IntegrityError, OperationalError):
-                # Another writer got there first (or held the SQLite lock): reload and retry.
-                time.sleep(min(0.001 * 2**attempt, 0.2))
-        raise ConflictError(f"could not append after {MAX_APPEND_ATTEMPTS} attempts; try again")
+        return handler(envelope, statement)
 
     def _append_ingestion(self, envelope: Envelope, statement: Statement) -> Outcome:
         existing = self._get(Run, run_id(statement.subject_digest))
@@ -201,7 +277,7 @@ class Ledger(Application[UUID]):
             return self._duplicate(existing, envelope, statement)
         predicate = parse_predicate(statement)
         assert isinstance(predicate, IngestionPredicate)
-        now = self.clock()
+        now = self._received_now()
         signer = self._authorize(envelope, statement, predicate.issuedAt, now)
         checked = check_manifest_set(statement.predicate["manifests"])
         if statement.subject_digest != checked.run_digest:
@@ -241,7 +317,7 @@ class Ledger(Application[UUID]):
             return self._duplicate(run, envelope, statement)
         predicate = parse_predicate(statement)
         assert isinstance(predicate, model)
-        now = self.clock()
+        now = self._received_now()
         signer = self._authorize(envelope, statement, predicate.issuedAt, now)
         return run, predicate, _signed(envelope, now, signer.key_id), now
 
@@ -331,7 +407,7 @@ class Ledger(Application[UUID]):
             raise DigestMismatchError(
                 f"keyId {predicate.keyId} is not the id of the publicKey given"
             )
-        now = self.clock()
+        now = self._received_now()
         issued_at = parse_time(predicate.issuedAt, "predicate.issuedAt")
         if issued_at > now + MAX_CLOCK_SKEW:
             raise ClockSkewError(f"issuedAt {predicate.issuedAt} is in the future")
@@ -412,6 +488,16 @@ class Ledger(Application[UUID]):
 
     # ------------------------------------------------------------ admission
 
+    def _received_now(self) -> datetime:
+        """The time an event is received: strictly later (at the recorded millisecond
+        precision) than the previous one here, so a key revoked right after signing
+        something never appears revoked at the moment that something was received."""
+        now = self.clock()
+        if self._last_received is not None and now < self._last_received + _ONE_MS:
+            now = self._last_received + _ONE_MS
+        self._last_received = now
+        return now
+
     def _authorize(
         self, envelope: Envelope, statement: Statement, issued_at: str, now: datetime
     ) -> KeyRecord:
@@ -447,6 +533,12 @@ class Ledger(Application[UUID]):
     # --------------------------------------------------------- persistence
 
     def _get(self, cls: type[A], aggregate_id: UUID) -> A | None:
+        pending = self._overlay.aggregates
+        if pending is not None and aggregate_id in pending:
+            found = pending[aggregate_id]
+            if not isinstance(found, cls):
+                raise DomainError(f"aggregate {aggregate_id} is not a {cls.__name__}")
+            return found
         try:
             aggregate: Aggregate = self.repository.get(aggregate_id)
         except AggregateNotFoundError:
@@ -463,29 +555,42 @@ class Ledger(Application[UUID]):
         return aggregate
 
     def _commit(
-        self, aggregate: Run | Principal, statement: Statement, envelope: Envelope
-    ) -> Receipt:
-        """Store the new event and sequence it into the log in one transaction."""
+        self, events: list[Any]
+    ) -> tuple[list[Recording[UUID]], tuple[int, dict[int, InclusionProof]] | None]:
+        """Store the new events and sequence them into the log in one transaction."""
         with self.recorder.transaction(commit=True) as session:  # type: ignore[attr-defined]
-            recordings = self.save(aggregate)
+            recordings = self.save(*events)
             sequenced = self.tlog.sequence(session)
-            last = recordings[-1]
-            position = last.notification.id
-            leaf = self.tlog.leaf_for_position(session, position)
-            if leaf is None:
-                raise LogIntegrityError(f"event {position} was not sequenced")
-            inclusion = self.tlog.inclusion(session, leaf, sequenced.compact.size)
+            proofs = self.tlog.inclusions(
+                session, [r.notification.id for r in recordings], sequenced.compact.size
+            )
         self.tlog.committed(sequenced)
+        return recordings, (sequenced.compact.size, proofs)
+
+    def _receipt(
+        self,
+        result: Receipt | DomainError | _Admitted,
+        committed: tuple[list[Recording[UUID]], tuple[int, dict[int, InclusionProof]] | None],
+    ) -> Receipt | DomainError:
+        if isinstance(result, DomainError):
+            return result
+        if isinstance(result, Receipt):
+            return self._with_inclusion(result)
+        recordings, logged = committed
+        assert logged is not None
+        recording = recordings[result.first_event]
+        event = recording.domain_event
+        position = recording.notification.id  # the event's place in the notification log
         return Receipt(
             position=position,
-            aggregate_id=aggregate.id,
-            version=last.notification.originator_version,
-            event=last.notification.topic.rsplit(":", 1)[-1],
-            subject_digest=statement.subject_digest,
-            envelope_digest=envelope.digest,
-            received_at=getattr(last.domain_event, "received_at", ""),
-            duplicate=False,
-            inclusion=inclusion,
+            aggregate_id=UUID(str(recording.notification.originator_id)),
+            version=recording.notification.originator_version,
+            event=recording.notification.topic.rsplit(":", 1)[-1],
+            subject_digest=result.statement.subject_digest,
+            envelope_digest=str(getattr(event, "envelope_digest", "")),
+            received_at=str(getattr(event, "received_at", "")),
+            duplicate=result.duplicate,
+            inclusion=logged[1][position],
         )
 
     def _with_inclusion(self, receipt: Receipt) -> Receipt:
@@ -518,8 +623,10 @@ class Ledger(Application[UUID]):
             duplicate=True,
         )
 
-    def _position(self, aggregate_id: UUID, version: int) -> int:
-        return self._record_at(aggregate_id, version).position
+    def _position(self, aggregate_id: UUID, version: int) -> int | None:
+        """Where an event is stored; None while it is only admitted in the current group."""
+        records = self.stored_records(aggregate_id, version=version)
+        return records[0].position if records else None
 
     def _record_at(self, aggregate_id: UUID, version: int) -> StoredRecord:
         records = self.stored_records(aggregate_id, version=version)
@@ -558,9 +665,53 @@ class Ledger(Application[UUID]):
         return self._get(Principal, principal_id(key_id))
 
     def key_record(self, key_id: str) -> KeyRecord | None:
+        memo, pending = self._overlay.keys, self._overlay.aggregates
+        if memo is None or pending is None or principal_id(key_id) in pending:
+            return self._load_key_record(key_id)
+        if key_id not in memo:
+            memo[key_id] = self._load_key_record(key_id)
+        return memo[key_id]
+
+    def _reuse_unchanged_keys(self, envelopes: Sequence[object]) -> None:
+        """Seed the group's key lookups from keys read before, with one query checking that
+        none of them changed since (another process may have revoked one)."""
+        named = {
+            keyid
+            for raw in envelopes
+            if isinstance(raw, dict)
+            for sig in raw.get("signatures") or []
+            if isinstance(sig, dict) and isinstance(keyid := sig.get("keyid"), str)
+        }
+        known = sorted(named & set(self._key_cache))
+        if not known or self._overlay.keys is None:
+            return
+        record_cls = self.recorder.events_record_cls  # type: ignore[attr-defined]
+        ids = {principal_id(k): k for k in known}
+        query = (
+            select(record_cls.originator_id, func.max(record_cls.originator_version))
+            .where(record_cls.originator_id.in_(list(ids)))
+            .group_by(record_cls.originator_id)
+        )
+        with self.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+            current = {ids[UUID(str(r[0]))]: int(r[1]) for r in session.execute(query)}
+        for key_id in known:
+            version, record = self._key_cache[key_id]
+            if current.get(key_id) == version:
+                self._overlay.keys[key_id] = record
+
+    def _load_key_record(self, key_id: str) -> KeyRecord | None:
         principal = self.principal(key_id)
         if principal is None:
             return None
+        record = self._key_record_of(principal)
+        if self._overlay.aggregates is not None and principal.id not in self._overlay.aggregates:
+            if len(self._key_cache) >= KEY_CACHE_SIZE:
+                self._key_cache.clear()
+            self._key_cache[key_id] = (principal.version, record)
+        return record
+
+    @staticmethod
+    def _key_record_of(principal: Principal) -> KeyRecord:
         return KeyRecord.from_fields(
             key_id=principal.key_id,
             public_key_b64=principal.public_key,

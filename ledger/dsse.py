@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -67,7 +68,7 @@ class Envelope:
     signatures: tuple[tuple[str, bytes], ...]
     raw: Mapping[str, Any]
 
-    @property
+    @functools.cached_property
     def digest(self) -> str:
         """sha256 over the JCS form of the envelope: identical envelopes, identical digest."""
         return digest_of(dict(self.raw))

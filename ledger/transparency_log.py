@@ -258,6 +258,30 @@ class TransparencyLog:
         proof = self.proof_hashes(session, leaf_index, size)
         return InclusionProof(leaf_index, size, self.root(session, size), tuple(proof))
 
+    def inclusions(
+        self, session: Session, positions: Sequence[int], size: int
+    ) -> dict[int, InclusionProof]:
+        """Inclusion proofs of the leaves logging these event positions, with one root and one
+        node query for all of them (a committed group's receipts)."""
+        leaf_of: dict[int, int] = {}
+        for start in range(0, len(positions), 500):
+            chunk = list(positions[start : start + 500])
+            rows = session.execute(
+                select(leaves.c.position, leaves.c.leaf_index).where(leaves.c.position.in_(chunk))
+            )
+            leaf_of.update({int(r[0]): int(r[1]) for r in rows})
+        missing = sorted(set(positions) - set(leaf_of))
+        if missing:
+            raise LogIntegrityError(f"events {missing[:5]} were not sequenced")
+
+        def compute(get: Callable[[int, int], bytes]) -> tuple[bytes, dict[int, list[bytes]]]:
+            return root_from_nodes(size, get), {
+                p: inclusion_proof_from_nodes(leaf, size, get) for p, leaf in leaf_of.items()
+            }
+
+        root, proofs = _with_prefetch(session, compute)
+        return {p: InclusionProof(leaf_of[p], size, root, tuple(h)) for p, h in proofs.items()}
+
     def consistency(self, session: Session, size1: int, size2: int) -> list[bytes]:
         return _with_prefetch(session, lambda get: consistency_proof_from_nodes(size1, size2, get))
 

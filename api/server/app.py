@@ -46,9 +46,10 @@ def _address_limit(request: Request[Any, Any, Any]) -> Response[Any] | None:
 def create_app(ledger: Ledger, config: ServerConfig | None = None) -> Litestar:
     settings = config or ServerConfig()
     configure_logging(settings.json_logs)
+    service = LedgerService(ledger)
     state = State(
         {
-            "service": LedgerService(ledger),
+            "service": service,
             "config": settings,
             "key_limiter": TokenBuckets(settings.key_rate, settings.key_burst),
             "address_limiter": TokenBuckets(settings.address_rate, settings.address_burst),
@@ -70,6 +71,7 @@ def create_app(ledger: Ledger, config: ServerConfig | None = None) -> Litestar:
         state=state,
         before_request=_address_limit,
         exception_handlers=EXCEPTION_HANDLERS,
+        on_shutdown=[service.close],
         request_max_body_size=settings.max_body_bytes,
         template_config=template_config(),
         openapi_config=OpenAPIConfig(

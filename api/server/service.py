@@ -25,6 +25,7 @@ from ledger.artifacts import ArtifactStore, StoredArtifact
 from ledger.dsse import parse_envelope
 from ledger.errors import AmbiguousReferenceError, NotFoundError, SubjectMismatchError
 from ledger.event_verification import EventVerification
+from ledger.group_commit import GroupCommitWriter
 from ledger.history import describe, key_history, run_history
 from ledger.log_queries import checkpoint_json, consistency_json, entries_json, inclusion_json
 from projections import queries
@@ -77,9 +78,9 @@ class LedgerService:
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
         self.runner = ProjectionRunner(ledger)
-        # One writer per process: appends serialise here instead of fighting over the SQLite
-        # write lock; across processes (PostgreSQL) the ledger's own retry and log lock hold.
-        self._write_lock = threading.Lock()
+        # One writer thread per process commits concurrent requests in groups; across
+        # processes (PostgreSQL) the ledger's own retry and log lock keep writers consistent.
+        self.writer = GroupCommitWriter(ledger)
         self._projection_lock = threading.Lock()
         self.artifacts = ArtifactStore(ledger.recorder)
 
@@ -100,9 +101,7 @@ class LedgerService:
             raise WrongEndpointError(
                 f"the statement is about {statement.subject_digest}, not {subject}"
             )
-        with self._write_lock:
-            receipt = self.ledger.append(envelope.raw)
-        return receipt
+        return self.writer.append(envelope.raw)
 
     @staticmethod
     def signer_of(body: bytes) -> str | None:
@@ -321,6 +320,9 @@ class LedgerService:
 
     def artifact(self, digest: str) -> StoredArtifact:
         return self.artifacts.get(digest)
+
+    def close(self) -> None:
+        self.writer.close()
 
     def health(self) -> dict[str, Any]:
         with self.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]

@@ -112,9 +112,11 @@ def bundle(tmp_path_factory: pytest.TempPathFactory, seed_path: Path) -> Bundle:
                 )
             )
     # The late attester's revocation is appended last but received "before" its attestations
-    # (the ledger's clock went back): verifying it retroactively would fail them all.
+    # (the clock went back, in another writer process, as after an NTP step): verifying it
+    # retroactively would fail them all. One ledger object never stamps backwards.
     clock.now = start + timedelta(minutes=1)
-    ledger.append(key_revocation_envelope(late.public, admin, reason="test", now=clock.now))
+    other_process = Ledger(f"sqlite:///{folder / 'ledger.db'}", trust, clock=clock, log_key=log)
+    other_process.append(key_revocation_envelope(late.public, admin, reason="test", now=clock.now))
     clock.now = start + timedelta(minutes=20 + RUNS)
     other = SigningKey.generate()
     ledger.append(key_registration_envelope(other.public, [Role.ATTESTER], other, now=clock.now))

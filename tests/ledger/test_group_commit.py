@@ -1,0 +1,118 @@
+"""Group commit, on SQLite and PostgreSQL: envelopes admitted together behave exactly as if
+appended one by one (order, dependencies, refusals, duplicates), and concurrent writers lose
+nothing and duplicate nothing."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+from test_admission import SEED_NAME, World, ingest_seed, world  # noqa: F401 - fixture
+
+from domain.canonical import digest_of
+from domain.errors import DomainError
+from domain.statements import Role
+from ledger.application import Receipt
+from ledger.audit import audit_ledger
+from ledger.authoring import (
+    attestation_envelope,
+    key_registration_envelope,
+    key_revocation_envelope,
+)
+from ledger.dsse import UnknownKeyError
+from ledger.errors import RevokedKeyError, WrongRoleError
+from ledger.group_commit import GroupCommitWriter
+from ledger.history import run_history
+from ledger.keys import SigningKey
+
+
+def test_a_group_sees_its_own_earlier_envelopes_in_order(world: World) -> None:
+    run = ingest_seed(world)
+    bob = SigningKey.generate()
+    now = world.clock.now
+    envelopes = [
+        key_registration_envelope(bob.public, [Role.ATTESTER], bob, now=now),
+        attestation_envelope(run, SEED_NAME, bob, type_="note", body="first", now=now),
+        key_revocation_envelope(bob.public, bob, reason="lost", now=now),
+        attestation_envelope(run, SEED_NAME, bob, type_="note", body="too late", now=now),
+    ]
+    before = world.count()
+    results = world.ledger.append_many(envelopes)
+    assert [type(r) for r in results[:3]] == [Receipt, Receipt, Receipt]
+    assert isinstance(results[3], RevokedKeyError)
+    receipts = [r for r in results if isinstance(r, Receipt)]
+    assert [r.event for r in receipts] == [
+        "Principal.Registered",
+        "Run.Attested",
+        "Principal.Revoked",
+    ]
+    # Stored and logged in arrival order, each receipt with its own leaf.
+    assert [r.position for r in receipts] == [before + 1, before + 2, before + 3]
+    assert len({r.inclusion.leaf_index for r in receipts if r.inclusion}) == 3
+    assert world.count() == before + 3
+    history = run_history(world.ledger, run)
+    assert [(h.event, h.ok) for h in history] == [("Run.Ingested", True), ("Run.Attested", True)]
+    assert audit_ledger(world.ledger).verified
+
+
+def test_refusals_and_duplicates_inside_a_group(world: World) -> None:
+    run = ingest_seed(world)
+    now = world.clock.now
+    good = attestation_envelope(run, SEED_NAME, world.attester, type_="note", body="x", now=now)
+    stranger = SigningKey.generate()
+    unknown = attestation_envelope(run, SEED_NAME, stranger, type_="note", body="y", now=now)
+    ingester_note = attestation_envelope(
+        run, SEED_NAME, world.ingester, type_="note", body="z", now=now
+    )
+    results = world.ledger.append_many([good, unknown, good, ingester_note, {"bad": 1}])
+    first, refused, again, wrong_role, malformed = results
+    assert isinstance(first, Receipt) and not first.duplicate
+    assert isinstance(refused, UnknownKeyError)
+    assert isinstance(again, Receipt) and again.duplicate
+    assert again.position == first.position
+    assert isinstance(wrong_role, WrongRoleError)
+    assert isinstance(malformed, DomainError) and malformed.code == "malformed-envelope"
+    # Later, alone: still the same original.
+    later = world.ledger.append(good)
+    assert later.duplicate and later.position == first.position
+
+
+def test_a_revocation_by_another_process_applies_to_the_next_group(world: World) -> None:
+    run = ingest_seed(world)
+    now = world.clock.now
+    note = attestation_envelope(run, SEED_NAME, world.attester, type_="note", body="1", now=now)
+    assert isinstance(world.ledger.append_many([note])[0], Receipt)  # the key is now cached
+    other = world.open_ledger()
+    other.append(key_revocation_envelope(world.attester.public, world.admin, now=now))
+    world.clock.advance(seconds=1)
+    late = attestation_envelope(
+        run, SEED_NAME, world.attester, type_="note", body="2", now=world.clock.now
+    )
+    assert isinstance(world.ledger.append_many([late])[0], RevokedKeyError)
+
+
+def test_concurrent_writers_lose_and_duplicate_nothing(world: World) -> None:
+    run = ingest_seed(world)
+    now = world.clock.now
+    keys = [SigningKey.generate() for _ in range(8)]
+    for key in keys:
+        world.ledger.append(key_registration_envelope(key.public, [Role.ATTESTER], key, now=now))
+    envelopes = [
+        attestation_envelope(run, SEED_NAME, keys[i % 8], type_="note", body=f"{i}", now=now)
+        for i in range(200)
+    ]
+    before = world.count()
+    writer = GroupCommitWriter(world.ledger)
+    try:
+        with ThreadPoolExecutor(32) as pool:
+            receipts = list(pool.map(writer.append, envelopes))
+    finally:
+        writer.close()
+    positions = sorted(r.position for r in receipts)
+    assert positions == list(range(before + 1, before + 201))
+    assert world.count() == before + 200
+    sent = {digest_of(e) for e in envelopes}
+    history = run_history(world.ledger, run)
+    assert sent <= {digest_of(h.envelope) for h in history if h.envelope}
+    assert {r.envelope_digest for r in receipts} == sent
+    report = audit_ledger(world.ledger)
+    assert report.verified, report.findings
