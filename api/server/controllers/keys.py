@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from litestar import Controller, Request, Response, get, post
-from litestar.params import Parameter
+from litestar.params import JSONBody, PathParameter, RawBody
 
 from api.server.controllers.common import DsseEnvelope, Service, write
 from domain.statements import PredicateType
 
 KeyIdPath = Annotated[
-    str, Parameter(description="Key id, sha256:<64 hex> of the raw public key.", max_length=71)
+    str, PathParameter(description="Key id, sha256:<64 hex> of the raw public key.", max_length=71)
 ]
 
 
@@ -36,8 +36,8 @@ class KeyController(Controller):
         self,
         request: Request[Any, Any, Any],
         service: Service,
-        data: DsseEnvelope,
-        body: bytes,
+        data: JSONBody[DsseEnvelope],
+        body: RawBody,
     ) -> Response[dict[str, Any]]:
         return write(request, service, body, {PredicateType.KEY})
 
@@ -47,7 +47,7 @@ class KeyController(Controller):
         request: Request[Any, Any, Any],
         service: Service,
         key_id: KeyIdPath,
-        data: DsseEnvelope,
-        body: bytes,
+        data: JSONBody[DsseEnvelope],
+        body: RawBody,
     ) -> Response[dict[str, Any]]:
         return write(request, service, body, {PredicateType.KEY}, key_id)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from litestar import Controller, Response, get
-from litestar.params import Parameter
+from litestar.params import PathParameter, QueryParameter
 
 from api.server.controllers.common import Service
 
@@ -28,8 +28,8 @@ class LogController(Controller):
     def inclusion(
         self,
         service: Service,
-        leaf: Annotated[int, Parameter(ge=0, le=2**53 - 1)],
-        size: Annotated[int | None, Parameter(ge=1, le=2**53 - 1)] = None,
+        leaf: Annotated[int, QueryParameter(ge=0, le=2**53 - 1)],
+        size: Annotated[int | None, QueryParameter(ge=1, le=2**53 - 1)] = None,
     ) -> dict[str, Any]:
         return service.inclusion(leaf, size)
 
@@ -37,8 +37,8 @@ class LogController(Controller):
     def consistency(
         self,
         service: Service,
-        old: Annotated[int, Parameter(ge=0, le=2**53 - 1)],
-        new: Annotated[int | None, Parameter(ge=0, le=2**53 - 1)] = None,
+        old: Annotated[int, QueryParameter(ge=0, le=2**53 - 1)],
+        new: Annotated[int | None, QueryParameter(ge=0, le=2**53 - 1)] = None,
     ) -> dict[str, Any]:
         return service.consistency(old, new)
 
@@ -46,8 +46,8 @@ class LogController(Controller):
     def entries(
         self,
         service: Service,
-        start: Annotated[int, Parameter(ge=0, le=2**53 - 1)] = 0,
-        end: Annotated[int | None, Parameter(ge=0, le=2**53 - 1)] = None,
+        start: Annotated[int, QueryParameter(ge=0, le=2**53 - 1)] = 0,
+        end: Annotated[int | None, QueryParameter(ge=0, le=2**53 - 1)] = None,
     ) -> list[dict[str, Any]]:
         return service.entries(start, end)
 
@@ -60,8 +60,8 @@ class LogController(Controller):
     def bundle(
         self,
         service: Service,
-        run: Annotated[list[str] | None, Parameter(max_items=100)] = None,
-        cohort: Annotated[str | None, Parameter(max_length=71)] = None,
+        run: Annotated[list[str] | None, QueryParameter(max_items=100)] = None,
+        cohort: Annotated[str | None, QueryParameter(max_length=71)] = None,
     ) -> Response[str]:
         text = service.bundle(run or [], cohort)
         return Response(
@@ -76,7 +76,7 @@ class LogController(Controller):
         summary="A stored artifact, re-hashed",
     )
     def artifact(
-        self, service: Service, digest: Annotated[str, Parameter(max_length=71)]
+        self, service: Service, digest: Annotated[str, PathParameter(max_length=71)]
     ) -> Response[bytes]:
         stored = service.artifact(digest)
         return Response(

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from litestar import Controller, Request, Response, get, post
-from litestar.params import Parameter
+from litestar.params import JSONBody, PathParameter, QueryParameter, RawBody
 
 from api.server.controllers.common import DsseEnvelope, Service, write
 from api.server.service import MAX_PAGE, BadQueryError
@@ -15,14 +15,14 @@ from domain.statements import PredicateType
 
 DigestPath = Annotated[
     str,
-    Parameter(
+    PathParameter(
         description="Run digest (sha256:<64 hex>) or a unique prefix of at least 4 hex digits.",
         max_length=71,
     ),
 ]
 FullDigestPath = Annotated[
     str,
-    Parameter(
+    PathParameter(
         description="The run's full digest, sha256:<64 hex>.",
         pattern=r"^sha256:[0-9a-f]{64}$",
     ),
@@ -41,21 +41,21 @@ class RunController(Controller):
         self,
         service: Service,
         comparison_key: Annotated[
-            str | None, Parameter(query="comparisonKey", max_length=71)
+            str | None, QueryParameter(name="comparisonKey", max_length=71)
         ] = None,
-        source: Annotated[str | None, Parameter(max_length=100)] = None,
+        source: Annotated[str | None, QueryParameter(max_length=100)] = None,
         level: Annotated[
             str | None,
-            Parameter(
+            QueryParameter(
                 description="Evidence level: " + ", ".join(e.name.lower() for e in EvidenceLevel)
             ),
         ] = None,
         gpu: Annotated[
-            str | None, Parameter(description="GPU product, e.g. NVIDIA B200.", max_length=200)
+            str | None, QueryParameter(description="GPU product, e.g. NVIDIA B200.", max_length=200)
         ] = None,
-        benchmark: Annotated[str | None, Parameter(max_length=300)] = None,
-        cursor: Annotated[str | None, Parameter(max_length=100)] = None,
-        limit: Annotated[int, Parameter(ge=1, le=MAX_PAGE)] = 50,
+        benchmark: Annotated[str | None, QueryParameter(max_length=300)] = None,
+        cursor: Annotated[str | None, QueryParameter(max_length=100)] = None,
+        limit: Annotated[int, QueryParameter(ge=1, le=MAX_PAGE)] = 50,
     ) -> dict[str, Any]:
         return service.list_runs(
             comparison_key=comparison_key,
@@ -83,8 +83,8 @@ class RunController(Controller):
         self,
         request: Request[Any, Any, Any],
         service: Service,
-        data: DsseEnvelope,
-        body: bytes,
+        data: JSONBody[DsseEnvelope],
+        body: RawBody,
     ) -> Response[dict[str, Any]]:
         return write(request, service, body, {PredicateType.INGESTION})
 
@@ -94,8 +94,8 @@ class RunController(Controller):
         request: Request[Any, Any, Any],
         service: Service,
         digest: FullDigestPath,
-        data: DsseEnvelope,
-        body: bytes,
+        data: JSONBody[DsseEnvelope],
+        body: RawBody,
     ) -> Response[dict[str, Any]]:
         return write(request, service, body, {PredicateType.ATTESTATION}, digest)
 
@@ -105,8 +105,8 @@ class RunController(Controller):
         request: Request[Any, Any, Any],
         service: Service,
         digest: FullDigestPath,
-        data: DsseEnvelope,
-        body: bytes,
+        data: JSONBody[DsseEnvelope],
+        body: RawBody,
     ) -> Response[dict[str, Any]]:
         return write(request, service, body, {PredicateType.LIFECYCLE}, digest)
 
@@ -120,8 +120,8 @@ class RunController(Controller):
         request: Request[Any, Any, Any],
         service: Service,
         digest: FullDigestPath,
-        data: DsseEnvelope,
-        body: bytes,
+        data: JSONBody[DsseEnvelope],
+        body: RawBody,
     ) -> Response[dict[str, Any]]:
         return write(request, service, body, {PredicateType.RERUN_REQUEST}, digest)
 
@@ -131,8 +131,8 @@ class RunController(Controller):
         request: Request[Any, Any, Any],
         service: Service,
         digest: FullDigestPath,
-        data: DsseEnvelope,
-        body: bytes,
+        data: JSONBody[DsseEnvelope],
+        body: RawBody,
     ) -> Response[dict[str, Any]]:
         return write(request, service, body, {PredicateType.RERUN}, digest)
 

@@ -5,14 +5,15 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from litestar import Controller, get
-from litestar.params import Parameter
+from litestar.params import PathParameter, QueryParameter
 
 from api.server.controllers.common import Service
 from api.server.controllers.runs import parse_level
 from domain.ranking import View
 
 KeyPath = Annotated[
-    str, Parameter(description="Comparison key, sha256:<64 hex>.", pattern=r"^sha256:[0-9a-f]{64}$")
+    str,
+    PathParameter(description="Comparison key, sha256:<64 hex>.", pattern=r"^sha256:[0-9a-f]{64}$"),
 ]
 
 
@@ -24,8 +25,8 @@ class ViewController(Controller):
     def groups(
         self,
         service: Service,
-        benchmark: Annotated[str | None, Parameter(max_length=300)] = None,
-        gpu: Annotated[str | None, Parameter(max_length=200)] = None,
+        benchmark: Annotated[str | None, QueryParameter(max_length=300)] = None,
+        gpu: Annotated[str | None, QueryParameter(max_length=200)] = None,
     ) -> list[dict[str, Any]]:
         return service.groups(benchmark, gpu)
 
@@ -35,9 +36,9 @@ class ViewController(Controller):
         service: Service,
         key: KeyPath,
         view: Annotated[
-            View, Parameter(description="source-native or verified")
+            View, QueryParameter(description="source-native or verified")
         ] = View.SOURCE_NATIVE,
-        min_level: Annotated[str | None, Parameter(query="minLevel")] = None,
+        min_level: Annotated[str | None, QueryParameter(name="minLevel")] = None,
     ) -> dict[str, Any]:
         return service.leaderboard(key, view, parse_level(min_level))
 
@@ -45,7 +46,7 @@ class ViewController(Controller):
     def compare(
         self,
         service: Service,
-        a: Annotated[str, Parameter(max_length=71)],
-        b: Annotated[str, Parameter(max_length=71)],
+        a: Annotated[str, QueryParameter(max_length=71)],
+        b: Annotated[str, QueryParameter(max_length=71)],
     ) -> dict[str, Any]:
         return service.compare(a, b)
