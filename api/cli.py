@@ -31,7 +31,9 @@ from api.cli_common import (
 from api.cli_import import register_import_commands
 from api.cli_keys import keys_app
 from api.cli_log import register_log_commands
+from api.cli_serve import register_serve_command
 from api.cli_views import register_view_commands
+from api.client import LedgerClient, RemoteHistory, remote_history, remote_run
 from api.demo import build_demo
 from domain.documents import parse_document
 from domain.errors import DomainError
@@ -60,6 +62,22 @@ app.add_typer(keys_app, name="keys")
 register_log_commands(app)
 register_view_commands(app)
 register_import_commands(app)
+register_serve_command(app)
+
+ServerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--server",
+        help="A KernelIndex server's base URL, e.g. http://127.0.0.1:8000 (not with --home/--db).",
+    ),
+]
+
+
+def _remote(server: str | None, home: Path | None, db: str | None) -> str | None:
+    """The server to talk to, if any: a server and a local ledger are alternatives."""
+    if server is not None and (home is not None or db is not None):
+        raise typer.BadParameter("give --server or --home/--db, not both", param_hint="--server")
+    return server
 
 
 @app.command()
@@ -198,22 +216,47 @@ def attest(
     ] = None,
     home: HomeOption = None,
     db: DbOption = None,
+    server: ServerOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Append a signed attestation about a run. It never changes the run's evidence level."""
+    remote = _remote(server, home, db)
+    signer = load_key(key)
+
+    def signed(run_digest: str, run_name: str) -> dict[str, Any]:
+        return attestation_envelope(
+            run_digest,
+            run_name,
+            signer,
+            type_=type_.value,
+            body=body,
+            evidence_url=evidence_url,
+            observed_ns=observed_ns,
+            environment_summary=environment,
+        )
+
+    if remote is not None:
+        # Signed here: the key never leaves this machine, the server only sees the envelope.
+        with LedgerClient(remote) as client:
+            run_digest, run_name = remote_run(client, run)
+            reply = client.post_attestation(run_digest, signed(run_digest, run_name))
+        _print_remote_receipt(reply, as_json, "attestation")
+        return
     ledger = open_ledger(home, db)
-    run_digest, run_name = _named_run(ledger, run)
-    envelope = attestation_envelope(
-        run_digest,
-        run_name,
-        load_key(key),
-        type_=type_.value,
-        body=body,
-        evidence_url=evidence_url,
-        observed_ns=observed_ns,
-        environment_summary=environment,
+    print_receipt(ledger.append(signed(*_named_run(ledger, run))), as_json, "attestation")
+
+
+def _print_remote_receipt(reply: dict[str, Any], as_json: bool, what: str) -> None:
+    """A server's receipt (JSON), worded like a local one."""
+    if as_json:
+        print_json(reply)
+        return
+    verb = "already recorded" if reply.get("duplicate") else "appended"
+    proof = reply.get("log") or {}
+    leaf = (
+        f" (leaf {proof['leafIndex']})" if isinstance(proof, dict) and "leafIndex" in proof else ""
     )
-    print_receipt(ledger.append(envelope), as_json, "attestation")
+    out.print(f"{what} {verb}: {reply.get('event')} at position {reply.get('position')}{leaf}")
 
 
 @app.command()
@@ -346,9 +389,18 @@ def history(
     run: Annotated[str, typer.Argument(help="Run digest or unique prefix.")],
     home: HomeOption = None,
     db: DbOption = None,
+    server: ServerOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Every event of a run: time, type, signer and role, signature check, what it says."""
+    """Every event of a run: time, type, signer and role, signature check, what it says.
+
+    With --server, every event the server sends is re-verified here against the keys it reports.
+    """
+    remote = _remote(server, home, db)
+    if remote is not None:
+        with LedgerClient(remote) as client:
+            _show_remote_history(remote_history(client, run), as_json)
+        return
     ledger = open_ledger(home, db)
     run_digest = ledger.resolve_run(run)
     entries = run_history(ledger, run_digest)
@@ -359,6 +411,29 @@ def history(
     else:
         _print_history(entries, f"History of {run_digest}")
     if not all(h.ok for h in entries):
+        raise typer.Exit(EXIT_REJECTED)
+
+
+def _show_remote_history(found: RemoteHistory, as_json: bool) -> None:
+    entries = [e.entry for e in found.events]
+    if as_json:
+        print_json(
+            {
+                "run": found.run,
+                "events": [
+                    e.entry.to_json()
+                    | {
+                        "says": describe(e.entry),
+                        "leafIndex": e.leaf_index,
+                        "envelopeDigest": e.envelope_digest,
+                    }
+                    for e in found.events
+                ],
+            }
+        )
+    else:
+        _print_history(entries, f"History of {found.run}")
+    if not found.ok:
         raise typer.Exit(EXIT_REJECTED)
 
 

@@ -98,5 +98,8 @@ def create_app_from_env() -> Litestar:
     Reads the ledger home and database from KERNELINDEX_HOME / KERNELINDEX_DB.
     """
     home = LedgerHome.at(None, os.environ.get("KERNELINDEX_DB"))
-    config = ServerConfig(public_url=os.environ.get("KERNELINDEX_PUBLIC_URL"))
+    config = ServerConfig(
+        public_url=os.environ.get("KERNELINDEX_PUBLIC_URL"),
+        json_logs=os.environ.get("KERNELINDEX_LOG_FORMAT", "json") != "console",
+    )
     return create_app(home.open(), config)

@@ -16,6 +16,7 @@ import uuid
 from typing import Any
 
 import structlog
+from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 REQUEST_ID_HEADER = b"x-request-id"
@@ -60,11 +61,11 @@ class RequestContextMiddleware:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != ScopeType.HTTP:
             await self.app(scope, receive, send)
             return
         request_id = _request_id(scope)
-        scope.setdefault("state", {})["request_id"] = request_id  # type: ignore[typeddict-unknown-key]
+        scope.setdefault("state", {})["request_id"] = request_id
         started = time.perf_counter()
         status = 500
 
@@ -74,7 +75,7 @@ class RequestContextMiddleware:
                 status = message["status"]
                 headers = list(message.get("headers", []))
                 headers.append((REQUEST_ID_HEADER, request_id.encode()))
-                message["headers"] = headers  # type: ignore[typeddict-unknown-key]
+                message["headers"] = headers
             await send(message)
 
         structlog.contextvars.clear_contextvars()

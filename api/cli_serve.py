@@ -1,0 +1,115 @@
+"""`kernelindex serve`: the HTTP API and pages over a ledger home, with uvicorn."""
+
+from __future__ import annotations
+
+import os
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import uvicorn
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+from api.cli_common import DbOption, HomeOption, fail, handles_errors, out
+from api.demo import build_demo
+from api.server.app import create_app
+from api.server.config import ServerConfig
+from ledger.home import DB_ENV, HOME_ENV, LedgerHome
+
+DEMO_HOME = Path(".kernelindex-demo")
+APP_FACTORY = "api.server.app:create_app_from_env"
+PUBLIC_URL_ENV = "KERNELINDEX_PUBLIC_URL"
+# Read by worker processes (create_app_from_env).
+LOG_FORMAT_ENV = "KERNELINDEX_LOG_FORMAT"
+
+
+class LogFormat(StrEnum):
+    json = "json"
+    console = "console"
+
+
+def register_serve_command(app: typer.Typer) -> None:
+    app.command("serve")(serve)
+
+
+def _is_sqlite(db_url: str) -> bool:
+    try:
+        return make_url(db_url).get_backend_name() == "sqlite"
+    except ArgumentError:
+        return False  # a malformed URL fails with its own message when the ledger opens it
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+@handles_errors
+def serve(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="TCP port.")] = 8000,
+    home: HomeOption = None,
+    db: DbOption = None,
+    demo: Annotated[
+        bool,
+        typer.Option(
+            "--demo",
+            help=f"Build (or reuse) the demo ledger (at {DEMO_HOME} or --home) and serve it.",
+        ),
+    ] = False,
+    workers: Annotated[
+        int,
+        typer.Option(min=1, help="Worker processes (more than one needs PostgreSQL)."),
+    ] = 1,
+    public_url: Annotated[
+        str | None,
+        typer.Option("--public-url", help="Base of permalinks, e.g. https://ledger.example.org."),
+    ] = None,
+    log_format: Annotated[
+        LogFormat, typer.Option("--log-format", help="Structured log lines: json or console.")
+    ] = LogFormat.json,
+) -> None:
+    """Serve the HTTP API (/v1, OpenAPI at /schema) and the pages for a ledger."""
+    target = LedgerHome.at(home if home is not None or not demo else DEMO_HOME, db)
+    if workers > 1 and _is_sqlite(target.db_url):
+        # Several processes appending to one SQLite file would fight over its write lock;
+        # the service serialises writers within a process only.
+        raise fail(
+            "single-writer",
+            f"--workers {workers} needs PostgreSQL: SQLite ({target.db_url}) allows one "
+            "writer process; use --workers 1, or --db postgresql+psycopg://...",
+        )
+    ledger = build_demo(target)[0] if demo else target.open()
+    out.print(
+        f"Serving the ledger at [bold]{target.path}[/] ({target.db_url})\n"
+        f"  listening on {_url(host, port)}  (API under /v1, OpenAPI at /schema)"
+        + (f", {workers} workers" if workers > 1 else "")
+    )
+    # Our access line per request replaces uvicorn's; its own notices only when asked for
+    # human-readable logs, so JSON logs stay machine-readable.
+    uvicorn_level = "info" if log_format is LogFormat.console else "warning"
+    if workers > 1:
+        os.environ[HOME_ENV] = str(target.path)
+        os.environ[DB_ENV] = target.db_url
+        os.environ[LOG_FORMAT_ENV] = log_format.value
+        if public_url is not None:
+            os.environ[PUBLIC_URL_ENV] = public_url
+        uvicorn.run(
+            APP_FACTORY,
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            log_level=uvicorn_level,
+            access_log=False,
+        )
+        return
+    config = ServerConfig(public_url=public_url, json_logs=log_format is LogFormat.json)
+    uvicorn.run(
+        create_app(ledger, config),
+        host=host,
+        port=port,
+        log_level=uvicorn_level,
+        access_log=False,
+    )

@@ -1,0 +1,404 @@
+"""The CLI against a real server: `serve`, and `attest`/`history` with --server.
+
+A uvicorn server runs in a background thread on a free loopback port, serving the demo ledger
+(on each backend); the CLI talks to it over HTTP exactly as it would to a remote one.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from litestar import Litestar
+from typer.testing import CliRunner
+
+import api.cli
+from api.cli import app
+from api.client import LedgerClient
+from api.demo import build_demo
+from api.server.app import create_app
+from api.server.config import ServerConfig
+from ledger.home import LedgerHome
+
+SEED_RUN = "sha256:7e18c26ca3b60572c4fc8589c4b3b9a86b548ef031df4242ea2483b649bd6a47"
+REPO = Path(__file__).resolve().parents[2]
+# Rate limits off: these tests measure behaviour, not throttling.
+TEST_CONFIG = ServerConfig(key_rate=0, address_rate=0, json_logs=False)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def running(asgi: Litestar) -> Iterator[str]:
+    """Serve ``asgi`` on a free loopback port in a thread; yield its base URL."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(asgi, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive(), "the server thread died while starting"
+        assert time.monotonic() < deadline, "the server did not start within 30 s"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+
+
+@dataclass
+class Remote:
+    url: str
+    home: Path
+    db_url: str
+    runner: CliRunner
+
+    def __call__(self, *args: object, ok: bool = True) -> Any:
+        result = self.runner.invoke(
+            app,
+            [str(a) for a in args],
+            env={
+                "KERNELINDEX_HOME": str(self.home),
+                "KERNELINDEX_DB": self.db_url,
+                "KERNELINDEX_KEY_PASSPHRASE": "",
+            },
+        )
+        if ok:
+            assert result.exit_code == 0, f"{args}: exit {result.exit_code}\n{result.output}"
+        else:
+            assert result.exit_code != 0, f"{args} should have failed:\n{result.output}"
+            assert result.exception is None or isinstance(result.exception, SystemExit), (
+                result.exception
+            )
+        return result
+
+    def json(self, *args: object) -> Any:
+        return json.loads(self(*args, "--json").stdout)
+
+    def attester(self, path: Path) -> str:
+        """A new attester key, self-registered in the served ledger; its key id."""
+        key_id = str(self.json("keys", "generate", path)["keyId"])
+        self("keys", "register", path, "--role", "attester", "--self", "--label", path.stem)
+        return key_id
+
+
+@pytest.fixture
+def remote(tmp_path: Path, db_url: str) -> Iterator[Remote]:
+    """The demo ledger behind a real HTTP server, per backend."""
+    home = LedgerHome.at(tmp_path / "home", db_url)
+    ledger, seed = build_demo(home)
+    assert seed == SEED_RUN
+    with running(create_app(ledger, TEST_CONFIG)) as url:
+        yield Remote(url, home.path, db_url, CliRunner())
+
+
+def attest_args(remote: Remote, key: Path, *extra: str) -> list[object]:
+    return [
+        "attest",
+        SEED_RUN[:14],
+        "--server",
+        remote.url,
+        "--type",
+        "reproduced",
+        "--body",
+        "Reproduced on my B200: mean 1.74 ms",
+        "--key",
+        key,
+        *extra,
+    ]
+
+
+# -------------------------------------------------------- attest, history
+
+
+def test_attest_through_the_server_then_history_shows_it_verified(
+    remote: Remote, tmp_path: Path
+) -> None:
+    alice = tmp_path / "alice.pem"
+    key_id = remote.attester(alice)
+    receipt = remote.json(*attest_args(remote, alice, "--observed-ns", "1740000"))
+    assert receipt["event"] == "Run.Attested" and receipt["duplicate"] is False
+    assert receipt["subjectDigest"] == SEED_RUN
+    assert receipt["log"]["leafIndex"] >= 0 and receipt["log"]["treeSize"] > 0
+
+    text = remote(*attest_args(remote, alice, "--environment", "my lab")).stdout
+    assert text.startswith("attestation appended: Run.Attested at position ")
+    assert "(leaf " in text
+
+    history = remote.json("history", SEED_RUN[7:19], "--server", remote.url)
+    assert history["run"] == SEED_RUN
+    events = history["events"]
+    assert [(e["event"], e["role"], e["verified"]) for e in events] == [
+        ("Run.Ingested", "ingester", True),
+        ("Run.Attested", "attester", True),  # the demo's own attestation
+        ("Run.Attested", "attester", True),
+        ("Run.Attested", "attester", True),
+    ]
+    ours = events[2]
+    assert ours["signer"] == key_id
+    assert ours["predicate"]["observedNs"] == 1740000
+    assert ours["says"].startswith("reproduced: Reproduced on my B200")
+    assert ours["envelopeDigest"].startswith("sha256:") and isinstance(ours["leafIndex"], int)
+    assert {c["name"] for c in ours["checks"]} >= {"signature", "role", "key-valid", "server"}
+
+    shown = remote("history", SEED_RUN, "--server", remote.url).stdout
+    assert shown.startswith(f"History of {SEED_RUN}")
+    assert shown.count("✓ verified") == 4 and "FAILED" not in shown
+    assert f"signer {key_id} (attester)" in shown
+
+
+def test_the_same_attestation_again_is_already_recorded(
+    remote: Remote, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alice = tmp_path / "alice.pem"
+    remote.attester(alice)
+    # Ed25519 signatures are deterministic: with issuedAt fixed (after the key's registration),
+    # the envelope is identical.
+    fixed = datetime.now(UTC)
+    monkeypatch.setattr("ledger.authoring.utc_now", lambda: fixed)
+    first = remote.json(*attest_args(remote, alice))
+    again = remote(*attest_args(remote, alice)).stdout
+    assert again.startswith("attestation already recorded: Run.Attested at position")
+    second = remote.json(*attest_args(remote, alice))
+    assert second["duplicate"] is True
+    assert (second["position"], second["envelopeDigest"]) == (
+        first["position"],
+        first["envelopeDigest"],
+    )
+    events = remote.json("history", SEED_RUN, "--server", remote.url)["events"]
+    assert len(events) == 3
+
+
+def test_an_unregistered_key_is_refused_by_the_server(remote: Remote, tmp_path: Path) -> None:
+    mallory = tmp_path / "mallory.pem"
+    remote("keys", "generate", mallory)
+    result = remote(*attest_args(remote, mallory), ok=False)
+    assert result.exit_code == 1
+    assert "error[unknown-key]" in result.stderr
+    assert len(remote.json("history", SEED_RUN, "--server", remote.url)["events"]) == 2
+
+
+def test_history_of_an_unknown_run_is_not_found(remote: Remote) -> None:
+    result = remote("history", "sha256:" + "ab" * 32, "--server", remote.url, ok=False)
+    assert result.exit_code == 1 and "error[not-found]" in result.stderr
+    result = remote("history", "zz", "--server", remote.url, ok=False)
+    assert result.exit_code == 1 and "error[ambiguous-reference]" in result.stderr
+
+
+def test_server_and_local_ledger_are_alternatives(remote: Remote, tmp_path: Path) -> None:
+    result = remote("history", SEED_RUN, "--server", remote.url, "--home", tmp_path, ok=False)
+    assert result.exit_code == 2 and "--server" in result.output
+    result = remote("history", SEED_RUN, "--server", "127.0.0.1:8000", ok=False)
+    assert result.exit_code == 1 and "error[malformed-request]" in result.stderr
+
+
+# ------------------------------------------------------- server failures
+
+
+def test_a_server_that_is_down_is_unreachable(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    runner = CliRunner()
+    key = tmp_path / "k.pem"
+    assert runner.invoke(app, ["keys", "generate", str(key)]).exit_code == 0
+    for args in (
+        ["history", SEED_RUN, "--server", url],
+        ["attest", SEED_RUN, "--server", url, "--type", "note", "--body", "x", "--key", str(key)],
+    ):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 1, result.output
+        assert "error[unreachable]" in result.stderr and url in result.stderr
+
+
+@pytest.fixture
+def served_sqlite(tmp_path: Path) -> Iterator[Remote]:
+    home = LedgerHome.at(tmp_path / "home")
+    ledger, _ = build_demo(home)
+    with running(create_app(ledger, TEST_CONFIG)) as url:
+        yield Remote(url, home.path, home.db_url, CliRunner())
+
+
+Tamper = Callable[[dict[str, Any]], None]
+
+
+@contextmanager
+def lying(remote: Remote, monkeypatch: pytest.MonkeyPatch, on_history: Tamper) -> Iterator[None]:
+    """Make the CLI talk to a proxy that forwards to ``remote`` and alters history replies."""
+    upstream = httpx.Client(base_url=remote.url)
+
+    def forward(request: httpx.Request) -> httpx.Response:
+        reply = upstream.request(
+            request.method,
+            request.url.raw_path.decode(),
+            content=request.content,
+            headers={"Content-Type": request.headers.get("content-type", "application/json")},
+        )
+        if reply.is_success and request.url.path.endswith("/history"):
+            body = reply.json()
+            on_history(body)
+            return httpx.Response(reply.status_code, json=body)
+        content_type = reply.headers.get("content-type", "application/json")
+        return httpx.Response(
+            reply.status_code, content=reply.content, headers={"content-type": content_type}
+        )
+
+    transport = httpx.MockTransport(forward)
+
+    def client(base_url: str, timeout: float = 30.0) -> LedgerClient:
+        return LedgerClient(base_url, timeout, transport=transport)
+
+    monkeypatch.setattr(api.cli, "LedgerClient", client)
+    try:
+        yield
+    finally:
+        upstream.close()
+
+
+def flip_first_signature(body: dict[str, Any]) -> None:
+    envelope = body["events"][0]["envelope"]
+    sig = bytearray(base64.b64decode(envelope["signatures"][0]["sig"]))
+    sig[0] ^= 0xFF
+    envelope["signatures"][0]["sig"] = base64.b64encode(bytes(sig)).decode()
+
+
+def test_history_from_a_lying_server_shows_the_event_failed(
+    served_sqlite: Remote, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    remote = served_sqlite
+    with lying(remote, monkeypatch, flip_first_signature):
+        result = remote("history", SEED_RUN, "--server", remote.url, ok=False)
+        assert result.exit_code == 1
+        first, second = result.stdout.split("\n#")[1:3]
+        assert "Run.Ingested  ✗ FAILED" in first and "signature:" in first
+        assert "the server reports this event verified; it is not" in first
+        assert "✓ verified" in second
+        events = json.loads(
+            remote("history", SEED_RUN, "--server", remote.url, "--json", ok=False).stdout
+        )["events"]
+    assert [e["verified"] for e in events] == [False, True]
+    failed = {c["name"] for c in events[0]["checks"] if not c["ok"]}
+    assert failed == {"signature", "server"}
+
+
+def test_history_where_the_server_disowns_a_valid_event_shows_it_failed(
+    served_sqlite: Remote, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def disown(body: dict[str, Any]) -> None:
+        body["events"][1]["verified"] = False
+        body["events"][1]["checks"] = [{"name": "signature", "ok": False, "detail": "nope"}]
+
+    remote = served_sqlite
+    with lying(remote, monkeypatch, disown):
+        result = remote("history", SEED_RUN, "--server", remote.url, ok=False)
+    assert result.exit_code == 1
+    assert "Run.Attested  ✗ FAILED" in result.stdout
+    assert "the server reports this event unverified (signature: nope)" in result.stdout
+
+
+def test_history_where_the_server_swaps_the_signed_content_fails(
+    served_sqlite: Remote, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def reword(body: dict[str, Any]) -> None:
+        envelope = body["events"][1]["envelope"]
+        statement = json.loads(base64.b64decode(envelope["payload"]))
+        statement["predicate"]["body"] = "This run is fake."
+        envelope["payload"] = base64.b64encode(json.dumps(statement).encode()).decode()
+        body["events"][1]["predicate"] = statement["predicate"]
+
+    remote = served_sqlite
+    with lying(remote, monkeypatch, reword):
+        result = remote("history", SEED_RUN, "--server", remote.url, ok=False)
+    assert result.exit_code == 1
+    assert "Run.Attested  ✗ FAILED" in result.stdout and "signature:" in result.stdout
+
+
+def test_history_answered_with_another_run_is_refused(
+    served_sqlite: Remote, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def other_run(body: dict[str, Any]) -> None:
+        body["run"] = "sha256:" + "cd" * 32
+
+    remote = served_sqlite
+    with lying(remote, monkeypatch, other_run):
+        result = remote("history", SEED_RUN[:12], "--server", remote.url, ok=False)
+    assert result.exit_code == 1 and "error[bad-reply]" in result.stderr
+
+
+# ----------------------------------------------------------------- serve
+
+
+def test_serve_workers_on_sqlite_is_refused(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["serve", "--demo", "--home", str(tmp_path / "demo"), "--workers", "2"]
+    )
+    assert result.exit_code == 1, result.output
+    assert "error[single-writer]" in result.stderr and "PostgreSQL" in result.stderr
+    assert not (tmp_path / "demo").exists()  # refused before building anything
+
+
+def test_serve_demo_answers_http(tmp_path: Path) -> None:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELINDEX_")}
+    stdout, stderr = tmp_path / "serve.out", tmp_path / "serve.err"
+    with stdout.open("wb") as out, stderr.open("wb") as err:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "api.cli",
+                "serve",
+                "--demo",
+                "--home",
+                str(tmp_path / "demo"),
+                "--port",
+                str(port),
+                "--log-format",
+                "console",
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=err,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert process.poll() is None, f"serve exited:\n{stderr.read_text()}"
+            assert time.monotonic() < deadline, f"no /health in 60 s:\n{stderr.read_text()}"
+            try:
+                if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        record = httpx.get(f"{base}/v1/runs/7e18c26c", timeout=10)
+        assert record.status_code == 200
+        assert record.json()["digest"] == SEED_RUN and "rank" in record.text
+        assert f"listening on {base}" in stdout.read_text()
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
