@@ -30,6 +30,7 @@ from ledger.history import describe, key_history, run_history
 from ledger.log_queries import checkpoint_json, consistency_json, entries_json, inclusion_json
 from projections import queries
 from projections.export import export_runs
+from projections.run_changes import changes_by_event
 from projections.run_page import run_page
 from projections.run_record import compare_runs
 from projections.runner import ProjectionRunner
@@ -70,8 +71,10 @@ class Cursor:
             raise NotFoundError(f"cursor {token!r} is not one this API issued") from None
 
 
-def history_entry(entry: EventVerification, leaf_index: int | None) -> dict[str, Any]:
-    return entry.to_json() | {"says": describe(entry), "leafIndex": leaf_index}
+def history_entry(
+    entry: EventVerification, leaf_index: int | None, changed: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    return entry.to_json() | {"says": describe(entry), "leafIndex": leaf_index, "changed": changed}
 
 
 class LedgerService:
@@ -211,9 +214,13 @@ class LedgerService:
         digest = self.resolve(reference)
         entries = run_history(self.ledger, digest)
         leaves = self._leaves([e.position for e in entries])
+        changes = changes_by_event(digest, entries)
         return {
             "run": digest,
-            "events": [history_entry(e, leaves.get(e.position)) for e in entries],
+            "events": [
+                history_entry(e, leaves.get(e.position), changes.get(e.position, {}))
+                for e in entries
+            ],
             "allVerified": all(e.ok for e in entries),
         }
 

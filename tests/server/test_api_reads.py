@@ -111,6 +111,11 @@ def test_history_carries_envelopes_signers_and_leaves(served: Served) -> None:
         assert isinstance(e["leafIndex"], int)
         assert e["says"]
     assert events[1]["says"].startswith("environment_note: Demo attestation")
+    # What each event changed: ingestion set the level; the attestation changed nothing.
+    assert events[0]["changed"]["evidence"]["from"] is None
+    level = served.client.get(f"/v1/runs/{SEED}").json()["evidence"]["level"]
+    assert events[0]["changed"]["evidence"]["to"] == level
+    assert events[1]["changed"] == {}
 
 
 def test_groups_leaderboards_and_compare(served: Served) -> None:

@@ -220,6 +220,9 @@ def test_admin_writes_ingest_rerun_request_and_retract(served: Served) -> None:
     board = c.get(f"/v1/leaderboards/{key}").json()["entries"]
     assert SEED not in [e["run"] for e in board]
     assert c.get(f"/v1/runs/{SEED}").json()["retracted"] is True
+    last = c.get(f"/v1/runs/{SEED}/history").json()["events"][-1]
+    assert last["event"] == "Run.Retracted"
+    assert last["changed"]["ranking"] == "left the rankings"
 
 
 def test_oversized_bodies_are_refused_before_parsing(tmp_path: Any) -> None:
