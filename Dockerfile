@@ -1,5 +1,6 @@
 # KernelIndex Ledger. Build: docker build -t kernelindex .
-# Run:   docker run -v kernelindex-data:/data kernelindex            (demo ledger on the volume)
+# Run:   docker run -p 8000:8000 -v kernelindex-data:/data kernelindex   (demo ledger, served)
+#        docker run -v kernelindex-data:/data kernelindex demo --home /data   (print the demo)
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
@@ -18,6 +19,7 @@ RUN pip install '.[postgres]' \
 
 USER kernelindex
 VOLUME ["/data"]
+EXPOSE 8000
+HEALTHCHECK --interval=30s --timeout=5s CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/health', timeout=4)"
 ENTRYPOINT ["kernelindex"]
-# Becomes `serve` when the HTTP API lands (issue: HTTP API and web pages).
-CMD ["demo", "--home", "/data"]
+CMD ["serve", "--demo", "--home", "/data", "--host", "0.0.0.0", "--port", "8000"]
