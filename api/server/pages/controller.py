@@ -1,14 +1,289 @@
-"""Server-rendered pages (placeholder until the page templates land)."""
+"""Server-rendered pages: index, run record, leaderboard (with an SVG chart), run history.
+
+Plain HTML from Jinja templates, no script and no build step. Each page reads what its /v1
+JSON twin reads (through the same LedgerService) and links to it. Errors on these routes are
+small HTML pages with the right status; the JSON API keeps problem+json.
+"""
 
 from __future__ import annotations
 
-from litestar import Controller
+from pathlib import Path
+from typing import Annotated, Any
+
+import structlog
+from litestar import Controller, MediaType, Request, Response, get
+from litestar.exceptions import HTTPException, NotFoundException, ValidationException
+from litestar.params import Parameter, QueryParameter
+from litestar.plugins.jinja import JinjaTemplateEngine
+from litestar.response import Template
 from litestar.template.config import TemplateConfig
+from litestar.types import ExceptionHandlersMap
+from markupsafe import Markup
+from sqlalchemy import func, select
+
+from api.server.controllers.common import Service
+from api.server.controllers.runs import citation
+from api.server.pages.chart import Bar, bar_chart
+from api.server.pages.format import FILTERS, format_value, path_segment
+from api.server.problems import STATUS_BY_CODE, TITLES
+from api.server.service import LedgerService
+from domain.errors import DomainError
+from domain.ranking import View
+from projections.tables import runs as runs_table
+
+HERE = Path(__file__).parent
+STYLESHEET = (HERE / "static" / "style.css").read_text("utf-8")
+RECENT_RUNS = 15
+
+_log = structlog.get_logger("kernelindex.pages")
+
+DigestPath = Annotated[str, Parameter(max_length=71)]
+KeyPath = Annotated[str, Parameter(pattern=r"^sha256:[0-9a-f]{64}$")]
+ViewQuery = Annotated[View, QueryParameter()]
+
+# ------------------------------------------------------------------------------ reads
+# Small reads the service does not offer (runs per source, newest runs first, one group's
+# description, a run's name); they live here, over the same projected table, rather than
+# widening the service.
+
+
+def sources(service: LedgerService) -> list[dict[str, Any]]:
+    service.fresh()
+    t = runs_table
+    query = (
+        select(t.c.source, func.count().label("runs"))
+        .group_by(t.c.source)
+        .order_by(func.count().desc(), t.c.source)
+    )
+    with service.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        return [dict(r) for r in session.execute(query).mappings()]
+
+
+def recent_runs(service: LedgerService, limit: int = RECENT_RUNS) -> list[dict[str, Any]]:
+    service.fresh()
+    t = runs_table
+    query = (
+        select(
+            t.c.run_digest,
+            t.c.name,
+            t.c.title,
+            t.c.source,
+            t.c.benchmark,
+            t.c.product,
+            t.c.claimed,
+            t.c.unit,
+            t.c.evidence_level,
+            t.c.retracted,
+            t.c.ingested_at,
+            t.c.ingested_position,
+        )
+        .order_by(t.c.ingested_position.desc())
+        .limit(limit)
+    )
+    with service.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        return [dict(r) for r in session.execute(query).mappings()]
+
+
+def group_of(service: LedgerService, key: str) -> dict[str, Any] | None:
+    """Benchmark, GPU and metric of one comparison group (the leaderboard's heading)."""
+    t = runs_table
+    query = (
+        select(t.c.benchmark, t.c.product, t.c.metric, t.c.statistic, t.c.unit)
+        .where(t.c.comparison_key == key)
+        .limit(1)
+    )
+    count = select(func.count()).where(t.c.comparison_key == key)
+    with service.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        row = session.execute(query).mappings().first()
+        runs = session.execute(count).scalar_one()
+    return None if row is None else dict(row) | {"runs": runs}
+
+
+def run_names(service: LedgerService, digest: str) -> dict[str, Any]:
+    t = runs_table
+    service.fresh()
+    with service.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        row = (
+            session.execute(select(t.c.name, t.c.title).where(t.c.run_digest == digest))
+            .mappings()
+            .first()
+        )
+    return dict(row) if row is not None else {"name": None, "title": None}
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def board_chart(board: dict[str, Any], view: View) -> Markup | None:
+    entries = board["entries"]
+    if not entries:
+        return None
+    unit = entries[0]["unit"] if view is View.SOURCE_NATIVE else "ns"
+    statistic = entries[0]["statistic"] if view is View.SOURCE_NATIVE else "rerun median"
+    bars = [
+        Bar(
+            label=f"#{e['rank']} {e['name']}",
+            value=float(e["value"]),
+            value_text=format_value(e["value"], unit),
+            level=e["evidenceLevel"],
+        )
+        for e in entries
+    ]
+    summary = "; ".join(f"{b.label}: {b.value_text}" for b in bars)
+    svg = bar_chart(
+        bars,
+        title=f"{statistic.capitalize()} latency per run, {view} view (shorter is faster)",
+        description=f"{len(bars)} runs in rank order. {summary}.",
+        chart_id="latency-chart",
+    )
+    # bar_chart escapes every text it writes, so its markup is safe to insert as is.
+    return Markup(svg)  # noqa: S704
+
+
+def _page(name: str, **context: Any) -> Template:
+    return Template(template_name=name, context=context, media_type=MediaType.HTML)
+
+
+# ----------------------------------------------------------------------- error pages
+
+
+def _error_page(request: Request[Any, Any, Any], status: int, code: str, detail: str) -> Template:
+    title = TITLES.get(code, code.replace("-", " ").capitalize())
+    return Template(
+        template_name="error.html",
+        context={
+            "status": status,
+            "code": code,
+            "title": title,
+            "detail": detail,
+            "request_id": request.scope.get("state", {}).get("request_id"),
+        },
+        status_code=status,
+        media_type=MediaType.HTML,
+    )
+
+
+def domain_error_page(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    assert isinstance(exc, DomainError)
+    status = STATUS_BY_CODE.get(exc.code) or getattr(exc, "status", None) or 422
+    if status >= 500:
+        _log.error("page_fault", code=exc.code, detail=exc.message)
+    return _error_page(request, status, exc.code, exc.message)
+
+
+def http_error_page(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    assert isinstance(exc, HTTPException)
+    if isinstance(exc, ValidationException):
+        return _error_page(request, 400, "malformed-request", _validation_detail(exc))
+    if isinstance(exc, NotFoundException):
+        return _error_page(request, 404, "not-found", f"no page at {request.url.path}")
+    status = exc.status_code
+    code = {405: "method-not-allowed", 413: "too-large", 429: "rate-limited"}.get(
+        status, "internal" if status >= 500 else "malformed-request"
+    )
+    response = _error_page(request, status, code, str(exc.detail))
+    response.headers.update(dict(exc.headers or {}))
+    return response
+
+
+def internal_error_page(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    _log.exception("unhandled_page_error", error=type(exc).__name__)
+    return _error_page(
+        request, 500, "internal", "the server failed; the request id identifies it in its log"
+    )
+
+
+def _validation_detail(exc: ValidationException) -> str:
+    found = [
+        f"{e.get('key', '')}: {e.get('message', '')}".strip(": ")
+        for e in (exc.extra if isinstance(exc.extra, list) else [])
+        if isinstance(e, dict)
+    ]
+    return "; ".join(found) or str(exc.detail)
+
+
+PAGE_EXCEPTION_HANDLERS: ExceptionHandlersMap = {
+    DomainError: domain_error_page,
+    HTTPException: http_error_page,
+    Exception: internal_error_page,
+}
+
+
+# ------------------------------------------------------------------------- the pages
 
 
 class PageController(Controller):
     path = "/"
+    include_in_schema = False
+    exception_handlers = PAGE_EXCEPTION_HANDLERS
+
+    @get("/", sync_to_thread=True, name="page-index")
+    def index(self, service: Service) -> Template:
+        return _page(
+            "index.html",
+            sources=sources(service),
+            groups=service.groups(None, None),
+            recent=recent_runs(service),
+            checkpoint=service.checkpoint(),
+            json_href="/v1/groups",
+        )
+
+    @get("/runs/{digest:str}", sync_to_thread=True, name="page-run")
+    def run(
+        self, request: Request[Any, Any, Any], service: Service, digest: DigestPath
+    ) -> Template:
+        record = service.run_record(digest)
+        record = record | {"citation": citation(request, record)}
+        segment = path_segment(record["digest"])
+        return _page(
+            "run.html",
+            run=record,
+            json_href=f"/v1/runs/{segment}",
+            history_href=f"/runs/{segment}/history",
+        )
+
+    @get("/runs/{digest:str}/history", sync_to_thread=True, name="page-history")
+    def history(self, service: Service, digest: DigestPath) -> Template:
+        history = service.run_history(digest)
+        segment = path_segment(history["run"])
+        return _page(
+            "history.html",
+            history=history,
+            run=run_names(service, history["run"]),
+            json_href=f"/v1/runs/{segment}/history",
+            run_href=f"/runs/{segment}",
+        )
+
+    @get("/leaderboards/{key:str}", sync_to_thread=True, name="page-leaderboard")
+    def leaderboard(
+        self, service: Service, key: KeyPath, view: ViewQuery = View.SOURCE_NATIVE
+    ) -> Template:
+        board = service.leaderboard(key, view)
+        group = group_of(service, key)
+        return _page(
+            "leaderboard.html",
+            board=board,
+            group=group,
+            view=str(view),
+            views=[str(v) for v in View],
+            chart=board_chart(board, view),
+            json_href=f"/v1/leaderboards/{key}?view={view}",
+        )
+
+    @get("/static/style.css", sync_to_thread=False, name="page-style", media_type="text/css")
+    def stylesheet(self) -> Response[str]:
+        return Response(
+            STYLESHEET, media_type="text/css", headers={"Cache-Control": "public, max-age=3600"}
+        )
 
 
-def template_config() -> TemplateConfig | None:  # type: ignore[type-arg]
-    return None
+def template_config() -> TemplateConfig[JinjaTemplateEngine]:
+    def register(engine: JinjaTemplateEngine) -> None:
+        engine.engine.filters.update(FILTERS)
+        # Block tags leave no blank lines behind, so the served HTML stays readable.
+        engine.engine.trim_blocks = True
+        engine.engine.lstrip_blocks = True
+
+    return TemplateConfig(
+        directory=HERE / "templates", engine=JinjaTemplateEngine, engine_callback=register
+    )
