@@ -23,6 +23,7 @@ from domain.evidence import (
     ingestion_facts_from_manifests,
 )
 from domain.ranking import RankEntry, verified_value
+from domain.statements import MEASURING_BACKENDS
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ def ingestion_facts(position: int, predicate: Mapping[str, Any]) -> IngestionFac
 
 
 def rerun_facts(position: int, signer: str, predicate: Mapping[str, Any]) -> RerunFacts:
-    """A rerun the ledger admitted (agent-signed, for an open job): accepted by construction."""
+    """A rerun the ledger admitted (agent-signed, by the job's claimant, for an open job)."""
     summary = predicate["summary"]
     environment = predicate["environment"]
     ci95 = summary.get("ci95Ns")
@@ -110,7 +111,10 @@ def rerun_facts(position: int, signer: str, predicate: Mapping[str, Any]) -> Rer
         all_cases_correct=bool(summary["allCorrect"]),
         median_ns=summary.get("medianNs") or None,
         ci95_ns=(float(ci95[0]), float(ci95[1])) if ci95 else None,
-        accepted=True,
+        # Only a completed measurement by a real GPU backend counts; a failed job or a CPU
+        # test double is on the record but moves nothing.
+        accepted=predicate.get("outcome", "completed") == "completed"
+        and environment.get("backend") in MEASURING_BACKENDS,
         mean_ns=summary.get("meanNs") or None,
     )
 

@@ -35,6 +35,7 @@ class PredicateType(StrEnum):
     ATTESTATION = "https://kernelindex.dev/attestation/v1"
     RERUN_REQUEST = "https://kernelindex.dev/rerun-request/v1"
     RERUN = "https://kernelindex.dev/rerun/v1"
+    RERUN_CLAIM = "https://kernelindex.dev/rerun-claim/v1"
     LIFECYCLE = "https://kernelindex.dev/lifecycle/v1"
     KEY = "https://kernelindex.dev/key/v1"
 
@@ -53,6 +54,7 @@ SIGNER_ROLES: dict[PredicateType, frozenset[Role]] = {
     PredicateType.ATTESTATION: frozenset({Role.ATTESTER}),
     PredicateType.RERUN_REQUEST: frozenset({Role.ADMIN}),
     PredicateType.RERUN: frozenset({Role.AGENT}),
+    PredicateType.RERUN_CLAIM: frozenset({Role.AGENT}),
     PredicateType.LIFECYCLE: frozenset({Role.ADMIN}),
     PredicateType.KEY: frozenset({Role.ADMIN}),
 }
@@ -192,6 +194,17 @@ class HardwareRequirement(_Strict):
     architecture: Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=50)]
 
 
+# Backends whose measurements may move evidence; others (the CPU test double) never do.
+MEASURING_BACKENDS = frozenset({"pycuda"})
+
+
+class RerunDevice(_Strict):
+    product: Label
+    architecture: Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=50)]
+    gpuUuidHash: Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{64}$")]
+    backend: Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_-]*$", max_length=50)]
+
+
 class RerunRequestPredicate(SignedPredicate):
     """An admin asks for a controlled rerun of the subject run on given hardware."""
 
@@ -203,6 +216,19 @@ class RerunRequestPredicate(SignedPredicate):
     workloadDigest: Digest
     requirements: HardwareRequirement
     expiresAt: Timestamp
+
+
+MIN_LEASE_SECONDS = 30
+MAX_LEASE_SECONDS = 6 * 3600
+
+
+class RerunClaimPredicate(SignedPredicate):
+    """An agent takes an open rerun job for a while (its lease), on the device it names."""
+
+    jobId: JobId
+    runDigest: Digest
+    leaseSeconds: Annotated[StrictInt, Field(ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)]
+    device: RerunDevice
 
 
 class LatencyStats(_Strict):
@@ -287,11 +313,22 @@ class RerunPredicate(SignedPredicate):
     summary: RerunSummary
     environment: RerunEnvironment
     calibration: dict[str, Annotated[float, Field(strict=False)]]
+    # "failed": the job could not be measured (build error, device fault...); it closes the
+    # job with its reason and moves no evidence. "completed": measured, pass or fail.
+    outcome: Literal["completed", "failed"] = "completed"
+    failure: Annotated[StrictStr, Field(min_length=1, max_length=2000)] | None = None
+
+    @model_validator(mode="after")
+    def _failure_has_reason(self) -> RerunPredicate:
+        if (self.outcome == "failed") != (self.failure is not None):
+            raise ValueError("a failed rerun needs a failure reason, and only a failed one has it")
+        return self
 
 
 PREDICATE_MODELS: dict[PredicateType, type[SignedPredicate]] = {
     PredicateType.RERUN_REQUEST: RerunRequestPredicate,
     PredicateType.RERUN: RerunPredicate,
+    PredicateType.RERUN_CLAIM: RerunClaimPredicate,
     PredicateType.INGESTION: IngestionPredicate,
     PredicateType.ATTESTATION: AttestationPredicate,
     PredicateType.KEY: KeyPredicate,

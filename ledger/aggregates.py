@@ -69,6 +69,8 @@ class RerunJob(NamedTuple):
     product: str
     architecture: str
     result_version: int | None
+    claimant: str | None = None  # the agent key holding the job, while its lease lasts
+    lease_until: str | None = None
 
 
 class Run(Aggregate):
@@ -106,6 +108,16 @@ class Run(Aggregate):
         def apply_to(self, aggregate: Run) -> None:
             aggregate.jobs[self.job_id] = RerunJob(
                 self.nonce, self.expires_at, self.product, self.architecture, None
+            )
+
+    class RerunClaimed(SignedEvent):
+        job_id: str
+        lease_until: str
+
+        def apply_to(self, aggregate: Run) -> None:
+            job = aggregate.jobs[self.job_id]
+            aggregate.jobs[self.job_id] = job._replace(
+                claimant=self.signer, lease_until=self.lease_until
             )
 
     class RerunRecorded(SignedEvent):
@@ -170,6 +182,11 @@ class Run(Aggregate):
             expires_at=expires_at,
             product=product,
             architecture=architecture,
+        )
+
+    def claim_rerun(self, signed: Signed, *, job_id: str, lease_until: str) -> None:
+        self.trigger_event(
+            self.RerunClaimed, **signed.fields(), job_id=job_id, lease_until=lease_until
         )
 
     def record_rerun(self, signed: Signed, *, job_id: str) -> None:

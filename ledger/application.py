@@ -43,6 +43,7 @@ from domain.statements import (
     LifecycleAction,
     LifecyclePredicate,
     PredicateType,
+    RerunClaimPredicate,
     RerunPredicate,
     RerunRequestPredicate,
     Role,
@@ -265,6 +266,7 @@ class Ledger(Application[UUID]):
             PredicateType.LIFECYCLE: self._append_lifecycle,
             PredicateType.RERUN_REQUEST: self._append_rerun_request,
             PredicateType.RERUN: self._append_rerun,
+            PredicateType.RERUN_CLAIM: self._append_rerun_claim,
         }
         handler = handlers.get(statement.predicateType)
         if handler is None:
@@ -379,10 +381,16 @@ class Ledger(Application[UUID]):
             raise RerunJobError(f"no rerun job {predicate.jobId} was requested for this run")
         if job.result_version is not None:
             raise RerunJobError(f"job {predicate.jobId} already has its result (replay?)")
-        if predicate.nonce != job.nonce:
-            raise RerunJobError("the result's nonce is not the job's")
         if now > parse_time(job.expires_at):
             raise RerunJobError(f"job {predicate.jobId} expired at {job.expires_at}")
+        if job.claimant != signed.signer:
+            holder = job.claimant or "nobody"
+            raise RerunJobError(
+                f"only the job's claimant may post its result; job {predicate.jobId} is "
+                f"claimed by {holder}"
+            )
+        if predicate.nonce != job.nonce:
+            raise RerunJobError("the result's nonce is not the job's")
         measured = predicate.environment
         if (measured.product, measured.architecture) != (job.product, job.architecture):
             raise RerunJobError(
@@ -390,6 +398,43 @@ class Ledger(Application[UUID]):
                 f"{job.product} ({job.architecture})"
             )
         run.record_rerun(signed, job_id=predicate.jobId)
+        return run
+
+    def _append_rerun_claim(self, envelope: Envelope, statement: Statement) -> Outcome:
+        """An agent takes an open job: not expired, no result yet, nobody else's lease
+        running, on the hardware the job requires. The same agent may renew its lease."""
+        admitted = self._admit_about_run(envelope, statement, RerunClaimPredicate)
+        if isinstance(admitted, Receipt):
+            return admitted
+        run, predicate, signed, now = admitted
+        if predicate.runDigest != run.run_digest:
+            raise SubjectMismatchError("predicate.runDigest is not the statement's subject")
+        job = run.jobs.get(predicate.jobId)
+        if job is None:
+            raise RerunJobError(f"no rerun job {predicate.jobId} was requested for this run")
+        if job.result_version is not None:
+            raise RerunJobError(f"job {predicate.jobId} already has its result")
+        if now > parse_time(job.expires_at):
+            raise RerunJobError(f"job {predicate.jobId} expired at {job.expires_at}")
+        device = predicate.device
+        if (device.product, device.architecture) != (job.product, job.architecture):
+            raise RerunJobError(
+                f"the device is {device.product} ({device.architecture}); the job requires "
+                f"{job.product} ({job.architecture})"
+            )
+        if (
+            job.claimant is not None
+            and job.claimant != signed.signer
+            and job.lease_until is not None
+            and now < parse_time(job.lease_until)
+        ):
+            raise RerunJobError(
+                f"job {predicate.jobId} is claimed by {job.claimant} until {job.lease_until}"
+            )
+        lease_until = min(
+            now + timedelta(seconds=predicate.leaseSeconds), parse_time(job.expires_at)
+        )
+        run.claim_rerun(signed, job_id=predicate.jobId, lease_until=format_time(lease_until))
         return run
 
     def _append_key(self, envelope: Envelope, statement: Statement) -> Outcome:
@@ -407,7 +452,7 @@ class Ledger(Application[UUID]):
             raise DigestMismatchError(
                 f"keyId {predicate.keyId} is not the id of the publicKey given"
             )
-        now = self._received_now()
+        now = self._received_now(after_everything=predicate.action is KeyAction.REVOKE)
         issued_at = parse_time(predicate.issuedAt, "predicate.issuedAt")
         if issued_at > now + MAX_CLOCK_SKEW:
             raise ClockSkewError(f"issuedAt {predicate.issuedAt} is in the future")
@@ -488,14 +533,16 @@ class Ledger(Application[UUID]):
 
     # ------------------------------------------------------------ admission
 
-    def _received_now(self) -> datetime:
-        """The time an event is received: strictly later (at the recorded millisecond
-        precision) than the previous one here, so a key revoked right after signing
-        something never appears revoked at the moment that something was received."""
+    def _received_now(self, *, after_everything: bool = False) -> datetime:
+        """The time an event is received. A revocation (``after_everything``) is stamped
+        strictly later, at the recorded millisecond precision, than every event received
+        before it here, so a key revoked right after signing something never appears
+        revoked at the moment that something was received."""
         now = self.clock()
-        if self._last_received is not None and now < self._last_received + _ONE_MS:
-            now = self._last_received + _ONE_MS
-        self._last_received = now
+        last = self._last_received
+        if after_everything and last is not None and now < last + _ONE_MS:
+            now = last + _ONE_MS
+        self._last_received = now if last is None else max(last, now)
         return now
 
     def _authorize(

@@ -176,6 +176,29 @@ def rerun_request_envelope(
     return sign_envelope(statement, key)
 
 
+def rerun_claim_envelope(
+    run_digest: str,
+    run_name: str,
+    key: SigningKey,
+    *,
+    job_id: str,
+    device: dict[str, str],
+    lease_seconds: int = 3600,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """An agent's claim on an open job; ``device`` holds product, architecture,
+    gpuUuidHash and backend (the device the agent will measure on)."""
+    predicate: dict[str, Any] = {
+        "jobId": job_id,
+        "runDigest": run_digest,
+        "leaseSeconds": lease_seconds,
+        "device": device,
+        "issuedAt": format_time(now or utc_now()),
+    }
+    statement = make_statement(run_name, run_digest, PredicateType.RERUN_CLAIM, predicate)
+    return sign_envelope(statement, key)
+
+
 def rerun_envelope(
     run_digest: str,
     run_name: str,

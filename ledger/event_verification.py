@@ -31,6 +31,7 @@ EVENT_PREDICATES: dict[str, PredicateType] = {
     "Run.Superseded": PredicateType.LIFECYCLE,
     "Run.RerunRequested": PredicateType.RERUN_REQUEST,
     "Run.RerunRecorded": PredicateType.RERUN,
+    "Run.RerunClaimed": PredicateType.RERUN_CLAIM,
     "Principal.Registered": PredicateType.KEY,
     "Principal.Revoked": PredicateType.KEY,
 }

@@ -58,10 +58,18 @@ def describe(entry: EventVerification) -> str:
             f"rerun requested: job {p.get('jobId')} on {req.get('product')} "
             f"({req.get('architecture')}), expires {p.get('expiresAt')}"
         )
+    if kind == PredicateType.RERUN_CLAIM:
+        device = p.get("device") or {}
+        return (
+            f"claimed job {p.get('jobId')} for {p.get('leaseSeconds')} s on "
+            f"{device.get('product')} ({device.get('architecture')}, {device.get('backend')})"
+        )
     if kind == PredicateType.RERUN:
         summary = p.get("summary") or {}
         env = p.get("environment") or {}
         verdict = "all cases correct" if summary.get("allCorrect") else "FAILED correctness"
+        if p.get("outcome") == "failed":
+            verdict = f"job FAILED: {p.get('failure')}"
         median = summary.get("medianNs")
         timing = f", median {median:.0f} ns" if isinstance(median, int | float) else ""
         return (

@@ -14,6 +14,7 @@ from litestar.openapi.plugins import JsonRenderPlugin
 from api.server.config import ServerConfig
 from api.server.controllers.common import provide_config, provide_service
 from api.server.controllers.health import HealthController
+from api.server.controllers.jobs import JobController
 from api.server.controllers.keys import KeyController
 from api.server.controllers.log import LogController
 from api.server.controllers.runs import RunController
@@ -62,6 +63,7 @@ def create_app(ledger: Ledger, config: ServerConfig | None = None) -> Litestar:
             KeyController,
             LogController,
             HealthController,
+            JobController,
             PageController,
         ],
         dependencies={

@@ -27,6 +27,8 @@ from ledger.errors import AmbiguousReferenceError, NotFoundError, SubjectMismatc
 from ledger.event_verification import EventVerification
 from ledger.group_commit import GroupCommitWriter
 from ledger.history import describe, key_history, run_history
+from ledger.jobs import job as find_job
+from ledger.jobs import open_jobs
 from ledger.log_queries import checkpoint_json, consistency_json, entries_json, inclusion_json
 from projections import queries
 from projections.export import export_runs
@@ -300,6 +302,15 @@ class LedgerService:
             "events": [history_entry(e, leaves.get(e.position)) for e in entries],
             "allVerified": all(e.ok for e in entries),
         }
+
+    def open_jobs(
+        self, product: str | None, architecture: str | None, agent: str | None
+    ) -> list[dict[str, Any]]:
+        found = open_jobs(self.ledger, product=product, architecture=architecture, agent=agent)
+        return [j.to_json() for j in found]
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        return find_job(self.ledger, job_id).to_json()
 
     def trust_root(self) -> dict[str, Any]:
         return self.ledger.trust_root.to_json()

@@ -6,6 +6,7 @@ Not a test module: the test files of this folder import it (``from projection_wo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import uuid
@@ -16,6 +17,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from domain.errors import DomainError
 from domain.ranking import View
 from domain.statements import Role
 from domain.timestamps import format_time, utc_now
@@ -25,6 +27,7 @@ from ledger.authoring import (
     ingestion_envelope,
     key_registration_envelope,
     lifecycle_envelope,
+    rerun_claim_envelope,
     rerun_envelope,
     rerun_request_envelope,
 )
@@ -146,7 +149,7 @@ def rerun_result(
             "product": product or job.product,
             "architecture": architecture or job.architecture,
             "gpuUuidHash": gpu_hash or gpu(1),
-            "backend": "cuda",
+            "backend": "pycuda",
         },
         "calibration": {},
     }
@@ -263,9 +266,33 @@ class World:
         self.jobs.append(job)
         return job
 
+    def claim_envelope(self, job: Job, signer: SigningKey) -> dict[str, Any]:
+        """The agent's claim on the job, on the hardware the job requires."""
+        return rerun_claim_envelope(
+            job.run,
+            NAMES[job.run],
+            signer,
+            job_id=job.job_id,
+            device={
+                "product": job.product,
+                "architecture": job.architecture,
+                "gpuUuidHash": "c" * 64,
+                "backend": "pycuda",
+            },
+            now=self.clock.now,
+        )
+
+    def claim(self, job: Job, signer: SigningKey) -> None:
+        """Claim before posting a result (a refusal is left to the result's own admission to
+        report, e.g. a key without the agent role)."""
+        with contextlib.suppress(DomainError):
+            self.append(self.claim_envelope(job, signer))
+
     def result_envelope(
-        self, job: Job, signer: SigningKey | None = None, **kwargs: Any
+        self, job: Job, signer: SigningKey | None = None, *, claim: bool = True, **kwargs: Any
     ) -> dict[str, Any]:
+        if claim:
+            self.claim(job, signer or self.keys.agents[0])
         return rerun_envelope(
             job.run,
             NAMES[job.run],

@@ -75,7 +75,7 @@ run_script = st.lists(
 
 
 def steps_of(op: Op) -> int:
-    return 2 if op[0] == "rerun" else 1
+    return len(_expand(op))
 
 
 @dataclass(frozen=True)
@@ -104,8 +104,11 @@ def build_steps(builder: World, scripts: Sequence[Sequence[Op]]) -> list[list[St
 
 
 def _expand(op: Op) -> list[Op]:
+    """A rerun is a request, the agent's claim, then its result."""
     if op[0] == "rerun":
-        return [("request", op[1]), ("result", *op[2:])]
+        return [("request", op[1]), ("claim", op[3]), ("result", *op[2:])]
+    if op[0] == "result":
+        return [("claim", op[2]), op]
     return [op]
 
 
@@ -129,8 +132,10 @@ def _step(builder: World, r: int, i: int, op: Op, open_jobs: list[Job]) -> Step:
         )
         open_jobs.append(job)
         return Step(r, kind, envelope)
-    _, outcome, agent, gpu_n = op
     job = open_jobs[-1] if open_jobs else Job(run, _det_uuid(r, i, "none"), "e" * 64, B200, SM100)
+    if kind == "claim":
+        return Step(r, kind, builder.claim_envelope(job, KEYS.agents[op[1]]))
+    _, outcome, agent, gpu_n = op
     options: dict[str, Any] = {"gpu_hash": gpu(gpu_n)}
     if outcome == "incorrect":
         options["correct"] = False
@@ -138,7 +143,7 @@ def _step(builder: World, r: int, i: int, op: Op, open_jobs: list[Job]) -> Step:
         options["ns"] = round(1.3 * CLAIMED[run])
     elif outcome == "wrong-arch":
         options["architecture"] = "sm_90" if job.architecture == SM100 else SM100
-    envelope = builder.result_envelope(job, KEYS.agents[agent], **options)
+    envelope = builder.result_envelope(job, KEYS.agents[agent], claim=False, **options)
     if outcome != "wrong-arch" and open_jobs:
         open_jobs.pop()  # answered (a wrong-architecture result is refused: the job stays open)
     return Step(r, kind, envelope)

@@ -1,0 +1,53 @@
+"""/v1/jobs: rerun jobs for agents — list the open ones for a device, read one, claim it.
+
+A claim and a result are signed statements about the run (agent role); the ledger accepts a
+result only from the claimant, before the job expires, with the job's nonce, measured on
+the hardware the job requires.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from litestar import Controller, Request, Response, get, post
+from litestar.params import JSONBody, PathParameter, QueryParameter, RawBody
+
+from api.server.controllers.common import DsseEnvelope, Service, write
+from domain.statements import PredicateType
+
+
+class JobController(Controller):
+    path = "/v1/jobs"
+    tags = ("jobs",)
+
+    @get("/", sync_to_thread=True, summary="Open rerun jobs (optionally for one device)")
+    def list_jobs(
+        self,
+        service: Service,
+        product: Annotated[str | None, QueryParameter(max_length=200)] = None,
+        architecture: Annotated[str | None, QueryParameter(max_length=50)] = None,
+        agent: Annotated[
+            str | None, QueryParameter(description="Your key id: include jobs you hold.")
+        ] = None,
+    ) -> list[dict[str, Any]]:
+        return service.open_jobs(product, architecture, agent)
+
+    @get("/{job_id:str}", sync_to_thread=True, summary="One rerun job")
+    def job(
+        self, service: Service, job_id: Annotated[str, PathParameter(max_length=36)]
+    ) -> dict[str, Any]:
+        return service.job(job_id)
+
+    @post("/{job_id:str}/claims", sync_to_thread=True, summary="Claim a job (agent-signed)")
+    def claim(
+        self,
+        request: Request[Any, Any, Any],
+        service: Service,
+        job_id: Annotated[str, PathParameter(max_length=36)],
+        data: JSONBody[DsseEnvelope],
+        body: RawBody,
+    ) -> Response[dict[str, Any]]:
+        job = service.job(job_id)
+        reply = write(request, service, body, {PredicateType.RERUN_CLAIM}, job["runDigest"])
+        reply.content = reply.content | {"job": service.job(job_id)}
+        return reply

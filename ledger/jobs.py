@@ -1,0 +1,113 @@
+"""Rerun jobs as agents see them: which are open for a device, and what one asks for.
+
+A job is open while it has no result, has not expired and is not held by another agent's
+running lease. What a job asks for (solution artifact, workload, hardware, nonce) is read
+from its admin-signed request; whether it is open, from the run's current state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from domain.timestamps import parse_time, utc_now
+from ledger.aggregates import Run
+from ledger.application import Ledger, statement_of
+from ledger.errors import NotFoundError
+
+
+@dataclass(frozen=True)
+class JobView:
+    job_id: str
+    run_digest: str
+    run_name: str
+    nonce: str
+    artifact_digest: str
+    workload_digest: str
+    product: str
+    architecture: str
+    expires_at: str
+    claimant: str | None
+    lease_until: str | None
+    has_result: bool
+
+    def is_open_to(self, agent: str | None, now: datetime) -> bool:
+        if self.has_result or now > parse_time(self.expires_at):
+            return False
+        leased = self.lease_until is not None and now < parse_time(self.lease_until)
+        return not leased or self.claimant == agent
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "jobId": self.job_id,
+            "runDigest": self.run_digest,
+            "runName": self.run_name,
+            "nonce": self.nonce,
+            "artifactDigest": self.artifact_digest,
+            "workloadDigest": self.workload_digest,
+            "requirements": {"product": self.product, "architecture": self.architecture},
+            "expiresAt": self.expires_at,
+            "claimant": self.claimant,
+            "leaseUntil": self.lease_until,
+            "hasResult": self.has_result,
+        }
+
+
+def _requests(ledger: Ledger) -> list[dict[str, Any]]:
+    return [statement_of(state)["predicate"] for state in ledger.stored_states(Run.RerunRequested)]
+
+
+def _view(ledger: Ledger, predicate: dict[str, Any]) -> JobView | None:
+    run = ledger.run(str(predicate["runDigest"]))
+    if run is None:
+        return None
+    job = run.jobs.get(str(predicate["jobId"]))
+    if job is None:
+        return None
+    return JobView(
+        job_id=str(predicate["jobId"]),
+        run_digest=run.run_digest,
+        run_name=run.run_name,
+        nonce=job.nonce,
+        artifact_digest=str(predicate["artifactDigest"]),
+        workload_digest=str(predicate["workloadDigest"]),
+        product=job.product,
+        architecture=job.architecture,
+        expires_at=job.expires_at,
+        claimant=job.claimant,
+        lease_until=job.lease_until,
+        has_result=job.result_version is not None,
+    )
+
+
+def open_jobs(
+    ledger: Ledger,
+    *,
+    product: str | None = None,
+    architecture: str | None = None,
+    agent: str | None = None,
+    now: datetime | None = None,
+) -> list[JobView]:
+    """Jobs an agent on this device may claim now (its own leased ones included)."""
+    moment = now or utc_now()
+    found: list[JobView] = []
+    for predicate in _requests(ledger):
+        requirements = predicate.get("requirements") or {}
+        if product is not None and requirements.get("product") != product:
+            continue
+        if architecture is not None and requirements.get("architecture") != architecture:
+            continue
+        view = _view(ledger, predicate)
+        if view is not None and view.is_open_to(agent, moment):
+            found.append(view)
+    return found
+
+
+def job(ledger: Ledger, job_id: str) -> JobView:
+    for predicate in _requests(ledger):
+        if predicate.get("jobId") == job_id:
+            view = _view(ledger, predicate)
+            if view is not None:
+                return view
+    raise NotFoundError(f"no rerun job {job_id}")

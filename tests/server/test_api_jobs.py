@@ -1,0 +1,191 @@
+"""The rerun job protocol over HTTP, on SQLite and PostgreSQL: request, list, claim, result,
+and every refusal; only a claimant's completed GPU measurement moves evidence."""
+
+from __future__ import annotations
+
+import statistics
+from datetime import timedelta
+from typing import Any
+
+from conftest import Served
+from test_api_reads import SEED, problem_of
+from test_api_writes import SEED_NAME, check_receipt
+
+from domain.statements import Role
+from domain.timestamps import utc_now
+from ledger.authoring import (
+    key_registration_envelope,
+    rerun_claim_envelope,
+    rerun_envelope,
+    rerun_request_envelope,
+)
+from ledger.keys import SigningKey
+
+B200, SM100 = "NVIDIA B200", "sm_100"
+CLAIMED = 1750693
+
+
+def device(product: str = B200, arch: str = SM100, backend: str = "pycuda") -> dict[str, str]:
+    return {"product": product, "architecture": arch, "gpuUuidHash": "a" * 64, "backend": backend}
+
+
+def result(job: dict[str, Any], **overrides: Any) -> dict[str, Any]:
+    samples = [CLAIMED * (1 + 0.001 * i) for i in range(9)]
+    env = device() | {"product": job["requirements"]["product"]}
+    env |= {"architecture": job["requirements"]["architecture"]}
+    value: dict[str, Any] = {
+        "jobId": job["jobId"],
+        "nonce": job["nonce"],
+        "cases": [{"case": "case-0", "status": "passed"}],
+        "summary": {
+            "allCorrect": True,
+            "medianNs": statistics.median(samples),
+            "meanNs": statistics.mean(samples),
+            "ci95Ns": [min(samples), max(samples)],
+            "samples": len(samples),
+            "samplesNs": samples,
+        },
+        "environment": env,
+        "calibration": {"copyBandwidthBytesPerS": 7.0e12},
+    }
+    return value | overrides
+
+
+def setup(served: Served, product: str = B200, arch: str = SM100) -> tuple[Any, ...]:
+    c, home = served.client, served.home
+    admin = home.key("admin")
+    agents = [SigningKey.generate() for _ in range(2)]
+    for agent in agents:
+        envelope = key_registration_envelope(agent.public, [Role.AGENT], admin, label="agent")
+        check_receipt(c.post("/v1/keys", json=envelope), envelope)
+    run = c.get(f"/v1/runs/{SEED}").json()
+    request = rerun_request_envelope(
+        SEED,
+        SEED_NAME,
+        admin,
+        artifact_digest=run["implementationDigest"],
+        workload_digest=run["workloadDigest"],
+        product=product,
+        architecture=arch,
+        expires_at=utc_now() + timedelta(hours=1),
+    )
+    check_receipt(c.post(f"/v1/runs/{SEED}/rerun-requests", json=request), request)
+    jobs = c.get("/v1/jobs", params={"product": product, "architecture": arch}).json()
+    assert len(jobs) == 1
+    return agents, jobs[0]
+
+
+def claim(served: Served, agent: SigningKey, job: dict[str, Any], **kw: Any) -> Any:
+    envelope = rerun_claim_envelope(
+        SEED, SEED_NAME, agent, job_id=job["jobId"], device=kw.pop("device", device()), **kw
+    )
+    return served.client.post(f"/v1/jobs/{job['jobId']}/claims", json=envelope)
+
+
+def post_result(served: Served, agent: SigningKey, value: dict[str, Any]) -> Any:
+    envelope = rerun_envelope(SEED, SEED_NAME, agent, result=value)
+    return served.client.post(f"/v1/runs/{SEED}/reruns", json=envelope)
+
+
+def level(served: Served) -> str:
+    return str(served.client.get(f"/v1/runs/{SEED}").json()["evidence"]["level"])
+
+
+def test_job_loop_claim_then_result_verifies_the_run(served: Served) -> None:
+    (first, second), job = setup(served)
+    c = served.client
+    assert c.get("/v1/jobs", params={"product": "NVIDIA H100"}).json() == []
+    assert c.get(f"/v1/jobs/{job['jobId']}").json()["artifactDigest"] == job["artifactDigest"]
+
+    claimed = claim(served, first, job)
+    assert claimed.status_code == 201, claimed.text
+    assert claimed.json()["job"]["claimant"] == first.key_id
+    # Held: not open to another agent, still listed for the holder.
+    assert c.get("/v1/jobs", params={"agent": second.key_id}).json() == []
+    assert len(c.get("/v1/jobs", params={"agent": first.key_id}).json()) == 1
+    problem_of(claim(served, second, job), 422, "rerun-rejected")
+    problem_of(post_result(served, second, result(job)), 422, "rerun-rejected")
+    problem_of(post_result(served, first, result(job, nonce="0" * 64)), 422, "rerun-rejected")
+    wrong_hw = result(job)
+    wrong_hw["environment"] = wrong_hw["environment"] | {"architecture": "sm_90"}
+    problem_of(post_result(served, first, wrong_hw), 422, "rerun-rejected")
+    assert level(served) == "reported"
+
+    value = result(job)
+    envelope = rerun_envelope(SEED, SEED_NAME, first, result=value)
+    check_receipt(c.post(f"/v1/runs/{SEED}/reruns", json=envelope), envelope)
+    assert level(served) == "verified"
+    replay = c.post(f"/v1/runs/{SEED}/reruns", json=envelope)
+    assert replay.status_code == 200 and replay.json()["duplicate"] is True
+    problem_of(post_result(served, first, result(job)), 422, "rerun-rejected")  # one result
+    problem_of(claim(served, second, job), 422, "rerun-rejected")  # closed
+    assert c.get("/v1/jobs").json() == []
+    history = c.get(f"/v1/runs/{SEED}/history").json()["events"]
+    kinds = [e["event"] for e in history]
+    assert kinds[-3:] == ["Run.RerunRequested", "Run.RerunClaimed", "Run.RerunRecorded"]
+    assert history[-1]["changed"]["evidence"] == {
+        "from": "reported",
+        "to": "verified",
+        "reasons": history[-1]["changed"]["evidence"]["reasons"],
+    }
+
+
+def test_claims_that_do_not_fit_the_job_are_refused(served: Served) -> None:
+    (agent, _), job = setup(served)
+    problem_of(claim(served, agent, job, device=device(arch="sm_90")), 422, "rerun-rejected")
+    attester = SigningKey.generate()
+    register = key_registration_envelope(attester.public, [Role.ATTESTER], attester)
+    check_receipt(served.client.post("/v1/keys", json=register), register)
+    problem_of(claim(served, attester, job), 403, "wrong-role")
+    problem_of(post_result(served, agent, result(job)), 422, "rerun-rejected")  # no claim
+    problem_of(
+        served.client.post(
+            "/v1/jobs/00000000-0000-4000-8000-000000000000/claims",
+            json=rerun_claim_envelope(
+                SEED,
+                SEED_NAME,
+                agent,
+                job_id="00000000-0000-4000-8000-000000000000",
+                device=device(),
+            ),
+        ),
+        404,
+        "not-found",
+    )
+
+
+def test_cpu_test_backend_and_failed_jobs_never_move_evidence(served: Served) -> None:
+    (agent, other), job = setup(served)
+    assert claim(served, agent, job).status_code == 201
+    cpu = result(job)
+    cpu["environment"] = cpu["environment"] | {"backend": "cpu-test"}
+    assert post_result(served, agent, cpu).status_code == 201
+    assert level(served) == "reported"
+
+    (_, _), second_job = setup_again(served)
+    assert claim(served, other, second_job).status_code == 201
+    failed = result(second_job, outcome="failed", failure="nvcc: no kernel image for sm_100")
+    failed["summary"] = {"allCorrect": False, "samples": 0}
+    failed["cases"] = [{"case": "case-0", "status": "error", "reason": "build failed"}]
+    assert post_result(served, other, failed).status_code == 201
+    assert level(served) == "reported"
+    last = served.client.get(f"/v1/runs/{SEED}/history").json()["events"][-1]
+    assert "job FAILED: nvcc" in last["says"]
+
+
+def setup_again(served: Served) -> tuple[tuple[None, None], dict[str, Any]]:
+    """A second job on the same run (the agents from setup stay registered)."""
+    run = served.client.get(f"/v1/runs/{SEED}").json()
+    request = rerun_request_envelope(
+        SEED,
+        SEED_NAME,
+        served.home.key("admin"),
+        artifact_digest=run["implementationDigest"],
+        workload_digest=run["workloadDigest"],
+        product=B200,
+        architecture=SM100,
+        expires_at=utc_now() + timedelta(hours=1),
+    )
+    check_receipt(served.client.post(f"/v1/runs/{SEED}/rerun-requests", json=request), request)
+    jobs = served.client.get("/v1/jobs").json()
+    return (None, None), next(j for j in jobs if j["claimant"] is None)
