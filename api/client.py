@@ -94,6 +94,11 @@ class LedgerClient:
         """Append a signed attestation; the receipt (201, or 200 for a duplicate)."""
         return self._object("POST", f"/v1/runs/{_segment(run_digest)}/attestations", body=envelope)
 
+    def post_rerun_request(self, run_digest: str, envelope: Mapping[str, Any]) -> dict[str, Any]:
+        """Append an admin-signed rerun request; the receipt (201, or 200 for a duplicate)."""
+        path = f"/v1/runs/{_segment(run_digest)}/rerun-requests"
+        return self._object("POST", path, body=envelope)
+
     def key(self, key_id: str) -> dict[str, Any]:
         """One registered key with its public key, roles and validity (GET /v1/keys/{id})."""
         return self._object("GET", f"/v1/keys/{_segment(key_id)}")
