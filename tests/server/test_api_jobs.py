@@ -25,7 +25,7 @@ B200, SM100 = "NVIDIA B200", "sm_100"
 CLAIMED = 1750693
 
 
-def device(product: str = B200, arch: str = SM100, backend: str = "pycuda") -> dict[str, str]:
+def device(product: str = B200, arch: str = SM100, backend: str = "cuda") -> dict[str, str]:
     return {"product": product, "architecture": arch, "gpuUuidHash": "a" * 64, "backend": backend}
 
 
