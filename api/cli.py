@@ -14,6 +14,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from api.cli_agent import register_agent_command
 from api.cli_common import (
     EXIT_REJECTED,
     DbOption,
@@ -31,6 +32,7 @@ from api.cli_common import (
 from api.cli_import import register_import_commands
 from api.cli_keys import keys_app
 from api.cli_log import register_log_commands
+from api.cli_rerun import register_rerun_commands
 from api.cli_serve import register_serve_command
 from api.cli_views import register_view_commands
 from api.client import LedgerClient, RemoteHistory, remote_history, remote_run
@@ -60,8 +62,10 @@ app = typer.Typer(
 )
 app.add_typer(keys_app, name="keys")
 register_log_commands(app)
+register_rerun_commands(app)
 register_view_commands(app)
 register_import_commands(app)
+register_agent_command(app)
 register_serve_command(app)
 
 ServerOption = Annotated[

@@ -194,8 +194,9 @@ class HardwareRequirement(_Strict):
     architecture: Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=50)]
 
 
-# Backends whose measurements may move evidence; others (the CPU test double) never do.
-MEASURING_BACKENDS = frozenset({"pycuda"})
+# The environment.backend values whose measurements may move evidence: "cuda" is a real GPU
+# timed with CUDA events; anything else (the "cpu-test" double) is on the record only.
+MEASURING_BACKENDS = frozenset({"cuda"})
 
 
 class RerunDevice(_Strict):

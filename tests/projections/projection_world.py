@@ -149,7 +149,7 @@ def rerun_result(
             "product": product or job.product,
             "architecture": architecture or job.architecture,
             "gpuUuidHash": gpu_hash or gpu(1),
-            "backend": "pycuda",
+            "backend": "cuda",
         },
         "calibration": {},
     }
@@ -277,7 +277,7 @@ class World:
                 "product": job.product,
                 "architecture": job.architecture,
                 "gpuUuidHash": "c" * 64,
-                "backend": "pycuda",
+                "backend": "cuda",
             },
             now=self.clock.now,
         )

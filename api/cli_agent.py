@@ -1,0 +1,57 @@
+"""`kernelindex agent`: the rerun agent, a client of a ledger server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from api.cli_common import err, handles_errors, load_key, out
+from gpu_agent.agent import Agent, LedgerApi
+from gpu_agent.backends.registry import BACKEND_NAMES, GPU_BACKEND
+from gpu_agent.harness import HarnessConfig
+
+
+def register_agent_command(app: typer.Typer) -> None:
+    app.command("agent")(agent)
+
+
+@handles_errors
+def agent(
+    server: Annotated[str, typer.Option("--server", help="The ledger's base URL.")],
+    key: Annotated[Path, typer.Option("--key", help="This agent's registered key (PEM).")],
+    once: Annotated[
+        bool, typer.Option("--once", help="Take at most one job, then exit (0 if none).")
+    ] = False,
+    backend: Annotated[
+        str,
+        typer.Option(
+            help=f"Measuring backend: {', '.join(BACKEND_NAMES)} (cpu-test never verifies)."
+        ),
+    ] = GPU_BACKEND,
+    poll: Annotated[float, typer.Option(help="Seconds between polls when idle.")] = 10.0,
+    lease: Annotated[int, typer.Option(help="Lease to ask for, in seconds.")] = 3600,
+) -> None:
+    """Poll the ledger for rerun jobs on this GPU, measure them and post signed results."""
+    if backend not in BACKEND_NAMES:
+        raise typer.BadParameter(f"unknown backend {backend!r}")
+    worker = Agent(
+        LedgerApi(server),
+        load_key(key),
+        backend,
+        HarnessConfig(),
+        lease_seconds=lease,
+        log=lambda line: err.print(line, markup=False),
+    )
+    device = worker.device
+    out.print(
+        f"agent {worker.key.key_id} on {device.product} ({device.architecture}, "
+        f"backend {device.backend}) polling {server}"
+    )
+    if once:
+        done = worker.run_once()
+        if done is None:
+            out.print("no open job for this device")
+        return
+    worker.run_forever(poll)

@@ -1,0 +1,220 @@
+"""The rerun agent's loop: fingerprint the device, poll, claim, fetch, measure, sign, post.
+
+The agent is a client of the ledger's HTTP API and holds an agent-role key. Every job it
+claims ends in a signed result: measured (correct or not), or ``outcome: failed`` with the
+reason (unsupported solution, build error, device fault...) — a claimed job is never
+silently dropped. The solution and workload are fetched by digest and re-hashed before use;
+submitted code never runs in this process (the harness runs each case in a child process).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from domain.errors import DomainError
+from domain.statements import MAX_LEASE_SECONDS
+from gpu_agent import harness
+from gpu_agent.harness import HarnessConfig, HarnessError, JobSpec
+from gpu_agent.solution import SolutionError
+from ledger.authoring import rerun_claim_envelope, rerun_envelope
+from ledger.keys import SigningKey
+
+DEFAULT_LEASE_SECONDS = 3600
+MAX_ARTIFACT_BYTES = 16 * 1024 * 1024
+
+
+class AgentError(DomainError):
+    """The ledger or an artifact could not be used (not a failure of the job itself)."""
+
+    code = "agent-error"
+
+
+@dataclass(frozen=True)
+class Device:
+    product: str
+    architecture: str
+    gpu_uuid_hash: str
+    backend: str
+
+    def claim_json(self) -> dict[str, str]:
+        return {
+            "product": self.product,
+            "architecture": self.architecture,
+            "gpuUuidHash": self.gpu_uuid_hash,
+            "backend": self.backend,
+        }
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    job_id: str
+    run_digest: str
+    outcome: str  # "completed" or "failed"
+    all_correct: bool
+    reason: str | None
+    receipt: dict[str, Any]
+
+
+class LedgerApi:
+    """The few endpoints an agent uses; problem+json replies become AgentError."""
+
+    def __init__(self, base_url: str, client: httpx.Client | None = None) -> None:
+        self.base = base_url.rstrip("/")
+        self.http = client or httpx.Client(timeout=60.0)
+
+    def _json(self, response: httpx.Response) -> Any:
+        if response.status_code >= 400:
+            try:
+                problem = response.json()
+                detail = f"{problem.get('code')}: {problem.get('detail')}"
+            except ValueError:
+                detail = response.text[:500]
+            raise AgentError(f"{response.request.method} {response.request.url.path}: {detail}")
+        return response.json()
+
+    def open_jobs(self, device: Device, agent: str) -> list[dict[str, Any]]:
+        params = {"product": device.product, "architecture": device.architecture, "agent": agent}
+        jobs: list[dict[str, Any]] = self._json(
+            self.http.get(f"{self.base}/v1/jobs", params=params)
+        )
+        return jobs
+
+    def claim(self, job_id: str, envelope: dict[str, Any]) -> dict[str, Any]:
+        reply: dict[str, Any] = self._json(
+            self.http.post(f"{self.base}/v1/jobs/{job_id}/claims", json=envelope)
+        )
+        return reply
+
+    def artifact(self, digest: str) -> bytes:
+        response = self.http.get(f"{self.base}/v1/artifacts/{digest}")
+        if response.status_code >= 400:
+            self._json(response)
+        content = response.content
+        if len(content) > MAX_ARTIFACT_BYTES:
+            raise AgentError(f"artifact {digest} is larger than {MAX_ARTIFACT_BYTES} bytes")
+        actual = "sha256:" + hashlib.sha256(content).hexdigest()
+        if actual != digest:
+            raise AgentError(f"artifact {digest} arrived with digest {actual}: refusing it")
+        return content
+
+    def post_result(self, run_digest: str, envelope: dict[str, Any]) -> dict[str, Any]:
+        reply: dict[str, Any] = self._json(
+            self.http.post(f"{self.base}/v1/runs/{run_digest}/reruns", json=envelope)
+        )
+        return reply
+
+
+def probe(backend: str, config: HarnessConfig) -> tuple[Device, dict[str, Any]]:
+    """The device as the backend reports it (in a child process, like every measurement)."""
+    found = harness.probe_device(backend, config, calibrate=False)
+    info = found["device"]
+    device = Device(
+        product=str(info["product"]),
+        architecture=str(info["architecture"]),
+        gpu_uuid_hash=str(info["gpu_uuid_hash"]),
+        backend=str(info["backend"]),
+    )
+    return device, info
+
+
+def _failed_result(job: Mapping[str, Any], device: Device, reason: str) -> dict[str, Any]:
+    """A signed record that the claimed job could not be measured, and why."""
+    return {
+        "jobId": job["jobId"],
+        "nonce": job["nonce"],
+        "outcome": "failed",
+        "failure": reason[:2000],
+        "cases": [{"case": "job", "status": "error", "reason": reason[:2000]}],
+        "summary": {"allCorrect": False, "samples": 0},
+        "environment": {
+            "product": device.product,
+            "architecture": device.architecture,
+            "gpuUuidHash": device.gpu_uuid_hash,
+            "backend": device.backend,
+        },
+        "calibration": {},
+    }
+
+
+@dataclass
+class Agent:
+    api: LedgerApi
+    key: SigningKey
+    backend: str
+    config: HarnessConfig = field(default_factory=HarnessConfig)
+    lease_seconds: int = DEFAULT_LEASE_SECONDS
+    log: Callable[[str], None] = print
+    _device: Device | None = None
+
+    @property
+    def device(self) -> Device:
+        if self._device is None:
+            self._device, _ = probe(self.backend, self.config)
+        return self._device
+
+    def run_once(self) -> JobOutcome | None:
+        """Take one open job for this device, if any, and see it through."""
+        jobs = self.api.open_jobs(self.device, self.key.key_id)
+        if not jobs:
+            return None
+        job = jobs[0]
+        claim = rerun_claim_envelope(
+            job["runDigest"],
+            job["runName"],
+            self.key,
+            job_id=job["jobId"],
+            device=self.device.claim_json(),
+            lease_seconds=min(self.lease_seconds, MAX_LEASE_SECONDS),
+        )
+        claimed = self.api.claim(job["jobId"], claim)["job"]
+        self.log(f"claimed job {claimed['jobId']} for run {claimed['runDigest']}")
+        result = self._measure(claimed)
+        envelope = rerun_envelope(claimed["runDigest"], claimed["runName"], self.key, result=result)
+        receipt = self.api.post_result(claimed["runDigest"], envelope)
+        outcome = JobOutcome(
+            job_id=claimed["jobId"],
+            run_digest=claimed["runDigest"],
+            outcome=str(result.get("outcome", "completed")),
+            all_correct=bool(result["summary"]["allCorrect"]),
+            reason=result.get("failure"),
+            receipt=receipt,
+        )
+        self.log(
+            f"posted result for job {outcome.job_id}: {outcome.outcome}, "
+            f"all correct {outcome.all_correct} (leaf {receipt['log']['leafIndex']})"
+        )
+        return outcome
+
+    def _measure(self, job: Mapping[str, Any]) -> dict[str, Any]:
+        try:
+            solution = json.loads(self.api.artifact(job["artifactDigest"]))
+            package = json.loads(self.api.artifact(job["workloadDigest"]))
+            spec = JobSpec(
+                job_id=job["jobId"],
+                nonce=job["nonce"],
+                solution=solution,
+                definition=package["definition"],
+                workloads=package["workloads"],
+            )
+            return harness.run_job(spec, self.backend, self.config)
+        except (AgentError, SolutionError, HarnessError, ValueError, KeyError, TypeError) as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+            self.log(f"job {job['jobId']} failed: {reason}")
+            return _failed_result(job, self.device, reason)
+
+    def run_forever(self, poll_seconds: float = 10.0) -> None:
+        while True:
+            try:
+                done = self.run_once()
+            except (AgentError, httpx.HTTPError) as exc:
+                self.log(f"ledger unavailable or refused: {exc}; retrying")
+                done = None
+            if done is None:
+                time.sleep(poll_seconds)
