@@ -21,6 +21,16 @@ from domain.statements import MEASURING_BACKENDS  # noqa: F401 - re-exported for
 class BackendError(Exception):
     """The device or toolchain failed (compile error, launch failure, sticky CUDA error)."""
 
+    # True when the agent itself is at fault (no nvcc, no device): the job then fails as the
+    # agent's failure and never counts against the solution.
+    agent_fault = False
+
+
+class BackendUnavailable(BackendError):
+    """The agent's toolchain or device is missing or unusable: not the solution's fault."""
+
+    agent_fault = True
+
 
 @dataclass(frozen=True)
 class DeviceInfo:
