@@ -1,0 +1,178 @@
+"""The whole rerun loop over HTTP with the CPU test backend: submit a sample solution,
+request a rerun (admin), and let the agent poll, claim, fetch by digest, measure, sign and
+post. The CPU double's results are recorded as such and never move evidence; adversarial
+samples are caught with the check that caught them; a solution the agent will not run ends
+the job as failed with the reason."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from live_server import live_server
+
+from api.server.app import create_app
+from api.server.config import ServerConfig
+from domain.statements import Role
+from domain.timestamps import utc_now
+from gpu_agent.agent import Agent, LedgerApi, probe
+from gpu_agent.harness import HarnessConfig
+from gpu_agent.stats import StopPolicy
+from ledger.authoring import key_registration_envelope, rerun_request_envelope
+from ledger.home import LedgerHome
+from ledger.keys import SigningKey
+from ledger.submission import read_submission_folder, submit_solution
+
+SAMPLES = Path(__file__).resolve().parents[2] / "gpu_agent" / "samples"
+CONFIG = HarnessConfig(
+    stop=StopPolicy(warmup=1, batch=10, min_samples=20, max_samples=40, time_budget_s=0.5),
+    start_method="forkserver",
+    bootstrap_resamples=200,
+    backend_options={"emulation_modules": "gpu_agent.samples.emulations"},
+)
+
+
+@dataclass
+class Loop:
+    home: LedgerHome
+    url: str
+    agent: Agent
+    device: Any
+
+    def submit_and_request(self, sample: str, latency_ns: int = 50_000_000) -> str:
+        ledger = self.home.open()
+        submitted = submit_solution(
+            ledger,
+            self.home.key("ingester"),
+            read_submission_folder(SAMPLES / sample),
+            latency_ns=latency_ns,
+            product=self.device.product,
+            architecture=self.device.architecture,
+        )
+        run = ledger.run(submitted.run_digest)
+        assert run is not None
+        ledger.append(
+            rerun_request_envelope(
+                submitted.run_digest,
+                run.run_name,
+                self.home.key("admin"),
+                artifact_digest=submitted.solution_digest,
+                workload_digest=submitted.workload_digest,
+                product=self.device.product,
+                architecture=self.device.architecture,
+                expires_at=utc_now() + timedelta(hours=1),
+            )
+        )
+        return submitted.run_digest
+
+    def history(self, run: str) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = httpx.get(f"{self.url}/v1/runs/{run}/history").json()[
+            "events"
+        ]
+        return events
+
+    def level(self, run: str) -> str:
+        return str(httpx.get(f"{self.url}/v1/runs/{run}").json()["evidence"]["level"])
+
+
+@pytest.fixture
+def loop(tmp_path: Path) -> Iterator[Loop]:
+    home = LedgerHome.at(tmp_path / "home")
+    ledger = home.initialise()
+    key = SigningKey.generate()
+    ledger.append(key_registration_envelope(key.public, [Role.AGENT], home.key("admin")))
+    device, _ = probe("cpu-test", CONFIG)
+    app = create_app(ledger, ServerConfig(key_rate=0, address_rate=0, json_logs=False))
+    with live_server(app) as server:
+        agent = Agent(LedgerApi(server.url), key, "cpu-test", CONFIG, log=lambda _: None)
+        yield Loop(home, server.url, agent, device)
+
+
+def test_honest_sample_end_to_end_is_recorded_but_never_verifies(loop: Loop) -> None:
+    assert loop.device.backend == "cpu-test"
+    assert "not a GPU" in loop.device.product
+    run = loop.submit_and_request("rmsnorm_h4096_bf16")
+    before = loop.level(run)
+    outcome = loop.agent.run_once()
+    assert outcome is not None and outcome.run_digest == run
+    assert (outcome.outcome, outcome.all_correct) == ("completed", True)
+    assert loop.agent.run_once() is None  # nothing left to do
+    events = loop.history(run)
+    assert [e["event"] for e in events][-3:] == [
+        "Run.RerunRequested",
+        "Run.RerunClaimed",
+        "Run.RerunRecorded",
+    ]
+    result = events[-1]
+    assert result["verified"] and result["role"] == "agent"
+    assert result["predicate"]["environment"]["backend"] == "cpu-test"
+    assert result["predicate"]["summary"]["samples"] >= 20
+    assert result["changed"] == {}  # a CPU double never moves evidence
+    assert loop.level(run) == before == "reported"
+
+
+@pytest.mark.parametrize(
+    ("sample", "words"),
+    [
+        ("adv_unwritten_output", "unwritten"),
+        ("adv_mutates_input", "mutat"),
+        ("adv_cached_result", ""),
+        ("adv_secret_round_wrong", ""),
+    ],
+)
+def test_adversarial_samples_are_caught(loop: Loop, sample: str, words: str) -> None:
+    run = loop.submit_and_request(sample)
+    outcome = loop.agent.run_once()
+    assert outcome is not None and outcome.outcome == "completed"
+    assert outcome.all_correct is False
+    cases = loop.history(run)[-1]["predicate"]["cases"]
+    failed = [c for c in cases if c["status"] != "passed"]
+    assert failed, cases
+    assert all(c.get("reason") for c in failed)
+    assert any(words in c["reason"].lower() for c in failed), failed
+
+
+def test_a_solution_the_agent_will_not_run_fails_the_job_with_its_reason(
+    loop: Loop, tmp_path: Path
+) -> None:
+    folder = tmp_path / "torch-sample"
+    folder.mkdir()
+    source = SAMPLES / "rmsnorm_h4096_bf16"
+    for name in ("definition.json", "workload.jsonl"):
+        (folder / name).write_bytes((source / name).read_bytes())
+    solution = (source / "solution.json").read_text().replace('"pycuda"', '"torch"')
+    (folder / "solution.json").write_text(solution)
+    ledger = loop.home.open()
+    submitted = submit_solution(
+        ledger,
+        loop.home.key("ingester"),
+        read_submission_folder(folder),
+        latency_ns=40_000_000,
+        product=loop.device.product,
+        architecture=loop.device.architecture,
+    )
+    run = ledger.run(submitted.run_digest)
+    assert run is not None
+    ledger.append(
+        rerun_request_envelope(
+            submitted.run_digest,
+            run.run_name,
+            loop.home.key("admin"),
+            artifact_digest=submitted.solution_digest,
+            workload_digest=submitted.workload_digest,
+            product=loop.device.product,
+            architecture=loop.device.architecture,
+            expires_at=utc_now() + timedelta(hours=1),
+        )
+    )
+    outcome = loop.agent.run_once()
+    assert outcome is not None and outcome.outcome == "failed"
+    assert outcome.reason is not None and "pycuda" in outcome.reason
+    last = loop.history(submitted.run_digest)[-1]
+    assert last["event"] == "Run.RerunRecorded" and last["verified"]
+    assert "job FAILED" in last["says"]
