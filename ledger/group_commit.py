@@ -42,11 +42,16 @@ class GroupCommitWriter:
 
     def append(self, envelope: object) -> Receipt:
         """Admit one envelope (from any thread); its receipt, or raise why it was refused."""
+        return self.submit(envelope).result()
+
+    def submit(self, envelope: object) -> Future[Receipt]:
+        """Queue one envelope; the future resolves to its receipt or the refusal. An async
+        caller awaits it without holding a thread, so every waiting request joins a group."""
         if self._closed:
             raise WriterClosedError("the ledger is shutting down; try again shortly")
         request = _Request(envelope)
         self._queue.put(request)
-        return request.reply.result()
+        return request.reply
 
     def close(self, timeout: float = 30.0) -> None:
         """Finish every accepted request, then stop the writer thread."""

@@ -6,6 +6,7 @@ endpoint accepts, one writer per process, projections fresh before a read.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import json
@@ -95,6 +96,18 @@ class LedgerService:
         self, body: bytes, accepts: set[PredicateType], subject: str | None = None
     ) -> Receipt:
         """Admit a signed envelope posted to an endpoint for ``accepts`` about ``subject``."""
+        return self.writer.append(self._checked(body, accepts, subject))
+
+    async def append_async(
+        self, body: bytes, accepts: set[PredicateType], subject: str | None = None
+    ) -> Receipt:
+        """The same, awaiting the group commit instead of blocking a worker thread."""
+        future = self.writer.submit(self._checked(body, accepts, subject))
+        return await asyncio.wrap_future(future)
+
+    @staticmethod
+    def _checked(body: bytes, accepts: set[PredicateType], subject: str | None) -> object:
+        """The envelope, if it is well formed and belongs to this endpoint."""
         envelope = parse_envelope(parse_json(body))
         statement = envelope.statement()
         if statement.predicateType not in accepts:
@@ -106,7 +119,7 @@ class LedgerService:
             raise WrongEndpointError(
                 f"the statement is about {statement.subject_digest}, not {subject}"
             )
-        return self.writer.append(envelope.raw)
+        return envelope.raw
 
     @staticmethod
     def signer_of(body: bytes) -> str | None:

@@ -46,7 +46,7 @@ def provide_config(state: State) -> ServerConfig:
     return config
 
 
-def write(
+async def write(
     request: Request[Any, Any, Any],
     service: LedgerService,
     body: bytes,
@@ -64,7 +64,7 @@ def write(
                 detail=f"too many writes signed by {signer}; retry in {wait:.1f} s",
                 headers=retry_after_header(wait),
             )
-    receipt = service.append(body, accepts, subject)
+    receipt = await service.append_async(body, accepts, subject)
     reply = receipt.to_json()
     location = f"/v1/runs/{receipt.subject_digest}/history"
     if receipt.event.startswith("Principal."):

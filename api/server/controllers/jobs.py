@@ -7,6 +7,7 @@ the hardware the job requires.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any
 
 from litestar import Controller, Request, Response, get, post
@@ -38,8 +39,8 @@ class JobController(Controller):
     ) -> dict[str, Any]:
         return service.job(job_id)
 
-    @post("/{job_id:str}/claims", sync_to_thread=True, summary="Claim a job (agent-signed)")
-    def claim(
+    @post("/{job_id:str}/claims", summary="Claim a job (agent-signed)")
+    async def claim(
         self,
         request: Request[Any, Any, Any],
         service: Service,
@@ -47,7 +48,7 @@ class JobController(Controller):
         data: JSONBody[DsseEnvelope],
         body: RawBody,
     ) -> Response[dict[str, Any]]:
-        job = service.job(job_id)
-        reply = write(request, service, body, {PredicateType.RERUN_CLAIM}, job["runDigest"])
-        reply.content = reply.content | {"job": service.job(job_id)}
+        job = await asyncio.to_thread(service.job, job_id)
+        reply = await write(request, service, body, {PredicateType.RERUN_CLAIM}, job["runDigest"])
+        reply.content = reply.content | {"job": await asyncio.to_thread(service.job, job_id)}
         return reply

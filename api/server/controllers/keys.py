@@ -31,18 +31,18 @@ class KeyController(Controller):
     def history(self, service: Service, key_id: KeyIdPath) -> dict[str, Any]:
         return service.key_history(key_id)
 
-    @post("/", sync_to_thread=True, summary="Register a key (admin- or self-signed)")
-    def register(
+    @post("/", summary="Register a key (admin- or self-signed)")
+    async def register(
         self,
         request: Request[Any, Any, Any],
         service: Service,
         data: JSONBody[DsseEnvelope],
         body: RawBody,
     ) -> Response[dict[str, Any]]:
-        return write(request, service, body, {PredicateType.KEY})
+        return await write(request, service, body, {PredicateType.KEY})
 
-    @post("/{key_id:str}/revocations", sync_to_thread=True, summary="Revoke a key")
-    def revoke(
+    @post("/{key_id:str}/revocations", summary="Revoke a key")
+    async def revoke(
         self,
         request: Request[Any, Any, Any],
         service: Service,
@@ -50,4 +50,4 @@ class KeyController(Controller):
         data: JSONBody[DsseEnvelope],
         body: RawBody,
     ) -> Response[dict[str, Any]]:
-        return write(request, service, body, {PredicateType.KEY}, key_id)
+        return await write(request, service, body, {PredicateType.KEY}, key_id)

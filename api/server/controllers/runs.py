@@ -78,18 +78,18 @@ class RunController(Controller):
     def history(self, service: Service, digest: DigestPath) -> dict[str, Any]:
         return service.run_history(digest)
 
-    @post("/", sync_to_thread=True, summary="Ingest a run (ingester-signed ingestion statement)")
-    def ingest(
+    @post("/", summary="Ingest a run (ingester-signed ingestion statement)")
+    async def ingest(
         self,
         request: Request[Any, Any, Any],
         service: Service,
         data: JSONBody[DsseEnvelope],
         body: RawBody,
     ) -> Response[dict[str, Any]]:
-        return write(request, service, body, {PredicateType.INGESTION})
+        return await write(request, service, body, {PredicateType.INGESTION})
 
-    @post("/{digest:str}/attestations", sync_to_thread=True, summary="Attest to a run")
-    def attest(
+    @post("/{digest:str}/attestations", summary="Attest to a run")
+    async def attest(
         self,
         request: Request[Any, Any, Any],
         service: Service,
@@ -97,10 +97,10 @@ class RunController(Controller):
         data: JSONBody[DsseEnvelope],
         body: RawBody,
     ) -> Response[dict[str, Any]]:
-        return write(request, service, body, {PredicateType.ATTESTATION}, digest)
+        return await write(request, service, body, {PredicateType.ATTESTATION}, digest)
 
-    @post("/{digest:str}/lifecycle", sync_to_thread=True, summary="Retract or supersede (admin)")
-    def lifecycle(
+    @post("/{digest:str}/lifecycle", summary="Retract or supersede (admin)")
+    async def lifecycle(
         self,
         request: Request[Any, Any, Any],
         service: Service,
@@ -108,14 +108,10 @@ class RunController(Controller):
         data: JSONBody[DsseEnvelope],
         body: RawBody,
     ) -> Response[dict[str, Any]]:
-        return write(request, service, body, {PredicateType.LIFECYCLE}, digest)
+        return await write(request, service, body, {PredicateType.LIFECYCLE}, digest)
 
-    @post(
-        "/{digest:str}/rerun-requests",
-        sync_to_thread=True,
-        summary="Request a rerun (admin)",
-    )
-    def rerun_request(
+    @post("/{digest:str}/rerun-requests", summary="Request a rerun (admin)")
+    async def rerun_request(
         self,
         request: Request[Any, Any, Any],
         service: Service,
@@ -123,10 +119,10 @@ class RunController(Controller):
         data: JSONBody[DsseEnvelope],
         body: RawBody,
     ) -> Response[dict[str, Any]]:
-        return write(request, service, body, {PredicateType.RERUN_REQUEST}, digest)
+        return await write(request, service, body, {PredicateType.RERUN_REQUEST}, digest)
 
-    @post("/{digest:str}/reruns", sync_to_thread=True, summary="Post a rerun result (agent)")
-    def rerun_result(
+    @post("/{digest:str}/reruns", summary="Post a rerun result (agent)")
+    async def rerun_result(
         self,
         request: Request[Any, Any, Any],
         service: Service,
@@ -134,7 +130,7 @@ class RunController(Controller):
         data: JSONBody[DsseEnvelope],
         body: RawBody,
     ) -> Response[dict[str, Any]]:
-        return write(request, service, body, {PredicateType.RERUN}, digest)
+        return await write(request, service, body, {PredicateType.RERUN}, digest)
 
 
 def parse_level(level: str | None) -> EvidenceLevel | None:
