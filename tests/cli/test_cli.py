@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_session import Cli
 from sqlalchemy import create_engine, text
 from typer.testing import CliRunner
 
@@ -22,45 +23,6 @@ SEED_DIGESTS = {
     "environment": "sha256:f304afb2fedab4bbeadf8ac36a990ff517ab6e824dfe5a3ee0fe46259ff5e39f",
 }
 SEED_RUN = SEED_DIGESTS["run"]
-
-
-class Cli:
-    def __init__(self, home: Path, db_url: str) -> None:
-        self.home = home
-        self.db_url = db_url
-        self.runner = CliRunner()
-
-    def __call__(self, *args: str, ok: bool = True) -> Any:
-        result = self.runner.invoke(
-            app,
-            [str(a) for a in args],
-            env={
-                "KERNELINDEX_HOME": str(self.home),
-                "KERNELINDEX_DB": self.db_url,
-                "KERNELINDEX_KEY_PASSPHRASE": "",
-            },
-        )
-        if ok:
-            assert result.exit_code == 0, f"{args}: exit {result.exit_code}\n{result.output}"
-        else:
-            assert result.exit_code != 0, f"{args} should have failed:\n{result.output}"
-            assert result.exception is None or isinstance(result.exception, SystemExit), (
-                result.exception
-            )
-        return result
-
-    def json(self, *args: str) -> Any:
-        return json.loads(self(*args, "--json").stdout)
-
-    def event_count(self) -> int:
-        engine = create_engine(self.db_url)
-        try:
-            with engine.connect() as conn:
-                return int(
-                    conn.execute(text("select count(*) from kernelindex_events")).scalar_one()
-                )
-        finally:
-            engine.dispose()
 
 
 @pytest.fixture

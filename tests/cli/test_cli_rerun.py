@@ -9,22 +9,15 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import typer
-import uvicorn
-from litestar import Litestar
-from sqlalchemy import create_engine, text
-from typer.testing import CliRunner
+from cli_session import Cli
+from live_server import live_server
 
-from api.cli import app
 from api.cli_rerun import parse_duration
 from api.server.app import create_app
 from api.server.config import ServerConfig
@@ -45,45 +38,6 @@ SAMPLES = REPO / "gpu_agent" / "samples"
 RMSNORM = SAMPLES / "rmsnorm_h4096_bf16"
 SILU = SAMPLES / "silu_and_mul_bf16"
 FIGURES = ("--latency-ns", "12000", "--gpu", "NVIDIA H200", "--arch", "sm_90")
-
-
-class Cli:
-    def __init__(self, home: Path, db_url: str) -> None:
-        self.home = home
-        self.db_url = db_url
-        self.runner = CliRunner()
-
-    def __call__(self, *args: object, ok: bool = True) -> Any:
-        result = self.runner.invoke(
-            app,
-            [str(a) for a in args],
-            env={
-                "KERNELINDEX_HOME": str(self.home),
-                "KERNELINDEX_DB": self.db_url,
-                "KERNELINDEX_KEY_PASSPHRASE": "",
-            },
-        )
-        if ok:
-            assert result.exit_code == 0, f"{args}: exit {result.exit_code}\n{result.output}"
-        else:
-            assert result.exit_code != 0, f"{args} should have failed:\n{result.output}"
-            assert result.exception is None or isinstance(result.exception, SystemExit), (
-                result.exception
-            )
-        return result
-
-    def json(self, *args: object) -> Any:
-        return json.loads(self(*args, "--json").stdout)
-
-    def event_count(self) -> int:
-        engine = create_engine(self.db_url)
-        try:
-            with engine.connect() as conn:
-                return int(
-                    conn.execute(text("select count(*) from kernelindex_events")).scalar_one()
-                )
-        finally:
-            engine.dispose()
 
 
 @pytest.fixture
@@ -342,29 +296,11 @@ def test_prepared_submission_reuses_the_sol_mapping() -> None:
 TEST_CONFIG = ServerConfig(key_rate=0, address_rate=0, json_logs=False)
 
 
-@contextmanager
-def serving(asgi: Litestar) -> Iterator[str]:
-    """Serve ``asgi`` on a free loopback port in a thread; yield its base URL."""
-    server = uvicorn.Server(uvicorn.Config(asgi, host="127.0.0.1", port=0, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive(), "the server thread died while starting"
-        assert time.monotonic() < deadline, "the server did not start within 30 s"
-        time.sleep(0.02)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=15)
-
-
 def test_rerun_request_through_a_server(cli: Cli, tmp_path: Path) -> None:
     made = cli.json("submit", RMSNORM, *FIGURES)
     ledger = LedgerHome.at(cli.home, cli.db_url).open()
-    with serving(create_app(ledger, TEST_CONFIG)) as url:
+    with live_server(create_app(ledger, TEST_CONFIG)) as server:
+        url = server.url
         requested = cli.json("rerun", "request", made["run"][:18], "--server", url)
         assert requested["receipt"]["event"] == "Run.RerunRequested"
         assert requested["artifactDigest"] == made["solutionDigest"]

@@ -9,22 +9,19 @@ from __future__ import annotations
 import base64
 import json
 import os
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
-from litestar import Litestar
+from cli_session import Cli
+from live_server import free_port, live_server
 from typer.testing import CliRunner
 
 import api.cli
@@ -41,59 +38,12 @@ REPO = Path(__file__).resolve().parents[2]
 TEST_CONFIG = ServerConfig(key_rate=0, address_rate=0, json_logs=False)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+class Remote(Cli):
+    """The CLI, plus the URL of the server it is pointed at."""
 
-
-@contextmanager
-def running(asgi: Litestar) -> Iterator[str]:
-    """Serve ``asgi`` on a free loopback port in a thread; yield its base URL."""
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(asgi, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive(), "the server thread died while starting"
-        assert time.monotonic() < deadline, "the server did not start within 30 s"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=15)
-
-
-@dataclass
-class Remote:
-    url: str
-    home: Path
-    db_url: str
-    runner: CliRunner
-
-    def __call__(self, *args: object, ok: bool = True) -> Any:
-        result = self.runner.invoke(
-            app,
-            [str(a) for a in args],
-            env={
-                "KERNELINDEX_HOME": str(self.home),
-                "KERNELINDEX_DB": self.db_url,
-                "KERNELINDEX_KEY_PASSPHRASE": "",
-            },
-        )
-        if ok:
-            assert result.exit_code == 0, f"{args}: exit {result.exit_code}\n{result.output}"
-        else:
-            assert result.exit_code != 0, f"{args} should have failed:\n{result.output}"
-            assert result.exception is None or isinstance(result.exception, SystemExit), (
-                result.exception
-            )
-        return result
-
-    def json(self, *args: object) -> Any:
-        return json.loads(self(*args, "--json").stdout)
+    def __init__(self, url: str, home: Path, db_url: str) -> None:
+        super().__init__(home, db_url)
+        self.url = url
 
     def attester(self, path: Path) -> str:
         """A new attester key, self-registered in the served ledger; its key id."""
@@ -108,8 +58,8 @@ def remote(tmp_path: Path, db_url: str) -> Iterator[Remote]:
     home = LedgerHome.at(tmp_path / "home", db_url)
     ledger, seed = build_demo(home)
     assert seed == SEED_RUN
-    with running(create_app(ledger, TEST_CONFIG)) as url:
-        yield Remote(url, home.path, db_url, CliRunner())
+    with live_server(create_app(ledger, TEST_CONFIG)) as server:
+        yield Remote(server.url, home.path, db_url)
 
 
 def attest_args(remote: Remote, key: Path, *extra: str) -> list[object]:
@@ -233,8 +183,8 @@ def test_a_server_that_is_down_is_unreachable(tmp_path: Path) -> None:
 def served_sqlite(tmp_path: Path) -> Iterator[Remote]:
     home = LedgerHome.at(tmp_path / "home")
     ledger, _ = build_demo(home)
-    with running(create_app(ledger, TEST_CONFIG)) as url:
-        yield Remote(url, home.path, home.db_url, CliRunner())
+    with live_server(create_app(ledger, TEST_CONFIG)) as server:
+        yield Remote(server.url, home.path, home.db_url)
 
 
 Tamper = Callable[[dict[str, Any]], None]

@@ -45,11 +45,15 @@ class Loop:
     device: Any
 
     def submit_and_request(self, sample: str, latency_ns: int = 50_000_000) -> str:
+        return self.submit_folder_and_request(SAMPLES / sample, latency_ns)
+
+    def submit_folder_and_request(self, folder: Path, latency_ns: int) -> str:
+        """Submit the solution in ``folder``, then request a rerun of its run (as admin)."""
         ledger = self.home.open()
         submitted = submit_solution(
             ledger,
             self.home.key("ingester"),
-            read_submission_folder(SAMPLES / sample),
+            read_submission_folder(folder),
             latency_ns=latency_ns,
             product=self.device.product,
             architecture=self.device.architecture,
@@ -147,32 +151,10 @@ def test_a_solution_the_agent_will_not_run_fails_the_job_with_its_reason(
         (folder / name).write_bytes((source / name).read_bytes())
     solution = (source / "solution.json").read_text().replace('"pycuda"', '"torch"')
     (folder / "solution.json").write_text(solution)
-    ledger = loop.home.open()
-    submitted = submit_solution(
-        ledger,
-        loop.home.key("ingester"),
-        read_submission_folder(folder),
-        latency_ns=40_000_000,
-        product=loop.device.product,
-        architecture=loop.device.architecture,
-    )
-    run = ledger.run(submitted.run_digest)
-    assert run is not None
-    ledger.append(
-        rerun_request_envelope(
-            submitted.run_digest,
-            run.run_name,
-            loop.home.key("admin"),
-            artifact_digest=submitted.solution_digest,
-            workload_digest=submitted.workload_digest,
-            product=loop.device.product,
-            architecture=loop.device.architecture,
-            expires_at=utc_now() + timedelta(hours=1),
-        )
-    )
+    run = loop.submit_folder_and_request(folder, latency_ns=40_000_000)
     outcome = loop.agent.run_once()
     assert outcome is not None and outcome.outcome == "failed"
     assert outcome.reason is not None and "pycuda" in outcome.reason
-    last = loop.history(submitted.run_digest)[-1]
+    last = loop.history(run)[-1]
     assert last["event"] == "Run.RerunRecorded" and last["verified"]
     assert "job FAILED" in last["says"]
