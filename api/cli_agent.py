@@ -1,4 +1,8 @@
-"""`kernelindex agent`: the rerun agent, a client of a ledger server."""
+"""`kernelindex agent`: the rerun agent, a client of a ledger server.
+
+The agent's code (numpy, and PyCUDA on a GPU machine) is imported only when the command
+runs, so the ledger's own install (`pip install -e .`) does not need those packages.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +11,9 @@ from typing import Annotated
 
 import typer
 
-from api.cli_common import err, handles_errors, load_key, out
-from gpu_agent.agent import Agent, LedgerApi
-from gpu_agent.backends.registry import BACKEND_NAMES, GPU_BACKEND
-from gpu_agent.harness import HarnessConfig
+from api.cli_common import err, fail, handles_errors, load_key, out
+
+AGENT_EXTRA_HINT = "install the agent's extra: pip install -e '.[gpu]' (or '.[agent]' on CPU)"
 
 
 def register_agent_command(app: typer.Typer) -> None:
@@ -26,16 +29,20 @@ def agent(
     ] = False,
     backend: Annotated[
         str,
-        typer.Option(
-            help=f"Measuring backend: {', '.join(BACKEND_NAMES)} (cpu-test never verifies)."
-        ),
-    ] = GPU_BACKEND,
+        typer.Option(help="Measuring backend: pycuda (a GPU), or cpu-test (never verifies)."),
+    ] = "pycuda",
     poll: Annotated[float, typer.Option(help="Seconds between polls when idle.")] = 10.0,
     lease: Annotated[int, typer.Option(help="Lease to ask for, in seconds.")] = 3600,
 ) -> None:
     """Poll the ledger for rerun jobs on this GPU, measure them and post signed results."""
+    try:
+        from gpu_agent.agent import Agent, LedgerApi  # noqa: PLC0415 - needs the agent extra
+        from gpu_agent.backends.registry import BACKEND_NAMES  # noqa: PLC0415
+        from gpu_agent.harness import HarnessConfig  # noqa: PLC0415
+    except ImportError as exc:
+        raise fail("missing-extra", f"{exc}; {AGENT_EXTRA_HINT}") from None
     if backend not in BACKEND_NAMES:
-        raise typer.BadParameter(f"unknown backend {backend!r}")
+        raise typer.BadParameter(f"unknown backend {backend!r} (known: {', '.join(BACKEND_NAMES)})")
     worker = Agent(
         LedgerApi(server),
         load_key(key),

@@ -78,3 +78,16 @@ def test_domain_is_pure() -> None:
         if _imports(path) & forbidden
     }
     assert offenders == {}
+
+
+def test_the_cli_runs_without_the_agent_extra() -> None:
+    """README command 1 installs the ledger without numpy/PyCUDA: the CLI must still start."""
+    blocked = (
+        "import sys; sys.modules['numpy'] = None; sys.modules['ml_dtypes'] = None; "
+        "sys.argv = ['kernelindex', '--help']; from api.cli import main; main()"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", blocked], capture_output=True, text=True, check=False, cwd=REPO
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "agent" in result.stdout
