@@ -28,19 +28,20 @@ def agent(
         bool, typer.Option("--once", help="Take at most one job, then exit (0 if none).")
     ] = False,
     backend: Annotated[
-        str,
-        typer.Option(help="Measuring backend: pycuda (a GPU), or cpu-test (never verifies)."),
-    ] = "pycuda",
+        str | None,
+        typer.Option(help="Measuring backend (default: the GPU's; cpu-test never verifies)."),
+    ] = None,
     poll: Annotated[float, typer.Option(help="Seconds between polls when idle.")] = 10.0,
     lease: Annotated[int, typer.Option(help="Lease to ask for, in seconds.")] = 3600,
 ) -> None:
     """Poll the ledger for rerun jobs on this GPU, measure them and post signed results."""
     try:
         from gpu_agent.agent import Agent, LedgerApi  # noqa: PLC0415 - needs the agent extra
-        from gpu_agent.backends.registry import BACKEND_NAMES  # noqa: PLC0415
+        from gpu_agent.backends.registry import BACKEND_NAMES, GPU_BACKEND  # noqa: PLC0415
         from gpu_agent.harness import HarnessConfig  # noqa: PLC0415
     except ImportError as exc:
         raise fail("missing-extra", f"{exc}; {AGENT_EXTRA_HINT}") from None
+    backend = backend or GPU_BACKEND
     if backend not in BACKEND_NAMES:
         raise typer.BadParameter(f"unknown backend {backend!r} (known: {', '.join(BACKEND_NAMES)})")
     worker = Agent(
