@@ -92,6 +92,7 @@ class Receipt:
     received_at: str
     duplicate: bool
     inclusion: InclusionProof | None = None
+    signer: str = ""  # the key id whose signature admitted the event
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -103,6 +104,7 @@ class Receipt:
             "envelopeDigest": self.envelope_digest,
             "receivedAt": self.received_at,
             "duplicate": self.duplicate,
+            "signer": self.signer,
             "log": self.inclusion.to_json() if self.inclusion else None,
         }
 
@@ -218,13 +220,25 @@ class Ledger(Application[UUID]):
         with self._writer:
             for attempt in range(MAX_APPEND_ATTEMPTS):
                 try:
-                    return self._append_group(envelopes)
+                    results, committed = self._append_group(envelopes)
+                    break
                 except (IntegrityError, OperationalError):
                     # Another writer got there first (or held the SQLite lock): re-admit all.
                     time.sleep(min(0.001 * 2**attempt, 0.2))
-        raise ConflictError(f"could not append after {MAX_APPEND_ATTEMPTS} attempts; try again")
+            else:
+                raise ConflictError(
+                    f"could not append after {MAX_APPEND_ATTEMPTS} attempts; try again"
+                )
+        # Outside the retry: once committed, a group is never admitted again (its envelopes
+        # would come back as duplicates of themselves).
+        return [self._receipt(r, committed) for r in results]
 
-    def _append_group(self, envelopes: Sequence[object]) -> list[Receipt | DomainError]:
+    def _append_group(
+        self, envelopes: Sequence[object]
+    ) -> tuple[
+        list[Receipt | DomainError | _Admitted],
+        tuple[list[Recording[UUID]], tuple[int, dict[int, InclusionProof]] | None],
+    ]:
         results: list[Receipt | DomainError | _Admitted] = []
         events: list[Any] = []
         admitted_digests: dict[str, int] = {}
@@ -255,8 +269,7 @@ class Ledger(Application[UUID]):
         finally:
             self._overlay.aggregates = None
             self._overlay.keys = None
-        recordings = self._commit(events) if events else ([], None)
-        return [self._receipt(r, recordings) for r in results]
+        return results, (self._commit(events) if events else ([], None))
 
     def _admit(self, envelope: Envelope, statement: Statement) -> Outcome:
         handlers: dict[PredicateType, Callable[[Envelope, Statement], Outcome]] = {
@@ -638,6 +651,7 @@ class Ledger(Application[UUID]):
             received_at=str(getattr(event, "received_at", "")),
             duplicate=result.duplicate,
             inclusion=logged[1][position],
+            signer=str(getattr(event, "signer", "")),
         )
 
     def _with_inclusion(self, receipt: Receipt) -> Receipt:
@@ -668,6 +682,7 @@ class Ledger(Application[UUID]):
             envelope_digest=envelope.digest,
             received_at=str(state.get("received_at", "")),
             duplicate=True,
+            signer=str(state.get("signer", "")),
         )
 
     def _position(self, aggregate_id: UUID, version: int) -> int | None:
@@ -725,8 +740,8 @@ class Ledger(Application[UUID]):
         named = {
             keyid
             for raw in envelopes
-            if isinstance(raw, dict)
-            for sig in raw.get("signatures") or []
+            if isinstance(raw, dict) and isinstance(raw.get("signatures"), list)
+            for sig in raw["signatures"]
             if isinstance(sig, dict) and isinstance(keyid := sig.get("keyid"), str)
         }
         known = sorted(named & set(self._key_cache))

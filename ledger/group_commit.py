@@ -37,6 +37,7 @@ class GroupCommitWriter:
         self.max_group = max_group
         self._queue: queue.SimpleQueue[_Request | object] = queue.SimpleQueue()
         self._closed = False
+        self._closing = threading.Lock()  # no request is queued behind the stop marker
         self._thread = threading.Thread(target=self._run, name="kernelindex-writer", daemon=True)
         self._thread.start()
 
@@ -47,18 +48,20 @@ class GroupCommitWriter:
     def submit(self, envelope: object) -> Future[Receipt]:
         """Queue one envelope; the future resolves to its receipt or the refusal. An async
         caller awaits it without holding a thread, so every waiting request joins a group."""
-        if self._closed:
-            raise WriterClosedError("the ledger is shutting down; try again shortly")
         request = _Request(envelope)
-        self._queue.put(request)
+        with self._closing:
+            if self._closed:
+                raise WriterClosedError("the ledger is shutting down; try again shortly")
+            self._queue.put(request)
         return request.reply
 
     def close(self, timeout: float = 30.0) -> None:
         """Finish every accepted request, then stop the writer thread."""
-        if self._closed:
-            return
-        self._closed = True
-        self._queue.put(_STOP)
+        with self._closing:
+            if self._closed:
+                return
+            self._closed = True
+            self._queue.put(_STOP)
         self._thread.join(timeout)
 
     def _run(self) -> None:
@@ -82,9 +85,14 @@ class GroupCommitWriter:
                 return
 
     def _commit(self, group: list[_Request]) -> None:
+        # A caller that gave up before its group started (future cancelled: the request was
+        # cancelled) is dropped; nothing was acknowledged to it.
+        group = [r for r in group if r.reply.set_running_or_notify_cancel()]
+        if not group:
+            return
         try:
             results = self.ledger.append_many([r.envelope for r in group])
-        except BaseException as exc:  # the store failed: every caller in the group hears it
+        except Exception as exc:  # the store failed: every caller in the group hears it
             for request in group:
                 request.reply.set_exception(exc)
             return

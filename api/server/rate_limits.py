@@ -34,8 +34,9 @@ class TokenBuckets:
         self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
         self._lock = threading.Lock()
 
-    def take(self, key: str) -> float | None:
-        """Spend one token for ``key``; None if allowed, else seconds until one is free."""
+    def take(self, key: str, *, spend: bool = True) -> float | None:
+        """Spend one token for ``key`` (or, with ``spend=False``, only check that one is
+        there); None if allowed, else seconds until one is free."""
         if self.rate <= 0:
             return None
         now = self.clock()
@@ -47,7 +48,7 @@ class TokenBuckets:
             if len(self._buckets) > MAX_TRACKED:
                 self._buckets.popitem(last=False)
             if bucket.tokens >= 1:
-                bucket.tokens -= 1
+                bucket.tokens -= 1 if spend else 0
                 return None
             return (1 - bucket.tokens) / self.rate
 

@@ -101,9 +101,17 @@ class LedgerService:
     async def append_async(
         self, body: bytes, accepts: set[PredicateType], subject: str | None = None
     ) -> Receipt:
-        """The same, awaiting the group commit instead of blocking a worker thread."""
-        future = self.writer.submit(self._checked(body, accepts, subject))
-        return await asyncio.wrap_future(future)
+        """The same, awaiting the group commit instead of blocking a worker thread (the
+        parse of a body of up to the size cap runs off the event loop)."""
+        envelope = await asyncio.to_thread(self._checked, body, accepts, subject)
+        return await asyncio.wrap_future(self.writer.submit(envelope))
+
+    @staticmethod
+    def signer_of_receipt(receipt: Receipt) -> str | None:
+        """Who really signed an accepted write (a fresh one: replays cost nothing)."""
+        if receipt.duplicate or not receipt.signer:
+            return None
+        return receipt.signer
 
     @staticmethod
     def _checked(body: bytes, accepts: set[PredicateType], subject: str | None) -> object:
@@ -321,6 +329,13 @@ class LedgerService:
     ) -> list[dict[str, Any]]:
         found = open_jobs(self.ledger, product=product, architecture=architecture, agent=agent)
         return [j.to_json() for j in found]
+
+    @staticmethod
+    def job_claimed_in(body: bytes) -> str | None:
+        """The job id a posted claim names (its full admission happens in the ledger)."""
+        predicate = parse_envelope(parse_json(body)).statement().predicate
+        job_id = predicate.get("jobId") if isinstance(predicate, dict) else None
+        return job_id if isinstance(job_id, str) else None
 
     def job(self, job_id: str) -> dict[str, Any]:
         return find_job(self.ledger, job_id).to_json()

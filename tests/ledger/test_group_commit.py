@@ -4,6 +4,7 @@ nothing and duplicate nothing."""
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from test_admission import SEED_NAME, World, ingest_seed, world  # noqa: F401 - fixture
@@ -116,3 +117,28 @@ def test_concurrent_writers_lose_and_duplicate_nothing(world: World) -> None:
     assert {r.envelope_digest for r in receipts} == sent
     report = audit_ledger(world.ledger)
     assert report.verified, report.findings
+
+
+def test_a_cancelled_request_is_dropped_and_the_writer_keeps_serving(world: World) -> None:
+    run = ingest_seed(world)
+    now = world.clock.now
+    notes = [
+        attestation_envelope(run, SEED_NAME, world.attester, type_="note", body=f"c{i}", now=now)
+        for i in range(4)
+    ]
+    writer = GroupCommitWriter(world.ledger)
+    try:
+        with world.ledger._writer:  # hold the ledger: the first group waits, the rest queue
+            first = writer.submit(notes[0])
+            while not first.running():
+                time.sleep(0.001)
+            gave_up, waiting = writer.submit(notes[1]), writer.submit(notes[2])
+            assert gave_up.cancel()
+        assert first.result(timeout=30).position > 0
+        assert waiting.result(timeout=30).position > 0
+        assert writer.append(notes[3]).position > 0  # still serving
+    finally:
+        writer.close()
+    stored = {digest_of(h.envelope) for h in run_history(world.ledger, run) if h.envelope}
+    assert digest_of(notes[1]) not in stored
+    assert {digest_of(notes[i]) for i in (0, 2, 3)} <= stored

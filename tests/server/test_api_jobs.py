@@ -189,3 +189,12 @@ def setup_again(served: Served) -> tuple[tuple[None, None], dict[str, Any]]:
     check_receipt(served.client.post(f"/v1/runs/{SEED}/rerun-requests", json=request), request)
     jobs = served.client.get("/v1/jobs").json()
     return (None, None), next(j for j in jobs if j["claimant"] is None)
+
+
+def test_a_claim_posted_for_another_job_is_refused(served: Served) -> None:
+    (agent, _), job = setup(served)
+    setup_again(served)
+    other = next(j for j in served.client.get("/v1/jobs").json() if j["jobId"] != job["jobId"])
+    envelope = rerun_claim_envelope(SEED, SEED_NAME, agent, job_id=other["jobId"], device=device())
+    reply = served.client.post(f"/v1/jobs/{job['jobId']}/claims", json=envelope)
+    problem_of(reply, 422, "wrong-endpoint")

@@ -260,3 +260,17 @@ def test_rate_limits_answer_429_with_retry_after(tmp_path: Any, limit: str) -> N
         limited = problem_of(replies[-1], 429, "rate-limited")
         assert int(replies[-1].headers["retry-after"]) >= 1
         assert "retry" in limited["detail"]
+
+
+def test_bodies_naming_someone_elses_key_do_not_spend_their_rate(tmp_path: Any) -> None:
+    config = ServerConfig(**(TEST_CONFIG.__dict__ | {"key_rate": 0.01, "key_burst": 2}))
+    for served in serve(LedgerHome.at(tmp_path / "home"), config):
+        alice = SigningKey.generate()
+        junk = {
+            "payloadType": "x",
+            "payload": "AA==",
+            "signatures": [{"keyid": alice.key_id, "sig": "AA=="}],
+        }
+        for _ in range(5):
+            problem_of(served.client.post("/v1/keys", json=junk), 400, "malformed-envelope")
+        register_attester(served, alice)  # her own writes still go through

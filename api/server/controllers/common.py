@@ -55,16 +55,20 @@ async def write(
 ) -> Response[dict[str, Any]]:
     """Admit a posted envelope: 201 with the receipt, 200 with the original for a duplicate."""
     limiter: TokenBuckets = request.app.state.key_limiter
-    signer = service.signer_of(body)
-    if signer is not None:
-        wait = limiter.take(signer)
-        if wait is not None:
-            raise HTTPException(
-                status_code=429,
-                detail=f"too many writes signed by {signer}; retry in {wait:.1f} s",
-                headers=retry_after_header(wait),
-            )
+    # The key id a body names is unverified: check its bucket first, but charge it only for
+    # an envelope that key really signed (an accepted write), so nobody can drain it for them.
+    named = service.signer_of(body)
+    wait = limiter.take(named, spend=False) if named is not None else None
+    if wait is not None:
+        raise HTTPException(
+            status_code=429,
+            detail=f"too many writes signed by {named}; retry in {wait:.1f} s",
+            headers=retry_after_header(wait),
+        )
     receipt = await service.append_async(body, accepts, subject)
+    signer = service.signer_of_receipt(receipt)
+    if signer is not None:
+        limiter.take(signer)
     reply = receipt.to_json()
     location = f"/v1/runs/{receipt.subject_digest}/history"
     if receipt.event.startswith("Principal."):

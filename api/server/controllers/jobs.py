@@ -14,6 +14,7 @@ from litestar import Controller, Request, Response, get, post
 from litestar.params import JSONBody, PathParameter, QueryParameter, RawBody
 
 from api.server.controllers.common import DsseEnvelope, Service, write
+from api.server.service import WrongEndpointError
 from domain.statements import PredicateType
 
 
@@ -49,6 +50,9 @@ class JobController(Controller):
         body: RawBody,
     ) -> Response[dict[str, Any]]:
         job = await asyncio.to_thread(service.job, job_id)
+        claimed = await asyncio.to_thread(service.job_claimed_in, body)
+        if claimed != job_id:
+            raise WrongEndpointError(f"the claim is for job {claimed}, not {job_id}")
         reply = await write(request, service, body, {PredicateType.RERUN_CLAIM}, job["runDigest"])
         reply.content = reply.content | {"job": await asyncio.to_thread(service.job, job_id)}
         return reply
