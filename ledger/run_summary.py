@@ -10,14 +10,19 @@ from typing import Any
 from domain.statements import PredicateType
 from ledger.application import Ledger
 from ledger.errors import NotFoundError
+from ledger.event_verification import EventVerification
 from ledger.history import run_history
 
 
-def run_summary(ledger: Ledger, run_digest: str) -> dict[str, Any]:
+def run_summary(
+    ledger: Ledger, run_digest: str, history: list[EventVerification] | None = None
+) -> dict[str, Any]:
+    """``history``: the run's already re-verified events, if the caller has them."""
     run = ledger.run(run_digest)
     if run is None:
         raise NotFoundError(f"no run with digest {run_digest}")
-    history = run_history(ledger, run_digest)
+    if history is None:
+        history = run_history(ledger, run_digest)
     ingestion = next(
         (h for h in history if h.predicate_type == PredicateType.INGESTION and h.predicate), None
     )

@@ -22,8 +22,8 @@ REPLICATION_TYPES = {"reproduced", "could_not_reproduce", "regression_observed"}
 
 
 def run_page(ledger: Ledger, digest: str) -> dict[str, Any]:
-    record = run_record(ledger, digest)
-    history = run_history(ledger, digest)
+    history = run_history(ledger, digest)  # re-verified once, for the summary and the page
+    record = run_record(ledger, digest, history)
     ingestion = next(
         (h for h in history if h.predicate_type == PredicateType.INGESTION and h.predicate), None
     )
