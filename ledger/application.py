@@ -31,6 +31,7 @@ from eventsourcing.persistence import (
     Recording,
 )
 from sqlalchemy import func, select
+from sqlalchemy.engine import make_url
 
 from domain.errors import DigestMismatchError, DomainError, ManifestError
 from domain.manifests.manifest_set import check_manifest_set
@@ -69,6 +70,7 @@ from ledger.errors import (
 )
 from ledger.key_registry import MAX_CLOCK_SKEW, KeyRecord
 from ledger.keys import PublicKey, SigningKey, key_id_of
+from ledger.schema import APPLICATION_NAME, require_current
 from ledger.transparency_log import InclusionProof, LogIntegrityError, TransparencyLog
 from ledger.trust import TrustRoot
 
@@ -167,7 +169,7 @@ def _signed(envelope: Envelope, now: datetime, signer: str) -> Signed:
 class Ledger(Application[UUID]):
     """KernelIndex event store (eventsourcing Application on SQLAlchemy)."""
 
-    name = "KernelIndex"
+    name = APPLICATION_NAME
 
     def __init__(
         self,
@@ -182,12 +184,17 @@ class Ledger(Application[UUID]):
             env={
                 "PERSISTENCE_MODULE": "eventsourcing_sqlalchemy",
                 "SQLALCHEMY_URL": db_url,
-                "CREATE_TABLE": "y",
+                # Tables are made by `kernelindex db upgrade` (ledger/schema.py), never here.
+                "CREATE_TABLE": "n",
                 # The cache fast-forwards from the database on every get, so other writers'
                 # events (revocations included) are always seen.
                 "AGGREGATE_CACHE_MAXSIZE": str(cache_size),
                 "AGGREGATE_CACHE_FASTFORWARD": "y",
             }
+        )
+        require_current(
+            self.recorder.datastore.engine,  # type: ignore[attr-defined]
+            make_url(db_url).render_as_string(hide_password=True),
         )
         self.trust_root = trust_root
         self.clock = clock

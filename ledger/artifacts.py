@@ -56,7 +56,6 @@ def _digest(content: bytes) -> str:
 class ArtifactStore:
     def __init__(self, recorder: Any) -> None:
         self.recorder = recorder
-        metadata.create_all(recorder.datastore.engine, checkfirst=True)
 
     def put(self, artifact: Artifact) -> str:
         """Store once by digest (idempotent); return the digest."""

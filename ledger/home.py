@@ -21,6 +21,7 @@ from domain.timestamps import format_time, utc_now
 from ledger.application import Ledger
 from ledger.authoring import key_registration_envelope
 from ledger.keys import SigningKey
+from ledger.schema import upgrade
 from ledger.trust import TrustRoot
 
 HOME_ENV = "KERNELINDEX_HOME"
@@ -87,6 +88,7 @@ class LedgerHome:
             created_at=format_time(now),
         )
         root.save(self.trust_root_path)
+        upgrade(self.db_url)  # a new ledger's database gets its schema here, explicitly
         ledger = Ledger(self.db_url, root, log_key=keys["log"])
         admin = keys["admin"]
         for name, roles in (

@@ -167,7 +167,6 @@ class TransparencyLog:
         self._compact: CompactRange | None = None
         engine = recorder.datastore.engine
         self._is_postgres = engine.dialect.name == "postgresql"
-        metadata.create_all(engine, checkfirst=True)
 
     # ---------------------------------------------------------------- writing
 

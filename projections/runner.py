@@ -52,7 +52,6 @@ class ProjectionRunner:
         self._events = ledger.recorder.events_record_cls  # type: ignore[attr-defined]
         engine = ledger.recorder.datastore.engine  # type: ignore[attr-defined]
         self._is_postgres = engine.dialect.name == "postgresql"
-        metadata.create_all(engine, checkfirst=True)
 
     # ------------------------------------------------------------- the loop
 
@@ -284,12 +283,10 @@ class ProjectionRunner:
     def rebuild(self, batch: int = DEFAULT_BATCH) -> CatchUp:
         """Drop every read model (tables included, so schema changes apply) and fold the
         whole event log again."""
-        engine = self.ledger.recorder.datastore.engine  # type: ignore[attr-defined]
         with self.ledger.recorder.transaction(commit=True) as session:  # type: ignore[attr-defined]
             self._lock(session)
             metadata.drop_all(session.connection())
             metadata.create_all(session.connection())
-        metadata.create_all(engine, checkfirst=True)
         return self.catch_up(batch)
 
     def table_digests(self) -> dict[str, str]:

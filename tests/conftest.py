@@ -23,6 +23,8 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from ledger.schema import upgrade
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -130,8 +132,8 @@ def pg_server() -> str:
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """An empty event store on each backend."""
+def empty_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty database on each backend, without the ledger's schema."""
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'ledger.db'}"
         return
@@ -146,3 +148,10 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+@pytest.fixture
+def db_url(empty_db_url: str) -> str:
+    """An empty event store on each backend, its schema created (`kernelindex db upgrade`)."""
+    upgrade(empty_db_url)
+    return empty_db_url

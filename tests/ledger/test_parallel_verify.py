@@ -45,6 +45,7 @@ from ledger.bundle_verifier import (
 from ledger.keys import SigningKey
 from ledger.log_entries import LogEntry
 from ledger.merkle import ProofError, inclusion_proof, leaf_hash, root, verify_inclusion
+from ledger.schema import upgrade
 from ledger.trust import TrustRoot
 from ledger.verification_report import Report
 
@@ -89,6 +90,7 @@ def bundle(tmp_path_factory: pytest.TempPathFactory, seed_path: Path) -> Bundle:
         log_key=log.public,
         created_at=format_time(start),
     )
+    upgrade(f"sqlite:///{folder / 'ledger.db'}")
     ledger = Ledger(f"sqlite:///{folder / 'ledger.db'}", trust, clock=clock, log_key=log)
     ledger.append(key_registration_envelope(admin.public, [Role.ADMIN], admin, now=start))
     ledger.append(key_registration_envelope(ingester.public, [Role.INGESTER], admin, now=start))

@@ -32,6 +32,7 @@ from ledger.authoring import (
     rerun_request_envelope,
 )
 from ledger.keys import SigningKey
+from ledger.schema import upgrade
 from ledger.trust import TrustRoot
 from projections import queries
 from projections.runner import ProjectionRunner
@@ -176,6 +177,7 @@ class World:
             log_key=keys.log.public,
             created_at=format_time(BASE_TIME),
         )
+        upgrade(db_url)  # idempotent: a database from the db_url fixture already has it
         world = cls(db_url, keys, clock, Ledger(db_url, root, clock=clock), root)
         for envelope in world.key_envelopes():
             world.ledger.append(envelope)

@@ -1,0 +1,193 @@
+"""The ledger's database schema, created and upgraded explicitly (`kernelindex db upgrade`).
+
+Nothing creates tables as a side effect of opening a ledger: several API workers opening one
+PostgreSQL database at once must not race to create or alter tables, and an operator should
+see a schema change happen, not discover it. The schema has a version stamped in
+``kernelindex_schema``; a ledger refuses to open a database whose version is not the one this
+build was written for, and says which command fixes it.
+
+Each upgrade step is idempotent (tables are created only where missing), so a database made
+before versioning existed is brought to version 1 by stamping it, and an interrupted upgrade
+can simply be run again. On PostgreSQL one upgrade runs at a time (advisory lock).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from uuid import UUID
+
+from eventsourcing.application import Application
+from sqlalchemy import (
+    Column,
+    Integer,
+    MetaData,
+    SmallInteger,
+    Table,
+    Text,
+    create_engine,
+    inspect,
+    select,
+    text,
+)
+from sqlalchemy.engine import Connection, Engine
+
+from domain.errors import DomainError
+from domain.timestamps import format_time, utc_now
+from ledger import artifacts, transparency_log
+from projections import tables as view_tables
+
+SCHEMA_VERSION = 1
+APPLICATION_NAME = "KernelIndex"  # eventsourcing names the event table after it
+EVENTS_TABLE = APPLICATION_NAME.lower() + "_events"
+_ADVISORY_LOCK_ID = 0x4B49_5343_4845  # "KISCHE"
+
+_metadata = MetaData()
+schema_table = Table(
+    "kernelindex_schema",
+    _metadata,
+    Column("id", SmallInteger, primary_key=True),  # always 1: one row
+    Column("version", Integer, nullable=False),
+    Column("upgraded_at", Text, nullable=False),
+    Column("software", Text, nullable=False),
+)
+
+
+class SchemaError(DomainError):
+    """The database's schema is missing, older or newer than this build's."""
+
+    code = "schema-not-current"
+    status = 503
+
+
+@dataclass(frozen=True)
+class SchemaStatus:
+    version: int | None  # None: no KernelIndex schema stamped
+    required: int
+    upgraded_at: str | None
+    software: str | None
+
+    @property
+    def current(self) -> bool:
+        return self.version == self.required
+
+
+def _software() -> str:
+    try:
+        return "kernelindex-ledger " + version("kernelindex-ledger")
+    except PackageNotFoundError:  # running from a source tree without installing
+        return "kernelindex-ledger (source)"
+
+
+class _EventStore(Application[UUID]):
+    """Only to have the eventsourcing library create its own tables, with the ledger's name."""
+
+    name = APPLICATION_NAME
+
+
+def _create_event_store(db_url: str) -> None:
+    app = _EventStore(
+        env={
+            "PERSISTENCE_MODULE": "eventsourcing_sqlalchemy",
+            "SQLALCHEMY_URL": db_url,
+            "CREATE_TABLE": "y",  # the library creates its tables (checkfirst) on construction
+        }
+    )
+    app.close()
+
+
+def _version_1(db_url: str, conn: Connection) -> None:
+    """Event store, transparency log (leaves, nodes, checkpoints), artifacts, read models."""
+    _create_event_store(db_url)
+    for metadata in (transparency_log.metadata, artifacts.metadata, view_tables.metadata):
+        metadata.create_all(conn, checkfirst=True)
+
+
+# version -> the step that brings the schema from version - 1 to it. Append, never edit.
+STEPS: dict[int, Callable[[str, Connection], None]] = {1: _version_1}
+
+
+def _read(conn: Connection) -> SchemaStatus:
+    if not inspect(conn).has_table(schema_table.name):
+        return SchemaStatus(None, SCHEMA_VERSION, None, None)
+    row = conn.execute(select(schema_table).where(schema_table.c.id == 1)).first()
+    if row is None:
+        return SchemaStatus(None, SCHEMA_VERSION, None, None)
+    return SchemaStatus(int(row.version), SCHEMA_VERSION, row.upgraded_at, row.software)
+
+
+def _engine(db_url: str) -> Engine:
+    return create_engine(db_url)
+
+
+def read_status(db_url: str) -> SchemaStatus:
+    engine = _engine(db_url)
+    try:
+        with engine.connect() as conn:
+            return _read(conn)
+    finally:
+        engine.dispose()
+
+
+def upgrade(db_url: str) -> tuple[SchemaStatus, list[int]]:
+    """Bring the database to this build's schema; (the status after, the steps applied)."""
+    engine = _engine(db_url)
+    applied: list[int] = []
+    try:
+        with engine.connect() as conn:
+            postgres = conn.dialect.name == "postgresql"
+            if postgres:  # concurrent upgraders wait for the first, then find nothing to do
+                conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _ADVISORY_LOCK_ID})
+                conn.commit()
+            try:
+                before = _read(conn)
+                have = before.version or 0
+                if have > SCHEMA_VERSION:
+                    raise SchemaError(_newer(have))
+                _metadata.create_all(conn, checkfirst=True)
+                for target in range(have + 1, SCHEMA_VERSION + 1):
+                    STEPS[target](db_url, conn)
+                    _stamp(conn, target)
+                    conn.commit()  # each step is kept once done: a rerun resumes after it
+                    applied.append(target)
+                return _read(conn), applied
+            finally:
+                if postgres:
+                    conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _ADVISORY_LOCK_ID})
+                    conn.commit()
+    finally:
+        engine.dispose()
+
+
+def _stamp(conn: Connection, target: int) -> None:
+    values = {"version": target, "upgraded_at": format_time(utc_now()), "software": _software()}
+    if conn.execute(select(schema_table.c.id).where(schema_table.c.id == 1)).first() is None:
+        conn.execute(schema_table.insert().values(id=1, **values))
+    else:
+        conn.execute(schema_table.update().where(schema_table.c.id == 1).values(**values))
+
+
+def _newer(have: int) -> str:
+    return (
+        f"the database's schema is version {have}, newer than this build's "
+        f"({SCHEMA_VERSION}): it was upgraded by a newer KernelIndex; upgrade the software"
+    )
+
+
+def require_current(engine: Engine, where: str) -> None:
+    """Refuse to work on a database whose schema this build was not written for."""
+    with engine.connect() as conn:
+        status = _read(conn)
+    if status.version is None:
+        raise SchemaError(
+            f"{where} has no KernelIndex schema: run 'kernelindex db upgrade' "
+            "(kernelindex init does it for a new ledger home)"
+        )
+    if status.version < SCHEMA_VERSION:
+        raise SchemaError(
+            f"{where} has schema version {status.version}, this build needs "
+            f"{SCHEMA_VERSION}: run 'kernelindex db upgrade'"
+        )
+    if status.version > SCHEMA_VERSION:
+        raise SchemaError(_newer(status.version))
