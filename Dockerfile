@@ -1,6 +1,7 @@
 # KernelIndex Ledger. Build: docker build -t kernelindex .
 # Run:   docker run -p 8000:8000 -v kernelindex-data:/data kernelindex   (demo ledger, served)
 #        docker run -v kernelindex-data:/data kernelindex demo --home /data   (print the demo)
+# On PostgreSQL with several workers, a projector and a sequencer: see compose.yaml.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \

@@ -29,12 +29,14 @@ from api.cli_common import (
     print_json,
     print_receipt,
 )
+from api.cli_db import register_db_commands
 from api.cli_import import register_import_commands
 from api.cli_keys import keys_app
 from api.cli_log import register_log_commands
 from api.cli_rerun import register_rerun_commands
 from api.cli_serve import register_serve_command
 from api.cli_views import register_view_commands
+from api.cli_workers import register_worker_commands
 from api.client import LedgerClient, RemoteHistory, remote_history, remote_run
 from api.demo import build_demo
 from domain.documents import parse_document
@@ -67,6 +69,8 @@ register_view_commands(app)
 register_import_commands(app)
 register_agent_command(app)
 register_serve_command(app)
+register_db_commands(app)
+register_worker_commands(app)
 
 ServerOption = Annotated[
     str | None,

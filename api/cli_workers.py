@@ -1,0 +1,159 @@
+"""`kernelindex projector` and `kernelindex sequencer`: the ledger's background processes.
+
+Both are optional beside the API. Every write already sequences its own events into the log
+in its own transaction, and every read folds new events into the views first; these
+processes keep the views and the signed checkpoint fresh when nobody is reading or writing
+(events written by other processes, after a crash, for monitors that fetch the checkpoint).
+Any number may run: on PostgreSQL each step takes the same advisory lock as the in-process
+work, so they never fold or sequence the same events twice, and a process killed mid-batch
+leaves nothing of that batch (each batch is one transaction).
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import Annotated
+
+import typer
+from eventsourcing.persistence import PersistenceError
+from sqlalchemy.exc import DBAPIError
+
+from api.cli_common import DbOption, HomeOption, err, handles_errors, open_ledger, out
+from ledger.application import Ledger
+from projections.runner import DEFAULT_BATCH, ProjectionRunner
+
+IntervalOption = Annotated[
+    float, typer.Option(min=0.05, help="Seconds to wait when there is nothing new.")
+]
+OnceOption = Annotated[bool, typer.Option("--once", help="Catch up once, then exit.")]
+
+
+def register_worker_commands(app: typer.Typer) -> None:
+    app.command("projector")(projector)
+    app.command("sequencer")(sequencer)
+
+
+class _Stop:
+    """SIGTERM/SIGINT end the loop between batches, never inside one (handlers restored
+    when the command returns)."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous = {
+            sig: signal.signal(sig, self._handle) for sig in (signal.SIGTERM, signal.SIGINT)
+        }
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.requested = True
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+def _loop(step: Callable[[], int], interval: float, once: bool, what: str, stop: _Stop) -> None:
+    """Run `step` (returns how much it did) until stopped; keep going through store outages."""
+    if not once:
+        out.print(f"{what}: running (Ctrl-C or SIGTERM stops it between batches)")
+    while not stop.requested:
+        try:
+            done = step()
+        except (DBAPIError, PersistenceError) as exc:
+            if once:
+                raise
+            # The database restarting or a dropped connection must not end the process: the
+            # batch rolled back, so the next attempt starts from the committed position.
+            err.print(f"[yellow]{what}: store unavailable, retrying: {str(exc).splitlines()[0]}")
+            done = 0
+        if once and done == 0:
+            return
+        if done == 0:
+            _sleep(interval, stop)
+
+
+def _sleep(seconds: float, stop: _Stop) -> None:
+    deadline = time.monotonic() + seconds
+    while not stop.requested and time.monotonic() < deadline:
+        time.sleep(min(0.05, seconds))
+
+
+@handles_errors
+def projector(
+    home: HomeOption = None,
+    db: DbOption = None,
+    interval: IntervalOption = 1.0,
+    batch: Annotated[int, typer.Option(min=1, help="Events per transaction.")] = DEFAULT_BATCH,
+    once: OnceOption = False,
+) -> None:
+    """Fold new events into the read models, batch by batch, until stopped (SIGTERM/SIGINT)."""
+    stop = _Stop()  # before opening the store: a stop during start-up is honoured too
+    try:
+        _project(home, db, interval, batch, once, stop)
+    finally:
+        stop.restore()
+
+
+def _project(
+    home: Path | None, db: str | None, interval: float, batch: int, once: bool, stop: _Stop
+) -> None:
+    runner = ProjectionRunner(open_ledger(home, db))
+
+    def step() -> int:
+        done = runner.catch_up(batch=batch, max_batches=1)
+        if done.events:
+            out.print(f"projector: folded {done.events} events (views at position {done.position})")
+        return done.events
+
+    _loop(step, interval, once, "projector", stop)
+
+
+@handles_errors
+def sequencer(
+    home: HomeOption = None,
+    db: DbOption = None,
+    interval: IntervalOption = 1.0,
+    checkpoint_every: Annotated[
+        float,
+        typer.Option(min=0.0, help="Sign a checkpoint this often when the tree grew (0: never)."),
+    ] = 10.0,
+    once: OnceOption = False,
+) -> None:
+    """Sequence events stored without a log leaf and sign checkpoints as the tree grows."""
+    stop = _Stop()
+    try:
+        _sequence(home, db, interval, checkpoint_every, once, stop)
+    finally:
+        stop.restore()
+
+
+def _sequence(
+    home: Path | None,
+    db: str | None,
+    interval: float,
+    checkpoint_every: float,
+    once: bool,
+    stop: _Stop,
+) -> None:
+    ledger: Ledger = open_ledger(home, db)
+    signed_size = -1
+    last_signed = 0.0
+
+    def step() -> int:
+        nonlocal signed_size, last_signed
+        added = ledger.tlog.catch_up()
+        if added:
+            out.print(f"sequencer: sequenced {added} events")
+        due = checkpoint_every > 0 and time.monotonic() - last_signed >= checkpoint_every
+        if (due or once) and ledger.tlog.log_key is not None:
+            checkpoint = ledger.tlog.sign_checkpoint()
+            last_signed = time.monotonic()
+            if checkpoint.size != signed_size:
+                signed_size = checkpoint.size
+                out.print(f"sequencer: checkpoint at tree size {checkpoint.size}")
+        return added
+
+    _loop(step, interval, once, "sequencer", stop)
