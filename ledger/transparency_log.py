@@ -27,10 +27,11 @@ from sqlalchemy import (
     SmallInteger,
     Table,
     Text,
+    and_,
     func,
+    or_,
     select,
     text,
-    tuple_,
 )
 from sqlalchemy.orm import Session
 
@@ -135,9 +136,20 @@ def _with_prefetch(session: Session, compute: Callable[[Callable[[int, int], byt
     compute(record)
     found: dict[tuple[int, int], bytes] = {}
     if wanted:
+        by_level: dict[int, set[int]] = {}
+        for level, index in wanted:
+            by_level.setdefault(level, set()).add(index)
+        # One equality-plus-IN term per level: both SQLite and PostgreSQL answer it from the
+        # primary key. A row-value IN ((level, idx), ...) made SQLite scan the whole node
+        # table, so every append cost O(n) instead of O(log n).
         rows = session.execute(
             select(nodes.c.level, nodes.c.idx, nodes.c.hash).where(
-                tuple_(nodes.c.level, nodes.c.idx).in_(sorted(set(wanted)))
+                or_(
+                    *(
+                        and_(nodes.c.level == level, nodes.c.idx.in_(sorted(indices)))
+                        for level, indices in sorted(by_level.items())
+                    )
+                )
             )
         )
         found = {(r[0], r[1]): bytes(r[2]) for r in rows}

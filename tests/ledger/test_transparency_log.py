@@ -349,3 +349,42 @@ def test_concurrent_appends_leave_dense_unique_leaves(world: World) -> None:
     report = audit_ledger(world.open_ledger())
     assert report.verified, report.findings
     assert report.facts["treeSize"] == len(entries)
+
+
+def test_proof_node_lookups_use_the_primary_key_not_a_scan(tmp_path: Path) -> None:
+    """Proofs and roots read O(log n) nodes; the query must find them by key, or every append
+    costs a scan of the whole node table (found by the growth benchmark: O(n) appends)."""
+    from sqlalchemy import create_engine, event
+    from sqlalchemy.orm import Session
+
+    from ledger.merkle import inclusion_proof_from_nodes
+    from ledger.transparency_log import _with_prefetch, metadata, nodes
+
+    engine = create_engine(f"sqlite:///{tmp_path / 'nodes.db'}")
+    metadata.create_all(engine)
+    size = 1 << 12
+    with engine.begin() as conn:
+        conn.execute(
+            nodes.insert(),
+            [
+                {"level": level, "idx": i, "hash": bytes(32)}
+                for level in range(13)
+                for i in range(size >> level)
+            ],
+        )
+    statements: list[tuple[str, Any]] = []
+
+    def capture(conn: Any, cursor: Any, sql: str, params: Any, context: Any, many: bool) -> None:
+        if "kernelindex_log_nodes" in sql and sql.lstrip().upper().startswith("SELECT"):
+            statements.append((sql, params))
+
+    event.listen(engine, "before_cursor_execute", capture)
+    with Session(engine) as session:
+        proof = _with_prefetch(session, lambda get: inclusion_proof_from_nodes(1234, size - 3, get))
+    event.remove(engine, "before_cursor_execute", capture)
+    assert len(proof) > 5 and len(statements) == 1
+    with engine.connect() as conn:
+        plan = conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statements[0][0], statements[0][1])
+        details = " ".join(str(row[-1]) for row in plan)
+    assert "SCAN kernelindex_log_nodes" not in details, details
+    assert "USING INDEX" in details or "USING PRIMARY KEY" in details, details
