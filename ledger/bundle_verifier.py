@@ -462,6 +462,7 @@ class BundleVerifier:
         self.events = 0
         self.footer_seen = False
         self.header_seen = False
+        self.trust_root_seen = False
         self.workers = max(1, workers if workers is not None else default_workers())
         self.batch_events = max(1, batch_events)
         self._pool: ProcessPoolExecutor | None = None
@@ -493,7 +494,7 @@ class BundleVerifier:
             return
         try:
             record = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deeply to read
             self.report.fail("format", where, "not a JSON object")
             return
         kind = record.get("type") if isinstance(record, dict) else None
@@ -602,7 +603,12 @@ class BundleVerifier:
             self._order(leaf_index, position)
         if self.claims is not None:
             for observation in item.observations:
-                self.claims.observe(*observation)
+                try:
+                    self.claims.observe(*observation)
+                except DomainError as exc:
+                    # e.g. an event line repeated: the order check has failed it already;
+                    # the claims cannot be recomputed from such a bundle, and say so.
+                    self.report.fail("claims", f"event at position {observation[1]}", exc.message)
 
     def _order(self, leaf_index: int, position: int) -> None:
         if leaf_index <= self.last_leaf:
@@ -636,6 +642,11 @@ class BundleVerifier:
         except TrustRootError as exc:
             self.report.fail("trust-root", where, exc.message)
             return
+        if self.trust_root_seen:
+            # A second root could switch the keys that check the rest of the bundle.
+            self.report.fail("format", where, "second trust root")
+            return
+        self.trust_root_seen = True
         if self.pinned_root is None:
             self.trust_root = bundled
             self.report.notes.append(

@@ -11,17 +11,20 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from domain.canonical import canonical_json, digest_of
-from domain.errors import DomainError
+from domain.documents import parse_json
+from domain.errors import DomainError, ParseError
 from domain.statements import PAYLOAD_TYPE, Statement, parse_statement
 from ledger.keys import PublicKey, SigningKey
 
 MAX_SIGNATURES = 8
+# A statement carries manifests of up to 1 MiB each; base64 of this fits a 2 MiB request body.
+MAX_PAYLOAD_BYTES = 3 * 1024 * 1024 // 2
+MAX_ENVELOPE_BYTES = 2 * 1024 * 1024  # the serialised envelope: payload in base64 + signatures
 
 
 class EnvelopeError(DomainError):
@@ -74,10 +77,14 @@ class Envelope:
         return digest_of(dict(self.raw))
 
     def statement_json(self) -> Any:
+        """The signed statement, read as strictly as any document: a payload two JSON readers
+        could read differently (duplicate keys, NaN, huge integers) is refused, not guessed."""
         try:
-            return json.loads(self.payload.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise EnvelopeError("payload is not a UTF-8 JSON document") from None
+            return parse_json(self.payload, max_bytes=MAX_PAYLOAD_BYTES)
+        except ParseError as exc:
+            raise EnvelopeError(
+                f"payload is not a UTF-8 JSON document we accept: {exc.message}"
+            ) from (None)
 
     def statement(self) -> Statement:
         return parse_statement(self.statement_json())

@@ -247,8 +247,12 @@ def _check_signer(
 
 
 def _check_ingested_content(result: EventVerification, statement: Statement) -> None:
+    manifests = statement.predicate.get("manifests")
+    if not isinstance(manifests, dict):
+        result.checks.append(Check("manifests", False, "manifests is not a JSON object"))
+        return
     try:
-        checked = check_manifest_set(statement.predicate.get("manifests") or {})
+        checked = check_manifest_set(manifests)
     except DomainError as exc:
         result.checks.append(Check("manifests", False, exc.message))
         return

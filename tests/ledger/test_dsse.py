@@ -329,3 +329,34 @@ def test_envelope_keeps_the_raw_object(good: dict[str, Any]) -> None:
 
 def test_public_key_from_id_round_trip(key: SigningKey) -> None:
     assert PublicKey.from_b64(key.public.b64).key_id == key.key_id
+
+
+def test_an_envelope_carrying_a_statement_over_one_mebibyte_is_read(key: SigningKey) -> None:
+    """A statement may carry manifests of up to 1 MiB each: its payload (and the envelope,
+    in base64) exceed the 1 MiB document limit, and are read up to their own limits."""
+    from domain.documents import parse_json
+    from ledger.dsse import MAX_ENVELOPE_BYTES, MAX_PAYLOAD_BYTES
+
+    payload = json.dumps({"padding": "x" * (1024 * 1024 + 100_000)}).encode()
+    assert 1024 * 1024 < len(payload) < MAX_PAYLOAD_BYTES
+    sig = key.sign(pae(PAYLOAD_TYPE, payload))
+    body = json.dumps(
+        {
+            "payloadType": PAYLOAD_TYPE,
+            "payload": b64(payload),
+            "signatures": [{"keyid": key.key_id, "sig": b64(sig)}],
+        }
+    ).encode()
+    assert len(body) < MAX_ENVELOPE_BYTES
+    envelope = parse_envelope(parse_json(body, max_bytes=MAX_ENVELOPE_BYTES))
+    assert envelope.statement_json()["padding"].startswith("xxx")
+
+    too_big = json.dumps({"padding": "x" * MAX_PAYLOAD_BYTES}).encode()
+    sig = key.sign(pae(PAYLOAD_TYPE, too_big))
+    raw = {
+        "payloadType": PAYLOAD_TYPE,
+        "payload": b64(too_big),
+        "signatures": [{"keyid": key.key_id, "sig": b64(sig)}],
+    }
+    with pytest.raises(EnvelopeError, match="limit"):
+        parse_envelope(raw).statement_json()
