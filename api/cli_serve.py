@@ -16,10 +16,12 @@ from api.cli_common import DbOption, HomeOption, fail, handles_errors, out
 from api.demo import build_demo
 from api.server.app import create_app
 from api.server.config import ServerConfig
+from api.server.http_protocol import HeaderDeadlineProtocol
 from ledger.home import DB_ENV, HOME_ENV, LedgerHome
 
 DEMO_HOME = Path(".kernelindex-demo")
 APP_FACTORY = "api.server.app:create_app_from_env"
+HEADER_DEADLINE_PROTOCOL = "api.server.http_protocol:HeaderDeadlineProtocol"
 PUBLIC_URL_ENV = "KERNELINDEX_PUBLIC_URL"
 # Read by worker processes (create_app_from_env).
 LOG_FORMAT_ENV = "KERNELINDEX_LOG_FORMAT"
@@ -98,6 +100,7 @@ def serve(
         uvicorn.run(
             APP_FACTORY,
             factory=True,
+            http=HEADER_DEADLINE_PROTOCOL,
             host=host,
             port=port,
             workers=workers,
@@ -108,6 +111,7 @@ def serve(
     config = ServerConfig(public_url=public_url, json_logs=log_format is LogFormat.json)
     uvicorn.run(
         create_app(ledger, config),
+        http=HeaderDeadlineProtocol,  # slow-loris: headers must arrive in time (408)
         host=host,
         port=port,
         log_level=uvicorn_level,

@@ -8,9 +8,11 @@ from typing import Any
 from litestar import Litestar, Request, Response
 from litestar.datastructures import State
 from litestar.di import Provide
+from litestar.exceptions import ClientException
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin
 
+from api.server.body_deadline import BodyDeadlineMiddleware
 from api.server.config import ServerConfig
 from api.server.controllers.common import provide_config, provide_service
 from api.server.controllers.health import HealthController
@@ -20,6 +22,7 @@ from api.server.controllers.log import LogController
 from api.server.controllers.runs import RunController
 from api.server.controllers.views import ViewController
 from api.server.observability import RequestContextMiddleware, configure_logging
+from api.server.openapi_links import add_links
 from api.server.pages.controller import PageController, template_config
 from api.server.problems import EXCEPTION_HANDLERS, problem
 from api.server.rate_limits import TokenBuckets, retry_after_header
@@ -30,18 +33,45 @@ from ledger.home import LedgerHome
 API_VERSION = "1.0.0"
 
 
-def _address_limit(request: Request[Any, Any, Any]) -> Response[Any] | None:
+# Media types a write body may be sent as (none at all is read as JSON too).
+_JSON_TYPES = ("application/json", "")
+
+
+class _Request(Request[Any, Any, Any]):
+    """Litestar's request, refusing a body nested too deep to decode as a client error.
+
+    msgspec raises RecursionError for JSON nested deeper than the interpreter's stack (e.g.
+    100k '['): that is the client's document, not a server fault, so it answers 400.
+    """
+
+    async def json(self) -> Any:
+        try:
+            return await super().json()
+        except RecursionError:
+            raise ClientException("the JSON body is nested too deeply") from None
+
+
+def _admit(request: Request[Any, Any, Any]) -> Response[Any] | None:
+    """Before any handler: the per-address rate limit, then the body's media type."""
     limiter: TokenBuckets = request.app.state.address_limiter
     address = request.client.host if request.client else "unknown"
     wait = limiter.take(address)
-    if wait is None:
-        return None
-    return problem(
-        request,
-        "rate-limited",
-        f"too many requests from {address}; retry in {wait:.1f} s",
-        headers=retry_after_header(wait),
-    )
+    if wait is not None:
+        return problem(
+            request,
+            "rate-limited",
+            f"too many requests from {address}; retry in {wait:.1f} s",
+            headers=retry_after_header(wait),
+        )
+    if request.method == "POST":
+        media_type = request.content_type[0].lower()
+        if media_type not in _JSON_TYPES and not media_type.endswith("+json"):
+            return problem(
+                request,
+                "unsupported-media-type",
+                f"write bodies are DSSE envelopes sent as application/json, not {media_type}",
+            )
+    return None
 
 
 def create_app(ledger: Ledger, config: ServerConfig | None = None) -> Litestar:
@@ -71,7 +101,8 @@ def create_app(ledger: Ledger, config: ServerConfig | None = None) -> Litestar:
             "config": Provide(provide_config, sync_to_thread=False),
         },
         state=state,
-        before_request=_address_limit,
+        before_request=_admit,
+        request_class=_Request,
         exception_handlers=EXCEPTION_HANDLERS,
         on_shutdown=[service.close],
         request_max_body_size=settings.max_body_bytes,
@@ -90,7 +121,11 @@ def create_app(ledger: Ledger, config: ServerConfig | None = None) -> Litestar:
     )
     # Outermost, around the router itself: unrouted requests (404, 405) get a request id
     # and an access line too, which route middleware would never see.
-    app.asgi_handler = RequestContextMiddleware(app.asgi_handler)
+    # Inside it, the body deadline: a stalled upload answers 408 with that request id.
+    app.asgi_handler = RequestContextMiddleware(
+        BodyDeadlineMiddleware(app.asgi_handler, settings.body_timeout)
+    )
+    add_links(app.openapi_schema)  # generated once and cached: what /schema serves
     return app
 
 

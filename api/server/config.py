@@ -17,6 +17,9 @@ class ServerConfig:
     # Requests per client address (all routes), sustained per second and burst.
     address_rate: float = 500.0
     address_burst: int = 2000
+    # Seconds a client has to send a whole request body (0: no limit). uvicorn has none, so
+    # without it a stalled upload holds its request open forever (slow-loris).
+    body_timeout: float = 30.0
     # Base of permalinks in citations, e.g. https://ledger.kernelindex.dev; None: the request's.
     public_url: str | None = None
     # Structured log lines as JSON (False: human-readable console lines).

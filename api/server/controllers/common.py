@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 import msgspec
 from litestar import Request, Response
@@ -14,6 +15,9 @@ from api.server.config import ServerConfig
 from api.server.rate_limits import TokenBuckets, retry_after_header
 from api.server.service import LedgerService
 from domain.statements import PredicateType
+from ledger.dsse import EnvelopeError
+
+T = TypeVar("T")
 
 # Handlers name the service they need; the app provides it from its state.
 Service = NamedDependency[LedgerService]
@@ -65,7 +69,7 @@ async def write(
             detail=f"too many writes signed by {named}; retry in {wait:.1f} s",
             headers=retry_after_header(wait),
         )
-    receipt = await service.append_async(body, accepts, subject)
+    receipt = await deep_payload_is_malformed(service.append_async(body, accepts, subject))
     signer = service.signer_of_receipt(receipt)
     if signer is not None:
         limiter.take(signer)
@@ -76,3 +80,15 @@ async def write(
     return Response(
         reply, status_code=200 if receipt.duplicate else 201, headers={"Location": location}
     )
+
+
+async def deep_payload_is_malformed(work: Awaitable[T]) -> T:
+    """Await ``work``; a statement payload nested too deeply to decode is the client's fault.
+
+    The envelope's payload is decoded with ``json.loads``, which raises RecursionError (not a
+    DomainError) for a payload nested deeper than the stack allows: refuse it as 400.
+    """
+    try:
+        return await work
+    except RecursionError:
+        raise EnvelopeError("the statement payload is nested too deeply") from None

@@ -13,7 +13,12 @@ from typing import Annotated, Any
 from litestar import Controller, Request, Response, get, post
 from litestar.params import JSONBody, PathParameter, QueryParameter, RawBody
 
-from api.server.controllers.common import DsseEnvelope, Service, write
+from api.server.controllers.common import (
+    DsseEnvelope,
+    Service,
+    deep_payload_is_malformed,
+    write,
+)
 from api.server.service import WrongEndpointError
 from domain.statements import PredicateType
 
@@ -50,7 +55,7 @@ class JobController(Controller):
         body: RawBody,
     ) -> Response[dict[str, Any]]:
         job = await asyncio.to_thread(service.job, job_id)
-        claimed = await asyncio.to_thread(service.job_claimed_in, body)
+        claimed = await deep_payload_is_malformed(asyncio.to_thread(service.job_claimed_in, body))
         if claimed != job_id:
             raise WrongEndpointError(f"the claim is for job {claimed}, not {job_id}")
         reply = await write(request, service, body, {PredicateType.RERUN_CLAIM}, job["runDigest"])

@@ -1,0 +1,82 @@
+"""uvicorn's HTTP/1.1 protocol with a deadline for a request's headers.
+
+uvicorn (h11) times out idle keep-alive connections only after a response; a client that
+connects and then sends its request line and headers a byte at a time, or not at all, holds
+the connection forever and the application never sees it (so no ASGI middleware can help).
+This protocol gives each request ``header_timeout`` seconds from its first byte (or from the
+connection, for the first request) to its last header line, then answers 408 and closes.
+The body has its own deadline in the application (``api.server.body_deadline``).
+
+Use it with ``uvicorn.run(app, http=HeaderDeadlineProtocol)`` or, for worker processes,
+``http="api.server.http_protocol:HeaderDeadlineProtocol"``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from api.server.problems import PROBLEM_BASE, PROBLEM_JSON
+
+HEADER_TIMEOUT = 30.0
+
+
+def _408(timeout: float) -> bytes:
+    body = json.dumps(
+        {
+            "type": PROBLEM_BASE + "request-timeout",
+            "title": "The request headers were not received in time",
+            "status": 408,
+            "detail": f"the request line and headers must arrive within {timeout:g} s",
+            "code": "request-timeout",
+        }
+    ).encode()
+    head = (
+        "HTTP/1.1 408 Request Timeout\r\n"
+        f"content-type: {PROBLEM_JSON}\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+class HeaderDeadlineProtocol(H11Protocol):
+    """H11Protocol that closes a connection whose request headers are not in on time."""
+
+    header_timeout: float = HEADER_TIMEOUT
+    _header_deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        if self._between_requests():
+            self._arm()  # the next request's first bytes: its headers are now on the clock
+        super().data_received(data)
+        if not self._between_requests():
+            self._disarm()  # the headers are in; the application owns the request now
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _between_requests(self) -> bool:
+        return self.cycle is None or self.cycle.response_complete
+
+    def _arm(self) -> None:
+        if self._header_deadline is None and self.header_timeout > 0:
+            self._header_deadline = self.loop.call_later(self.header_timeout, self._expired)
+
+    def _disarm(self) -> None:
+        if self._header_deadline is not None:
+            self._header_deadline.cancel()
+            self._header_deadline = None
+
+    def _expired(self) -> None:
+        self._header_deadline = None
+        if self.transport.is_closing() or not self._between_requests():
+            return
+        self.logger.warning("request headers not received within %gs; closing", self.header_timeout)
+        self.transport.write(_408(self.header_timeout))
+        self.transport.close()

@@ -1,0 +1,226 @@
+"""Replays and misdirected envelopes, on SQLite and PostgreSQL.
+
+A signed envelope is a bearer of one statement about one subject: sent again it is the same
+event (200, the original receipt, nothing new); sent to another run's or another kind's
+endpoint, with its payload swapped, or as a rerun result for a job it was not made for, it
+is refused with a stable problem code and nothing is appended.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import statistics
+from datetime import timedelta
+from typing import Any
+
+from abuse_support import (
+    SEED,
+    SEED_NAME,
+    Served,
+    appended,
+    problem_of,
+    register,
+)
+
+from domain.statements import Role
+from domain.timestamps import utc_now
+from ledger.authoring import (
+    attestation_envelope,
+    rerun_claim_envelope,
+    rerun_envelope,
+    rerun_request_envelope,
+)
+from ledger.keys import SigningKey
+
+
+def other_run(served: Served) -> dict[str, Any]:
+    """A second run of the demo ledger (run B), as the API lists it."""
+    items = served.client.get("/v1/runs", params={"limit": 200}).json()["items"]
+    run: dict[str, Any] = next(r for r in items if r["digest"] != SEED)
+    return run
+
+
+def test_a_replayed_envelope_is_the_same_event_with_the_original_receipt(served: Served) -> None:
+    c = served.client
+    alice = SigningKey.generate()
+    register(served, alice, [Role.ATTESTER])
+    envelope = attestation_envelope(SEED, SEED_NAME, alice, type_="reproduced", body="same")
+    url = f"/v1/runs/{SEED}/attestations"
+    first = c.post(url, json=envelope)
+    assert first.status_code == 201, first.text
+    after_first = appended(served)
+    original = first.json()
+    for _ in range(3):
+        again = c.post(url, json=envelope)
+        assert again.status_code == 200, again.text
+        receipt = again.json()
+        assert receipt["duplicate"] is True
+        for field in ("position", "envelopeDigest", "receivedAt", "subjectDigest", "signer"):
+            assert receipt[field] == original[field], field
+        assert receipt["log"]["leafIndex"] == original["log"]["leafIndex"]
+    # Key-order or whitespace changes do not make it a new envelope either.
+    reordered = {k: envelope[k] for k in reversed(list(envelope))}
+    assert c.post(url, json=reordered).json()["position"] == original["position"]
+    assert appended(served) == after_first
+    # Replaying what the public record holds: the seed's own ingestion, as history shows it.
+    history = c.get(f"/v1/runs/{SEED}/history").json()["events"]
+    ingestion = history[0]["envelope"]
+    replay = c.post("/v1/runs", json=ingestion)
+    assert replay.status_code == 200 and replay.json()["duplicate"] is True, replay.text
+    assert replay.json()["position"] == history[0]["position"]
+    assert appended(served) == after_first
+    events = c.get(f"/v1/runs/{SEED}/history").json()["events"]
+    assert [e["event"] for e in events].count("Run.Attested") == 2  # the demo's, and this one
+
+
+def test_an_envelope_sent_to_another_endpoint_is_refused(served: Served) -> None:
+    c = served.client
+    alice = SigningKey.generate()
+    register(served, alice, [Role.ATTESTER])
+    run_b = other_run(served)
+    envelope = attestation_envelope(SEED, SEED_NAME, alice, type_="note", body="about A")
+    before = appended(served)
+    # Run A's attestation at run B's endpoint (B exists: only the subject is wrong).
+    problem_of(
+        c.post(f"/v1/runs/{run_b['digest']}/attestations", json=envelope), 422, "wrong-endpoint"
+    )
+    for url in (
+        f"/v1/runs/{SEED}/lifecycle",
+        f"/v1/runs/{SEED}/rerun-requests",
+        f"/v1/runs/{SEED}/reruns",
+        "/v1/runs",
+        "/v1/keys",
+        f"/v1/keys/{alice.key_id}/revocations",
+    ):
+        problem_of(c.post(url, json=envelope), 422, "wrong-endpoint")
+    # A statement about run B signed and posted to B is fine, but not its subject renamed to A.
+    for_b = attestation_envelope(run_b["digest"], SEED_NAME, alice, type_="note", body="x")
+    problem_of(
+        c.post(f"/v1/runs/{run_b['digest']}/attestations", json=for_b), 422, "subject-mismatch"
+    )
+    assert appended(served) == before
+    assert c.post(f"/v1/runs/{SEED}/attestations", json=envelope).status_code == 201
+
+
+def test_a_signature_made_for_another_statement_does_not_verify(served: Served) -> None:
+    c = served.client
+    alice, bob = SigningKey.generate(), SigningKey.generate()
+    register(served, alice, [Role.ATTESTER])
+    register(served, bob, [Role.ATTESTER])
+    url = f"/v1/runs/{SEED}/attestations"
+    mild = attestation_envelope(SEED, SEED_NAME, alice, type_="note", body="looks fine")
+    harsh = attestation_envelope(SEED, SEED_NAME, alice, type_="could_not_reproduce", body="no")
+    before = appended(served)
+    # Alice's signature over "looks fine" carried by the payload "could not reproduce".
+    swapped = dict(mild, payload=harsh["payload"])
+    problem_of(c.post(url, json=swapped), 403, "bad-signature")
+    # Bob's statement with Alice's signature (and her key id) on it.
+    by_bob = attestation_envelope(SEED, SEED_NAME, bob, type_="note", body="bob")
+    problem_of(c.post(url, json=dict(by_bob, signatures=mild["signatures"])), 403, "bad-signature")
+    # Alice's signature relabelled as Bob's: the key id is only a hint, the key must verify.
+    relabelled = copy.deepcopy(mild)
+    relabelled["signatures"][0]["keyid"] = bob.key_id
+    problem_of(c.post(url, json=relabelled), 403, "bad-signature")
+    # A good signature next to a forged one does not launder the forged statement.
+    both = dict(harsh, signatures=[*by_bob["signatures"], *harsh["signatures"]])
+    both["payload"] = base64.b64encode(base64.b64decode(harsh["payload"]) + b" ").decode()
+    problem_of(c.post(url, json=both), 403, "bad-signature")
+    assert appended(served) == before
+
+
+# ------------------------------------------------------------------------------ reruns
+
+B200, SM100 = "NVIDIA B200", "sm_100"
+
+
+def _device() -> dict[str, str]:
+    return {"product": B200, "architecture": SM100, "gpuUuidHash": "a" * 64, "backend": "cuda"}
+
+
+def _result(job: dict[str, Any], **overrides: Any) -> dict[str, Any]:
+    samples = [1_750_693.0 * (1 + 0.001 * i) for i in range(9)]
+    value: dict[str, Any] = {
+        "jobId": job["jobId"],
+        "nonce": job["nonce"],
+        "cases": [{"case": "case-0", "status": "passed"}],
+        "summary": {
+            "allCorrect": True,
+            "medianNs": statistics.median(samples),
+            "meanNs": statistics.mean(samples),
+            "ci95Ns": [min(samples), max(samples)],
+            "samples": len(samples),
+            "samplesNs": samples,
+        },
+        "environment": _device(),
+        "calibration": {"copyBandwidthBytesPerS": 7.0e12},
+    }
+    return value | overrides
+
+
+def _request_job(served: Served) -> dict[str, Any]:
+    c = served.client
+    run = c.get(f"/v1/runs/{SEED}").json()
+    request = rerun_request_envelope(
+        SEED,
+        SEED_NAME,
+        served.home.key("admin"),
+        artifact_digest=run["implementationDigest"],
+        workload_digest=run["workloadDigest"],
+        product=B200,
+        architecture=SM100,
+        expires_at=utc_now() + timedelta(hours=1),
+    )
+    reply = c.post(f"/v1/runs/{SEED}/rerun-requests", json=request)
+    assert reply.status_code == 201, reply.text
+    job_id = json.loads(base64.b64decode(request["payload"]))["predicate"]["jobId"]
+    job: dict[str, Any] = c.get(f"/v1/jobs/{job_id}").json()
+    return job
+
+
+def _claim(
+    served: Served, agent: SigningKey, job: dict[str, Any], path_job: str | None = None
+) -> Any:
+    envelope = rerun_claim_envelope(SEED, SEED_NAME, agent, job_id=job["jobId"], device=_device())
+    return served.client.post(f"/v1/jobs/{path_job or job['jobId']}/claims", json=envelope)
+
+
+def test_a_rerun_result_cannot_be_replayed_to_another_job(served: Served) -> None:
+    c = served.client
+    agent = SigningKey.generate()
+    register(served, agent, [Role.AGENT], signer=served.home.key("admin"))
+    first = _request_job(served)
+    assert _claim(served, agent, first).status_code == 201
+    result = rerun_envelope(SEED, SEED_NAME, agent, result=_result(first))
+    reruns = f"/v1/runs/{SEED}/reruns"
+    assert c.post(reruns, json=result).status_code == 201
+    second = _request_job(served)
+    assert second["jobId"] != first["jobId"]
+    before = appended(served)
+
+    # The same envelope again is the first job's result again: a duplicate, not job 2's.
+    replay = c.post(reruns, json=result)
+    assert replay.status_code == 200 and replay.json()["duplicate"] is True
+    still = c.get(f"/v1/jobs/{second['jobId']}").json()
+    assert still["hasResult"] is False and still["claimant"] is None
+    # Job 1's claim at job 2's endpoint.
+    problem_of(_claim(served, agent, first, path_job=second["jobId"]), 422, "wrong-endpoint")
+    # Re-signed for job 2, before claiming it, and with job 1's nonce after claiming it.
+    early = rerun_envelope(SEED, SEED_NAME, agent, result=_result(second))
+    problem_of(c.post(reruns, json=early), 422, "rerun-rejected")
+    assert appended(served) == before
+    assert _claim(served, agent, second).status_code == 201
+    before = appended(served)
+    stale = _result(second, nonce=first["nonce"])
+    problem_of(
+        c.post(reruns, json=rerun_envelope(SEED, SEED_NAME, agent, result=stale)),
+        422,
+        "rerun-rejected",
+    )
+    # Job 1's result posted to another run's rerun endpoint.
+    run_b = other_run(served)
+    problem_of(c.post(f"/v1/runs/{run_b['digest']}/reruns", json=result), 422, "wrong-endpoint")
+    assert appended(served) == before
+    kinds = [e["event"] for e in c.get(f"/v1/runs/{SEED}/history").json()["events"]]
+    assert kinds.count("Run.RerunRecorded") == 1
