@@ -16,6 +16,7 @@ from rich.markup import escape
 
 from domain.errors import DomainError
 from ledger.application import Ledger, Receipt
+from ledger.errors import store_error
 from ledger.home import PASSPHRASE_ENV, LedgerHome
 from ledger.keys import KeyFileError, SigningKey
 
@@ -63,8 +64,25 @@ def handles_errors(func: Callable[P, R]) -> Callable[P, R]:
             raise fail("bad-key-file", str(exc)) from None
         except OSError as exc:
             raise fail("io", f"{exc.filename or ''}: {exc.strerror}") from None
+        except Exception as exc:
+            # The database's failures (full, read-only, unreachable) as a clear refusal; any
+            # other exception is a bug and keeps its traceback.
+            refused = store_error(exc)
+            if refused is None:
+                raise
+            raise fail(refused.code, f"{refused.message} ({_first_line(exc)})") from None
 
     return wrapper
+
+
+def _first_line(exc: BaseException) -> str:
+    """The driver's own words (e.g. "database or disk is full"), without SQL or parameters."""
+    cause: BaseException = exc
+    while cause.__cause__ is not None:
+        cause = cause.__cause__
+    orig = getattr(cause, "orig", None)
+    text = str(orig if orig is not None else cause).strip().splitlines()
+    return text[0][:200] if text else type(cause).__name__
 
 
 def print_json(value: Any) -> None:

@@ -54,12 +54,12 @@ from domain.statements import (
 )
 from domain.timestamps import format_time, parse_time, utc_now
 from ledger.aggregates import Principal, Run, Signed, principal_id, run_id
+from ledger.connections import ping_on_checkout
 from ledger.dsse import Envelope, parse_envelope, verify_envelope
 from ledger.errors import (
     AlreadyExistsError,
     AmbiguousReferenceError,
     ClockSkewError,
-    ConflictError,
     CorruptRecordError,
     NotFoundError,
     RerunJobError,
@@ -67,6 +67,8 @@ from ledger.errors import (
     UnknownKeyError,
     UnknownRunError,
     WrongRoleError,
+    is_transient,
+    write_refusal,
 )
 from ledger.key_registry import MAX_CLOCK_SKEW, KeyRecord
 from ledger.keys import PublicKey, SigningKey, key_id_of
@@ -192,6 +194,9 @@ class Ledger(Application[UUID]):
                 "AGGREGATE_CACHE_FASTFORWARD": "y",
             }
         )
+        # eventsourcing-sqlalchemy makes the engine without pre-ping; API workers, projector
+        # and sequencer all need a connection PostgreSQL dropped while idle to be replaced.
+        ping_on_checkout(self.recorder.datastore.engine)  # type: ignore[attr-defined]
         require_current(
             self.recorder.datastore.engine,  # type: ignore[attr-defined]
             make_url(db_url).render_as_string(hide_password=True),
@@ -229,13 +234,13 @@ class Ledger(Application[UUID]):
                 try:
                     results, committed = self._append_group(envelopes)
                     break
-                except (IntegrityError, OperationalError):
-                    # Another writer got there first (or held the SQLite lock): re-admit all.
+                except (IntegrityError, OperationalError) as exc:
+                    # Retried only if another writer won the race (or held the SQLite lock),
+                    # or the connection dropped (the retry takes a fresh one); a full,
+                    # read-only or failing store refuses at once, saying so.
+                    if not is_transient(exc) or attempt == MAX_APPEND_ATTEMPTS - 1:
+                        raise write_refusal(exc, attempt + 1) from exc
                     time.sleep(min(0.001 * 2**attempt, 0.2))
-            else:
-                raise ConflictError(
-                    f"could not append after {MAX_APPEND_ATTEMPTS} attempts; try again"
-                )
         # Outside the retry: once committed, a group is never admitted again (its envelopes
         # would come back as duplicates of themselves).
         return [self._receipt(r, committed) for r in results]

@@ -89,3 +89,138 @@ class CorruptRecordError(DomainError):
 
     code = "corrupt-record"
     status = 500
+
+
+class StoreError(DomainError):
+    """The database failed or refused a request. A write refused this way stored nothing:
+    its transaction rolled back whole (events and their log leaves commit together)."""
+
+    code = "store-unavailable"
+    status = 503
+
+
+class StoreFullError(StoreError):
+    code = "store-full"
+    status = 507
+
+
+class ReadOnlyStoreError(StoreError):
+    code = "read-only-store"
+    status = 503
+
+
+# SQLite primary result codes (the low byte of an extended code).
+_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_IOERR = 5, 6, 8, 10
+_SQLITE_FULL, _SQLITE_CANTOPEN = 13, 14
+# PostgreSQL SQLSTATEs: retry (another transaction won), or refusals that a retry cannot fix.
+_PG_RETRY = {"40001", "40P01", "55P03"}  # serialization failure, deadlock, lock not available
+_PG_FULL = {"53100", "53200"}  # disk full, out of memory
+_PG_READ_ONLY = {"25006"}  # read-only transaction (a hot standby, default_transaction_read_only)
+_NOTHING_STORED = "nothing was stored"
+# Failures of the database or the way to it, as the driver, SQLAlchemy or eventsourcing name
+# them; other database exceptions (ProgrammingError, DataError...) are bugs, not outages.
+_OPERATIONAL = {"OperationalError", "InterfaceError", "TimeoutError", "DisconnectionError"}
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The exception, what it wraps (eventsourcing → SQLAlchemy → the driver's own)."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen and len(seen) < 10:
+        seen.append(current)
+        orig = getattr(current, "orig", None)
+        current = (
+            orig if isinstance(orig, BaseException) else (current.__cause__ or current.__context__)
+        )
+    return seen
+
+
+def _is_store_failure(exc: BaseException) -> bool:
+    module = type(exc).__module__.split(".")[0]
+    return module in {"sqlalchemy", "eventsourcing", "sqlite3", "psycopg", "psycopg2"}
+
+
+def _sqlite_code(chain: list[BaseException]) -> int | None:
+    for exc in chain:
+        code = getattr(exc, "sqlite_errorcode", None)
+        if isinstance(code, int):
+            return code & 0xFF
+    return None
+
+
+def _sqlstate(chain: list[BaseException]) -> str | None:
+    for exc in chain:
+        state = getattr(exc, "sqlstate", None) or getattr(exc, "pgcode", None)
+        if isinstance(state, str):
+            return state
+    return None
+
+
+def _disconnected(chain: list[BaseException]) -> bool:
+    return any(getattr(exc, "connection_invalidated", False) for exc in chain)
+
+
+def store_error(exc: BaseException) -> StoreError | None:
+    """The refusal a database failure means to a client (None: ``exc`` is not one).
+
+    The message says what happened and that nothing was stored; the driver's own text (SQL,
+    parameters) stays in the server's log."""
+    chain = _chain(exc)
+    if not any(_is_store_failure(e) for e in chain):
+        return None
+    sqlite, state = _sqlite_code(chain), _sqlstate(chain)
+    if sqlite == _SQLITE_FULL or state in _PG_FULL:
+        return StoreFullError(f"the database is full: the write was refused and {_NOTHING_STORED}")
+    if sqlite == _SQLITE_READONLY or state in _PG_READ_ONLY:
+        return ReadOnlyStoreError(
+            f"the database is read-only: the write was refused and {_NOTHING_STORED}; "
+            "reads still work"
+        )
+    if sqlite == _SQLITE_IOERR:
+        return StoreError(
+            f"the database could not write its file (disk I/O error); {_NOTHING_STORED}"
+        )
+    if sqlite == _SQLITE_CANTOPEN:
+        return StoreError("the database file cannot be opened")
+    if _disconnected(chain) or (state is not None and state.startswith(("08", "57P"))):
+        # Lost during COMMIT, the outcome is unknown to us; resending is safe because an
+        # envelope already stored is answered with its original receipt.
+        return StoreError(
+            "the connection to the database was lost; send the same envelope again: if it "
+            "was stored, the ledger answers with its original receipt"
+        )
+    if any(type(e).__name__ in _OPERATIONAL for e in chain):
+        return StoreError(f"the database failed the request; {_NOTHING_STORED} by it")
+    return None  # a programming error (bad SQL, wrong use of the library): a bug, loudly
+
+
+def _lost_a_race(chain: list[BaseException]) -> bool:
+    """Another writer got there first: a unique key taken, SQLite busy or locked, a
+    PostgreSQL serialization failure, deadlock or lock timeout."""
+    if any(type(e).__name__ == "IntegrityError" for e in chain):
+        return True
+    sqlite, state = _sqlite_code(chain), _sqlstate(chain)
+    if sqlite is not None:
+        return sqlite in (_SQLITE_BUSY, _SQLITE_LOCKED)
+    return state is not None and (state in _PG_RETRY or state.startswith("23"))
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether retrying the same write may succeed: another writer won the race, or the
+    connection dropped (the retry takes a fresh one). A full, read-only or failing store
+    refuses every retry alike."""
+    chain = _chain(exc)
+    if _lost_a_race(chain):
+        return True
+    state = _sqlstate(chain)
+    if _sqlite_code(chain) is None and state is not None and state.startswith(("08", "57P")):
+        return True
+    return _disconnected(chain)
+
+
+def write_refusal(exc: BaseException, attempts: int) -> DomainError:
+    """What the client of a write hears when the store did not take it (after ``attempts``
+    tries): a conflict to retry if other writers kept winning, else the store's refusal."""
+    if _lost_a_race(_chain(exc)):
+        return ConflictError(f"could not append after {attempts} attempts; try again")
+    return store_error(exc) or StoreError(f"the database failed the write; {_NOTHING_STORED}")

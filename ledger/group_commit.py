@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from domain.errors import DomainError
 from ledger.application import Ledger, Receipt
+from ledger.errors import store_error
 
 MAX_GROUP = 256
 _STOP = object()
@@ -80,7 +81,15 @@ class GroupCommitWriter:
                     stopping = True
                     break
                 group.append(item)
-            self._commit([r for r in group if isinstance(r, _Request)])
+            requests = [r for r in group if isinstance(r, _Request)]
+            try:
+                self._commit(requests)
+            except Exception as exc:
+                # The writer outlives any failure of a group: were it to die, every later
+                # request would wait forever for a reply nobody sends.
+                for request in requests:
+                    if not request.reply.done():
+                        request.reply.set_exception(exc)
             if stopping:
                 return
 
@@ -93,8 +102,11 @@ class GroupCommitWriter:
         try:
             results = self.ledger.append_many([r.envelope for r in group])
         except Exception as exc:  # the store failed: every caller in the group hears it
+            # As a refusal with a stable code (store-full, read-only-store...) when it is the
+            # database's; the whole group rolled back, so nothing of it was stored.
+            refused = store_error(exc)
             for request in group:
-                request.reply.set_exception(exc)
+                request.reply.set_exception(refused or exc)
             return
         for request, result in zip(group, results, strict=True):
             if isinstance(result, DomainError):

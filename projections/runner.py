@@ -124,6 +124,9 @@ class ProjectionRunner:
 
     def _rerank_stale(self) -> None:
         """Re-rank every group marked stale, in one transaction that clears the marks."""
+        with self.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+            if session.execute(select(stale_groups.c.comparison_key).limit(1)).first() is None:
+                return  # nothing to do, so no write: a full or read-only store still serves reads
         with self.ledger.recorder.transaction(commit=True) as session:  # type: ignore[attr-defined]
             self._lock(session)
             keys = set(session.execute(select(stale_groups.c.comparison_key)).scalars())

@@ -17,6 +17,7 @@ from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 from litestar.types import ExceptionHandlersMap
 
 from domain.errors import DomainError
+from ledger.errors import store_error
 
 PROBLEM_BASE = "https://kernelindex.dev/problems/"
 PROBLEM_JSON = "application/problem+json"
@@ -34,6 +35,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "wrong-role": 403,
     "not-found": 404,
     "method-not-allowed": 405,
+    "request-timeout": 408,
     "already-exists": 409,
     "conflict": 409,
     "too-large": 413,
@@ -41,6 +43,10 @@ STATUS_BY_CODE: dict[str, int] = {
     "rate-limited": 429,
     "internal": 500,
     "unavailable": 503,
+    "store-unavailable": 503,
+    "read-only-store": 503,
+    "store-full": 507,
+    "schema-not-current": 503,
 }
 
 TITLES: dict[str, str] = {
@@ -58,6 +64,11 @@ TITLES: dict[str, str] = {
     "not-found": "Not found",
     "wrong-endpoint": "The statement does not belong to this endpoint",
     "internal": "Internal error",
+    "store-unavailable": "The database failed the request",
+    "read-only-store": "The database is read-only",
+    "store-full": "The database is full",
+    "request-timeout": "The request was not received in time",
+    "schema-not-current": "The database schema is not this server's",
 }
 
 _log = structlog.get_logger("kernelindex.api")
@@ -124,6 +135,13 @@ def http_error_handler(request: Request[Any, Any, Any], exc: Exception) -> Respo
 def internal_error_handler(
     request: Request[Any, Any, Any], exc: Exception
 ) -> Response[dict[str, Any]]:
+    refused = store_error(exc)
+    if refused is not None:
+        # A database failure (full, read-only, connection lost) is the store's, not a bug:
+        # a stable code the client can act on; the driver's text stays in the log.
+        cause = str(exc).splitlines()[0][:300] if str(exc) else ""
+        _log.error("store_failure", code=refused.code, error=type(exc).__name__, cause=cause)
+        return problem(request, refused.code, refused.message, refused.status)
     _log.exception("unhandled_error", error=type(exc).__name__)
     return problem(
         request,

@@ -14,6 +14,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+import structlog
 from sqlalchemy import select
 
 from domain.documents import parse_json
@@ -23,8 +24,14 @@ from domain.ranking import View
 from domain.statements import PredicateType
 from ledger.application import Ledger, Receipt
 from ledger.artifacts import ArtifactStore, StoredArtifact
-from ledger.dsse import parse_envelope
-from ledger.errors import AmbiguousReferenceError, NotFoundError, SubjectMismatchError
+from ledger.dsse import MAX_ENVELOPE_BYTES, parse_envelope
+from ledger.errors import (
+    AmbiguousReferenceError,
+    NotFoundError,
+    StoreError,
+    SubjectMismatchError,
+    store_error,
+)
 from ledger.event_verification import EventVerification
 from ledger.group_commit import GroupCommitWriter
 from ledger.history import describe, key_history, run_history
@@ -40,6 +47,7 @@ from projections.runner import ProjectionRunner
 from projections.tables import runs as runs_table
 
 MAX_PAGE = 200
+_log = structlog.get_logger("kernelindex.api")
 
 
 class BadQueryError(DomainError):
@@ -116,7 +124,7 @@ class LedgerService:
     @staticmethod
     def _checked(body: bytes, accepts: set[PredicateType], subject: str | None) -> object:
         """The envelope, if it is well formed and belongs to this endpoint."""
-        envelope = parse_envelope(parse_json(body))
+        envelope = parse_envelope(parse_json(body, max_bytes=MAX_ENVELOPE_BYTES))
         statement = envelope.statement()
         if statement.predicateType not in accepts:
             wanted = " or ".join(sorted(str(p) for p in accepts))
@@ -133,7 +141,7 @@ class LedgerService:
     def signer_of(body: bytes) -> str | None:
         """The key id a posted envelope names (for rate limiting; not verified here)."""
         try:
-            value = parse_json(body)
+            value = parse_json(body, max_bytes=MAX_ENVELOPE_BYTES)
             signatures = value.get("signatures") if isinstance(value, dict) else None
             keyid = signatures[0].get("keyid") if isinstance(signatures, list) else None
         except (ValueError, AttributeError, IndexError):
@@ -143,9 +151,19 @@ class LedgerService:
     # ----------------------------------------------------------------- reads
 
     def fresh(self) -> None:
-        """Fold new events into the read models before answering from them."""
+        """Fold new events into the read models before answering from them.
+
+        A store that refuses writes (full, read-only) cannot take the fold; the read is then
+        answered from the views as they stand rather than refused (if the store cannot be
+        read either, the read itself fails with the store's error)."""
         with self._projection_lock:
-            self.runner.catch_up()
+            try:
+                self.runner.catch_up()
+            except Exception as exc:
+                refused = exc if isinstance(exc, StoreError) else store_error(exc)
+                if refused is None:
+                    raise
+                _log.warning("views_not_refreshed", code=refused.code, detail=refused.message)
 
     def resolve(self, reference: str) -> str:
         ref = reference.strip().lower()
@@ -333,7 +351,8 @@ class LedgerService:
     @staticmethod
     def job_claimed_in(body: bytes) -> str | None:
         """The job id a posted claim names (its full admission happens in the ledger)."""
-        predicate = parse_envelope(parse_json(body)).statement().predicate
+        envelope = parse_envelope(parse_json(body, max_bytes=MAX_ENVELOPE_BYTES))
+        predicate = envelope.statement().predicate
         job_id = predicate.get("jobId") if isinstance(predicate, dict) else None
         return job_id if isinstance(job_id, str) else None
 
