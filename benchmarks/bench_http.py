@@ -44,6 +44,7 @@ import base64
 import contextlib
 import contextvars
 import cProfile
+import dataclasses
 import datetime as dt
 import functools
 import json
@@ -74,6 +75,7 @@ from sqlalchemy import create_engine, select, text
 from sqlalchemy.engine import make_url
 
 from benchmarks.generate import load_seed, synthetic_manifests
+from benchmarks.suite import Context, FigureResult, Row, at_least, at_most
 from domain.statements import Role
 from ledger.application import Ledger
 from ledger.authoring import attestation_envelope, ingestion_envelope, key_registration_envelope
@@ -1595,6 +1597,112 @@ def print_report(result: dict[str, Any]) -> None:
             f"busy of {os.cpu_count()} cores, {cpu['otherCoresBusy']} cores busy with other work"
         )
         console.print(detail)
+
+
+# ------------------------------------------------------------------------ suite figure
+
+SUITE_APPENDS = 1_000  # the suite's load: a third of this module's default (3,000)
+SUITE_QUICK_APPENDS = 320  # as --quick: 10 per client
+
+
+def figure(ctx: Context) -> FigureResult:
+    """``python -m benchmarks``' HTTP figure: SQLite, 32 clients, ``SUITE_APPENDS`` timed
+    appends (``--quick``: 320), the echo anchor and the in-process anchors, as ``main``
+    runs them, in a session folder removed afterwards."""
+    global console  # noqa: PLW0603 - the suite's console, so output stays above its progress
+    quick = ctx.quick
+    settings = Settings(
+        clients=32,
+        appends=SUITE_QUICK_APPENDS if quick else SUITE_APPENDS,
+        runs=32,
+        warmup=1,
+        in_process=100 if quick else 200,
+        client_kind="raw",
+        timings=True,
+        profile=False,
+        groups=[32],
+        switch_interval=None,
+        threads=None,
+        keep=False,
+    )
+    saved, console = console, ctx.console
+    CACHE.mkdir(parents=True, exist_ok=True)
+    session = CACHE / f"suite-{uuid.uuid4().hex[:8]}"
+    session.mkdir()
+    try:
+        ctx.step("echo anchor: bare Litestar handler, same clients and bodies")
+        (session / "echo").mkdir()
+        echo = run_echo(settings, session / "echo")
+        ctx.step(f"API on SQLite: {settings.clients} clients x {settings.appends} appends")
+        work = session / "sqlite-1"
+        work.mkdir()
+        url = f"sqlite:///{work / 'home' / 'ledger.db'}"
+        scenario = run_scenario("sqlite", url, 1, settings, work)
+    finally:
+        console = saved
+        shutil.rmtree(session, ignore_errors=True)
+    judged = judge(scenario, echo)
+    scenario["judged"] = judged
+    http, ver, inproc = scenario["http"], scenario["verification"], scenario["inProcess"]
+    rate, p99 = http["perSecond"], http["latencyMs"].get("p99", math.nan)
+    ok_rate, rate_to = at_least(rate, TARGET_RATE)
+    ok_p99, p99_to = at_most(p99, TARGET_P99_MS)
+    best_group = max((g["appendsPerSecond"] for g in inproc.get("groups") or []), default=0.0)
+    rows = [
+        Row(
+            "http",
+            f"attestation appends/s over HTTP, {settings.clients} clients, SQLite",
+            f"{rate:,.0f}/s",
+            f"echo {echo['perSecond']:,.0f}/s",
+            judged["ratios"]["httpToEcho"],
+            f"≥ {TARGET_RATE:,.0f}/s",
+            ok_rate,
+            rate_to,
+        ),
+        Row(
+            "http",
+            "  latency p99 (p50) ms",
+            f"{p99:,.1f} ({http['latencyMs'].get('p50', math.nan):,.1f})",
+            f"echo {echo['latencyMs']['p99']:,.1f}",
+            judged["ratios"]["p99ToEchoP99"],
+            f"≤ {TARGET_P99_MS:.0f} ms",
+            ok_p99,
+            p99_to,
+        ),
+        Row(
+            "http",
+            "  inclusion proof in every 201, verified; none lost, log dense",
+            f"{ver['proofsVerified']}/{ver['acknowledged']}",
+            "",
+            None,
+            "every reply",
+            judged["pass"]["inclusionProofInEveryReply"] and judged["pass"]["noneLostLogDense"],
+        ),
+        Row(
+            "http",
+            "  in-process anchors: Ledger.append / append_many(32), no HTTP",
+            f"{rate:,.0f}/s",
+            f"{inproc['appendsPerSecond']:,.0f} / {best_group:,.0f}/s",
+            judged["ratios"]["httpToInProcessGroups"],
+        ),
+    ]
+    writer = next((r for r in scenario["breakdownMs"] if "writerBusy" in r), None)
+    why = (
+        f"the echo anchor itself does {echo['perSecond']:,.0f}/s at p99 "
+        f"{echo['latencyMs']['p99']:,.0f} ms here (2 cores shared by clients and server)"
+    )
+    if writer is not None:
+        why += (
+            f"; the group-commit writer is busy {writer['writerBusy']:.0%} at "
+            f"{writer['ms']:.1f} ms per append (groups of {writer['meanGroup']} on average)"
+        )
+    return FigureResult(
+        "http",
+        f"attestation appends over HTTP ({settings.appends} timed appends, 32 clients)",
+        rows,
+        {"config": dataclasses.asdict(settings), "echo": echo, "scenario": scenario},
+        why=why,
+    )
 
 
 def machine() -> dict[str, Any]:

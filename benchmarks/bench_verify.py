@@ -45,6 +45,7 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.generate import BuiltLedger, build_ledger, export, open_built
+from benchmarks.suite import Context, FigureResult, Row, at_least, at_most, fmt
 from domain.canonical import canonical_json
 from domain.manifests.manifest_set import check_manifest_set
 from ledger.bundle_verifier import (
@@ -342,6 +343,112 @@ def run_child(bundle: Path, workers: int) -> dict[str, Any]:
     return result
 
 
+def verify_runs(
+    bundles: dict[int, Path], sizes: list[int], worker_counts: list[int], repeat: int
+) -> list[dict[str, Any]]:
+    """``repeat`` fresh-process verify runs per size and worker count; the median run of
+    each (its rate), with the peak memory of all of them."""
+    runs: list[dict[str, Any]] = []
+    for size in sizes:
+        for workers in worker_counts:
+            tries = [run_child(bundles[size], workers) for _ in range(repeat)]
+            tries.sort(key=lambda r: float(r["eventsPerSecond"]))
+            result = dict(tries[len(tries) // 2])  # the median run
+            result["size"] = size
+            result["eventsPerSecondAll"] = [round(r["eventsPerSecond"]) for r in tries]
+            result["peakRssKiB"] = max(r["peakRssKiB"] for r in tries)
+            result["peakWorkerRssKiB"] = max(r["peakWorkerRssKiB"] for r in tries)
+            runs.append(result)
+            console.print(
+                f"  verified {result['events']} events, workers={workers}: "
+                f"{result['eventsPerSecond']:.0f}/s (median of {result['eventsPerSecondAll']})"
+            )
+    return runs
+
+
+# ----------------------------------------------------------------------- suite figure
+
+MEMORY_FLAT = 1.2  # peak RSS at the largest bundle ≤ this × at the smallest
+
+
+def figure(ctx: Context) -> FigureResult:
+    """``python -m benchmarks``' offline-verify figure: verify rate at ``cores`` workers on
+    the largest bundle against cores × one-core Ed25519 (same envelopes, same run), and peak
+    memory at the largest bundle against the smallest."""
+    global console  # noqa: PLW0603 - the suite's console, so output stays above its progress
+    saved, console = console, ctx.console
+    try:
+        sizes = [200, 1000] if ctx.quick else [2000, 20000]
+        repeat = 1 if ctx.quick else 3
+        cores = default_workers()
+        ctx.step(f"bundles of {sizes} events (cached)")
+        bundles, meta = prepare_bundles(sizes, 3, CACHE, rebuild=False)
+        largest = bundles[sizes[-1]]
+        ctx.step("anchor: bare Ed25519, one core and all cores")
+        work = signature_work(largest, 1000 if ctx.quick else 4000)
+        single = ed25519_rate(work)
+        parallel = ed25519_rate_all_cores(work, cores) if cores > 1 else single
+        ctx.step(f"kernelindex verify, {cores} workers, {repeat} run(s) per bundle")
+        runs = verify_runs(bundles, sizes, [cores], repeat)
+    finally:
+        console = saved
+    small, big = runs[0], runs[-1]
+    anchor = cores * single
+    rate = float(big["eventsPerSecond"])
+    ok, to_target = at_least(rate / anchor, TARGET)
+
+    def peak(run: dict[str, Any]) -> float:
+        return max(run["peakRssKiB"], run["peakWorkerRssKiB"] or 0) / 1024
+
+    growth = peak(big) / peak(small)
+    mem_ok, mem_to_target = at_most(growth, MEMORY_FLAT)
+    rows = [
+        Row(
+            "verify",
+            f"offline verify events/s, {cores} workers, {big['events']:,} events",
+            f"{fmt(rate)}/s",
+            f"{cores} × Ed25519 {fmt(single)}/s",
+            rate / anchor,
+            f"ratio ≥ {TARGET}",
+            ok,
+            to_target,
+        ),
+        Row(
+            "verify",
+            f"  Ed25519 on {cores} processes at once (measured, for reference)",
+            f"{fmt(parallel)}/s",
+            f"{cores} × {fmt(single)}/s",
+            parallel / anchor,
+        ),
+        Row(
+            "verify",
+            f"peak RSS MiB at {big['events']:,} events (largest process)",
+            f"{peak(big):.1f}",
+            f"{peak(small):.1f} at {small['events']:,}",
+            growth,
+            f"≤ {MEMORY_FLAT}× (flat)",
+            mem_ok,
+            mem_to_target,
+        ),
+    ]
+    detail = {
+        "sizes": sizes,
+        "repeat": repeat,
+        "cores": cores,
+        "ledger": meta,
+        "ed25519": {"singleCorePerSecond": round(single, 1), "allCoresMeasured": round(parallel)},
+        "verify": runs,
+    }
+    why = (
+        f"one worker's budget per event is 1/{fmt(single)} s of Ed25519; the rest of verifying "
+        "an event (JSON, leaf hash, proof, statement schema, manifest digests) costs more than "
+        "the signature: `python -m benchmarks.bench_verify` breaks it down"
+    )
+    return FigureResult(
+        "verify", f"offline verify, bundles of {sizes} events", rows, detail, why=why
+    )
+
+
 # ----------------------------------------------------------------------------------- main
 
 
@@ -369,21 +476,7 @@ def main(argv: list[str] | None = None) -> None:
     parallel = ed25519_rate_all_cores(work, cores) if cores > 1 else single
     stages, ingestion_share = stage_costs(largest, min(args.sample, 2000))
 
-    runs: list[dict[str, Any]] = []
-    for size in sizes:
-        for workers in sorted({1, cores}):
-            tries = [run_child(bundles[size], workers) for _ in range(args.repeat)]
-            tries.sort(key=lambda r: float(r["eventsPerSecond"]))
-            result = dict(tries[len(tries) // 2])  # the median run
-            result["size"] = size
-            result["eventsPerSecondAll"] = [round(r["eventsPerSecond"]) for r in tries]
-            result["peakRssKiB"] = max(r["peakRssKiB"] for r in tries)
-            result["peakWorkerRssKiB"] = max(r["peakWorkerRssKiB"] for r in tries)
-            runs.append(result)
-            console.print(
-                f"  verified {result['events']} events, workers={workers}: "
-                f"{result['eventsPerSecond']:.0f}/s (median of {result['eventsPerSecondAll']})"
-            )
+    runs = verify_runs(bundles, sizes, sorted({1, cores}), args.repeat)
 
     def rate(size: int, workers: int) -> float:
         return float(

@@ -1,0 +1,62 @@
+"""The benchmark suite (`python -m benchmarks`) runs end to end at its smallest sizes.
+
+`--quick --only ...` on the figures that stay small (the HTTP figure has its own smoke test,
+tests/test_bench_http_smoke.py): the one table comes out with a row per figure, and the JSON
+holds every figure with its rows, each judged row with a ratio to its target.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+FIGURES = ["ingest", "rebuild", "reads", "growth"]
+
+
+def test_suite_quick_run(tmp_path: Path) -> None:
+    out = tmp_path / "suite.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--only", *FIGURES, "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    text = done.stdout
+    assert "DESIGN.md §13 figures" in text
+    for column in ("figure", "value", "anchor", "ratio", "target", "pass/fail"):
+        assert column in text
+    for row in (
+        "signed ingestion/s, Ledger.append",
+        "projection rebuild events/s",
+        "leaderboard read p99",
+        "Ledger.append p50 (p99) ms at 1,000 events",
+        "inclusion proof at 1,000 events",
+        "append p50 growth",
+    ):
+        assert row in text, row
+    assert "targets met" in text
+
+    result = json.loads(out.read_text())
+    assert result["options"] == {"quick": True, "large": False, "only": FIGURES}
+    assert list(result["figures"]) == FIGURES
+    for name, figure in result["figures"].items():
+        assert figure["rows"], name
+        assert "error" not in figure["detail"], figure["detail"]
+        for row in figure["rows"]:
+            assert row["figure"] == name
+            if row["passed"] is not None:
+                assert row["target"] and row["to_target"] is not None
+    growth = result["figures"]["growth"]["detail"]
+    assert [p["size"] for p in growth["points"]] == [100, 1000]
+    assert growth["proofsWithinLog2"] is True
+    ingest = result["figures"]["ingest"]["detail"]
+    assert ingest["append"]["perSecond"] > 0 and ingest["ed25519PerSecond"] > 0
+    # Every missed target is spelled out with its shortfall.
+    missed = [r for f in result["figures"].values() for r in f["rows"] if r["passed"] is False]
+    assert len(result["missed"]) >= len(missed)
