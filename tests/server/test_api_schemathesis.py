@@ -1,8 +1,9 @@
 """schemathesis' default run against the served OpenAPI document: no reply is a 5xx.
 
 This is the `schemathesis run` command line a user would type (all phases: coverage,
-fuzzing, stateful), against a real uvicorn server on loopback serving the demo ledger. The
-number of generated cases is printed (``-s``) and must be substantial.
+fuzzing, stateful — the last following the schema's OpenAPI links), against a real uvicorn
+server on loopback serving the demo ledger. The number of generated cases is printed (``-s``)
+and must be substantial.
 """
 
 from __future__ import annotations
@@ -47,3 +48,36 @@ def test_schemathesis_default_run_finds_no_server_error(server: LiveServer) -> N
     print(f"\nschemathesis: {generated.group(0)}; no 5xx")
     assert int(generated.group(1)) >= 1000
     assert generated.group(1) == generated.group(2)
+    # The stateful phase follows the OpenAPI links (api/server/openapi_links.py) from lists
+    # to the records they name: real runs, groups, keys and log sizes, not random ids.
+    links = re.search(r"API Links:\s+(\d+) covered", output)
+    assert links is not None, output[-2000:]
+    print(f"schemathesis stateful phase: {links.group(1)} API links followed")
+    assert int(links.group(1)) >= 6  # of 15 declared + inferred; the walk is random
+
+
+def test_the_served_schema_links_lists_to_the_records_they_name(server: LiveServer) -> None:
+    import httpx
+
+    doc = httpx.get(f"{server.url}/schema/openapi.json", trust_env=False).json()
+    runs = doc["paths"]["/v1/runs"]["get"]["responses"]["200"]["links"]
+    assert runs["RunRecord"] == {
+        "operationId": "V1RunsDigestRecord",
+        "parameters": {"path.digest": "$response.body#/items/0/digest"},
+    }
+    operations = {
+        op["operationId"]
+        for item in doc["paths"].values()
+        for op in item.values()
+        if isinstance(op, dict) and "operationId" in op
+    }
+    declared = [
+        link
+        for item in doc["paths"].values()
+        for op in item.values()
+        if isinstance(op, dict)
+        for reply in op.get("responses", {}).values()
+        for link in reply.get("links", {}).values()
+    ]
+    assert len(declared) == 15
+    assert all(link["operationId"] in operations for link in declared)
