@@ -729,7 +729,10 @@ class BundleVerifier:
     def _claim(self, where: str, record: dict[str, Any]) -> None:
         if self.claims is not None:
             self.claims_seen = True  # from now on, run events are observed for it
-            self.claims.expect(record)
+            try:
+                self.claims.expect(record)
+            except DomainError as exc:  # e.g. ClaimFormatError: a malformed claim line
+                self.report.fail("claim", where, exc.message)
             return
         self._drain()  # a claim is judged against everything before it
         if self.claim_checker is None:

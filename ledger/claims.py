@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from domain.errors import DomainError
 from domain.ranking import View, rank_group
 from domain.run_facts import RunFold
 from ledger.verification_report import Report
@@ -29,6 +30,25 @@ def make_claim(
     }
 
 
+class ClaimFormatError(DomainError):
+    code = "malformed-claim"
+
+
+def _check_shape(claim: Mapping[str, Any]) -> None:
+    if not isinstance(claim.get("run"), str):
+        raise ClaimFormatError("a claim names its run by digest (a string)")
+    key = claim.get("comparisonKey")
+    if key is not None and not isinstance(key, str):
+        raise ClaimFormatError("a claim's comparisonKey is a string or null")
+    if not isinstance(claim.get("evidence"), Mapping):
+        raise ClaimFormatError("a claim's evidence is an object")
+    standings = claim.get("standings")
+    if not isinstance(standings, Mapping) or not all(
+        value is None or isinstance(value, Mapping) for value in standings.values()
+    ):
+        raise ClaimFormatError("a claim's standings map each view to an object or null")
+
+
 class ClaimTracker:
     def __init__(self) -> None:
         self.claims: dict[str, dict[str, Any]] = {}
@@ -36,6 +56,9 @@ class ClaimTracker:
         self.runs: dict[str, RunFold] = {}
 
     def expect(self, claim: Mapping[str, Any]) -> None:
+        """Remember a claim to check once the events are folded; raise ClaimFormatError if
+        it is not shaped like one (a malformed claim is a failed claim, never a crash)."""
+        _check_shape(claim)
         run = str(claim.get("run"))
         self.claims[run] = dict(claim)
         key = claim.get("comparisonKey")

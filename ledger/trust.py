@@ -13,6 +13,7 @@ from typing import Any
 
 from domain.errors import DomainError
 from ledger.keys import PublicKey
+from ledger.signed_note import InvalidKeyName, check_key_name
 
 TRUST_ROOT_VERSION = 1
 
@@ -47,6 +48,9 @@ class TrustRoot:
     def from_json(cls, data: object) -> TrustRoot:
         if not isinstance(data, dict) or data.get("version") != TRUST_ROOT_VERSION:
             raise TrustRootError(f"trust root must be an object with version {TRUST_ROOT_VERSION}")
+        # Unknown fields are refused, not ignored: what a verifier trusts must be exactly
+        # what it was shown, with nothing a reader might interpret differently.
+        _only(data, {"version", "origin", "createdAt", "adminKeys", "logKey"}, "trust root")
         try:
             admins = tuple(_key(entry) for entry in data["adminKeys"])
             log_key = _key(data["logKey"])
@@ -56,8 +60,12 @@ class TrustRoot:
             raise TrustRootError(f"trust root is missing {exc}") from None
         if not admins:
             raise TrustRootError("trust root names no admin key")
-        if not isinstance(origin, str) or not origin or any(c.isspace() for c in origin):
-            raise TrustRootError("trust root origin must be a non-empty string without spaces")
+        if not isinstance(origin, str):
+            raise TrustRootError("trust root origin must be a string")
+        try:
+            check_key_name(origin)  # the origin names the log's checkpoint key
+        except InvalidKeyName as exc:
+            raise TrustRootError(f"trust root origin: {exc}") from None
         return cls(origin=origin, admin_keys=admins, log_key=log_key, created_at=str(created))
 
     @classmethod
@@ -73,7 +81,16 @@ class TrustRoot:
         path.write_text(json.dumps(self.to_json(), indent=2) + "\n", "utf-8")
 
 
+def _only(data: dict[str, Any], allowed: set[str], what: str) -> None:
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise TrustRootError(f"{what} has unknown fields: {', '.join(map(repr, unknown))}")
+
+
 def _key(entry: Any) -> PublicKey:
+    if not isinstance(entry, dict):
+        raise TrustRootError("trust root key must be an object with keyId and publicKey")
+    _only(entry, {"keyId", "publicKey"}, "trust root key")
     try:
         key = PublicKey.from_b64(entry["publicKey"])
     except ValueError as exc:

@@ -238,3 +238,34 @@ def test_long_fuzz_of_bundles(lines: list[str]) -> None:
     report = verify(lines)
     if report.verified:
         assert signed_view(lines) == signed_view(LINES)
+
+
+def _replaced(kind: str, change: Any) -> list[str]:
+    at = next(i for i, r in enumerate(RECORDS) if r["type"] == kind)
+    record = copy.deepcopy(RECORDS[at])
+    change(record)
+    return [*LINES[:at], json.dumps(record), *LINES[at + 1 :]]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda r: r["trustRoot"]["adminKeys"][0].update({"": None}),
+        lambda r: r["trustRoot"].update({"note": "trust me"}),
+        lambda r: r["trustRoot"].update({"origin": "kernelindex.local/\b"}),
+    ],
+    ids=["unknown-key-field", "unknown-root-field", "control-char-origin"],
+)
+def test_a_trust_root_with_anything_unexpected_is_refused(change: Any) -> None:
+    """Found by the long fuzz: unknown fields were ignored (the bundle verified with a root
+    unlike the one it was exported with) and a control character in the origin crashed."""
+    report = verify(_replaced("trustRoot", change))
+    assert not report.verified
+    assert report.failed["trust-root"] >= 1
+
+
+@pytest.mark.parametrize("standings", [True, [], {"source-native": 3}, "x"])
+def test_a_malformed_claim_is_a_failed_claim(standings: Any) -> None:
+    report = verify(_replaced("claim", lambda r: r.update({"standings": standings})))
+    assert not report.verified
+    assert report.failed["claim"] >= 1
