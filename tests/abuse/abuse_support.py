@@ -1,52 +1,30 @@
-"""What the abuse tests share: a served demo ledger, problem checks, counting what was appended.
+"""What the abuse tests share: problem checks, counting what was appended, signing helpers.
 
-Kept apart from tests/server's helpers (test modules there import each other by name) so this
-folder runs on its own. "Nothing appended" is checked two ways: the transparency log's tree
-size (what /health reports) and the number of stored events (what the database holds).
+The served app itself is tests/served_app.py, shared with tests/server. "Nothing appended" is
+checked two ways: the transparency log's tree size (what /health reports) and the number of
+stored events (what the database holds).
 """
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
-from litestar import Litestar
-from litestar.testing import TestClient
+from served_app import TEST_CONFIG, Served, serve
 from sqlalchemy import func, select
 
-from api.demo import build_demo
-from api.server.app import create_app
 from api.server.config import ServerConfig
 from domain.statements import PAYLOAD_TYPE, Role
 from ledger.application import Ledger
 from ledger.authoring import key_registration_envelope
 from ledger.dsse import pae
-from ledger.home import LedgerHome
 from ledger.keys import SigningKey
+
+__all__ = ["TEST_CONFIG", "Served", "serve"]  # re-exported for the abuse tests
 
 SEED = "sha256:7e18c26ca3b60572c4fc8589c4b3b9a86b548ef031df4242ea2483b649bd6a47"
 SEED_NAME = "sol-submission-38823"
 PROBLEM = "application/problem+json"
-# Rate limits off: these tests measure refusals, not throttling (rate-limit tests set theirs).
-TEST_CONFIG = ServerConfig(key_rate=0, address_rate=0, json_logs=False)
-
-
-@dataclass
-class Served:
-    home: LedgerHome
-    ledger: Ledger
-    seed: str
-    app: Litestar
-    client: TestClient[Litestar]
-
-
-def serve(home: LedgerHome, config: ServerConfig = TEST_CONFIG) -> Iterator[Served]:
-    ledger, seed = build_demo(home)
-    app = create_app(ledger, config)
-    with TestClient(app) as client:
-        yield Served(home, ledger, seed, app, client)
 
 
 def with_config(**changes: Any) -> ServerConfig:

@@ -7,7 +7,7 @@ import statistics
 from datetime import timedelta
 from typing import Any
 
-from conftest import Served
+from served_app import Served
 from test_api_reads import SEED, problem_of
 from test_api_writes import SEED_NAME, check_receipt
 

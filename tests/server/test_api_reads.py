@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from conftest import Served
+from served_app import Served
 
 from ledger.bundle_verifier import verify_bundle_lines
 from ledger.claims import ClaimTracker

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import TEST_CONFIG
 from live_server import LiveServer, live_server
+from served_app import TEST_CONFIG
 
 from api.demo import build_demo
 from api.server.app import create_app

@@ -14,7 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from conftest import TEST_CONFIG, Served, serve
+from served_app import TEST_CONFIG, Served, serve
 from test_api_reads import SEED, problem_of
 
 from api.demo import seed_manifests

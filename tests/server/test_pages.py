@@ -13,7 +13,7 @@ from html.parser import HTMLParser
 from typing import Any
 
 import pytest
-from conftest import Served
+from served_app import Served
 
 from api.demo import seed_manifests
 from api.server.pages.chart import Bar, bar_chart

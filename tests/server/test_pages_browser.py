@@ -15,9 +15,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import TEST_CONFIG
 from live_server import live_server
 from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
+from served_app import TEST_CONFIG
 
 from api.demo import build_demo
 from api.server.app import create_app
