@@ -12,6 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# Builds ledgers from the shared seed manifest: skipped, with the reason, without ../shared.
+pytestmark = pytest.mark.usefixtures("shared")
+
 REPO = Path(__file__).resolve().parents[1]
 FIGURES = ["ingest", "rebuild", "reads", "growth"]
 
