@@ -24,11 +24,13 @@ from sqlalchemy.exc import DBAPIError
 
 from api.cli_common import DbOption, HomeOption, err, handles_errors, open_ledger, out
 from ledger.application import Ledger
+from ledger.errors import StoreError, is_outage
 from projections.runner import DEFAULT_BATCH, ProjectionRunner
 
 IntervalOption = Annotated[
     float, typer.Option(min=0.05, help="Seconds to wait when there is nothing new.")
 ]
+MAX_BACKOFF = 30.0  # seconds between attempts while the store is down
 OnceOption = Annotated[bool, typer.Option("--once", help="Catch up once, then exit.")]
 
 
@@ -56,19 +58,29 @@ class _Stop:
 
 
 def _loop(step: Callable[[], int], interval: float, once: bool, what: str, stop: _Stop) -> None:
-    """Run `step` (returns how much it did) until stopped; keep going through store outages."""
+    """Run `step` (returns how much it did) until stopped; wait out store outages, with
+    backoff, and stop with a clear error on anything retrying cannot fix."""
     if not once:
         out.print(f"{what}: running (Ctrl-C or SIGTERM stops it between batches)")
+    failures = 0
     while not stop.requested:
         try:
             done = step()
+            failures = 0
         except (DBAPIError, PersistenceError) as exc:
-            if once:
-                raise
-            # The database restarting or a dropped connection must not end the process: the
-            # batch rolled back, so the next attempt starts from the committed position.
-            err.print(f"[yellow]{what}: store unavailable, retrying: {str(exc).splitlines()[0]}")
-            done = 0
+            first_line = str(exc).splitlines()[0]
+            if once or not is_outage(exc):
+                # A missing table, a schema from another release, bad SQL: an operator's
+                # problem, so exit non-zero for the supervisor to notice.
+                raise StoreError(
+                    f"{what}: the store failed in a way retrying cannot fix ({first_line}); "
+                    "check 'kernelindex db status'"
+                ) from exc
+            # The batch rolled back; the next attempt starts from the committed position.
+            failures += 1
+            err.print(f"[yellow]{what}: store unavailable (attempt {failures}): {first_line}")
+            _sleep(min(interval * 2**failures, MAX_BACKOFF), stop)
+            continue
         if once and done == 0:
             return
         if done == 0:

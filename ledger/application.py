@@ -63,16 +63,18 @@ from ledger.errors import (
     CorruptRecordError,
     NotFoundError,
     RerunJobError,
+    StoreError,
     SubjectMismatchError,
     UnknownKeyError,
     UnknownRunError,
     WrongRoleError,
     is_transient,
+    lost_connection,
     write_refusal,
 )
 from ledger.key_registry import MAX_CLOCK_SKEW, KeyRecord
 from ledger.keys import PublicKey, SigningKey, key_id_of
-from ledger.schema import APPLICATION_NAME, require_current
+from ledger.schema import APPLICATION_NAME, SchemaError, require_current
 from ledger.transparency_log import InclusionProof, LogIntegrityError, TransparencyLog
 from ledger.trust import TrustRoot
 
@@ -197,10 +199,14 @@ class Ledger(Application[UUID]):
         # eventsourcing-sqlalchemy makes the engine without pre-ping; API workers, projector
         # and sequencer all need a connection PostgreSQL dropped while idle to be replaced.
         ping_on_checkout(self.recorder.datastore.engine)  # type: ignore[attr-defined]
-        require_current(
-            self.recorder.datastore.engine,  # type: ignore[attr-defined]
-            make_url(db_url).render_as_string(hide_password=True),
-        )
+        try:
+            require_current(
+                self.recorder.datastore.engine,  # type: ignore[attr-defined]
+                make_url(db_url).render_as_string(hide_password=True),
+            )
+        except SchemaError:
+            self.close()  # no pooled connection outlives a refused open
+            raise
         self.trust_root = trust_root
         self.clock = clock
         if log_key is not None and log_key.key_id != trust_root.log_key.key_id:
@@ -230,20 +236,38 @@ class Ledger(Application[UUID]):
         sequencing pass) for the whole group is what makes concurrent writers fast.
         """
         with self._writer:
+            outcome_unknown = False
             for attempt in range(MAX_APPEND_ATTEMPTS):
                 try:
                     results, committed = self._append_group(envelopes)
                     break
                 except (IntegrityError, OperationalError) as exc:
                     # Retried only if another writer won the race (or held the SQLite lock),
-                    # or the connection dropped (the retry takes a fresh one); a full,
+                    # or the connection dropped (the retry takes a fresh one, and finds the
+                    # group's envelopes stored if the lost COMMIT went through); a full,
                     # read-only or failing store refuses at once, saying so.
+                    outcome_unknown = outcome_unknown or lost_connection(exc)
                     if not is_transient(exc) or attempt == MAX_APPEND_ATTEMPTS - 1:
-                        raise write_refusal(exc, attempt + 1) from exc
+                        raise write_refusal(exc, attempt + 1, outcome_unknown) from exc
                     time.sleep(min(0.001 * 2**attempt, 0.2))
         # Outside the retry: once committed, a group is never admitted again (its envelopes
         # would come back as duplicates of themselves).
-        return [self._receipt(r, committed) for r in results]
+        return [self._settled_receipt(r, committed) for r in results]
+
+    def _settled_receipt(
+        self,
+        result: Receipt | DomainError | _Admitted,
+        committed: tuple[list[Recording[UUID]], tuple[int, dict[int, InclusionProof]] | None],
+    ) -> Receipt | DomainError:
+        """The group is committed: a failure now (reading a duplicate's proof) concerns that
+        envelope alone, and never means that nothing was stored."""
+        try:
+            return self._receipt(result, committed)
+        except (IntegrityError, OperationalError) as exc:
+            return StoreError(
+                "the envelope is stored, but reading its inclusion proof failed "
+                f"({type(exc).__name__}); send it again for its receipt"
+            )
 
     def _append_group(
         self, envelopes: Sequence[object]

@@ -194,15 +194,31 @@ def store_error(exc: BaseException) -> StoreError | None:
     return None  # a programming error (bad SQL, wrong use of the library): a bug, loudly
 
 
+# A unique or primary key taken: SQLite extended codes, PostgreSQL unique_violation.
+_SQLITE_KEY_TAKEN = {1555, 2067}  # SQLITE_CONSTRAINT_PRIMARYKEY, SQLITE_CONSTRAINT_UNIQUE
+_PG_KEY_TAKEN = "23505"
+
+
+def _sqlite_extended(chain: list[BaseException]) -> int | None:
+    for exc in chain:
+        code = getattr(exc, "sqlite_errorcode", None)
+        if isinstance(code, int):
+            return code
+    return None
+
+
 def _lost_a_race(chain: list[BaseException]) -> bool:
-    """Another writer got there first: a unique key taken, SQLite busy or locked, a
-    PostgreSQL serialization failure, deadlock or lock timeout."""
-    if any(type(e).__name__ == "IntegrityError" for e in chain):
-        return True
-    sqlite, state = _sqlite_code(chain), _sqlstate(chain)
-    if sqlite is not None:
-        return sqlite in (_SQLITE_BUSY, _SQLITE_LOCKED)
-    return state is not None and (state in _PG_RETRY or state.startswith("23"))
+    """Another writer got there first: a unique key taken (the same aggregate version, the
+    same leaf), SQLite busy or locked, a PostgreSQL serialization failure, deadlock or lock
+    timeout. Other integrity violations (NOT NULL, CHECK, foreign keys) are bugs: retrying
+    cannot help, and calling them a conflict would send clients into a loop."""
+    extended, state = _sqlite_extended(chain), _sqlstate(chain)
+    if extended is not None:
+        return extended in _SQLITE_KEY_TAKEN or extended & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED)
+    if state is not None:
+        return state == _PG_KEY_TAKEN or state in _PG_RETRY
+    # No driver error underneath: the library's own optimistic-concurrency refusal.
+    return any(type(e).__name__ == "IntegrityError" for e in chain)
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -218,9 +234,45 @@ def is_transient(exc: BaseException) -> bool:
     return _disconnected(chain)
 
 
-def write_refusal(exc: BaseException, attempts: int) -> DomainError:
+def write_refusal(exc: BaseException, attempts: int, outcome_unknown: bool = False) -> DomainError:
     """What the client of a write hears when the store did not take it (after ``attempts``
-    tries): a conflict to retry if other writers kept winning, else the store's refusal."""
+    tries): a conflict to retry if other writers kept winning, else the store's refusal.
+
+    ``outcome_unknown``: an earlier attempt lost its connection, perhaps during COMMIT, so
+    the write may be stored; the client is told to resend (a stored envelope comes back with
+    its original receipt), never that nothing was stored."""
+    if outcome_unknown:
+        return StoreError(
+            "the connection to the database was lost during the write and the database is "
+            "still failing; send the same envelope again once it answers: if it was stored, "
+            "the ledger answers with its original receipt"
+        )
     if _lost_a_race(_chain(exc)):
         return ConflictError(f"could not append after {attempts} attempts; try again")
     return store_error(exc) or StoreError(f"the database failed the write; {_NOTHING_STORED}")
+
+
+def lost_connection(exc: BaseException) -> bool:
+    """The connection dropped: whatever was in flight (a COMMIT included) has an unknown
+    outcome."""
+    chain = _chain(exc)
+    state = _sqlstate(chain)
+    if _sqlite_code(chain) is None and state is not None and state.startswith(("08", "57P")):
+        return True
+    return _disconnected(chain)
+
+
+def is_outage(exc: BaseException) -> bool:
+    """Worth waiting out in a background process: a lost race, a dropped connection, or a
+    database that does not answer (restarting, failing over). Not a missing table or bad
+    SQL: those need an operator, and retrying them forever would hide it."""
+    if is_transient(exc):
+        return True
+    chain = _chain(exc)
+    if _sqlite_code(chain) is not None:
+        return False
+    state = _sqlstate(chain)
+    if state is not None:
+        return state.startswith(("08", "57P"))
+    # No SQLSTATE: the driver could not reach the server at all (connection refused).
+    return any(type(e).__name__ == "OperationalError" for e in chain)

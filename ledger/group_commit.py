@@ -104,7 +104,7 @@ class GroupCommitWriter:
         except Exception as exc:  # the store failed: every caller in the group hears it
             # As a refusal with a stable code (store-full, read-only-store...) when it is the
             # database's; the whole group rolled back, so nothing of it was stored.
-            refused = store_error(exc)
+            refused = exc if isinstance(exc, DomainError) else store_error(exc)
             for request in group:
                 request.reply.set_exception(refused or exc)
             return

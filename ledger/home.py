@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from domain.errors import DomainError
@@ -87,16 +88,36 @@ class LedgerHome:
             log_key=keys["log"].public,
             created_at=format_time(now),
         )
-        root.save(self.trust_root_path)
+        try:
+            ledger = self._register_operators(root, keys, now)
+        except BaseException:
+            # Nothing of this init is kept (the registrations are one transaction), so the
+            # keys go too: running init again starts clean instead of refusing to overwrite.
+            for name in keys:
+                self.key_path(name).unlink(missing_ok=True)
+            raise
+        root.save(self.trust_root_path)  # last: it is what marks the home as initialised
+        return ledger
+
+    def _register_operators(
+        self, root: TrustRoot, keys: dict[str, SigningKey], now: datetime
+    ) -> Ledger:
         upgrade(self.db_url)  # a new ledger's database gets its schema here, explicitly
         ledger = Ledger(self.db_url, root, log_key=keys["log"])
         admin = keys["admin"]
-        for name, roles in (
-            ("admin", [Role.ADMIN]),
-            ("ingester", [Role.INGESTER]),
-            ("log", [Role.LOG]),
-        ):
-            ledger.append(
+        # One group, one transaction: the operator keys are all registered or none are.
+        results = ledger.append_many(
+            [
                 key_registration_envelope(keys[name].public, roles, admin, label=name, now=now)
-            )
+                for name, roles in (
+                    ("admin", [Role.ADMIN]),
+                    ("ingester", [Role.INGESTER]),
+                    ("log", [Role.LOG]),
+                )
+            ]
+        )
+        refused = [r for r in results if isinstance(r, DomainError)]
+        if refused:
+            ledger.close()
+            raise refused[0]
         return ledger

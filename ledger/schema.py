@@ -13,6 +13,7 @@ can simply be run again. On PostgreSQL one upgrade runs at a time (advisory lock
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -32,6 +33,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError
 
 from domain.errors import DomainError
 from domain.timestamps import format_time, utc_now
@@ -154,8 +156,15 @@ def upgrade(db_url: str) -> tuple[SchemaStatus, list[int]]:
                 return _read(conn), applied
             finally:
                 if postgres:
-                    conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _ADVISORY_LOCK_ID})
-                    conn.commit()
+                    # A failed step left the transaction aborted: roll it back first, or the
+                    # unlock fails and hides the step's own error. (Closing the connection
+                    # would release the lock anyway.)
+                    conn.rollback()
+                    with contextlib.suppress(DBAPIError):
+                        conn.execute(
+                            text("SELECT pg_advisory_unlock(:k)"), {"k": _ADVISORY_LOCK_ID}
+                        )
+                        conn.commit()
     finally:
         engine.dispose()
 

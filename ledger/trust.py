@@ -56,8 +56,10 @@ class TrustRoot:
             log_key = _key(data["logKey"])
             origin = data["origin"]
             created = data["createdAt"]
-        except (KeyError, TypeError) as exc:
+        except KeyError as exc:
             raise TrustRootError(f"trust root is missing {exc}") from None
+        except TypeError:
+            raise TrustRootError("trust root adminKeys must be a list of keys") from None
         if not admins:
             raise TrustRootError("trust root names no admin key")
         if not isinstance(origin, str):

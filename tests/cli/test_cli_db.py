@@ -120,3 +120,24 @@ def test_concurrent_upgrades_apply_each_step_once(empty_db_url: str) -> None:
         t.join()
     assert failures == []
     assert sorted(applied) == [[], [], [], [1]]
+
+
+def test_an_older_schema_is_refused_until_upgraded(empty_db_url: str, tmp_path: Path) -> None:
+    cli = Cli(tmp_path / "home", empty_db_url)
+    cli("init")
+    _execute(empty_db_url, "UPDATE kernelindex_schema SET version = 0")
+    refused = cli("keys", "list", ok=False)
+    assert f"schema version 0, this build needs {SCHEMA_VERSION}" in refused.output
+    assert json.loads(cli("db", "upgrade", "--json").stdout)["applied"] == [1]
+    cli("keys", "list")
+
+
+def test_an_init_that_fails_keeps_nothing_and_can_be_run_again(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    unreachable = Cli(home, "postgresql+psycopg://postgres@127.0.0.1:1/nowhere")
+    failed = unreachable("init", ok=False)
+    assert "store" in failed.output or "connect" in failed.output.lower()
+    assert not (home / "trust-root.json").exists()
+    assert not any((home / "keys").glob("*.pem"))
+    Cli(home, f"sqlite:///{tmp_path / 'ledger.db'}")("init")
+    assert (home / "trust-root.json").exists()

@@ -92,3 +92,21 @@ def test_workers_stop_cleanly_on_sigterm(db_url: str, tmp_path: Path) -> None:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def test_projector_stops_with_an_error_on_what_retrying_cannot_fix(
+    db_url: str, tmp_path: Path, seed_path: Path
+) -> None:
+    """A dropped view table is an operator's problem: exit 1 with the reason, not an
+    endless 'store unavailable, retrying'."""
+    cli = Cli(tmp_path / "home", db_url)
+    cli("init")
+    cli("ingest", seed_path)
+    engine = create_engine(db_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE kernelindex_view_runs")
+    engine.dispose()
+    result = cli("projector", "--interval", "0.1", ok=False)
+    assert result.exit_code == 1
+    assert "retrying cannot fix" in result.output
+    assert "kernelindex db status" in result.output
