@@ -16,6 +16,7 @@ import dataclasses
 import json
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -133,6 +134,8 @@ class _Overlay(threading.local):
 
     aggregates: dict[UUID, Aggregate] | None = None
     keys: dict[str, KeyRecord | None] | None = None
+    # Stored version of each run the group's envelopes are about, read in one query.
+    versions: dict[UUID, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -216,6 +219,10 @@ class Ledger(Application[UUID]):
         self._writer = threading.Lock()  # one group admitted at a time per ledger object
         # Keys read by earlier groups, with the version read; reused only while unchanged.
         self._key_cache: dict[str, tuple[int, KeyRecord]] = {}
+        # Runs as the last committed group left them, reused (without a copy or a
+        # fast-forward query) while their stored version is still the one they carry.
+        self._runs: OrderedDict[UUID, Aggregate] = OrderedDict()
+        self._runs_max = cache_size
         self._last_received: datetime | None = None
 
     # ---------------------------------------------------------------- writes
@@ -278,14 +285,27 @@ class Ledger(Application[UUID]):
         results: list[Receipt | DomainError | _Admitted] = []
         events: list[Any] = []
         admitted_digests: dict[str, int] = {}
-        self._overlay.aggregates = {}
+        parsed: list[tuple[Envelope, Statement] | DomainError] = []
+        for raw in envelopes:
+            try:
+                envelope = parse_envelope(raw)
+                parsed.append((envelope, envelope.statement()))
+            except DomainError as exc:
+                parsed.append(exc)
+        touched: dict[UUID, Aggregate] = {}
+        self._overlay.aggregates = touched
         self._overlay.keys = {}
         try:
+            self._overlay.versions = self._stored_versions(
+                {run_id(p[1].subject_digest) for p in parsed if not isinstance(p, DomainError)}
+            )
             self._reuse_unchanged_keys(envelopes)
-            for raw in envelopes:
+            for item in parsed:
+                if isinstance(item, DomainError):
+                    results.append(item)
+                    continue
+                envelope, statement = item
                 try:
-                    envelope = parse_envelope(raw)
-                    statement = envelope.statement()
                     if envelope.digest in admitted_digests:  # the same envelope twice in a group
                         first = admitted_digests[envelope.digest]
                         results.append(_Admitted(first, statement, True))
@@ -297,15 +317,69 @@ class Ledger(Application[UUID]):
                 if isinstance(outcome, Receipt):
                     results.append(outcome)
                     continue
-                self._overlay.aggregates[outcome.id] = outcome
+                touched[outcome.id] = outcome
                 new_events = outcome.collect_events()
                 admitted_digests[envelope.digest] = len(events)
                 results.append(_Admitted(len(events), statement, False))
                 events.extend(new_events)
+        except BaseException:
+            self._forget_runs(touched)
+            raise
         finally:
             self._overlay.aggregates = None
             self._overlay.keys = None
-        return results, (self._commit(events) if events else ([], None))
+            self._overlay.versions = None
+        if not events:
+            return results, ([], None)
+        try:
+            committed = self._commit(events)
+        except BaseException:
+            self._forget_runs(touched)  # admitted against state that was never stored
+            raise
+        self._remember_runs(touched)
+        return results, committed
+
+    def _stored_versions(self, ids: set[UUID]) -> dict[UUID, int]:
+        """The stored version of each of these aggregates, in one query (absent: none)."""
+        if not ids:
+            return {}
+        record = self.recorder.events_record_cls  # type: ignore[attr-defined]
+        found: dict[UUID, int] = {}
+        with self.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+            ordered = sorted(ids, key=str)
+            for start in range(0, len(ordered), 500):
+                rows = session.execute(
+                    select(record.originator_id, func.max(record.originator_version))
+                    .where(record.originator_id.in_(ordered[start : start + 500]))
+                    .group_by(record.originator_id)
+                )
+                found.update({UUID(str(r[0])): int(r[1]) for r in rows})
+        return found
+
+    def _cached_run(self, aggregate_id: UUID) -> Aggregate | None:
+        """The cached run, if the group's version query shows nobody has appended to it since
+        and it carries nothing uncommitted; else None (read it from the store)."""
+        versions = self._overlay.versions
+        cached = self._runs.get(aggregate_id)
+        if versions is None or cached is None:
+            return None
+        if versions.get(aggregate_id) != cached.version or cached.pending_events:
+            self._runs.pop(aggregate_id, None)
+            return None
+        self._runs.move_to_end(aggregate_id)
+        return cached
+
+    def _remember_runs(self, touched: dict[UUID, Aggregate]) -> None:
+        for aggregate_id, aggregate in touched.items():
+            if isinstance(aggregate, Run) and not aggregate.pending_events:
+                self._runs[aggregate_id] = aggregate
+                self._runs.move_to_end(aggregate_id)
+        while len(self._runs) > self._runs_max:
+            self._runs.popitem(last=False)
+
+    def _forget_runs(self, touched: dict[UUID, Aggregate]) -> None:
+        for aggregate_id in touched:
+            self._runs.pop(aggregate_id, None)
 
     def _admit(self, envelope: Envelope, statement: Statement) -> Outcome:
         handlers: dict[PredicateType, Callable[[Envelope, Statement], Outcome]] = {
@@ -635,6 +709,8 @@ class Ledger(Application[UUID]):
             if not isinstance(found, cls):
                 raise DomainError(f"aggregate {aggregate_id} is not a {cls.__name__}")
             return found
+        if cls is Run and (cached := self._cached_run(aggregate_id)) is not None:
+            return cached  # type: ignore[return-value]
         try:
             aggregate: Aggregate = self.repository.get(aggregate_id)
         except AggregateNotFoundError:
