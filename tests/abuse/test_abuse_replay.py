@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import copy
 import json
-import statistics
 from datetime import timedelta
 from typing import Any
 
@@ -23,6 +22,8 @@ from abuse_support import (
     problem_of,
     register,
 )
+from rerun_results import B200, SM100, device
+from rerun_results import result as result_of
 
 from domain.statements import Role
 from domain.timestamps import utc_now
@@ -132,32 +133,6 @@ def test_a_signature_made_for_another_statement_does_not_verify(served: Served) 
 
 # ------------------------------------------------------------------------------ reruns
 
-B200, SM100 = "NVIDIA B200", "sm_100"
-
-
-def _device() -> dict[str, str]:
-    return {"product": B200, "architecture": SM100, "gpuUuidHash": "a" * 64, "backend": "cuda"}
-
-
-def _result(job: dict[str, Any], **overrides: Any) -> dict[str, Any]:
-    samples = [1_750_693.0 * (1 + 0.001 * i) for i in range(9)]
-    value: dict[str, Any] = {
-        "jobId": job["jobId"],
-        "nonce": job["nonce"],
-        "cases": [{"case": "case-0", "status": "passed"}],
-        "summary": {
-            "allCorrect": True,
-            "medianNs": statistics.median(samples),
-            "meanNs": statistics.mean(samples),
-            "ci95Ns": [min(samples), max(samples)],
-            "samples": len(samples),
-            "samplesNs": samples,
-        },
-        "environment": _device(),
-        "calibration": {"copyBandwidthBytesPerS": 7.0e12},
-    }
-    return value | overrides
-
 
 def _request_job(served: Served) -> dict[str, Any]:
     c = served.client
@@ -182,7 +157,7 @@ def _request_job(served: Served) -> dict[str, Any]:
 def _claim(
     served: Served, agent: SigningKey, job: dict[str, Any], path_job: str | None = None
 ) -> Any:
-    envelope = rerun_claim_envelope(SEED, SEED_NAME, agent, job_id=job["jobId"], device=_device())
+    envelope = rerun_claim_envelope(SEED, SEED_NAME, agent, job_id=job["jobId"], device=device())
     return served.client.post(f"/v1/jobs/{path_job or job['jobId']}/claims", json=envelope)
 
 
@@ -192,7 +167,7 @@ def test_a_rerun_result_cannot_be_replayed_to_another_job(served: Served) -> Non
     register(served, agent, [Role.AGENT], signer=served.home.key("admin"))
     first = _request_job(served)
     assert _claim(served, agent, first).status_code == 201
-    result = rerun_envelope(SEED, SEED_NAME, agent, result=_result(first))
+    result = rerun_envelope(SEED, SEED_NAME, agent, result=result_of(first))
     reruns = f"/v1/runs/{SEED}/reruns"
     assert c.post(reruns, json=result).status_code == 201
     second = _request_job(served)
@@ -207,12 +182,12 @@ def test_a_rerun_result_cannot_be_replayed_to_another_job(served: Served) -> Non
     # Job 1's claim at job 2's endpoint.
     problem_of(_claim(served, agent, first, path_job=second["jobId"]), 422, "wrong-endpoint")
     # Re-signed for job 2, before claiming it, and with job 1's nonce after claiming it.
-    early = rerun_envelope(SEED, SEED_NAME, agent, result=_result(second))
+    early = rerun_envelope(SEED, SEED_NAME, agent, result=result_of(second))
     problem_of(c.post(reruns, json=early), 422, "rerun-rejected")
     assert appended(served) == before
     assert _claim(served, agent, second).status_code == 201
     before = appended(served)
-    stale = _result(second, nonce=first["nonce"])
+    stale = result_of(second, nonce=first["nonce"])
     problem_of(
         c.post(reruns, json=rerun_envelope(SEED, SEED_NAME, agent, result=stale)),
         422,

@@ -3,10 +3,10 @@ and every refusal; only a claimant's completed GPU measurement moves evidence.""
 
 from __future__ import annotations
 
-import statistics
 from datetime import timedelta
 from typing import Any
 
+from rerun_results import B200, SM100, device, result
 from served_app import Served
 from test_api_reads import SEED, problem_of
 from test_api_writes import SEED_NAME, check_receipt
@@ -20,35 +20,6 @@ from ledger.authoring import (
     rerun_request_envelope,
 )
 from ledger.keys import SigningKey
-
-B200, SM100 = "NVIDIA B200", "sm_100"
-CLAIMED = 1750693
-
-
-def device(product: str = B200, arch: str = SM100, backend: str = "cuda") -> dict[str, str]:
-    return {"product": product, "architecture": arch, "gpuUuidHash": "a" * 64, "backend": backend}
-
-
-def result(job: dict[str, Any], **overrides: Any) -> dict[str, Any]:
-    samples = [CLAIMED * (1 + 0.001 * i) for i in range(9)]
-    env = device() | {"product": job["requirements"]["product"]}
-    env |= {"architecture": job["requirements"]["architecture"]}
-    value: dict[str, Any] = {
-        "jobId": job["jobId"],
-        "nonce": job["nonce"],
-        "cases": [{"case": "case-0", "status": "passed"}],
-        "summary": {
-            "allCorrect": True,
-            "medianNs": statistics.median(samples),
-            "meanNs": statistics.mean(samples),
-            "ci95Ns": [min(samples), max(samples)],
-            "samples": len(samples),
-            "samplesNs": samples,
-        },
-        "environment": env,
-        "calibration": {"copyBandwidthBytesPerS": 7.0e12},
-    }
-    return value | overrides
 
 
 def setup(served: Served, product: str = B200, arch: str = SM100) -> tuple[Any, ...]:
