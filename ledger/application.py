@@ -296,10 +296,13 @@ class Ledger(Application[UUID]):
         self._overlay.aggregates = touched
         self._overlay.keys = {}
         try:
-            self._overlay.versions = self._stored_versions(
-                {run_id(p[1].subject_digest) for p in parsed if not isinstance(p, DomainError)}
-            )
-            self._reuse_unchanged_keys(envelopes)
+            # One query for the stored versions of every run the group is about and every
+            # signer key read before: what is unchanged is reused, not reloaded.
+            signers = self._cached_signers(envelopes)
+            runs = {run_id(p[1].subject_digest) for p in parsed if not isinstance(p, DomainError)}
+            versions = self._stored_versions(runs | {principal_id(k) for k in signers})
+            self._overlay.versions = versions
+            self._reuse_unchanged_keys(signers, versions)
             for item in parsed:
                 if isinstance(item, DomainError):
                     results.append(item)
@@ -846,9 +849,8 @@ class Ledger(Application[UUID]):
             memo[key_id] = self._load_key_record(key_id)
         return memo[key_id]
 
-    def _reuse_unchanged_keys(self, envelopes: Sequence[object]) -> None:
-        """Seed the group's key lookups from keys read before, with one query checking that
-        none of them changed since (another process may have revoked one)."""
+    def _cached_signers(self, envelopes: Sequence[object]) -> list[str]:
+        """Key ids the envelopes name that earlier groups already read."""
         named = {
             keyid
             for raw in envelopes
@@ -856,21 +858,16 @@ class Ledger(Application[UUID]):
             for sig in raw["signatures"]
             if isinstance(sig, dict) and isinstance(keyid := sig.get("keyid"), str)
         }
-        known = sorted(named & set(self._key_cache))
-        if not known or self._overlay.keys is None:
+        return sorted(named & set(self._key_cache))
+
+    def _reuse_unchanged_keys(self, signers: list[str], versions: dict[UUID, int]) -> None:
+        """Seed the group's key lookups from keys read before, where the stored version shows
+        none of them changed since (another process may have revoked one)."""
+        if self._overlay.keys is None:
             return
-        record_cls = self.recorder.events_record_cls  # type: ignore[attr-defined]
-        ids = {principal_id(k): k for k in known}
-        query = (
-            select(record_cls.originator_id, func.max(record_cls.originator_version))
-            .where(record_cls.originator_id.in_(list(ids)))
-            .group_by(record_cls.originator_id)
-        )
-        with self.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
-            current = {ids[UUID(str(r[0]))]: int(r[1]) for r in session.execute(query)}
-        for key_id in known:
+        for key_id in signers:
             version, record = self._key_cache[key_id]
-            if current.get(key_id) == version:
+            if versions.get(principal_id(key_id)) == version:
                 self._overlay.keys[key_id] = record
 
     def _load_key_record(self, key_id: str) -> KeyRecord | None:
