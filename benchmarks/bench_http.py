@@ -503,10 +503,20 @@ class ServerProcess:
     """A child server process: started, waited for until /health answers, then stopped with
     SIGTERM (graceful: lifespan shutdown writes the timings), killed if it hangs."""
 
-    def __init__(self, args: list[str], log: Path, workers: int = 1) -> None:
+    def __init__(
+        self,
+        args: list[str],
+        log: Path,
+        workers: int = 1,
+        command: list[str] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.port = _free_port()
         self.log = log
         self.workers = workers
+        # Default: this module's serve-child; tests run `python -m api.cli serve` through it.
+        self._command = command or [sys.executable, "-m", "benchmarks.bench_http"]
+        self._env = env
         self._args = [*args, "--port", str(self.port)]
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -517,8 +527,9 @@ class ServerProcess:
     def __enter__(self) -> ServerProcess:
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(  # noqa: S603 - our own module, fixed arguments
-                [sys.executable, "-m", "benchmarks.bench_http", *self._args],
+                [*self._command, *self._args],
                 cwd=REPO,
+                env=self._env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
@@ -565,8 +576,15 @@ class ServerProcess:
         try:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+            self.kill()
+
+    def kill(self) -> None:
+        """SIGKILL to the server and its workers: no shutdown hook, no flush."""
+        if self.proc is not None and self.proc.poll() is None:
+            for pid in self.pids():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -4,7 +4,13 @@ and the replay (abuse) tests."""
 from __future__ import annotations
 
 import statistics
+from datetime import timedelta
 from typing import Any
+
+from served_app import Served
+
+from domain.timestamps import utc_now
+from ledger.authoring import rerun_request_envelope
 
 B200, SM100 = "NVIDIA B200", "sm_100"
 CLAIMED = 1750693
@@ -34,3 +40,20 @@ def result(job: dict[str, Any], **overrides: Any) -> dict[str, Any]:
         "calibration": {"copyBandwidthBytesPerS": 7.0e12},
     }
     return value | overrides
+
+
+def rerun_request(
+    served: Served, run: str, name: str, product: str = B200, architecture: str = SM100
+) -> dict[str, Any]:
+    """An admin-signed request for a rerun of ``run`` (on a B200 unless said), for an hour."""
+    record = served.client.get(f"/v1/runs/{run}").json()
+    return rerun_request_envelope(
+        run,
+        name,
+        served.home.key("admin"),
+        artifact_digest=record["implementationDigest"],
+        workload_digest=record["workloadDigest"],
+        product=product,
+        architecture=architecture,
+        expires_at=utc_now() + timedelta(hours=1),
+    )

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import copy
 import json
-from datetime import timedelta
 from typing import Any
 
 from abuse_support import (
@@ -22,16 +21,14 @@ from abuse_support import (
     problem_of,
     register,
 )
-from rerun_results import B200, SM100, device
+from rerun_results import device, rerun_request
 from rerun_results import result as result_of
 
 from domain.statements import Role
-from domain.timestamps import utc_now
 from ledger.authoring import (
     attestation_envelope,
     rerun_claim_envelope,
     rerun_envelope,
-    rerun_request_envelope,
 )
 from ledger.keys import SigningKey
 
@@ -136,17 +133,7 @@ def test_a_signature_made_for_another_statement_does_not_verify(served: Served) 
 
 def _request_job(served: Served) -> dict[str, Any]:
     c = served.client
-    run = c.get(f"/v1/runs/{SEED}").json()
-    request = rerun_request_envelope(
-        SEED,
-        SEED_NAME,
-        served.home.key("admin"),
-        artifact_digest=run["implementationDigest"],
-        workload_digest=run["workloadDigest"],
-        product=B200,
-        architecture=SM100,
-        expires_at=utc_now() + timedelta(hours=1),
-    )
+    request = rerun_request(served, SEED, SEED_NAME)
     reply = c.post(f"/v1/runs/{SEED}/rerun-requests", json=request)
     assert reply.status_code == 201, reply.text
     job_id = json.loads(base64.b64decode(request["payload"]))["predicate"]["jobId"]

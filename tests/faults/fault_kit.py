@@ -9,21 +9,18 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 from sqlalchemy import create_engine, func, select, text
 from sqlalchemy.engine import make_url
 
-from benchmarks.bench_http import _descendants, _free_port
+from benchmarks.bench_http import ServerProcess
 from ledger.application import Ledger
 from ledger.home import LedgerHome
 from ledger.schema import EVENTS_TABLE
@@ -31,7 +28,6 @@ from ledger.transparency_log import leaves
 from projections.runner import ProjectionRunner
 
 REPO = Path(__file__).resolve().parents[2]
-HOST = "127.0.0.1"
 
 
 def backend(db_url: str) -> str:
@@ -70,70 +66,13 @@ def audit(home: LedgerHome) -> tuple[int, dict[str, Any]]:
     return done.returncode, report
 
 
-@dataclass
-class Server:
-    """`kernelindex serve` in a child process (duck-typed like bench_http.ServerProcess, so
-    bench_http.run_load can drive it)."""
-
-    home: LedgerHome
-    log: Path
-    port: int = 0
-    proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://{HOST}:{self.port}"
-
-    def start(self, timeout: float = 60) -> Server:
-        self.port = _free_port()
-        args = ["serve", "--home", str(self.home.path), "--db", self.home.db_url]
-        args += ["--port", str(self.port), "--log-format", "json"]
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                cli_command(*args), cwd=REPO, env=cli_env(), stdout=out, stderr=subprocess.STDOUT
-            )
-        deadline = time.monotonic() + timeout
-        with httpx.Client(trust_env=False, timeout=2.0) as client:
-            while True:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"serve exited at start:\n{self.tail()}")
-                with suppress(httpx.HTTPError):
-                    if client.get(f"{self.url}/health").status_code == 200:
-                        return self
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"serve did not answer /health:\n{self.tail()}")
-                time.sleep(0.1)
-
-    def pids(self) -> list[int]:
-        return [] if self.proc is None else [self.proc.pid, *_descendants(self.proc.pid)]
-
-    def kill(self) -> None:
-        """SIGKILL: no shutdown hook, no flush, no goodbye to the database."""
-        if self.proc is not None and self.proc.poll() is None:
-            for pid in self.pids():
-                with suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            self.proc.wait(timeout=30)
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.kill()
-
-    def tail(self, lines: int = 40) -> str:
-        text_ = self.log.read_text(errors="replace") if self.log.exists() else ""
-        return "\n".join(text_.splitlines()[-lines:])
-
-
 @contextmanager
-def serving(home: LedgerHome, log: Path) -> Iterator[Server]:
-    server = Server(home, log)
+def serving(home: LedgerHome, log: Path) -> Iterator[ServerProcess]:
+    """`kernelindex serve` on the home's store, in a child process (bench_http's launcher)."""
+    args = ["serve", "--home", str(home.path), "--db", home.db_url, "--log-format", "json"]
+    server = ServerProcess(args, log, command=cli_command(), env=cli_env())
     try:
-        yield server.start()
+        yield server.__enter__()
     finally:
         server.kill()  # whatever the test did: no server outlives it
 

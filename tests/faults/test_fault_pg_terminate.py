@@ -91,7 +91,7 @@ def test_terminated_connections_between_and_during_requests(pg_url: str, tmp_pat
 
         def load() -> None:
             try:
-                outcome["load"] = run_load(server, plans, 0, "raw")  # type: ignore[arg-type]
+                outcome["load"] = run_load(server, plans, 0, "raw")
             except BaseException as exc:  # reported below
                 outcome["load"] = exc
 

@@ -62,7 +62,7 @@ def test_sigkill_under_append_load_loses_nothing_acknowledged(db_url: str, tmp_p
 
         def load() -> None:
             try:
-                outcome["load"] = run_load(server, plans, 0, "raw")  # type: ignore[arg-type]
+                outcome["load"] = run_load(server, plans, 0, "raw")
             except BaseException as exc:  # reported by the assertion below
                 outcome["load"] = exc
 
@@ -87,7 +87,7 @@ def test_sigkill_under_append_load_loses_nothing_acknowledged(db_url: str, tmp_p
     # Restart on the same store: it answers and takes writes at once.
     again = plan_appends(prepared.runs, prepared.attesters, split(80, CLIENTS), "after")
     with serving(home, tmp_path / "server-2.log") as server:
-        second = run_load(server, again, 0, "raw")  # type: ignore[arg-type]
+        second = run_load(server, again, 0, "raw")
         server.stop()
     assert all(r.status == 201 for r in second.replies), [
         (r.status, r.body[:200]) for r in second.replies if r.status != 201

@@ -3,21 +3,18 @@ and every refusal; only a claimant's completed GPU measurement moves evidence.""
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
-from rerun_results import B200, SM100, device, result
+from rerun_results import B200, SM100, device, rerun_request, result
 from served_app import Served
 from test_api_reads import SEED, problem_of
 from test_api_writes import SEED_NAME, check_receipt
 
 from domain.statements import Role
-from domain.timestamps import utc_now
 from ledger.authoring import (
     key_registration_envelope,
     rerun_claim_envelope,
     rerun_envelope,
-    rerun_request_envelope,
 )
 from ledger.keys import SigningKey
 
@@ -29,17 +26,7 @@ def setup(served: Served, product: str = B200, arch: str = SM100) -> tuple[Any, 
     for agent in agents:
         envelope = key_registration_envelope(agent.public, [Role.AGENT], admin, label="agent")
         check_receipt(c.post("/v1/keys", json=envelope), envelope)
-    run = c.get(f"/v1/runs/{SEED}").json()
-    request = rerun_request_envelope(
-        SEED,
-        SEED_NAME,
-        admin,
-        artifact_digest=run["implementationDigest"],
-        workload_digest=run["workloadDigest"],
-        product=product,
-        architecture=arch,
-        expires_at=utc_now() + timedelta(hours=1),
-    )
+    request = rerun_request(served, SEED, SEED_NAME, product, arch)
     check_receipt(c.post(f"/v1/runs/{SEED}/rerun-requests", json=request), request)
     jobs = c.get("/v1/jobs", params={"product": product, "architecture": arch}).json()
     assert len(jobs) == 1
@@ -146,17 +133,7 @@ def test_cpu_test_backend_and_failed_jobs_never_move_evidence(served: Served) ->
 
 def setup_again(served: Served) -> tuple[tuple[None, None], dict[str, Any]]:
     """A second job on the same run (the agents from setup stay registered)."""
-    run = served.client.get(f"/v1/runs/{SEED}").json()
-    request = rerun_request_envelope(
-        SEED,
-        SEED_NAME,
-        served.home.key("admin"),
-        artifact_digest=run["implementationDigest"],
-        workload_digest=run["workloadDigest"],
-        product=B200,
-        architecture=SM100,
-        expires_at=utc_now() + timedelta(hours=1),
-    )
+    request = rerun_request(served, SEED, SEED_NAME)
     check_receipt(served.client.post(f"/v1/runs/{SEED}/rerun-requests", json=request), request)
     jobs = served.client.get("/v1/jobs").json()
     return (None, None), next(j for j in jobs if j["claimant"] is None)

@@ -20,13 +20,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from live_server import free_port
 from ruamel.yaml import YAML
 
 from benchmarks.bench_http import (
     Planned,
     Reply,
-    _descendants,
+    ServerProcess,
     _process_cpu,
     plan_appends,
     prepare_ledger,
@@ -68,22 +67,6 @@ def _process(args: list[str], env: dict[str, str], log: Path) -> Iterator[subpro
                 proc.wait()
 
 
-def _wait_for_workers(url: str, log: Path, workers: int, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 120
-    with httpx.Client(trust_env=False, timeout=2.0) as client:
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, log.read_text(errors="replace")[-3000:]
-            try:
-                healthy = client.get(f"{url}/health").status_code == 200
-            except httpx.HTTPError:
-                healthy = False
-            started = log.read_text(errors="replace").count("Application startup complete.")
-            if healthy and started >= workers:
-                return
-            time.sleep(0.1)
-    raise AssertionError(f"server not up:\n{log.read_text(errors='replace')[-3000:]}")
-
-
 def _post_all(url: str, plan: list[Planned]) -> list[Reply]:
     replies: list[Reply] = []
     with httpx.Client(base_url=url, trust_env=False, timeout=60.0) as client:
@@ -115,11 +98,15 @@ def test_two_workers_projector_and_sequencer_on_one_database(db_url: str, tmp_pa
         "KERNELINDEX_DB": db_url,
         "KERNELINDEX_KEY_PASSPHRASE": "",
     }
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    serve = ["serve", "--workers", "2", "--port", str(port), "--log-format", "console"]
+    serve = ServerProcess(
+        ["serve", "--workers", "2", "--log-format", "console"],
+        tmp_path / "serve.log",
+        workers=2,  # ready once both workers have started, not just the first
+        command=[sys.executable, "-m", "api.cli"],
+        env=env,
+    )
     with (
-        _process(serve, env, tmp_path / "serve.log") as server,
+        serve as server,
         _process(["projector", "--interval", "0.2"], env, tmp_path / "projector.log"),
         _process(
             ["sequencer", "--interval", "0.2", "--checkpoint-every", "0.5"],
@@ -127,8 +114,8 @@ def test_two_workers_projector_and_sequencer_on_one_database(db_url: str, tmp_pa
             tmp_path / "sequencer.log",
         ),
     ):
-        _wait_for_workers(url, tmp_path / "serve.log", 2, server)
-        workers = _descendants(server.pid)
+        url = server.url
+        workers = server.pids()[1:]
         cpu_before = _process_cpu(workers)
         with ThreadPoolExecutor(CLIENTS) as pool:
             replies = [r for rs in pool.map(lambda p: _post_all(url, p), plans) for r in rs]
