@@ -136,7 +136,7 @@ def keys_revoke(
     target = LedgerHome.at(home, db)
     ledger = target.open()
     if key.startswith("sha256:"):
-        record = ledger.key_record(key)
+        record = ledger.key_state(key)
         if record is None:
             raise HomeError(f"key {key} is not registered")
         subject = record.public_key
@@ -158,7 +158,7 @@ def keys_list(home: HomeOption = None, db: DbOption = None, as_json: JsonOption 
     ledger = open_ledger(home, db)
     rows: list[dict[str, Any]] = []
     for key_id in ledger.key_ids():
-        record = ledger.key_record(key_id)
+        record = ledger.key_state(key_id)
         if record is None:
             continue
         verified = all(h.ok for h in key_history(ledger, key_id))

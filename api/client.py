@@ -18,11 +18,15 @@ from urllib.parse import quote, urlsplit
 import httpx
 
 from domain.errors import DomainError
+from domain.statements import Role
+from domain.timestamps import parse_time
 from ledger.aggregates import run_id
+from ledger.authority import KeyState
 from ledger.dsse import parse_envelope
-from ledger.event_verification import Check, EventVerification, verify_event
-from ledger.key_registry import KeyRecord
+from ledger.event_verification import CheckOutcome, EventVerification, verify_event
+from ledger.keys import PublicKey
 from ledger.trust import TrustRoot
+from ledger.verification_report import Check
 
 DEFAULT_TIMEOUT = 30.0
 USER_AGENT = "kernelindex-cli"
@@ -227,12 +231,12 @@ def _signature_key_ids(item: object) -> set[str]:
     return found
 
 
-def _signing_keys(client: LedgerClient, events: list[Any]) -> dict[str, KeyRecord]:
+def _signing_keys(client: LedgerClient, events: list[Any]) -> dict[str, KeyState]:
     """The server's record of every key an envelope names; a key it cannot show is unknown."""
     wanted: set[str] = set()
     for item in events:
         wanted |= _signature_key_ids(item)
-    records: dict[str, KeyRecord] = {}
+    records: dict[str, KeyState] = {}
     for key_id in sorted(wanted):
         try:
             data = client.key(key_id)
@@ -247,35 +251,41 @@ def _signing_keys(client: LedgerClient, events: list[Any]) -> dict[str, KeyRecor
     return records
 
 
-def _key_record(data: dict[str, Any]) -> KeyRecord | None:
+def _key_record(data: dict[str, Any]) -> KeyState | None:
     try:
-        return KeyRecord.from_fields(
+        revoked_at = data.get("revokedAt")
+        return KeyState(
             key_id=str(data["keyId"]),
-            public_key_b64=str(data["publicKey"]),
-            roles=[str(r) for r in data["roles"]],
-            valid_from=str(data["validFrom"]),
-            valid_until=data.get("validUntil"),
-            registered_at=str(data["registeredAt"]),
-            revoked_at=data.get("revokedAt"),
+            public_key=PublicKey.from_b64(str(data["publicKey"])),
+            roles=frozenset(Role(str(r)) for r in data["roles"]),
+            valid_from=parse_time(str(data["validFrom"])),
+            valid_until=parse_time(data["validUntil"]) if data.get("validUntil") else None,
+            registered_at=parse_time(str(data["registeredAt"])),
+            registered_position=int(data["registeredPosition"]),
             label=data.get("label"),
+            revoked=revoked_at is not None,
+            revoked_at=parse_time(revoked_at) if revoked_at else None,
+            revoked_position=(
+                int(data["revokedPosition"]) if data.get("revokedPosition") is not None else None
+            ),
         )
     except (KeyError, TypeError, ValueError):  # DomainError is a ValueError too
         return None
 
 
 def _recheck(
-    item: object, run: str, keys: dict[str, KeyRecord], trust_root: TrustRoot
+    item: object, run: str, keys: dict[str, KeyState], trust_root: TrustRoot
 ) -> RemoteEvent:
     if not isinstance(item, dict):
         entry = EventVerification(position=-1, version=0, event="?")
-        entry.checks.append(Check("record-readable", False, "the server sent a non-object event"))
+        entry.checks.append(CheckOutcome(Check.RECORD, False, "the server sent a non-object event"))
         return RemoteEvent(entry, None, None)
     position, version = item.get("position"), item.get("version")
     leaf = item.get("leafIndex")
     leaf_index = leaf if isinstance(leaf, int) else None
     if not isinstance(position, int) or not isinstance(version, int):
         entry = EventVerification(position=-1, version=0, event=str(item.get("event")))
-        entry.checks.append(Check("record-readable", False, "the server sent no position"))
+        entry.checks.append(CheckOutcome(Check.RECORD, False, "the server sent no position"))
         return RemoteEvent(entry, leaf_index, None)
     entry = verify_event(
         position=position,
@@ -291,7 +301,7 @@ def _recheck(
     return RemoteEvent(entry, leaf_index, _envelope_digest(item.get("envelope")))
 
 
-def _agreement(item: dict[str, Any], local: EventVerification) -> Check:
+def _agreement(item: dict[str, Any], local: EventVerification) -> CheckOutcome:
     """Whether the server's verdict, signer and role match what was verified here."""
     if item.get("verified") is not True:
         checks = item.get("checks")
@@ -301,17 +311,21 @@ def _agreement(item: dict[str, Any], local: EventVerification) -> Check:
             if isinstance(c, dict) and not c.get("ok")
         ]
         why = "; ".join(reasons) or "no reason given"
-        return Check("server", False, f"the server reports this event unverified ({why})")
+        return CheckOutcome(
+            Check.SERVER, False, f"the server reports this event unverified ({why})"
+        )
     if not local.ok:
-        return Check("server", False, "the server reports this event verified; it is not")
+        return CheckOutcome(
+            Check.SERVER, False, "the server reports this event verified; it is not"
+        )
     if (item.get("signer"), item.get("role")) != (local.signer, local.role):
-        return Check(
-            "server",
+        return CheckOutcome(
+            Check.SERVER,
             False,
             f"the server names signer {item.get('signer')} ({item.get('role')}); "
             f"the envelope is signed by {local.signer} ({local.role})",
         )
-    return Check("server", True)
+    return CheckOutcome(Check.SERVER, True)
 
 
 def _envelope_digest(envelope: object) -> str | None:

@@ -55,7 +55,7 @@ def build_demo(home: LedgerHome) -> tuple[Ledger, str]:
     if not attester_path.exists():
         SigningKey.generate().save(Path(attester_path))
     attester = SigningKey.load(attester_path)
-    if ledger.key_record(attester.key_id) is None:
+    if ledger.key_state(attester.key_id) is None:
         ledger.append(
             key_registration_envelope(attester.public, [Role.ATTESTER], attester, label="demo")
         )

@@ -48,14 +48,14 @@ from benchmarks.generate import BuiltLedger, build_ledger, export, open_built
 from benchmarks.suite import Context, FigureResult, Row, at_least, at_most, fmt
 from domain.canonical import canonical_json
 from domain.manifests.manifest_set import check_manifest_set
+from ledger.authority import KeyBook
 from ledger.bundle_verifier import (
     _entry_leaf_hash,
     _InclusionChecker,
-    _KeyBook,
     default_workers,
 )
 from ledger.dsse import pae, parse_envelope
-from ledger.event_verification import verify_event
+from ledger.event_verification import learn_key, verify_event
 from ledger.log_entries import LogEntry
 from ledger.merkle import verify_inclusion
 from ledger.signed_note import Verifier, open_checkpoint
@@ -212,7 +212,7 @@ def stage_costs(bundle: Path, limit: int) -> tuple[list[Stage], float]:
     lines: list[str] = []
     trust: TrustRoot | None = None
     tree: tuple[int, bytes] | None = None
-    book = _KeyBook()
+    book = KeyBook()
     with bundle.open(encoding="utf-8") as handle:
         for line in handle:
             record = json.loads(line)
@@ -249,7 +249,7 @@ def stage_costs(bundle: Path, limit: int) -> tuple[list[Stage], float]:
                 keys=book,
                 trust_root=trust,
             )
-            book.learn(result)
+            learn_key(book, result)
     envelopes = [parse_envelope(e.envelope) for e in entries]
     statements = [e.statement() for e in envelopes]
     ingestions = [s for s in statements if str(s.predicateType).endswith("ingestion/v1")]

@@ -4,6 +4,10 @@ Every event stores the DSSE envelope exactly as the actor signed it, the time th
 received it and the key id whose signature the ledger accepted. Anything else an aggregate
 knows is derived from those envelopes at admission, so a stored event can always be
 re-verified from what it carries.
+
+Each aggregate indexes its events by *signed digest* (what was signed, and by which key:
+``ledger.dsse.signed_digest``), so a statement resubmitted in another envelope is recognised
+as the event it already is.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from typing import Any, NamedTuple
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate
+
+from ledger.dsse import stored_signed_digest
 
 # Ids are derived from content so the same run or key always lands in the same aggregate.
 LEDGER_NAMESPACE = uuid5(NAMESPACE_URL, "https://kernelindex.dev/ledger/v1")
@@ -54,7 +60,7 @@ class SignedEvent(Aggregate.Event):
 
     def apply(self, aggregate: Aggregate) -> None:
         envelopes: dict[str, int] = aggregate.envelopes  # type: ignore[attr-defined]
-        envelopes[self.envelope_digest] = self.originator_version
+        envelopes[stored_signed_digest(self.envelope)] = self.originator_version
         self.apply_to(aggregate)
 
     def apply_to(self, aggregate: Any) -> None:
@@ -139,7 +145,7 @@ class Run(Aggregate):
         self.run_digest = run_digest
         self.run_name = run_name
         self.ingested_at = received_at
-        self.envelopes: dict[str, int] = {envelope_digest: 1}
+        self.envelopes: dict[str, int] = {stored_signed_digest(envelope): 1}
         self.attestation_count = 0
         self.retracted = False
         self.superseded_by: str | None = None
@@ -236,7 +242,7 @@ class Principal(Aggregate):
         self.label = label
         self.registered_at = received_at
         self.registered_by = signer
-        self.envelopes: dict[str, int] = {envelope_digest: 1}
+        self.envelopes: dict[str, int] = {stored_signed_digest(envelope): 1}
         self.revoked_at: str | None = None
         self.revocation_reason: str | None = None
 

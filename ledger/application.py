@@ -4,9 +4,14 @@ Admission order (each step fails closed with a named reason; nothing is stored o
 1. envelope shape, base64 and statement schema;
 2. an identical envelope already stored → its original receipt, nothing new (idempotent);
 3. predicate schema;
-4. signature under a registered key, key unrevoked and valid at issuedAt, role allowed;
+4. who may sign it (``ledger.authority``, the rule re-verification uses too): a registered
+   key, unrevoked and valid at issuedAt, in a role allowed to sign the predicate;
 5. what the statement claims about its subject (digests, references, the run exists...);
 6. append, retrying on optimistic-concurrency conflicts so no acknowledged write is lost.
+   Inside the transaction that stores and sequences the group, under the log's lock, the
+   signers' keys are read again: if another process revoked one meanwhile, the group is
+   admitted again from the new state. So every event's signer is judged as the log stands at
+   the event's own place in it, which is what every re-verification judges too.
 """
 
 from __future__ import annotations
@@ -35,9 +40,7 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import make_url
 
 from domain.errors import DigestMismatchError, DomainError, ManifestError
-from domain.manifests.manifest_set import check_manifest_set
 from domain.statements import (
-    SIGNER_ROLES,
     AttestationPredicate,
     IngestionPredicate,
     KeyAction,
@@ -55,12 +58,22 @@ from domain.statements import (
 )
 from domain.timestamps import format_time, parse_time, utc_now
 from ledger.aggregates import Principal, Run, Signed, principal_id, run_id
+from ledger.authority import (
+    Authorization,
+    KeyBook,
+    KeyState,
+    LogPoint,
+    authorize,
+    check_ingestion,
+    check_key_statement,
+    quantize,
+)
 from ledger.connections import ping_on_checkout
-from ledger.dsse import Envelope, parse_envelope, verify_envelope
+from ledger.dsse import Envelope, SignatureError, pae, parse_envelope
 from ledger.errors import (
     AlreadyExistsError,
     AmbiguousReferenceError,
-    ClockSkewError,
+    ConflictError,
     CorruptRecordError,
     NotFoundError,
     RerunJobError,
@@ -68,13 +81,11 @@ from ledger.errors import (
     SubjectMismatchError,
     UnknownKeyError,
     UnknownRunError,
-    WrongRoleError,
     is_transient,
     lost_connection,
     write_refusal,
 )
-from ledger.key_registry import MAX_CLOCK_SKEW, KeyRecord
-from ledger.keys import PublicKey, SigningKey, key_id_of
+from ledger.keys import PublicKey, SigningKey
 from ledger.schema import APPLICATION_NAME, SchemaError, require_current
 from ledger.transparency_log import InclusionProof, LogIntegrityError, TransparencyLog
 from ledger.trust import TrustRoot
@@ -133,9 +144,17 @@ class _Overlay(threading.local):
     and the keys it has looked up (a group reads each unchanged key once)."""
 
     aggregates: dict[UUID, Aggregate] | None = None
-    keys: dict[str, KeyRecord | None] | None = None
+    keys: dict[str, KeyState | None] | None = None
     # Stored version of each run the group's envelopes are about, read in one query.
     versions: dict[UUID, int] | None = None
+    # The stored version of each key that authorised an admitted envelope of the group:
+    # checked again under the log's lock before the group commits.
+    signers: dict[UUID, int] | None = None
+
+
+class _SignerChanged(Exception):
+    """A key that authorised part of the group changed (was revoked) in another process
+    before the group committed: admit the group again from the new state."""
 
 
 @dataclass(frozen=True)
@@ -171,6 +190,48 @@ def statement_of(stored: dict[str, Any]) -> dict[str, Any]:
 
 def _signed(envelope: Envelope, now: datetime, signer: str) -> Signed:
     return Signed(dict(envelope.raw), envelope.digest, format_time(now), signer)
+
+
+def fold_key_events(key_id: str, records: Sequence[StoredRecord]) -> KeyState | None:
+    """A key's state from its stored events, in order (``ledger.authority.KeyBook``).
+    A record that no longer decodes fails closed."""
+    book = KeyBook()
+    for record in records:
+        try:
+            stored, statement = decode_stored(record.state)
+            predicate = KeyPredicate.model_validate(statement["predicate"])
+            received = parse_time(str(stored["received_at"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptRecordError(
+                f"stored key event at position {record.position} of {key_id} cannot be read "
+                f"({type(exc).__name__})"
+            ) from None
+        book.learn(
+            predicate,
+            position=record.position,
+            received_at=received,
+            signer=str(stored.get("signer", "")),
+        )
+    return book(key_id)
+
+
+def _pending_key_state(principal: Principal) -> KeyState:
+    """A key registered or revoked earlier in the group being admitted (not sequenced yet)."""
+    return KeyState(
+        key_id=principal.key_id,
+        public_key=PublicKey.from_b64(principal.public_key),
+        roles=frozenset(Role(r) for r in principal.roles),
+        valid_from=parse_time(principal.valid_from),
+        valid_until=parse_time(principal.valid_until) if principal.valid_until else None,
+        registered_at=parse_time(principal.registered_at),
+        registered_position=None,
+        registered_by=principal.registered_by,
+        label=principal.label,
+        revoked=principal.revoked_at is not None,
+        revoked_at=parse_time(principal.revoked_at) if principal.revoked_at else None,
+        revocation_reason=principal.revocation_reason,
+        version=principal.version,
+    )
 
 
 class Ledger(Application[UUID]):
@@ -218,7 +279,7 @@ class Ledger(Application[UUID]):
         self._overlay = _Overlay()
         self._writer = threading.Lock()  # one group admitted at a time per ledger object
         # Keys read by earlier groups, with the version read; reused only while unchanged.
-        self._key_cache: dict[str, tuple[int, KeyRecord]] = {}
+        self._key_cache: dict[str, tuple[int, KeyState]] = {}
         # Runs as the last committed group left them, reused (without a copy or a
         # fast-forward query) while their stored version is still the one they carry.
         self._runs: OrderedDict[UUID, Aggregate] = OrderedDict()
@@ -248,6 +309,16 @@ class Ledger(Application[UUID]):
                 try:
                     results, committed = self._append_group(envelopes)
                     break
+                except _SignerChanged:
+                    # Not a lost race to retry blindly: the keys are read afresh, so the
+                    # revoked key's envelopes are refused this time (each key changes at
+                    # most twice, so this settles).
+                    if attempt == MAX_APPEND_ATTEMPTS - 1:
+                        raise ConflictError(
+                            "the signing keys kept changing while this write was admitted; "
+                            "nothing was stored, send it again"
+                        ) from None
+                    continue
                 except (IntegrityError, OperationalError) as exc:
                     # Retried only if another writer won the race (or held the SQLite lock),
                     # or the connection dropped (the retry takes a fresh one, and finds the
@@ -295,22 +366,25 @@ class Ledger(Application[UUID]):
         touched: dict[UUID, Aggregate] = {}
         self._overlay.aggregates = touched
         self._overlay.keys = {}
+        signers: dict[UUID, int] = {}
+        self._overlay.signers = signers
         try:
             # One query for the stored versions of every run the group is about and every
             # signer key read before: what is unchanged is reused, not reloaded.
-            signers = self._cached_signers(envelopes)
+            cached = self._cached_signers(parsed)
             runs = {run_id(p[1].subject_digest) for p in parsed if not isinstance(p, DomainError)}
-            versions = self._stored_versions(runs | {principal_id(k) for k in signers})
+            versions = self._stored_versions(runs | {principal_id(k) for k in cached})
             self._overlay.versions = versions
-            self._reuse_unchanged_keys(signers, versions)
+            self._reuse_unchanged_keys(cached, versions)
             for item in parsed:
                 if isinstance(item, DomainError):
                     results.append(item)
                     continue
                 envelope, statement = item
                 try:
-                    if envelope.digest in admitted_digests:  # the same envelope twice in a group
-                        first = admitted_digests[envelope.digest]
+                    if envelope.signed_digest in admitted_digests:  # sent twice in a group
+                        first = admitted_digests[envelope.signed_digest]
+                        self._check_resubmission(envelope, signed_by=envelope.keyid)
                         results.append(_Admitted(first, statement, True))
                         continue
                     outcome = self._admit(envelope, statement)
@@ -322,7 +396,7 @@ class Ledger(Application[UUID]):
                     continue
                 touched[outcome.id] = outcome
                 new_events = outcome.collect_events()
-                admitted_digests[envelope.digest] = len(events)
+                admitted_digests[envelope.signed_digest] = len(events)
                 results.append(_Admitted(len(events), statement, False))
                 events.extend(new_events)
         except BaseException:
@@ -332,10 +406,12 @@ class Ledger(Application[UUID]):
             self._overlay.aggregates = None
             self._overlay.keys = None
             self._overlay.versions = None
+            self._overlay.signers = None
         if not events:
             return results, ([], None)
         try:
-            committed = self._commit(events)
+            unchanged_here = {p: v for p, v in signers.items() if p not in touched}
+            committed = self._commit(events, unchanged_here)
         except BaseException:
             self._forget_runs(touched)  # admitted against state that was never stored
             raise
@@ -401,36 +477,20 @@ class Ledger(Application[UUID]):
 
     def _append_ingestion(self, envelope: Envelope, statement: Statement) -> Outcome:
         existing = self._get(Run, run_id(statement.subject_digest))
-        if existing is not None and envelope.digest in existing.envelopes:
+        if existing is not None and envelope.signed_digest in existing.envelopes:
             return self._duplicate(existing, envelope, statement)
         predicate = parse_predicate(statement)
         assert isinstance(predicate, IngestionPredicate)
         now = self._received_now()
-        signer = self._authorize(envelope, statement, predicate.issuedAt, now)
-        checked = check_manifest_set(statement.predicate["manifests"])
-        if statement.subject_digest != checked.run_digest:
-            raise SubjectMismatchError(
-                f"statement subject is {statement.subject_digest} but the run manifest digests "
-                f"to {checked.run_digest}"
-            )
-        if statement.subject_name != checked.run_name:
-            raise SubjectMismatchError(
-                f"statement subject name {statement.subject_name!r} is not the run's "
-                f"metadata.name {checked.run_name!r}"
-            )
-        native = checked.run["spec"].get("sourceNative")
-        if native is not None and native.get("source") != predicate.source:
-            raise ManifestError(
-                f"predicate source {predicate.source!r} differs from the run's "
-                f"sourceNative.source {native.get('source')!r}"
-            )
+        signer = self._authorize(envelope, statement, predicate, now)
+        checked = check_ingestion(statement, predicate)
         if existing is not None:
             raise AlreadyExistsError(
                 f"run {checked.run_digest} was already ingested at {existing.ingested_at}",
                 position=self._position(existing.id, 1),
             )
         return Run.ingest(
-            _signed(envelope, now, signer.key_id),
+            _signed(envelope, now, signer.signer),
             run_digest=checked.run_digest,
             run_name=checked.run_name,
         )
@@ -441,13 +501,13 @@ class Ledger(Application[UUID]):
         """The common steps for a statement about an ingested run: the run exists, a
         duplicate returns its receipt, the predicate parses, the signer may say it."""
         run = self._existing_run(statement)
-        if envelope.digest in run.envelopes:
+        if envelope.signed_digest in run.envelopes:
             return self._duplicate(run, envelope, statement)
         predicate = parse_predicate(statement)
         assert isinstance(predicate, model)
         now = self._received_now()
-        signer = self._authorize(envelope, statement, predicate.issuedAt, now)
-        return run, predicate, _signed(envelope, now, signer.key_id), now
+        signer = self._authorize(envelope, statement, predicate, now)
+        return run, predicate, _signed(envelope, now, signer.signer), now
 
     def _append_attestation(self, envelope: Envelope, statement: Statement) -> Outcome:
         admitted = self._admit_about_run(envelope, statement, AttestationPredicate)
@@ -565,26 +625,15 @@ class Ledger(Application[UUID]):
 
     def _append_key(self, envelope: Envelope, statement: Statement) -> Outcome:
         existing = self._get(Principal, principal_id(statement.subject_name))
-        if existing is not None and envelope.digest in existing.envelopes:
+        if existing is not None and envelope.signed_digest in existing.envelopes:
             return self._duplicate(existing, envelope, statement)
         predicate = parse_predicate(statement)
         assert isinstance(predicate, KeyPredicate)
-        if statement.subject_name != predicate.keyId or statement.subject_digest != predicate.keyId:
-            raise SubjectMismatchError(
-                "a key statement's subject must be the key: name and sha256 digest equal to keyId"
-            )
-        public = PublicKey.from_b64(predicate.publicKey)
-        if key_id_of(public.raw) != predicate.keyId:
-            raise DigestMismatchError(
-                f"keyId {predicate.keyId} is not the id of the publicKey given"
-            )
         now = self._received_now(after_everything=predicate.action is KeyAction.REVOKE)
-        issued_at = parse_time(predicate.issuedAt, "predicate.issuedAt")
-        if issued_at > now + MAX_CLOCK_SKEW:
-            raise ClockSkewError(f"issuedAt {predicate.issuedAt} is in the future")
+        check_key_statement(statement, predicate, LogPoint(None, now), signer=envelope.keyid)
         if predicate.action is KeyAction.REGISTER:
-            return self._register_key(envelope, statement, predicate, existing, public, now)
-        return self._revoke_key(envelope, statement, predicate, existing, public, now)
+            return self._register_key(envelope, statement, predicate, existing, now)
+        return self._revoke_key(envelope, statement, predicate, existing, now)
 
     def _register_key(
         self,
@@ -592,28 +641,10 @@ class Ledger(Application[UUID]):
         statement: Statement,
         predicate: KeyPredicate,
         existing: Principal | None,
-        public: PublicKey,
         now: datetime,
     ) -> Outcome:
-        if predicate.roles is None or predicate.validFrom is None:
-            raise ManifestError("registering a key needs predicate.roles and predicate.validFrom")
-        roles = frozenset(predicate.roles)
-        valid_from = parse_time(predicate.validFrom, "predicate.validFrom")
-        if predicate.validUntil is not None and parse_time(predicate.validUntil) <= valid_from:
-            raise ManifestError("predicate.validUntil must be after validFrom")
-        signer_ids = {keyid for keyid, _ in envelope.signatures}
-        if predicate.keyId in signer_ids:
-            # Self-signed: proof of possession. Only attesters may enrol themselves; an admin
-            # key may enrol itself only if the trust root names it (bootstrap).
-            verify_envelope(envelope, lambda kid: public if kid == predicate.keyId else None)
-            if roles != {Role.ATTESTER} and not self.trust_root.is_admin(predicate.keyId):
-                raise WrongRoleError(
-                    "a key may register itself only with the attester role; "
-                    "other roles need an admin signature"
-                )
-            signer_id = predicate.keyId
-        else:
-            signer_id = self._authorize(envelope, statement, predicate.issuedAt, now).key_id
+        assert predicate.roles is not None and predicate.validFrom is not None
+        signer = self._authorize(envelope, statement, predicate, now)
         if existing is not None:
             raise AlreadyExistsError(
                 f"key {predicate.keyId} is already registered (at {existing.registered_at}); "
@@ -621,10 +652,10 @@ class Ledger(Application[UUID]):
                 position=self._position(existing.id, 1),
             )
         return Principal.register(
-            _signed(envelope, now, signer_id),
+            _signed(envelope, now, signer.signer),
             key_id=predicate.keyId,
-            public_key=public.b64,
-            roles=sorted(str(r) for r in roles),
+            public_key=predicate.publicKey,
+            roles=[str(r) for r in predicate.roles],
             valid_from=predicate.validFrom,
             valid_until=predicate.validUntil,
             label=predicate.label,
@@ -636,35 +667,29 @@ class Ledger(Application[UUID]):
         statement: Statement,
         predicate: KeyPredicate,
         existing: Principal | None,
-        public: PublicKey,
         now: datetime,
     ) -> Outcome:
         if existing is None:
             raise UnknownKeyError(f"key {predicate.keyId} is not registered")
-        if existing.public_key != public.b64:
+        if existing.public_key != predicate.publicKey:
             raise DigestMismatchError("publicKey differs from the registered key")
-        signer_ids = {keyid for keyid, _ in envelope.signatures}
-        if predicate.keyId in signer_ids:
-            # A key holder may always revoke their own key (e.g. on compromise).
-            verify_envelope(envelope, lambda kid: public if kid == predicate.keyId else None)
-            signer_id = predicate.keyId
-        else:
-            signer_id = self._authorize(envelope, statement, predicate.issuedAt, now).key_id
+        # The key itself (on compromise) or an admin key.
+        signer = self._authorize(envelope, statement, predicate, now)
         if existing.revoked_at is not None:
             raise AlreadyExistsError(
                 f"key {predicate.keyId} was already revoked at {existing.revoked_at}"
             )
-        existing.revoke(_signed(envelope, now, signer_id), reason=predicate.reason)
+        existing.revoke(_signed(envelope, now, signer.signer), reason=predicate.reason)
         return existing
 
     # ------------------------------------------------------------ admission
 
     def _received_now(self, *, after_everything: bool = False) -> datetime:
-        """The time an event is received. A revocation (``after_everything``) is stamped
-        strictly later, at the recorded millisecond precision, than every event received
-        before it here, so a key revoked right after signing something never appears
-        revoked at the moment that something was received."""
-        now = self.clock()
+        """The time an event is received, as it will be recorded (milliseconds): what the
+        checks compare is what re-verification will read back. A revocation
+        (``after_everything``) is stamped strictly later than every event received before
+        it here, so the recorded times read in the order the log holds them."""
+        now = quantize(self.clock())
         last = self._last_received
         if after_everything and last is not None and now < last + _ONE_MS:
             now = last + _ONE_MS
@@ -672,25 +697,36 @@ class Ledger(Application[UUID]):
         return now
 
     def _authorize(
-        self, envelope: Envelope, statement: Statement, issued_at: str, now: datetime
-    ) -> KeyRecord:
-        """Signature by a registered key, usable now for a statement issued then, in role."""
-        signer = verify_envelope(envelope, self._registered_public_key)
-        record = self.key_record(signer)
-        assert record is not None  # verify_envelope only returns ids it could resolve
-        record.check_usable_now(now, parse_time(issued_at, "predicate.issuedAt"))
-        allowed = SIGNER_ROLES[statement.predicateType]
-        if not record.roles & allowed:
-            have = ", ".join(sorted(record.roles)) or "none"
-            need = " or ".join(sorted(allowed))
-            raise WrongRoleError(
-                f"key {signer} has role {have}; a {statement.predicateType} statement needs {need}"
-            )
-        return record
+        self, envelope: Envelope, statement: Statement, predicate: SignedPredicate, now: datetime
+    ) -> Authorization:
+        """Who signed, and may they say this now (``ledger.authority``). A stored key that
+        authorises the envelope is remembered, to be read again under the log's lock."""
+        auth = authorize(
+            envelope,
+            statement,
+            predicate,
+            keys=self.key_state,
+            trust_root=self.trust_root,
+            at=LogPoint(None, now),
+        )
+        signers, pending = self._overlay.signers, self._overlay.aggregates
+        if auth.key is not None and signers is not None and pending is not None:
+            pid = principal_id(auth.signer)
+            if pid not in pending:
+                signers[pid] = auth.key.version
+        return auth
 
-    def _registered_public_key(self, key_id: str) -> PublicKey | None:
-        record = self.key_record(key_id)
-        return record.public_key if record is not None else None
+    def _check_resubmission(self, envelope: Envelope, signed_by: str) -> None:
+        """A statement stored already, sent again: it is the same event only if it carries
+        its signer's own signature (not a copy of the statement under a made-up one)."""
+        keyid, sig = envelope.signatures[0]
+        state = self.key_state(signed_by)
+        if (
+            keyid != signed_by
+            or state is None
+            or not state.public_key.verify(sig, pae(envelope.payload_type, envelope.payload))
+        ):
+            raise SignatureError("signature does not verify under the key it names")
 
     def _existing_run(self, statement: Statement) -> Run:
         run = self._get(Run, run_id(statement.subject_digest))
@@ -730,11 +766,23 @@ class Ledger(Application[UUID]):
         return aggregate
 
     def _commit(
-        self, events: list[Any]
+        self, events: list[Any], signers: dict[UUID, int]
     ) -> tuple[list[Recording[UUID]], tuple[int, dict[int, InclusionProof]] | None]:
-        """Store the new events and sequence them into the log in one transaction."""
+        """Store the new events and sequence them into the log in one transaction.
+
+        Storing takes the event table's lock (PostgreSQL: LOCK TABLE, held to the commit;
+        SQLite: the write lock), so no other writer can commit until this one has: the keys
+        that authorised the group are read again here, and the group is refused back to its
+        admission (``_SignerChanged``) if any of them changed since it was read.
+        """
         with self.recorder.transaction(commit=True) as session:  # type: ignore[attr-defined]
             recordings = self.save(*events)
+            if signers:
+                now = self._stored_versions(set(signers))
+                changed = [pid for pid, version in signers.items() if now.get(pid) != version]
+                if changed:
+                    self._key_cache_forget(changed)
+                    raise _SignerChanged(f"{len(changed)} signer key(s) changed")
             sequenced = self.tlog.sequence(session)
             proofs = self.tlog.inclusions(
                 session, [r.notification.id for r in recordings], sequenced.compact.size
@@ -785,16 +833,18 @@ class Ledger(Application[UUID]):
     def _duplicate(
         self, aggregate: Run | Principal, envelope: Envelope, statement: Statement
     ) -> Receipt:
-        version = aggregate.envelopes[envelope.digest]
+        version = aggregate.envelopes[envelope.signed_digest]
         record = self._record_at(aggregate.id, version)
         state = json.loads(record.state)
+        self._check_resubmission(envelope, str(state.get("signer", "")))
         return Receipt(
             position=record.position,
             aggregate_id=aggregate.id,
             version=version,
             event=record.event_name,
             subject_digest=statement.subject_digest,
-            envelope_digest=envelope.digest,
+            # The stored envelope's, which may differ from the resubmitted one's bytes.
+            envelope_digest=str(state.get("envelope_digest", "")),
             received_at=str(state.get("received_at", "")),
             duplicate=True,
             signer=str(state.get("signer", "")),
@@ -841,23 +891,23 @@ class Ledger(Application[UUID]):
     def principal(self, key_id: str) -> Principal | None:
         return self._get(Principal, principal_id(key_id))
 
-    def key_record(self, key_id: str) -> KeyRecord | None:
+    def key_state(self, key_id: str) -> KeyState | None:
+        """The key as the log holds it, with the positions of its registration and
+        revocation (inside a group being admitted: as the group has left it so far)."""
         memo, pending = self._overlay.keys, self._overlay.aggregates
-        if memo is None or pending is None or principal_id(key_id) in pending:
-            return self._load_key_record(key_id)
+        if pending is not None and (found := pending.get(principal_id(key_id))) is not None:
+            return _pending_key_state(found) if isinstance(found, Principal) else None
+        if memo is None:
+            return self._load_key_state(key_id)
         if key_id not in memo:
-            memo[key_id] = self._load_key_record(key_id)
+            memo[key_id] = self._load_key_state(key_id)
         return memo[key_id]
 
-    def _cached_signers(self, envelopes: Sequence[object]) -> list[str]:
-        """Key ids the envelopes name that earlier groups already read."""
-        named = {
-            keyid
-            for raw in envelopes
-            if isinstance(raw, dict) and isinstance(raw.get("signatures"), list)
-            for sig in raw["signatures"]
-            if isinstance(sig, dict) and isinstance(keyid := sig.get("keyid"), str)
-        }
+    def _cached_signers(
+        self, parsed: Sequence[tuple[Envelope, Statement] | DomainError]
+    ) -> list[str]:
+        """Key ids the group's envelopes name that earlier groups already read."""
+        named = {item[0].keyid for item in parsed if not isinstance(item, DomainError)}
         return sorted(named & set(self._key_cache))
 
     def _reuse_unchanged_keys(self, signers: list[str], versions: dict[UUID, int]) -> None:
@@ -866,33 +916,22 @@ class Ledger(Application[UUID]):
         if self._overlay.keys is None:
             return
         for key_id in signers:
-            version, record = self._key_cache[key_id]
+            version, state = self._key_cache[key_id]
             if versions.get(principal_id(key_id)) == version:
-                self._overlay.keys[key_id] = record
+                self._overlay.keys[key_id] = state
 
-    def _load_key_record(self, key_id: str) -> KeyRecord | None:
-        principal = self.principal(key_id)
-        if principal is None:
-            return None
-        record = self._key_record_of(principal)
-        if self._overlay.aggregates is not None and principal.id not in self._overlay.aggregates:
+    def _key_cache_forget(self, principals: list[UUID]) -> None:
+        gone = set(principals)
+        for key_id in [k for k in self._key_cache if principal_id(k) in gone]:
+            del self._key_cache[key_id]
+
+    def _load_key_state(self, key_id: str) -> KeyState | None:
+        state = fold_key_events(key_id, self.stored_records(principal_id(key_id)))
+        if state is not None and self._overlay.aggregates is not None:
             if len(self._key_cache) >= KEY_CACHE_SIZE:
                 self._key_cache.clear()
-            self._key_cache[key_id] = (principal.version, record)
-        return record
-
-    @staticmethod
-    def _key_record_of(principal: Principal) -> KeyRecord:
-        return KeyRecord.from_fields(
-            key_id=principal.key_id,
-            public_key_b64=principal.public_key,
-            roles=principal.roles,
-            valid_from=principal.valid_from,
-            valid_until=principal.valid_until,
-            registered_at=principal.registered_at,
-            revoked_at=principal.revoked_at,
-            label=principal.label,
-        )
+            self._key_cache[key_id] = (state.version, state)
+        return state
 
     def stored_states(self, event_class: type[Any]) -> Iterator[dict[str, Any]]:
         """The decoded stored fields of every event of one class, in ledger order."""

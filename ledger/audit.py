@@ -11,7 +11,9 @@ Named checks:
                    recomputed root of its size, and it is not beyond the log's end (a
                    truncated log shows here); checkpoints given by the caller must agree with
                    the ledger's (a fork / equivocation shows here);
-- per-event checks as ``history`` does them (signature, key, role, subject, manifests).
+- per-event checks as ``history`` does them (signature, key, role, subject, manifests),
+  against the keys as the log itself held them at each event: the key book is learned from
+  the key events as the pass meets them, never read from the current state.
 
 One pass over the events in position order; memory is O(log n) for the tree plus the keys.
 """
@@ -27,12 +29,13 @@ from sqlalchemy import func, select, tuple_
 
 from domain.errors import DomainError
 from ledger.application import Ledger
-from ledger.event_verification import verify_stored_event
+from ledger.authority import KeyBook
+from ledger.event_verification import learn_key, verify_stored_event
 from ledger.log_entries import LogEntry
 from ledger.merkle import CompactRange, Node, ProofError, verify_consistency
 from ledger.signed_note import Checkpoint, NoteError, open_checkpoint
 from ledger.transparency_log import SignedCheckpoint, leaves, nodes
-from ledger.verification_report import Report
+from ledger.verification_report import Check, Report
 
 _BATCH = 1000
 
@@ -108,28 +111,31 @@ def audit_ledger(
     # Each aggregate's versions must run 1, 2, 3... with no gap: a deleted event shows even
     # after someone re-sequenced the log around it.
     last_version: dict[str, int] = {}
+    keys = KeyBook()
     for position, aggregate, version, topic, state, leaf_index, stored_hash in _rows(ledger):
         count += 1
         where = f"position {position}"
         if aggregate is None:
-            report.fail("sequenced", where, f"leaf {leaf_index} has no stored event (deleted?)")
+            report.fail(Check.SEQUENCED, where, f"leaf {leaf_index} has no stored event (deleted?)")
             continue
         previous = last_version.get(str(aggregate), 0)
         if int(version) != previous + 1:
             report.fail(
-                "versions",
+                Check.VERSIONS,
                 where,
                 f"aggregate {aggregate} goes from version {previous} to {version} (deleted?)",
             )
         else:
-            report.ok("versions")
+            report.ok(Check.VERSIONS)
         last_version[str(aggregate)] = max(previous, int(version))
         if leaf_index is None:
-            report.fail("sequenced", where, "stored event has no leaf: appended behind the log")
+            report.fail(Check.SEQUENCED, where, "stored event has no leaf: appended behind the log")
         elif int(leaf_index) != expected_leaf:
-            report.fail("sequenced", where, f"leaf index {leaf_index}, expected {expected_leaf}")
+            report.fail(
+                Check.SEQUENCED, where, f"leaf index {leaf_index}, expected {expected_leaf}"
+            )
         else:
-            report.ok("sequenced")
+            report.ok(Check.SEQUENCED)
         event_name = str(topic).rsplit(":", 1)[-1]
         result = verify_stored_event(
             position=int(position),
@@ -137,7 +143,7 @@ def audit_ledger(
             event=event_name,
             aggregate_id=UUID(str(aggregate)),
             state=bytes(state),
-            keys=ledger.key_record,
+            keys=keys,
             trust_root=ledger.trust_root,
         )
         for check in result.checks:
@@ -145,12 +151,13 @@ def audit_ledger(
                 report.ok(check.name)
             else:
                 report.fail(check.name, where, check.detail)
+        learn_key(keys, result)
         try:
             recomputed = LogEntry.from_stored(
                 int(position), str(aggregate), int(version), str(topic), bytes(state)
             ).leaf_hash()
         except DomainError as exc:
-            report.fail("leaf", where, exc.message)
+            report.fail(Check.LEAF, where, exc.message)
             recomputed = None
         if leaf_index is not None:
             if (
@@ -158,9 +165,11 @@ def audit_ledger(
                 and stored_hash is not None
                 and bytes(stored_hash) != recomputed
             ):
-                report.fail("leaf", where, "stored event no longer matches its log leaf (edited?)")
+                report.fail(
+                    Check.LEAF, where, "stored event no longer matches its log leaf (edited?)"
+                )
             elif recomputed is not None:
-                report.ok("leaf")
+                report.ok(Check.LEAF)
             # The tree is rebuilt from the stored leaf hashes, so checkpoints are checked
             # against what was logged; a leaf mismatch above says which event changed.
             created_nodes.extend(compact.append(bytes(stored_hash)))
@@ -175,54 +184,60 @@ def audit_ledger(
     _check_nodes(ledger, created_nodes, report)
     if node_count != _expected_node_count(compact.size):
         report.fail(
-            "tree",
+            Check.TREE,
             "nodes",
             f"{node_count} stored nodes, expected {_expected_node_count(compact.size)}",
         )
     if stored_size != compact.size:
-        report.fail("tree", "size", f"stored tree size {stored_size}, recomputed {compact.size}")
+        report.fail(
+            Check.TREE, "size", f"stored tree size {stored_size}, recomputed {compact.size}"
+        )
 
     for checkpoint in stored_checkpoints:
         where = f"checkpoint {checkpoint.size}"
         try:
             body, _ = open_checkpoint(checkpoint.note, [verifier], origin=ledger.trust_root.origin)
         except NoteError as exc:
-            report.fail("checkpoint", where, f"signature does not verify: {exc}")
+            report.fail(Check.CHECKPOINT, where, f"signature does not verify: {exc}")
             continue
         if body.size != checkpoint.size or body.root != checkpoint.root:
-            report.fail("checkpoint", where, "stored size/root differ from the signed note")
+            report.fail(Check.CHECKPOINT, where, "stored size/root differ from the signed note")
         elif checkpoint.size > compact.size:
             report.fail(
-                "checkpoint",
+                Check.CHECKPOINT,
                 where,
                 f"signed for {checkpoint.size} leaves but the log has {compact.size}: truncated",
             )
         elif recomputed_roots.get(checkpoint.size) != checkpoint.root:
-            report.fail("checkpoint", where, "root differs from the tree recomputed from the log")
+            report.fail(
+                Check.CHECKPOINT, where, "root differs from the tree recomputed from the log"
+            )
         else:
-            report.ok("checkpoint")
+            report.ok(Check.CHECKPOINT)
 
     _check_successive_consistency(ledger, stored_checkpoints, compact.size, report)
     stored_by_size = {c.size: c.root for c in stored_checkpoints}
     for _, mark, error in held:
         if mark is None:
-            report.fail("checkpoint", "given checkpoint", f"does not verify: {error}")
+            report.fail(Check.CHECKPOINT, "given checkpoint", f"does not verify: {error}")
             continue
         where = f"given checkpoint {mark.size}"
         if mark.size in stored_by_size and stored_by_size[mark.size] != mark.root:
             report.fail(
-                "checkpoint",
+                Check.CHECKPOINT,
                 where,
                 f"two different roots signed for tree size {mark.size}: the log equivocated",
             )
         elif mark.size > compact.size:
-            report.fail("checkpoint", where, f"beyond the log's {compact.size} leaves: truncated")
+            report.fail(
+                Check.CHECKPOINT, where, f"beyond the log's {compact.size} leaves: truncated"
+            )
         elif recomputed_roots.get(mark.size) != mark.root:
             # The held note is signed by the log key, so the log once committed to that root:
             # a log that no longer yields it was rewritten.
-            report.fail("checkpoint", where, "root differs from the log recomputed now: fork")
+            report.fail(Check.CHECKPOINT, where, "root differs from the log recomputed now: fork")
         else:
-            report.ok("checkpoint")
+            report.ok(Check.CHECKPOINT)
     report.facts.update(
         {"events": count, "treeSize": compact.size, "checkpoints": len(stored_checkpoints)}
     )
@@ -243,10 +258,10 @@ def _check_successive_consistency(
             verify_consistency(older.size, newer.size, proof, older.root, newer.root)
         except (ProofError, DomainError) as exc:
             report.fail(
-                "consistency", where, f"the newer checkpoint does not extend the older: {exc}"
+                Check.CONSISTENCY, where, f"the newer checkpoint does not extend the older: {exc}"
             )
         else:
-            report.ok("consistency")
+            report.ok(Check.CONSISTENCY)
 
 
 def _expected_node_count(size: int) -> int:
@@ -274,9 +289,9 @@ def _check_nodes(ledger: Ledger, created: list[Node], report: Report) -> None:
     for n in created:
         if stored.get((n.level, n.index)) != n.hash:
             report.fail(
-                "tree",
+                Check.TREE,
                 f"node ({n.level}, {n.index})",
                 "stored subtree hash differs from the leaves",
             )
         else:
-            report.ok("tree")
+            report.ok(Check.TREE)

@@ -50,17 +50,15 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from domain.errors import DomainError
-from domain.statements import PredicateType, Role
-from domain.timestamps import parse_time
+from domain.statements import PredicateType
+from ledger.authority import KeyBook, KeyLookup, KeyState
 from ledger.bundle import BUNDLE_FORMAT
 from ledger.event_verification import (
     EVENT_PREDICATES,
     EventVerification,
-    KeyLookup,
+    learn_key,
     verify_event,
 )
-from ledger.key_registry import KeyRecord
-from ledger.keys import PublicKey
 from ledger.log_entries import LogEntry
 from ledger.merkle import (
     HASH_SIZE,
@@ -71,7 +69,7 @@ from ledger.merkle import (
 )
 from ledger.signed_note import Checkpoint, NoteError, Verifier, open_checkpoint
 from ledger.trust import TrustRoot, TrustRootError
-from ledger.verification_report import MAX_FINDINGS, Report
+from ledger.verification_report import MAX_FINDINGS, Check, Report
 
 ClaimChecker = Callable[[dict[str, Any], Report], None]
 
@@ -98,47 +96,6 @@ BATCH_EVENTS = 256
 BATCH_CHARS = 1 << 20
 # Batches in flight per worker: enough to keep workers busy, few enough to keep memory flat.
 IN_FLIGHT_PER_WORKER = 2
-
-
-class _KeyBook:
-    """Keys learned from verified Principal events, in leaf order."""
-
-    def __init__(self) -> None:
-        self.records: dict[str, KeyRecord] = {}
-
-    def __call__(self, key_id: str) -> KeyRecord | None:
-        return self.records.get(key_id)
-
-    def snapshot(self, key_ids: Iterable[str]) -> dict[str, KeyRecord]:
-        """The records of these ids as they stand now (KeyRecords are immutable)."""
-        return {k: r for k in key_ids if (r := self.records.get(k)) is not None}
-
-    def learn(self, result: EventVerification) -> None:
-        p = result.predicate or {}
-        key_id = str(p.get("keyId"))
-        if result.event == "Principal.Registered" and key_id not in self.records:
-            self.records[key_id] = KeyRecord(
-                key_id=key_id,
-                public_key=PublicKey.from_b64(str(p["publicKey"])),
-                roles=frozenset(Role(r) for r in p.get("roles") or []),
-                valid_from=parse_time(str(p["validFrom"])),
-                valid_until=parse_time(str(p["validUntil"])) if p.get("validUntil") else None,
-                registered_at=parse_time(str(result.received_at)),
-                revoked_at=None,
-                label=p.get("label"),
-            )
-        elif result.event == "Principal.Revoked" and key_id in self.records:
-            old = self.records[key_id]
-            self.records[key_id] = KeyRecord(
-                key_id=old.key_id,
-                public_key=old.public_key,
-                roles=old.roles,
-                valid_from=old.valid_from,
-                valid_until=old.valid_until,
-                registered_at=old.registered_at,
-                revoked_at=parse_time(str(result.received_at)),
-                label=old.label,
-            )
 
 
 # --------------------------------------------------------------------------------------------
@@ -177,7 +134,7 @@ def _parse_event(where: str, record: dict[str, Any], report: Report) -> _ParsedE
         proof = _decode_proof(record.get("proof"))
         aggregate = UUID(entry.aggregate)
     except (KeyError, TypeError, ValueError, binascii.Error) as exc:
-        report.fail("format", where, f"malformed event line: {exc}")
+        report.fail(Check.FORMAT, where, f"malformed event line: {exc}")
         return None
     return _ParsedEvent(leaf_index, entry, proof, aggregate)
 
@@ -303,7 +260,7 @@ class _Context:
 
     tree: tuple[int, bytes] | None  # the verified checkpoint's (size, root)
     trust_root: TrustRoot | None
-    keys: dict[str, KeyRecord] = field(default_factory=dict)
+    keys: dict[str, KeyState] = field(default_factory=dict)
     observe: bool = False  # collect observations of run events for the claims
 
 
@@ -315,16 +272,16 @@ def _check_event(
     where = event.where
     included = False
     if context.tree is None:
-        report.fail("inclusion", where, "no verified checkpoint to prove inclusion against")
+        report.fail(Check.INCLUSION, where, "no verified checkpoint to prove inclusion against")
     else:
         size, root = context.tree
         try:
             leaf = _entry_leaf_hash(event.entry)
             _INCLUSION.verify(leaf, event.leaf_index, size, event.proof, root)
         except (ProofError, DomainError) as exc:
-            report.fail("inclusion", where, f"not in the checkpoint's tree: {exc}")
+            report.fail(Check.INCLUSION, where, f"not in the checkpoint's tree: {exc}")
         else:
-            report.ok("inclusion")
+            report.ok(Check.INCLUSION)
             included = True
     if context.trust_root is None:
         return None, included
@@ -457,7 +414,7 @@ class BundleVerifier:
         self.report = Report(subject="bundle")
         self.trust_root: TrustRoot | None = pinned_root
         self.checkpoint: Checkpoint | None = None
-        self.keys = _KeyBook()
+        self.keys = KeyBook()
         self.last_leaf = -1
         self.events = 0
         self.footer_seen = False
@@ -490,12 +447,12 @@ class BundleVerifier:
     def feed(self, number: int, line: str) -> None:
         where = f"line {number}"
         if self.footer_seen:
-            self.report.fail("format", where, "content after the footer")
+            self.report.fail(Check.FORMAT, where, "content after the footer")
             return
         try:
             record = json.loads(line)
         except (ValueError, RecursionError):  # RecursionError: nested too deeply to read
-            self.report.fail("format", where, "not a JSON object")
+            self.report.fail(Check.FORMAT, where, "not a JSON object")
             return
         kind = record.get("type") if isinstance(record, dict) else None
         if kind == "event" and self.header_seen and not _is_key_event(record):
@@ -512,10 +469,10 @@ class BundleVerifier:
             "footer": self._footer,
         }.get(str(kind))
         if handler is None:
-            self.report.fail("format", where, f"unknown line type {kind!r}")
+            self.report.fail(Check.FORMAT, where, f"unknown line type {kind!r}")
             return
         if kind != "header" and not self.header_seen:
-            self.report.fail("format", where, "bundle does not start with a header")
+            self.report.fail(Check.FORMAT, where, "bundle does not start with a header")
         handler(where, record)
 
     def finish(self) -> Report:
@@ -524,11 +481,11 @@ class BundleVerifier:
         if self.claims is not None and self.claims_seen:
             self.claims.check(self.report)
         if not self.footer_seen:
-            self.report.fail("format", "end", "no footer: the bundle is truncated")
+            self.report.fail(Check.FORMAT, "end", "no footer: the bundle is truncated")
         if self.checkpoint is None:
-            self.report.fail("checkpoint", "end", "the bundle has no checkpoint")
+            self.report.fail(Check.CHECKPOINT, "end", "the bundle has no checkpoint")
         self.report.facts.update(
-            {"events": self.events, "keys": len(self.keys.records)}
+            {"events": self.events, "keys": len(self.keys)}
             | ({"treeSize": self.checkpoint.size} if self.checkpoint else {})
         )
         return self.report
@@ -608,43 +565,45 @@ class BundleVerifier:
                 except DomainError as exc:
                     # e.g. an event line repeated: the order check has failed it already;
                     # the claims cannot be recomputed from such a bundle, and say so.
-                    self.report.fail("claims", f"event at position {observation[1]}", exc.message)
+                    self.report.fail(
+                        Check.CLAIM, f"event at position {observation[1]}", exc.message
+                    )
 
     def _order(self, leaf_index: int, position: int) -> None:
         if leaf_index <= self.last_leaf:
             self.report.fail(
-                "order",
+                Check.ORDER,
                 f"leaf {leaf_index} (position {position})",
                 f"leaf index does not increase after {self.last_leaf}",
             )
         else:
-            self.report.ok("order")
+            self.report.ok(Check.ORDER)
         self.last_leaf = max(self.last_leaf, leaf_index)
 
     # --------------------------------------------------------------- handlers
 
     def _header(self, where: str, record: dict[str, Any]) -> None:
         if self.header_seen:
-            self.report.fail("format", where, "second header")
+            self.report.fail(Check.FORMAT, where, "second header")
             return
         self.header_seen = True
         if record.get("format") != BUNDLE_FORMAT:
             self.report.fail(
-                "format", where, f"format is {record.get('format')!r}, not {BUNDLE_FORMAT}"
+                Check.FORMAT, where, f"format is {record.get('format')!r}, not {BUNDLE_FORMAT}"
             )
         else:
-            self.report.ok("format")
+            self.report.ok(Check.FORMAT)
         self.report.facts["scope"] = record.get("scope")
 
     def _trust_root(self, where: str, record: dict[str, Any]) -> None:
         try:
             bundled = TrustRoot.from_json(record.get("trustRoot"))
         except TrustRootError as exc:
-            self.report.fail("trust-root", where, exc.message)
+            self.report.fail(Check.TRUST_ROOT, where, exc.message)
             return
         if self.trust_root_seen:
             # A second root could switch the keys that check the rest of the bundle.
-            self.report.fail("format", where, "second trust root")
+            self.report.fail(Check.FORMAT, where, "second trust root")
             return
         self.trust_root_seen = True
         if self.pinned_root is None:
@@ -652,20 +611,22 @@ class BundleVerifier:
             self.report.notes.append(
                 "trusting the trust root inside the bundle; pass --trust-root to pin your own"
             )
-            self.report.ok("trust-root")
+            self.report.ok(Check.TRUST_ROOT)
         elif bundled.to_json() != self.pinned_root.to_json():
             self.report.fail(
-                "trust-root", where, "the bundle's trust root is not the one you pinned"
+                Check.TRUST_ROOT, where, "the bundle's trust root is not the one you pinned"
             )
         else:
-            self.report.ok("trust-root")
+            self.report.ok(Check.TRUST_ROOT)
 
     def _checkpoint(self, where: str, record: dict[str, Any]) -> None:
         if self.trust_root is None:
-            self.report.fail("checkpoint", where, "no trust root to check the checkpoint against")
+            self.report.fail(
+                Check.CHECKPOINT, where, "no trust root to check the checkpoint against"
+            )
             return
         if self.checkpoint is not None:
-            self.report.fail("format", where, "second checkpoint")
+            self.report.fail(Check.FORMAT, where, "second checkpoint")
             return
         root = self.trust_root
         verifier = Verifier.from_public_key(root.origin, root.log_key.raw)
@@ -674,10 +635,10 @@ class BundleVerifier:
                 str(record.get("note", "")), [verifier], origin=root.origin
             )
         except NoteError as exc:
-            self.report.fail("checkpoint", where, f"checkpoint does not verify: {exc}")
+            self.report.fail(Check.CHECKPOINT, where, f"checkpoint does not verify: {exc}")
             return
         self.checkpoint = checkpoint
-        self.report.ok("checkpoint")
+        self.report.ok(Check.CHECKPOINT)
         for other_note in self.known_checkpoints:
             self._compare_checkpoint(other_note, verifier)
 
@@ -687,11 +648,11 @@ class BundleVerifier:
         try:
             other, _ = open_checkpoint(note, [verifier], origin=self.checkpoint.origin)
         except NoteError as exc:
-            self.report.fail("checkpoint", "given checkpoint", f"does not verify: {exc}")
+            self.report.fail(Check.CHECKPOINT, "given checkpoint", f"does not verify: {exc}")
             return
         if other.size == self.checkpoint.size and other.root != self.checkpoint.root:
             self.report.fail(
-                "checkpoint",
+                Check.CHECKPOINT,
                 "given checkpoint",
                 f"two different roots signed for tree size {other.size}: the log equivocated",
             )
@@ -702,7 +663,7 @@ class BundleVerifier:
                 "(kernelindex log consistency)"
             )
         else:
-            self.report.ok("checkpoint")
+            self.report.ok(Check.CHECKPOINT)
 
     def _event(self, where: str, record: dict[str, Any]) -> None:
         """A key event (or any event before the header), verified here, in leaf order."""
@@ -720,11 +681,8 @@ class BundleVerifier:
                 [seen] if seen is not None else [],
             )
         )
-        if result is not None and result.ok and result.predicate_type == PredicateType.KEY:
-            try:
-                self.keys.learn(result)
-            except (KeyError, ValueError, DomainError) as exc:
-                self.report.fail("key-valid", event.where, f"key event cannot be read: {exc}")
+        if result is not None and included:
+            learn_key(self.keys, result)
 
     def _claim(self, where: str, record: dict[str, Any]) -> None:
         if self.claims is not None:
@@ -732,12 +690,12 @@ class BundleVerifier:
             try:
                 self.claims.expect(record)
             except DomainError as exc:  # e.g. ClaimFormatError: a malformed claim line
-                self.report.fail("claim", where, exc.message)
+                self.report.fail(Check.CLAIM, where, exc.message)
             return
         self._drain()  # a claim is judged against everything before it
         if self.claim_checker is None:
             self.report.fail(
-                "claim", where, "the bundle makes a claim this verifier cannot recompute"
+                Check.CLAIM, where, "the bundle makes a claim this verifier cannot recompute"
             )
             return
         self.claim_checker(record, self.report)
@@ -748,23 +706,25 @@ class BundleVerifier:
         try:
             content = base64.b64decode(str(record.get("content", "")), validate=True)
         except (binascii.Error, ValueError):
-            self.report.fail("artifact", where, f"artifact {digest} content is not base64")
+            self.report.fail(Check.ARTIFACT, where, f"artifact {digest} content is not base64")
             return
         if "sha256:" + hashlib.sha256(content).hexdigest() != digest:
-            self.report.fail("artifact", where, f"artifact {digest}: content hashes differently")
+            self.report.fail(
+                Check.ARTIFACT, where, f"artifact {digest}: content hashes differently"
+            )
         else:
-            self.report.ok("artifact")
+            self.report.ok(Check.ARTIFACT)
 
     def _footer(self, where: str, record: dict[str, Any]) -> None:
         self.footer_seen = True
         if record.get("events") != self.events:
             self.report.fail(
-                "format",
+                Check.FORMAT,
                 where,
                 f"footer says {record.get('events')} events, the bundle has {self.events}",
             )
         else:
-            self.report.ok("format")
+            self.report.ok(Check.FORMAT)
 
 
 def verify_bundle_lines(

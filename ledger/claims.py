@@ -14,7 +14,7 @@ from typing import Any
 from domain.errors import DomainError
 from domain.ranking import View, rank_group
 from domain.run_facts import RunFold
-from ledger.verification_report import Report
+from ledger.verification_report import Check, Report
 
 
 def make_claim(
@@ -81,18 +81,18 @@ class ClaimTracker:
             where = f"claim for {run}"
             fold = self.runs.get(run)
             if fold is None:
-                report.fail("claim", where, "the bundle holds no ingestion for the claimed run")
+                report.fail(Check.CLAIM, where, "the bundle holds no ingestion for the claimed run")
                 continue
             level = fold.evidence.level.label
             claimed_level = (claim.get("evidence") or {}).get("level")
             if claimed_level != level:
                 report.fail(
-                    "claim",
+                    Check.CLAIM,
                     where,
                     f"claims evidence level {claimed_level!r}; its events give {level!r}",
                 )
             else:
-                report.ok("claim")
+                report.ok(Check.CLAIM)
             self._check_standings(report, where, fold, claim)
 
     def _check_standings(
@@ -101,7 +101,7 @@ class ClaimTracker:
         key = fold.profile.comparison_key
         if claim.get("comparisonKey") != key:
             report.fail(
-                "claim",
+                Check.CLAIM,
                 where,
                 f"claims comparison group {claim.get('comparisonKey')}; events give {key}",
             )
@@ -116,9 +116,9 @@ class ClaimTracker:
             actual = None if computed is None else {"rank": computed.rank, "of": computed.of}
             if stated != actual:
                 report.fail(
-                    "claim",
+                    Check.CLAIM,
                     where,
                     f"claims {view} standing {stated}; the bundle's events give {actual}",
                 )
             else:
-                report.ok("claim")
+                report.ok(Check.CLAIM)

@@ -1,9 +1,13 @@
 """DSSE envelopes over in-toto statements (DSSE v1 protocol).
 
 ``signature = Ed25519(PAE(payloadType, payload))``. Verification fails closed: the envelope
-must be well formed, its payload canonical base64 of a JSON statement, and at least one
-signature must verify under the key its ``keyid`` names *and* that key must be one the caller
-trusts. ``keyid`` is only a hint for which key to try.
+must be well formed, its payload canonical base64 of a JSON statement, and its signature must
+verify under the key its ``keyid`` names *and* that key must be one the caller trusts.
+
+This ledger's profile of DSSE: an envelope carries **exactly one** signature. With one, there
+is no choice of which signature counts (admission and re-verification could otherwise pick
+differently), and a signed statement has one spelling per signer, so nobody can make a "new"
+event out of someone else's by adding, dropping or reordering signatures.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +26,7 @@ from domain.errors import DomainError, ParseError
 from domain.statements import PAYLOAD_TYPE, Statement, parse_statement
 from ledger.keys import PublicKey, SigningKey
 
-MAX_SIGNATURES = 8
+SIGNATURES = 1  # exactly this many per envelope (see the module docstring)
 # A statement carries manifests of up to 1 MiB each; base64 of this fits a 2 MiB request body.
 MAX_PAYLOAD_BYTES = 3 * 1024 * 1024 // 2
 MAX_ENVELOPE_BYTES = 2 * 1024 * 1024  # the serialised envelope: payload in base64 + signatures
@@ -76,6 +81,17 @@ class Envelope:
         """sha256 over the JCS form of the envelope: identical envelopes, identical digest."""
         return digest_of(dict(self.raw))
 
+    @property
+    def keyid(self) -> str:
+        """The key id the envelope's one signature names (a hint until verified)."""
+        return self.signatures[0][0]
+
+    @functools.cached_property
+    def signed_digest(self) -> str:
+        """What was signed, by whom: sha256 over the PAE bytes and the named key id. The
+        ledger recognises a resubmission by this, never by the envelope's bytes."""
+        return signed_digest(self.payload_type, self.payload, self.keyid)
+
     def statement_json(self) -> Any:
         """The signed statement, read as strictly as any document: a payload two JSON readers
         could read differently (duplicate keys, NaN, huge integers) is refused, not guessed."""
@@ -103,9 +119,11 @@ def parse_envelope(value: object) -> Envelope:
     payload = _b64decode_strict(value.get("payload"), "payload")
     signatures = value.get("signatures")
     if not isinstance(signatures, list) or not signatures:
-        raise EnvelopeError("envelope needs at least one signature")
-    if len(signatures) > MAX_SIGNATURES:
-        raise EnvelopeError(f"envelope has more than {MAX_SIGNATURES} signatures")
+        raise EnvelopeError("envelope needs exactly one signature")
+    if len(signatures) != SIGNATURES:
+        raise EnvelopeError(
+            f"envelope has {len(signatures)} signatures; this ledger's envelopes carry exactly one"
+        )
     parsed: list[tuple[str, bytes]] = []
     for i, item in enumerate(signatures):
         if not isinstance(item, Mapping) or set(item) - {"keyid", "sig"}:
@@ -119,6 +137,22 @@ def parse_envelope(value: object) -> Envelope:
     except DomainError as exc:
         raise EnvelopeError(f"envelope is not canonicalisable: {exc.message}") from None
     return Envelope(payload_type, payload, tuple(parsed), value)
+
+
+def signed_digest(payload_type: str, payload: bytes, keyid: str) -> str:
+    """``sha256:`` + hex SHA-256 of ``len(keyid) SP keyid SP PAE(payload_type, payload)``."""
+    named = keyid.encode("utf-8")
+    message = b"%d %s " % (len(named), named) + pae(payload_type, payload)
+    return "sha256:" + hashlib.sha256(message).hexdigest()
+
+
+def stored_signed_digest(raw: Mapping[str, Any]) -> str:
+    """:func:`signed_digest` of an envelope the ledger stored (it parsed it at admission)."""
+    return signed_digest(
+        str(raw["payloadType"]),
+        base64.b64decode(raw["payload"]),
+        str(raw["signatures"][0]["keyid"]),
+    )
 
 
 def sign_envelope(statement: Mapping[str, Any], key: SigningKey) -> dict[str, Any]:
@@ -136,23 +170,18 @@ KeyResolver = Callable[[str], PublicKey | None]
 
 
 def verify_envelope(envelope: Envelope, resolve: KeyResolver) -> str:
-    """Return the key id of the first signature that verifies under a resolvable key.
+    """The key id of the envelope's signature, if it verifies under the key ``resolve``
+    trusts for that id. Raises UnknownKeyError when ``resolve`` knows no such key,
+    SignatureError when the signature does not verify under it.
 
-    ``resolve(key_id)`` returns the trusted key for that id, or None. Raises
-    UnknownKeyError when no signature names a known key, SignatureError when a known key's
-    signature does not verify.
+    Only says that a key signed: whether that key may sign the statement is
+    ``ledger.authority``'s to decide.
     """
-    message = pae(envelope.payload_type, envelope.payload)
-    known = False
-    for keyid, sig in envelope.signatures:
-        key = resolve(keyid)
-        if key is None:
-            continue
-        known = True
-        # Defence in depth: the resolver must hand back the key the id names.
-        if key.key_id == keyid and key.verify(sig, message):
-            return keyid
-    if not known:
-        names = ", ".join(k or "(empty)" for k, _ in envelope.signatures)
-        raise UnknownKeyError(f"no signature is by a registered key (keyid {names})")
-    raise SignatureError("signature does not verify under the registered key it names")
+    keyid, sig = envelope.signatures[0]
+    key = resolve(keyid)
+    if key is None:
+        raise UnknownKeyError(f"no signature is by a registered key (keyid {keyid or '(empty)'})")
+    # Defence in depth: the resolver must hand back the key the id names.
+    if key.key_id != keyid or not key.verify(sig, pae(envelope.payload_type, envelope.payload)):
+        raise SignatureError("signature does not verify under the key it names")
+    return keyid

@@ -1,27 +1,45 @@
 """Re-verifying a stored event from what it carries, check by named check.
 
-Used by ``history`` (and later audit and offline verification). Never raises for bad data:
-a tampered or unreadable record is reported as failing, with the reason, so it is neither
-hidden nor able to crash the reader.
+Used by ``history``, ``audit`` and the offline bundle verifier. The rules are admission's
+own: the envelope profile (``ledger.dsse``), the predicate schemas (``domain.statements``),
+who may sign what (``ledger.authority``) and what a statement must say about its subject
+(``ledger.authority.content``), judged at the event's place in the log. So every event the
+ledger admitted re-verifies, and an event it would have refused does not.
+
+Never raises for bad data: a tampered or unreadable record is reported as failing, with the
+reason, so it is neither hidden nor able to crash the reader.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
 from domain.errors import DomainError
-from domain.manifests.manifest_set import check_manifest_set
-from domain.statements import SIGNER_ROLES, PredicateType, Role, Statement
+from domain.statements import (
+    IngestionPredicate,
+    KeyPredicate,
+    PredicateType,
+    SignedPredicate,
+    Statement,
+    parse_predicate,
+)
 from domain.timestamps import parse_time
 from ledger.aggregates import principal_id, run_id
-from ledger.dsse import Envelope, parse_envelope, verify_envelope
-from ledger.key_registry import KeyRecord
-from ledger.keys import PublicKey
+from ledger.authority import (
+    KeyBook,
+    KeyLookup,
+    LogPoint,
+    authorize,
+    check_ingestion,
+    check_key_statement,
+)
+from ledger.dsse import Envelope, SignatureError, parse_envelope
+from ledger.errors import ClockSkewError, ExpiredKeyError, RevokedKeyError, WrongRoleError
 from ledger.trust import TrustRoot
+from ledger.verification_report import Check
 
 # Stored event class → the predicate type its envelope must carry.
 EVENT_PREDICATES: dict[str, PredicateType] = {
@@ -36,12 +54,10 @@ EVENT_PREDICATES: dict[str, PredicateType] = {
     "Principal.Revoked": PredicateType.KEY,
 }
 
-KeyLookup = Callable[[str], KeyRecord | None]
-
 
 @dataclass(frozen=True)
-class Check:
-    name: str
+class CheckOutcome:
+    name: Check
     ok: bool
     detail: str = ""
 
@@ -57,15 +73,21 @@ class EventVerification:
     predicate_type: str | None = None
     predicate: dict[str, Any] | None = None
     envelope: dict[str, Any] | None = None
-    checks: list[Check] = field(default_factory=list)
+    subject_digest: str | None = None
+    checks: list[CheckOutcome] = field(default_factory=list)
+    # The parsed predicate, when it parsed (key events teach a key book from it).
+    parsed: SignedPredicate | None = None
 
     @property
     def ok(self) -> bool:
         return bool(self.checks) and all(c.ok for c in self.checks)
 
     @property
-    def failures(self) -> list[Check]:
+    def failures(self) -> list[CheckOutcome]:
         return [c for c in self.checks if not c.ok]
+
+    def check(self, name: Check, ok: bool = True, detail: str = "") -> None:
+        self.checks.append(CheckOutcome(name, ok, detail))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -100,7 +122,7 @@ def verify_stored_event(
         received_at = str(stored["received_at"])
     except (ValueError, KeyError, TypeError) as exc:
         result = EventVerification(position=position, version=version, event=event)
-        result.checks.append(Check("record-readable", False, f"stored record is unreadable: {exc}"))
+        result.check(Check.RECORD, False, f"stored record is unreadable: {exc}")
         return result
     return verify_event(
         position=position,
@@ -114,11 +136,38 @@ def verify_stored_event(
     )
 
 
+def learn_key(keys: KeyBook, result: EventVerification) -> None:
+    """Teach ``keys`` a key event whose checks all held (fed in log order)."""
+    if result.ok and isinstance(result.parsed, KeyPredicate) and result.received_at:
+        keys.learn(
+            result.parsed,
+            position=result.position,
+            received_at=parse_time(result.received_at),
+            signer=result.signer or "",
+        )
+
+
 def expected_aggregate(event: str, statement: Statement) -> UUID:
     """The aggregate a statement belongs in: its run's, or its key's."""
     if event.startswith("Principal."):
         return principal_id(statement.subject_name)
     return run_id(statement.subject_digest)
+
+
+# What each refusal of ``ledger.authority`` means as a named check.
+_AUTHORITY_CHECKS: tuple[tuple[type[DomainError], Check], ...] = (
+    (SignatureError, Check.SIGNATURE),
+    (RevokedKeyError, Check.KEY_VALID),
+    (ExpiredKeyError, Check.KEY_VALID),
+    (ClockSkewError, Check.KEY_VALID),
+    (WrongRoleError, Check.ROLE),
+)
+
+
+def _authority_check(exc: DomainError) -> Check:
+    return next(
+        (check for cls, check in _AUTHORITY_CHECKS if isinstance(exc, cls)), Check.SIGNATURE
+    )
 
 
 def verify_event(
@@ -132,131 +181,102 @@ def verify_event(
     keys: KeyLookup,
     trust_root: TrustRoot,
 ) -> EventVerification:
-    """Re-check one event: well-formed, about the aggregate it is filed under, signed in role
-    by a key valid when the ledger received it, and (ingestions) digests that hold."""
+    """Re-check one event: well-formed, about the aggregate it is filed under, signed by a
+    key that may say it at the event's place in the log, and (ingestions) digests that hold.
+
+    ``keys`` answers with each key's registration and revocation positions; a key registered
+    after ``position`` or revoked before it does not sign the event."""
     result = EventVerification(position=position, version=version, event=event)
-    checks = result.checks
     result.received_at = received_at
     result.envelope = envelope_json if isinstance(envelope_json, dict) else None
     try:
         received = parse_time(received_at, "receivedAt")
     except DomainError as exc:
-        checks.append(Check("record-readable", False, exc.message))
+        result.check(Check.RECORD, False, exc.message)
         return result
-    checks.append(Check("record-readable", True))
+    result.check(Check.RECORD)
     try:
         envelope = parse_envelope(envelope_json)
         statement = envelope.statement()
     except DomainError as exc:
-        checks.append(Check("envelope", False, exc.message))
+        result.check(Check.ENVELOPE, False, exc.message)
         return result
-    checks.append(Check("envelope", True))
+    result.check(Check.ENVELOPE)
     result.predicate_type = str(statement.predicateType)
     result.predicate = statement.predicate
+    result.subject_digest = statement.subject_digest
+    try:
+        predicate = parse_predicate(statement)
+    except DomainError as exc:
+        result.check(Check.PREDICATE, False, exc.message)
+        return result
+    result.check(Check.PREDICATE)
+    result.parsed = predicate
 
     expected_type = EVENT_PREDICATES.get(event)
-    checks.append(
-        Check(
-            "event-type",
-            expected_type == statement.predicateType,
-            ""
-            if expected_type == statement.predicateType
-            else f"a {event} event carries a {statement.predicateType} statement",
-        )
+    same_type = expected_type == statement.predicateType
+    result.check(
+        Check.EVENT_TYPE,
+        same_type,
+        "" if same_type else f"a {event} event carries a {statement.predicateType} statement",
     )
     belongs = expected_aggregate(event, statement) == aggregate_id
-    checks.append(
-        Check(
-            "subject",
-            belongs,
-            "" if belongs else f"statement about {statement.subject_digest} is filed elsewhere",
-        )
+    result.check(
+        Check.SUBJECT,
+        belongs,
+        "" if belongs else f"statement about {statement.subject_digest} is filed elsewhere",
     )
-    _check_signer(result, envelope, statement, received, keys, trust_root)
-    if statement.predicateType is PredicateType.INGESTION:
-        _check_ingested_content(result, statement)
+    at = LogPoint(position, received)
+    if isinstance(predicate, KeyPredicate):
+        try:
+            check_key_statement(statement, predicate, at, signer=envelope.keyid)
+        except DomainError as exc:
+            result.check(Check.KEY_STATEMENT, False, exc.message)
+        else:
+            result.check(Check.KEY_STATEMENT)
+    _check_signer(result, envelope, statement, predicate, keys, trust_root, at)
+    if isinstance(predicate, IngestionPredicate):
+        try:
+            check_ingestion(statement, predicate)
+        except DomainError as exc:
+            result.check(Check.MANIFESTS, False, exc.message)
+        else:
+            result.check(Check.MANIFESTS)
     return result
-
-
-def _self_signed_key(statement: Statement) -> PublicKey | None:
-    """The key a key statement registers or revokes, when the envelope is signed by it."""
-    if statement.predicateType is not PredicateType.KEY:
-        return None
-    try:
-        return PublicKey.from_b64(str(statement.predicate.get("publicKey")))
-    except ValueError:
-        return None
 
 
 def _check_signer(
     result: EventVerification,
     envelope: Envelope,
     statement: Statement,
-    received: Any,
+    predicate: SignedPredicate,
     keys: KeyLookup,
     trust_root: TrustRoot,
+    at: LogPoint,
 ) -> None:
-    checks = result.checks
-    own = _self_signed_key(statement)
-    own_id = own.key_id if own is not None else None
-
-    def lookup(key_id: str) -> KeyRecord | None:
+    def lookup(key_id: str) -> Any:
         try:
             return keys(key_id)
         except DomainError:
-            return None  # a key whose own record is damaged verifies nothing
-
-    def resolve(key_id: str) -> PublicKey | None:
-        if own is not None and key_id == own_id:
-            return own
-        record = lookup(key_id)
-        return record.public_key if record is not None else None
+            return None  # a key whose own record is damaged signs nothing
 
     try:
-        signer = verify_envelope(envelope, resolve)
+        auth = authorize(envelope, statement, predicate, keys=lookup, trust_root=trust_root, at=at)
     except DomainError as exc:
-        checks.append(Check("signature", False, exc.message))
+        check = _authority_check(exc)
+        if check is not Check.SIGNATURE:
+            # The signature verified; the key may not say this here. Show whose it is.
+            result.signer = envelope.keyid
+            state = lookup(envelope.keyid)
+            result.role = ",".join(sorted(state.roles)) if state is not None else None
+            result.check(Check.SIGNATURE)
+            if check is Check.ROLE:
+                result.check(Check.KEY_VALID)
+        result.check(check, False, exc.message)
         return
-    result.signer = signer
-    checks.append(Check("signature", True))
-    if signer == own_id:
-        action = statement.predicate.get("action")
-        roles = statement.predicate.get("roles") or []
-        allowed = (
-            action == "revoke" or roles == [Role.ATTESTER.value] or trust_root.is_admin(signer)
-        )
-        result.role = "self"
-        checks.append(
-            Check("role", allowed, "" if allowed else "self-signed key statement beyond attester")
-        )
-        return
-    record = lookup(signer)
-    assert record is not None  # verify_envelope only returns ids resolve() could find
-    result.role = ",".join(sorted(record.roles))
-    why = record.invalid_at(received)
-    checks.append(Check("key-valid", why is None, why or ""))
-    needed = SIGNER_ROLES[statement.predicateType]
-    in_role = bool(record.roles & needed)
-    checks.append(
-        Check(
-            "role",
-            in_role,
-            "" if in_role else f"role {result.role} may not sign {statement.predicateType}",
-        )
-    )
-
-
-def _check_ingested_content(result: EventVerification, statement: Statement) -> None:
-    manifests = statement.predicate.get("manifests")
-    if not isinstance(manifests, dict):
-        result.checks.append(Check("manifests", False, "manifests is not a JSON object"))
-        return
-    try:
-        checked = check_manifest_set(manifests)
-    except DomainError as exc:
-        result.checks.append(Check("manifests", False, exc.message))
-        return
-    same = checked.run_digest == statement.subject_digest
-    result.checks.append(
-        Check("manifests", same, "" if same else f"run manifest digests to {checked.run_digest}")
-    )
+    result.signer = auth.signer
+    result.role = auth.role
+    result.check(Check.SIGNATURE)
+    if not auth.self_signed:
+        result.check(Check.KEY_VALID)
+    result.check(Check.ROLE)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from uuid import UUID
 
 from domain.statements import PredicateType
@@ -19,6 +20,9 @@ def key_history(ledger: Ledger, key_id: str) -> list[EventVerification]:
 
 
 def aggregate_history(ledger: Ledger, aggregate_id: UUID) -> list[EventVerification]:
+    """Every stored event of one aggregate, re-verified against each signer's key as the log
+    holds it (registration and revocation positions: the state at each event follows)."""
+    keys = functools.cache(ledger.key_state)  # one read per signer, not per event
     return [
         verify_stored_event(
             position=record.position,
@@ -26,7 +30,7 @@ def aggregate_history(ledger: Ledger, aggregate_id: UUID) -> list[EventVerificat
             event=record.event_name,
             aggregate_id=aggregate_id,
             state=record.state,
-            keys=ledger.key_record,
+            keys=keys,
             trust_root=ledger.trust_root,
         )
         for record in ledger.stored_records(aggregate_id)

@@ -1,10 +1,55 @@
-"""What verify and audit found: counts of what held, and every failure with where and why."""
+"""What verify and audit found: counts of what held, and every failure with where and why.
+
+:class:`Check` names every check, once: ``verify --help``, the README and the reports use
+these names, and a check that is not in the enum cannot be reported.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
+
+
+class Check(StrEnum):
+    """Every named check of ``history``, ``audit`` and ``verify``, with what it means."""
+
+    # --- the bundle, its anchor and its freshness (verify)
+    FORMAT = "format"  # header, line types and order, footer count
+    ANCHOR = "anchor"  # the caller pinned a trust root (else UNANCHORED)
+    TRUST_ROOT = "trust-root"  # the bundle's trust root is the pinned one
+    CHECKPOINT = "checkpoint"  # signed by the log key; agrees with checkpoints the caller holds
+    CONSISTENCY = "consistency"  # the checkpoint extends the older ones the caller holds
+    FRESHNESS = "freshness"  # the bundle reaches every checkpoint the caller holds (else STALE)
+    INCLUSION = "inclusion"  # each event's leaf is in the checkpoint's tree
+    ORDER = "order"  # leaf indices strictly increase
+    # --- each event (history, audit, verify)
+    RECORD = "record-readable"  # the stored or bundled record decodes
+    ENVELOPE = "envelope"  # DSSE envelope: shape, one signature, canonical base64, statement
+    PREDICATE = "predicate"  # the predicate's schema
+    EVENT_TYPE = "event-type"  # the event class carries the predicate type it must
+    SUBJECT = "subject"  # filed under the aggregate its subject names
+    KEY_STATEMENT = "key-statement"  # a key statement's form: subject, roles, validity window
+    SIGNATURE = "signature"  # its one signature verifies under the key it names
+    KEY_VALID = "key-valid"  # that key was registered, unrevoked, unexpired at that point
+    ROLE = "role"  # that key's role may sign that predicate type
+    MANIFESTS = "manifests"  # an ingestion's manifests digest to its subject
+    VERSIONS = "versions"  # each aggregate's versions run 1, 2, 3... with no gap
+    # --- completeness (verify)
+    HEADS = "heads"  # the log key's signed heads for the bundle's checkpoint
+    COMPLETE = "complete"  # every event of each run and key in scope, as the heads say
+    GROUP = "group"  # every member of each claimed comparison group, as the heads say
+    # --- claims and the caller's expectations (verify)
+    CLAIM = "claim"  # each claimed level and rank, recomputed from the (complete) events
+    EXPECTATION = "expectation"  # what the caller asked for (--run, --min-level, --rank)
+    ARTIFACT = "artifact"  # a bundled artifact hashes to its digest
+    # --- the stored log (audit)
+    SEQUENCED = "sequenced"  # every event has exactly one leaf, densely
+    LEAF = "leaf"  # each leaf hash recomputed from its event
+    TREE = "tree"  # stored subtree hashes recomputed from the leaves
+    SERVER = "server"  # a server's answer agrees with what was re-verified here
+
 
 # Bound the findings kept so a badly damaged million-event bundle cannot exhaust memory;
 # the counters keep the totals.
@@ -27,10 +72,11 @@ class Report:
     notes: list[str] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)
 
-    def ok(self, check: str, count: int = 1) -> None:
-        self.passed[check] += count
+    def ok(self, check: Check, count: int = 1) -> None:
+        self.passed[Check(check)] += count
 
-    def fail(self, check: str, where: str, reason: str) -> None:
+    def fail(self, check: Check, where: str, reason: str) -> None:
+        check = Check(check)  # an unknown name is a bug: it raises here
         self.failed[check] += 1
         if len(self.findings) < MAX_FINDINGS:
             self.findings.append(Finding(check, where, reason))

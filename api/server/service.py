@@ -317,7 +317,7 @@ class LedgerService:
         return [self.key(key_id) for key_id in self.ledger.key_ids()]
 
     def key(self, key_id: str) -> dict[str, Any]:
-        record = self.ledger.key_record(key_id)
+        record = self.ledger.key_state(key_id)
         if record is None:
             raise NotFoundError(f"no key {key_id} is registered")
         return {
@@ -328,8 +328,10 @@ class LedgerService:
             "validFrom": record.valid_from,
             "validUntil": record.valid_until,
             "registeredAt": record.registered_at,
+            "registeredPosition": record.registered_position,
             "revokedAt": record.revoked_at,
-            "status": "revoked" if record.revoked_at else "active",
+            "revokedPosition": record.revoked_position,
+            "status": "revoked" if record.revoked else "active",
         }
 
     def key_history(self, key_id: str) -> dict[str, Any]:

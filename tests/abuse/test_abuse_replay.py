@@ -121,10 +121,11 @@ def test_a_signature_made_for_another_statement_does_not_verify(served: Served) 
     relabelled = copy.deepcopy(mild)
     relabelled["signatures"][0]["keyid"] = bob.key_id
     problem_of(c.post(url, json=relabelled), 403, "bad-signature")
-    # A good signature next to a forged one does not launder the forged statement.
+    # A good signature next to a forged one does not launder the forged statement: an
+    # envelope carries exactly one signature.
     both = dict(harsh, signatures=[*by_bob["signatures"], *harsh["signatures"]])
     both["payload"] = base64.b64encode(base64.b64decode(harsh["payload"]) + b" ").decode()
-    problem_of(c.post(url, json=both), 403, "bad-signature")
+    problem_of(c.post(url, json=both), 400, "malformed-envelope")
     assert appended(served) == before
 
 

@@ -385,7 +385,7 @@ def test_malformed_envelopes_are_refused(world: World) -> None:
         (good | {"extra": 1}, "unknown fields"),
         (good | {"payload": "!!!"}, "base64"),
         (good | {"payloadType": "text/plain"}, "payloadType"),
-        (good | {"signatures": []}, "at least one signature"),
+        (good | {"signatures": []}, "exactly one signature"),
         (good | {"payload": base64.b64encode(b"not json").decode()}, "JSON"),
     ]
     for envelope, words in cases:
@@ -433,8 +433,8 @@ def test_holder_may_revoke_own_key(world: World) -> None:
             world.attester.public, world.attester, reason="rotating", now=world.clock.now
         )
     )
-    record = world.ledger.key_record(world.attester.key_id)
-    assert record is not None and record.revoked_at is not None
+    record = world.ledger.key_state(world.attester.key_id)
+    assert record is not None and record.revoked and record.revoked_position is not None
 
 
 def test_lifecycle_is_admin_only_and_leaves_history(world: World) -> None:

@@ -55,7 +55,7 @@ def test_a_group_that_failed_to_commit_leaves_no_trace(
     first, _, seed, key = two_writers
     first.append_many([_note(seed, key, "warm")])
 
-    def broken(events: Any) -> Any:
+    def broken(*_: Any) -> Any:
         raise RuntimeError("the disk went away")
 
     monkeypatch.setattr(first, "_commit", broken)

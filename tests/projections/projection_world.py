@@ -184,7 +184,7 @@ class World:
         return world
 
     def key_envelopes(self) -> list[dict[str, Any]]:
-        k, at = self.keys, BASE_TIME
+        k, at = self.keys, self.clock.now
         return [
             key_registration_envelope(k.admin.public, [Role.ADMIN], k.admin, now=at),
             key_registration_envelope(k.ingester.public, [Role.INGESTER], k.admin, now=at),

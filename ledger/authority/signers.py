@@ -1,0 +1,188 @@
+"""Which signature counts, which key and role it is, and whether that role may sign that.
+
+The envelope carries exactly one signature (``ledger.dsse`` refuses any other count), so
+there is never a choice of which signature counts. It counts if it verifies under
+
+* the key a key statement is about (proof of possession): a key may always revoke itself and
+  may register itself as an attester; a trust-root admin key may register itself
+  (bootstrap); or
+* a registered key, registered earlier in the log than the event and not revoked earlier,
+  not expired when the ledger received the event, valid at the statement's ``issuedAt``
+  (which may not be in the future), in a role that may sign the statement's predicate type.
+
+Everything is judged at a :class:`LogPoint`: the event's position and the time the ledger
+recorded on it. Admission judges at (None, now): after everything stored, at the time it is
+about to record; re-verification at the stored position and time. Same inputs, same answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from domain.errors import DigestMismatchError, ManifestError
+from domain.statements import (
+    SIGNER_ROLES,
+    KeyAction,
+    KeyPredicate,
+    Role,
+    SignedPredicate,
+    Statement,
+)
+from domain.timestamps import format_time, parse_time
+from ledger.authority.key_book import KeyLookup, KeyState
+from ledger.dsse import Envelope, SignatureError, UnknownKeyError, pae
+from ledger.errors import (
+    ClockSkewError,
+    ExpiredKeyError,
+    RevokedKeyError,
+    SubjectMismatchError,
+    WrongRoleError,
+)
+from ledger.keys import PublicKey, key_id_of
+from ledger.trust import TrustRoot
+
+# How far a signer's clock may run ahead of the ledger's, and how far before the ledger
+# received a key's registration the key may say it became valid.
+MAX_CLOCK_SKEW = timedelta(minutes=5)
+SELF = "self"
+
+
+def quantize(moment: datetime) -> datetime:
+    """The moment as the ledger records it (UTC, milliseconds). Admission judges the time it
+    will store, so re-verification from the stored time reaches the same verdict."""
+    return parse_time(format_time(moment))
+
+
+@dataclass(frozen=True)
+class LogPoint:
+    """Where and when an event is judged: its log position (None: being admitted now, after
+    everything stored) and the time the ledger recorded (or will record) on it."""
+
+    position: int | None
+    received_at: datetime
+
+
+@dataclass(frozen=True)
+class Authorization:
+    """The signature that counts: its key id, the role it signed in, and the key's state
+    (None when a key signed a statement about itself)."""
+
+    signer: str
+    role: str
+    key: KeyState | None
+
+    @property
+    def self_signed(self) -> bool:
+        return self.key is None
+
+
+def authorize(
+    envelope: Envelope,
+    statement: Statement,
+    predicate: SignedPredicate,
+    *,
+    keys: KeyLookup,
+    trust_root: TrustRoot,
+    at: LogPoint,
+) -> Authorization:
+    """The signer of ``envelope`` if it may say ``statement`` at ``at``; else raise why
+    (UnknownKeyError / SignatureError, RevokedKeyError / ExpiredKeyError / ClockSkewError,
+    WrongRoleError)."""
+    ((keyid, signature),) = envelope.signatures
+    message = pae(envelope.payload_type, envelope.payload)
+    if isinstance(predicate, KeyPredicate) and keyid == predicate.keyId:
+        return _self_signed(predicate, signature, message, trust_root)
+    state = keys(keyid)
+    if state is None or not state.registered_before(at.position):
+        raise UnknownKeyError(f"no signature is by a registered key (keyid {keyid or '(empty)'})")
+    if state.key_id != keyid or not state.public_key.verify(signature, message):
+        raise SignatureError("signature does not verify under the registered key it names")
+    check_usable(state, at, parse_time(predicate.issuedAt, "predicate.issuedAt"))
+    allowed = SIGNER_ROLES[statement.predicateType]
+    if not state.roles & allowed:
+        have = ", ".join(sorted(state.roles)) or "none"
+        need = " or ".join(sorted(allowed))
+        raise WrongRoleError(
+            f"key {keyid} has role {have}; a {statement.predicateType} statement needs {need}"
+        )
+    return Authorization(keyid, ",".join(sorted(state.roles)), state)
+
+
+def _self_signed(
+    predicate: KeyPredicate, signature: bytes, message: bytes, trust_root: TrustRoot
+) -> Authorization:
+    try:
+        own = PublicKey.from_b64(predicate.publicKey)
+    except ValueError:
+        raise DigestMismatchError("publicKey is not an Ed25519 public key") from None
+    if own.key_id != predicate.keyId or not own.verify(signature, message):
+        raise SignatureError("the key statement's own signature does not verify")
+    if predicate.action is KeyAction.REGISTER and not (
+        predicate.roles == [Role.ATTESTER] or trust_root.is_admin(predicate.keyId)
+    ):
+        raise WrongRoleError(
+            "a key may register itself only with the attester role; "
+            "other roles need an admin signature"
+        )
+    return Authorization(predicate.keyId, SELF, None)
+
+
+def check_usable(state: KeyState, at: LogPoint, issued_at: datetime) -> None:
+    """May this key sign a statement issued at ``issued_at``, received at ``at``?
+
+    A revoked key signs nothing new whatever date it claims, since a thief controls the date.
+    """
+    if state.revoked_before(at.position):
+        when = format_time(state.revoked_at) if state.revoked_at else "earlier in the log"
+        raise RevokedKeyError(f"key {state.key_id} was revoked at {when}")
+    received = at.received_at
+    if state.valid_until is not None and received > state.valid_until:
+        raise ExpiredKeyError(f"key {state.key_id} expired at {format_time(state.valid_until)}")
+    if issued_at > received + MAX_CLOCK_SKEW:
+        raise ClockSkewError(f"issuedAt {format_time(issued_at)} is in the future")
+    if issued_at < state.valid_from or (
+        state.valid_until is not None and issued_at > state.valid_until
+    ):
+        raise ExpiredKeyError(
+            f"key {state.key_id} is not valid at issuedAt {format_time(issued_at)}"
+        )
+
+
+def check_key_statement(
+    statement: Statement, predicate: KeyPredicate, at: LogPoint, *, signer: str
+) -> None:
+    """The canonical form of a key statement: about the key it names, roles unique and
+    sorted, a validity window that ends after it starts, issued no later than received. A
+    self-registration (no admin vouches for it) may not start its window before the ledger
+    received it: back-dated, the key could sign statements "issued" years before it existed."""
+    if statement.subject_name != predicate.keyId or statement.subject_digest != predicate.keyId:
+        raise SubjectMismatchError(
+            "a key statement's subject must be the key: name and sha256 digest equal to keyId"
+        )
+    try:
+        key_id = key_id_of(PublicKey.from_b64(predicate.publicKey).raw)
+    except ValueError:
+        raise DigestMismatchError("publicKey is not an Ed25519 public key") from None
+    if key_id != predicate.keyId:
+        raise DigestMismatchError(f"keyId {predicate.keyId} is not the id of the publicKey given")
+    issued_at = parse_time(predicate.issuedAt, "predicate.issuedAt")
+    if issued_at > at.received_at + MAX_CLOCK_SKEW:
+        raise ClockSkewError(f"issuedAt {predicate.issuedAt} is in the future")
+    if predicate.action is not KeyAction.REGISTER:
+        if any(v is not None for v in (predicate.roles, predicate.validFrom, predicate.validUntil)):
+            raise ManifestError("a revocation names the key only (no roles or validity)")
+        return
+    if predicate.roles is None or predicate.validFrom is None:
+        raise ManifestError("registering a key needs predicate.roles and predicate.validFrom")
+    names = [str(r) for r in predicate.roles]
+    if names != sorted(set(names)):
+        raise ManifestError('predicate.roles must be unique and sorted, e.g. ["admin", "agent"]')
+    valid_from = parse_time(predicate.validFrom, "predicate.validFrom")
+    if signer == predicate.keyId and valid_from < at.received_at - MAX_CLOCK_SKEW:
+        raise ClockSkewError(
+            f"validFrom {predicate.validFrom} is before the ledger received this "
+            "self-registration: a key cannot vouch for itself before it is registered"
+        )
+    if predicate.validUntil is not None and parse_time(predicate.validUntil) <= valid_from:
+        raise ManifestError("predicate.validUntil must be after validFrom")
