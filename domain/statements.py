@@ -323,6 +323,15 @@ class RerunPredicate(SignedPredicate):
     def _failure_has_reason(self) -> RerunPredicate:
         if (self.outcome == "failed") != (self.failure is not None):
             raise ValueError("a failed rerun needs a failure reason, and only a failed one has it")
+        # The evidence policy reads the summary; the cases are what was measured.
+        passed = all(case.status is CaseStatus.PASSED for case in self.cases)
+        if self.summary.allCorrect != passed:
+            raise ValueError(
+                "summary.allCorrect must say whether every case passed "
+                f"({'they all did' if passed else 'not every case passed'})"
+            )
+        if self.summary.allCorrect and self.outcome == "failed":
+            raise ValueError("a failed rerun cannot be all correct")
         return self
 
 

@@ -12,6 +12,8 @@ as the event it already is.
 
 from __future__ import annotations
 
+import base64
+import json
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 from uuid import NAMESPACE_URL, UUID, uuid5
@@ -22,6 +24,12 @@ from ledger.dsse import stored_signed_digest
 
 # Ids are derived from content so the same run or key always lands in the same aggregate.
 LEDGER_NAMESPACE = uuid5(NAMESPACE_URL, "https://kernelindex.dev/ledger/v1")
+
+
+def _signed_predicate(envelope: dict[str, Any]) -> dict[str, Any]:
+    """The predicate of an envelope the ledger admitted (so it decodes)."""
+    predicate: dict[str, Any] = json.loads(base64.b64decode(envelope["payload"]))["predicate"]
+    return predicate
 
 
 def run_id(run_digest: str) -> UUID:
@@ -77,6 +85,9 @@ class RerunJob(NamedTuple):
     result_version: int | None
     claimant: str | None = None  # the agent key holding the job, while its lease lasts
     lease_until: str | None = None
+    # The device the claimant said it measures on: (product, architecture, gpuUuidHash,
+    # backend). A result must come from exactly that device.
+    device: tuple[str, str, str, str] | None = None
 
 
 class Run(Aggregate):
@@ -122,8 +133,16 @@ class Run(Aggregate):
 
         def apply_to(self, aggregate: Run) -> None:
             job = aggregate.jobs[self.job_id]
+            device = _signed_predicate(self.envelope)["device"]
             aggregate.jobs[self.job_id] = job._replace(
-                claimant=self.signer, lease_until=self.lease_until
+                claimant=self.signer,
+                lease_until=self.lease_until,
+                device=(
+                    str(device["product"]),
+                    str(device["architecture"]),
+                    str(device["gpuUuidHash"]),
+                    str(device["backend"]),
+                ),
             )
 
     class RerunRecorded(SignedEvent):

@@ -66,6 +66,7 @@ from ledger.authority import (
     authorize,
     check_ingestion,
     check_key_statement,
+    check_timely,
     quantize,
 )
 from ledger.connections import ping_on_checkout
@@ -583,6 +584,12 @@ class Ledger(Application[UUID]):
                 f"measured on {measured.product} ({measured.architecture}); the job requires "
                 f"{job.product} ({job.architecture})"
             )
+        on = (measured.product, measured.architecture, measured.gpuUuidHash, measured.backend)
+        if job.device is not None and on != job.device:
+            raise RerunJobError(
+                f"measured on {on[0]} GPU {on[2][:12]}… ({on[3]}); the claim named "
+                f"{job.device[0]} GPU {job.device[2][:12]}… ({job.device[3]})"
+            )
         run.record_rerun(signed, job_id=predicate.jobId)
         return run
 
@@ -593,6 +600,7 @@ class Ledger(Application[UUID]):
         if isinstance(admitted, Receipt):
             return admitted
         run, predicate, signed, now = admitted
+        check_timely(statement, predicate, now)
         if predicate.runDigest != run.run_digest:
             raise SubjectMismatchError("predicate.runDigest is not the statement's subject")
         job = run.jobs.get(predicate.jobId)

@@ -35,7 +35,9 @@ from ledger.authority import (
     authorize,
     check_ingestion,
     check_key_statement,
+    check_timely,
 )
+from ledger.authority.content import TIMELY
 from ledger.dsse import Envelope, SignatureError, parse_envelope
 from ledger.errors import ClockSkewError, ExpiredKeyError, RevokedKeyError, WrongRoleError
 from ledger.trust import TrustRoot
@@ -235,6 +237,13 @@ def verify_event(
         else:
             result.check(Check.KEY_STATEMENT)
     _check_signer(result, envelope, statement, predicate, keys, trust_root, at)
+    if statement.predicateType in TIMELY:
+        try:
+            check_timely(statement, predicate, received)
+        except DomainError as exc:
+            result.check(Check.TIMELY, False, exc.message)
+        else:
+            result.check(Check.TIMELY)
     if isinstance(predicate, IngestionPredicate):
         try:
             check_ingestion(statement, predicate)

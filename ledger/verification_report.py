@@ -35,6 +35,7 @@ class Check(StrEnum):
     KEY_VALID = "key-valid"  # that key was registered, unrevoked, unexpired at that point
     ROLE = "role"  # that key's role may sign that predicate type
     MANIFESTS = "manifests"  # an ingestion's manifests digest to its subject
+    TIMELY = "timely"  # a statement that acts on receipt (a claim) was not stale then
     VERSIONS = "versions"  # each aggregate's versions run 1, 2, 3... with no gap
     # --- completeness (verify)
     HEADS = "heads"  # the log key's signed heads for the bundle's checkpoint

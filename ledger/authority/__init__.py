@@ -7,7 +7,7 @@ admits is judged the same way whenever, and by whomever, it is re-verified.
 Pure: no storage. Callers hand it the key book as the log stood at the event's place in it.
 """
 
-from ledger.authority.content import check_ingestion
+from ledger.authority.content import check_ingestion, check_timely
 from ledger.authority.key_book import KeyBook, KeyLookup, KeyState
 from ledger.authority.signers import (
     Authorization,
@@ -26,5 +26,6 @@ __all__ = [
     "authorize",
     "check_ingestion",
     "check_key_statement",
+    "check_timely",
     "quantize",
 ]

@@ -4,10 +4,31 @@ aggregates' and the run rules')."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from domain.errors import ManifestError
 from domain.manifests.manifest_set import CheckedManifestSet, check_manifest_set
-from domain.statements import IngestionPredicate, Statement
-from ledger.errors import SubjectMismatchError
+from domain.statements import IngestionPredicate, PredicateType, SignedPredicate, Statement
+from domain.timestamps import format_time, parse_time
+from ledger.authority.signers import MAX_CLOCK_SKEW
+from ledger.errors import ClockSkewError, SubjectMismatchError
+
+# Statements that act at the moment they are received (a claim starts a lease): one issued
+# longer ago than the clock skew allows is stale, e.g. an old claim re-posted by someone.
+TIMELY = frozenset({PredicateType.RERUN_CLAIM})
+
+
+def check_timely(statement: Statement, predicate: SignedPredicate, received_at: datetime) -> None:
+    """A statement that acts now was issued now: within the clock skew of its receipt."""
+    if statement.predicateType not in TIMELY:
+        return
+    issued = parse_time(predicate.issuedAt, "predicate.issuedAt")
+    if issued < received_at - MAX_CLOCK_SKEW:
+        raise ClockSkewError(
+            f"the {statement.predicateType.rsplit('/', 2)[-2]} was issued at "
+            f"{predicate.issuedAt}, {format_time(received_at)} is too late to act on it: "
+            "sign a fresh one"
+        )
 
 
 def check_ingestion(statement: Statement, predicate: IngestionPredicate) -> CheckedManifestSet:

@@ -27,6 +27,7 @@ from rerun_results import result as result_of
 from domain.statements import Role
 from ledger.authoring import (
     attestation_envelope,
+    key_registration_envelope,
     rerun_claim_envelope,
     rerun_envelope,
 )
@@ -187,3 +188,116 @@ def test_a_rerun_result_cannot_be_replayed_to_another_job(served: Served) -> Non
     assert appended(served) == before
     kinds = [e["event"] for e in c.get(f"/v1/runs/{SEED}/history").json()["events"]]
     assert kinds.count("Run.RerunRecorded") == 1
+
+
+# ------------------------------------------------------------- issue 13 §6: replays by a
+# signature added, dropped or made up; stale claims; results that do not match their claim
+
+
+def test_someone_elses_statement_cannot_become_a_new_event(served: Served) -> None:
+    """Duplicates are recognised by what was signed and by whom, not by envelope bytes: a
+    junk signature added (or the signatures reordered) is refused outright, a made-up
+    signature under the signer's own key id is refused, and nothing is appended."""
+    c = served.client
+    alice, mallory = SigningKey.generate(), SigningKey.generate()
+    register(served, alice, [Role.ATTESTER])
+    register(served, mallory, [Role.ATTESTER])
+    url = f"/v1/runs/{SEED}/attestations"
+    envelope = attestation_envelope(SEED, SEED_NAME, alice, type_="could_not_reproduce", body="x")
+    first = c.post(url, json=envelope)
+    assert first.status_code == 201
+    before = appended(served)
+    junk = {"keyid": mallory.key_id, "sig": base64.b64encode(b"\0" * 64).decode()}
+    for signatures in (
+        [*envelope["signatures"], junk],
+        [junk, *envelope["signatures"]],
+        [*envelope["signatures"], *envelope["signatures"]],
+    ):
+        problem_of(
+            c.post(url, json=dict(envelope, signatures=signatures)), 400, "malformed-envelope"
+        )
+    made_up = dict(envelope, signatures=[{"keyid": alice.key_id, "sig": junk["sig"]}])
+    problem_of(c.post(url, json=made_up), 403, "bad-signature")
+    # Mallory signing Alice's statement is Mallory's own (new) attestation, signed by her.
+    by_mallory = c.post(url, json=dict(envelope, signatures=_resigned(envelope, mallory)))
+    assert by_mallory.status_code == 201 and by_mallory.json()["signer"] == mallory.key_id
+    assert appended(served) == tuple(n + 1 for n in before)
+    again = c.post(url, json=envelope)
+    assert again.status_code == 200 and again.json()["position"] == first.json()["position"]
+
+
+def _resigned(envelope: dict[str, Any], key: SigningKey) -> list[dict[str, str]]:
+    from ledger.dsse import pae
+
+    payload = base64.b64decode(envelope["payload"])
+    sig = key.sign(pae(envelope["payloadType"], payload))
+    return [{"keyid": key.key_id, "sig": base64.b64encode(sig).decode()}]
+
+
+def test_a_lapsed_claim_reposted_renews_nothing_and_a_stale_one_is_refused(
+    served: Served,
+) -> None:
+    from datetime import timedelta
+
+    from domain.timestamps import utc_now
+
+    c = served.client
+    agent = SigningKey.generate()
+    # Valid since an hour ago (an admin may vouch for that), so only the claim is stale.
+    hour_ago = utc_now() - timedelta(hours=1)
+    registration = key_registration_envelope(
+        agent.public, [Role.AGENT], served.home.key("admin"), valid_from=hour_ago
+    )
+    assert c.post("/v1/keys", json=registration).status_code == 201
+    job = _request_job(served)
+    url = f"/v1/jobs/{job['jobId']}/claims"
+    claim = rerun_claim_envelope(SEED, SEED_NAME, agent, job_id=job["jobId"], device=device())
+    first = c.post(url, json=claim)
+    assert first.status_code == 201
+    lease = c.get(f"/v1/jobs/{job['jobId']}").json()["leaseUntil"]
+    before = appended(served)
+    replay = c.post(url, json=claim)
+    assert replay.status_code == 200 and replay.json()["duplicate"] is True
+    assert c.get(f"/v1/jobs/{job['jobId']}").json()["leaseUntil"] == lease
+    assert appended(served) == before
+    old = rerun_claim_envelope(
+        SEED,
+        SEED_NAME,
+        agent,
+        job_id=job["jobId"],
+        device=device(),
+        now=utc_now() - timedelta(minutes=30),
+    )
+    body = problem_of(c.post(url, json=old), 422, "bad-timestamp")
+    assert "too late" in body["detail"]
+    assert appended(served) == before
+
+
+def test_a_result_must_come_from_the_claimed_device_and_agree_with_its_cases(
+    served: Served,
+) -> None:
+    c = served.client
+    agent = SigningKey.generate()
+    register(served, agent, [Role.AGENT], signer=served.home.key("admin"))
+    job = _request_job(served)
+    assert _claim(served, agent, job).status_code == 201  # on GPU "a"*64
+    reruns = f"/v1/runs/{SEED}/reruns"
+    before = appended(served)
+    elsewhere = result_of(job)
+    elsewhere["environment"] = elsewhere["environment"] | {"gpuUuidHash": "b" * 64}
+    body = problem_of(
+        c.post(reruns, json=rerun_envelope(SEED, SEED_NAME, agent, result=elsewhere)),
+        422,
+        "rerun-rejected",
+    )
+    assert "the claim named" in body["detail"]
+    lying = result_of(job)
+    lying["cases"] = [{"case": "case-0", "status": "incorrect"}]  # summary still allCorrect
+    body = problem_of(
+        c.post(reruns, json=rerun_envelope(SEED, SEED_NAME, agent, result=lying)),
+        422,
+        "schema-violation",
+    )
+    assert "allCorrect" in body["detail"]
+    assert appended(served) == before
+    assert c.get(f"/v1/runs/{SEED}").json()["evidence"]["level"] != "verified"

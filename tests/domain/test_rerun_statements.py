@@ -44,3 +44,44 @@ def test_consistent_summary_is_accepted() -> None:
 def test_contradictory_summaries_are_refused(overrides: dict[str, Any], words: str) -> None:
     with pytest.raises(ValidationError, match=words):
         RerunSummary.model_validate(summary(**overrides))
+
+
+def _result(cases: list[str], all_correct: bool, **extra: Any) -> dict[str, Any]:
+    return {
+        "issuedAt": "2026-12-01T00:00:00Z",
+        "jobId": "00000000-0000-4000-8000-000000000000",
+        "nonce": "0" * 64,
+        "protocol": "kernelindex-rerun-v1",
+        "cases": [{"case": f"c{i}", "status": status} for i, status in enumerate(cases)],
+        "summary": summary(allCorrect=all_correct),
+        "environment": {
+            "product": "NVIDIA B200",
+            "architecture": "sm_100",
+            "gpuUuidHash": "a" * 64,
+            "backend": "cuda",
+        },
+        "calibration": {},
+        **extra,
+    }
+
+
+@pytest.mark.parametrize(
+    ("cases", "all_correct", "ok"),
+    [
+        (["passed", "passed"], True, True),
+        (["passed", "incorrect"], False, True),
+        (["passed", "incorrect"], True, False),  # issue 13 §8: it moved the run to verified
+        (["error"], True, False),
+        (["passed", "timeout"], True, False),
+        (["passed"], False, False),
+    ],
+)
+def test_the_summary_says_what_the_cases_say(cases: list[str], all_correct: bool, ok: bool) -> None:
+    from domain.statements import RerunPredicate
+
+    value = _result(cases, all_correct)
+    if ok:
+        RerunPredicate.model_validate(value)
+    else:
+        with pytest.raises(ValidationError, match="allCorrect"):
+            RerunPredicate.model_validate(value)

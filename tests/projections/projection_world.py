@@ -268,14 +268,17 @@ class World:
         self.jobs.append(job)
         return job
 
-    def claim_envelope(self, job: Job, signer: SigningKey) -> dict[str, Any]:
-        """The agent's claim on the job, on the hardware the job requires."""
+    def claim_envelope(
+        self, job: Job, signer: SigningKey, device: dict[str, str] | None = None
+    ) -> dict[str, Any]:
+        """The agent's claim on the job, on the hardware the job requires (or ``device``)."""
         return rerun_claim_envelope(
             job.run,
             NAMES[job.run],
             signer,
             job_id=job.job_id,
-            device={
+            device=device
+            or {
                 "product": job.product,
                 "architecture": job.architecture,
                 "gpuUuidHash": "c" * 64,
@@ -284,22 +287,32 @@ class World:
             now=self.clock.now,
         )
 
-    def claim(self, job: Job, signer: SigningKey) -> None:
+    def claim(self, job: Job, signer: SigningKey, device: dict[str, str] | None = None) -> None:
         """Claim before posting a result (a refusal is left to the result's own admission to
         report, e.g. a key without the agent role)."""
         with contextlib.suppress(DomainError):
-            self.append(self.claim_envelope(job, signer))
+            self.append(self.claim_envelope(job, signer, device))
 
     def result_envelope(
         self, job: Job, signer: SigningKey | None = None, *, claim: bool = True, **kwargs: Any
     ) -> dict[str, Any]:
+        """The agent's result; claimed first (by default) on the device the result names."""
+        result = rerun_result(job, **kwargs)
         if claim:
-            self.claim(job, signer or self.keys.agents[0])
+            # On the hardware the job requires, with the GPU the result names: a result on
+            # other hardware is then refused for the job's requirements, not for the claim.
+            device = {
+                "product": job.product,
+                "architecture": job.architecture,
+                "gpuUuidHash": result["environment"]["gpuUuidHash"],
+                "backend": "cuda",
+            }
+            self.claim(job, signer or self.keys.agents[0], device)
         return rerun_envelope(
             job.run,
             NAMES[job.run],
             signer or self.keys.agents[0],
-            result=rerun_result(job, **kwargs),
+            result=result,
             now=self.clock.now,
         )
 

@@ -106,9 +106,9 @@ def build_steps(builder: World, scripts: Sequence[Sequence[Op]]) -> list[list[St
 def _expand(op: Op) -> list[Op]:
     """A rerun is a request, the agent's claim, then its result."""
     if op[0] == "rerun":
-        return [("request", op[1]), ("claim", op[3]), ("result", *op[2:])]
+        return [("request", op[1]), ("claim", op[3], op[4]), ("result", *op[2:])]
     if op[0] == "result":
-        return [("claim", op[2]), op]
+        return [("claim", op[2], op[3]), op]
     return [op]
 
 
@@ -133,8 +133,14 @@ def _step(builder: World, r: int, i: int, op: Op, open_jobs: list[Job]) -> Step:
         open_jobs.append(job)
         return Step(r, kind, envelope)
     job = open_jobs[-1] if open_jobs else Job(run, _det_uuid(r, i, "none"), "e" * 64, B200, SM100)
-    if kind == "claim":
-        return Step(r, kind, builder.claim_envelope(job, KEYS.agents[op[1]]))
+    if kind == "claim":  # on the job's hardware, with the GPU the result will name
+        device = {
+            "product": job.product,
+            "architecture": job.architecture,
+            "gpuUuidHash": gpu(op[2]),
+            "backend": "cuda",
+        }
+        return Step(r, kind, builder.claim_envelope(job, KEYS.agents[op[1]], device))
     _, outcome, agent, gpu_n = op
     options: dict[str, Any] = {"gpu_hash": gpu(gpu_n)}
     if outcome == "incorrect":

@@ -114,7 +114,8 @@ def test_claims_that_do_not_fit_the_job_are_refused(served: Served) -> None:
 
 def test_cpu_test_backend_and_failed_jobs_never_move_evidence(served: Served) -> None:
     (agent, other), job = setup(served)
-    assert claim(served, agent, job).status_code == 201
+    # The claim names the CPU double as its device; the result must come from that device.
+    assert claim(served, agent, job, device=device(backend="cpu-test")).status_code == 201
     cpu = result(job)
     cpu["environment"] = cpu["environment"] | {"backend": "cpu-test"}
     assert post_result(served, agent, cpu).status_code == 201
