@@ -22,13 +22,27 @@ from api.cli_common import (
     out,
     print_json,
 )
+from domain.evidence import EvidenceLevel
+from domain.ranking import View
 from ledger.audit import audit_ledger
-from ledger.bundle_verifier import verify_bundle_lines
-from ledger.claims import ClaimTracker
 from ledger.errors import NotFoundError
-from ledger.log_queries import checkpoint_json, consistency_json, entries_json, inclusion_json
+from ledger.log_queries import (
+    checkpoint_json,
+    consistency_json,
+    entries_json,
+    held_checkpoint_size,
+    inclusion_json,
+)
 from ledger.trust import TrustRoot
-from ledger.verification_report import Report
+from ledger.verification_report import Check, Report
+from ledger.verify import (
+    EXIT_CODES,
+    Expectation,
+    Outcome,
+    VerificationPolicy,
+    outcome_of,
+    verify_bundle_lines,
+)
 from projections.export import export_runs
 
 log_app = typer.Typer(
@@ -55,8 +69,18 @@ def _progress(total: int | None, what: str) -> Progress:
     )
 
 
-def print_report(report: Report) -> None:
-    verdict = "[bold green]VERIFIED[/]" if report.verified else "[bold red]FAILED[/]"
+_STYLE = {
+    Outcome.VERIFIED: "bold green",
+    Outcome.FAILED: "bold red",
+    Outcome.STALE: "bold yellow",
+    Outcome.UNANCHORED: "bold yellow",
+}
+
+
+def print_report(report: Report, outcome: Outcome | None = None) -> None:
+    if outcome is None:
+        outcome = Outcome.VERIFIED if report.verified else Outcome.FAILED
+    verdict = f"[{_STYLE[outcome]}]{outcome}[/]"
     facts = ", ".join(f"{k} {v}" for k, v in report.facts.items() if not isinstance(v, dict))
     out.print(f"{verdict}  {report.subject}: {escape(facts)}")
     table = Table(title_justify="left")
@@ -96,23 +120,57 @@ def export(
         str | None, typer.Option("--cohort", help="A comparison key: every run of the group.")
     ] = None,
     all_events: Annotated[bool, typer.Option("--all", help="The whole ledger.")] = False,
+    checkpoint: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--checkpoint",
+            help="A signed checkpoint you hold: the bundle proves its log extends it "
+            "(consistency proof). Repeatable.",
+        ),
+    ] = None,
+    size: Annotated[
+        list[int] | None,
+        typer.Option("--size", min=0, help="The size of a checkpoint you hold (as --checkpoint)."),
+    ] = None,
     home: HomeOption = None,
     db: DbOption = None,
 ) -> None:
-    """Write a self-contained bundle that `kernelindex verify` checks offline."""
+    """Write a self-contained bundle that `kernelindex verify` checks offline.
+
+    A run's bundle holds every event of the run, every run of its comparison group and every
+    key event behind their signatures, with the log's signed heads proving it is all of them.
+    """
     if sum((bool(run), bool(cohort), all_events)) != 1:
         raise NotFoundError("give one of --run RUN (repeatable), --cohort KEY or --all")
     ledger = open_ledger(home, db)
     runs = [ledger.resolve_run(r) for r in run] if run else None
+    held = [held_checkpoint_size(ledger, p.read_text("utf-8")) for p in checkpoint or []]
+    held += list(size or [])
     with output.open("w", encoding="utf-8") as handle, _progress(None, "exporting") as bar:
         task = bar.add_task("export", total=None)
         summary = export_runs(
-            ledger, handle, runs, cohort=cohort, progress=lambda n: bar.update(task, completed=n)
+            ledger,
+            handle,
+            runs,
+            cohort=cohort,
+            held=held,
+            progress=lambda n: bar.update(task, completed=n),
         )
+    scope = "" if summary.runs is None else f" ({summary.runs} runs, {summary.keys} keys)"
     err.print(
-        f"wrote {output}: {summary.events} events, proofs against a signed checkpoint of "
+        f"wrote {output}: {summary.events} events{scope}, proofs against a signed checkpoint of "
         f"{summary.tree_size} leaves"
     )
+
+
+_VERIFY_HELP = (
+    "Verify a bundle offline (no network, no database) against the policy you state.\n\n"
+    "Verdicts and exit codes: "
+    + ", ".join(f"{o} {c}" for o, c in EXIT_CODES.items())
+    + " (2: a usage error).\n\nChecks: "
+    + ", ".join(str(c) for c in Check)
+    + "."
+)
 
 
 @handles_errors
@@ -120,9 +178,36 @@ def verify(
     bundle: Annotated[Path, typer.Argument(help="Bundle from `kernelindex export`.")],
     trust_root: Annotated[
         Path | None,
-        typer.Option("--trust-root", help="Pin this trust root instead of the bundle's."),
+        typer.Option("--trust-root", help="The ledger's trust root, pinned: what you trust."),
     ] = None,
+    unanchored: Annotated[
+        bool,
+        typer.Option(
+            "--unsafe-trust-bundle-root",
+            help="UNSAFE: with no --trust-root, trust the root inside the bundle itself "
+            "(it then proves only that it agrees with itself).",
+        ),
+    ] = False,
     checkpoint: CheckpointOption = None,
+    run: Annotated[
+        str | None,
+        typer.Option("--run", help="The run the bundle must prove (digest or unique prefix)."),
+    ] = None,
+    min_level: Annotated[
+        str | None,
+        typer.Option(
+            "--min-level",
+            help="With --run: its evidence level must be at least this "
+            "(" + ", ".join(level.label for level in EvidenceLevel) + ").",
+        ),
+    ] = None,
+    rank: Annotated[
+        int | None,
+        typer.Option("--rank", min=1, help="With --run: its rank must be exactly this."),
+    ] = None,
+    view: Annotated[
+        View, typer.Option("--view", help="The ranking view --rank is about.")
+    ] = View.SOURCE_NATIVE,
     as_json: JsonOption = False,
     workers: Annotated[
         int | None,
@@ -133,25 +218,37 @@ def verify(
         ),
     ] = None,
 ) -> None:
-    """Verify a bundle offline: signatures, keys, digests, inclusion proofs, checkpoint, claims."""
-    pinned = TrustRoot.load(trust_root) if trust_root else None
+    if (min_level is not None or rank is not None) and run is None:
+        raise typer.BadParameter("--min-level and --rank are about one run: give --run too")
+    expect = None
+    if run is not None:
+        level = EvidenceLevel.parse(min_level) if min_level is not None else None
+        expect = Expectation(run, min_level=level, rank=rank, view=view)
+    policy = VerificationPolicy(
+        trust_root=TrustRoot.load(trust_root) if trust_root else None,
+        allow_unanchored=unanchored,
+        held_checkpoints=_read_notes(checkpoint),
+        expect=expect,
+    )
     with bundle.open("r", encoding="utf-8") as handle, _progress(None, "verifying") as bar:
         task = bar.add_task("verify", total=None)
         report = verify_bundle_lines(
             handle,
-            pinned_root=pinned,
-            known_checkpoints=_read_notes(checkpoint),
+            policy,
             progress=lambda n: bar.update(task, completed=n),
             workers=workers,
-            claims=ClaimTracker(),
         )
     report.subject = str(bundle)
+    outcome = outcome_of(report)
     if as_json:
-        print_json(report.to_json())
+        print_json(report.to_json() | {"outcome": str(outcome)})
     else:
-        print_report(report)
-    if not report.verified:
-        raise typer.Exit(EXIT_REJECTED)
+        print_report(report, outcome)
+    if outcome is not Outcome.VERIFIED:
+        raise typer.Exit(EXIT_CODES[outcome])
+
+
+verify.__doc__ = _VERIFY_HELP
 
 
 @handles_errors

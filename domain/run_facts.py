@@ -47,8 +47,10 @@ class RunProfile:
     observed_at: str | None
 
 
-def _group_key(manifests: Mapping[str, Any]) -> str | None:
-    """The comparison key, or None when the workload manifest was not supplied."""
+def comparison_key_of(manifests: Mapping[str, Any]) -> str | None:
+    """A run's comparison key from its (admitted) ingestion manifests, or None when the
+    workload manifest was not supplied: the one definition the ledger's group index, the
+    projections and the offline verifier share."""
     workload = manifests.get("workload")
     if not isinstance(workload, Mapping):
         return None
@@ -74,7 +76,7 @@ def ingestion_profile(run_digest: str, predicate: Mapping[str, Any]) -> RunProfi
         external_id=predicate.get("externalId"),
         benchmark=native.get("benchmark"),
         status=str(spec.get("status")),
-        comparison_key=_group_key(manifests),
+        comparison_key=comparison_key_of(manifests),
         metric=primary.metric,
         statistic=primary.statistic,
         unit=primary.unit,

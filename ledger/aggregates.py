@@ -16,28 +16,19 @@ import base64
 import json
 from dataclasses import dataclass
 from typing import Any, NamedTuple
-from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate
 
 from ledger.dsse import stored_signed_digest
+from ledger.ids import principal_id, run_id
 
-# Ids are derived from content so the same run or key always lands in the same aggregate.
-LEDGER_NAMESPACE = uuid5(NAMESPACE_URL, "https://kernelindex.dev/ledger/v1")
+__all__ = ["Principal", "RerunJob", "Run", "Signed", "principal_id", "run_id"]
 
 
 def _signed_predicate(envelope: dict[str, Any]) -> dict[str, Any]:
     """The predicate of an envelope the ledger admitted (so it decodes)."""
     predicate: dict[str, Any] = json.loads(base64.b64decode(envelope["payload"]))["predicate"]
     return predicate
-
-
-def run_id(run_digest: str) -> UUID:
-    return uuid5(LEDGER_NAMESPACE, "run:" + run_digest)
-
-
-def principal_id(key_id: str) -> UUID:
-    return uuid5(LEDGER_NAMESPACE, "key:" + key_id)
 
 
 @dataclass(frozen=True)

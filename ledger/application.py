@@ -40,6 +40,7 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import make_url
 
 from domain.errors import DigestMismatchError, DomainError, ManifestError
+from domain.run_facts import comparison_key_of
 from domain.statements import (
     AttestationPredicate,
     IngestionPredicate,
@@ -86,6 +87,7 @@ from ledger.errors import (
     lost_connection,
     write_refusal,
 )
+from ledger.group_index import record_members
 from ledger.keys import PublicKey, SigningKey
 from ledger.schema import APPLICATION_NAME, SchemaError, require_current
 from ledger.transparency_log import InclusionProof, LogIntegrityError, TransparencyLog
@@ -151,6 +153,8 @@ class _Overlay(threading.local):
     # The stored version of each key that authorised an admitted envelope of the group:
     # checked again under the log's lock before the group commits.
     signers: dict[UUID, int] | None = None
+    # Comparison key of each run the group ingests, for the ledger's group index.
+    groups: dict[str, str] | None = None
 
 
 class _SignerChanged(Exception):
@@ -369,6 +373,8 @@ class Ledger(Application[UUID]):
         self._overlay.keys = {}
         signers: dict[UUID, int] = {}
         self._overlay.signers = signers
+        groups: dict[str, str] = {}
+        self._overlay.groups = groups
         try:
             # One query for the stored versions of every run the group is about and every
             # signer key read before: what is unchanged is reused, not reloaded.
@@ -408,11 +414,12 @@ class Ledger(Application[UUID]):
             self._overlay.keys = None
             self._overlay.versions = None
             self._overlay.signers = None
+            self._overlay.groups = None
         if not events:
             return results, ([], None)
         try:
             unchanged_here = {p: v for p, v in signers.items() if p not in touched}
-            committed = self._commit(events, unchanged_here)
+            committed = self._commit(events, unchanged_here, groups)
         except BaseException:
             self._forget_runs(touched)  # admitted against state that was never stored
             raise
@@ -485,6 +492,9 @@ class Ledger(Application[UUID]):
         now = self._received_now()
         signer = self._authorize(envelope, statement, predicate, now)
         checked = check_ingestion(statement, predicate)
+        group = comparison_key_of(statement.predicate["manifests"])
+        if group is not None and self._overlay.groups is not None:
+            self._overlay.groups[checked.run_digest] = group
         if existing is not None:
             raise AlreadyExistsError(
                 f"run {checked.run_digest} was already ingested at {existing.ingested_at}",
@@ -774,7 +784,7 @@ class Ledger(Application[UUID]):
         return aggregate
 
     def _commit(
-        self, events: list[Any], signers: dict[UUID, int]
+        self, events: list[Any], signers: dict[UUID, int], groups: dict[str, str]
     ) -> tuple[list[Recording[UUID]], tuple[int, dict[int, InclusionProof]] | None]:
         """Store the new events and sequence them into the log in one transaction.
 
@@ -791,6 +801,15 @@ class Ledger(Application[UUID]):
                 if changed:
                     self._key_cache_forget(changed)
                     raise _SignerChanged(f"{len(changed)} signer key(s) changed")
+            record_members(
+                session,
+                [
+                    (event.run_digest, groups[event.run_digest], r.notification.id)
+                    for r in recordings
+                    if isinstance(event := r.domain_event, Run.Ingested)
+                    and event.run_digest in groups
+                ],
+            )
             sequenced = self.tlog.sequence(session)
             proofs = self.tlog.inclusions(
                 session, [r.notification.id for r in recordings], sequenced.compact.size

@@ -1,42 +1,54 @@
 """Self-contained, streamable bundles (JSON Lines) for offline verification (DESIGN.md §9).
 
-Line types, in this order:
+Line types, in this order (format ``kernelindex-bundle/v2``; docs/verification.md has why):
 
-``header``      format, origin, creation time, scope
-``trustRoot``   the trust root the ledger was created with (a verifier may pin its own)
-``checkpoint``  the signed C2SP checkpoint every inclusion proof in the bundle is against
-``claim``       the projected state the ledger claims for a run: evidence level and rank in
-                each view (before the events, so a verifier knows which runs to follow)
-``event``       one per event, in leaf order: leafIndex, position, aggregate, version, topic,
-                receivedAt, the DSSE envelope as signed, and its inclusion proof (base64)
-``artifact``    artifacts the events name by digest, with their bytes (source snapshots,
-                solution sources), when the ledger holds them
-``footer``      how many events came before, so truncation is detected
+``header``       format, origin, creation time, scope (runs, or the whole log)
+``trustRoot``    the trust root the ledger was created with (a verifier pins its own)
+``checkpoint``   the signed C2SP checkpoint every proof in the bundle is against
+``consistency``  (any number) a consistency proof from an older tree size to the checkpoint,
+                 for checkpoints the requester holds (``export --checkpoint``)
+``heads``        (scoped bundles) the log key's signed note of each run's and key's event
+                 count and last leaf, and each claimed comparison group's members, at the
+                 checkpoint: what makes the bundle provably complete
+``claim``        the projected state the ledger claims for a run: evidence level and rank in
+                 each view (before the events, so a verifier knows which runs to follow)
+``event``        one per event, in leaf order: leafIndex, position, aggregate, version, topic,
+                 receivedAt, the DSSE envelope as signed, and its inclusion proof (base64)
+``artifact``     artifacts the events name by digest, with their bytes, when the ledger has them
+``footer``       how many events came before, so truncation is detected
 
-Key events (every Principal event) are always included, so each signature can be checked
-against a key whose registration chains to the trust root.
+A scoped bundle holds every event of its runs, every member of each group it proves (added to
+its runs), and every event of each key that signed any of them, and of the keys that
+registered or revoked those, up to keys the trust root names — each with its head. A
+whole-log bundle holds every leaf, 0 to the checkpoint's size, and needs no heads.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Iterable, Iterator
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 from uuid import UUID
 
-from sqlalchemy import or_, select
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from domain.timestamps import format_time, utc_now
-from ledger.aggregates import Principal, run_id
 from ledger.application import Ledger
 from ledger.artifacts import ArtifactStore
+from ledger.errors import NotFoundError
+from ledger.group_index import members_at
+from ledger.heads import GroupHead, Head, Heads, sign_heads
+from ledger.ids import principal_id, run_id
 from ledger.log_entries import LogEntry
-from ledger.transparency_log import leaves
+from ledger.transparency_log import NoLogKeyError, leaves
+from ledger.verify.format import BUNDLE_FORMAT
 
-BUNDLE_FORMAT = "kernelindex-bundle/v1"
 _BATCH = 500
+_COMPARISON_KEY = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -44,15 +56,102 @@ class ExportSummary:
     events: int
     tree_size: int
     runs: int | None
+    keys: int | None = None
 
 
 def _line(obj: dict[str, Any]) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n"
 
 
-def _principal_topics() -> list[str]:
-    prefix = f"{Principal.__module__}:{Principal.__qualname__}"
-    return [f"{prefix}.Registered", f"{prefix}.Revoked"]
+def _b64(value: bytes) -> str:
+    return base64.b64encode(value).decode()
+
+
+def _chunks(items: Sequence[Any], size: int = _BATCH) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """What a scoped bundle holds, as of a tree size: aggregates and their heads."""
+
+    runs: dict[str, Head]
+    keys: dict[str, Head]
+    groups: dict[str, GroupHead]
+
+    def aggregates(self) -> list[UUID]:
+        return [run_id(r) for r in self.runs] + [principal_id(k) for k in self.keys]
+
+
+def _events_of(session: Session, ledger: Ledger, ids: Sequence[UUID], size: int) -> list[Any]:
+    """(aggregate, version, leaf index) of every event of these aggregates in the first
+    ``size`` leaves."""
+    events = ledger.recorder.events_record_cls  # type: ignore[attr-defined]
+    found: list[Any] = []
+    for chunk in _chunks(list(ids)):
+        found += session.execute(
+            select(events.originator_id, events.originator_version, leaves.c.leaf_index)
+            .join(leaves, leaves.c.position == events.id)
+            .where(events.originator_id.in_(chunk), leaves.c.leaf_index < size)
+        ).all()
+    return found
+
+
+def _heads_of(rows: Iterable[Any]) -> dict[UUID, Head]:
+    counts: dict[UUID, list[int]] = {}
+    for aggregate, _version, leaf in rows:
+        entry = counts.setdefault(UUID(str(aggregate)), [0, -1])
+        entry[0] += 1
+        entry[1] = max(entry[1], int(leaf))
+    return {a: Head(n, last) for a, (n, last) in counts.items()}
+
+
+def _signers(session: Session, ledger: Ledger, ids: Sequence[UUID], size: int) -> set[str]:
+    """The key ids that signed the events of these aggregates in the first ``size`` leaves."""
+    events = ledger.recorder.events_record_cls  # type: ignore[attr-defined]
+    found: set[str] = set()
+    for chunk in _chunks(list(ids)):
+        for (state,) in session.execute(
+            select(events.state)
+            .join(leaves, leaves.c.position == events.id)
+            .where(events.originator_id.in_(chunk), leaves.c.leaf_index < size)
+        ):
+            signer = json.loads(bytes(state)).get("signer")
+            if isinstance(signer, str) and signer:
+                found.add(signer)
+    return found
+
+
+def bundle_scope(
+    ledger: Ledger, session: Session, runs: Iterable[str], groups: Iterable[str], size: int
+) -> _Scope:
+    """The runs (those asked for and every member of each group), their heads, and the keys
+    that signed their events, closed under who registered and revoked those keys."""
+    group_heads: dict[str, GroupHead] = {}
+    wanted = set(runs)
+    for key in sorted(set(groups)):
+        if not _COMPARISON_KEY.fullmatch(key):
+            raise NotFoundError(f"{key[:80]!r} is not a comparison key (sha256:<64 hex>)")
+        members = members_at(session, key, size)
+        if not members:
+            raise NotFoundError(f"no comparison group {key} in the log's first {size} leaves")
+        group_heads[key] = GroupHead.of(members)
+        wanted.update(members)
+    run_ids = {run_id(r): r for r in sorted(wanted)}
+    by_id = _heads_of(_events_of(session, ledger, list(run_ids), size))
+    missing = sorted(r for i, r in run_ids.items() if i not in by_id)
+    if missing:
+        raise NotFoundError(f"run {missing[0]} is not in the log's first {size} leaves")
+    run_heads = {run_ids[i]: head for i, head in by_id.items()}
+    keys: dict[UUID, str] = {}
+    frontier = _signers(session, ledger, list(run_ids), size)
+    while frontier:
+        new = {principal_id(k): k for k in frontier if principal_id(k) not in keys}
+        keys.update(new)
+        frontier = _signers(session, ledger, list(new), size) - set(keys.values())
+    key_heads = _heads_of(_events_of(session, ledger, list(keys), size))
+    return _Scope(run_heads, {keys[i]: h for i, h in key_heads.items()}, group_heads)
 
 
 def _event_rows(
@@ -60,26 +159,36 @@ def _event_rows(
 ) -> Iterator[tuple[Any, ...]]:
     """(leaf_index, position, aggregate, version, topic, state) in leaf order, batched."""
     events = ledger.recorder.events_record_cls  # type: ignore[attr-defined]
+    columns = (
+        leaves.c.leaf_index,
+        events.id,
+        events.originator_id,
+        events.originator_version,
+        events.topic,
+        events.state,
+    )
+    if aggregates is not None:
+        # The scope's leaves first (light), then their rows in leaf order, a batch at a time.
+        with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+            wanted = sorted(int(r[2]) for r in _events_of(session, ledger, aggregates, size))
+        for chunk in _chunks(wanted):
+            with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+                yield from session.execute(
+                    select(*columns)
+                    .join(events, events.id == leaves.c.position)
+                    .where(leaves.c.leaf_index.in_(chunk))
+                    .order_by(leaves.c.leaf_index)
+                ).all()
+        return
     start = 0
     while start < size:
         query = (
-            select(
-                leaves.c.leaf_index,
-                events.id,
-                events.originator_id,
-                events.originator_version,
-                events.topic,
-                events.state,
-            )
+            select(*columns)
             .join(events, events.id == leaves.c.position)
             .where(leaves.c.leaf_index >= start, leaves.c.leaf_index < size)
             .order_by(leaves.c.leaf_index)
             .limit(_BATCH)
         )
-        if aggregates is not None:
-            query = query.where(
-                or_(events.originator_id.in_(aggregates), events.topic.in_(_principal_topics()))
-            )
         with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
             rows = session.execute(query).all()
         if not rows:
@@ -105,18 +214,36 @@ def export_bundle(
     out: IO[str],
     *,
     runs: Iterable[str] | None = None,
+    groups: Iterable[str] = (),
     claims: Iterable[dict[str, Any]] = (),
+    size: int | None = None,
+    held: Iterable[int] = (),
     progress: Callable[[int], None] | None = None,
 ) -> ExportSummary:
-    """Write a bundle of the given runs (None: the whole ledger) to ``out``.
+    """Write a bundle of ``runs`` and the members of ``groups`` (None: the whole log) as of
+    tree size ``size`` (default: the current tree) to ``out``.
 
-    ``claims`` are claim lines (see ledger.claims.make_claim); a claim about a rank should
-    come with every run of that comparison group in ``runs``, or it cannot be verified.
+    ``claims`` are claim lines (see ledger.claims.make_claim) about runs of the scope; a claim
+    of a rank names its comparison group, which must be among ``groups``. ``held``: tree
+    sizes of checkpoints the requester holds; the bundle proves it extends each of them.
     """
-    run_list = sorted(set(runs)) if runs is not None else None
-    aggregates = [run_id(d) for d in run_list] if run_list is not None else None
-    checkpoint = ledger.tlog.sign_checkpoint()
+    checkpoint = ledger.tlog.sign_checkpoint(size)
     size = checkpoint.size
+    scope: _Scope | None = None
+    proofs: list[tuple[int, list[bytes]]] = []
+    with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        if runs is not None:
+            scope = bundle_scope(ledger, session, runs, groups, size)
+        for older in sorted(set(held)):
+            if not 0 <= older <= size:
+                raise NotFoundError(
+                    f"the checkpoint you hold is for {older} leaves; this bundle's is for "
+                    f"{size}: the ledger has not reached it (or you hold another log's)"
+                )
+            proofs.append((older, ledger.tlog.consistency(session, older, size)))
+    header_scope: dict[str, Any] = {"all": True}
+    if scope is not None:
+        header_scope = {"runs": sorted(scope.runs), "groups": sorted(scope.groups)}
     out.write(
         _line(
             {
@@ -124,16 +251,28 @@ def export_bundle(
                 "format": BUNDLE_FORMAT,
                 "origin": ledger.trust_root.origin,
                 "createdAt": format_time(utc_now()),
-                "scope": {"runs": run_list} if run_list is not None else {"all": True},
+                "scope": header_scope,
             }
         )
     )
     out.write(_line({"type": "trustRoot", "trustRoot": ledger.trust_root.to_json()}))
     out.write(_line({"type": "checkpoint", "note": checkpoint.note}))
+    for older, proof in proofs:
+        out.write(_line({"type": "consistency", "from": older, "proof": [_b64(h) for h in proof]}))
+    if scope is not None:
+        if ledger.tlog.log_key is None:
+            raise NoLogKeyError("signing the bundle's heads needs the log key (keys/log.pem)")
+        heads = Heads(
+            ledger.trust_root.origin, size, checkpoint.root, scope.runs, scope.keys, scope.groups
+        )
+        out.write(
+            _line({"type": "heads", "note": sign_heads(heads, ledger.tlog.log_key.private_key())})
+        )
     for claim in claims:
         out.write(_line(claim))
     count = 0
     referenced: set[str] = set()
+    aggregates = scope.aggregates() if scope is not None else None
     for leaf_index, position, aggregate, version, topic, state in _event_rows(
         ledger, size, aggregates
     ):
@@ -153,7 +292,7 @@ def export_bundle(
                     "topic": entry.topic,
                     "receivedAt": entry.received_at,
                     "envelope": entry.envelope,
-                    "proof": [base64.b64encode(h).decode() for h in proof],
+                    "proof": [_b64(h) for h in proof],
                 }
             )
         )
@@ -173,9 +312,14 @@ def export_bundle(
                         "digest": digest,
                         "mediaType": stored.media_type,
                         "name": stored.name,
-                        "content": base64.b64encode(stored.content).decode(),
+                        "content": _b64(stored.content),
                     }
                 )
             )
     out.write(_line({"type": "footer", "events": count}))
-    return ExportSummary(events=count, tree_size=size, runs=len(run_list) if run_list else None)
+    return ExportSummary(
+        events=count,
+        tree_size=size,
+        runs=len(scope.runs) if scope is not None else None,
+        keys=len(scope.keys) if scope is not None else None,
+    )

@@ -27,7 +27,6 @@ from domain.statements import (
     parse_predicate,
 )
 from domain.timestamps import parse_time
-from ledger.aggregates import principal_id, run_id
 from ledger.authority import (
     KeyBook,
     KeyLookup,
@@ -40,6 +39,7 @@ from ledger.authority import (
 from ledger.authority.content import TIMELY
 from ledger.dsse import Envelope, SignatureError, parse_envelope
 from ledger.errors import ClockSkewError, ExpiredKeyError, RevokedKeyError, WrongRoleError
+from ledger.ids import principal_id, run_id
 from ledger.trust import TrustRoot
 from ledger.verification_report import Check
 

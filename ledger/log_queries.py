@@ -5,8 +5,16 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from domain.errors import DomainError
 from ledger.application import Ledger
 from ledger.errors import NotFoundError
+from ledger.signed_note import NoteError, open_checkpoint
+
+
+class CheckpointMismatchError(DomainError):
+    code = "checkpoint-mismatch"
+    status = 409
+
 
 MAX_ENTRIES = 1000
 
@@ -25,6 +33,29 @@ def checkpoint_json(ledger: Ledger) -> dict[str, Any]:
         "note": signed.note,
         "signedAt": signed.signed_at,
     }
+
+
+def held_checkpoint_size(ledger: Ledger, note: str) -> int:
+    """The size of a checkpoint someone holds, once it is shown to be this log's: signed by
+    its log key, and its root the root of the tree of that size here (else: a fork)."""
+    try:
+        held, _ = open_checkpoint(note, [ledger.tlog.verifier], origin=ledger.trust_root.origin)
+    except NoteError as exc:
+        raise CheckpointMismatchError(
+            f"the checkpoint is not signed by this ledger's log key: {exc}"
+        ) from None
+    with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        current = ledger.tlog.tree_size(session)
+        if held.size > current:
+            raise CheckpointMismatchError(
+                f"the checkpoint is for {held.size} leaves; this ledger has {current}"
+            )
+        if ledger.tlog.root(session, held.size) != held.root:
+            raise CheckpointMismatchError(
+                f"the checkpoint's root for {held.size} leaves is not this log's: the log "
+                "was forked or rewritten (keep the checkpoint: it is evidence)"
+            )
+    return held.size
 
 
 def inclusion_json(ledger: Ledger, leaf: int, size: int | None = None) -> dict[str, Any]:

@@ -13,7 +13,9 @@ can simply be run again. On PostgreSQL one upgrade runs at a time (advisory lock
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -36,13 +38,15 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
 from domain.errors import DomainError
+from domain.run_facts import comparison_key_of
 from domain.timestamps import format_time, utc_now
-from ledger import artifacts, transparency_log
+from ledger import artifacts, group_index, transparency_log
 from projections import tables as view_tables
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 APPLICATION_NAME = "KernelIndex"  # eventsourcing names the event table after it
 EVENTS_TABLE = APPLICATION_NAME.lower() + "_events"
+INGESTED_TOPIC = "ledger.aggregates:Run.Ingested"
 _ADVISORY_LOCK_ID = 0x4B49_5343_4845  # "KISCHE"
 
 _metadata = MetaData()
@@ -106,8 +110,49 @@ def _version_1(db_url: str, conn: Connection) -> None:
         metadata.create_all(conn, checkfirst=True)
 
 
+def _version_2(db_url: str, conn: Connection) -> None:
+    """The ledger's group index (heads of comparison groups), filled from the ingestions
+    already stored, so bundles of an older ledger prove their groups too."""
+    group_index.metadata.create_all(conn, checkfirst=True)
+    events = Table(EVENTS_TABLE, MetaData(), autoload_with=conn)
+    members = group_index.group_members
+    done = select(members.c.position)
+    last = 0
+    while True:
+        rows = conn.execute(
+            select(events.c.id, events.c.state)
+            .where(
+                events.c.topic == INGESTED_TOPIC,
+                events.c.id > last,
+                events.c.id.not_in(done),
+            )
+            .order_by(events.c.id)
+            .limit(500)
+        ).all()
+        if not rows:
+            return
+        found = []
+        for position, state in rows:
+            run_digest, key = _ingested_group(bytes(state))
+            if key is not None:
+                found.append(
+                    {"run_digest": run_digest, "comparison_key": key, "position": position}
+                )
+        if found:
+            conn.execute(members.insert(), found)
+        last = int(rows[-1][0])
+
+
+def _ingested_group(state: bytes) -> tuple[str, str | None]:
+    """(run digest, comparison key) of a stored ingestion (admitted, so it decodes)."""
+    stored = json.loads(state)
+    statement = json.loads(base64.b64decode(stored["envelope"]["payload"]))
+    run_digest = "sha256:" + statement["subject"][0]["digest"]["sha256"]
+    return run_digest, comparison_key_of(statement["predicate"]["manifests"])
+
+
 # version -> the step that brings the schema from version - 1 to it. Append, never edit.
-STEPS: dict[int, Callable[[str, Connection], None]] = {1: _version_1}
+STEPS: dict[int, Callable[[str, Connection], None]] = {1: _version_1, 2: _version_2}
 
 
 def _read(conn: Connection) -> SchemaStatus:

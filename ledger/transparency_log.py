@@ -251,6 +251,14 @@ class TransparencyLog:
 
     # ---------------------------------------------------------------- reading
 
+    def size_at_position(self, session: Session, position: int) -> int:
+        """How many leaves log events at or before ``position`` (positions and leaves run in
+        the same order)."""
+        last = session.execute(
+            select(func.max(leaves.c.leaf_index)).where(leaves.c.position <= position)
+        ).scalar()
+        return 0 if last is None else int(last) + 1
+
     def leaf_for_position(self, session: Session, position: int) -> int | None:
         value = session.execute(
             select(leaves.c.leaf_index).where(leaves.c.position == position)
@@ -310,13 +318,19 @@ class TransparencyLog:
     def verifier(self) -> Verifier:
         return Verifier.from_public_key(self.origin, self.log_public_key.raw)
 
-    def sign_checkpoint(self) -> SignedCheckpoint:
-        """Sign (or return the already signed) checkpoint for the current tree size."""
+    def sign_checkpoint(self, size: int | None = None) -> SignedCheckpoint:
+        """Sign (or return the already signed) checkpoint for the current tree size, or for
+        an earlier ``size`` (a tree of that size has one root forever, so this never makes
+        two roots for one size)."""
         if self.log_key is None:
             raise NoLogKeyError("signing a checkpoint needs the log key (keys/log.pem)")
         with self.recorder.transaction(commit=True) as session:
             self.lock(session)
-            size = self.tree_size(session)
+            current = self.tree_size(session)
+            if size is None:
+                size = current
+            elif not 0 <= size <= current:
+                raise LogIntegrityError(f"tree size {size} is beyond the log's {current} leaves")
             root = self.root(session, size)
             existing = session.execute(
                 select(checkpoints).where(checkpoints.c.size == size)

@@ -1,4 +1,10 @@
-"""Exporting runs with the state the projections claim for them (DESIGN.md §9)."""
+"""Exporting runs with the state the projections claim for them (DESIGN.md §9).
+
+The claims and the tree size they are about are read together (``ProjectionRunner.snapshot``):
+the bundle is exported as of the leaf that logs the last event the views had folded, so an
+honest bundle's claims are exactly what its events give. The runs, groups and keys in scope
+are the ledger's own decision (``ledger.bundle``), from its group index, not the views'.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +12,12 @@ from collections.abc import Callable, Iterable
 from typing import IO, Any
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from ledger.application import Ledger
 from ledger.bundle import ExportSummary, export_bundle
-from ledger.claims import make_claim
+from ledger.group_index import group_of
+from ledger.verify import make_claim
 from projections.queries import run_row, standings
 from projections.runner import ProjectionRunner
 from projections.tables import runs as runs_table
@@ -21,36 +29,52 @@ def export_runs(
     runs: Iterable[str] | None,
     *,
     cohort: str | None = None,
+    held: Iterable[int] = (),
     progress: Callable[[int], None] | None = None,
+    fold: bool = True,
 ) -> ExportSummary:
     """Bundle the given runs (or a whole comparison group, or everything) with claims.
 
-    A run's bundle also carries the other runs of its comparison group, so its rank can be
-    recomputed offline. A whole-ledger bundle (``runs=None``) carries no claims.
+    A run's bundle also carries every other run of its comparison group, with the group's
+    head, so its rank can be recomputed offline. A whole-ledger bundle (``runs=None``)
+    carries no claims. ``held``: tree sizes of checkpoints the requester holds. ``fold``:
+    catch the views up first (a caller that just did may skip it).
     """
-    ProjectionRunner(ledger).catch_up()
+    runner = ProjectionRunner(ledger)
+    if fold:
+        runner.catch_up()
     if runs is None and cohort is None:
-        return export_bundle(ledger, out, runs=None, progress=progress)
-    claimed = set(runs or [])
-    claims: list[dict[str, Any]] = []
-    members: set[str] = set(claimed)
-    with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        return export_bundle(ledger, out, runs=None, held=held, progress=progress)
+    asked = sorted(set(runs or []))
+
+    def read(session: Session) -> tuple[set[str], list[dict[str, Any]]]:
         groups = {cohort} if cohort else set()
-        for digest in sorted(claimed):
-            row = run_row(session, digest)
-            if row is not None and row["comparison_key"]:
-                groups.add(str(row["comparison_key"]))
-        for key in groups:
-            members.update(
+        groups.update(g for d in asked if (g := group_of(session, d)) is not None)
+        claimed = set(asked)
+        if cohort:
+            claimed.update(
                 str(d)
                 for d in session.execute(
-                    select(runs_table.c.run_digest).where(runs_table.c.comparison_key == key)
+                    select(runs_table.c.run_digest).where(runs_table.c.comparison_key == cohort)
                 ).scalars()
             )
-        if cohort:
-            claimed |= members
+        claims = []
         for digest in sorted(claimed):
             row = run_row(session, digest)
             if row is not None:
                 claims.append(make_claim(digest, row, standings(session, digest)))
-    return export_bundle(ledger, out, runs=sorted(members), claims=claims, progress=progress)
+        return groups, claims
+
+    position, (groups, claims) = runner.snapshot(read)
+    with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        size = ledger.tlog.size_at_position(session, position)
+    return export_bundle(
+        ledger,
+        out,
+        runs=asked,
+        groups=groups,
+        claims=claims,
+        size=size,
+        held=held,
+        progress=progress,
+    )

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import bindparam, delete, insert, select, text, update
 from sqlalchemy.orm import Session
 
 from domain.canonical import canonical_json
+from domain.errors import DomainError
 from domain.evidence import (
     EvidenceLevel,
     EvidenceResult,
@@ -31,9 +32,15 @@ from ledger.aggregates import run_id
 from ledger.application import Ledger, decode_stored
 from projections.tables import VIEW_TABLES, metadata, ranks, runs, stale_groups, tracking
 
+T = TypeVar("T")
 RUNNER_NAME = "views"
 DEFAULT_BATCH = 1000
 _ADVISORY_LOCK_ID = 0x4B49_5649_4557  # "KIVIEW"
+
+
+class ProjectionBusyError(DomainError):
+    code = "unavailable"
+    status = 503
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,23 @@ class ProjectionRunner:
         # once. Until then the stale marks say which groups lag.
         self._rerank_stale()
         return CatchUp(total, position)
+
+    def snapshot(self, read: Callable[[Session], T], attempts: int = 10) -> tuple[int, T]:
+        """``read`` the views as they stand at one position of the log: nothing folded and
+        no group left to re-rank while reading (else catch up and read again). Returns the
+        position and what ``read`` returned. Takes no lock: readers never wait on writers."""
+        for _ in range(attempts):
+            with self.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+                before = self._position(session)
+                stale = session.execute(select(stale_groups.c.comparison_key).limit(1)).first()
+                value = read(session)
+                after = self._position(session)
+            if before == after and stale is None:
+                return before, value
+            self.catch_up()
+        raise ProjectionBusyError(
+            "the read models kept changing while they were read; try again shortly"
+        )
 
     def _lock(self, session: Session) -> None:
         if self._is_postgres:

@@ -380,9 +380,11 @@ class LedgerService:
         if bool(runs) == bool(cohort):
             raise NotFoundError("give run=DIGEST (repeatable) or cohort=KEY, not both")
         resolved = [self.resolve(r) for r in runs] if runs else None
-        with self._projection_lock:
-            buffer = io.StringIO()
-            export_runs(self.ledger, buffer, resolved, cohort=cohort)
+        # The fold takes the projection lock briefly; the export itself only reads (a
+        # consistent snapshot of the views), so concurrent exports never hold up reads.
+        self.fresh()
+        buffer = io.StringIO()
+        export_runs(self.ledger, buffer, resolved, cohort=cohort, fold=False)
         return buffer.getvalue()
 
     def artifact(self, digest: str) -> StoredArtifact:

@@ -23,10 +23,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from api.demo import build_demo
-from ledger.bundle_verifier import verify_bundle_lines
-from ledger.claims import ClaimTracker
 from ledger.home import LedgerHome
+from ledger.trust import TrustRoot
 from ledger.verification_report import Report
+from ledger.verify import VerificationPolicy, verify_bundle_lines
 from projections.export import export_runs
 
 SIGNED_EVENT_FIELDS = (
@@ -54,10 +54,12 @@ def _export() -> list[str]:
 
 LINES = _export()
 RECORDS = [json.loads(line) for line in LINES]
+# The exporting ledger's own trust root, pinned as a careful user would.
+ROOT = TrustRoot.from_json(next(r for r in RECORDS if r["type"] == "trustRoot")["trustRoot"])
 
 
 def verify(lines: list[str]) -> Report:
-    return verify_bundle_lines(lines, workers=1, claims=ClaimTracker())
+    return verify_bundle_lines(lines, VerificationPolicy(trust_root=ROOT), workers=1)
 
 
 def signed_view(lines: list[str]) -> Any:
@@ -78,8 +80,8 @@ def signed_view(lines: list[str]) -> Any:
             entry = ("trustRoot", [root.get(k) for k in keys] if isinstance(root, dict) else root)
             if entry not in view:  # the same root said twice says nothing new
                 view.append(entry)
-        elif kind == "checkpoint":
-            view.append(("checkpoint", record.get("note")))
+        elif kind in ("checkpoint", "heads"):
+            view.append((kind, record.get("note")))
         elif kind == "event":
             view.append(("event", [record.get(f) for f in SIGNED_EVENT_FIELDS]))
     return view
@@ -89,6 +91,7 @@ def test_the_exported_bundle_verifies() -> None:
     """The starting point is fully valid (else every mutation 'fails' trivially)."""
     kinds = [r["type"] for r in RECORDS]
     assert kinds.count("event") >= 6 and "claim" in kinds and "checkpoint" in kinds
+    assert "heads" in kinds
     report = verify(LINES)
     assert report.verified, report.to_json()["findings"]
     assert report.passed["signature"] == kinds.count("event")
@@ -178,6 +181,8 @@ def test_any_change_to_a_signed_byte_fails_verification(change: tuple[list[str],
         "checkpoint",
         "record-readable",
         "format",
+        "complete",
+        "heads",
     }, failed
 
 

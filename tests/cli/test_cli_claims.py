@@ -29,7 +29,11 @@ def bundle(tmp_path: Path, db_url: str) -> Path:
 
 
 def verify(path: Path) -> tuple[int, dict[str, object]]:
-    result = CliRunner().invoke(app, ["verify", str(path), "--json", "--workers", "1"])
+    """`kernelindex verify --json`, with the exporting ledger's trust root pinned."""
+    root = path.parent / "home" / "trust-root.json"
+    result = CliRunner().invoke(
+        app, ["verify", str(path), "--json", "--workers", "1", "--trust-root", str(root)]
+    )
     return result.exit_code, json.loads(result.stdout)
 
 

@@ -47,6 +47,9 @@ def test_opening_a_database_without_schema_fails_and_creates_nothing(
     assert "no KernelIndex schema" in status.output
 
 
+ALL_STEPS = list(range(1, SCHEMA_VERSION + 1))
+
+
 def test_upgrade_creates_every_table_once_and_is_idempotent(
     empty_db_url: str, tmp_path: Path
 ) -> None:
@@ -61,11 +64,12 @@ def test_upgrade_creates_every_table_once_and_is_idempotent(
         "kernelindex_log_checkpoints",
         "kernelindex_artifacts",
         "kernelindex_view_runs",
+        "kernelindex_group_members",
         "kernelindex_schema",
     } <= _tables(empty_db_url)
     again = json.loads(cli("db", "upgrade", "--json").stdout)
     assert again["applied"] == [] and again["version"] == SCHEMA_VERSION
-    assert "schema version 1" in cli("db", "status").output
+    assert f"schema version {SCHEMA_VERSION}" in cli("db", "status").output
 
 
 def test_a_database_from_before_versioning_is_stamped_and_keeps_its_events(
@@ -79,7 +83,7 @@ def test_a_database_from_before_versioning_is_stamped_and_keeps_its_events(
 
     refused = cli("history", "7e18c26c", ok=False)
     assert "has no KernelIndex schema" in refused.output
-    assert json.loads(cli("db", "upgrade", "--json").stdout)["applied"] == [1]
+    assert json.loads(cli("db", "upgrade", "--json").stdout)["applied"] == ALL_STEPS
     assert cli.event_count() == events
     assert "verified" in cli("history", "7e18c26c").output.lower()
     cli("audit")
@@ -119,7 +123,7 @@ def test_concurrent_upgrades_apply_each_step_once(empty_db_url: str) -> None:
     for t in threads:
         t.join()
     assert failures == []
-    assert sorted(applied) == [[], [], [], [1]]
+    assert sorted(applied) == [[], [], [], ALL_STEPS]
 
 
 def test_an_older_schema_is_refused_until_upgraded(empty_db_url: str, tmp_path: Path) -> None:
@@ -128,7 +132,7 @@ def test_an_older_schema_is_refused_until_upgraded(empty_db_url: str, tmp_path: 
     _execute(empty_db_url, "UPDATE kernelindex_schema SET version = 0")
     refused = cli("keys", "list", ok=False)
     assert f"schema version 0, this build needs {SCHEMA_VERSION}" in refused.output
-    assert json.loads(cli("db", "upgrade", "--json").stdout)["applied"] == [1]
+    assert json.loads(cli("db", "upgrade", "--json").stdout)["applied"] == ALL_STEPS
     cli("keys", "list")
 
 

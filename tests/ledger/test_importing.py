@@ -141,7 +141,7 @@ def test_a_run_bundle_carries_its_artifacts_and_they_verify(setup: Any) -> None:
     import io
 
     from ledger.bundle import export_bundle
-    from ledger.bundle_verifier import verify_bundle_lines
+    from ledger.verify import VerificationPolicy, verify_bundle_lines
 
     ledger, importer, _ = setup
     batch = records()
@@ -152,7 +152,8 @@ def test_a_run_bundle_carries_its_artifacts_and_they_verify(setup: Any) -> None:
     lines = buffer.getvalue().splitlines(keepends=True)
     carried = [json.loads(line) for line in lines if '"type":"artifact"' in line]
     assert batch[0].snapshot.digest in {a["digest"] for a in carried}
-    report = verify_bundle_lines(lines, workers=1)
+    pinned = VerificationPolicy(trust_root=ledger.trust_root)
+    report = verify_bundle_lines(lines, pinned, workers=1)
     assert report.verified and report.passed["artifact"] >= 1
     tampered = [
         line.replace(carried[0]["content"], base64.b64encode(b"not it").decode())
@@ -160,5 +161,5 @@ def test_a_run_bundle_carries_its_artifacts_and_they_verify(setup: Any) -> None:
         else line
         for line in lines
     ]
-    bad = verify_bundle_lines(tampered, workers=1)
+    bad = verify_bundle_lines(tampered, pinned, workers=1)
     assert not bad.verified and bad.failed["artifact"] >= 1

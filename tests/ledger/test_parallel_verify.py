@@ -15,7 +15,6 @@ import json
 import random
 import threading
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -35,19 +34,14 @@ from ledger.authoring import (
     key_revocation_envelope,
 )
 from ledger.bundle import export_bundle
-from ledger.bundle_verifier import (
-    BundleVerifier,
-    _entry_leaf_hash,
-    _InclusionChecker,
-    _pool_context,
-    verify_bundle_lines,
-)
 from ledger.keys import SigningKey
 from ledger.log_entries import LogEntry
 from ledger.merkle import ProofError, inclusion_proof, leaf_hash, root, verify_inclusion
 from ledger.schema import upgrade
 from ledger.trust import TrustRoot
 from ledger.verification_report import Report
+from ledger.verify import BundleVerifier, VerificationPolicy, verify_bundle_lines
+from ledger.verify.bundle import _entry_leaf_hash, _InclusionChecker, _pool_context
 
 RUNS = 60
 ATTESTATIONS = 3
@@ -133,10 +127,14 @@ def bundle(tmp_path_factory: pytest.TempPathFactory, seed_path: Path) -> Bundle:
     return Bundle(lines, late.key_id, revocation)
 
 
+# These tests are about parallel and sequential verification agreeing, not about anchoring.
+UNPINNED = VerificationPolicy(trust_root=None, allow_unanchored=True)
+
+
 def both(lines: list[str]) -> Report:
     """Verify in this process and in worker processes; the counts must agree exactly."""
-    sequential = verify_bundle_lines(lines, workers=1)
-    with BundleVerifier(workers=2, batch_events=16) as verifier:
+    sequential = verify_bundle_lines(lines, UNPINNED, workers=1)
+    with BundleVerifier(UNPINNED, workers=2, batch_events=16) as verifier:
         for number, line in enumerate(lines, start=1):
             if line.strip():
                 verifier.feed(number, line)
@@ -191,12 +189,13 @@ def test_clean_bundle_verifies_with_the_same_counts(bundle: Bundle) -> None:
 
 def test_small_bundle_stays_in_process(bundle: Bundle) -> None:
     head = [*bundle.lines[:40], json.dumps({"type": "footer", "events": 37}) + "\n"]
-    with BundleVerifier(workers=4) as verifier:
+    with BundleVerifier(UNPINNED, workers=4) as verifier:
         for number, line in enumerate(head, start=1):
             verifier.feed(number, line)
         report = verifier.finish()
         assert verifier._pool is None
-    assert report.failed == Counter()
+    # Cut short of its checkpoint's size, a whole-log bundle is incomplete (and says so).
+    assert report.failed == Counter({"complete": 1})
 
 
 def test_workers_start_from_a_fork_server_when_threads_run(bundle: Bundle) -> None:
@@ -206,8 +205,8 @@ def test_workers_start_from_a_fork_server_when_threads_run(bundle: Bundle) -> No
     thread.start()
     try:
         assert _pool_context().get_start_method() in {"forkserver", "spawn"}
-        sequential = verify_bundle_lines(bundle.lines, workers=1)
-        parallel = verify_bundle_lines(bundle.lines, workers=2, batch_events=64)
+        sequential = verify_bundle_lines(bundle.lines, UNPINNED, workers=1)
+        parallel = verify_bundle_lines(bundle.lines, UNPINNED, workers=2, batch_events=64)
     finally:
         stop.set()
         thread.join()
@@ -279,7 +278,7 @@ def test_missing_key_registration(bundle: Bundle) -> None:
     report = both(lines)
     signed = len(attestations_by(lines, key))
     assert signed > 10
-    assert report.failed == Counter({"signature": signed, "format": 1})
+    assert report.failed == Counter({"signature": signed, "format": 1, "complete": 1})
 
 
 def test_several_faults_and_junk_lines(bundle: Bundle) -> None:
@@ -294,47 +293,40 @@ def test_several_faults_and_junk_lines(bundle: Bundle) -> None:
     assert report.failed["inclusion"] == 12 and report.failed["format"] >= 3
 
 
-class Observer:
-    def __init__(self) -> None:
-        self.calls: list[tuple[Any, ...]] = []
-
-    def expect(self, claim: Mapping[str, Any]) -> None:
-        self.calls.append(("expect", claim["run"]))
-
-    def observe(
-        self, event: str, position: int, signer: str, run_digest: str, predicate: Mapping[str, Any]
-    ) -> None:
-        self.calls.append((event, position, signer, run_digest, predicate.get("issuedAt")))
-
-    def check(self, report: Report) -> None:
-        self.calls.append(("check",))
-        report.ok("claim")
-
-
-def test_claim_observer_sees_the_same_events_in_leaf_order(bundle: Bundle) -> None:
+def test_the_run_tracker_folds_the_same_events_in_leaf_order(bundle: Bundle) -> None:
+    """What the runs are recomputed from is the same whether workers verify the events or
+    this process does: the same folds, the same verdict on a wrong claim."""
     lines = list(bundle.lines)
-    n, record = events(lines)[170]  # one fault: that event is not observed
+    n, record = events(lines)[170]  # one fault: that event is not folded
     record["receivedAt"] = format_time(utc_now())
     lines[n] = json.dumps(record) + "\n"
-    claim = {"type": "claim", "run": "sha256:" + "0" * 64}
+    first = next(r for _, r in events(lines) if r["topic"].endswith("Run.Ingested"))
+    statement = json.loads(base64.b64decode(first["envelope"]["payload"]))
+    run = "sha256:" + statement["subject"][0]["digest"]["sha256"]
+    claim = {
+        "type": "claim",
+        "run": run,
+        "comparisonKey": None,
+        "evidence": {"level": "verified"},
+        "standings": {},
+    }
     lines.insert(3, json.dumps(claim) + "\n")  # after the checkpoint, before the events
-    seen = []
+    folds = []
     for workers, batch in ((1, 256), (2, 16)):
-        observer = Observer()
-        with BundleVerifier(workers=workers, batch_events=batch, claims=observer) as verifier:
+        with BundleVerifier(UNPINNED, workers=workers, batch_events=batch) as verifier:
             for number, line in enumerate(lines, start=1):
                 verifier.feed(number, line)
             report = verifier.finish()
-        assert report.failed == Counter({"inclusion": 1})
-        assert report.passed["claim"] == 1
-        seen.append(observer.calls)
-    assert seen[0] == seen[1]
-    runs = len([e for _, e in events(lines) if e["topic"].rsplit(":", 1)[-1].startswith("Run.")])
-    assert seen[0][0] == ("expect", claim["run"]) and seen[0][-1] == ("check",)
-    observed = seen[0][1:-1]
-    assert len(observed) == runs - 1
-    assert [p for _, p, *_ in observed] == sorted(p for _, p, *_ in observed)
-    assert {e for e, *_ in observed} == {"Run.Ingested", "Run.Attested"}
+            folds.append(
+                {
+                    d: (f.attestations, f.evidence.level, f.profile.comparison_key)
+                    for d, f in verifier.runs.runs.items()
+                }
+            )
+        assert report.failed["inclusion"] == 1
+        assert any("claims evidence level 'verified'" in f.reason for f in report.findings)
+    assert folds[0] == folds[1]
+    assert len(folds[0]) >= RUNS - 1  # the faulty event may be an ingestion
 
 
 # ---------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import base64
 import copy
 import io
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,13 +35,13 @@ from ledger.authoring import (
     key_registration_envelope,
 )
 from ledger.bundle import export_bundle
-from ledger.bundle_verifier import verify_bundle_lines
 from ledger.dsse import parse_envelope
 from ledger.keys import SigningKey
 from ledger.signed_note import format_checkpoint, sign_note
 from ledger.transparency_log import checkpoints, leaves, nodes
 from ledger.trust import TrustRoot
 from ledger.verification_report import Report
+from ledger.verify import Outcome, VerificationPolicy, outcome_of, verify_bundle_lines
 
 SEED_RUN = "sha256:7e18c26ca3b60572c4fc8589c4b3b9a86b548ef031df4242ea2483b649bd6a47"
 SEED_NAME = "sol-submission-38823"
@@ -285,7 +285,7 @@ def test_audit_detects_a_forged_event_before_and_after_it_is_sequenced(world: Wo
     assert_detected(report, "signature", "no signature is by a registered key")
     assert set(report.failed) == {"signature"}
     assert report.findings[0].where == "position 8"
-    bundle = verify_bundle_lines(world.bundle(runs=[SEED_RUN]))
+    bundle = verify(parse(world.bundle(runs=[SEED_RUN])), pinned_root=world.root)
     assert_detected(bundle, "signature", "no signature is by a registered key")
     assert set(bundle.failed) == {"signature"}
 
@@ -428,8 +428,20 @@ def dump(records: list[dict[str, Any]]) -> list[str]:
     return [json.dumps(r, separators=(",", ":"), ensure_ascii=False) + "\n" for r in records]
 
 
-def verify(records: list[dict[str, Any]], **kwargs: Any) -> Report:
-    return verify_bundle_lines(dump(records), **kwargs)
+def verify(
+    records: list[dict[str, Any]],
+    *,
+    pinned_root: TrustRoot | None = None,
+    known_checkpoints: Sequence[str] = (),
+) -> Report:
+    """Verify records; with no root pinned, as with the explicit unsafe flag (these tests are
+    about tampering; anchoring has tests of its own)."""
+    policy = VerificationPolicy(
+        trust_root=pinned_root,
+        allow_unanchored=pinned_root is None,
+        held_checkpoints=known_checkpoints,
+    )
+    return verify_bundle_lines(dump(records), policy)
 
 
 def event_lines(records: list[dict[str, Any]], event: str = "") -> list[dict[str, Any]]:
@@ -558,8 +570,11 @@ def test_bundle_detects_a_trust_root_other_than_the_pinned_one(world: World) -> 
         "publicKey": attacker.public.b64,
     }
     resign_checkpoint(records, attacker)
-    unpinned = verify(records)
-    assert any("pass --trust-root to pin your own" in n for n in unpinned.notes)
+    # Unpinned, the attacker's bundle agrees with itself: UNANCHORED, never VERIFIED.
+    unpinned = verify_bundle_lines(dump(records), VerificationPolicy(trust_root=None))
+    assert outcome_of(unpinned) is Outcome.UNANCHORED
+    assert_detected(unpinned, "anchor", "no trust root pinned")
+    assert set(unpinned.failed) == {"anchor"}
     report = verify(records, pinned_root=world.root)
     assert_detected(report, "trust-root", "the bundle's trust root is not the one you pinned")
     assert_detected(report, "checkpoint", "checkpoint does not verify")
@@ -582,11 +597,13 @@ def test_bundle_detects_truncation(world: World) -> None:
     report = verify(records[:-2])  # the last event and the footer
     assert_detected(report, "format", "no footer: the bundle is truncated")
 
-    # An event line dropped from the middle: the footer's count gives it away.
+    # An event line dropped from the middle: the footer's count and the log's leaves give
+    # it away (a whole-log bundle holds every leaf).
     dropped = [r for r in records if r is not event_lines(records, "Run.Attested")[0]]
     report = verify(dropped)
     assert_detected(report, "format", "footer says 7 events, the bundle has 6")
-    assert dict(report.failed) == {"format": 1}
+    assert_detected(report, "complete", "holds 6 of the log's 7")
+    assert dict(report.failed) == {"format": 1, "complete": 1}
 
 
 def test_bundle_detects_reordered_events(world: World) -> None:
@@ -615,7 +632,8 @@ def test_bundle_detects_a_signature_without_its_key_event(world: World) -> None:
     set_footer(records)  # even with the count fixed up
     report = verify(records)
     assert_detected(report, "signature", "no signature is by a registered key")
-    assert dict(report.failed) == {"signature": 2}, report.findings
+    assert_detected(report, "complete", "the log has 1 events, the bundle 0")
+    assert dict(report.failed) == {"signature": 2, "complete": 1}, report.findings
 
 
 def test_bundle_detects_forged_checkpoints(world: World) -> None:
@@ -629,10 +647,10 @@ def test_bundle_detects_forged_checkpoints(world: World) -> None:
         f"two different roots signed for tree size {size}: the log equivocated",
     )
     assert dict(report.failed) == {"checkpoint": 1}
-    # A held checkpoint of another size is not a conflict, but the report says what to do.
+    # A held checkpoint of an older size: the bundle must prove it extends it, and it does
+    # not (it carries no consistency proof, and this one is forged anyway).
     report = verify(records, known_checkpoints=[forged_checkpoint(world, size - 1)])
-    assert report.verified
-    assert any("consistency proof" in n for n in report.notes)
+    assert_detected(report, "consistency", "carries no proof that its log extends")
 
     # The checkpoint re-signed with another key under the same origin proves nothing, so
     # no inclusion proof holds either.
@@ -728,7 +746,7 @@ def test_cli_verify_reports_a_changed_byte_and_forged_checkpoints(cli: Cli, tmp_
     bundle = tmp_path / "all.jsonl"
     cli("export", "--all", "-o", bundle)
     trust_root = cli.home / "trust-root.json"
-    assert "VERIFIED" in cli("verify", bundle).stdout
+    assert "UNANCHORED" in cli("verify", bundle, code=4).stdout
     assert "VERIFIED" in cli("verify", bundle, "--trust-root", trust_root).stdout
 
     def tampered(change: Callable[[list[dict[str, Any]]], None]) -> Path:

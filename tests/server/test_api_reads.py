@@ -7,10 +7,9 @@ from typing import Any
 
 from served_app import Served
 
-from ledger.bundle_verifier import verify_bundle_lines
-from ledger.claims import ClaimTracker
 from ledger.merkle import verify_consistency, verify_inclusion
 from ledger.trust import TrustRoot
+from ledger.verify import VerificationPolicy, verify_bundle_lines
 
 SEED = "sha256:7e18c26ca3b60572c4fc8589c4b3b9a86b548ef031df4242ea2483b649bd6a47"
 PROBLEM = "application/problem+json"
@@ -198,9 +197,8 @@ def test_bundle_export_verifies_offline(served: Served) -> None:
     assert response.headers["content-type"].startswith("application/x-ndjson")
     report = verify_bundle_lines(
         response.text.splitlines(),
-        pinned_root=served.ledger.trust_root,
+        VerificationPolicy(trust_root=served.ledger.trust_root),
         workers=1,
-        claims=ClaimTracker(),
     )
     assert report.verified, report.findings
     key = c.get("/v1/runs/7e18c26c").json()["comparisonKey"]

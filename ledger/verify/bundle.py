@@ -1,36 +1,39 @@
-"""Offline verification of a bundle: no network, no database, one pass, flat memory.
+"""Offline verification of a bundle against the caller's policy: no network, no database,
+one pass, memory that grows with the runs and keys in scope, never with their events.
 
-Checks, each named in the report:
+Checks, each named in the report (``ledger.verification_report.Check``):
 
-- ``format``          header, line types and order, footer count (truncation);
-- ``trust-root``      the bundle's trust root is the one the verifier pins (if it pins one);
-- ``checkpoint``      the checkpoint is signed by the trust root's log key for its origin,
-                      and agrees with any other checkpoint the verifier holds (no fork);
-- ``inclusion``       every event's leaf, recomputed from its contents, is in the checkpoint's
-                      tree at its leaf index;
-- ``signature``, ``key-valid``, ``role``, ``subject``, ``event-type``, ``envelope``,
-  ``manifests``       each event re-verified exactly as ``history`` does, against keys whose
-                      registration events chain to the trust root (keys are learned in leaf
-                      order, so a key must be registered before it signs);
-- ``order``           leaf indices strictly increase;
-- ``claim``           every claimed state is recomputed from the events (when claims exist).
-
-Memory holds the key registry and per-run facts, never the events.
+- ``format``         header, line types and their order, footer count (truncation);
+- ``anchor``         the caller pinned a trust root (else the verdict is UNANCHORED);
+- ``trust-root``     the bundle's trust root is the pinned one;
+- ``checkpoint``     signed by the trust root's log key for its origin; one root per size
+                     among the checkpoints the caller holds (else the log equivocated);
+- ``consistency``    the bundle's checkpoint extends each older one the caller holds;
+- ``freshness``      no checkpoint the caller holds is newer than the bundle's (else STALE);
+- ``heads``          the log key's signed heads are for the bundle's checkpoint;
+- ``inclusion``      every event's leaf, recomputed from its contents, is in the tree;
+- ``order``          leaf indices strictly increase;
+- event checks       each event re-verified as admission judged it (``ledger.event_verification``),
+                     against keys learned from the bundle's key events in leaf order;
+- ``complete``       every event of each run and key the heads name, and no other (a
+                     whole-log bundle: every leaf); every signer's key events are covered;
+- ``group``          each comparison group the heads name has exactly those members;
+- ``claim``          each claimed level and rank, recomputed from the complete events;
+- ``expectation``    what the caller asked of one run (``--run``, ``--min-level``, ``--rank``);
+- ``artifact``       bundled artifacts hash to their digests.
 
 Parallelism (DESIGN.md §13). This process reads the lines and itself handles everything that
-changes what later lines are checked against: header, trust root, checkpoint, claims, footer
-and key events (``Principal.*``, which update the key book in leaf order). Every other event
-line is put in a *batch* of consecutive event lines; a batch is closed before any other line
-is handled, so the state its lines must be checked against is the same for all of them, and
-it is shipped (to a worker process, or verified here when ``workers`` is 1 or the bundle is
-small) with a snapshot of that state: the checkpoint's size and root, the trust root, and the
-key records its envelopes' ``keyid`` hints name, as the key book holds them at that moment. A
-key revoked later in the bundle therefore never affects events before its revocation. Batch
-results (pass counts, findings, and the leaf indices for the ``order`` check) are merged in
-dispatch order, with a bounded number of batches in flight, so memory stays flat and the
-counts equal those of verifying every line in turn; only the order of findings may differ.
-What a claim observer is told of the events is merged the same way, so it sees them in leaf
-order too.
+changes what later lines are checked against: header, trust root, checkpoint, heads, claims,
+footer and key events (``Principal.*``, which teach the key book in leaf order). Every other
+event line is put in a *batch* of consecutive event lines; a batch is closed before any other
+line is handled, and shipped (to a worker process, or verified here when ``workers`` is 1 or
+the bundle is small) with a snapshot of the state its lines are checked against: the
+checkpoint's size and root, the trust root, and the states of the keys its envelopes name.
+Key validity is by log position, so the snapshot's later changes could not matter anyway.
+Batch results (pass counts, findings, and per event its leaf, aggregate, version and signer
+for the order and completeness checks, and what the run tracker folds) are merged in dispatch
+order, with a bounded number of batches in flight, so the counts equal those of verifying
+every line in turn; only the order of findings may differ.
 """
 
 from __future__ import annotations
@@ -43,53 +46,43 @@ import multiprocessing
 import os
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 from uuid import UUID
 
 from domain.errors import DomainError
 from domain.statements import PredicateType
 from ledger.authority import KeyBook, KeyLookup, KeyState
-from ledger.bundle import BUNDLE_FORMAT
 from ledger.event_verification import (
     EVENT_PREDICATES,
     EventVerification,
     learn_key,
     verify_event,
 )
+from ledger.heads import HeadsError, open_heads
 from ledger.log_entries import LogEntry
 from ledger.merkle import (
     HASH_SIZE,
     ProofError,
     leaf_hash,
     node_hash,
+    verify_consistency,
     verify_inclusion,
 )
 from ledger.signed_note import Checkpoint, NoteError, Verifier, open_checkpoint
 from ledger.trust import TrustRoot, TrustRootError
 from ledger.verification_report import MAX_FINDINGS, Check, Report
+from ledger.verify.completeness import Completeness
+from ledger.verify.format import BUNDLE_FORMAT
+from ledger.verify.policy import VerificationPolicy
+from ledger.verify.runs import RunTracker
 
-ClaimChecker = Callable[[dict[str, Any], Report], None]
-
-
-class ClaimObserver(Protocol):
-    """What recomputes a bundle's claims (e.g. ``ledger.claims.ClaimTracker``): it is given
-    each claim line, then, once a claim has been given, every run event whose checks all held
-    (inclusion included), in leaf order, and asked to check the claims at the end."""
-
-    def expect(self, claim: Mapping[str, Any]) -> None: ...
-
-    def observe(
-        self, event: str, position: int, signer: str, run_digest: str, predicate: Mapping[str, Any]
-    ) -> None: ...
-
-    def check(self, report: Report) -> None: ...
-
-
-# (event, position, signer, run digest, predicate): what a ClaimObserver is told of an event.
+# (event, position, signer, run digest, predicate): what the run tracker folds of an event.
 Observation = tuple[str, int, str, str, dict[str, Any]]
+# (leaf index, position, aggregate, version, verified signer or None) of each readable event.
+Seen = tuple[int, int, str, int, str | None]
 
 # A batch closes at this many event lines or this many characters, whichever comes first.
 BATCH_EVENTS = 256
@@ -261,7 +254,7 @@ class _Context:
     tree: tuple[int, bytes] | None  # the verified checkpoint's (size, root)
     trust_root: TrustRoot | None
     keys: dict[str, KeyState] = field(default_factory=dict)
-    observe: bool = False  # collect observations of run events for the claims
+    observe: bool = False  # collect observations of run events for the run tracker
 
 
 def _check_event(
@@ -305,14 +298,28 @@ def _check_event(
 
 
 def _observation(result: EventVerification | None, included: bool) -> Observation | None:
-    """What a claim observer is told of a run event whose checks all held."""
+    """What the run tracker is told of a run event whose checks all held."""
     if result is None or not (included and result.ok) or not result.event.startswith("Run."):
         return None
-    assert result.envelope is not None and result.signer is not None
-    # verify_event parsed this statement already; its subject digest is not in the result.
-    statement = json.loads(base64.b64decode(result.envelope["payload"]))
-    run_digest = "sha256:" + str(statement["subject"][0]["digest"]["sha256"])
-    return (result.event, result.position, result.signer, run_digest, result.predicate or {})
+    assert result.signer is not None and result.subject_digest is not None
+    return (
+        result.event,
+        result.position,
+        result.signer,
+        result.subject_digest,
+        result.predicate or {},
+    )
+
+
+def _seen(event: _ParsedEvent, result: EventVerification | None) -> Seen:
+    signer = result.signer if result is not None and result.ok else None
+    return (
+        event.leaf_index,
+        event.entry.position,
+        event.entry.aggregate,
+        event.entry.version,
+        signer,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -332,14 +339,14 @@ class _BatchResult:
     """Counts and findings of a batch, and what must be applied in order when merging."""
 
     report: Report
-    leaves: list[tuple[int, int]]  # (leaf index, position) of each readable event, in order
+    seen: list[tuple[str, Seen]]  # (where, what) of each readable event, in order
     observations: list[Observation] = field(default_factory=list)
 
 
 def _verify_batch(batch: _Batch) -> _BatchResult:
     """Verify a batch (in a worker process, or here). Never raises for bad data."""
     report = Report(subject="batch")
-    leaves: list[tuple[int, int]] = []
+    seen: list[tuple[str, Seen]] = []
     observations: list[Observation] = []
     lookup = batch.context.keys.get
     for number, line in batch.lines:
@@ -347,24 +354,23 @@ def _verify_batch(batch: _Batch) -> _BatchResult:
         event = _parse_event(f"line {number}", record, report)
         if event is None:
             continue
-        leaves.append((event.leaf_index, event.entry.position))
         # Only key events teach keys, and they never come here: a non-Principal event that
         # carries a key statement fails its event-type check, so it would teach nothing.
         result, included = _check_event(event, batch.context, lookup, report)
-        if batch.context.observe and (seen := _observation(result, included)) is not None:
-            observations.append(seen)
-    return _BatchResult(report, leaves, observations)
+        seen.append((event.where, _seen(event, result)))
+        if batch.context.observe and (observed := _observation(result, included)) is not None:
+            observations.append(observed)
+    return _BatchResult(report, seen, observations)
 
 
-def _key_hints(record: dict[str, Any]) -> list[str]:
-    """The key ids an event line's envelope names: the only keys verify_event looks up."""
+def _key_hint(record: dict[str, Any]) -> str | None:
+    """The key id an event line's envelope names: the only key verify_event looks up."""
     envelope = record.get("envelope")
     signatures = envelope.get("signatures") if isinstance(envelope, dict) else None
-    if not isinstance(signatures, list):
-        return []
-    return [
-        s["keyid"] for s in signatures if isinstance(s, dict) and isinstance(s.get("keyid"), str)
-    ]
+    if not isinstance(signatures, list) or len(signatures) != 1:
+        return None
+    keyid = signatures[0].get("keyid") if isinstance(signatures[0], dict) else None
+    return keyid if isinstance(keyid, str) else None
 
 
 def _is_key_event(record: dict[str, Any]) -> bool:
@@ -392,31 +398,44 @@ def _pool_context() -> multiprocessing.context.BaseContext:
 # The verifier
 
 
+# The order lines must come in; a line of an earlier stage after a later one is refused.
+_STAGES = {
+    "header": 0,
+    "trustRoot": 1,
+    "checkpoint": 2,
+    "consistency": 3,
+    "heads": 4,
+    "claim": 5,
+    "event": 6,
+    "artifact": 7,
+    "footer": 8,
+}
+
+
 class BundleVerifier:
     """Feed it a bundle's lines in order, then ``finish()``; call ``close()`` (or use it as a
     context manager) to stop its worker processes. ``workers=1`` verifies in this process."""
 
     def __init__(
         self,
+        policy: VerificationPolicy | None = None,
         *,
-        pinned_root: TrustRoot | None = None,
-        known_checkpoints: Iterable[str] = (),
-        claim_checker: ClaimChecker | None = None,
-        claims: ClaimObserver | None = None,
         workers: int | None = None,
         batch_events: int = BATCH_EVENTS,
     ) -> None:
-        self.pinned_root = pinned_root
-        self.known_checkpoints = list(known_checkpoints)
-        self.claim_checker = claim_checker
-        self.claims = claims
-        self.claims_seen = False
+        self.policy = policy or VerificationPolicy(trust_root=None)
         self.report = Report(subject="bundle")
-        self.trust_root: TrustRoot | None = pinned_root
+        self.trust_root: TrustRoot | None = self.policy.trust_root
         self.checkpoint: Checkpoint | None = None
+        self.verifier: Verifier | None = None
         self.keys = KeyBook()
+        self.runs = RunTracker()
+        self.complete = Completeness()
+        self.consistency: dict[int, list[bytes]] = {}
+        self.scope: dict[str, Any] | None = None
         self.last_leaf = -1
         self.events = 0
+        self.stage = 0  # how far through the line order the bundle is (see _STAGES)
         self.footer_seen = False
         self.header_seen = False
         self.trust_root_seen = False
@@ -442,6 +461,15 @@ class BundleVerifier:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
 
+    @property
+    def observing(self) -> bool:
+        """Runs are folded for scoped bundles (bounded), claims and the caller's expectation."""
+        return (
+            self.complete.heads is not None
+            or bool(self.runs.claims)
+            or self.policy.expect is not None
+        )
+
     # ----------------------------------------------------------------- lines
 
     def feed(self, number: int, line: str) -> None:
@@ -455,7 +483,7 @@ class BundleVerifier:
             self.report.fail(Check.FORMAT, where, "not a JSON object")
             return
         kind = record.get("type") if isinstance(record, dict) else None
-        if kind == "event" and self.header_seen and not _is_key_event(record):
+        if kind == "event" and self.stage == _STAGES["event"] and not _is_key_event(record):
             self._add_to_batch(number, line, record)
             return
         self._close_batch()
@@ -463,6 +491,8 @@ class BundleVerifier:
             "header": self._header,
             "trustRoot": self._trust_root,
             "checkpoint": self._checkpoint,
+            "consistency": self._consistency,
+            "heads": self._heads,
             "event": self._event,
             "claim": self._claim,
             "artifact": self._artifact,
@@ -471,37 +501,57 @@ class BundleVerifier:
         if handler is None:
             self.report.fail(Check.FORMAT, where, f"unknown line type {kind!r}")
             return
+        stage = _STAGES[str(kind)]
+        if stage < self.stage:
+            self.report.fail(
+                Check.FORMAT, where, f"a {kind} line after the bundle's {self._stage_name()} lines"
+            )
+            return
         if kind != "header" and not self.header_seen:
             self.report.fail(Check.FORMAT, where, "bundle does not start with a header")
+        self.stage = stage
         handler(where, record)
+
+    def _stage_name(self) -> str:
+        return next(k for k, v in _STAGES.items() if v == self.stage)
 
     def finish(self) -> Report:
         self._close_batch()
         self._drain()
-        if self.claims is not None and self.claims_seen:
-            self.claims.check(self.report)
+        report = self.report
         if not self.footer_seen:
-            self.report.fail(Check.FORMAT, "end", "no footer: the bundle is truncated")
+            report.fail(Check.FORMAT, "end", "no footer: the bundle is truncated")
+        if not self.trust_root_seen:
+            report.fail(Check.FORMAT, "end", "the bundle has no trust root line")
         if self.checkpoint is None:
-            self.report.fail(Check.CHECKPOINT, "end", "the bundle has no checkpoint")
-        self.report.facts.update(
+            report.fail(Check.CHECKPOINT, "end", "the bundle has no checkpoint")
+        else:
+            self._held_checkpoints()
+        scoped = self.scope is None or "all" not in self.scope
+        self.complete.finish(report, scoped)
+        heads = self.complete.heads
+        self.runs.check_groups(report, heads)
+        self.runs.check_claims(report, heads)
+        if self.policy.expect is not None:
+            self.runs.check_expectation(report, self.policy.expect, heads)
+        report.facts.update(
             {"events": self.events, "keys": len(self.keys)}
             | ({"treeSize": self.checkpoint.size} if self.checkpoint else {})
         )
-        return self.report
+        return report
 
     # --------------------------------------------------------------- batches
 
     def _context(self, key_ids: Iterable[str]) -> _Context:
         tree = (self.checkpoint.size, self.checkpoint.root) if self.checkpoint else None
-        observe = self.claims is not None and self.claims_seen
-        return _Context(tree, self.trust_root, self.keys.snapshot(key_ids), observe)
+        return _Context(tree, self.trust_root, self.keys.snapshot(key_ids), self.observing)
 
     def _add_to_batch(self, number: int, line: str, record: dict[str, Any]) -> None:
         self.events += 1
         self._lines.append((number, line if self.workers > 1 else record))
         self._chars += len(line)
-        self._hints.update(_key_hints(record))
+        if (hint := _key_hint(record)) is not None:
+            self._hints.add(hint)
         if len(self._lines) >= self.batch_events or self._chars >= BATCH_CHARS:
             self._close_batch(full=True)
 
@@ -556,18 +606,23 @@ class BundleVerifier:
         self.report.failed.update(part.failed)
         room = MAX_FINDINGS - len(self.report.findings)
         self.report.findings.extend(part.findings[: max(room, 0)])
-        for leaf_index, position in item.leaves:
-            self._order(leaf_index, position)
-        if self.claims is not None:
-            for observation in item.observations:
-                try:
-                    self.claims.observe(*observation)
-                except DomainError as exc:
-                    # e.g. an event line repeated: the order check has failed it already;
-                    # the claims cannot be recomputed from such a bundle, and say so.
-                    self.report.fail(
-                        Check.CLAIM, f"event at position {observation[1]}", exc.message
-                    )
+        for where, (leaf, position, aggregate, version, signer) in item.seen:
+            self._order(leaf, position)
+            self.complete.seen(
+                self.report,
+                leaf=leaf,
+                aggregate=aggregate,
+                version=version,
+                signer=signer,
+                where=where,
+            )
+        for observation in item.observations:
+            try:
+                self.runs.observe(*observation)
+            except DomainError as exc:
+                # e.g. a run ingested twice: the completeness check has failed it already;
+                # the runs cannot be recomputed from such a bundle, and say so.
+                self.report.fail(Check.CLAIM, f"event at position {observation[1]}", exc.message)
 
     def _order(self, leaf_index: int, position: int) -> None:
         if leaf_index <= self.last_leaf:
@@ -593,7 +648,10 @@ class BundleVerifier:
             )
         else:
             self.report.ok(Check.FORMAT)
-        self.report.facts["scope"] = record.get("scope")
+        scope = record.get("scope")
+        self.scope = scope if isinstance(scope, dict) else {}
+        self.complete.whole_log = self.scope.get("all") is True
+        self.report.facts["scope"] = scope
 
     def _trust_root(self, where: str, record: dict[str, Any]) -> None:
         try:
@@ -606,17 +664,28 @@ class BundleVerifier:
             self.report.fail(Check.FORMAT, where, "second trust root")
             return
         self.trust_root_seen = True
-        if self.pinned_root is None:
+        pinned = self.policy.trust_root
+        if pinned is None:
             self.trust_root = bundled
-            self.report.notes.append(
-                "trusting the trust root inside the bundle; pass --trust-root to pin your own"
-            )
-            self.report.ok(Check.TRUST_ROOT)
-        elif bundled.to_json() != self.pinned_root.to_json():
+            if self.policy.allow_unanchored:
+                self.report.notes.append(
+                    "UNSAFE: trusting the trust root inside the bundle, as asked; the bundle "
+                    "vouches only for itself"
+                )
+                self.report.ok(Check.ANCHOR)
+            else:
+                self.report.fail(
+                    Check.ANCHOR,
+                    where,
+                    "no trust root pinned: a bundle made on any ledger with this origin would "
+                    "pass; pin the ledger's trust root (--trust-root)",
+                )
+        elif bundled.to_json() != pinned.to_json():
             self.report.fail(
                 Check.TRUST_ROOT, where, "the bundle's trust root is not the one you pinned"
             )
         else:
+            self.report.ok(Check.ANCHOR)
             self.report.ok(Check.TRUST_ROOT)
 
     def _checkpoint(self, where: str, record: dict[str, Any]) -> None:
@@ -638,67 +707,119 @@ class BundleVerifier:
             self.report.fail(Check.CHECKPOINT, where, f"checkpoint does not verify: {exc}")
             return
         self.checkpoint = checkpoint
+        self.verifier = verifier
+        self.complete.size = checkpoint.size
         self.report.ok(Check.CHECKPOINT)
-        for other_note in self.known_checkpoints:
-            self._compare_checkpoint(other_note, verifier)
 
-    def _compare_checkpoint(self, note: str, verifier: Verifier) -> None:
-        """A checkpoint the verifier already holds must be consistent with the bundle's."""
-        assert self.checkpoint is not None
+    def _consistency(self, where: str, record: dict[str, Any]) -> None:
         try:
-            other, _ = open_checkpoint(note, [verifier], origin=self.checkpoint.origin)
-        except NoteError as exc:
-            self.report.fail(Check.CHECKPOINT, "given checkpoint", f"does not verify: {exc}")
+            older = record["from"]
+            if not isinstance(older, int) or isinstance(older, bool) or older < 0:
+                raise ValueError("from must be a tree size")
+            proof = _decode_proof(record.get("proof"))
+        except (KeyError, ValueError, binascii.Error) as exc:
+            self.report.fail(Check.FORMAT, where, f"malformed consistency line: {exc}")
             return
-        if other.size == self.checkpoint.size and other.root != self.checkpoint.root:
+        self.consistency[older] = proof
+
+    def _heads(self, where: str, record: dict[str, Any]) -> None:
+        if self.verifier is None or self.checkpoint is None:
+            self.report.fail(Check.HEADS, where, "no verified checkpoint to bind the heads to")
+            return
+        if self.complete.heads is not None:
+            self.report.fail(Check.FORMAT, where, "second heads line")
+            return
+        try:
+            heads = open_heads(str(record.get("note", "")), self.verifier)
+        except HeadsError as exc:
+            self.report.fail(Check.HEADS, where, exc.message)
+            return
+        if (heads.size, heads.root) != (self.checkpoint.size, self.checkpoint.root):
             self.report.fail(
-                Check.CHECKPOINT,
-                "given checkpoint",
-                f"two different roots signed for tree size {other.size}: the log equivocated",
+                Check.HEADS,
+                where,
+                f"the heads are for a tree of {heads.size} leaves with another root, not the "
+                f"bundle's checkpoint of {self.checkpoint.size}",
             )
-        elif other.size != self.checkpoint.size:
-            self.report.notes.append(
-                f"held checkpoint is for size {other.size}, the bundle's for "
-                f"{self.checkpoint.size}: ask the ledger for a consistency proof "
-                "(kernelindex log consistency)"
-            )
-        else:
-            self.report.ok(Check.CHECKPOINT)
+            return
+        self.report.ok(Check.HEADS)
+        self.complete.scoped(heads)
+
+    def _held_checkpoints(self) -> None:
+        """The checkpoints the caller holds: one root per size, each older one extended by
+        the bundle's (a consistency proof the bundle carries), none newer (else STALE)."""
+        assert self.checkpoint is not None and self.verifier is not None
+        mine = self.checkpoint
+        for note in self.policy.held_checkpoints:
+            try:
+                held, _ = open_checkpoint(note, [self.verifier], origin=mine.origin)
+            except NoteError as exc:
+                self.report.fail(Check.CHECKPOINT, "held checkpoint", f"does not verify: {exc}")
+                continue
+            where = f"held checkpoint of {held.size} leaves"
+            if held.size == mine.size:
+                if held.root != mine.root:
+                    self.report.fail(
+                        Check.CHECKPOINT,
+                        where,
+                        f"two different roots signed for tree size {held.size}: the log "
+                        "equivocated",
+                    )
+                else:
+                    self.report.ok(Check.CHECKPOINT)
+                    self.report.ok(Check.FRESHNESS)
+            elif held.size > mine.size:
+                self.report.fail(
+                    Check.FRESHNESS,
+                    where,
+                    f"you hold a checkpoint of {held.size} leaves; the bundle proves the log "
+                    f"only up to {mine.size}: what it says may have changed since (export "
+                    "it again, with --checkpoint)",
+                )
+            elif (proof := self.consistency.get(held.size)) is None:
+                self.report.fail(
+                    Check.CONSISTENCY,
+                    where,
+                    "the bundle carries no proof that its log extends the checkpoint you hold "
+                    "(export it with --checkpoint)",
+                )
+            else:
+                try:
+                    verify_consistency(held.size, mine.size, proof, held.root, mine.root)
+                except ProofError as exc:
+                    self.report.fail(
+                        Check.CONSISTENCY,
+                        where,
+                        f"the bundle's checkpoint does not extend the one you hold (a fork): {exc}",
+                    )
+                else:
+                    self.report.ok(Check.CONSISTENCY)
+                    self.report.ok(Check.FRESHNESS)
 
     def _event(self, where: str, record: dict[str, Any]) -> None:
-        """A key event (or any event before the header), verified here, in leaf order."""
+        """A key event (or any event line out of its place), verified here, in leaf order."""
         self.events += 1
         event = _parse_event(where, record, self.report)
         if event is None:
             return
         context = self._context(())
         result, included = _check_event(event, context, self.keys, self.report)
-        seen = _observation(result, included) if context.observe else None
+        observed = _observation(result, included) if context.observe else None
         self._merge_in_turn(
             _BatchResult(
                 Report(subject="event"),
-                [(event.leaf_index, event.entry.position)],
-                [seen] if seen is not None else [],
+                [(event.where, _seen(event, result))],
+                [observed] if observed is not None else [],
             )
         )
         if result is not None and included:
             learn_key(self.keys, result)
 
     def _claim(self, where: str, record: dict[str, Any]) -> None:
-        if self.claims is not None:
-            self.claims_seen = True  # from now on, run events are observed for it
-            try:
-                self.claims.expect(record)
-            except DomainError as exc:  # e.g. ClaimFormatError: a malformed claim line
-                self.report.fail(Check.CLAIM, where, exc.message)
-            return
-        self._drain()  # a claim is judged against everything before it
-        if self.claim_checker is None:
-            self.report.fail(
-                Check.CLAIM, where, "the bundle makes a claim this verifier cannot recompute"
-            )
-            return
-        self.claim_checker(record, self.report)
+        try:
+            self.runs.expect(record)
+        except DomainError as exc:  # e.g. ClaimFormatError: a malformed claim line
+            self.report.fail(Check.CLAIM, where, exc.message)
 
     def _artifact(self, where: str, record: dict[str, Any]) -> None:
         """A referenced artifact travels with its bytes: they must hash to its digest."""
@@ -729,26 +850,16 @@ class BundleVerifier:
 
 def verify_bundle_lines(
     lines: Iterable[str],
+    policy: VerificationPolicy | None = None,
     *,
-    pinned_root: TrustRoot | None = None,
-    known_checkpoints: Iterable[str] = (),
-    claim_checker: ClaimChecker | None = None,
-    claims: ClaimObserver | None = None,
     progress: Callable[[int], None] | None = None,
     workers: int | None = None,
     batch_events: int = BATCH_EVENTS,
 ) -> Report:
-    """Verify a bundle's lines. ``workers``: processes to verify event lines in (default one
-    per CPU core; 1 verifies in this process, as do bundles of at most one batch).
-    ``claims``: recomputes the bundle's claims from its events (see ClaimObserver)."""
-    with BundleVerifier(
-        pinned_root=pinned_root,
-        known_checkpoints=known_checkpoints,
-        claim_checker=claim_checker,
-        claims=claims,
-        workers=workers,
-        batch_events=batch_events,
-    ) as verifier:
+    """Verify a bundle's lines against ``policy`` (default: nothing pinned, so UNANCHORED).
+    ``workers``: processes to verify event lines in (default one per CPU core; 1 verifies in
+    this process, as do bundles of at most one batch). ``outcome_of(report)`` is the verdict."""
+    with BundleVerifier(policy, workers=workers, batch_events=batch_events) as verifier:
         for number, line in enumerate(lines, start=1):
             if line.strip():
                 verifier.feed(number, line)

@@ -1,0 +1,129 @@
+"""Holding a bundle to its heads: every event of each run and key in scope, nothing else.
+
+Events arrive in leaf order, and an aggregate's versions rise with its leaves, so per
+aggregate it suffices to remember the next version expected and the last leaf seen: memory
+grows with the aggregates in scope, never with their events. A whole-log bundle is held to
+every leaf from 0 to the checkpoint's size instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from uuid import UUID
+
+from ledger.heads import Heads
+from ledger.ids import principal_id, run_id
+from ledger.verification_report import Check, Report
+
+
+@dataclass
+class _Seen:
+    name: str  # "run sha256:…" / "key sha256:…"
+    next_version: int = 1
+    last_leaf: int = -1
+
+
+class Completeness:
+    def __init__(self) -> None:
+        self.heads: Heads | None = None
+        self.whole_log = False
+        self.size: int | None = None
+        self._aggregates: dict[UUID, _Seen] = {}
+        self._signers: set[str] = set()
+        self._in_range = 0
+        self._uncovered = 0
+
+    def scoped(self, heads: Heads) -> None:
+        self.heads = heads
+        self._aggregates = {run_id(r): _Seen(f"run {r}") for r in heads.runs}
+        self._aggregates |= {principal_id(k): _Seen(f"key {k}") for k in heads.keys}
+
+    def seen(
+        self,
+        report: Report,
+        *,
+        leaf: int,
+        aggregate: str,
+        version: int,
+        signer: str | None,
+        where: str,
+    ) -> None:
+        """One event line, in the order the bundle holds them."""
+        if signer:
+            self._signers.add(signer)
+        if self.whole_log:
+            # Counted, not located: with lines out of order (the order check fails them) a
+            # leaf that seems missing may still come; fewer leaves than the tree has may not.
+            if self.size is not None and 0 <= leaf < self.size:
+                self._in_range += 1
+            return
+        if self.heads is None:
+            return  # reported once, at the end: a scoped bundle without heads
+        try:
+            state = self._aggregates[UUID(aggregate)]
+        except (KeyError, ValueError):
+            self._uncovered += 1
+            report.fail(
+                Check.COMPLETE,
+                where,
+                f"an event of aggregate {aggregate}, which the heads do not cover",
+            )
+            return
+        if version != state.next_version:
+            gap = (
+                f"versions {state.next_version}..{version - 1} are missing (left out)"
+                if version > state.next_version
+                else f"version {version} appears again"
+            )
+            report.fail(Check.COMPLETE, where, f"{state.name}: {gap}")
+        state.next_version = max(state.next_version, version + 1)
+        state.last_leaf = max(state.last_leaf, leaf)
+
+    def finish(self, report: Report, scoped: bool) -> None:
+        if self.whole_log:
+            if self.size is not None and self._in_range < self.size:
+                report.fail(
+                    Check.COMPLETE,
+                    "end",
+                    f"a whole-log bundle holds every leaf: this one holds {self._in_range} of "
+                    f"the log's {self.size} (the rest are left out)",
+                )
+            else:
+                report.ok(Check.COMPLETE)
+            return
+        if self.heads is None:
+            if scoped:
+                report.fail(
+                    Check.COMPLETE,
+                    "end",
+                    "the bundle has no heads: nothing shows it holds every event of its runs",
+                )
+            return
+        named = {**{run_id(r): h for r, h in self.heads.runs.items()}}
+        named |= {principal_id(k): h for k, h in self.heads.keys.items()}
+        for aggregate, head in named.items():
+            state = self._aggregates[aggregate]
+            held = state.next_version - 1
+            if held == head.events and state.last_leaf == head.last_leaf:
+                report.ok(Check.COMPLETE)
+            elif held < head.events and state.last_leaf < head.last_leaf:
+                report.fail(
+                    Check.COMPLETE,
+                    state.name,
+                    f"the log has {head.events} events, the bundle {held}: its latest "
+                    f"(leaf {head.last_leaf}) is left out",
+                )
+            else:
+                report.fail(
+                    Check.COMPLETE,
+                    state.name,
+                    f"the log has {head.events} events ending at leaf {head.last_leaf}; the "
+                    f"bundle holds {held} ending at leaf {state.last_leaf}",
+                )
+        for signer in sorted(self._signers - set(self.heads.keys)):
+            report.fail(
+                Check.COMPLETE,
+                f"key {signer}",
+                "it signed events of the bundle, but the heads do not cover its own events "
+                "(a revocation could be left out)",
+            )

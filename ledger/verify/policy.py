@@ -1,0 +1,68 @@
+"""What the caller of ``verify`` states it trusts and expects, and the verdict it gets.
+
+As in sigstore-python's verifier, the caller states the policy and verification fails closed
+against it: with no pinned trust root a bundle only vouches for itself (UNANCHORED, unless
+the caller says it accepts that, explicitly); a checkpoint the caller holds that the bundle
+does not reach makes it STALE; ``--run``, ``--min-level`` and ``--rank`` state what the bundle
+must prove about one run, and it FAILS when it does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from domain.evidence import EvidenceLevel
+from domain.ranking import View
+from ledger.trust import TrustRoot
+from ledger.verification_report import Check, Report
+
+
+class Outcome(StrEnum):
+    VERIFIED = "VERIFIED"
+    FAILED = "FAILED"  # a check failed: the bundle does not prove what it says
+    UNANCHORED = "UNANCHORED"  # nothing pinned: the bundle vouches only for itself
+    STALE = "STALE"  # a checkpoint the caller holds is newer than the bundle's
+
+
+# Exit codes of `kernelindex verify` (2 is the command line's own usage error).
+EXIT_CODES: dict[Outcome, int] = {
+    Outcome.VERIFIED: 0,
+    Outcome.FAILED: 1,
+    Outcome.STALE: 3,
+    Outcome.UNANCHORED: 4,
+}
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What the bundle must prove about one run (a digest or a unique prefix of one)."""
+
+    run: str
+    min_level: EvidenceLevel | None = None
+    rank: int | None = None
+    view: View = View.SOURCE_NATIVE
+
+
+@dataclass(frozen=True)
+class VerificationPolicy:
+    trust_root: TrustRoot | None
+    # Accept the bundle's own trust root when none is pinned (the verdict says so).
+    allow_unanchored: bool = False
+    # Signed checkpoint notes the caller already holds (from a witness, an earlier bundle).
+    held_checkpoints: Sequence[str] = field(default_factory=tuple)
+    expect: Expectation | None = None
+
+
+def outcome_of(report: Report) -> Outcome:
+    """FAILED if any check but the anchor's and freshness failed; else UNANCHORED, then
+    STALE; VERIFIED only when something was checked and nothing failed."""
+    failed = {Check(c) for c, n in report.failed.items() if n}
+    if failed - {Check.ANCHOR, Check.FRESHNESS} or not report.passed:
+        return Outcome.FAILED
+    if Check.ANCHOR in failed:
+        return Outcome.UNANCHORED
+    if Check.FRESHNESS in failed:
+        return Outcome.STALE
+    return Outcome.VERIFIED

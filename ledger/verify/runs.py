@@ -1,0 +1,232 @@
+"""Runs recomputed from a bundle's events: the claims it makes, the groups its heads name,
+and what the caller expects of one run.
+
+A claim states a run's evidence level and its rank in each view of its comparison group, as
+the ledger's projections have them. The verifier refolds the bundle's events with the same
+domain code (``RunFold``, ``rank_group``) and compares — against a *complete* set of events:
+the heads (``ledger.heads``) say how many events each run has and who each group's members
+are, and the completeness checks hold the bundle to them, so a claim cannot be made true by
+leaving out the event or the rival that contradicts it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from domain.errors import DomainError
+from domain.ranking import RankedEntry, View, rank_group
+from domain.run_facts import RunFold
+from ledger.heads import GroupHead, Heads, members_digest
+from ledger.verification_report import Check, Report
+from ledger.verify.policy import Expectation
+
+
+def make_claim(
+    run_digest: str, row: Mapping[str, Any], standings: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A claim line from a projected run row and its standings."""
+    return {
+        "type": "claim",
+        "run": run_digest,
+        "comparisonKey": row["comparison_key"],
+        "evidence": {"level": row["evidence_level"], "policyVersion": row["policy_version"]},
+        "standings": {view: {"rank": s.rank, "of": s.of} for view, s in standings.items()},
+    }
+
+
+class ClaimFormatError(DomainError):
+    code = "malformed-claim"
+
+
+def _check_shape(claim: Mapping[str, Any]) -> None:
+    if not isinstance(claim.get("run"), str):
+        raise ClaimFormatError("a claim names its run by digest (a string)")
+    key = claim.get("comparisonKey")
+    if key is not None and not isinstance(key, str):
+        raise ClaimFormatError("a claim's comparisonKey is a string or null")
+    if not isinstance(claim.get("evidence"), Mapping):
+        raise ClaimFormatError("a claim's evidence is an object")
+    standings = claim.get("standings")
+    if not isinstance(standings, Mapping) or not all(
+        value is None or isinstance(value, Mapping) for value in standings.values()
+    ):
+        raise ClaimFormatError("a claim's standings map each view to an object or null")
+
+
+class RunTracker:
+    """Folds the bundle's run events (those whose checks all held), in leaf order."""
+
+    def __init__(self) -> None:
+        self.claims: dict[str, dict[str, Any]] = {}
+        self.runs: dict[str, RunFold] = {}
+
+    def expect(self, claim: Mapping[str, Any]) -> None:
+        """Remember a claim to check once the events are folded; raise ClaimFormatError if
+        it is not shaped like one (a malformed claim is a failed claim, never a crash)."""
+        _check_shape(claim)
+        run = str(claim.get("run"))
+        if run in self.claims:
+            raise ClaimFormatError(f"a second claim for run {run}")
+        self.claims[run] = dict(claim)
+
+    def observe(
+        self, event: str, position: int, signer: str, run_digest: str, predicate: Mapping[str, Any]
+    ) -> None:
+        if event == "Run.Ingested":
+            if run_digest in self.runs:
+                raise DomainError(f"run {run_digest} is ingested twice in the bundle")
+            self.runs[run_digest] = RunFold.ingested(position, run_digest, predicate)
+        elif run_digest in self.runs:
+            self.runs[run_digest].apply(event, position, signer, predicate)
+
+    # ------------------------------------------------------------------ recomputing
+
+    def members(self, key: str) -> list[str]:
+        return sorted(d for d, f in self.runs.items() if f.profile.comparison_key == key)
+
+    def standing(self, run: str, view: View) -> RankedEntry | None:
+        key = self.runs[run].profile.comparison_key
+        if key is None:  # no comparison group: ranked nowhere, as the projections have it
+            return None
+        group = [self.runs[d].rank_entry() for d in self.members(key)]
+        return next((r for r in rank_group(group, view) if r.run == run), None)
+
+    def _group_proven(self, key: str, heads: Heads | None) -> bool:
+        """Every member is in the bundle: a whole-log bundle holds every run; a scoped one
+        only the groups its heads name (and the group check holds it to them)."""
+        return heads is None or key in heads.groups
+
+    # ------------------------------------------------------------------ checks
+
+    def check_groups(self, report: Report, heads: Heads | None) -> None:
+        """Each group the heads name has exactly the members the log says it had."""
+        for key, head in sorted((heads.groups if heads else {}).items()):
+            found = self.members(key)
+            if GroupHead(len(found), members_digest(found)) == head:
+                report.ok(Check.GROUP)
+            elif len(found) != head.members:
+                missing = "a member left out" if len(found) < head.members else "runs added"
+                report.fail(
+                    Check.GROUP,
+                    f"group {key}",
+                    f"the log's heads say it had {head.members} members at this checkpoint; "
+                    f"the bundle's events give {len(found)} ({missing})",
+                )
+            else:
+                report.fail(
+                    Check.GROUP,
+                    f"group {key}",
+                    "the bundle's members are not the ones the log's heads name",
+                )
+
+    def check_claims(self, report: Report, heads: Heads | None) -> None:
+        for run, claim in sorted(self.claims.items()):
+            where = f"claim for {run}"
+            fold = self.runs.get(run)
+            if heads is not None and run not in heads.runs:
+                report.fail(Check.COMPLETE, where, "the heads do not cover the claimed run")
+            if fold is None:
+                report.fail(Check.CLAIM, where, "the bundle holds no ingestion for the claimed run")
+                continue
+            level = fold.evidence.level.label
+            claimed_level = (claim.get("evidence") or {}).get("level")
+            if claimed_level != level:
+                report.fail(
+                    Check.CLAIM,
+                    where,
+                    f"claims evidence level {claimed_level!r}; its events give {level!r}",
+                )
+            else:
+                report.ok(Check.CLAIM)
+            self._check_standings(report, where, run, claim, heads)
+
+    def _check_standings(
+        self, report: Report, where: str, run: str, claim: Mapping[str, Any], heads: Heads | None
+    ) -> None:
+        key = self.runs[run].profile.comparison_key
+        if claim.get("comparisonKey") != key:
+            report.fail(
+                Check.CLAIM,
+                where,
+                f"claims comparison group {claim.get('comparisonKey')}; events give {key}",
+            )
+            return
+        if key is not None and not self._group_proven(key, heads):
+            report.fail(
+                Check.GROUP,
+                where,
+                f"claims a rank in group {key}, but the heads do not prove who its members are",
+            )
+            return
+        claimed = claim.get("standings") or {}
+        for view in View:
+            computed = self.standing(run, view)
+            stated = claimed.get(str(view))
+            actual = None if computed is None else {"rank": computed.rank, "of": computed.of}
+            if stated != actual:
+                report.fail(
+                    Check.CLAIM,
+                    where,
+                    f"claims {view} standing {stated}; the bundle's events give {actual}",
+                )
+            else:
+                report.ok(Check.CLAIM)
+
+    def check_expectation(
+        self, report: Report, expectation: Expectation, heads: Heads | None
+    ) -> None:
+        """What the caller asked the bundle to prove about one run."""
+        where = f"--run {expectation.run}"
+        wanted = expectation.run.strip().lower()
+        wanted = wanted if wanted.startswith("sha256:") else "sha256:" + wanted
+        found = sorted(d for d in self.runs if d.startswith(wanted))
+        if len(found) != 1:
+            why = "holds no such run" if not found else f"holds {len(found)} runs by that prefix"
+            report.fail(Check.EXPECTATION, where, f"the bundle {why}")
+            return
+        (run,) = found
+        fold = self.runs[run]
+        if heads is not None and run not in heads.runs:
+            report.fail(Check.EXPECTATION, where, "the heads do not prove the run complete")
+            return
+        report.ok(Check.EXPECTATION)
+        level = fold.evidence.level
+        if expectation.min_level is not None:
+            if level >= expectation.min_level:
+                report.ok(Check.EXPECTATION)
+            else:
+                report.fail(
+                    Check.EXPECTATION,
+                    where,
+                    f"its events give evidence level {level.label}, below the "
+                    f"{expectation.min_level.label} you asked for",
+                )
+        if expectation.rank is not None:
+            key = fold.profile.comparison_key
+            standing = self.standing(run, expectation.view)
+            if key is None or not self._group_proven(key, heads):
+                report.fail(
+                    Check.EXPECTATION,
+                    where,
+                    "the bundle does not prove the members of its comparison group, "
+                    "so no rank can be shown",
+                )
+            elif standing is None or standing.rank != expectation.rank:
+                got = f"rank {standing.rank} of {standing.of}" if standing else "not ranked"
+                report.fail(
+                    Check.EXPECTATION,
+                    where,
+                    f"its events give {got} in the {expectation.view} view, "
+                    f"not the rank {expectation.rank} you asked for",
+                )
+            else:
+                report.ok(Check.EXPECTATION)
+        report.facts["run"] = {
+            "digest": run,
+            "evidenceLevel": level.label,
+            "standings": {
+                str(v): ({"rank": s.rank, "of": s.of} if (s := self.standing(run, v)) else None)
+                for v in View
+            },
+        }

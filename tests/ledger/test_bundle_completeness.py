@@ -1,0 +1,324 @@
+"""Complete bundles, freshness and anchoring (issue 13 §2–§5), on SQLite and PostgreSQL.
+
+The world: the SOL 056 cohort (four runs, one comparison group); the seed run attested twice,
+verified by a rerun and then refuted by a later one; its attester's key revoked afterwards.
+Each omission a bundle editor could make — the latest event, one from the middle, a key's
+revocation, a rival of the group — fails ``verify`` with a named check even when the claims
+are edited to match what is left; a bundle behind a checkpoint the user holds is STALE; one
+verified with nothing pinned is UNANCHORED.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from domain.evidence import EvidenceLevel
+from domain.statements import Role
+from ledger.application import Ledger
+from ledger.authoring import key_registration_envelope, key_revocation_envelope
+from ledger.ids import principal_id, run_id
+from ledger.keys import SigningKey
+from ledger.trust import TrustRoot
+from ledger.verification_report import Report
+from ledger.verify import (
+    Expectation,
+    Outcome,
+    VerificationPolicy,
+    outcome_of,
+    verify_bundle_lines,
+)
+from projections.export import export_runs
+from tests.projections.projection_world import (
+    ALL_RUNS,
+    GROUP,
+    RUN_15149,
+    RUN_21613,
+    RUN_36818,
+    SEED,
+    World,
+    gpu,
+)
+
+# The seed's comparison group (RUN_15149 measured another workload: a group of its own).
+MEMBERS = (SEED, RUN_21613, RUN_36818)
+
+Records = list[dict[str, Any]]
+
+
+@dataclass
+class Exported:
+    world: World
+    ledger: Ledger  # the same database, with the log key (it signs checkpoints and heads)
+
+    def bundle(self, runs: list[str] | None = None, **kwargs: Any) -> Records:
+        out = io.StringIO()
+        export_runs(self.ledger, out, runs, **kwargs)
+        return [json.loads(line) for line in out.getvalue().splitlines()]
+
+    def checkpoint(self) -> str:
+        return self.ledger.tlog.sign_checkpoint().note
+
+    def grow(self) -> None:
+        """Something more in the log (a key registered), unrelated to the seed's bundle."""
+        newcomer = SigningKey.generate()
+        self.world.append(
+            key_registration_envelope(
+                newcomer.public, [Role.ATTESTER], newcomer, now=self.world.clock.now
+            )
+        )
+
+
+@pytest.fixture
+def exported(db_url: str) -> Exported:
+    w = World.create(db_url)
+    w.ingest()
+    w.append(w.attest_envelope(SEED, "first note"))
+    w.append(w.attest_envelope(SEED, "second note"))
+    verifying = w.request_rerun(SEED)
+    w.append(w.result_envelope(verifying, w.keys.agents[0], gpu_hash=gpu(1)))
+    w.append(w.attest_envelope(SEED, "third note"))
+    refuting = w.request_rerun(SEED)
+    w.append(w.result_envelope(refuting, w.keys.agents[1], gpu_hash=gpu(2), correct=False))
+    w.append(key_revocation_envelope(w.keys.attester.public, w.keys.admin, now=w.clock.now))
+    return Exported(w, Ledger(db_url, w.root, clock=w.clock, log_key=w.keys.log))
+
+
+def verify(records: Records, root: TrustRoot | None, **policy: Any) -> Report:
+    lines = [json.dumps(r) + "\n" for r in records]
+    return verify_bundle_lines(lines, VerificationPolicy(trust_root=root, **policy), workers=1)
+
+
+def events(records: Records) -> Records:
+    return [r for r in records if r["type"] == "event"]
+
+
+def without(records: Records, drop: Callable[[dict[str, Any]], bool]) -> Records:
+    """The bundle without the event lines ``drop`` picks, its footer count fixed up."""
+    kept = [r for r in records if not (r["type"] == "event" and drop(r))]
+    assert len(kept) < len(records), "nothing was dropped"
+    kept[-1] = {"type": "footer", "events": len(events(kept))}
+    return kept
+
+
+def claim_of(records: Records, run: str) -> dict[str, Any]:
+    return next(r for r in records if r["type"] == "claim" and r["run"] == run)
+
+
+def of_run(run: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda r: r["aggregate"] == str(run_id(run))
+
+
+def failed_with(report: Report, check: str, words: str) -> None:
+    assert outcome_of(report) is Outcome.FAILED, report.to_json()
+    reasons = [f.reason for f in report.findings if f.check == check]
+    assert any(words in r for r in reasons), (check, words, report.findings)
+
+
+# ------------------------------------------------------------------------------ honest
+
+
+def test_an_honest_run_bundle_is_complete_and_verifies(exported: Exported) -> None:
+    records = exported.bundle([SEED])
+    kinds = [r["type"] for r in records]
+    assert kinds[:4] == ["header", "trustRoot", "checkpoint", "heads"]
+    heads_note = records[3]["note"]
+    for run in MEMBERS:  # the whole group travels with the run
+        assert f"run {run} " in heads_note
+    assert f"run {RUN_15149} " not in heads_note
+    assert f"group {GROUP} 3 " in heads_note
+    report = verify(records, exported.world.root)
+    assert outcome_of(report) is Outcome.VERIFIED, report.findings
+    assert report.passed["complete"] >= len(MEMBERS) + 3 and report.passed["group"] == 1
+    seed = claim_of(records, SEED)
+    assert seed["evidence"]["level"] == "refuted"
+
+
+def test_every_honest_bundle_of_the_world_verifies(exported: Exported) -> None:
+    root = exported.world.root
+    for run in ALL_RUNS:
+        assert verify(exported.bundle([run]), root).verified
+    assert verify(exported.bundle(None, cohort=GROUP), root).verified
+    assert verify(exported.bundle(None), root).verified  # the whole log
+
+
+# ------------------------------------------------------------------- omissions (§2)
+
+
+def test_the_latest_refuting_rerun_left_out_and_the_claim_edited(exported: Exported) -> None:
+    records = exported.bundle([SEED])
+    latest = max((r for r in events(records) if of_run(SEED)(r)), key=lambda r: r["version"])
+    assert latest["topic"].endswith("Run.RerunRecorded")
+    edited = without(records, lambda r: r is latest)
+    claim = claim_of(edited, SEED)  # edited to what the rest adds up to:
+    claim["evidence"]["level"] = "verified"
+    claim["standings"]["verified"] = {"rank": 1, "of": 1}
+    report = verify(edited, exported.world.root)
+    failed_with(report, "complete", "its latest")
+    assert report.failed["claim"] == 0  # the claim matches the events left: only heads tell
+
+
+def test_an_event_from_the_middle_left_out(exported: Exported) -> None:
+    records = exported.bundle([SEED])
+    middle = next(
+        r for r in events(records) if of_run(SEED)(r) and r["topic"].endswith("Run.Attested")
+    )
+    report = verify(without(records, lambda r: r is middle), exported.world.root)
+    failed_with(report, "complete", f"versions {middle['version']}..{middle['version']}")
+
+
+def test_a_key_revocation_left_out(exported: Exported) -> None:
+    records = exported.bundle([SEED])
+    attester = str(principal_id(exported.world.keys.attester.key_id))
+    revoked = next(
+        r for r in events(records) if r["aggregate"] == attester and r["topic"].endswith("Revoked")
+    )
+    report = verify(without(records, lambda r: r is revoked), exported.world.root)
+    failed_with(report, "complete", "its latest")
+    assert any(exported.world.keys.attester.key_id in f.where for f in report.findings)
+
+
+def test_the_groups_rivals_left_out_and_rank_one_of_one_claimed(exported: Exported) -> None:
+    records = exported.bundle([SEED])
+    rivals = {str(run_id(r)) for r in MEMBERS if r != SEED}
+    edited = without(records, lambda r: r["aggregate"] in rivals)
+    edited = [r for r in edited if not (r["type"] == "claim" and r["run"] != SEED)]
+    claim = claim_of(edited, SEED)
+    claim["standings"] = {"source-native": {"rank": 1, "of": 1}}
+    claim["evidence"]["level"] = "refuted"
+    report = verify(edited, exported.world.root)
+    failed_with(report, "group", "say it had 3 members at this checkpoint")
+    failed_with(report, "complete", "the log has")
+
+
+def test_only_the_claim_edited(exported: Exported) -> None:
+    records = exported.bundle([SEED])
+    claim_of(records, SEED)["evidence"]["level"] = "replicated"
+    failed_with(verify(records, exported.world.root), "claim", "claims evidence level")
+
+
+def test_heads_of_another_export_do_not_prove_a_group(exported: Exported) -> None:
+    """Heads from a bundle of another scope (here the whole group's heads swapped for those
+    of a one-run cohort-less export made at the same checkpoint) cannot be reused: heads
+    are signed as a whole, and a claim needs its group's head."""
+    records = exported.bundle([SEED])
+    heads = next(r for r in records if r["type"] == "heads")
+    forged = copy.deepcopy(heads)
+    body, signature = forged["note"].split("\n\n", 1)
+    kept = [line for line in body.split("\n") if not line.startswith("group ")]
+    forged["note"] = "\n".join(kept) + "\n\n" + signature
+    records[records.index(heads)] = forged
+    failed_with(verify(records, exported.world.root), "heads", "does not verify")
+
+
+def test_an_event_outside_the_heads_is_refused(exported: Exported) -> None:
+    """A bundle holds what its heads describe and nothing else (nothing unproven to fold)."""
+    records = exported.bundle([RUN_15149])
+    agent = str(principal_id(exported.world.keys.agents[0].key_id))
+    assert all(r["aggregate"] != agent for r in events(records))
+    outsider = next(r for r in events(exported.bundle(None)) if r["aggregate"] == agent)
+    at = next(i for i, r in enumerate(records) if r["type"] == "event")
+    records.insert(at, outsider)
+    records[-1] = {"type": "footer", "events": len(events(records))}
+    failed_with(verify(records, exported.world.root), "complete", "which the heads do not cover")
+
+
+# -------------------------------------------------------------------- freshness (§3)
+
+
+def test_a_bundle_behind_a_checkpoint_you_hold_is_stale(exported: Exported) -> None:
+    records = exported.bundle([SEED])
+    w = exported.world
+    exported.grow()
+    newer = exported.checkpoint()
+    report = verify(records, w.root, held_checkpoints=[newer])
+    assert outcome_of(report) is Outcome.STALE
+    assert report.failed["freshness"] == 1 and set(report.failed) == {"freshness"}
+    # Exported again, against the checkpoint held: fresh (it reaches the held checkpoint).
+    held = int(newer.split("\n")[1])
+    again = exported.bundle([SEED], held=[held])
+    assert any(r["type"] == "consistency" and r["from"] == held for r in again)
+    report = verify(again, w.root, held_checkpoints=[newer])
+    assert outcome_of(report) is Outcome.VERIFIED, report.findings
+    assert report.passed["freshness"] == 1
+
+
+def test_an_older_checkpoint_you_hold_needs_the_consistency_proof(exported: Exported) -> None:
+    older = exported.checkpoint()
+    w = exported.world
+    exported.grow()
+    plain = exported.bundle([SEED])
+    failed_with(verify(plain, w.root, held_checkpoints=[older]), "consistency", "no proof")
+    proven = exported.bundle([SEED], held=[int(older.split("\n")[1])])
+    assert verify(proven, w.root, held_checkpoints=[older]).verified
+    # A consistency proof that does not hold (a forked older tree) fails by name.
+    line = next(r for r in proven if r["type"] == "consistency")
+    line["proof"] = line["proof"][::-1] if len(line["proof"]) > 1 else [line["proof"][0][::-1]]
+    failed_with(verify(proven, w.root, held_checkpoints=[older]), "consistency", "fork")
+
+
+# -------------------------------------------------------------------- anchoring (§4)
+
+
+def test_nothing_pinned_is_unanchored_and_an_impostor_ledger_never_verifies(
+    exported: Exported, tmp_path: Any
+) -> None:
+    """An attacker's own ledger with the same origin, the attacker's keys in its trust root:
+    unpinned it agrees with itself (UNANCHORED, never VERIFIED); pinned, it FAILS."""
+    from ledger.schema import upgrade
+    from tests.projections.projection_world import Keys
+
+    honest = exported.bundle([SEED])
+    assert outcome_of(verify(honest, None)) is Outcome.UNANCHORED
+    assert outcome_of(verify(honest, None, allow_unanchored=True)) is Outcome.VERIFIED
+
+    url = f"sqlite:///{tmp_path / 'impostor.db'}"
+    upgrade(url)
+    impostor = World.create(url, Keys.generate())
+    assert impostor.root.origin == exported.world.root.origin
+    impostor.ingest(SEED)
+    forged = Exported(
+        impostor, Ledger(url, impostor.root, clock=impostor.clock, log_key=impostor.keys.log)
+    ).bundle([SEED])
+    assert outcome_of(verify(forged, None)) is Outcome.UNANCHORED
+    pinned = verify(forged, exported.world.root)
+    assert outcome_of(pinned) is Outcome.FAILED
+    assert pinned.failed["trust-root"] == 1
+
+
+# ------------------------------------------------------------ the caller's policy
+
+
+@pytest.mark.parametrize(
+    ("expect", "ok"),
+    [
+        (Expectation(SEED[:15]), True),
+        (Expectation(SEED, min_level=EvidenceLevel.REFUTED), True),
+        (Expectation(SEED, min_level=EvidenceLevel.REPORTED), False),
+        (Expectation(RUN_21613, rank=1), True),
+        (Expectation(RUN_21613, rank=2), False),
+        (Expectation(RUN_15149), False),  # not in the seed's bundle
+        (Expectation("sha256:" + "0" * 64), False),
+    ],
+)
+def test_the_caller_states_what_the_bundle_must_prove(
+    exported: Exported, expect: Expectation, ok: bool
+) -> None:
+    report = verify(exported.bundle([SEED]), exported.world.root, expect=expect)
+    assert (outcome_of(report) is Outcome.VERIFIED) is ok, report.findings
+    if not ok:
+        assert report.failed["expectation"] >= 1
+
+
+def test_a_whole_log_bundle_proves_any_runs_rank(exported: Exported) -> None:
+    """Every leaf is there, so every group is complete: any run's rank can be shown."""
+    whole = exported.bundle(None)
+    root = exported.world.root
+    assert verify(whole, root, expect=Expectation(RUN_15149, rank=1)).verified
+    assert verify(whole, root, expect=Expectation(SEED, rank=3)).verified
