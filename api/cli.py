@@ -32,7 +32,7 @@ from api.cli_common import (
 from api.cli_db import register_db_commands
 from api.cli_import import register_import_commands
 from api.cli_keys import keys_app
-from api.cli_log import register_log_commands
+from api.cli_log import print_report, register_log_commands
 from api.cli_rerun import register_rerun_commands
 from api.cli_serve import register_serve_command
 from api.cli_views import register_view_commands
@@ -54,6 +54,8 @@ from ledger.errors import NotFoundError
 from ledger.event_verification import EventVerification
 from ledger.history import describe, run_history
 from ledger.home import LedgerHome
+from ledger.trust import TrustRoot
+from ledger.verify import EXIT_CODES, Outcome, VerificationPolicy
 from projections.run_record import run_record
 
 app = typer.Typer(
@@ -398,17 +400,52 @@ def history(
     home: HomeOption = None,
     db: DbOption = None,
     server: ServerOption = None,
+    trust_root: Annotated[
+        Path | None,
+        typer.Option(
+            "--trust-root",
+            help="With --server: the ledger's trust root, pinned (obtained out of band).",
+        ),
+    ] = None,
+    checkpoint: Annotated[
+        Path | None,
+        typer.Option(
+            "--checkpoint",
+            help="With --server: the newest checkpoint you hold. The server must prove its log "
+            "extends it; it is updated after each verified answer (a split view is caught).",
+        ),
+    ] = None,
+    unanchored: Annotated[
+        bool,
+        typer.Option(
+            "--unsafe-trust-bundle-root",
+            help="UNSAFE, with --server and no --trust-root: trust the server's own root.",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Every event of a run: time, type, signer and role, signature check, what it says.
 
-    With --server, every event the server sends is re-verified here against the keys it reports.
+    With --server, the run's history comes as a bundle and is verified here against the trust
+    root you pin: keys chained to it, inclusion in a checkpoint its log key signed, every
+    event of the run (the log's heads), and consistency with the checkpoint you hold.
     """
     remote = _remote(server, home, db)
     if remote is not None:
+        held = checkpoint.read_text("utf-8") if checkpoint and checkpoint.exists() else None
+        policy = VerificationPolicy(
+            trust_root=TrustRoot.load(trust_root) if trust_root else None,
+            allow_unanchored=unanchored,
+            held_checkpoints=[held] if held else [],
+        )
         with LedgerClient(remote) as client:
-            _show_remote_history(remote_history(client, run), as_json)
+            found = remote_history(client, run, policy)
+        if checkpoint is not None and found.ok and found.checkpoint is not None:
+            checkpoint.write_text(found.checkpoint, "utf-8")
+        _show_remote_history(found, as_json)
         return
+    if trust_root is not None or checkpoint is not None or unanchored:
+        raise typer.BadParameter("--trust-root and --checkpoint go with --server")
     ledger = open_ledger(home, db)
     run_digest = ledger.resolve_run(run)
     entries = run_history(ledger, run_digest)
@@ -424,10 +461,13 @@ def history(
 
 def _show_remote_history(found: RemoteHistory, as_json: bool) -> None:
     entries = [e.entry for e in found.events]
+    outcome = found.outcome
     if as_json:
         print_json(
             {
                 "run": found.run,
+                "outcome": str(outcome),
+                "verification": found.report.to_json(),
                 "events": [
                     e.entry.to_json()
                     | {
@@ -441,6 +481,10 @@ def _show_remote_history(found: RemoteHistory, as_json: bool) -> None:
         )
     else:
         _print_history(entries, f"History of {found.run}")
+        out.print()
+        print_report(found.report, outcome)
+    if outcome is not Outcome.VERIFIED:
+        raise typer.Exit(EXIT_CODES[outcome])
     if not found.ok:
         raise typer.Exit(EXIT_REJECTED)
 

@@ -2,8 +2,11 @@
 
 The CLI's ``--server`` mode goes through here. Replies that are problem+json become a
 ``RemoteError`` carrying the server's stable ``code``, so the CLI prints the same
-``error[<code>]`` a local ledger would. A server is trusted for transport only: every event of
-a history it sends is re-verified here from its DSSE envelope, against the keys it reports.
+``error[<code>]`` a local ledger would. A server is trusted for transport only: a history is
+fetched as a bundle and verified here by the offline verifier, against the trust root the
+user pins — key registrations chained to it, every event's inclusion against a checkpoint
+signed by its log key, the run's completeness by the log's heads, and (with a checkpoint the
+user holds) that the server's log extends what it showed before.
 """
 
 from __future__ import annotations
@@ -18,15 +21,11 @@ from urllib.parse import quote, urlsplit
 import httpx
 
 from domain.errors import DomainError
-from domain.statements import Role
-from domain.timestamps import parse_time
-from ledger.aggregates import run_id
-from ledger.authority import KeyState
 from ledger.dsse import parse_envelope
-from ledger.event_verification import CheckOutcome, EventVerification, verify_event
-from ledger.keys import PublicKey
-from ledger.trust import TrustRoot
-from ledger.verification_report import Check
+from ledger.event_verification import EventVerification
+from ledger.ids import run_id
+from ledger.verification_report import Report
+from ledger.verify import BundleVerifier, Outcome, VerificationPolicy, outcome_of
 
 DEFAULT_TIMEOUT = 30.0
 USER_AGENT = "kernelindex-cli"
@@ -93,6 +92,28 @@ class LedgerClient:
     def history(self, reference: str) -> dict[str, Any]:
         """A run's events as the server verified them (GET /v1/runs/{ref}/history)."""
         return self._object("GET", f"/v1/runs/{_segment(reference)}/history")
+
+    def run_bundle(self, reference: str, held: list[int]) -> list[str]:
+        """The bundle of one run's own history and its signers' keys (GET /v1/bundle), proving
+        it extends checkpoints of the ``held`` sizes."""
+        params: list[tuple[str, str | int | float | bool | None]] = [
+            ("run", reference),
+            ("group", "false"),
+        ]
+        params += [("checkpoint", size) for size in held]
+        try:
+            reply = self._http.get("/v1/bundle", params=params)
+        except httpx.TimeoutException:
+            raise RemoteError(
+                "unreachable", f"{self.base_url} did not answer within {self.timeout:g} s"
+            ) from None
+        except httpx.TransportError as exc:
+            raise RemoteError("unreachable", f"cannot reach {self.base_url}: {exc}") from None
+        if not reply.is_success:
+            raise self._problem(
+                reply, self._decode(reply, "GET", "/v1/bundle"), "GET", "/v1/bundle"
+            )
+        return reply.text.splitlines()
 
     def post_attestation(self, run_digest: str, envelope: Mapping[str, Any]) -> dict[str, Any]:
         """Append a signed attestation; the receipt (201, or 200 for a duplicate)."""
@@ -184,7 +205,7 @@ def remote_run(client: LedgerClient, reference: str) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class RemoteEvent:
-    """One event re-verified here, with what only the server knows (its log leaf)."""
+    """One event as verified here, with the leaf the server's log gave it."""
 
     entry: EventVerification
     leaf_index: int | None
@@ -195,137 +216,58 @@ class RemoteEvent:
 class RemoteHistory:
     run: str
     events: list[RemoteEvent]
+    report: Report
+    checkpoint: str | None  # the verified checkpoint note the answer was proven against
+
+    @property
+    def outcome(self) -> Outcome:
+        return outcome_of(self.report)
 
     @property
     def ok(self) -> bool:
-        return all(e.entry.ok for e in self.events)
+        return self.outcome is Outcome.VERIFIED and all(e.entry.ok for e in self.events)
 
 
-def remote_history(client: LedgerClient, reference: str) -> RemoteHistory:
-    """A run's history from the server, each event re-verified locally.
-
-    The signature is checked against the public key the server reports for each signing key
-    id, with the same checks a local ``history`` runs (envelope, event type, subject, key
-    validity, role, ingested digests). An event the server calls verified that fails here, or
-    one it calls unverified that passes here, is shown as failed with the reason.
-    """
-    reply = client.history(reference)
-    run, events = reply.get("run"), reply.get("events")
-    if not isinstance(run, str) or not isinstance(events, list):
-        raise RemoteError("bad-reply", "the server's history lacks a run digest or events")
-    if not _names(reference, run):
-        raise RemoteError("bad-reply", f"asked for run {reference}, the server answered {run}")
-    trust_root = TrustRoot.from_json(client.trust_root())
-    keys = _signing_keys(client, events)
-    return RemoteHistory(run, [_recheck(item, run, keys, trust_root) for item in events])
-
-
-def _signature_key_ids(item: object) -> set[str]:
-    envelope = item.get("envelope") if isinstance(item, dict) else None
-    signatures = envelope.get("signatures") if isinstance(envelope, dict) else None
-    found: set[str] = set()
-    for signature in signatures if isinstance(signatures, list) else []:
-        keyid = signature.get("keyid") if isinstance(signature, dict) else None
-        if isinstance(keyid, str) and keyid:
-            found.add(keyid)
-    return found
+def remote_history(
+    client: LedgerClient, reference: str, policy: VerificationPolicy
+) -> RemoteHistory:
+    """A run's history from the server, verified here as an offline bundle under ``policy``
+    (the trust root the user pins, the checkpoints they hold)."""
+    held = [_size_of(note) for note in policy.held_checkpoints]
+    lines = client.run_bundle(reference, [s for s in held if s is not None])
+    run = _bundled_run(lines, reference)
+    with BundleVerifier(policy, workers=1, keep=[str(run_id(run))]) as verifier:
+        for number, line in enumerate(lines, start=1):
+            if line.strip():
+                verifier.feed(number, line)
+        report = verifier.finish()
+        kept = verifier.kept
+    events = [
+        RemoteEvent(entry, leaf, _envelope_digest(entry.envelope))
+        for leaf, entry in sorted(kept, key=lambda item: item[0])
+    ]
+    checkpoint = verifier.checkpoint_note if verifier.checkpoint is not None else None
+    return RemoteHistory(run, events, report, checkpoint)
 
 
-def _signing_keys(client: LedgerClient, events: list[Any]) -> dict[str, KeyState]:
-    """The server's record of every key an envelope names; a key it cannot show is unknown."""
-    wanted: set[str] = set()
-    for item in events:
-        wanted |= _signature_key_ids(item)
-    records: dict[str, KeyState] = {}
-    for key_id in sorted(wanted):
-        try:
-            data = client.key(key_id)
-        except RemoteError as exc:
-            if exc.status is not None and exc.status < 500:
-                continue  # not registered (or not a key id): its signatures verify nothing
-            raise
-        record = _key_record(data)
-        # A server answering with some other key must not make a signature verify.
-        if record is not None and record.key_id == key_id == record.public_key.key_id:
-            records[key_id] = record
-    return records
-
-
-def _key_record(data: dict[str, Any]) -> KeyState | None:
+def _bundled_run(lines: list[str], reference: str) -> str:
+    """The one run the bundle is about, refusing a bundle about another run."""
     try:
-        revoked_at = data.get("revokedAt")
-        return KeyState(
-            key_id=str(data["keyId"]),
-            public_key=PublicKey.from_b64(str(data["publicKey"])),
-            roles=frozenset(Role(str(r)) for r in data["roles"]),
-            valid_from=parse_time(str(data["validFrom"])),
-            valid_until=parse_time(data["validUntil"]) if data.get("validUntil") else None,
-            registered_at=parse_time(str(data["registeredAt"])),
-            registered_position=int(data["registeredPosition"]),
-            label=data.get("label"),
-            revoked=revoked_at is not None,
-            revoked_at=parse_time(revoked_at) if revoked_at else None,
-            revoked_position=(
-                int(data["revokedPosition"]) if data.get("revokedPosition") is not None else None
-            ),
-        )
-    except (KeyError, TypeError, ValueError):  # DomainError is a ValueError too
-        return None
+        header = json.loads(lines[0])
+        runs = header["scope"]["runs"]
+    except (IndexError, ValueError, KeyError, TypeError):
+        raise RemoteError("bad-reply", "the server's bundle has no header naming its run") from None
+    if not isinstance(runs, list) or len(runs) != 1 or not isinstance(runs[0], str):
+        raise RemoteError("bad-reply", "the server's bundle is not about exactly one run")
+    if not _names(reference, runs[0]):
+        raise RemoteError("bad-reply", f"asked for run {reference}, the server answered {runs[0]}")
+    return runs[0]
 
 
-def _recheck(
-    item: object, run: str, keys: dict[str, KeyState], trust_root: TrustRoot
-) -> RemoteEvent:
-    if not isinstance(item, dict):
-        entry = EventVerification(position=-1, version=0, event="?")
-        entry.checks.append(CheckOutcome(Check.RECORD, False, "the server sent a non-object event"))
-        return RemoteEvent(entry, None, None)
-    position, version = item.get("position"), item.get("version")
-    leaf = item.get("leafIndex")
-    leaf_index = leaf if isinstance(leaf, int) else None
-    if not isinstance(position, int) or not isinstance(version, int):
-        entry = EventVerification(position=-1, version=0, event=str(item.get("event")))
-        entry.checks.append(CheckOutcome(Check.RECORD, False, "the server sent no position"))
-        return RemoteEvent(entry, leaf_index, None)
-    entry = verify_event(
-        position=position,
-        version=version,
-        event=str(item.get("event")),
-        aggregate_id=run_id(run),
-        envelope_json=item.get("envelope"),
-        received_at=str(item.get("receivedAt")),
-        keys=keys.get,
-        trust_root=trust_root,
-    )
-    entry.checks.append(_agreement(item, entry))
-    return RemoteEvent(entry, leaf_index, _envelope_digest(item.get("envelope")))
-
-
-def _agreement(item: dict[str, Any], local: EventVerification) -> CheckOutcome:
-    """Whether the server's verdict, signer and role match what was verified here."""
-    if item.get("verified") is not True:
-        checks = item.get("checks")
-        reasons = [
-            f"{c.get('name')}: {c.get('detail')}"
-            for c in (checks if isinstance(checks, list) else [])
-            if isinstance(c, dict) and not c.get("ok")
-        ]
-        why = "; ".join(reasons) or "no reason given"
-        return CheckOutcome(
-            Check.SERVER, False, f"the server reports this event unverified ({why})"
-        )
-    if not local.ok:
-        return CheckOutcome(
-            Check.SERVER, False, "the server reports this event verified; it is not"
-        )
-    if (item.get("signer"), item.get("role")) != (local.signer, local.role):
-        return CheckOutcome(
-            Check.SERVER,
-            False,
-            f"the server names signer {item.get('signer')} ({item.get('role')}); "
-            f"the envelope is signed by {local.signer} ({local.role})",
-        )
-    return CheckOutcome(Check.SERVER, True)
+def _size_of(note: str) -> int | None:
+    """The tree size a checkpoint note states (verified later, by the verifier)."""
+    lines = note.split("\n")
+    return int(lines[1]) if len(lines) > 2 and lines[1].isdecimal() else None
 
 
 def _envelope_digest(envelope: object) -> str | None:

@@ -32,13 +32,15 @@ def export_runs(
     held: Iterable[int] = (),
     progress: Callable[[int], None] | None = None,
     fold: bool = True,
+    group: bool = True,
 ) -> ExportSummary:
     """Bundle the given runs (or a whole comparison group, or everything) with claims.
 
     A run's bundle also carries every other run of its comparison group, with the group's
     head, so its rank can be recomputed offline. A whole-ledger bundle (``runs=None``)
     carries no claims. ``held``: tree sizes of checkpoints the requester holds. ``fold``:
-    catch the views up first (a caller that just did may skip it).
+    catch the views up first (a caller that just did may skip it). ``group=False``: the
+    runs and their signers only, without their groups and so without claims (a history).
     """
     runner = ProjectionRunner(ledger)
     if fold:
@@ -48,6 +50,8 @@ def export_runs(
     asked = sorted(set(runs or []))
 
     def read(session: Session) -> tuple[set[str], list[dict[str, Any]]]:
+        if not group:
+            return set(), []
         groups = {cohort} if cohort else set()
         groups.update(g for d in asked if (g := group_of(session, d)) is not None)
         claimed = set(asked)

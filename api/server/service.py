@@ -376,7 +376,14 @@ class LedgerService:
     def entries(self, start: int, end: int | None) -> list[dict[str, Any]]:
         return entries_json(self.ledger, start, end)
 
-    def bundle(self, runs: list[str], cohort: str | None) -> str:
+    def bundle(
+        self,
+        runs: list[str],
+        cohort: str | None,
+        *,
+        group: bool = True,
+        held: list[int] | None = None,
+    ) -> str:
         if bool(runs) == bool(cohort):
             raise NotFoundError("give run=DIGEST (repeatable) or cohort=KEY, not both")
         resolved = [self.resolve(r) for r in runs] if runs else None
@@ -384,7 +391,15 @@ class LedgerService:
         # consistent snapshot of the views), so concurrent exports never hold up reads.
         self.fresh()
         buffer = io.StringIO()
-        export_runs(self.ledger, buffer, resolved, cohort=cohort, fold=False)
+        export_runs(
+            self.ledger,
+            buffer,
+            resolved,
+            cohort=cohort,
+            fold=False,
+            group=group,
+            held=held or [],
+        )
         return buffer.getvalue()
 
     def artifact(self, digest: str) -> StoredArtifact:

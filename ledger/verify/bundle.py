@@ -255,6 +255,7 @@ class _Context:
     trust_root: TrustRoot | None
     keys: dict[str, KeyState] = field(default_factory=dict)
     observe: bool = False  # collect observations of run events for the run tracker
+    keep: frozenset[str] = frozenset()  # aggregates whose events' verifications are kept
 
 
 def _check_event(
@@ -311,6 +312,12 @@ def _observation(result: EventVerification | None, included: bool) -> Observatio
     )
 
 
+def _with_inclusion(result: EventVerification, included: bool) -> EventVerification:
+    """The event's verification, with whether it is in the checkpoint's tree."""
+    result.check(Check.INCLUSION, included, "" if included else "not in the checkpoint's tree")
+    return result
+
+
 def _seen(event: _ParsedEvent, result: EventVerification | None) -> Seen:
     signer = result.signer if result is not None and result.ok else None
     return (
@@ -341,6 +348,7 @@ class _BatchResult:
     report: Report
     seen: list[tuple[str, Seen]]  # (where, what) of each readable event, in order
     observations: list[Observation] = field(default_factory=list)
+    kept: list[tuple[int, EventVerification]] = field(default_factory=list)
 
 
 def _verify_batch(batch: _Batch) -> _BatchResult:
@@ -348,6 +356,7 @@ def _verify_batch(batch: _Batch) -> _BatchResult:
     report = Report(subject="batch")
     seen: list[tuple[str, Seen]] = []
     observations: list[Observation] = []
+    kept: list[tuple[int, EventVerification]] = []
     lookup = batch.context.keys.get
     for number, line in batch.lines:
         record = json.loads(line) if isinstance(line, str) else line
@@ -360,7 +369,9 @@ def _verify_batch(batch: _Batch) -> _BatchResult:
         seen.append((event.where, _seen(event, result)))
         if batch.context.observe and (observed := _observation(result, included)) is not None:
             observations.append(observed)
-    return _BatchResult(report, seen, observations)
+        if result is not None and event.entry.aggregate in batch.context.keep:
+            kept.append((event.leaf_index, _with_inclusion(result, included)))
+    return _BatchResult(report, seen, observations, kept)
 
 
 def _key_hint(record: dict[str, Any]) -> str | None:
@@ -422,11 +433,17 @@ class BundleVerifier:
         *,
         workers: int | None = None,
         batch_events: int = BATCH_EVENTS,
+        keep: Iterable[str] = (),
     ) -> None:
+        """``keep``: aggregate ids whose events' verifications to keep, in leaf order
+        (``self.kept``), for readers that show them (a remote history)."""
         self.policy = policy or VerificationPolicy(trust_root=None)
+        self.keep = frozenset(keep)
+        self.kept: list[tuple[int, EventVerification]] = []
         self.report = Report(subject="bundle")
         self.trust_root: TrustRoot | None = self.policy.trust_root
         self.checkpoint: Checkpoint | None = None
+        self.checkpoint_note: str | None = None  # the signed note, once it verified
         self.verifier: Verifier | None = None
         self.keys = KeyBook()
         self.runs = RunTracker()
@@ -544,7 +561,9 @@ class BundleVerifier:
 
     def _context(self, key_ids: Iterable[str]) -> _Context:
         tree = (self.checkpoint.size, self.checkpoint.root) if self.checkpoint else None
-        return _Context(tree, self.trust_root, self.keys.snapshot(key_ids), self.observing)
+        return _Context(
+            tree, self.trust_root, self.keys.snapshot(key_ids), self.observing, self.keep
+        )
 
     def _add_to_batch(self, number: int, line: str, record: dict[str, Any]) -> None:
         self.events += 1
@@ -616,6 +635,7 @@ class BundleVerifier:
                 signer=signer,
                 where=where,
             )
+        self.kept.extend(item.kept)
         for observation in item.observations:
             try:
                 self.runs.observe(*observation)
@@ -707,6 +727,7 @@ class BundleVerifier:
             self.report.fail(Check.CHECKPOINT, where, f"checkpoint does not verify: {exc}")
             return
         self.checkpoint = checkpoint
+        self.checkpoint_note = str(record.get("note"))
         self.verifier = verifier
         self.complete.size = checkpoint.size
         self.report.ok(Check.CHECKPOINT)
@@ -805,11 +826,15 @@ class BundleVerifier:
         context = self._context(())
         result, included = _check_event(event, context, self.keys, self.report)
         observed = _observation(result, included) if context.observe else None
+        kept = []
+        if result is not None and event.entry.aggregate in self.keep:
+            kept.append((event.leaf_index, _with_inclusion(result, included)))
         self._merge_in_turn(
             _BatchResult(
                 Report(subject="event"),
                 [(event.where, _seen(event, result))],
                 [observed] if observed is not None else [],
+                kept,
             )
         )
         if result is not None and included:

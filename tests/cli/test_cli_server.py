@@ -1,7 +1,9 @@
 """The CLI against a real server: `serve`, and `attest`/`history` with --server.
 
 A uvicorn server runs in a background thread on a free loopback port, serving the demo ledger
-(on each backend); the CLI talks to it over HTTP exactly as it would to a remote one.
+(on each backend); the CLI talks to it over HTTP exactly as it would to a remote one. A
+history is verified here against the trust root the user pins: a server that alters, drops
+or forges anything, or shows another log than before, is caught.
 """
 
 from __future__ import annotations
@@ -30,9 +32,11 @@ from api.client import LedgerClient
 from api.demo import build_demo
 from api.server.app import create_app
 from api.server.config import ServerConfig
+from domain.statements import Role
 from ledger.home import LedgerHome
 
 SEED_RUN = "sha256:7e18c26ca3b60572c4fc8589c4b3b9a86b548ef031df4242ea2483b649bd6a47"
+NAME = "sol-submission-38823"
 REPO = Path(__file__).resolve().parents[2]
 # Rate limits off: these tests measure behaviour, not throttling.
 TEST_CONFIG = ServerConfig(key_rate=0, address_rate=0, json_logs=False)
@@ -44,6 +48,14 @@ class Remote(Cli):
     def __init__(self, url: str, home: Path, db_url: str) -> None:
         super().__init__(home, db_url)
         self.url = url
+
+    @property
+    def root(self) -> Path:
+        """The served ledger's trust root, as its operator publishes it."""
+        return self.home / "trust-root.json"
+
+    def history(self, run: str, *extra: object, ok: bool = True) -> Any:
+        return self("history", run, "--server", self.url, "--trust-root", self.root, *extra, ok=ok)
 
     def attester(self, path: Path) -> str:
         """A new attester key, self-registered in the served ledger; its key id."""
@@ -95,8 +107,8 @@ def test_attest_through_the_server_then_history_shows_it_verified(
     assert text.startswith("attestation appended: Run.Attested at position ")
     assert "(leaf " in text
 
-    history = remote.json("history", SEED_RUN[7:19], "--server", remote.url)
-    assert history["run"] == SEED_RUN
+    history = json.loads(remote.history(SEED_RUN[7:19], "--json").stdout)
+    assert history["run"] == SEED_RUN and history["outcome"] == "VERIFIED"
     events = history["events"]
     assert [(e["event"], e["role"], e["verified"]) for e in events] == [
         ("Run.Ingested", "ingester", True),
@@ -109,9 +121,9 @@ def test_attest_through_the_server_then_history_shows_it_verified(
     assert ours["predicate"]["observedNs"] == 1740000
     assert ours["says"].startswith("reproduced: Reproduced on my B200")
     assert ours["envelopeDigest"].startswith("sha256:") and isinstance(ours["leafIndex"], int)
-    assert {c["name"] for c in ours["checks"]} >= {"signature", "role", "key-valid", "server"}
+    assert {c["name"] for c in ours["checks"]} >= {"signature", "role", "key-valid", "inclusion"}
 
-    shown = remote("history", SEED_RUN, "--server", remote.url).stdout
+    shown = remote.history(SEED_RUN).stdout
     assert shown.startswith(f"History of {SEED_RUN}")
     assert shown.count("✓ verified") == 4 and "FAILED" not in shown
     assert f"signer {key_id} (attester)" in shown
@@ -135,7 +147,7 @@ def test_the_same_attestation_again_is_already_recorded(
         first["position"],
         first["envelopeDigest"],
     )
-    events = remote.json("history", SEED_RUN, "--server", remote.url)["events"]
+    events = json.loads(remote.history(SEED_RUN, "--json").stdout)["events"]
     assert len(events) == 3
 
 
@@ -145,13 +157,13 @@ def test_an_unregistered_key_is_refused_by_the_server(remote: Remote, tmp_path: 
     result = remote(*attest_args(remote, mallory), ok=False)
     assert result.exit_code == 1
     assert "error[unknown-key]" in result.stderr
-    assert len(remote.json("history", SEED_RUN, "--server", remote.url)["events"]) == 2
+    assert len(json.loads(remote.history(SEED_RUN, "--json").stdout)["events"]) == 2
 
 
 def test_history_of_an_unknown_run_is_not_found(remote: Remote) -> None:
-    result = remote("history", "sha256:" + "ab" * 32, "--server", remote.url, ok=False)
+    result = remote.history("sha256:" + "ab" * 32, ok=False)
     assert result.exit_code == 1 and "error[not-found]" in result.stderr
-    result = remote("history", "zz", "--server", remote.url, ok=False)
+    result = remote.history("zz", ok=False)
     assert result.exit_code == 1 and "error[ambiguous-reference]" in result.stderr
 
 
@@ -187,12 +199,12 @@ def served_sqlite(tmp_path: Path) -> Iterator[Remote]:
         yield Remote(server.url, home.path, home.db_url)
 
 
-Tamper = Callable[[dict[str, Any]], None]
+Tamper = Callable[[list[dict[str, Any]]], None]
 
 
 @contextmanager
-def lying(remote: Remote, monkeypatch: pytest.MonkeyPatch, on_history: Tamper) -> Iterator[None]:
-    """Make the CLI talk to a proxy that forwards to ``remote`` and alters history replies."""
+def lying(remote: Remote, monkeypatch: pytest.MonkeyPatch, on_bundle: Tamper) -> Iterator[None]:
+    """Make the CLI talk to a proxy that forwards to ``remote`` and alters its bundles."""
     upstream = httpx.Client(base_url=remote.url)
 
     def forward(request: httpx.Request) -> httpx.Response:
@@ -202,10 +214,11 @@ def lying(remote: Remote, monkeypatch: pytest.MonkeyPatch, on_history: Tamper) -
             content=request.content,
             headers={"Content-Type": request.headers.get("content-type", "application/json")},
         )
-        if reply.is_success and request.url.path.endswith("/history"):
-            body = reply.json()
-            on_history(body)
-            return httpx.Response(reply.status_code, json=body)
+        if reply.is_success and request.url.path == "/v1/bundle":
+            records = [json.loads(line) for line in reply.text.splitlines()]
+            on_bundle(records)
+            text = "".join(json.dumps(r) + "\n" for r in records)
+            return httpx.Response(reply.status_code, text=text)
         content_type = reply.headers.get("content-type", "application/json")
         return httpx.Response(
             reply.status_code, content=reply.content, headers={"content-type": content_type}
@@ -223,8 +236,12 @@ def lying(remote: Remote, monkeypatch: pytest.MonkeyPatch, on_history: Tamper) -
         upstream.close()
 
 
-def flip_first_signature(body: dict[str, Any]) -> None:
-    envelope = body["events"][0]["envelope"]
+def _run_events(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in records if r["type"] == "event" and "Run." in r["topic"]]
+
+
+def flip_first_signature(records: list[dict[str, Any]]) -> None:
+    envelope = _run_events(records)[0]["envelope"]
     sig = bytearray(base64.b64decode(envelope["signatures"][0]["sig"]))
     sig[0] ^= 0xFF
     envelope["signatures"][0]["sig"] = base64.b64encode(bytes(sig)).decode()
@@ -235,62 +252,133 @@ def test_history_from_a_lying_server_shows_the_event_failed(
 ) -> None:
     remote = served_sqlite
     with lying(remote, monkeypatch, flip_first_signature):
-        result = remote("history", SEED_RUN, "--server", remote.url, ok=False)
+        result = remote.history(SEED_RUN, ok=False)
         assert result.exit_code == 1
         first, second = result.stdout.split("\n#")[1:3]
         assert "Run.Ingested  ✗ FAILED" in first and "signature:" in first
-        assert "the server reports this event verified; it is not" in first
+        assert "inclusion: not in the checkpoint's tree" in first
         assert "✓ verified" in second
-        events = json.loads(
-            remote("history", SEED_RUN, "--server", remote.url, "--json", ok=False).stdout
-        )["events"]
+        assert "FAILED" in result.stdout.split("\n\n")[-1]
+        events = json.loads(remote.history(SEED_RUN, "--json", ok=False).stdout)["events"]
     assert [e["verified"] for e in events] == [False, True]
     failed = {c["name"] for c in events[0]["checks"] if not c["ok"]}
-    assert failed == {"signature", "server"}
+    assert failed == {"signature", "inclusion"}
 
 
-def test_history_where_the_server_disowns_a_valid_event_shows_it_failed(
+def test_history_where_the_server_drops_an_event_fails(
     served_sqlite: Remote, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def disown(body: dict[str, Any]) -> None:
-        body["events"][1]["verified"] = False
-        body["events"][1]["checks"] = [{"name": "signature", "ok": False, "detail": "nope"}]
+    """The demo's attestation left out (footer fixed up): the log's heads give it away."""
+
+    def drop(records: list[dict[str, Any]]) -> None:
+        records.remove(_run_events(records)[-1])
+        records[-1]["events"] -= 1
 
     remote = served_sqlite
-    with lying(remote, monkeypatch, disown):
-        result = remote("history", SEED_RUN, "--server", remote.url, ok=False)
+    with lying(remote, monkeypatch, drop):
+        result = remote.history(SEED_RUN, ok=False)
     assert result.exit_code == 1
-    assert "Run.Attested  ✗ FAILED" in result.stdout
-    assert "the server reports this event unverified (signature: nope)" in result.stdout
+    assert "complete at run" in result.stdout and "is left out" in result.stdout
 
 
 def test_history_where_the_server_swaps_the_signed_content_fails(
     served_sqlite: Remote, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def reword(body: dict[str, Any]) -> None:
-        envelope = body["events"][1]["envelope"]
+    def reword(records: list[dict[str, Any]]) -> None:
+        envelope = _run_events(records)[1]["envelope"]
         statement = json.loads(base64.b64decode(envelope["payload"]))
         statement["predicate"]["body"] = "This run is fake."
         envelope["payload"] = base64.b64encode(json.dumps(statement).encode()).decode()
-        body["events"][1]["predicate"] = statement["predicate"]
 
     remote = served_sqlite
     with lying(remote, monkeypatch, reword):
-        result = remote("history", SEED_RUN, "--server", remote.url, ok=False)
+        result = remote.history(SEED_RUN, ok=False)
     assert result.exit_code == 1
     assert "Run.Attested  ✗ FAILED" in result.stdout and "signature:" in result.stdout
+
+
+def test_history_where_the_server_forges_its_key_book_fails(
+    served_sqlite: Remote, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server swaps the attester's registration for a key of its own making (signed by
+    that key, as a self-registration): the swap breaks the event's leaf, and the attester's
+    signature then names a key the pinned root never let in."""
+    from ledger.authoring import key_registration_envelope
+    from ledger.keys import SigningKey
+
+    forger = SigningKey.generate()
+
+    def forge(records: list[dict[str, Any]]) -> None:
+        attester = _run_events(records)[1]["envelope"]["signatures"][0]["keyid"]
+        for record in records:
+            if record["type"] == "event" and "Principal.Registered" in record["topic"]:
+                payload = json.loads(base64.b64decode(record["envelope"]["payload"]))
+                if payload["predicate"]["keyId"] == attester:
+                    record["envelope"] = key_registration_envelope(
+                        forger.public, [Role.ATTESTER], forger
+                    )
+
+    remote = served_sqlite
+    with lying(remote, monkeypatch, forge):
+        result = remote.history(SEED_RUN, ok=False)
+    assert result.exit_code == 1
+    assert "inclusion" in result.stdout and "FAILED" in result.stdout
+
+
+def test_history_without_a_pinned_root_is_unanchored(served_sqlite: Remote) -> None:
+    remote = served_sqlite
+    result = remote("history", SEED_RUN, "--server", remote.url, ok=False)
+    assert result.exit_code == 4 and "UNANCHORED" in result.stdout
+    result = remote("history", SEED_RUN, "--server", remote.url, "--unsafe-trust-bundle-root")
+    assert "UNSAFE" in result.stdout
 
 
 def test_history_answered_with_another_run_is_refused(
     served_sqlite: Remote, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def other_run(body: dict[str, Any]) -> None:
-        body["run"] = "sha256:" + "cd" * 32
+    def other_run(records: list[dict[str, Any]]) -> None:
+        records[0]["scope"]["runs"] = ["sha256:" + "cd" * 32]
 
     remote = served_sqlite
     with lying(remote, monkeypatch, other_run):
-        result = remote("history", SEED_RUN[:12], "--server", remote.url, ok=False)
+        result = remote.history(SEED_RUN[:12], ok=False)
     assert result.exit_code == 1 and "error[bad-reply]" in result.stderr
+
+
+def test_a_server_showing_another_log_than_before_is_caught(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A split view: the operator's keys sign two logs, one per audience, forked after a
+    common prefix. The checkpoint the user holds (kept up to date by --checkpoint) makes the
+    other log fail: it does not extend the checkpoint the first one showed."""
+    import shutil
+
+    from ledger.authoring import attestation_envelope, key_registration_envelope
+    from ledger.keys import SigningKey
+
+    def note(ledger: Any, body: str) -> None:
+        key = SigningKey.generate()
+        ledger.append(key_registration_envelope(key.public, [Role.ATTESTER], key))
+        ledger.append(attestation_envelope(SEED_RUN, NAME, key, type_="note", body=body))
+
+    home = LedgerHome.at(tmp_path / "home")
+    build_demo(home)[0].close()
+    shutil.copytree(home.path, tmp_path / "fork")  # the common prefix, the same keys
+    fork = LedgerHome.at(tmp_path / "fork")
+    honest, forked = home.open(), fork.open()
+    note(honest, "what one audience sees")
+    note(forked, "what the other sees")
+    note(forked, "and more")
+    held = tmp_path / "held.note"
+    with live_server(create_app(honest, TEST_CONFIG)) as server:
+        Remote(server.url, home.path, home.db_url).history(SEED_RUN, "--checkpoint", held)
+    size = int(held.read_text().split("\n")[1])
+    with live_server(create_app(forked, TEST_CONFIG)) as server:
+        liar = Remote(server.url, home.path, home.db_url)
+        result = liar.history(SEED_RUN, "--checkpoint", held, ok=False)
+    assert result.exit_code == 1
+    assert "does not extend the one you hold" in result.stdout
+    assert int(held.read_text().split("\n")[1]) == size  # a failed answer updates nothing
 
 
 # ----------------------------------------------------------------- serve

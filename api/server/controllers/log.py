@@ -62,8 +62,23 @@ class LogController(Controller):
         service: Service,
         run: Annotated[list[str] | None, QueryParameter(max_items=100)] = None,
         cohort: Annotated[str | None, QueryParameter(max_length=71)] = None,
+        group: Annotated[
+            bool,
+            QueryParameter(
+                description="With run: also every run of its comparison group and the claims "
+                "(needed to prove a rank). false: the run's own history and its signers."
+            ),
+        ] = True,
+        checkpoint: Annotated[
+            list[int] | None,
+            QueryParameter(
+                max_items=8,
+                description="Sizes of checkpoints you hold: the bundle proves it extends each.",
+            ),
+        ] = None,
     ) -> Response[str]:
-        text = service.bundle(run or [], cohort)
+        sizes = [s for s in checkpoint or [] if 0 <= s <= 2**53 - 1]
+        text = service.bundle(run or [], cohort, group=group, held=sizes)
         return Response(
             text,
             media_type=NDJSON,
