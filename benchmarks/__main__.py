@@ -17,6 +17,8 @@ Figures (``--only`` names), each measured by its own module:
 - ``rebuild``: projection rebuild events/s vs a bare read of the same events, and
 - ``reads``: leaderboard / run-row read p99 vs a primary-key lookup, at 100,000 runs
   (``bench_projections``, ledger cached in ``.cache/``; ``--quick``: 1,000 runs);
+- ``flood``: a run's record, page and history p99 with 2,000 attestations vs 2
+  (``bench_flood``; ``--quick``: 200);
 - ``growth``: append latency and proof size at 10^3, 10^4, 10^5 events (``--large``: and
   10^6) vs a bare eventsourcing append at the same size (``bench_growth``; ``--quick``:
   10^2 and 10^3).
@@ -45,18 +47,26 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from benchmarks import bench_growth, bench_http, bench_ingest, bench_projections, bench_verify
+from benchmarks import (
+    bench_flood,
+    bench_growth,
+    bench_http,
+    bench_ingest,
+    bench_projections,
+    bench_verify,
+)
 from benchmarks.suite import Context, FigureResult, Row
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-FIGURES = ("ingest", "http", "verify", "rebuild", "reads", "growth")
+FIGURES = ("ingest", "http", "verify", "rebuild", "reads", "flood", "growth")
 TITLES = {
     "ingest": "signed ingestion",
     "http": "HTTP appends",
     "verify": "offline verify",
     "rebuild": "projection rebuild",
     "reads": "projection reads",
+    "flood": "reads of a flooded run",
     "growth": "growth",
 }
 
@@ -82,6 +92,8 @@ def _plan(selected: list[str]) -> list[tuple[tuple[str, ...], Runner]]:
                 ),
             )
         )
+    if "flood" in selected:
+        plan.append((("flood",), lambda ctx: [bench_flood.figure(ctx)]))
     if "growth" in selected:
         plan.append((("growth",), lambda ctx: [bench_growth.figure(ctx)]))
     return plan

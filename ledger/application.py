@@ -22,7 +22,7 @@ import json
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeVar, Union
@@ -94,6 +94,7 @@ from ledger.transparency_log import InclusionProof, LogIntegrityError, Transpare
 from ledger.trust import TrustRoot
 
 MAX_APPEND_ATTEMPTS = 20
+_TOPIC_PREFIX = f"{Run.__module__}:"  # stored topics: "ledger.aggregates:Run.Attested"
 KEY_CACHE_SIZE = 10_000
 _ONE_MS = timedelta(milliseconds=1)
 A = TypeVar("A", bound=Aggregate)
@@ -890,18 +891,37 @@ class Ledger(Application[UUID]):
 
     # ----------------------------------------------------------------- reads
 
-    def stored_records(self, aggregate_id: UUID, version: int | None = None) -> list[StoredRecord]:
-        """Raw stored events of one aggregate, with their notification positions."""
+    def stored_records(
+        self,
+        aggregate_id: UUID,
+        version: int | None = None,
+        *,
+        start: int = 1,
+        limit: int | None = None,
+        events: Sequence[str] | None = None,
+        newest: bool = False,
+    ) -> list[StoredRecord]:
+        """Raw stored events of one aggregate, with their notification positions, in version
+        order: all of them, one ``version``, or a page — from version ``start``, at most
+        ``limit``, only the event classes named (``"Run.Attested"``...), or the ``newest``
+        ones (still returned oldest first). Reads cost the page, not the aggregate."""
         record_cls = self.recorder.events_record_cls  # type: ignore[attr-defined]
         query = select(
             record_cls.id, record_cls.originator_version, record_cls.topic, record_cls.state
         ).where(record_cls.originator_id == aggregate_id)
         if version is not None:
             query = query.where(record_cls.originator_version == version)
-        query = query.order_by(record_cls.originator_version)
+        if start > 1:
+            query = query.where(record_cls.originator_version >= start)
+        if events is not None:
+            query = query.where(record_cls.topic.in_([f"{_TOPIC_PREFIX}{e}" for e in events]))
+        order = record_cls.originator_version
+        query = query.order_by(order.desc() if newest else order)
+        if limit is not None:
+            query = query.limit(limit)
         with self.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
             rows = session.execute(query).all()
-        return [
+        records = [
             StoredRecord(
                 position=r[0],
                 aggregate_id=aggregate_id,
@@ -911,6 +931,15 @@ class Ledger(Application[UUID]):
             )
             for r in rows
         ]
+        return records[::-1] if newest else records
+
+    def event_count(self, aggregate_id: UUID) -> int:
+        """How many events an aggregate has (its last version; versions run 1, 2, ...)."""
+        return self._stored_versions({aggregate_id}).get(aggregate_id, 0)
+
+    def stored_versions(self, ids: set[UUID]) -> dict[UUID, int]:
+        """The stored version of each of these aggregates (absent: none), in one query."""
+        return self._stored_versions(ids)
 
     def run(self, run_digest: str) -> Run | None:
         return self._get(Run, run_id(run_digest))
@@ -929,6 +958,33 @@ class Ledger(Application[UUID]):
         if key_id not in memo:
             memo[key_id] = self._load_key_state(key_id)
         return memo[key_id]
+
+    def key_states(self, key_ids: Iterable[str]) -> dict[str, KeyState]:
+        """The states of many keys (those registered), read in one query a chunk."""
+        wanted = {principal_id(k): k for k in set(key_ids)}
+        record_cls = self.recorder.events_record_cls  # type: ignore[attr-defined]
+        found: dict[UUID, list[StoredRecord]] = {}
+        ordered = sorted(wanted, key=str)
+        with self.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+            for start in range(0, len(ordered), 500):
+                rows = session.execute(
+                    select(
+                        record_cls.originator_id,
+                        record_cls.id,
+                        record_cls.originator_version,
+                        record_cls.topic,
+                        record_cls.state,
+                    )
+                    .where(record_cls.originator_id.in_(ordered[start : start + 500]))
+                    .order_by(record_cls.originator_id, record_cls.originator_version)
+                )
+                for aggregate, position, version, topic, state in rows:
+                    aggregate_id = UUID(str(aggregate))
+                    found.setdefault(aggregate_id, []).append(
+                        StoredRecord(position, aggregate_id, version, topic, bytes(state))
+                    )
+        states = {wanted[a]: fold_key_events(wanted[a], records) for a, records in found.items()}
+        return {k: state for k, state in states.items() if state is not None}
 
     def _cached_signers(
         self, parsed: Sequence[tuple[Envelope, Statement] | DomainError]

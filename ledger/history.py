@@ -1,17 +1,168 @@
-"""A run's (or key's) full history: every stored event, re-verified, with what it says."""
+"""A run's (or key's) history: its stored events, re-verified, with what they say.
+
+Reads cost what they show: a history is read a page at a time (anyone can add attestations
+to a run, so a run's events are not bounded by anything its owner controls), and each
+event's verification is kept (``VerificationCache``): with key validity by log position, a
+verdict depends only on the event's own bytes and position and on its signer's key events,
+so it is reused until one of those changes.
+"""
 
 from __future__ import annotations
 
-import functools
+import hashlib
+import json
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 from uuid import UUID
 
 from domain.statements import PredicateType
 from ledger.aggregates import principal_id, run_id
-from ledger.application import Ledger
+from ledger.application import Ledger, StoredRecord
+from ledger.authority import KeyLookup, KeyState
 from ledger.event_verification import EventVerification, verify_stored_event
+from ledger.trust import TrustRoot
+
+DEFAULT_PAGE = 50
+MAX_PAGE = 500
+
+
+class VerificationCache:
+    """Verifications of stored events, by (position, SHA-256 of the stored bytes), each
+    with the state of the key its envelope names when it was verified; reused only while
+    that key's state is still the same. Bounded (least recently used go first)."""
+
+    def __init__(self, size: int = 50_000) -> None:
+        self.size = size
+        self._items: OrderedDict[tuple[Any, ...], tuple[KeyState | None, EventVerification]] = (
+            OrderedDict()
+        )
+        self._lock = threading.Lock()
+
+    def verify(
+        self,
+        record: StoredRecord,
+        keys: KeyLookup,
+        trust_root: TrustRoot,
+        named: str | None = None,
+    ) -> EventVerification:
+        """``named``: the key id the record's envelope names, if the caller read it."""
+        named = named or _named_key(record.state)
+        key = (
+            trust_root.log_key.key_id,
+            record.aggregate_id,
+            record.position,
+            record.version,
+            record.topic,
+            hashlib.sha256(record.state).digest(),
+        )
+        state = _state_of(keys, named)
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None and hit[0] == state:
+                self._items.move_to_end(key)
+                return hit[1]
+        result = verify_stored_event(
+            position=record.position,
+            version=record.version,
+            event=record.event_name,
+            aggregate_id=record.aggregate_id,
+            state=record.state,
+            keys=keys,
+            trust_root=trust_root,
+        )
+        with self._lock:
+            self._items[key] = (state, result)
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return result
+
+
+def _named_key(state: bytes) -> str | None:
+    try:
+        keyid = json.loads(state)["envelope"]["signatures"][0]["keyid"]
+    except (ValueError, KeyError, TypeError, IndexError):
+        return None
+    return keyid if isinstance(keyid, str) else None
+
+
+def _state_of(keys: KeyLookup, key_id: str | None) -> KeyState | None:
+    if key_id is None:
+        return None
+    try:
+        return keys(key_id)
+    except ValueError:  # a damaged key record: verification says so, uncached
+        return None
+
+
+VERIFICATIONS = VerificationCache()
+
+
+class KeyStateCache:
+    """Key states for readers, per ledger: reused while the key's stored version is the one
+    they were read at (one light version query per page, then only changed keys re-read)."""
+
+    def __init__(self, size: int = 10_000) -> None:
+        self.size = size
+        self._by_ledger: weakref.WeakKeyDictionary[Ledger, dict[str, KeyState]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock = threading.Lock()
+
+    def states(self, ledger: Ledger, key_ids: set[str]) -> dict[str, KeyState]:
+        versions = ledger.stored_versions({principal_id(k) for k in key_ids})
+        with self._lock:
+            cached = self._by_ledger.setdefault(ledger, {})
+            found = {
+                k: s
+                for k in key_ids
+                if (s := cached.get(k)) is not None and versions.get(principal_id(k)) == s.version
+            }
+        missing = [k for k in key_ids if k not in found and principal_id(k) in versions]
+        loaded = ledger.key_states(missing) if missing else {}
+        with self._lock:
+            if len(cached) + len(loaded) > self.size:
+                cached.clear()
+            cached.update(loaded)
+        return found | loaded
+
+
+KEY_STATES = KeyStateCache()
+
+
+@dataclass(frozen=True)
+class HistoryPage:
+    """Events ``start`` .. of one aggregate, re-verified; ``total`` events in all, and the
+    version the next page starts at (None: this is the last)."""
+
+    entries: list[EventVerification]
+    total: int
+    start: int
+    next_start: int | None
+
+
+def verify_records(ledger: Ledger, records: Sequence[StoredRecord]) -> list[EventVerification]:
+    """Re-verify stored events against each signer's key as the log holds it (registration
+    and revocation positions: the state at each event follows). The keys the events name
+    are read together, in one query, before any event is verified."""
+    named = [_named_key(record.state) for record in records]
+    known = KEY_STATES.states(ledger, {k for k in named if k is not None})
+
+    def keys(key_id: str) -> KeyState | None:
+        return known[key_id] if key_id in known else ledger.key_state(key_id)
+
+    return [
+        VERIFICATIONS.verify(record, keys, ledger.trust_root, named=key)
+        for record, key in zip(records, named, strict=True)
+    ]
 
 
 def run_history(ledger: Ledger, run_digest: str) -> list[EventVerification]:
+    """Every event of a run (for audits and tests: pages are what readers should use)."""
     return aggregate_history(ledger, run_id(run_digest))
 
 
@@ -20,21 +171,64 @@ def key_history(ledger: Ledger, key_id: str) -> list[EventVerification]:
 
 
 def aggregate_history(ledger: Ledger, aggregate_id: UUID) -> list[EventVerification]:
-    """Every stored event of one aggregate, re-verified against each signer's key as the log
-    holds it (registration and revocation positions: the state at each event follows)."""
-    keys = functools.cache(ledger.key_state)  # one read per signer, not per event
-    return [
-        verify_stored_event(
-            position=record.position,
-            version=record.version,
-            event=record.event_name,
-            aggregate_id=aggregate_id,
-            state=record.state,
-            keys=keys,
-            trust_root=ledger.trust_root,
-        )
-        for record in ledger.stored_records(aggregate_id)
-    ]
+    return verify_records(ledger, ledger.stored_records(aggregate_id))
+
+
+def history_page(
+    ledger: Ledger, aggregate_id: UUID, start: int = 1, limit: int = DEFAULT_PAGE
+) -> HistoryPage:
+    """One page of an aggregate's history, from version ``start``."""
+    size = max(1, min(limit, MAX_PAGE))
+    start = max(1, start)
+    records = ledger.stored_records(aggregate_id, start=start, limit=size)
+    total = ledger.event_count(aggregate_id)
+    last = records[-1].version if records else start - 1
+    return HistoryPage(
+        verify_records(ledger, records), total, start, last + 1 if last < total else None
+    )
+
+
+# Every event class that can change what a run is (all but attestations, which anyone may
+# add and which never change evidence or rank): bounded by what admins and agents sign.
+STATE_EVENTS = (
+    "Run.Ingested",
+    "Run.Retracted",
+    "Run.Superseded",
+    "Run.RerunRequested",
+    "Run.RerunClaimed",
+    "Run.RerunRecorded",
+)
+LATEST_ATTESTATIONS = 20
+
+
+@dataclass(frozen=True)
+class RunEvents:
+    """What a run record shows of a run's events, re-verified: every event that can change
+    the run, the newest attestations, and how many events there are in all."""
+
+    state: list[EventVerification]
+    attestations: list[EventVerification]  # the newest, oldest first
+    total: int
+
+    @property
+    def ingestion(self) -> EventVerification | None:
+        return next((e for e in self.state if e.event == "Run.Ingested"), None)
+
+    @property
+    def attestation_count(self) -> int:
+        return self.total - len(self.state)
+
+    @property
+    def shown(self) -> list[EventVerification]:
+        return sorted(self.state + self.attestations, key=lambda e: e.position)
+
+
+def run_events(ledger: Ledger, run_digest: str, latest: int = LATEST_ATTESTATIONS) -> RunEvents:
+    aggregate = run_id(run_digest)
+    state = ledger.stored_records(aggregate, events=STATE_EVENTS)
+    newest = ledger.stored_records(aggregate, events=["Run.Attested"], limit=latest, newest=True)
+    verified = verify_records(ledger, [*state, *newest])
+    return RunEvents(verified[: len(state)], verified[len(state) :], ledger.event_count(aggregate))
 
 
 def describe(entry: EventVerification) -> str:

@@ -24,6 +24,7 @@ from uuid import UUID
 from eventsourcing.application import Application
 from sqlalchemy import (
     Column,
+    Index,
     Integer,
     MetaData,
     SmallInteger,
@@ -112,9 +113,14 @@ def _version_1(db_url: str, conn: Connection) -> None:
 
 def _version_2(db_url: str, conn: Connection) -> None:
     """The ledger's group index (heads of comparison groups), filled from the ingestions
-    already stored, so bundles of an older ledger prove their groups too."""
+    already stored, so bundles of an older ledger prove their groups too; and an index of
+    each aggregate's events by class, so a run record reads its few state events without
+    scanning every attestation anyone added to the run."""
     group_index.metadata.create_all(conn, checkfirst=True)
     events = Table(EVENTS_TABLE, MetaData(), autoload_with=conn)
+    Index(f"{EVENTS_TABLE}_by_topic", events.c.originator_id, events.c.topic).create(
+        conn, checkfirst=True
+    )
     members = group_index.group_members
     done = select(members.c.position)
     last = 0

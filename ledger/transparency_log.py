@@ -259,6 +259,19 @@ class TransparencyLog:
         ).scalar()
         return 0 if last is None else int(last) + 1
 
+    def leaves_for_positions(self, session: Session, positions: Sequence[int]) -> dict[int, int]:
+        """Position → leaf index of these events (those sequenced), in one query a chunk."""
+        found: dict[int, int] = {}
+        ordered = sorted(set(positions))
+        for start in range(0, len(ordered), 500):
+            rows = session.execute(
+                select(leaves.c.position, leaves.c.leaf_index).where(
+                    leaves.c.position.in_(ordered[start : start + 500])
+                )
+            )
+            found.update({int(r[0]): int(r[1]) for r in rows})
+        return found
+
     def leaf_for_position(self, session: Session, position: int) -> int | None:
         value = session.execute(
             select(leaves.c.leaf_index).where(leaves.c.position == position)

@@ -15,18 +15,18 @@ from domain.manifests.manifest_set import check_manifest_set
 from domain.statements import PredicateType
 from ledger.application import Ledger
 from ledger.artifacts import ArtifactStore
-from ledger.history import describe, run_history
+from ledger.history import describe, run_events
 from projections.run_record import run_record
 
 REPLICATION_TYPES = {"reproduced", "could_not_reproduce", "regression_observed"}
 
 
 def run_page(ledger: Ledger, digest: str) -> dict[str, Any]:
-    history = run_history(ledger, digest)  # re-verified once, for the summary and the page
-    record = run_record(ledger, digest, history)
-    ingestion = next(
-        (h for h in history if h.predicate_type == PredicateType.INGESTION and h.predicate), None
-    )
+    # Read once, for the summary and the page: the run's state events and its newest
+    # attestations (the rest are a paginated history away), each verification cached.
+    events = run_events(ledger, digest)
+    record = run_record(ledger, digest, events)
+    ingestion = events.ingestion
     predicate = ingestion.predicate if ingestion is not None and ingestion.predicate else {}
     manifests: dict[str, Any] = predicate.get("manifests") or {}
     digests = check_manifest_set(manifests).digests if manifests else {}
@@ -38,7 +38,7 @@ def run_page(ledger: Ledger, digest: str) -> dict[str, Any]:
     replications: list[dict[str, Any]] = []
     notes: list[dict[str, Any]] = []
     reruns: list[dict[str, Any]] = []
-    for h in history:
+    for h in events.shown:
         p = h.predicate or {}
         base = {
             "position": h.position,

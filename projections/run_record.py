@@ -7,7 +7,7 @@ from typing import Any
 from domain.ranking import View, compare
 from ledger.aggregates import run_id
 from ledger.application import Ledger, decode_stored
-from ledger.event_verification import EventVerification
+from ledger.history import RunEvents
 from ledger.run_summary import run_summary
 from projections.queries import run_row, standings, top_of_group
 from projections.runner import ProjectionRunner
@@ -38,11 +38,9 @@ def compare_runs(ledger: Ledger, a: str, b: str) -> dict[str, Any]:
     }
 
 
-def run_record(
-    ledger: Ledger, digest: str, history: list[EventVerification] | None = None
-) -> dict[str, Any]:
+def run_record(ledger: Ledger, digest: str, events: RunEvents | None = None) -> dict[str, Any]:
     ProjectionRunner(ledger).catch_up()
-    record = run_summary(ledger, digest, history)
+    record = run_summary(ledger, digest, events)
     with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
         row = run_row(session, digest)
         places = standings(session, digest)

@@ -18,7 +18,7 @@ import pytest
 pytestmark = pytest.mark.usefixtures("shared")
 
 REPO = Path(__file__).resolve().parents[1]
-FIGURES = ["ingest", "rebuild", "reads", "growth"]
+FIGURES = ["ingest", "rebuild", "reads", "flood", "growth"]
 
 
 def test_suite_quick_run(tmp_path: Path) -> None:

@@ -34,7 +34,8 @@ from ledger.errors import (
 )
 from ledger.event_verification import EventVerification
 from ledger.group_commit import GroupCommitWriter
-from ledger.history import describe, key_history, run_history
+from ledger.history import DEFAULT_PAGE, HistoryPage, describe, history_page, run_events
+from ledger.ids import principal_id, run_id
 from ledger.jobs import job as find_job
 from ledger.jobs import open_jobs
 from ledger.log_queries import checkpoint_json, consistency_json, entries_json, inclusion_json
@@ -251,28 +252,34 @@ class LedgerService:
         self.fresh()
         return run_page(self.ledger, digest)
 
-    def run_history(self, reference: str) -> dict[str, Any]:
+    def run_history(
+        self, reference: str, start: int = 1, limit: int = DEFAULT_PAGE
+    ) -> dict[str, Any]:
+        """One page of a run's history (versions ``start`` ..), re-verified, with what each
+        event changed. What an event changed depends only on the run's state events before
+        it (attestations change nothing), so a page costs the page, however long the run."""
         digest = self.resolve(reference)
-        entries = run_history(self.ledger, digest)
-        leaves = self._leaves([e.position for e in entries])
-        changes = changes_by_event(digest, entries)
+        page = history_page(self.ledger, run_id(digest), start, limit)
+        earlier = [
+            e for e in run_events(self.ledger, digest, latest=0).state if e.version < page.start
+        ]
+        leaves = self._leaves([e.position for e in page.entries])
+        changes = changes_by_event(digest, [*earlier, *page.entries])
         return {
             "run": digest,
             "events": [
                 history_entry(e, leaves.get(e.position), changes.get(e.position, {}))
-                for e in entries
+                for e in page.entries
             ],
-            "allVerified": all(e.ok for e in entries),
+            "allVerified": all(e.ok for e in page.entries),  # of this page
+            **_page_fields(page),
         }
 
     def _leaves(self, positions: list[int]) -> dict[int, int]:
-        found: dict[int, int] = {}
+        if not positions:
+            return {}
         with self.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
-            for position in positions:
-                leaf = self.ledger.tlog.leaf_for_position(session, position)
-                if leaf is not None:
-                    found[position] = leaf
-        return found
+            return self.ledger.tlog.leaves_for_positions(session, positions)
 
     def groups(self, benchmark: str | None, gpu: str | None) -> list[dict[str, Any]]:
         self.fresh()
@@ -336,12 +343,13 @@ class LedgerService:
 
     def key_history(self, key_id: str) -> dict[str, Any]:
         self.key(key_id)
-        entries = key_history(self.ledger, key_id)
-        leaves = self._leaves([e.position for e in entries])
+        page = history_page(self.ledger, principal_id(key_id))  # a key has at most 2 events
+        leaves = self._leaves([e.position for e in page.entries])
         return {
             "keyId": key_id,
-            "events": [history_entry(e, leaves.get(e.position)) for e in entries],
-            "allVerified": all(e.ok for e in entries),
+            "events": [history_entry(e, leaves.get(e.position)) for e in page.entries],
+            "allVerified": all(e.ok for e in page.entries),
+            **_page_fields(page),
         }
 
     def open_jobs(
@@ -417,6 +425,10 @@ class LedgerService:
             "treeSize": size,
             "database": self.ledger.recorder.datastore.engine.dialect.name,  # type: ignore[attr-defined]
         }
+
+
+def _page_fields(page: HistoryPage) -> dict[str, Any]:
+    return {"start": page.start, "next": page.next_start, "total": page.total}
 
 
 def _run_item(row: dict[str, Any]) -> dict[str, Any]:

@@ -145,7 +145,8 @@ def test_round_trip_init_ingest_attest_history(ledger_with_seed: Cli, tmp_path: 
     assert shown["name"] == "sol-submission-38823"
     assert shown["primary"] == {"statistic": "mean", "latencyNs": 1750693}
     assert shown["protocol"]["digest"] == SEED_DIGESTS["protocol"]
-    assert len(shown["attestations"]) == 1 and shown["allEventsVerified"]
+    assert len(shown["attestations"]) == 1 and shown["attestationCount"] == 1
+    assert shown["shownEventsVerified"]
     assert "sol-submission-38823" in cli("show", SEED_RUN[7:17]).stdout
 
     keys = cli.json("keys", "list")
@@ -302,7 +303,7 @@ def test_history_reports_a_tampered_event_instead_of_hiding_it(ledger_with_seed:
     assert "FAILED" in result.stdout and "signature" in result.stdout
     events = json.loads(cli("history", SEED_RUN, "--json", ok=False).stdout)["events"]
     assert [e["verified"] for e in events] == [False]
-    assert not cli.json("show", SEED_RUN)["allEventsVerified"]
+    assert not cli.json("show", SEED_RUN)["shownEventsVerified"]
 
 
 def test_history_reports_an_unreadable_record(ledger_with_seed: Cli) -> None:
@@ -332,7 +333,7 @@ def test_demo_builds_once_and_is_idempotent(tmp_path: Path, db_url: str) -> None
     runner = CliRunner()
     first = runner.invoke(app, ["demo", "--home", str(home), "--db", db_url])
     assert first.exit_code == 0, first.output
-    assert SEED_RUN in first.stdout and "all verified" in first.stdout
+    assert SEED_RUN in first.stdout and "verified; all: history" in first.stdout
     assert first.stdout.count("✓ verified") == 2
     engine = create_engine(db_url)
     with engine.connect() as conn:

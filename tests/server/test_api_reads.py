@@ -7,11 +7,13 @@ from typing import Any
 
 from served_app import Served
 
+from domain.statements import Role
 from ledger.merkle import verify_consistency, verify_inclusion
 from ledger.trust import TrustRoot
 from ledger.verify import VerificationPolicy, verify_bundle_lines
 
 SEED = "sha256:7e18c26ca3b60572c4fc8589c4b3b9a86b548ef031df4242ea2483b649bd6a47"
+NAME = "sol-submission-38823"
 PROBLEM = "application/problem+json"
 
 
@@ -238,3 +240,45 @@ def test_openapi_document_describes_the_json_api(served: Served) -> None:
     } <= paths
     body = schema["paths"]["/v1/runs/{digest}/attestations"]["post"]["requestBody"]
     assert "application/json" in body["content"]
+
+
+# ---------------------------------------------------- reads that do not grow (issue 13 §7)
+
+
+def test_a_flooded_runs_history_and_record_come_a_page_at_a_time(served: Served) -> None:
+    """Anyone may attest: 120 notes on the seed run. The record shows the newest 20 and the
+    count; the history comes in pages of at most the limit, whose union is every event."""
+    from ledger.authoring import attestation_envelope, key_registration_envelope
+    from ledger.keys import SigningKey
+
+    c = served.client
+    keys = [SigningKey.generate() for _ in range(6)]
+    for key in keys:
+        served.ledger.append(key_registration_envelope(key.public, [Role.ATTESTER], key))
+    served.ledger.append_many(
+        [
+            attestation_envelope(
+                SEED, "sol-submission-38823", keys[i % 6], type_="note", body=f"{i}"
+            )
+            for i in range(120)
+        ]
+    )
+    record = c.get(f"/v1/runs/{SEED}").json()
+    total = record["events"]
+    assert record["attestationCount"] == total - 1 and len(record["attestations"]) == 20
+    assert record["shownEventsVerified"] and record["eventsShown"] == 21
+    assert len(record["notes"]) + len(record["replications"]) == 20
+    seen: list[int] = []
+    start: int | None = 1
+    while start is not None:
+        page = c.get(f"/v1/runs/{SEED}/history", params={"start": start, "limit": 25}).json()
+        assert page["total"] == total and page["start"] == start and len(page["events"]) <= 25
+        assert page["allVerified"]
+        seen += [e["version"] for e in page["events"]]
+        start = page["next"]
+    assert seen == list(range(1, total + 1))
+    default = c.get(f"/v1/runs/{SEED}/history").json()
+    assert len(default["events"]) == 50 and default["next"] == 51
+    problem_of(c.get(f"/v1/runs/{SEED}/history", params={"limit": 501}), 400, "malformed-request")
+    html = c.get(f"/runs/{SEED}/history", params={"start": 51}).text
+    assert 'rel="next"' in html and 'rel="first"' in html and "Events 51–100 of" in html

@@ -12,6 +12,8 @@ from api.server.controllers.common import DsseEnvelope, Service, write
 from api.server.service import MAX_PAGE, BadQueryError
 from domain.evidence import EvidenceLevel
 from domain.statements import PredicateType
+from ledger.history import DEFAULT_PAGE as HISTORY_PAGE
+from ledger.history import MAX_PAGE as HISTORY_MAX
 
 DigestPath = Annotated[
     str,
@@ -74,9 +76,22 @@ class RunController(Controller):
         record = service.run_record(digest)
         return record | {"citation": citation(request, record)}
 
-    @get("/{digest:str}/history", sync_to_thread=True, summary="Every event of a run, re-verified")
-    def history(self, service: Service, digest: DigestPath) -> dict[str, Any]:
-        return service.run_history(digest)
+    @get(
+        "/{digest:str}/history",
+        sync_to_thread=True,
+        summary="A run's events, re-verified, a page at a time (oldest first)",
+    )
+    def history(
+        self,
+        service: Service,
+        digest: DigestPath,
+        start: Annotated[
+            int,
+            QueryParameter(ge=1, le=2**53 - 1, description="The version to start at (1: first)."),
+        ] = 1,
+        limit: Annotated[int, QueryParameter(ge=1, le=HISTORY_MAX)] = HISTORY_PAGE,
+    ) -> dict[str, Any]:
+        return service.run_history(digest, start, limit)
 
     @post("/", summary="Ingest a run (ingester-signed ingestion statement)")
     async def ingest(

@@ -243,15 +243,23 @@ class PageController(Controller):
         )
 
     @get("/runs/{digest:str}/history", sync_to_thread=True, name="page-history")
-    def history(self, service: Service, digest: DigestPath) -> Template:
-        history = service.run_history(digest)
+    def history(
+        self,
+        service: Service,
+        digest: DigestPath,
+        start: Annotated[int, QueryParameter(ge=1, le=2**53 - 1)] = 1,
+    ) -> Template:
+        history = service.run_history(digest, start)
         segment = path_segment(history["run"])
+        following = history["next"]
         return _page(
             "history.html",
             history=history,
             run=run_names(service, history["run"]),
-            json_href=f"/v1/runs/{segment}/history",
+            json_href=f"/v1/runs/{segment}/history?start={history['start']}",
             run_href=f"/runs/{segment}",
+            next_href=f"/runs/{segment}/history?start={following}" if following else None,
+            first_href=f"/runs/{segment}/history" if history["start"] > 1 else None,
         )
 
     @get("/leaderboards/{key:str}", sync_to_thread=True, name="page-leaderboard")
