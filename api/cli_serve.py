@@ -66,7 +66,11 @@ def serve(
     ] = 1,
     public_url: Annotated[
         str | None,
-        typer.Option("--public-url", help="Base of permalinks, e.g. https://ledger.example.org."),
+        typer.Option(
+            "--public-url",
+            help="Base of permalinks, e.g. https://ledger.example.org (default: the address "
+            "served; never the client's Host header).",
+        ),
     ] = None,
     log_format: Annotated[
         LogFormat, typer.Option("--log-format", help="Structured log lines: json or console.")
@@ -83,6 +87,7 @@ def serve(
             "writer process; use --workers 1, or --db postgresql+psycopg://...",
         )
     ledger = build_demo(target)[0] if demo else target.open()
+    public_url = public_url or _url(host, port)
     out.print(
         f"Serving the ledger at [bold]{target.path}[/] ({target.db_url})\n"
         f"  listening on {_url(host, port)}  (API under /v1, OpenAPI at /schema)"
@@ -95,8 +100,7 @@ def serve(
         os.environ[HOME_ENV] = str(target.path)
         os.environ[DB_ENV] = target.db_url
         os.environ[LOG_FORMAT_ENV] = log_format.value
-        if public_url is not None:
-            os.environ[PUBLIC_URL_ENV] = public_url
+        os.environ[PUBLIC_URL_ENV] = public_url
         uvicorn.run(
             APP_FACTORY,
             factory=True,

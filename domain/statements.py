@@ -7,6 +7,7 @@ statement is hashed and signed as the signer serialised it; models never re-seri
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -65,12 +66,36 @@ def _rfc3339(value: str) -> str:
     return value
 
 
+# Unicode's bidirectional formatting characters: in a label, a note or a link they make text
+# display as something other than what it is (a URL that reads as another, "Trojan Source").
+# Signed text may not carry them, nor other invisible format or control characters but
+# newline and tab.
+_HIDDEN = re.compile(
+    "[\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff\x00-\x08\x0b-\x1f\x7f-\x9f]"
+)
+
+
+def _visible(value: str) -> str:
+    found = _HIDDEN.search(value)
+    if found is not None:
+        raise ValueError(
+            f"must not contain the invisible or bidirectional control character "
+            f"U+{ord(found.group()):04X}"
+        )
+    return value
+
+
 def _https_url(value: str) -> str:
     if not value.startswith("https://") or len(value) <= len("https://"):
         raise ValueError("must be an https:// URL")
-    if any(c.isspace() for c in value):
-        raise ValueError("must not contain whitespace")
+    # Printable ASCII only: a link reads as what it is (non-ASCII is percent-encoded).
+    if not all("!" <= c <= "~" for c in value):
+        raise ValueError("must be printable ASCII without spaces (percent-encode the rest)")
     return value
+
+
+# Free text a signer writes: bounded, and without hidden or bidirectional controls.
+VISIBLE = AfterValidator(_visible)
 
 
 Timestamp = Annotated[StrictStr, AfterValidator(_rfc3339)]
@@ -94,7 +119,7 @@ class SignedPredicate(_Strict):
 
 
 class Subject(_Strict):
-    name: Annotated[StrictStr, Field(min_length=1, max_length=500)]
+    name: Annotated[StrictStr, Field(min_length=1, max_length=500), VISIBLE]
     digest: dict[Literal["sha256"], Sha256Hex]
 
 
@@ -123,7 +148,7 @@ class ManifestSet(_Strict):
 
 class IngestionPredicate(SignedPredicate):
     source: Slug
-    externalId: Annotated[StrictStr, Field(max_length=500)] | None = None
+    externalId: Annotated[StrictStr, Field(max_length=500), VISIBLE] | None = None
     fetchedAt: Timestamp
     manifests: ManifestSet
     sourceNative: dict[str, Any] | None = None
@@ -141,9 +166,9 @@ class AttestationType(StrEnum):
 
 class AttestationPredicate(SignedPredicate):
     type: Annotated[AttestationType, Field(strict=False)]
-    body: Annotated[StrictStr, Field(min_length=1, max_length=2000)]
+    body: Annotated[StrictStr, Field(min_length=1, max_length=2000), VISIBLE]
     observedNs: Annotated[StrictInt, Field(ge=0, le=2**53 - 1)] | None = None
-    environmentSummary: Annotated[StrictStr, Field(max_length=500)] | None = None
+    environmentSummary: Annotated[StrictStr, Field(max_length=500), VISIBLE] | None = None
     evidenceUrl: HttpsUrl | None = None
 
 
@@ -164,8 +189,8 @@ class KeyPredicate(SignedPredicate):
     ) = None
     validFrom: Timestamp | None = None
     validUntil: Timestamp | None = None
-    reason: Annotated[StrictStr, Field(max_length=2000)] | None = None
-    label: Annotated[StrictStr, Field(max_length=200)] | None = None
+    reason: Annotated[StrictStr, Field(max_length=2000), VISIBLE] | None = None
+    label: Annotated[StrictStr, Field(max_length=200), VISIBLE] | None = None
 
 
 class LifecycleAction(StrEnum):
@@ -175,7 +200,7 @@ class LifecycleAction(StrEnum):
 
 class LifecyclePredicate(SignedPredicate):
     action: Annotated[LifecycleAction, Field(strict=False)]
-    reason: Annotated[StrictStr, Field(min_length=1, max_length=2000)]
+    reason: Annotated[StrictStr, Field(min_length=1, max_length=2000), VISIBLE]
     supersededBy: Digest | None = None
 
 
@@ -186,7 +211,7 @@ JobId = Annotated[
     StrictStr, Field(pattern=r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 ]
 Nonce = Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{64}$")]
-Label = Annotated[StrictStr, Field(min_length=1, max_length=200)]
+Label = Annotated[StrictStr, Field(min_length=1, max_length=200), VISIBLE]
 
 
 class HardwareRequirement(_Strict):
@@ -258,13 +283,13 @@ class CaseStatus(StrEnum):
 
 
 class RerunCase(_Strict):
-    case: Annotated[StrictStr, Field(min_length=1, max_length=200)]
+    case: Annotated[StrictStr, Field(min_length=1, max_length=200), VISIBLE]
     status: Annotated[CaseStatus, Field(strict=False)]
     maxAbsError: Annotated[float, Field(ge=0, strict=False)] | None = None
     maxRelError: Annotated[float, Field(ge=0, strict=False)] | None = None
     latencyNs: LatencyStats | None = None
     samples: Uint53 | None = None
-    reason: Annotated[StrictStr, Field(max_length=2000)] | None = None
+    reason: Annotated[StrictStr, Field(max_length=2000), VISIBLE] | None = None
 
 
 class RerunSummary(_Strict):
@@ -298,8 +323,8 @@ class RerunEnvironment(_Strict):
     # sha256 of the GPU UUID: distinguishes GPUs without publishing their serials.
     gpuUuidHash: Sha256Hex
     backend: Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_-]*$", max_length=50)]
-    driver: Annotated[StrictStr, Field(max_length=100)] | None = None
-    cuda: Annotated[StrictStr, Field(max_length=100)] | None = None
+    driver: Annotated[StrictStr, Field(max_length=100), VISIBLE] | None = None
+    cuda: Annotated[StrictStr, Field(max_length=100), VISIBLE] | None = None
     clocks: dict[str, Annotated[float, Field(strict=False)]] | None = None
     temperatureC: dict[str, Annotated[float, Field(strict=False)]] | None = None
 
@@ -317,7 +342,7 @@ class RerunPredicate(SignedPredicate):
     # "failed": the job could not be measured (build error, device fault...); it closes the
     # job with its reason and moves no evidence. "completed": measured, pass or fail.
     outcome: Literal["completed", "failed"] = "completed"
-    failure: Annotated[StrictStr, Field(min_length=1, max_length=2000)] | None = None
+    failure: Annotated[StrictStr, Field(min_length=1, max_length=2000), VISIBLE] | None = None
 
     @model_validator(mode="after")
     def _failure_has_reason(self) -> RerunPredicate:

@@ -10,6 +10,7 @@ import asyncio
 import base64
 import io
 import json
+import re
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +49,8 @@ from projections.runner import ProjectionRunner
 from projections.tables import runs as runs_table
 
 MAX_PAGE = 200
+MAX_POSITION = 2**53 - 1
+_CURSOR = re.compile(r"p(0|[1-9][0-9]{0,15})")
 _log = structlog.get_logger("kernelindex.api")
 
 
@@ -74,11 +77,16 @@ class Cursor:
 
     @classmethod
     def decode(cls, token: str) -> Cursor:
+        """Only the exact tokens ``encode`` makes: ASCII digits, no leading zeros, a position
+        the log can have (a bigger one would overflow the database's integer: a 500)."""
         try:
-            text = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
-            if not text.startswith("p") or not text[1:].isdigit():
+            text = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode("ascii")
+            if not _CURSOR.fullmatch(text) or int(text[1:]) > MAX_POSITION:
                 raise ValueError(text)
-            return cls(int(text[1:]))
+            cursor = cls(int(text[1:]))
+            if cursor.encode() != token:
+                raise ValueError(token)
+            return cursor
         except (ValueError, UnicodeDecodeError):
             raise NotFoundError(f"cursor {token!r} is not one this API issued") from None
 

@@ -85,3 +85,46 @@ def test_the_summary_says_what_the_cases_say(cases: list[str], all_correct: bool
     else:
         with pytest.raises(ValidationError, match="allCorrect"):
             RerunPredicate.model_validate(value)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "fine\u202egnp.exe",  # right-to-left override: reads as "fine exe.png"
+        "a\u2066b",
+        "zero\u200bwidth",
+        "bell\x07",
+        "bom\ufeff",
+    ],
+)
+def test_signed_text_carries_no_hidden_or_bidirectional_controls(text: str) -> None:
+    """§8: a label or link that displays as something other than what it is."""
+    from domain.statements import AttestationPredicate, KeyPredicate
+
+    base = {"issuedAt": "2026-12-01T00:00:00Z", "type": "note", "body": "x"}
+    AttestationPredicate.model_validate(base | {"body": "multi\nline\ttext, ünïcode ok"})
+    with pytest.raises(ValidationError, match="control character"):
+        AttestationPredicate.model_validate(base | {"body": text})
+    with pytest.raises(ValidationError, match="control character"):
+        KeyPredicate.model_validate(
+            {
+                "issuedAt": "2026-12-01T00:00:00Z",
+                "action": "revoke",
+                "keyId": "sha256:" + "0" * 64,
+                "publicKey": "A" * 43 + "=",
+                "label": text,
+            }
+        )
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["https://ex.ample/\u202eevil", "https://exämple.org/", "https://a b", "https://a/\x00"],
+)
+def test_evidence_links_are_printable_ascii(url: str) -> None:
+    from domain.statements import AttestationPredicate
+
+    base = {"issuedAt": "2026-12-01T00:00:00Z", "type": "note", "body": "x"}
+    AttestationPredicate.model_validate(base | {"evidenceUrl": "https://ex.ample/%E2%80%AE"})
+    with pytest.raises(ValidationError, match="printable ASCII"):
+        AttestationPredicate.model_validate(base | {"evidenceUrl": url})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 from typing import Any
 
 from served_app import Served
@@ -282,3 +283,41 @@ def test_a_flooded_runs_history_and_record_come_a_page_at_a_time(served: Served)
     problem_of(c.get(f"/v1/runs/{SEED}/history", params={"limit": 501}), 400, "malformed-request")
     html = c.get(f"/runs/{SEED}/history", params={"start": 51}).text
     assert 'rel="next"' in html and 'rel="first"' in html and "Events 51–100 of" in html
+
+
+# ------------------------------------------------------------------ issue 13 §8
+
+
+def test_cursors_are_exactly_the_ones_issued(served: Served) -> None:
+    """A cursor of 20 digits overflowed the database's integer (a 500); non-ASCII digits
+    decoded to the same position as ASCII ones. Only the API's own tokens are accepted."""
+    c = served.client
+
+    def token(text: str) -> str:
+        return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+    page = c.get("/v1/runs", params={"limit": 1}).json()
+    assert c.get("/v1/runs", params={"cursor": page["next"], "limit": 1}).status_code == 200
+    for bad in ("p" + "9" * 20, "p" + "\u0661\u0662", "p007", "p-1", "p 1", "p1\n"):
+        problem_of(c.get("/v1/runs", params={"cursor": token(bad)}), 404, "not-found")
+    problem_of(c.get("/v1/runs", params={"cursor": token("p1") + "="}), 404, "not-found")
+
+
+def test_the_citation_never_reflects_the_clients_host_header(served: Served) -> None:
+    reply = served.client.get(f"/v1/runs/{SEED}", headers={"Host": "evil.example"})
+    citation = reply.json()["citation"]
+    assert "evil.example" not in json.dumps(citation)
+    assert citation["permalink"] == f"/runs/{SEED}"  # no public URL configured here
+    page = served.client.get(f"/runs/{SEED}", headers={"Host": "evil.example"}).text
+    assert "evil.example" not in page
+
+
+def test_every_response_carries_the_security_headers(served: Served) -> None:
+    for path in ("/", f"/runs/{SEED}", f"/v1/runs/{SEED}", "/v1/nothing", "/static/style.css"):
+        headers = served.client.get(path).headers
+        assert headers["x-content-type-options"] == "nosniff", path
+        csp = headers["content-security-policy"]
+        assert "default-src 'none'" in csp and "frame-ancestors 'none'" in csp, path
+        assert "script-src" not in csp  # no script may run on a page
+        assert headers["referrer-policy"] == "no-referrer"
+    assert "style=" not in served.client.get(f"/runs/{SEED}").text  # the CSP forbids it

@@ -159,8 +159,11 @@ def parse_level(level: str | None) -> EvidenceLevel | None:
 
 
 def citation(request: Request[Any, Any, Any], record: dict[str, Any]) -> dict[str, Any]:
-    base = request.app.state.config.public_url or str(request.base_url).rstrip("/")
-    permalink = f"{base}/runs/{record['digest']}"
+    """A citation of the run. Its permalink is absolute only under the configured public
+    URL: the request's Host header is the client's to choose, so it is never reflected
+    (``kernelindex serve`` sets the public URL to its own address unless told one)."""
+    base = request.app.state.config.public_url or ""
+    permalink = f"{base.rstrip('/')}/runs/{record['digest']}"
     accessed = datetime.now(UTC).date().isoformat()
     title = record.get("title") or record["name"]
     return {
