@@ -7,7 +7,6 @@ process while a group was being admitted), on SQLite and PostgreSQL.
 
 from __future__ import annotations
 
-import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -168,20 +167,27 @@ def test_an_event_admitted_before_a_revocation_stays_valid_whatever_the_clocks_s
 
 
 def test_admission_judges_the_time_it_records(world: World) -> None:
-    """The checks compare the received time at the precision it is stored (milliseconds), so
-    an issuedAt just inside the clock-skew window at admission is inside it on re-reading."""
+    """The checks compare the received time at the precision it is stored (milliseconds).
+    An issuedAt written with microseconds, just inside the clock-skew window of the full-
+    precision clock, was admitted and then failed re-verification against the stored time;
+    judged at the stored millisecond, it is refused (and nothing poisons the log)."""
     from datetime import timedelta
 
+    from domain.statements import PredicateType, make_statement
     from ledger.authority.signers import MAX_CLOCK_SKEW
+    from ledger.dsse import sign_envelope
 
     ingest_seed(world)
     world.clock.now = world.clock.now.replace(microsecond=999_900)
     edge = world.clock.now + MAX_CLOCK_SKEW - timedelta(microseconds=50)
-    envelope = attestation_envelope(
-        SEED_RUN, SEED_NAME, world.attester, type_="note", body="edge", now=edge
-    )
-    with contextlib.suppress(ClockSkewError):  # refused: then nothing to re-verify
-        world.ledger.append(envelope)
+    predicate = {
+        "type": "note",
+        "body": "edge",
+        "issuedAt": edge.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),  # six digits: an attacker's pick
+    }
+    statement = make_statement(SEED_NAME, SEED_RUN, PredicateType.ATTESTATION, predicate)
+    with pytest.raises(ClockSkewError):
+        world.ledger.append(sign_envelope(statement, world.attester))
     assert all(h.ok for h in run_history(world.ledger, SEED_RUN))
     assert_ledger_verifies(world)
 
