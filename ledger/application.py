@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import random
 import threading
 import time
 from collections import OrderedDict
@@ -333,7 +334,9 @@ class Ledger(Application[UUID]):
                     outcome_unknown = outcome_unknown or lost_connection(exc)
                     if not is_transient(exc) or attempt == MAX_APPEND_ATTEMPTS - 1:
                         raise write_refusal(exc, attempt + 1, outcome_unknown) from exc
-                    time.sleep(min(0.001 * 2**attempt, 0.2))
+                    # Full jitter: two processes that keep colliding on one run stop
+                    # retrying in lockstep (a fixed backoff let one starve the other).
+                    time.sleep(random.uniform(0, min(0.001 * 2**attempt, 0.2)))  # noqa: S311
         # Outside the retry: once committed, a group is never admitted again (its envelopes
         # would come back as duplicates of themselves).
         return [self._settled_receipt(r, committed) for r in results]
