@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -99,6 +100,22 @@ def print_report(report: Report, outcome: Outcome | None = None) -> None:
 
 def _read_notes(paths: list[Path] | None) -> list[str]:
     return [p.read_text("utf-8") for p in paths or []]
+
+
+def _heads_notes(path: Path) -> list[str]:
+    """The heads notes of a bundle file (or the file itself, if it is a note)."""
+    text = path.read_text("utf-8")
+    if text.startswith("kernelindex-heads/"):
+        return [text]
+    found = []
+    for line in text.splitlines():
+        if '"type":"heads"' in line.replace(" ", ""):
+            record = json.loads(line)
+            if isinstance(record, dict) and isinstance(record.get("note"), str):
+                found.append(record["note"])
+    if not found:
+        raise NotFoundError(f"{path} holds no heads (a scoped bundle does)")
+    return found
 
 
 def register_log_commands(app: typer.Typer) -> None:
@@ -254,17 +271,27 @@ verify.__doc__ = _VERIFY_HELP
 @handles_errors
 def audit(
     checkpoint: CheckpointOption = None,
+    heads: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--heads",
+            help="A bundle whose signed heads must say what the log says (repeatable).",
+        ),
+    ] = None,
     home: HomeOption = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Recompute every leaf, the tree and every checkpoint from the stored events."""
+    """Recompute every leaf, the tree and every checkpoint from the stored events; and any
+    bundle's signed heads given, from the log at their size."""
     ledger = open_ledger(home, db)
+    notes = [note for path in heads or [] for note in _heads_notes(path)]
     with _progress(None, "auditing") as bar:
         task = bar.add_task("audit", total=None)
         report = audit_ledger(
             ledger,
             known_checkpoints=_read_notes(checkpoint),
+            heads=notes,
             progress=lambda n: bar.update(task, completed=n),
         )
     if as_json:

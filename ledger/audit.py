@@ -30,7 +30,9 @@ from sqlalchemy import func, select, tuple_
 from domain.errors import DomainError
 from ledger.application import Ledger
 from ledger.authority import KeyBook
+from ledger.bundle import recompute_heads
 from ledger.event_verification import learn_key, verify_stored_event
+from ledger.heads import HeadsError, open_heads
 from ledger.log_entries import LogEntry
 from ledger.merkle import CompactRange, Node, ProofError, verify_consistency
 from ledger.signed_note import Checkpoint, NoteError, open_checkpoint
@@ -84,9 +86,11 @@ def audit_ledger(
     ledger: Ledger,
     *,
     known_checkpoints: Iterable[str] = (),
+    heads: Iterable[str] = (),
     progress: Callable[[int], None] | None = None,
 ) -> Report:
     report = Report(subject="ledger")
+    audit_heads(ledger, heads, report)
     verifier = ledger.tlog.verifier
     with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
         stored_checkpoints = ledger.tlog.checkpoints(session)
@@ -242,6 +246,38 @@ def audit_ledger(
         {"events": count, "treeSize": compact.size, "checkpoints": len(stored_checkpoints)}
     )
     return report
+
+
+def audit_heads(ledger: Ledger, notes: Iterable[str], report: Report) -> None:
+    """Each heads note given (from a bundle) must be signed by the log key and say what the
+    stored log says at its size: a false one is the operator's signed misstatement."""
+    for number, note in enumerate(notes, start=1):
+        where = f"heads note {number}"
+        try:
+            heads = open_heads(note, ledger.tlog.verifier)
+        except HeadsError as exc:
+            report.fail(Check.HEADS, where, exc.message)
+            continue
+        with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+            if heads.size > ledger.tlog.tree_size(session):
+                report.fail(Check.HEADS, where, f"for {heads.size} leaves: beyond the log's end")
+                continue
+            truth = recompute_heads(ledger, session, heads)
+        wrong = [f"run {r}" for r in heads.runs if truth.runs.get(r) != heads.runs[r]]
+        wrong += [f"key {k}" for k in heads.keys if truth.keys.get(k) != heads.keys[k]]
+        wrong += [f"group {g}" for g in heads.groups if truth.groups.get(g) != heads.groups[g]]
+        if truth.root != heads.root:
+            wrong.insert(0, "the root")
+        if wrong:
+            report.fail(
+                Check.HEADS,
+                where,
+                f"signed by the log key, but the log at {heads.size} leaves disagrees about "
+                + ", ".join(wrong[:5])
+                + (f" and {len(wrong) - 5} more" if len(wrong) > 5 else ""),
+            )
+        else:
+            report.ok(Check.HEADS)
 
 
 def _check_successive_consistency(

@@ -154,6 +154,23 @@ def bundle_scope(
     return _Scope(run_heads, {keys[i]: h for i, h in key_heads.items()}, group_heads)
 
 
+def recompute_heads(ledger: Ledger, session: Session, heads: Heads) -> Heads:
+    """The heads the stored log gives, at the same size, for the runs, keys and groups a
+    heads note names (``kernelindex audit --heads``: is a signed heads note true?)."""
+    size = heads.size
+    runs = {run_id(r): r for r in heads.runs}
+    keys = {principal_id(k): k for k in heads.keys}
+    found = _heads_of(_events_of(session, ledger, [*runs, *keys], size))
+    return Heads(
+        heads.origin,
+        size,
+        ledger.tlog.root(session, size),
+        {r: found[i] for i, r in runs.items() if i in found},
+        {k: found[i] for i, k in keys.items() if i in found},
+        {g: GroupHead.of(members_at(session, g, size)) for g in heads.groups},
+    )
+
+
 def _event_rows(
     ledger: Ledger, size: int, aggregates: list[UUID] | None
 ) -> Iterator[tuple[Any, ...]]:

@@ -91,3 +91,20 @@ def test_the_cli_runs_without_the_agent_extra() -> None:
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "agent" in result.stdout
+
+
+def test_the_offline_verifier_and_the_authority_load_no_database_code() -> None:
+    """DESIGN.md §2: ``ledger.verify`` (and the one authorization rule it shares with
+    admission) is pure: importing it loads no SQLAlchemy, eventsourcing, web or projection
+    module, so a verifier needs none of them and its worker processes start light."""
+    probe = (
+        "import sys, ledger.verify, ledger.authority; "
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "{'sqlalchemy', 'eventsourcing', 'eventsourcing_sqlalchemy', 'psycopg', 'litestar', "
+        "'projections', 'api'} or m in {'ledger.application', 'ledger.aggregates'}); "
+        "print(' '.join(bad))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO
+    )
+    assert result.stdout.strip() == ""

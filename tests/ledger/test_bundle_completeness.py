@@ -322,3 +322,31 @@ def test_a_whole_log_bundle_proves_any_runs_rank(exported: Exported) -> None:
     root = exported.world.root
     assert verify(whole, root, expect=Expectation(RUN_15149, rank=1)).verified
     assert verify(whole, root, expect=Expectation(SEED, rank=3)).verified
+
+
+# ------------------------------------------------- a lying operator's heads are evidence
+
+
+def test_audit_checks_a_heads_note_against_the_log(exported: Exported) -> None:
+    """A heads note is the operator's signed word: honest heads audit clean; heads the log
+    key signed but the log does not bear out (a run's latest event hidden) fail by name."""
+    from ledger.audit import audit_ledger
+    from ledger.heads import Head, parse_heads, sign_heads
+    from ledger.signed_note import open_note
+
+    records = exported.bundle([SEED])
+    note = next(r for r in records if r["type"] == "heads")["note"]
+    assert audit_ledger(exported.ledger, heads=[note]).verified
+    heads = parse_heads(open_note(note, [exported.ledger.tlog.verifier]).text)
+    runs = dict(heads.runs)
+    runs[SEED] = Head(runs[SEED].events - 1, runs[SEED].last_leaf - 1)
+    lie = sign_heads(
+        type(heads)(heads.origin, heads.size, heads.root, runs, heads.keys, heads.groups),
+        exported.world.keys.log.private_key(),
+    )
+    report = audit_ledger(exported.ledger, heads=[lie])
+    assert not report.verified
+    assert any(
+        f.check == "heads" and f"run {SEED}" in f.reason and "disagrees" in f.reason
+        for f in report.findings
+    )
