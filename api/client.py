@@ -101,14 +101,7 @@ class LedgerClient:
             ("group", "false"),
         ]
         params += [("checkpoint", size) for size in held]
-        try:
-            reply = self._http.get("/v1/bundle", params=params)
-        except httpx.TimeoutException:
-            raise RemoteError(
-                "unreachable", f"{self.base_url} did not answer within {self.timeout:g} s"
-            ) from None
-        except httpx.TransportError as exc:
-            raise RemoteError("unreachable", f"cannot reach {self.base_url}: {exc}") from None
+        reply = self._send("GET", "/v1/bundle", None, params)
         if not reply.is_success:
             raise self._problem(
                 reply, self._decode(reply, "GET", "/v1/bundle"), "GET", "/v1/bundle"
@@ -144,11 +137,17 @@ class LedgerClient:
             return value
         raise self._problem(reply, value, method, path)
 
-    def _send(self, method: str, path: str, body: Mapping[str, Any] | None) -> httpx.Response:
+    def _send(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None,
+        params: list[tuple[str, str | int | float | bool | None]] | None = None,
+    ) -> httpx.Response:
         content = json.dumps(dict(body)).encode() if body is not None else None
         headers = {"Content-Type": "application/json"} if body is not None else None
         try:
-            return self._http.request(method, path, content=content, headers=headers)
+            return self._http.request(method, path, content=content, headers=headers, params=params)
         except httpx.TimeoutException:
             raise RemoteError(
                 "unreachable", f"{self.base_url} did not answer within {self.timeout:g} s"

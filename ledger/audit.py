@@ -150,11 +150,7 @@ def audit_ledger(
             keys=keys,
             trust_root=ledger.trust_root,
         )
-        for check in result.checks:
-            if check.ok:
-                report.ok(check.name)
-            else:
-                report.fail(check.name, where, check.detail)
+        result.report_to(report, where)
         learn_key(keys, result)
         try:
             recomputed = LogEntry.from_stored(

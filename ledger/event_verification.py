@@ -41,7 +41,7 @@ from ledger.dsse import Envelope, SignatureError, parse_envelope
 from ledger.errors import ClockSkewError, ExpiredKeyError, RevokedKeyError, WrongRoleError
 from ledger.ids import principal_id, run_id
 from ledger.trust import TrustRoot
-from ledger.verification_report import Check
+from ledger.verification_report import Check, Report
 
 # Stored event class → the predicate type its envelope must carry.
 EVENT_PREDICATES: dict[str, PredicateType] = {
@@ -90,6 +90,14 @@ class EventVerification:
 
     def check(self, name: Check, ok: bool = True, detail: str = "") -> None:
         self.checks.append(CheckOutcome(name, ok, detail))
+
+    def report_to(self, report: Report, where: str) -> None:
+        """Count this event's checks in ``report`` (audit, verify)."""
+        for check in self.checks:
+            if check.ok:
+                report.ok(check.name)
+            else:
+                report.fail(check.name, where, check.detail)
 
     def to_json(self) -> dict[str, Any]:
         return {

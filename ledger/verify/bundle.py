@@ -290,11 +290,7 @@ def _check_event(
         keys=keys,
         trust_root=context.trust_root,
     )
-    for check in result.checks:
-        if check.ok:
-            report.ok(check.name)
-        else:
-            report.fail(check.name, where, check.detail)
+    result.report_to(report, where)
     return result, included
 
 
@@ -351,27 +347,31 @@ class _BatchResult:
     kept: list[tuple[int, EventVerification]] = field(default_factory=list)
 
 
+def _verify_into(
+    out: _BatchResult, event: _ParsedEvent, context: _Context, keys: KeyLookup
+) -> tuple[EventVerification | None, bool]:
+    """Verify one parsed event and add what the merge needs of it to ``out``."""
+    result, included = _check_event(event, context, keys, out.report)
+    out.seen.append((event.where, _seen(event, result)))
+    if context.observe and (observed := _observation(result, included)) is not None:
+        out.observations.append(observed)
+    if result is not None and event.entry.aggregate in context.keep:
+        out.kept.append((event.leaf_index, _with_inclusion(result, included)))
+    return result, included
+
+
 def _verify_batch(batch: _Batch) -> _BatchResult:
     """Verify a batch (in a worker process, or here). Never raises for bad data."""
-    report = Report(subject="batch")
-    seen: list[tuple[str, Seen]] = []
-    observations: list[Observation] = []
-    kept: list[tuple[int, EventVerification]] = []
+    out = _BatchResult(Report(subject="batch"), [])
     lookup = batch.context.keys.get
     for number, line in batch.lines:
         record = json.loads(line) if isinstance(line, str) else line
-        event = _parse_event(f"line {number}", record, report)
-        if event is None:
-            continue
-        # Only key events teach keys, and they never come here: a non-Principal event that
-        # carries a key statement fails its event-type check, so it would teach nothing.
-        result, included = _check_event(event, batch.context, lookup, report)
-        seen.append((event.where, _seen(event, result)))
-        if batch.context.observe and (observed := _observation(result, included)) is not None:
-            observations.append(observed)
-        if result is not None and event.entry.aggregate in batch.context.keep:
-            kept.append((event.leaf_index, _with_inclusion(result, included)))
-    return _BatchResult(report, seen, observations, kept)
+        event = _parse_event(f"line {number}", record, out.report)
+        if event is not None:
+            # Only key events teach keys, and they never come here: a non-Principal event
+            # that carries a key statement fails its event-type check, teaching nothing.
+            _verify_into(out, event, batch.context, lookup)
+    return out
 
 
 def _key_hint(record: dict[str, Any]) -> str | None:
@@ -823,19 +823,10 @@ class BundleVerifier:
         event = _parse_event(where, record, self.report)
         if event is None:
             return
-        context = self._context(())
-        result, included = _check_event(event, context, self.keys, self.report)
-        observed = _observation(result, included) if context.observe else None
-        kept = []
-        if result is not None and event.entry.aggregate in self.keep:
-            kept.append((event.leaf_index, _with_inclusion(result, included)))
+        out = _BatchResult(self.report, [])  # counted here at once; the rest merged in turn
+        result, included = _verify_into(out, event, self._context(()), self.keys)
         self._merge_in_turn(
-            _BatchResult(
-                Report(subject="event"),
-                [(event.where, _seen(event, result))],
-                [observed] if observed is not None else [],
-                kept,
-            )
+            _BatchResult(Report(subject="event"), out.seen, out.observations, out.kept)
         )
         if result is not None and included:
             learn_key(self.keys, result)

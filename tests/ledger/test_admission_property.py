@@ -462,6 +462,15 @@ def fresh(template: Path, tmp_path: Path, n: int) -> World:
 _counter = iter(range(10**9))
 
 
+def check_property(w: World, script: list[tuple[dict[str, Any], str, timedelta]]) -> list[str]:
+    try:
+        outcomes = play(w, script)
+        assert_everything_verifies(w)
+    finally:
+        w.ledger.close()
+    return outcomes
+
+
 @settings(
     max_examples=40,
     deadline=None,
@@ -472,12 +481,7 @@ _counter = iter(range(10**9))
 def test_every_admitted_envelope_reverifies_and_every_refused_one_appends_nothing(
     template: Path, tmp_path: Path, script: list[tuple[dict[str, Any], str, timedelta]]
 ) -> None:
-    w = fresh(template, tmp_path, next(_counter))
-    try:
-        play(w, script)
-        assert_everything_verifies(w)
-    finally:
-        w.ledger.close()
+    check_property(fresh(template, tmp_path, next(_counter)), script)
 
 
 @pytest.mark.slow
@@ -490,12 +494,7 @@ def test_every_admitted_envelope_reverifies_and_every_refused_one_appends_nothin
 def test_the_property_at_length(
     template: Path, tmp_path: Path, script: list[tuple[dict[str, Any], str, timedelta]]
 ) -> None:
-    w = fresh(template, tmp_path, next(_counter))
-    try:
-        play(w, script)
-        assert_everything_verifies(w)
-    finally:
-        w.ledger.close()
+    check_property(fresh(template, tmp_path, next(_counter)), script)
 
 
 # --------------------------------------------------------------------------- regressions
@@ -609,10 +608,4 @@ REGRESSIONS: dict[str, tuple[list[tuple[Any, str, timedelta]], list[str]]] = {
 @pytest.mark.parametrize("name", sorted(REGRESSIONS))
 def test_regressions_on_both_backends(name: str, db_url: str) -> None:
     script, expected = REGRESSIONS[name]
-    w = World(db_url)
-    try:
-        outcomes = play(w, script)
-        assert_everything_verifies(w)
-    finally:
-        w.ledger.close()
-    assert outcomes == expected
+    assert check_property(World(db_url), script) == expected
