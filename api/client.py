@@ -11,6 +11,7 @@ user holds) that the server's log extends what it showed before.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from ledger.dsse import parse_envelope
 from ledger.event_verification import EventVerification
 from ledger.ids import run_id
 from ledger.verification_report import Report
-from ledger.verify import BundleVerifier, Outcome, VerificationPolicy, outcome_of
+from ledger.verify import BundleVerifier, Expectation, Outcome, VerificationPolicy, outcome_of
 
 DEFAULT_TIMEOUT = 30.0
 USER_AGENT = "kernelindex-cli"
@@ -235,6 +236,9 @@ def remote_history(
     held = [_size_of(note) for note in policy.held_checkpoints]
     lines = client.run_bundle(reference, [s for s in held if s is not None])
     run = _bundled_run(lines, reference)
+    # The bundle must prove this run, complete by the log's heads: the header naming it is
+    # not signed, so without this a bundle of another run could answer for it.
+    policy = dataclasses.replace(policy, expect=Expectation(run))
     with BundleVerifier(policy, workers=1, keep=[str(run_id(run))]) as verifier:
         for number, line in enumerate(lines, start=1):
             if line.strip():

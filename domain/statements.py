@@ -206,7 +206,9 @@ class LifecyclePredicate(SignedPredicate):
 
 Uint53 = Annotated[StrictInt, Field(ge=0, le=2**53 - 1)]
 MAX_RERUN_SAMPLES = 2_000
-Nanoseconds = Annotated[float, Field(ge=0, allow_inf_nan=False, strict=False)]
+# Numbers are strict: a JSON number (an integer is one), never a string or a boolean —
+# the folds read the signed predicate as it is, so what admission takes must be numbers.
+Nanoseconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 JobId = Annotated[
     StrictStr, Field(pattern=r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 ]
@@ -285,8 +287,8 @@ class CaseStatus(StrEnum):
 class RerunCase(_Strict):
     case: Annotated[StrictStr, Field(min_length=1, max_length=200), VISIBLE]
     status: Annotated[CaseStatus, Field(strict=False)]
-    maxAbsError: Annotated[float, Field(ge=0, strict=False)] | None = None
-    maxRelError: Annotated[float, Field(ge=0, strict=False)] | None = None
+    maxAbsError: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+    maxRelError: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
     latencyNs: LatencyStats | None = None
     samples: Uint53 | None = None
     reason: Annotated[StrictStr, Field(max_length=2000), VISIBLE] | None = None
@@ -325,8 +327,8 @@ class RerunEnvironment(_Strict):
     backend: Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_-]*$", max_length=50)]
     driver: Annotated[StrictStr, Field(max_length=100), VISIBLE] | None = None
     cuda: Annotated[StrictStr, Field(max_length=100), VISIBLE] | None = None
-    clocks: dict[str, Annotated[float, Field(strict=False)]] | None = None
-    temperatureC: dict[str, Annotated[float, Field(strict=False)]] | None = None
+    clocks: dict[str, Annotated[float, Field(allow_inf_nan=False)]] | None = None
+    temperatureC: dict[str, Annotated[float, Field(allow_inf_nan=False)]] | None = None
 
 
 class RerunPredicate(SignedPredicate):
@@ -338,7 +340,7 @@ class RerunPredicate(SignedPredicate):
     cases: Annotated[list[RerunCase], Field(min_length=1, max_length=1000)]
     summary: RerunSummary
     environment: RerunEnvironment
-    calibration: dict[str, Annotated[float, Field(strict=False)]]
+    calibration: dict[str, Annotated[float, Field(allow_inf_nan=False)]]
     # "failed": the job could not be measured (build error, device fault...); it closes the
     # job with its reason and moves no evidence. "completed": measured, pass or fail.
     outcome: Literal["completed", "failed"] = "completed"

@@ -61,7 +61,7 @@ from ledger.event_verification import (
     learn_key,
     verify_event,
 )
-from ledger.heads import HeadsError, open_heads
+from ledger.heads import Heads, HeadsError, open_heads
 from ledger.log_entries import LogEntry
 from ledger.merkle import (
     HASH_SIZE,
@@ -544,13 +544,20 @@ class BundleVerifier:
             report.fail(Check.CHECKPOINT, "end", "the bundle has no checkpoint")
         else:
             self._held_checkpoints()
-        scoped = self.scope is None or "all" not in self.scope
-        self.complete.finish(report, scoped)
+        # The header is unsigned: only a whole-log bundle (every leaf) goes without heads.
+        self.complete.finish(report)
         heads = self.complete.heads
-        self.runs.check_groups(report, heads)
-        self.runs.check_claims(report, heads)
-        if self.policy.expect is not None:
-            self.runs.check_expectation(report, self.policy.expect, heads)
+        if heads is not None:
+            self._check_scope(heads)
+        try:
+            self.runs.check_groups(report, heads)
+            self.runs.check_claims(report, heads)
+            if self.policy.expect is not None:
+                self.runs.check_expectation(report, self.policy.expect, heads)
+        except (DomainError, TypeError, ValueError, KeyError, ArithmeticError) as exc:
+            # Events that passed every check still could not be folded: never a crash,
+            # never a verdict on what could not be recomputed.
+            report.fail(Check.CLAIM, "end", f"the runs cannot be recomputed: {exc}")
         report.facts.update(
             {"events": self.events, "keys": len(self.keys)}
             | ({"treeSize": self.checkpoint.size} if self.checkpoint else {})
@@ -639,10 +646,13 @@ class BundleVerifier:
         for observation in item.observations:
             try:
                 self.runs.observe(*observation)
-            except DomainError as exc:
+            except (DomainError, TypeError, ValueError, KeyError, ArithmeticError) as exc:
                 # e.g. a run ingested twice: the completeness check has failed it already;
                 # the runs cannot be recomputed from such a bundle, and say so.
-                self.report.fail(Check.CLAIM, f"event at position {observation[1]}", exc.message)
+                why = (
+                    exc.message if isinstance(exc, DomainError) else f"{type(exc).__name__}: {exc}"
+                )
+                self.report.fail(Check.CLAIM, f"event at position {observation[1]}", why)
 
     def _order(self, leaf_index: int, position: int) -> None:
         if leaf_index <= self.last_leaf:
@@ -765,6 +775,20 @@ class BundleVerifier:
             return
         self.report.ok(Check.HEADS)
         self.complete.scoped(heads)
+
+    def _check_scope(self, heads: Heads) -> None:
+        """The runs the (unsigned) header says the bundle is about are ones its heads cover."""
+        named = (self.scope or {}).get("runs")
+        if not isinstance(named, list) or not all(isinstance(r, str) for r in named):
+            self.report.fail(Check.FORMAT, "header", "a scoped bundle's header lists its runs")
+            return
+        uncovered = sorted(set(named) - set(heads.runs))
+        if uncovered:
+            self.report.fail(
+                Check.COMPLETE,
+                "header",
+                f"the header names run {uncovered[0]}, which the heads do not cover",
+            )
 
     def _held_checkpoints(self) -> None:
         """The checkpoints the caller holds: one root per size, each older one extended by

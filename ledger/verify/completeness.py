@@ -79,7 +79,7 @@ class Completeness:
         state.next_version = max(state.next_version, version + 1)
         state.last_leaf = max(state.last_leaf, leaf)
 
-    def finish(self, report: Report, scoped: bool) -> None:
+    def finish(self, report: Report) -> None:
         if self.whole_log:
             if self.size is not None and self._in_range < self.size:
                 report.fail(
@@ -92,12 +92,12 @@ class Completeness:
                 report.ok(Check.COMPLETE)
             return
         if self.heads is None:
-            if scoped:
-                report.fail(
-                    Check.COMPLETE,
-                    "end",
-                    "the bundle has no heads: nothing shows it holds every event of its runs",
-                )
+            report.fail(
+                Check.COMPLETE,
+                "end",
+                "the bundle has no heads and is not a whole-log bundle: nothing shows it holds "
+                "every event of its runs",
+            )
             return
         named = {**{run_id(r): h for r, h in self.heads.runs.items()}}
         named |= {principal_id(k): h for k, h in self.heads.keys.items()}
@@ -120,6 +120,7 @@ class Completeness:
                     f"the log has {head.events} events ending at leaf {head.last_leaf}; the "
                     f"bundle holds {held} ending at leaf {state.last_leaf}",
                 )
+        report.ok(Check.COMPLETE)  # the heads were held to, even if they name nothing
         for signer in sorted(self._signers - set(self.heads.keys)):
             report.fail(
                 Check.COMPLETE,

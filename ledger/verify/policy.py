@@ -56,10 +56,11 @@ class VerificationPolicy:
 
 
 def outcome_of(report: Report) -> Outcome:
-    """FAILED if any check but the anchor's and freshness failed; else UNANCHORED, then
-    STALE; VERIFIED only when something was checked and nothing failed."""
+    """FAILED if any check but the anchor's and freshness failed, or if completeness was
+    never shown (fails closed: no path through the verifier may skip it); else UNANCHORED,
+    then STALE; VERIFIED only when nothing failed."""
     failed = {Check(c) for c, n in report.failed.items() if n}
-    if failed - {Check.ANCHOR, Check.FRESHNESS} or not report.passed:
+    if failed - {Check.ANCHOR, Check.FRESHNESS} or not report.passed[Check.COMPLETE]:
         return Outcome.FAILED
     if Check.ANCHOR in failed:
         return Outcome.UNANCHORED

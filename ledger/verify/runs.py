@@ -15,11 +15,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from domain.errors import DomainError
+from domain.evidence import POLICY_VERSION
 from domain.ranking import RankedEntry, View, rank_group
 from domain.run_facts import RunFold
 from ledger.heads import GroupHead, Heads, members_digest
 from ledger.verification_report import Check, Report
 from ledger.verify.policy import Expectation
+
+MIN_PREFIX = 8  # hex digits of a run digest --run must give
 
 
 def make_claim(
@@ -39,19 +42,41 @@ class ClaimFormatError(DomainError):
     code = "malformed-claim"
 
 
+_CLAIM_FIELDS = {"type", "run", "comparisonKey", "evidence", "standings"}
+_VIEWS = {str(v) for v in View}
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
 def _check_shape(claim: Mapping[str, Any]) -> None:
-    if not isinstance(claim.get("run"), str):
+    """A claim says exactly what can be recomputed, and nothing else: a field the verifier
+    did not check must not be there for a reader to take as checked."""
+    if set(claim) != _CLAIM_FIELDS:
+        raise ClaimFormatError(f"a claim has exactly the fields {sorted(_CLAIM_FIELDS)}")
+    if not isinstance(claim["run"], str):
         raise ClaimFormatError("a claim names its run by digest (a string)")
-    key = claim.get("comparisonKey")
+    key = claim["comparisonKey"]
     if key is not None and not isinstance(key, str):
         raise ClaimFormatError("a claim's comparisonKey is a string or null")
-    if not isinstance(claim.get("evidence"), Mapping):
-        raise ClaimFormatError("a claim's evidence is an object")
-    standings = claim.get("standings")
-    if not isinstance(standings, Mapping) or not all(
-        value is None or isinstance(value, Mapping) for value in standings.values()
+    evidence = claim["evidence"]
+    if (
+        not isinstance(evidence, Mapping)
+        or set(evidence) != {"level", "policyVersion"}
+        or not all(isinstance(v, str) for v in evidence.values())
     ):
-        raise ClaimFormatError("a claim's standings map each view to an object or null")
+        raise ClaimFormatError("a claim's evidence is {level, policyVersion}, both strings")
+    standings = claim["standings"]
+    if not isinstance(standings, Mapping) or not set(standings) <= _VIEWS:
+        raise ClaimFormatError(f"a claim's standings map views ({sorted(_VIEWS)}) to ranks")
+    for value in standings.values():
+        if value is not None and (
+            not isinstance(value, Mapping)
+            or set(value) != {"rank", "of"}
+            or not (_count(value["rank"]) and _count(value["of"]))
+        ):
+            raise ClaimFormatError("a standing is {rank, of}, whole numbers from 1, or null")
 
 
 class RunTracker:
@@ -130,8 +155,16 @@ class RunTracker:
                 report.fail(Check.CLAIM, where, "the bundle holds no ingestion for the claimed run")
                 continue
             level = fold.evidence.level.label
-            claimed_level = (claim.get("evidence") or {}).get("level")
-            if claimed_level != level:
+            claimed_level = claim["evidence"]["level"]
+            claimed_policy = claim["evidence"]["policyVersion"]
+            if claimed_policy != POLICY_VERSION:
+                report.fail(
+                    Check.CLAIM,
+                    where,
+                    f"claims a level under policy {claimed_policy!r}; this verifier "
+                    f"recomputes {POLICY_VERSION!r}",
+                )
+            elif claimed_level != level:
                 report.fail(
                     Check.CLAIM,
                     where,
@@ -180,6 +213,11 @@ class RunTracker:
         where = f"--run {expectation.run}"
         wanted = expectation.run.strip().lower()
         wanted = wanted if wanted.startswith("sha256:") else "sha256:" + wanted
+        if len(wanted) < len("sha256:") + MIN_PREFIX:
+            # As everywhere else: a prefix short enough to match another run by chance
+            # would let a bundle about that run answer for this one.
+            report.fail(Check.EXPECTATION, where, f"give at least {MIN_PREFIX} hex digits")
+            return
         found = sorted(d for d in self.runs if d.startswith(wanted))
         if len(found) != 1:
             why = "holds no such run" if not found else f"holds {len(found)} runs by that prefix"

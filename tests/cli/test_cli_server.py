@@ -440,3 +440,23 @@ def test_serve_demo_answers_http(tmp_path: Path) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def test_history_answered_with_another_runs_genuine_bundle_fails(
+    served_sqlite: Remote, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mirror with no keys answers a history request with another run's genuine bundle,
+    its header edited to name the run asked for: the heads do not cover that run."""
+    remote = served_sqlite
+    upstream = httpx.get(f"{remote.url}/v1/runs", params={"limit": 50}).json()["items"]
+    other = next(r["digest"] for r in upstream if r["digest"] != SEED_RUN)
+    genuine = httpx.get(f"{remote.url}/v1/bundle", params={"run": other, "group": "false"}).text
+
+    def swap(records: list[dict[str, Any]]) -> None:
+        records[:] = [json.loads(line) for line in genuine.splitlines()]
+        records[0]["scope"]["runs"] = [SEED_RUN]
+
+    with lying(remote, monkeypatch, swap):
+        result = remote.history(SEED_RUN, ok=False)
+    assert result.exit_code == 1
+    assert "FAILED" in result.stdout and "expectation" in result.stdout

@@ -96,7 +96,7 @@ def test_the_caller_states_what_it_expects(cli: Cli, tmp_path: Path) -> None:
     assert "below the verified you asked for" in out
     out = run(cli, *base, "--run", "7e18c26c", "--rank", "1", code=1)
     assert "does not prove the members of its comparison group" in out
-    out = run(cli, *base, "--run", "ffff", code=1)
+    out = run(cli, *base, "--run", "ffffffff", code=1)
     assert "holds no such run" in out
     result = cli(*base, "--rank", "1", ok=False)
     assert result.exit_code == 2 and "give --run too" in result.output

@@ -128,3 +128,17 @@ def test_evidence_links_are_printable_ascii(url: str) -> None:
     AttestationPredicate.model_validate(base | {"evidenceUrl": "https://ex.ample/%E2%80%AE"})
     with pytest.raises(ValidationError, match="printable ASCII"):
         AttestationPredicate.model_validate(base | {"evidenceUrl": url})
+
+
+@pytest.mark.parametrize("value", ["1530000", True, "NaN"])
+def test_rerun_numbers_are_numbers(value: Any) -> None:
+    """A string or a boolean coerced into a number at admission reached the folds as it was
+    signed and stopped the projector for good: numbers are strict."""
+    from domain.statements import RerunPredicate
+
+    result = _result(["passed"], True)
+    result["summary"] = {"allCorrect": True, "medianNs": value, "samples": 0}
+    with pytest.raises(ValidationError):
+        RerunPredicate.model_validate(result)
+    result["summary"]["medianNs"] = 1530000  # an integer is a JSON number
+    RerunPredicate.model_validate(result)

@@ -350,3 +350,60 @@ def test_audit_checks_a_heads_note_against_the_log(exported: Exported) -> None:
         f.check == "heads" and f"run {SEED}" in f.reason and "disagrees" in f.reason
         for f in report.findings
     )
+
+
+# ------------------------------------------- found by an attacker reviewing this design
+
+
+def test_an_unsigned_header_cannot_switch_completeness_off(exported: Exported) -> None:
+    """The header is not signed: "all": false (or anything but true) with the heads removed
+    once made the bundle neither whole-log nor scoped, and a bundle with the refuting rerun
+    and the rivals left out VERIFIED. Without heads, only a whole-log bundle passes."""
+    records = exported.bundle([SEED])
+    rivals = {str(run_id(r)) for r in MEMBERS if r != SEED}
+    latest = max((r for r in events(records) if of_run(SEED)(r)), key=lambda r: r["version"])
+    edited = without(records, lambda r: r is latest or r["aggregate"] in rivals)
+    edited = [
+        r
+        for r in edited
+        if r["type"] != "heads" and not (r["type"] == "claim" and r["run"] != SEED)
+    ]
+    claim = claim_of(edited, SEED)
+    claim["evidence"]["level"] = "verified"
+    claim["standings"] = {"source-native": {"rank": 1, "of": 1}, "verified": {"rank": 1, "of": 1}}
+    for scope in ({"all": False}, {"all": None}, {"all": 0}, {}, {"runs": [SEED]}):
+        edited[0]["scope"] = scope
+        report = verify(edited, exported.world.root, expect=Expectation(SEED, rank=1))
+        failed_with(report, "complete", "no heads")
+
+
+def test_the_header_cannot_name_a_run_the_heads_do_not_cover(exported: Exported) -> None:
+    records = exported.bundle([RUN_15149])
+    records[0]["scope"]["runs"] = [SEED]
+    failed_with(verify(records, exported.world.root), "complete", "which the heads do not cover")
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda c: c["evidence"].__setitem__("policyVersion", "evidence-v0"),
+        lambda c: c["evidence"].__setitem__("reasons", ["made up, never checked"]),
+        lambda c: c["standings"].__setitem__("overall", {"rank": 1, "of": 1}),
+        lambda c: c.__setitem__("badge", "gold"),
+        lambda c: c["standings"].__setitem__("source-native", {"rank": True, "of": 3}),
+        lambda c: c["standings"].__setitem__("source-native", {"rank": 3.0, "of": 3}),
+    ],
+    ids=["policy", "extra-evidence", "unknown-view", "extra-field", "bool-rank", "float-rank"],
+)
+def test_every_field_of_a_claim_is_checked_or_refused(exported: Exported, edit: Any) -> None:
+    """A claim field the verifier does not recompute must not be there for a reader to take
+    as verified."""
+    records = exported.bundle([SEED])
+    edit(claim_of(records, SEED))
+    failed_with(verify(records, exported.world.root), "claim", "")
+
+
+def test_an_expectation_needs_a_prefix_long_enough(exported: Exported) -> None:
+    records = exported.bundle([SEED])
+    report = verify(records, exported.world.root, expect=Expectation("7"))
+    failed_with(report, "expectation", "at least 8 hex digits")
