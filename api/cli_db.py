@@ -48,6 +48,13 @@ def db_upgrade(home: HomeOption = None, db: DbOption = None, as_json: JsonOption
     if applied:
         steps = ", ".join(str(v) for v in applied)
         out.print(f"{_shown(url)}: schema upgraded to version {status.version} (applied {steps})")
+        if 2 in applied and applied[0] > 1:
+            # Version 2 came with stricter admission rules (one signature per envelope,
+            # canonical roles, no hidden characters...), which every re-verification applies.
+            out.print(
+                "note: events admitted by an earlier release are now judged by the stricter "
+                "rules of this one; run 'kernelindex audit' to see any that no longer verify"
+            )
     else:
         out.print(f"{_shown(url)}: schema already at version {status.version}; nothing to do")
 

@@ -87,7 +87,10 @@ def serve(
             "writer process; use --workers 1, or --db postgresql+psycopg://...",
         )
     ledger = build_demo(target)[0] if demo else target.open()
-    public_url = public_url or _url(host, port)
+    if public_url is None and host not in {"0.0.0.0", "::", ""}:  # noqa: S104
+        # Its own address, when that is one clients can reach; behind a wildcard bind the
+        # permalink stays relative (never the client's Host header): give --public-url.
+        public_url = _url(host, port)
     out.print(
         f"Serving the ledger at [bold]{target.path}[/] ({target.db_url})\n"
         f"  listening on {_url(host, port)}  (API under /v1, OpenAPI at /schema)"
@@ -100,7 +103,8 @@ def serve(
         os.environ[HOME_ENV] = str(target.path)
         os.environ[DB_ENV] = target.db_url
         os.environ[LOG_FORMAT_ENV] = log_format.value
-        os.environ[PUBLIC_URL_ENV] = public_url
+        if public_url is not None:
+            os.environ[PUBLIC_URL_ENV] = public_url
         uvicorn.run(
             APP_FACTORY,
             factory=True,

@@ -90,10 +90,6 @@ class LedgerClient:
         """One run record (GET /v1/runs/{ref}); ``reference`` is a digest or unique prefix."""
         return self._object("GET", f"/v1/runs/{_segment(reference)}")
 
-    def history(self, reference: str) -> dict[str, Any]:
-        """A run's events as the server verified them (GET /v1/runs/{ref}/history)."""
-        return self._object("GET", f"/v1/runs/{_segment(reference)}/history")
-
     def run_bundle(self, reference: str, held: list[int]) -> list[str]:
         """The bundle of one run's own history and its signers' keys (GET /v1/bundle), proving
         it extends checkpoints of the ``held`` sizes."""
@@ -117,13 +113,6 @@ class LedgerClient:
         """Append an admin-signed rerun request; the receipt (201, or 200 for a duplicate)."""
         path = f"/v1/runs/{_segment(run_digest)}/rerun-requests"
         return self._object("POST", path, body=envelope)
-
-    def key(self, key_id: str) -> dict[str, Any]:
-        """One registered key with its public key, roles and validity (GET /v1/keys/{id})."""
-        return self._object("GET", f"/v1/keys/{_segment(key_id)}")
-
-    def trust_root(self) -> dict[str, Any]:
-        return self._object("GET", "/v1/trust-root")
 
     # ------------------------------------------------------------- transport
 

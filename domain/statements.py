@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
+import unicodedata
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -66,21 +67,33 @@ def _rfc3339(value: str) -> str:
     return value
 
 
-# Unicode's bidirectional formatting characters: in a label, a note or a link they make text
-# display as something other than what it is (a URL that reads as another, "Trojan Source").
-# Signed text may not carry them, nor other invisible format or control characters but
-# newline and tab.
-_HIDDEN = re.compile(
-    "[\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff\x00-\x08\x0b-\x1f\x7f-\x9f]"
-)
+# Signed text may not carry characters that change how it displays without being seen:
+# Unicode's format characters (bidirectional overrides and isolates, zero-width joiners and
+# spaces, tag characters, the soft hyphen...: category Cf), controls other than tab,
+# newline and carriage return (Cc), line and paragraph separators (Zl, Zp), surrogates and
+# private-use characters. In a label, a note or a link they make text read as something
+# other than what it is (a URL that displays as another, "Trojan Source").
+_ASCII_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co"})
+_ALLOWED_CONTROLS = frozenset("\t\n\r")
 
 
 def _visible(value: str) -> str:
-    found = _HIDDEN.search(value)
-    if found is not None:
+    if value.isascii():  # the common case, at regex speed
+        found = _ASCII_CONTROL.search(value)
+        hidden = found.group() if found is not None else None
+    else:
+        hidden = next(
+            (
+                c
+                for c in value
+                if c not in _ALLOWED_CONTROLS and unicodedata.category(c) in _HIDDEN_CATEGORIES
+            ),
+            None,
+        )
+    if hidden is not None:
         raise ValueError(
-            f"must not contain the invisible or bidirectional control character "
-            f"U+{ord(found.group()):04X}"
+            f"must not contain the invisible or bidirectional control character U+{ord(hidden):04X}"
         )
     return value
 

@@ -72,7 +72,7 @@ from ledger.authority import (
     quantize,
 )
 from ledger.connections import ping_on_checkout
-from ledger.dsse import Envelope, SignatureError, pae, parse_envelope
+from ledger.dsse import Envelope, SignatureError, parse_envelope, signed_by
 from ledger.errors import (
     AlreadyExistsError,
     AmbiguousReferenceError,
@@ -395,7 +395,7 @@ class Ledger(Application[UUID]):
                 try:
                     if envelope.signed_digest in admitted_digests:  # sent twice in a group
                         first = admitted_digests[envelope.signed_digest]
-                        self._check_resubmission(envelope, signed_by=envelope.keyid)
+                        self._check_resubmission(envelope, envelope.keyid)
                         results.append(_Admitted(first, statement, True))
                         continue
                     outcome = self._admit(envelope, statement)
@@ -738,16 +738,11 @@ class Ledger(Application[UUID]):
                 signers[pid] = auth.key.version
         return auth
 
-    def _check_resubmission(self, envelope: Envelope, signed_by: str) -> None:
+    def _check_resubmission(self, envelope: Envelope, signer: str) -> None:
         """A statement stored already, sent again: it is the same event only if it carries
         its signer's own signature (not a copy of the statement under a made-up one)."""
-        keyid, sig = envelope.signatures[0]
-        state = self.key_state(signed_by)
-        if (
-            keyid != signed_by
-            or state is None
-            or not state.public_key.verify(sig, pae(envelope.payload_type, envelope.payload))
-        ):
+        state = self.key_state(signer)
+        if envelope.keyid != signer or state is None or not signed_by(envelope, state.public_key):
             raise SignatureError("signature does not verify under the key it names")
 
     def _existing_run(self, statement: Statement) -> Run:
@@ -1041,6 +1036,20 @@ class Ledger(Application[UUID]):
 
     def key_ids(self) -> list[str]:
         return [str(state.get("key_id")) for state in self.stored_states(Principal.Registered)]
+
+    def registered_keys(self, after: int = 0, limit: int = 100) -> list[tuple[int, str]]:
+        """(position, key id) of the key registrations after log position ``after``, at most
+        ``limit``, in log order: a page of keys (anyone may register attester keys)."""
+        batch = self.recorder.select_notifications(
+            after + 1, limit, topics=[f"{_TOPIC_PREFIX}Principal.Registered"]
+        )
+        found = []
+        for notification in batch:
+            try:
+                found.append((int(notification.id), str(json.loads(notification.state)["key_id"])))
+            except (ValueError, KeyError, TypeError):
+                continue  # an unreadable record: history and audit report it
+        return found
 
     def resolve_run(self, reference: str) -> str:
         """A full run digest from a digest or unique prefix (with or without ``sha256:``)."""

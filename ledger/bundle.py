@@ -44,7 +44,7 @@ from ledger.group_index import members_at
 from ledger.heads import GroupHead, Head, Heads, sign_heads
 from ledger.ids import principal_id, run_id
 from ledger.log_entries import LogEntry
-from ledger.transparency_log import NoLogKeyError, leaves
+from ledger.transparency_log import leaves
 from ledger.verify.format import BUNDLE_FORMAT
 
 _BATCH = 500
@@ -171,10 +171,8 @@ def recompute_heads(ledger: Ledger, session: Session, heads: Heads) -> Heads:
     )
 
 
-def _event_rows(
-    ledger: Ledger, size: int, aggregates: list[UUID] | None
-) -> Iterator[tuple[Any, ...]]:
-    """(leaf_index, position, aggregate, version, topic, state) in leaf order, batched."""
+def _event_rows(ledger: Ledger, size: int, aggregates: list[UUID] | None) -> Iterator[list[Any]]:
+    """Batches of (leaf_index, position, aggregate, version, topic, state), in leaf order."""
     events = ledger.recorder.events_record_cls  # type: ignore[attr-defined]
     columns = (
         leaves.c.leaf_index,
@@ -190,12 +188,14 @@ def _event_rows(
             wanted = sorted(int(r[2]) for r in _events_of(session, ledger, aggregates, size))
         for chunk in _chunks(wanted):
             with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
-                yield from session.execute(
-                    select(*columns)
-                    .join(events, events.id == leaves.c.position)
-                    .where(leaves.c.leaf_index.in_(chunk))
-                    .order_by(leaves.c.leaf_index)
-                ).all()
+                yield list(
+                    session.execute(
+                        select(*columns)
+                        .join(events, events.id == leaves.c.position)
+                        .where(leaves.c.leaf_index.in_(chunk))
+                        .order_by(leaves.c.leaf_index)
+                    ).all()
+                )
         return
     start = 0
     while start < size:
@@ -210,7 +210,7 @@ def _event_rows(
             rows = session.execute(query).all()
         if not rows:
             return
-        yield from rows
+        yield list(rows)
         start = int(rows[-1][0]) + 1
 
 
@@ -277,8 +277,7 @@ def export_bundle(
     for older, proof in proofs:
         out.write(_line({"type": "consistency", "from": older, "proof": [_b64(h) for h in proof]}))
     if scope is not None:
-        if ledger.tlog.log_key is None:
-            raise NoLogKeyError("signing the bundle's heads needs the log key (keys/log.pem)")
+        assert ledger.tlog.log_key is not None  # sign_checkpoint above required it
         heads = Heads(
             ledger.trust_root.origin, size, checkpoint.root, scope.runs, scope.keys, scope.groups
         )
@@ -290,34 +289,48 @@ def export_bundle(
     count = 0
     referenced: set[str] = set()
     aggregates = scope.aggregates() if scope is not None else None
-    for leaf_index, position, aggregate, version, topic, state in _event_rows(
-        ledger, size, aggregates
-    ):
-        entry = LogEntry.from_stored(
-            int(position), str(aggregate), int(version), str(topic), bytes(state)
-        )
+    for batch in _event_rows(ledger, size, aggregates):
         with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
-            proof = ledger.tlog.proof_hashes(session, int(leaf_index), size)
-        out.write(
-            _line(
-                {
-                    "type": "event",
-                    "leafIndex": int(leaf_index),
-                    "position": entry.position,
-                    "aggregate": entry.aggregate,
-                    "version": entry.version,
-                    "topic": entry.topic,
-                    "receivedAt": entry.received_at,
-                    "envelope": entry.envelope,
-                    "proof": [_b64(h) for h in proof],
-                }
+            paths = ledger.tlog.proofs(session, [int(r[0]) for r in batch], size)
+        for leaf_index, position, aggregate, version, topic, state in batch:
+            entry = LogEntry.from_stored(
+                int(position), str(aggregate), int(version), str(topic), bytes(state)
             )
+            count += 1
+            _write_event(out, int(leaf_index), entry, paths[int(leaf_index)])
+            if entry.topic.endswith(":Run.Ingested"):
+                referenced.update(_referenced_artifacts(entry.envelope))
+            if progress is not None:
+                progress(count)
+    _write_artifacts(ledger, out, referenced)
+    out.write(_line({"type": "footer", "events": count}))
+    return ExportSummary(
+        events=count,
+        tree_size=size,
+        runs=len(scope.runs) if scope is not None else None,
+        keys=len(scope.keys) if scope is not None else None,
+    )
+
+
+def _write_event(out: IO[str], leaf_index: int, entry: LogEntry, proof: list[bytes]) -> None:
+    out.write(
+        _line(
+            {
+                "type": "event",
+                "leafIndex": leaf_index,
+                "position": entry.position,
+                "aggregate": entry.aggregate,
+                "version": entry.version,
+                "topic": entry.topic,
+                "receivedAt": entry.received_at,
+                "envelope": entry.envelope,
+                "proof": [_b64(h) for h in proof],
+            }
         )
-        count += 1
-        if entry.topic.endswith(":Run.Ingested"):
-            referenced.update(_referenced_artifacts(entry.envelope))
-        if progress is not None:
-            progress(count)
+    )
+
+
+def _write_artifacts(ledger: Ledger, out: IO[str], referenced: set[str]) -> None:
     store = ArtifactStore(ledger.recorder)
     for digest in sorted(referenced):
         if store.has(digest):
@@ -333,10 +346,3 @@ def export_bundle(
                     }
                 )
             )
-    out.write(_line({"type": "footer", "events": count}))
-    return ExportSummary(
-        events=count,
-        tree_size=size,
-        runs=len(scope.runs) if scope is not None else None,
-        keys=len(scope.keys) if scope is not None else None,
-    )

@@ -169,6 +169,13 @@ def sign_envelope(statement: Mapping[str, Any], key: SigningKey) -> dict[str, An
 KeyResolver = Callable[[str], PublicKey | None]
 
 
+def signed_by(envelope: Envelope, key: PublicKey) -> bool:
+    """Whether the envelope's one signature is ``key``'s over its PAE bytes, under the key
+    id it names (the only place a signature is checked)."""
+    keyid, sig = envelope.signatures[0]
+    return key.key_id == keyid and key.verify(sig, pae(envelope.payload_type, envelope.payload))
+
+
 def verify_envelope(envelope: Envelope, resolve: KeyResolver) -> str:
     """The key id of the envelope's signature, if it verifies under the key ``resolve``
     trusts for that id. Raises UnknownKeyError when ``resolve`` knows no such key,
@@ -177,11 +184,11 @@ def verify_envelope(envelope: Envelope, resolve: KeyResolver) -> str:
     Only says that a key signed: whether that key may sign the statement is
     ``ledger.authority``'s to decide.
     """
-    keyid, sig = envelope.signatures[0]
+    keyid = envelope.keyid
     key = resolve(keyid)
     if key is None:
         raise UnknownKeyError(f"no signature is by a registered key (keyid {keyid or '(empty)'})")
     # Defence in depth: the resolver must hand back the key the id names.
-    if key.key_id != keyid or not key.verify(sig, pae(envelope.payload_type, envelope.payload)):
+    if not signed_by(envelope, key):
         raise SignatureError("signature does not verify under the key it names")
     return keyid

@@ -33,13 +33,16 @@ MAX_PAGE = 500
 class VerificationCache:
     """Verifications of stored events, by (position, SHA-256 of the stored bytes), each
     with the state of the key its envelope names when it was verified; reused only while
-    that key's state is still the same. Bounded (least recently used go first)."""
+    that key's state is still the same. Bounded by entries and by the stored bytes they
+    keep (an ingestion carries up to megabytes of manifests): least recently used go first."""
 
-    def __init__(self, size: int = 50_000) -> None:
+    def __init__(self, size: int = 50_000, max_bytes: int = 64 * 1024 * 1024) -> None:
         self.size = size
-        self._items: OrderedDict[tuple[Any, ...], tuple[KeyState | None, EventVerification]] = (
-            OrderedDict()
-        )
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[
+            tuple[Any, ...], tuple[KeyState | None, EventVerification, int]
+        ] = OrderedDict()
+        self._bytes = 0
         self._lock = threading.Lock()
 
     def verify(
@@ -74,11 +77,15 @@ class VerificationCache:
             keys=keys,
             trust_root=trust_root,
         )
+        weight = len(record.state)
         with self._lock:
-            self._items[key] = (state, result)
-            self._items.move_to_end(key)
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
+            old = self._items.pop(key, None)
+            if old is not None:  # verified again (its signer's key changed): replaced
+                self._bytes -= old[2]
+            self._items[key] = (state, result, weight)
+            self._bytes += weight
+            while self._items and (len(self._items) > self.size or self._bytes > self.max_bytes):
+                self._bytes -= self._items.popitem(last=False)[1][2]
         return result
 
 
@@ -226,7 +233,11 @@ class RunEvents:
 def run_events(ledger: Ledger, run_digest: str, latest: int = LATEST_ATTESTATIONS) -> RunEvents:
     aggregate = run_id(run_digest)
     state = ledger.stored_records(aggregate, events=STATE_EVENTS)
-    newest = ledger.stored_records(aggregate, events=["Run.Attested"], limit=latest, newest=True)
+    newest = (
+        ledger.stored_records(aggregate, events=["Run.Attested"], limit=latest, newest=True)
+        if latest > 0
+        else []
+    )
     verified = verify_records(ledger, [*state, *newest])
     return RunEvents(verified[: len(state)], verified[len(state) :], ledger.event_count(aggregate))
 

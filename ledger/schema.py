@@ -42,12 +42,13 @@ from domain.errors import DomainError
 from domain.run_facts import comparison_key_of
 from domain.timestamps import format_time, utc_now
 from ledger import artifacts, group_index, transparency_log
+from ledger.aggregates import Run
 from projections import tables as view_tables
 
 SCHEMA_VERSION = 2
 APPLICATION_NAME = "KernelIndex"  # eventsourcing names the event table after it
 EVENTS_TABLE = APPLICATION_NAME.lower() + "_events"
-INGESTED_TOPIC = "ledger.aggregates:Run.Ingested"
+INGESTED_TOPIC = f"{Run.__module__}:{Run.Ingested.__qualname__}"  # as eventsourcing stores it
 _ADVISORY_LOCK_ID = 0x4B49_5343_4845  # "KISCHE"
 
 _metadata = MetaData()
@@ -118,9 +119,12 @@ def _version_2(db_url: str, conn: Connection) -> None:
     scanning every attestation anyone added to the run."""
     group_index.metadata.create_all(conn, checkfirst=True)
     events = Table(EVENTS_TABLE, MetaData(), autoload_with=conn)
-    Index(f"{EVENTS_TABLE}_by_topic", events.c.originator_id, events.c.topic).create(
-        conn, checkfirst=True
-    )
+    Index(
+        f"{EVENTS_TABLE}_by_topic",
+        events.c.originator_id,
+        events.c.topic,
+        events.c.originator_version,  # the newest N of a class, without sorting them all
+    ).create(conn, checkfirst=True)
     members = group_index.group_members
     done = select(members.c.position)
     last = 0

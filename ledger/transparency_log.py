@@ -37,6 +37,7 @@ from sqlalchemy.orm import Session
 
 from domain.errors import DomainError
 from domain.timestamps import format_time, utc_now
+from ledger.errors import ReadOnlyStoreError, StoreFullError, store_error
 from ledger.keys import PublicKey, SigningKey
 from ledger.log_entries import LogEntry
 from ledger.merkle import (
@@ -286,6 +287,17 @@ class TransparencyLog:
             session, lambda get: inclusion_proof_from_nodes(leaf_index, size, get)
         )
 
+    def proofs(
+        self, session: Session, leaf_indices: Sequence[int], size: int
+    ) -> dict[int, list[bytes]]:
+        """Inclusion proofs of these leaves in the tree of ``size``, with one node query for
+        all of them (an export's batch)."""
+        wanted = sorted(set(leaf_indices))
+        return _with_prefetch(
+            session,
+            lambda get: {leaf: inclusion_proof_from_nodes(leaf, size, get) for leaf in wanted},
+        )
+
     def inclusion(self, session: Session, leaf_index: int, size: int) -> InclusionProof:
         proof = self.proof_hashes(session, leaf_index, size)
         return InclusionProof(leaf_index, size, self.root(session, size), tuple(proof))
@@ -334,33 +346,51 @@ class TransparencyLog:
     def sign_checkpoint(self, size: int | None = None) -> SignedCheckpoint:
         """Sign (or return the already signed) checkpoint for the current tree size, or for
         an earlier ``size`` (a tree of that size has one root forever, so this never makes
-        two roots for one size)."""
+        two roots for one size).
+
+        Reads first, without the log's lock: a checkpoint already signed (the common case for
+        readers and exports) costs no write and never waits for writers. A new one is stored
+        under the lock; on a store that refuses writes (read-only, full) it is returned
+        unstored — Ed25519 is deterministic, so it is the very note storing would keep."""
         if self.log_key is None:
             raise NoLogKeyError("signing a checkpoint needs the log key (keys/log.pem)")
-        with self.recorder.transaction(commit=True) as session:
-            self.lock(session)
+        with self.recorder.transaction(commit=False) as session:
             current = self.tree_size(session)
             if size is None:
                 size = current
             elif not 0 <= size <= current:
                 raise LogIntegrityError(f"tree size {size} is beyond the log's {current} leaves")
             root = self.root(session, size)
-            existing = session.execute(
-                select(checkpoints).where(checkpoints.c.size == size)
-            ).first()
-            if existing is not None:
-                if bytes(existing.root) != root:
-                    raise LogIntegrityError(
-                        f"the tree of size {size} no longer has the root signed for it"
+            existing = self._stored_checkpoint(session, size, root)
+        if existing is not None:
+            return existing
+        body = format_checkpoint(self.origin, size, root)
+        note = sign_note(body, self.origin, self.log_key.private_key())
+        signed_at = format_time(utc_now())
+        try:
+            with self.recorder.transaction(commit=True) as session:
+                self.lock(session)
+                existing = self._stored_checkpoint(session, size, root)
+                if existing is not None:  # signed meanwhile by another process
+                    return existing
+                session.execute(
+                    checkpoints.insert().values(
+                        size=size, root=root, note=note, signed_at=signed_at
                     )
-                return SignedCheckpoint(size, root, existing.note, existing.signed_at)
-            body = format_checkpoint(self.origin, size, root)
-            note = sign_note(body, self.origin, self.log_key.private_key())
-            signed_at = format_time(utc_now())
-            session.execute(
-                checkpoints.insert().values(size=size, root=root, note=note, signed_at=signed_at)
-            )
+                )
+        except Exception as exc:
+            if not isinstance(store_error(exc), ReadOnlyStoreError | StoreFullError):
+                raise
         return SignedCheckpoint(size, root, note, signed_at)
+
+    @staticmethod
+    def _stored_checkpoint(session: Session, size: int, root: bytes) -> SignedCheckpoint | None:
+        existing = session.execute(select(checkpoints).where(checkpoints.c.size == size)).first()
+        if existing is None:
+            return None
+        if bytes(existing.root) != root:
+            raise LogIntegrityError(f"the tree of size {size} no longer has the root signed for it")
+        return SignedCheckpoint(size, root, existing.note, existing.signed_at)
 
     def checkpoints(self, session: Session) -> list[SignedCheckpoint]:
         rows = session.execute(select(checkpoints).order_by(checkpoints.c.size)).all()

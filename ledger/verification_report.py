@@ -49,7 +49,6 @@ class Check(StrEnum):
     SEQUENCED = "sequenced"  # every event has exactly one leaf, densely
     LEAF = "leaf"  # each leaf hash recomputed from its event
     TREE = "tree"  # stored subtree hashes recomputed from the leaves
-    SERVER = "server"  # a server's answer agrees with what was re-verified here
 
 
 # Bound the findings kept so a badly damaged million-event bundle cannot exhaust memory;

@@ -40,8 +40,11 @@ _LINKS: dict[tuple[str, str, str], dict[str, tuple[str, dict[str, str]]]] = {
         "GroupBundle": ("V1BundleBundle", {"query.cohort": "$response.body#/0/comparisonKey"}),
     },
     ("/v1/keys", "get", "200"): {
-        "Key": ("V1KeysKeyIdKey", {"path.key_id": "$response.body#/0/keyId"}),
-        "KeyHistory": ("V1KeysKeyIdHistoryHistory", {"path.key_id": "$response.body#/0/keyId"}),
+        "Key": ("V1KeysKeyIdKey", {"path.key_id": "$response.body#/items/0/keyId"}),
+        "KeyHistory": (
+            "V1KeysKeyIdHistoryHistory",
+            {"path.key_id": "$response.body#/items/0/keyId"},
+        ),
     },
     ("/v1/log/checkpoint", "get", "200"): {
         "FirstLeafProof": (

@@ -25,6 +25,7 @@ from domain.ranking import View
 from domain.statements import PredicateType
 from ledger.application import Ledger, Receipt
 from ledger.artifacts import ArtifactStore, StoredArtifact
+from ledger.authority import KeyState
 from ledger.dsse import MAX_ENVELOPE_BYTES, parse_envelope
 from ledger.errors import (
     AmbiguousReferenceError,
@@ -328,26 +329,23 @@ class LedgerService:
     def compare(self, a: str, b: str) -> dict[str, Any]:
         return compare_runs(self.ledger, self.resolve(a), self.resolve(b))
 
-    def keys(self) -> list[dict[str, Any]]:
-        return [self.key(key_id) for key_id in self.ledger.key_ids()]
+    def keys(self, cursor: str | None = None, limit: int = 50) -> dict[str, Any]:
+        """A page of registered keys in registration order (anyone may add attester keys:
+        a page costs its keys, read in one query)."""
+        size = max(1, min(limit, MAX_PAGE))
+        after = Cursor.decode(cursor).after if cursor is not None else 0
+        page = self.ledger.registered_keys(after, size + 1)
+        more = len(page) > size
+        page = page[:size]
+        states = self.ledger.key_states(k for _, k in page)
+        items = [_key_item(states[k]) for _, k in page if k in states]
+        return {"items": items, "next": Cursor(page[-1][0]).encode() if more and page else None}
 
     def key(self, key_id: str) -> dict[str, Any]:
         record = self.ledger.key_state(key_id)
         if record is None:
             raise NotFoundError(f"no key {key_id} is registered")
-        return {
-            "keyId": record.key_id,
-            "publicKey": base64.b64encode(record.public_key.raw).decode(),
-            "roles": sorted(str(r) for r in record.roles),
-            "label": record.label,
-            "validFrom": record.valid_from,
-            "validUntil": record.valid_until,
-            "registeredAt": record.registered_at,
-            "registeredPosition": record.registered_position,
-            "revokedAt": record.revoked_at,
-            "revokedPosition": record.revoked_position,
-            "status": "revoked" if record.revoked else "active",
-        }
+        return _key_item(record)
 
     def key_history(self, key_id: str) -> dict[str, Any]:
         self.key(key_id)
@@ -402,6 +400,8 @@ class LedgerService:
     ) -> str:
         if bool(runs) == bool(cohort):
             raise NotFoundError("give run=DIGEST (repeatable) or cohort=KEY, not both")
+        if cohort and not group:
+            raise BadQueryError("a cohort's bundle is its group: group=false goes with run=")
         resolved = [self.resolve(r) for r in runs] if runs else None
         # The fold takes the projection lock briefly; the export itself only reads (a
         # consistent snapshot of the views), so concurrent exports never hold up reads.
@@ -433,6 +433,22 @@ class LedgerService:
             "treeSize": size,
             "database": self.ledger.recorder.datastore.engine.dialect.name,  # type: ignore[attr-defined]
         }
+
+
+def _key_item(record: KeyState) -> dict[str, Any]:
+    return {
+        "keyId": record.key_id,
+        "publicKey": base64.b64encode(record.public_key.raw).decode(),
+        "roles": sorted(str(r) for r in record.roles),
+        "label": record.label,
+        "validFrom": record.valid_from,
+        "validUntil": record.valid_until,
+        "registeredAt": record.registered_at,
+        "registeredPosition": record.registered_position,
+        "revokedAt": record.revoked_at,
+        "revokedPosition": record.revoked_position,
+        "status": "revoked" if record.revoked else "active",
+    }
 
 
 def _page_fields(page: HistoryPage) -> dict[str, Any]:

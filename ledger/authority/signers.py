@@ -31,7 +31,7 @@ from domain.statements import (
 )
 from domain.timestamps import format_time, parse_time
 from ledger.authority.key_book import KeyLookup, KeyState
-from ledger.dsse import Envelope, SignatureError, UnknownKeyError, pae
+from ledger.dsse import Envelope, SignatureError, UnknownKeyError, signed_by
 from ledger.errors import (
     ClockSkewError,
     ExpiredKeyError,
@@ -89,14 +89,13 @@ def authorize(
     """The signer of ``envelope`` if it may say ``statement`` at ``at``; else raise why
     (UnknownKeyError / SignatureError, RevokedKeyError / ExpiredKeyError / ClockSkewError,
     WrongRoleError)."""
-    ((keyid, signature),) = envelope.signatures
-    message = pae(envelope.payload_type, envelope.payload)
+    keyid = envelope.keyid
     if isinstance(predicate, KeyPredicate) and keyid == predicate.keyId:
-        return _self_signed(predicate, signature, message, trust_root)
+        return _self_signed(envelope, predicate, trust_root)
     state = keys(keyid)
     if state is None or not state.registered_before(at.position):
         raise UnknownKeyError(f"no signature is by a registered key (keyid {keyid or '(empty)'})")
-    if state.key_id != keyid or not state.public_key.verify(signature, message):
+    if state.key_id != keyid or not signed_by(envelope, state.public_key):
         raise SignatureError("signature does not verify under the registered key it names")
     check_usable(state, at, parse_time(predicate.issuedAt, "predicate.issuedAt"))
     allowed = SIGNER_ROLES[statement.predicateType]
@@ -110,13 +109,13 @@ def authorize(
 
 
 def _self_signed(
-    predicate: KeyPredicate, signature: bytes, message: bytes, trust_root: TrustRoot
+    envelope: Envelope, predicate: KeyPredicate, trust_root: TrustRoot
 ) -> Authorization:
     try:
         own = PublicKey.from_b64(predicate.publicKey)
     except ValueError:
         raise DigestMismatchError("publicKey is not an Ed25519 public key") from None
-    if own.key_id != predicate.keyId or not own.verify(signature, message):
+    if own.key_id != predicate.keyId or not signed_by(envelope, own):
         raise SignatureError("the key statement's own signature does not verify")
     if predicate.action is KeyAction.REGISTER and not (
         predicate.roles == [Role.ATTESTER] or trust_root.is_admin(predicate.keyId)

@@ -31,7 +31,6 @@ class Completeness:
         self._aggregates: dict[UUID, _Seen] = {}
         self._signers: set[str] = set()
         self._in_range = 0
-        self._uncovered = 0
 
     def scoped(self, heads: Heads) -> None:
         self.heads = heads
@@ -62,7 +61,6 @@ class Completeness:
         try:
             state = self._aggregates[UUID(aggregate)]
         except (KeyError, ValueError):
-            self._uncovered += 1
             report.fail(
                 Check.COMPLETE,
                 where,
@@ -99,7 +97,7 @@ class Completeness:
                 "every event of its runs",
             )
             return
-        named = {**{run_id(r): h for r, h in self.heads.runs.items()}}
+        named = {run_id(r): h for r, h in self.heads.runs.items()}
         named |= {principal_id(k): h for k, h in self.heads.keys.items()}
         for aggregate, head in named.items():
             state = self._aggregates[aggregate]

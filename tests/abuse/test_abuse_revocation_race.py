@@ -10,6 +10,7 @@ order every admitted event of the key comes before its revocation — trial afte
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
@@ -34,6 +35,8 @@ from ledger.history import key_history, run_history
 from ledger.home import LedgerHome
 from ledger.ids import principal_id, run_id
 from ledger.keys import SigningKey
+from ledger.verify import Outcome, VerificationPolicy, outcome_of, verify_bundle_lines
+from projections.export import export_runs
 
 SEED = "sha256:7e18c26ca3b60572c4fc8589c4b3b9a86b548ef031df4242ea2483b649bd6a47"
 NAME = "sol-submission-38823"
@@ -111,4 +114,12 @@ def test_no_event_is_admitted_after_its_keys_revocation(db_url: str, tmp_path: P
         assert [h.event for h in history] == ["Principal.Registered", "Principal.Revoked"]
         assert all(h.ok for h in history)
     assert ledger.event_count(principal_id(keys[0].key_id)) == 2
+    # ... and the flooded run's bundle (every flooder's key events with it) verifies offline.
+    out = io.StringIO()
+    export_runs(ledger, out, [SEED])
+    bundle = verify_bundle_lines(
+        out.getvalue().splitlines(), VerificationPolicy(trust_root=ledger.trust_root), workers=1
+    )
+    assert outcome_of(bundle) is Outcome.VERIFIED, bundle.findings[:5]
+    assert bundle.passed["complete"] >= TRIALS
     ledger.close()

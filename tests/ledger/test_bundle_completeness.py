@@ -204,16 +204,25 @@ def test_only_the_claim_edited(exported: Exported) -> None:
 
 
 def test_heads_of_another_export_do_not_prove_a_group(exported: Exported) -> None:
-    """Heads from a bundle of another scope (here the whole group's heads swapped for those
-    of a one-run cohort-less export made at the same checkpoint) cannot be reused: heads
-    are signed as a whole, and a claim needs its group's head."""
+    """Genuine heads, signed by the log key at the very same checkpoint, but of another
+    export (the run's own history, without its group): swapped into the group bundle, they
+    do not prove the group, nor cover its rivals' events."""
     records = exported.bundle([SEED])
-    heads = next(r for r in records if r["type"] == "heads")
-    forged = copy.deepcopy(heads)
+    own = exported.bundle([SEED], group=False)
+    assert next(r for r in own if r["type"] == "checkpoint") == next(
+        r for r in records if r["type"] == "checkpoint"
+    )
+    at = next(i for i, r in enumerate(records) if r["type"] == "heads")
+    records[at] = next(r for r in own if r["type"] == "heads")
+    report = verify(records, exported.world.root)
+    assert report.passed["heads"] == 1  # the note itself is genuine
+    failed_with(report, "group", "the heads do not prove who its members are")
+    failed_with(report, "complete", "which the heads do not cover")
+    # A note edited after signing is refused outright.
+    forged = copy.deepcopy(records[at])
     body, signature = forged["note"].split("\n\n", 1)
-    kept = [line for line in body.split("\n") if not line.startswith("group ")]
-    forged["note"] = "\n".join(kept) + "\n\n" + signature
-    records[records.index(heads)] = forged
+    forged["note"] = body.replace(f"run {SEED} ", f"run {SEED}  ") + "\n\n" + signature
+    records[at] = forged
     failed_with(verify(records, exported.world.root), "heads", "does not verify")
 
 

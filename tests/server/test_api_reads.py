@@ -147,8 +147,14 @@ def test_groups_leaderboards_and_compare(served: Served) -> None:
 
 def test_keys_and_their_history(served: Served) -> None:
     c = served.client
-    keys = c.get("/v1/keys").json()
-    labels = {k["label"]: k for k in keys}
+    page = c.get("/v1/keys").json()
+    assert page["next"] is None
+    labels = {k["label"]: k for k in page["items"]}
+    first = c.get("/v1/keys", params={"limit": 2}).json()
+    rest = c.get("/v1/keys", params={"limit": 50, "cursor": first["next"]}).json()
+    assert [k["keyId"] for k in first["items"] + rest["items"]] == [
+        k["keyId"] for k in page["items"]
+    ]
     assert set(labels) == {"admin", "ingester", "log", "demo"}
     assert labels["demo"]["roles"] == ["attester"] and labels["demo"]["status"] == "active"
     one = c.get(f"/v1/keys/{labels['admin']['keyId']}").json()

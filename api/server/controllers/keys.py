@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from litestar import Controller, Request, Response, get, post
-from litestar.params import JSONBody, PathParameter, RawBody
+from litestar.params import JSONBody, PathParameter, QueryParameter, RawBody
 
 from api.server.controllers.common import DsseEnvelope, Service, write
+from api.server.service import MAX_PAGE
 from domain.statements import PredicateType
 
 KeyIdPath = Annotated[
@@ -19,9 +20,16 @@ class KeyController(Controller):
     path = "/v1/keys"
     tags = ("keys",)
 
-    @get("/", sync_to_thread=True, summary="Every registered key with its roles and status")
-    def list_keys(self, service: Service) -> list[dict[str, Any]]:
-        return service.keys()
+    @get(
+        "/", sync_to_thread=True, summary="Registered keys with roles and status, a page at a time"
+    )
+    def list_keys(
+        self,
+        service: Service,
+        cursor: Annotated[str | None, QueryParameter(max_length=100)] = None,
+        limit: Annotated[int, QueryParameter(ge=1, le=MAX_PAGE)] = 50,
+    ) -> dict[str, Any]:
+        return service.keys(cursor, limit)
 
     @get("/{key_id:str}", sync_to_thread=True, summary="One key")
     def key(self, service: Service, key_id: KeyIdPath) -> dict[str, Any]:

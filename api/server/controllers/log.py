@@ -8,6 +8,7 @@ from litestar import Controller, Response, get
 from litestar.params import PathParameter, QueryParameter
 
 from api.server.controllers.common import Service
+from api.server.service import BadQueryError
 
 NDJSON = "application/x-ndjson"
 
@@ -77,7 +78,9 @@ class LogController(Controller):
             ),
         ] = None,
     ) -> Response[str]:
-        sizes = [s for s in checkpoint or [] if 0 <= s <= 2**53 - 1]
+        sizes = list(checkpoint or [])
+        if any(not 0 <= s <= 2**53 - 1 for s in sizes):
+            raise BadQueryError("checkpoint= takes tree sizes (0 to 2^53 - 1)")
         text = service.bundle(run or [], cohort, group=group, held=sizes)
         return Response(
             text,

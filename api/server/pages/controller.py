@@ -24,7 +24,7 @@ from sqlalchemy import func, select
 from api.server.controllers.common import Service
 from api.server.controllers.runs import citation
 from api.server.pages.chart import Bar, bar_chart
-from api.server.pages.format import FILTERS, format_value, path_segment
+from api.server.pages.format import FILTERS, badge_rules, format_value, path_segment
 from api.server.problems import STATUS_BY_CODE, TITLES
 from api.server.service import LedgerService
 from domain.errors import DomainError
@@ -32,7 +32,9 @@ from domain.ranking import View
 from projections.tables import runs as runs_table
 
 HERE = Path(__file__).parent
-STYLESHEET = (HERE / "static" / "style.css").read_text("utf-8")
+# The badge colours come from the one table the chart uses too (the pages' CSP forbids
+# inline styles, so they are rules here, not attributes).
+STYLESHEET = (HERE / "static" / "style.css").read_text("utf-8") + badge_rules()
 RECENT_RUNS = 15
 
 _log = structlog.get_logger("kernelindex.pages")

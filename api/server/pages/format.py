@@ -21,6 +21,16 @@ LEVEL_COLOURS: dict[str, str] = {
 UNKNOWN_LEVEL_COLOUR = "#3d3d3d"
 
 
+def badge_rules() -> str:
+    """The stylesheet rules that colour each evidence level's badge."""
+    rules = [f".badge.evidence {{ background-color: {UNKNOWN_LEVEL_COLOUR}; }}"]
+    rules += [
+        f'.badge.evidence[data-level="{level}"] {{ background-color: {colour}; }}'
+        for level, colour in LEVEL_COLOURS.items()
+    ]
+    return "\n" + "\n".join(rules) + "\n"
+
+
 def format_ns(value: float | None) -> str:
     """A latency in the unit a person reads best: 1750693 → "1.751 ms"."""
     if value is None or isinstance(value, bool) or not math.isfinite(value):
