@@ -30,7 +30,8 @@ from benchmarks.bench_http import (
 )
 from ledger.authoring import attestation_envelope
 
-pytestmark = pytest.mark.postgres
+# Builds ledgers from the shared seed manifest: skipped, with the reason, without ../shared.
+pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("shared")]
 
 
 def terminate_server_connections(db_url: str) -> int:

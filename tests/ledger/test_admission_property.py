@@ -201,6 +201,9 @@ actions = st.lists(
     max_size=14,
 )
 
+# One by one, or in groups through append_many (the group writer's path).
+grouping = st.one_of(st.none(), st.lists(st.integers(1, 5), min_size=1, max_size=10))
+
 
 # ------------------------------------------------------------------------------- the world
 
@@ -412,25 +415,46 @@ def expand(script: list[tuple[dict[str, Any], str, timedelta]]) -> list[tuple[An
     return out
 
 
-def play(w: World, script: list[tuple[dict[str, Any], str, timedelta]]) -> list[str]:
-    outcomes = []
+def play(
+    w: World,
+    script: list[tuple[dict[str, Any], str, timedelta]],
+    groups: list[int] | None = None,
+) -> list[str]:
+    """Send the script's envelopes one by one, or (``groups``) in groups of those sizes
+    through ``append_many``, as the API's group writer does: later envelopes of a group see
+    what earlier ones did (a key registered, then used)."""
+    outcomes: list[str] = []
+    pending: list[tuple[str, dict[str, Any]]] = []
+    sizes = iter(groups or [])
+    want = next(sizes, 1)
     for action, shape, step in expand(script):
         w.clock.now += step
         envelope = build(w, action)
         if envelope is None:
             continue
-        envelope = reshape(w, envelope, shape)
-        before = w.count()
-        try:
-            receipt = w.ledger.append(envelope)
-        except DomainError as exc:
-            assert w.count() == before, f"refused ({exc.code}) yet something was appended"
-            outcomes.append(f"{action['kind']}:{exc.code}")
+        pending.append((action["kind"], reshape(w, envelope, shape)))
+        if len(pending) >= want:
+            outcomes += _send(w, pending)
+            pending, want = [], next(sizes, 1)
+    if pending:
+        outcomes += _send(w, pending)
+    return outcomes
+
+
+def _send(w: World, group: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    before = w.count()
+    results = w.ledger.append_many([envelope for _, envelope in group])
+    new = 0
+    outcomes = []
+    for (kind, envelope), result in zip(group, results, strict=True):
+        if isinstance(result, DomainError):
+            outcomes.append(f"{kind}:{result.code}")
             continue
-        assert w.count() == before + (0 if receipt.duplicate else 1)
-        if not receipt.duplicate:
+        if not result.duplicate:
+            new += 1
             w.last = envelope
-        outcomes.append(f"{action['kind']}:{'duplicate' if receipt.duplicate else 'ok'}")
+        outcomes.append(f"{kind}:{'duplicate' if result.duplicate else 'ok'}")
+    assert w.count() == before + new, "a refused envelope appended something"
     return outcomes
 
 
@@ -462,9 +486,13 @@ def fresh(template: Path, tmp_path: Path, n: int) -> World:
 _counter = iter(range(10**9))
 
 
-def check_property(w: World, script: list[tuple[dict[str, Any], str, timedelta]]) -> list[str]:
+def check_property(
+    w: World,
+    script: list[tuple[dict[str, Any], str, timedelta]],
+    groups: list[int] | None = None,
+) -> list[str]:
     try:
-        outcomes = play(w, script)
+        outcomes = play(w, script, groups)
         assert_everything_verifies(w)
     finally:
         w.ledger.close()
@@ -477,11 +505,14 @@ def check_property(w: World, script: list[tuple[dict[str, Any], str, timedelta]]
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(script=actions)
+@given(script=actions, groups=grouping)
 def test_every_admitted_envelope_reverifies_and_every_refused_one_appends_nothing(
-    template: Path, tmp_path: Path, script: list[tuple[dict[str, Any], str, timedelta]]
+    template: Path,
+    tmp_path: Path,
+    script: list[tuple[dict[str, Any], str, timedelta]],
+    groups: list[int] | None,
 ) -> None:
-    check_property(fresh(template, tmp_path, next(_counter)), script)
+    check_property(fresh(template, tmp_path, next(_counter)), script, groups)
 
 
 @pytest.mark.slow
@@ -490,11 +521,14 @@ def test_every_admitted_envelope_reverifies_and_every_refused_one_appends_nothin
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(script=actions)
+@given(script=actions, groups=grouping)
 def test_the_property_at_length(
-    template: Path, tmp_path: Path, script: list[tuple[dict[str, Any], str, timedelta]]
+    template: Path,
+    tmp_path: Path,
+    script: list[tuple[dict[str, Any], str, timedelta]],
+    groups: list[int] | None,
 ) -> None:
-    check_property(fresh(template, tmp_path, next(_counter)), script)
+    check_property(fresh(template, tmp_path, next(_counter)), script, groups)
 
 
 # --------------------------------------------------------------------------- regressions
