@@ -27,15 +27,15 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 from uuid import UUID
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from domain.canonical import is_digest
 from domain.timestamps import format_time, utc_now
 from ledger.application import Ledger
 from ledger.artifacts import ArtifactStore
@@ -48,7 +48,6 @@ from ledger.transparency_log import leaves
 from ledger.verify.format import BUNDLE_FORMAT
 
 _BATCH = 500
-_COMPARISON_KEY = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -74,53 +73,49 @@ def _chunks(items: Sequence[Any], size: int = _BATCH) -> Iterator[Sequence[Any]]
 
 @dataclass(frozen=True)
 class _Scope:
-    """What a scoped bundle holds, as of a tree size: aggregates and their heads."""
+    """What a scoped bundle holds, as of a tree size: aggregates, their heads and leaves."""
 
     runs: dict[str, Head]
     keys: dict[str, Head]
     groups: dict[str, GroupHead]
-
-    def aggregates(self) -> list[UUID]:
-        return [run_id(r) for r in self.runs] + [principal_id(k) for k in self.keys]
+    leaves: list[int]  # every leaf of the scope's events, in order
 
 
-def _events_of(session: Session, ledger: Ledger, ids: Sequence[UUID], size: int) -> list[Any]:
-    """(aggregate, version, leaf index) of every event of these aggregates in the first
-    ``size`` leaves."""
+class _Event(NamedTuple):
+    aggregate: UUID
+    leaf: int
+    signer: str | None
+
+
+def _events_of(session: Session, ledger: Ledger, ids: Sequence[UUID], size: int) -> list[_Event]:
+    """Every event of these aggregates in the first ``size`` leaves: its aggregate, leaf and
+    the key id that signed it (one read gives a scope's heads, leaves and signers)."""
     events = ledger.recorder.events_record_cls  # type: ignore[attr-defined]
-    found: list[Any] = []
+    found: list[_Event] = []
     for chunk in _chunks(list(ids)):
-        found += session.execute(
-            select(events.originator_id, events.originator_version, leaves.c.leaf_index)
-            .join(leaves, leaves.c.position == events.id)
-            .where(events.originator_id.in_(chunk), leaves.c.leaf_index < size)
-        ).all()
-    return found
-
-
-def _heads_of(rows: Iterable[Any]) -> dict[UUID, Head]:
-    counts: dict[UUID, list[int]] = {}
-    for aggregate, _version, leaf in rows:
-        entry = counts.setdefault(UUID(str(aggregate)), [0, -1])
-        entry[0] += 1
-        entry[1] = max(entry[1], int(leaf))
-    return {a: Head(n, last) for a, (n, last) in counts.items()}
-
-
-def _signers(session: Session, ledger: Ledger, ids: Sequence[UUID], size: int) -> set[str]:
-    """The key ids that signed the events of these aggregates in the first ``size`` leaves."""
-    events = ledger.recorder.events_record_cls  # type: ignore[attr-defined]
-    found: set[str] = set()
-    for chunk in _chunks(list(ids)):
-        for (state,) in session.execute(
-            select(events.state)
+        for aggregate, leaf, state in session.execute(
+            select(events.originator_id, leaves.c.leaf_index, events.state)
             .join(leaves, leaves.c.position == events.id)
             .where(events.originator_id.in_(chunk), leaves.c.leaf_index < size)
         ):
             signer = json.loads(bytes(state)).get("signer")
-            if isinstance(signer, str) and signer:
-                found.add(signer)
+            found.append(
+                _Event(UUID(str(aggregate)), int(leaf), signer if isinstance(signer, str) else None)
+            )
     return found
+
+
+def _heads_of(rows: Iterable[_Event]) -> dict[UUID, Head]:
+    counts: dict[UUID, list[int]] = {}
+    for row in rows:
+        entry = counts.setdefault(row.aggregate, [0, -1])
+        entry[0] += 1
+        entry[1] = max(entry[1], row.leaf)
+    return {a: Head(n, last) for a, (n, last) in counts.items()}
+
+
+def _signers(rows: Iterable[_Event]) -> set[str]:
+    return {row.signer for row in rows if row.signer}
 
 
 def bundle_scope(
@@ -131,7 +126,7 @@ def bundle_scope(
     group_heads: dict[str, GroupHead] = {}
     wanted = set(runs)
     for key in sorted(set(groups)):
-        if not _COMPARISON_KEY.fullmatch(key):
+        if not is_digest(key):
             raise NotFoundError(f"{key[:80]!r} is not a comparison key (sha256:<64 hex>)")
         members = members_at(session, key, size)
         if not members:
@@ -139,19 +134,28 @@ def bundle_scope(
         group_heads[key] = GroupHead.of(members)
         wanted.update(members)
     run_ids = {run_id(r): r for r in sorted(wanted)}
-    by_id = _heads_of(_events_of(session, ledger, list(run_ids), size))
+    run_events = _events_of(session, ledger, list(run_ids), size)
+    by_id = _heads_of(run_events)
     missing = sorted(r for i, r in run_ids.items() if i not in by_id)
     if missing:
         raise NotFoundError(f"run {missing[0]} is not in the log's first {size} leaves")
     run_heads = {run_ids[i]: head for i, head in by_id.items()}
     keys: dict[UUID, str] = {}
-    frontier = _signers(session, ledger, list(run_ids), size)
+    key_events: list[_Event] = []
+    frontier = _signers(run_events)
     while frontier:
         new = {principal_id(k): k for k in frontier if principal_id(k) not in keys}
         keys.update(new)
-        frontier = _signers(session, ledger, list(new), size) - set(keys.values())
-    key_heads = _heads_of(_events_of(session, ledger, list(keys), size))
-    return _Scope(run_heads, {keys[i]: h for i, h in key_heads.items()}, group_heads)
+        found = _events_of(session, ledger, list(new), size)
+        key_events += found
+        frontier = _signers(found) - set(keys.values())
+    key_heads = _heads_of(key_events)
+    return _Scope(
+        run_heads,
+        {keys[i]: h for i, h in key_heads.items()},
+        group_heads,
+        sorted(row.leaf for row in run_events + key_events),
+    )
 
 
 def recompute_heads(ledger: Ledger, session: Session, heads: Heads) -> Heads:
@@ -171,7 +175,7 @@ def recompute_heads(ledger: Ledger, session: Session, heads: Heads) -> Heads:
     )
 
 
-def _event_rows(ledger: Ledger, size: int, aggregates: list[UUID] | None) -> Iterator[list[Any]]:
+def _event_rows(ledger: Ledger, size: int, wanted: list[int] | None) -> Iterator[list[Any]]:
     """Batches of (leaf_index, position, aggregate, version, topic, state), in leaf order."""
     events = ledger.recorder.events_record_cls  # type: ignore[attr-defined]
     columns = (
@@ -182,10 +186,8 @@ def _event_rows(ledger: Ledger, size: int, aggregates: list[UUID] | None) -> Ite
         events.topic,
         events.state,
     )
-    if aggregates is not None:
-        # The scope's leaves first (light), then their rows in leaf order, a batch at a time.
-        with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
-            wanted = sorted(int(r[2]) for r in _events_of(session, ledger, aggregates, size))
+    if wanted is not None:
+        # The scope's rows in leaf order, a batch at a time.
         for chunk in _chunks(wanted):
             with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
                 yield list(
@@ -240,7 +242,7 @@ def export_bundle(
     """Write a bundle of ``runs`` and the members of ``groups`` (None: the whole log) as of
     tree size ``size`` (default: the current tree) to ``out``.
 
-    ``claims`` are claim lines (see ledger.claims.make_claim) about runs of the scope; a claim
+    ``claims`` are claim lines (see ledger.verify.make_claim) about runs of the scope; a claim
     of a rank names its comparison group, which must be among ``groups``. ``held``: tree
     sizes of checkpoints the requester holds; the bundle proves it extends each of them.
     """
@@ -288,8 +290,7 @@ def export_bundle(
         out.write(_line(claim))
     count = 0
     referenced: set[str] = set()
-    aggregates = scope.aggregates() if scope is not None else None
-    for batch in _event_rows(ledger, size, aggregates):
+    for batch in _event_rows(ledger, size, scope.leaves if scope is not None else None):
         with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
             paths = ledger.tlog.proofs(session, [int(r[0]) for r in batch], size)
         for leaf_index, position, aggregate, version, topic, state in batch:
