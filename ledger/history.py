@@ -242,6 +242,15 @@ def run_events(ledger: Ledger, run_digest: str, latest: int = LATEST_ATTESTATION
     return RunEvents(verified[: len(state)], verified[len(state) :], ledger.event_count(aggregate))
 
 
+def state_events_before(ledger: Ledger, run_digest: str, version: int) -> list[EventVerification]:
+    """The run's state events before ``version``, re-verified: what a history page's changes
+    build on (none for the first page)."""
+    if version <= 1:
+        return []
+    records = ledger.stored_records(run_id(run_digest), events=STATE_EVENTS)
+    return verify_records(ledger, [r for r in records if r.version < version])
+
+
 def describe(entry: EventVerification) -> str:
     """One line saying what the event states, for people."""
     p = entry.predicate or {}

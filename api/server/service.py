@@ -36,7 +36,13 @@ from ledger.errors import (
 )
 from ledger.event_verification import EventVerification
 from ledger.group_commit import GroupCommitWriter
-from ledger.history import DEFAULT_PAGE, HistoryPage, describe, history_page, run_events
+from ledger.history import (
+    DEFAULT_PAGE,
+    HistoryPage,
+    describe,
+    history_page,
+    state_events_before,
+)
 from ledger.ids import principal_id, run_id
 from ledger.jobs import job as find_job
 from ledger.jobs import open_jobs
@@ -269,9 +275,7 @@ class LedgerService:
         it (attestations change nothing), so a page costs the page, however long the run."""
         digest = self.resolve(reference)
         page = history_page(self.ledger, run_id(digest), start, limit)
-        earlier = [
-            e for e in run_events(self.ledger, digest, latest=0).state if e.version < page.start
-        ]
+        earlier = state_events_before(self.ledger, digest, page.start)
         leaves = self._leaves([e.position for e in page.entries])
         changes = changes_by_event(digest, [*earlier, *page.entries])
         return {
