@@ -12,23 +12,21 @@ as the event it already is.
 
 from __future__ import annotations
 
-import base64
-import json
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from eventsourcing.domain import Aggregate
 
-from ledger.dsse import stored_signed_digest
+from ledger.dsse import stored_signed_digest, stored_statement
 from ledger.ids import principal_id, run_id
 
-__all__ = ["Principal", "RerunJob", "Run", "Signed", "principal_id", "run_id"]
+__all__ = ["Principal", "RerunJob", "Run", "Signed", "principal_id", "run_id", "topic_of"]
 
 
-def _signed_predicate(envelope: dict[str, Any]) -> dict[str, Any]:
-    """The predicate of an envelope the ledger admitted (so it decodes)."""
-    predicate: dict[str, Any] = json.loads(base64.b64decode(envelope["payload"]))["predicate"]
-    return predicate
+def topic_of(event: str) -> str:
+    """The topic eventsourcing stores an event class under (``"Run.Attested"`` →
+    ``"ledger.aggregates:Run.Attested"``): queries by event class go through this."""
+    return f"{__name__}:{event}"
 
 
 @dataclass(frozen=True)
@@ -124,7 +122,7 @@ class Run(Aggregate):
 
         def apply_to(self, aggregate: Run) -> None:
             job = aggregate.jobs[self.job_id]
-            device = _signed_predicate(self.envelope)["device"]
+            device = stored_statement(self.envelope)["predicate"]["device"]
             aggregate.jobs[self.job_id] = job._replace(
                 claimant=self.signer,
                 lease_until=self.lease_until,

@@ -16,7 +16,6 @@ Admission order (each step fails closed with a named reason; nothing is stored o
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import json
 import random
@@ -59,7 +58,7 @@ from domain.statements import (
     parse_predicate,
 )
 from domain.timestamps import format_time, parse_time, utc_now
-from ledger.aggregates import Principal, Run, Signed, principal_id, run_id
+from ledger.aggregates import Principal, Run, Signed, principal_id, run_id, topic_of
 from ledger.authority import (
     Authorization,
     KeyBook,
@@ -72,7 +71,7 @@ from ledger.authority import (
     quantize,
 )
 from ledger.connections import ping_on_checkout
-from ledger.dsse import Envelope, SignatureError, parse_envelope, signed_by
+from ledger.dsse import Envelope, SignatureError, parse_envelope, signed_by, stored_statement
 from ledger.errors import (
     AlreadyExistsError,
     AmbiguousReferenceError,
@@ -95,7 +94,6 @@ from ledger.transparency_log import InclusionProof, LogIntegrityError, Transpare
 from ledger.trust import TrustRoot
 
 MAX_APPEND_ATTEMPTS = 20
-_TOPIC_PREFIX = f"{Run.__module__}:"  # stored topics: "ledger.aggregates:Run.Attested"
 KEY_CACHE_SIZE = 10_000
 _ONE_MS = timedelta(milliseconds=1)
 A = TypeVar("A", bound=Aggregate)
@@ -191,8 +189,7 @@ def decode_stored(state: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def statement_of(stored: dict[str, Any]) -> dict[str, Any]:
     """The statement inside a stored event's envelope (decoded, not verified)."""
-    statement: dict[str, Any] = json.loads(base64.b64decode(stored["envelope"]["payload"]))
-    return statement
+    return stored_statement(stored["envelope"])
 
 
 def _signed(envelope: Envelope, now: datetime, signer: str) -> Signed:
@@ -234,7 +231,6 @@ def _pending_key_state(principal: Principal) -> KeyState:
         registered_position=None,
         registered_by=principal.registered_by,
         label=principal.label,
-        revoked=principal.revoked_at is not None,
         revoked_at=parse_time(principal.revoked_at) if principal.revoked_at else None,
         revocation_reason=principal.revocation_reason,
         version=principal.version,
@@ -912,7 +908,7 @@ class Ledger(Application[UUID]):
         if start > 1:
             query = query.where(record_cls.originator_version >= start)
         if events is not None:
-            query = query.where(record_cls.topic.in_([f"{_TOPIC_PREFIX}{e}" for e in events]))
+            query = query.where(record_cls.topic.in_([topic_of(e) for e in events]))
         order = record_cls.originator_version
         query = query.order_by(order.desc() if newest else order)
         if limit is not None:
@@ -1016,7 +1012,7 @@ class Ledger(Application[UUID]):
 
     def stored_states(self, event_class: type[Any]) -> Iterator[dict[str, Any]]:
         """The decoded stored fields of every event of one class, in ledger order."""
-        topic = f"{event_class.__module__}:{event_class.__qualname__}"
+        topic = topic_of(event_class.__qualname__)
         start = 1
         while True:
             batch = self.recorder.select_notifications(start, 1000, topics=[topic])
@@ -1041,7 +1037,7 @@ class Ledger(Application[UUID]):
         """(position, key id) of the key registrations after log position ``after``, at most
         ``limit``, in log order: a page of keys (anyone may register attester keys)."""
         batch = self.recorder.select_notifications(
-            after + 1, limit, topics=[f"{_TOPIC_PREFIX}Principal.Registered"]
+            after + 1, limit, topics=[topic_of("Principal.Registered")]
         )
         found = []
         for notification in batch:

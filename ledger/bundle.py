@@ -37,8 +37,10 @@ from sqlalchemy.orm import Session
 
 from domain.canonical import is_digest
 from domain.timestamps import format_time, utc_now
+from ledger.aggregates import topic_of
 from ledger.application import Ledger
 from ledger.artifacts import ArtifactStore
+from ledger.dsse import stored_statement
 from ledger.errors import NotFoundError
 from ledger.group_index import members_at
 from ledger.heads import GroupHead, Head, Heads, sign_heads
@@ -219,7 +221,7 @@ def _event_rows(ledger: Ledger, size: int, wanted: list[int] | None) -> Iterator
 def _referenced_artifacts(envelope: dict[str, Any]) -> set[str]:
     """The source snapshot and implementation source an ingestion names by digest."""
     try:
-        predicate = json.loads(base64.b64decode(envelope["payload"]))["predicate"]
+        predicate = stored_statement(envelope)["predicate"]
     except (KeyError, TypeError, ValueError):
         return set()
     found = {predicate.get("snapshotDigest")}
@@ -299,7 +301,7 @@ def export_bundle(
             )
             count += 1
             _write_event(out, int(leaf_index), entry, paths[int(leaf_index)])
-            if entry.topic.endswith(":Run.Ingested"):
+            if entry.topic == topic_of("Run.Ingested"):
                 referenced.update(_referenced_artifacts(entry.envelope))
             if progress is not None:
                 progress(count)

@@ -16,6 +16,7 @@ import base64
 import binascii
 import functools
 import hashlib
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -153,6 +154,23 @@ def stored_signed_digest(raw: Mapping[str, Any]) -> str:
         base64.b64decode(raw["payload"]),
         str(raw["signatures"][0]["keyid"]),
     )
+
+
+def named_keyid(raw: object) -> str | None:
+    """The key id an unparsed envelope's one signature names, if it has one (a hint: the
+    only key its verification will look up)."""
+    signatures = raw.get("signatures") if isinstance(raw, Mapping) else None
+    if not isinstance(signatures, list) or len(signatures) != SIGNATURES:
+        return None
+    keyid = signatures[0].get("keyid") if isinstance(signatures[0], Mapping) else None
+    return keyid if isinstance(keyid, str) else None
+
+
+def stored_statement(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The statement inside an envelope the ledger stored (decoded, not verified: it was
+    verified at admission; readers that must not trust the store re-verify instead)."""
+    statement: dict[str, Any] = json.loads(base64.b64decode(raw["payload"]))
+    return statement
 
 
 def sign_envelope(statement: Mapping[str, Any], key: SigningKey) -> dict[str, Any]:

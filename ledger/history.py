@@ -23,6 +23,7 @@ from domain.statements import PredicateType
 from ledger.aggregates import principal_id, run_id
 from ledger.application import Ledger, StoredRecord
 from ledger.authority import KeyLookup, KeyState
+from ledger.dsse import named_keyid
 from ledger.event_verification import EventVerification, verify_stored_event
 from ledger.trust import TrustRoot
 
@@ -91,10 +92,10 @@ class VerificationCache:
 
 def _named_key(state: bytes) -> str | None:
     try:
-        keyid = json.loads(state)["envelope"]["signatures"][0]["keyid"]
-    except (ValueError, KeyError, TypeError, IndexError):
+        stored = json.loads(state)
+    except ValueError:
         return None
-    return keyid if isinstance(keyid, str) else None
+    return named_keyid(stored.get("envelope")) if isinstance(stored, dict) else None
 
 
 def _state_of(keys: KeyLookup, key_id: str | None) -> KeyState | None:

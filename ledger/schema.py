@@ -13,7 +13,6 @@ can simply be run again. On PostgreSQL one upgrade runs at a time (advisory lock
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 from collections.abc import Callable
@@ -42,13 +41,14 @@ from domain.errors import DomainError
 from domain.run_facts import comparison_key_of
 from domain.timestamps import format_time, utc_now
 from ledger import artifacts, group_index, transparency_log
-from ledger.aggregates import Run
+from ledger.aggregates import topic_of
+from ledger.dsse import stored_statement
 from projections import tables as view_tables
 
 SCHEMA_VERSION = 2
 APPLICATION_NAME = "KernelIndex"  # eventsourcing names the event table after it
 EVENTS_TABLE = APPLICATION_NAME.lower() + "_events"
-INGESTED_TOPIC = f"{Run.__module__}:{Run.Ingested.__qualname__}"  # as eventsourcing stores it
+INGESTED_TOPIC = topic_of("Run.Ingested")
 _ADVISORY_LOCK_ID = 0x4B49_5343_4845  # "KISCHE"
 
 _metadata = MetaData()
@@ -155,8 +155,7 @@ def _version_2(db_url: str, conn: Connection) -> None:
 
 def _ingested_group(state: bytes) -> tuple[str, str | None]:
     """(run digest, comparison key) of a stored ingestion (admitted, so it decodes)."""
-    stored = json.loads(state)
-    statement = json.loads(base64.b64decode(stored["envelope"]["payload"]))
+    statement = stored_statement(json.loads(state)["envelope"])
     run_digest = "sha256:" + statement["subject"][0]["digest"]["sha256"]
     return run_digest, comparison_key_of(statement["predicate"]["manifests"])
 

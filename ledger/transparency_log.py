@@ -307,13 +307,7 @@ class TransparencyLog:
     ) -> dict[int, InclusionProof]:
         """Inclusion proofs of the leaves logging these event positions, with one root and one
         node query for all of them (a committed group's receipts)."""
-        leaf_of: dict[int, int] = {}
-        for start in range(0, len(positions), 500):
-            chunk = list(positions[start : start + 500])
-            rows = session.execute(
-                select(leaves.c.position, leaves.c.leaf_index).where(leaves.c.position.in_(chunk))
-            )
-            leaf_of.update({int(r[0]): int(r[1]) for r in rows})
+        leaf_of = self.leaves_for_positions(session, positions)
         missing = sorted(set(positions) - set(leaf_of))
         if missing:
             raise LogIntegrityError(f"events {missing[:5]} were not sequenced")

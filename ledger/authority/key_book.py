@@ -35,11 +35,14 @@ class KeyState:
     registered_position: int | None
     registered_by: str = ""
     label: str | None = None
-    revoked: bool = False
     revoked_at: datetime | None = None
     revoked_position: int | None = None
     revocation_reason: str | None = None
     version: int = 1  # how many key events made this state (1 registered, 2 revoked)
+
+    @property
+    def revoked(self) -> bool:
+        return self.revoked_at is not None
 
     def registered_before(self, position: int | None) -> bool:
         """Registered earlier in the log than ``position`` (None: than anything admitted now)."""
@@ -82,7 +85,6 @@ def revoked_state(
 ) -> KeyState:
     return dataclasses.replace(
         state,
-        revoked=True,
         revoked_at=received_at,
         revoked_position=position,
         revocation_reason=predicate.reason,

@@ -55,6 +55,7 @@ from uuid import UUID
 from domain.errors import DomainError
 from domain.statements import PredicateType
 from ledger.authority import KeyBook, KeyLookup, KeyState
+from ledger.dsse import named_keyid
 from ledger.event_verification import (
     EVENT_PREDICATES,
     EventVerification,
@@ -374,16 +375,6 @@ def _verify_batch(batch: _Batch) -> _BatchResult:
     return out
 
 
-def _key_hint(record: dict[str, Any]) -> str | None:
-    """The key id an event line's envelope names: the only key verify_event looks up."""
-    envelope = record.get("envelope")
-    signatures = envelope.get("signatures") if isinstance(envelope, dict) else None
-    if not isinstance(signatures, list) or len(signatures) != 1:
-        return None
-    keyid = signatures[0].get("keyid") if isinstance(signatures[0], dict) else None
-    return keyid if isinstance(keyid, str) else None
-
-
 def _is_key_event(record: dict[str, Any]) -> bool:
     name = str(record.get("topic")).rsplit(":", 1)[-1]
     return EVENT_PREDICATES.get(name) is PredicateType.KEY
@@ -576,7 +567,7 @@ class BundleVerifier:
         self.events += 1
         self._lines.append((number, line if self.workers > 1 else record))
         self._chars += len(line)
-        if (hint := _key_hint(record)) is not None:
+        if (hint := named_keyid(record.get("envelope"))) is not None:
             self._hints.add(hint)
         if len(self._lines) >= self.batch_events or self._chars >= BATCH_CHARS:
             self._close_batch(full=True)
