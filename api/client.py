@@ -25,6 +25,7 @@ from domain.errors import DomainError
 from ledger.dsse import parse_envelope
 from ledger.event_verification import EventVerification
 from ledger.ids import run_id
+from ledger.signed_note import NoteError, parse_checkpoint
 from ledger.verification_report import Report
 from ledger.verify import BundleVerifier, Expectation, Outcome, VerificationPolicy, outcome_of
 
@@ -258,8 +259,10 @@ def _bundled_run(lines: list[str], reference: str) -> str:
 
 def _size_of(note: str) -> int | None:
     """The tree size a checkpoint note states (verified later, by the verifier)."""
-    lines = note.split("\n")
-    return int(lines[1]) if len(lines) > 2 and lines[1].isdecimal() else None
+    try:
+        return parse_checkpoint(note[: note.find("\n\n") + 1]).size
+    except NoteError:
+        return None
 
 
 def _envelope_digest(envelope: object) -> str | None:

@@ -312,6 +312,7 @@ def instrument(service: Any) -> Spans:
     stage the code no longer has is skipped (and absent from the report)."""
     from api.server import service as service_module  # noqa: PLC0415
     from ledger import application, group_commit  # noqa: PLC0415
+    from ledger.authority import signers  # noqa: PLC0415
     from ledger.transparency_log import TransparencyLog  # noqa: PLC0415
 
     spans = Spans()
@@ -322,7 +323,8 @@ def instrument(service: Any) -> Spans:
         (Ledger, "_get", S_GET, False),
         (application, "parse_predicate", S_PREDICATE, False),
         (Ledger, "_authorize", S_AUTHORIZE, False),
-        (application, "verify_envelope", S_VERIFY, False),
+        (signers, "signed_by", S_VERIFY, False),  # where admission checks a signature
+        (application, "signed_by", S_VERIFY, False),  # a resubmission's own signature
         (Ledger, "_commit", S_COMMIT_FN, False),
         (Ledger, "save", S_SAVE, False),
         (TransparencyLog, "sequence", S_SEQUENCE, False),

@@ -18,7 +18,7 @@ from typing import Any
 import structlog
 from sqlalchemy import select
 
-from domain.documents import parse_json
+from domain.documents import MAX_SAFE_INTEGER, parse_json
 from domain.errors import DomainError
 from domain.evidence import EvidenceLevel
 from domain.ranking import View
@@ -56,7 +56,6 @@ from projections.runner import ProjectionRunner
 from projections.tables import runs as runs_table
 
 MAX_PAGE = 200
-MAX_POSITION = 2**53 - 1
 _CURSOR = re.compile(r"p(0|[1-9][0-9]{0,15})")
 _log = structlog.get_logger("kernelindex.api")
 
@@ -88,7 +87,7 @@ class Cursor:
         the log can have (a bigger one would overflow the database's integer: a 500)."""
         try:
             text = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode("ascii")
-            if not _CURSOR.fullmatch(text) or int(text[1:]) > MAX_POSITION:
+            if not _CURSOR.fullmatch(text) or int(text[1:]) > MAX_SAFE_INTEGER:
                 raise ValueError(text)
             cursor = cls(int(text[1:]))
             if cursor.encode() != token:

@@ -9,6 +9,7 @@ from litestar.params import PathParameter, QueryParameter
 
 from api.server.controllers.common import Service
 from api.server.service import BadQueryError
+from domain.documents import MAX_SAFE_INTEGER
 
 NDJSON = "application/x-ndjson"
 
@@ -29,8 +30,8 @@ class LogController(Controller):
     def inclusion(
         self,
         service: Service,
-        leaf: Annotated[int, QueryParameter(ge=0, le=2**53 - 1)],
-        size: Annotated[int | None, QueryParameter(ge=1, le=2**53 - 1)] = None,
+        leaf: Annotated[int, QueryParameter(ge=0, le=MAX_SAFE_INTEGER)],
+        size: Annotated[int | None, QueryParameter(ge=1, le=MAX_SAFE_INTEGER)] = None,
     ) -> dict[str, Any]:
         return service.inclusion(leaf, size)
 
@@ -38,8 +39,8 @@ class LogController(Controller):
     def consistency(
         self,
         service: Service,
-        old: Annotated[int, QueryParameter(ge=0, le=2**53 - 1)],
-        new: Annotated[int | None, QueryParameter(ge=0, le=2**53 - 1)] = None,
+        old: Annotated[int, QueryParameter(ge=0, le=MAX_SAFE_INTEGER)],
+        new: Annotated[int | None, QueryParameter(ge=0, le=MAX_SAFE_INTEGER)] = None,
     ) -> dict[str, Any]:
         return service.consistency(old, new)
 
@@ -47,8 +48,8 @@ class LogController(Controller):
     def entries(
         self,
         service: Service,
-        start: Annotated[int, QueryParameter(ge=0, le=2**53 - 1)] = 0,
-        end: Annotated[int | None, QueryParameter(ge=0, le=2**53 - 1)] = None,
+        start: Annotated[int, QueryParameter(ge=0, le=MAX_SAFE_INTEGER)] = 0,
+        end: Annotated[int | None, QueryParameter(ge=0, le=MAX_SAFE_INTEGER)] = None,
     ) -> list[dict[str, Any]]:
         return service.entries(start, end)
 
@@ -79,7 +80,7 @@ class LogController(Controller):
         ] = None,
     ) -> Response[str]:
         sizes = list(checkpoint or [])
-        if any(not 0 <= s <= 2**53 - 1 for s in sizes):
+        if any(not 0 <= s <= MAX_SAFE_INTEGER for s in sizes):
             raise BadQueryError("checkpoint= takes tree sizes (0 to 2^53 - 1)")
         text = service.bundle(run or [], cohort, group=group, held=sizes)
         return Response(

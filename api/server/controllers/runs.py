@@ -10,6 +10,7 @@ from litestar.params import JSONBody, PathParameter, QueryParameter, RawBody
 
 from api.server.controllers.common import DsseEnvelope, Service, write
 from api.server.service import MAX_PAGE, BadQueryError
+from domain.documents import MAX_SAFE_INTEGER
 from domain.evidence import EvidenceLevel
 from domain.statements import PredicateType
 from ledger.history import DEFAULT_PAGE as HISTORY_PAGE
@@ -87,7 +88,9 @@ class RunController(Controller):
         digest: DigestPath,
         start: Annotated[
             int,
-            QueryParameter(ge=1, le=2**53 - 1, description="The version to start at (1: first)."),
+            QueryParameter(
+                ge=1, le=MAX_SAFE_INTEGER, description="The version to start at (1: first)."
+            ),
         ] = 1,
         limit: Annotated[int, QueryParameter(ge=1, le=HISTORY_MAX)] = HISTORY_PAGE,
     ) -> dict[str, Any]:

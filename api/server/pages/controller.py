@@ -27,6 +27,7 @@ from api.server.pages.chart import Bar, bar_chart
 from api.server.pages.format import FILTERS, badge_rules, format_value, path_segment
 from api.server.problems import STATUS_BY_CODE, TITLES
 from api.server.service import LedgerService
+from domain.documents import MAX_SAFE_INTEGER
 from domain.errors import DomainError
 from domain.ranking import View
 from projections.tables import runs as runs_table
@@ -249,7 +250,7 @@ class PageController(Controller):
         self,
         service: Service,
         digest: DigestPath,
-        start: Annotated[int, QueryParameter(ge=1, le=2**53 - 1)] = 1,
+        start: Annotated[int, QueryParameter(ge=1, le=MAX_SAFE_INTEGER)] = 1,
     ) -> Template:
         history = service.run_history(digest, start)
         segment = path_segment(history["run"])
