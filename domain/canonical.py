@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import re
 from typing import Any
@@ -50,3 +52,22 @@ def digest_hex(digest: str) -> str:
 
 def is_digest(value: object) -> bool:
     return isinstance(value, str) and _DIGEST.fullmatch(value) is not None
+
+
+def canonical_b64decode(text: object, what: str = "value") -> bytes:
+    """The bytes of standard, padded base64 (RFC 4648 §4) in its one canonical spelling.
+
+    Base64 is malleable: the spare bits of the last character are ignored by decoders, so
+    ``...F4=`` and ``...F5=`` name the same key. A record that anyone verifies must have one
+    spelling, or two different signed texts can mean the same thing (and a byte-level audit
+    disagrees with the verifier). Raises :class:`CanonicalizationError` otherwise.
+    """
+    if not isinstance(text, str):
+        raise CanonicalizationError(f"{what} must be a base64 string")
+    try:
+        raw = base64.b64decode(text.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError, ValueError):
+        raise CanonicalizationError(f"{what} is not valid standard base64") from None
+    if base64.b64encode(raw).decode("ascii") != text:
+        raise CanonicalizationError(f"{what} is not canonical base64 (stray padding bits)")
+    return raw

@@ -25,6 +25,7 @@ from pydantic import (
     model_validator,
 )
 
+from domain.canonical import canonical_b64decode
 from domain.errors import DomainError
 from domain.timestamps import parse_time
 
@@ -185,6 +186,12 @@ class AttestationPredicate(SignedPredicate):
     evidenceUrl: HttpsUrl | None = None
 
 
+def _canonical_b64(text: str) -> str:
+    # One key, one spelling: "...F4=" and "...F5=" decode alike but sign differently.
+    canonical_b64decode(text, "publicKey")
+    return text
+
+
 class KeyAction(StrEnum):
     REGISTER = "register"
     REVOKE = "revoke"
@@ -193,8 +200,10 @@ class KeyAction(StrEnum):
 class KeyPredicate(SignedPredicate):
     action: Annotated[KeyAction, Field(strict=False)]
     keyId: KeyId
-    # Standard base64 of the raw 32-byte Ed25519 public key.
-    publicKey: Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9+/]{43}=$")]
+    # Canonical standard base64 of the raw 32-byte Ed25519 public key.
+    publicKey: Annotated[
+        StrictStr, Field(pattern=r"^[A-Za-z0-9+/]{43}=$"), AfterValidator(_canonical_b64)
+    ]
     # Required to register; a revocation names the key by keyId and publicKey only.
     roles: (
         Annotated[list[Annotated[Role, Field(strict=False)]], Field(min_length=1, max_length=5)]

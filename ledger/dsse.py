@@ -13,7 +13,6 @@ event out of someone else's by adding, dropping or reordering signatures.
 from __future__ import annotations
 
 import base64
-import binascii
 import functools
 import hashlib
 import json
@@ -21,9 +20,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from domain.canonical import canonical_json, digest_of
+from domain.canonical import canonical_b64decode, canonical_json, digest_of
 from domain.documents import parse_json
-from domain.errors import DomainError, ParseError
+from domain.errors import CanonicalizationError, DomainError, ParseError
 from domain.statements import PAYLOAD_TYPE, Statement, parse_statement
 from ledger.keys import PublicKey, SigningKey
 
@@ -56,16 +55,11 @@ def pae(payload_type: str, payload: bytes) -> bytes:
 
 
 def _b64decode_strict(text: object, what: str) -> bytes:
-    if not isinstance(text, str):
-        raise EnvelopeError(f"{what} must be a base64 string")
+    # One envelope has one spelling: non-canonical base64 (stray padding bits) is refused.
     try:
-        raw = base64.b64decode(text.encode("ascii"), validate=True)
-    except (binascii.Error, UnicodeEncodeError, ValueError):
-        raise EnvelopeError(f"{what} is not valid standard base64") from None
-    # Reject non-canonical encodings (stray padding bits) so one envelope has one spelling.
-    if base64.b64encode(raw).decode("ascii") != text:
-        raise EnvelopeError(f"{what} is not canonical base64")
-    return raw
+        return canonical_b64decode(text, what)
+    except CanonicalizationError as exc:
+        raise EnvelopeError(exc.message) from None
 
 
 @dataclass(frozen=True)

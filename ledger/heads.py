@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from domain.canonical import canonical_b64decode
 from domain.errors import DomainError
 from ledger.signed_note import NoteError, Verifier, open_note, sign_note
 
@@ -109,10 +110,10 @@ def parse_heads(text: str) -> Heads:
     if not re.fullmatch(_COUNT, size_line):
         raise HeadsError(f"heads tree size {size_line!r} is not a decimal number")
     try:
-        root = base64.b64decode(root_line, validate=True)
+        root = canonical_b64decode(root_line, "heads root")
     except ValueError:
-        raise HeadsError("heads root is not base64") from None
-    if len(root) != 32 or base64.b64encode(root).decode() != root_line:
+        raise HeadsError("heads root is not canonical base64") from None
+    if len(root) != 32:
         raise HeadsError("heads root is not the base64 of a 32-byte hash")
     runs: dict[str, Head] = {}
     keys: dict[str, Head] = {}
@@ -130,9 +131,11 @@ def parse_heads(text: str) -> Heads:
         else:
             name, members, digest_b64 = match.group(5, 6, 7)
             try:
-                digest = base64.b64decode(digest_b64, validate=True)
+                digest = canonical_b64decode(digest_b64, "member digest")
             except ValueError:
-                raise HeadsError(f"heads line {number}: the member digest is not base64") from None
+                raise HeadsError(
+                    f"heads line {number}: the member digest is not canonical base64"
+                ) from None
             if name in groups or len(digest) != 32:
                 raise HeadsError(f"heads line {number}: a repeated or malformed group head")
             groups[name] = GroupHead(int(members), digest)

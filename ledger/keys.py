@@ -18,6 +18,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from domain.canonical import canonical_b64decode
+
 PUBLIC_KEY_BYTES = 32
 
 
@@ -53,11 +55,7 @@ class PublicKey:
 
     @classmethod
     def from_b64(cls, text: str) -> PublicKey:
-        try:
-            raw = base64.b64decode(text, validate=True)
-        except ValueError:
-            raise ValueError("public key is not valid base64") from None
-        return cls(raw)
+        return cls(canonical_b64decode(text, "public key"))
 
     @functools.cached_property
     def _loaded(self) -> Ed25519PublicKey:

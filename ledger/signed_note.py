@@ -14,7 +14,6 @@ Every rejection raises a :class:`NoteError` subclass carrying a stable ``code``.
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import re
 from collections.abc import Iterable, Sequence
@@ -26,6 +25,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PublicKey,
 )
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+from domain.canonical import canonical_b64decode
+from domain.errors import CanonicalizationError
 
 __all__ = [
     "ALG_ED25519",
@@ -140,12 +142,9 @@ class MalformedCheckpoint(NoteError):
 def _b64decode_strict(value: str, what: str, error: type[NoteError]) -> bytes:
     """Standard, padded, canonical base64 (RFC 4648 §4) or ``error``."""
     try:
-        raw = base64.b64decode(value.encode("ascii"), validate=True)
-    except (UnicodeEncodeError, binascii.Error, ValueError) as exc:
-        raise error(f"{what} is not valid base64: {value!r}") from exc
-    if base64.b64encode(raw).decode("ascii") != value:
-        raise error(f"{what} is not canonical base64: {value!r}")
-    return raw
+        return canonical_b64decode(value, what)
+    except CanonicalizationError as exc:
+        raise error(f"{exc.message}: {value!r}") from None
 
 
 def _b64(data: bytes) -> str:

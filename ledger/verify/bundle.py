@@ -38,8 +38,6 @@ every line in turn; only the order of findings may differ.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import json
 import multiprocessing
@@ -52,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
+from domain.canonical import canonical_b64decode
 from domain.errors import DomainError
 from domain.statements import PredicateType
 from ledger.authority import KeyBook, KeyLookup, KeyState
@@ -99,7 +98,7 @@ IN_FLIGHT_PER_WORKER = 2
 def _decode_proof(value: object) -> list[bytes]:
     if not isinstance(value, list):
         raise ValueError("proof must be a list")
-    return [base64.b64decode(str(h), validate=True) for h in value]
+    return [canonical_b64decode(h, "proof hash") for h in value]
 
 
 @dataclass(frozen=True)
@@ -127,7 +126,7 @@ def _parse_event(where: str, record: dict[str, Any], report: Report) -> _ParsedE
         )
         proof = _decode_proof(record.get("proof"))
         aggregate = UUID(entry.aggregate)
-    except (KeyError, TypeError, ValueError, binascii.Error) as exc:
+    except (KeyError, TypeError, ValueError) as exc:
         report.fail(Check.FORMAT, where, f"malformed event line: {exc}")
         return None
     return _ParsedEvent(leaf_index, entry, proof, aggregate)
@@ -739,7 +738,7 @@ class BundleVerifier:
             if not isinstance(older, int) or isinstance(older, bool) or older < 0:
                 raise ValueError("from must be a tree size")
             proof = _decode_proof(record.get("proof"))
-        except (KeyError, ValueError, binascii.Error) as exc:
+        except (KeyError, ValueError) as exc:
             self.report.fail(Check.FORMAT, where, f"malformed consistency line: {exc}")
             return
         self.consistency[older] = proof
@@ -856,8 +855,8 @@ class BundleVerifier:
         """A referenced artifact travels with its bytes: they must hash to its digest."""
         digest = str(record.get("digest"))
         try:
-            content = base64.b64decode(str(record.get("content", "")), validate=True)
-        except (binascii.Error, ValueError):
+            content = canonical_b64decode(record.get("content", ""), "artifact content")
+        except ValueError:
             self.report.fail(Check.ARTIFACT, where, f"artifact {digest} content is not base64")
             return
         if "sha256:" + hashlib.sha256(content).hexdigest() != digest:

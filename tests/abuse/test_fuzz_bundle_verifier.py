@@ -274,3 +274,74 @@ def test_a_malformed_claim_is_a_failed_claim(standings: Any) -> None:
     report = verify(_replaced("claim", lambda r: r.update({"standings": standings})))
     assert not report.verified
     assert report.failed["claim"] >= 1
+
+
+def _noncanonical(token: str) -> str | None:
+    """The same bytes spelt with a spare bit set, or None when ``token`` has no spare bits."""
+    pads = len(token) - len(token.rstrip("="))
+    if pads == 0 or len(token) % 4:
+        return None
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    last = len(token) - pads - 1
+    value = alphabet.index(token[last]) | 1  # the lowest bit is always spare when padded
+    variant = token[:last] + alphabet[value] + token[last + 1 :]
+    return (
+        variant
+        if variant != token and base64.b64decode(variant) == base64.b64decode(token)
+        else None
+    )
+
+
+def _base64_sites(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...], str]]:
+    """Every string in a record that is padded base64, and every such token in a note."""
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in _base64_sites(v, (*path, k))]
+    if isinstance(value, list):
+        return [s for i, v in enumerate(value) for s in _base64_sites(v, (*path, i))]
+    if not isinstance(value, str):
+        return []
+    tokens = value.replace("\n", " ").split(" ") if "\n" in value else [value]
+    return [(path, t) for t in dict.fromkeys(tokens) if _noncanonical(t) is not None]
+
+
+def _respelt(record: Any, path: tuple[Any, ...], token: str) -> Any:
+    record = copy.deepcopy(record)
+    holder = record
+    for step in path[:-1]:
+        holder = holder[step]
+    text = holder[path[-1]]
+    variant = _noncanonical(token)
+    assert variant is not None
+    holder[path[-1]] = variant if text == token else text.replace(token, variant)
+    return record
+
+
+SPELLINGS = [
+    (at, path, token) for at, record in enumerate(RECORDS) for path, token in _base64_sites(record)
+]
+
+
+def test_the_sweep_reaches_every_kind_of_base64_in_a_bundle() -> None:
+    kinds = {(RECORDS[at]["type"], path[-1] if path else None) for at, path, _ in SPELLINGS}
+    for expected in [("trustRoot", "publicKey"), ("event", "payload"), ("event", "sig")]:
+        assert expected in kinds, kinds
+    assert {"checkpoint", "heads"} <= {RECORDS[at]["type"] for at, _, _ in SPELLINGS}
+
+
+@pytest.mark.parametrize(
+    ("at", "path", "token"),
+    SPELLINGS,
+    ids=[
+        f"{RECORDS[at]['type']}:{'/'.join(map(str, path))}:{i}"
+        for i, (at, path, _) in enumerate(SPELLINGS)
+    ],
+)
+def test_a_second_spelling_of_any_base64_is_refused(
+    at: int, path: tuple[Any, ...], token: str
+) -> None:
+    """Base64 is malleable (a decoder ignores the last character's spare bits). A bundle
+    that verifies has one spelling of every key, hash and signature, so that what the
+    verifier passed is byte for byte what was signed."""
+    lines = [*LINES[:at], json.dumps(_respelt(RECORDS[at], path, token)), *LINES[at + 1 :]]
+    report = verify(lines)
+    assert not report.verified, (RECORDS[at]["type"], path, report.to_json()["findings"])
