@@ -6,7 +6,6 @@ prints machine-readable output on stdout.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -31,6 +30,7 @@ from api.cli_common import (
 )
 from api.cli_db import register_db_commands
 from api.cli_import import register_import_commands
+from api.cli_ingest import register_ingest_commands
 from api.cli_keys import keys_app
 from api.cli_log import print_report, register_log_commands
 from api.cli_rerun import register_rerun_commands
@@ -42,12 +42,11 @@ from api.demo import build_demo
 from domain.documents import parse_document
 from domain.errors import DomainError
 from domain.manifests.canonical_form import manifest_digest
-from domain.manifests.collection import as_manifest_set, manifests_in
+from domain.manifests.collection import manifests_in
 from domain.statements import AttestationType
 from ledger.application import Ledger
 from ledger.authoring import (
     attestation_envelope,
-    ingestion_envelope,
     lifecycle_envelope,
 )
 from ledger.errors import NotFoundError
@@ -73,6 +72,7 @@ register_import_commands(app)
 register_agent_command(app)
 register_serve_command(app)
 register_db_commands(app)
+register_ingest_commands(app)
 register_worker_commands(app)
 
 ServerOption = Annotated[
@@ -159,45 +159,6 @@ def digest(
                 out.print(f"{role}{row['kind']:<24} {row['name']:<40} {row['digest']}")
     if failed:
         raise typer.Exit(EXIT_REJECTED)
-
-
-@app.command()
-@handles_errors
-def ingest(
-    file: Annotated[
-        Path,
-        typer.Argument(
-            help="A run with its manifests: {run, protocol, environment, ...} or a list."
-        ),
-    ],
-    key: Annotated[
-        Path | None, typer.Option(help="Ingester key (default: the home's ingester key).")
-    ] = None,
-    source: Annotated[
-        str | None,
-        typer.Option(help="Source slug (default: the run's sourceNative.source or 'direct')."),
-    ] = None,
-    external_id: Annotated[
-        str | None, typer.Option("--external-id", help="The source's id for this run.")
-    ] = None,
-    home: HomeOption = None,
-    db: DbOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Sign an ingestion statement for a run and append it."""
-    target = LedgerHome.at(home, db)
-    raw = file.read_bytes()
-    manifests = as_manifest_set(parse_document(raw, filename=file.name))
-    signer = load_key(key) if key else target.key("ingester")
-    envelope = ingestion_envelope(
-        manifests,
-        signer,
-        source=source,
-        external_id=external_id,
-        snapshot_digest="sha256:" + hashlib.sha256(raw).hexdigest(),
-    )
-    receipt = target.open().append(envelope)
-    print_receipt(receipt, as_json, "run")
 
 
 def _named_run(ledger: Ledger, reference: str) -> tuple[str, str]:

@@ -11,10 +11,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from api.run_intake import ingest_run
 from domain.manifests.manifest_set import check_manifest_set
 from domain.statements import Role
 from ledger.application import Ledger
-from ledger.authoring import attestation_envelope, ingestion_envelope, key_registration_envelope
+from ledger.authoring import attestation_envelope, key_registration_envelope
 from ledger.errors import AlreadyExistsError
 from ledger.home import LedgerHome
 from ledger.keys import SigningKey
@@ -35,7 +36,7 @@ def seed_manifests() -> dict[str, Any]:
 
 def _ingest(ledger: Ledger, home: LedgerHome, manifests: dict[str, Any]) -> str:
     try:
-        return ledger.append(ingestion_envelope(manifests, home.key("ingester"))).subject_digest
+        return ingest_run(ledger, manifests, home.key("ingester")).receipt.subject_digest
     except AlreadyExistsError:
         return check_manifest_set(manifests).run_digest
 
@@ -44,11 +45,11 @@ def build_demo(home: LedgerHome) -> tuple[Ledger, str]:
     """Create (or reuse) the demo ledger at ``home``; return it and the seed run's digest."""
     ledger = home.open() if home.exists else home.initialise(origin="kernelindex.local/demo")
     cohort = _data(COHORT_FILE)
-    # The seed with the workload it references, so it has a comparison group, then the
-    # other catalog runs on that workload.
-    run_digest = _ingest(ledger, home, seed_manifests() | {"workload": cohort["seedWorkload"]})
+    # The catalog runs on the seed's workload, then the seed as `kernelindex ingest` takes
+    # it: the workload it names by digest comes from the ledger, so it joins their group.
     for manifests in cohort["cohort"]:
         _ingest(ledger, home, manifests)
+    run_digest = _ingest(ledger, home, seed_manifests())
     run = ledger.run(run_digest)
     assert run is not None
     attester_path = home.path / "keys" / "demo-attester.pem"

@@ -22,6 +22,7 @@ from domain.evidence import (
     RerunFacts,
     ingestion_facts_from_manifests,
 )
+from domain.manifests.manifest_set import attach_manifests
 from domain.ranking import RankEntry, verified_value
 from domain.statements import MEASURING_BACKENDS
 
@@ -153,6 +154,8 @@ class RunFold:
 
     profile: RunProfile
     state: EvidenceState
+    # The ingestion's predicate with any manifests attached since (the profile's source).
+    ingestion: Mapping[str, Any] = field(default_factory=dict)
     retracted: bool = False
     superseded_by: str | None = None
     attestations: int = 0
@@ -164,6 +167,7 @@ class RunFold:
         return cls(
             profile=ingestion_profile(run_digest, predicate),
             state=EvidenceState.start(ingestion_facts(position, predicate)),
+            ingestion=predicate,
         )
 
     def apply(self, event: str, position: int, signer: str, predicate: Mapping[str, Any]) -> None:
@@ -173,6 +177,13 @@ class RunFold:
             self.reruns[position] = facts
             self.samples[position] = rerun_samples(predicate)
             self.state = self.state.apply(facts)
+        elif event == "Run.ManifestsAttached":
+            # Only what the profile reads (the comparison key above all) changes: evidence
+            # was judged on what was ingested, and an attachment never moves it.
+            current = self.ingestion["manifests"]
+            merged = attach_manifests(current, predicate["manifests"]).documents
+            self.ingestion = {**self.ingestion, "manifests": merged}
+            self.profile = ingestion_profile(self.profile.run_digest, self.ingestion)
         elif event == "Run.Attested":
             self.attestations += 1
             self.state = self.state.apply(AttestationFacts(position, str(predicate.get("type"))))

@@ -41,6 +41,7 @@ class PredicateType(StrEnum):
     RERUN_CLAIM = "https://kernelindex.dev/rerun-claim/v1"
     LIFECYCLE = "https://kernelindex.dev/lifecycle/v1"
     KEY = "https://kernelindex.dev/key/v1"
+    ATTACHMENT = "https://kernelindex.dev/attachment/v1"
 
 
 class Role(StrEnum):
@@ -60,6 +61,8 @@ SIGNER_ROLES: dict[PredicateType, frozenset[Role]] = {
     PredicateType.RERUN_CLAIM: frozenset({Role.AGENT}),
     PredicateType.LIFECYCLE: frozenset({Role.ADMIN}),
     PredicateType.KEY: frozenset({Role.ADMIN}),
+    # Adds a manifest the run already names by digest; like an ingestion, an importer's word.
+    PredicateType.ATTACHMENT: frozenset({Role.INGESTER}),
 }
 
 
@@ -168,6 +171,24 @@ class IngestionPredicate(SignedPredicate):
     sourceNative: dict[str, Any] | None = None
     # sha256 of the raw bytes the importer read (API response, file), so the mapping is auditable.
     snapshotDigest: Digest | None = None
+
+
+class AttachedManifests(_Strict):
+    """Manifests a run names by digest but was ingested without (a leaderboard import often
+    has only the digests; the catalog or a later import brings the documents)."""
+
+    implementation: dict[str, Any] | None = None
+    workload: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> AttachedManifests:
+        if self.implementation is None and self.workload is None:
+            raise ValueError("an attachment carries an implementation or a workload manifest")
+        return self
+
+
+class AttachmentPredicate(SignedPredicate):
+    manifests: AttachedManifests
 
 
 class AttestationType(StrEnum):
@@ -392,6 +413,7 @@ PREDICATE_MODELS: dict[PredicateType, type[SignedPredicate]] = {
     PredicateType.ATTESTATION: AttestationPredicate,
     PredicateType.KEY: KeyPredicate,
     PredicateType.LIFECYCLE: LifecyclePredicate,
+    PredicateType.ATTACHMENT: AttachmentPredicate,
 }
 
 

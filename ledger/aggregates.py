@@ -12,12 +12,15 @@ as the event it already is.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from eventsourcing.domain import Aggregate
 
+from domain.manifests.manifest_set import CheckedManifestSet, attach_manifests
 from ledger.dsse import stored_signed_digest, stored_statement
+from ledger.errors import AlreadyExistsError
 from ledger.ids import principal_id, run_id
 
 __all__ = ["Principal", "RerunJob", "Run", "Signed", "principal_id", "run_id", "topic_of"]
@@ -104,6 +107,14 @@ class Run(Aggregate):
         def apply_to(self, aggregate: Run) -> None:
             aggregate.superseded_by = self.superseded_by or "unspecified"
 
+    class ManifestsAttached(SignedEvent):
+        run_digest: str
+        roles: list[str]
+
+        def apply_to(self, aggregate: Run) -> None:
+            attached = stored_statement(self.envelope)["predicate"]["manifests"]
+            aggregate.attached.update({r: attached[r] for r in self.roles})
+
     class RerunRequested(SignedEvent):
         job_id: str
         nonce: str
@@ -154,6 +165,8 @@ class Run(Aggregate):
         self.run_name = run_name
         self.ingested_at = received_at
         self.envelopes: dict[str, int] = {stored_signed_digest(envelope): 1}
+        self._ingestion = envelope  # decoded only when a manifest is attached (rare)
+        self.attached: dict[str, Any] = {}
         self.attestation_count = 0
         self.retracted = False
         self.superseded_by: str | None = None
@@ -168,6 +181,29 @@ class Run(Aggregate):
             run_digest=run_digest,
             run_name=run_name,
         )
+
+    def manifests(self) -> dict[str, Any]:
+        """The run's manifests: those it was ingested with and those attached since."""
+        ingested = stored_statement(self._ingestion)["predicate"]["manifests"]
+        return {**{r: d for r, d in ingested.items() if d is not None}, **self.attached}
+
+    def attach(self, signed: Signed, attached: Mapping[str, Any]) -> CheckedManifestSet:
+        """Add manifests the run names by digest and lacks (``attach_manifests``); evidence
+        and rank inputs other than the comparison key do not change."""
+        members = {r: d for r, d in attached.items() if d is not None}
+        present = sorted(r for r in members if r in self.manifests())
+        if present:
+            raise AlreadyExistsError(
+                f"run {self.run_digest} already has its {' and '.join(present)} manifest"
+            )
+        checked = attach_manifests(self.manifests(), members)
+        self.trigger_event(
+            self.ManifestsAttached,
+            **signed.fields(),
+            run_digest=self.run_digest,
+            roles=sorted(members),
+        )
+        return checked
 
     def attest(self, signed: Signed) -> None:
         self.trigger_event(self.Attested, **signed.fields())

@@ -42,6 +42,7 @@ from sqlalchemy.engine import make_url
 from domain.errors import DigestMismatchError, DomainError, ManifestError
 from domain.run_facts import comparison_key_of
 from domain.statements import (
+    AttachmentPredicate,
     AttestationPredicate,
     IngestionPredicate,
     KeyAction,
@@ -477,6 +478,7 @@ class Ledger(Application[UUID]):
             PredicateType.RERUN_REQUEST: self._append_rerun_request,
             PredicateType.RERUN: self._append_rerun,
             PredicateType.RERUN_CLAIM: self._append_rerun_claim,
+            PredicateType.ATTACHMENT: self._append_attachment,
         }
         handler = handlers.get(statement.predicateType)
         if handler is None:
@@ -526,6 +528,19 @@ class Ledger(Application[UUID]):
             return admitted
         run, _, signed, _ = admitted
         run.attest(signed)
+        return run
+
+    def _append_attachment(self, envelope: Envelope, statement: Statement) -> Outcome:
+        admitted = self._admit_about_run(envelope, statement, AttachmentPredicate)
+        if isinstance(admitted, Receipt):
+            return admitted
+        run, _, signed, _ = admitted
+        had = comparison_key_of(run.manifests())
+        checked = run.attach(signed, statement.predicate["manifests"])
+        group = comparison_key_of(checked.documents)
+        # A run joins a comparison group when its workload arrives (it had none before).
+        if had is None and group is not None and self._overlay.groups is not None:
+            self._overlay.groups[run.run_digest] = group
         return run
 
     def _append_lifecycle(self, envelope: Envelope, statement: Statement) -> Outcome:
@@ -796,15 +811,15 @@ class Ledger(Application[UUID]):
                 if changed:
                     self._key_cache_forget(changed)
                     raise _SignerChanged(f"{len(changed)} signer key(s) changed")
-            record_members(
-                session,
-                [
-                    (event.run_digest, groups[event.run_digest], r.notification.id)
-                    for r in recordings
-                    if isinstance(event := r.domain_event, Run.Ingested)
-                    and event.run_digest in groups
-                ],
-            )
+            # A run joins its group at the event that gave it a workload: its ingestion, or
+            # a later attachment (the last one, when both are in this group of writes).
+            joined = {
+                event.run_digest: (event.run_digest, groups[event.run_digest], r.notification.id)
+                for r in recordings
+                if isinstance(event := r.domain_event, Run.Ingested | Run.ManifestsAttached)
+                and event.run_digest in groups
+            }
+            record_members(session, list(joined.values()))
             sequenced = self.tlog.sequence(session)
             proofs = self.tlog.inclusions(
                 session, [r.notification.id for r in recordings], sequenced.compact.size

@@ -52,6 +52,20 @@ def ingestion_envelope(
     return sign_envelope(statement, key)
 
 
+def attachment_envelope(
+    run_digest: str,
+    run_name: str,
+    attached: dict[str, dict[str, Any]],
+    key: SigningKey,
+    *,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """An ingester-signed statement adding manifests a run names by digest but lacks."""
+    predicate = {"issuedAt": format_time(now or utc_now()), "manifests": attached}
+    statement = make_statement(run_name, run_digest, PredicateType.ATTACHMENT, predicate)
+    return sign_envelope(statement, key)
+
+
 def attestation_envelope(
     run_digest: str,
     run_name: str,

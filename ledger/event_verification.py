@@ -49,6 +49,7 @@ EVENT_PREDICATES: dict[str, PredicateType] = {
     "Run.Attested": PredicateType.ATTESTATION,
     "Run.Retracted": PredicateType.LIFECYCLE,
     "Run.Superseded": PredicateType.LIFECYCLE,
+    "Run.ManifestsAttached": PredicateType.ATTACHMENT,
     "Run.RerunRequested": PredicateType.RERUN_REQUEST,
     "Run.RerunRecorded": PredicateType.RERUN,
     "Run.RerunClaimed": PredicateType.RERUN_CLAIM,

@@ -202,6 +202,7 @@ STATE_EVENTS = (
     "Run.Ingested",
     "Run.Retracted",
     "Run.Superseded",
+    "Run.ManifestsAttached",
     "Run.RerunRequested",
     "Run.RerunClaimed",
     "Run.RerunRecorded",
@@ -271,6 +272,15 @@ def describe(entry: EventVerification) -> str:
         return f"{p.get('type')}: {short}"
     if kind == PredicateType.LIFECYCLE:
         return f"{p.get('action')}: {p.get('reason')}"
+    if kind == PredicateType.ATTACHMENT:
+        attached = p.get("manifests")
+        attached = attached if isinstance(attached, dict) else {}
+        names = [
+            f"{role} {((doc or {}).get('metadata') or {}).get('name')}"
+            for role, doc in sorted(attached.items())
+            if isinstance(doc, dict)
+        ]
+        return "attached " + ", ".join(names) + " (evidence unchanged)"
     if kind == PredicateType.RERUN_REQUEST:
         req = p.get("requirements") or {}
         return (

@@ -45,7 +45,7 @@ from ledger.aggregates import topic_of
 from ledger.dsse import stored_statement
 from projections import tables as view_tables
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 APPLICATION_NAME = "KernelIndex"  # eventsourcing names the event table after it
 EVENTS_TABLE = APPLICATION_NAME.lower() + "_events"
 INGESTED_TOPIC = topic_of("Run.Ingested")
@@ -160,8 +160,20 @@ def _ingested_group(state: bytes) -> tuple[str, str | None]:
     return run_digest, comparison_key_of(statement["predicate"]["manifests"])
 
 
+def _version_3(db_url: str, conn: Connection) -> None:
+    """The read models gain manifests by digest (what lets an ingestion or an attachment
+    name a workload the ledger holds): the views are dropped and, on the next catch-up,
+    folded again from the log, as ``projections rebuild`` would."""
+    view_tables.metadata.drop_all(conn, checkfirst=True)
+    view_tables.metadata.create_all(conn, checkfirst=True)
+
+
 # version -> the step that brings the schema from version - 1 to it. Append, never edit.
-STEPS: dict[int, Callable[[str, Connection], None]] = {1: _version_1, 2: _version_2}
+STEPS: dict[int, Callable[[str, Connection], None]] = {
+    1: _version_1,
+    2: _version_2,
+    3: _version_3,
+}
 
 
 def _read(conn: Connection) -> SchemaStatus:

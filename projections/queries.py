@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from domain.evidence import EvidenceLevel
 from domain.ranking import View
-from projections.tables import ranks, runs
+from projections.tables import manifests, ranks, runs
 
 
 @dataclass(frozen=True)
@@ -118,3 +118,11 @@ def top_of_group(session: Session, key: str, view: View) -> str | None:
         .limit(1)
     ).scalar()
     return None if value is None else str(value)
+
+
+def manifest_by_digest(session: Session, digest: str) -> dict[str, Any] | None:
+    """A manifest some admitted event carried, by its digest (None if no event did)."""
+    document = session.execute(
+        select(manifests.c.document).where(manifests.c.digest == digest)
+    ).scalar()
+    return None if document is None else dict(json.loads(document))

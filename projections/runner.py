@@ -24,13 +24,22 @@ from domain.evidence import (
     EvidenceLevel,
     EvidenceResult,
 )
+from domain.manifests.canonical_form import manifest_digest
 from domain.ranking import RankEntry, View, rank_group
 from domain.run_facts import (
     RunFold,
 )
 from ledger.aggregates import run_id
 from ledger.application import Ledger, decode_stored
-from projections.tables import VIEW_TABLES, metadata, ranks, runs, stale_groups, tracking
+from projections.tables import (
+    VIEW_TABLES,
+    manifests,
+    metadata,
+    ranks,
+    runs,
+    stale_groups,
+    tracking,
+)
 
 T = TypeVar("T")
 RUNNER_NAME = "views"
@@ -177,6 +186,8 @@ class ProjectionRunner:
         stored, statement = decode_stored(state)
         digest = _subject(statement)
         predicate = statement["predicate"]
+        if event in ("Run.Ingested", "Run.ManifestsAttached"):
+            pending.remember_manifests(position, predicate["manifests"])
         if event == "Run.Ingested":
             row = _new_run_row(position, digest, str(stored["received_at"]), predicate)
             pending.new_rows[digest] = row
@@ -197,11 +208,14 @@ class ProjectionRunner:
         elif event == "Run.RerunRecorded":
             change["reruns"] = change.get("reruns", 0) + 1
             pending.dirty_evidence.add(digest)
+        elif event == "Run.ManifestsAttached":
+            pending.dirty_evidence.add(digest)  # the refold sets its new profile (group)
 
     def _flush(self, session: Session, pending: _Pending) -> None:
         """Write the batch's new runs and changes with a few multi-row statements."""
         if pending.new_rows:
             session.execute(insert(runs), list(pending.new_rows.values()))
+        self._insert_manifests(session, pending.manifests)
         for digest in pending.regroup:
             row = pending.new_rows.get(digest)
             if row is not None and row["comparison_key"] is not None:
@@ -243,6 +257,21 @@ class ProjectionRunner:
                 execution_options={"synchronize_session": False},
             )
 
+    def _insert_manifests(self, session: Session, found: dict[str, dict[str, Any]]) -> None:
+        """Manifests not seen before (the first event that carried one keeps it)."""
+        if not found:
+            return
+        known: set[str] = set()
+        for chunk in _chunks(sorted(found), 500):
+            known.update(
+                session.execute(
+                    select(manifests.c.digest).where(manifests.c.digest.in_(chunk))
+                ).scalars()
+            )
+        fresh = [row for digest, row in sorted(found.items()) if digest not in known]
+        if fresh:
+            session.execute(insert(manifests), fresh)
+
     def _run_events(self, session: Session, digest: str, up_to: int) -> Sequence[Any]:
         return session.execute(
             select(self._events.id, self._events.topic, self._events.state)
@@ -251,7 +280,8 @@ class ProjectionRunner:
         ).all()
 
     def _recompute_evidence(self, session: Session, digest: str, up_to: int) -> str | None:
-        """Evidence from the run's events (only reruns move it); the verified value too."""
+        """Evidence from the run's events (only reruns move it), the verified value, and the
+        profile (an attached workload gives the run its comparison group)."""
         fold: RunFold | None = None
         for position, topic, raw in self._run_events(session, digest, up_to):
             event = str(topic).rsplit(":", 1)[-1]
@@ -267,6 +297,7 @@ class ProjectionRunner:
             update(runs)
             .where(runs.c.run_digest == digest)
             .values(
+                **_profile_columns(fold),
                 **_evidence_columns(fold.evidence),
                 rerun_median_ns=median,
                 rerun_ci95_low=interval[0] if interval else None,
@@ -338,17 +369,35 @@ class _Pending:
     regroup: set[str] = field(default_factory=set)
     touched_groups: set[str] = field(default_factory=set)
     dirty_evidence: set[str] = field(default_factory=set)
+    manifests: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def remember_manifests(self, position: int, carried: dict[str, Any]) -> None:
+        """Index the referenced manifests an admitted event carries, by the digest the run
+        names them with (admission checked that each digests to exactly that)."""
+        spec = (carried.get("run") or {}).get("spec") or {}
+        for role, document in sorted(carried.items()):
+            if role == "run" or not isinstance(document, dict):
+                continue
+            # An attachment carries no run: its (rare) documents are digested here.
+            digest = spec.get(f"{role}Digest") if spec else manifest_digest(document)
+            if digest not in self.manifests:
+                self.manifests[str(digest)] = {
+                    "digest": str(digest),
+                    "role": role,
+                    "kind": str(document.get("kind")),
+                    "name": str((document.get("metadata") or {}).get("name")),
+                    "document": json.dumps(document, sort_keys=True, separators=(",", ":")),
+                    "position": position,
+                }
 
 
 def _chunks(items: list[str], size: int) -> list[list[str]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
-def _new_run_row(position: int, digest: str, received_at: str, predicate: Any) -> dict[str, Any]:
-    fold = RunFold.ingested(position, digest, predicate)
+def _profile_columns(fold: RunFold) -> dict[str, Any]:
     profile = fold.profile
     return {
-        "run_digest": digest,
         "name": profile.name,
         "title": profile.title,
         "source": profile.source,
@@ -363,6 +412,14 @@ def _new_run_row(position: int, digest: str, received_at: str, predicate: Any) -
         "product": profile.product,
         "architecture": profile.architecture,
         "observed_at": profile.observed_at,
+    }
+
+
+def _new_run_row(position: int, digest: str, received_at: str, predicate: Any) -> dict[str, Any]:
+    fold = RunFold.ingested(position, digest, predicate)
+    return {
+        "run_digest": digest,
+        **_profile_columns(fold),
         "ingested_position": position,
         "ingested_at": received_at,
         "retracted": False,

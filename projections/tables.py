@@ -83,4 +83,17 @@ tracking = Table(
     Column("position", BigInteger, nullable=False),
 )
 
-VIEW_TABLES = (runs, ranks)
+# Every manifest the admitted events carry, by digest (first event that carried it): what
+# lets an ingestion or an attachment name a workload the ledger already holds.
+manifests = Table(
+    "kernelindex_view_manifests",
+    metadata,
+    Column("digest", String(71), primary_key=True),
+    Column("role", String(20), nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("document", Text, nullable=False),
+    Column("position", BigInteger, nullable=False),
+)
+
+VIEW_TABLES = (runs, ranks, manifests)

@@ -81,3 +81,23 @@ def check_manifest_set(manifests: Mapping[str, Any]) -> CheckedManifestSet:
                 f"'{documents[role]['metadata']['name']}' digests to {digests[role]}"
             )
     return CheckedManifestSet(documents=documents, digests=digests)
+
+
+# What can arrive after the run: protocol and environment come with every ingestion.
+ATTACHABLE_MEMBERS = ("implementation", "workload")
+
+
+def attach_manifests(current: Mapping[str, Any], attached: Mapping[str, Any]) -> CheckedManifestSet:
+    """A run's manifests with later-arriving ones added: each must be one the run lacks and
+    references, of the right kind, digesting to exactly that reference. Admission and every
+    fold of a run's events (projections, the offline verifier) call this one rule."""
+    members = {role: doc for role, doc in attached.items() if doc is not None}
+    if not members:
+        raise ManifestError("an attachment carries an implementation or a workload manifest")
+    unknown = sorted(set(members) - set(ATTACHABLE_MEMBERS))
+    if unknown:
+        raise ManifestError(f"only {' and '.join(ATTACHABLE_MEMBERS)} can be attached: {unknown}")
+    present = sorted(role for role in members if current.get(role) is not None)
+    if present:
+        raise ManifestError(f"the run already has its {' and '.join(present)} manifest")
+    return check_manifest_set({**current, **members})

@@ -22,6 +22,7 @@ from api.server.config import ServerConfig
 from domain.statements import Role
 from domain.timestamps import utc_now
 from ledger.authoring import (
+    attachment_envelope,
     attestation_envelope,
     ingestion_envelope,
     key_registration_envelope,
@@ -274,3 +275,48 @@ def test_bodies_naming_someone_elses_key_do_not_spend_their_rate(tmp_path: Any) 
         for _ in range(5):
             problem_of(served.client.post("/v1/keys", json=junk), 400, "malformed-envelope")
         register_attester(served, alice)  # her own writes still go through
+
+
+def test_an_ingester_attaches_a_workload_over_http_and_nothing_else_does(served: Served) -> None:
+    """POST /v1/runs/{digest}/manifests: the run joins its group; refusals append nothing."""
+    c = served.client
+    home = served.home
+    manifests = seed_manifests()  # the run manifest alone names the workload by digest
+    manifests["run"]["metadata"]["name"] = "sol-submission-38823-bare"
+    manifests["run"]["spec"]["observedAt"] = "2026-08-24T00:00:00.000Z"
+    ingestion = ingestion_envelope(manifests, home.key("ingester"))
+    bare = check_receipt(c.post("/v1/runs", json=ingestion), ingestion)["subjectDigest"]
+    before = c.get(f"/v1/runs/{bare}").json()
+    assert before["comparisonKey"] is None
+    seed = served.ledger.run(SEED)
+    assert seed is not None
+    workload = copy.deepcopy(seed.manifests()["workload"])
+    url = f"/v1/runs/{bare}/manifests"
+    wrong = copy.deepcopy(workload)
+    wrong["spec"]["cases"] = wrong["spec"]["cases"][:1]
+    name = "sol-submission-38823-bare"
+    problem_of(
+        c.post(
+            url, json=attachment_envelope(bare, name, {"workload": wrong}, home.key("ingester"))
+        ),
+        422,
+        "digest-mismatch",
+    )
+    alice = SigningKey.generate()
+    register_attester(served, alice)
+    size = tree_size(served)
+    problem_of(
+        c.post(url, json=attachment_envelope(bare, name, {"workload": workload}, alice)),
+        403,
+        "wrong-role",
+    )
+    assert tree_size(served) == size
+    attach = attachment_envelope(bare, name, {"workload": workload}, home.key("ingester"))
+    receipt = check_receipt(c.post(url, json=attach), attach)
+    assert receipt["event"] == "Run.ManifestsAttached"
+    after = c.get(f"/v1/runs/{bare}").json()
+    assert after["comparisonKey"] == c.get(f"/v1/runs/{SEED}").json()["comparisonKey"]
+    assert after["evidence"] == before["evidence"]
+    # On the attestation endpoint it is refused: each endpoint takes its own statement.
+    again = attachment_envelope(bare, name, {"workload": workload}, home.key("ingester"))
+    problem_of(c.post(f"/v1/runs/{bare}/attestations", json=again), 422, "wrong-endpoint")

@@ -128,6 +128,17 @@ class RunController(Controller):
     ) -> Response[dict[str, Any]]:
         return await write(request, service, body, {PredicateType.LIFECYCLE}, digest)
 
+    @post("/{digest:str}/manifests", summary="Attach a manifest the run names (ingester)")
+    async def attach(
+        self,
+        request: Request[Any, Any, Any],
+        service: Service,
+        digest: FullDigestPath,
+        data: JSONBody[DsseEnvelope],
+        body: RawBody,
+    ) -> Response[dict[str, Any]]:
+        return await write(request, service, body, {PredicateType.ATTACHMENT}, digest)
+
     @post("/{digest:str}/rerun-requests", summary="Request a rerun (admin)")
     async def rerun_request(
         self,

@@ -1,0 +1,201 @@
+"""Attaching a manifest a run names by digest (issue 14: the seed run must not stay unranked).
+
+A run ingested without its workload has no comparison key. An ingester-signed attachment
+adds the manifest, checked against the digest the run names; the run joins its group, in
+the projections, in the ledger's group index (heads) and in the offline verifier's fold,
+and its evidence level never moves. On SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import pytest
+
+from domain.errors import DomainError
+from domain.run_facts import comparison_key_of
+from ledger.application import Ledger
+from ledger.authoring import attachment_envelope, attestation_envelope, ingestion_envelope
+from ledger.errors import AlreadyExistsError, WrongRoleError
+from ledger.history import describe, run_history
+from ledger.verify import Expectation, Outcome, VerificationPolicy, outcome_of, verify_bundle_lines
+from projections.export import export_runs
+from tests.projections.projection_world import (
+    ALL_RUNS,
+    GROUP,
+    MANIFESTS,
+    NAMES,
+    RUN_15149,
+    RUN_21613,
+    RUN_36818,
+    SEED,
+    World,
+)
+
+WORKLOAD = MANIFESTS[SEED]["workload"]
+BARE_SEED = {role: doc for role, doc in MANIFESTS[SEED].items() if role != "workload"}
+
+
+@pytest.fixture
+def world(db_url: str) -> Any:
+    w = World.create(db_url)
+    yield w
+    w.close()
+
+
+def _ingest_bare_seed(world: World) -> None:
+    world.append(ingestion_envelope(BARE_SEED, world.keys.ingester, now=world.clock.now))
+
+
+def _attach(world: World, attached: dict[str, Any], key: Any = None) -> dict[str, Any]:
+    return attachment_envelope(
+        SEED, NAMES[SEED], attached, key or world.keys.ingester, now=world.clock.now
+    )
+
+
+def test_an_attached_workload_ranks_the_run_and_leaves_its_evidence(world: World) -> None:
+    world.ingest(RUN_21613, RUN_36818, RUN_15149)
+    _ingest_bare_seed(world)
+    before = world.row(SEED)
+    assert before["comparison_key"] is None and world.standing(SEED) is None
+    receipt = world.append(_attach(world, {"workload": WORKLOAD}))
+    assert receipt.event == "Run.ManifestsAttached" and receipt.inclusion is not None
+    after = world.row(SEED)
+    assert after["comparison_key"] == GROUP
+    assert world.standing(SEED) == (3, 3)
+    for column in ("evidence_level", "evidence_reasons", "evidence_caused_by", "claimed"):
+        assert after[column] == before[column], column
+
+
+def test_the_views_after_an_attachment_are_those_of_a_rebuild(world: World) -> None:
+    world.ingest(RUN_21613, RUN_36818)
+    _ingest_bare_seed(world)
+    world.append(_attach(world, {"workload": WORKLOAD}))
+    folded = world.views()
+    world.runner().rebuild()
+    assert world.runner().table_digests() == folded
+
+
+def _other_workload() -> dict[str, Any]:
+    other = json.loads(json.dumps(WORKLOAD))
+    other["metadata"]["name"] += "-other"
+    other["spec"]["cases"] = other["spec"]["cases"][:1]
+    return dict(other)
+
+
+@pytest.mark.parametrize(
+    ("attached", "error", "says"),
+    [
+        # Another workload than the one the run names.
+        (
+            lambda: {"workload": _other_workload()},
+            DomainError,
+            "digests to",
+        ),
+        (lambda: {"workload": {**WORKLOAD, "kind": "BenchmarkProtocol"}}, DomainError, "must be"),
+        (lambda: {"protocol": MANIFESTS[SEED]["protocol"]}, DomainError, "protocol"),
+        (lambda: {}, DomainError, "implementation or a workload"),
+        (lambda: {"workload": None}, DomainError, "implementation or a workload"),
+    ],
+    ids=["other-workload", "wrong-kind", "protocol", "empty", "null"],
+)
+def test_a_wrong_attachment_is_refused_and_changes_nothing(
+    world: World, attached: Any, error: type[Exception], says: str
+) -> None:
+    _ingest_bare_seed(world)
+    count = world.count()
+    with pytest.raises(error, match=says):
+        world.append(_attach(world, attached()))
+    assert world.count() == count
+    assert world.row(SEED)["comparison_key"] is None
+
+
+def test_only_an_ingester_attaches_and_only_what_the_run_lacks(world: World) -> None:
+    world.ingest(RUN_21613)  # has its workload: nothing to attach
+    count = world.count()
+    with pytest.raises(AlreadyExistsError, match="already has its workload"):
+        world.append(
+            attachment_envelope(
+                RUN_21613,
+                NAMES[RUN_21613],
+                {"workload": MANIFESTS[RUN_21613]["workload"]},
+                world.keys.ingester,
+                now=world.clock.now,
+            )
+        )
+    _ingest_bare_seed(world)
+    count = world.count()
+    with pytest.raises(WrongRoleError):
+        world.append(_attach(world, {"workload": WORKLOAD}, key=world.keys.attester))
+    assert world.count() == count
+    world.append(_attach(world, {"workload": WORKLOAD}))
+    with pytest.raises(AlreadyExistsError, match="already has its workload"):
+        world.clock.advance(seconds=1)
+        world.append(_attach(world, {"workload": WORKLOAD}))
+    # The same attachment again is the event it already is (an idempotent resubmission).
+    assert world.count() == count + 1
+
+
+def _bundle(world: World, runs: list[str]) -> list[str]:
+    out = io.StringIO()
+    exporter = Ledger(world.db_url, world.root, clock=world.clock, log_key=world.keys.log)
+    try:
+        export_runs(exporter, out, runs)
+    finally:
+        exporter.close()
+    return out.getvalue().splitlines()
+
+
+def _verify(world: World, lines: list[str], rank: int | None = None) -> Outcome:
+    policy = VerificationPolicy(trust_root=world.root, expect=Expectation(run=SEED, rank=rank))
+    return outcome_of(verify_bundle_lines(lines, policy, workers=1))
+
+
+def test_a_bundle_proves_the_attached_rank_offline_and_not_without_the_attachment(
+    world: World,
+) -> None:
+    world.ingest(RUN_21613, RUN_36818)
+    _ingest_bare_seed(world)
+    world.append(
+        attestation_envelope(
+            SEED, NAMES[SEED], world.keys.attester, type_="note", body="x", now=world.clock.now
+        )
+    )
+    world.append(_attach(world, {"workload": WORKLOAD}))
+    lines = _bundle(world, [SEED])
+    assert _verify(world, lines, rank=3) is Outcome.VERIFIED
+    topics = [json.loads(line).get("topic", "") for line in lines]
+    at = next(i for i, t in enumerate(topics) if t.endswith("Run.ManifestsAttached"))
+    # Drop the attachment (and fix the footer): the heads say the run has one more event.
+    dropped = [line for i, line in enumerate(lines) if i != at]
+    footer = json.loads(dropped[-1])
+    footer["events"] -= 1
+    dropped[-1] = json.dumps(footer)
+    assert _verify(world, dropped) is Outcome.FAILED
+
+
+def test_every_cohort_run_keeps_its_evidence_whatever_is_attached_when(world: World) -> None:
+    """A sweep: each cohort run ingested bare, then given its workload, ends exactly as when
+    ingested whole (same key, rank and evidence), and its history says what was attached."""
+    for run in ALL_RUNS:
+        bare = {role: doc for role, doc in MANIFESTS[run].items() if role != "workload"}
+        world.append(ingestion_envelope(bare, world.keys.ingester, now=world.clock.now))
+        level = world.row(run)["evidence_level"]
+        world.append(
+            attachment_envelope(
+                run,
+                NAMES[run],
+                {"workload": MANIFESTS[run]["workload"]},
+                world.keys.ingester,
+                now=world.clock.now,
+            )
+        )
+        row = world.row(run)
+        assert row["evidence_level"] == level
+        assert row["comparison_key"] == comparison_key_of(MANIFESTS[run])
+        history = run_history(world.ledger, run)
+        assert history[-1].event == "Run.ManifestsAttached" and history[-1].ok
+        assert describe(history[-1]).startswith("attached workload ")
+    assert {r for r, _, _ in world.board()} == {SEED, RUN_21613, RUN_36818}
