@@ -39,6 +39,7 @@ from api.cli_views import register_view_commands
 from api.cli_workers import register_worker_commands
 from api.client import LedgerClient, RemoteHistory, remote_history, remote_run
 from api.demo import build_demo
+from api.display import format_measurement
 from domain.documents import parse_document
 from domain.errors import DomainError
 from domain.manifests.canonical_form import manifest_digest
@@ -284,12 +285,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
             else summary["source"],
         ),
         ("status", summary["status"]),
-        (
-            "primary",
-            f"{primary['statistic']} latency {primary['latencyNs']} ns"
-            if primary["statistic"]
-            else "none",
-        ),
+        ("primary", format_measurement(primary)),
         ("observed", summary["observedAt"]),
         ("protocol", f"{summary['protocol']['title'] or ''}  {summary['protocol']['digest']}"),
         (

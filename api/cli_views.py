@@ -18,6 +18,7 @@ from api.cli_common import (
     out,
     print_json,
 )
+from api.display import format_value
 from domain.evidence import EvidenceLevel
 from domain.ranking import View
 from ledger.errors import AmbiguousReferenceError, NotFoundError
@@ -33,16 +34,6 @@ def register_view_commands(app: typer.Typer) -> None:
     app.add_typer(projections_app, name="projections")
     app.command("leaderboard")(leaderboard)
     app.command("compare")(compare)
-
-
-def _format_value(value: float, unit: str | None) -> str:
-    if unit == "ns":
-        if value >= 1e6:
-            return f"{value / 1e6:.3f} ms"
-        if value >= 1e3:
-            return f"{value / 1e3:.2f} µs"
-        return f"{value:.0f} ns"
-    return f"{value:.6g} {unit or ''}".strip()
 
 
 def _print_board(key: str, view: View, rows: list[dict[str, Any]]) -> None:
@@ -62,7 +53,7 @@ def _print_board(key: str, view: View, rows: list[dict[str, Any]]) -> None:
             str(r["rank"]),
             f"{escape(r['name'])} [dim]{r['run_digest'][7:19]}[/]",
             r["evidence_level"],
-            _format_value(r["value"], r["unit"] if view is View.SOURCE_NATIVE else "ns"),
+            format_value(r["value"], r["unit"] if view is View.SOURCE_NATIVE else "ns"),
             f"{r['value'] / first:.3f}",
             "[cyan]" + "█" * filled + "[/]",
         )

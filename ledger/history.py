@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+from domain.comparison import NO_MEASUREMENT, primary_measurement
+from domain.errors import DomainError
 from domain.statements import PredicateType
 from ledger.aggregates import principal_id, run_id
 from ledger.application import Ledger, StoredRecord
@@ -260,10 +262,15 @@ def describe(entry: EventVerification) -> str:
     if kind == PredicateType.INGESTION:
         run = (p.get("manifests") or {}).get("run") or {}
         spec = run.get("spec") or {}
-        timing = spec.get("timing") or {}
-        stat = timing.get("primaryStatistic")
-        value = (timing.get("latencyNs") or {}).get(stat) if stat else None
-        claim = f", {stat} latency {value} ns" if value is not None else ""
+        try:
+            primary = primary_measurement(run)
+        except DomainError:  # described, never judged, here: verification says the rest
+            primary = NO_MEASUREMENT
+        claim = (
+            f", {primary.statistic} {primary.metric} {primary.value} {primary.unit}"
+            if primary.value is not None
+            else ""
+        )
         ext = f" #{p['externalId']}" if p.get("externalId") else ""
         return f"ingested from {p.get('source')}{ext}: status {spec.get('status')}{claim}"
     if kind == PredicateType.ATTESTATION:

@@ -7,10 +7,28 @@ from __future__ import annotations
 
 from typing import Any
 
+from domain.comparison import NO_MEASUREMENT, primary_measurement
+from domain.errors import DomainError
 from domain.statements import PredicateType
 from ledger.application import Ledger
 from ledger.errors import NotFoundError
 from ledger.history import RunEvents, run_events
+
+
+def _primary(run: dict[str, Any]) -> dict[str, Any]:
+    """The measurement the run is ranked by (the views' own definition), in its unit;
+    ``latencyNs`` too when it is a latency."""
+    try:
+        primary = primary_measurement(run)
+    except DomainError:  # an admitted run always has a readable one; say so, never crash
+        primary = NO_MEASUREMENT
+    return {
+        "metric": primary.metric,
+        "statistic": primary.statistic,
+        "unit": primary.unit,
+        "value": primary.value,
+        "latencyNs": primary.value if primary.is_latency else None,
+    }
 
 
 def run_summary(ledger: Ledger, run_digest: str, events: RunEvents | None = None) -> dict[str, Any]:
@@ -28,8 +46,6 @@ def run_summary(ledger: Ledger, run_digest: str, events: RunEvents | None = None
     manifests = predicate.get("manifests") or {}
     run_manifest = manifests.get("run") or {}
     spec = run_manifest.get("spec") or {}
-    timing = spec.get("timing") or {}
-    statistic = timing.get("primaryStatistic")
     protocol = manifests.get("protocol") or {}
     environment = manifests.get("environment") or {}
     hardware = (environment.get("spec") or {}).get("hardware") or {}
@@ -60,10 +76,7 @@ def run_summary(ledger: Ledger, run_digest: str, events: RunEvents | None = None
         "externalId": predicate.get("externalId"),
         "status": spec.get("status"),
         "observedAt": spec.get("observedAt"),
-        "primary": {
-            "statistic": statistic,
-            "latencyNs": (timing.get("latencyNs") or {}).get(statistic) if statistic else None,
-        },
+        "primary": _primary(run_manifest),
         "sourceNative": spec.get("sourceNative"),
         "protocol": {
             "digest": spec.get("protocolDigest"),

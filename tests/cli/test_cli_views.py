@@ -115,7 +115,11 @@ def test_projections_rebuild_is_identical_to_incremental(demo: Demo) -> None:
     assert rebuilt["identicalToIncremental"] is True
     assert rebuilt["events"] == status["position"] > 0
     assert rebuilt["tables"] == status["tables"]
-    assert set(rebuilt["tables"]) == {"kernelindex_view_runs", "kernelindex_view_ranks"}
+    assert set(rebuilt["tables"]) == {
+        "kernelindex_view_runs",
+        "kernelindex_view_ranks",
+        "kernelindex_view_manifests",
+    }
     again = demo.json("projections", "status")
     assert (again["folded"], again["tables"]) == (0, status["tables"])
     # The demo is idempotent: running it again changes no view.

@@ -21,10 +21,11 @@ from litestar.types import ExceptionHandlersMap
 from markupsafe import Markup
 from sqlalchemy import func, select
 
+from api.display import format_value
 from api.server.controllers.common import Service
 from api.server.controllers.runs import citation
 from api.server.pages.chart import Bar, bar_chart
-from api.server.pages.format import FILTERS, badge_rules, format_value, path_segment
+from api.server.pages.format import FILTERS, badge_rules, path_segment
 from api.server.problems import STATUS_BY_CODE, TITLES
 from api.server.service import LedgerService
 from domain.documents import MAX_SAFE_INTEGER

@@ -7,6 +7,7 @@ import math
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from api.display import format_measurement, format_ns, format_number, format_value
 from domain.evidence import EvidenceLevel
 
 # Badge and bar colours per evidence level, weakest to strongest. Each carries white text, so
@@ -31,44 +32,10 @@ def badge_rules() -> str:
     return "\n" + "\n".join(rules) + "\n"
 
 
-def format_ns(value: float | None) -> str:
-    """A latency in the unit a person reads best: 1750693 → "1.751 ms"."""
-    if value is None or isinstance(value, bool) or not math.isfinite(value):
-        return "—"
-    size = abs(value)
-    if size >= 1e9:
-        return f"{value / 1e9:.3f} s"
-    if size >= 1e6:
-        return f"{value / 1e6:.3f} ms"
-    if size >= 1e3:
-        return f"{value / 1e3:.2f} µs"
-    return f"{value:.0f} ns"
-
-
-def format_value(value: float | None, unit: str | None) -> str:
-    """A primary value in its unit; latencies in ns get the readable unit."""
-    if value is None or isinstance(value, bool) or not math.isfinite(value):
-        return "—"
-    if unit in (None, "ns"):
-        return format_ns(value)
-    return f"{value:.6g} {unit}"
-
-
 def format_ratio(ratio: float | None) -> str:
     if ratio is None or isinstance(ratio, bool) or not math.isfinite(ratio):
         return "—"
     return f"{ratio:.3f}×"
-
-
-def format_number(value: Any) -> str:
-    """Integers with thousands separators, floats as published (shortest repr), others as text."""
-    if isinstance(value, bool) or value is None:
-        return "—" if value is None else ("yes" if value else "no")
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
 
 
 def short_digest(digest: str | None, digits: int = 12) -> str:
@@ -115,6 +82,7 @@ FILTERS: dict[str, Any] = {
     "value": format_value,
     "ratio": format_ratio,
     "number": format_number,
+    "measurement": format_measurement,
     "short": short_digest,
     "pretty_json": pretty_json,
     "level_colour": level_colour,
