@@ -94,20 +94,29 @@ def _run_import(home: Path | None, db: str | None, items: Items, as_json: bool) 
         print_json(summary.to_json())
         return
     table = Table(title="Import", title_justify="left")
-    for column in ("new", "unchanged", "superseded", "rejected", "events appended"):
+    columns = ("new", "unchanged", "superseded", "rejected", "skipped", "events appended")
+    for column in columns:
         table.add_column(column, justify="right")
     table.add_row(
         str(summary.new),
         str(summary.unchanged),
         str(summary.superseded),
         str(len(summary.rejected)),
+        str(len(summary.skipped)),
         str(summary.events),
     )
     out.print(table)
-    for external_id, reason in summary.rejected[:50]:
-        out.print(f"[yellow]rejected[/] {escape(str(external_id))}: {escape(reason)}")
-    if len(summary.rejected) > 50:
-        out.print(f"... and {len(summary.rejected) - 50} more (use --json for all)")
+    # Every record that made no new run says why (a kept one is counted unchanged).
+    for what, reasons in (
+        ("rejected", summary.rejected),
+        ("kept the held run", summary.kept),
+        ("skipped", summary.skipped),
+    ):
+        for external_id, reason in reasons[:50]:
+            named = f" {escape(str(external_id))}" if external_id else ""
+            out.print(f"[yellow]{what}[/]{named}: {escape(reason)}")
+        if len(reasons) > 50:
+            out.print(f"... and {len(reasons) - 50} more {what} (use --json for all)")
 
 
 @import_app.command("sol-leaderboard")

@@ -6,15 +6,25 @@ different run digest — the new run is ingested and an admin-signed lifecycle e
 old run superseded by it; the old run stays readable. The raw source bytes the record was
 mapped from, and any artifacts it carries, are stored by digest; the ingestion statement
 names the snapshot by digest. A bad record is reported with its reason and skipped.
+
+A supersession never drops a field the held run has. A record that differs from the held run
+only by lacking fields of it (a poorer view of the same result: a KernelBot row whose code is
+kept apart, FlashInfer traces mapped without the dataset commit, after the catalog's richer
+copy) keeps the held run: it counts as unchanged and ``kept`` says which fields it lacks. A
+record that changed *and* lacks fields of the held run is rejected with both, and nothing is
+written. Input that yields no run by design (:class:`~domain.importers.records.Skipped`) is
+listed under ``skipped`` with its reason.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any, Final
 
 from domain.errors import DomainError
-from domain.importers.records import ImportRecord, Rejection
+from domain.importers.records import ImportRecord, Rejection, Skipped
+from domain.manifests.canonical_form import canonical_manifest
 from domain.manifests.manifest_set import check_manifest_set
 from domain.timestamps import parse_time
 from ledger.aggregates import Run
@@ -24,14 +34,24 @@ from ledger.authoring import ingestion_envelope, lifecycle_envelope
 from ledger.errors import AlreadyExistsError
 from ledger.keys import SigningKey
 
+# The run's references to the other members: they follow those members, compared on their own.
+_REFERENCES: Final = frozenset(
+    ("protocolDigest", "environmentDigest", "workloadDigest", "implementationDigest")
+)
+_SHOWN: Final = 6  # field paths named in a reason
+
 
 @dataclass
 class ImportSummary:
     new: int = 0
-    unchanged: int = 0
+    unchanged: int = 0  # includes the kept ones
     superseded: int = 0
     rejected: list[tuple[str | None, str]] = field(default_factory=list)
     events: int = 0
+    # Counted unchanged though they differ: the held run has fields the record lacks.
+    kept: list[tuple[str | None, str]] = field(default_factory=list)
+    # Input that yields no run by design (a leaderboard listing, a folder without traces).
+    skipped: list[tuple[str | None, str]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -39,8 +59,66 @@ class ImportSummary:
             "unchanged": self.unchanged,
             "superseded": self.superseded,
             "rejected": [{"externalId": e, "reason": r} for e, r in self.rejected],
+            "kept": [{"externalId": e, "reason": r} for e, r in self.kept],
+            "skipped": [{"externalId": e, "reason": r} for e, r in self.skipped],
             "events": self.events,
         }
+
+
+def _leaves(value: object, path: str) -> Iterator[tuple[str, object]]:
+    """``(path, value)`` of every scalar (an empty object or list holds nothing to drop)."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _leaves(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _leaves(item, f"{path}[{index}]")
+    else:
+        yield path, value
+
+
+def _manifest_leaves(role: str, document: Mapping[str, Any]) -> dict[str, object]:
+    canonical = canonical_manifest(document)
+    if role == "run":
+        spec = {k: v for k, v in canonical["spec"].items() if k not in _REFERENCES}
+        canonical = {**canonical, "spec": spec}
+    return dict(_leaves(canonical, role))
+
+
+def compare_records(held: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """``(dropped, changed)`` field paths of ``new`` against ``held`` (two manifest sets):
+    dropped = present in the held set and absent from the new one; changed = present in both
+    with different values, or present only in the new one. Manifests are compared in their
+    canonical form, metadata included; the run's digest references are left out (they follow
+    the members they name, which are compared themselves)."""
+    dropped: list[str] = []
+    changed: list[str] = []
+    for role in sorted(set(held) | set(new)):
+        old_doc, new_doc = held.get(role), new.get(role)
+        if old_doc is None or new_doc is None:
+            if old_doc is not None:
+                dropped.append(role)
+            elif new_doc is not None:
+                changed.append(role)
+            continue
+        before, after = _manifest_leaves(role, old_doc), _manifest_leaves(role, new_doc)
+        dropped.extend(path for path in before if path not in after)
+        changed.extend(
+            path
+            for path, value in after.items()
+            if path not in before or not _same(before[path], value)
+        )
+    return dropped, changed
+
+
+def _same(a: object, b: object) -> bool:
+    """JSON equality: ``1 == 1.0``, but ``true`` is not ``1``."""
+    return a == b and isinstance(a, bool) == isinstance(b, bool)
+
+
+def _paths(paths: list[str]) -> str:
+    shown = ", ".join(paths[:_SHOWN])
+    return shown if len(paths) <= _SHOWN else f"{shown} and {len(paths) - _SHOWN} more"
 
 
 class Importer:
@@ -71,7 +149,9 @@ class Importer:
     ) -> ImportSummary:
         summary = ImportSummary()
         for item in items:
-            if isinstance(item, Rejection):
+            if isinstance(item, Skipped):
+                summary.skipped.append((item.external_id, item.reason))
+            elif isinstance(item, Rejection):
                 summary.rejected.append((item.external_id, item.reason))
             else:
                 try:
@@ -90,6 +170,8 @@ class Importer:
         if previous == digest or (previous is None and self.ledger.run(digest) is not None):
             self._store_artifacts(record)  # an earlier import may have died before this
             summary.unchanged += 1
+            return
+        if previous is not None and self._keeps(previous, record, summary):
             return
         envelope = ingestion_envelope(
             record.manifests,
@@ -115,6 +197,31 @@ class Importer:
         self._supersede(previous, digest, record)
         summary.superseded += 1
         summary.events += 1
+
+    def _keeps(self, previous: str, record: ImportRecord, summary: ImportSummary) -> bool:
+        """Whether the held run stays as it is because the record lacks fields it has (True:
+        counted unchanged, ``kept`` says why); raises when the record changed as well."""
+        held = self.ledger.run(previous)
+        if held is None:
+            return False
+        dropped, changed = compare_records(held.manifests(), record.manifests)
+        if not dropped:
+            return False
+        what = f"the {record.source} record {record.external_id}"
+        if changed:
+            raise DomainError(
+                f"{what} changed ({_paths(changed)}) but lacks what the held run {previous} "
+                f"has ({_paths(dropped)}); superseding would drop it, so nothing was written"
+            )
+        summary.unchanged += 1
+        summary.kept.append(
+            (
+                record.external_id,
+                f"kept the held run {previous}: {what} lacks {_paths(dropped)} and is otherwise "
+                "the same",
+            )
+        )
+        return True
 
     def _supersede(self, old: str, new: str, record: ImportRecord) -> None:
         if self.admin is None:

@@ -26,6 +26,10 @@ the catalog also holds maps to the very same manifests and digests:
 
 The dataset commit is not inside the files, but the catalog pins it in every implementation
 (``projectRevision.commit``); pass ``dataset_revision`` to reproduce the catalog's digests.
+
+A record's external id (:func:`trace_external_id`) is made of what the run's manifests keep, so
+the catalog importer derives the same id from a catalog run (:func:`external_id_of`): a trace
+imported from both sources has one id, and the ledger tells "unchanged" from "changed".
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from typing import Any, Final
 from domain.canonical import canonical_json
 from domain.documents import parse_json
 from domain.errors import DomainError
-from domain.importers.records import Artifact, ImportRecord, Rejection
+from domain.importers.records import Artifact, ImportRecord, Rejection, Skipped
 from domain.manifests.canonical_form import manifest_digest
 from domain.manifests.manifest_set import check_manifest_set
 
@@ -675,6 +679,38 @@ def _run_spec(evaluation: Mapping[str, Any], definition_name: str) -> dict[str, 
 # --- the mapper --------------------------------------------------------------------------------
 
 
+def trace_external_id(definition: str, solution: str, workload_uuid: str, observed_at: str) -> str:
+    """The ledger's id of one trace: ``<definition>:<solution>:<uuid[:8]>:<observedAt>``.
+
+    Only what a run's manifests keep goes in (``sourceNative.benchmark``, the implementation's
+    title, the workload name's uuid prefix, ``observedAt`` in milliseconds), so that
+    :func:`external_id_of` gives the same id for the catalog's copy of the run.
+    """
+    return f"{definition}:{clip(solution, MAX_TITLE)}:{workload_uuid[:8].lower()}:{observed_at}"
+
+
+def external_id_of(manifests: Mapping[str, Any]) -> str | None:
+    """:func:`trace_external_id` of a FlashInfer run's manifest set (the catalog's, say), or
+    None when the set lacks what the id is made of (no implementation or workload, a workload
+    name not of the form ``<definition>-<uuid[:8]>``)."""
+    run_spec = manifests["run"]["spec"]
+    native = run_spec.get("sourceNative") or {}
+    definition, observed = native.get("benchmark"), run_spec.get("observedAt")
+    implementation, workload = manifests.get("implementation"), manifests.get("workload")
+    if not isinstance(definition, str) or not isinstance(observed, str):
+        return None
+    if not isinstance(implementation, Mapping) or not isinstance(workload, Mapping):
+        return None
+    solution = implementation["metadata"].get("title")
+    name = workload["metadata"].get("name")
+    if not isinstance(solution, str) or not isinstance(name, str):
+        return None
+    prefix = name.rpartition("-")[2]
+    if not re.fullmatch(r"[0-9a-f]{8}", prefix) or object_name(definition, prefix) != name:
+        return None
+    return trace_external_id(definition, solution, prefix, observed)
+
+
 def _classify(document: object) -> str | None:
     if not isinstance(document, dict):
         return None
@@ -697,10 +733,10 @@ def map_flashinfer_trace(
     """One record per trace line of ``files`` (name → bytes), or a rejection saying why.
 
     ``*.jsonl`` files are traces; ``*.json`` files are definitions or solutions (told apart by
-    their fields). ``dataset_revision`` is the 40-hex commit of ``flashinfer-trace`` the files
-    come from, pinned in every implementation (the catalog pins
-    ``da915083d4c7c5e61aa3005e3d17ae488e0fc71c``). Deterministic: the same files give the same
-    records, in file-name then line order.
+    their fields); files without a trace give one :class:`Skipped` saying so.
+    ``dataset_revision`` is the 40-hex commit of ``flashinfer-trace`` the files come from,
+    pinned in every implementation (the catalog pins ``da915083d4c7c5e61aa3005e3d17ae488e0fc71c``).
+    Deterministic: the same files give the same records, in file-name then line order.
     """
     if dataset_revision is not None and not re.fullmatch(r"[0-9a-f]{40}", dataset_revision):
         raise ValueError("dataset_revision must be a 40-hex git commit")
@@ -744,6 +780,12 @@ def map_flashinfer_trace(
             raise MappingError(found)
         return found
 
+    if not traces:
+        yield Skipped(
+            None,
+            f"no trace (*.jsonl) among the files: {len(definitions)} definition(s) and "
+            f"{len(solutions)} solution(s) hold no result, so there is no run to import",
+        )
     for where, line in traces:
         external_id: str | None = None
         try:
@@ -752,13 +794,14 @@ def map_flashinfer_trace(
             solution_name = text(trace.get("solution"), "trace.solution")
             raw_workload = as_object(field(trace, "workload", "trace"), "trace.workload")
             evaluation = as_object(field(trace, "evaluation", "trace"), "trace.evaluation")
-            external_id = ":".join(
-                (
-                    definition_name,
-                    solution_name,
-                    text(raw_workload.get("uuid"), "trace.workload.uuid"),
-                    text(evaluation.get("timestamp"), "trace.evaluation.timestamp"),
-                )
+            uuid = text(raw_workload.get("uuid"), "trace.workload.uuid")
+            timestamp = text(evaluation.get("timestamp"), "trace.evaluation.timestamp")
+            external_id = f"{definition_name}:{solution_name}:{uuid}:{timestamp}"  # for reasons
+            external_id = trace_external_id(
+                definition_name,
+                solution_name,
+                uuid,
+                utc_millis(timestamp, "trace.evaluation.timestamp"),
             )
             yield _map_trace(
                 trace,

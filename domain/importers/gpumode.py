@@ -25,7 +25,12 @@ KernelBot rows name a leaderboard by id only and carry no operation semantics, s
 this importer knows are listed in :data:`KNOWN_PROBLEMS` (their OperationSpecs transcribed from
 ``gpu-mode/reference-kernels`` exactly as the catalog holds them); a leaderboard listing
 (``leaderboards.json``) may be passed to name other leaderboard ids. A leaderboard listing
-given as ``data`` describes no results and yields nothing.
+given as ``data`` describes no results: each of its rows gives a :class:`Skipped` saying so.
+
+A row whose ``code`` is null (the dataset keeps some code apart, by ``code_id``) gives an
+implementation without ``source``: the mapper cannot pin bytes it does not have. The catalog
+holds such submissions with their source pinned; the importer keeps that richer run rather
+than supersede it (:mod:`ledger.importing`).
 """
 
 from __future__ import annotations
@@ -60,7 +65,7 @@ from domain.importers.flashinfer_trace import (
     text,
     utc_millis,
 )
-from domain.importers.records import Artifact, ImportRecord, Rejection
+from domain.importers.records import Artifact, ImportRecord, Rejection, Skipped
 from domain.manifests.canonical_form import manifest_digest
 
 SOURCE: Final = "gpumode-kernelbot"
@@ -458,13 +463,21 @@ def map_gpumode(
     except DomainError as exc:
         yield Rejection(None, f"{name}: {exc.message}")
         return
+    if not items:
+        yield Skipped(None, f"{name}: no rows, so there is no run to import")
     for index, item in enumerate(items):
         where = f"{name}#rows[{index}]"
         submission_ref: str | None = None
         try:
             row, truncated = _unwrap(item, where)
             if "leaderboard_id" not in row and "gpu_types" in row:
-                continue  # a leaderboard, not a result
+                yield Skipped(
+                    f"leaderboard/{row.get('id')}",
+                    f"{where}: leaderboard {row.get('name')!r} is a leaderboard, not a "
+                    "submission result, so there is no run to import (a leaderboard listing "
+                    "names leaderboard ids when given as leaderboards)",
+                )
+                continue
             submission = integer(row.get("submission_id"), f"{where}.submission_id")
             submission_ref = f"submission/{submission}"
             board_id = integer(row.get("leaderboard_id"), f"{where}.leaderboard_id")

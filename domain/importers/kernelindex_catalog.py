@@ -8,12 +8,15 @@ measurements, record events, artifacts and the serving tables.
 :func:`map_kernelindex_catalog` mirrors every ``benchmark_runs`` row as an
 :class:`ImportRecord` whose manifest set is the row's ``manifest`` (run, protocol, environment)
 plus the ``workloads`` row named by ``workloadId`` and the ``implementations`` row named by
-``implementationId``. Nothing stated is trusted: every digest is recomputed and a row is
-refused (a :class:`Rejection` with the reason) when any differs — ``runDigest``, the
-workload's ``workloadDigest``, the implementation's ``implementationDigest``, the run's
-protocol/environment/workload/implementation references, the row's ``protocolKey``,
-``environmentKey``, ``correctnessKey`` and ``comparisonKey`` (recomputed with
-:func:`domain.comparison.comparison_components`) and its ``status``.
+``implementationId``. Its external id is the one the source's own importer gives the same
+result (KernelBot: :func:`~domain.importers.gpumode.kernelbot_external_id`; FlashInfer:
+:func:`~domain.importers.flashinfer_trace.external_id_of`; else ``sourceNative.externalId``,
+else the row id), so importing a result from both keeps one id. Nothing stated is trusted:
+every digest is recomputed and a row is refused (a :class:`Rejection` with the reason) when
+any differs — ``runDigest``, the workload's ``workloadDigest``, the implementation's
+``implementationDigest``, the run's protocol/environment/workload/implementation references,
+the row's ``protocolKey``, ``environmentKey``, ``correctnessKey`` and ``comparisonKey``
+(recomputed with :func:`domain.comparison.comparison_components`) and its ``status``.
 
 :func:`catalog_manifests` yields the other manifests of the export (operations, projects,
 workloads, implementations, serving kinds) after the same digest check; they are stored as
@@ -32,13 +35,15 @@ from domain.importers.flashinfer_trace import (
     RECORD_ERRORS,
     MappingError,
     as_object,
+    external_id_of,
     json_artifact,
     reason,
     text,
 )
+from domain.importers.flashinfer_trace import SOURCE as FLASHINFER_SOURCE
 from domain.importers.gpumode import SOURCE as KERNELBOT_SOURCE
 from domain.importers.gpumode import kernelbot_external_id
-from domain.importers.records import ImportRecord, Rejection
+from domain.importers.records import ImportRecord, Rejection, Skipped
 from domain.manifests.canonical_form import manifest_digest
 from domain.manifests.manifest_set import check_manifest_set
 
@@ -136,10 +141,12 @@ def map_kernelindex_catalog(lines: Iterable[bytes]) -> Iterator[ImportRecord | R
     """One record per ``benchmark_runs`` row, or a rejection saying which digest disagrees.
 
     Streams: sources, workloads and implementations are held in memory (a few MB), runs are
-    mapped as they come. A run listed before a row it names waits until the end.
+    mapped as they come. A run listed before a row it names waits until the end. An export
+    without runs gives one :class:`Skipped` saying so.
     """
     index = _Index()
     waiting: list[tuple[int, dict[str, Any]]] = []
+    runs = 0
     for number, line in enumerate(lines, 1):
         try:
             parsed = read_line(line, number)
@@ -157,24 +164,38 @@ def map_kernelindex_catalog(lines: Iterable[bytes]) -> Iterator[ImportRecord | R
         elif table == "implementations":
             index.implementations.add(row)
         elif table == RUN_TABLE:
+            runs += 1
             if index.ready(row):
                 yield map_catalog_run(row, index, number)
             else:
                 waiting.append((number, row))
     for number, row in waiting:
         yield map_catalog_run(row, index, number)
+    if runs == 0:
+        yield Skipped(
+            None,
+            f"no {RUN_TABLE} rows in the export: its other tables are manifests, not runs",
+        )
 
 
-def _external_id(row: Mapping[str, Any], run: Mapping[str, Any], source: str) -> str:
-    native = run["spec"].get("sourceNative") or {}
+def _external_id(
+    row: Mapping[str, Any], manifests: Mapping[str, dict[str, Any]], source: str
+) -> str:
+    """The id the source's own importer gives the same result, so that importing both keeps
+    one id per result (else the catalog row's id)."""
+    native = manifests["run"]["spec"].get("sourceNative") or {}
     external = native.get("externalId")
     if not isinstance(external, str):
+        if source == FLASHINFER_SOURCE:
+            # FlashInfer traces have no id of their own: the trace importer's id is made of
+            # what the manifests keep.
+            return external_id_of(manifests) or str(row["id"])
         return str(row["id"])
     if source == KERNELBOT_SOURCE:
         # One KernelBot submission yields many runs (per case, per runner GPU).
         benchmark = str(native.get("benchmark", ""))
         return kernelbot_external_id(
-            external, benchmark, str(row["manifest"]["environment"]["metadata"]["name"])
+            external, benchmark, str(manifests["environment"]["metadata"]["name"])
         )
     return external
 
@@ -219,7 +240,7 @@ def map_catalog_run(row: dict[str, Any], index: _Index, number: int) -> ImportRe
         check_and_compare(row, manifests)
         return ImportRecord(
             source=source,
-            external_id=_external_id(row, run, source),
+            external_id=_external_id(row, manifests, source),
             manifests=manifests,
             snapshot=json_artifact(row, f"{RUN_TABLE}:{row_id}"),
         )

@@ -44,3 +44,13 @@ class Rejection:
 
     external_id: str | None
     reason: str
+
+
+@dataclass(frozen=True)
+class Skipped(Rejection):
+    """Source input that yields no run by design, and why: a leaderboard listing, a folder
+    with no traces, a submission repeated verbatim. Not an error; nothing of it is written.
+
+    A subclass of :class:`Rejection` so that a consumer that does not know it still reports
+    the reason; :class:`ledger.importing.Importer` counts it apart from the rejections.
+    """

@@ -41,10 +41,11 @@ Folder specifics (this module's own choices; nothing in the catalog to match):
   REWARD_HACK → suspected_reward_hack, INVALID_REFERENCE → invalid_reference; anything else is
   rejected. Raw evidence: ``spec.evidence.logs`` names the evaluation log (text/plain artifact)
   when the trace has one, else the trace record itself (its canonical JSON, also the snapshot).
-* A folder without ``trace*.jsonl`` yields **nothing**: a record is a run, and a solution alone
-  is not a result. Its implementations are available from :func:`map_sol_execbench_solutions`
-  (which also takes a definition from elsewhere, for ``reward-hacks/``, which has solutions
-  only). Problems in files a trace needs are reported in that trace's rejection.
+* A folder without ``trace*.jsonl`` yields **no record** (one :class:`Skipped` saying why): a
+  record is a run, and a solution alone is not a result. Its implementations are available
+  from :func:`map_sol_execbench_solutions` (which also takes a definition from elsewhere,
+  for ``reward-hacks/``, which has solutions only). Problems in files a trace needs are
+  reported in that trace's rejection.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ from typing import Any, Final
 from domain.canonical import canonical_json
 from domain.documents import parse_json
 from domain.errors import DomainError
-from domain.importers.records import Artifact, ImportRecord, Rejection
+from domain.importers.records import Artifact, ImportRecord, Rejection, Skipped
 from domain.manifests.canonical_form import manifest_digest
 from domain.manifests.manifest_set import check_manifest_set
 
@@ -1214,12 +1215,23 @@ def map_sol_execbench(files: Mapping[str, bytes]) -> Iterator[ImportRecord | Rej
     """A benchmark folder's traces as runs (one per trace line), or rejections with reasons.
 
     ``files`` maps file names (``definition.json``, ``workload.jsonl``, ``solution*.json``,
-    ``trace*.jsonl``) to their bytes. Without trace files nothing is yielded.
+    ``trace*.jsonl``) to their bytes. Without trace files one :class:`Skipped` says so.
     """
     trace_files = sorted(n for n in files if re.fullmatch(r"trace.*\.jsonl", n))
-    if not trace_files:
-        return
     folder = _read_folder(files)
+    if not trace_files:
+        solutions = sum(1 for n in files if re.fullmatch(r"solution.*\.json", n))
+        held = [
+            *(["a definition"] if "definition.json" in files else []),
+            f"{len(folder.entries)} workload entries",
+            f"{solutions} solution(s)",
+        ]
+        yield Skipped(
+            None,
+            f"no trace*.jsonl in the folder ({', '.join(held)}): a run is a trace's result, so "
+            "there is no run to import (solutions are kept as implementations, not runs)",
+        )
+        return
     for file_name in trace_files:
         for number, trace in _jsonl(files[file_name]):
             if isinstance(trace, DomainError):

@@ -50,7 +50,7 @@ from typing import Any, Final
 from domain.canonical import canonical_json
 from domain.documents import parse_json
 from domain.errors import DomainError
-from domain.importers.records import Artifact, ImportRecord, Rejection
+from domain.importers.records import Artifact, ImportRecord, Rejection, Skipped
 from domain.importers.sol_execbench import (
     API_VERSION,
     SOURCE,
@@ -437,22 +437,31 @@ def map_sol_leaderboard(files: Mapping[str, bytes]) -> Iterator[ImportRecord | R
     """Every submission in ``submissions*.json`` as a record, or a rejection with its reason.
 
     Files are read in name order, submissions in page order; a submission repeated verbatim
-    (overlapping pages) is imported once, one repeated with different content is rejected.
+    (overlapping pages) is imported once (the repeat is :class:`Skipped`), one repeated with
+    different content is rejected. Files not read, an empty page and a kernel file that cannot
+    be mapped and that no submission names are reported too, each with the reason.
     """
     kernels = _kernels(files)
-    seen: dict[int, bytes] = {}
-    for name in sorted(n for n in files if _SUBMISSIONS_FILE.fullmatch(n)):
+    seen: dict[int, tuple[bytes, str]] = {}
+    named: set[int] = set()
+    pages = sorted(n for n in files if _SUBMISSIONS_FILE.fullmatch(n))
+    yield from _unread(files, pages)
+    for name in pages:
         try:
             submissions = _submissions(name, files[name])
         except DomainError as exc:
             yield Rejection(None, f"{name}: {exc.message}")
             continue
+        if not submissions:
+            yield Skipped(None, f"{name}: no submissions, so there is no run to import")
         for index, raw in enumerate(submissions):
             raw_id = raw.get("id") if isinstance(raw, Mapping) else None
             external_id = (
                 str(raw_id) if isinstance(raw_id, int) and not isinstance(raw_id, bool) else None
             )
             where = f"{name} submission #{index + 1}"
+            if isinstance(raw, Mapping) and isinstance(raw.get("kernel_id"), int):
+                named.add(raw["kernel_id"])
             try:
                 submission = _object(raw, where)
                 record = _record(submission, kernels)
@@ -462,11 +471,35 @@ def map_sol_leaderboard(files: Mapping[str, bytes]) -> Iterator[ImportRecord | R
             submission_id = int(record.external_id)
             previous = seen.get(submission_id)
             if previous is not None:
-                if previous != record.snapshot.content:
+                content, first = previous
+                if content != record.snapshot.content:
                     yield Rejection(
                         record.external_id,
                         f"{where}: submission {submission_id} appears twice with different content",
                     )
+                else:
+                    yield Skipped(
+                        record.external_id,
+                        f"{where}: submission {submission_id} repeats {first} verbatim "
+                        "(overlapping pages); imported once",
+                    )
                 continue
-            seen[submission_id] = record.snapshot.content
+            seen[submission_id] = (record.snapshot.content, where)
             yield record
+    for kernel_id, kernel in kernels.items():
+        if isinstance(kernel, str) and kernel_id not in named:
+            yield Rejection(f"kernel/{kernel_id}", f"{kernel} (no submission here names it)")
+
+
+def _unread(files: Mapping[str, bytes], pages: list[str]) -> Iterator[Skipped]:
+    """What the import does not read, and why (every run comes from a submissions page)."""
+    if not pages:
+        yield Skipped(None, "no submissions*.json among the files, so there is no run to import")
+    for name in sorted(files):
+        if name in pages or _KERNEL_FILE.fullmatch(name):
+            continue
+        if name == "kernels.json":
+            why = "the kernel listing (/api/kernels) holds no results; kernel-<id>.json are read"
+        else:
+            why = "neither kernel-<id>.json nor submissions*.json; not read"
+        yield Skipped(None, f"{name}: {why}")

@@ -31,7 +31,7 @@ from domain.importers.gpumode import (
     parse_case_spec,
     parse_leaderboards,
 )
-from domain.importers.records import ImportRecord, Rejection
+from domain.importers.records import ImportRecord, Rejection, Skipped
 from domain.manifests.canonical_form import manifest_digest
 from domain.manifests.manifest_set import check_manifest_set
 
@@ -341,8 +341,17 @@ def test_gpumode_fixture_maps_every_case(gpumode_dir: Path) -> None:
     assert [r.manifests for r in again if isinstance(r, ImportRecord)] == [
         r.manifests for r in records
     ]
-    # The leaderboard listing describes no results.
-    assert list(map_gpumode((gpumode_dir / "leaderboards.json").read_bytes(), "lb.json")) == []
+    # The leaderboard listing describes no results, and says so row by row (issue 14).
+    mapped = list(map_gpumode((gpumode_dir / "leaderboards.json").read_bytes(), "lb.json"))
+    listing = [s for s in mapped if isinstance(s, Skipped)]
+    assert len(listing) == len(mapped)
+    assert [s.external_id for s in listing] == [f"leaderboard/{i}" for i in sorted(leaderboards)]
+    assert all("is a leaderboard, not a submission result" in s.reason for s in listing)
+    [empty] = map_gpumode(b'{"rows": []}', "empty.json")
+    assert (
+        isinstance(empty, Skipped)
+        and empty.reason == "empty.json: no rows, so there is no run to import"
+    )
 
 
 def test_gpumode_agrees_with_the_catalog(gpumode_dir: Path) -> None:

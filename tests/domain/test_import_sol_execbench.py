@@ -15,7 +15,7 @@ import pytest
 
 from domain.canonical import canonical_json
 from domain.errors import DomainError
-from domain.importers.records import ImportRecord, Rejection
+from domain.importers.records import ImportRecord, Rejection, Skipped
 from domain.importers.sol_execbench import (
     MappedSolution,
     evaluate_axis_expression,
@@ -55,7 +55,12 @@ def _solutions(files: dict[str, bytes], definition: bytes | None = None) -> list
 def test_folders_without_traces_yield_no_records(name: str) -> None:
     files = _folder(name)
     assert not any(n.startswith("trace") for n in files)
-    assert list(map_sol_execbench(files)) == []
+    # No record, but one line saying why (issue 14: an import that finds nothing says so).
+    [skipped] = list(map_sol_execbench(files))
+    assert isinstance(skipped, Skipped) and skipped.external_id is None
+    assert skipped.reason.startswith("no trace*.jsonl in the folder (")
+    solutions = sum(1 for n in files if n.startswith("solution"))
+    assert f"{solutions} solution(s)" in skipped.reason
 
 
 @pytest.mark.parametrize("name", FOLDERS)

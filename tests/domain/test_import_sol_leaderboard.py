@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from domain.canonical import canonical_json
-from domain.importers.records import ImportRecord, Rejection
+from domain.importers.records import ImportRecord, Rejection, Skipped
 from domain.importers.sol_execbench import (
     js_round,
     map_definition,
@@ -80,7 +80,16 @@ def _records(items: list[ImportRecord | Rejection]) -> list[ImportRecord]:
 
 
 def _rejections(items: list[ImportRecord | Rejection]) -> list[Rejection]:
-    return [i for i in items if isinstance(i, Rejection)]
+    return [i for i in items if isinstance(i, Rejection) and not isinstance(i, Skipped)]
+
+
+def _skipped(items: list[ImportRecord | Rejection]) -> list[Skipped]:
+    return [i for i in items if isinstance(i, Skipped)]
+
+
+KERNELS_LISTING = (
+    "kernels.json: the kernel listing (/api/kernels) holds no results; kernel-<id>.json are read"
+)
 
 
 # --- the fixture responses ------------------------------------------------------------------------
@@ -90,6 +99,8 @@ def test_fixture_submissions_become_valid_records() -> None:
     items = list(map_sol_leaderboard(_files()))
     records = _records(items)
     assert _rejections(items) == []
+    # The one file not read is named, with the reason (issue 14: say why nothing came of it).
+    assert [s.reason for s in _skipped(items)] == [KERNELS_LISTING]
     assert [r.external_id for r in records] == ["36577", "36157"]
     by_id = {s["id"]: s for s in _submissions()}
     for record in records:
@@ -325,10 +336,35 @@ def test_repeated_submissions() -> None:
     items = list(map_sol_leaderboard(_with_submissions([good, other, good])))
     assert [r.external_id for r in _records(items)] == ["36577", "36157"]
     assert _rejections(items) == []
+    repeat = [s for s in _skipped(items) if s.external_id == "36577"]
+    assert [s.reason for s in repeat] == [
+        "submissions.json submission #3: submission 36577 repeats submissions.json submission #1 "
+        "verbatim (overlapping pages); imported once"
+    ]
     changed = {**good, "sol_score": 0.9}
     items = list(map_sol_leaderboard(_with_submissions([good, changed])))
     assert [r.external_id for r in _records(items)] == ["36577"]
     assert "twice with different content" in _rejections(items)[0].reason
+
+
+def test_what_yields_no_run_is_reported_with_the_reason() -> None:
+    files = _files()
+    page = files.pop("submissions.json")
+    files["submission.json"] = page  # misnamed: not a submissions page
+    items = list(map_sol_leaderboard(files))
+    assert _records(items) == [] and _rejections(items) == []
+    assert [s.reason for s in _skipped(items)] == [
+        "no submissions*.json among the files, so there is no run to import",
+        KERNELS_LISTING,
+        "submission.json: neither kernel-<id>.json nor submissions*.json; not read",
+    ]
+    items = list(map_sol_leaderboard(_with_submissions([])))
+    assert "submissions.json: no submissions" in [s.reason for s in _skipped(items)][-1]
+    # A kernel file that cannot be mapped is reported even when no submission names it.
+    files = _with_submissions([])
+    files["kernel-9.json"] = b"{"
+    [broken] = _rejections(list(map_sol_leaderboard(files)))
+    assert broken.external_id == "kernel/9" and "no submission here names it" in broken.reason
 
 
 def test_timestamps_and_rounding_follow_javascript() -> None:
