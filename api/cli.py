@@ -57,6 +57,7 @@ from ledger.home import LedgerHome
 from ledger.ids import run_id
 from ledger.trust import TrustRoot
 from ledger.verify import EXIT_CODES, Outcome, VerificationPolicy
+from projections.references import resolve_run_in
 from projections.run_record import run_record
 
 app = typer.Typer(
@@ -164,7 +165,7 @@ def digest(
 
 def _named_run(ledger: Ledger, reference: str) -> tuple[str, str]:
     """(digest, name) of the run a digest or prefix names: statements about it need both."""
-    run_digest = ledger.resolve_run(reference)
+    run_digest = resolve_run_in(ledger, reference)
     record = ledger.run(run_digest)
     if record is None:
         raise NotFoundError(f"no run with digest {run_digest}")
@@ -263,7 +264,7 @@ def show(
 ) -> None:
     """Summarise one run record."""
     ledger = open_ledger(home, db)
-    summary = run_record(ledger, ledger.resolve_run(run))
+    summary = run_record(ledger, resolve_run_in(ledger, run))
     if as_json:
         print_json(summary)
         return
@@ -416,7 +417,7 @@ def history(
     if trust_root is not None or checkpoint is not None or unanchored:
         raise typer.BadParameter("--trust-root and --checkpoint go with --server")
     ledger = open_ledger(home, db)
-    run_digest = ledger.resolve_run(run)
+    run_digest = resolve_run_in(ledger, run)
     page = history_page(ledger, run_id(run_digest), start, limit)
     entries = page.entries
     if as_json:

@@ -25,6 +25,7 @@ from domain.documents import parse_document
 from domain.manifests.collection import as_manifest_set
 from ledger.errors import NotFoundError
 from ledger.home import LedgerHome
+from projections.references import resolve_run_in
 
 JsonObject = dict[str, Any]
 
@@ -104,7 +105,7 @@ def attach(
     (signed by an ingester; never changes the evidence level)."""
     target = LedgerHome.at(home, db)
     ledger = target.open()
-    run_digest = ledger.resolve_run(run)
+    run_digest = resolve_run_in(ledger, run)
     supplied = (
         as_manifest_set(parse_document(file.read_bytes(), filename=file.name)) if file else {}
     )

@@ -45,6 +45,7 @@ from ledger.verify import (
     verify_bundle_lines,
 )
 from projections.export import export_runs
+from projections.references import resolve_run_in
 
 log_app = typer.Typer(
     help="The transparency log: checkpoints, proofs, entries.", no_args_is_help=True
@@ -160,7 +161,7 @@ def export(
     if sum((bool(run), bool(cohort), all_events)) != 1:
         raise NotFoundError("give one of --run RUN (repeatable), --cohort KEY or --all")
     ledger = open_ledger(home, db)
-    runs = [ledger.resolve_run(r) for r in run] if run else None
+    runs = [resolve_run_in(ledger, r) for r in run] if run else None
     held = [held_checkpoint_size(ledger, p.read_text("utf-8")) for p in checkpoint or []]
     held += list(size or [])
     with output.open("w", encoding="utf-8") as handle, _progress(None, "exporting") as bar:

@@ -39,6 +39,7 @@ from ledger.submission import (
     rerun_target,
     submit_solution,
 )
+from projections.references import resolve_run_in
 from projections.run_record import ingested_manifests
 
 rerun_app = typer.Typer(help="Controlled reruns of a run's kernel.", no_args_is_help=True)
@@ -209,7 +210,7 @@ def request(
         return
     home_target = LedgerHome.at(home, db)
     ledger = home_target.open()
-    run_digest = ledger.resolve_run(run)
+    run_digest = resolve_run_in(ledger, run)
     manifests = ingested_manifests(ledger, run_digest)
     if not manifests:
         raise NotFoundError(f"no run with digest {run_digest}")

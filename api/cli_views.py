@@ -21,10 +21,13 @@ from api.cli_common import (
 from api.display import format_value
 from domain.evidence import EvidenceLevel
 from domain.ranking import View
-from ledger.errors import AmbiguousReferenceError, NotFoundError
+from ledger.errors import NotFoundError
 from projections import queries
+from projections.group_labels import group_labels
+from projections.references import resolve_group, resolve_run_in
 from projections.run_record import compare_runs
 from projections.runner import ProjectionRunner
+from projections.search import search_groups
 
 projections_app = typer.Typer(help="Rebuild and inspect the read models.", no_args_is_help=True)
 BAR_WIDTH = 40
@@ -34,6 +37,7 @@ def register_view_commands(app: typer.Typer) -> None:
     app.add_typer(projections_app, name="projections")
     app.command("leaderboard")(leaderboard)
     app.command("compare")(compare)
+    app.command("search")(search)
 
 
 def _print_board(key: str, view: View, rows: list[dict[str, Any]]) -> None:
@@ -62,7 +66,9 @@ def _print_board(key: str, view: View, rows: list[dict[str, Any]]) -> None:
 
 @handles_errors
 def leaderboard(
-    key: Annotated[str | None, typer.Argument(help="Comparison key (sha256:…).")] = None,
+    key: Annotated[
+        str | None, typer.Argument(help="Comparison key (sha256:…) or a unique prefix.")
+    ] = None,
     definition: Annotated[
         str | None, typer.Option("--definition", help="Benchmark/definition name.")
     ] = None,
@@ -77,29 +83,47 @@ def leaderboard(
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """A comparison group's ranking (by key, or by --definition and --gpu), with a chart."""
+    """A comparison group's ranking, with a chart: by key (or a unique prefix), or every group
+    of --definition and/or --gpu, each labelled by what separates it from the others."""
     ledger = open_ledger(home, db)
     ProjectionRunner(ledger).catch_up()
     floor = EvidenceLevel.parse(min_level) if min_level else None
     with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
-        if key is None:
-            if definition is None and gpu is None:
-                raise NotFoundError("give a comparison key, or --definition and/or --gpu")
-            found = queries.groups(session, definition, gpu)
-            if not found:
-                raise NotFoundError("no comparison group matches")
-            if len(found) > 1:
-                listing = "; ".join(
-                    f"{g['comparison_key']} ({g['benchmark']} on {g['product']}, {g['runs']} runs)"
-                    for g in found[:10]
+        if key is not None:
+            keys = [resolve_group(session, key)]
+        elif definition is None and gpu is None:
+            raise NotFoundError("give a comparison key, or --definition and/or --gpu")
+        else:
+            keys = [str(g["comparison_key"]) for g in queries.groups(session, definition, gpu)]
+            if not keys:
+                raise NotFoundError(
+                    "no comparison group has "
+                    + " on ".join(
+                        f"{what} {value!r}"
+                        for what, value in (("definition", definition), ("GPU", gpu))
+                        if value
+                    )
                 )
-                raise AmbiguousReferenceError(f"{len(found)} groups match: {listing}")
-            key = str(found[0]["comparison_key"])
-        rows = queries.leaderboard(session, key, view, floor)
+        labels = group_labels(session, keys)
+        boards = [(label, queries.leaderboard(session, label.key, view, floor)) for label in labels]
     if as_json:
-        print_json({"comparisonKey": key, "view": str(view), "entries": rows})
+        entries = [
+            {
+                "comparisonKey": label.key,
+                "label": label.separated_by([o for o in labels if o is not label]),
+                "view": str(view),
+                "entries": rows,
+            }
+            for label, rows in boards
+        ]
+        print_json(entries[0] if key is not None else {"groups": entries})
         return
-    _print_board(key, view, rows)
+    if len(boards) > 1:
+        out.print(f"[bold]{len(boards)} comparison groups[/] match; each says what sets it apart")
+    for label, rows in boards:
+        others = [o for o in labels if o is not label]
+        out.print(f"\n[dim]{escape(label.separated_by(others))}[/]")
+        _print_board(label.key, view, rows)
 
 
 @handles_errors
@@ -112,7 +136,7 @@ def compare(
 ) -> None:
     """Field-by-field differences between two runs and the ratio of their primary values."""
     ledger = open_ledger(home, db)
-    result = compare_runs(ledger, ledger.resolve_run(a), ledger.resolve_run(b))
+    result = compare_runs(ledger, resolve_run_in(ledger, a), resolve_run_in(ledger, b))
     if as_json:
         print_json(result)
         return
@@ -179,3 +203,60 @@ def projections_status(
         out.print(f"views at position {done.position} ({done.events} new events folded)")
         for name, digest in tables.items():
             out.print(f"  {name:<28} {digest}")
+
+
+@handles_errors
+def search(
+    words: Annotated[
+        list[str], typer.Argument(help="Words that must all match: B200 rmsnorm bf16 v1.1 ...")
+    ],
+    limit: Annotated[int, typer.Option(min=1, max=500, help="Most groups to show.")] = 50,
+    home: HomeOption = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Find comparison groups: every word must match a run's operation, GPU, dtype or
+    workload axes, source, stack version, evidence level, author, name or id."""
+    ledger = open_ledger(home, db)
+    runner = ProjectionRunner(ledger)
+    runner.catch_up()
+    query = " ".join(words)
+    _, found = runner.snapshot(lambda session: search_groups(session, query, limit))
+    if as_json:
+        print_json(
+            {
+                "query": query,
+                "groups": [
+                    {
+                        "comparisonKey": f.label.key,
+                        "benchmark": f.label.benchmark,
+                        "product": f.label.product,
+                        "parts": f.label.parts,
+                        "runs": f.label.runs,
+                        "matchingRuns": f.runs,
+                        "top": {"run": f.top_run, "name": f.top_name, "value": f.top_value},
+                    }
+                    for f in found
+                ],
+            }
+        )
+        return
+    if not found:
+        out.print(f"no comparison group matches {query!r}")
+        raise typer.Exit(1)
+    labels = [f.label for f in found]
+    table = Table(box=None, pad_edge=False)
+    table.add_column("group", no_wrap=True)
+    for column in ("benchmark · GPU", "runs", "#1", "apart from its lookalikes by"):
+        table.add_column(column, overflow="fold")
+    for f in found:
+        alike = f.label.lookalikes(labels)
+        table.add_row(
+            f.label.key[:19],
+            escape(f"{f.label.benchmark} · {f.label.product}"),
+            f"{f.runs}/{f.label.runs}",
+            escape(f"{f.top_name} {format_value(f.top_value, f.unit)}") if f.top_name else "—",
+            escape(f.label.separated_by(alike)) if alike else "",
+        )
+    out.print(f"[bold]{len(found)} comparison groups[/] match {escape(query)!r}")
+    out.print(table)

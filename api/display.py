@@ -1,8 +1,8 @@
 """How numbers and measurements read for people, on every page and in every CLI table.
 
 One place, so a value reads the same in ``show``, ``leaderboard`` and the pages: latencies
-and other durations in the unit a person reads best, other values to 6 significant digits
-(never a float's binary tail such as ``0.049509000000000004``).
+and other durations in the unit a person reads best, other values to 6 significant digits,
+and published numbers without a float's binary tail (``0.049509000000000004``).
 """
 
 from __future__ import annotations
@@ -42,13 +42,14 @@ def format_value(value: float | None, unit: str | None) -> str:
 
 
 def format_number(value: Any) -> str:
-    """Integers with thousands separators, floats to 6 significant digits, others as text."""
+    """Integers with thousands separators, floats to 12 significant digits (as published,
+    without a binary tail such as ``...000004``), others as text."""
     if isinstance(value, bool) or value is None:
         return "—" if value is None else ("yes" if value else "no")
     if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, float):
-        return f"{value:.6g}"
+        return f"{value:.12g}"
     return str(value)
 
 

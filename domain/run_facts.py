@@ -46,6 +46,12 @@ class RunProfile:
     product: str | None
     architecture: str | None
     observed_at: str | None
+    # What a comparison key is made of, by digest: what tells two groups apart.
+    protocol_digest: str | None = None
+    environment_digest: str | None = None
+    workload_digest: str | None = None
+    # Who the run is by, as its implementation manifest says (when the run carries one).
+    author: str | None = None
 
 
 def comparison_key_of(manifests: Mapping[str, Any]) -> str | None:
@@ -85,7 +91,22 @@ def ingestion_profile(run_digest: str, predicate: Mapping[str, Any]) -> RunProfi
         product=hardware.get("product"),
         architecture=hardware.get("architecture"),
         observed_at=spec.get("observedAt"),
+        protocol_digest=spec.get("protocolDigest"),
+        environment_digest=spec.get("environmentDigest"),
+        workload_digest=spec.get("workloadDigest"),
+        author=_author(manifests.get("implementation")),
     )
+
+
+def _author(implementation: Any) -> str | None:
+    """The implementation's authors as its manifest names them (``metadata.authors``)."""
+    if not isinstance(implementation, Mapping):
+        return None
+    authors = (implementation.get("metadata") or {}).get("authors")
+    if not isinstance(authors, list):
+        return None
+    names = [str(a.get("name")) for a in authors if isinstance(a, Mapping) and a.get("name")]
+    return ", ".join(names) or None
 
 
 def ingestion_facts(position: int, predicate: Mapping[str, Any]) -> IngestionFacts:

@@ -75,7 +75,6 @@ from ledger.connections import ping_on_checkout
 from ledger.dsse import Envelope, SignatureError, parse_envelope, signed_by, stored_statement
 from ledger.errors import (
     AlreadyExistsError,
-    AmbiguousReferenceError,
     ConflictError,
     CorruptRecordError,
     NotFoundError,
@@ -1062,25 +1061,11 @@ class Ledger(Application[UUID]):
                 continue  # an unreadable record: history and audit report it
         return found
 
-    def resolve_run(self, reference: str) -> str:
-        """A full run digest from a digest or unique prefix (with or without ``sha256:``)."""
-        ref = reference.strip().lower()
-        hexpart = ref.removeprefix("sha256:")
-        if not hexpart or any(c not in "0123456789abcdef" for c in hexpart):
-            raise NotFoundError(f"{reference!r} is not a run digest or digest prefix")
-        full = "sha256:" + hexpart
-        if len(hexpart) == 64:
-            # Raw lookup: a damaged record must still be reachable by history and audit.
-            if not self.stored_records(run_id(full), version=1):
-                raise NotFoundError(f"no run with digest {full}")
-            return full
-        if len(hexpart) < 4:
-            raise AmbiguousReferenceError("give at least 4 hex digits of the run digest")
-        matches = [d for d, _ in self.run_index() if d.startswith(full)]
-        if not matches:
-            raise NotFoundError(f"no run digest starts with {full}")
-        if len(matches) > 1:
-            raise AmbiguousReferenceError(
-                f"{len(matches)} runs start with {full}: " + ", ".join(m[:19] for m in matches[:5])
-            )
-        return matches[0]
+    def require_run(self, run_digest: str) -> str:
+        """``run_digest`` if a run was ingested under it. A raw lookup, not a projection's:
+        a damaged record must still be reachable by history and audit. (Prefixes, names and
+        external ids are resolved over the views: ``projections.references``.)"""
+        full = "sha256:" + run_digest.strip().lower().removeprefix("sha256:")
+        if len(full) != 71 or not self.stored_records(run_id(full), version=1):
+            raise NotFoundError(f"no run with digest {full}")
+        return full

@@ -412,6 +412,10 @@ def _profile_columns(fold: RunFold) -> dict[str, Any]:
         "product": profile.product,
         "architecture": profile.architecture,
         "observed_at": profile.observed_at,
+        "protocol_digest": profile.protocol_digest,
+        "environment_digest": profile.environment_digest,
+        "workload_digest": profile.workload_digest,
+        "author": profile.author,
     }
 
 

@@ -28,7 +28,6 @@ from ledger.artifacts import ArtifactStore, StoredArtifact
 from ledger.authority import KeyState
 from ledger.dsse import MAX_ENVELOPE_BYTES, parse_envelope
 from ledger.errors import (
-    AmbiguousReferenceError,
     NotFoundError,
     StoreError,
     SubjectMismatchError,
@@ -49,10 +48,12 @@ from ledger.jobs import open_jobs
 from ledger.log_queries import checkpoint_json, consistency_json, entries_json, inclusion_json
 from projections import queries
 from projections.export import export_runs
+from projections.references import full_digest, resolve_group, resolve_run
 from projections.run_changes import changes_by_event
 from projections.run_page import run_page
 from projections.run_record import compare_runs
 from projections.runner import ProjectionRunner
+from projections.search import MAX_GROUPS, search_groups
 from projections.tables import runs as runs_table
 
 MAX_PAGE = 200
@@ -181,31 +182,16 @@ class LedgerService:
                 _log.warning("views_not_refreshed", code=refused.code, detail=refused.message)
 
     def resolve(self, reference: str) -> str:
-        ref = reference.strip().lower()
-        hexpart = ref.removeprefix("sha256:")
-        if len(hexpart) == 64:
-            return self.ledger.resolve_run(ref)
-        if len(hexpart) < 4 or any(c not in "0123456789abcdef" for c in hexpart):
-            raise AmbiguousReferenceError(
-                f"{reference!r}: give a run digest or at least 4 hex digits of one"
-            )
+        """A run by digest, prefix, name or external id (``projections.references``)."""
+        digest = full_digest(reference)
+        if digest is not None:
+            return self.ledger.require_run(digest)
         self.fresh()
-        with self.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
-            matches = list(
-                session.execute(
-                    select(runs_table.c.run_digest)
-                    .where(runs_table.c.run_digest.startswith("sha256:" + hexpart))
-                    .limit(6)
-                ).scalars()
-            )
-        if not matches:
-            raise NotFoundError(f"no run digest starts with sha256:{hexpart}")
-        if len(matches) > 1:
-            raise AmbiguousReferenceError(
-                f"several runs start with sha256:{hexpart}: "
-                + ", ".join(m[:19] for m in matches[:5])
-            )
-        return str(matches[0])
+        return self.runner.snapshot(lambda session: resolve_run(session, reference))[1]
+
+    def resolve_group(self, reference: str) -> str:
+        self.fresh()
+        return self.runner.snapshot(lambda session: resolve_group(session, reference))[1]
 
     def list_runs(
         self,
@@ -327,6 +313,37 @@ class LedgerService:
             "view": str(view),
             "minLevel": min_level.name.lower() if min_level is not None else None,
             "entries": [_board_entry(r, first) for r in rows],
+        }
+
+    def search(self, query: str, limit: int = MAX_GROUPS) -> dict[str, Any]:
+        """Comparison groups every word of ``query`` matches (``projections.search``)."""
+        self.fresh()
+        _, found = self.runner.snapshot(lambda session: search_groups(session, query, limit))
+        labels = [f.label for f in found]
+        return {
+            "query": query,
+            "groups": [
+                {
+                    "comparisonKey": f.label.key,
+                    "benchmark": f.label.benchmark,
+                    "product": f.label.product,
+                    "parts": f.label.parts,
+                    "apartBy": (
+                        f.label.separated_by(alike)
+                        if (alike := f.label.lookalikes(labels))
+                        else None
+                    ),
+                    "runs": f.label.runs,
+                    "matchingRuns": f.runs,
+                    "top": {
+                        "run": f.top_run,
+                        "name": f.top_name,
+                        "value": f.top_value,
+                        "unit": f.unit,
+                    },
+                }
+                for f in found
+            ],
         }
 
     def compare(self, a: str, b: str) -> dict[str, Any]:

@@ -143,7 +143,13 @@ def test_round_trip_init_ingest_attest_history(ledger_with_seed: Cli, tmp_path: 
 
     shown = cli.json("show", SEED_RUN)
     assert shown["name"] == "sol-submission-38823"
-    assert shown["primary"] == {"statistic": "mean", "latencyNs": 1750693}
+    assert shown["primary"] == {
+        "metric": "latency",
+        "statistic": "mean",
+        "unit": "ns",
+        "value": 1750693,
+        "latencyNs": 1750693,
+    }
     assert shown["protocol"]["digest"] == SEED_DIGESTS["protocol"]
     assert len(shown["attestations"]) == 1 and shown["attestationCount"] == 1
     assert shown["shownEventsVerified"]

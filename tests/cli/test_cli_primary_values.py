@@ -81,7 +81,8 @@ def test_values_read_in_their_unit_without_binary_tails(
     assert format_value(value, unit) == text
 
 
-def test_numbers_keep_six_significant_digits() -> None:
+def test_published_numbers_read_as_published_without_binary_tails() -> None:
     assert format_number(0.049509000000000004) == "0.049509"
     assert format_number(0.559752) == "0.559752"
+    assert format_number(1.750693) == "1.750693"
     assert format_number(1234567) == "1,234,567"

@@ -78,7 +78,13 @@ def test_submit_stores_the_artifacts_and_ingests_a_reported_run(cli: Cli) -> Non
 
     record = cli.json("show", made["run"])
     assert record["status"] == "passed" and record["source"] == "direct"
-    assert record["primary"] == {"statistic": "mean", "latencyNs": 12000}
+    assert record["primary"] == {
+        "metric": "latency",
+        "statistic": "mean",
+        "unit": "ns",
+        "value": 12000,
+        "latencyNs": 12000,
+    }
     assert record["environment"]["product"] == "NVIDIA H200"
     assert record["environment"]["architecture"] == "sm_90"
     # Pinned source but no raw evidence: the submitter's word only.

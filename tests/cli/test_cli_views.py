@@ -62,13 +62,30 @@ def test_show_has_evidence_standings_and_compare_with_first(demo: Demo) -> None:
     assert "reported" in text
 
 
-def test_leaderboard_by_definition_and_gpu_is_ambiguous(demo: Demo) -> None:
-    result = demo("leaderboard", "--definition", DEFINITION, "--gpu", "NVIDIA B200", code=1)
-    assert "error[ambiguous-reference]" in result.output
-    assert "2 groups match" in result.output
-    assert KEY in result.output
-    result = demo("leaderboard", "--definition", "no-such-definition", code=1)
+def test_leaderboard_by_definition_and_gpu_shows_each_group_and_what_sets_it_apart(
+    demo: Demo,
+) -> None:
+    """The README's example: two groups share definition and GPU; both are shown, each
+    labelled by the part of its comparison key that differs (here the SOL stack version)."""
+    result = demo("leaderboard", "--definition", DEFINITION, "--gpu", "NVIDIA B200")
+    text = " ".join(result.stdout.split())
+    assert "2 comparison groups match" in text and KEY in text
+    found = demo.json("leaderboard", "--definition", DEFINITION, "--gpu", "NVIDIA B200")
+    groups = found["groups"]
+    assert [g["comparisonKey"] for g in groups].count(KEY) == 1 and len(groups) == 2
+    labels = [g["label"] for g in groups]
+    assert sorted(labels) == [
+        "protocol SOL-ExecBench evaluation stack v1.0 · environment SOL-ExecBench NVIDIA B200,"
+        " stack v1.0",
+        "protocol SOL-ExecBench evaluation stack v1.1 · environment SOL-ExecBench NVIDIA B200,"
+        " stack v1.1",
+    ]
+    # A prefix names a group, and the same prefix everywhere.
+    assert demo.json("leaderboard", KEY[:15])["comparisonKey"] == KEY
+    result = demo("leaderboard", "sha256:", code=1)
     assert "error[not-found]" in result.output
+    result = demo("leaderboard", "--definition", "no-such-definition", code=1)
+    assert "error[not-found]" in result.output and "no-such-definition" in result.output
 
 
 def test_leaderboard_by_key(demo: Demo) -> None:
@@ -125,3 +142,17 @@ def test_projections_rebuild_is_identical_to_incremental(demo: Demo) -> None:
     # The demo is idempotent: running it again changes no view.
     demo("demo")
     assert demo.json("projections", "status")["tables"] == status["tables"]
+
+
+def test_search_finds_groups_by_every_word_and_tells_lookalikes_apart(demo: Demo) -> None:
+    found = demo.json("search", "B200", "056_language")["groups"]
+    assert KEY in [g["comparisonKey"] for g in found] and len(found) == 2
+    # Every word must match: the stack version separates the two lookalike groups.
+    only = demo.json("search", "b200", "stack", "v1.1", "decoder")["groups"]
+    assert [g["comparisonKey"] for g in only] == [KEY]
+    assert only[0]["top"]["run"] == RUN_21613 and only[0]["matchingRuns"] == 3
+    text = " ".join(demo("search", "B200", "056_language").stdout.split())
+    assert "2 comparison groups match" in text and "stack v1.0" in text
+    assert "no comparison group matches" in demo("search", "no-such-kernel", code=1).stdout
+    # LIKE wildcards in a word are matched literally, not as wildcards.
+    assert demo.json("search", "%")["groups"] == [] and demo.json("search", "_")["groups"] != []

@@ -465,12 +465,13 @@ def test_lifecycle_is_admin_only_and_leaves_history(world: World) -> None:
     ]
 
 
-def test_resolve_run_by_prefix(world: World) -> None:
+def test_require_run_finds_a_run_by_its_full_digest_only(world: World) -> None:
+    """Prefixes, names and external ids are the views' (tests/projections/test_references)."""
     ingest_seed(world)
-    assert world.ledger.resolve_run("7e18c26c") == SEED_RUN
-    assert world.ledger.resolve_run("sha256:7e18c26c") == SEED_RUN
-    with pytest.raises(DomainError, match="no run"):
-        world.ledger.resolve_run("0000000")
+    assert world.ledger.require_run(SEED_RUN.upper().replace("SHA256:", "")) == SEED_RUN
+    for missing in ("7e18c26c", "sha256:" + "0" * 64):
+        with pytest.raises(DomainError, match="no run"):
+            world.ledger.require_run(missing)
 
 
 def test_tampered_stored_envelope_fails_history_verification(world: World) -> None:

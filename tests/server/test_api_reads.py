@@ -66,7 +66,13 @@ def test_run_listing_filters_and_pages(served: Served) -> None:
 def test_run_record_has_every_section_of_the_run_page(served: Served) -> None:
     record = served.client.get("/v1/runs/7e18c26c").json()
     assert record["digest"] == SEED
-    assert record["primary"] == {"statistic": "mean", "latencyNs": 1750693}
+    assert record["primary"] == {
+        "metric": "latency",
+        "statistic": "mean",
+        "unit": "ns",
+        "value": 1750693,
+        "latencyNs": 1750693,
+    }
     assert record["standings"]["source-native"]["label"] == (
         "Rank 3 of 3 in its comparison group · source-native comparison"
     )
@@ -94,9 +100,12 @@ def test_run_references_that_do_not_resolve(served: Served) -> None:
     c = served.client
     problem_of(c.get("/v1/runs/sha256:" + "0" * 64), 404, "not-found")
     problem_of(c.get("/v1/runs/ffffffff"), 404, "not-found")
-    problem_of(c.get("/v1/runs/7e"), 400, "ambiguous-reference")
-    problem_of(c.get("/v1/runs/not-hex!"), 400, "ambiguous-reference")
-    problem_of(c.get("/v1/runs/" + "a" * 80), 400, "malformed-request")
+    assert "(a prefix needs 4+ hex)" in problem_of(c.get("/v1/runs/7e"), 404, "not-found")["detail"]
+    problem_of(c.get("/v1/runs/not-hex!"), 404, "not-found")
+    problem_of(c.get("/v1/runs/" + "a" * 301), 400, "malformed-request")
+    # The same references as the CLI's: a name, the source's id, source#id, a prefix.
+    for reference in ("sol-submission-38823", "38823", "sol-execbench%2338823", SEED[:12]):
+        assert c.get(f"/v1/runs/{reference}").json()["digest"] == SEED, reference
     problem_of(c.get("/v1/nothing/here"), 404, "not-found")
 
 
@@ -136,7 +145,8 @@ def test_groups_leaderboards_and_compare(served: Served) -> None:
     assert verified["entries"] == []  # nothing has been rerun
     problem_of(c.get(f"/v1/leaderboards/{key}", params={"view": "best"}), 400, "malformed-request")
     problem_of(c.get("/v1/leaderboards/sha256:" + "1" * 64), 404, "not-found")
-    problem_of(c.get("/v1/leaderboards/not-a-key"), 400, "malformed-request")
+    problem_of(c.get("/v1/leaderboards/not-a-key"), 404, "not-found")
+    problem_of(c.get("/v1/leaderboards/sha256:" + "a" * 65), 400, "malformed-request")
 
     first = board["entries"][0]["run"]
     compared = c.get("/v1/compare", params={"a": SEED, "b": first}).json()
@@ -327,3 +337,13 @@ def test_every_response_carries_the_security_headers(served: Served) -> None:
         assert "script-src" not in csp  # no script may run on a page
         assert headers["referrer-policy"] == "no-referrer"
     assert "style=" not in served.client.get(f"/runs/{SEED}").text  # the CSP forbids it
+
+
+def test_search_over_http_matches_the_cli(served: Served) -> None:
+    c = served.client
+    found = c.get("/v1/search", params={"q": "B200 v1.1 decoder"}).json()
+    assert [g["comparisonKey"] for g in found["groups"]] == [
+        c.get(f"/v1/runs/{SEED}").json()["comparisonKey"]
+    ]
+    assert c.get("/v1/search", params={"q": "no-such-kernel"}).json()["groups"] == []
+    problem_of(c.get("/v1/search", params={"q": "x" * 301}), 400, "malformed-request")

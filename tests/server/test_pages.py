@@ -312,12 +312,12 @@ def test_a_retracted_run_says_so_and_is_not_ranked(served: Served) -> None:
 @pytest.mark.parametrize(
     ("path", "status", "says"),
     [
-        ("/runs/abcdef", 404, "no run digest starts with sha256:abcdef"),
-        ("/runs/abcdef/history", 404, "no run digest starts with sha256:abcdef"),
-        ("/runs/zz", 400, "give a run digest or at least 4 hex digits"),
+        ("/runs/abcdef", 404, "no run has the digest, digest prefix, name or external id"),
+        ("/runs/abcdef/history", 404, "no run has the digest, digest prefix, name or external"),
+        ("/runs/zz", 404, "(a prefix needs 4+ hex)"),
         ("/runs/" + "a" * 80, 400, "digest"),
         ("/leaderboards/sha256:" + "0" * 64, 404, "no comparison group"),
-        ("/leaderboards/not-a-key", 400, "key"),
+        ("/leaderboards/not-a-key", 404, "is not a comparison key or a prefix of one"),
         ("/leaderboards/sha256:" + "0" * 64 + "?view=best", 400, "view"),
     ],
 )

@@ -221,3 +221,30 @@ def test_a_missing_run_is_an_html_page_with_status_404(tab: Tab) -> None:
     # Chromium notes the document's own 404 on the console, and nothing else: this also
     # shows the console listener works, so the "no console error" checks are not vacuous.
     assert len(tab.errors) == 1 and "404" in tab.errors[0], tab.errors
+
+
+SHOTS = Path(os.environ.get("KERNELINDEX_SCREENSHOTS", "test-artifacts/screenshots"))
+
+
+def test_search_finds_the_seed_group_and_leads_to_its_leaderboard(tab: Tab) -> None:
+    """A person types what they look for; the result names what sets lookalikes apart."""
+    key = httpx.get(f"{tab.base}/v1/runs/{SEED}").json()["comparisonKey"]
+    tab.open("/")
+    page = tab.page
+    page.get_by_role("link", name="Search").click()
+    page.wait_for_url(f"{tab.base}/search")
+    page.get_by_label("Words that must all match", exact=False).fill("B200 056_language")
+    page.get_by_role("button", name="Search").click()
+    page.wait_for_url("**/search?q=*")
+    rows = page.locator("table.ranking tbody tr")
+    assert rows.count() == 2
+    text = page.locator("table.ranking").inner_text()
+    assert "stack v1.0" in text and "stack v1.1" in text and SEED_NAME.rsplit("-", 1)[0] in text
+    found = tab.json_link_answers_json()
+    assert isinstance(found, dict) and key in [g["comparisonKey"] for g in found["groups"]]
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "search.png"), full_page=True)
+    page.locator(f"a[href^='/leaderboards/{key}']").click()
+    page.wait_for_url(f"**/leaderboards/{key}?view=source-native")
+    assert page.locator("table.ranking tbody tr").count() == 3
+    tab.assert_clean()

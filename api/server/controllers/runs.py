@@ -19,8 +19,11 @@ from ledger.history import MAX_PAGE as HISTORY_MAX
 DigestPath = Annotated[
     str,
     PathParameter(
-        description="Run digest (sha256:<64 hex>) or a unique prefix of at least 4 hex digits.",
-        max_length=71,
+        description=(
+            "A run: its digest (sha256:<64 hex>), a unique prefix of at least 4 hex digits, "
+            "its name or its source's external id (38823, sol-execbench#38823)."
+        ),
+        max_length=300,
     ),
 ]
 FullDigestPath = Annotated[

@@ -13,7 +13,10 @@ from domain.ranking import View
 
 KeyPath = Annotated[
     str,
-    PathParameter(description="Comparison key, sha256:<64 hex>.", pattern=r"^sha256:[0-9a-f]{64}$"),
+    PathParameter(
+        description="Comparison key, sha256:<64 hex>, or a unique prefix (4+ hex digits).",
+        max_length=71,
+    ),
 ]
 
 
@@ -40,13 +43,28 @@ class ViewController(Controller):
         ] = View.SOURCE_NATIVE,
         min_level: Annotated[str | None, QueryParameter(name="minLevel")] = None,
     ) -> dict[str, Any]:
-        return service.leaderboard(key, view, parse_level(min_level))
+        return service.leaderboard(service.resolve_group(key), view, parse_level(min_level))
+
+    @get("/search", sync_to_thread=True, summary="Comparison groups every word matches")
+    def search(
+        self,
+        service: Service,
+        q: Annotated[
+            str,
+            QueryParameter(
+                max_length=300,
+                description="Words: operation, GPU (B200), dtype, axes, source, stack, author...",
+            ),
+        ],
+        limit: Annotated[int, QueryParameter(ge=1, le=500)] = 50,
+    ) -> dict[str, Any]:
+        return service.search(q, limit)
 
     @get("/compare", sync_to_thread=True, summary="Differences of two runs, a ÷ b")
     def compare(
         self,
         service: Service,
-        a: Annotated[str, QueryParameter(max_length=71)],
-        b: Annotated[str, QueryParameter(max_length=71)],
+        a: Annotated[str, QueryParameter(max_length=300)],
+        b: Annotated[str, QueryParameter(max_length=300)],
     ) -> dict[str, Any]:
         return service.compare(a, b)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import quote
 
 import structlog
 from litestar import Controller, MediaType, Request, Response, get
@@ -42,7 +43,7 @@ RECENT_RUNS = 15
 _log = structlog.get_logger("kernelindex.pages")
 
 DigestPath = Annotated[str, Parameter(max_length=71)]
-KeyPath = Annotated[str, Parameter(pattern=r"^sha256:[0-9a-f]{64}$")]
+KeyPath = Annotated[str, Parameter(max_length=71)]  # a key or a unique prefix
 ViewQuery = Annotated[View, QueryParameter()]
 
 # ------------------------------------------------------------------------------ reads
@@ -232,6 +233,18 @@ class PageController(Controller):
             json_href="/v1/groups",
         )
 
+    @get("/search", sync_to_thread=True, name="page-search")
+    def search(
+        self, service: Service, q: Annotated[str, QueryParameter(max_length=300)] = ""
+    ) -> Template:
+        found = service.search(q) if q.strip() else {"query": q, "groups": []}
+        return _page(
+            "search.html",
+            found=found,
+            query=q,
+            json_href=f"/v1/search?q={quote(q)}" if q.strip() else None,
+        )
+
     @get("/runs/{digest:str}", sync_to_thread=True, name="page-run")
     def run(
         self, request: Request[Any, Any, Any], service: Service, digest: DigestPath
@@ -270,6 +283,7 @@ class PageController(Controller):
     def leaderboard(
         self, service: Service, key: KeyPath, view: ViewQuery = View.SOURCE_NATIVE
     ) -> Template:
+        key = service.resolve_group(key)
         board = service.leaderboard(key, view)
         group = group_of(service, key)
         return _page(

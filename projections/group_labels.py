@@ -1,0 +1,121 @@
+"""Labels that say what separates comparison groups which look alike.
+
+Most groups share their (benchmark, GPU, metric) with another: SOL-ExecBench stack v1.0
+and v1.1, one workload's axes or another's. A label names each group by what its key is
+made of (protocol, environment, workload, metric, by their manifests' titles), and, among
+groups shown together, by what differs between them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from projections.tables import manifests, runs
+
+# What a comparison key is made of that a person can read, in the order labels list it.
+PARTS = ("protocol", "environment", "workload", "metric")
+
+
+@dataclass(frozen=True)
+class GroupLabel:
+    key: str
+    benchmark: str | None
+    product: str | None
+    runs: int
+    parts: dict[str, str]  # part -> its readable name
+
+    def lookalikes(self, others: Sequence[GroupLabel]) -> list[GroupLabel]:
+        """The others with this group's benchmark and GPU: the ones a person confuses."""
+        return [
+            o
+            for o in others
+            if o.key != self.key and (o.benchmark, o.product) == (self.benchmark, self.product)
+        ]
+
+    def separated_by(self, others: Sequence[GroupLabel]) -> str:
+        """The parts in which this group differs from any of ``others`` (all when alone)."""
+        differing = [
+            p for p in PARTS if any(o.parts.get(p) != self.parts.get(p) for o in others)
+        ] or list(PARTS)
+        return " · ".join(f"{p} {self.parts.get(p, '?')}" for p in differing)
+
+
+def _titles(session: Session, digests: set[str]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    ordered = sorted(d for d in digests if d)
+    for start in range(0, len(ordered), 500):
+        for digest, name, document in session.execute(
+            select(manifests.c.digest, manifests.c.name, manifests.c.document).where(
+                manifests.c.digest.in_(ordered[start : start + 500])
+            )
+        ):
+            title = (json.loads(document).get("metadata") or {}).get("title")
+            found[str(digest)] = str(title or name)
+    return found
+
+
+def group_labels(session: Session, keys: Sequence[str]) -> list[GroupLabel]:
+    """One label per key (in the order given), from one member of each group: every member
+    shares what the key is made of."""
+    member = (
+        select(
+            runs.c.comparison_key,
+            func.min(runs.c.run_digest).label("run"),
+            func.count().label("runs"),
+        )
+        .where(runs.c.comparison_key.in_(list(keys)))
+        .group_by(runs.c.comparison_key)
+        .subquery()
+    )
+    rows = {
+        str(r.comparison_key): r
+        for r in session.execute(
+            select(
+                member.c.comparison_key,
+                member.c.runs,
+                runs.c.benchmark,
+                runs.c.product,
+                runs.c.protocol_digest,
+                runs.c.environment_digest,
+                runs.c.workload_digest,
+                runs.c.metric,
+                runs.c.statistic,
+                runs.c.unit,
+            ).join(runs, runs.c.run_digest == member.c.run)
+        )
+    }
+    titles = _titles(
+        session,
+        {
+            str(d)
+            for r in rows.values()
+            for d in (r.protocol_digest, r.environment_digest, r.workload_digest)
+            if d
+        },
+    )
+    labels = []
+    for key in keys:
+        r = rows.get(key)
+        if r is None:
+            continue
+        metric = r.metric if r.metric == "none" else f"{r.statistic} {r.metric} ({r.unit})"
+        labels.append(
+            GroupLabel(
+                key=key,
+                benchmark=r.benchmark,
+                product=r.product,
+                runs=int(r.runs),
+                parts={
+                    "protocol": titles.get(str(r.protocol_digest), str(r.protocol_digest)),
+                    "environment": titles.get(str(r.environment_digest), str(r.environment_digest)),
+                    "workload": titles.get(str(r.workload_digest), str(r.workload_digest)),
+                    "metric": metric,
+                },
+            )
+        )
+    return labels

@@ -1,0 +1,127 @@
+"""What a person types to name a run or a comparison group, resolved the same everywhere.
+
+A run is named by its full digest, a unique digest prefix (at least 4 hex digits, with or
+without ``sha256:``), its name (``sol-submission-38823``) or its source's id (``38823``,
+``sol-execbench#38823``); a group by its comparison key or a unique prefix of it. The CLI,
+the pages and the API all call these, so one reference means one thing on every interface;
+an ambiguous one is refused with the candidates and what tells them apart.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from sqlalchemy import and_, or_, select
+from sqlalchemy.orm import Session
+
+from ledger.application import Ledger
+from ledger.errors import AmbiguousReferenceError, NotFoundError
+from projections.runner import ProjectionRunner
+from projections.tables import runs
+
+MIN_PREFIX = 4
+_HEX = re.compile(r"[0-9a-f]+")
+_SOURCE_ID = re.compile(r"(?P<source>[a-z0-9][a-z0-9._-]*)\s*[#:]\s*(?P<id>\S.*)")
+_SHOWN = 8  # candidates listed in an ambiguity error
+
+
+def full_digest(reference: str) -> str | None:
+    """``sha256:<64 hex>`` when ``reference`` is a whole digest (any case), else None."""
+    hexpart = reference.strip().lower().removeprefix("sha256:")
+    return "sha256:" + hexpart if len(hexpart) == 64 and _HEX.fullmatch(hexpart) else None
+
+
+def _prefix(reference: str) -> str | None:
+    hexpart = reference.strip().lower().removeprefix("sha256:")
+    if len(hexpart) >= MIN_PREFIX and _HEX.fullmatch(hexpart):
+        return "sha256:" + hexpart
+    return None
+
+
+def _describe(row: Any) -> str:
+    source = f"{row.source} #{row.external_id}" if row.external_id else row.source
+    return f"{row.run_digest[:19]}… {row.name} · {source} · {row.product} · {row.benchmark}"
+
+
+def resolve_run(session: Session, reference: str) -> str:
+    """The digest of the one run ``reference`` names in the views."""
+    ref = reference.strip()
+    conditions = [runs.c.name == ref, runs.c.external_id == ref]
+    if (named := _SOURCE_ID.fullmatch(ref)) is not None:
+        conditions.append(and_(runs.c.source == named["source"], runs.c.external_id == named["id"]))
+    if (prefix := _prefix(ref)) is not None:
+        conditions.append(runs.c.run_digest.startswith(prefix, autoescape=True))
+    if not ref:
+        raise NotFoundError("give a run digest, a digest prefix, a run name or an external id")
+    rows = session.execute(
+        select(
+            runs.c.run_digest,
+            runs.c.name,
+            runs.c.source,
+            runs.c.external_id,
+            runs.c.product,
+            runs.c.benchmark,
+        )
+        .where(or_(*conditions))
+        .order_by(runs.c.run_digest)
+        .limit(_SHOWN + 1)
+    ).all()
+    if not rows:
+        hint = "" if prefix or len(ref) >= MIN_PREFIX else f" (a prefix needs {MIN_PREFIX}+ hex)"
+        raise NotFoundError(
+            f"no run has the digest, digest prefix, name or external id {ref!r}{hint}"
+        )
+    if len(rows) > 1:
+        more = "" if len(rows) <= _SHOWN else "; and more (give more of the digest)"
+        raise AmbiguousReferenceError(
+            f"{ref!r} names {'more than ' if len(rows) > _SHOWN else ''}"
+            f"{min(len(rows), _SHOWN)} runs: "
+            + "; ".join(_describe(r) for r in rows[:_SHOWN])
+            + more
+        )
+    return str(rows[0].run_digest)
+
+
+def resolve_group(session: Session, reference: str) -> str:
+    """The comparison key ``reference`` (a key or a unique prefix of one) names."""
+    prefix = _prefix(reference)
+    if prefix is None:
+        raise NotFoundError(
+            f"{reference!r} is not a comparison key or a prefix of one "
+            f"(sha256: and at least {MIN_PREFIX} hex digits)"
+        )
+    keys = list(
+        session.execute(
+            select(runs.c.comparison_key)
+            .where(runs.c.comparison_key.startswith(prefix, autoescape=True))
+            .distinct()
+            .order_by(runs.c.comparison_key)
+            .limit(_SHOWN + 1)
+        ).scalars()
+    )
+    if not keys:
+        raise NotFoundError(f"no comparison group has a key starting {prefix}")
+    if len(keys) > 1:
+        raise AmbiguousReferenceError(
+            f"{prefix} starts {len(keys) if len(keys) <= _SHOWN else 'more than ' + str(_SHOWN)}"
+            " comparison keys: " + ", ".join(k[:23] + "…" for k in keys[:_SHOWN])
+        )
+    return str(keys[0])
+
+
+def resolve_run_in(ledger: Ledger, reference: str) -> str:
+    """:func:`resolve_run` over ``ledger``'s views, caught up first; a full digest is looked
+    up in the log itself (a run whose record is damaged is still found, for its audit)."""
+    digest = full_digest(reference)
+    if digest is not None:
+        return ledger.require_run(digest)
+    runner = ProjectionRunner(ledger)
+    runner.catch_up()
+    return runner.snapshot(lambda session: resolve_run(session, reference))[1]
+
+
+def resolve_group_in(ledger: Ledger, reference: str) -> str:
+    runner = ProjectionRunner(ledger)
+    runner.catch_up()
+    return runner.snapshot(lambda session: resolve_group(session, reference))[1]
