@@ -8,15 +8,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-import uvicorn
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from api.cli_common import DbOption, HomeOption, fail, handles_errors, out
-from api.demo import build_demo
-from api.server.app import create_app
-from api.server.config import ServerConfig
-from api.server.http_protocol import HeaderDeadlineProtocol
 from ledger.home import DB_ENV, HOME_ENV, LedgerHome
 
 DEMO_HOME = Path(".kernelindex-demo")
@@ -77,6 +72,14 @@ def serve(
     ] = LogFormat.json,
 ) -> None:
     """Serve the HTTP API (/v1, OpenAPI at /schema) and the pages for a ledger."""
+    # The server stack (Litestar, uvicorn) loads here, not when any other command starts.
+    import uvicorn  # noqa: PLC0415 - start-up cost of every other command
+
+    from api.demo import build_demo  # noqa: PLC0415
+    from api.server.app import create_app  # noqa: PLC0415
+    from api.server.config import ServerConfig  # noqa: PLC0415
+    from api.server.http_protocol import HeaderDeadlineProtocol  # noqa: PLC0415
+
     target = LedgerHome.at(home if home is not None or not demo else DEMO_HOME, db)
     if workers > 1 and _is_sqlite(target.db_url):
         # Several processes appending to one SQLite file would fight over its write lock;

@@ -226,6 +226,19 @@ class RunEvents:
         return next((e for e in self.state if e.event == "Run.Ingested"), None)
 
     @property
+    def manifests(self) -> dict[str, Any]:
+        """The run's manifests: those it was ingested with and those attached since (only
+        verified events count)."""
+        ingestion = self.ingestion
+        found: dict[str, Any] = dict(
+            (ingestion.predicate or {}).get("manifests") or {} if ingestion is not None else {}
+        )
+        for entry in self.state:
+            if entry.ok and entry.event == "Run.ManifestsAttached" and entry.predicate:
+                found |= {r: d for r, d in entry.predicate["manifests"].items() if d is not None}
+        return found
+
+    @property
     def attestation_count(self) -> int:
         return self.total - len(self.state)
 

@@ -43,7 +43,7 @@ def run_summary(ledger: Ledger, run_digest: str, events: RunEvents | None = None
         raise NotFoundError(f"no run with digest {run_digest}")
     shown = events.shown
     predicate = ingestion.predicate if ingestion.predicate else {}
-    manifests = predicate.get("manifests") or {}
+    manifests = events.manifests
     run_manifest = manifests.get("run") or {}
     spec = run_manifest.get("spec") or {}
     protocol = manifests.get("protocol") or {}

@@ -28,7 +28,7 @@ def run_page(ledger: Ledger, digest: str) -> dict[str, Any]:
     record = run_record(ledger, digest, events)
     ingestion = events.ingestion
     predicate = ingestion.predicate if ingestion is not None and ingestion.predicate else {}
-    manifests: dict[str, Any] = predicate.get("manifests") or {}
+    manifests: dict[str, Any] = events.manifests
     digests = check_manifest_set(manifests).digests if manifests else {}
     spec = (manifests.get("run") or {}).get("spec") or {}
     protocol = manifests.get("protocol") or {}

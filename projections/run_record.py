@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from domain.ranking import View, compare
-from ledger.aggregates import run_id
-from ledger.application import Ledger, decode_stored
+from ledger.application import Ledger
 from ledger.history import RunEvents
 from ledger.run_summary import run_summary
 from projections.queries import run_row, standings, top_of_group
@@ -14,13 +13,9 @@ from projections.runner import ProjectionRunner
 
 
 def ingested_manifests(ledger: Ledger, digest: str) -> dict[str, Any]:
-    """The manifest set a run was ingested with (from its first stored event)."""
-    records = ledger.stored_records(run_id(digest), version=1)
-    if not records:
-        return {}
-    _, statement = decode_stored(records[0].state)
-    manifests: dict[str, Any] = statement["predicate"]["manifests"]
-    return manifests
+    """A run's manifest set: as ingested, with any manifests attached since."""
+    run = ledger.run(digest)
+    return run.manifests() if run is not None else {}
 
 
 def compare_runs(ledger: Ledger, a: str, b: str) -> dict[str, Any]:

@@ -317,6 +317,9 @@ def test_an_ingester_attaches_a_workload_over_http_and_nothing_else_does(served:
     after = c.get(f"/v1/runs/{bare}").json()
     assert after["comparisonKey"] == c.get(f"/v1/runs/{SEED}").json()["comparisonKey"]
     assert after["evidence"] == before["evidence"]
+    # The record's workload section shows the attached manifest.
+    assert before["workload"] is None
+    assert after["workload"]["manifest"] == workload
     # On the attestation endpoint it is refused: each endpoint takes its own statement.
     again = attachment_envelope(bare, name, {"workload": workload}, home.key("ingester"))
     problem_of(c.post(f"/v1/runs/{bare}/attestations", json=again), 422, "wrong-endpoint")
