@@ -27,7 +27,7 @@ from projections.group_labels import group_labels
 from projections.references import resolve_group, resolve_run_in
 from projections.run_record import compare_runs
 from projections.runner import ProjectionRunner
-from projections.search import search_groups
+from projections.search import search_groups, search_result
 
 projections_app = typer.Typer(help="Rebuild and inspect the read models.", no_args_is_help=True)
 BAR_WIDTH = 40
@@ -223,23 +223,7 @@ def search(
     query = " ".join(words)
     _, found = runner.snapshot(lambda session: search_groups(session, query, limit))
     if as_json:
-        print_json(
-            {
-                "query": query,
-                "groups": [
-                    {
-                        "comparisonKey": f.label.key,
-                        "benchmark": f.label.benchmark,
-                        "product": f.label.product,
-                        "parts": f.label.parts,
-                        "runs": f.label.runs,
-                        "matchingRuns": f.runs,
-                        "top": {"run": f.top_run, "name": f.top_name, "value": f.top_value},
-                    }
-                    for f in found
-                ],
-            }
-        )
+        print_json(search_result(query, found))
         return
     if not found:
         out.print(f"no comparison group matches {query!r}")

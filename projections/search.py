@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session, aliased
@@ -105,3 +106,26 @@ def search_groups(session: Session, query: str, limit: int = MAX_GROUPS) -> list
             )
         )
     return found
+
+
+def search_result(query: str, found: list[Found]) -> dict[str, Any]:
+    """What ``kernelindex search --json`` and ``GET /v1/search`` answer."""
+    labels = [f.label for f in found]
+    return {
+        "query": query,
+        "groups": [
+            {
+                "comparisonKey": f.label.key,
+                "benchmark": f.label.benchmark,
+                "product": f.label.product,
+                "parts": f.label.parts,
+                "apartBy": (
+                    f.label.separated_by(alike) if (alike := f.label.lookalikes(labels)) else None
+                ),
+                "runs": f.label.runs,
+                "matchingRuns": f.runs,
+                "top": {"run": f.top_run, "name": f.top_name, "value": f.top_value, "unit": f.unit},
+            }
+            for f in found
+        ],
+    }

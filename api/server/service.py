@@ -53,7 +53,7 @@ from projections.run_changes import changes_by_event
 from projections.run_page import run_page
 from projections.run_record import compare_runs
 from projections.runner import ProjectionRunner
-from projections.search import MAX_GROUPS, search_groups
+from projections.search import MAX_GROUPS, search_groups, search_result
 from projections.tables import runs as runs_table
 
 MAX_PAGE = 200
@@ -319,32 +319,7 @@ class LedgerService:
         """Comparison groups every word of ``query`` matches (``projections.search``)."""
         self.fresh()
         _, found = self.runner.snapshot(lambda session: search_groups(session, query, limit))
-        labels = [f.label for f in found]
-        return {
-            "query": query,
-            "groups": [
-                {
-                    "comparisonKey": f.label.key,
-                    "benchmark": f.label.benchmark,
-                    "product": f.label.product,
-                    "parts": f.label.parts,
-                    "apartBy": (
-                        f.label.separated_by(alike)
-                        if (alike := f.label.lookalikes(labels))
-                        else None
-                    ),
-                    "runs": f.label.runs,
-                    "matchingRuns": f.runs,
-                    "top": {
-                        "run": f.top_run,
-                        "name": f.top_name,
-                        "value": f.top_value,
-                        "unit": f.unit,
-                    },
-                }
-                for f in found
-            ],
-        }
+        return search_result(query, found)
 
     def compare(self, a: str, b: str) -> dict[str, Any]:
         return compare_runs(self.ledger, self.resolve(a), self.resolve(b))
