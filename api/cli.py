@@ -44,7 +44,7 @@ from domain.documents import parse_document
 from domain.errors import DomainError
 from domain.manifests.canonical_form import manifest_digest
 from domain.manifests.collection import manifests_in
-from domain.statements import AttestationType
+from domain.statements import AttestationType, ReportReason
 from ledger.application import Ledger
 from ledger.authoring import (
     attestation_envelope,
@@ -188,12 +188,19 @@ def attest(
     environment: Annotated[
         str | None, typer.Option(help="Short summary of your environment.")
     ] = None,
+    reason: Annotated[
+        ReportReason | None,
+        typer.Option(help="Why you report the run (only with --type issue_report)."),
+    ] = None,
     home: HomeOption = None,
     db: DbOption = None,
     server: ServerOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Append a signed attestation about a run. It never changes the run's evidence level."""
+    """Append a signed attestation about a run. It never changes the run's evidence level.
+
+    To report an issue with a run: --type issue_report --reason incorrect_result |
+    wrong_attribution | license | comparability | other."""
     remote = _remote(server, home, db)
     signer = load_key(key)
 
@@ -207,6 +214,7 @@ def attest(
             evidence_url=evidence_url,
             observed_ns=observed_ns,
             environment_summary=environment,
+            reason=reason.value if reason is not None else None,
         )
 
     if remote is not None:

@@ -60,3 +60,17 @@ def format_measurement(primary: dict[str, Any]) -> str:
         return "none stated by the source"
     statistic = primary.get("statistic") or "unspecified"
     return f"{statistic} {metric} {format_value(primary.get('value'), primary.get('unit'))}"
+
+
+def source_summary(source: str | None, metrics: dict[str, Any] | None) -> str | None:
+    """The one line a source sums a result up with, from its own metrics (SOL-ExecBench:
+    "SOL 0.5598 · 1.17× reference · 13/16 cases faster"); None when it publishes none."""
+    m = metrics or {}
+    if source == "sol-execbench" and _finite(m.get("sol_score")):
+        parts = [f"SOL {m['sol_score']:.4f}"]
+        if _finite(m.get("avg_speedup")):
+            parts.append(f"{m['avg_speedup']:.2f}× reference")
+        if isinstance(m.get("fast_1_count"), int) and isinstance(m.get("fast_1_total"), int):
+            parts.append(f"{m['fast_1_count']}/{m['fast_1_total']} cases faster")
+        return " · ".join(parts)
+    return None

@@ -197,6 +197,19 @@ class AttestationType(StrEnum):
     ENVIRONMENT_NOTE = "environment_note"
     REGRESSION_OBSERVED = "regression_observed"
     NOTE = "note"
+    # A report that something about the run is wrong; like every attestation, it informs
+    # and never moves the evidence level or the rank.
+    ISSUE_REPORT = "issue_report"
+
+
+class ReportReason(StrEnum):
+    """Why a run is reported (KernelIndex's reasons)."""
+
+    INCORRECT_RESULT = "incorrect_result"
+    WRONG_ATTRIBUTION = "wrong_attribution"
+    LICENSE = "license"
+    COMPARABILITY = "comparability"
+    OTHER = "other"
 
 
 class AttestationPredicate(SignedPredicate):
@@ -205,6 +218,13 @@ class AttestationPredicate(SignedPredicate):
     observedNs: Annotated[StrictInt, Field(ge=0, le=2**53 - 1)] | None = None
     environmentSummary: Annotated[StrictStr, Field(max_length=500), VISIBLE] | None = None
     evidenceUrl: HttpsUrl | None = None
+    reason: Annotated[ReportReason, Field(strict=False)] | None = None
+
+    @model_validator(mode="after")
+    def _reason_with_reports(self) -> AttestationPredicate:
+        if (self.reason is not None) != (self.type is AttestationType.ISSUE_REPORT):
+            raise ValueError("an issue_report names its reason, and only an issue_report does")
+        return self
 
 
 def _canonical_b64(text: str) -> str:

@@ -493,14 +493,16 @@ class Ledger(Application[UUID]):
         now = self._received_now()
         signer = self._authorize(envelope, statement, predicate, now)
         checked = check_ingestion(statement, predicate)
-        group = comparison_key_of(statement.predicate["manifests"])
-        if group is not None and self._overlay.groups is not None:
-            self._overlay.groups[checked.run_digest] = group
         if existing is not None:
             raise AlreadyExistsError(
                 f"run {checked.run_digest} was already ingested at {existing.ingested_at}",
                 position=self._position(existing.id, 1),
             )
+        # Only an admitted ingestion says which group its run joins (a refused one in the
+        # same group of writes must not: the group index would disagree with the log).
+        group = comparison_key_of(statement.predicate["manifests"])
+        if group is not None and self._overlay.groups is not None:
+            self._overlay.groups[checked.run_digest] = group
         return Run.ingest(
             _signed(envelope, now, signer.signer),
             run_digest=checked.run_digest,

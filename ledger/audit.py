@@ -28,10 +28,12 @@ from uuid import UUID
 from sqlalchemy import func, select, tuple_
 
 from domain.errors import DomainError
+from domain.run_facts import comparison_key_of
 from ledger.application import Ledger
 from ledger.authority import KeyBook
 from ledger.bundle import recompute_heads
-from ledger.event_verification import learn_key, verify_stored_event
+from ledger.event_verification import EventVerification, learn_key, verify_stored_event
+from ledger.group_index import group_members
 from ledger.heads import HeadsError, open_heads
 from ledger.log_entries import LogEntry
 from ledger.merkle import CompactRange, Node, ProofError, verify_consistency
@@ -116,6 +118,7 @@ def audit_ledger(
     # after someone re-sequenced the log around it.
     last_version: dict[str, int] = {}
     keys = KeyBook()
+    members = _Membership()
     for position, aggregate, version, topic, state, leaf_index, stored_hash in _rows(ledger):
         count += 1
         where = f"position {position}"
@@ -152,6 +155,7 @@ def audit_ledger(
         )
         result.report_to(report, where)
         learn_key(keys, result)
+        members.observe(result)
         try:
             recomputed = LogEntry.from_stored(
                 int(position), str(aggregate), int(version), str(topic), bytes(state)
@@ -182,6 +186,7 @@ def audit_ledger(
         if progress is not None:
             progress(count)
     _check_nodes(ledger, created_nodes, report)
+    members.compare(ledger, report)
     if node_count != _expected_node_count(compact.size):
         report.fail(
             Check.TREE,
@@ -242,6 +247,58 @@ def audit_ledger(
         {"events": count, "treeSize": compact.size, "checkpoints": len(stored_checkpoints)}
     )
     return report
+
+
+class _Membership:
+    """Comparison-group membership folded from the log, to check the ledger's group index
+    against (heads and bundles prove groups with that index, so it must be the log's)."""
+
+    def __init__(self) -> None:
+        self.joined: dict[str, tuple[str, int]] = {}  # run -> (key, position it joined at)
+        self._bare: dict[str, dict[str, Any]] = {}  # manifests of runs with no group yet
+
+    def observe(self, result: EventVerification) -> None:
+        if not result.ok or result.subject_digest is None or result.predicate is None:
+            return
+        run, carried = result.subject_digest, result.predicate.get("manifests") or {}
+        if result.event == "Run.Ingested":
+            manifests = dict(carried)
+        elif result.event == "Run.ManifestsAttached" and run in self._bare:
+            manifests = self._bare[run] | {r: d for r, d in carried.items() if d is not None}
+        else:
+            return
+        key = comparison_key_of(manifests)
+        if key is None:
+            self._bare[run] = manifests
+        else:
+            self._bare.pop(run, None)
+            self.joined[run] = (key, result.position)
+
+    def compare(self, ledger: Ledger, report: Report) -> None:
+        with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+            stored = {
+                str(r): (str(k), int(p))
+                for r, k, p in session.execute(
+                    select(
+                        group_members.c.run_digest,
+                        group_members.c.comparison_key,
+                        group_members.c.position,
+                    )
+                )
+            }
+        wrong = sorted(
+            r for r in set(stored) | set(self.joined) if stored.get(r) != self.joined.get(r)
+        )
+        for run in wrong[:20]:
+            report.fail(
+                Check.HEADS,
+                f"group index {run[:19]}…",
+                f"the index says {stored.get(run)}, the log's events {self.joined.get(run)}",
+            )
+        if len(wrong) > 20:
+            report.fail(Check.HEADS, "group index", f"and {len(wrong) - 20} more runs disagree")
+        if not wrong:
+            report.ok(Check.HEADS)
 
 
 def audit_heads(ledger: Ledger, notes: Iterable[str], report: Report) -> None:

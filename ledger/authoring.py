@@ -76,6 +76,7 @@ def attestation_envelope(
     evidence_url: str | None = None,
     observed_ns: int | None = None,
     environment_summary: str | None = None,
+    reason: str | None = None,
     now: datetime | None = None,
 ) -> dict[str, Any]:
     predicate: dict[str, Any] = {
@@ -89,6 +90,8 @@ def attestation_envelope(
         predicate["observedNs"] = observed_ns
     if environment_summary is not None:
         predicate["environmentSummary"] = environment_summary
+    if reason is not None:
+        predicate["reason"] = reason
     statement = make_statement(run_name, run_digest, PredicateType.ATTESTATION, predicate)
     return sign_envelope(statement, key)
 

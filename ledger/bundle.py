@@ -219,7 +219,8 @@ def _event_rows(ledger: Ledger, size: int, wanted: list[int] | None) -> Iterator
 
 
 def _referenced_artifacts(envelope: dict[str, Any]) -> set[str]:
-    """The source snapshot and implementation source an ingestion names by digest."""
+    """The source snapshot and implementation source an ingestion (or an attachment of an
+    implementation) names by digest."""
     try:
         predicate = stored_statement(envelope)["predicate"]
     except (KeyError, TypeError, ValueError):
@@ -301,7 +302,7 @@ def export_bundle(
             )
             count += 1
             _write_event(out, int(leaf_index), entry, paths[int(leaf_index)])
-            if entry.topic == topic_of("Run.Ingested"):
+            if entry.topic in (topic_of("Run.Ingested"), topic_of("Run.ManifestsAttached")):
                 referenced.update(_referenced_artifacts(entry.envelope))
             if progress is not None:
                 progress(count)

@@ -47,9 +47,16 @@ def standings(session: Session, digest: str) -> dict[str, Standing]:
 
 
 def leaderboard(
-    session: Session, key: str, view: View, min_level: EvidenceLevel | None = None
+    session: Session,
+    key: str,
+    view: View,
+    min_level: EvidenceLevel | None = None,
+    *,
+    offset: int = 0,
+    limit: int | None = None,
 ) -> list[dict[str, Any]]:
-    """Ranked runs of a comparison group, best first (ties by run digest)."""
+    """Ranked runs of a comparison group, best first (ties by run digest); a page of them
+    from ``offset`` when ``limit`` is given."""
     query = (
         select(
             ranks.c.rank,
@@ -68,6 +75,7 @@ def leaderboard(
             runs.c.unit,
             runs.c.claimed,
             runs.c.rerun_median_ns,
+            runs.c.author,
         )
         .join(runs, runs.c.run_digest == ranks.c.run_digest)
         .where(ranks.c.comparison_key == key, ranks.c.view == str(view))
@@ -75,7 +83,25 @@ def leaderboard(
     )
     if min_level is not None:
         query = query.where(runs.c.evidence_order >= int(min_level))
+    if offset:
+        query = query.offset(offset)
+    if limit is not None:
+        query = query.limit(limit)
     return [dict(r) for r in session.execute(query).mappings()]
+
+
+def ranked_count(
+    session: Session, key: str, view: View, min_level: EvidenceLevel | None = None
+) -> int:
+    query = (
+        select(func.count())
+        .select_from(ranks)
+        .join(runs, runs.c.run_digest == ranks.c.run_digest)
+        .where(ranks.c.comparison_key == key, ranks.c.view == str(view))
+    )
+    if min_level is not None:
+        query = query.where(runs.c.evidence_order >= int(min_level))
+    return int(session.execute(query).scalar_one())
 
 
 def groups(

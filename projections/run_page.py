@@ -37,6 +37,7 @@ def run_page(ledger: Ledger, digest: str) -> dict[str, Any]:
 
     replications: list[dict[str, Any]] = []
     notes: list[dict[str, Any]] = []
+    reports: list[dict[str, Any]] = []
     reruns: list[dict[str, Any]] = []
     for h in events.shown:
         p = h.predicate or {}
@@ -54,8 +55,12 @@ def run_page(ledger: Ledger, digest: str) -> dict[str, Any]:
                 "observedNs": p.get("observedNs"),
                 "environmentSummary": p.get("environmentSummary"),
                 "evidenceUrl": p.get("evidenceUrl"),
+                "reason": p.get("reason"),
             }
-            (replications if p.get("type") in REPLICATION_TYPES else notes).append(item)
+            if p.get("type") == "issue_report":
+                reports.append(item)
+            else:
+                (replications if p.get("type") in REPLICATION_TYPES else notes).append(item)
         elif h.predicate_type == PredicateType.RERUN:
             reruns.append(
                 base
@@ -113,6 +118,7 @@ def run_page(ledger: Ledger, digest: str) -> dict[str, Any]:
         "artifacts": artifacts,
         "replications": replications,
         "notes": notes,
+        "reports": reports,
         "canonicalManifest": canonical_json(manifests.get("run") or {}).decode("utf-8"),
         "manifests": manifests,
     }

@@ -60,6 +60,9 @@ MAX_PAGE = 200
 _CURSOR = re.compile(r"p(0|[1-9][0-9]{0,15})")
 _log = structlog.get_logger("kernelindex.api")
 
+BOARD_PAGE = 100  # entries per leaderboard page (API); the pages show 50
+BOARD_MAX = 500
+
 
 class BadQueryError(DomainError):
     """A query parameter names no value we know."""
@@ -297,21 +300,33 @@ class LedgerService:
         ]
 
     def leaderboard(
-        self, key: str, view: View, min_level: EvidenceLevel | None = None
+        self,
+        key: str,
+        view: View,
+        min_level: EvidenceLevel | None = None,
+        start: int = 1,
+        limit: int = BOARD_PAGE,
     ) -> dict[str, Any]:
+        """A page of a group's ranking: ``limit`` entries from the ``start``-th (1-based)."""
+        size = max(1, min(limit, BOARD_MAX))
         self.fresh()
         with self.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
-            rows = queries.leaderboard(session, key, view, min_level)
+            rows = queries.leaderboard(session, key, view, min_level, offset=start - 1, limit=size)
+            best = queries.leaderboard(session, key, view, min_level, limit=1)
+            total = queries.ranked_count(session, key, view, min_level)
             known = session.execute(
                 select(runs_table.c.run_digest).where(runs_table.c.comparison_key == key).limit(1)
             ).first()
         if known is None:
             raise NotFoundError(f"no comparison group {key}")
-        first = rows[0]["value"] if rows else None
+        first = best[0]["value"] if best else None
         return {
             "comparisonKey": key,
             "view": str(view),
             "minLevel": min_level.name.lower() if min_level is not None else None,
+            "total": total,
+            "start": start,
+            "next": start + size if start - 1 + size < total else None,
             "entries": [_board_entry(r, first) for r in rows],
         }
 
@@ -489,6 +504,7 @@ def _board_entry(row: dict[str, Any], first: float | None) -> dict[str, Any]:
         "statistic": row["statistic"],
         "claimed": row["claimed"],
         "rerunMedianNs": row["rerun_median_ns"],
+        "author": row["author"],
         "tiedWith": _json_list(row["tied_with"]),
         "ratioToFirst": row["value"] / first if first else None,
     }

@@ -359,3 +359,42 @@ def test_generated_public_key_file_registers_the_same_key(cli: Cli, tmp_path: Pa
     cli("keys", "register", key["publicFile"], "--role", "attester")
     listed = {k["keyId"] for k in cli.json("keys", "list")}
     assert key["keyId"] in listed
+
+
+def test_an_issue_report_is_a_signed_attestation_with_a_reason_that_moves_nothing(
+    ledger_with_seed: Cli, tmp_path: Path
+) -> None:
+    cli = ledger_with_seed
+    bob = tmp_path / "bob.pem"
+    cli("keys", "generate", bob)
+    cli("keys", "register", bob, "--role", "attester", "--self", "--label", "bob")
+    before = cli.json("show", SEED_RUN)
+    report = cli.json(
+        "attest",
+        SEED_RUN[:15],
+        "--type",
+        "issue_report",
+        "--reason",
+        "comparability",
+        "--body",
+        "measured on stack v1.0, not v1.1",
+        "--key",
+        bob,
+    )
+    assert report["event"] == "Run.Attested"
+    after = cli.json("show", SEED_RUN)
+    assert after["evidence"] == before["evidence"] and after.get("standings") == before.get(
+        "standings"
+    )
+    events = cli.json("history", SEED_RUN)["events"]
+    assert events[-1]["event"] == "Run.Attested" and events[-1]["verified"]
+    assert "issue_report" in events[-1]["says"]
+    count = cli.event_count()
+    for refused in (
+        ["--type", "issue_report"],  # a report names its reason
+        ["--type", "note", "--reason", "license"],  # and only a report does
+        ["--type", "issue_report", "--reason", "bribery"],  # one of KernelIndex's reasons
+    ):
+        result = cli("attest", SEED_RUN[:15], *refused, "--body", "x", "--key", bob, ok=False)
+        assert result.exit_code in (1, 2), result.output
+    assert cli.event_count() == count

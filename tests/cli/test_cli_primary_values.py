@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, select
 
-from api.display import format_measurement, format_number, format_value
+from api.display import format_measurement, format_number, format_value, source_summary
 from projections.tables import runs
 from tests.cli_session import Cli
 
@@ -86,3 +86,20 @@ def test_published_numbers_read_as_published_without_binary_tails() -> None:
     assert format_number(0.559752) == "0.559752"
     assert format_number(1.750693) == "1.750693"
     assert format_number(1234567) == "1,234,567"
+
+
+def test_a_sol_run_is_summed_up_as_sol_does_and_other_sources_are_not_invented() -> None:
+    seed = {
+        "sol_score": 0.559752,
+        "latency_ms": 1.750693,
+        "avg_speedup": 1.1676,
+        "fast_1_count": 13,
+        "fast_1_total": 16,
+    }
+    assert source_summary("sol-execbench", seed) == (
+        "SOL 0.5598 · 1.17× reference · 13/16 cases faster"
+    )
+    assert source_summary("sol-execbench", {"sol_score": 0.5}) == "SOL 0.5000"
+    assert source_summary("sol-execbench", {"sol_score": "0.5"}) is None
+    assert source_summary("gpumode-kernelbot", seed) is None
+    assert source_summary(None, None) is None

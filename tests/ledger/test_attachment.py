@@ -9,16 +9,20 @@ and its evidence level never moves. On SQLite and PostgreSQL.
 from __future__ import annotations
 
 import io
+import itertools
 import json
 from typing import Any
 
 import pytest
+from sqlalchemy import delete, insert, select
 
 from domain.errors import DomainError
 from domain.run_facts import comparison_key_of
 from ledger.application import Ledger
+from ledger.audit import audit_ledger
 from ledger.authoring import attachment_envelope, attestation_envelope, ingestion_envelope
 from ledger.errors import AlreadyExistsError, WrongRoleError
+from ledger.group_index import group_members
 from ledger.history import describe, run_history
 from ledger.verify import Expectation, Outcome, VerificationPolicy, outcome_of, verify_bundle_lines
 from projections.export import export_runs
@@ -199,3 +203,68 @@ def test_every_cohort_run_keeps_its_evidence_whatever_is_attached_when(world: Wo
         assert history[-1].event == "Run.ManifestsAttached" and history[-1].ok
         assert describe(history[-1]).startswith("attached workload ")
     assert {r for r, _, _ in world.board()} == {SEED, RUN_21613, RUN_36818}
+
+
+def _bare(run: str) -> dict[str, Any]:
+    return {role: doc for role, doc in MANIFESTS[run].items() if role != "workload"}
+
+
+def _index(world: World) -> dict[str, str]:
+    with world.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        rows = session.execute(
+            select(group_members.c.run_digest, group_members.c.comparison_key)
+        ).all()
+    return {str(r): str(k) for r, k in rows}
+
+
+@pytest.mark.parametrize(
+    "order", list(itertools.permutations(range(4), 3)), ids=lambda o: "-".join(map(str, o))
+)
+def test_the_group_index_is_what_the_admitted_events_say_in_any_group_of_writes(
+    world: World, order: tuple[int, ...]
+) -> None:
+    """A sweep over groups of writes (one append_many, as the server's group writer makes):
+    a bare ingestion, a full one (refused once the run exists), a workload attachment and a
+    bare re-ingestion, in every order of three. The ledger's group index (what heads and
+    bundles prove groups with) must equal each run's fold, whatever was refused."""
+    world.ingest(RUN_36818)
+    k = world.keys.ingester
+    now = world.clock.now
+    candidates = [
+        ingestion_envelope(_bare(RUN_21613), k, now=now),
+        ingestion_envelope(MANIFESTS[RUN_21613], k, now=now),
+        attachment_envelope(
+            RUN_21613, NAMES[RUN_21613], {"workload": MANIFESTS[RUN_21613]["workload"]}, k, now=now
+        ),
+        ingestion_envelope(_bare(RUN_21613), k, external_id="again", now=now),
+    ]
+    world.ledger.append_many([candidates[i] for i in order])
+    expected = {}
+    for run in (RUN_36818, RUN_21613):
+        stored = world.ledger.run(run)
+        if stored is not None and (key := comparison_key_of(stored.manifests())) is not None:
+            expected[run] = key
+    assert _index(world) == expected
+    assert world.row(RUN_36818)["comparison_key"] == GROUP
+    lines = _bundle(world, [RUN_36818])
+    policy = VerificationPolicy(trust_root=world.root, expect=Expectation(run=RUN_36818))
+    report = verify_bundle_lines(lines, policy, workers=1)
+    assert outcome_of(report) is Outcome.VERIFIED, report.to_json()["findings"]
+
+
+def test_audit_checks_the_group_index_against_the_log(world: World) -> None:
+    """The index is what heads are signed from: audit folds membership from the events and
+    fails a row the log does not support, or a member the index lost."""
+    world.ingest(RUN_21613, RUN_36818)
+    _ingest_bare_seed(world)
+    world.append(_attach(world, {"workload": WORKLOAD}))
+    assert audit_ledger(world.ledger).verified
+    with world.ledger.recorder.transaction(commit=True) as session:  # type: ignore[attr-defined]
+        session.execute(delete(group_members).where(group_members.c.run_digest == SEED))
+        session.execute(
+            insert(group_members).values(run_digest=RUN_15149, comparison_key=GROUP, position=1)
+        )
+    report = audit_ledger(world.ledger)
+    assert not report.verified
+    findings = json.dumps(report.to_json()["findings"])
+    assert "group index" in findings and SEED[:19] in findings and RUN_15149[:19] in findings

@@ -157,6 +157,8 @@ def test_run_page_shows_every_section_of_the_record(served: Served) -> None:
     record = follow_json(served, page.json_link())
     assert record["digest"] == SEED
     assert page.json_link() == f"/v1/runs/{SEED}"
+    # The source's own summary line, as the seed page has it.
+    assert "SOL 0.5598 · 1.17× reference · 13/16 cases faster" in text
 
     sections = [t for level, t in page.headings if level == 2]
     assert sections == [
@@ -173,6 +175,7 @@ def test_run_page_shows_every_section_of_the_record(served: Served) -> None:
         "Environment",
         "Implementation and artifacts",
         "Replications and notes",
+        "Take part",
         "Canonical manifest",
         "Citation",
     ]

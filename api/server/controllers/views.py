@@ -9,6 +9,8 @@ from litestar.params import PathParameter, QueryParameter
 
 from api.server.controllers.common import Service
 from api.server.controllers.runs import parse_level
+from api.server.service import BOARD_MAX, BOARD_PAGE
+from domain.documents import MAX_SAFE_INTEGER
 from domain.ranking import View
 
 KeyPath = Annotated[
@@ -42,8 +44,12 @@ class ViewController(Controller):
             View, QueryParameter(description="source-native or verified")
         ] = View.SOURCE_NATIVE,
         min_level: Annotated[str | None, QueryParameter(name="minLevel")] = None,
+        start: Annotated[int, QueryParameter(ge=1, le=MAX_SAFE_INTEGER)] = 1,
+        limit: Annotated[int, QueryParameter(ge=1, le=BOARD_MAX)] = BOARD_PAGE,
     ) -> dict[str, Any]:
-        return service.leaderboard(service.resolve_group(key), view, parse_level(min_level))
+        return service.leaderboard(
+            service.resolve_group(key), view, parse_level(min_level), start, limit
+        )
 
     @get("/search", sync_to_thread=True, summary="Comparison groups every word matches")
     def search(

@@ -45,6 +45,7 @@ _log = structlog.get_logger("kernelindex.pages")
 DigestPath = Annotated[str, Parameter(max_length=71)]
 KeyPath = Annotated[str, Parameter(max_length=71)]  # a key or a unique prefix
 ViewQuery = Annotated[View, QueryParameter()]
+PAGE_BOARD = 50  # entries (and chart bars) per leaderboard page
 
 # ------------------------------------------------------------------------------ reads
 # Small reads the service does not offer (runs per source, newest runs first, one group's
@@ -125,6 +126,8 @@ def board_chart(board: dict[str, Any], view: View) -> Markup | None:
         return None
     unit = entries[0]["unit"] if view is View.SOURCE_NATIVE else "ns"
     statistic = entries[0]["statistic"] if view is View.SOURCE_NATIVE else "rerun median"
+    metric = entries[0]["metric"] if view is View.SOURCE_NATIVE else "latency"
+    lower = "shorter is faster" if metric == "latency" else "shorter is better"
     bars = [
         Bar(
             label=f"#{e['rank']} {e['name']}",
@@ -137,8 +140,8 @@ def board_chart(board: dict[str, Any], view: View) -> Markup | None:
     summary = "; ".join(f"{b.label}: {b.value_text}" for b in bars)
     svg = bar_chart(
         bars,
-        title=f"{statistic.capitalize()} latency per run, {view} view (shorter is faster)",
-        description=f"{len(bars)} runs in rank order. {summary}.",
+        title=f"{statistic.capitalize()} {metric} per run, {view} view ({lower})",
+        description=f"{len(bars)} runs in rank order from rank {entries[0]['rank']}. {summary}.",
         chart_id="latency-chart",
     )
     # bar_chart escapes every text it writes, so its markup is safe to insert as is.
@@ -257,6 +260,9 @@ class PageController(Controller):
             run=record,
             json_href=f"/v1/runs/{segment}",
             history_href=f"/runs/{segment}/history",
+            # Where the copyable commands post: the configured public URL only (never the
+            # client's Host header).
+            server_url=(request.app.state.config.public_url or "").rstrip("/") or None,
         )
 
     @get("/runs/{digest:str}/history", sync_to_thread=True, name="page-history")
@@ -281,10 +287,14 @@ class PageController(Controller):
 
     @get("/leaderboards/{key:str}", sync_to_thread=True, name="page-leaderboard")
     def leaderboard(
-        self, service: Service, key: KeyPath, view: ViewQuery = View.SOURCE_NATIVE
+        self,
+        service: Service,
+        key: KeyPath,
+        view: ViewQuery = View.SOURCE_NATIVE,
+        start: Annotated[int, QueryParameter(ge=1, le=MAX_SAFE_INTEGER)] = 1,
     ) -> Template:
         key = service.resolve_group(key)
-        board = service.leaderboard(key, view)
+        board = service.leaderboard(key, view, start=start, limit=PAGE_BOARD)
         group = group_of(service, key)
         return _page(
             "leaderboard.html",
@@ -293,7 +303,8 @@ class PageController(Controller):
             view=str(view),
             views=[str(v) for v in View],
             chart=board_chart(board, view),
-            json_href=f"/v1/leaderboards/{key}?view={view}",
+            json_href=f"/v1/leaderboards/{key}?view={view}&start={start}&limit={PAGE_BOARD}",
+            page_size=PAGE_BOARD,
         )
 
     @get("/static/style.css", sync_to_thread=False, name="page-style", media_type="text/css")

@@ -7,7 +7,13 @@ import math
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from api.display import format_measurement, format_ns, format_number, format_value
+from api.display import (
+    format_measurement,
+    format_ns,
+    format_number,
+    format_value,
+    source_summary,
+)
 from domain.evidence import EvidenceLevel
 
 # Badge and bar colours per evidence level, weakest to strongest. Each carries white text, so
@@ -83,6 +89,7 @@ FILTERS: dict[str, Any] = {
     "ratio": format_ratio,
     "number": format_number,
     "measurement": format_measurement,
+    "source_summary": source_summary,
     "short": short_digest,
     "pretty_json": pretty_json,
     "level_colour": level_colour,
