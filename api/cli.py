@@ -19,6 +19,7 @@ from api.cli_common import (
     DbOption,
     HomeOption,
     JsonOption,
+    ServerOption,
     handles_errors,
     load_key,
     open_ledger,
@@ -27,6 +28,8 @@ from api.cli_common import (
     print_error,
     print_json,
     print_receipt,
+    print_remote_receipt,
+    remote_server,
 )
 from api.cli_db import register_db_commands
 from api.cli_import import register_import_commands
@@ -76,21 +79,6 @@ register_serve_command(app)
 register_db_commands(app)
 register_ingest_commands(app)
 register_worker_commands(app)
-
-ServerOption = Annotated[
-    str | None,
-    typer.Option(
-        "--server",
-        help="A KernelIndex server's base URL, e.g. http://127.0.0.1:8000 (not with --home/--db).",
-    ),
-]
-
-
-def _remote(server: str | None, home: Path | None, db: str | None) -> str | None:
-    """The server to talk to, if any: a server and a local ledger are alternatives."""
-    if server is not None and (home is not None or db is not None):
-        raise typer.BadParameter("give --server or --home/--db, not both", param_hint="--server")
-    return server
 
 
 @app.command()
@@ -201,7 +189,7 @@ def attest(
 
     To report an issue with a run: --type issue_report --reason incorrect_result |
     wrong_attribution | license | comparability | other."""
-    remote = _remote(server, home, db)
+    remote = remote_server(server, home, db)
     signer = load_key(key)
 
     def signed(run_digest: str, run_name: str) -> dict[str, Any]:
@@ -222,23 +210,10 @@ def attest(
         with LedgerClient(remote) as client:
             run_digest, run_name = remote_run(client, run)
             reply = client.post_attestation(run_digest, signed(run_digest, run_name))
-        _print_remote_receipt(reply, as_json, "attestation")
+        print_remote_receipt(reply, as_json, "attestation")
         return
     ledger = open_ledger(home, db)
     print_receipt(ledger.append(signed(*_named_run(ledger, run))), as_json, "attestation")
-
-
-def _print_remote_receipt(reply: dict[str, Any], as_json: bool, what: str) -> None:
-    """A server's receipt (JSON), worded like a local one."""
-    if as_json:
-        print_json(reply)
-        return
-    verb = "already recorded" if reply.get("duplicate") else "appended"
-    proof = reply.get("log") or {}
-    leaf = (
-        f" (leaf {proof['leafIndex']})" if isinstance(proof, dict) and "leafIndex" in proof else ""
-    )
-    out.print(f"{what} {verb}: {reply.get('event')} at position {reply.get('position')}{leaf}")
 
 
 @app.command()
@@ -408,7 +383,7 @@ def history(
     root you pin: keys chained to it, inclusion in a checkpoint its log key signed, every
     event of the run (the log's heads), and consistency with the checkpoint you hold.
     """
-    remote = _remote(server, home, db)
+    remote = remote_server(server, home, db)
     if remote is not None:
         held = checkpoint.read_text("utf-8") if checkpoint and checkpoint.exists() else None
         policy = VerificationPolicy(

@@ -114,3 +114,32 @@ def print_receipt(receipt: Receipt, as_json: bool, what: str) -> None:
 
 
 # ------------------------------------------------------------------ commands
+
+
+ServerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--server",
+        help="A KernelIndex server's base URL, e.g. http://127.0.0.1:8000 (not with --home/--db).",
+    ),
+]
+
+
+def remote_server(server: str | None, home: Path | None, db: str | None) -> str | None:
+    """The server to talk to, if any: a server and a local ledger are alternatives."""
+    if server is not None and (home is not None or db is not None):
+        raise typer.BadParameter("give --server or --home/--db, not both", param_hint="--server")
+    return server
+
+
+def print_remote_receipt(reply: dict[str, Any], as_json: bool, what: str) -> None:
+    """A server's receipt (JSON), worded like a local one."""
+    if as_json:
+        print_json(reply)
+        return
+    verb = "already recorded" if reply.get("duplicate") else "appended"
+    proof = reply.get("log") or {}
+    leaf = (
+        f" (leaf {proof['leafIndex']})" if isinstance(proof, dict) and "leafIndex" in proof else ""
+    )
+    out.print(f"{what} {verb}: {reply.get('event')} at position {reply.get('position')}{leaf}")

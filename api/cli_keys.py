@@ -13,6 +13,7 @@ from api.cli_common import (
     DbOption,
     HomeOption,
     JsonOption,
+    ServerOption,
     handles_errors,
     load_key,
     open_ledger,
@@ -20,7 +21,10 @@ from api.cli_common import (
     passphrase,
     print_json,
     print_receipt,
+    print_remote_receipt,
+    remote_server,
 )
+from api.client import LedgerClient
 from domain.statements import Role
 from domain.timestamps import parse_time
 from ledger.authoring import (
@@ -100,9 +104,14 @@ def keys_register(
     ] = None,
     home: HomeOption = None,
     db: DbOption = None,
+    server: ServerOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Register a key with roles (admin-signed, or --self for an attester)."""
+    """Register a key with roles (admin-signed, or --self for an attester), in a local
+    ledger or on a server (--server: signed here, only the envelope is sent)."""
+    remote = remote_server(server, home, db)
+    if remote is not None and not self_signed and admin_key is None:
+        raise typer.BadParameter("with --server, sign with --self or --admin-key")
     target = LedgerHome.at(home, db)
     until: datetime | None = parse_time(valid_until, "--valid-until") if valid_until else None
     if self_signed:
@@ -114,6 +123,10 @@ def keys_register(
     envelope = key_registration_envelope(
         subject, list(role), signer, label=label, valid_until=until
     )
+    if remote is not None:
+        with LedgerClient(remote) as client:
+            print_remote_receipt(client.post_key(envelope), as_json, f"key {subject.key_id}")
+        return
     print_receipt(target.open().append(envelope), as_json, f"key {subject.key_id}")
 
 

@@ -110,6 +110,10 @@ class LedgerClient:
         """Append a signed attestation; the receipt (201, or 200 for a duplicate)."""
         return self._object("POST", f"/v1/runs/{_segment(run_digest)}/attestations", body=envelope)
 
+    def post_key(self, envelope: Mapping[str, Any]) -> dict[str, Any]:
+        """Register a key (admin-signed, or self-signed by an attester); the receipt."""
+        return self._object("POST", "/v1/keys", body=envelope)
+
     def post_rerun_request(self, run_digest: str, envelope: Mapping[str, Any]) -> dict[str, Any]:
         """Append an admin-signed rerun request; the receipt (201, or 200 for a duplicate)."""
         path = f"/v1/runs/{_segment(run_digest)}/rerun-requests"

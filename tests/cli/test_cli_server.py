@@ -461,3 +461,35 @@ def test_history_answered_with_another_runs_genuine_bundle_fails(
         result = remote.history(SEED_RUN, ok=False)
     assert result.exit_code == 1
     assert "FAILED" in result.stdout and "expectation" in result.stdout
+
+
+def test_a_key_is_registered_on_a_server_as_the_run_page_says_then_it_reports(
+    remote: Remote, tmp_path: Path
+) -> None:
+    """The run page's 'Take part' commands, as written: register over HTTP, then report."""
+    me = tmp_path / "me.pem"
+    key_id = remote.json("keys", "generate", me)["keyId"]
+    registered = remote.json(
+        "keys", "register", me, "--role", "attester", "--self", "--server", remote.url
+    )
+    assert registered["event"] == "Principal.Registered" and registered["subjectDigest"] == key_id
+    reported = remote.json(
+        "attest",
+        SEED_RUN,
+        "--type",
+        "issue_report",
+        "--reason",
+        "wrong_attribution",
+        "--body",
+        "the kernel is by someone else",
+        "--key",
+        me,
+        "--server",
+        remote.url,
+    )
+    assert reported["event"] == "Run.Attested"
+    page = httpx.get(f"{remote.url}/runs/{SEED_RUN}").text
+    assert "Reported issues" in page and "wrong attribution" in page
+    # Registering an admin-signed role over HTTP needs an admin key given explicitly.
+    refused = remote("keys", "register", me, "--role", "agent", "--server", remote.url, ok=False)
+    assert refused.exit_code == 2 and "--admin-key" in refused.output
