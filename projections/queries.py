@@ -152,3 +152,32 @@ def manifest_by_digest(session: Session, digest: str) -> dict[str, Any] | None:
         select(manifests.c.document).where(manifests.c.digest == digest)
     ).scalar()
     return None if document is None else dict(json.loads(document))
+
+
+def group_leaders(session: Session, limit: int = 50) -> list[dict[str, Any]]:
+    """The #1 run of each comparison group (source-native view), newest first: what a feed
+    of records announces. A new #1 is a new entry; the one it displaced drops out."""
+    query = (
+        select(
+            ranks.c.comparison_key,
+            ranks.c.value,
+            runs.c.run_digest,
+            runs.c.name,
+            runs.c.title,
+            runs.c.source,
+            runs.c.benchmark,
+            runs.c.product,
+            runs.c.unit,
+            runs.c.metric,
+            runs.c.statistic,
+            runs.c.author,
+            runs.c.evidence_level,
+            runs.c.ingested_at,
+            runs.c.observed_at,
+        )
+        .join(runs, runs.c.run_digest == ranks.c.run_digest)
+        .where(ranks.c.view == str(View.SOURCE_NATIVE), ranks.c.rank == 1)
+        .order_by(runs.c.ingested_position.desc(), ranks.c.comparison_key)
+        .limit(limit)
+    )
+    return [dict(r) for r in session.execute(query).mappings()]

@@ -24,6 +24,7 @@ from api.server.controllers.views import ViewController
 from api.server.observability import RequestContextMiddleware, configure_logging
 from api.server.openapi_links import add_links
 from api.server.pages.controller import PageController, template_config
+from api.server.pages.feeds import FeedController
 from api.server.problems import EXCEPTION_HANDLERS, problem
 from api.server.rate_limits import TokenBuckets, retry_after_header
 from api.server.service import LedgerService
@@ -95,6 +96,7 @@ def create_app(ledger: Ledger, config: ServerConfig | None = None) -> Litestar:
             HealthController,
             JobController,
             PageController,
+            FeedController,
         ],
         dependencies={
             "service": Provide(provide_service, sync_to_thread=False),

@@ -36,6 +36,7 @@ SECTIONS = (
     "Environment",
     "Implementation and artifacts",
     "Replications and notes",
+    "Badge",
     "Take part",
     "Canonical manifest",
     "Citation",

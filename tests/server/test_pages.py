@@ -175,6 +175,7 @@ def test_run_page_shows_every_section_of_the_record(served: Served) -> None:
         "Environment",
         "Implementation and artifacts",
         "Replications and notes",
+        "Badge",
         "Take part",
         "Canonical manifest",
         "Citation",
@@ -490,3 +491,33 @@ def test_every_evidence_level_has_a_badge_colour_readable_with_white_text() -> N
     for level, colour in LEVEL_COLOURS.items():
         contrast = (1.0 + 0.05) / (_luminance(colour) + 0.05)
         assert contrast >= 4.5, (level, colour, contrast)
+
+
+def test_the_records_feed_is_atom_with_each_groups_first(served: Served) -> None:
+    from xml.etree import ElementTree as ET
+
+    reply = served.client.get("/feeds/records.atom")
+    assert reply.status_code == 200
+    assert reply.headers["content-type"].startswith("application/atom+xml")
+    atom = "{http://www.w3.org/2005/Atom}"
+    feed = ET.fromstring(reply.content)
+    assert feed.tag == f"{atom}feed" and feed.find(f"{atom}updated") is not None
+    entries = feed.findall(f"{atom}entry")
+    record = follow_json(served, f"/v1/runs/{SEED}")
+    board = follow_json(served, f"/v1/leaderboards/{record['comparisonKey']}")
+    first = board["entries"][0]
+    ours = [e for e in entries if record["comparisonKey"] in (e.findtext(f"{atom}id") or "")]
+    assert len(ours) == 1
+    assert first["run"] in (ours[0].findtext(f"{atom}id") or "")
+    link = ours[0].find(f"{atom}link")
+    assert link is not None and link.get("href", "").endswith(f"/runs/{first['run']}")
+    assert first["name"] in (ours[0].findtext(f"{atom}title") or "")
+
+
+def test_a_run_badge_is_an_svg_of_its_level_and_rank(served: Served) -> None:
+    reply = served.client.get("/runs/7e18c26c/badge.svg")
+    assert reply.status_code == 200 and reply.headers["content-type"].startswith("image/svg")
+    assert "reported · #3 of 3" in reply.text and "<script" not in reply.text
+    assert served.client.get("/runs/ffffffff/badge.svg").status_code == 404
+    text, _ = get_page(served, f"/runs/{SEED}")
+    assert f"/runs/{SEED}/badge.svg" in text

@@ -26,6 +26,7 @@ from api.display import format_value
 from api.server.controllers.common import Service
 from api.server.controllers.runs import citation
 from api.server.pages.chart import Bar, bar_chart
+from api.server.pages.feeds import badge_of
 from api.server.pages.format import FILTERS, badge_rules, path_segment
 from api.server.problems import STATUS_BY_CODE, TITLES
 from api.server.service import LedgerService
@@ -260,6 +261,8 @@ class PageController(Controller):
             run=record,
             json_href=f"/v1/runs/{segment}",
             history_href=f"/runs/{segment}/history",
+            # Drawn here and escaped by run_badge, like the chart: safe to insert as markup.
+            badge_svg=Markup(badge_of(record)),  # noqa: S704
             # Where the copyable commands post: the configured public URL only (never the
             # client's Host header).
             server_url=(request.app.state.config.public_url or "").rstrip("/") or None,
