@@ -37,6 +37,21 @@ class GroupLabel:
             if o.key != self.key and (o.benchmark, o.product) == (self.benchmark, self.product)
         ]
 
+    def short_apart(self, others: Sequence[GroupLabel]) -> str:
+        """A few words for a chart label: what differs in the first part that differs,
+        without the leading words all the groups share ("v1.1" of "... stack v1.1")."""
+        differing = [p for p in PARTS if any(o.parts.get(p) != self.parts.get(p) for o in others)]
+        if not differing:
+            return ""
+        words = self.parts.get(differing[0], "").split(" ")
+        theirs = [o.parts.get(differing[0], "").split(" ") for o in others]
+        shared = 0
+        while shared < len(words) - 1 and all(
+            len(t) > shared and t[shared] == words[shared] for t in theirs
+        ):
+            shared += 1
+        return " ".join(words[shared:])
+
     def separated_by(self, others: Sequence[GroupLabel]) -> str:
         """The parts in which this group differs from any of ``others`` (all when alone)."""
         differing = [

@@ -181,3 +181,53 @@ def group_leaders(session: Session, limit: int = 50) -> list[dict[str, Any]]:
         .limit(limit)
     )
     return [dict(r) for r in session.execute(query).mappings()]
+
+
+def operations(session: Session, limit: int | None = None) -> list[dict[str, Any]]:
+    """Each operation (benchmark or definition) with its runs, groups and GPUs, most runs
+    first: the way in to thousands of groups."""
+    query = (
+        select(
+            runs.c.benchmark,
+            func.count().label("runs"),
+            func.count(runs.c.comparison_key.distinct()).label("groups"),
+            func.count(runs.c.product.distinct()).label("gpus"),
+        )
+        .where(runs.c.benchmark.is_not(None))
+        .group_by(runs.c.benchmark)
+        .order_by(func.count().desc(), runs.c.benchmark)
+    )
+    if limit is not None:
+        query = query.limit(limit)
+    return [dict(r) for r in session.execute(query).mappings()]
+
+
+def operation_groups(session: Session, benchmark: str) -> list[dict[str, Any]]:
+    """The comparison groups of one operation with each group's #1 (source-native)."""
+    leaders = (
+        select(ranks.c.comparison_key, ranks.c.run_digest, ranks.c.value)
+        .where(ranks.c.view == str(View.SOURCE_NATIVE), ranks.c.rank == 1)
+        .subquery()
+    )
+    top = runs.alias("top")
+    query = (
+        select(
+            runs.c.comparison_key,
+            runs.c.product,
+            runs.c.metric,
+            runs.c.statistic,
+            runs.c.unit,
+            func.count().label("runs"),
+            func.min(leaders.c.run_digest).label("top_run"),
+            func.min(leaders.c.value).label("top_value"),
+            func.min(top.c.name).label("top_name"),
+        )
+        .outerjoin(leaders, leaders.c.comparison_key == runs.c.comparison_key)
+        .outerjoin(top, top.c.run_digest == leaders.c.run_digest)
+        .where(runs.c.benchmark == benchmark, runs.c.comparison_key.is_not(None))
+        .group_by(
+            runs.c.comparison_key, runs.c.product, runs.c.metric, runs.c.statistic, runs.c.unit
+        )
+        .order_by(runs.c.product, func.count().desc(), runs.c.comparison_key)
+    )
+    return [dict(r) for r in session.execute(query).mappings()]

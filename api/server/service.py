@@ -48,6 +48,7 @@ from ledger.jobs import open_jobs
 from ledger.log_queries import checkpoint_json, consistency_json, entries_json, inclusion_json
 from projections import queries
 from projections.export import export_runs
+from projections.group_labels import GroupLabel, group_labels
 from projections.references import full_digest, resolve_group, resolve_run
 from projections.run_changes import changes_by_event
 from projections.run_page import run_page
@@ -298,6 +299,57 @@ class LedgerService:
             }
             for r in rows
         ]
+
+    def operations(self, limit: int | None = None) -> list[dict[str, Any]]:
+        self.fresh()
+        _, rows = self.runner.snapshot(lambda session: queries.operations(session, limit))
+        return [
+            {
+                "operation": r["benchmark"],
+                "runs": r["runs"],
+                "groups": r["groups"],
+                "gpus": r["gpus"],
+            }
+            for r in rows
+        ]
+
+    def operation(self, name: str) -> dict[str, Any]:
+        """One operation's groups, by GPU, each with its #1 and what sets it apart from the
+        groups that look like it."""
+        self.fresh()
+
+        def read(session: Any) -> tuple[list[dict[str, Any]], list[GroupLabel]]:
+            rows = queries.operation_groups(session, name)
+            return rows, group_labels(session, [str(r["comparison_key"]) for r in rows])
+
+        _, (rows, labels) = self.runner.snapshot(read)
+        if not rows:
+            raise NotFoundError(f"no comparison group of an operation named {name!r}")
+        by_key = {label.key: label for label in labels}
+        groups = []
+        for r in rows:
+            label = by_key[str(r["comparison_key"])]
+            alike = label.lookalikes(labels)
+            groups.append(
+                {
+                    "comparisonKey": r["comparison_key"],
+                    "gpu": r["product"],
+                    "metric": r["metric"],
+                    "statistic": r["statistic"],
+                    "unit": r["unit"],
+                    "runs": r["runs"],
+                    "parts": label.parts,
+                    "apartBy": label.separated_by(alike) if alike else None,
+                    "apartShort": label.short_apart(alike) if alike else None,
+                    "top": {"run": r["top_run"], "name": r["top_name"], "value": r["top_value"]},
+                }
+            )
+        return {
+            "operation": name,
+            "gpus": sorted({str(g["gpu"]) for g in groups if g["gpu"]}),
+            "stacks": sorted({g["parts"]["protocol"] for g in groups}),
+            "groups": groups,
+        }
 
     def leaderboard(
         self,

@@ -128,3 +128,19 @@ def test_a_big_leaderboard_is_paginated_with_a_chart_named_for_its_metric(
     page.wait_for_url("**start=51")
     first = page.locator("table.ranking tbody tr td.rank").first.inner_text()
     assert int(first) >= 51 or size <= 50
+
+
+def test_the_index_is_a_summary_and_operations_lead_to_every_group(
+    real: RealLedger, site: str, page: Page
+) -> None:
+    response = page.goto(f"{site}/")
+    assert response is not None and response.status == 200
+    assert len(page.content()) < 150_000  # was 713 KB: every one of ~1,900 groups
+    assert page.locator("table.groups").first.locator("tbody tr").count() == 30
+    page.locator("a.operation-link").first.click()
+    page.wait_for_url("**/operations/*")
+    assert page.locator("table.groups tbody tr").count() >= 1
+    page.screenshot(path=str(SHOTS / "operation-real.png"), full_page=False)
+    listing = page.goto(f"{site}/operations")
+    assert listing is not None and listing.status == 200
+    assert page.locator("a.operation-link").count() > 100

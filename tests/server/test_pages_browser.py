@@ -248,3 +248,27 @@ def test_search_finds_the_seed_group_and_leads_to_its_leaderboard(tab: Tab) -> N
     page.wait_for_url(f"**/leaderboards/{key}?view=source-native")
     assert page.locator("table.ranking tbody tr").count() == 3
     tab.assert_clean()
+
+
+def test_a_run_leads_to_all_results_for_its_operation_and_on_to_each_group(tab: Tab) -> None:
+    operation = "056_language_model_decoder_prenorm_attention_ffn_residual_backward"
+    found = httpx.get(f"{tab.base}/v1/operations/{operation}").json()
+    tab.open(f"/runs/{SEED}")
+    page = tab.page
+    assert "Published " in page.locator("p.subtitle").inner_text()
+    page.get_by_role("link", name=f"All results for {operation} →").click()
+    page.wait_for_url(f"**/operations/{operation}")
+    rows = page.locator("table.groups tbody tr")
+    assert rows.count() == len(found["groups"]) == 2
+    text = page.locator("table.groups").inner_text()
+    assert "stack v1.0" in text and "stack v1.1" in text
+    assert page.locator("svg.chart rect.bar").count() == 2
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "operation.png"), full_page=True)
+    key = httpx.get(f"{tab.base}/v1/runs/{SEED}").json()["comparisonKey"]
+    page.locator(f"a.leaderboard-link[href^='/leaderboards/{key}']").click()
+    page.wait_for_url(f"**/leaderboards/{key}?view=source-native")
+    tab.open("/")
+    page.locator("a.operation-link", has_text=operation).first.click()
+    page.wait_for_url(f"**/operations/{operation}")
+    tab.assert_clean()

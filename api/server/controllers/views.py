@@ -51,6 +51,16 @@ class ViewController(Controller):
             service.resolve_group(key), view, parse_level(min_level), start, limit
         )
 
+    @get("/operations", sync_to_thread=True, summary="Operations, most runs first")
+    def operations(self, service: Service) -> list[dict[str, Any]]:
+        return service.operations()
+
+    @get("/operations/{name:str}", sync_to_thread=True, summary="One operation's groups")
+    def operation(
+        self, service: Service, name: Annotated[str, PathParameter(max_length=300)]
+    ) -> dict[str, Any]:
+        return service.operation(name)
+
     @get("/search", sync_to_thread=True, summary="Comparison groups every word matches")
     def search(
         self,

@@ -47,6 +47,8 @@ DigestPath = Annotated[str, Parameter(max_length=71)]
 KeyPath = Annotated[str, Parameter(max_length=71)]  # a key or a unique prefix
 ViewQuery = Annotated[View, QueryParameter()]
 PAGE_BOARD = 50  # entries (and chart bars) per leaderboard page
+INDEX_GROUPS = 20  # the biggest comparison groups on the index page
+INDEX_OPERATIONS = 30
 
 # ------------------------------------------------------------------------------ reads
 # Small reads the service does not offer (runs per source, newest runs first, one group's
@@ -228,13 +230,57 @@ class PageController(Controller):
 
     @get("/", sync_to_thread=True, name="page-index")
     def index(self, service: Service) -> Template:
+        groups = service.groups(None, None)
         return _page(
             "index.html",
             sources=sources(service),
-            groups=service.groups(None, None),
+            # A summary, not every group: the biggest, and the way to the rest.
+            groups=sorted(groups, key=lambda g: (-int(g["runs"]), str(g["comparisonKey"])))[
+                :INDEX_GROUPS
+            ],
+            group_count=len(groups),
+            operations=service.operations(INDEX_OPERATIONS),
             recent=recent_runs(service),
             checkpoint=service.checkpoint(),
             json_href="/v1/groups",
+        )
+
+    @get("/operations", sync_to_thread=True, name="page-operations")
+    def operations(self, service: Service) -> Template:
+        return _page("operations.html", operations=service.operations(), json_href="/v1/operations")
+
+    @get("/operations/{name:str}", sync_to_thread=True, name="page-operation")
+    def operation(
+        self, service: Service, name: Annotated[str, Parameter(max_length=300)]
+    ) -> Template:
+        found = service.operation(name)
+        bars = [
+            Bar(
+                label=" · ".join(str(x) for x in (g["gpu"], g["apartShort"]) if x),
+                value=float(g["top"]["value"]),
+                value_text=format_value(g["top"]["value"], g["unit"]),
+            )
+            for g in found["groups"]
+            if g["top"]["value"] is not None and g["metric"] == found["groups"][0]["metric"]
+        ]
+        chart = (
+            Markup(  # noqa: S704 - bar_chart escapes every text it writes
+                bar_chart(
+                    bars,
+                    title=f"Each group's #1, {name} ({found['groups'][0]['metric']})",
+                    description=f"{len(bars)} groups. "
+                    + "; ".join(f"{b.label}: {b.value_text}" for b in bars),
+                    chart_id="operation-chart",
+                )
+            )
+            if len(bars) > 1
+            else None
+        )
+        return _page(
+            "operation.html",
+            found=found,
+            chart=chart,
+            json_href=f"/v1/operations/{quote(name, safe='')}",
         )
 
     @get("/search", sync_to_thread=True, name="page-search")
