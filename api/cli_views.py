@@ -145,6 +145,11 @@ def compare(
         f"{result['a']}\n  vs {result['b']}\n  primary {result['metric']}: "
         + (f"ratio {ratio:.4f}" if ratio is not None else "not comparable")
     )
+    if not result["comparable"]:
+        out.print(
+            f"[yellow]not in one comparison group[/]: they differ in "
+            f"{escape(str(result['notComparableBy']))}, so the ratio ranks nothing"
+        )
     table = Table(box=None, pad_edge=False)
     for column in ("field", "a", "b"):
         table.add_column(column, overflow="fold")

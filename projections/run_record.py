@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from domain.comparison import comparison_components
+from domain.errors import DomainError
 from domain.ranking import View, compare
 from ledger.application import Ledger
 from ledger.history import RunEvents
@@ -18,12 +20,35 @@ def ingested_manifests(ledger: Ledger, digest: str) -> dict[str, Any]:
     return run.manifests() if run is not None else {}
 
 
+def comparability(a: dict[str, Any], b: dict[str, Any]) -> tuple[bool, str | None]:
+    """Whether two manifest sets are in one comparison group, and if not the first part of
+    the comparison key that separates them (operation, workload, protocol, environment,
+    correctness, metric), or that one of them has no group at all."""
+    parts = []
+    for manifests in (a, b):
+        workload = manifests.get("workload")
+        if not isinstance(workload, dict):
+            return False, "workload (a run without its workload manifest has no group)"
+        try:
+            parts.append(comparison_components(manifests["run"], workload, trusted=True))
+        except DomainError as exc:
+            return False, f"comparison key ({exc.message})"
+    first, second = (p.as_json() for p in parts)
+    differing = next((k for k in first if first[k] != second[k]), None)
+    return differing is None, differing
+
+
 def compare_runs(ledger: Ledger, a: str, b: str) -> dict[str, Any]:
-    """Field-by-field differences of two runs' manifest sets and the ratio a ÷ b."""
-    result = compare(ingested_manifests(ledger, a), ingested_manifests(ledger, b))
+    """Field-by-field differences of two runs' manifest sets and the ratio a ÷ b, and
+    whether the ratio means anything (same comparison group) or what makes it not."""
+    left, right = ingested_manifests(ledger, a), ingested_manifests(ledger, b)
+    result = compare(left, right)
+    comparable, apart = comparability(left, right)
     return {
         "a": a,
         "b": b,
+        "comparable": comparable,
+        "notComparableBy": apart,
         "ratio": result.ratio,
         "metric": result.a_primary.key,
         "differences": [

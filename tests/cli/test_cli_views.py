@@ -124,6 +124,12 @@ def test_compare(demo: Demo) -> None:
     paths = {d["path"] for d in result["differences"]}
     assert "run.metadata.name" in paths
     assert "ratio 1.1678" in demo("compare", SEED, RUN_21613).stdout
+    assert result["comparable"] is True and result["notComparableBy"] is None
+    # Across groups (stack v1.0 vs v1.1) the ratio is given, and said to rank nothing.
+    other = demo.json("compare", SEED[:19], "sol-submission-15149")
+    assert other["comparable"] is False and other["notComparableBy"] == "protocol"
+    text = " ".join(demo("compare", SEED, "15149").stdout.split())
+    assert "not in one comparison group: they differ in protocol" in text
 
 
 def test_projections_rebuild_is_identical_to_incremental(demo: Demo) -> None:
