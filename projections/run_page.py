@@ -103,12 +103,7 @@ def run_page(ledger: Ledger, digest: str) -> dict[str, Any]:
         },
         "workload": None
         if workload is None
-        else {
-            "digest": digests.get("workload"),
-            "name": (workload.get("metadata") or {}).get("name"),
-            "cases": len((workload.get("spec") or {}).get("cases") or []),
-            "manifest": workload,
-        },
+        else {"digest": digests.get("workload"), **workload_summary(workload)},
         "measurements": {"timing": spec.get("timing"), "reruns": reruns},
         "protocolManifest": protocol or None,
         "environmentManifest": manifests.get("environment"),
@@ -121,4 +116,48 @@ def run_page(ledger: Ledger, digest: str) -> dict[str, Any]:
         "reports": reports,
         "canonicalManifest": canonical_json(manifests.get("run") or {}).decode("utf-8"),
         "manifests": manifests,
+    }
+
+
+MAX_CASES_SHOWN = 200
+
+
+def workload_summary(workload: dict[str, Any]) -> dict[str, Any]:
+    """What a person reads of a workload: a suite's cases or a single case, each case's axes
+    as a row of one table (axes in order of first appearance), the comparator, tensors."""
+    spec = workload.get("spec") or {}
+    suite = workload.get("kind") == "WorkloadSuite"
+    cases = [c for c in spec.get("cases") or [] if isinstance(c, dict)] if suite else [spec]
+    axes: list[str] = []
+    for case in cases:
+        for name in case.get("axes") or {}:
+            if name not in axes:
+                axes.append(name)
+    aggregation = spec.get("aggregation") or {}
+    measured = " ".join(str(aggregation[k]) for k in ("statistic", "metric") if aggregation.get(k))
+    description = (
+        f"suite of {len(cases)} case{'s' if len(cases) != 1 else ''}"
+        + (f" · {measured}" if measured else "")
+        if suite
+        else "a single case"
+    )
+    tensors: dict[str, Any] = spec["tensors"] if isinstance(spec.get("tensors"), dict) else {}
+    return {
+        "name": (workload.get("metadata") or {}).get("name"),
+        "title": (workload.get("metadata") or {}).get("title"),
+        "kind": workload.get("kind"),
+        "description": description,
+        "cases": len(cases),
+        "axes": axes,
+        "rows": [
+            {"id": c.get("externalId"), "axes": [(c.get("axes") or {}).get(a) for a in axes]}
+            for c in cases[:MAX_CASES_SHOWN]
+        ],
+        "comparator": (spec.get("correctness") or {}).get("comparator"),
+        "tensors": [
+            {"name": n, "dtype": t.get("dtype"), "shape": t.get("shape")}
+            for n, t in sorted(tensors.items())
+            if isinstance(t, dict)
+        ],
+        "manifest": workload,
     }

@@ -521,3 +521,32 @@ def test_a_run_badge_is_an_svg_of_its_level_and_rank(served: Served) -> None:
     assert served.client.get("/runs/ffffffff/badge.svg").status_code == 404
     text, _ = get_page(served, f"/runs/{SEED}")
     assert f"/runs/{SEED}/badge.svg" in text
+
+
+def test_the_workload_reads_as_a_suite_of_cases_with_their_axes(served: Served) -> None:
+    record = follow_json(served, f"/v1/runs/{SEED}")
+    workload = record["workload"]
+    assert workload["description"] == "suite of 16 cases · mean latency"
+    assert workload["cases"] == 16 == len(workload["rows"]) and workload["axes"]
+    text, _ = get_page(served, f"/runs/{SEED}")
+    assert "suite of 16 cases · mean latency" in text
+    assert all(f">{axis}</th>" in text for axis in workload["axes"])
+
+
+def test_a_single_case_workload_shows_its_axes_and_tensors() -> None:
+    from projections.run_page import workload_summary
+
+    case = {
+        "kind": "WorkloadCase",
+        "metadata": {"name": "gemm", "title": "GEMM · k=7168"},
+        "spec": {
+            "axes": {"k": 7168, "m": 6144},
+            "correctness": {"comparator": "kernelbot_eval"},
+            "tensors": {"a": {"dtype": "fp8_e4m3fnuz", "shape": [6144, 7168]}},
+        },
+    }
+    summary = workload_summary(case)
+    assert summary["description"] == "a single case" and summary["cases"] == 1
+    assert summary["axes"] == ["k", "m"] and summary["rows"][0]["axes"] == [7168, 6144]
+    assert summary["tensors"] == [{"name": "a", "dtype": "fp8_e4m3fnuz", "shape": [6144, 7168]}]
+    assert summary["comparator"] == "kernelbot_eval"
