@@ -94,6 +94,11 @@ def test_run_record_has_every_section_of_the_run_page(served: Served) -> None:
     assert citation["digest"] == SEED
     assert citation["permalink"].endswith(f"/runs/{SEED}")
     assert len(citation["accessed"]) == 10
+    assert citation["value"] == "mean latency 1.751 ms" and citation["source"] == "sol-execbench"
+    bibtex = citation["bibtex"]
+    assert bibtex.startswith("@misc{kernelindex-7e18c26ca3b6,") and bibtex.endswith("}")
+    assert f"url = {{{citation['permalink']}}}" in bibtex and SEED in bibtex
+    assert bibtex.count("{") == bibtex.count("}")
 
 
 def test_run_references_that_do_not_resolve(served: Served) -> None:

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from litestar import Controller, Request, Response, get, post
 from litestar.params import JSONBody, PathParameter, QueryParameter, RawBody
 
+from api.display import format_measurement
 from api.server.controllers.common import DsseEnvelope, Service, write
 from api.server.service import MAX_PAGE, BadQueryError
 from domain.documents import MAX_SAFE_INTEGER
@@ -183,12 +184,29 @@ def citation(request: Request[Any, Any, Any], record: dict[str, Any]) -> dict[st
     permalink = f"{base.rstrip('/')}/runs/{record['digest']}"
     accessed = datetime.now(UTC).date().isoformat()
     title = record.get("title") or record["name"]
+    value = format_measurement(record.get("primary") or {})
+    source = record.get("source") or "unknown source"
+    published = str(record.get("ingestedAt") or "")[:4] or accessed[:4]
+    key = f"kernelindex-{record['digest'][7:19]}"
+    # BibTeX: braces keep the title's case; its own braces and backslashes are dropped.
+    safe = "".join(c for c in f"{title}" if c not in "{}\\")
     return {
         "permalink": permalink,
         "digest": record["digest"],
         "accessed": accessed,
+        "value": value,
+        "source": source,
         "text": (
-            f"{title}. KernelIndex Ledger, run {record['digest']}. {permalink} "
-            f"(accessed {accessed})."
+            f"{title} ({value}; source {source}). KernelIndex Ledger, run {record['digest']}. "
+            f"{permalink} (accessed {accessed})."
+        ),
+        "bibtex": (
+            f"@misc{{{key},\n"
+            f"  title = {{{{{safe}}}}},\n"
+            f"  howpublished = {{KernelIndex Ledger, source {source}}},\n"
+            f"  year = {{{published}}},\n"
+            f"  note = {{{value}; run digest {record['digest']}; accessed {accessed}}},\n"
+            f"  url = {{{permalink}}}\n"
+            "}"
         ),
     }

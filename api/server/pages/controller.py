@@ -309,6 +309,7 @@ class PageController(Controller):
             history_href=f"/runs/{segment}/history",
             # Drawn here and escaped by run_badge, like the chart: safe to insert as markup.
             badge_svg=Markup(badge_of(record)),  # noqa: S704
+            checkpoint=service.checkpoint(),
             # Where the copyable commands post: the configured public URL only (never the
             # client's Host header).
             server_url=(request.app.state.config.public_url or "").rstrip("/") or None,
