@@ -13,6 +13,7 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from domain.errors import DomainError
 from ledger.application import Ledger, Receipt
@@ -143,3 +144,16 @@ def print_remote_receipt(reply: dict[str, Any], as_json: bool, what: str) -> Non
         f" (leaf {proof['leafIndex']})" if isinstance(proof, dict) and "leafIndex" in proof else ""
     )
     out.print(f"{what} {verb}: {reply.get('event')} at position {reply.get('position')}{leaf}")
+
+
+def progress_bar(total: int | None, what: str) -> Progress:
+    """A bar on stderr, only on a terminal (a pipe or a test sees none)."""
+    return Progress(
+        TextColumn(f"[bold]{what}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    )

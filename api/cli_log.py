@@ -9,7 +9,6 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from api.cli_common import (
@@ -22,6 +21,7 @@ from api.cli_common import (
     open_ledger,
     out,
     print_json,
+    progress_bar,
 )
 from domain.evidence import EvidenceLevel
 from domain.ranking import View
@@ -57,18 +57,6 @@ CheckpointOption = Annotated[
         "--checkpoint", help="A signed checkpoint you hold (e.g. from a witness); repeatable."
     ),
 ]
-
-
-def _progress(total: int | None, what: str) -> Progress:
-    return Progress(
-        TextColumn(f"[bold]{what}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=not err.is_terminal,
-    )
 
 
 _STYLE = {
@@ -164,7 +152,7 @@ def export(
     runs = [resolve_run_in(ledger, r) for r in run] if run else None
     held = [held_checkpoint_size(ledger, p.read_text("utf-8")) for p in checkpoint or []]
     held += list(size or [])
-    with output.open("w", encoding="utf-8") as handle, _progress(None, "exporting") as bar:
+    with output.open("w", encoding="utf-8") as handle, progress_bar(None, "exporting") as bar:
         task = bar.add_task("export", total=None)
         summary = export_runs(
             ledger,
@@ -248,7 +236,7 @@ def verify(
         held_checkpoints=_read_notes(checkpoint),
         expect=expect,
     )
-    with bundle.open("r", encoding="utf-8") as handle, _progress(None, "verifying") as bar:
+    with bundle.open("r", encoding="utf-8") as handle, progress_bar(None, "verifying") as bar:
         task = bar.add_task("verify", total=None)
         report = verify_bundle_lines(
             handle,
@@ -287,7 +275,7 @@ def audit(
     bundle's signed heads given, from the log at their size."""
     ledger = open_ledger(home, db)
     notes = [note for path in heads or [] for note in _heads_notes(path)]
-    with _progress(None, "auditing") as bar:
+    with progress_bar(None, "auditing") as bar:
         task = bar.add_task("audit", total=None)
         report = audit_ledger(
             ledger,

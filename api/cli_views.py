@@ -17,6 +17,7 @@ from api.cli_common import (
     open_ledger,
     out,
     print_json,
+    progress_bar,
 )
 from api.display import format_value
 from domain.evidence import EvidenceLevel
@@ -172,7 +173,9 @@ def projections_rebuild(
     runner = ProjectionRunner(ledger)
     before = runner.table_digests()
     started = time.perf_counter()
-    done = runner.rebuild()
+    with progress_bar(ledger.recorder.max_notification_id() or 0, "refolding") as bar:
+        task = bar.add_task("", total=ledger.recorder.max_notification_id() or 0)
+        done = runner.rebuild(progress=lambda position: bar.update(task, completed=position))
     elapsed = time.perf_counter() - started
     after = runner.table_digests()
     result = {

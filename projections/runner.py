@@ -71,8 +71,14 @@ class ProjectionRunner:
 
     # ------------------------------------------------------------- the loop
 
-    def catch_up(self, batch: int = DEFAULT_BATCH, max_batches: int | None = None) -> CatchUp:
-        """Fold every new event into the views; return how many and the position reached."""
+    def catch_up(
+        self,
+        batch: int = DEFAULT_BATCH,
+        max_batches: int | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> CatchUp:
+        """Fold every new event into the views; return how many and the position reached.
+        ``progress`` hears the position after each committed batch."""
         total = 0
         done = 0
         position = 0
@@ -81,6 +87,8 @@ class ProjectionRunner:
                 folded, position = self._one_batch(session, batch)
             total += folded
             done += 1
+            if progress is not None:
+                progress(position)
             if folded < batch:
                 break
         # Ranks are refreshed once per catch-up, not per batch: a rebuild re-ranks each group
@@ -338,14 +346,16 @@ class ProjectionRunner:
 
     # ------------------------------------------------------------- rebuild
 
-    def rebuild(self, batch: int = DEFAULT_BATCH) -> CatchUp:
+    def rebuild(
+        self, batch: int = DEFAULT_BATCH, progress: Callable[[int], None] | None = None
+    ) -> CatchUp:
         """Drop every read model (tables included, so schema changes apply) and fold the
         whole event log again."""
         with self.ledger.recorder.transaction(commit=True) as session:  # type: ignore[attr-defined]
             self._lock(session)
             metadata.drop_all(session.connection())
             metadata.create_all(session.connection())
-        return self.catch_up(batch)
+        return self.catch_up(batch, progress=progress)
 
     def table_digests(self) -> dict[str, str]:
         """sha256 over the canonical rows of each view, in key order: equal views, equal digests."""
