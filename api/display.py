@@ -74,3 +74,51 @@ def source_summary(source: str | None, metrics: dict[str, Any] | None) -> str | 
             parts.append(f"{m['fast_1_count']}/{m['fast_1_total']} cases faster")
         return " · ".join(parts)
     return None
+
+
+def _cell(value: Any) -> str:
+    return "—" if value is None else str(value)
+
+
+def comparison_rows(result: dict[str, Any]) -> list[list[str]]:
+    """A comparison (``compare_many``) as rows: a header, one row per run, then the fields
+    that differ (a row each, a column per run)."""
+    runs = result["runs"]
+    header = ["", *(str(r["name"] or r["run"][:19]) for r in runs)]
+    rows = [
+        header,
+        ["run digest", *(r["run"] for r in runs)],
+        ["primary", *(format_measurement(r["primary"]) for r in runs)],
+        ["× first", *(f"{r['ratioToFirst']:.4f}" if r["ratioToFirst"] else "—" for r in runs)],
+        ["comparable with first", *("yes" if r["comparableWithFirst"] else "no" for r in runs)],
+    ]
+    rows += [[d["path"], *(_cell(v) for v in d["values"])] for d in result["differences"]]
+    return rows
+
+
+def comparison_csv(result: dict[str, Any]) -> str:
+    import csv  # noqa: PLC0415 - only exports need it
+    import io  # noqa: PLC0415
+
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows(comparison_rows(result))
+    return buffer.getvalue()
+
+
+def comparison_markdown(result: dict[str, Any]) -> str:
+    rows = comparison_rows(result)
+
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+
+    verdict = (
+        "All runs are in one comparison group."
+        if result["comparable"]
+        else f"Not comparable: {result['notComparableBy']}."
+    )
+    return (
+        "\n".join(
+            [verdict, "", line(rows[0]), line(["---"] * len(rows[0])), *(line(r) for r in rows[1:])]
+        )
+        + "\n"
+    )

@@ -88,3 +88,56 @@ def run_record(ledger: Ledger, digest: str, events: RunEvents | None = None) -> 
     if first is not None and first != digest:
         record["compareWithFirst"] = compare_runs(ledger, digest, first)
     return record
+
+
+MAX_COMPARED = 8
+
+
+def compare_many(ledger: Ledger, digests: list[str]) -> dict[str, Any]:
+    """2 to 8 runs side by side: each run's identity and primary value, the ratio of each to
+    the first, whether they are all in one comparison group (else the first part of the key
+    that separates one of them from the first), and every field that is not the same in all."""
+    if not 2 <= len(digests) <= MAX_COMPARED or len(set(digests)) != len(digests):
+        raise DomainError(f"compare 2 to {MAX_COMPARED} different runs")
+    sets = [ingested_manifests(ledger, d) for d in digests]
+    first = sets[0]
+    rows = []
+    apart: str | None = None
+    for digest, manifests in zip(digests, sets, strict=True):
+        result = compare(manifests, first)
+        ok, why = comparability(manifests, first)
+        if not ok and apart is None:
+            apart = f"{digest[:19]}… differs in {why}"
+        run = manifests.get("run") or {}
+        rows.append(
+            {
+                "run": digest,
+                "name": (run.get("metadata") or {}).get("name"),
+                "primary": {
+                    "metric": result.a_primary.metric,
+                    "statistic": result.a_primary.statistic,
+                    "unit": result.a_primary.unit,
+                    "value": result.a_primary.value,
+                },
+                "ratioToFirst": result.ratio,
+                "comparableWithFirst": ok,
+            }
+        )
+    # A field differs if any run's value is not the first's (None: the run lacks it).
+    fields: dict[str, list[Any]] = {}
+    differed: dict[str, set[int]] = {}
+    for index, manifests in enumerate(sets[1:], start=1):
+        for d in compare(first, manifests).differences:
+            values = fields.setdefault(d.path, [d.a if d.in_a else None] * len(sets))
+            values[index] = d.b if d.in_b else None
+            differed.setdefault(d.path, set()).add(index)
+    for path, values in fields.items():
+        for index in range(1, len(sets)):
+            if index not in differed[path]:
+                values[index] = values[0]  # agreed with the first run
+    return {
+        "runs": rows,
+        "comparable": apart is None,
+        "notComparableBy": apart,
+        "differences": [{"path": p, "values": v} for p, v in sorted(fields.items())],
+    }

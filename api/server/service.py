@@ -52,7 +52,7 @@ from projections.group_labels import GroupLabel, group_labels
 from projections.references import full_digest, resolve_group, resolve_run
 from projections.run_changes import changes_by_event
 from projections.run_page import run_page
-from projections.run_record import compare_runs
+from projections.run_record import compare_many, compare_runs
 from projections.runner import ProjectionRunner
 from projections.search import MAX_GROUPS, search_groups, search_result
 from projections.tables import runs as runs_table
@@ -387,6 +387,9 @@ class LedgerService:
         self.fresh()
         _, found = self.runner.snapshot(lambda session: search_groups(session, query, limit))
         return search_result(query, found)
+
+    def compare_many(self, references: list[str]) -> dict[str, Any]:
+        return compare_many(self.ledger, [self.resolve(r) for r in references])
 
     def compare(self, a: str, b: str) -> dict[str, Any]:
         return compare_runs(self.ledger, self.resolve(a), self.resolve(b))

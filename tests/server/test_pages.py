@@ -550,3 +550,30 @@ def test_a_single_case_workload_shows_its_axes_and_tensors() -> None:
     assert summary["axes"] == ["k", "m"] and summary["rows"][0]["axes"] == [7168, 6144]
     assert summary["tensors"] == [{"name": "a", "dtype": "fp8_e4m3fnuz", "shape": [6144, 7168]}]
     assert summary["comparator"] == "kernelbot_eval"
+
+
+def test_two_to_eight_runs_compare_side_by_side_and_export(served: Served) -> None:
+    c = served.client
+    key = follow_json(served, f"/v1/runs/{SEED}")["comparisonKey"]
+    board = follow_json(served, f"/v1/leaderboards/{key}")["entries"]
+    same = ",".join(e["run"][:12] for e in board)  # the seed's group, by prefixes
+    result = c.get("/v1/comparisons", params={"runs": same}).json()
+    assert result["comparable"] is True and len(result["runs"]) == 3
+    assert result["runs"][0]["ratioToFirst"] == pytest.approx(1.0)
+    names = {d["path"] for d in result["differences"]}
+    assert "run.metadata.name" in names
+    # Another group (stack v1.0): named, and what separates it said.
+    mixed = c.get("/v1/comparisons", params={"runs": f"{SEED[:12]},sol-submission-15149"}).json()
+    assert mixed["comparable"] is False and "differs in protocol" in mixed["notComparableBy"]
+    md = c.get("/v1/comparisons", params={"runs": same, "format": "md"})
+    assert md.headers["content-type"].startswith("text/markdown")
+    assert md.text.startswith("All runs are in one comparison group.") and "| --- |" in md.text
+    csv_text = c.get("/v1/comparisons", params={"runs": same, "format": "csv"}).text
+    assert csv_text.splitlines()[1].startswith("run digest,")
+    text, page = get_page(served, f"/compare?runs={same}")
+    check_markup(text, page)
+    assert "All 3 runs are in one comparison group" in text
+    for refused in (SEED[:12], f"{SEED[:12]},{SEED[:12]}", ",".join(["7e18c26c"] * 9)):
+        assert c.get("/v1/comparisons", params={"runs": refused}).status_code in (400, 422)
+    seed_page, _ = get_page(served, f"/runs/{SEED}")
+    assert "/compare?runs=" in seed_page

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from litestar import Controller, get
+from litestar import Controller, Response, get
 from litestar.params import PathParameter, QueryParameter
 
+from api.display import comparison_csv, comparison_markdown
 from api.server.controllers.common import Service
 from api.server.controllers.runs import parse_level
 from api.server.service import BOARD_MAX, BOARD_PAGE
@@ -75,6 +76,27 @@ class ViewController(Controller):
         limit: Annotated[int, QueryParameter(ge=1, le=500)] = 50,
     ) -> dict[str, Any]:
         return service.search(q, limit)
+
+    @get("/comparisons", sync_to_thread=True, summary="2 to 8 runs side by side")
+    def comparison(
+        self,
+        service: Service,
+        runs: Annotated[
+            str,
+            QueryParameter(
+                max_length=2500, description="2 to 8 run references, separated by commas"
+            ),
+        ],
+        format: Annotated[
+            str, QueryParameter(pattern="^(json|csv|md)$", description="json, csv or md")
+        ] = "json",
+    ) -> Response[Any]:
+        result = service.compare_many([r for r in runs.split(",") if r.strip()])
+        if format == "csv":
+            return Response(comparison_csv(result), media_type="text/csv; charset=utf-8")
+        if format == "md":
+            return Response(comparison_markdown(result), media_type="text/markdown; charset=utf-8")
+        return Response(result)
 
     @get("/compare", sync_to_thread=True, summary="Differences of two runs, a ÷ b")
     def compare(

@@ -283,6 +283,25 @@ class PageController(Controller):
             json_href=f"/v1/operations/{quote(name, safe='')}",
         )
 
+    @get("/compare", sync_to_thread=True, name="page-compare")
+    def compare(
+        self, service: Service, runs: Annotated[str, QueryParameter(max_length=2500)] = ""
+    ) -> Template:
+        references = [r.strip() for r in runs.split(",") if r.strip()]
+        result = service.compare_many(references) if references else None
+        query = quote(",".join(references))
+        return _page(
+            "compare.html",
+            result=result,
+            runs=",".join(references),
+            json_href=f"/v1/comparisons?runs={query}" if references else None,
+            exports={
+                "Markdown": f"/v1/comparisons?runs={query}&format=md",
+                "CSV": f"/v1/comparisons?runs={query}&format=csv",
+                "JSON": f"/v1/comparisons?runs={query}",
+            },
+        )
+
     @get("/search", sync_to_thread=True, name="page-search")
     def search(
         self, service: Service, q: Annotated[str, QueryParameter(max_length=300)] = ""
