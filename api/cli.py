@@ -42,7 +42,7 @@ from api.cli_views import register_view_commands
 from api.cli_workers import register_worker_commands
 from api.client import LedgerClient, RemoteHistory, remote_history, remote_run
 from api.demo import build_demo
-from api.display import format_measurement
+from api.display import format_measurement, unranked_reason
 from domain.documents import parse_document
 from domain.errors import DomainError
 from domain.manifests.canonical_form import manifest_digest
@@ -308,7 +308,8 @@ def _print_summary(summary: dict[str, Any]) -> None:
     standings = summary.get("standings") or {}
     rank_lines = [s["label"] for s in standings.values()]
     if summary.get("evidence") is not None:
-        rows.insert(5, ("rank", "\n".join(rank_lines) if rank_lines else "not ranked"))
+        unranked = f"not ranked: {unranked_reason(summary)}"
+        rows.insert(5, ("rank", "\n".join(rank_lines) if rank_lines else unranked))
     first = summary.get("compareWithFirst")
     if first is not None:
         ratio = f"{first['ratio']:.3f} × #1's latency" if first["ratio"] is not None else "—"

@@ -122,3 +122,24 @@ def comparison_markdown(result: dict[str, Any]) -> str:
         )
         + "\n"
     )
+
+
+def unranked_reason(record: dict[str, Any]) -> str:
+    """Why a run record has no rank, in the order the ranking policy decides it."""
+    if not record.get("comparisonKey"):
+        workload = record.get("workloadDigest")
+        return (
+            f"it has no comparison group: the ledger does not hold its workload manifest "
+            f"({workload}); `kernelindex attach RUN` once it does"
+            if workload
+            else "it has no comparison group (it names no workload)"
+        )
+    if record.get("retracted"):
+        return "it was retracted"
+    if record.get("supersededBy"):
+        return f"it is superseded by {record['supersededBy']}"
+    if record.get("status") != "passed":
+        return f"the source marked it {record.get('status') or 'unknown'}, not passed"
+    if (record.get("primary") or {}).get("value") is None:
+        return "it states no primary value"
+    return "its group has not been ranked yet"

@@ -52,7 +52,8 @@ def test_the_seed_ingested_before_its_cohort_is_attached_its_workload_on_reinges
     cli("ingest", seed_path)
     level = cli.json("show", SEED[:15])["evidence"]
     assert cli.json("show", SEED[:15])["comparisonKey"] is None
-    assert "not ranked" in cli("show", SEED[:15]).output
+    shown = " ".join(cli("show", SEED[:15]).output.split())
+    assert "not ranked: it has no comparison group: the ledger does not hold its workload" in shown
     # Nothing to attach yet: a clear error, nothing appended.
     before = cli.event_count()
     refused = cli("attach", SEED[:15], ok=False)

@@ -13,7 +13,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, select
 
-from api.display import format_measurement, format_number, format_value, source_summary
+from api.display import (
+    format_measurement,
+    format_number,
+    format_value,
+    source_summary,
+    unranked_reason,
+)
 from projections.tables import runs
 from tests.cli_session import Cli
 
@@ -103,3 +109,18 @@ def test_a_sol_run_is_summed_up_as_sol_does_and_other_sources_are_not_invented()
     assert source_summary("sol-execbench", {"sol_score": "0.5"}) is None
     assert source_summary("gpumode-kernelbot", seed) is None
     assert source_summary(None, None) is None
+
+
+@pytest.mark.parametrize(
+    ("record", "says"),
+    [
+        ({"workloadDigest": "sha256:ab"}, "no comparison group: the ledger does not hold"),
+        ({}, "names no workload"),
+        ({"comparisonKey": "k", "retracted": True}, "retracted"),
+        ({"comparisonKey": "k", "supersededBy": "sha256:cd"}, "superseded by sha256:cd"),
+        ({"comparisonKey": "k", "status": "failed"}, "marked it failed"),
+        ({"comparisonKey": "k", "status": "passed", "primary": {}}, "no primary value"),
+    ],
+)
+def test_an_unranked_run_says_why(record: dict[str, object], says: str) -> None:
+    assert says in unranked_reason(record)

@@ -305,7 +305,7 @@ def test_a_retracted_run_says_so_and_is_not_ranked(served: Served) -> None:
     assert c.post(f"/v1/runs/{SEED}/lifecycle", json=retract).status_code == 201
     text, page = get_page(served, f"/runs/{SEED}")
     check_markup(text, page)
-    assert "This run was retracted" in text and "Not ranked" in text
+    assert "This run was retracted" in text and "Not ranked: it was retracted." in text
     key = follow_json(served, f"/v1/runs/{SEED}")["comparisonKey"]
     _, board = get_page(served, f"/leaderboards/{key}")
     assert f"/runs/{SEED}" not in [a["href"] for a in board.links_of("run-link")]

@@ -13,6 +13,7 @@ from api.display import (
     format_number,
     format_value,
     source_summary,
+    unranked_reason,
 )
 from domain.evidence import EvidenceLevel
 
@@ -90,6 +91,7 @@ FILTERS: dict[str, Any] = {
     "number": format_number,
     "measurement": format_measurement,
     "source_summary": source_summary,
+    "unranked_reason": unranked_reason,
     "short": short_digest,
     "pretty_json": pretty_json,
     "level_colour": level_colour,
