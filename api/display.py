@@ -100,8 +100,14 @@ def comparison_csv(result: dict[str, Any]) -> str:
     import csv  # noqa: PLC0415 - only exports need it
     import io  # noqa: PLC0415
 
+    # Names and values come from third parties: a cell a spreadsheet would run as a formula
+    # is written as text (OWASP CSV injection).
+    def cell(text: str) -> str:
+        return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
     buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerows(comparison_rows(result))
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerows([cell(c) for c in row] for row in comparison_rows(result))
     return buffer.getvalue()
 
 

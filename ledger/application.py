@@ -154,7 +154,8 @@ class _Overlay(threading.local):
     # checked again under the log's lock before the group commits.
     signers: dict[UUID, int] | None = None
     # Comparison key of each run the group ingests, for the ledger's group index.
-    groups: dict[str, str] | None = None
+    # run digest -> (its comparison key, the version of the event that gave it one).
+    groups: dict[str, tuple[str, int]] | None = None
 
 
 class _SignerChanged(Exception):
@@ -373,7 +374,7 @@ class Ledger(Application[UUID]):
         self._overlay.keys = {}
         signers: dict[UUID, int] = {}
         self._overlay.signers = signers
-        groups: dict[str, str] = {}
+        groups: dict[str, tuple[str, int]] = {}
         self._overlay.groups = groups
         try:
             # One query for the stored versions of every run the group is about and every
@@ -502,7 +503,7 @@ class Ledger(Application[UUID]):
         # same group of writes must not: the group index would disagree with the log).
         group = comparison_key_of(statement.predicate["manifests"])
         if group is not None and self._overlay.groups is not None:
-            self._overlay.groups[checked.run_digest] = group
+            self._overlay.groups[checked.run_digest] = (group, 1)
         return Run.ingest(
             _signed(envelope, now, signer.signer),
             run_digest=checked.run_digest,
@@ -541,7 +542,7 @@ class Ledger(Application[UUID]):
         group = comparison_key_of(checked.documents)
         # A run joins a comparison group when its workload arrives (it had none before).
         if had is None and group is not None and self._overlay.groups is not None:
-            self._overlay.groups[run.run_digest] = group
+            self._overlay.groups[run.run_digest] = (group, run.version)
         return run
 
     def _append_lifecycle(self, envelope: Envelope, statement: Statement) -> Outcome:
@@ -795,7 +796,7 @@ class Ledger(Application[UUID]):
         return aggregate
 
     def _commit(
-        self, events: list[Any], signers: dict[UUID, int], groups: dict[str, str]
+        self, events: list[Any], signers: dict[UUID, int], groups: dict[str, tuple[str, int]]
     ) -> tuple[list[Recording[UUID]], tuple[int, dict[int, InclusionProof]] | None]:
         """Store the new events and sequence them into the log in one transaction.
 
@@ -812,15 +813,16 @@ class Ledger(Application[UUID]):
                 if changed:
                     self._key_cache_forget(changed)
                     raise _SignerChanged(f"{len(changed)} signer key(s) changed")
-            # A run joins its group at the event that gave it a workload: its ingestion, or
-            # a later attachment (the last one, when both are in this group of writes).
-            joined = {
-                event.run_digest: (event.run_digest, groups[event.run_digest], r.notification.id)
+            # A run joins its group at the one event that gave it a workload: its admitted
+            # ingestion, or the attachment that completed it (matched by version).
+            joined = [
+                (event.run_digest, groups[event.run_digest][0], r.notification.id)
                 for r in recordings
                 if isinstance(event := r.domain_event, Run.Ingested | Run.ManifestsAttached)
                 and event.run_digest in groups
-            }
-            record_members(session, list(joined.values()))
+                and groups[event.run_digest][1] == r.notification.originator_version
+            ]
+            record_members(session, joined)
             sequenced = self.tlog.sequence(session)
             proofs = self.tlog.inclusions(
                 session, [r.notification.id for r in recordings], sequenced.compact.size

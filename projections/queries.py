@@ -154,9 +154,21 @@ def manifest_by_digest(session: Session, digest: str) -> dict[str, Any] | None:
     return None if document is None else dict(json.loads(document))
 
 
+def leaders() -> Any:
+    """One #1 run per comparison group (source-native view); among runs tied at #1 the
+    smallest digest, as ``top_of_group`` and the run page's "compare with #1" take it."""
+    return (
+        select(ranks.c.comparison_key, func.min(ranks.c.run_digest).label("run_digest"))
+        .where(ranks.c.view == str(View.SOURCE_NATIVE), ranks.c.rank == 1)
+        .group_by(ranks.c.comparison_key)
+        .subquery()
+    )
+
+
 def group_leaders(session: Session, limit: int = 50) -> list[dict[str, Any]]:
     """The #1 run of each comparison group (source-native view), newest first: what a feed
     of records announces. A new #1 is a new entry; the one it displaced drops out."""
+    first = leaders()
     query = (
         select(
             ranks.c.comparison_key,
@@ -175,8 +187,13 @@ def group_leaders(session: Session, limit: int = 50) -> list[dict[str, Any]]:
             runs.c.ingested_at,
             runs.c.observed_at,
         )
+        .join(
+            first,
+            (first.c.comparison_key == ranks.c.comparison_key)
+            & (first.c.run_digest == ranks.c.run_digest),
+        )
         .join(runs, runs.c.run_digest == ranks.c.run_digest)
-        .where(ranks.c.view == str(View.SOURCE_NATIVE), ranks.c.rank == 1)
+        .where(ranks.c.view == str(View.SOURCE_NATIVE))
         .order_by(runs.c.ingested_position.desc(), ranks.c.comparison_key)
         .limit(limit)
     )
@@ -204,13 +221,7 @@ def operations(session: Session, limit: int | None = None) -> list[dict[str, Any
 
 def operation_groups(session: Session, benchmark: str) -> list[dict[str, Any]]:
     """The comparison groups of one operation with each group's #1 (source-native)."""
-    leaders = (
-        select(ranks.c.comparison_key, ranks.c.run_digest, ranks.c.value)
-        .where(ranks.c.view == str(View.SOURCE_NATIVE), ranks.c.rank == 1)
-        .subquery()
-    )
-    top = runs.alias("top")
-    query = (
+    counted = (
         select(
             runs.c.comparison_key,
             runs.c.product,
@@ -218,16 +229,28 @@ def operation_groups(session: Session, benchmark: str) -> list[dict[str, Any]]:
             runs.c.statistic,
             runs.c.unit,
             func.count().label("runs"),
-            func.min(leaders.c.run_digest).label("top_run"),
-            func.min(leaders.c.value).label("top_value"),
-            func.min(top.c.name).label("top_name"),
         )
-        .outerjoin(leaders, leaders.c.comparison_key == runs.c.comparison_key)
-        .outerjoin(top, top.c.run_digest == leaders.c.run_digest)
         .where(runs.c.benchmark == benchmark, runs.c.comparison_key.is_not(None))
         .group_by(
             runs.c.comparison_key, runs.c.product, runs.c.metric, runs.c.statistic, runs.c.unit
         )
-        .order_by(runs.c.product, func.count().desc(), runs.c.comparison_key)
+        .subquery()
+    )
+    first = leaders()
+    top = runs.alias("top")
+    query = (
+        select(
+            counted,
+            first.c.run_digest.label("top_run"),
+            ranks.c.value.label("top_value"),
+            top.c.name.label("top_name"),
+        )
+        .outerjoin(first, first.c.comparison_key == counted.c.comparison_key)
+        .outerjoin(
+            ranks,
+            (ranks.c.run_digest == first.c.run_digest) & (ranks.c.view == str(View.SOURCE_NATIVE)),
+        )
+        .outerjoin(top, top.c.run_digest == first.c.run_digest)
+        .order_by(counted.c.product, counted.c.runs.desc(), counted.c.comparison_key)
     )
     return [dict(r) for r in session.execute(query).mappings()]

@@ -44,29 +44,40 @@ def _describe(row: Any) -> str:
     return f"{row.run_digest[:19]}… {row.name} · {source} · {row.product} · {row.benchmark}"
 
 
+def _matching(session: Session, conditions: list[Any]) -> list[Any]:
+    return list(
+        session.execute(
+            select(
+                runs.c.run_digest,
+                runs.c.name,
+                runs.c.source,
+                runs.c.external_id,
+                runs.c.product,
+                runs.c.benchmark,
+            )
+            .where(or_(*conditions))
+            .order_by(runs.c.run_digest)
+            .limit(_SHOWN + 1)
+        ).all()
+    )
+
+
 def resolve_run(session: Session, reference: str) -> str:
-    """The digest of the one run ``reference`` names in the views."""
+    """The digest of the one run ``reference`` names in the views. A name or the source's
+    id is tried first, a digest prefix only when nothing is named so (an id like ``38823``
+    is also hex, and must not collide with digest prefixes)."""
     ref = reference.strip()
-    conditions = [runs.c.name == ref, runs.c.external_id == ref]
-    if (named := _SOURCE_ID.fullmatch(ref)) is not None:
-        conditions.append(and_(runs.c.source == named["source"], runs.c.external_id == named["id"]))
-    if (prefix := _prefix(ref)) is not None:
-        conditions.append(runs.c.run_digest.startswith(prefix, autoescape=True))
     if not ref:
         raise NotFoundError("give a run digest, a digest prefix, a run name or an external id")
-    rows = session.execute(
-        select(
-            runs.c.run_digest,
-            runs.c.name,
-            runs.c.source,
-            runs.c.external_id,
-            runs.c.product,
-            runs.c.benchmark,
+    named = [runs.c.name == ref, runs.c.external_id == ref]
+    if (qualified := _SOURCE_ID.fullmatch(ref)) is not None:
+        named.append(
+            and_(runs.c.source == qualified["source"], runs.c.external_id == qualified["id"])
         )
-        .where(or_(*conditions))
-        .order_by(runs.c.run_digest)
-        .limit(_SHOWN + 1)
-    ).all()
+    rows = _matching(session, named)
+    prefix = _prefix(ref)
+    if not rows and prefix is not None:
+        rows = _matching(session, [runs.c.run_digest.startswith(prefix, autoescape=True)])
     if not rows:
         hint = "" if prefix or len(ref) >= MIN_PREFIX else f" (a prefix needs {MIN_PREFIX}+ hex)"
         raise NotFoundError(

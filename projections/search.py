@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session, aliased
 
 from domain.ranking import View
 from projections.group_labels import GroupLabel, group_labels
+from projections.queries import leaders
 from projections.tables import manifests, ranks, runs
 
 MAX_WORDS = 8
@@ -76,19 +77,20 @@ def search_groups(session: Session, query: str, limit: int = MAX_GROUPS) -> list
     ).all()
     keys = [str(r.comparison_key) for r in counted]
     labels = {label.key: label for label in group_labels(session, keys)}
+    first = leaders()
     tops = {
         str(r.comparison_key): r
         for r in session.execute(
             select(
-                ranks.c.comparison_key, ranks.c.run_digest, ranks.c.value, runs.c.name, runs.c.unit
+                first.c.comparison_key, first.c.run_digest, ranks.c.value, runs.c.name, runs.c.unit
             )
-            .join(runs, runs.c.run_digest == ranks.c.run_digest)
-            .where(
-                ranks.c.comparison_key.in_(keys),
-                ranks.c.view == str(View.SOURCE_NATIVE),
-                ranks.c.rank == 1,
+            .join(
+                ranks,
+                (ranks.c.run_digest == first.c.run_digest)
+                & (ranks.c.view == str(View.SOURCE_NATIVE)),
             )
-            .order_by(ranks.c.comparison_key, ranks.c.run_digest)
+            .join(runs, runs.c.run_digest == first.c.run_digest)
+            .where(first.c.comparison_key.in_(keys))
         )
     }
     found = []

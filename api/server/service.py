@@ -52,7 +52,7 @@ from projections.group_labels import GroupLabel, group_labels
 from projections.references import full_digest, resolve_group, resolve_run
 from projections.run_changes import changes_by_event
 from projections.run_page import run_page
-from projections.run_record import compare_many, compare_runs
+from projections.run_record import MAX_COMPARED, compare_many, compare_runs
 from projections.runner import ProjectionRunner
 from projections.search import MAX_GROUPS, search_groups, search_result
 from projections.tables import runs as runs_table
@@ -389,6 +389,8 @@ class LedgerService:
         return search_result(query, found)
 
     def compare_many(self, references: list[str]) -> dict[str, Any]:
+        if not 2 <= len(references) <= MAX_COMPARED:  # before resolving any of them
+            raise DomainError(f"compare 2 to {MAX_COMPARED} different runs")
         return compare_many(self.ledger, [self.resolve(r) for r in references])
 
     def compare(self, a: str, b: str) -> dict[str, Any]:

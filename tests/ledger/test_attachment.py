@@ -245,6 +245,7 @@ def test_the_group_index_is_what_the_admitted_events_say_in_any_group_of_writes(
         if stored is not None and (key := comparison_key_of(stored.manifests())) is not None:
             expected[run] = key
     assert _index(world) == expected
+    assert audit_ledger(world.ledger).verified  # positions too: audit folds them from the log
     assert world.row(RUN_36818)["comparison_key"] == GROUP
     lines = _bundle(world, [RUN_36818])
     policy = VerificationPolicy(trust_root=world.root, expect=Expectation(run=RUN_36818))
@@ -268,3 +269,34 @@ def test_audit_checks_the_group_index_against_the_log(world: World) -> None:
     assert not report.verified
     findings = json.dumps(report.to_json()["findings"])
     assert "group index" in findings and SEED[:19] in findings and RUN_15149[:19] in findings
+
+
+def test_an_implementation_attached_in_the_ingestions_group_leaves_it_the_joining_event(
+    world: World,
+) -> None:
+    """Ingested with its workload and given its implementation in the same group of writes:
+    the run joined its group at the ingestion, and the index (and audit) say so."""
+    k, now = world.keys.ingester, world.clock.now
+    no_impl = {r: d for r, d in MANIFESTS[RUN_21613].items() if r != "implementation"}
+    receipts = world.ledger.append_many(
+        [
+            ingestion_envelope(no_impl, k, now=now),
+            attachment_envelope(
+                RUN_21613,
+                NAMES[RUN_21613],
+                {"implementation": MANIFESTS[RUN_21613]["implementation"]},
+                k,
+                now=now,
+            ),
+        ]
+    )
+    assert [getattr(r, "event", None) for r in receipts] == [
+        "Run.Ingested",
+        "Run.ManifestsAttached",
+    ]
+    with world.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        position = session.execute(
+            select(group_members.c.position).where(group_members.c.run_digest == RUN_21613)
+        ).scalar_one()
+    assert position == receipts[0].position  # type: ignore[union-attr]
+    assert audit_ledger(world.ledger).verified

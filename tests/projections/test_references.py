@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from projection_world import ALL_RUNS, GROUP, MANIFESTS, NAMES, SEED, World
+from projection_world import ALL_RUNS, GROUP, MANIFESTS, NAMES, RUN_21613, SEED, World
 
 from ledger.authoring import ingestion_envelope
 from ledger.errors import AmbiguousReferenceError, NotFoundError
@@ -76,3 +76,16 @@ def test_a_group_is_found_by_its_key_or_a_unique_prefix(world: World) -> None:
     for missing in ("sha256:", "sha256:ab", "not-a-key", "sha256:" + "0" * 64):
         with pytest.raises(NotFoundError):
             resolve_group_in(world.ledger, missing)
+
+
+def test_a_source_id_that_is_also_hex_names_its_run_not_a_digest_prefix(world: World) -> None:
+    """`1234`-like ids are valid hex: a name or id is tried first, a prefix only after."""
+    copy = json.loads(json.dumps(MANIFESTS[SEED]))
+    copy["run"]["metadata"]["name"] = "sol-submission-7d15"
+    copy["run"]["spec"]["sourceNative"]["externalId"] = "7d15"  # also RUN_21613's prefix
+    copy["run"]["spec"]["observedAt"] = "2026-08-24T00:00:00.000Z"
+    other = world.append(
+        ingestion_envelope(copy, world.keys.ingester, now=world.clock.now)
+    ).subject_digest
+    assert resolve_run_in(world.ledger, "7d15") == other
+    assert resolve_run_in(world.ledger, "sha256:7d15") == RUN_21613  # a prefix, said so

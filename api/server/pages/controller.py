@@ -261,7 +261,10 @@ class PageController(Controller):
                 value_text=format_value(g["top"]["value"], g["unit"]),
             )
             for g in found["groups"]
-            if g["top"]["value"] is not None and g["metric"] == found["groups"][0]["metric"]
+            # One axis: only the groups measured as the first is (metric, statistic, unit).
+            if g["top"]["value"] is not None
+            and (g["metric"], g["statistic"], g["unit"])
+            == tuple(found["groups"][0][k] for k in ("metric", "statistic", "unit"))
         ]
         chart = (
             Markup(  # noqa: S704 - bar_chart escapes every text it writes
