@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
@@ -16,6 +17,7 @@ from api.server.rate_limits import TokenBuckets, retry_after_header
 from api.server.service import LedgerService
 from domain.statements import PredicateType
 from ledger.dsse import EnvelopeError
+from ledger.errors import NotFoundError
 
 T = TypeVar("T")
 
@@ -92,3 +94,11 @@ async def deep_payload_is_malformed(work: Awaitable[T]) -> T:
         return await work
     except RecursionError:
         raise EnvelopeError("the statement payload is nested too deeply") from None
+
+
+def operation_name(path: Path) -> str:
+    """An operation name from a ``{name:path}`` parameter (names may hold "/")."""
+    name = str(path).lstrip("/")
+    if not name or len(name) > 300:
+        raise NotFoundError("give an operation name of at most 300 characters")
+    return name

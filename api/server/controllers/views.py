@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 from litestar import Controller, Response, get
 from litestar.params import PathParameter, QueryParameter
 
 from api.display import comparison_csv, comparison_markdown
-from api.server.controllers.common import Service
+from api.server.controllers.common import Service, operation_name
 from api.server.controllers.runs import parse_level
 from api.server.service import BOARD_MAX, BOARD_PAGE
 from domain.documents import MAX_SAFE_INTEGER
@@ -56,11 +57,10 @@ class ViewController(Controller):
     def operations(self, service: Service) -> list[dict[str, Any]]:
         return service.operations()
 
-    @get("/operations/{name:str}", sync_to_thread=True, summary="One operation's groups")
-    def operation(
-        self, service: Service, name: Annotated[str, PathParameter(max_length=300)]
-    ) -> dict[str, Any]:
-        return service.operation(name)
+    # A path parameter: GPU MODE operations are named like amd-fp8-mm/10.
+    @get("/operations/{name:path}", sync_to_thread=True, summary="One operation's groups")
+    def operation(self, service: Service, name: Path) -> dict[str, Any]:
+        return service.operation(operation_name(name))
 
     @get("/search", sync_to_thread=True, summary="Comparison groups every word matches")
     def search(

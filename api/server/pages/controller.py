@@ -23,7 +23,7 @@ from markupsafe import Markup
 from sqlalchemy import func, select
 
 from api.display import format_value
-from api.server.controllers.common import Service
+from api.server.controllers.common import Service, operation_name
 from api.server.controllers.runs import citation
 from api.server.pages.chart import Bar, bar_chart
 from api.server.pages.feeds import badge_of
@@ -249,11 +249,10 @@ class PageController(Controller):
     def operations(self, service: Service) -> Template:
         return _page("operations.html", operations=service.operations(), json_href="/v1/operations")
 
-    @get("/operations/{name:str}", sync_to_thread=True, name="page-operation")
-    def operation(
-        self, service: Service, name: Annotated[str, Parameter(max_length=300)]
-    ) -> Template:
-        found = service.operation(name)
+    @get("/operations/{name:path}", sync_to_thread=True, name="page-operation")
+    def operation(self, service: Service, name: Path) -> Template:
+        operation = operation_name(name)
+        found = service.operation(operation)
         bars = [
             Bar(
                 label=" · ".join(str(x) for x in (g["gpu"], g["apartShort"]) if x),
@@ -270,7 +269,7 @@ class PageController(Controller):
             Markup(  # noqa: S704 - bar_chart escapes every text it writes
                 bar_chart(
                     bars,
-                    title=f"Each group's #1, {name} ({found['groups'][0]['metric']})",
+                    title=f"Each group's #1, {operation} ({found['groups'][0]['metric']})",
                     description=f"{len(bars)} groups. "
                     + "; ".join(f"{b.label}: {b.value_text}" for b in bars),
                     chart_id="operation-chart",
@@ -283,7 +282,7 @@ class PageController(Controller):
             "operation.html",
             found=found,
             chart=chart,
-            json_href=f"/v1/operations/{quote(name, safe='')}",
+            json_href=f"/v1/operations/{quote(operation, safe='/')}",
         )
 
     @get("/compare", sync_to_thread=True, name="page-compare")
