@@ -59,7 +59,11 @@ class ViewController(Controller):
 
     # A path parameter: GPU MODE operations are named like amd-fp8-mm/10.
     @get("/operations/{name:path}", sync_to_thread=True, summary="One operation's groups")
-    def operation(self, service: Service, name: Path) -> dict[str, Any]:
+    def operation(
+        self,
+        service: Service,
+        name: Annotated[Path, PathParameter(description="The operation (benchmark) name.")],
+    ) -> dict[str, Any]:
         return service.operation(operation_name(name))
 
     @get("/search", sync_to_thread=True, summary="Comparison groups every word matches")

@@ -14,7 +14,7 @@ from urllib.parse import quote
 import structlog
 from litestar import Controller, MediaType, Request, Response, get
 from litestar.exceptions import HTTPException, NotFoundException, ValidationException
-from litestar.params import Parameter, QueryParameter
+from litestar.params import Parameter, PathParameter, QueryParameter
 from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.response import Template
 from litestar.template.config import TemplateConfig
@@ -250,7 +250,7 @@ class PageController(Controller):
         return _page("operations.html", operations=service.operations(), json_href="/v1/operations")
 
     @get("/operations/{name:path}", sync_to_thread=True, name="page-operation")
-    def operation(self, service: Service, name: Path) -> Template:
+    def operation(self, service: Service, name: Annotated[Path, PathParameter()]) -> Template:
         operation = operation_name(name)
         found = service.operation(operation)
         bars = [
