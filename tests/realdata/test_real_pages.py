@@ -133,3 +133,26 @@ def test_a_big_leaderboard_is_paginated_with_a_chart_named_for_its_metric(
     board = httpx.get(f"{site}/v1/leaderboards/{key}", params={"start": 51, "limit": 1}).json()
     first_run = page.locator("table.ranking tbody tr").first.get_attribute("data-run")
     assert board["start"] == 51 and first_run == board["entries"][0]["run"]
+
+
+def test_the_index_is_a_summary_and_operations_lead_to_every_group(
+    real: RealLedger, site: str, page: Page
+) -> None:
+    response = page.goto(f"{site}/")
+    assert response is not None and response.status == 200
+    assert len(page.content()) < 150_000  # was 713 KB: every one of ~1,900 groups
+    assert page.locator("table.groups").first.locator("tbody tr").count() == 30
+    page.locator("a.operation-link").first.click()
+    page.wait_for_url("**/operations/*")
+    assert page.locator("table.groups tbody tr").count() >= 1
+    page.screenshot(path=str(SHOTS / "operation-real.png"), full_page=False)
+    listing = page.goto(f"{site}/operations")
+    assert listing is not None and listing.status == 200
+    assert page.locator("a.operation-link").count() > 100
+    # GPU MODE operations are named like amd-fp8-mm/10: their pages and JSON answer too.
+    slashed = page.locator("a.operation-link", has_text="/").first
+    name = slashed.inner_text()
+    slashed.click()
+    page.wait_for_url("**/operations/**")
+    assert page.locator("h1").inner_text() == f"All results for {name}"
+    assert httpx.get(f"{site}/v1/operations/{name}").json()["operation"] == name
