@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from domain.ranking import RankEntry, View
+
 # Units of time a source may state a value in, as a factor to ns.
 TIME_UNITS: dict[str, float] = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
 
@@ -131,21 +133,26 @@ def comparison_markdown(result: dict[str, Any]) -> str:
 
 
 def unranked_reason(record: dict[str, Any]) -> str:
-    """Why a run record has no rank, in the order the ranking policy decides it."""
-    if not record.get("comparisonKey"):
+    """Why a run record has no source-native rank: the ranking policy's own reason
+    (``RankEntry.why_unranked``), with what to do when its workload is missing."""
+    value = (record.get("primary") or {}).get("value")
+    entry = RankEntry(
+        run=str(record.get("digest")),
+        comparison_key=str(record.get("comparisonKey") or ""),
+        status=str(record.get("status") or ""),
+        claimed=float(value) if isinstance(value, int | float) and _finite(value) else None,
+        retracted=bool(record.get("retracted")),
+        superseded=record.get("supersededBy") is not None,
+    )
+    why = entry.why_unranked(View.SOURCE_NATIVE) or "its group has not been ranked yet"
+    if not entry.comparison_key:
         workload = record.get("workloadDigest")
-        return (
-            f"it has no comparison group: the ledger does not hold its workload manifest "
-            f"({workload}); `kernelindex attach RUN` once it does"
+        why += (
+            f": the ledger does not hold its workload manifest ({workload}); "
+            "`kernelindex attach RUN` once it does"
             if workload
-            else "it has no comparison group (it names no workload)"
+            else " (it names no workload)"
         )
-    if record.get("retracted"):
-        return "it was retracted"
-    if record.get("supersededBy"):
-        return f"it is superseded by {record['supersededBy']}"
-    if record.get("status") != "passed":
-        return f"the source marked it {record.get('status') or 'unknown'}, not passed"
-    if (record.get("primary") or {}).get("value") is None:
-        return "it states no primary value"
-    return "its group has not been ranked yet"
+    if entry.superseded:
+        why += f" by {record['supersededBy']}"
+    return why

@@ -84,16 +84,29 @@ class RankEntry:
         return self.status == PASSED and not self.retracted and not self.superseded
 
     def ranked_in(self, view: View) -> bool:
-        if not self.eligible:
-            return False
+        return self.why_unranked(view) is None
+
+    def why_unranked(self, view: View) -> str | None:
+        """Why the run has no rank in ``view`` (None: it is ranked), in the policy's order:
+        the one statement of eligibility that ranks and explanations both use."""
+        if not self.comparison_key:
+            return "it has no comparison group"
+        if self.retracted:
+            return "it was retracted"
+        if self.superseded:
+            return "it is superseded"
+        if self.status != PASSED:
+            return f"the source marked it {self.status or 'unknown'}, not passed"
         if view is View.SOURCE_NATIVE:
-            return _finite(self.claimed)
-        return (
-            self.level >= EvidenceLevel.VERIFIED
-            and _finite(self.rerun_median_ns)
+            return None if _finite(self.claimed) else "it states no primary value"
+        if self.level < EvidenceLevel.VERIFIED:
+            return "no KernelIndex-controlled rerun has verified it"
+        verified = (
+            _finite(self.rerun_median_ns)
             and self.rerun_ci95_ns is not None
             and all(_finite(bound) for bound in self.rerun_ci95_ns)
         )
+        return None if verified else "its verifying reruns give no value"
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import io
 import json
+import math
 import statistics
 from collections import defaultdict
 from dataclasses import replace
@@ -419,3 +420,29 @@ def test_a_wide_interval_with_a_late_median_bridges_earlier_runs() -> None:
         View.VERIFIED,
     )
     assert {r.rank for r in ranked} == {1}
+
+
+@given(
+    status=st.sampled_from(["passed", "failed", "timeout", ""]),
+    claimed=st.none() | st.floats(allow_nan=True, allow_infinity=True),
+    retracted=st.booleans(),
+    superseded=st.booleans(),
+    key=st.sampled_from(["", "sha256:" + "a" * 64]),
+)
+def test_a_run_is_ranked_exactly_when_no_reason_keeps_it_out(
+    status: str, claimed: float | None, retracted: bool, superseded: bool, key: str
+) -> None:
+    """The explanation and the ranking are one rule: why_unranked is None iff ranked."""
+    entry = RankEntry(
+        run="r",
+        comparison_key=key,
+        status=status,
+        claimed=claimed,
+        retracted=retracted,
+        superseded=superseded,
+    )
+    for view in View:
+        assert entry.ranked_in(view) == (entry.why_unranked(view) is None)
+    if key and entry.ranked_in(View.SOURCE_NATIVE):
+        assert status == "passed" and not retracted and not superseded
+        assert claimed is not None and math.isfinite(claimed)
