@@ -146,7 +146,7 @@ def print_remote_receipt(reply: dict[str, Any], as_json: bool, what: str) -> Non
     out.print(f"{what} {verb}: {reply.get('event')} at position {reply.get('position')}{leaf}")
 
 
-def progress_bar(total: int | None, what: str) -> Progress:
+def progress_bar(what: str) -> Progress:
     """A bar on stderr, only on a terminal (a pipe or a test sees none)."""
     return Progress(
         TextColumn(f"[bold]{what}"),

@@ -152,7 +152,7 @@ def export(
     runs = [resolve_run_in(ledger, r) for r in run] if run else None
     held = [held_checkpoint_size(ledger, p.read_text("utf-8")) for p in checkpoint or []]
     held += list(size or [])
-    with output.open("w", encoding="utf-8") as handle, progress_bar(None, "exporting") as bar:
+    with output.open("w", encoding="utf-8") as handle, progress_bar("exporting") as bar:
         task = bar.add_task("export", total=None)
         summary = export_runs(
             ledger,
@@ -236,7 +236,7 @@ def verify(
         held_checkpoints=_read_notes(checkpoint),
         expect=expect,
     )
-    with bundle.open("r", encoding="utf-8") as handle, progress_bar(None, "verifying") as bar:
+    with bundle.open("r", encoding="utf-8") as handle, progress_bar("verifying") as bar:
         task = bar.add_task("verify", total=None)
         report = verify_bundle_lines(
             handle,
@@ -275,7 +275,7 @@ def audit(
     bundle's signed heads given, from the log at their size."""
     ledger = open_ledger(home, db)
     notes = [note for path in heads or [] for note in _heads_notes(path)]
-    with progress_bar(None, "auditing") as bar:
+    with progress_bar("auditing") as bar:
         task = bar.add_task("audit", total=None)
         report = audit_ledger(
             ledger,

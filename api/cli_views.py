@@ -173,7 +173,7 @@ def projections_rebuild(
     runner = ProjectionRunner(ledger)
     before = runner.table_digests()
     started = time.perf_counter()
-    with progress_bar(ledger.recorder.max_notification_id() or 0, "refolding") as bar:
+    with progress_bar("refolding") as bar:
         task = bar.add_task("", total=ledger.recorder.max_notification_id() or 0)
         done = runner.rebuild(progress=lambda position: bar.update(task, completed=position))
     elapsed = time.perf_counter() - started

@@ -7,6 +7,8 @@ and published numbers without a float's binary tail (``0.049509000000000004``).
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 from typing import Any
 
@@ -99,9 +101,6 @@ def comparison_rows(result: dict[str, Any]) -> list[list[str]]:
 
 
 def comparison_csv(result: dict[str, Any]) -> str:
-    import csv  # noqa: PLC0415 - only exports need it
-    import io  # noqa: PLC0415
-
     # Names and values come from third parties: a cell a spreadsheet would run as a formula
     # is written as text (OWASP CSV injection).
     def cell(text: str) -> str:

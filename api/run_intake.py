@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from domain.manifests.manifest_set import ATTACHABLE_MEMBERS, check_manifest_set
+from ledger.aggregates import Run
 from ledger.application import Ledger, Receipt
 from ledger.authoring import attachment_envelope, ingestion_envelope
 from ledger.errors import AlreadyExistsError, NotFoundError
@@ -52,11 +53,15 @@ def held_manifests(ledger: Ledger, run: Mapping[str, Any], have: set[str]) -> di
 
 
 def attach_lacking(
-    ledger: Ledger, run_digest: str, key: SigningKey, supplied: Mapping[str, JsonObject]
+    ledger: Ledger,
+    run_digest: str,
+    key: SigningKey,
+    supplied: Mapping[str, JsonObject],
+    stored: Run | None = None,
 ) -> Intake | None:
     """Append an attachment of what the run lacks (from ``supplied``, else the ledger);
-    None when there is nothing to attach."""
-    stored = ledger.run(run_digest)
+    None when there is nothing to attach. ``stored``: the run, if the caller loaded it."""
+    stored = stored or ledger.run(run_digest)
     if stored is None:
         raise NotFoundError(f"no run with digest {run_digest}")
     current = stored.manifests()
@@ -85,8 +90,8 @@ def ingest_run(
     lacks them; a run already ingested is attached what it lacks instead (an
     :class:`AlreadyExistsError` when it lacks nothing either has)."""
     checked = check_manifest_set(manifests)  # a clear error before anything is read
-    if ledger.run(checked.run_digest) is not None:
-        attached = attach_lacking(ledger, checked.run_digest, key, manifests)
+    if (existing := ledger.run(checked.run_digest)) is not None:
+        attached = attach_lacking(ledger, checked.run_digest, key, manifests, existing)
         if attached is None:
             raise AlreadyExistsError(
                 f"run {checked.run_digest} is already ingested, with every manifest it names "

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 from eventsourcing.domain import Aggregate
 
-from domain.manifests.manifest_set import CheckedManifestSet, attach_manifests
+from domain.manifests.manifest_set import CheckedManifestSet, attach_manifests, with_attached
 from ledger.dsse import stored_signed_digest, stored_statement
 from ledger.errors import AlreadyExistsError
 from ledger.ids import principal_id, run_id
@@ -185,18 +185,19 @@ class Run(Aggregate):
     def manifests(self) -> dict[str, Any]:
         """The run's manifests: those it was ingested with and those attached since."""
         ingested = stored_statement(self._ingestion)["predicate"]["manifests"]
-        return {**{r: d for r, d in ingested.items() if d is not None}, **self.attached}
+        return with_attached(ingested, self.attached)
 
     def attach(self, signed: Signed, attached: Mapping[str, Any]) -> CheckedManifestSet:
         """Add manifests the run names by digest and lacks (``attach_manifests``); evidence
         and rank inputs other than the comparison key do not change."""
-        members = {r: d for r, d in attached.items() if d is not None}
-        present = sorted(r for r in members if r in self.manifests())
+        members = with_attached({}, attached)
+        current = self.manifests()  # decoded once
+        present = sorted(r for r in members if r in current)
         if present:
             raise AlreadyExistsError(
                 f"run {self.run_digest} already has its {' and '.join(present)} manifest"
             )
-        checked = attach_manifests(self.manifests(), members)
+        checked = attach_manifests(current, members)
         self.trigger_event(
             self.ManifestsAttached,
             **signed.fields(),

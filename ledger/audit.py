@@ -28,6 +28,7 @@ from uuid import UUID
 from sqlalchemy import func, select, tuple_
 
 from domain.errors import DomainError
+from domain.manifests.manifest_set import with_attached
 from domain.run_facts import comparison_key_of
 from ledger.application import Ledger
 from ledger.authority import KeyBook
@@ -264,7 +265,7 @@ class _Membership:
         if result.event == "Run.Ingested":
             manifests = dict(carried)
         elif result.event == "Run.ManifestsAttached" and run in self._bare:
-            manifests = self._bare[run] | {r: d for r, d in carried.items() if d is not None}
+            manifests = with_attached(self._bare[run], carried)
         else:
             return
         key = comparison_key_of(manifests)

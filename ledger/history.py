@@ -21,6 +21,7 @@ from uuid import UUID
 
 from domain.comparison import NO_MEASUREMENT, primary_measurement
 from domain.errors import DomainError
+from domain.manifests.manifest_set import with_attached
 from domain.statements import PredicateType
 from ledger.aggregates import principal_id, run_id
 from ledger.application import Ledger, StoredRecord
@@ -230,12 +231,13 @@ class RunEvents:
         """The run's manifests: those it was ingested with and those attached since (only
         verified events count)."""
         ingestion = self.ingestion
-        found: dict[str, Any] = dict(
-            (ingestion.predicate or {}).get("manifests") or {} if ingestion is not None else {}
+        found = with_attached(
+            (ingestion.predicate or {}).get("manifests") or {} if ingestion is not None else {},
+            {},
         )
         for entry in self.state:
             if entry.ok and entry.event == "Run.ManifestsAttached" and entry.predicate:
-                found |= {r: d for r, d in entry.predicate["manifests"].items() if d is not None}
+                found = with_attached(found, entry.predicate["manifests"])
         return found
 
     @property

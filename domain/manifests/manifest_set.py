@@ -87,11 +87,19 @@ def check_manifest_set(manifests: Mapping[str, Any]) -> CheckedManifestSet:
 ATTACHABLE_MEMBERS = ("implementation", "workload")
 
 
+def with_attached(current: Mapping[str, Any], attached: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's manifests with later ones laid over them (absent members, ``None``, dropped),
+    unchecked: for sets already admitted. ``attach_manifests`` is the checked form."""
+    return {r: d for r, d in current.items() if d is not None} | {
+        r: d for r, d in attached.items() if d is not None
+    }
+
+
 def attach_manifests(current: Mapping[str, Any], attached: Mapping[str, Any]) -> CheckedManifestSet:
     """A run's manifests with later-arriving ones added: each must be one the run lacks and
     references, of the right kind, digesting to exactly that reference. Admission and every
     fold of a run's events (projections, the offline verifier) call this one rule."""
-    members = {role: doc for role, doc in attached.items() if doc is not None}
+    members = with_attached({}, attached)
     if not members:
         raise ManifestError("an attachment carries an implementation or a workload manifest")
     unknown = sorted(set(members) - set(ATTACHABLE_MEMBERS))
