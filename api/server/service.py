@@ -49,7 +49,7 @@ from ledger.log_queries import checkpoint_json, consistency_json, entries_json, 
 from projections import queries
 from projections.export import export_runs
 from projections.group_labels import GroupLabel, group_labels
-from projections.references import full_digest, resolve_group, resolve_run
+from projections.references import resolve_group_in, resolve_run_in
 from projections.run_changes import changes_by_event
 from projections.run_page import run_page
 from projections.run_record import MAX_COMPARED, compare_many, compare_runs
@@ -187,15 +187,10 @@ class LedgerService:
 
     def resolve(self, reference: str) -> str:
         """A run by digest, prefix, name or external id (``projections.references``)."""
-        digest = full_digest(reference)
-        if digest is not None:
-            return self.ledger.require_run(digest)
-        self.fresh()
-        return self.runner.snapshot(lambda session: resolve_run(session, reference))[1]
+        return resolve_run_in(self.ledger, reference, self.runner, self.fresh)
 
     def resolve_group(self, reference: str) -> str:
-        self.fresh()
-        return self.runner.snapshot(lambda session: resolve_group(session, reference))[1]
+        return resolve_group_in(self.ledger, reference, self.runner, self.fresh)
 
     def list_runs(
         self,
