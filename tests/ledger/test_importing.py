@@ -163,3 +163,109 @@ def test_a_run_bundle_carries_its_artifacts_and_they_verify(setup: Any) -> None:
     ]
     bad = verify_bundle_lines(tampered, pinned, workers=1)
     assert not bad.verified and bad.failed["artifact"] >= 1
+
+
+def _outcome(
+    ledger: Ledger, batch: list[ImportRecord]
+) -> list[tuple[str, str | None, tuple[str, ...]]]:
+    """What the ledger holds for these records: each run, what superseded it, its events."""
+    held = set()
+    for record in batch:
+        digest = check_manifest_set(record.manifests).run_digest
+        run = ledger.run(digest)
+        if run is not None:
+            events = tuple(h.event for h in run_history(ledger, digest))
+            held.add((digest, run.superseded_by, events))
+    return sorted(held, key=str)
+
+
+def _mixed_import() -> list[ImportRecord | Rejection]:
+    """New runs, a changed record after its original (same key, twice in one import), a
+    refusal of the mapper, one of the ledger (its source is not the run's) and a repeat."""
+
+    def faster(manifests: dict[str, Any]) -> None:
+        manifests["run"]["spec"]["timing"]["latencyNs"]["mean"] -= 1000
+
+    first, changed = records(), records(faster)
+    foreign = copy.deepcopy(first[2])
+    foreign.manifests["run"]["metadata"]["name"] += "-elsewhere"
+    foreign = ImportRecord(
+        source="someone-else",
+        external_id="elsewhere-1",
+        manifests=foreign.manifests,
+        snapshot=Artifact(b"foreign row", "application/json", "row"),
+    )
+    return [
+        first[0],
+        first[1],
+        Rejection("x-1", "truncated"),
+        changed[0],
+        foreign,
+        first[2],
+        first[1],
+    ]
+
+
+@pytest.mark.parametrize("group", [1, 2, 3, 64])
+def test_grouped_commits_store_what_one_by_one_does(setup: Any, group: int) -> None:
+    """Committing records in groups is a speed-up only: for every group size (1 is one commit
+    per record) the summary, the runs, their supersessions and their events are the same."""
+    ledger, importer, _ = setup
+    importer.group = group
+    items = _mixed_import()
+    summary = importer.run(items).to_json()
+    assert summary == {
+        "new": 3,
+        "unchanged": 1,
+        "superseded": 1,
+        "rejected": [
+            {"externalId": "x-1", "reason": "truncated"},
+            {
+                "externalId": "elsewhere-1",
+                "reason": "predicate source 'someone-else' differs from the run's "
+                "sourceNative.source 'sol-execbench'",
+            },
+        ],
+        "kept": [],
+        "skipped": [],
+        "events": 5,
+    }
+    first, changed = items[0], items[3]
+    assert isinstance(first, ImportRecord) and isinstance(changed, ImportRecord)
+    replaced = check_manifest_set(first.manifests).run_digest
+    by = check_manifest_set(changed.manifests).run_digest
+    stored = _outcome(ledger, [i for i in items if isinstance(i, ImportRecord)])
+    assert [(d, s, e) for d, s, e in stored if s] == [
+        (replaced, by, ("Run.Ingested", "Run.Superseded"))
+    ]
+    assert len(stored) == 4 and all(e[0] == "Run.Ingested" for _, _, e in stored)
+    assert count(ledger) == 2 + 5  # the two key registrations, then the import
+
+
+def test_a_record_refused_by_the_ledger_leaves_the_rest_of_its_group(setup: Any) -> None:
+    ledger, importer, _ = setup
+    items = _mixed_import()
+    summary = importer.run(items)
+    assert summary.new == 3 and summary.events == 5  # 3 new, 1 changed + its supersession
+    foreign = next(i for i in items if isinstance(i, ImportRecord) and i.source == "someone-else")
+    assert not ArtifactStore(ledger.recorder).has(foreign.snapshot.digest)  # refused: nothing
+    assert ArtifactStore(ledger.recorder).has(records()[2].snapshot.digest)
+
+
+def test_an_oversized_artifact_refuses_its_record_before_anything_is_written(
+    setup: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ledger, importer, _ = setup
+    monkeypatch.setattr("ledger.importing.MAX_ARTIFACT_BYTES", 16)
+    before = count(ledger)
+    batch = records()
+    big = ImportRecord(
+        source=batch[0].source,
+        external_id=batch[0].external_id,
+        manifests=batch[0].manifests,
+        snapshot=Artifact(b"x" * 17, "application/json", "row"),
+    )
+    summary = importer.run([big])
+    assert summary.events == 0 and "the limit is 16" in dict(summary.rejected)[big.external_id]
+    assert count(ledger) == before
+    assert not ArtifactStore(ledger.recorder).has(big.snapshot.digest)
