@@ -2,485 +2,87 @@
 
 Every refusal prints ``error[<code>]: <reason>`` on stderr and exits non-zero; ``--json``
 prints machine-readable output on stdout.
+
+Each command lives in the ``api.cli_*`` module that ``COMMANDS`` names, and a run imports
+only the module of the command it runs (``kernelindex show`` never loads the importers, the
+server or the agent): start-up is most of a read command's time. ``--help``, or a name that is
+not a command, loads them all.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated, Any
+import importlib
+import sys
+from collections.abc import Sequence
+from typing import Any
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
-from api.cli_agent import register_agent_command
-from api.cli_common import (
-    EXIT_REJECTED,
-    DbOption,
-    HomeOption,
-    JsonOption,
-    ServerOption,
-    handles_errors,
-    load_key,
-    open_ledger,
-    out,
-    passphrase,
-    print_error,
-    print_json,
-    print_receipt,
-    print_remote_receipt,
-    remote_server,
-)
-from api.cli_db import register_db_commands
-from api.cli_import import register_import_commands
-from api.cli_ingest import register_ingest_commands
-from api.cli_keys import keys_app
-from api.cli_log import print_report, register_log_commands
-from api.cli_rerun import register_rerun_commands
-from api.cli_serve import register_serve_command
-from api.cli_views import register_view_commands
-from api.cli_workers import register_worker_commands
-from api.client import LedgerClient, RemoteHistory, remote_history, remote_run
-from api.demo import build_demo
-from api.display import format_measurement, unranked_reason
-from domain.documents import parse_document
-from domain.errors import DomainError
-from domain.manifests.canonical_form import manifest_digest
-from domain.manifests.collection import manifests_in
-from domain.statements import AttestationType, ReportReason
-from ledger.application import Ledger
-from ledger.authoring import (
-    attestation_envelope,
-    lifecycle_envelope,
-)
-from ledger.errors import NotFoundError
-from ledger.event_verification import EventVerification
-from ledger.history import DEFAULT_PAGE, MAX_PAGE, describe, history_page, run_history
-from ledger.home import LedgerHome
-from ledger.ids import run_id
-from ledger.trust import TrustRoot
-from ledger.verify import EXIT_CODES, Outcome, VerificationPolicy
-from projections.references import resolve_run_in
-from projections.run_record import run_record
-
-app = typer.Typer(
-    name="kernelindex",
-    help="KernelIndex Ledger: signed, append-only, offline-verifiable GPU-kernel benchmarks.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-)
-app.add_typer(keys_app, name="keys")
-register_log_commands(app)
-register_rerun_commands(app)
-register_view_commands(app)
-register_import_commands(app)
-register_agent_command(app)
-register_serve_command(app)
-register_db_commands(app)
-register_ingest_commands(app)
-register_worker_commands(app)
+# Top-level command (or group) → the module whose ``register(app)`` adds it, in the order
+# ``--help`` lists them. tests/cli/test_cli_start.py checks each module adds exactly these.
+COMMANDS: dict[str, str] = {
+    "init": "api.cli_home",
+    "digest": "api.cli_home",
+    "demo": "api.cli_home",
+    "attest": "api.cli_runs",
+    "retract": "api.cli_runs",
+    "show": "api.cli_runs",
+    "history": "api.cli_runs",
+    "keys": "api.cli_keys",
+    "log": "api.cli_log",
+    "export": "api.cli_log",
+    "verify": "api.cli_log",
+    "audit": "api.cli_log",
+    "submit": "api.cli_rerun",
+    "rerun": "api.cli_rerun",
+    "projections": "api.cli_views",
+    "leaderboard": "api.cli_views",
+    "compare": "api.cli_views",
+    "search": "api.cli_views",
+    "import": "api.cli_import",
+    "artifact": "api.cli_import",
+    "agent": "api.cli_agent",
+    "serve": "api.cli_serve",
+    "db": "api.cli_db",
+    "ingest": "api.cli_ingest",
+    "attach": "api.cli_ingest",
+    "projector": "api.cli_workers",
+    "sequencer": "api.cli_workers",
+}
 
 
-@app.command()
-@handles_errors
-def init(
-    home: HomeOption = None,
-    db: DbOption = None,
-    origin: Annotated[str | None, typer.Option(help="Log origin name for checkpoints.")] = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Create a ledger home: database, admin/ingester/log keys and trust-root.json."""
-    target = LedgerHome.at(home, db)
-    ledger = target.initialise(origin=origin, passphrase=passphrase())
-    root = ledger.trust_root
-    keys = {name: target.key(name).key_id for name in ("admin", "ingester", "log")}
-    if as_json:
-        print_json(
-            {
-                "home": str(target.path),
-                "db": target.db_url,
-                "trustRoot": root.to_json(),
-                "keys": keys,
-            }
-        )
-        return
-    out.print(f"Initialised ledger at [bold]{target.path}[/] (origin {root.origin})")
-    out.print(f"  database    {target.db_url}")
-    out.print(f"  trust root  {target.trust_root_path}")
-    for name, key_id in keys.items():
-        out.print(f"  {name:<10}  {key_id}  ({target.key_path(name)})")
+def build_app(argv: Sequence[str] | None = None) -> typer.Typer:
+    """The CLI with the commands ``argv`` can reach: the one it names, or every command."""
+    app = typer.Typer(
+        name="kernelindex",
+        help="KernelIndex Ledger: signed, append-only, offline-verifiable GPU-kernel benchmarks.",
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+    )
+    # A callback keeps the app a group even with one command loaded (``kernelindex serve``):
+    # Typer would otherwise run that command as the root and refuse its name as an argument.
+    app.callback()(_root)
+    named = next((a for a in argv or () if not a.startswith("-")), None)
+    wanted = [COMMANDS[named]] if named in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
+    for module in wanted:
+        importlib.import_module(module).register(app)
+    return app
 
 
-@app.command()
-def digest(
-    files: Annotated[list[Path], typer.Argument(help="Manifest files (JSON or YAML).")],
-    as_json: JsonOption = False,
-) -> None:
-    """Print the kind, name and sha256 digest of every manifest in FILES."""
-    results: list[dict[str, Any]] = []
-    failed = False
-    for path in files:
-        try:
-            document = parse_document(path.read_bytes(), filename=path.name)
-            for role, manifest in manifests_in(document):
-                results.append(
-                    {
-                        "file": str(path),
-                        "role": role,
-                        "kind": manifest.get("kind"),
-                        "name": (manifest.get("metadata") or {}).get("name"),
-                        "digest": manifest_digest(manifest),
-                    }
-                )
-        except DomainError as exc:
-            failed = True
-            results.append({"file": str(path), "error": exc.code, "message": exc.message})
-        except OSError as exc:
-            failed = True
-            results.append({"file": str(path), "error": "io", "message": str(exc.strerror)})
-    if as_json:
-        print_json(results)
-    else:
-        for row in results:
-            if "error" in row:
-                print_error(row["error"], f"{row['file']}: {row['message']}")
-            else:
-                role = f"{row['role']:<12}" if row["role"] else ""
-                out.print(f"{role}{row['kind']:<24} {row['name']:<40} {row['digest']}")
-    if failed:
-        raise typer.Exit(EXIT_REJECTED)
+def _root() -> None:
+    """KernelIndex Ledger: signed, append-only, offline-verifiable GPU-kernel benchmarks."""
 
 
-def _named_run(ledger: Ledger, reference: str) -> tuple[str, str]:
-    """(digest, name) of the run a digest or prefix names: statements about it need both."""
-    run_digest = resolve_run_in(ledger, reference)
-    record = ledger.run(run_digest)
-    if record is None:
-        raise NotFoundError(f"no run with digest {run_digest}")
-    return run_digest, record.run_name
-
-
-@app.command()
-@handles_errors
-def attest(
-    run: Annotated[str, typer.Argument(help="Run digest or unique prefix.")],
-    type_: Annotated[AttestationType, typer.Option("--type", help="What you observed.")],
-    body: Annotated[str, typer.Option(help="What you did and saw (at most 2000 characters).")],
-    key: Annotated[Path, typer.Option(help="Your registered attester key (PEM).")],
-    evidence_url: Annotated[
-        str | None, typer.Option("--evidence-url", help="https:// link to evidence.")
-    ] = None,
-    observed_ns: Annotated[
-        int | None, typer.Option("--observed-ns", help="Latency you measured, in ns.")
-    ] = None,
-    environment: Annotated[
-        str | None, typer.Option(help="Short summary of your environment.")
-    ] = None,
-    reason: Annotated[
-        ReportReason | None,
-        typer.Option(help="Why you report the run (only with --type issue_report)."),
-    ] = None,
-    home: HomeOption = None,
-    db: DbOption = None,
-    server: ServerOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Append a signed attestation about a run. It never changes the run's evidence level.
-
-    To report an issue with a run: --type issue_report --reason incorrect_result |
-    wrong_attribution | license | comparability | other."""
-    remote = remote_server(server, home, db)
-    signer = load_key(key)
-
-    def signed(run_digest: str, run_name: str) -> dict[str, Any]:
-        return attestation_envelope(
-            run_digest,
-            run_name,
-            signer,
-            type_=type_.value,
-            body=body,
-            evidence_url=evidence_url,
-            observed_ns=observed_ns,
-            environment_summary=environment,
-            reason=reason.value if reason is not None else None,
-        )
-
-    if remote is not None:
-        # Signed here: the key never leaves this machine, the server only sees the envelope.
-        with LedgerClient(remote) as client:
-            run_digest, run_name = remote_run(client, run)
-            reply = client.post_attestation(run_digest, signed(run_digest, run_name))
-        print_remote_receipt(reply, as_json, "attestation")
-        return
-    ledger = open_ledger(home, db)
-    print_receipt(ledger.append(signed(*_named_run(ledger, run))), as_json, "attestation")
-
-
-@app.command()
-@handles_errors
-def retract(
-    run: Annotated[str, typer.Argument(help="Run digest or unique prefix.")],
-    reason: Annotated[str, typer.Option(help="Why the run is withdrawn from ranking.")],
-    key: Annotated[
-        Path | None, typer.Option(help="Admin key (default: the home's admin key).")
-    ] = None,
-    home: HomeOption = None,
-    db: DbOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Retract a run (admin): it leaves rankings; its history and level stay visible."""
-    target = LedgerHome.at(home, db)
-    ledger = target.open()
-    run_digest, run_name = _named_run(ledger, run)
-    signer = load_key(key) if key else target.key("admin")
-    envelope = lifecycle_envelope(run_digest, run_name, signer, action="retract", reason=reason)
-    print_receipt(ledger.append(envelope), as_json, "retraction")
-
-
-@app.command()
-@handles_errors
-def show(
-    run: Annotated[str, typer.Argument(help="Run digest or unique prefix.")],
-    home: HomeOption = None,
-    db: DbOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Summarise one run record."""
-    ledger = open_ledger(home, db)
-    summary = run_record(ledger, resolve_run_in(ledger, run))
-    if as_json:
-        print_json(summary)
-        return
-    _print_summary(summary)
-
-
-def _print_summary(summary: dict[str, Any]) -> None:
-    primary = summary["primary"]
-    table = Table(show_header=False, box=None, pad_edge=False)
-    table.add_column(style="bold", no_wrap=True)
-    table.add_column(overflow="fold")
-    rows: list[tuple[str, Any]] = [
-        ("run", f"{summary['name']}  {summary['title'] or ''}"),
-        ("digest", summary["digest"]),
-        (
-            "source",
-            f"{summary['source']} #{summary['externalId']}"
-            if summary["externalId"]
-            else summary["source"],
-        ),
-        ("status", summary["status"]),
-        ("primary", format_measurement(primary)),
-        ("observed", summary["observedAt"]),
-        ("protocol", f"{summary['protocol']['title'] or ''}  {summary['protocol']['digest']}"),
-        (
-            "environment",
-            f"{summary['environment']['title'] or ''}  {summary['environment']['digest']}",
-        ),
-        ("implementation", summary["implementationDigest"]),
-        ("workload", summary["workloadDigest"]),
-        ("ingested", summary["ingestedAt"]),
-        ("attestations", str(summary["attestationCount"])),
-        (
-            "lifecycle",
-            "retracted"
-            if summary["retracted"]
-            else f"superseded by {summary['supersededBy']}"
-            if summary["supersededBy"]
-            else "active",
-        ),
-        (
-            "events",
-            f"{summary['events']} "
-            + (
-                f"(the {summary['eventsShown']} read for this record verified; all: history)"
-                if summary["shownEventsVerified"]
-                else "(FAILURES: see history)"
-            ),
-        ),
-    ]
-    evidence = summary.get("evidence")
-    if evidence is not None:
-        reasons = "; ".join(evidence["reasons"])
-        rows.insert(
-            4,
-            ("evidence", f"{evidence['level']} — {reasons} (event {evidence['causedBy']})"),
-        )
-    standings = summary.get("standings") or {}
-    rank_lines = [s["label"] for s in standings.values()]
-    if summary.get("evidence") is not None:
-        unranked = f"not ranked: {unranked_reason(summary)}"
-        rows.insert(5, ("rank", "\n".join(rank_lines) if rank_lines else unranked))
-    first = summary.get("compareWithFirst")
-    if first is not None:
-        ratio = f"{first['ratio']:.3f} × #1's latency" if first["ratio"] is not None else "—"
-        rows.insert(
-            6,
-            (
-                "compare with #1",
-                f"{first['b']}: {ratio}, {len(first['differences'])} fields differ",
-            ),
-        )
-    for label, value in rows:
-        table.add_row(label, str(value) if value is not None else "—")
-    out.print(table)
-
-
-def _print_history(entries: list[EventVerification], title: str) -> None:
-    """One block per event; reads at any terminal width, unlike a seven-column table."""
-    out.print(f"[bold]{escape(title)}[/]")
-    for h in entries:
-        verdict = (
-            "[green]✓ verified[/]"
-            if h.ok
-            else "[bold red]✗ FAILED[/] "
-            + escape("; ".join(f"{c.name}: {c.detail}" for c in h.failures))
-        )
-        out.print(f"\n#{h.position}  {h.received_at or '?'}  [bold]{h.event}[/]  {verdict}")
-        out.print(f"    signer {h.signer or 'unknown'} ({h.role or 'no verified role'})")
-        out.print(f"    {escape(describe(h))}")
-
-
-@app.command()
-@handles_errors
-def history(
-    run: Annotated[str, typer.Argument(help="Run digest or unique prefix.")],
-    home: HomeOption = None,
-    db: DbOption = None,
-    server: ServerOption = None,
-    trust_root: Annotated[
-        Path | None,
-        typer.Option(
-            "--trust-root",
-            help="With --server: the ledger's trust root, pinned (obtained out of band).",
-        ),
-    ] = None,
-    checkpoint: Annotated[
-        Path | None,
-        typer.Option(
-            "--checkpoint",
-            help="With --server: the newest checkpoint you hold. The server must prove its log "
-            "extends it; it is updated after each verified answer (a split view is caught).",
-        ),
-    ] = None,
-    unanchored: Annotated[
-        bool,
-        typer.Option(
-            "--unsafe-trust-bundle-root",
-            help="UNSAFE, with --server and no --trust-root: trust the server's own root.",
-        ),
-    ] = False,
-    start: Annotated[
-        int, typer.Option("--from", min=1, help="The event (version) to start at.")
-    ] = 1,
-    limit: Annotated[
-        int, typer.Option("--limit", min=1, max=MAX_PAGE, help="Events to show at most.")
-    ] = DEFAULT_PAGE,
-    as_json: JsonOption = False,
-) -> None:
-    """The events of a run, a page at a time: time, type, signer and role, signature check,
-    what it says.
-
-    With --server, the run's history comes as a bundle and is verified here against the trust
-    root you pin: keys chained to it, inclusion in a checkpoint its log key signed, every
-    event of the run (the log's heads), and consistency with the checkpoint you hold.
-    """
-    remote = remote_server(server, home, db)
-    if remote is not None:
-        held = checkpoint.read_text("utf-8") if checkpoint and checkpoint.exists() else None
-        policy = VerificationPolicy(
-            trust_root=TrustRoot.load(trust_root) if trust_root else None,
-            allow_unanchored=unanchored,
-            held_checkpoints=[held] if held else [],
-        )
-        with LedgerClient(remote) as client:
-            found = remote_history(client, run, policy)
-        if checkpoint is not None and found.ok and found.checkpoint is not None:
-            checkpoint.write_text(found.checkpoint, "utf-8")
-        _show_remote_history(found, as_json, start, limit)
-        return
-    if trust_root is not None or checkpoint is not None or unanchored:
-        raise typer.BadParameter("--trust-root and --checkpoint go with --server")
-    ledger = open_ledger(home, db)
-    run_digest = resolve_run_in(ledger, run)
-    page = history_page(ledger, run_id(run_digest), start, limit)
-    entries = page.entries
-    if as_json:
-        print_json(
-            {
-                "run": run_digest,
-                "events": [h.to_json() | {"says": describe(h)} for h in entries],
-                "start": page.start,
-                "next": page.next_start,
-                "total": page.total,
-            }
-        )
-    else:
-        _print_history(entries, f"History of {run_digest}")
-        if page.next_start is not None:
-            out.print(
-                f"\n{page.total - page.next_start + 1} more events: "
-                f"kernelindex history {run_digest[:19]} --from {page.next_start}"
-            )
-    if not all(h.ok for h in entries):
-        raise typer.Exit(EXIT_REJECTED)
-
-
-def _show_remote_history(found: RemoteHistory, as_json: bool, start: int, limit: int) -> None:
-    """The page asked for; the verification (and its verdict) covered the whole run."""
-    shown = [e for e in found.events if start <= e.entry.version < start + limit]
-    entries = [e.entry for e in shown]
-    outcome = found.outcome
-    if as_json:
-        print_json(
-            {
-                "run": found.run,
-                "outcome": str(outcome),
-                "verification": found.report.to_json(),
-                "events": [
-                    e.entry.to_json()
-                    | {
-                        "says": describe(e.entry),
-                        "leafIndex": e.leaf_index,
-                        "envelopeDigest": e.envelope_digest,
-                    }
-                    for e in shown
-                ],
-                "total": len(found.events),
-            }
-        )
-    else:
-        _print_history(entries, f"History of {found.run}")
-        out.print()
-        print_report(found.report, outcome)
-    if outcome is not Outcome.VERIFIED:
-        raise typer.Exit(EXIT_CODES[outcome])
-    if not found.ok:
-        raise typer.Exit(EXIT_REJECTED)
-
-
-@app.command()
-@handles_errors
-def demo(
-    home: Annotated[Path, typer.Option("--home", help="Where to build the demo ledger.")] = Path(
-        ".kernelindex-demo"
-    ),
-    db: DbOption = None,
-) -> None:
-    """Build (or reuse) a demo ledger with the seed run, then show its record and history."""
-    target = LedgerHome.at(home, db)
-    ledger, run_digest = build_demo(target)
-    out.print(f"Demo ledger at [bold]{target.path}[/] ({target.db_url})\n")
-    _print_summary(run_record(ledger, run_digest))
-    out.print()
-    _print_history(run_history(ledger, run_digest), f"History of {run_digest}")
-    out.print(f"\nTry: kernelindex --help;  KERNELINDEX_HOME={target.path} kernelindex keys list")
-
-
-# ---------------------------------------------------------------------- keys
+def __getattr__(name: str) -> Any:
+    # ``from api.cli import app``: the whole CLI, built on first use (tests drive it in-process).
+    if name == "app":
+        globals()["app"] = built = build_app()
+        return built
+    raise AttributeError(name)
 
 
 def main() -> None:
-    app()
+    build_app(sys.argv[1:])()
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from api.cli_common import err, fail, handles_errors, load_key, out
 AGENT_EXTRA_HINT = "install the agent's extra: pip install -e '.[gpu]' (or '.[agent]' on CPU)"
 
 
-def register_agent_command(app: typer.Typer) -> None:
+def register(app: typer.Typer) -> None:
     app.command("agent")(agent)
 
 

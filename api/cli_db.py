@@ -14,7 +14,7 @@ from ledger.schema import SCHEMA_VERSION, SchemaStatus, read_status, upgrade
 db_app = typer.Typer(help="Database schema: status and explicit upgrades.", no_args_is_help=True)
 
 
-def register_db_commands(app: typer.Typer) -> None:
+def register(app: typer.Typer) -> None:
     app.add_typer(db_app, name="db")
 
 

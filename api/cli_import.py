@@ -50,7 +50,7 @@ MANIFEST_MEDIA_TYPE = "application/vnd.kernelindex.manifest+json"
 Items = Iterable[ImportRecord | Rejection]
 
 
-def register_import_commands(app: typer.Typer) -> None:
+def register(app: typer.Typer) -> None:
     app.add_typer(import_app, name="import")
     app.add_typer(artifact_app, name="artifact")
 

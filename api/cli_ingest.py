@@ -38,7 +38,7 @@ def _say(documents: dict[str, JsonObject], how: str, as_json: bool) -> None:
         out.print(f"{role} {name} {how}")
 
 
-def register_ingest_commands(app: typer.Typer) -> None:
+def register(app: typer.Typer) -> None:
     app.command()(handles_errors(ingest))
     app.command()(handles_errors(attach))
 

@@ -40,6 +40,10 @@ keys_app = typer.Typer(
 )
 
 
+def register(app: typer.Typer) -> None:
+    app.add_typer(keys_app, name="keys")
+
+
 @keys_app.command("generate")
 @handles_errors
 def keys_generate(

@@ -107,7 +107,7 @@ def _heads_notes(path: Path) -> list[str]:
     return found
 
 
-def register_log_commands(app: typer.Typer) -> None:
+def register(app: typer.Typer) -> None:
     app.add_typer(log_app, name="log")
     app.command("export")(export)
     app.command("verify")(verify)

@@ -49,7 +49,7 @@ _DURATION_PART = re.compile(r"(\d+)([smhd])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-def register_rerun_commands(app: typer.Typer) -> None:
+def register(app: typer.Typer) -> None:
     app.command("submit")(submit)
     app.add_typer(rerun_app, name="rerun")
 

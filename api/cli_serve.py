@@ -27,7 +27,7 @@ class LogFormat(StrEnum):
     console = "console"
 
 
-def register_serve_command(app: typer.Typer) -> None:
+def register(app: typer.Typer) -> None:
     app.command("serve")(serve)
 
 

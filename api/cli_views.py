@@ -34,7 +34,7 @@ projections_app = typer.Typer(help="Rebuild and inspect the read models.", no_ar
 BAR_WIDTH = 40
 
 
-def register_view_commands(app: typer.Typer) -> None:
+def register(app: typer.Typer) -> None:
     app.add_typer(projections_app, name="projections")
     app.command("leaderboard")(leaderboard)
     app.command("compare")(compare)

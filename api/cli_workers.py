@@ -34,7 +34,7 @@ MAX_BACKOFF = 30.0  # seconds between attempts while the store is down
 OnceOption = Annotated[bool, typer.Option("--once", help="Catch up once, then exit.")]
 
 
-def register_worker_commands(app: typer.Typer) -> None:
+def register(app: typer.Typer) -> None:
     app.command("projector")(projector)
     app.command("sequencer")(sequencer)
 

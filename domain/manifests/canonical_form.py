@@ -17,7 +17,7 @@ from typing import Any
 
 from domain.canonical import digest_of
 from domain.errors import CanonicalizationError, ManifestError
-from domain.manifests.models.common import ECMA_WHITESPACE
+from domain.manifests.kinds import ECMA_WHITESPACE
 from domain.manifests.registry import validate_manifest
 
 # The schema's duration pattern, with ECMA-262 whitespace so both accept the same strings.

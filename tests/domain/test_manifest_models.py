@@ -30,7 +30,7 @@ from pydantic import BaseModel
 
 from domain.errors import ManifestError
 from domain.manifests.models.common import MAX_SAFE_INTEGER, ApiVersion
-from domain.manifests.registry import API_VERSION, MANIFEST_MODELS, validate_manifest
+from domain.manifests.registry import API_VERSION, manifest_models, validate_manifest
 
 Json = Any
 Loc = tuple[str | int, ...]
@@ -225,14 +225,14 @@ def assert_both_reject(doc: Json, where: Loc) -> None:
 
 
 def test_registry_covers_exactly_the_schema_kinds() -> None:
-    assert set(MANIFEST_MODELS) == set(schemas())
-    assert len(MANIFEST_MODELS) == 13
+    assert set(manifest_models()) == set(schemas())
+    assert len(manifest_models()) == 13
     assert (
         get_args(ApiVersion)
         == (API_VERSION,)
         == (schemas()["BenchmarkRun"]["properties"]["apiVersion"]["const"],)
     )
-    for kind, model in MANIFEST_MODELS.items():
+    for kind, model in manifest_models().items():
         assert get_args(model.model_fields["kind"].annotation) == (kind,)
 
 
@@ -287,10 +287,10 @@ def _check_structure(schema: dict[str, Json], annotation: Any, where: str) -> No
         assert structural is _PYTHON_TYPE[kind], where
 
 
-@pytest.mark.parametrize("kind", sorted(MANIFEST_MODELS))
+@pytest.mark.parametrize("kind", sorted(manifest_models()))
 def test_model_structure_mirrors_schema(kind: str) -> None:
     """Same property names in the same order, same required sets, same maps, lists, enums."""
-    _check_structure(schemas()[kind], MANIFEST_MODELS[kind], kind)
+    _check_structure(schemas()[kind], manifest_models()[kind], kind)
 
 
 # --- real documents ---------------------------------------------------------------------------
@@ -337,7 +337,7 @@ def test_every_catalog_manifest_validates_with_jsonschema_and_models() -> None:
     """All 35,458 manifests in the export (8-12 s, nearly all of it in jsonschema)."""
     started = time.perf_counter()
     counts = _sweep(catalog_manifests())
-    assert set(counts) == set(MANIFEST_MODELS)
+    assert set(counts) == set(manifest_models())
     assert sum(counts.values()) == 35458
     elapsed = time.perf_counter() - started
     print(f"checked {sum(counts.values())} catalog manifests in {elapsed:.1f}s: {counts}")
@@ -601,7 +601,7 @@ def _mutations_at(
             yield f"{dotted(path)}: extra item", with_value(doc, path, [*value, {"any": 1}])
 
 
-@pytest.mark.parametrize("kind", sorted(MANIFEST_MODELS))
+@pytest.mark.parametrize("kind", sorted(manifest_models()))
 def test_model_and_jsonschema_agree_at_every_schema_location(kind: str) -> None:
     """Exhaustive one-step mutations of a manifest that fills every field of the schema."""
     schema = schemas()[kind]

@@ -35,7 +35,8 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-API_VERSION: Final = "kernelindex.dev/v1alpha1"
+from domain.manifests.kinds import ECMA_WHITESPACE
+
 ApiVersion = Literal["kernelindex.dev/v1alpha1"]
 
 MAX_SAFE_INTEGER: Final = 9007199254740991  # 2**53 - 1, the schemas' integer bound
@@ -61,10 +62,6 @@ SCHEMA_TIMESTAMP_PATTERN: Final = (
 )
 TIMESTAMP_PATTERN: Final = ascii_digits(SCHEMA_TIMESTAMP_PATTERN)
 
-# ECMA-262 ``\s``: WhiteSpace (incl. every Unicode Zs and U+FEFF) plus LineTerminator.
-ECMA_WHITESPACE: Final = (
-    "[\t\n\x0b\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]"
-)
 # DURATION_PATTERN for Python's ``re`` (used with ``fullmatch``, so no anchors are needed).
 _DURATION_TEXT: Final = re.compile(
     ascii_digits(r"\d+(?:\.\d+)?") + ECMA_WHITESPACE + "?(?:ns|us|\u00b5s|ms|s)"

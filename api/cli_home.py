@@ -1,0 +1,123 @@
+"""`kernelindex init`, `digest` and `demo`: a ledger home, manifest digests, the demo."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from api.cli_common import (
+    EXIT_REJECTED,
+    DbOption,
+    HomeOption,
+    JsonOption,
+    handles_errors,
+    out,
+    passphrase,
+    print_error,
+    print_json,
+)
+from api.cli_runs import print_history, print_summary  # the demo shows what `show` does
+from api.demo import build_demo
+from domain.documents import parse_document
+from domain.errors import DomainError
+from domain.manifests.canonical_form import manifest_digest
+from domain.manifests.collection import manifests_in
+from ledger.history import run_history
+from ledger.home import LedgerHome
+from projections.run_record import run_record
+
+_commands = typer.Typer()  # collects this module's commands; `register` adds them
+
+
+def register(app: typer.Typer) -> None:
+    app.registered_commands.extend(_commands.registered_commands)
+
+
+@_commands.command()
+@handles_errors
+def init(
+    home: HomeOption = None,
+    db: DbOption = None,
+    origin: Annotated[str | None, typer.Option(help="Log origin name for checkpoints.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Create a ledger home: database, admin/ingester/log keys and trust-root.json."""
+    target = LedgerHome.at(home, db)
+    ledger = target.initialise(origin=origin, passphrase=passphrase())
+    root = ledger.trust_root
+    keys = {name: target.key(name).key_id for name in ("admin", "ingester", "log")}
+    if as_json:
+        print_json(
+            {
+                "home": str(target.path),
+                "db": target.db_url,
+                "trustRoot": root.to_json(),
+                "keys": keys,
+            }
+        )
+        return
+    out.print(f"Initialised ledger at [bold]{target.path}[/] (origin {root.origin})")
+    out.print(f"  database    {target.db_url}")
+    out.print(f"  trust root  {target.trust_root_path}")
+    for name, key_id in keys.items():
+        out.print(f"  {name:<10}  {key_id}  ({target.key_path(name)})")
+
+
+@_commands.command()
+def digest(
+    files: Annotated[list[Path], typer.Argument(help="Manifest files (JSON or YAML).")],
+    as_json: JsonOption = False,
+) -> None:
+    """Print the kind, name and sha256 digest of every manifest in FILES."""
+    results: list[dict[str, Any]] = []
+    failed = False
+    for path in files:
+        try:
+            document = parse_document(path.read_bytes(), filename=path.name)
+            for role, manifest in manifests_in(document):
+                results.append(
+                    {
+                        "file": str(path),
+                        "role": role,
+                        "kind": manifest.get("kind"),
+                        "name": (manifest.get("metadata") or {}).get("name"),
+                        "digest": manifest_digest(manifest),
+                    }
+                )
+        except DomainError as exc:
+            failed = True
+            results.append({"file": str(path), "error": exc.code, "message": exc.message})
+        except OSError as exc:
+            failed = True
+            results.append({"file": str(path), "error": "io", "message": str(exc.strerror)})
+    if as_json:
+        print_json(results)
+    else:
+        for row in results:
+            if "error" in row:
+                print_error(row["error"], f"{row['file']}: {row['message']}")
+            else:
+                role = f"{row['role']:<12}" if row["role"] else ""
+                out.print(f"{role}{row['kind']:<24} {row['name']:<40} {row['digest']}")
+    if failed:
+        raise typer.Exit(EXIT_REJECTED)
+
+
+@_commands.command()
+@handles_errors
+def demo(
+    home: Annotated[Path, typer.Option("--home", help="Where to build the demo ledger.")] = Path(
+        ".kernelindex-demo"
+    ),
+    db: DbOption = None,
+) -> None:
+    """Build (or reuse) a demo ledger with the seed run, then show its record and history."""
+    target = LedgerHome.at(home, db)
+    ledger, run_digest = build_demo(target)
+    out.print(f"Demo ledger at [bold]{target.path}[/] ({target.db_url})\n")
+    print_summary(run_record(ledger, run_digest))
+    out.print()
+    print_history(run_history(ledger, run_digest), f"History of {run_digest}")
+    out.print(f"\nTry: kernelindex --help;  KERNELINDEX_HOME={target.path} kernelindex keys list")

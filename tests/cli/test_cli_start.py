@@ -1,0 +1,61 @@
+"""The CLI loads only the module of the command it runs (issue 14: read commands start fast)."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import typer
+
+from api.cli import COMMANDS, build_app
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _names(app: typer.Typer) -> list[str]:
+    commands = [
+        c.name or (c.callback.__name__ if c.callback else "") for c in app.registered_commands
+    ]
+    groups = [g.name or "" for g in app.registered_groups]
+    return [n.replace("_", "-") for n in commands + groups]
+
+
+def test_each_module_registers_exactly_the_commands_the_table_gives_it() -> None:
+    for module in dict.fromkeys(COMMANDS.values()):
+        app = typer.Typer()
+        importlib.import_module(module).register(app)
+        assert sorted(_names(app)) == sorted(c for c, m in COMMANDS.items() if m == module)
+
+
+def test_help_lists_every_command_and_one_command_builds_only_its_module() -> None:
+    assert sorted(_names(build_app())) == sorted(COMMANDS)
+    assert sorted(_names(build_app(["show", "run", "--home", "x"]))) == sorted(
+        c for c, m in COMMANDS.items() if m == "api.cli_runs"
+    )
+    assert sorted(_names(build_app(["no-such-command"]))) == sorted(COMMANDS)
+
+
+def _loaded_by(argv: list[str]) -> set[str]:
+    probe = (
+        "import sys; from api.cli import build_app; "
+        f"build_app({argv!r}); print(' '.join(sorted(sys.modules)))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO
+    )
+    return set(result.stdout.split())
+
+
+def test_read_commands_load_no_importer_server_or_agent_module() -> None:
+    for command in ("show", "history", "leaderboard", "search"):
+        loaded = _loaded_by([command, "x"])
+        heavy = {
+            m
+            for m in loaded
+            if m.split(".")[0] in {"litestar", "uvicorn", "gpu_agent"}
+            or m.startswith(("domain.importers.sol_", "domain.importers.flashinfer", "api.server"))
+            or m == "domain.manifests.models"  # built on first validation only
+        }
+        assert heavy == set(), command
