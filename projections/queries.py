@@ -165,41 +165,6 @@ def leaders() -> Any:
     )
 
 
-def group_leaders(session: Session, limit: int = 50) -> list[dict[str, Any]]:
-    """The #1 run of each comparison group (source-native view), newest first: what a feed
-    of records announces. A new #1 is a new entry; the one it displaced drops out."""
-    first = leaders()
-    query = (
-        select(
-            ranks.c.comparison_key,
-            ranks.c.value,
-            runs.c.run_digest,
-            runs.c.name,
-            runs.c.title,
-            runs.c.source,
-            runs.c.benchmark,
-            runs.c.product,
-            runs.c.unit,
-            runs.c.metric,
-            runs.c.statistic,
-            runs.c.author,
-            runs.c.evidence_level,
-            runs.c.ingested_at,
-            runs.c.observed_at,
-        )
-        .join(
-            first,
-            (first.c.comparison_key == ranks.c.comparison_key)
-            & (first.c.run_digest == ranks.c.run_digest),
-        )
-        .join(runs, runs.c.run_digest == ranks.c.run_digest)
-        .where(ranks.c.view == str(View.SOURCE_NATIVE))
-        .order_by(runs.c.ingested_position.desc(), ranks.c.comparison_key)
-        .limit(limit)
-    )
-    return [dict(r) for r in session.execute(query).mappings()]
-
-
 def operations(session: Session, limit: int | None = None) -> list[dict[str, Any]]:
     """Each operation (benchmark or definition) with its runs, groups and GPUs, most runs
     first: the way in to thousands of groups."""

@@ -323,7 +323,7 @@ class ProjectionRunner:
             for row in session.execute(
                 select(runs).where(runs.c.comparison_key.in_(chunk))
             ).mappings():
-                members[str(row["comparison_key"])].append(_rank_entry(row))
+                members[str(row["comparison_key"])].append(rank_entry(row))
             session.execute(delete(ranks).where(ranks.c.comparison_key.in_(chunk)))
         new_rows = []
         for key in sorted(keys):
@@ -462,7 +462,7 @@ def _evidence_columns(result: EvidenceResult) -> dict[str, Any]:
     }
 
 
-def _rank_entry(row: Any) -> RankEntry:
+def rank_entry(row: Any) -> RankEntry:
     low, high = row["rerun_ci95_low"], row["rerun_ci95_high"]
     return RankEntry(
         run=row["run_digest"],

@@ -1,11 +1,14 @@
-"""What leaderboard users subscribe to and embed: an Atom feed of #1 records and an SVG
-badge per run. Both are drawn here from the read models, escaped by the XML writer (feed)
-or by ``html.escape`` (badge), and carry no script."""
+"""What leaderboard users subscribe to and embed: an Atom feed of new #1 records as they
+happened (``projections.records``) and an SVG badge per run. Both are drawn here from the
+read models, escaped by the XML writer (feed) or by ``html.escape`` (badge), and carry no
+script."""
 
 from __future__ import annotations
 
+import re
 from html import escape
 from typing import Annotated, Any
+from urllib.parse import urlencode
 from xml.etree import ElementTree as ET
 
 from litestar import Controller, Request, Response, get
@@ -14,45 +17,119 @@ from litestar.params import QueryParameter
 from api.display import format_value
 from api.server.controllers.common import Service
 from api.server.controllers.runs import DigestPath
-from api.server.pages.format import level_colour
-from domain.timestamps import format_time, utc_now
-from projections.queries import group_leaders, run_row, standings
+from api.server.pages.format import format_ratio, level_colour
+from domain.documents import MAX_SAFE_INTEGER
+from projections.queries import run_row, standings
+from projections.records import (
+    FEED_MAX,
+    GroupName,
+    RecordEntry,
+    RecordPage,
+    group_names,
+    record_entries,
+)
 
 ATOM = "http://www.w3.org/2005/Atom"
 ATOM_TYPE = "application/atom+xml"
 SVG_TYPE = "image/svg+xml"
+FEED_PATH = "/feeds/records.atom"
+# An empty feed still needs an ``updated`` (RFC 4287 §4.1.1); a fixed one keeps it stable.
+NEVER = "1970-01-01T00:00:00.000Z"
+# What XML 1.0 cannot carry at all, even escaped (a manifest's free text may hold it).
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
-def records_feed(base: str, leaders: list[dict[str, Any]], updated: str) -> bytes:
-    """An Atom 1.0 document (RFC 4287) of the groups' current #1 runs."""
+def _xml(text: object) -> str:
+    return _NOT_XML.sub("\ufffd", str(text))
+
+
+def _add(parent: ET.Element, tag: str, text: object | None = None, **attrs: str) -> ET.Element:
+    """An Atom child element: the writer escapes markup; what XML cannot hold at all (C0
+    controls, say) is replaced by U+FFFD, so a manifest's text never breaks the document."""
+    element = ET.SubElement(parent, f"{{{ATOM}}}{tag}", {k: _xml(v) for k, v in attrs.items()})
+    if text is not None:
+        element.text = _xml(text)
+    return element
+
+
+def record_title(item: RecordEntry, group: str) -> str:
+    """``New #1 in GROUP: RUN, VALUE UNIT, beats PREVIOUS by X×``."""
+    record, run, previous = item.record, item.run, item.previous
+    value = format_value(record.value, run["unit"])
+    title = f"New #1 in {group}: {run['name']}, {value}"
+    if previous is None:
+        title += ", the group's first ranked run"
+    elif record.factor is None:
+        title += f", beats {previous['name']} ({format_value(record.previous_value, run['unit'])})"
+    else:
+        title += f", beats {previous['name']} by {format_ratio(record.factor)}"
+    return title + (f" (since {record.withdrawn})" if record.withdrawn else "")
+
+
+def record_summary(item: RecordEntry, group: GroupName | None) -> str:
+    record, run, previous = item.record, item.run, item.previous
+    value = format_value(record.value, run["unit"])
+    parts = [
+        f"{run['title'] or run['name']}: {run['statistic']} {run['metric']} {value}",
+        f"evidence {run['evidence_level']} now",
+        f"source {run['source']}",
+    ]
+    if previous is not None:
+        was = format_value(record.previous_value, run["unit"])
+        parts.append(f"previous #1 {previous['name']} ({was}, ingested {previous['ingested_at']})")
+    if record.withdrawn:
+        parts.append(f"the run was {record.withdrawn} since and is off the current board")
+    made_of = f" ({group.parts})" if group is not None and group.parts else ""
+    parts.append(f"comparison group {run['comparison_key']}{made_of}")
+    return " · ".join(parts)
+
+
+def records_feed(
+    base: str,
+    page: RecordPage,
+    names: dict[str, GroupName],
+    key: str | None = None,
+    limit: int = FEED_MAX,
+) -> bytes:
+    """An Atom 1.0 document (RFC 4287) of new #1 records, newest first; ``key`` for one
+    group's feed. Ids are URNs of group and run, so they stay put whatever the host."""
     ET.register_namespace("", ATOM)
     feed = ET.Element(f"{{{ATOM}}}feed")
-    ET.SubElement(feed, f"{{{ATOM}}}title").text = "KernelIndex Ledger: #1 records"
-    ET.SubElement(feed, f"{{{ATOM}}}id").text = f"{base}/feeds/records.atom"
-    ET.SubElement(feed, f"{{{ATOM}}}updated").text = updated
-    ET.SubElement(feed, f"{{{ATOM}}}link", rel="self", href=f"{base}/feeds/records.atom")
-    author = ET.SubElement(feed, f"{{{ATOM}}}author")
-    ET.SubElement(author, f"{{{ATOM}}}name").text = "KernelIndex Ledger"
-    for row in leaders:
-        entry = ET.SubElement(feed, f"{{{ATOM}}}entry")
-        value = format_value(row["value"], row["unit"])
-        title = f"#1 {row['benchmark']} on {row['product']}: {row['name']} ({value})"
-        ET.SubElement(entry, f"{{{ATOM}}}title").text = title
-        # One entry per (group, leader): a new #1 is a new entry.
-        ET.SubElement(
-            entry, f"{{{ATOM}}}id"
-        ).text = f"urn:kernelindex:record:{row['comparison_key']}:{row['run_digest']}"
-        ET.SubElement(entry, f"{{{ATOM}}}updated").text = str(row["ingested_at"])
-        ET.SubElement(entry, f"{{{ATOM}}}link", href=f"{base}/runs/{row['run_digest']}")
-        if row["author"]:
-            who = ET.SubElement(entry, f"{{{ATOM}}}author")
-            ET.SubElement(who, f"{{{ATOM}}}name").text = str(row["author"])
-        ET.SubElement(entry, f"{{{ATOM}}}summary").text = (
-            f"{row['statistic']} {row['metric']} {value} · evidence {row['evidence_level']} · "
-            f"source {row['source']} · comparison group {row['comparison_key']}"
-        )
+    named = names.get(key) if key is not None else None
+    scope = f" in {named.short}" if named is not None else ""
+    _add(feed, "title", f"KernelIndex Ledger: new #1 records{scope}")
+    _add(feed, "id", "urn:kernelindex:feed:records" + (f":{key}" if key else ""))
+    _add(feed, "updated", page.newest or NEVER)
+    query = {"group": key} if key else {}
+    _add(feed, "link", rel="self", type=ATOM_TYPE, href=_href(base, FEED_PATH, query))
+    board = f"/leaderboards/{key}" if key else "/"
+    _add(feed, "link", rel="alternate", type="text/html", href=f"{base}{board}")
+    if page.more and page.entries:
+        # RFC 5005 paging: the next (older) page starts before this page's oldest record.
+        older = {**query, "before": str(page.entries[-1].record.position), "limit": str(limit)}
+        _add(feed, "link", rel="next", type=ATOM_TYPE, href=_href(base, FEED_PATH, older))
+    author = _add(feed, "author")
+    _add(author, "name", "KernelIndex Ledger")
+    for item in page.entries:
+        record, run = item.record, item.run
+        entry = _add(feed, "entry")
+        _add(entry, "id", f"urn:kernelindex:record:{run['comparison_key']}:{record.run}")
+        group = names.get(str(run["comparison_key"]))
+        title = record_title(item, group.short if group else str(run["comparison_key"]))
+        _add(entry, "title", title)
+        _add(entry, "updated", run["ingested_at"])  # when the ledger took the run in
+        _add(entry, "link", rel="alternate", type="text/html", href=f"{base}/runs/{record.run}")
+        if run["author"]:
+            _add(_add(entry, "author"), "name", run["author"])
+        if record.withdrawn:
+            _add(entry, "category", term=record.withdrawn)
+        _add(entry, "summary", record_summary(item, group))
     body: bytes = ET.tostring(feed, encoding="utf-8", xml_declaration=True)
     return body
+
+
+def _href(base: str, path: str, query: dict[str, str]) -> str:
+    return f"{base}{path}" + (f"?{urlencode(query)}" if query else "")
 
 
 def badge_of(record: dict[str, Any]) -> str:
@@ -83,18 +160,33 @@ class FeedController(Controller):
     path = "/"
     include_in_schema = False
 
-    @get("/feeds/records.atom", sync_to_thread=True, name="feed-records")
+    @get(FEED_PATH, sync_to_thread=True, name="feed-records")
     def records(
         self,
         request: Request[Any, Any, Any],
         service: Service,
-        limit: Annotated[int, QueryParameter(ge=1, le=500)] = 50,
+        group: Annotated[str | None, QueryParameter(max_length=71)] = None,
+        before: Annotated[int | None, QueryParameter(ge=1, le=MAX_SAFE_INTEGER)] = None,
+        limit: Annotated[int, QueryParameter(ge=1, le=FEED_MAX)] = FEED_MAX,
     ) -> Response[bytes]:
-        service.fresh()
-        _, leaders = service.runner.snapshot(lambda session: group_leaders(session, limit))
+        # A key or a unique prefix, resolved as leaderboards do (404 unknown, 400 ambiguous).
+        # (resolving brings the views up to date; without a group, do it here).
+        key = service.resolve_group(group) if group is not None else None
+        if key is None:
+            service.fresh()
+
+        def read(session: Any) -> tuple[RecordPage, dict[str, GroupName]]:
+            page = record_entries(session, key, before, limit)
+            keys = {str(e.run["comparison_key"]) for e in page.entries}
+            return page, group_names(session, keys | ({key} if key is not None else set()))
+
+        _, (page, names) = service.runner.snapshot(read)
         base = (request.app.state.config.public_url or "").rstrip("/")
-        latest = max((str(r["ingested_at"]) for r in leaders), default=format_time(utc_now()))
-        return Response(records_feed(base, leaders, latest), media_type=ATOM_TYPE)
+        return Response(
+            records_feed(base, page, names, key, limit),
+            media_type=ATOM_TYPE,
+            headers={"Cache-Control": "public, max-age=300"},
+        )
 
     @get("/runs/{digest:str}/badge.svg", sync_to_thread=True, name="run-badge")
     def badge(self, service: Service, digest: DigestPath) -> Response[str]:
