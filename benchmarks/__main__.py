@@ -21,7 +21,12 @@ Figures (``--only`` names), each measured by its own module:
   (``bench_flood``; ``--quick``: 200);
 - ``growth``: append latency and proof size at 10^3, 10^4, 10^5 events (``--large``: and
   10^6) vs a bare eventsourcing append at the same size (``bench_growth``; ``--quick``:
-  10^2 and 10^3).
+  10^2 and 10^3);
+- ``catalog``: ``kernelindex import kernelindex-catalog`` of the whole catalog fixture vs a
+  bare parse of the file, and
+- ``startup``: ``kernelindex show`` / ``leaderboard`` / ``history`` on that ledger, each a
+  fresh process, vs ``python -c pass`` (``bench_cli``; ``--quick``: the catalog with
+  300 of its runs).
 
 Prints one table (figure, value, anchor, ratio, target, pass/fail), then by how much each
 missed target is missed; writes ``benchmarks/results/suite-<date>.json`` (``--quick``:
@@ -48,6 +53,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 
 from benchmarks import (
+    bench_cli,
     bench_flood,
     bench_growth,
     bench_http,
@@ -59,7 +65,7 @@ from benchmarks.suite import Context, FigureResult, Row
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-FIGURES = ("ingest", "http", "verify", "rebuild", "reads", "flood", "growth")
+FIGURES = ("ingest", "http", "verify", "rebuild", "reads", "flood", "growth", "catalog", "startup")
 TITLES = {
     "ingest": "signed ingestion",
     "http": "HTTP appends",
@@ -68,6 +74,8 @@ TITLES = {
     "reads": "projection reads",
     "flood": "reads of a flooded run",
     "growth": "growth",
+    "catalog": "catalog import",
+    "startup": "CLI start-up",
 }
 
 Runner = Callable[[Context], list[FigureResult]]
@@ -96,6 +104,16 @@ def _plan(selected: list[str]) -> list[tuple[tuple[str, ...], Runner]]:
         plan.append((("flood",), lambda ctx: [bench_flood.figure(ctx)]))
     if "growth" in selected:
         plan.append((("growth",), lambda ctx: [bench_growth.figure(ctx)]))
+    cli = tuple(f for f in ("catalog", "startup") if f in selected)
+    if cli:
+        plan.append(
+            (
+                cli,
+                lambda ctx: bench_cli.figures(
+                    ctx, catalog="catalog" in cli, startup="startup" in cli
+                ),
+            )
+        )
     return plan
 
 

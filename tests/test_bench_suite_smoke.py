@@ -18,7 +18,7 @@ import pytest
 pytestmark = pytest.mark.usefixtures("shared")
 
 REPO = Path(__file__).resolve().parents[1]
-FIGURES = ["ingest", "rebuild", "reads", "flood", "growth"]
+FIGURES = ["ingest", "rebuild", "reads", "flood", "growth", "catalog", "startup"]
 
 
 def test_suite_quick_run(tmp_path: Path) -> None:
@@ -28,7 +28,7 @@ def test_suite_quick_run(tmp_path: Path) -> None:
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=240,
         check=False,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -43,6 +43,8 @@ def test_suite_quick_run(tmp_path: Path) -> None:
         "Ledger.append p50 (p99) ms at 1,000 events",
         "inclusion proof at 1,000 events",
         "append p50 growth",
+        "kernelindex import kernelindex-catalog, s",
+        "kernelindex show, cold process, s",
     ):
         assert row in text, row
     assert "targets met" in text
@@ -60,6 +62,10 @@ def test_suite_quick_run(tmp_path: Path) -> None:
     growth = result["figures"]["growth"]["detail"]
     assert [p["size"] for p in growth["points"]] == [100, 1000]
     assert growth["proofsWithinLog2"] is True
+    startup = result["figures"]["startup"]["detail"]
+    assert set(startup["commands"]) == {"show", "leaderboard", "history"}
+    assert 0 < startup["pythonPass"] < min(startup["commands"].values())
+    assert result["figures"]["catalog"]["detail"]["import"] > 0
     ingest = result["figures"]["ingest"]["detail"]
     assert ingest["append"]["perSecond"] > 0 and ingest["ed25519PerSecond"] > 0
     # Every missed target is spelled out with its shortfall.
