@@ -7,6 +7,7 @@ small HTML pages with the right status; the JSON API keeps problem+json.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -28,23 +29,43 @@ from api.server.controllers.runs import citation
 from api.server.pages.chart import Bar, bar_chart
 from api.server.pages.feeds import badge_of
 from api.server.pages.format import FILTERS, badge_rules, path_segment
+from api.server.pages.source import (
+    MAX_INLINE_BYTES,
+    MAX_INLINE_LINES,
+    SourceFile,
+    artifact_view,
+    is_text_media_type,
+    language_class,
+    language_of,
+    size_text,
+    source_preview,
+)
 from api.server.problems import STATUS_BY_CODE, TITLES
-from api.server.service import LedgerService
+from api.server.service import BadQueryError, LedgerService
 from domain.documents import MAX_SAFE_INTEGER
 from domain.errors import DomainError
 from domain.ranking import View
+from ledger.artifacts import ArtifactError, ArtifactNotFound
+from ledger.artifacts import artifacts as artifacts_table
 from projections.tables import runs as runs_table
 
 HERE = Path(__file__).parent
 # The badge colours come from the one table the chart uses too (the pages' CSP forbids
 # inline styles, so they are rules here, not attributes).
-STYLESHEET = (HERE / "static" / "style.css").read_text("utf-8") + badge_rules()
+STYLESHEET = (
+    (HERE / "static" / "style.css").read_text("utf-8")
+    + badge_rules()
+    # The source view's rules (line numbers, code blocks) live beside it in their own file.
+    + (HERE / "static" / "source.css").read_text("utf-8")
+)
 RECENT_RUNS = 15
 
 _log = structlog.get_logger("kernelindex.pages")
 
 DigestPath = Annotated[str, Parameter(max_length=71)]
 KeyPath = Annotated[str, Parameter(max_length=71)]  # a key or a unique prefix
+# Artifacts are content-addressed: a page names one by its whole digest, never a prefix.
+ARTIFACT_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 ViewQuery = Annotated[View, QueryParameter()]
 PAGE_BOARD = 50  # entries (and chart bars) per leaderboard page
 INDEX_GROUPS = 20  # the biggest comparison groups on the index page
@@ -120,6 +141,64 @@ def run_names(service: LedgerService, digest: str) -> dict[str, Any]:
     return dict(row) if row is not None else {"name": None, "title": None}
 
 
+def artifact_facts(service: LedgerService, digests: list[str]) -> dict[str, dict[str, Any]]:
+    """Name, media type and size of the stored artifacts among ``digests``, by digest. Read
+    without their content: the run page only decides which get a "View source" link (the
+    artifact page reads, and re-hashes, the content itself)."""
+    if not digests:
+        return {}
+    t = artifacts_table
+    query = select(t.c.digest, t.c.name, t.c.media_type, t.c.size).where(t.c.digest.in_(digests))
+    with service.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        rows = [dict(r) for r in session.execute(query).mappings()]
+    return {
+        str(r["digest"]): r
+        | {
+            "text": is_text_media_type(r["media_type"]),
+            "language": language_of(r["media_type"], r["name"]),
+        }
+        for r in rows
+    }
+
+
+def implementation_preview(
+    service: LedgerService, record: dict[str, Any], facts: dict[str, dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The head of the run's implementation source for the run page, or None when it is not
+    stored here or not text. A damaged source says so in place of the preview: the rest of
+    the run record is still worth reading, so the page does not fail with it."""
+    digest = next(
+        (
+            a["digest"]
+            for a in record.get("artifacts") or []
+            if a.get("role") == "implementationSource" and a.get("stored")
+        ),
+        None,
+    )
+    if digest is None or not facts.get(digest, {}).get("text"):
+        return None
+    manifest = (record.get("implementation") or {}).get("manifest") or {}
+    entry = ((manifest.get("spec") or {}).get("callable") or {}).get("path")
+    try:
+        stored = service.artifact(digest)
+    except ArtifactError as exc:
+        _log.warning("artifact_refused", digest=digest, detail=exc.message)
+        return {"error": exc.message}
+    shown: SourceFile | None = source_preview(stored, entry if isinstance(entry, str) else None)
+    if shown is None:  # labelled text, yet not UTF-8: the table's link says what it is
+        return None
+    # A bundle's file is read on its own page when it was stored on its own too (importers
+    # keep each file of a solution), else on the bundle's page, which lists its files.
+    target = (
+        shown.digest if shown.digest == digest or service.artifacts.has(shown.digest) else digest
+    )
+    return {
+        "file": shown,
+        "href": f"/artifacts/{path_segment(target)}",
+        "in_bundle": shown.digest != digest,
+    }
+
+
 # ---------------------------------------------------------------------------- helpers
 
 
@@ -158,8 +237,10 @@ def _page(name: str, **context: Any) -> Template:
 # ----------------------------------------------------------------------- error pages
 
 
-def _error_page(request: Request[Any, Any, Any], status: int, code: str, detail: str) -> Template:
-    title = TITLES.get(code, code.replace("-", " ").capitalize())
+def _error_page(
+    request: Request[Any, Any, Any], status: int, code: str, detail: str, title: str | None = None
+) -> Template:
+    title = title or TITLES.get(code, code.replace("-", " ").capitalize())
     return Template(
         template_name="error.html",
         context={
@@ -323,9 +404,14 @@ class PageController(Controller):
         record = service.run_record(digest)
         record = record | {"citation": citation(request, record)}
         segment = path_segment(record["digest"])
+        facts = artifact_facts(
+            service, [a["digest"] for a in record.get("artifacts") or [] if a.get("stored")]
+        )
         return _page(
             "run.html",
             run=record,
+            artifact_facts=facts,
+            source_preview=implementation_preview(service, record, facts),
             json_href=f"/v1/runs/{segment}",
             history_href=f"/runs/{segment}/history",
             # Drawn here and escaped by run_badge, like the chart: safe to insert as markup.
@@ -378,6 +464,46 @@ class PageController(Controller):
             page_size=PAGE_BOARD,
         )
 
+    @get("/artifacts/{digest:str}", sync_to_thread=True, name="page-artifact")
+    def artifact(
+        self, request: Request[Any, Any, Any], service: Service, digest: DigestPath
+    ) -> Template:
+        digest = digest.strip().lower()
+        if not ARTIFACT_DIGEST.fullmatch(digest):
+            raise BadQueryError(
+                f"{digest!r} is not an artifact digest: an artifact is named by its whole "
+                "digest, sha256: and 64 hex digits"
+            )
+        try:
+            stored = service.artifact(digest)  # re-hashed: damaged content is refused
+        except ArtifactNotFound:
+            raise
+        except ArtifactError as exc:
+            # Not the client's fault and not a crash: the stored bytes no longer match their
+            # name. Say so plainly (the API answers the same code), and leave it in the log.
+            _log.warning("artifact_refused", digest=digest, detail=exc.message)
+            return _error_page(
+                request,
+                exc.status,
+                exc.code,
+                f"{exc.message}. The ledger does not show or serve content that fails its "
+                "digest; the signed events still name the digest, so an intact copy can be "
+                "checked against it.",
+                title="The stored artifact is damaged",
+            )
+        view = artifact_view(stored)
+        return _page(
+            "artifact.html",
+            artifact=stored,
+            size=len(stored.content),
+            view=view,
+            download_href=f"/v1/artifacts/{path_segment(stored.digest)}",
+            max_lines=MAX_INLINE_LINES,
+            max_bytes=MAX_INLINE_BYTES,
+            # A solution bundle's files that were also stored on their own get a page each.
+            stored_files=artifact_facts(service, [f.digest for f in view.files]),
+        )
+
     @get("/static/style.css", sync_to_thread=False, name="page-style", media_type="text/css")
     def stylesheet(self) -> Response[str]:
         return Response(
@@ -388,6 +514,7 @@ class PageController(Controller):
 def template_config() -> TemplateConfig[JinjaTemplateEngine]:
     def register(engine: JinjaTemplateEngine) -> None:
         engine.engine.filters.update(FILTERS)
+        engine.engine.filters.update(size=size_text, language_class=language_class)
         # Block tags leave no blank lines behind, so the served HTML stays readable.
         engine.engine.trim_blocks = True
         engine.engine.lstrip_blocks = True
