@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,9 +26,10 @@ from domain.errors import DomainError
 from domain.manifests.canonical_form import manifest_digest
 from domain.manifests.collection import manifests_in
 from ledger.history import run_history
-from ledger.home import LedgerHome
+from ledger.home import HOME_ENV, LedgerHome
 from projections.run_record import run_record
 
+DEMO_HOME = Path(".kernelindex-demo")
 _commands = typer.Typer()  # collects this module's commands; `register` adds them
 
 
@@ -108,13 +110,20 @@ def digest(
 @_commands.command()
 @handles_errors
 def demo(
-    home: Annotated[Path, typer.Option("--home", help="Where to build the demo ledger.")] = Path(
-        ".kernelindex-demo"
-    ),
+    home: Annotated[
+        Path | None,
+        typer.Option(
+            "--home",
+            help=f"Where to build the demo ledger (default ${HOME_ENV}, else {DEMO_HOME}).",
+        ),
+    ] = None,
     db: DbOption = None,
 ) -> None:
     """Build (or reuse) a demo ledger with the seed run, then show its record and history."""
-    target = LedgerHome.at(home, db)
+    # Not ~/.kernelindex, a user's own ledger, unless they say so; but never the home of one
+    # place and the database of another when only one of the variables is set.
+    chosen = home or (None if os.environ.get(HOME_ENV) else DEMO_HOME)
+    target = LedgerHome.at(chosen, db)
     ledger, run_digest = build_demo(target)
     out.print(f"Demo ledger at [bold]{target.path}[/] ({target.db_url})\n")
     print_summary(run_record(ledger, run_digest))

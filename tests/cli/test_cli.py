@@ -351,6 +351,28 @@ def test_demo_builds_once_and_is_idempotent(tmp_path: Path, db_url: str) -> None
     engine.dispose()
 
 
+def test_demo_keeps_its_keys_with_the_database_the_environment_names(
+    tmp_path: Path, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With KERNELINDEX_HOME and KERNELINDEX_DB set, the demo's keys go to that home (not to
+    ./.kernelindex-demo beside a database elsewhere), and later commands find them."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KERNELINDEX_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("KERNELINDEX_DB", db_url)
+    runner = CliRunner()
+    built = runner.invoke(app, ["demo"])
+    assert built.exit_code == 0, built.output
+    assert (tmp_path / "home" / "trust-root.json").exists()
+    assert not (tmp_path / ".kernelindex-demo").exists()
+    listed = runner.invoke(app, ["keys", "list", "--json"])
+    assert listed.exit_code == 0 and "demo" in listed.stdout
+    monkeypatch.delenv("KERNELINDEX_HOME")
+    monkeypatch.delenv("KERNELINDEX_DB")
+    apart = runner.invoke(app, ["demo"])  # neither set: a demo home of its own, not ~
+    assert apart.exit_code == 0, apart.output
+    assert (tmp_path / ".kernelindex-demo" / "ledger.db").exists()
+
+
 def test_generated_public_key_file_registers_the_same_key(cli: Cli, tmp_path: Path) -> None:
     cli("init")
     key = cli.json("keys", "generate", tmp_path / "bob.pem")
