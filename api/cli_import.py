@@ -23,6 +23,7 @@ from api.cli_common import (
     out,
     print_json,
 )
+from api.run_intake import held_manifests
 from domain.canonical import canonical_json
 from domain.importers.flashinfer_trace import map_flashinfer_trace
 from domain.importers.gpumode import map_gpumode, parse_leaderboards
@@ -70,7 +71,12 @@ def _read_dir(directory: Path) -> dict[str, bytes]:
 def _run_import(home: Path | None, db: str | None, items: Items, as_json: bool) -> None:
     target = LedgerHome.at(home, db)
     ledger = target.open()
-    importer = Importer(ledger, target.key("ingester"), target.key("admin"))
+    importer = Importer(
+        ledger,
+        target.key("ingester"),
+        target.key("admin"),
+        held=lambda run, have: held_manifests(ledger, run, have),
+    )
     with Progress(
         SpinnerColumn(),
         TextColumn("[bold]importing[/] {task.description}"),

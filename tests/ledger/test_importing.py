@@ -269,3 +269,42 @@ def test_an_oversized_artifact_refuses_its_record_before_anything_is_written(
     assert summary.events == 0 and "the limit is 16" in dict(summary.rejected)[big.external_id]
     assert count(ledger) == before
     assert not ArtifactStore(ledger.recorder).has(big.snapshot.digest)
+
+
+def _without_workload(record: ImportRecord) -> ImportRecord:
+    manifests = {role: m for role, m in record.manifests.items() if role != "workload"}
+    return ImportRecord(record.source, record.external_id, manifests, record.snapshot)
+
+
+def test_a_record_naming_its_workload_by_digest_takes_it_from_the_import_or_the_ledger(
+    setup: Any,
+) -> None:
+    """As `kernelindex ingest` does: a run that names its workload by digest and lacks it is
+    ingested with it, from an earlier record of the same import or from what the ledger holds
+    (read models), so it lands in its comparison group."""
+    from api.run_intake import held_manifests
+    from projections.runner import ProjectionRunner
+
+    ledger, _, ingester = setup
+    first, second, third = records()
+    importer = Importer(ledger, ingester, None, held=lambda r, h: held_manifests(ledger, r, h))
+    summary = importer.run([first, _without_workload(second)])
+    assert (summary.new, summary.rejected) == (2, [])
+    later = Importer(ledger, ingester, None, held=lambda r, h: held_manifests(ledger, r, h))
+    assert later.run([_without_workload(third)]).new == 1
+    ProjectionRunner(ledger).catch_up()
+    for record in (second, third):
+        run = ledger.run(check_manifest_set(record.manifests).run_digest)
+        assert run is not None and run.manifests()["workload"] == record.manifests["workload"]
+    # With neither, the run is ingested without it (and can be attached it later).
+    alone = Importer(ledger, ingester, None)
+
+    def other(manifests: dict[str, Any]) -> None:
+        manifests["run"]["metadata"]["name"] = "alone-1"
+        manifests["run"]["spec"]["timing"]["latencyNs"]["mean"] += 7
+
+    renamed = records(other)[0]
+    lacking = ImportRecord(renamed.source, "alone-1", renamed.manifests, renamed.snapshot)
+    assert alone.run([_without_workload(lacking)]).new == 1
+    held = ledger.run(check_manifest_set(lacking.manifests).run_digest)
+    assert held is not None and "workload" not in held.manifests()
