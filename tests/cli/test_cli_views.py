@@ -162,3 +162,6 @@ def test_search_finds_groups_by_every_word_and_tells_lookalikes_apart(demo: Demo
     assert "no comparison group matches" in demo("search", "no-such-kernel", code=1).stdout
     # LIKE wildcards in a word are matched literally, not as wildcards.
     assert demo.json("search", "%")["groups"] == [] and demo.json("search", "_")["groups"] != []
+    # Only values match: a JSON key of every manifest finds nothing, in any case.
+    for key in ("spec", "metadata", "AXES", "B200 name"):
+        assert demo.json("search", *key.split())["groups"] == [], key

@@ -351,4 +351,5 @@ def test_search_over_http_matches_the_cli(served: Served) -> None:
         c.get(f"/v1/runs/{SEED}").json()["comparisonKey"]
     ]
     assert c.get("/v1/search", params={"q": "no-such-kernel"}).json()["groups"] == []
+    assert c.get("/v1/search", params={"q": "B200 metadata"}).json()["groups"] == []  # a key
     problem_of(c.get("/v1/search", params={"q": "x" * 301}), 400, "malformed-request")
