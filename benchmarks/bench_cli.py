@@ -40,13 +40,7 @@ from benchmarks.suite import Context, FigureResult, Row, at_most, fmt
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 CACHE = HERE / ".cache"
-CATALOG = (
-    REPO.parent
-    / "shared"
-    / "fixtures"
-    / "kernelindex-catalog"
-    / "catalog-2026-08-16-0022af0b.jsonl.zst"
-)
+CATALOG = REPO / "conformance/fixtures/kernelindex-catalog/catalog-2026-08-16-0022af0b.jsonl.zst"
 IMPORT_TARGET_S = 90.0
 START_TARGET_S = 0.5
 REPEATS = 5

@@ -6,7 +6,7 @@ appends through the real ``Ledger.append``:
 
 - a few self-registered attester keys;
 - ``runs`` distinct BenchmarkRun ingestions derived from the seed manifest
-  (``shared/fixtures/seed/run-38823.manifest.json``): each gets its own ``metadata.name``,
+  (``conformance/fixtures/seed/run-38823.manifest.json``): each gets its own ``metadata.name``,
   ``externalId``, latency and ``observedAt``, so every run manifest digest differs, while the
   protocol and environment manifests stay the seed's;
 - ``attestations_per_run`` attestations on each run, signed by the attesters in turn.
@@ -42,7 +42,7 @@ from ledger.keys import SigningKey
 from ledger.trust import TrustRoot
 
 REPO = Path(__file__).resolve().parents[1]
-SEED = REPO.parent / "shared" / "fixtures" / "seed" / "run-38823.manifest.json"
+SEED = REPO / "conformance" / "fixtures" / "seed" / "run-38823.manifest.json"
 ATTESTERS = 4
 ATTESTATION_TYPES = ("reproduced", "note", "reproduced", "disputed")
 

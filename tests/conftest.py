@@ -1,4 +1,4 @@
-"""Shared fixtures: the shared fixtures folder, and an event-store URL per backend.
+"""Shared fixtures: the vendored conformance data, and an event-store URL per backend.
 
 Every ledger test runs on SQLite and on PostgreSQL. For PostgreSQL each test gets a database
 of its own (unique name) that is dropped afterwards; the server is found at
@@ -24,17 +24,16 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from ledger.schema import upgrade
+from tests.paths import CONFORMANCE
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
 DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 
 @pytest.fixture(scope="session")
 def shared() -> Path:
-    if not SHARED.is_dir():
-        pytest.skip(f"shared fixtures folder not found at {SHARED}")
-    return SHARED
+    """The vendored conformance data (conformance/README.md): fixtures, vectors, schemas."""
+    return CONFORMANCE
 
 
 @pytest.fixture(scope="session")

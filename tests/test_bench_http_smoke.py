@@ -9,12 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from benchmarks import bench_http
-
-# Builds ledgers from the shared seed manifest: skipped, with the reason, without ../shared.
-pytestmark = pytest.mark.usefixtures("shared")
 
 
 def test_bench_http_tiny_sqlite_run(tmp_path: Path) -> None:

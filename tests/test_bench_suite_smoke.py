@@ -12,11 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-# Builds ledgers from the shared seed manifest: skipped, with the reason, without ../shared.
-pytestmark = pytest.mark.usefixtures("shared")
-
 REPO = Path(__file__).resolve().parents[1]
 FIGURES = ["ingest", "rebuild", "reads", "flood", "growth", "catalog", "startup"]
 

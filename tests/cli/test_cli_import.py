@@ -1,5 +1,5 @@
-"""`kernelindex import ...` on the shared fixtures: idempotent, signed, faithful, and bad records
-rejected one by one. On SQLite and PostgreSQL."""
+"""`kernelindex import ...` on the conformance fixtures: idempotent, signed, faithful, and bad
+records rejected one by one. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 

@@ -35,8 +35,9 @@ from domain.comparison import (
     protocol_key,
 )
 from domain.errors import DigestMismatchError, ManifestError
+from tests.paths import CONFORMANCE
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
+SHARED = CONFORMANCE
 CATALOG = SHARED / "fixtures" / "kernelindex-catalog" / "catalog-2026-08-16-0022af0b.jsonl.zst"
 CATALOG_RUNS = 7857
 
@@ -66,8 +67,6 @@ def _catalog() -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
 
 @pytest.fixture(scope="module")
 def catalog() -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
-    if not CATALOG.is_file():
-        pytest.skip(f"catalog snapshot not found at {CATALOG}")
     return _catalog()
 
 

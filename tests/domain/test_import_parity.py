@@ -37,8 +37,9 @@ from ledger.importing import Importer, compare_records
 from ledger.keys import SigningKey
 from ledger.schema import upgrade
 from ledger.trust import TrustRoot
+from tests.paths import CONFORMANCE
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
+FIXTURES = CONFORMANCE / "fixtures"
 CATALOG = FIXTURES / "kernelindex-catalog" / "catalog-2026-08-16-0022af0b.jsonl.zst"
 FLASHINFER_REVISION = "da915083d4c7c5e61aa3005e3d17ae488e0fc71c"  # what the catalog pins
 # What a KernelBot row without code cannot give: the source the catalog pins.
@@ -53,7 +54,6 @@ NO_REVISION = [
     "implementation.spec.projectRevision.commit",
 ]
 
-pytestmark = pytest.mark.skipif(not CATALOG.is_file(), reason="catalog export not found")
 
 Items = list[ImportRecord | Rejection]
 

@@ -1,6 +1,6 @@
 """The SOL-ExecBench benchmark-folder mapper: solutions → implementations, traces → runs.
 
-Fixtures: ``../shared/fixtures/sol-execbench/`` (NVIDIA SOL-ExecBench examples, Apache-2.0).
+Fixtures: ``conformance/fixtures/sol-execbench/`` (NVIDIA SOL-ExecBench examples, Apache-2.0).
 None of the folders holds a trace, so the trace tests write trace lines in the documented
 format (``docs/trace.md``) beside a real folder's definition, workloads and solutions.
 """
@@ -8,7 +8,6 @@ format (``docs/trace.md``) beside a real folder's definition, workloads and solu
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,16 +25,15 @@ from domain.importers.sol_execbench import (
 )
 from domain.manifests.canonical_form import manifest_digest
 from domain.manifests.manifest_set import check_manifest_set
+from tests.paths import CONFORMANCE
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
+SHARED = CONFORMANCE
 BENCH = SHARED / "fixtures" / "sol-execbench"
 FOLDERS = ["cuda_cpp-flux_rope", "cuda_cpp-rmsnorm", "pytorch-linear_backward", "triton-rmsnorm"]
 # rmsnorm_h4096 as the public KernelIndex catalog holds it (imported there from FlashInfer-Bench).
 CATALOG_RMSNORM_OPERATION = (
     "sha256:2871390f2acf5e895c37899aa361f04013a777aa68085c4d9f7f8072f06483bc"
 )
-
-pytestmark = pytest.mark.skipif(not BENCH.is_dir(), reason="shared fixtures not found")
 
 
 def _folder(name: str) -> dict[str, bytes]:

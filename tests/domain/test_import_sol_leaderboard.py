@@ -1,6 +1,6 @@
 """The SOL-ExecBench leaderboard mapper against the seed, the fixtures and the public catalog.
 
-Fixtures: ``../shared/fixtures/sol-leaderboard/`` (saved API responses for kernel 4),
+Fixtures: ``conformance/fixtures/sol-leaderboard/`` (saved API responses for kernel 4),
 ``seed/run-38823.manifest.json`` and the KernelIndex catalog export. The catalog holds 705
 SOL-ExecBench leaderboard runs; none of them is one of the fixture's two submissions, so each
 catalog run is turned back into the API's shapes (its kernel definition from the catalog's
@@ -17,7 +17,6 @@ import math
 from collections import Counter
 from collections.abc import Mapping
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,8 +37,9 @@ from domain.importers.sol_leaderboard import (
 )
 from domain.manifests.canonical_form import manifest_digest
 from domain.manifests.manifest_set import check_manifest_set
+from tests.paths import CONFORMANCE
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
+SHARED = CONFORMANCE
 FIXTURES = SHARED / "fixtures"
 LEADERBOARD = FIXTURES / "sol-leaderboard"
 SEED = FIXTURES / "seed" / "run-38823.manifest.json"
@@ -54,8 +54,6 @@ SEED_IMPLEMENTATION = "sha256:79ce1c4f83228f883eede68e3d672d5a9ce81969177f5520cc
 KERNEL_4_OPERATION = "sha256:2bef7b0c188a44c3fe1801bf95b012b65d417d84b7c82daf09b9315e9e637b8b"
 KERNEL_4_SUITE = "sha256:40b67b78664f3dacfaad8470e350d50465e537f7399b5d652edef35a8894be83"
 CATALOG_SOL_RUNS = 705
-
-pytestmark = pytest.mark.skipif(not LEADERBOARD.is_dir(), reason="shared fixtures not found")
 
 
 def _files() -> dict[str, bytes]:

@@ -1,7 +1,7 @@
 """The manifest models accept exactly what the normative KernelIndex JSON Schemas accept.
 
 Every check here is differential: the same document goes to ``jsonschema`` (Draft 2020-12, the
-schemas in ``../shared/kernelindex-schemas``) and to :func:`validate_manifest`, and the verdicts
+schemas in ``conformance/kernelindex-schemas``) and to :func:`validate_manifest`, and the verdicts
 must agree. Real documents come from the seed record and the public KernelIndex catalog export.
 
 Known deviations of the Python ``jsonschema`` library from ECMA-262 regular expressions (its
@@ -19,7 +19,6 @@ import re
 import time
 import types
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import pytest
@@ -31,26 +30,17 @@ from pydantic import BaseModel
 from domain.errors import ManifestError
 from domain.manifests.models.common import MAX_SAFE_INTEGER, ApiVersion
 from domain.manifests.registry import API_VERSION, manifest_models, validate_manifest
+from tests.paths import CONFORMANCE
 
 Json = Any
 Loc = tuple[str | int, ...]
 
 
-def shared_dir() -> Path:
-    """``../shared`` beside the repository root (tests/domain/this file → repo → its parent)."""
-    return Path(__file__).resolve().parents[2].parent / "shared"
-
-
-SHARED = shared_dir()
+SHARED = CONFORMANCE
 SCHEMA_DIR = SHARED / "kernelindex-schemas"
 SEED = SHARED / "fixtures" / "seed" / "run-38823.manifest.json"
 CATALOG = SHARED / "fixtures" / "kernelindex-catalog" / "catalog-2026-08-16-0022af0b.jsonl.zst"
 SHA256_PATTERN = "^sha256:[0-9a-f]{64}$"
-
-pytestmark = pytest.mark.skipif(
-    not SCHEMA_DIR.is_dir(),
-    reason=f"shared fixtures are absent: expected the folder {SHARED} beside the repository",
-)
 
 
 # --- fixtures loaded once -----------------------------------------------------------------------

@@ -30,8 +30,9 @@ from domain.ranking import (
     seed_for,
     verified_value,
 )
+from tests.paths import CONFORMANCE
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
+SHARED = CONFORMANCE
 CATALOG = SHARED / "fixtures" / "kernelindex-catalog" / "catalog-2026-08-16-0022af0b.jsonl.zst"
 KEY = "sha256:" + "c" * 64
 L = EvidenceLevel
@@ -368,8 +369,6 @@ def test_source_native_rank_one_reproduces_the_catalog_records() -> None:
     """KernelIndex logs a record event each time a run takes sole first place in its group
     (ordered by observation time). Ranking each group as it stood at every record event must
     put exactly that run alone at rank 1 — for latency and for GPU MODE scores alike."""
-    if not CATALOG.is_file():
-        pytest.skip(f"catalog snapshot not found at {CATALOG}")
     runs, records = _catalog()
     by_id = {row["id"]: row for row in runs}
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)

@@ -36,9 +36,6 @@ from sqlalchemy import create_engine, func, select
 from benchmarks.bench_http import Prepared, plan_appends, prepare_ledger, split
 from projections.tables import runs, tracking
 
-# Builds ledgers from the shared seed manifest: skipped, with the reason, without ../shared.
-pytestmark = pytest.mark.usefixtures("shared")
-
 GROUP = 600  # envelopes per append_many group: long enough to kill inside its commit
 SEED = int(os.environ.get("KERNELINDEX_FAULT_SEED", time.time_ns() % 2**32))
 

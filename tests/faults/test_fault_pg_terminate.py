@@ -30,7 +30,6 @@ from benchmarks.bench_http import (
 )
 from ledger.authoring import attestation_envelope
 
-# Builds ledgers from the shared seed manifest: skipped, with the reason, without ../shared.
 pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("shared")]
 
 

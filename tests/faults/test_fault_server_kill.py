@@ -34,9 +34,6 @@ from benchmarks.bench_http import (
     verify_acknowledged,
 )
 
-# Builds ledgers from the shared seed manifest: skipped, with the reason, without ../shared.
-pytestmark = pytest.mark.usefixtures("shared")
-
 CLIENTS = 8
 APPENDS = 400  # per load: enough that the kill lands mid-load, few enough for a 2-core box
 KILL_AFTER = 120  # new events stored before the kill

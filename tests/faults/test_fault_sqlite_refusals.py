@@ -40,9 +40,6 @@ from ledger.authoring import attestation_envelope
 from ledger.home import LedgerHome
 from ledger.keys import SigningKey
 
-# Builds ledgers from the shared seed manifest: skipped, with the reason, without ../shared.
-pytestmark = pytest.mark.usefixtures("shared")
-
 CONFIG = ServerConfig(key_rate=0, address_rate=0, json_logs=False)
 
 

@@ -34,16 +34,15 @@ from ledger.merkle import (
     verify_consistency,
     verify_inclusion,
 )
+from tests.paths import CONFORMANCE
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
+SHARED = CONFORMANCE
 VECTORS = SHARED / "vectors" / "merkle"
-SKIP_REASON = f"conformance vectors not found at {VECTORS} (the repo's sibling shared/ folder)"
 
 
 def _vector_params(kind: str) -> list[Any]:
     folder = VECTORS / kind
-    if not folder.is_dir():
-        return [pytest.param(None, id=f"{kind}-missing", marks=pytest.mark.skip(SKIP_REASON))]
+    assert folder.is_dir(), f"the conformance vectors {folder} are part of the repository"
     files = sorted(folder.rglob("*.json"))
     return [pytest.param(f, id=f.relative_to(folder).as_posix()) for f in files]
 
@@ -87,7 +86,6 @@ def test_consistency_vector(path: Path) -> None:
         verify_consistency(*args)
 
 
-@pytest.mark.skipif(not VECTORS.is_dir(), reason=SKIP_REASON)
 def test_vector_folders_are_populated() -> None:
     inclusion = list((VECTORS / "inclusion").rglob("*.json"))
     consistency = list((VECTORS / "consistency").rglob("*.json"))
@@ -124,7 +122,6 @@ def test_known_values() -> None:
     )
 
 
-@pytest.mark.skipif(not VECTORS.is_dir(), reason=SKIP_REASON)
 def test_happy_vectors_match_reference_builders() -> None:
     """Our builders regenerate the proofs and roots of every happy-path vector that lies
     within the RFC 6962 8-leaf test tree."""

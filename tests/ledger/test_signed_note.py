@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -35,13 +34,10 @@ from ledger.signed_note import (
     sign_note,
     verifier_key_string,
 )
+from tests.paths import CONFORMANCE
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
+SHARED = CONFORMANCE
 NOTE_VECTORS = SHARED / "vectors" / "signed-note"
-needs_vectors = pytest.mark.skipif(
-    not NOTE_VECTORS.is_dir(),
-    reason=f"signed-note vectors not found at {NOTE_VECTORS} (the repo's sibling shared/)",
-)
 
 EM = "\u2014"
 SPEC_VKEY = "example.com/foo+530d903a+AekyeRrm56hApGFkyQR4ZCbV54Id2LKaANYcrnKv3U2k"
@@ -61,7 +57,6 @@ def _key(seed: int) -> Ed25519PrivateKey:
 # The spec's example
 
 
-@needs_vectors
 def test_example_note_verifies() -> None:
     note, verifier = _example()
     opened = open_note(note, [verifier])
@@ -72,7 +67,6 @@ def test_example_note_verifies() -> None:
     assert open_note(note.decode("utf-8"), [verifier]) == opened
 
 
-@needs_vectors
 def test_example_note_rejects_every_changed_byte() -> None:
     note, verifier = _example()
     text_end = note.index(b"\n\n") + 1
@@ -93,7 +87,6 @@ def test_example_note_rejects_every_changed_byte() -> None:
             open_note(bytes(changed), [verifier])
 
 
-@needs_vectors
 def test_example_note_with_other_keys_only() -> None:
     note, verifier = _example()
     with pytest.raises(UnverifiedNote, match="no signature by a known key"):

@@ -36,9 +36,6 @@ from ledger.application import Ledger
 from ledger.transparency_log import checkpoints
 from projections.runner import ProjectionRunner
 
-# Builds ledgers from the shared seed manifest: skipped, with the reason, without ../shared.
-pytestmark = pytest.mark.usefixtures("shared")
-
 REPO = Path(__file__).resolve().parents[2]
 CLIENTS = 8
 APPENDS = 200
