@@ -90,8 +90,8 @@ def print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
 
 
-def open_ledger(home: Path | None, db: str | None) -> Ledger:
-    return LedgerHome.at(home, db).open()
+def open_ledger(home: Path | None, db: str | None, *, read_only: bool = False) -> Ledger:
+    return LedgerHome.at(home, db).open(read_only=read_only)
 
 
 def passphrase() -> bytes | None:

@@ -21,11 +21,8 @@ from api.cli_common import (
     out,
     print_json,
     print_receipt,
-    print_remote_receipt,
     remote_server,
 )
-from api.cli_log import print_report
-from api.client import LedgerClient, RemoteHistory, remote_history, remote_run
 from api.display import format_measurement, unranked_reason
 from domain.statements import AttestationType, ReportReason
 from ledger.application import Ledger
@@ -38,8 +35,6 @@ from ledger.event_verification import EventVerification
 from ledger.history import DEFAULT_PAGE, MAX_PAGE, describe, history_page
 from ledger.home import LedgerHome
 from ledger.ids import run_id
-from ledger.trust import TrustRoot
-from ledger.verify import EXIT_CODES, Outcome, VerificationPolicy
 from projections.references import resolve_run_in
 from projections.run_record import run_record
 
@@ -105,11 +100,9 @@ def attest(
         )
 
     if remote is not None:
-        # Signed here: the key never leaves this machine, the server only sees the envelope.
-        with LedgerClient(remote) as client:
-            run_digest, run_name = remote_run(client, run)
-            reply = client.post_attestation(run_digest, signed(run_digest, run_name))
-        print_remote_receipt(reply, as_json, "attestation")
+        from api import cli_remote  # noqa: PLC0415 - HTTP client only when --server is given
+
+        cli_remote.attest(remote, run, signed, as_json)
         return
     ledger = open_ledger(home, db)
     print_receipt(ledger.append(signed(*_named_run(ledger, run))), as_json, "attestation")
@@ -145,7 +138,7 @@ def show(
     as_json: JsonOption = False,
 ) -> None:
     """Summarise one run record."""
-    ledger = open_ledger(home, db)
+    ledger = open_ledger(home, db, read_only=True)
     summary = run_record(ledger, resolve_run_in(ledger, run))
     if as_json:
         print_json(summary)
@@ -285,21 +278,13 @@ def history(
     """
     remote = remote_server(server, home, db)
     if remote is not None:
-        held = checkpoint.read_text("utf-8") if checkpoint and checkpoint.exists() else None
-        policy = VerificationPolicy(
-            trust_root=TrustRoot.load(trust_root) if trust_root else None,
-            allow_unanchored=unanchored,
-            held_checkpoints=[held] if held else [],
-        )
-        with LedgerClient(remote) as client:
-            found = remote_history(client, run, policy)
-        if checkpoint is not None and found.ok and found.checkpoint is not None:
-            checkpoint.write_text(found.checkpoint, "utf-8")
-        _show_remote_history(found, as_json, start, limit)
+        from api import cli_remote  # noqa: PLC0415 - HTTP client only when --server is given
+
+        cli_remote.history(remote, run, trust_root, checkpoint, unanchored, start, limit, as_json)
         return
     if trust_root is not None or checkpoint is not None or unanchored:
         raise typer.BadParameter("--trust-root and --checkpoint go with --server")
-    ledger = open_ledger(home, db)
+    ledger = open_ledger(home, db, read_only=True)
     run_digest = resolve_run_in(ledger, run)
     page = history_page(ledger, run_id(run_digest), start, limit)
     entries = page.entries
@@ -321,37 +306,4 @@ def history(
                 f"kernelindex history {run_digest[:19]} --from {page.next_start}"
             )
     if not all(h.ok for h in entries):
-        raise typer.Exit(EXIT_REJECTED)
-
-
-def _show_remote_history(found: RemoteHistory, as_json: bool, start: int, limit: int) -> None:
-    """The page asked for; the verification (and its verdict) covered the whole run."""
-    shown = [e for e in found.events if start <= e.entry.version < start + limit]
-    entries = [e.entry for e in shown]
-    outcome = found.outcome
-    if as_json:
-        print_json(
-            {
-                "run": found.run,
-                "outcome": str(outcome),
-                "verification": found.report.to_json(),
-                "events": [
-                    e.entry.to_json()
-                    | {
-                        "says": describe(e.entry),
-                        "leafIndex": e.leaf_index,
-                        "envelopeDigest": e.envelope_digest,
-                    }
-                    for e in shown
-                ],
-                "total": len(found.events),
-            }
-        )
-    else:
-        print_history(entries, f"History of {found.run}")
-        out.print()
-        print_report(found.report, outcome)
-    if outcome is not Outcome.VERIFIED:
-        raise typer.Exit(EXIT_CODES[outcome])
-    if not found.ok:
         raise typer.Exit(EXIT_REJECTED)

@@ -86,7 +86,7 @@ def leaderboard(
 ) -> None:
     """A comparison group's ranking, with a chart: by key (or a unique prefix), or every group
     of --definition and/or --gpu, each labelled by what separates it from the others."""
-    ledger = open_ledger(home, db)
+    ledger = open_ledger(home, db, read_only=True)
     ProjectionRunner(ledger).catch_up()
     floor = EvidenceLevel.parse(min_level) if min_level else None
     with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
@@ -136,7 +136,7 @@ def compare(
     as_json: JsonOption = False,
 ) -> None:
     """Field-by-field differences between two runs and the ratio of their primary values."""
-    ledger = open_ledger(home, db)
+    ledger = open_ledger(home, db, read_only=True)
     result = compare_runs(ledger, resolve_run_in(ledger, a), resolve_run_in(ledger, b))
     if as_json:
         print_json(result)
@@ -200,7 +200,7 @@ def projections_status(
     home: HomeOption = None, db: DbOption = None, as_json: JsonOption = False
 ) -> None:
     """Catch up, then show how far the views have folded the log and their digests."""
-    ledger = open_ledger(home, db)
+    ledger = open_ledger(home, db, read_only=True)
     runner = ProjectionRunner(ledger)
     done = runner.catch_up()
     tables = runner.table_digests()
@@ -225,7 +225,7 @@ def search(
 ) -> None:
     """Find comparison groups: every word must match a run's operation, GPU, dtype or
     workload axes, source, stack version, evidence level, author, name or id."""
-    ledger = open_ledger(home, db)
+    ledger = open_ledger(home, db, read_only=True)
     runner = ProjectionRunner(ledger)
     runner.catch_up()
     query = " ".join(words)

@@ -251,10 +251,15 @@ class Ledger(Application[UUID]):
         clock: Callable[[], datetime] = utc_now,
         cache_size: int = 10_000,
         log_key: SigningKey | None = None,
+        read_only: bool = False,
     ) -> None:
+        # read_only: for commands that never append (ledger/read_store.py says why it exists).
+        self.read_only = read_only
         super().__init__(
             env={
-                "PERSISTENCE_MODULE": "eventsourcing_sqlalchemy",
+                "PERSISTENCE_MODULE": (
+                    "ledger.read_store:ReadFactory" if read_only else "eventsourcing_sqlalchemy"
+                ),
                 "SQLALCHEMY_URL": db_url,
                 # Tables are made by `kernelindex db upgrade` (ledger/schema.py), never here.
                 "CREATE_TABLE": "n",
@@ -307,6 +312,8 @@ class Ledger(Application[UUID]):
         used). Events are stored and logged in arrival order. One commit (one fsync, one log
         sequencing pass) for the whole group is what makes concurrent writers fast.
         """
+        if self.read_only:
+            raise StoreError("this ledger was opened to read: open it to write to append")
         with self._writer:
             outcome_unknown = False
             for attempt in range(MAX_APPEND_ATTEMPTS):

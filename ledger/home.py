@@ -69,9 +69,10 @@ class LedgerHome:
         passphrase = os.environ.get(PASSPHRASE_ENV)
         return SigningKey.load(self.key_path(name), passphrase.encode() if passphrase else None)
 
-    def open(self) -> Ledger:
+    def open(self, *, read_only: bool = False) -> Ledger:
+        """The ledger; ``read_only`` for a command that never appends (it starts faster)."""
         log_key = self.key("log") if self.key_path("log").exists() else None
-        return Ledger(self.db_url, self.trust_root(), log_key=log_key)
+        return Ledger(self.db_url, self.trust_root(), log_key=log_key, read_only=read_only)
 
     def initialise(self, origin: str | None = None, passphrase: bytes | None = None) -> Ledger:
         """Create keys and trust root, then register the operator keys in the ledger itself."""

@@ -26,7 +26,7 @@ from cli_session import Cli
 from live_server import free_port, live_server
 from typer.testing import CliRunner
 
-import api.cli_runs
+import api.cli_remote
 from api.cli import app
 from api.client import LedgerClient
 from api.demo import build_demo
@@ -230,7 +230,7 @@ def lying(remote: Remote, monkeypatch: pytest.MonkeyPatch, on_bundle: Tamper) ->
     def client(base_url: str, timeout: float = 30.0) -> LedgerClient:
         return LedgerClient(base_url, timeout, transport=transport)
 
-    monkeypatch.setattr(api.cli_runs, "LedgerClient", client)
+    monkeypatch.setattr(api.cli_remote, "LedgerClient", client)
     try:
         yield
     finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ import typer
 from api.cli import COMMANDS, build_app
 
 REPO = Path(__file__).resolve().parents[2]
+SEED = "sol-submission-38823"  # the demo's seed run, by name
 
 
 def _names(app: typer.Typer) -> list[str]:
@@ -59,3 +61,38 @@ def test_read_commands_load_no_importer_server_or_agent_module() -> None:
             or m == "domain.manifests.models"  # built on first validation only
         }
         assert heavy == set(), command
+
+
+def test_read_commands_open_the_ledger_without_eventsourcing_sqlalchemy(tmp_path: Path) -> None:
+    """show, history, leaderboard and search read through ledger/read_store.py: the writers'
+    persistence module (and the SQL dialects its sqlalchemy_utils loads) is never imported."""
+    env = {
+        **os.environ,
+        "KERNELINDEX_HOME": str(tmp_path / "home"),
+        "KERNELINDEX_DB": f"sqlite:///{tmp_path / 'ledger.db'}",
+    }
+    subprocess.run(
+        [sys.executable, "-m", "api.cli", "demo"],
+        env=env,
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+    )
+    probe = (
+        "import sys; from api.cli import build_app; argv = sys.argv[1:]\n"
+        "try: build_app(argv)(argv, standalone_mode=False)\n"
+        "finally: print('LOADED', ' '.join(sorted(sys.modules)))"
+    )
+    for argv in (["show", SEED], ["history", SEED], ["leaderboard", "--json"], ["search", "B200"]):
+        done = subprocess.run(
+            [sys.executable, "-c", probe, *argv],
+            env=env,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        loaded = set(done.stdout.rsplit("LOADED", 1)[1].split())
+        assert "ledger.read_store" in loaded, argv
+        assert not {"eventsourcing_sqlalchemy", "sqlalchemy_utils"} & loaded, argv

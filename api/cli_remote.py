@@ -1,0 +1,85 @@
+"""The ``--server`` halves of ``kernelindex attest`` and ``history``: signed here, sent to a
+ledger over HTTP, and for history verified here against the trust root the user pins. Apart
+from ``api.cli_runs`` so that a local read never loads the HTTP client."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from api.cli_common import EXIT_REJECTED, out, print_json, print_remote_receipt
+from api.cli_log import print_report
+from api.cli_runs import print_history
+from api.client import LedgerClient, RemoteHistory, remote_history, remote_run
+from ledger.history import describe
+from ledger.trust import TrustRoot
+from ledger.verify import EXIT_CODES, Outcome, VerificationPolicy
+
+
+def attest(
+    server: str, run: str, signed: Callable[[str, str], dict[str, Any]], as_json: bool
+) -> None:
+    # Signed here: the key never leaves this machine, the server only sees the envelope.
+    with LedgerClient(server) as client:
+        run_digest, run_name = remote_run(client, run)
+        reply = client.post_attestation(run_digest, signed(run_digest, run_name))
+    print_remote_receipt(reply, as_json, "attestation")
+
+
+def history(
+    server: str,
+    run: str,
+    trust_root: Path | None,
+    checkpoint: Path | None,
+    unanchored: bool,
+    start: int,
+    limit: int,
+    as_json: bool,
+) -> None:
+    held = checkpoint.read_text("utf-8") if checkpoint and checkpoint.exists() else None
+    policy = VerificationPolicy(
+        trust_root=TrustRoot.load(trust_root) if trust_root else None,
+        allow_unanchored=unanchored,
+        held_checkpoints=[held] if held else [],
+    )
+    with LedgerClient(server) as client:
+        found = remote_history(client, run, policy)
+    if checkpoint is not None and found.ok and found.checkpoint is not None:
+        checkpoint.write_text(found.checkpoint, "utf-8")
+    _show_remote_history(found, as_json, start, limit)
+
+
+def _show_remote_history(found: RemoteHistory, as_json: bool, start: int, limit: int) -> None:
+    """The page asked for; the verification (and its verdict) covered the whole run."""
+    shown = [e for e in found.events if start <= e.entry.version < start + limit]
+    entries = [e.entry for e in shown]
+    outcome = found.outcome
+    if as_json:
+        print_json(
+            {
+                "run": found.run,
+                "outcome": str(outcome),
+                "verification": found.report.to_json(),
+                "events": [
+                    e.entry.to_json()
+                    | {
+                        "says": describe(e.entry),
+                        "leafIndex": e.leaf_index,
+                        "envelopeDigest": e.envelope_digest,
+                    }
+                    for e in shown
+                ],
+                "total": len(found.events),
+            }
+        )
+    else:
+        print_history(entries, f"History of {found.run}")
+        out.print()
+        print_report(found.report, outcome)
+    if outcome is not Outcome.VERIFIED:
+        raise typer.Exit(EXIT_CODES[outcome])
+    if not found.ok:
+        raise typer.Exit(EXIT_REJECTED)
