@@ -126,7 +126,8 @@ Slug = Annotated[StrictStr, Field(pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=10
 class _Strict(BaseModel):
     # Strict: a JSON string is never coerced into a number or bool. Enum fields opt out
     # (Field(strict=False)) only so that their JSON string values are accepted.
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    # defer_build: a predicate type's validator is built when first used (start-up time).
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
 
 
 class SignedPredicate(_Strict):

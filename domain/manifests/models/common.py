@@ -89,6 +89,9 @@ class StrictModel(BaseModel):
         validate_by_name=False,
         serialize_by_alias=True,
         regex_engine="rust-regex",
+        # Each model's validator is built when it first validates: a command that checks a
+        # run's manifests never pays for the serving kinds (kernelindex show starts faster).
+        defer_build=True,
     )
 
     @field_validator("*", mode="before")
