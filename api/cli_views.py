@@ -19,8 +19,8 @@ from api.cli_common import (
     print_json,
     progress_bar,
 )
-from api.display import format_value
 from domain.evidence import EvidenceLevel
+from domain.quantities import format_value
 from domain.ranking import View
 from ledger.errors import NotFoundError
 from projections import queries

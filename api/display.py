@@ -9,52 +9,10 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 from typing import Any
 
+from domain.quantities import finite, format_value
 from domain.ranking import RankEntry, View
-
-# Units of time a source may state a value in, as a factor to ns.
-TIME_UNITS: dict[str, float] = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def format_ns(value: float | None) -> str:
-    """A duration in ns in the unit a person reads best: 1750693 → "1.751 ms"."""
-    if value is None or not _finite(value):
-        return "—"
-    size = abs(value)
-    if size >= 1e9:
-        return f"{value / 1e9:.3f} s"
-    if size >= 1e6:
-        return f"{value / 1e6:.3f} ms"
-    if size >= 1e3:
-        return f"{value / 1e3:.2f} µs"
-    return f"{value:.0f} ns"
-
-
-def format_value(value: float | None, unit: str | None) -> str:
-    """A value in its unit: durations (ns, µs, ms, s) readably, others to 6 digits."""
-    if value is None or not _finite(value):
-        return "—"
-    if unit is None or unit in TIME_UNITS:
-        return format_ns(value * TIME_UNITS.get(unit or "ns", 1.0))
-    return f"{value:.6g} {unit}"
-
-
-def format_number(value: Any) -> str:
-    """Integers with thousands separators, floats to 12 significant digits (as published,
-    without a binary tail such as ``...000004``), others as text."""
-    if isinstance(value, bool) or value is None:
-        return "—" if value is None else ("yes" if value else "no")
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        return f"{value:.12g}"
-    return str(value)
 
 
 def format_measurement(primary: dict[str, Any]) -> str:
@@ -70,9 +28,9 @@ def source_summary(source: str | None, metrics: dict[str, Any] | None) -> str | 
     """The one line a source sums a result up with, from its own metrics (SOL-ExecBench:
     "SOL 0.5598 · 1.17× reference · 13/16 cases faster"); None when it publishes none."""
     m = metrics or {}
-    if source == "sol-execbench" and _finite(m.get("sol_score")):
+    if source == "sol-execbench" and finite(m.get("sol_score")):
         parts = [f"SOL {m['sol_score']:.4f}"]
-        if _finite(m.get("avg_speedup")):
+        if finite(m.get("avg_speedup")):
             parts.append(f"{m['avg_speedup']:.2f}× reference")
         if isinstance(m.get("fast_1_count"), int) and isinstance(m.get("fast_1_total"), int):
             parts.append(f"{m['fast_1_count']}/{m['fast_1_total']} cases faster")
@@ -139,7 +97,7 @@ def unranked_reason(record: dict[str, Any]) -> str:
         run=str(record.get("digest")),
         comparison_key=str(record.get("comparisonKey") or ""),
         status=str(record.get("status") or ""),
-        claimed=float(value) if isinstance(value, int | float) and _finite(value) else None,
+        claimed=float(value) if isinstance(value, int | float) and finite(value) else None,
         retracted=bool(record.get("retracted")),
         superseded=record.get("supersededBy") is not None,
     )

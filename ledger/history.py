@@ -22,6 +22,7 @@ from uuid import UUID
 from domain.comparison import NO_MEASUREMENT, primary_measurement
 from domain.errors import DomainError
 from domain.manifests.manifest_set import with_attached
+from domain.quantities import format_value
 from domain.statements import PredicateType
 from ledger.aggregates import principal_id, run_id
 from ledger.application import Ledger, StoredRecord
@@ -282,7 +283,7 @@ def describe(entry: EventVerification) -> str:
         except DomainError:  # described, never judged, here: verification says the rest
             primary = NO_MEASUREMENT
         claim = (
-            f", {primary.statistic} {primary.metric} {primary.value} {primary.unit}"
+            f", {primary.statistic} {primary.metric} {format_value(primary.value, primary.unit)}"
             if primary.value is not None
             else ""
         )

@@ -13,13 +13,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, select
 
-from api.display import (
-    format_measurement,
-    format_number,
-    format_value,
-    source_summary,
-    unranked_reason,
-)
+from api.display import format_measurement, source_summary, unranked_reason
+from domain.quantities import format_number, format_value
 from projections.tables import runs
 from tests.cli_session import Cli
 
@@ -68,6 +63,9 @@ def test_every_run_record_states_the_measurement_it_is_ranked_by(cli: Cli) -> No
         assert primary["value"] == pytest.approx(row["claimed"])
         shown = cli("show", row["run_digest"]).output
         assert format_measurement(primary) in " ".join(shown.split()), shown
+        # The history says the ingestion's claim the same way (not as a raw float).
+        said = " ".join(cli("history", row["run_digest"]).output.split())
+        assert format_measurement(primary) in said, said
 
 
 @pytest.mark.parametrize(

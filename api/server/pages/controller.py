@@ -23,7 +23,6 @@ from litestar.types import ExceptionHandlersMap
 from markupsafe import Markup
 from sqlalchemy import func, select
 
-from api.display import format_value
 from api.server.controllers.common import Service, operation_name
 from api.server.controllers.runs import citation
 from api.server.pages.chart import Bar, bar_chart
@@ -44,6 +43,7 @@ from api.server.problems import STATUS_BY_CODE, TITLES
 from api.server.service import BadQueryError, LedgerService
 from domain.documents import MAX_SAFE_INTEGER
 from domain.errors import DomainError
+from domain.quantities import format_value
 from domain.ranking import View
 from ledger.artifacts import ArtifactError, ArtifactNotFound
 from ledger.artifacts import artifacts as artifacts_table

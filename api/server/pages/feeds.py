@@ -14,11 +14,11 @@ from xml.etree import ElementTree as ET
 from litestar import Controller, Request, Response, get
 from litestar.params import QueryParameter
 
-from api.display import format_value
 from api.server.controllers.common import Service
 from api.server.controllers.runs import DigestPath
 from api.server.pages.format import format_ratio, level_colour
 from domain.documents import MAX_SAFE_INTEGER
+from domain.quantities import format_value
 from projections.queries import run_row, standings
 from projections.records import (
     FEED_MAX,

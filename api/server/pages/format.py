@@ -7,15 +7,9 @@ import math
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from api.display import (
-    format_measurement,
-    format_ns,
-    format_number,
-    format_value,
-    source_summary,
-    unranked_reason,
-)
+from api.display import format_measurement, source_summary, unranked_reason
 from domain.evidence import EvidenceLevel
+from domain.quantities import format_ns, format_number, format_value
 
 # Badge and bar colours per evidence level, weakest to strongest. Each carries white text, so
 # every colour keeps a WCAG AA contrast of at least 4.5:1 against white (tests check it).
