@@ -100,13 +100,22 @@ def _run_import(home: Path | None, db: str | None, items: Items, as_json: bool) 
         print_json(summary.to_json())
         return
     table = Table(title="Import", title_justify="left")
-    columns = ("new", "unchanged", "superseded", "rejected", "skipped", "events appended")
+    columns = (
+        "new",
+        "unchanged",
+        "superseded",
+        "attached",
+        "rejected",
+        "skipped",
+        "events appended",
+    )
     for column in columns:
         table.add_column(column, justify="right")
     table.add_row(
         str(summary.new),
         str(summary.unchanged),
         str(summary.superseded),
+        str(summary.attached),
         str(len(summary.rejected)),
         str(len(summary.skipped)),
         str(summary.events),

@@ -13,7 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from domain.manifests.manifest_set import ATTACHABLE_MEMBERS, check_manifest_set
+from domain.manifests.manifest_set import (
+    ATTACHABLE_MEMBERS,
+    check_manifest_set,
+    lacking_references,
+)
 from ledger.aggregates import Run
 from ledger.application import Ledger, Receipt
 from ledger.authoring import attachment_envelope, ingestion_envelope
@@ -36,12 +40,7 @@ class Intake:
 
 def held_manifests(ledger: Ledger, run: Mapping[str, Any], have: set[str]) -> dict[str, JsonObject]:
     """The attachable manifests ``run`` names by digest, lacks, and the ledger holds."""
-    spec = run.get("spec") or {}
-    wanted = {
-        role: str(spec[f"{role}Digest"])
-        for role in ATTACHABLE_MEMBERS
-        if role not in have and spec.get(f"{role}Digest")
-    }
+    wanted = lacking_references(run, have)
     if not wanted:
         return {}
     runner = ProjectionRunner(ledger)

@@ -25,12 +25,16 @@ from typing import Any, Final
 from domain.errors import DomainError
 from domain.importers.records import Artifact, ImportRecord, Rejection, Skipped
 from domain.manifests.canonical_form import canonical_manifest
-from domain.manifests.manifest_set import ATTACHABLE_MEMBERS, check_manifest_set
+from domain.manifests.manifest_set import (
+    ATTACHABLE_MEMBERS,
+    check_manifest_set,
+    lacking_references,
+)
 from domain.timestamps import parse_time
 from ledger.aggregates import Run
 from ledger.application import Ledger, statement_of
 from ledger.artifacts import MAX_ARTIFACT_BYTES, ArtifactError, ArtifactStore
-from ledger.authoring import ingestion_envelope, lifecycle_envelope
+from ledger.authoring import attachment_envelope, ingestion_envelope, lifecycle_envelope
 from ledger.errors import AlreadyExistsError
 from ledger.keys import SigningKey
 
@@ -46,6 +50,7 @@ class ImportSummary:
     new: int = 0
     unchanged: int = 0  # includes the kept ones
     superseded: int = 0
+    attached: int = 0  # held runs given manifests they named and lacked
     rejected: list[tuple[str | None, str]] = field(default_factory=list)
     events: int = 0
     # Counted unchanged though they differ: the held run has fields the record lacks.
@@ -58,6 +63,7 @@ class ImportSummary:
             "new": self.new,
             "unchanged": self.unchanged,
             "superseded": self.superseded,
+            "attached": self.attached,
             "rejected": [{"externalId": e, "reason": r} for e, r in self.rejected],
             "kept": [{"externalId": e, "reason": r} for e, r in self.kept],
             "skipped": [{"externalId": e, "reason": r} for e, r in self.skipped],
@@ -141,12 +147,34 @@ class _Staged:
     envelope: dict[str, Any]
 
 
+@dataclass
+class _FollowUp:
+    """An envelope about a held run that waits for its group's ingestions: a supersession (of
+    the run a changed record replaces, or one an interrupted import left owed) or an
+    attachment of manifests the run lacks."""
+
+    external_id: str | None
+    kind: str  # "supersede" | "attach"
+    envelope: dict[str, Any]
+    run: str  # the run the envelope is about
+    roles: tuple[str, ...] = ()  # what an attachment adds
+
+
+class ImportStopped(DomainError):
+    """The store refused a group's commit: nothing of that group is stored; the import is
+    idempotent, so running it again completes it."""
+
+    code = "import-stopped"
+
+
 class Importer:
     """Records in, signed events out, in groups (see ``GROUP``). Each group admits its
-    ingestions in one ``append_many``, then the supersessions of the runs they replace, then
-    stores the raw bytes and artifacts of the records the ledger holds: a record refused on
-    admission is reported with the ledger's reason, writes nothing, and leaves the rest of its
-    group as it is."""
+    ingestions in one ``append_many``, then what follows from them in another (supersessions
+    of the runs changed records replace, and of runs an interrupted import left owed;
+    attachments of manifests held runs lack), then stores the raw bytes and artifacts of the
+    records the ledger holds. A record refused on admission is reported with the ledger's
+    reason, writes nothing, and leaves the rest of its group as it is; a store that refuses a
+    whole commit stops the import (:class:`ImportStopped`), saying what was done."""
 
     def __init__(
         self,
@@ -164,23 +192,42 @@ class Importer:
         self.ingester = ingester
         self.admin = admin
         self.artifacts = ArtifactStore(ledger.recorder)
-        self.latest = self._index()
         self.group = group
+        # (source, external id) → the runs ingested for it, oldest first; run → its roles.
+        self.runs_of: dict[tuple[str, str | None], list[str]] = {}
+        self.roles: dict[str, set[str]] = {}
+        self._index()
+        self._checked: set[tuple[str, str | None]] = set()  # keys whose older runs are checked
         self._staged: list[_Staged] = []
+        self._follow: list[_FollowUp] = []
         self._unchanged: list[ImportRecord] = []  # their bytes are stored with the next group
 
-    def _index(self) -> dict[tuple[str, str | None], str]:
-        """(source, external id) → the latest run ingested for it, from the ingestion events."""
-        latest: dict[tuple[str, str | None], str] = {}
+    @property
+    def latest(self) -> dict[tuple[str, str | None], str]:
+        """(source, external id) → the latest run ingested for it."""
+        return {key: runs[-1] for key, runs in self.runs_of.items()}
+
+    def _index(self) -> None:
+        """Each record's runs and each run's manifest roles, from the ingestion and attachment
+        events (damaged records are audit's business, not the importer's)."""
         for stored in self.ledger.stored_states(Run.Ingested):
             try:
                 predicate = statement_of(stored)["predicate"]
+                digest = str(stored["run_digest"])
+                self.roles[digest] = set(predicate["manifests"])
                 if predicate.get("externalId") is not None:
                     key = (str(predicate["source"]), str(predicate["externalId"]))
-                    latest[key] = str(stored["run_digest"])
+                    runs = self.runs_of.setdefault(key, [])
+                    if digest in runs:
+                        runs.remove(digest)  # the record came back to an older run
+                    runs.append(digest)
             except (ValueError, KeyError, TypeError):
-                continue  # damaged records are audit's business, not the importer's
-        return latest
+                continue
+        for stored in self.ledger.stored_states(Run.ManifestsAttached):
+            try:
+                self.roles.setdefault(str(stored["run_digest"]), set()).update(stored["roles"])
+            except (KeyError, TypeError):
+                continue
 
     def run(
         self,
@@ -194,11 +241,15 @@ class Importer:
             elif isinstance(item, Rejection):
                 summary.rejected.append((item.external_id, item.reason))
             else:
+                key = (item.source, item.external_id)
+                if any(staged.key == key for staged in self._staged):
+                    # The same record twice: the second is compared with the first, stored.
+                    self._flush(summary)
                 try:
                     self._one(item, summary)
                 except DomainError as exc:
                     summary.rejected.append((item.external_id, exc.message))
-            if len(self._staged) >= self.group:
+            if len(self._staged) + len(self._follow) >= self.group:
                 self._flush(summary)
             if progress is not None:
                 progress(summary)
@@ -213,15 +264,20 @@ class Importer:
         record = self._completed(record, checked.digests)
         digest = checked.run_digest
         key = (record.source, record.external_id)
-        if any(staged.key == key for staged in self._staged):
-            self._flush(summary)  # the same record twice: the second compares with the first
-        previous = self.latest.get(key)
+        runs = self.runs_of.get(key, [])
+        previous = runs[-1] if runs else None
         if previous == digest:
             self._unchanged.append(record)  # an earlier import may have died before its bytes
             summary.unchanged += 1
+            self._owed(key, record)
             return
         if previous is not None and self._keeps(previous, record, summary):
             return
+        if previous is not None and self.admin is None:
+            raise DomainError(
+                f"{record.source} record {record.external_id} changed; superseding the old run "
+                f"{previous} needs the admin key, so nothing was written"
+            )
         envelope = ingestion_envelope(
             record.manifests,
             self.ingester,
@@ -232,6 +288,35 @@ class Importer:
         )
         self._staged.append(_Staged(record, key, digest, previous, envelope))
 
+    def _owed(self, key: tuple[str, str | None], record: ImportRecord) -> None:
+        """What a held, unchanged run is still owed: the supersession of its record's older
+        runs (an import that stopped between a group's two commits), and the manifests it
+        names and lacks that this import or the ledger now has (as ``kernelindex ingest``
+        attaches them)."""
+        runs = self.runs_of.get(key, [])
+        latest = runs[-1]
+        if len(runs) > 1 and key not in self._checked and self.admin is not None:
+            self._checked.add(key)
+            for older in runs[:-1]:
+                held = self.ledger.run(older)
+                if held is not None and held.superseded_by is None and not held.retracted:
+                    self._follow.append(
+                        _FollowUp(
+                            record.external_id,
+                            "supersede",
+                            self._supersession(record, older, held.run_name, latest),
+                            older,
+                        )
+                    )
+        lacking = lacking_references(record.manifests["run"], self.roles.get(latest, set()))
+        taken = {role: record.manifests[role] for role in lacking if role in record.manifests}
+        if taken and not any(f.run == latest and f.kind == "attach" for f in self._follow):
+            name = str(record.manifests["run"]["metadata"]["name"])
+            envelope = attachment_envelope(latest, name, taken, self.ingester)
+            self._follow.append(
+                _FollowUp(record.external_id, "attach", envelope, latest, tuple(taken))
+            )
+
     def _completed(self, record: ImportRecord, digests: Mapping[str, str]) -> ImportRecord:
         """The record with the attachable manifests its run names and lacks, taken from
         this import's earlier records or from what the ledger holds, as ``kernelindex ingest``
@@ -239,12 +324,7 @@ class Importer:
         for role, digest in digests.items():
             if role in ATTACHABLE_MEMBERS:
                 self._seen.setdefault(digest, record.manifests[role])
-        spec = record.manifests["run"].get("spec") or {}
-        wanted = {
-            role: str(spec[f"{role}Digest"])
-            for role in ATTACHABLE_MEMBERS
-            if role not in record.manifests and spec.get(f"{role}Digest")
-        }
+        wanted = lacking_references(record.manifests["run"], record.manifests)
         taken = {role: self._seen[d] for role, d in wanted.items() if d in self._seen}
         if self.held is not None and len(taken) < len(wanted):
             taken |= self.held(record.manifests["run"], set(record.manifests) | set(taken))
@@ -255,17 +335,26 @@ class Importer:
     def _flush(self, summary: ImportSummary) -> None:
         staged, self._staged = self._staged, []
         held, self._unchanged = self._unchanged, []
-        if staged:
-            held.extend(self._admit(staged, summary))
+        try:
+            if staged:
+                held.extend(self._admit(staged, summary))
+            follow, self._follow = self._follow, []
+            if follow:
+                self._follow_up(follow, summary)
+        except DomainError as exc:
+            raise ImportStopped(
+                f"the import stopped: {exc.message}. Before it, {summary.new} new, "
+                f"{summary.unchanged} unchanged, {summary.superseded} superseded were stored; "
+                "the group in flight was not. Run the import again: it is idempotent."
+            ) from exc
         # After admission, so a refused record writes nothing; a crash before this line is
         # mended by the next import, which finds the runs unchanged and stores their bytes.
         self.artifacts.put_many([a for record in held for a in _bytes_of(record)])
 
     def _admit(self, staged: list[_Staged], summary: ImportSummary) -> list[ImportRecord]:
-        """Admit the group's ingestions, then the supersessions they cause; return the records
+        """Admit the group's ingestions and queue what follows from them; return the records
         the ledger now holds a run for."""
         held: list[ImportRecord] = []
-        replacing: list[tuple[_Staged, dict[str, Any]]] = []
         results = self.ledger.append_many([s.envelope for s in staged])
         for item, result in zip(staged, results, strict=True):
             if isinstance(result, AlreadyExistsError):  # held already, from another record
@@ -275,34 +364,39 @@ class Importer:
                 continue
             else:
                 summary.events += 1
+                self.roles[item.digest] = set(item.record.manifests)
                 if item.previous is None:
                     summary.new += 1
                 else:
-                    try:
-                        replacing.append((item, self._supersession(item)))
-                    except DomainError as exc:
-                        summary.new += 1  # ingested, but the old run could not be superseded
-                        summary.rejected.append((item.record.external_id, exc.message))
-            self.latest[item.key] = item.digest
-            held.append(item.record)
-        if replacing:
-            outcomes = self.ledger.append_many([envelope for _, envelope in replacing])
-            for (item, _), outcome in zip(replacing, outcomes, strict=True):
-                if isinstance(outcome, AlreadyExistsError):
-                    summary.new += 1  # the old run was superseded already (by another record)
-                elif isinstance(outcome, DomainError):
-                    summary.new += 1
-                    summary.rejected.append(
-                        (
-                            item.record.external_id,
-                            f"ingested as {item.digest}, but superseding {item.previous} was "
-                            f"refused: {outcome.message}",
-                        )
+                    old = self.ledger.run(item.previous)
+                    name = old.run_name if old is not None else item.previous
+                    envelope = self._supersession(item.record, item.previous, name, item.digest)
+                    self._follow.append(
+                        _FollowUp(item.record.external_id, "supersede", envelope, item.previous)
                     )
-                else:
-                    summary.superseded += 1
-                    summary.events += 1
+            runs = self.runs_of.setdefault(item.key, [])
+            if item.digest in runs:
+                runs.remove(item.digest)
+            runs.append(item.digest)
+            held.append(item.record)
         return held
+
+    def _follow_up(self, follow: list[_FollowUp], summary: ImportSummary) -> None:
+        outcomes = self.ledger.append_many([f.envelope for f in follow])
+        for item, outcome in zip(follow, outcomes, strict=True):
+            if isinstance(outcome, AlreadyExistsError):
+                continue  # done already (another record, or another importer)
+            if isinstance(outcome, DomainError):
+                summary.rejected.append(
+                    (item.external_id, f"{item.kind} of {item.run} refused: {outcome.message}")
+                )
+                continue
+            summary.events += 1
+            if item.kind == "supersede":
+                summary.superseded += 1
+            else:
+                summary.attached += 1
+                self.roles.setdefault(item.run, set()).update(item.roles)
 
     def _keeps(self, previous: str, record: ImportRecord, summary: ImportSummary) -> bool:
         """Whether the held run stays as it is because the record lacks fields it has (True:
@@ -330,24 +424,20 @@ class Importer:
         )
         return True
 
-    def _supersession(self, item: _Staged) -> dict[str, Any]:
-        """The admin-signed lifecycle envelope marking ``item.previous`` superseded."""
-        record, old = item.record, str(item.previous)
+    def _supersession(self, record: ImportRecord, old: str, name: str, new: str) -> dict[str, Any]:
+        """The admin-signed lifecycle envelope marking ``old`` superseded by ``new``."""
         if self.admin is None:
             raise DomainError(
                 f"{record.source} record {record.external_id} changed; superseding the old run "
                 "needs the admin key"
             )
-        old_run = self.ledger.run(old)
-        if old_run is None:
-            raise DomainError(f"the run {old} it replaces is not in the ledger")
         return lifecycle_envelope(
             old,
-            old_run.run_name,
+            name,
             self.admin,
             action="supersede",
             reason=f"the {record.source} record {record.external_id} changed",
-            superseded_by=item.digest,
+            superseded_by=new,
         )
 
 

@@ -8,7 +8,7 @@ often has only their digests); protocol and environment must be present.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,6 +85,18 @@ def check_manifest_set(manifests: Mapping[str, Any]) -> CheckedManifestSet:
 
 # What can arrive after the run: protocol and environment come with every ingestion.
 ATTACHABLE_MEMBERS = ("implementation", "workload")
+
+
+def lacking_references(run: Mapping[str, Any], have: Iterable[str]) -> dict[str, str]:
+    """Role → digest of each attachable manifest ``run`` names by digest that is not among
+    the roles ``have``: what an ingestion may take from the ledger, or an attachment add."""
+    spec = run.get("spec") or {}
+    held = set(have)
+    return {
+        role: str(spec[f"{role}Digest"])
+        for role in ATTACHABLE_MEMBERS
+        if role not in held and spec.get(f"{role}Digest")
+    }
 
 
 def with_attached(current: Mapping[str, Any], attached: Mapping[str, Any]) -> dict[str, Any]:

@@ -218,6 +218,7 @@ def test_grouped_commits_store_what_one_by_one_does(setup: Any, group: int) -> N
         "new": 3,
         "unchanged": 1,
         "superseded": 1,
+        "attached": 0,
         "rejected": [
             {"externalId": "x-1", "reason": "truncated"},
             {
@@ -308,3 +309,103 @@ def test_a_record_naming_its_workload_by_digest_takes_it_from_the_import_or_the_
     assert alone.run([_without_workload(lacking)]).new == 1
     held = ledger.run(check_manifest_set(lacking.manifests).run_digest)
     assert held is not None and "workload" not in held.manifests()
+
+
+def _faster(manifests: dict[str, Any]) -> None:
+    manifests["run"]["spec"]["timing"]["latencyNs"]["mean"] -= 1000
+
+
+def test_a_store_that_refuses_a_commit_stops_the_import_and_a_rerun_completes_it(
+    setup: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A whole group refused by the store is not reported as one bad record while the rest
+    vanish: the import stops saying so, the groups before it are stored, none of the group in
+    flight is, and running it again stores the rest."""
+    from ledger.errors import StoreError
+    from ledger.importing import ImportStopped
+
+    ledger, importer, ingester = setup
+    importer.group = 1
+    calls = {"n": 0}
+    real = ledger.append_many
+
+    def flaky(envelopes: list[Any]) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise StoreError("the database is full")
+        return real(envelopes)
+
+    monkeypatch.setattr(ledger, "append_many", flaky)
+    before = count(ledger)
+    with pytest.raises(ImportStopped, match=r"the database is full.*1 new.*Run the import again"):
+        importer.run(records())
+    assert count(ledger) == before + 1  # the first group only
+    monkeypatch.setattr(ledger, "append_many", real)
+    again = Importer(ledger, ingester, None).run(records())
+    assert (again.new, again.unchanged, again.rejected) == (2, 1, [])
+
+
+def test_a_supersession_an_interrupted_import_owed_is_made_by_the_next(
+    setup: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ledger, importer, ingester = setup
+    importer.run(records())
+    old = records()[0]
+    changed = [r for r in records(_faster) if r.external_id == old.external_id]
+    real = ledger.append_many
+    calls = {"n": 0}
+
+    def dies_before_the_supersession(envelopes: list[Any]) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 2:  # the group's ingestion went in; the process "dies" here
+            raise KeyboardInterrupt
+        return real(envelopes)
+
+    monkeypatch.setattr(ledger, "append_many", dies_before_the_supersession)
+    with pytest.raises(KeyboardInterrupt):
+        importer.run(changed)
+    old_digest = check_manifest_set(old.manifests).run_digest
+    new_digest = check_manifest_set(changed[0].manifests).run_digest
+    held = ledger.run(old_digest)
+    assert held is not None and held.superseded_by is None  # owed
+    monkeypatch.setattr(ledger, "append_many", real)
+    admin = importer.admin
+    mended = Importer(ledger, ingester, admin).run(changed)
+    assert (mended.unchanged, mended.superseded, mended.events) == (1, 1, 1)
+    held = ledger.run(old_digest)
+    assert held is not None and held.superseded_by == new_digest
+    assert Importer(ledger, ingester, admin).run(changed).events == 0  # and only once
+
+
+def test_a_changed_record_without_the_admin_key_writes_nothing(setup: Any) -> None:
+    ledger, importer, ingester = setup
+    importer.run(records())
+    before = count(ledger)
+    old = records()[0]
+    changed = [r for r in records(_faster) if r.external_id == old.external_id]
+    summary = Importer(ledger, ingester, None).run(changed)
+    assert summary.events == 0 and "needs the admin key" in dict(summary.rejected)[old.external_id]
+    assert count(ledger) == before
+    new_digest = check_manifest_set(changed[0].manifests).run_digest
+    assert ledger.run(new_digest) is None
+
+
+def test_reimporting_a_held_run_that_lacks_its_workload_attaches_it(setup: Any) -> None:
+    """As `kernelindex ingest` attaches what a held run lacks: the run was ingested from a
+    record without its workload; the full record, imported later, attaches it (ingester-
+    signed, once) instead of counting it unchanged and leaving it out of its group."""
+    ledger, importer, ingester = setup
+    full = records()[0]
+    importer.run([_without_workload(full)])
+    digest = check_manifest_set(full.manifests).run_digest
+    held = ledger.run(digest)
+    assert held is not None and "workload" not in held.manifests()
+    summary = Importer(ledger, ingester, None).run([full])
+    assert (summary.unchanged, summary.attached, summary.events) == (1, 1, 1)
+    held = ledger.run(digest)
+    assert held is not None and held.manifests()["workload"] == full.manifests["workload"]
+    assert [h.event for h in run_history(ledger, digest)] == [
+        "Run.Ingested",
+        "Run.ManifestsAttached",
+    ]
+    assert Importer(ledger, ingester, None).run([full]).events == 0
