@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,16 +19,15 @@ from api.cli_common import (
     print_json,
 )
 from api.cli_runs import print_history, print_summary  # the demo shows what `show` does
-from api.demo import build_demo
+from api.demo import DEMO_HOME, build_demo, demo_home
 from domain.documents import parse_document
 from domain.errors import DomainError
 from domain.manifests.canonical_form import manifest_digest
 from domain.manifests.collection import manifests_in
 from ledger.history import run_history
-from ledger.home import HOME_ENV, LedgerHome
+from ledger.home import LedgerHome
 from projections.run_record import run_record
 
-DEMO_HOME = Path(".kernelindex-demo")
 _commands = typer.Typer()  # collects this module's commands; `register` adds them
 
 
@@ -114,16 +112,14 @@ def demo(
         Path | None,
         typer.Option(
             "--home",
-            help=f"Where to build the demo ledger (default ${HOME_ENV}, else {DEMO_HOME}).",
+            help=f"Where to build the demo ledger (default {DEMO_HOME}; its own SQLite file "
+            "unless --db is given).",
         ),
     ] = None,
     db: DbOption = None,
 ) -> None:
     """Build (or reuse) a demo ledger with the seed run, then show its record and history."""
-    # Not ~/.kernelindex, a user's own ledger, unless they say so; but never the home of one
-    # place and the database of another when only one of the variables is set.
-    chosen = home or (None if os.environ.get(HOME_ENV) else DEMO_HOME)
-    target = LedgerHome.at(chosen, db)
+    target = demo_home(home, db)
     ledger, run_digest = build_demo(target)
     out.print(f"Demo ledger at [bold]{target.path}[/] ({target.db_url})\n")
     print_summary(run_record(ledger, run_digest))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from enum import StrEnum
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -14,7 +13,7 @@ from sqlalchemy.exc import ArgumentError
 from api.cli_common import DbOption, HomeOption, fail, handles_errors, out
 from ledger.home import DB_ENV, HOME_ENV, LedgerHome
 
-DEMO_HOME = Path(".kernelindex-demo")
+DEMO_HOME = ".kernelindex-demo"  # api.demo.DEMO_HOME, named here without importing it
 APP_FACTORY = "api.server.app:create_app_from_env"
 HEADER_DEADLINE_PROTOCOL = "api.server.http_protocol:HeaderDeadlineProtocol"
 PUBLIC_URL_ENV = "KERNELINDEX_PUBLIC_URL"
@@ -75,12 +74,12 @@ def serve(
     # The server stack (Litestar, uvicorn) loads here, not when any other command starts.
     import uvicorn  # noqa: PLC0415 - start-up cost of every other command
 
-    from api.demo import build_demo  # noqa: PLC0415
+    from api.demo import build_demo, demo_home  # noqa: PLC0415
     from api.server.app import create_app  # noqa: PLC0415
     from api.server.config import ServerConfig  # noqa: PLC0415
     from api.server.http_protocol import HeaderDeadlineProtocol  # noqa: PLC0415
 
-    target = LedgerHome.at(home if home is not None or not demo else DEMO_HOME, db)
+    target = demo_home(home, db) if demo else LedgerHome.at(home, db)
     if workers > 1 and _is_sqlite(target.db_url):
         # Several processes appending to one SQLite file would fight over its write lock;
         # the service serialises writers within a process only.

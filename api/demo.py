@@ -17,12 +17,22 @@ from domain.statements import Role
 from ledger.application import Ledger
 from ledger.authoring import attestation_envelope, key_registration_envelope
 from ledger.errors import AlreadyExistsError
-from ledger.home import LedgerHome
+from ledger.home import HomeError, LedgerHome
 from ledger.keys import SigningKey
 from projections.runner import ProjectionRunner
 
 SEED_FILE = "run-38823.manifest.json"
 COHORT_FILE = "sol-056-cohort.json"
+DEMO_HOME = Path(".kernelindex-demo")
+DEMO_ORIGIN = "kernelindex.local/demo"
+
+
+def demo_home(home: Path | None, db: str | None) -> LedgerHome:
+    """Where ``demo`` and ``serve --demo`` build: the --home and --db given, else
+    ./.kernelindex-demo with its own SQLite file. Never $KERNELINDEX_HOME or $KERNELINDEX_DB
+    alone: they name a user's own ledger, which a demo must not write into."""
+    path = (home or DEMO_HOME).expanduser().resolve()
+    return LedgerHome(path, db or f"sqlite:///{path / 'ledger.db'}")
 
 
 def _data(name: str) -> Any:
@@ -42,8 +52,14 @@ def _ingest(ledger: Ledger, home: LedgerHome, manifests: dict[str, Any]) -> str:
 
 
 def build_demo(home: LedgerHome) -> tuple[Ledger, str]:
-    """Create (or reuse) the demo ledger at ``home``; return it and the seed run's digest."""
-    ledger = home.open() if home.exists else home.initialise(origin="kernelindex.local/demo")
+    """Create (or reuse) the demo ledger at ``home``; return it and the seed run's digest.
+    A home that holds a ledger of another origin is refused: the demo writes only its own."""
+    if home.exists and (origin := home.trust_root().origin) != DEMO_ORIGIN:
+        raise HomeError(
+            f"{home.path} holds the ledger {origin!r}, not a demo ({DEMO_ORIGIN!r}): the demo "
+            "builds only in a home of its own (give --home a new folder)"
+        )
+    ledger = home.open() if home.exists else home.initialise(origin=DEMO_ORIGIN)
     cohort = _data(COHORT_FILE)
     # The catalog runs on the seed's workload, then the seed as `kernelindex ingest` takes
     # it: the workload it names by digest comes from the ledger, so it joins their group.

@@ -351,26 +351,27 @@ def test_demo_builds_once_and_is_idempotent(tmp_path: Path, db_url: str) -> None
     engine.dispose()
 
 
-def test_demo_keeps_its_keys_with_the_database_the_environment_names(
+def test_the_demo_never_writes_into_the_ledger_the_environment_names(
     tmp_path: Path, db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With KERNELINDEX_HOME and KERNELINDEX_DB set, the demo's keys go to that home (not to
-    ./.kernelindex-demo beside a database elsewhere), and later commands find them."""
+    """$KERNELINDEX_HOME and $KERNELINDEX_DB name a user's own ledger: the demo builds in
+    ./.kernelindex-demo with its own SQLite file (keys and database together), and refuses a
+    home, given with --home, that holds a ledger other than a demo."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("KERNELINDEX_HOME", str(tmp_path / "home"))
+    cli = Cli(tmp_path / "mine", db_url)
+    cli("init")
+    before = cli.json("keys", "list")
+    monkeypatch.setenv("KERNELINDEX_HOME", str(tmp_path / "mine"))
     monkeypatch.setenv("KERNELINDEX_DB", db_url)
     runner = CliRunner()
     built = runner.invoke(app, ["demo"])
     assert built.exit_code == 0, built.output
-    assert (tmp_path / "home" / "trust-root.json").exists()
-    assert not (tmp_path / ".kernelindex-demo").exists()
-    listed = runner.invoke(app, ["keys", "list", "--json"])
-    assert listed.exit_code == 0 and "demo" in listed.stdout
-    monkeypatch.delenv("KERNELINDEX_HOME")
-    monkeypatch.delenv("KERNELINDEX_DB")
-    apart = runner.invoke(app, ["demo"])  # neither set: a demo home of its own, not ~
-    assert apart.exit_code == 0, apart.output
-    assert (tmp_path / ".kernelindex-demo" / "ledger.db").exists()
+    demo = tmp_path / ".kernelindex-demo"
+    assert (demo / "trust-root.json").exists() and (demo / "ledger.db").exists()
+    assert cli.json("keys", "list") == before  # the user's ledger is untouched
+    refused = runner.invoke(app, ["demo", "--home", str(tmp_path / "mine"), "--db", db_url])
+    assert refused.exit_code != 0 and "not a demo" in refused.output
+    assert cli.json("keys", "list") == before
 
 
 def test_generated_public_key_file_registers_the_same_key(cli: Cli, tmp_path: Path) -> None:
