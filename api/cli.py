@@ -98,12 +98,18 @@ def main() -> None:
         code = exc.code
     else:
         code = 0
+    if isinstance(code, str):  # sys.exit("message"): say it, as the interpreter would
+        print(code, file=sys.stderr)
     # The command's work is done: what it wrote is committed and its files are closed. Tearing
     # down the interpreter (every module, the connection pools) would only add a sixth of a
     # second, so the process ends here, once what it printed is flushed.
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
-        stream.flush()
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):  # closed, or a reader that went away (a broken pipe)
+            code = code or 1
     os._exit(code if isinstance(code, int) else 0 if code is None else 1)
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -71,8 +73,9 @@ def test_read_commands_open_the_ledger_without_eventsourcing_sqlalchemy(tmp_path
         "KERNELINDEX_HOME": str(tmp_path / "home"),
         "KERNELINDEX_DB": f"sqlite:///{tmp_path / 'ledger.db'}",
     }
+    demo = ["demo", "--home", env["KERNELINDEX_HOME"], "--db", env["KERNELINDEX_DB"]]
     subprocess.run(
-        [sys.executable, "-m", "api.cli", "demo"],
+        [sys.executable, "-m", "api.cli", *demo],
         env=env,
         cwd=REPO,
         check=True,
@@ -80,10 +83,16 @@ def test_read_commands_open_the_ledger_without_eventsourcing_sqlalchemy(tmp_path
     )
     probe = (
         "import sys; from api.cli import build_app; argv = sys.argv[1:]\n"
-        "try: build_app(argv)(argv, standalone_mode=False)\n"
-        "finally: print('LOADED', ' '.join(sorted(sys.modules)))"
+        "code = build_app(argv)(argv, standalone_mode=False)\n"
+        "print('LOADED', ' '.join(sorted(sys.modules)))\n"
+        "sys.exit(code if isinstance(code, int) else 0)"
     )
-    for argv in (["show", SEED], ["history", SEED], ["leaderboard", "--json"], ["search", "B200"]):
+    for argv in (
+        ["show", SEED],
+        ["history", SEED],
+        ["leaderboard", "--gpu", "NVIDIA B200"],
+        ["search", "B200"],
+    ):
         done = subprocess.run(
             [sys.executable, "-c", probe, *argv],
             env=env,
@@ -96,3 +105,35 @@ def test_read_commands_open_the_ledger_without_eventsourcing_sqlalchemy(tmp_path
         loaded = set(done.stdout.rsplit("LOADED", 1)[1].split())
         assert "ledger.read_store" in loaded, argv
         assert not {"eventsourcing_sqlalchemy", "sqlalchemy_utils"} & loaded, argv
+
+
+def test_the_process_ends_with_the_commands_exit_code_and_its_output_flushed(
+    tmp_path: Path,
+) -> None:
+    """main() ends the process itself once a command is done (start-up and teardown are
+    most of a read command's time): exit codes, stdout and stderr are what the command gave,
+    also into a pipe or with stdout closed."""
+    env = {
+        **os.environ,
+        "KERNELINDEX_HOME": str(tmp_path / "home"),
+        "KERNELINDEX_DB": f"sqlite:///{tmp_path / 'ledger.db'}",
+    }
+    main = [sys.executable, "-m", "api.cli"]
+
+    def run(*argv: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*main, *argv], env=env, cwd=REPO, capture_output=True, text=True, check=False, **kw
+        )
+
+    init = run("init", "--json")
+    assert init.returncode == 0 and json.loads(init.stdout)["keys"]["admin"]
+    missing = run("show", "no-such-run")
+    assert missing.returncode == 1 and "error[not-found]" in missing.stderr
+    usage = run("show")
+    assert usage.returncode == 2 and "Missing argument" in usage.stderr
+    listed = run("keys", "list", "--json")
+    assert listed.returncode == 0 and len(json.loads(listed.stdout)) == 3  # all of it flushed
+    closed = subprocess.run(
+        [*main, "keys", "list"], env=env, cwd=REPO, stdout=subprocess.DEVNULL, check=False
+    )
+    assert closed.returncode == 0
