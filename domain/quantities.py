@@ -9,7 +9,8 @@ import math
 from typing import Any
 
 # Units of time a source may state a value in, as a factor to ns.
-TIME_UNITS: dict[str, float] = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
+NS_PER_UNIT: dict[str, int] = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 10**6, "s": 10**9}
+TIME_UNITS: dict[str, float] = {unit: float(factor) for unit, factor in NS_PER_UNIT.items()}
 
 
 def finite(value: Any) -> bool:

@@ -28,6 +28,7 @@ from api.server.pages.feeds import FeedController
 from api.server.problems import EXCEPTION_HANDLERS, problem
 from api.server.rate_limits import TokenBuckets, retry_after_header
 from api.server.service import LedgerService
+from domain.manifests.registry import build_validators
 from ledger.application import Ledger
 from ledger.home import LedgerHome
 
@@ -78,6 +79,7 @@ def _admit(request: Request[Any, Any, Any]) -> Response[Any] | None:
 def create_app(ledger: Ledger, config: ServerConfig | None = None) -> Litestar:
     settings = config or ServerConfig()
     configure_logging(settings.json_logs)
+    build_validators()  # deferred to first use elsewhere; handlers validate from many threads
     service = LedgerService(ledger)
     state = State(
         {

@@ -19,16 +19,10 @@ from domain.canonical import digest_of
 from domain.errors import CanonicalizationError, ManifestError
 from domain.manifests.kinds import ECMA_WHITESPACE
 from domain.manifests.registry import validate_manifest
+from domain.quantities import NS_PER_UNIT
 
 # The schema's duration pattern, with ECMA-262 whitespace so both accept the same strings.
 _DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)" + ECMA_WHITESPACE + "?(ns|us|µs|ms|s)")
-_NS_PER_UNIT = {
-    "ns": Decimal(1),
-    "us": Decimal(1_000),
-    "µs": Decimal(1_000),
-    "ms": Decimal(1_000_000),
-    "s": Decimal(1_000_000_000),
-}
 MAX_SAFE_INTEGER = 2**53 - 1
 _LATENCY_STATISTICS = ("median", "mean", "p05", "p95", "minimum", "maximum", "mad")
 _SET_LIKE_SUPPORT_LISTS = ("hardwareArchitectures", "productsTested", "axes", "dtypes", "layouts")
@@ -44,7 +38,7 @@ def duration_to_ns(value: object, where: str) -> object:
             f"{where}: {value!r} is not a duration like '12 ns' or '0.5 ms'"
         )
     try:
-        ns = Decimal(match.group(1)) * _NS_PER_UNIT[match.group(2)]
+        ns = Decimal(match.group(1)) * Decimal(NS_PER_UNIT[match.group(2)])
     except InvalidOperation:
         raise CanonicalizationError(f"{where}: {value!r} is not a number") from None
     if ns != ns.to_integral_value():

@@ -32,6 +32,17 @@ def manifest_models() -> Mapping[str, type[BaseModel]]:
     return MappingProxyType({kind: getattr(models, kind) for kind in MANIFEST_KINDS})
 
 
+def build_validators() -> None:
+    """Build every model's deferred validator now: a process that validates from several
+    threads (the server) does so at start, so no two threads build one at once."""
+    from domain import statements  # noqa: PLC0415 - the statement models, deferred the same way
+
+    for model in (*manifest_models().values(), *statements.PREDICATE_MODELS.values()):
+        model.model_rebuild()
+    for model in (statements.Statement, statements.Subject, statements.ManifestSet):
+        model.model_rebuild()
+
+
 _MAX_REPORTED_ERRORS: Final = 20
 
 

@@ -88,8 +88,12 @@ def test_a_read_only_ledger_reads_what_the_writer_stored(db_url: str) -> None:
         )
         stored = theirs.select_events(w.id, gt=0, desc=True, limit=1)
         assert ours.select_events(w.id, gt=0, desc=True, limit=1) == stored
-    # The read models fold the same through either (the tables are rebuilt from the log).
-    assert ProjectionRunner(reader).table_digests() == ProjectionRunner(writer).table_digests()
+    # The read models fold the same through either: folded by the writer's ledger, then
+    # dropped and refolded from the log as the read-only store reads it.
+    ProjectionRunner(writer).catch_up()
+    folded = ProjectionRunner(writer).table_digests()
+    ProjectionRunner(reader).rebuild()
+    assert ProjectionRunner(reader).table_digests() == folded
     writer.close()
     reader.close()
 

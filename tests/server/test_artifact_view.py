@@ -6,6 +6,7 @@ On SQLite and PostgreSQL (the demo ledger behind the app, plus one run with a CU
 from __future__ import annotations
 
 import copy
+import hashlib
 import html
 import json
 from dataclasses import dataclass
@@ -16,12 +17,18 @@ from served_app import Served
 from sqlalchemy import update
 from test_pages import Page, check_markup, get_page
 
-from api.server.pages.source import MAX_INLINE_LINES, excerpt, indent_json
+from api.server.pages.source import (
+    MAX_INLINE_BYTES,
+    MAX_INLINE_LINES,
+    artifact_view,
+    excerpt,
+    indent_json,
+)
 from domain.canonical import canonical_json
 from domain.importers.records import Artifact, ImportRecord
 from domain.manifests.canonical_form import manifest_digest
 from domain.manifests.manifest_set import check_manifest_set
-from ledger.artifacts import ArtifactStore, artifacts
+from ledger.artifacts import ArtifactStore, StoredArtifact, artifacts
 from ledger.importing import Importer
 
 COHORT = Path(__file__).resolve().parents[2] / "api" / "demo_data" / "sol-056-cohort.json"
@@ -281,3 +288,18 @@ def test_excerpts_and_indentation() -> None:
     shown = indent_json('{"a":[1,2.50,{}],"s":"x,y:{\\"}","e":[]}')
     assert shown.splitlines()[2] == "    1,"
     assert '"s": "x,y:{\\"}"' in shown and "2.50" in shown and '"e": []' in shown
+
+
+def test_a_bundle_of_many_files_stays_within_the_pages_budget() -> None:
+    """The cut is the page's: a bundle of 30,000 one-line files shows at most the page's
+    lines and says how many files it left to the download."""
+    sources = [{"path": f"k{i}.cu", "content": f"// {i}\n"} for i in range(30_000)]
+    content = json.dumps({"sources": sources}).encode()
+    stored = StoredArtifact(
+        "sha256:" + hashlib.sha256(content).hexdigest(), "application/json", "bundle", content
+    )
+    view = artifact_view(stored)
+    shown = sum(len(f.excerpt.lines) for f in view.files)
+    assert len(view.files) + view.files_not_shown == 30_000
+    assert shown <= MAX_INLINE_LINES and view.files_not_shown >= 30_000 - MAX_INLINE_LINES
+    assert sum(f.excerpt.shown_bytes for f in view.files) <= MAX_INLINE_BYTES

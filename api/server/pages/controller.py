@@ -141,10 +141,14 @@ def run_names(service: LedgerService, digest: str) -> dict[str, Any]:
     return dict(row) if row is not None else {"name": None, "title": None}
 
 
+MAX_FACTS = 500
+
+
 def artifact_facts(service: LedgerService, digests: list[str]) -> dict[str, dict[str, Any]]:
     """Name, media type and size of the stored artifacts among ``digests``, by digest. Read
     without their content: the run page only decides which get a "View source" link (the
     artifact page reads, and re-hashes, the content itself)."""
+    digests = digests[:MAX_FACTS]  # one IN list; a page names no more than this
     if not digests:
         return {}
     t = artifacts_table

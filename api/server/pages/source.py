@@ -226,6 +226,7 @@ class ArtifactView:
     excerpt: Excerpt | None
     indented: bool  # one-line JSON laid out for reading (tokens as stored)
     files: tuple[SourceFile, ...]  # a solution bundle's files, each readable on its own
+    files_not_shown: int = 0  # the bundle's files past the page's budget (named by count)
 
 
 def read_text(stored: StoredArtifact) -> tuple[str | None, str | None]:
@@ -297,9 +298,13 @@ def artifact_view(
     if text is None:
         return ArtifactView(reason, language, None, False, ())
     files: list[SourceFile] = []
+    not_shown = 0
     lines_left, bytes_left = max_lines, max_bytes
     for path, content in solution_files(stored, text):
-        file = _file(path, content, max(lines_left, 1), max(bytes_left, 1))
+        if lines_left <= 0 or bytes_left <= 0:
+            not_shown += 1  # the budget is the page's, however many files a bundle has
+            continue
+        file = _file(path, content, lines_left, bytes_left)
         files.append(file)
         lines_left -= len(file.excerpt.lines)
         bytes_left -= file.excerpt.shown_bytes
@@ -312,7 +317,7 @@ def artifact_view(
     if indented:
         text = indent_json(text)
     shown = excerpt(text, max(lines_left, 1), max(bytes_left, 1))
-    return ArtifactView(None, language, shown, indented, tuple(files))
+    return ArtifactView(None, language, shown, indented, tuple(files), not_shown)
 
 
 def source_preview(
