@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from domain import expressions
 from domain.canonical import canonical_json
 from domain.documents import parse_json
 from domain.errors import DomainError
@@ -114,8 +115,6 @@ _MEDIA_TYPES: Final[Mapping[str, str]] = {
 }
 
 _IDENTIFIER: Final = re.compile(r"[a-z][a-z0-9_]*")
-_EXPRESSION: Final = re.compile(r"[a-z0-9_+\-*%/() ]+")
-_TOKEN: Final = re.compile(r"\s*(?:(\d+)|([a-z_][a-z0-9_]*)|(//|[-+*/%()]))")
 
 
 class MappingError(DomainError):
@@ -273,77 +272,15 @@ def checked(record: ImportRecord) -> ImportRecord:
 
 
 def evaluate(expression: str, lookup: Callable[[str], int], where: str) -> int:
-    """An integer axis expression (``k // 128``, ``a + b``): + - * // % / and parentheses.
-
-    ``/`` must divide exactly. Never ``eval``: a small recursive-descent parser.
-    """
-    if not _EXPRESSION.fullmatch(expression):
-        raise MappingError(f"{where}: {expression!r} is not an axis expression")
-    tokens: list[str | int] = []
-    position = 0
-    while position < len(expression):
-        match = _TOKEN.match(expression, position)
-        if match is None:
-            if expression[position:].strip() == "":
-                break
-            raise MappingError(f"{where}: cannot read {expression!r} at {position}")
-        position = match.end()
-        literal, name, operator = match.groups()
-        tokens.append(int(literal) if literal is not None else (name or operator))
-    index = 0
-
-    def peek() -> str | int | None:
-        return tokens[index] if index < len(tokens) else None
-
-    def take() -> str | int:
-        nonlocal index
-        if index >= len(tokens):
-            raise MappingError(f"{where}: {expression!r} ends too early")
-        index += 1
-        return tokens[index - 1]
-
-    def factor() -> int:
-        piece = take()
-        if isinstance(piece, int):
-            return piece
-        if piece == "-":
-            return -factor()
-        if piece == "(":
-            value = sum_()
-            if take() != ")":
-                raise MappingError(f"{where}: unbalanced parentheses in {expression!r}")
-            return value
-        if _IDENTIFIER.fullmatch(piece):
-            return lookup(piece)
-        raise MappingError(f"{where}: unexpected {piece!r} in {expression!r}")
-
-    def product() -> int:
-        value = factor()
-        while peek() in ("*", "//", "%", "/"):
-            operator = take()
-            right = factor()
-            if operator == "*":
-                value *= right
-                continue
-            if right == 0:
-                raise MappingError(f"{where}: division by zero in {expression!r}")
-            if operator == "/" and value % right:
-                raise MappingError(f"{where}: {expression!r} does not divide exactly")
-            value = value % right if operator == "%" else value // right
-        return value
-
-    def sum_() -> int:
-        value = product()
-        while peek() in ("+", "-"):
-            operator = take()
-            right = product()
-            value = value + right if operator == "+" else value - right
-        return value
-
-    result = sum_()
-    if index != len(tokens):
-        raise MappingError(f"{where}: unexpected {tokens[index]!r} in {expression!r}")
-    return result
+    """An integer axis expression (``k // 128``, ``a + b``) in the one expression language
+    (``domain.expressions``, extended: ``/`` must divide exactly); ``lookup`` gives each
+    axis's value and says itself what is wrong with one it lacks."""
+    try:
+        return expressions.evaluate(
+            expression, lookup, extended=True, bound=expressions.MAX_SAFE_INTEGER
+        )
+    except expressions.ExpressionError as exc:
+        raise MappingError(f"{where}: {exc.message}") from None
 
 
 def axis_values(

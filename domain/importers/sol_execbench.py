@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, Final
 
+from domain import expressions
 from domain.canonical import canonical_json
 from domain.documents import parse_json
 from domain.errors import DomainError
@@ -311,127 +312,17 @@ def map_hardware(name: str) -> Hardware:
 
 # --- derived axes -------------------------------------------------------------------------------
 
-_TOKEN = re.compile(r"\s*(?:(\d+)|([a-z_][a-z0-9_]*)|(\*\*|//|[-+*/%()]))")
-_MAX_EXPONENT = 64
-
-
-class _Expression:
-    """Integer arithmetic over axis names: + - * / // % ** ( ) and unary ±.
-
-    ``/`` must divide exactly (axes are integers); ``//`` and ``%`` floor as in Python, the
-    language of SOL's evaluator. Results beyond ±(2^53−1) are refused.
-    """
-
-    def __init__(self, text: str, bindings: Mapping[str, int]) -> None:
-        self.text = text
-        self.bindings = bindings
-        self.tokens: list[tuple[str, str]] = []
-        position = 0
-        stripped = text.rstrip()
-        while position < len(stripped):
-            match = _TOKEN.match(stripped, position)
-            if match is None:
-                raise SolFormatError(
-                    f"expression {_text(text, 80)!r}: unexpected {_text(stripped[position:], 20)!r}"
-                )
-            number, name, operator = match.groups()
-            if number is not None:
-                self.tokens.append(("int", number))
-            elif name is not None:
-                self.tokens.append(("name", name))
-            else:
-                self.tokens.append(("op", operator))
-            position = match.end()
-        self.position = 0
-
-    def fail(self, why: str) -> SolFormatError:
-        return SolFormatError(f"expression {_text(self.text, 80)!r}: {why}")
-
-    def peek(self) -> str | None:
-        if self.position < len(self.tokens):
-            kind, value = self.tokens[self.position]
-            return value if kind == "op" else None
-        return None
-
-    def evaluate(self) -> int:
-        if not self.tokens:
-            raise self.fail("is empty")
-        value = self.sum()
-        if self.position != len(self.tokens):
-            raise self.fail(f"unexpected {self.tokens[self.position][1]!r}")
-        return value
-
-    def checked(self, value: int) -> int:
-        if abs(value) > MAX_SAFE_INTEGER:
-            raise self.fail("the value is beyond ±(2^53−1)")
-        return value
-
-    def sum(self) -> int:
-        value = self.product()
-        while self.peek() in ("+", "-"):
-            operator = self.tokens[self.position][1]
-            self.position += 1
-            rhs = self.product()
-            value = self.checked(value + rhs if operator == "+" else value - rhs)
-        return value
-
-    def product(self) -> int:
-        value = self.unary()
-        while self.peek() in ("*", "/", "//", "%"):
-            operator = self.tokens[self.position][1]
-            self.position += 1
-            rhs = self.unary()
-            if operator == "*":
-                value = self.checked(value * rhs)
-                continue
-            if rhs == 0:
-                raise self.fail("division by zero")
-            if operator == "/" and value % rhs != 0:
-                raise self.fail(f"{value} / {rhs} is not an integer")
-            value = value % rhs if operator == "%" else value // rhs
-        return value
-
-    def unary(self) -> int:
-        if self.peek() in ("+", "-"):
-            operator = self.tokens[self.position][1]
-            self.position += 1
-            value = self.unary()
-            return -value if operator == "-" else value
-        return self.power()
-
-    def power(self) -> int:
-        base = self.atom()
-        if self.peek() == "**":
-            self.position += 1
-            exponent = self.unary()
-            if exponent < 0 or exponent > _MAX_EXPONENT:
-                raise self.fail(f"exponent {exponent} is out of range")
-            return self.checked(base**exponent)
-        return base
-
-    def atom(self) -> int:
-        if self.position >= len(self.tokens):
-            raise self.fail("ends too early")
-        kind, value = self.tokens[self.position]
-        self.position += 1
-        if kind == "int":
-            return self.checked(int(value) if len(value) <= 17 else 2**63)
-        if kind == "name":
-            if value not in self.bindings:
-                raise self.fail(f"axis '{value}' is not bound")
-            return self.bindings[value]
-        if value == "(":
-            inner = self.sum()
-            if self.peek() != ")":
-                raise self.fail("missing ')'")
-            self.position += 1
-            return inner
-        raise self.fail(f"unexpected {value!r}")
-
 
 def evaluate_axis_expression(expression: str, bindings: Mapping[str, int]) -> int:
-    """The integer value of a derived axis (names are looked up lower-cased)."""
-    return _Expression(expression.lower(), bindings).evaluate()
+    """The integer value of a derived axis (names are looked up lower-cased), in the one
+    expression language (``domain.expressions``, extended: ``**`` and exact ``/``, as SOL's
+    docs allow), bounded by what a manifest's JSON number holds exactly."""
+    try:
+        return expressions.evaluate(
+            expression.lower(), bindings, extended=True, bound=expressions.MAX_SAFE_INTEGER
+        )
+    except expressions.ExpressionError as exc:
+        raise SolFormatError(exc.message) from None
 
 
 # --- identity of a workload entry -----------------------------------------------------------------
