@@ -108,3 +108,27 @@ def test_the_offline_verifier_and_the_authority_load_no_database_code() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO
     )
     assert result.stdout.strip() == ""
+
+
+# Arrows point inward (DESIGN.md §2, README "Layout"): what each outer package may not import.
+# The one known exception is named with its reason, so a new one fails here.
+_LAYERS: dict[str, set[str]] = {
+    "ledger": {"projections", "api", "gpu_agent", "litestar", "uvicorn", "typer"},
+    "projections": {"api", "gpu_agent", "litestar", "uvicorn", "typer"},
+    "gpu_agent": {"api", "projections", "litestar", "uvicorn", "sqlalchemy", "eventsourcing"},
+}
+_KNOWN_BACK_ARROWS = {
+    # The schema migrations create and refold the read-model tables (issue 15: the read
+    # models are to own their tables, and this arrow goes).
+    "ledger/schema.py": ["projections"],
+}
+
+
+def test_imports_point_inward() -> None:
+    found = {
+        str(path.relative_to(REPO)): sorted(_imports(path) & forbidden)
+        for package, forbidden in _LAYERS.items()
+        for path in (REPO / package).rglob("*.py")
+        if _imports(path) & forbidden
+    }
+    assert found == _KNOWN_BACK_ARROWS
