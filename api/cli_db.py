@@ -10,6 +10,7 @@ from sqlalchemy.engine import make_url
 from api.cli_common import DbOption, HomeOption, JsonOption, fail, handles_errors, out, print_json
 from ledger.home import LedgerHome
 from ledger.schema import SCHEMA_VERSION, SchemaStatus, read_status, upgrade
+from projections.runner import prepare_views
 
 db_app = typer.Typer(help="Database schema: status and explicit upgrades.", no_args_is_help=True)
 
@@ -42,6 +43,7 @@ def db_upgrade(home: HomeOption = None, db: DbOption = None, as_json: JsonOption
     """Create the schema, or bring it to this build's version (idempotent; safe to rerun)."""
     url = LedgerHome.at(home, db).db_url
     status, applied = upgrade(url)
+    prepare_views(url)  # the read models' own tables (projections.tables.VIEWS_VERSION)
     if as_json:
         print_json(_json(url, status, applied))
         return

@@ -27,6 +27,7 @@ from domain.manifests.collection import manifests_in
 from ledger.history import run_history
 from ledger.home import LedgerHome
 from projections.run_record import run_record
+from projections.runner import prepare_views
 
 _commands = typer.Typer()  # collects this module's commands; `register` adds them
 
@@ -46,6 +47,7 @@ def init(
     """Create a ledger home: database, admin/ingester/log keys and trust-root.json."""
     target = LedgerHome.at(home, db)
     ledger = target.initialise(origin=origin, passphrase=passphrase())
+    prepare_views(target.db_url)
     root = ledger.trust_root
     keys = {name: target.key(name).key_id for name in ("admin", "ingester", "log")}
     if as_json:

@@ -43,7 +43,6 @@ from domain.timestamps import format_time, utc_now
 from ledger import artifacts, group_index, transparency_log
 from ledger.aggregates import topic_of
 from ledger.dsse import stored_statement
-from projections import tables as view_tables
 
 SCHEMA_VERSION = 3
 APPLICATION_NAME = "KernelIndex"  # eventsourcing names the event table after it
@@ -106,9 +105,10 @@ def _create_event_store(db_url: str) -> None:
 
 
 def _version_1(db_url: str, conn: Connection) -> None:
-    """Event store, transparency log (leaves, nodes, checkpoints), artifacts, read models."""
+    """Event store, transparency log (leaves, nodes, checkpoints), artifacts. (It made the
+    read-model tables too, once; they are the read models' own now: projections.tables.)"""
     _create_event_store(db_url)
-    for metadata in (transparency_log.metadata, artifacts.metadata, view_tables.metadata):
+    for metadata in (transparency_log.metadata, artifacts.metadata):
         metadata.create_all(conn, checkfirst=True)
 
 
@@ -161,11 +161,9 @@ def _ingested_group(state: bytes) -> tuple[str, str | None]:
 
 
 def _version_3(db_url: str, conn: Connection) -> None:
-    """The read models gain manifests by digest (what lets an ingestion or an attachment
-    name a workload the ledger holds): the views are dropped and, on the next catch-up,
-    folded again from the log, as ``projections rebuild`` would."""
-    view_tables.metadata.drop_all(conn, checkfirst=True)
-    view_tables.metadata.create_all(conn, checkfirst=True)
+    """Nothing of the ledger's own tables. (This step dropped the read models once, so they
+    refolded with manifests by digest; the read models now refold themselves when their own
+    version changes: projections.tables.VIEWS_VERSION.)"""
 
 
 # version -> the step that brings the schema from version - 1 to it. Append, never edit.

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sqlalchemy import bindparam, delete, insert, select, text, update
+from sqlalchemy import bindparam, create_engine, delete, insert, select, text, update
 from sqlalchemy.orm import Session
 
 from domain.canonical import canonical_json
@@ -33,12 +34,15 @@ from ledger.aggregates import run_id
 from ledger.application import Ledger, decode_stored
 from projections.tables import (
     VIEW_TABLES,
+    VIEWS_VERSION,
+    ensure_views,
     manifests,
     metadata,
     ranks,
     runs,
     stale_groups,
     tracking,
+    view_schema,
 )
 
 T = TypeVar("T")
@@ -62,12 +66,40 @@ def _subject(statement: dict[str, Any]) -> str:
     return "sha256:" + str(statement["subject"][0]["digest"]["sha256"])
 
 
+# The engines whose views this process has brought to this build's VIEWS_VERSION (one check
+# per database per process, not one per runner: the server makes a runner per request).
+_ENSURED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def prepare_views(db_url: str) -> bool:
+    """``ensure_views`` on a database, for ``kernelindex db upgrade`` and ``init`` (a runner
+    does the same on first use): True when the views were made anew."""
+    engine = create_engine(db_url)
+    try:
+        with engine.begin() as conn:
+            if engine.dialect.name == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_LOCK_ID})
+            return ensure_views(conn)
+    finally:
+        engine.dispose()
+
+
 class ProjectionRunner:
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
         self._events = ledger.recorder.events_record_cls  # type: ignore[attr-defined]
-        engine = ledger.recorder.datastore.engine  # type: ignore[attr-defined]
-        self._is_postgres = engine.dialect.name == "postgresql"
+        self._engine = ledger.recorder.datastore.engine  # type: ignore[attr-defined]
+        self._is_postgres = self._engine.dialect.name == "postgresql"
+
+    def ensure_views(self) -> None:
+        """The read-model tables as this build folds them (``tables.ensure_views``): made
+        where missing, refolded from the log when another build made them."""
+        if self._engine in _ENSURED:
+            return
+        with self.ledger.recorder.transaction(commit=True) as session:  # type: ignore[attr-defined]
+            self._lock(session)
+            ensure_views(session.connection())
+        _ENSURED.add(self._engine)
 
     # ------------------------------------------------------------- the loop
 
@@ -79,6 +111,7 @@ class ProjectionRunner:
     ) -> CatchUp:
         """Fold every new event into the views; return how many and the position reached.
         ``progress`` hears the position after each committed batch."""
+        self.ensure_views()
         total = 0
         done = 0
         position = 0
@@ -100,6 +133,7 @@ class ProjectionRunner:
         """``read`` the views as they stand at one position of the log: nothing folded and
         no group left to re-rank while reading (else catch up and read again). Returns the
         position and what ``read`` returned. Takes no lock: readers never wait on writers."""
+        self.ensure_views()
         for _ in range(attempts):
             with self.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
                 before = self._position(session)
@@ -355,6 +389,8 @@ class ProjectionRunner:
             self._lock(session)
             metadata.drop_all(session.connection())
             metadata.create_all(session.connection())
+            session.execute(view_schema.insert().values(id=1, version=VIEWS_VERSION))
+        _ENSURED.add(self._engine)
         return self.catch_up(batch, progress=progress)
 
     def table_digests(self) -> dict[str, str]:

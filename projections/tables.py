@@ -1,4 +1,10 @@
-"""Read-model tables, in the same database as the events they are built from."""
+"""Read-model tables, in the same database as the events they are built from.
+
+The read models own their tables: they are a function of the log, so a change to them is
+made by dropping them and folding the log again, never by a migration of the ledger's
+schema (``ledger/schema.py`` knows nothing of them). ``VIEWS_VERSION`` is stamped in
+``kernelindex_view_schema``; :func:`ensure_views` creates the tables where missing and, when
+the stamp is not this build's, drops and recreates them all, so the next catch-up refolds."""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    Connection,
     Float,
     Index,
     Integer,
@@ -13,9 +20,15 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    inspect,
+    select,
 )
 
 metadata = MetaData()
+
+# Bump when a table or what is folded into it changes: every view is then refolded once.
+# 3: the views of ledger schema version 3 (manifests by digest), the first stamped here.
+VIEWS_VERSION = 3
 
 runs = Table(
     "kernelindex_view_runs",
@@ -101,3 +114,27 @@ manifests = Table(
 )
 
 VIEW_TABLES = (runs, ranks, manifests)
+
+
+view_schema = Table(
+    "kernelindex_view_schema",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("version", Integer, nullable=False),
+)
+
+
+def ensure_views(conn: Connection) -> bool:
+    """The read-model tables as this build folds them, in ``conn``'s transaction (the caller
+    serialises concurrent callers): created where missing, or all dropped and created again
+    when their stamp is another build's. True when the views are new (nothing is folded)."""
+    if inspect(conn).has_table(view_schema.name):
+        stamped = conn.execute(select(view_schema.c.version).where(view_schema.c.id == 1)).first()
+        if stamped is not None and int(stamped[0]) == VIEWS_VERSION:
+            # As this build made them. A table dropped since is damage for an operator to see
+            # (kernelindex db status), not to paper over with an empty one.
+            return False
+    metadata.drop_all(conn, checkfirst=True)
+    metadata.create_all(conn)
+    conn.execute(view_schema.insert().values(id=1, version=VIEWS_VERSION))
+    return True

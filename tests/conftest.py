@@ -24,6 +24,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from ledger.schema import upgrade
+from projections.runner import prepare_views
 from tests.paths import CONFORMANCE
 
 REPO = Path(__file__).resolve().parents[1]
@@ -153,4 +154,5 @@ def empty_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 def db_url(empty_db_url: str) -> str:
     """An empty event store on each backend, its schema created (`kernelindex db upgrade`)."""
     upgrade(empty_db_url)
+    prepare_views(empty_db_url)
     return empty_db_url

@@ -117,11 +117,7 @@ _LAYERS: dict[str, set[str]] = {
     "projections": {"api", "gpu_agent", "litestar", "uvicorn", "typer"},
     "gpu_agent": {"api", "projections", "litestar", "uvicorn", "sqlalchemy", "eventsourcing"},
 }
-_KNOWN_BACK_ARROWS = {
-    # The schema migrations create and refold the read-model tables (issue 15: the read
-    # models are to own their tables, and this arrow goes).
-    "ledger/schema.py": ["projections"],
-}
+_KNOWN_BACK_ARROWS: dict[str, list[str]] = {}
 
 
 def test_imports_point_inward() -> None:
