@@ -11,9 +11,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from api.cli_common import DbOption, HomeOption, fail, handles_errors, out
+from api.demo import DEMO_HOME, build_demo, demo_home
 from ledger.home import DB_ENV, HOME_ENV, LedgerHome
 
-DEMO_HOME = ".kernelindex-demo"  # api.demo.DEMO_HOME, named here without importing it
 APP_FACTORY = "api.server.app:create_app_from_env"
 HEADER_DEADLINE_PROTOCOL = "api.server.http_protocol:HeaderDeadlineProtocol"
 PUBLIC_URL_ENV = "KERNELINDEX_PUBLIC_URL"
@@ -72,9 +72,8 @@ def serve(
 ) -> None:
     """Serve the HTTP API (/v1, OpenAPI at /schema) and the pages for a ledger."""
     # The server stack (Litestar, uvicorn) loads here, not when any other command starts.
-    import uvicorn  # noqa: PLC0415 - start-up cost of every other command
+    import uvicorn  # noqa: PLC0415 - the web stack only once serving, not for --help
 
-    from api.demo import build_demo, demo_home  # noqa: PLC0415
     from api.server.app import create_app  # noqa: PLC0415
     from api.server.config import ServerConfig  # noqa: PLC0415
     from api.server.http_protocol import HeaderDeadlineProtocol  # noqa: PLC0415

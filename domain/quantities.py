@@ -14,6 +14,7 @@ TIME_UNITS: dict[str, float] = {unit: float(factor) for unit, factor in NS_PER_U
 
 
 def finite(value: Any) -> bool:
+    """A real number, not a bool, NaN or infinity."""
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 

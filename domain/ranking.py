@@ -44,6 +44,7 @@ from typing import Any
 from domain.comparison import PrimaryMeasurement, primary_measurement
 from domain.errors import DomainError
 from domain.evidence import EvidenceLevel
+from domain.quantities import finite
 
 RANKING_POLICY_VERSION = "ranking-v1"
 DEFAULT_RESAMPLES = 2000
@@ -98,13 +99,13 @@ class RankEntry:
         if self.status != PASSED:
             return f"the source marked it {self.status or 'unknown'}, not passed"
         if view is View.SOURCE_NATIVE:
-            return None if _finite(self.claimed) else "it states no primary value"
+            return None if finite(self.claimed) else "it states no primary value"
         if self.level < EvidenceLevel.VERIFIED:
             return "no KernelIndex-controlled rerun has verified it"
         verified = (
-            _finite(self.rerun_median_ns)
+            finite(self.rerun_median_ns)
             and self.rerun_ci95_ns is not None
-            and all(_finite(bound) for bound in self.rerun_ci95_ns)
+            and all(finite(bound) for bound in self.rerun_ci95_ns)
         )
         return None if verified else "its verifying reruns give no value"
 
@@ -123,10 +124,6 @@ class RankedEntry:
     def label(self) -> str:
         """``Rank 9 of 14 in its comparison group · source-native comparison``."""
         return f"Rank {self.rank} of {self.of} in its comparison group · {self.view} comparison"
-
-
-def _finite(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _check_group(entries: Sequence[RankEntry]) -> None:

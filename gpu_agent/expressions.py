@@ -14,11 +14,6 @@ from collections.abc import Mapping, Sequence
 from domain import expressions
 from domain.expressions import ExpressionError
 
-MAX_EXPRESSION_LENGTH = expressions.MAX_EXPRESSION_LENGTH
-MAX_DEPTH = expressions.MAX_DEPTH
-MAX_MAGNITUDE = expressions.MAX_MAGNITUDE
-MAX_EXPONENT = expressions.MAX_EXPONENT
-
 # CUDA launch limits (all current architectures): gridDim.x ≤ 2^31−1, gridDim.y/z ≤ 65535,
 # blockDim.x/y ≤ 1024, blockDim.z ≤ 64 and at most 1024 threads per block.
 MAX_GRID = (2**31 - 1, 65_535, 65_535)

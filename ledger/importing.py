@@ -202,11 +202,6 @@ class Importer:
         self._follow: list[_FollowUp] = []
         self._unchanged: list[ImportRecord] = []  # their bytes are stored with the next group
 
-    @property
-    def latest(self) -> dict[tuple[str, str | None], str]:
-        """(source, external id) → the latest run ingested for it."""
-        return {key: runs[-1] for key, runs in self.runs_of.items()}
-
     def _index(self) -> None:
         """Each record's runs and each run's manifest roles, from the ingestion and attachment
         events (damaged records are audit's business, not the importer's)."""
@@ -216,11 +211,7 @@ class Importer:
                 digest = str(stored["run_digest"])
                 self.roles[digest] = set(predicate["manifests"])
                 if predicate.get("externalId") is not None:
-                    key = (str(predicate["source"]), str(predicate["externalId"]))
-                    runs = self.runs_of.setdefault(key, [])
-                    if digest in runs:
-                        runs.remove(digest)  # the record came back to an older run
-                    runs.append(digest)
+                    self._ran((str(predicate["source"]), str(predicate["externalId"])), digest)
             except (ValueError, KeyError, TypeError):
                 continue
         for stored in self.ledger.stored_states(Run.ManifestsAttached):
@@ -228,6 +219,13 @@ class Importer:
                 self.roles.setdefault(str(stored["run_digest"]), set()).update(stored["roles"])
             except (KeyError, TypeError):
                 continue
+
+    def _ran(self, key: tuple[str, str | None], digest: str) -> None:
+        """``digest`` is now the latest run of the record ``key``."""
+        runs = self.runs_of.setdefault(key, [])
+        if digest in runs:
+            runs.remove(digest)  # the record came back to an older run
+        runs.append(digest)
 
     def run(
         self,
@@ -374,10 +372,7 @@ class Importer:
                     self._follow.append(
                         _FollowUp(item.record.external_id, "supersede", envelope, item.previous)
                     )
-            runs = self.runs_of.setdefault(item.key, [])
-            if item.digest in runs:
-                runs.remove(item.digest)
-            runs.append(item.digest)
+            self._ran(item.key, item.digest)
             held.append(item.record)
         return held
 
@@ -426,11 +421,7 @@ class Importer:
 
     def _supersession(self, record: ImportRecord, old: str, name: str, new: str) -> dict[str, Any]:
         """The admin-signed lifecycle envelope marking ``old`` superseded by ``new``."""
-        if self.admin is None:
-            raise DomainError(
-                f"{record.source} record {record.external_id} changed; superseding the old run "
-                "needs the admin key"
-            )
+        assert self.admin is not None  # _one refuses a changed record without it, _owed skips
         return lifecycle_envelope(
             old,
             name,

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sqlalchemy import bindparam, create_engine, delete, insert, select, text, update
+from sqlalchemy import Connection, bindparam, create_engine, delete, insert, select, text, update
 from sqlalchemy.orm import Session
 
 from domain.canonical import canonical_json
@@ -34,15 +34,13 @@ from ledger.aggregates import run_id
 from ledger.application import Ledger, decode_stored
 from projections.tables import (
     VIEW_TABLES,
-    VIEWS_VERSION,
     ensure_views,
     manifests,
-    metadata,
     ranks,
+    recreate_views,
     runs,
     stale_groups,
     tracking,
-    view_schema,
 )
 
 T = TypeVar("T")
@@ -71,14 +69,19 @@ def _subject(statement: dict[str, Any]) -> str:
 _ENSURED: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
+def _lock_views(executor: Session | Connection, postgres: bool) -> None:
+    """One folder of the views at a time on PostgreSQL (SQLite's write lock does it there)."""
+    if postgres:
+        executor.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_LOCK_ID})
+
+
 def prepare_views(db_url: str) -> bool:
     """``ensure_views`` on a database, for ``kernelindex db upgrade`` and ``init`` (a runner
     does the same on first use): True when the views were made anew."""
     engine = create_engine(db_url)
     try:
         with engine.begin() as conn:
-            if engine.dialect.name == "postgresql":
-                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_LOCK_ID})
+            _lock_views(conn, engine.dialect.name == "postgresql")
             return ensure_views(conn)
     finally:
         engine.dispose()
@@ -148,8 +151,7 @@ class ProjectionRunner:
         )
 
     def _lock(self, session: Session) -> None:
-        if self._is_postgres:
-            session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_LOCK_ID})
+        _lock_views(session, self._is_postgres)
 
     def _position(self, session: Session) -> int:
         value = session.execute(
@@ -387,9 +389,7 @@ class ProjectionRunner:
         whole event log again."""
         with self.ledger.recorder.transaction(commit=True) as session:  # type: ignore[attr-defined]
             self._lock(session)
-            metadata.drop_all(session.connection())
-            metadata.create_all(session.connection())
-            session.execute(view_schema.insert().values(id=1, version=VIEWS_VERSION))
+            recreate_views(session.connection())
         _ENSURED.add(self._engine)
         return self.catch_up(batch, progress=progress)
 

@@ -134,7 +134,13 @@ def ensure_views(conn: Connection) -> bool:
             # As this build made them. A table dropped since is damage for an operator to see
             # (kernelindex db status), not to paper over with an empty one.
             return False
+    recreate_views(conn)
+    return True
+
+
+def recreate_views(conn: Connection) -> None:
+    """Every read-model table dropped and made empty, stamped as this build's: the next
+    catch-up folds the whole log into them."""
     metadata.drop_all(conn, checkfirst=True)
     metadata.create_all(conn)
     conn.execute(view_schema.insert().values(id=1, version=VIEWS_VERSION))
-    return True

@@ -33,3 +33,25 @@ def serve(home: LedgerHome, config: ServerConfig = TEST_CONFIG) -> Iterator[Serv
     app = create_app(ledger, config)
     with TestClient(app) as client:
         yield Served(home, ledger, seed, app, client)
+
+
+# The run page's sections, in order: the seed page's elements (DESIGN.md §1).
+RUN_PAGE_SECTIONS = (
+    "Primary measurement",
+    "Evidence level",
+    "Rank and view",
+    "Compare with #1",
+    "Source-native metrics",
+    "Identity and digests",
+    "Correctness",
+    "Workload",
+    "Measurements",
+    "Protocol",
+    "Environment",
+    "Implementation and artifacts",
+    "Replications and notes",
+    "Badge",
+    "Take part",
+    "Canonical manifest",
+    "Citation",
+)

@@ -6,9 +6,8 @@ import re
 
 import pytest
 
+from domain.expressions import MAX_DEPTH, MAX_EXPRESSION_LENGTH
 from gpu_agent.expressions import (
-    MAX_DEPTH,
-    MAX_EXPRESSION_LENGTH,
     LaunchSpecError,
     block_dims,
     evaluate,

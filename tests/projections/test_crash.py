@@ -10,7 +10,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +23,6 @@ from projections.tables import runs, tracking
 
 class Crash(RuntimeError):
     pass
-
-
-@pytest.fixture
-def world(db_url: str) -> Iterator[World]:
-    w = World.create(db_url)
-    yield w
-    w.close()
 
 
 def busy_world(world: World) -> World:

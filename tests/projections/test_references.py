@@ -8,7 +8,6 @@ share is refused with both candidates listed; a group by its key or any unique p
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 from projection_world import ALL_RUNS, GROUP, MANIFESTS, NAMES, RUN_21613, SEED, World
@@ -18,21 +17,13 @@ from ledger.errors import AmbiguousReferenceError, NotFoundError
 from projections.references import resolve_group_in, resolve_run_in
 
 
-@pytest.fixture
-def world(db_url: str) -> Iterator[World]:
-    w = World.create(db_url)
-    w.ingest()
-    yield w
-    w.close()
-
-
 def _shortest_unique(run: str) -> int:
     hexes = [r[7:] for r in ALL_RUNS]
     mine = run[7:]
     return next(n for n in range(4, 65) if sum(h.startswith(mine[:n]) for h in hexes) == 1)
 
 
-def test_every_run_is_found_by_each_of_its_names(world: World) -> None:
+def test_every_run_is_found_by_each_of_its_names(cohort: World) -> None:
     for run in ALL_RUNS:
         external = NAMES[run].rsplit("-", 1)[-1]  # sol-submission-38823 -> 38823
         shortest = _shortest_unique(run)
@@ -48,44 +39,44 @@ def test_every_run_is_found_by_each_of_its_names(world: World) -> None:
             f"sol-execbench:{external}",
         ]
         for reference in references:
-            assert resolve_run_in(world.ledger, reference) == run, reference
+            assert resolve_run_in(cohort.ledger, reference) == run, reference
 
 
 def test_a_shared_name_lists_its_candidates_and_a_miss_says_what_was_tried(
-    world: World,
+    cohort: World,
 ) -> None:
     copy = json.loads(json.dumps(MANIFESTS[SEED]))
     copy["run"]["metadata"]["name"] = "sol-submission-38823-rerun"
     copy["run"]["spec"]["observedAt"] = "2026-08-23T00:00:00.000Z"
-    other = world.append(
-        ingestion_envelope(copy, world.keys.ingester, now=world.clock.now)
+    other = cohort.append(
+        ingestion_envelope(copy, cohort.keys.ingester, now=cohort.clock.now)
     ).subject_digest
     with pytest.raises(AmbiguousReferenceError) as refused:
-        resolve_run_in(world.ledger, "38823")  # both carry the source's id 38823
+        resolve_run_in(cohort.ledger, "38823")  # both carry the source's id 38823
     for run, name in ((SEED, NAMES[SEED]), (other, "sol-submission-38823-rerun")):
         assert run[:19] in refused.value.message and name in refused.value.message
-    assert resolve_run_in(world.ledger, "sol-submission-38823-rerun") == other
+    assert resolve_run_in(cohort.ledger, "sol-submission-38823-rerun") == other
     for missing in ("sol-submission-1", "0000", "sha256:ffff", "gpumode#38823", "7e1"):
         with pytest.raises(NotFoundError, match="no run has"):
-            resolve_run_in(world.ledger, missing)
+            resolve_run_in(cohort.ledger, missing)
 
 
-def test_a_group_is_found_by_its_key_or_a_unique_prefix(world: World) -> None:
+def test_a_group_is_found_by_its_key_or_a_unique_prefix(cohort: World) -> None:
     for n in (4, 8, 20, 64):
-        assert resolve_group_in(world.ledger, GROUP[: 7 + n]) == GROUP
+        assert resolve_group_in(cohort.ledger, GROUP[: 7 + n]) == GROUP
     for missing in ("sha256:", "sha256:ab", "not-a-key", "sha256:" + "0" * 64):
         with pytest.raises(NotFoundError):
-            resolve_group_in(world.ledger, missing)
+            resolve_group_in(cohort.ledger, missing)
 
 
-def test_a_source_id_that_is_also_hex_names_its_run_not_a_digest_prefix(world: World) -> None:
+def test_a_source_id_that_is_also_hex_names_its_run_not_a_digest_prefix(cohort: World) -> None:
     """`1234`-like ids are valid hex: a name or id is tried first, a prefix only after."""
     copy = json.loads(json.dumps(MANIFESTS[SEED]))
     copy["run"]["metadata"]["name"] = "sol-submission-7d15"
     copy["run"]["spec"]["sourceNative"]["externalId"] = "7d15"  # also RUN_21613's prefix
     copy["run"]["spec"]["observedAt"] = "2026-08-24T00:00:00.000Z"
-    other = world.append(
-        ingestion_envelope(copy, world.keys.ingester, now=world.clock.now)
+    other = cohort.append(
+        ingestion_envelope(copy, cohort.keys.ingester, now=cohort.clock.now)
     ).subject_digest
-    assert resolve_run_in(world.ledger, "7d15") == other
-    assert resolve_run_in(world.ledger, "sha256:7d15") == RUN_21613  # a prefix, said so
+    assert resolve_run_in(cohort.ledger, "7d15") == other
+    assert resolve_run_in(cohort.ledger, "sha256:7d15") == RUN_21613  # a prefix, said so

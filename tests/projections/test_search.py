@@ -51,19 +51,6 @@ JSON_KEYS = (
 )
 
 
-@pytest.fixture
-def world(db_url: str) -> Iterator[World]:
-    w = World.create(db_url)
-    yield w
-    w.close()
-
-
-@pytest.fixture
-def cohort(world: World) -> World:
-    world.ingest()
-    return world
-
-
 def search(world: World, query: str) -> list[dict[str, Any]]:
     """The groups ``kernelindex search --json`` answers with (after catching up)."""
     runner = world.runner()

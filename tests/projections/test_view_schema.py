@@ -4,9 +4,6 @@ them. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from projection_world import World
 from sqlalchemy import create_engine, inspect, update
 
@@ -16,20 +13,12 @@ from projections.runner import ProjectionRunner, prepare_views
 from projections.tables import VIEWS_VERSION, metadata, view_schema
 
 
-@pytest.fixture
-def world(db_url: str) -> Iterator[World]:
-    w = World.create(db_url)
-    w.ingest()
-    yield w
-    w.close()
-
-
 def _forget_ensured() -> None:
     runner_module._ENSURED.clear()  # as a new process would find it
 
 
-def test_views_of_another_build_are_refolded_identically(world: World, db_url: str) -> None:
-    runner = ProjectionRunner(world.ledger)
+def test_views_of_another_build_are_refolded_identically(cohort: World, db_url: str) -> None:
+    runner = ProjectionRunner(cohort.ledger)
     runner.catch_up()
     folded = runner.table_digests()
     engine = create_engine(db_url)
@@ -37,11 +26,11 @@ def test_views_of_another_build_are_refolded_identically(world: World, db_url: s
         conn.execute(update(view_schema).values(version=VIEWS_VERSION - 1))
     engine.dispose()
     _forget_ensured()
-    again = ProjectionRunner(world.ledger)
+    again = ProjectionRunner(cohort.ledger)
     assert again.catch_up().events > 0  # dropped and folded again from the log
     assert again.table_digests() == folded
     _forget_ensured()
-    assert ProjectionRunner(world.ledger).catch_up().events == 0  # stamped: once only
+    assert ProjectionRunner(cohort.ledger).catch_up().events == 0  # stamped: once only
 
 
 def test_the_ledger_schema_makes_no_view_and_the_views_make_their_own(empty_db_url: str) -> None:

@@ -5,7 +5,7 @@ ingestion, and the rerun statements the ledger refuses — which change nothing 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,19 +37,6 @@ REPORTED_REASONS = [
     "no pinned source (no implementation artifact digest)",
     "no raw evidence (trace, logs or samples)",
 ]
-
-
-@pytest.fixture
-def world(db_url: str) -> Iterator[World]:
-    w = World.create(db_url)
-    yield w
-    w.close()
-
-
-@pytest.fixture
-def cohort(world: World) -> World:
-    world.ingest()
-    return world
 
 
 # ------------------------------------------------------------------ the demo cohort

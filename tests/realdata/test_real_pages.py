@@ -17,31 +17,12 @@ from sqlalchemy import func, select
 from api.server.app import create_app
 from projections.tables import ranks, runs
 from tests.live_server import live_server
-from tests.served_app import TEST_CONFIG
+from tests.served_app import RUN_PAGE_SECTIONS, TEST_CONFIG
 
 pytestmark = pytest.mark.slow
 
 CHROMIUM = Path("/usr/bin/chromium")
 SHOTS = Path(os.environ.get("KERNELINDEX_SCREENSHOTS", "test-artifacts/screenshots"))
-SECTIONS = (
-    "Primary measurement",
-    "Evidence level",
-    "Rank and view",
-    "Compare with #1",
-    "Source-native metrics",
-    "Identity and digests",
-    "Correctness",
-    "Workload",
-    "Measurements",
-    "Protocol",
-    "Environment",
-    "Implementation and artifacts",
-    "Replications and notes",
-    "Badge",
-    "Take part",
-    "Canonical manifest",
-    "Citation",
-)
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +75,7 @@ def test_a_run_page_of_every_source_has_every_section_of_the_seed_page(
         response = page.goto(f"{site}/runs/{digest}")
         assert response is not None and response.status == 200, source
         headings = page.locator("main h2").all_inner_texts()
-        missing = [s for s in SECTIONS if not any(h.startswith(s) for h in headings)]
+        missing = [s for s in RUN_PAGE_SECTIONS if not any(h.startswith(s) for h in headings)]
         assert not missing, (source, missing)
         primary = page.locator(".primary-value").inner_text()
         assert primary != "—", (source, digest)

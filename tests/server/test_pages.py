@@ -13,7 +13,7 @@ from html.parser import HTMLParser
 from typing import Any
 
 import pytest
-from served_app import Served
+from served_app import RUN_PAGE_SECTIONS, Served
 
 from api.demo import seed_manifests
 from api.server.pages.chart import Bar, bar_chart
@@ -161,25 +161,7 @@ def test_run_page_shows_every_section_of_the_record(served: Served) -> None:
     assert "SOL 0.5598 · 1.17× reference · 13/16 cases faster" in text
 
     sections = [t for level, t in page.headings if level == 2]
-    assert sections == [
-        "Primary measurement",
-        "Evidence level",
-        "Rank and view",
-        "Compare with #1",
-        "Source-native metrics",
-        "Identity and digests",
-        "Correctness",
-        "Workload",
-        "Measurements",
-        "Protocol",
-        "Environment",
-        "Implementation and artifacts",
-        "Replications and notes",
-        "Badge",
-        "Take part",
-        "Canonical manifest",
-        "Citation",
-    ]
+    assert sections == list(RUN_PAGE_SECTIONS)
     assert SEED in text and "1.751 ms" in text and "1,750,693 ns" in text
     assert 'data-level="reported"' in text
     for reason in record["evidence"]["reasons"]:
