@@ -9,7 +9,7 @@ from sqlalchemy.engine import make_url
 
 from api.cli_common import DbOption, HomeOption, JsonOption, fail, handles_errors, out, print_json
 from ledger.home import LedgerHome
-from ledger.schema import SCHEMA_VERSION, SchemaStatus, read_status, upgrade
+from ledger.store.schema import SCHEMA_VERSION, SchemaStatus, read_status, upgrade
 from projections.runner import prepare_views
 
 db_app = typer.Typer(help="Database schema: status and explicit upgrades.", no_args_is_help=True)

@@ -178,7 +178,7 @@ def _keep_solutions(
     home: Path | None, db: str | None, solutions: Iterable[MappedSolution | Rejection]
 ) -> tuple[list[str], list[str]]:
     """Store each solution's sources and implementation manifest; return their digests."""
-    store = ArtifactStore(LedgerHome.at(home, db).open().recorder)
+    store = ArtifactStore(LedgerHome.at(home, db).open().store)
     kept: list[str] = []
     problems: list[str] = []
     for item in solutions:
@@ -265,7 +265,7 @@ def _catalog_lines(file: Path) -> Iterable[bytes]:
 def _keep_catalog_manifests(
     home: Path | None, db: str | None, lines: Iterable[bytes]
 ) -> tuple[int, list[Rejection]]:
-    store = ArtifactStore(LedgerHome.at(home, db).open().recorder)
+    store = ArtifactStore(LedgerHome.at(home, db).open().store)
     refused: list[Rejection] = []
     kept = 0
     batch: list[Artifact] = []
@@ -293,7 +293,7 @@ def artifact_get(
 ) -> None:
     """Write an artifact's bytes (re-hashed on read: a damaged one is refused)."""
     ledger = LedgerHome.at(home, db).open()
-    stored = ArtifactStore(ledger.recorder).get(digest)
+    stored = ArtifactStore(ledger.store).get(digest)
     if output is None:
         sys.stdout.buffer.write(stored.content)
     else:

@@ -215,7 +215,7 @@ def request(
     if not manifests:
         raise NotFoundError(f"no run with digest {run_digest}")
     target = rerun_target(run_digest, manifests, **overrides)
-    check_rerun_artifacts(ArtifactStore(ledger.recorder), target)
+    check_rerun_artifacts(ArtifactStore(ledger.store), target)
     signer = load_key(key) if key else home_target.key("admin")
     envelope, summary = _request(target, signer, lifetime)
     receipt = ledger.append(envelope)

@@ -89,7 +89,7 @@ def leaderboard(
     ledger = open_ledger(home, db, read_only=True)
     ProjectionRunner(ledger).catch_up()
     floor = EvidenceLevel.parse(min_level) if min_level else None
-    with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+    with ledger.store.transaction(commit=False) as session:
         if key is not None:
             keys = [resolve_group(session, key)]
         elif definition is None and gpu is None:
@@ -174,7 +174,7 @@ def projections_rebuild(
     before = runner.table_digests()
     started = time.perf_counter()
     with progress_bar("refolding") as bar:
-        task = bar.add_task("", total=ledger.recorder.max_notification_id() or 0)
+        task = bar.add_task("", total=ledger.store.last_position())
         done = runner.rebuild(progress=lambda position: bar.update(task, completed=position))
     elapsed = time.perf_counter() - started
     after = runner.table_digests()

@@ -105,7 +105,7 @@ def time_bare(
     for n in range(warm + appends):
         aggregate_id = rng.choice(ids)
         t0 = time.perf_counter()
-        tally = app.repository.get(aggregate_id)
+        tally: Tally = app.repository.get(aggregate_id)
         tally.tick()
         app.save(tally)
         if n >= warm:
@@ -146,7 +146,7 @@ def random_leaf_proofs(ledger: Ledger, rng: random.Random, count: int) -> dict[s
     and how long each took to build (the log's read path)."""
     counts: list[int] = []
     times: list[float] = []
-    with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+    with ledger.store.transaction(commit=False) as session:
         size = ledger.tlog.tree_size(session)
         for _ in range(count):
             leaf = rng.randrange(size)
@@ -190,7 +190,7 @@ def measure(
         bare_events = 0
         next_run = 0
         for size in sorted(sizes):
-            have = int(ledger.recorder.max_notification_id() or 0)
+            have = int(ledger.store.last_position())
             missing = max(0, size - have)
             say(f"filling to {size:,} events")
             started = time.perf_counter()
@@ -202,7 +202,7 @@ def measure(
                 bulk_ingest(ledger, ingester, next_run, missing, GROUPS, progress=report)
                 next_run += missing
             fill_s = time.perf_counter() - started
-            events = int(ledger.recorder.max_notification_id() or 0)
+            events = int(ledger.store.last_position())
             started = time.perf_counter()
             fill_bare(bare, bare_ids, max(0, events - bare_events))
             bare_events = max(bare_events, events)

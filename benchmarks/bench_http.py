@@ -373,7 +373,7 @@ def instrument(service: Any) -> Spans:
     Ledger.append_many = append_many  # type: ignore[method-assign]
     # The driver-level calls: COMMIT as a stage of its own; every statement as a side
     # counter (statements run inside every stage, so they cannot be a stage themselves).
-    dialect = service.ledger.recorder.datastore.engine.dialect
+    dialect = service.ledger.store.engine.dialect
     dialect.do_commit = spans.wrap(S_DB_COMMIT, dialect.do_commit)
     for attribute in ("do_execute", "do_executemany", "do_execute_no_params"):
         setattr(dialect, attribute, spans.side(S_SQL, getattr(dialect, attribute)))
@@ -731,7 +731,7 @@ def prepare_ledger(path: Path, db_url: str, runs: int, attesters: int) -> Prepar
     for n, key in enumerate(keys):
         label = f"bench-http-{n}"
         ledger.append(key_registration_envelope(key.public, [Role.ATTESTER], key, label=label))
-    events = int(ledger.recorder.max_notification_id() or 0)
+    events = int(ledger.store.last_position())
     return Prepared(home, ledger, digests, keys, events)
 
 
@@ -1120,7 +1120,7 @@ def verify_acknowledged(ledger: Ledger, replies: list[Reply]) -> dict[str, Any]:
         if len(batch) < 1000:
             break
         start = batch[-1].id + 1
-    with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+    with ledger.store.transaction(commit=False) as session:
         rows = session.execute(
             select(leaves.c.leaf_index, leaves.c.position, leaves.c.leaf_hash).order_by(
                 leaves.c.leaf_index

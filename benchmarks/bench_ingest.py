@@ -131,7 +131,7 @@ def measure(count: int, group: int, console: Console, step: Any = None) -> dict[
         many_s = time.perf_counter() - started
         if refused:
             raise SystemExit(f"{refused} ingestions were refused by append_many")
-        events = int(ledger.recorder.max_notification_id() or 0)
+        events = int(ledger.store.last_position())
         ledger.close()
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -154,9 +154,9 @@ def build_meta(path: Path) -> dict[str, Any]:
 
 def upgrade_schema(db_url: str) -> None:
     """Bring a database to the current schema (`kernelindex db upgrade`), where this build
-    has versioned schemas (``ledger.schema``); idempotent."""
+    has versioned schemas (``ledger.store.schema``); idempotent."""
     try:
-        from ledger.schema import upgrade  # noqa: PLC0415 - absent in older builds
+        from ledger.store.schema import upgrade  # noqa: PLC0415 - absent in older builds
     except ImportError:
         return
     upgrade(db_url)
@@ -172,12 +172,12 @@ def _percentiles(samples: list[float]) -> tuple[float, float]:
 def bare_read_rate(ledger: Ledger, batch: int = DEFAULT_BATCH) -> dict[str, Any]:
     """Anchor of the rebuild: the same events read from the store, in the runner's batches
     and query (position, topic, state), with nothing done to them: the rebuild's ceiling."""
-    events = ledger.recorder.events_record_cls  # type: ignore[attr-defined]
+    events = ledger.store.events.c
     count = 0
     position = 0
     started = time.perf_counter()
     while True:
-        with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        with ledger.store.transaction(commit=False) as session:
             rows = session.execute(
                 select(events.id, events.topic, events.state)
                 .where(events.id > position)
@@ -201,11 +201,11 @@ def bare_read_rate(ledger: Ledger, batch: int = DEFAULT_BATCH) -> dict[str, Any]
 def bare_lookup_ms(ledger: Ledger, positions: list[int]) -> tuple[float, float]:
     """Anchor of the reads: one event row fetched by primary key, per transaction (p50, p99
     ms): the floor of any read on this store."""
-    events = ledger.recorder.events_record_cls  # type: ignore[attr-defined]
+    events = ledger.store.events.c
     times: list[float] = []
     for position in positions:
         t0 = time.perf_counter()
-        with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        with ledger.store.transaction(commit=False) as session:
             session.execute(select(events.topic).where(events.id == position)).all()
         times.append(time.perf_counter() - t0)
     return _percentiles(times)
@@ -227,7 +227,7 @@ def measure(
     home = build(folder, runs, groups, console)
     ledger = home.open()
     runner = ProjectionRunner(ledger)
-    events = int(ledger.recorder.max_notification_id() or 0)
+    events = int(ledger.store.last_position())
     result: dict[str, Any] = {
         "runs": runs,
         "groups": groups,
@@ -248,7 +248,7 @@ def measure(
             result["bareRead"] = bare_read_rate(ledger)
     if do_reads:
         rng = random.Random(7)  # noqa: S311 - reproducible sampling, not secrecy
-        with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        with ledger.store.transaction(commit=False) as session:
             keys = [str(g["comparison_key"]) for g in queries.groups(session)]
             digests = [str(d) for d, _ in ledger.run_index()]
         board_times: list[float] = []
@@ -257,10 +257,10 @@ def measure(
             key = rng.choice(keys)
             digest = rng.choice(digests)
             t0 = time.perf_counter()
-            with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+            with ledger.store.transaction(commit=False) as session:
                 queries.leaderboard(session, key, View.SOURCE_NATIVE)
             t1 = time.perf_counter()
-            with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+            with ledger.store.transaction(commit=False) as session:
                 queries.run_row(session, digest)
                 queries.standings(session, digest)
             t2 = time.perf_counter()

@@ -398,7 +398,7 @@ def figure(ctx: Context) -> FigureResult:
     ok, to_target = at_least(rate / anchor, TARGET)
 
     def peak(run: dict[str, Any]) -> float:
-        return max(run["peakRssKiB"], run["peakWorkerRssKiB"] or 0) / 1024
+        return float(max(run["peakRssKiB"], run["peakWorkerRssKiB"] or 0)) / 1024
 
     growth = peak(big) / peak(small)
     mem_ok, mem_to_target = at_most(growth, MEMORY_FLAT)

@@ -145,7 +145,7 @@ def open_built(path: Path) -> BuiltLedger:
     home = LedgerHome.at(path, f"sqlite:///{path / 'ledger.db'}")
     ledger = home.open()
     digests = [digest for digest, _ in ledger.run_index()]
-    events = int(ledger.recorder.max_notification_id() or 0)
+    events = int(ledger.store.last_position())
     return BuiltLedger(home, ledger, home.trust_root(), digests, events, 0.0)
 
 

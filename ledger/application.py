@@ -71,7 +71,6 @@ from ledger.authority import (
     check_timely,
     quantize,
 )
-from ledger.connections import ping_on_checkout
 from ledger.dsse import Envelope, SignatureError, parse_envelope, signed_by, stored_statement
 from ledger.errors import (
     AlreadyExistsError,
@@ -89,7 +88,9 @@ from ledger.errors import (
 )
 from ledger.group_index import record_members
 from ledger.keys import PublicKey, SigningKey
-from ledger.schema import APPLICATION_NAME, SchemaError, require_current
+from ledger.store.connections import ping_on_checkout
+from ledger.store.event_store import EventStore
+from ledger.store.schema import APPLICATION_NAME, SchemaError, require_current
 from ledger.transparency_log import InclusionProof, LogIntegrityError, TransparencyLog
 from ledger.trust import TrustRoot
 
@@ -238,6 +239,9 @@ def _pending_key_state(principal: Principal) -> KeyState:
     )
 
 
+_READ_FACTORY = "ledger.store.read_only:ReadFactory"
+
+
 class Ledger(Application[UUID]):
     """KernelIndex event store (eventsourcing Application on SQLAlchemy)."""
 
@@ -253,15 +257,17 @@ class Ledger(Application[UUID]):
         log_key: SigningKey | None = None,
         read_only: bool = False,
     ) -> None:
-        # read_only: for commands that never append (ledger/read_store.py says why it exists).
+        # read_only: for commands that never append (ledger/store/read_only.py says why it exists).
         self.read_only = read_only
         super().__init__(
             env={
                 "PERSISTENCE_MODULE": (
-                    "ledger.read_store:ReadFactory" if read_only else "eventsourcing_sqlalchemy"
+                    "ledger.store.read_only:ReadFactory"
+                    if read_only
+                    else "eventsourcing_sqlalchemy"
                 ),
                 "SQLALCHEMY_URL": db_url,
-                # Tables are made by `kernelindex db upgrade` (ledger/schema.py), never here.
+                # Tables are made by `kernelindex db upgrade` (ledger/store/schema.py), never here.
                 "CREATE_TABLE": "n",
                 # The cache fast-forwards from the database on every get, so other writers'
                 # events (revocations included) are always seen.
@@ -271,10 +277,11 @@ class Ledger(Application[UUID]):
         )
         # eventsourcing-sqlalchemy makes the engine without pre-ping; API workers, projector
         # and sequencer all need a connection PostgreSQL dropped while idle to be replaced.
-        ping_on_checkout(self.recorder.datastore.engine)  # type: ignore[attr-defined]
+        self.store = EventStore(self.recorder)
+        ping_on_checkout(self.store.engine)
         try:
             require_current(
-                self.recorder.datastore.engine,  # type: ignore[attr-defined]
+                self.store.engine,
                 make_url(db_url).render_as_string(hide_password=True),
             )
         except SchemaError:
@@ -284,7 +291,7 @@ class Ledger(Application[UUID]):
         self.clock = clock
         if log_key is not None and log_key.key_id != trust_root.log_key.key_id:
             raise DomainError("the log key given is not the trust root's log key")
-        self.tlog = TransparencyLog(self.recorder, trust_root.origin, trust_root.log_key, log_key)
+        self.tlog = TransparencyLog(self.store, trust_root.origin, trust_root.log_key, log_key)
         self._overlay = _Overlay()
         self._writer = threading.Lock()  # one group admitted at a time per ledger object
         # Keys read by earlier groups, with the version read; reused only while unchanged.
@@ -438,9 +445,9 @@ class Ledger(Application[UUID]):
         """The stored version of each of these aggregates, in one query (absent: none)."""
         if not ids:
             return {}
-        record = self.recorder.events_record_cls  # type: ignore[attr-defined]
+        record = self.store.events.c
         found: dict[UUID, int] = {}
-        with self.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        with self.store.transaction(commit=False) as session:
             ordered = sorted(ids, key=str)
             for start in range(0, len(ordered), 500):
                 rows = session.execute(
@@ -812,7 +819,7 @@ class Ledger(Application[UUID]):
         that authorised the group are read again here, and the group is refused back to its
         admission (``_SignerChanged``) if any of them changed since it was read.
         """
-        with self.recorder.transaction(commit=True) as session:  # type: ignore[attr-defined]
+        with self.store.transaction(commit=True) as session:
             recordings = self.save(*events)
             if signers:
                 now = self._stored_versions(set(signers))
@@ -866,11 +873,11 @@ class Ledger(Application[UUID]):
 
     def _with_inclusion(self, receipt: Receipt) -> Receipt:
         """A duplicate's receipt, with the inclusion proof of the original event."""
-        with self.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        with self.store.transaction(commit=False) as session:
             leaf = self.tlog.leaf_for_position(session, receipt.position)
         if leaf is None:  # stored before a crash, not yet sequenced
             self.tlog.catch_up()
-        with self.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        with self.store.transaction(commit=False) as session:
             leaf = self.tlog.leaf_for_position(session, receipt.position)
             if leaf is None:
                 raise LogIntegrityError(f"event {receipt.position} was not sequenced")
@@ -924,7 +931,7 @@ class Ledger(Application[UUID]):
         order: all of them, one ``version``, or a page — from version ``start``, at most
         ``limit``, only the event classes named (``"Run.Attested"``...), or the ``newest``
         ones (still returned oldest first). Reads cost the page, not the aggregate."""
-        record_cls = self.recorder.events_record_cls  # type: ignore[attr-defined]
+        record_cls = self.store.events.c
         query = select(
             record_cls.id, record_cls.originator_version, record_cls.topic, record_cls.state
         ).where(record_cls.originator_id == aggregate_id)
@@ -938,7 +945,7 @@ class Ledger(Application[UUID]):
         query = query.order_by(order.desc() if newest else order)
         if limit is not None:
             query = query.limit(limit)
-        with self.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        with self.store.transaction(commit=False) as session:
             rows = session.execute(query).all()
         records = [
             StoredRecord(
@@ -981,10 +988,10 @@ class Ledger(Application[UUID]):
     def key_states(self, key_ids: Iterable[str]) -> dict[str, KeyState]:
         """The states of many keys (those registered), read in one query a chunk."""
         wanted = {principal_id(k): k for k in set(key_ids)}
-        record_cls = self.recorder.events_record_cls  # type: ignore[attr-defined]
+        record_cls = self.store.events.c
         found: dict[UUID, list[StoredRecord]] = {}
         ordered = sorted(wanted, key=str)
-        with self.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        with self.store.transaction(commit=False) as session:
             for start in range(0, len(ordered), 500):
                 rows = session.execute(
                     select(

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import BigInteger, Column, LargeBinary, MetaData, String, Table, Text, select
 
 from domain.errors import DomainError
 from domain.importers.records import Artifact
 from domain.timestamps import format_time, utc_now
+from ledger.store.event_store import EventStore
 
 MAX_ARTIFACT_BYTES = 16 * 1024 * 1024
 
@@ -54,8 +54,8 @@ def _digest(content: bytes) -> str:
 
 
 class ArtifactStore:
-    def __init__(self, recorder: Any) -> None:
-        self.recorder = recorder
+    def __init__(self, store: EventStore) -> None:
+        self.store = store
 
     def put(self, artifact: Artifact) -> str:
         """Store once by digest (idempotent); return the digest."""
@@ -64,7 +64,7 @@ class ArtifactStore:
                 f"artifact is {len(artifact.content)} bytes; the limit is {MAX_ARTIFACT_BYTES}"
             )
         digest = artifact.digest
-        with self.recorder.transaction(commit=True) as session:
+        with self.store.transaction(commit=True) as session:
             present = session.execute(
                 select(artifacts.c.digest).where(artifacts.c.digest == digest)
             ).scalar()
@@ -89,7 +89,7 @@ class ArtifactStore:
                     f"artifact {artifact.name!r} exceeds {MAX_ARTIFACT_BYTES} bytes"
                 )
         unique = {a.digest: a for a in items}
-        with self.recorder.transaction(commit=True) as session:
+        with self.store.transaction(commit=True) as session:
             present = set(
                 session.execute(
                     select(artifacts.c.digest).where(artifacts.c.digest.in_(list(unique)))
@@ -113,7 +113,7 @@ class ArtifactStore:
         return len(rows)
 
     def get(self, digest: str) -> StoredArtifact:
-        with self.recorder.transaction(commit=False) as session:
+        with self.store.transaction(commit=False) as session:
             row = session.execute(select(artifacts).where(artifacts.c.digest == digest)).first()
         if row is None:
             raise ArtifactNotFound(f"no artifact {digest}")
@@ -123,7 +123,7 @@ class ArtifactStore:
         return StoredArtifact(digest, row.media_type, row.name, content)
 
     def has(self, digest: str) -> bool:
-        with self.recorder.transaction(commit=False) as session:
+        with self.store.transaction(commit=False) as session:
             found = session.execute(
                 select(artifacts.c.digest).where(artifacts.c.digest == digest)
             ).scalar()

@@ -48,10 +48,10 @@ _BATCH = 1000
 def _rows(ledger: Ledger) -> Iterator[tuple[Any, ...]]:
     """Every event (position, aggregate, version, topic, state, leaf_index, leaf_hash) and
     every orphan leaf (position, None..., leaf_index, leaf_hash), in position order."""
-    events = ledger.recorder.events_record_cls  # type: ignore[attr-defined]
+    events = ledger.store.events.c
     last = 0
     while True:
-        with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        with ledger.store.transaction(commit=False) as session:
             event_rows = session.execute(
                 select(
                     events.id,
@@ -70,7 +70,7 @@ def _rows(ledger: Ledger) -> Iterator[tuple[Any, ...]]:
             stop = int(event_rows[-1][0]) if event_rows else None
             orphan_query = (
                 select(leaves.c.position, leaves.c.leaf_index, leaves.c.leaf_hash)
-                .outerjoin(events, events.id == leaves.c.position)
+                .outerjoin(ledger.store.events, events.id == leaves.c.position)
                 .where(events.id.is_(None), leaves.c.position > last)
             )
             if stop is not None:
@@ -95,7 +95,7 @@ def audit_ledger(
     report = Report(subject="ledger")
     audit_heads(ledger, heads, report)
     verifier = ledger.tlog.verifier
-    with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+    with ledger.store.transaction(commit=False) as session:
         stored_checkpoints = ledger.tlog.checkpoints(session)
         stored_size = ledger.tlog.tree_size(session)
         node_count = int(session.execute(select(func.count()).select_from(nodes)).scalar_one())
@@ -276,7 +276,7 @@ class _Membership:
             self.joined[run] = (key, result.position)
 
     def compare(self, ledger: Ledger, report: Report) -> None:
-        with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        with ledger.store.transaction(commit=False) as session:
             stored = {
                 str(r): (str(k), int(p))
                 for r, k, p in session.execute(
@@ -312,7 +312,7 @@ def audit_heads(ledger: Ledger, notes: Iterable[str], report: Report) -> None:
         except HeadsError as exc:
             report.fail(Check.HEADS, where, exc.message)
             continue
-        with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        with ledger.store.transaction(commit=False) as session:
             if heads.size > ledger.tlog.tree_size(session):
                 report.fail(Check.HEADS, where, f"for {heads.size} leaves: beyond the log's end")
                 continue
@@ -343,7 +343,7 @@ def _check_successive_consistency(
     for older, newer in itertools.pairwise(within):
         where = f"checkpoints {older.size} → {newer.size}"
         try:
-            with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+            with ledger.store.transaction(commit=False) as session:
                 proof = ledger.tlog.consistency(session, older.size, newer.size)
             verify_consistency(older.size, newer.size, proof, older.root, newer.root)
         except (ProofError, DomainError) as exc:
@@ -367,7 +367,7 @@ def _check_nodes(ledger: Ledger, created: list[Node], report: Report) -> None:
     if not created:
         return
     keys = [(n.level, n.index) for n in created]
-    with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+    with ledger.store.transaction(commit=False) as session:
         stored = {
             (int(r[0]), int(r[1])): bytes(r[2])
             for r in session.execute(

@@ -33,7 +33,6 @@ from typing import IO, Any, NamedTuple
 from uuid import UUID
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from domain.canonical import is_digest
 from domain.timestamps import format_time, utc_now
@@ -46,6 +45,7 @@ from ledger.group_index import members_at
 from ledger.heads import GroupHead, Head, Heads, sign_heads
 from ledger.ids import principal_id, run_id
 from ledger.log_entries import LogEntry
+from ledger.store.event_store import StoreSession
 from ledger.transparency_log import leaves
 from ledger.verify.format import BUNDLE_FORMAT
 
@@ -89,10 +89,12 @@ class _Event(NamedTuple):
     signer: str | None
 
 
-def _events_of(session: Session, ledger: Ledger, ids: Sequence[UUID], size: int) -> list[_Event]:
+def _events_of(
+    session: StoreSession, ledger: Ledger, ids: Sequence[UUID], size: int
+) -> list[_Event]:
     """Every event of these aggregates in the first ``size`` leaves: its aggregate, leaf and
     the key id that signed it (one read gives a scope's heads, leaves and signers)."""
-    events = ledger.recorder.events_record_cls  # type: ignore[attr-defined]
+    events = ledger.store.events.c
     found: list[_Event] = []
     for chunk in _chunks(list(ids)):
         for aggregate, leaf, state in session.execute(
@@ -121,7 +123,7 @@ def _signers(rows: Iterable[_Event]) -> set[str]:
 
 
 def bundle_scope(
-    ledger: Ledger, session: Session, runs: Iterable[str], groups: Iterable[str], size: int
+    ledger: Ledger, session: StoreSession, runs: Iterable[str], groups: Iterable[str], size: int
 ) -> _Scope:
     """The runs (those asked for and every member of each group), their heads, and the keys
     that signed their events, closed under who registered and revoked those keys."""
@@ -160,7 +162,7 @@ def bundle_scope(
     )
 
 
-def recompute_heads(ledger: Ledger, session: Session, heads: Heads) -> Heads:
+def recompute_heads(ledger: Ledger, session: StoreSession, heads: Heads) -> Heads:
     """The heads the stored log gives, at the same size, for the runs, keys and groups a
     heads note names (``kernelindex audit --heads``: is a signed heads note true?)."""
     size = heads.size
@@ -179,7 +181,7 @@ def recompute_heads(ledger: Ledger, session: Session, heads: Heads) -> Heads:
 
 def _event_rows(ledger: Ledger, size: int, wanted: list[int] | None) -> Iterator[list[Any]]:
     """Batches of (leaf_index, position, aggregate, version, topic, state), in leaf order."""
-    events = ledger.recorder.events_record_cls  # type: ignore[attr-defined]
+    events = ledger.store.events.c
     columns = (
         leaves.c.leaf_index,
         events.id,
@@ -191,11 +193,11 @@ def _event_rows(ledger: Ledger, size: int, wanted: list[int] | None) -> Iterator
     if wanted is not None:
         # The scope's rows in leaf order, a batch at a time.
         for chunk in _chunks(wanted):
-            with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+            with ledger.store.transaction(commit=False) as session:
                 yield list(
                     session.execute(
                         select(*columns)
-                        .join(events, events.id == leaves.c.position)
+                        .join(ledger.store.events, events.id == leaves.c.position)
                         .where(leaves.c.leaf_index.in_(chunk))
                         .order_by(leaves.c.leaf_index)
                     ).all()
@@ -205,12 +207,12 @@ def _event_rows(ledger: Ledger, size: int, wanted: list[int] | None) -> Iterator
     while start < size:
         query = (
             select(*columns)
-            .join(events, events.id == leaves.c.position)
+            .join(ledger.store.events, events.id == leaves.c.position)
             .where(leaves.c.leaf_index >= start, leaves.c.leaf_index < size)
             .order_by(leaves.c.leaf_index)
             .limit(_BATCH)
         )
-        with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        with ledger.store.transaction(commit=False) as session:
             rows = session.execute(query).all()
         if not rows:
             return
@@ -253,7 +255,7 @@ def export_bundle(
     size = checkpoint.size
     scope: _Scope | None = None
     proofs: list[tuple[int, list[bytes]]] = []
-    with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+    with ledger.store.transaction(commit=False) as session:
         if runs is not None:
             scope = bundle_scope(ledger, session, runs, groups, size)
         for older in sorted(set(held)):
@@ -294,7 +296,7 @@ def export_bundle(
     count = 0
     referenced: set[str] = set()
     for batch in _event_rows(ledger, size, scope.leaves if scope is not None else None):
-        with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        with ledger.store.transaction(commit=False) as session:
             paths = ledger.tlog.proofs(session, [int(r[0]) for r in batch], size)
         for leaf_index, position, aggregate, version, topic, state in batch:
             entry = LogEntry.from_stored(
@@ -335,7 +337,7 @@ def _write_event(out: IO[str], leaf_index: int, entry: LogEntry, proof: list[byt
 
 
 def _write_artifacts(ledger: Ledger, out: IO[str], referenced: set[str]) -> None:
-    store = ArtifactStore(ledger.recorder)
+    store = ArtifactStore(ledger.store)
     for digest in sorted(referenced):
         if store.has(digest):
             stored = store.get(digest)

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sqlalchemy import BigInteger, Column, Index, MetaData, Table, Text, select
-from sqlalchemy.orm import Session
 
+from ledger.store.event_store import StoreSession
 from ledger.transparency_log import leaves
 
 metadata = MetaData()
@@ -26,7 +26,7 @@ group_members = Table(
 )
 
 
-def record_members(session: Session, rows: Sequence[tuple[str, str, int]]) -> None:
+def record_members(session: StoreSession, rows: Sequence[tuple[str, str, int]]) -> None:
     """(run digest, comparison key, ingestion position) of runs ingested in this transaction."""
     if rows:
         session.execute(
@@ -35,13 +35,13 @@ def record_members(session: Session, rows: Sequence[tuple[str, str, int]]) -> No
         )
 
 
-def group_of(session: Session, run_digest: str) -> str | None:
+def group_of(session: StoreSession, run_digest: str) -> str | None:
     return session.execute(
         select(group_members.c.comparison_key).where(group_members.c.run_digest == run_digest)
     ).scalar()
 
 
-def members_at(session: Session, comparison_key: str, size: int) -> list[str]:
+def members_at(session: StoreSession, comparison_key: str, size: int) -> list[str]:
     """The runs of a group whose ingestion is among the first ``size`` leaves of the log."""
     rows = session.execute(
         select(group_members.c.run_digest)

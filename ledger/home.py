@@ -22,7 +22,7 @@ from domain.timestamps import format_time, utc_now
 from ledger.application import Ledger
 from ledger.authoring import key_registration_envelope
 from ledger.keys import SigningKey
-from ledger.schema import upgrade
+from ledger.store.schema import upgrade
 from ledger.trust import TrustRoot
 
 HOME_ENV = "KERNELINDEX_HOME"

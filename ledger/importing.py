@@ -191,7 +191,7 @@ class Importer:
         self._seen: dict[str, dict[str, Any]] = {}  # digest → manifest, from this import
         self.ingester = ingester
         self.admin = admin
-        self.artifacts = ArtifactStore(ledger.recorder)
+        self.artifacts = ArtifactStore(ledger.store)
         self.group = group
         # (source, external id) → the runs ingested for it, oldest first; run → its roles.
         self.runs_of: dict[tuple[str, str | None], list[str]] = {}

@@ -44,7 +44,7 @@ def held_checkpoint_size(ledger: Ledger, note: str) -> int:
         raise CheckpointMismatchError(
             f"the checkpoint is not signed by this ledger's log key: {exc}"
         ) from None
-    with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+    with ledger.store.transaction(commit=False) as session:
         current = ledger.tlog.tree_size(session)
         if held.size > current:
             raise CheckpointMismatchError(
@@ -59,7 +59,7 @@ def held_checkpoint_size(ledger: Ledger, note: str) -> int:
 
 
 def inclusion_json(ledger: Ledger, leaf: int, size: int | None = None) -> dict[str, Any]:
-    with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+    with ledger.store.transaction(commit=False) as session:
         current = ledger.tlog.tree_size(session)
         tree = current if size is None else size
         if not 0 < tree <= current:
@@ -70,7 +70,7 @@ def inclusion_json(ledger: Ledger, leaf: int, size: int | None = None) -> dict[s
 
 
 def consistency_json(ledger: Ledger, old: int, new: int | None = None) -> dict[str, Any]:
-    with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+    with ledger.store.transaction(commit=False) as session:
         current = ledger.tlog.tree_size(session)
         newer = current if new is None else new
         if not 0 <= old <= newer <= current:
@@ -89,7 +89,7 @@ def entries_json(ledger: Ledger, start: int, end: int | None = None) -> list[dic
     """Leaves [start, end) — at most MAX_ENTRIES — with the event position each one logs."""
     if start < 0:
         raise NotFoundError("start must be >= 0")
-    with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+    with ledger.store.transaction(commit=False) as session:
         stop = ledger.tlog.tree_size(session) if end is None else end
         rows = ledger.tlog.entries(session, start, min(stop, start + MAX_ENTRIES))
     return [{"leafIndex": r[0], "position": r[1], "leafHash": _b64(bytes(r[2]))} for r in rows]

@@ -338,7 +338,7 @@ def submit_solution(
         observed_at=observed_at,
     )
     # Stored first: a run must never name an artifact the agent cannot fetch.
-    ArtifactStore(ledger.recorder).put_many([prepared.solution, prepared.workload])
+    ArtifactStore(ledger.store).put_many([prepared.solution, prepared.workload])
 
     def result(run_digest: str, receipt: Receipt | None) -> Submission:
         return Submission(

@@ -33,7 +33,6 @@ from sqlalchemy import (
     select,
     text,
 )
-from sqlalchemy.orm import Session
 
 from domain.errors import DomainError
 from domain.timestamps import format_time, utc_now
@@ -47,6 +46,7 @@ from ledger.merkle import (
     root_from_nodes,
 )
 from ledger.signed_note import Verifier, format_checkpoint, sign_note
+from ledger.store.event_store import EventStore, StoreSession
 
 T = TypeVar("T")
 _ADVISORY_LOCK_ID = 0x4B49_4C4F_47  # "KILOG"
@@ -122,7 +122,7 @@ class Sequenced:
     new_leaves: int
 
 
-def _with_prefetch(session: Session, compute: Callable[[Callable[[int, int], bytes]], T]) -> T:
+def _with_prefetch(session: StoreSession, compute: Callable[[Callable[[int, int], bytes]], T]) -> T:
     """Run a proof/root computation with all its node lookups fetched in one query.
 
     The computations choose which nodes to read from sizes and indices only, never from hash
@@ -167,37 +167,36 @@ def _with_prefetch(session: Session, compute: Callable[[Callable[[int, int], byt
 class TransparencyLog:
     def __init__(
         self,
-        recorder: Any,
+        store: EventStore,
         origin: str,
         log_public_key: PublicKey,
         log_key: SigningKey | None = None,
     ) -> None:
-        self.recorder = recorder
+        self.store = store
         self.origin = origin
         self.log_public_key = log_public_key
         self.log_key = log_key
-        self._events = recorder.events_record_cls
+        self._events = store.events.c
         self._compact: CompactRange | None = None
-        engine = recorder.datastore.engine
-        self._is_postgres = engine.dialect.name == "postgresql"
+        self._is_postgres = store.postgres
 
     # ---------------------------------------------------------------- writing
 
-    def lock(self, session: Session) -> None:
+    def lock(self, session: StoreSession) -> None:
         """Serialise sequencers (PostgreSQL advisory lock, released at transaction end)."""
         if self._is_postgres:
             session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_LOCK_ID})
 
-    def tree_size(self, session: Session) -> int:
+    def tree_size(self, session: StoreSession) -> int:
         last = session.execute(select(func.max(leaves.c.leaf_index))).scalar()
         return 0 if last is None else int(last) + 1
 
-    def _compact_range(self, session: Session, size: int) -> CompactRange:
+    def _compact_range(self, session: StoreSession, size: int) -> CompactRange:
         if self._compact is not None and self._compact.size == size:
             return self._compact.copy()
         return _with_prefetch(session, lambda get: CompactRange.from_nodes(size, get))
 
-    def sequence(self, session: Session) -> Sequenced:
+    def sequence(self, session: StoreSession) -> Sequenced:
         """Give every not-yet-sequenced event a leaf, in position order (caller commits)."""
         self.lock(session)
         size = self.tree_size(session)
@@ -245,14 +244,14 @@ class TransparencyLog:
 
     def catch_up(self) -> int:
         """Sequence whatever is pending (after a crash, or events from another writer)."""
-        with self.recorder.transaction(commit=True) as session:
+        with self.store.transaction(commit=True) as session:
             result = self.sequence(session)
         self.committed(result)
         return result.new_leaves
 
     # ---------------------------------------------------------------- reading
 
-    def size_at_position(self, session: Session, position: int) -> int:
+    def size_at_position(self, session: StoreSession, position: int) -> int:
         """How many leaves log events at or before ``position`` (positions and leaves run in
         the same order)."""
         last = session.execute(
@@ -260,7 +259,9 @@ class TransparencyLog:
         ).scalar()
         return 0 if last is None else int(last) + 1
 
-    def leaves_for_positions(self, session: Session, positions: Sequence[int]) -> dict[int, int]:
+    def leaves_for_positions(
+        self, session: StoreSession, positions: Sequence[int]
+    ) -> dict[int, int]:
         """Position → leaf index of these events (those sequenced), in one query a chunk."""
         found: dict[int, int] = {}
         ordered = sorted(set(positions))
@@ -273,22 +274,22 @@ class TransparencyLog:
             found.update({int(r[0]): int(r[1]) for r in rows})
         return found
 
-    def leaf_for_position(self, session: Session, position: int) -> int | None:
+    def leaf_for_position(self, session: StoreSession, position: int) -> int | None:
         value = session.execute(
             select(leaves.c.leaf_index).where(leaves.c.position == position)
         ).scalar()
         return None if value is None else int(value)
 
-    def root(self, session: Session, size: int) -> bytes:
+    def root(self, session: StoreSession, size: int) -> bytes:
         return _with_prefetch(session, lambda get: root_from_nodes(size, get))
 
-    def proof_hashes(self, session: Session, leaf_index: int, size: int) -> list[bytes]:
+    def proof_hashes(self, session: StoreSession, leaf_index: int, size: int) -> list[bytes]:
         return _with_prefetch(
             session, lambda get: inclusion_proof_from_nodes(leaf_index, size, get)
         )
 
     def proofs(
-        self, session: Session, leaf_indices: Sequence[int], size: int
+        self, session: StoreSession, leaf_indices: Sequence[int], size: int
     ) -> dict[int, list[bytes]]:
         """Inclusion proofs of these leaves in the tree of ``size``, with one node query for
         all of them (an export's batch)."""
@@ -298,12 +299,12 @@ class TransparencyLog:
             lambda get: {leaf: inclusion_proof_from_nodes(leaf, size, get) for leaf in wanted},
         )
 
-    def inclusion(self, session: Session, leaf_index: int, size: int) -> InclusionProof:
+    def inclusion(self, session: StoreSession, leaf_index: int, size: int) -> InclusionProof:
         proof = self.proof_hashes(session, leaf_index, size)
         return InclusionProof(leaf_index, size, self.root(session, size), tuple(proof))
 
     def inclusions(
-        self, session: Session, positions: Sequence[int], size: int
+        self, session: StoreSession, positions: Sequence[int], size: int
     ) -> dict[int, InclusionProof]:
         """Inclusion proofs of the leaves logging these event positions, with one root and one
         node query for all of them (a committed group's receipts)."""
@@ -320,10 +321,10 @@ class TransparencyLog:
         root, proofs = _with_prefetch(session, compute)
         return {p: InclusionProof(leaf_of[p], size, root, tuple(h)) for p, h in proofs.items()}
 
-    def consistency(self, session: Session, size1: int, size2: int) -> list[bytes]:
+    def consistency(self, session: StoreSession, size1: int, size2: int) -> list[bytes]:
         return _with_prefetch(session, lambda get: consistency_proof_from_nodes(size1, size2, get))
 
-    def entries(self, session: Session, start: int, end: int) -> Sequence[Any]:
+    def entries(self, session: StoreSession, start: int, end: int) -> Sequence[Any]:
         """Leaves ``[start, end)`` with their event positions and hashes."""
         return session.execute(
             select(leaves.c.leaf_index, leaves.c.position, leaves.c.leaf_hash)
@@ -348,7 +349,7 @@ class TransparencyLog:
         unstored — Ed25519 is deterministic, so it is the very note storing would keep."""
         if self.log_key is None:
             raise NoLogKeyError("signing a checkpoint needs the log key (keys/log.pem)")
-        with self.recorder.transaction(commit=False) as session:
+        with self.store.transaction(commit=False) as session:
             current = self.tree_size(session)
             if size is None:
                 size = current
@@ -362,7 +363,7 @@ class TransparencyLog:
         note = sign_note(body, self.origin, self.log_key.private_key())
         signed_at = format_time(utc_now())
         try:
-            with self.recorder.transaction(commit=True) as session:
+            with self.store.transaction(commit=True) as session:
                 self.lock(session)
                 existing = self._stored_checkpoint(session, size, root)
                 if existing is not None:  # signed meanwhile by another process
@@ -378,7 +379,9 @@ class TransparencyLog:
         return SignedCheckpoint(size, root, note, signed_at)
 
     @staticmethod
-    def _stored_checkpoint(session: Session, size: int, root: bytes) -> SignedCheckpoint | None:
+    def _stored_checkpoint(
+        session: StoreSession, size: int, root: bytes
+    ) -> SignedCheckpoint | None:
         existing = session.execute(select(checkpoints).where(checkpoints.c.size == size)).first()
         if existing is None:
             return None
@@ -386,6 +389,6 @@ class TransparencyLog:
             raise LogIntegrityError(f"the tree of size {size} no longer has the root signed for it")
         return SignedCheckpoint(size, root, existing.note, existing.signed_at)
 
-    def checkpoints(self, session: Session) -> list[SignedCheckpoint]:
+    def checkpoints(self, session: StoreSession) -> list[SignedCheckpoint]:
         rows = session.execute(select(checkpoints).order_by(checkpoints.c.size)).all()
         return [SignedCheckpoint(int(r.size), bytes(r.root), r.note, r.signed_at) for r in rows]

@@ -12,11 +12,11 @@ from collections.abc import Callable, Iterable
 from typing import IO, Any
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from ledger.application import Ledger
 from ledger.bundle import ExportSummary, export_bundle
 from ledger.group_index import group_of
+from ledger.store.event_store import StoreSession
 from ledger.verify import make_claim
 from projections.queries import run_row, standings
 from projections.runner import ProjectionRunner
@@ -49,7 +49,7 @@ def export_runs(
         return export_bundle(ledger, out, runs=None, held=held, progress=progress)
     asked = sorted(set(runs or []))
 
-    def read(session: Session) -> tuple[set[str], list[dict[str, Any]]]:
+    def read(session: StoreSession) -> tuple[set[str], list[dict[str, Any]]]:
         if not group:
             return set(), []
         groups = {cohort} if cohort else set()
@@ -70,7 +70,7 @@ def export_runs(
         return groups, claims
 
     position, (groups, claims) = runner.snapshot(read)
-    with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+    with ledger.store.transaction(commit=False) as session:
         size = ledger.tlog.size_at_position(session, position)
     return export_bundle(
         ledger,

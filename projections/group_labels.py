@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
 
+from ledger.store.event_store import StoreSession
 from projections.tables import manifests, runs
 
 # What a comparison key is made of that a person can read, in the order labels list it.
@@ -60,7 +60,7 @@ class GroupLabel:
         return " · ".join(f"{p} {self.parts.get(p, '?')}" for p in differing)
 
 
-def _titles(session: Session, digests: set[str]) -> dict[str, str]:
+def _titles(session: StoreSession, digests: set[str]) -> dict[str, str]:
     found: dict[str, str] = {}
     ordered = sorted(d for d in digests if d)
     for start in range(0, len(ordered), 500):
@@ -74,7 +74,7 @@ def _titles(session: Session, digests: set[str]) -> dict[str, str]:
     return found
 
 
-def group_labels(session: Session, keys: Sequence[str]) -> list[GroupLabel]:
+def group_labels(session: StoreSession, keys: Sequence[str]) -> list[GroupLabel]:
     """One label per key (in the order given), from one member of each group: every member
     shares what the key is made of."""
     member = (

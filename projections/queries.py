@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
 
 from domain.evidence import EvidenceLevel
 from domain.ranking import View
+from ledger.store.event_store import StoreSession
 from projections.tables import manifests, ranks, runs
 
 
@@ -27,7 +27,7 @@ class Standing:
         return f"Rank {self.rank} of {self.of} in its comparison group · {self.view} comparison"
 
 
-def run_row(session: Session, digest: str) -> dict[str, Any] | None:
+def run_row(session: StoreSession, digest: str) -> dict[str, Any] | None:
     row = session.execute(select(runs).where(runs.c.run_digest == digest)).mappings().first()
     if row is None:
         return None
@@ -36,7 +36,7 @@ def run_row(session: Session, digest: str) -> dict[str, Any] | None:
     return result
 
 
-def standings(session: Session, digest: str) -> dict[str, Standing]:
+def standings(session: StoreSession, digest: str) -> dict[str, Standing]:
     rows = session.execute(select(ranks).where(ranks.c.run_digest == digest)).mappings().all()
     return {
         r["view"]: Standing(
@@ -47,7 +47,7 @@ def standings(session: Session, digest: str) -> dict[str, Standing]:
 
 
 def leaderboard(
-    session: Session,
+    session: StoreSession,
     key: str,
     view: View,
     min_level: EvidenceLevel | None = None,
@@ -91,7 +91,7 @@ def leaderboard(
 
 
 def ranked_count(
-    session: Session, key: str, view: View, min_level: EvidenceLevel | None = None
+    session: StoreSession, key: str, view: View, min_level: EvidenceLevel | None = None
 ) -> int:
     query = (
         select(func.count())
@@ -105,7 +105,7 @@ def ranked_count(
 
 
 def groups(
-    session: Session, benchmark: str | None = None, product: str | None = None
+    session: StoreSession, benchmark: str | None = None, product: str | None = None
 ) -> list[dict[str, Any]]:
     """Comparison groups, optionally those of a benchmark/definition on a GPU product."""
     query = (
@@ -136,7 +136,7 @@ def groups(
     return [dict(r) for r in session.execute(query).mappings()]
 
 
-def top_of_group(session: Session, key: str, view: View) -> str | None:
+def top_of_group(session: StoreSession, key: str, view: View) -> str | None:
     value = session.execute(
         select(ranks.c.run_digest)
         .where(ranks.c.comparison_key == key, ranks.c.view == str(view))
@@ -146,7 +146,7 @@ def top_of_group(session: Session, key: str, view: View) -> str | None:
     return None if value is None else str(value)
 
 
-def manifest_by_digest(session: Session, digest: str) -> dict[str, Any] | None:
+def manifest_by_digest(session: StoreSession, digest: str) -> dict[str, Any] | None:
     """A manifest some admitted event carried, by its digest (None if no event did)."""
     document = session.execute(
         select(manifests.c.document).where(manifests.c.digest == digest)
@@ -165,7 +165,7 @@ def leaders() -> Any:
     )
 
 
-def operations(session: Session, limit: int | None = None) -> list[dict[str, Any]]:
+def operations(session: StoreSession, limit: int | None = None) -> list[dict[str, Any]]:
     """Each operation (benchmark or definition) with its runs, groups and GPUs, most runs
     first: the way in to thousands of groups."""
     query = (
@@ -184,7 +184,7 @@ def operations(session: Session, limit: int | None = None) -> list[dict[str, Any
     return [dict(r) for r in session.execute(query).mappings()]
 
 
-def operation_groups(session: Session, benchmark: str) -> list[dict[str, Any]]:
+def operation_groups(session: StoreSession, benchmark: str) -> list[dict[str, Any]]:
     """The comparison groups of one operation with each group's #1 (source-native)."""
     counted = (
         select(

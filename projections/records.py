@@ -16,9 +16,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import select, tuple_
-from sqlalchemy.orm import Session
 
 from domain.ranking import RankEntry, RankingError, View, rank_group
+from ledger.store.event_store import StoreSession
 from projections.group_labels import GroupLabel, group_labels
 from projections.runner import rank_entry
 from projections.tables import runs
@@ -141,7 +141,7 @@ class RecordPage:
 
 
 def record_entries(
-    session: Session, key: str | None = None, before: int | None = None, limit: int = FEED_MAX
+    session: StoreSession, key: str | None = None, before: int | None = None, limit: int = FEED_MAX
 ) -> RecordPage:
     """Records of every group (or of group ``key``), newest first: those set before log
     position ``before`` when given, ``limit`` at most.
@@ -182,7 +182,7 @@ class GroupName:
     parts: str
 
 
-def group_names(session: Session, keys: Iterable[str]) -> dict[str, GroupName]:
+def group_names(session: StoreSession, keys: Iterable[str]) -> dict[str, GroupName]:
     """Names of the groups ``keys``, each told apart from every group of its operation and
     GPU in the views (not only from those shown with it)."""
     shown = {label.key: label for label in group_labels(session, sorted(set(keys)))}

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import and_, or_, select
-from sqlalchemy.orm import Session
 
 from ledger.application import Ledger
 from ledger.errors import AmbiguousReferenceError, NotFoundError
+from ledger.store.event_store import StoreSession
 from projections.runner import ProjectionRunner
 from projections.tables import runs
 
@@ -45,7 +45,7 @@ def _describe(row: Any) -> str:
     return f"{row.run_digest[:19]}… {row.name} · {source} · {row.product} · {row.benchmark}"
 
 
-def _matching(session: Session, conditions: list[Any]) -> list[Any]:
+def _matching(session: StoreSession, conditions: list[Any]) -> list[Any]:
     return list(
         session.execute(
             select(
@@ -63,7 +63,7 @@ def _matching(session: Session, conditions: list[Any]) -> list[Any]:
     )
 
 
-def resolve_run(session: Session, reference: str) -> str:
+def resolve_run(session: StoreSession, reference: str) -> str:
     """The digest of the one run ``reference`` names in the views. A name or the source's
     id is tried first, a digest prefix only when nothing is named so (an id like ``38823``
     is also hex, and must not collide with digest prefixes)."""
@@ -95,7 +95,7 @@ def resolve_run(session: Session, reference: str) -> str:
     return str(rows[0].run_digest)
 
 
-def resolve_group(session: Session, reference: str) -> str:
+def resolve_group(session: StoreSession, reference: str) -> str:
     """The comparison key ``reference`` (a key or a unique prefix of one) names."""
     prefix = _prefix(reference)
     if prefix is None:

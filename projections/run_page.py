@@ -74,7 +74,7 @@ def run_page(ledger: Ledger, digest: str) -> dict[str, Any]:
                 }
             )
 
-    store = ArtifactStore(ledger.recorder)
+    store = ArtifactStore(ledger.store)
     artifact_refs = {
         "sourceSnapshot": predicate.get("snapshotDigest"),
         "implementationSource": (

@@ -61,7 +61,7 @@ def compare_runs(ledger: Ledger, a: str, b: str) -> dict[str, Any]:
 def run_record(ledger: Ledger, digest: str, events: RunEvents | None = None) -> dict[str, Any]:
     ProjectionRunner(ledger).catch_up()
     record = run_summary(ledger, digest, events)
-    with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+    with ledger.store.transaction(commit=False) as session:
         row = run_row(session, digest)
         places = standings(session, digest)
         key = row["comparison_key"] if row else None

@@ -16,8 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, bindparam, create_engine, delete, insert, select, text, update
-from sqlalchemy.orm import Session
+from sqlalchemy import bindparam, create_engine, delete, insert, select, text, update
 
 from domain.canonical import canonical_json
 from domain.errors import DomainError
@@ -32,6 +31,7 @@ from domain.run_facts import (
 )
 from ledger.aggregates import run_id
 from ledger.application import Ledger, decode_stored
+from ledger.store.event_store import StoreSession, connection_of
 from projections.tables import (
     VIEW_TABLES,
     ensure_views,
@@ -69,7 +69,7 @@ def _subject(statement: dict[str, Any]) -> str:
 _ENSURED: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
-def _lock_views(executor: Session | Connection, postgres: bool) -> None:
+def _lock_views(executor: StoreSession, postgres: bool) -> None:
     """One folder of the views at a time on PostgreSQL (SQLite's write lock does it there)."""
     if postgres:
         executor.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_LOCK_ID})
@@ -90,8 +90,8 @@ def prepare_views(db_url: str) -> bool:
 class ProjectionRunner:
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
-        self._events = ledger.recorder.events_record_cls  # type: ignore[attr-defined]
-        self._engine = ledger.recorder.datastore.engine  # type: ignore[attr-defined]
+        self._events = ledger.store.events.c
+        self._engine = ledger.store.engine
         self._is_postgres = self._engine.dialect.name == "postgresql"
 
     def ensure_views(self) -> None:
@@ -99,9 +99,9 @@ class ProjectionRunner:
         where missing, refolded from the log when another build made them."""
         if self._engine in _ENSURED:
             return
-        with self.ledger.recorder.transaction(commit=True) as session:  # type: ignore[attr-defined]
+        with self.ledger.store.transaction(commit=True) as session:
             self._lock(session)
-            ensure_views(session.connection())
+            ensure_views(connection_of(session))
         _ENSURED.add(self._engine)
 
     # ------------------------------------------------------------- the loop
@@ -119,7 +119,7 @@ class ProjectionRunner:
         done = 0
         position = 0
         while max_batches is None or done < max_batches:
-            with self.ledger.recorder.transaction(commit=True) as session:  # type: ignore[attr-defined]
+            with self.ledger.store.transaction(commit=True) as session:
                 folded, position = self._one_batch(session, batch)
             total += folded
             done += 1
@@ -132,13 +132,13 @@ class ProjectionRunner:
         self._rerank_stale()
         return CatchUp(total, position)
 
-    def snapshot(self, read: Callable[[Session], T], attempts: int = 10) -> tuple[int, T]:
+    def snapshot(self, read: Callable[[StoreSession], T], attempts: int = 10) -> tuple[int, T]:
         """``read`` the views as they stand at one position of the log: nothing folded and
         no group left to re-rank while reading (else catch up and read again). Returns the
         position and what ``read`` returned. Takes no lock: readers never wait on writers."""
         self.ensure_views()
         for _ in range(attempts):
-            with self.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+            with self.ledger.store.transaction(commit=False) as session:
                 before = self._position(session)
                 stale = session.execute(select(stale_groups.c.comparison_key).limit(1)).first()
                 value = read(session)
@@ -150,16 +150,16 @@ class ProjectionRunner:
             "the read models kept changing while they were read; try again shortly"
         )
 
-    def _lock(self, session: Session) -> None:
+    def _lock(self, session: StoreSession) -> None:
         _lock_views(session, self._is_postgres)
 
-    def _position(self, session: Session) -> int:
+    def _position(self, session: StoreSession) -> int:
         value = session.execute(
             select(tracking.c.position).where(tracking.c.name == RUNNER_NAME)
         ).scalar()
         return int(value) if value is not None else 0
 
-    def _one_batch(self, session: Session, batch: int) -> tuple[int, int]:
+    def _one_batch(self, session: StoreSession, batch: int) -> tuple[int, int]:
         self._lock(session)
         start = self._position(session)
         rows = session.execute(
@@ -183,7 +183,7 @@ class ProjectionRunner:
         self._set_position(session, last)
         return len(rows), last
 
-    def _mark_stale(self, session: Session, keys: set[str]) -> None:
+    def _mark_stale(self, session: StoreSession, keys: set[str]) -> None:
         if not keys:
             return
         already: set[str] = set()
@@ -201,16 +201,16 @@ class ProjectionRunner:
 
     def _rerank_stale(self) -> None:
         """Re-rank every group marked stale, in one transaction that clears the marks."""
-        with self.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        with self.ledger.store.transaction(commit=False) as session:
             if session.execute(select(stale_groups.c.comparison_key).limit(1)).first() is None:
                 return  # nothing to do, so no write: a full or read-only store still serves reads
-        with self.ledger.recorder.transaction(commit=True) as session:  # type: ignore[attr-defined]
+        with self.ledger.store.transaction(commit=True) as session:
             self._lock(session)
             keys = set(session.execute(select(stale_groups.c.comparison_key)).scalars())
             self._rerank(session, keys)
             session.execute(delete(stale_groups))
 
-    def _set_position(self, session: Session, position: int) -> None:
+    def _set_position(self, session: StoreSession, position: int) -> None:
         exists = session.execute(
             select(tracking.c.name).where(tracking.c.name == RUNNER_NAME)
         ).scalar()
@@ -255,7 +255,7 @@ class ProjectionRunner:
         elif event == "Run.ManifestsAttached":
             pending.dirty_evidence.add(digest)  # the refold sets its new profile (group)
 
-    def _flush(self, session: Session, pending: _Pending) -> None:
+    def _flush(self, session: StoreSession, pending: _Pending) -> None:
         """Write the batch's new runs and changes with a few multi-row statements."""
         if pending.new_rows:
             session.execute(insert(runs), list(pending.new_rows.values()))
@@ -301,7 +301,7 @@ class ProjectionRunner:
                 execution_options={"synchronize_session": False},
             )
 
-    def _insert_manifests(self, session: Session, found: dict[str, dict[str, Any]]) -> None:
+    def _insert_manifests(self, session: StoreSession, found: dict[str, dict[str, Any]]) -> None:
         """Manifests not seen before (the first event that carried one keeps it)."""
         if not found:
             return
@@ -316,14 +316,14 @@ class ProjectionRunner:
         if fresh:
             session.execute(insert(manifests), fresh)
 
-    def _run_events(self, session: Session, digest: str, up_to: int) -> Sequence[Any]:
+    def _run_events(self, session: StoreSession, digest: str, up_to: int) -> Sequence[Any]:
         return session.execute(
             select(self._events.id, self._events.topic, self._events.state)
             .where(self._events.originator_id == run_id(digest), self._events.id <= up_to)
             .order_by(self._events.id)
         ).all()
 
-    def _recompute_evidence(self, session: Session, digest: str, up_to: int) -> str | None:
+    def _recompute_evidence(self, session: StoreSession, digest: str, up_to: int) -> str | None:
         """Evidence from the run's events (only reruns move it), the verified value, and the
         profile (an attached workload gives the run its comparison group)."""
         fold: RunFold | None = None
@@ -350,7 +350,7 @@ class ProjectionRunner:
         )
         return fold.profile.comparison_key
 
-    def _rerank(self, session: Session, keys: set[str]) -> None:
+    def _rerank(self, session: StoreSession, keys: set[str]) -> None:
         """Recompute both views' ranks of the touched groups."""
         if not keys:
             return
@@ -387,16 +387,16 @@ class ProjectionRunner:
     ) -> CatchUp:
         """Drop every read model (tables included, so schema changes apply) and fold the
         whole event log again."""
-        with self.ledger.recorder.transaction(commit=True) as session:  # type: ignore[attr-defined]
+        with self.ledger.store.transaction(commit=True) as session:
             self._lock(session)
-            recreate_views(session.connection())
+            recreate_views(connection_of(session))
         _ENSURED.add(self._engine)
         return self.catch_up(batch, progress=progress)
 
     def table_digests(self) -> dict[str, str]:
         """sha256 over the canonical rows of each view, in key order: equal views, equal digests."""
         digests: dict[str, str] = {}
-        with self.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        with self.ledger.store.transaction(commit=False) as session:
             for table in VIEW_TABLES:
                 order = [c for c in table.primary_key.columns]
                 hasher = hashlib.sha256()

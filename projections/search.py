@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from domain.ranking import View
+from ledger.store.event_store import StoreSession
 from projections.group_labels import GroupLabel, group_labels
 from projections.queries import leaders
 from projections.tables import manifests, ranks, runs
@@ -185,7 +185,9 @@ def rough_text(document: str) -> str | None:
     return fold(decoded.encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass"))
 
 
-def _manifest_masks(session: Session, digests: set[str], words: Sequence[str]) -> dict[str, int]:
+def _manifest_masks(
+    session: StoreSession, digests: set[str], words: Sequence[str]
+) -> dict[str, int]:
     """Which words (bits, as :func:`_matched`) the values of each manifest named have.
     Most documents have none of the words anywhere: the rough text says so and they are
     never parsed."""
@@ -222,7 +224,7 @@ class _Group:
     headline: int = 0  # most query words a matching run's benchmark and GPU carry
 
 
-def _matching_groups(session: Session, words: Sequence[str]) -> dict[str, _Group]:
+def _matching_groups(session: StoreSession, words: Sequence[str]) -> dict[str, _Group]:
     """Comparison key -> how many of its runs every word matches (and how well)."""
     found = session.execute(
         select(
@@ -264,7 +266,7 @@ def _matching_groups(session: Session, words: Sequence[str]) -> dict[str, _Group
     return groups
 
 
-def search_groups(session: Session, query: str, limit: int = MAX_GROUPS) -> list[Found]:
+def search_groups(session: StoreSession, query: str, limit: int = MAX_GROUPS) -> list[Found]:
     words = query_words(query)
     if not words:
         return []

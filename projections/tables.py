@@ -2,7 +2,7 @@
 
 The read models own their tables: they are a function of the log, so a change to them is
 made by dropping them and folding the log again, never by a migration of the ledger's
-schema (``ledger/schema.py`` knows nothing of them). ``VIEWS_VERSION`` is stamped in
+schema (``ledger/store/schema.py`` knows nothing of them). ``VIEWS_VERSION`` is stamped in
 ``kernelindex_view_schema``; :func:`ensure_views` creates the tables where missing and, when
 the stamp is not this build's, drops and recreates them all, so the next catch-up refolds."""
 

@@ -23,7 +23,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from ledger.schema import upgrade
+from ledger.store.schema import upgrade
 from projections.runner import prepare_views
 from tests.paths import CONFORMANCE
 

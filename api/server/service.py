@@ -116,7 +116,7 @@ class LedgerService:
         # processes (PostgreSQL) the ledger's own retry and log lock keep writers consistent.
         self.writer = GroupCommitWriter(ledger)
         self._projection_lock = threading.Lock()
-        self.artifacts = ArtifactStore(ledger.recorder)
+        self.artifacts = ArtifactStore(ledger.store)
 
     # ---------------------------------------------------------------- writes
 
@@ -238,7 +238,7 @@ class LedgerService:
         if cursor is not None:
             query = query.where(t.c.ingested_position > Cursor.decode(cursor).after)
         size = max(1, min(limit, MAX_PAGE))
-        with self.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        with self.ledger.store.transaction(commit=False) as session:
             rows = [dict(r) for r in session.execute(query.limit(size + 1)).mappings()]
         more = len(rows) > size
         rows = rows[:size]
@@ -275,12 +275,12 @@ class LedgerService:
     def _leaves(self, positions: list[int]) -> dict[int, int]:
         if not positions:
             return {}
-        with self.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        with self.ledger.store.transaction(commit=False) as session:
             return self.ledger.tlog.leaves_for_positions(session, positions)
 
     def groups(self, benchmark: str | None, gpu: str | None) -> list[dict[str, Any]]:
         self.fresh()
-        with self.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        with self.ledger.store.transaction(commit=False) as session:
             rows = queries.groups(session, benchmark, gpu)
         return [
             {
@@ -357,7 +357,7 @@ class LedgerService:
         """A page of a group's ranking: ``limit`` entries from the ``start``-th (1-based)."""
         size = max(1, min(limit, BOARD_MAX))
         self.fresh()
-        with self.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        with self.ledger.store.transaction(commit=False) as session:
             rows = queries.leaderboard(session, key, view, min_level, offset=start - 1, limit=size)
             best = queries.leaderboard(session, key, view, min_level, limit=1)
             total = queries.ranked_count(session, key, view, min_level)
@@ -487,13 +487,13 @@ class LedgerService:
         self.writer.close()
 
     def health(self) -> dict[str, Any]:
-        with self.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        with self.ledger.store.transaction(commit=False) as session:
             size = self.ledger.tlog.tree_size(session)
         return {
             "status": "ok",
             "origin": self.ledger.trust_root.origin,
             "treeSize": size,
-            "database": self.ledger.recorder.datastore.engine.dialect.name,  # type: ignore[attr-defined]
+            "database": self.ledger.store.engine.dialect.name,
         }
 
 

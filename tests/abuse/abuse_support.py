@@ -44,7 +44,7 @@ def problem_of(response: Any, status: int, code: str) -> dict[str, Any]:
 
 def event_count(ledger: Ledger) -> int:
     events = ledger.recorder.events_record_cls  # type: ignore[attr-defined]
-    with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+    with ledger.store.transaction(commit=False) as session:
         return int(session.execute(select(func.count()).select_from(events)).scalar_one())
 
 

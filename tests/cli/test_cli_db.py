@@ -11,7 +11,7 @@ import pytest
 from cli_session import Cli
 from sqlalchemy import create_engine, inspect, text
 
-from ledger.schema import SCHEMA_VERSION, upgrade
+from ledger.store.schema import SCHEMA_VERSION, upgrade
 
 
 def _tables(url: str) -> set[str]:

@@ -204,7 +204,7 @@ def test_rerun_request_names_the_submitted_artifacts(cli: Cli) -> None:
         made["solutionDigest"]: SOLUTION_MEDIA_TYPE,
         made["workloadDigest"]: WORKLOAD_MEDIA_TYPE,
     }
-    store = ArtifactStore(ledger.recorder)
+    store = ArtifactStore(ledger.store)
     for digest, media_type in store_types.items():
         assert store.get(digest).media_type == media_type
 

@@ -66,8 +66,9 @@ def test_read_commands_load_no_importer_server_or_agent_module() -> None:
 
 
 def test_read_commands_open_the_ledger_without_eventsourcing_sqlalchemy(tmp_path: Path) -> None:
-    """show, history, leaderboard and search read through ledger/read_store.py: the writers'
-    persistence module (and the SQL dialects its sqlalchemy_utils loads) is never imported."""
+    """show, history, leaderboard and search read through ledger/store/read_only.py: the writers'
+    persistence module (and the SQL dialects its sqlalchemy_utils loads) is never imported,
+    nor SQLAlchemy's ORM (the read store and the read models use Core only)."""
     env = {
         **os.environ,
         "KERNELINDEX_HOME": str(tmp_path / "home"),
@@ -103,8 +104,8 @@ def test_read_commands_open_the_ledger_without_eventsourcing_sqlalchemy(tmp_path
         )
         assert done.returncode == 0, done.stderr[-2000:]
         loaded = set(done.stdout.rsplit("LOADED", 1)[1].split())
-        assert "ledger.read_store" in loaded, argv
-        assert not {"eventsourcing_sqlalchemy", "sqlalchemy_utils"} & loaded, argv
+        assert "ledger.store.read_only" in loaded, argv
+        assert not {"eventsourcing_sqlalchemy", "sqlalchemy_utils", "sqlalchemy.orm"} & loaded, argv
 
 
 def test_the_process_ends_with_the_commands_exit_code_and_its_output_flushed(

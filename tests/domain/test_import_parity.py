@@ -35,7 +35,7 @@ from ledger.application import Ledger
 from ledger.authoring import key_registration_envelope
 from ledger.importing import Importer, compare_records
 from ledger.keys import SigningKey
-from ledger.schema import upgrade
+from ledger.store.schema import upgrade
 from ledger.trust import TrustRoot
 from tests.paths import CONFORMANCE
 

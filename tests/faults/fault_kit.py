@@ -23,7 +23,7 @@ from sqlalchemy.engine import make_url
 from benchmarks.bench_http import ServerProcess
 from ledger.application import Ledger
 from ledger.home import LedgerHome
-from ledger.schema import EVENTS_TABLE
+from ledger.store.schema import EVENTS_TABLE
 from ledger.transparency_log import leaves
 from projections.runner import ProjectionRunner
 
@@ -100,7 +100,7 @@ def log_shape(ledger: Ledger) -> dict[str, Any]:
     """Events and leaves as stored: dense means leaf i logs the i-th event, for every event
     and no other (no event without a leaf, no leaf without its event, no gap)."""
     events = ledger.recorder.events_record_cls  # type: ignore[attr-defined]
-    with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+    with ledger.store.transaction(commit=False) as session:
         positions = list(session.execute(select(events.id).order_by(events.id)).scalars())
         rows = session.execute(
             select(leaves.c.leaf_index, leaves.c.position).order_by(leaves.c.leaf_index)

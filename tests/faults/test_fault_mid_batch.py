@@ -239,7 +239,7 @@ def test_sigkill_of_the_projector_mid_batch_then_restart_equals_a_rebuild(
     ledger = home.open()
     try:
         events = ledger.recorder.events_record_cls  # type: ignore[attr-defined]
-        with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        with ledger.store.transaction(commit=False) as session:
             attested = session.execute(
                 select(func.count())
                 .select_from(events)

@@ -148,7 +148,7 @@ def test_smoke_page_limit_full_store_answers_507_and_keeps_reading(tmp_path: Pat
     """Quick and unprivileged: SQLite's page limit gives a genuine SQLITE_FULL."""
     home = LedgerHome.at(tmp_path / "home")
     ledger, seed = build_demo(home)
-    engine = ledger.recorder.datastore.engine  # type: ignore[attr-defined]
+    engine = ledger.store.engine
     limit = {"pages": 0}
 
     @event.listens_for(engine, "connect")

@@ -67,7 +67,7 @@ class World:
     open_ledger: Callable[[], Ledger]
 
     def count(self) -> int:
-        return self.ledger.recorder.max_notification_id() or 0
+        return self.ledger.store.last_position()
 
 
 @pytest.fixture
@@ -487,7 +487,7 @@ def test_tampered_stored_envelope_fails_history_verification(world: World) -> No
         )
     )
     record_cls = world.ledger.recorder.events_record_cls  # type: ignore[attr-defined]
-    with world.ledger.recorder.transaction(commit=True) as session:  # type: ignore[attr-defined]
+    with world.ledger.store.transaction(commit=True) as session:
         row = (
             session.query(record_cls)
             .filter(

@@ -51,7 +51,7 @@ from ledger.authoring import (
 from ledger.dsse import pae, sign_envelope
 from ledger.history import key_history, run_history
 from ledger.keys import SigningKey
-from ledger.schema import upgrade
+from ledger.store.schema import upgrade
 from ledger.trust import TrustRoot
 from ledger.verify import Outcome, VerificationPolicy, outcome_of, verify_bundle_lines
 from projections.export import export_runs
@@ -244,7 +244,7 @@ class World:
             self.ledger.append(envelope)
 
     def count(self) -> int:
-        return int(self.ledger.recorder.max_notification_id() or 0)
+        return int(self.ledger.store.last_position())
 
     def key(self, name: str, subject: str | None = None) -> SigningKey:
         return self.keys[subject if name == "self" and subject else name]

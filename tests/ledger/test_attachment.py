@@ -210,7 +210,7 @@ def _bare(run: str) -> dict[str, Any]:
 
 
 def _index(world: World) -> dict[str, str]:
-    with world.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+    with world.ledger.store.transaction(commit=False) as session:
         rows = session.execute(
             select(group_members.c.run_digest, group_members.c.comparison_key)
         ).all()
@@ -260,7 +260,7 @@ def test_audit_checks_the_group_index_against_the_log(world: World) -> None:
     _ingest_bare_seed(world)
     world.append(_attach(world, {"workload": WORKLOAD}))
     assert audit_ledger(world.ledger).verified
-    with world.ledger.recorder.transaction(commit=True) as session:  # type: ignore[attr-defined]
+    with world.ledger.store.transaction(commit=True) as session:
         session.execute(delete(group_members).where(group_members.c.run_digest == SEED))
         session.execute(
             insert(group_members).values(run_digest=RUN_15149, comparison_key=GROUP, position=1)
@@ -294,7 +294,7 @@ def test_an_implementation_attached_in_the_ingestions_group_leaves_it_the_joinin
         "Run.Ingested",
         "Run.ManifestsAttached",
     ]
-    with world.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+    with world.ledger.store.transaction(commit=False) as session:
         position = session.execute(
             select(group_members.c.position).where(group_members.c.run_digest == RUN_21613)
         ).scalar_one()

@@ -280,7 +280,7 @@ def test_nothing_pinned_is_unanchored_and_an_impostor_ledger_never_verifies(
 ) -> None:
     """An attacker's own ledger with the same origin, the attacker's keys in its trust root:
     unpinned it agrees with itself (UNANCHORED, never VERIFIED); pinned, it FAILS."""
-    from ledger.schema import upgrade
+    from ledger.store.schema import upgrade
     from tests.projections.projection_world import Keys
 
     honest = exported.bundle([SEED])

@@ -59,7 +59,7 @@ def records(edit: Any = None) -> list[ImportRecord]:
 
 
 def count(ledger: Ledger) -> int:
-    return int(ledger.recorder.max_notification_id() or 0)
+    return int(ledger.store.last_position())
 
 
 def test_importing_twice_appends_nothing_the_second_time(setup: Any) -> None:
@@ -83,7 +83,7 @@ def test_imported_run_has_one_ingestion_by_the_ingester_naming_its_snapshot(setu
     predicate = history[0].predicate or {}
     assert predicate["snapshotDigest"] == record.snapshot.digest
     assert predicate["externalId"] == record.external_id
-    store = ArtifactStore(ledger.recorder)
+    store = ArtifactStore(ledger.store)
     assert store.get(record.snapshot.digest).content == record.snapshot.content
     assert store.get(record.artifacts[0].digest).media_type == "text/x-cuda"
 
@@ -120,21 +120,21 @@ def test_bad_records_are_reported_and_write_nothing(setup: Any) -> None:
     assert reasons["x-1"] == "truncated JSON"
     assert "latencyNs" in reasons[bad.external_id]
     assert count(ledger) == before + 1
-    assert not ArtifactStore(ledger.recorder).has(bad.snapshot.digest)
+    assert not ArtifactStore(ledger.store).has(bad.snapshot.digest)
 
 
 def test_a_damaged_artifact_is_refused_on_read(setup: Any) -> None:
     ledger, importer, _ = setup
     batch = records()
     importer.run(batch)
-    with ledger.recorder.transaction(commit=True) as session:  # type: ignore[attr-defined]
+    with ledger.store.transaction(commit=True) as session:
         session.execute(
             update(artifacts)
             .where(artifacts.c.digest == batch[0].snapshot.digest)
             .values(content=b"tampered")
         )
     with pytest.raises(ArtifactError, match="damaged"):
-        ArtifactStore(ledger.recorder).get(batch[0].snapshot.digest)
+        ArtifactStore(ledger.store).get(batch[0].snapshot.digest)
 
 
 def test_a_run_bundle_carries_its_artifacts_and_they_verify(setup: Any) -> None:
@@ -249,8 +249,8 @@ def test_a_record_refused_by_the_ledger_leaves_the_rest_of_its_group(setup: Any)
     summary = importer.run(items)
     assert summary.new == 3 and summary.events == 5  # 3 new, 1 changed + its supersession
     foreign = next(i for i in items if isinstance(i, ImportRecord) and i.source == "someone-else")
-    assert not ArtifactStore(ledger.recorder).has(foreign.snapshot.digest)  # refused: nothing
-    assert ArtifactStore(ledger.recorder).has(records()[2].snapshot.digest)
+    assert not ArtifactStore(ledger.store).has(foreign.snapshot.digest)  # refused: nothing
+    assert ArtifactStore(ledger.store).has(records()[2].snapshot.digest)
 
 
 def test_an_oversized_artifact_refuses_its_record_before_anything_is_written(
@@ -269,7 +269,7 @@ def test_an_oversized_artifact_refuses_its_record_before_anything_is_written(
     summary = importer.run([big])
     assert summary.events == 0 and "the limit is 16" in dict(summary.rejected)[big.external_id]
     assert count(ledger) == before
-    assert not ArtifactStore(ledger.recorder).has(big.snapshot.digest)
+    assert not ArtifactStore(ledger.store).has(big.snapshot.digest)
 
 
 def _without_workload(record: ImportRecord) -> ImportRecord:

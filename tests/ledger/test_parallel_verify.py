@@ -37,7 +37,7 @@ from ledger.bundle import export_bundle
 from ledger.keys import SigningKey
 from ledger.log_entries import LogEntry
 from ledger.merkle import ProofError, inclusion_proof, leaf_hash, root, verify_inclusion
-from ledger.schema import upgrade
+from ledger.store.schema import upgrade
 from ledger.trust import TrustRoot
 from ledger.verification_report import Report
 from ledger.verify import BundleVerifier, VerificationPolicy, verify_bundle_lines

@@ -1,4 +1,4 @@
-"""The read-only event store (ledger/read_store.py) reads exactly what eventsourcing-sqlalchemy
+"""The read-only event store (ledger/store/read_only.py) reads exactly what eventsourcing-sqlalchemy
 wrote, on SQLite and PostgreSQL, and appends nothing."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from ledger.application import Ledger
 from ledger.authoring import attestation_envelope, ingestion_envelope, key_registration_envelope
 from ledger.errors import StoreError
 from ledger.keys import SigningKey
-from ledger.read_store import EventRecord, ReadRecorder
+from ledger.store.read_only import ReadRecorder, events_table
 from ledger.trust import TrustRoot
 from projections.runner import ProjectionRunner
 
@@ -54,13 +54,13 @@ def _columns(table: Any, dialect: Any) -> list[tuple[str, str, bool, bool]]:
     ]
 
 
-def test_the_record_class_is_eventsourcing_sqlalchemys_on_each_backend(db_url: str) -> None:
+def test_the_event_table_is_eventsourcing_sqlalchemys_on_each_backend(db_url: str) -> None:
     """Same columns, same types as the backend compiles them (the 16-byte id on SQLite,
-    ``uuid`` on PostgreSQL), same keys: one table, read by two record classes."""
+    ``uuid`` on PostgreSQL), same keys: one table, read through two descriptions of it."""
     writer, _, _ = _filled(db_url)
     theirs = writer.recorder.events_record_cls.__table__  # type: ignore[attr-defined]
     dialect = create_engine(db_url).dialect
-    assert _columns(EventRecord.__table__, dialect) == _columns(theirs, dialect)
+    assert _columns(events_table, dialect) == _columns(theirs, dialect)
     assert issubclass(writer.recorder.events_record_cls, StoredEventRecord)  # type: ignore[attr-defined]
     writer.close()
 

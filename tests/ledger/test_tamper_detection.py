@@ -145,7 +145,7 @@ def assert_clean(report: Report) -> None:
 @contextmanager
 def raw_session(w: World) -> Iterator[Any]:
     """A write transaction straight on the database, behind the ledger's back."""
-    with w.ledger.recorder.transaction(commit=True) as session:  # type: ignore[attr-defined]
+    with w.ledger.store.transaction(commit=True) as session:
         yield session
 
 
@@ -330,7 +330,7 @@ def test_ledger_refuses_to_sign_a_second_root_for_a_signed_size(world: World) ->
     _delete_last_leaf(world)
     ledger = world.open_ledger()
     ledger.append(attestation_envelope(SEED_RUN, SEED_NAME, world.attester, type_="note", body="x"))
-    with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+    with ledger.store.transaction(commit=False) as session:
         assert ledger.tlog.tree_size(session) == signed.size
     with pytest.raises(DomainError, match="no longer has the root signed for it"):
         ledger.tlog.sign_checkpoint()
@@ -377,7 +377,7 @@ def test_audit_detects_a_rewritten_log_against_a_held_checkpoint(world: World) -
     ledger.append(
         attestation_envelope(world.other_run, OTHER_NAME, world.attester, type_="note", body="x")
     )
-    with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+    with ledger.store.transaction(commit=False) as session:
         assert ledger.tlog.tree_size(session) == witnessed.size
     # The log is self-consistent again, but the run's versions now skip the deleted one...
     alone = world.audit()
@@ -395,7 +395,7 @@ def test_audit_detects_a_stored_node_that_breaks_checkpoint_consistency(world: W
     assert newer.size > older.size
     assert_clean(world.audit())
     # Corrupt the stored subtree hash a consistency proof between the two checkpoints uses.
-    with world.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+    with world.ledger.store.transaction(commit=False) as session:
         wanted: list[tuple[int, int]] = []
 
         def record(level: int, index: int) -> bytes:

@@ -104,7 +104,7 @@ def assert_receipt_proves_inclusion(ledger: Ledger, receipt: Receipt) -> None:
 
 def log_entries(ledger: Ledger) -> list[tuple[int, int, bytes]]:
     """(leaf index, event position, leaf hash) of every leaf, in leaf order."""
-    with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+    with ledger.store.transaction(commit=False) as session:
         size = ledger.tlog.tree_size(session)
         rows = ledger.tlog.entries(session, 0, size)
     return [(int(r[0]), int(r[1]), bytes(r[2])) for r in rows]
@@ -112,7 +112,7 @@ def log_entries(ledger: Ledger) -> list[tuple[int, int, bytes]]:
 
 def event_positions(ledger: Ledger) -> list[int]:
     records = ledger.recorder.events_record_cls  # type: ignore[attr-defined]
-    with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+    with ledger.store.transaction(commit=False) as session:
         return [int(p) for (p,) in session.query(records.id).order_by(records.id)]
 
 
@@ -161,7 +161,7 @@ def test_appends_return_leaf_index_and_inclusion_proof_that_verifies(world: Worl
     # proof for the current tree (as `kernelindex log proof` serves it) verifies too.
     first = world.receipts[3]
     assert first.inclusion is not None
-    with world.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+    with world.ledger.store.transaction(commit=False) as session:
         size = world.ledger.tlog.tree_size(session)
         fresh = world.ledger.tlog.inclusion(session, first.inclusion.leaf_index, size)
     assert fresh.root == proof.root and size == proof.tree_size
@@ -186,7 +186,7 @@ def test_leaves_are_dense_over_all_events_in_position_order(world: World) -> Non
     # root is the root of those leaves.
     by_position = {r.position: r for r in world.receipts}
     assert all(stored_leaf_hash(world.ledger, by_position[p]) == h for _, p, h in entries)
-    with world.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+    with world.ledger.store.transaction(commit=False) as session:
         stored_root = world.ledger.tlog.root(session, len(entries))
     assert stored_root == root([h for _, _, h in entries])
     assert world.receipts[-1].inclusion is not None
@@ -235,7 +235,7 @@ def test_checkpoints_are_signed_once_per_size_and_consistent(world: World) -> No
     assert second.size == 7 and second.root != first.root
     new_body, _ = open_checkpoint(second.note, [verifier(world)], origin=ORIGIN)
     assert new_body.root == second.root
-    with world.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+    with world.ledger.store.transaction(commit=False) as session:
         proof = tlog.consistency(session, first.size, second.size)
         assert [c.size for c in tlog.checkpoints(session)] == [4, 7]
     verify_consistency(body.size, new_body.size, proof, body.root, new_body.root)

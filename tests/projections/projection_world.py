@@ -32,7 +32,7 @@ from ledger.authoring import (
     rerun_request_envelope,
 )
 from ledger.keys import SigningKey
-from ledger.schema import upgrade
+from ledger.store.schema import upgrade
 from ledger.trust import TrustRoot
 from projections import queries
 from projections.runner import ProjectionRunner
@@ -201,7 +201,7 @@ class World:
     # ------------------------------------------------------------ writes
 
     def count(self) -> int:
-        return int(self.ledger.recorder.max_notification_id() or 0)
+        return int(self.ledger.store.last_position())
 
     def append(self, envelope: dict[str, Any]) -> Receipt:
         return self.ledger.append(envelope)
@@ -329,7 +329,7 @@ class World:
 
     def row(self, run: str) -> dict[str, Any]:
         self.runner().catch_up()
-        with self.ledger.recorder.transaction(commit=False) as session:
+        with self.ledger.store.transaction(commit=False) as session:
             row = queries.run_row(session, run)
         assert row is not None, f"{run} is not in the runs view"
         return row
@@ -338,7 +338,7 @@ class World:
         return str(self.row(run)["evidence_level"])
 
     def levels(self) -> dict[str, str]:
-        with self.ledger.recorder.transaction(commit=False) as session:
+        with self.ledger.store.transaction(commit=False) as session:
             return {
                 r.run_digest: r.evidence_level
                 for r in session.execute(select(runs.c.run_digest, runs.c.evidence_level))
@@ -349,20 +349,20 @@ class World:
     ) -> list[tuple[str, int, int]]:
         """(run, rank, of) of a leaderboard, best first."""
         self.runner().catch_up()
-        with self.ledger.recorder.transaction(commit=False) as session:
+        with self.ledger.store.transaction(commit=False) as session:
             rows = queries.leaderboard(session, key, view)
         return [(r["run_digest"], r["rank"], r["of_count"]) for r in rows]
 
     def standing(self, run: str, view: View = View.SOURCE_NATIVE) -> tuple[int, int] | None:
         self.runner().catch_up()
-        with self.ledger.recorder.transaction(commit=False) as session:
+        with self.ledger.store.transaction(commit=False) as session:
             found = queries.standings(session, run).get(str(view))
         return None if found is None else (found.rank, found.of)
 
     def tracking_position(self) -> int:
         from projections.tables import tracking
 
-        with self.ledger.recorder.transaction(commit=False) as session:
+        with self.ledger.store.transaction(commit=False) as session:
             value = session.execute(select(tracking.c.position)).scalar()
         return int(value or 0)
 
@@ -371,7 +371,7 @@ class World:
         positions quoted in evidence reasons): equal for any interleaving of the same events."""
         dropped = {"ingested_position", "last_position", "evidence_caused_by"}
         out: dict[str, list[dict[str, Any]]] = {}
-        with self.ledger.recorder.transaction(commit=False) as session:
+        with self.ledger.store.transaction(commit=False) as session:
             out["runs"] = [
                 {
                     k: (_strip_positions(v) if k == "evidence_reasons" else v)

@@ -221,11 +221,11 @@ def test_sigkill_mid_batch_then_restart_equals_a_rebuild(world: World, tmp_path:
                 raise
             time.sleep(0.1)
     assert after_kill == (position, counted)
-    with world.ledger.recorder.transaction(commit=False) as session:
-        events = world.runner()._events
+    with world.ledger.store.transaction(commit=False) as session:
+        events = world.ledger.store.events.c
         attested = session.execute(
             select(func.count())
-            .select_from(events)
+            .select_from(world.ledger.store.events)
             .where(events.id <= position, events.topic.like("%Run.Attested"))
         ).scalar()
     assert counted == attested, "an event was skipped or counted twice"

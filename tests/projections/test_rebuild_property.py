@@ -201,7 +201,7 @@ def assert_rebuild_equals_incremental(world: World) -> dict[str, str]:
 
 
 def assert_levels_caused_by_ingestion_or_rerun(world: World) -> None:
-    with world.ledger.recorder.transaction(commit=False) as session:
+    with world.ledger.store.transaction(commit=False) as session:
         causes = [int(c) for c in session.execute(select(runs.c.evidence_caused_by)).scalars()]
         events = world.runner()._events
         topics = {

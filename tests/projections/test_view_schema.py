@@ -7,7 +7,7 @@ from __future__ import annotations
 from projection_world import World
 from sqlalchemy import create_engine, inspect, update
 
-from ledger.schema import upgrade
+from ledger.store.schema import upgrade
 from projections import runner as runner_module
 from projections.runner import ProjectionRunner, prepare_views
 from projections.tables import VIEWS_VERSION, metadata, view_schema

@@ -27,7 +27,7 @@ def test_the_seed_ingested_as_the_readme_says_is_ranked_in_its_cohort(real: Real
 def test_every_score_run_shows_the_value_it_is_ranked_by(real: RealLedger) -> None:
     ledger = real.open()
     try:
-        with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        with ledger.store.transaction(commit=False) as session:
             rows = session.execute(
                 select(runs.c.run_digest, runs.c.metric, runs.c.unit, runs.c.claimed).where(
                     runs.c.metric != "latency"

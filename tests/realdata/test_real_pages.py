@@ -51,7 +51,7 @@ def page(site: str) -> Iterator[Page]:
 def _one_run_per_source(real: RealLedger) -> dict[str, str]:
     ledger = real.open()
     try:
-        with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        with ledger.store.transaction(commit=False) as session:
             rows = session.execute(
                 select(runs.c.source, func.min(runs.c.run_digest))
                 .where(runs.c.claimed.is_not(None))
@@ -87,7 +87,7 @@ def test_a_big_leaderboard_is_paginated_with_a_chart_named_for_its_metric(
 ) -> None:
     ledger = real.open()
     try:
-        with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        with ledger.store.transaction(commit=False) as session:
             key, size = session.execute(
                 select(ranks.c.comparison_key, func.count())
                 .join(runs, runs.c.run_digest == ranks.c.run_digest)

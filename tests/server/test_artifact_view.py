@@ -56,7 +56,7 @@ class Stored:
 
 
 def _put(served: Served, content: bytes, media_type: str, name: str) -> str:
-    return ArtifactStore(served.ledger.recorder).put(Artifact(content, media_type, name))
+    return ArtifactStore(served.ledger.store).put(Artifact(content, media_type, name))
 
 
 @pytest.fixture
@@ -209,7 +209,7 @@ def test_a_digest_that_names_no_artifact_is_an_error_page(
 def test_a_damaged_artifact_is_refused_with_a_clear_page_on_both_pages(
     served: Served, stored: Stored
 ) -> None:
-    with served.ledger.recorder.transaction(commit=True) as session:  # type: ignore[attr-defined]
+    with served.ledger.store.transaction(commit=True) as session:
         session.execute(
             update(artifacts)
             .where(artifacts.c.digest == stored.kernel)
@@ -263,7 +263,7 @@ def test_a_run_without_stored_artifacts_has_no_view_link_or_preview(served: Serv
 def test_a_stored_binary_source_gets_no_view_link(served: Served, stored: Stored) -> None:
     # The source's row relabelled as a binary (its bytes, and so its digest, unchanged): the
     # run page decides from the media type, so no View link and no preview; Download stays.
-    with served.ledger.recorder.transaction(commit=True) as session:  # type: ignore[attr-defined]
+    with served.ledger.store.transaction(commit=True) as session:
         session.execute(
             update(artifacts)
             .where(artifacts.c.digest == stored.kernel)

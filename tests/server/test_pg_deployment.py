@@ -148,7 +148,7 @@ def test_two_workers_projector_and_sequencer_on_one_database(db_url: str, tmp_pa
         assert report["lost"] == report["mismatched"] == report["duplicatePositions"] == 0
         assert report["proofsVerified"] == report["rootsMatchRecomputedLog"] == APPENDS
         assert report["dense"] and report["events"] == prepared.events + APPENDS
-        with ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+        with ledger.store.transaction(commit=False) as session:
             signed = max(int(c.size) for c in session.execute(checkpoints.select()).all())
         assert signed == report["treeSize"]
         _assert_views_equal_rebuild(ledger)

@@ -85,7 +85,7 @@ def sources(service: LedgerService) -> list[dict[str, Any]]:
         .group_by(t.c.source)
         .order_by(func.count().desc(), t.c.source)
     )
-    with service.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+    with service.ledger.store.transaction(commit=False) as session:
         return [dict(r) for r in session.execute(query).mappings()]
 
 
@@ -110,7 +110,7 @@ def recent_runs(service: LedgerService, limit: int = RECENT_RUNS) -> list[dict[s
         .order_by(t.c.ingested_position.desc())
         .limit(limit)
     )
-    with service.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+    with service.ledger.store.transaction(commit=False) as session:
         return [dict(r) for r in session.execute(query).mappings()]
 
 
@@ -123,7 +123,7 @@ def group_of(service: LedgerService, key: str) -> dict[str, Any] | None:
         .limit(1)
     )
     count = select(func.count()).where(t.c.comparison_key == key)
-    with service.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+    with service.ledger.store.transaction(commit=False) as session:
         row = session.execute(query).mappings().first()
         runs = session.execute(count).scalar_one()
     return None if row is None else dict(row) | {"runs": runs}
@@ -132,7 +132,7 @@ def group_of(service: LedgerService, key: str) -> dict[str, Any] | None:
 def run_names(service: LedgerService, digest: str) -> dict[str, Any]:
     t = runs_table
     service.fresh()
-    with service.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+    with service.ledger.store.transaction(commit=False) as session:
         row = (
             session.execute(select(t.c.name, t.c.title).where(t.c.run_digest == digest))
             .mappings()
@@ -153,7 +153,7 @@ def artifact_facts(service: LedgerService, digests: list[str]) -> dict[str, dict
         return {}
     t = artifacts_table
     query = select(t.c.digest, t.c.name, t.c.media_type, t.c.size).where(t.c.digest.in_(digests))
-    with service.ledger.recorder.transaction(commit=False) as session:  # type: ignore[attr-defined]
+    with service.ledger.store.transaction(commit=False) as session:
         rows = [dict(r) for r in session.execute(query).mappings()]
     return {
         str(r["digest"]): r

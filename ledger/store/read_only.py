@@ -26,19 +26,23 @@ from eventsourcing.utils import Environment
 from sqlalchemy import (
     BINARY,
     BigInteger,
+    Column,
     Dialect,
     Integer,
     LargeBinary,
+    MetaData,
+    Table,
     Text,
     TypeDecorator,
     Uuid,
+    func,
+    select,
 )
 from sqlalchemy import create_engine as _create_engine
-from sqlalchemy.engine import Engine
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.types import TypeEngine
 
-from ledger.schema import EVENTS_TABLE
+from ledger.store.schema import EVENTS_TABLE
 
 _ERRORS: dict[type[sqlalchemy.exc.SQLAlchemyError], type[es.PersistenceError]] = {
     sqlalchemy.exc.InterfaceError: es.InterfaceError,
@@ -76,44 +80,42 @@ class OriginatorId(TypeDecorator[UUID]):
         return UUID(bytes=bytes(value))
 
 
-class _Base(DeclarativeBase):
-    pass
+_ROW_NUMBER = BigInteger().with_variant(Integer(), "sqlite")
 
-
-class EventRecord(_Base):
-    """A row of the ledger's event table (made by eventsourcing-sqlalchemy; read here)."""
-
-    __tablename__ = EVENTS_TABLE
-
-    id: Mapped[int] = mapped_column(
-        BigInteger().with_variant(Integer(), "sqlite"), primary_key=True, autoincrement=True
-    )
-    originator_id: Mapped[UUID] = mapped_column(OriginatorId(), nullable=False)
-    originator_version: Mapped[int] = mapped_column(
-        BigInteger().with_variant(Integer(), "sqlite"), nullable=False
-    )
-    topic: Mapped[str] = mapped_column(Text(), nullable=False)
-    state: Mapped[bytes] = mapped_column(LargeBinary(), nullable=False)
+# A row of the ledger's event table (made by eventsourcing-sqlalchemy; read here). Core, not
+# an ORM class: loading the ORM is a tenth of a read command's start.
+events_table = Table(
+    EVENTS_TABLE,
+    MetaData(),
+    Column("id", _ROW_NUMBER, primary_key=True, autoincrement=True),
+    Column("originator_id", OriginatorId(), nullable=False),
+    Column("originator_version", _ROW_NUMBER, nullable=False),
+    Column("topic", Text(), nullable=False),
+    Column("state", LargeBinary(), nullable=False),
+)
+_events = events_table.c
 
 
 _current: ContextVar[_Transaction] = ContextVar("kernelindex_read_store_transaction")
 
 
 class _Transaction:
-    """One session per outermost context; inner contexts join it (as eventsourcing-sqlalchemy
-    does, so code written for it behaves the same here)."""
+    """One connection per outermost context; inner contexts join it (as
+    eventsourcing-sqlalchemy does with its session, so code written for it behaves the same)."""
 
-    def __init__(self, session: Session, commit: bool) -> None:
-        self.session = session
+    def __init__(self, engine: Engine, commit: bool) -> None:
+        self.engine = engine
         self.commit = commit
         self.depth = 0
         self.token: Token[_Transaction] | None = None
+        self.connection: Connection | None = None
 
-    def __enter__(self) -> Session:
-        if self.depth == 0:
-            self.session.begin()
+    def __enter__(self) -> Connection:
+        if self.connection is None:
+            self.connection = self.engine.connect()
+            self.connection.begin()
         self.depth += 1
-        return self.session
+        return self.connection
 
     def __exit__(
         self,
@@ -122,18 +124,19 @@ class _Transaction:
         tb: TracebackType | None,
     ) -> None:
         self.depth -= 1
-        if self.depth:
+        if self.depth or self.connection is None:
             return
         try:
             if exc is not None or not self.commit:
-                self.session.rollback()
+                self.connection.rollback()
             else:
-                self.session.commit()
+                self.connection.commit()
         except sqlalchemy.exc.SQLAlchemyError as error:
             kind = next((v for k, v in _ERRORS.items() if isinstance(error, k)), None)
             raise (kind or es.PersistenceError)(error) from error
         finally:
-            self.session.close()
+            self.connection.close()
+            self.connection = None
             if self.token is not None:
                 _current.reset(self.token)
 
@@ -141,13 +144,12 @@ class _Transaction:
 class ReadDatastore:
     def __init__(self, url: str) -> None:
         self.engine: Engine = _create_engine(url, echo=False)
-        self.session_maker = sessionmaker(bind=self.engine, autoflush=True)
 
     def transaction(self, commit: bool) -> _Transaction:
         try:
             found = _current.get()
         except LookupError:
-            found = _Transaction(self.session_maker(), commit)
+            found = _Transaction(self.engine, commit)
             found.token = _current.set(found)
             return found
         if commit and not found.commit:
@@ -158,7 +160,7 @@ class ReadDatastore:
 class ReadRecorder(es.ApplicationRecorder):
     """Selects stored events and notifications; refuses to insert."""
 
-    events_record_cls = EventRecord
+    events_table = events_table
 
     def __init__(self, datastore: ReadDatastore) -> None:
         self.datastore = datastore
@@ -180,16 +182,16 @@ class ReadRecorder(es.ApplicationRecorder):
         desc: bool = False,
         limit: int | None = None,
     ) -> list[es.StoredEvent]:
-        record = EventRecord
-        with self.transaction(commit=False) as session:
-            query = session.query(record).filter(record.originator_id == originator_id)
-            if gt is not None:
-                query = query.filter(record.originator_version > gt)
-            if lte is not None:
-                query = query.filter(record.originator_version <= lte)
-            order = record.originator_version
-            query = query.order_by(order.desc() if desc else order)
-            rows = query.limit(limit).all() if limit is not None else query.all()
+        query = select(events_table).where(_events.originator_id == originator_id)
+        if gt is not None:
+            query = query.where(_events.originator_version > gt)
+        if lte is not None:
+            query = query.where(_events.originator_version <= lte)
+        order = _events.originator_version
+        query = query.order_by(order.desc() if desc else order)
+        if limit is not None:
+            query = query.limit(limit)
+        with self.transaction(commit=False) as connection:
             return [
                 es.StoredEvent(
                     originator_id=r.originator_id,
@@ -197,7 +199,7 @@ class ReadRecorder(es.ApplicationRecorder):
                     topic=r.topic,
                     state=bytes(r.state),
                 )
-                for r in rows
+                for r in connection.execute(query)
             ]
 
     def select_notifications(
@@ -209,17 +211,14 @@ class ReadRecorder(es.ApplicationRecorder):
         *,
         inclusive_of_start: bool = True,
     ) -> list[es.Notification]:
-        record = EventRecord
-        with self.transaction(commit=False) as session:
-            query = session.query(record)
-            if start is not None:
-                after = record.id >= start if inclusive_of_start else record.id > start
-                query = query.filter(after)
-            if stop is not None:
-                query = query.filter(record.id <= stop)
-            if topics:
-                query = query.filter(record.topic.in_(topics))
-            rows = query.order_by(record.id).limit(limit).all()
+        query = select(events_table)
+        if start is not None:
+            query = query.where(_events.id >= start if inclusive_of_start else _events.id > start)
+        if stop is not None:
+            query = query.where(_events.id <= stop)
+        if topics:
+            query = query.where(_events.topic.in_(topics))
+        with self.transaction(commit=False) as connection:
             return [
                 es.Notification(
                     id=r.id,
@@ -228,12 +227,12 @@ class ReadRecorder(es.ApplicationRecorder):
                     topic=r.topic,
                     state=bytes(r.state),
                 )
-                for r in rows
+                for r in connection.execute(query.order_by(_events.id).limit(limit))
             ]
 
     def max_notification_id(self) -> int | None:
-        with self.transaction(commit=False) as session:
-            found = session.query(sqlalchemy.func.max(EventRecord.id)).scalar()
+        with self.transaction(commit=False) as connection:
+            found = connection.scalar(select(func.max(_events.id)))
             return int(found) if found is not None else None
 
     def subscribe(
@@ -243,7 +242,7 @@ class ReadRecorder(es.ApplicationRecorder):
 
 
 class ReadFactory(es.InfrastructureFactory[es.TrackingRecorder]):
-    """``PERSISTENCE_MODULE=ledger.read_store:ReadFactory`` (``Ledger(..., read_only=True)``)."""
+    """``PERSISTENCE_MODULE=ledger.store.read_only:ReadFactory`` (``read_only=True``)."""
 
     def __init__(self, env: Environment) -> None:
         super().__init__(env)

@@ -1,0 +1,54 @@
+"""The ledger's one door to its database, typed.
+
+eventsourcing's recorders expose their transaction, engine and record class as untyped
+attributes, and two recorders back a ledger (eventsourcing-sqlalchemy's to write,
+``ledger.store.read_only``'s to read). Everything that reads or writes the ledger's tables in
+the event's transaction — the log, the artifacts, the group index, audit, bundles, the read
+models — goes through an ``EventStore`` instead, so the untyped reach happens here only.
+
+``StoreSession`` is what a transaction yields: an ORM ``Session`` from the writer, a Core
+``Connection`` from the read-only store (which never loads the ORM). Code that uses it calls
+only what both have (``execute``, ``scalar``, ``scalars``), or ``connection_of``.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from sqlalchemy import Table
+from sqlalchemy.engine import Connection, Engine
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+StoreSession: TypeAlias = "Session | Connection"
+
+
+def connection_of(session: StoreSession) -> Connection:
+    """The Core connection under a transaction (DDL and dialect-level work need it)."""
+    return session if isinstance(session, Connection) else session.connection()
+
+
+class EventStore:
+    """Transactions, engine and event table of the recorder a ledger was opened with."""
+
+    def __init__(self, recorder: Any) -> None:
+        self._recorder = recorder
+        self.engine: Engine = recorder.datastore.engine
+        table = getattr(recorder, "events_table", None)
+        # eventsourcing-sqlalchemy maps its rows to an ORM class; the table is underneath.
+        self.events: Table = table if table is not None else recorder.events_record_cls.__table__
+
+    @property
+    def postgres(self) -> bool:
+        return self.engine.dialect.name == "postgresql"
+
+    def transaction(self, commit: bool = False) -> AbstractContextManager[StoreSession]:
+        """One transaction; nested uses join the outermost (eventsourcing's behaviour)."""
+        found: AbstractContextManager[StoreSession] = self._recorder.transaction(commit=commit)
+        return found
+
+    def last_position(self) -> int:
+        """The position of the last stored event (0 for an empty ledger)."""
+        return int(self._recorder.max_notification_id() or 0)
