@@ -19,7 +19,7 @@ from domain.errors import DomainError
 from ledger.application import Ledger, Receipt
 from ledger.errors import store_error
 from ledger.home import PASSPHRASE_ENV, LedgerHome
-from ledger.keys import KeyFileError, SigningKey
+from ledger.signing.keys import KeyFileError, SigningKey
 
 EXIT_REJECTED = 1
 

@@ -35,10 +35,10 @@ from domain.importers.sol_execbench import (
     map_sol_execbench_solutions,
 )
 from domain.importers.sol_leaderboard import map_sol_leaderboard
-from ledger.artifacts import ArtifactStore
 from ledger.errors import NotFoundError
 from ledger.home import LedgerHome
 from ledger.importing import Importer, ImportSummary
+from ledger.store.artifacts import ArtifactStore
 from projections.runner import ProjectionRunner
 
 import_app = typer.Typer(

@@ -27,13 +27,13 @@ from api.cli_common import (
 from api.client import LedgerClient
 from domain.statements import Role
 from domain.timestamps import parse_time
-from ledger.authoring import (
+from ledger.history import key_history
+from ledger.home import HomeError, LedgerHome
+from ledger.signing.authoring import (
     key_registration_envelope,
     key_revocation_envelope,
 )
-from ledger.history import key_history
-from ledger.home import HomeError, LedgerHome
-from ledger.keys import PublicKey, SigningKey, load_public_key, save_public_key
+from ledger.signing.keys import PublicKey, SigningKey, load_public_key, save_public_key
 
 keys_app = typer.Typer(
     help="Generate, register, revoke and list signing keys.", no_args_is_help=True

@@ -27,14 +27,14 @@ from domain.evidence import EvidenceLevel
 from domain.ranking import View
 from ledger.audit import audit_ledger
 from ledger.errors import NotFoundError
-from ledger.log_queries import (
+from ledger.signing.trust import TrustRoot
+from ledger.store.log_queries import (
     checkpoint_json,
     consistency_json,
     entries_json,
     held_checkpoint_size,
     inclusion_json,
 )
-from ledger.trust import TrustRoot
 from ledger.verification_report import Check, Report
 from ledger.verify import (
     EXIT_CODES,

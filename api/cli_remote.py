@@ -15,7 +15,7 @@ from api.cli_log import print_report
 from api.cli_runs import print_history
 from api.client import LedgerClient, RemoteHistory, remote_history, remote_run
 from ledger.history import describe
-from ledger.trust import TrustRoot
+from ledger.signing.trust import TrustRoot
 from ledger.verify import EXIT_CODES, Outcome, VerificationPolicy
 
 

@@ -27,11 +27,11 @@ from api.cli_common import (
 )
 from api.client import LedgerClient, remote_run
 from domain.timestamps import format_time, utc_now
-from ledger.artifacts import ArtifactStore
-from ledger.authoring import rerun_request_envelope
 from ledger.errors import NotFoundError
 from ledger.home import LedgerHome
-from ledger.keys import SigningKey
+from ledger.signing.authoring import rerun_request_envelope
+from ledger.signing.keys import SigningKey
+from ledger.store.artifacts import ArtifactStore
 from ledger.submission import (
     RerunTarget,
     check_rerun_artifacts,

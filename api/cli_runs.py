@@ -26,15 +26,15 @@ from api.cli_common import (
 from api.display import format_measurement, unranked_reason
 from domain.statements import AttestationType, ReportReason
 from ledger.application import Ledger
-from ledger.authoring import (
-    attestation_envelope,
-    lifecycle_envelope,
-)
 from ledger.errors import NotFoundError
 from ledger.event_verification import EventVerification
 from ledger.history import DEFAULT_PAGE, MAX_PAGE, describe, history_page
 from ledger.home import LedgerHome
 from ledger.ids import run_id
+from ledger.signing.authoring import (
+    attestation_envelope,
+    lifecycle_envelope,
+)
 from projections.references import resolve_run_in
 from projections.run_record import run_record
 

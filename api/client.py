@@ -22,10 +22,10 @@ from urllib.parse import quote, urlsplit
 import httpx
 
 from domain.errors import DomainError
-from ledger.dsse import parse_envelope
 from ledger.event_verification import EventVerification
 from ledger.ids import run_id
-from ledger.signed_note import NoteError, parse_checkpoint
+from ledger.proofs.signed_note import NoteError, parse_checkpoint
+from ledger.signing.dsse import parse_envelope
 from ledger.verification_report import Report
 from ledger.verify import BundleVerifier, Expectation, Outcome, VerificationPolicy, outcome_of
 

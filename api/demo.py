@@ -15,10 +15,10 @@ from api.run_intake import ingest_run
 from domain.manifests.manifest_set import check_manifest_set
 from domain.statements import Role
 from ledger.application import Ledger
-from ledger.authoring import attestation_envelope, key_registration_envelope
 from ledger.errors import AlreadyExistsError
 from ledger.home import HomeError, LedgerHome
-from ledger.keys import SigningKey
+from ledger.signing.authoring import attestation_envelope, key_registration_envelope
+from ledger.signing.keys import SigningKey
 from projections.runner import ProjectionRunner
 
 SEED_FILE = "run-38823.manifest.json"

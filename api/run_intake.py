@@ -20,9 +20,9 @@ from domain.manifests.manifest_set import (
 )
 from ledger.aggregates import Run
 from ledger.application import Ledger, Receipt
-from ledger.authoring import attachment_envelope, ingestion_envelope
 from ledger.errors import AlreadyExistsError, NotFoundError
-from ledger.keys import SigningKey
+from ledger.signing.authoring import attachment_envelope, ingestion_envelope
+from ledger.signing.keys import SigningKey
 from projections.queries import manifest_by_digest
 from projections.runner import ProjectionRunner
 

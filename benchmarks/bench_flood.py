@@ -27,9 +27,9 @@ from api.server.config import ServerConfig
 from benchmarks.suite import Context, FigureResult, Row, at_most, percentile
 from domain.statements import Role
 from ledger.application import Ledger
-from ledger.authoring import attestation_envelope, key_registration_envelope
 from ledger.home import LedgerHome
-from ledger.keys import SigningKey
+from ledger.signing.authoring import attestation_envelope, key_registration_envelope
+from ledger.signing.keys import SigningKey
 
 TARGET_RATIO = 2.0
 ATTESTERS = 40

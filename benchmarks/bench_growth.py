@@ -45,9 +45,9 @@ from benchmarks.bench_projections import bulk_ingest
 from benchmarks.suite import Context, FigureResult, Row, at_most, fmt, latency_ms
 from domain.statements import Role
 from ledger.application import Ledger
-from ledger.authoring import attestation_envelope, key_registration_envelope
 from ledger.home import LedgerHome
-from ledger.keys import SigningKey
+from ledger.signing.authoring import attestation_envelope, key_registration_envelope
+from ledger.signing.keys import SigningKey
 
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / ".cache"

@@ -78,13 +78,17 @@ from benchmarks.generate import load_seed, synthetic_manifests
 from benchmarks.suite import Context, FigureResult, Row, at_least, at_most
 from domain.statements import Role
 from ledger.application import Ledger
-from ledger.authoring import attestation_envelope, ingestion_envelope, key_registration_envelope
-from ledger.dsse import parse_envelope
 from ledger.home import LedgerHome
-from ledger.keys import SigningKey
-from ledger.log_entries import LogEntry
-from ledger.merkle import CompactRange, ProofError, verify_inclusion
-from ledger.transparency_log import leaves
+from ledger.proofs.log_entries import LogEntry
+from ledger.proofs.merkle import CompactRange, ProofError, verify_inclusion
+from ledger.signing.authoring import (
+    attestation_envelope,
+    ingestion_envelope,
+    key_registration_envelope,
+)
+from ledger.signing.dsse import parse_envelope
+from ledger.signing.keys import SigningKey
+from ledger.store.transparency_log import leaves
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -313,7 +317,7 @@ def instrument(service: Any) -> Spans:
     from api.server import service as service_module  # noqa: PLC0415
     from ledger import application, group_commit  # noqa: PLC0415
     from ledger.authority import signers  # noqa: PLC0415
-    from ledger.transparency_log import TransparencyLog  # noqa: PLC0415
+    from ledger.store.transparency_log import TransparencyLog  # noqa: PLC0415
 
     spans = Spans()
     targets: list[tuple[Any, str, str, bool]] = [

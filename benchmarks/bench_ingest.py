@@ -34,10 +34,10 @@ from benchmarks.bench_verify import Work, ed25519_rate
 from benchmarks.generate import load_seed, synthetic_manifests
 from benchmarks.suite import Context, FigureResult, Row, at_least, fmt
 from domain.manifests.manifest_set import check_manifest_set
-from ledger.authoring import ingestion_envelope
-from ledger.dsse import pae, parse_envelope
 from ledger.home import LedgerHome
-from ledger.keys import SigningKey
+from ledger.signing.authoring import ingestion_envelope
+from ledger.signing.dsse import pae, parse_envelope
+from ledger.signing.keys import SigningKey
 
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / ".cache"

@@ -37,10 +37,10 @@ from domain.ranking import View
 from domain.timestamps import format_time, utc_now
 from ledger.aggregates import Run, Signed
 from ledger.application import Ledger
-from ledger.authoring import ingestion_envelope
-from ledger.dsse import parse_envelope
 from ledger.home import LedgerHome
-from ledger.keys import SigningKey
+from ledger.signing.authoring import ingestion_envelope
+from ledger.signing.dsse import parse_envelope
+from ledger.signing.keys import SigningKey
 from projections import queries
 from projections.run_record import run_record
 from projections.runner import DEFAULT_BATCH, ProjectionRunner

@@ -49,12 +49,12 @@ from benchmarks.suite import Context, FigureResult, Row, at_least, at_most, fmt
 from domain.canonical import canonical_json
 from domain.manifests.manifest_set import check_manifest_set
 from ledger.authority import KeyBook
-from ledger.dsse import pae, parse_envelope
 from ledger.event_verification import learn_key, verify_event
-from ledger.log_entries import LogEntry
-from ledger.merkle import verify_inclusion
-from ledger.signed_note import Verifier, open_checkpoint
-from ledger.trust import TrustRoot
+from ledger.proofs.log_entries import LogEntry
+from ledger.proofs.merkle import verify_inclusion
+from ledger.proofs.signed_note import Verifier, open_checkpoint
+from ledger.signing.dsse import pae, parse_envelope
+from ledger.signing.trust import TrustRoot
 from ledger.verify.bundle import (
     _entry_leaf_hash,
     _InclusionChecker,

@@ -35,11 +35,15 @@ from typing import Any
 from domain.statements import Role
 from domain.timestamps import format_time, parse_time
 from ledger.application import Ledger
-from ledger.authoring import attestation_envelope, ingestion_envelope, key_registration_envelope
 from ledger.bundle import ExportSummary, export_bundle
 from ledger.home import LedgerHome
-from ledger.keys import SigningKey
-from ledger.trust import TrustRoot
+from ledger.signing.authoring import (
+    attestation_envelope,
+    ingestion_envelope,
+    key_registration_envelope,
+)
+from ledger.signing.keys import SigningKey
+from ledger.signing.trust import TrustRoot
 
 REPO = Path(__file__).resolve().parents[1]
 SEED = REPO / "conformance" / "fixtures" / "seed" / "run-38823.manifest.json"

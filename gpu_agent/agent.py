@@ -23,8 +23,8 @@ from domain.statements import MAX_LEASE_SECONDS
 from gpu_agent import harness
 from gpu_agent.harness import HarnessConfig, HarnessError, JobSpec
 from gpu_agent.solution import SolutionError
-from ledger.authoring import rerun_claim_envelope, rerun_envelope
-from ledger.keys import SigningKey
+from ledger.signing.authoring import rerun_claim_envelope, rerun_envelope
+from ledger.signing.keys import SigningKey
 
 DEFAULT_LEASE_SECONDS = 3600
 MAX_ARTIFACT_BYTES = 16 * 1024 * 1024

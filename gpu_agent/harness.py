@@ -1,6 +1,6 @@
 """Run one rerun job (protocol ``kernelindex-rerun-v1``, DESIGN.md §11) on a backend.
 
-Entry point: :func:`run_job` → the ``result`` dict for ``ledger.authoring.rerun_envelope``
+Entry point: :func:`run_job` → the ``result`` dict for ``ledger.signing.authoring.rerun_envelope``
 (jobId, nonce, cases, summary, environment, calibration), already validated against
 ``domain.statements.RerunPredicate``.
 

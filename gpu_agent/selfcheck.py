@@ -56,9 +56,9 @@ from gpu_agent.solution import (
     parse_workload,
     resolve_launch,
 )
-from ledger.authoring import rerun_envelope
-from ledger.dsse import parse_envelope, verify_envelope
-from ledger.keys import SigningKey
+from ledger.signing.authoring import rerun_envelope
+from ledger.signing.dsse import parse_envelope, verify_envelope
+from ledger.signing.keys import SigningKey
 
 DEFAULT_RATIO_TOLERANCE = 0.03
 DEFAULT_DEADLINE_S = 420.0

@@ -6,7 +6,7 @@ knows is derived from those envelopes at admission, so a stored event can always
 re-verified from what it carries.
 
 Each aggregate indexes its events by *signed digest* (what was signed, and by which key:
-``ledger.dsse.signed_digest``), so a statement resubmitted in another envelope is recognised
+``ledger.signing.dsse.signed_digest``), so a statement resubmitted in another envelope is recognised
 as the event it already is.
 """
 
@@ -19,9 +19,9 @@ from typing import Any, NamedTuple
 from eventsourcing.domain import Aggregate
 
 from domain.manifests.manifest_set import CheckedManifestSet, attach_manifests, with_attached
-from ledger.dsse import stored_signed_digest, stored_statement
 from ledger.errors import AlreadyExistsError
 from ledger.ids import principal_id, run_id
+from ledger.signing.dsse import stored_signed_digest, stored_statement
 
 __all__ = ["Principal", "RerunJob", "Run", "Signed", "principal_id", "run_id", "topic_of"]
 

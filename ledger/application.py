@@ -71,7 +71,6 @@ from ledger.authority import (
     check_timely,
     quantize,
 )
-from ledger.dsse import Envelope, SignatureError, parse_envelope, signed_by, stored_statement
 from ledger.errors import (
     AlreadyExistsError,
     ConflictError,
@@ -86,13 +85,20 @@ from ledger.errors import (
     lost_connection,
     write_refusal,
 )
-from ledger.group_index import record_members
-from ledger.keys import PublicKey, SigningKey
+from ledger.signing.dsse import (
+    Envelope,
+    SignatureError,
+    parse_envelope,
+    signed_by,
+    stored_statement,
+)
+from ledger.signing.keys import PublicKey, SigningKey
+from ledger.signing.trust import TrustRoot
 from ledger.store.connections import ping_on_checkout
 from ledger.store.event_store import EventStore
+from ledger.store.group_index import record_members
 from ledger.store.schema import APPLICATION_NAME, SchemaError, require_current
-from ledger.transparency_log import InclusionProof, LogIntegrityError, TransparencyLog
-from ledger.trust import TrustRoot
+from ledger.store.transparency_log import InclusionProof, LogIntegrityError, TransparencyLog
 
 MAX_APPEND_ATTEMPTS = 20
 KEY_CACHE_SIZE = 10_000

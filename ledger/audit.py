@@ -34,12 +34,12 @@ from ledger.application import Ledger
 from ledger.authority import KeyBook
 from ledger.bundle import recompute_heads
 from ledger.event_verification import EventVerification, learn_key, verify_stored_event
-from ledger.group_index import group_members
-from ledger.heads import HeadsError, open_heads
-from ledger.log_entries import LogEntry
-from ledger.merkle import CompactRange, Node, ProofError, verify_consistency
-from ledger.signed_note import Checkpoint, NoteError, open_checkpoint
-from ledger.transparency_log import SignedCheckpoint, leaves, nodes
+from ledger.proofs.heads import HeadsError, open_heads
+from ledger.proofs.log_entries import LogEntry
+from ledger.proofs.merkle import CompactRange, Node, ProofError, verify_consistency
+from ledger.proofs.signed_note import Checkpoint, NoteError, open_checkpoint
+from ledger.store.group_index import group_members
+from ledger.store.transparency_log import SignedCheckpoint, leaves, nodes
 from ledger.verification_report import Check, Report
 
 _BATCH = 1000

@@ -38,15 +38,15 @@ from domain.canonical import is_digest
 from domain.timestamps import format_time, utc_now
 from ledger.aggregates import topic_of
 from ledger.application import Ledger
-from ledger.artifacts import ArtifactStore
-from ledger.dsse import stored_statement
 from ledger.errors import NotFoundError
-from ledger.group_index import members_at
-from ledger.heads import GroupHead, Head, Heads, sign_heads
 from ledger.ids import principal_id, run_id
-from ledger.log_entries import LogEntry
+from ledger.proofs.heads import GroupHead, Head, Heads, sign_heads
+from ledger.proofs.log_entries import LogEntry
+from ledger.signing.dsse import stored_statement
+from ledger.store.artifacts import ArtifactStore
 from ledger.store.event_store import StoreSession
-from ledger.transparency_log import leaves
+from ledger.store.group_index import members_at
+from ledger.store.transparency_log import leaves
 from ledger.verify.format import BUNDLE_FORMAT
 
 _BATCH = 500

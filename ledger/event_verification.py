@@ -1,7 +1,7 @@
 """Re-verifying a stored event from what it carries, check by named check.
 
 Used by ``history``, ``audit`` and the offline bundle verifier. The rules are admission's
-own: the envelope profile (``ledger.dsse``), the predicate schemas (``domain.statements``),
+own: the envelope profile (``ledger.signing.dsse``), the predicate schemas (``domain.statements``),
 who may sign what (``ledger.authority``) and what a statement must say about its subject
 (``ledger.authority.content``), judged at the event's place in the log. So every event the
 ledger admitted re-verifies, and an event it would have refused does not.
@@ -37,10 +37,10 @@ from ledger.authority import (
     check_timely,
 )
 from ledger.authority.content import TIMELY
-from ledger.dsse import Envelope, SignatureError, parse_envelope
 from ledger.errors import ClockSkewError, ExpiredKeyError, RevokedKeyError, WrongRoleError
 from ledger.ids import principal_id, run_id
-from ledger.trust import TrustRoot
+from ledger.signing.dsse import Envelope, SignatureError, parse_envelope
+from ledger.signing.trust import TrustRoot
 from ledger.verification_report import Check, Report
 
 # Stored event class → the predicate type its envelope must carry.

@@ -27,9 +27,9 @@ from domain.statements import PredicateType
 from ledger.aggregates import principal_id, run_id
 from ledger.application import Ledger, StoredRecord
 from ledger.authority import KeyLookup, KeyState
-from ledger.dsse import named_keyid
 from ledger.event_verification import EventVerification, verify_stored_event
-from ledger.trust import TrustRoot
+from ledger.signing.dsse import named_keyid
+from ledger.signing.trust import TrustRoot
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 500

@@ -20,10 +20,10 @@ from domain.errors import DomainError
 from domain.statements import Role
 from domain.timestamps import format_time, utc_now
 from ledger.application import Ledger
-from ledger.authoring import key_registration_envelope
-from ledger.keys import SigningKey
+from ledger.signing.authoring import key_registration_envelope
+from ledger.signing.keys import SigningKey
+from ledger.signing.trust import TrustRoot
 from ledger.store.schema import upgrade
-from ledger.trust import TrustRoot
 
 HOME_ENV = "KERNELINDEX_HOME"
 DB_ENV = "KERNELINDEX_DB"

@@ -33,10 +33,10 @@ from domain.manifests.manifest_set import (
 from domain.timestamps import parse_time
 from ledger.aggregates import Run
 from ledger.application import Ledger, statement_of
-from ledger.artifacts import MAX_ARTIFACT_BYTES, ArtifactError, ArtifactStore
-from ledger.authoring import attachment_envelope, ingestion_envelope, lifecycle_envelope
 from ledger.errors import AlreadyExistsError
-from ledger.keys import SigningKey
+from ledger.signing.authoring import attachment_envelope, ingestion_envelope, lifecycle_envelope
+from ledger.signing.keys import SigningKey
+from ledger.store.artifacts import MAX_ARTIFACT_BYTES, ArtifactError, ArtifactStore
 
 # The run's references to the other members: they follow those members, compared on their own.
 _REFERENCES: Final = frozenset(

@@ -49,10 +49,10 @@ from domain.manifests.manifest_set import check_manifest_set
 from domain.timestamps import format_time, utc_now
 from ledger.aggregates import Run
 from ledger.application import Ledger, Receipt, statement_of
-from ledger.artifacts import ArtifactNotFound, ArtifactStore
-from ledger.authoring import ingestion_envelope
 from ledger.errors import AlreadyExistsError, NotFoundError
-from ledger.keys import SigningKey
+from ledger.signing.authoring import ingestion_envelope
+from ledger.signing.keys import SigningKey
+from ledger.store.artifacts import ArtifactNotFound, ArtifactStore
 
 SOURCE: Final = "direct"
 SOLUTION_MEDIA_TYPE: Final = "application/vnd.sol-execbench.solution+json"

@@ -15,8 +15,8 @@ from sqlalchemy import select
 
 from ledger.application import Ledger
 from ledger.bundle import ExportSummary, export_bundle
-from ledger.group_index import group_of
 from ledger.store.event_store import StoreSession
+from ledger.store.group_index import group_of
 from ledger.verify import make_claim
 from projections.queries import run_row, standings
 from projections.runner import ProjectionRunner

@@ -14,8 +14,8 @@ from domain.canonical import canonical_json
 from domain.manifests.manifest_set import check_manifest_set
 from domain.statements import PredicateType
 from ledger.application import Ledger
-from ledger.artifacts import ArtifactStore
 from ledger.history import describe, run_events
+from ledger.store.artifacts import ArtifactStore
 from projections.run_record import run_record
 
 REPLICATION_TYPES = {"reproduced", "could_not_reproduce", "regression_observed"}

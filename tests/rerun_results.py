@@ -10,7 +10,7 @@ from typing import Any
 from served_app import Served
 
 from domain.timestamps import utc_now
-from ledger.authoring import rerun_request_envelope
+from ledger.signing.authoring import rerun_request_envelope
 
 B200, SM100 = "NVIDIA B200", "sm_100"
 CLAIMED = 1750693

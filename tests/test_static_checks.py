@@ -120,6 +120,53 @@ _LAYERS: dict[str, set[str]] = {
 _KNOWN_BACK_ARROWS: dict[str, list[str]] = {}
 
 
+def _modules(path: Path) -> set[str]:
+    """Every absolute module name a file imports (``from a.b import c`` gives ``a.b``)."""
+    import ast
+
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+# Inside ``ledger``: the pure parts (proofs, signing) import no database code and, of the
+# ledger, only each other and its error types; the agent (a client) imports only signing.
+_PURE_LEDGER_PARTS = ("ledger/proofs", "ledger/signing")
+_PURE_MAY_IMPORT = ("ledger.proofs", "ledger.signing", "ledger.errors")
+_DATABASE = {"sqlalchemy", "eventsourcing", "eventsourcing_sqlalchemy", "psycopg", "sqlite3"}
+
+
+def test_the_ledgers_pure_parts_import_no_database_code_and_only_each_other() -> None:
+    found = {
+        str(path.relative_to(REPO)): sorted(
+            m
+            for m in _modules(path)
+            if m.split(".")[0] in _DATABASE
+            or (m.split(".")[0] == "ledger" and not m.startswith(_PURE_MAY_IMPORT))
+        )
+        for part in _PURE_LEDGER_PARTS
+        for path in (REPO / part).rglob("*.py")
+    }
+    assert {k: v for k, v in found.items() if v} == {}
+    assert len(found) >= 8  # the parts exist where this test looks
+
+
+def test_the_agent_imports_only_the_ledgers_signing() -> None:
+    found = {
+        str(path.relative_to(REPO)): sorted(
+            m
+            for m in _modules(path)
+            if m.split(".")[0] == "ledger" and not m.startswith("ledger.signing")
+        )
+        for path in (REPO / "gpu_agent").rglob("*.py")
+    }
+    assert {k: v for k, v in found.items() if v} == {}
+
+
 def test_imports_point_inward() -> None:
     found = {
         str(path.relative_to(REPO)): sorted(_imports(path) & forbidden)

@@ -24,9 +24,7 @@ from domain.evidence import EvidenceLevel
 from domain.ranking import View
 from domain.statements import PredicateType
 from ledger.application import Ledger, Receipt
-from ledger.artifacts import ArtifactStore, StoredArtifact
 from ledger.authority import KeyState
-from ledger.dsse import MAX_ENVELOPE_BYTES, parse_envelope
 from ledger.errors import (
     NotFoundError,
     StoreError,
@@ -45,7 +43,9 @@ from ledger.history import (
 from ledger.ids import principal_id, run_id
 from ledger.jobs import job as find_job
 from ledger.jobs import open_jobs
-from ledger.log_queries import checkpoint_json, consistency_json, entries_json, inclusion_json
+from ledger.signing.dsse import MAX_ENVELOPE_BYTES, parse_envelope
+from ledger.store.artifacts import ArtifactStore, StoredArtifact
+from ledger.store.log_queries import checkpoint_json, consistency_json, entries_json, inclusion_json
 from projections import queries
 from projections.export import export_runs
 from projections.group_labels import GroupLabel, group_labels

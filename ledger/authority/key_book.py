@@ -17,7 +17,7 @@ from datetime import datetime
 
 from domain.statements import KeyAction, KeyPredicate, Role
 from domain.timestamps import parse_time
-from ledger.keys import PublicKey
+from ledger.signing.keys import PublicKey
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Which signature counts, which key and role it is, and whether that role may sign that.
 
-The envelope carries exactly one signature (``ledger.dsse`` refuses any other count), so
+The envelope carries exactly one signature (``ledger.signing.dsse`` refuses any other count), so
 there is never a choice of which signature counts. It counts if it verifies under
 
 * the key a key statement is about (proof of possession): a key may always revoke itself and
@@ -31,7 +31,6 @@ from domain.statements import (
 )
 from domain.timestamps import format_time, parse_time
 from ledger.authority.key_book import KeyLookup, KeyState
-from ledger.dsse import Envelope, SignatureError, UnknownKeyError, signed_by
 from ledger.errors import (
     ClockSkewError,
     ExpiredKeyError,
@@ -39,8 +38,9 @@ from ledger.errors import (
     SubjectMismatchError,
     WrongRoleError,
 )
-from ledger.keys import PublicKey, key_id_of
-from ledger.trust import TrustRoot
+from ledger.signing.dsse import Envelope, SignatureError, UnknownKeyError, signed_by
+from ledger.signing.keys import PublicKey, key_id_of
+from ledger.signing.trust import TrustRoot
 
 # How far a signer's clock may run ahead of the ledger's, and how far before the ledger
 # received a key's registration the key may say it became valid.

@@ -40,9 +40,9 @@ from sqlalchemy.exc import DBAPIError
 from domain.errors import DomainError
 from domain.run_facts import comparison_key_of
 from domain.timestamps import format_time, utc_now
-from ledger import artifacts, group_index, transparency_log
 from ledger.aggregates import topic_of
-from ledger.dsse import stored_statement
+from ledger.signing.dsse import stored_statement
+from ledger.store import artifacts, group_index, transparency_log
 
 SCHEMA_VERSION = 3
 APPLICATION_NAME = "KernelIndex"  # eventsourcing names the event table after it

@@ -54,16 +54,15 @@ from domain.canonical import canonical_b64decode
 from domain.errors import DomainError
 from domain.statements import PredicateType
 from ledger.authority import KeyBook, KeyLookup, KeyState
-from ledger.dsse import named_keyid
 from ledger.event_verification import (
     EVENT_PREDICATES,
     EventVerification,
     learn_key,
     verify_event,
 )
-from ledger.heads import Heads, HeadsError, open_heads
-from ledger.log_entries import LogEntry
-from ledger.merkle import (
+from ledger.proofs.heads import Heads, HeadsError, open_heads
+from ledger.proofs.log_entries import LogEntry
+from ledger.proofs.merkle import (
     HASH_SIZE,
     ProofError,
     leaf_hash,
@@ -71,8 +70,9 @@ from ledger.merkle import (
     verify_consistency,
     verify_inclusion,
 )
-from ledger.signed_note import Checkpoint, NoteError, Verifier, open_checkpoint
-from ledger.trust import TrustRoot, TrustRootError
+from ledger.proofs.signed_note import Checkpoint, NoteError, Verifier, open_checkpoint
+from ledger.signing.dsse import named_keyid
+from ledger.signing.trust import TrustRoot, TrustRootError
 from ledger.verification_report import MAX_FINDINGS, Check, Report
 from ledger.verify.completeness import Completeness
 from ledger.verify.format import BUNDLE_FORMAT

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from uuid import UUID
 
-from ledger.heads import Heads
 from ledger.ids import principal_id, run_id
+from ledger.proofs.heads import Heads
 from ledger.verification_report import Check, Report
 
 

@@ -15,7 +15,7 @@ from enum import StrEnum
 
 from domain.evidence import EvidenceLevel
 from domain.ranking import View
-from ledger.trust import TrustRoot
+from ledger.signing.trust import TrustRoot
 from ledger.verification_report import Check, Report
 
 

@@ -4,7 +4,7 @@ and what the caller expects of one run.
 A claim states a run's evidence level and its rank in each view of its comparison group, as
 the ledger's projections have them. The verifier refolds the bundle's events with the same
 domain code (``RunFold``, ``rank_group``) and compares — against a *complete* set of events:
-the heads (``ledger.heads``) say how many events each run has and who each group's members
+the heads (``ledger.proofs.heads``) say how many events each run has and who each group's members
 are, and the completeness checks hold the bundle to them, so a claim cannot be made true by
 leaving out the event or the rival that contradicts it.
 """
@@ -18,7 +18,7 @@ from domain.errors import DomainError
 from domain.evidence import POLICY_VERSION
 from domain.ranking import RankedEntry, View, rank_group
 from domain.run_facts import RunFold
-from ledger.heads import GroupHead, Heads, members_digest
+from ledger.proofs.heads import GroupHead, Heads, members_digest
 from ledger.verification_report import Check, Report
 from ledger.verify.policy import Expectation
 

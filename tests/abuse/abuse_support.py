@@ -16,9 +16,9 @@ from sqlalchemy import func, select
 from api.server.config import ServerConfig
 from domain.statements import PAYLOAD_TYPE, Role
 from ledger.application import Ledger
-from ledger.authoring import key_registration_envelope
-from ledger.dsse import pae
-from ledger.keys import SigningKey
+from ledger.signing.authoring import key_registration_envelope
+from ledger.signing.dsse import pae
+from ledger.signing.keys import SigningKey
 
 __all__ = ["TEST_CONFIG", "Served", "serve"]  # re-exported for the abuse tests
 

@@ -24,8 +24,8 @@ from abuse_support import (
 
 from api.server.config import MIB
 from domain.statements import Role
-from ledger.authoring import attestation_envelope
-from ledger.keys import SigningKey
+from ledger.signing.authoring import attestation_envelope
+from ledger.signing.keys import SigningKey
 
 ATTEST = f"/v1/runs/{SEED}/attestations"
 JSON = {"content-type": "application/json"}

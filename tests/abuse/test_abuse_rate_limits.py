@@ -30,9 +30,9 @@ from live_server import live_server
 from api.server.app import create_app
 from api.server.rate_limits import TokenBuckets
 from domain.statements import Role
-from ledger.authoring import attestation_envelope
 from ledger.home import LedgerHome
-from ledger.keys import SigningKey
+from ledger.signing.authoring import attestation_envelope
+from ledger.signing.keys import SigningKey
 
 ATTEST = f"/v1/runs/{SEED}/attestations"
 

@@ -25,13 +25,13 @@ from rerun_results import device, rerun_request
 from rerun_results import result as result_of
 
 from domain.statements import Role
-from ledger.authoring import (
+from ledger.signing.authoring import (
     attestation_envelope,
     key_registration_envelope,
     rerun_claim_envelope,
     rerun_envelope,
 )
-from ledger.keys import SigningKey
+from ledger.signing.keys import SigningKey
 
 
 def other_run(served: Served) -> dict[str, Any]:
@@ -227,7 +227,7 @@ def test_someone_elses_statement_cannot_become_a_new_event(served: Served) -> No
 
 
 def _resigned(envelope: dict[str, Any], key: SigningKey) -> list[dict[str, str]]:
-    from ledger.dsse import pae
+    from ledger.signing.dsse import pae
 
     payload = base64.b64decode(envelope["payload"])
     sig = key.sign(pae(envelope["payloadType"], payload))

@@ -25,13 +25,13 @@ from litestar.testing import TestClient
 
 from api.server.app import create_app
 from domain.statements import Role
-from ledger.authoring import (
+from ledger.home import LedgerHome
+from ledger.signing.authoring import (
     attestation_envelope,
     key_registration_envelope,
     key_revocation_envelope,
 )
-from ledger.home import LedgerHome
-from ledger.keys import SigningKey
+from ledger.signing.keys import SigningKey
 
 ATTEST = f"/v1/runs/{SEED}/attestations"
 

@@ -26,15 +26,15 @@ from api.demo import build_demo
 from benchmarks.bench_http import ServerProcess
 from domain.statements import Role
 from ledger.audit import audit_ledger
-from ledger.authoring import (
+from ledger.history import key_history, run_history
+from ledger.home import LedgerHome
+from ledger.ids import principal_id, run_id
+from ledger.signing.authoring import (
     attestation_envelope,
     key_registration_envelope,
     key_revocation_envelope,
 )
-from ledger.history import key_history, run_history
-from ledger.home import LedgerHome
-from ledger.ids import principal_id, run_id
-from ledger.keys import SigningKey
+from ledger.signing.keys import SigningKey
 from ledger.verify import Outcome, VerificationPolicy, outcome_of, verify_bundle_lines
 from projections.export import export_runs
 

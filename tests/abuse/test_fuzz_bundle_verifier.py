@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from api.demo import build_demo
 from ledger.home import LedgerHome
-from ledger.trust import TrustRoot
+from ledger.signing.trust import TrustRoot
 from ledger.verification_report import Report
 from ledger.verify import VerificationPolicy, verify_bundle_lines
 from projections.export import export_runs

@@ -28,7 +28,7 @@ from domain.manifests.manifest_set import check_manifest_set
 from domain.manifests.registry import validate_manifest
 from domain.statements import Role, parse_predicate, parse_statement
 from domain.timestamps import utc_now
-from ledger.authoring import (
+from ledger.signing.authoring import (
     attestation_envelope,
     ingestion_envelope,
     key_registration_envelope,
@@ -38,8 +38,8 @@ from ledger.authoring import (
     rerun_envelope,
     rerun_request_envelope,
 )
-from ledger.dsse import Envelope, SignatureError, parse_envelope, verify_envelope
-from ledger.keys import SigningKey
+from ledger.signing.dsse import Envelope, SignatureError, parse_envelope, verify_envelope
+from ledger.signing.keys import SigningKey
 
 KEY = SigningKey.generate()
 RUN = "sha256:" + "ab" * 32

@@ -22,9 +22,9 @@ from api.cli_rerun import parse_duration
 from api.server.app import create_app
 from api.server.config import ServerConfig
 from domain.canonical import canonical_json
-from ledger.artifacts import ArtifactStore
 from ledger.home import LedgerHome
 from ledger.jobs import job
+from ledger.store.artifacts import ArtifactStore
 from ledger.submission import (
     SOLUTION_MEDIA_TYPE,
     WORKLOAD_MEDIA_TYPE,

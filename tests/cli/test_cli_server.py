@@ -137,7 +137,7 @@ def test_the_same_attestation_again_is_already_recorded(
     # Ed25519 signatures are deterministic: with issuedAt fixed (after the key's registration),
     # the envelope is identical.
     fixed = datetime.now(UTC)
-    monkeypatch.setattr("ledger.authoring.utc_now", lambda: fixed)
+    monkeypatch.setattr("ledger.signing.authoring.utc_now", lambda: fixed)
     first = remote.json(*attest_args(remote, alice))
     again = remote(*attest_args(remote, alice)).stdout
     assert again.startswith("attestation already recorded: Run.Attested at position")
@@ -304,8 +304,8 @@ def test_history_where_the_server_forges_its_key_book_fails(
     """The server swaps the attester's registration for a key of its own making (signed by
     that key, as a self-registration): the swap breaks the event's leaf, and the attester's
     signature then names a key the pinned root never let in."""
-    from ledger.authoring import key_registration_envelope
-    from ledger.keys import SigningKey
+    from ledger.signing.authoring import key_registration_envelope
+    from ledger.signing.keys import SigningKey
 
     forger = SigningKey.generate()
 
@@ -354,8 +354,8 @@ def test_a_server_showing_another_log_than_before_is_caught(
     other log fail: it does not extend the checkpoint the first one showed."""
     import shutil
 
-    from ledger.authoring import attestation_envelope, key_registration_envelope
-    from ledger.keys import SigningKey
+    from ledger.signing.authoring import attestation_envelope, key_registration_envelope
+    from ledger.signing.keys import SigningKey
 
     def note(ledger: Any, body: str) -> None:
         key = SigningKey.generate()

@@ -16,7 +16,7 @@ from pathlib import Path
 from cli_session import Cli
 from sqlalchemy import create_engine, select
 
-from ledger.transparency_log import checkpoints
+from ledger.store.transparency_log import checkpoints
 from projections.tables import tracking
 
 REPO = Path(__file__).resolve().parents[2]

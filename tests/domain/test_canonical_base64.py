@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from domain.canonical import canonical_b64decode
 from domain.errors import CanonicalizationError
 from domain.statements import KeyPredicate
-from ledger.keys import PublicKey, SigningKey
+from ledger.signing.keys import PublicKey, SigningKey
 
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 

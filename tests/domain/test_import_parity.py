@@ -32,11 +32,11 @@ from domain.manifests.manifest_set import check_manifest_set
 from domain.statements import Role
 from domain.timestamps import format_time, utc_now
 from ledger.application import Ledger
-from ledger.authoring import key_registration_envelope
 from ledger.importing import Importer, compare_records
-from ledger.keys import SigningKey
+from ledger.signing.authoring import key_registration_envelope
+from ledger.signing.keys import SigningKey
+from ledger.signing.trust import TrustRoot
 from ledger.store.schema import upgrade
-from ledger.trust import TrustRoot
 from tests.paths import CONFORMANCE
 
 FIXTURES = CONFORMANCE / "fixtures"

@@ -24,7 +24,7 @@ from benchmarks.bench_http import ServerProcess
 from ledger.application import Ledger
 from ledger.home import LedgerHome
 from ledger.store.schema import EVENTS_TABLE
-from ledger.transparency_log import leaves
+from ledger.store.transparency_log import leaves
 from projections.runner import ProjectionRunner
 
 REPO = Path(__file__).resolve().parents[2]

@@ -45,7 +45,7 @@ APPENDER = textwrap.dedent(
     import json, sys
     from pathlib import Path
     from ledger.home import LedgerHome
-    from ledger.transparency_log import TransparencyLog
+    from ledger.store.transparency_log import TransparencyLog
 
     home, db, envelopes = Path(sys.argv[1]), sys.argv[2], json.loads(Path(sys.argv[3]).read_text())
     ledger = LedgerHome.at(home, db).open()

@@ -28,7 +28,7 @@ from benchmarks.bench_http import (
     split,
     verify_acknowledged,
 )
-from ledger.authoring import attestation_envelope
+from ledger.signing.authoring import attestation_envelope
 
 pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("shared")]
 

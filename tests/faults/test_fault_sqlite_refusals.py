@@ -36,9 +36,9 @@ from api.demo import build_demo
 from api.server.app import create_app
 from api.server.config import ServerConfig
 from ledger.application import Ledger
-from ledger.authoring import attestation_envelope
 from ledger.home import LedgerHome
-from ledger.keys import SigningKey
+from ledger.signing.authoring import attestation_envelope
+from ledger.signing.keys import SigningKey
 
 CONFIG = ServerConfig(key_rate=0, address_rate=0, json_logs=False)
 

@@ -39,8 +39,8 @@ from gpu_agent.harness import (
 )
 from gpu_agent.solution import UnsupportedSolution
 from gpu_agent.stats import StopPolicy
-from ledger.authoring import rerun_envelope
-from ledger.keys import SigningKey
+from ledger.signing.authoring import rerun_envelope
+from ledger.signing.keys import SigningKey
 
 JOB_ID = "0a0a0a0a-1111-4222-8333-444455556666"
 NONCE = "5e" * 32

@@ -23,9 +23,9 @@ from domain.timestamps import utc_now
 from gpu_agent.agent import Agent, LedgerApi, probe
 from gpu_agent.harness import HarnessConfig
 from gpu_agent.stats import StopPolicy
-from ledger.authoring import key_registration_envelope, rerun_request_envelope
 from ledger.home import LedgerHome
-from ledger.keys import SigningKey
+from ledger.signing.authoring import key_registration_envelope, rerun_request_envelope
+from ledger.signing.keys import SigningKey
 from ledger.submission import read_submission_folder, submit_solution
 
 SAMPLES = Path(__file__).resolve().parents[2] / "gpu_agent" / "samples"

@@ -28,11 +28,11 @@ import pytest
 from served_app import Served, serve
 
 from domain.statements import Role
-from ledger.authoring import attestation_envelope, key_registration_envelope
 from ledger.home import LedgerHome
-from ledger.keys import SigningKey
-from ledger.log_entries import LogEntry
-from ledger.signed_note import verifier_key_string
+from ledger.proofs.log_entries import LogEntry
+from ledger.proofs.signed_note import verifier_key_string
+from ledger.signing.authoring import attestation_envelope, key_registration_envelope
+from ledger.signing.keys import SigningKey
 
 HERE = Path(__file__).resolve().parent
 SEED = "sha256:7e18c26ca3b60572c4fc8589c4b3b9a86b548ef031df4242ea2483b649bd6a47"

@@ -20,14 +20,6 @@ from domain.statements import PredicateType, Role, make_statement
 from domain.timestamps import format_time, utc_now
 from ledger.aggregates import run_id
 from ledger.application import Ledger
-from ledger.authoring import (
-    attestation_envelope,
-    ingestion_envelope,
-    key_registration_envelope,
-    key_revocation_envelope,
-    lifecycle_envelope,
-)
-from ledger.dsse import EnvelopeError, SignatureError, UnknownKeyError, sign_envelope
 from ledger.errors import (
     AlreadyExistsError,
     ClockSkewError,
@@ -38,8 +30,16 @@ from ledger.errors import (
     WrongRoleError,
 )
 from ledger.history import run_history
-from ledger.keys import SigningKey
-from ledger.trust import TrustRoot
+from ledger.signing.authoring import (
+    attestation_envelope,
+    ingestion_envelope,
+    key_registration_envelope,
+    key_revocation_envelope,
+    lifecycle_envelope,
+)
+from ledger.signing.dsse import EnvelopeError, SignatureError, UnknownKeyError, sign_envelope
+from ledger.signing.keys import SigningKey
+from ledger.signing.trust import TrustRoot
 
 SEED_RUN = "sha256:7e18c26ca3b60572c4fc8589c4b3b9a86b548ef031df4242ea2483b649bd6a47"
 SEED_NAME = "sol-submission-38823"

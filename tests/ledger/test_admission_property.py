@@ -39,7 +39,8 @@ from domain.statements import PredicateType, Role, make_statement
 from domain.timestamps import format_time, utc_now
 from ledger.application import Ledger
 from ledger.audit import audit_ledger
-from ledger.authoring import (
+from ledger.history import key_history, run_history
+from ledger.signing.authoring import (
     attestation_envelope,
     ingestion_envelope,
     key_revocation_envelope,
@@ -48,11 +49,10 @@ from ledger.authoring import (
     rerun_envelope,
     rerun_request_envelope,
 )
-from ledger.dsse import pae, sign_envelope
-from ledger.history import key_history, run_history
-from ledger.keys import SigningKey
+from ledger.signing.dsse import pae, sign_envelope
+from ledger.signing.keys import SigningKey
+from ledger.signing.trust import TrustRoot
 from ledger.store.schema import upgrade
-from ledger.trust import TrustRoot
 from ledger.verify import Outcome, VerificationPolicy, outcome_of, verify_bundle_lines
 from projections.export import export_runs
 from tests.projections.projection_world import MANIFESTS, NAMES, SEED, rerun_result

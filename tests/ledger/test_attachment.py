@@ -20,10 +20,10 @@ from domain.errors import DomainError
 from domain.run_facts import comparison_key_of
 from ledger.application import Ledger
 from ledger.audit import audit_ledger
-from ledger.authoring import attachment_envelope, attestation_envelope, ingestion_envelope
 from ledger.errors import AlreadyExistsError, WrongRoleError
-from ledger.group_index import group_members
 from ledger.history import describe, run_history
+from ledger.signing.authoring import attachment_envelope, attestation_envelope, ingestion_envelope
+from ledger.store.group_index import group_members
 from ledger.verify import Expectation, Outcome, VerificationPolicy, outcome_of, verify_bundle_lines
 from projections.export import export_runs
 from tests.projections.projection_world import (

@@ -17,17 +17,17 @@ from domain.errors import ManifestError
 from domain.statements import PredicateType, Role, make_statement
 from ledger.application import Ledger
 from ledger.audit import audit_ledger
-from ledger.authoring import (
+from ledger.errors import ClockSkewError, RevokedKeyError
+from ledger.history import key_history, run_history
+from ledger.signing.authoring import (
     attestation_envelope,
     ingestion_envelope,
     key_registration_envelope,
     key_revocation_envelope,
 )
-from ledger.dsse import EnvelopeError, sign_envelope
-from ledger.errors import ClockSkewError, RevokedKeyError
-from ledger.history import key_history, run_history
-from ledger.keys import SigningKey
-from ledger.trust import TrustRoot
+from ledger.signing.dsse import EnvelopeError, sign_envelope
+from ledger.signing.keys import SigningKey
+from ledger.signing.trust import TrustRoot
 from tests.ledger.test_admission import (
     SEED_NAME,
     SEED_RUN,
@@ -175,7 +175,7 @@ def test_admission_judges_the_time_it_records(world: World) -> None:
 
     from domain.statements import PredicateType, make_statement
     from ledger.authority.signers import MAX_CLOCK_SKEW
-    from ledger.dsse import sign_envelope
+    from ledger.signing.dsse import sign_envelope
 
     ingest_seed(world)
     world.clock.now = world.clock.now.replace(microsecond=999_900)

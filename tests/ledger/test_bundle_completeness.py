@@ -22,10 +22,10 @@ import pytest
 from domain.evidence import EvidenceLevel
 from domain.statements import Role
 from ledger.application import Ledger
-from ledger.authoring import key_registration_envelope, key_revocation_envelope
 from ledger.ids import principal_id, run_id
-from ledger.keys import SigningKey
-from ledger.trust import TrustRoot
+from ledger.signing.authoring import key_registration_envelope, key_revocation_envelope
+from ledger.signing.keys import SigningKey
+from ledger.signing.trust import TrustRoot
 from ledger.verification_report import Report
 from ledger.verify import (
     Expectation,
@@ -340,8 +340,8 @@ def test_audit_checks_a_heads_note_against_the_log(exported: Exported) -> None:
     """A heads note is the operator's signed word: honest heads audit clean; heads the log
     key signed but the log does not bear out (a run's latest event hidden) fail by name."""
     from ledger.audit import audit_ledger
-    from ledger.heads import Head, parse_heads, sign_heads
-    from ledger.signed_note import open_note
+    from ledger.proofs.heads import Head, parse_heads, sign_heads
+    from ledger.proofs.signed_note import open_note
 
     records = exported.bundle([SEED])
     note = next(r for r in records if r["type"] == "heads")["note"]

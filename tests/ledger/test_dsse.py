@@ -1,4 +1,5 @@
-"""ledger.dsse: PAE, DSSE envelope parsing, signing and fail-closed verification (DESIGN.md §5)."""
+"""ledger.signing.dsse: PAE, DSSE envelope parsing, signing and fail-closed verification
+(DESIGN.md §5)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from domain.canonical import canonical_json
 from domain.statements import PAYLOAD_TYPE, PredicateType, make_statement
-from ledger.dsse import (
+from ledger.signing.dsse import (
     Envelope,
     EnvelopeError,
     SignatureError,
@@ -20,7 +21,7 @@ from ledger.dsse import (
     sign_envelope,
     verify_envelope,
 )
-from ledger.keys import PublicKey, SigningKey
+from ledger.signing.keys import PublicKey, SigningKey
 
 RUN_DIGEST = "sha256:7e18c26ca3b60572c4fc8589c4b3b9a86b548ef031df4242ea2483b649bd6a47"
 
@@ -334,7 +335,7 @@ def test_an_envelope_carrying_a_statement_over_one_mebibyte_is_read(key: Signing
     """A statement may carry manifests of up to 1 MiB each: its payload (and the envelope,
     in base64) exceed the 1 MiB document limit, and are read up to their own limits."""
     from domain.documents import parse_json
-    from ledger.dsse import MAX_ENVELOPE_BYTES, MAX_PAYLOAD_BYTES
+    from ledger.signing.dsse import MAX_ENVELOPE_BYTES, MAX_PAYLOAD_BYTES
 
     payload = json.dumps({"padding": "x" * (1024 * 1024 + 100_000)}).encode()
     assert 1024 * 1024 < len(payload) < MAX_PAYLOAD_BYTES

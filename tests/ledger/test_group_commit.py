@@ -14,16 +14,16 @@ from domain.errors import DomainError
 from domain.statements import Role
 from ledger.application import Receipt
 from ledger.audit import audit_ledger
-from ledger.authoring import (
+from ledger.errors import RevokedKeyError, WrongRoleError
+from ledger.group_commit import GroupCommitWriter
+from ledger.history import run_history
+from ledger.signing.authoring import (
     attestation_envelope,
     key_registration_envelope,
     key_revocation_envelope,
 )
-from ledger.dsse import UnknownKeyError
-from ledger.errors import RevokedKeyError, WrongRoleError
-from ledger.group_commit import GroupCommitWriter
-from ledger.history import run_history
-from ledger.keys import SigningKey
+from ledger.signing.dsse import UnknownKeyError
+from ledger.signing.keys import SigningKey
 
 
 def test_a_group_sees_its_own_earlier_envelopes_in_order(world: World) -> None:

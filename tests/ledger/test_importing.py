@@ -18,12 +18,12 @@ from domain.manifests.manifest_set import check_manifest_set
 from domain.statements import Role
 from domain.timestamps import format_time, utc_now
 from ledger.application import Ledger
-from ledger.artifacts import ArtifactError, ArtifactStore, artifacts
-from ledger.authoring import key_registration_envelope
 from ledger.history import run_history
 from ledger.importing import Importer
-from ledger.keys import SigningKey
-from ledger.trust import TrustRoot
+from ledger.signing.authoring import key_registration_envelope
+from ledger.signing.keys import SigningKey
+from ledger.signing.trust import TrustRoot
+from ledger.store.artifacts import ArtifactError, ArtifactStore, artifacts
 
 COHORT = Path(__file__).resolve().parents[2] / "api" / "demo_data" / "sol-056-cohort.json"
 

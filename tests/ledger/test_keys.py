@@ -1,4 +1,5 @@
-"""ledger.keys: Ed25519 key generation, PEM files (0600, no overwrite, passphrase) and key ids."""
+"""ledger.signing.keys: Ed25519 key generation, PEM files (0600, no overwrite, passphrase)
+and key ids."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from ledger.keys import (
+from ledger.signing.keys import (
     KeyFileError,
     PublicKey,
     SigningKey,

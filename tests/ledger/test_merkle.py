@@ -1,4 +1,4 @@
-"""Tests for ledger.merkle: transparency-dev conformance vectors, RFC 6962 known values,
+"""Tests for ledger.proofs.merkle: transparency-dev conformance vectors, RFC 6962 known values,
 and property tests tying the reference builders, the node-based builders, CompactRange and
 the RFC 9162 verifiers together."""
 
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger.merkle import (
+from ledger.proofs.merkle import (
     EMPTY_ROOT,
     CompactRange,
     IndexOutOfRange,

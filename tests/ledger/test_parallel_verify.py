@@ -27,18 +27,18 @@ from hypothesis import strategies as st
 from domain.statements import Role
 from domain.timestamps import format_time, utc_now
 from ledger.application import Ledger
-from ledger.authoring import (
+from ledger.bundle import export_bundle
+from ledger.proofs.log_entries import LogEntry
+from ledger.proofs.merkle import ProofError, inclusion_proof, leaf_hash, root, verify_inclusion
+from ledger.signing.authoring import (
     attestation_envelope,
     ingestion_envelope,
     key_registration_envelope,
     key_revocation_envelope,
 )
-from ledger.bundle import export_bundle
-from ledger.keys import SigningKey
-from ledger.log_entries import LogEntry
-from ledger.merkle import ProofError, inclusion_proof, leaf_hash, root, verify_inclusion
+from ledger.signing.keys import SigningKey
+from ledger.signing.trust import TrustRoot
 from ledger.store.schema import upgrade
-from ledger.trust import TrustRoot
 from ledger.verification_report import Report
 from ledger.verify import BundleVerifier, VerificationPolicy, verify_bundle_lines
 from ledger.verify.bundle import _entry_leaf_hash, _InclusionChecker, _pool_context

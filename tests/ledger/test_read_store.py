@@ -16,11 +16,15 @@ from sqlalchemy import create_engine
 from domain.statements import Role
 from domain.timestamps import format_time, utc_now
 from ledger.application import Ledger
-from ledger.authoring import attestation_envelope, ingestion_envelope, key_registration_envelope
 from ledger.errors import StoreError
-from ledger.keys import SigningKey
+from ledger.signing.authoring import (
+    attestation_envelope,
+    ingestion_envelope,
+    key_registration_envelope,
+)
+from ledger.signing.keys import SigningKey
+from ledger.signing.trust import TrustRoot
 from ledger.store.read_only import ReadRecorder, events_table
-from ledger.trust import TrustRoot
 from projections.runner import ProjectionRunner
 
 COHORT = Path(__file__).resolve().parents[2] / "api" / "demo_data" / "sol-056-cohort.json"

@@ -13,9 +13,9 @@ import pytest
 from api.demo import build_demo
 from domain.statements import Role
 from ledger.application import Ledger
-from ledger.authoring import attestation_envelope, key_registration_envelope
 from ledger.home import LedgerHome
-from ledger.keys import SigningKey
+from ledger.signing.authoring import attestation_envelope, key_registration_envelope
+from ledger.signing.keys import SigningKey
 
 NAME = "sol-submission-38823"
 

@@ -1,4 +1,4 @@
-"""Tests for ledger.signed_note: the C2SP signed-note example, tampering, malformed notes,
+"""Tests for ledger.proofs.signed_note: the C2SP signed-note example, tampering, malformed notes,
 verifier key strings, sign/open round trips and tlog checkpoints."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.merkle import EMPTY_ROOT
-from ledger.signed_note import (
+from ledger.proofs.merkle import EMPTY_ROOT
+from ledger.proofs.signed_note import (
     MAX_SIGNATURES,
     Checkpoint,
     InvalidKeyName,

@@ -18,7 +18,6 @@ from domain.errors import DomainError
 from domain.statements import Role
 from ledger import application
 from ledger.application import Ledger
-from ledger.authoring import attestation_envelope, key_registration_envelope
 from ledger.errors import (
     ConflictError,
     StoreError,
@@ -29,7 +28,8 @@ from ledger.errors import (
 )
 from ledger.group_commit import GroupCommitWriter
 from ledger.home import LedgerHome
-from ledger.keys import SigningKey
+from ledger.signing.authoring import attestation_envelope, key_registration_envelope
+from ledger.signing.keys import SigningKey
 
 
 def _real_sqlite_error(tmp_path: Path, sql_setup: str, sql: str) -> sa.DBAPIError:

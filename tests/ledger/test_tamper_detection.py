@@ -29,17 +29,17 @@ from domain.timestamps import format_time, utc_now
 from ledger.aggregates import principal_id, run_id
 from ledger.application import Ledger, Receipt
 from ledger.audit import audit_ledger
-from ledger.authoring import (
+from ledger.bundle import export_bundle
+from ledger.proofs.signed_note import format_checkpoint, sign_note
+from ledger.signing.authoring import (
     attestation_envelope,
     ingestion_envelope,
     key_registration_envelope,
 )
-from ledger.bundle import export_bundle
-from ledger.dsse import parse_envelope
-from ledger.keys import SigningKey
-from ledger.signed_note import format_checkpoint, sign_note
-from ledger.transparency_log import checkpoints, leaves, nodes
-from ledger.trust import TrustRoot
+from ledger.signing.dsse import parse_envelope
+from ledger.signing.keys import SigningKey
+from ledger.signing.trust import TrustRoot
+from ledger.store.transparency_log import checkpoints, leaves, nodes
 from ledger.verification_report import Report
 from ledger.verify import Outcome, VerificationPolicy, outcome_of, verify_bundle_lines
 
@@ -402,7 +402,7 @@ def test_audit_detects_a_stored_node_that_breaks_checkpoint_consistency(world: W
             wanted.append((level, index))
             return b"\x00" * 32
 
-        from ledger.merkle import consistency_proof_from_nodes
+        from ledger.proofs.merkle import consistency_proof_from_nodes
 
         consistency_proof_from_nodes(older.size, newer.size, record)
     level, index = wanted[0]

@@ -19,17 +19,17 @@ from domain.timestamps import format_time, utc_now
 from ledger.aggregates import Signed
 from ledger.application import Ledger, Receipt
 from ledger.audit import audit_ledger
-from ledger.authoring import (
+from ledger.proofs.log_entries import LogEntry
+from ledger.proofs.merkle import ProofError, root, verify_consistency, verify_inclusion
+from ledger.proofs.signed_note import NoteError, Verifier, open_checkpoint
+from ledger.signing.authoring import (
     attestation_envelope,
     ingestion_envelope,
     key_registration_envelope,
 )
-from ledger.dsse import parse_envelope
-from ledger.keys import SigningKey
-from ledger.log_entries import LogEntry
-from ledger.merkle import ProofError, root, verify_consistency, verify_inclusion
-from ledger.signed_note import NoteError, Verifier, open_checkpoint
-from ledger.trust import TrustRoot
+from ledger.signing.dsse import parse_envelope
+from ledger.signing.keys import SigningKey
+from ledger.signing.trust import TrustRoot
 
 SEED_RUN = "sha256:7e18c26ca3b60572c4fc8589c4b3b9a86b548ef031df4242ea2483b649bd6a47"
 SEED_NAME = "sol-submission-38823"
@@ -357,8 +357,8 @@ def test_proof_node_lookups_use_the_primary_key_not_a_scan(tmp_path: Path) -> No
     from sqlalchemy import create_engine, event
     from sqlalchemy.orm import Session
 
-    from ledger.merkle import inclusion_proof_from_nodes
-    from ledger.transparency_log import _with_prefetch, metadata, nodes
+    from ledger.proofs.merkle import inclusion_proof_from_nodes
+    from ledger.store.transparency_log import _with_prefetch, metadata, nodes
 
     engine = create_engine(f"sqlite:///{tmp_path / 'nodes.db'}")
     metadata.create_all(engine)

@@ -22,7 +22,7 @@ from domain.ranking import View
 from domain.statements import Role
 from domain.timestamps import format_time, utc_now
 from ledger.application import Ledger, Receipt
-from ledger.authoring import (
+from ledger.signing.authoring import (
     attestation_envelope,
     ingestion_envelope,
     key_registration_envelope,
@@ -31,9 +31,9 @@ from ledger.authoring import (
     rerun_envelope,
     rerun_request_envelope,
 )
-from ledger.keys import SigningKey
+from ledger.signing.keys import SigningKey
+from ledger.signing.trust import TrustRoot
 from ledger.store.schema import upgrade
-from ledger.trust import TrustRoot
 from projections import queries
 from projections.runner import ProjectionRunner
 from projections.tables import ranks, runs

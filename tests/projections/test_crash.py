@@ -138,7 +138,7 @@ CHILD = textwrap.dedent(
     import sys, time
     from pathlib import Path
     from ledger.application import Ledger
-    from ledger.trust import TrustRoot
+    from ledger.signing.trust import TrustRoot
     from projections.runner import ProjectionRunner
 
     url, root_file, batch, stall_in = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])

@@ -12,8 +12,8 @@ import json
 import pytest
 from projection_world import ALL_RUNS, GROUP, MANIFESTS, NAMES, RUN_21613, SEED, World
 
-from ledger.authoring import ingestion_envelope
 from ledger.errors import AmbiguousReferenceError, NotFoundError
+from ledger.signing.authoring import ingestion_envelope
 from projections.references import resolve_group_in, resolve_run_in
 
 

@@ -27,7 +27,7 @@ from sqlalchemy import Engine, create_engine, insert
 from sqlalchemy.orm import Session
 
 from domain.manifests.canonical_form import manifest_digest
-from ledger.authoring import ingestion_envelope
+from ledger.signing.authoring import ingestion_envelope
 from projections.search import fold, manifest_values, rough_text, search_groups, search_result
 from projections.tables import manifests, runs
 

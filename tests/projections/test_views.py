@@ -27,9 +27,9 @@ from projection_world import (
 
 from domain.errors import DomainError
 from domain.ranking import View
-from ledger.dsse import UnknownKeyError
 from ledger.errors import RerunJobError, WrongRoleError
-from ledger.keys import SigningKey
+from ledger.signing.dsse import UnknownKeyError
+from ledger.signing.keys import SigningKey
 from projections.run_record import run_record
 
 REPORTED_REASONS = [

@@ -11,12 +11,12 @@ from test_api_reads import SEED, problem_of
 from test_api_writes import SEED_NAME, check_receipt
 
 from domain.statements import Role
-from ledger.authoring import (
+from ledger.signing.authoring import (
     key_registration_envelope,
     rerun_claim_envelope,
     rerun_envelope,
 )
-from ledger.keys import SigningKey
+from ledger.signing.keys import SigningKey
 
 
 def setup(served: Served, product: str = B200, arch: str = SM100) -> tuple[Any, ...]:

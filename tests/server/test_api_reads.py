@@ -9,8 +9,8 @@ from typing import Any
 from served_app import Served
 
 from domain.statements import Role
-from ledger.merkle import verify_consistency, verify_inclusion
-from ledger.trust import TrustRoot
+from ledger.proofs.merkle import verify_consistency, verify_inclusion
+from ledger.signing.trust import TrustRoot
 from ledger.verify import VerificationPolicy, verify_bundle_lines
 
 SEED = "sha256:7e18c26ca3b60572c4fc8589c4b3b9a86b548ef031df4242ea2483b649bd6a47"
@@ -270,8 +270,8 @@ def test_openapi_document_describes_the_json_api(served: Served) -> None:
 def test_a_flooded_runs_history_and_record_come_a_page_at_a_time(served: Served) -> None:
     """Anyone may attest: 120 notes on the seed run. The record shows the newest 20 and the
     count; the history comes in pages of at most the limit, whose union is every event."""
-    from ledger.authoring import attestation_envelope, key_registration_envelope
-    from ledger.keys import SigningKey
+    from ledger.signing.authoring import attestation_envelope, key_registration_envelope
+    from ledger.signing.keys import SigningKey
 
     c = served.client
     keys = [SigningKey.generate() for _ in range(6)]

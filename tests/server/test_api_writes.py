@@ -21,7 +21,10 @@ from api.demo import seed_manifests
 from api.server.config import ServerConfig
 from domain.statements import Role
 from domain.timestamps import utc_now
-from ledger.authoring import (
+from ledger.home import LedgerHome
+from ledger.proofs.log_entries import LogEntry
+from ledger.proofs.merkle import verify_inclusion
+from ledger.signing.authoring import (
     attachment_envelope,
     attestation_envelope,
     ingestion_envelope,
@@ -30,11 +33,8 @@ from ledger.authoring import (
     lifecycle_envelope,
     rerun_request_envelope,
 )
-from ledger.dsse import sign_envelope
-from ledger.home import LedgerHome
-from ledger.keys import SigningKey
-from ledger.log_entries import LogEntry
-from ledger.merkle import verify_inclusion
+from ledger.signing.dsse import sign_envelope
+from ledger.signing.keys import SigningKey
 
 SEED_NAME = "sol-submission-38823"
 

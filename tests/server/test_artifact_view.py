@@ -28,8 +28,8 @@ from domain.canonical import canonical_json
 from domain.importers.records import Artifact, ImportRecord
 from domain.manifests.canonical_form import manifest_digest
 from domain.manifests.manifest_set import check_manifest_set
-from ledger.artifacts import ArtifactStore, StoredArtifact, artifacts
 from ledger.importing import Importer
+from ledger.store.artifacts import ArtifactStore, StoredArtifact, artifacts
 
 COHORT = Path(__file__).resolve().parents[2] / "api" / "demo_data" / "sol-056-cohort.json"
 # A kernel whose text would break out of the page if it were not escaped.

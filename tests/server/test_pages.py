@@ -29,13 +29,13 @@ from api.server.pages.format import (
 )
 from domain.evidence import EvidenceLevel
 from domain.statements import Role
-from ledger.authoring import (
+from ledger.signing.authoring import (
     attestation_envelope,
     ingestion_envelope,
     key_registration_envelope,
     lifecycle_envelope,
 )
-from ledger.keys import SigningKey
+from ledger.signing.keys import SigningKey
 
 SEED = "sha256:7e18c26ca3b60572c4fc8589c4b3b9a86b548ef031df4242ea2483b649bd6a47"
 SEED_NAME = "sol-submission-38823"

@@ -33,7 +33,7 @@ from benchmarks.bench_http import (
     verify_acknowledged,
 )
 from ledger.application import Ledger
-from ledger.transparency_log import checkpoints
+from ledger.store.transparency_log import checkpoints
 from projections.runner import ProjectionRunner
 
 REPO = Path(__file__).resolve().parents[2]

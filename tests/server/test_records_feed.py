@@ -14,7 +14,7 @@ from served_app import Served
 
 from api.demo import COHORT_FILE, _data
 from api.server.pages.feeds import NEVER, records_feed
-from ledger.authoring import ingestion_envelope, lifecycle_envelope
+from ledger.signing.authoring import ingestion_envelope, lifecycle_envelope
 from projections.records import RecordPage
 
 A = "{http://www.w3.org/2005/Atom}"

@@ -16,8 +16,8 @@ from api.server.config import ServerConfig
 from api.server.rate_limits import TokenBuckets, retry_after_header
 from api.server.service import LedgerService
 from domain.statements import PredicateType
-from ledger.dsse import EnvelopeError
 from ledger.errors import NotFoundError
+from ledger.signing.dsse import EnvelopeError
 
 T = TypeVar("T")
 

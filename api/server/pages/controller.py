@@ -45,8 +45,8 @@ from domain.documents import MAX_SAFE_INTEGER
 from domain.errors import DomainError
 from domain.quantities import format_value
 from domain.ranking import View
-from ledger.artifacts import ArtifactError, ArtifactNotFound
-from ledger.artifacts import artifacts as artifacts_table
+from ledger.store.artifacts import ArtifactError, ArtifactNotFound
+from ledger.store.artifacts import artifacts as artifacts_table
 from projections.tables import runs as runs_table
 
 HERE = Path(__file__).parent

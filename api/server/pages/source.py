@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from ledger.artifacts import StoredArtifact
+from ledger.store.artifacts import StoredArtifact
 
 # What one artifact page renders inline, at most; the rest is a download away. 512 KiB of
 # source is far more than a kernel, and keeps a page a browser renders without stalling.

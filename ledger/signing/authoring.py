@@ -14,8 +14,8 @@ from typing import Any
 from domain.manifests.manifest_set import check_manifest_set
 from domain.statements import PredicateType, Role, make_statement
 from domain.timestamps import format_time, utc_now
-from ledger.dsse import sign_envelope
-from ledger.keys import PublicKey, SigningKey
+from ledger.signing.dsse import sign_envelope
+from ledger.signing.keys import PublicKey, SigningKey
 
 
 def ingestion_envelope(

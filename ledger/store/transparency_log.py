@@ -37,15 +37,15 @@ from sqlalchemy import (
 from domain.errors import DomainError
 from domain.timestamps import format_time, utc_now
 from ledger.errors import ReadOnlyStoreError, StoreFullError, store_error
-from ledger.keys import PublicKey, SigningKey
-from ledger.log_entries import LogEntry
-from ledger.merkle import (
+from ledger.proofs.log_entries import LogEntry
+from ledger.proofs.merkle import (
     CompactRange,
     consistency_proof_from_nodes,
     inclusion_proof_from_nodes,
     root_from_nodes,
 )
-from ledger.signed_note import Verifier, format_checkpoint, sign_note
+from ledger.proofs.signed_note import Verifier, format_checkpoint, sign_note
+from ledger.signing.keys import PublicKey, SigningKey
 from ledger.store.event_store import EventStore, StoreSession
 
 T = TypeVar("T")

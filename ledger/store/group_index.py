@@ -1,4 +1,4 @@
-"""The ledger's own index of comparison-group membership, for heads (``ledger.heads``).
+"""The ledger's own index of comparison-group membership, for heads (``ledger.proofs.heads``).
 
 A bundle that claims a rank must prove it holds every member of the group, so the log must
 say who the members were at a checkpoint. Membership is a function of each run's ingestion
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from sqlalchemy import BigInteger, Column, Index, MetaData, Table, Text, select
 
 from ledger.store.event_store import StoreSession
-from ledger.transparency_log import leaves
+from ledger.store.transparency_log import leaves
 
 metadata = MetaData()
 group_members = Table(

@@ -24,7 +24,7 @@ from domain.canonical import canonical_b64decode, canonical_json, digest_of
 from domain.documents import parse_json
 from domain.errors import CanonicalizationError, DomainError, ParseError
 from domain.statements import PAYLOAD_TYPE, Statement, parse_statement
-from ledger.keys import PublicKey, SigningKey
+from ledger.signing.keys import PublicKey, SigningKey
 
 SIGNATURES = 1  # exactly this many per envelope (see the module docstring)
 # A statement carries manifests of up to 1 MiB each; base64 of this fits a 2 MiB request body.

@@ -37,7 +37,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from domain.canonical import canonical_b64decode
 from domain.errors import DomainError
-from ledger.signed_note import NoteError, Verifier, open_note, sign_note
+from ledger.proofs.signed_note import NoteError, Verifier, open_note, sign_note
 
 HEADS_FORMAT = "kernelindex-heads/v1"
 _DIGEST = r"sha256:[0-9a-f]{64}"

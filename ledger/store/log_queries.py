@@ -8,7 +8,7 @@ from typing import Any
 from domain.errors import DomainError
 from ledger.application import Ledger
 from ledger.errors import NotFoundError
-from ledger.signed_note import NoteError, open_checkpoint
+from ledger.proofs.signed_note import NoteError, open_checkpoint
 
 
 class CheckpointMismatchError(DomainError):

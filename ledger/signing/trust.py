@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from domain.errors import DomainError
-from ledger.keys import PublicKey
-from ledger.signed_note import InvalidKeyName, check_key_name
+from ledger.proofs.signed_note import InvalidKeyName, check_key_name
+from ledger.signing.keys import PublicKey
 
 TRUST_ROOT_VERSION = 1
 
