@@ -16,9 +16,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from domain.errors import DomainError
-from ledger.application import Ledger, Receipt
+from ledger.application import Ledger
 from ledger.errors import store_error
 from ledger.home import PASSPHRASE_ENV, LedgerHome
+from ledger.receipt import Receipt
 from ledger.signing.keys import KeyFileError, SigningKey
 
 EXIT_REJECTED = 1

@@ -19,8 +19,9 @@ from domain.manifests.manifest_set import (
     lacking_references,
 )
 from ledger.aggregates import Run
-from ledger.application import Ledger, Receipt
+from ledger.application import Ledger
 from ledger.errors import AlreadyExistsError, NotFoundError
+from ledger.receipt import Receipt
 from ledger.signing.authoring import attachment_envelope, ingestion_envelope
 from ledger.signing.keys import SigningKey
 from projections.queries import manifest_by_digest

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from eventsourcing.domain import Aggregate
 
 from domain.manifests.manifest_set import CheckedManifestSet, attach_manifests, with_attached
-from ledger.errors import AlreadyExistsError
+from domain.statements import RerunClaimPredicate, RerunPredicate, RerunRequestPredicate
+from domain.timestamps import format_time, parse_time
+from ledger.errors import AlreadyExistsError, RerunJobError, SubjectMismatchError
 from ledger.ids import principal_id, run_id
 from ledger.signing.dsse import stored_signed_digest, stored_statement
 
@@ -206,42 +209,108 @@ class Run(Aggregate):
         )
         return checked
 
+    # The commands below hold the run's rules: each checks that the run may take the event
+    # now, then triggers it. (Replaying stored events runs ``apply_to`` only, never these.)
+
     def attest(self, signed: Signed) -> None:
         self.trigger_event(self.Attested, **signed.fields())
 
     def retract(self, signed: Signed) -> None:
+        if self.retracted:
+            raise AlreadyExistsError(f"run {self.run_digest} is already retracted")
         self.trigger_event(self.Retracted, **signed.fields())
 
     def supersede(self, signed: Signed, *, superseded_by: str | None) -> None:
+        if self.superseded_by is not None:
+            raise AlreadyExistsError(f"run {self.run_digest} is already superseded")
+        if superseded_by == self.run_digest:
+            raise SubjectMismatchError("a run cannot supersede itself")
         self.trigger_event(self.Superseded, **signed.fields(), superseded_by=superseded_by)
 
-    def request_rerun(
-        self,
-        signed: Signed,
-        *,
-        job_id: str,
-        nonce: str,
-        expires_at: str,
-        product: str,
-        architecture: str,
-    ) -> None:
+    def request_rerun(self, signed: Signed, job: RerunRequestPredicate, now: datetime) -> None:
+        """A new job for this run, open until it expires."""
+        self._about_this_run(job.runDigest)
+        if job.jobId in self.jobs:
+            raise AlreadyExistsError(f"job {job.jobId} already exists for this run")
+        if parse_time(job.expiresAt, "predicate.expiresAt") <= now:
+            raise RerunJobError("the job would already be expired")
         self.trigger_event(
             self.RerunRequested,
             **signed.fields(),
-            job_id=job_id,
-            nonce=nonce,
-            expires_at=expires_at,
-            product=product,
-            architecture=architecture,
+            job_id=job.jobId,
+            nonce=job.nonce,
+            expires_at=job.expiresAt,
+            product=job.requirements.product,
+            architecture=job.requirements.architecture,
         )
 
-    def claim_rerun(self, signed: Signed, *, job_id: str, lease_until: str) -> None:
+    def claim_rerun(self, signed: Signed, claim: RerunClaimPredicate, now: datetime) -> None:
+        """An agent takes an open job: not expired, no result yet, nobody else's lease
+        running, on the hardware the job requires. The same agent may renew its lease."""
+        self._about_this_run(claim.runDigest)
+        job = self._open_job(claim.jobId, now, "")
+        device = claim.device
+        if (device.product, device.architecture) != (job.product, job.architecture):
+            raise RerunJobError(
+                f"the device is {device.product} ({device.architecture}); the job requires "
+                f"{job.product} ({job.architecture})"
+            )
+        if (
+            job.claimant is not None
+            and job.claimant != signed.signer
+            and job.lease_until is not None
+            and now < parse_time(job.lease_until)
+        ):
+            raise RerunJobError(
+                f"job {claim.jobId} is claimed by {job.claimant} until {job.lease_until}"
+            )
+        lease_until = min(now + timedelta(seconds=claim.leaseSeconds), parse_time(job.expires_at))
         self.trigger_event(
-            self.RerunClaimed, **signed.fields(), job_id=job_id, lease_until=lease_until
+            self.RerunClaimed,
+            **signed.fields(),
+            job_id=claim.jobId,
+            lease_until=format_time(lease_until),
         )
 
-    def record_rerun(self, signed: Signed, *, job_id: str) -> None:
-        self.trigger_event(self.RerunRecorded, **signed.fields(), job_id=job_id)
+    def record_rerun(self, signed: Signed, result: RerunPredicate, now: datetime) -> None:
+        """An agent's result: only for an open job of this run, with its nonce, before it
+        expires, from its claimant, measured on the device the claim named, once."""
+        job = self._open_job(result.jobId, now, " (replay?)")
+        if job.claimant != signed.signer:
+            holder = job.claimant or "nobody"
+            raise RerunJobError(
+                f"only the job's claimant may post its result; job {result.jobId} is "
+                f"claimed by {holder}"
+            )
+        if result.nonce != job.nonce:
+            raise RerunJobError("the result's nonce is not the job's")
+        measured = result.environment
+        if (measured.product, measured.architecture) != (job.product, job.architecture):
+            raise RerunJobError(
+                f"measured on {measured.product} ({measured.architecture}); the job requires "
+                f"{job.product} ({job.architecture})"
+            )
+        on = (measured.product, measured.architecture, measured.gpuUuidHash, measured.backend)
+        if job.device is not None and on != job.device:
+            raise RerunJobError(
+                f"measured on {on[0]} GPU {on[2][:12]}… ({on[3]}); the claim named "
+                f"{job.device[0]} GPU {job.device[2][:12]}… ({job.device[3]})"
+            )
+        self.trigger_event(self.RerunRecorded, **signed.fields(), job_id=result.jobId)
+
+    def _about_this_run(self, run_digest: str) -> None:
+        if run_digest != self.run_digest:
+            raise SubjectMismatchError("predicate.runDigest is not the statement's subject")
+
+    def _open_job(self, job_id: str, now: datetime, replay_hint: str) -> RerunJob:
+        job = self.jobs.get(job_id)
+        if job is None:
+            raise RerunJobError(f"no rerun job {job_id} was requested for this run")
+        if job.result_version is not None:
+            raise RerunJobError(f"job {job_id} already has its result{replay_hint}")
+        if now > parse_time(job.expires_at):
+            raise RerunJobError(f"job {job_id} expired at {job.expires_at}")
+        return job
 
 
 class Principal(Aggregate):
@@ -316,4 +385,6 @@ class Principal(Aggregate):
         )
 
     def revoke(self, signed: Signed, *, reason: str | None) -> None:
+        if self.revoked_at is not None:
+            raise AlreadyExistsError(f"key {self.key_id} was already revoked at {self.revoked_at}")
         self.trigger_event(self.Revoked, **signed.fields(), reason=reason)

@@ -14,8 +14,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from domain.errors import DomainError
-from ledger.application import Ledger, Receipt
+from ledger.application import Ledger
 from ledger.errors import store_error
+from ledger.receipt import Receipt
 
 MAX_GROUP = 256
 _STOP = object()

@@ -25,11 +25,12 @@ from domain.manifests.manifest_set import with_attached
 from domain.quantities import format_value
 from domain.statements import PredicateType
 from ledger.aggregates import principal_id, run_id
-from ledger.application import Ledger, StoredRecord
+from ledger.application import Ledger
 from ledger.authority import KeyLookup, KeyState
 from ledger.event_verification import EventVerification, verify_stored_event
 from ledger.signing.dsse import named_keyid
 from ledger.signing.trust import TrustRoot
+from ledger.store.stored_events import StoredRecord
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 500

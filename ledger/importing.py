@@ -32,11 +32,12 @@ from domain.manifests.manifest_set import (
 )
 from domain.timestamps import parse_time
 from ledger.aggregates import Run
-from ledger.application import Ledger, statement_of
+from ledger.application import Ledger
 from ledger.errors import AlreadyExistsError
 from ledger.signing.authoring import attachment_envelope, ingestion_envelope, lifecycle_envelope
 from ledger.signing.keys import SigningKey
 from ledger.store.artifacts import MAX_ARTIFACT_BYTES, ArtifactError, ArtifactStore
+from ledger.store.stored_events import statement_of
 
 # The run's references to the other members: they follow those members, compared on their own.
 _REFERENCES: Final = frozenset(

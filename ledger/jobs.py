@@ -13,8 +13,9 @@ from typing import Any
 
 from domain.timestamps import parse_time, utc_now
 from ledger.aggregates import Run
-from ledger.application import Ledger, statement_of
+from ledger.application import Ledger
 from ledger.errors import NotFoundError
+from ledger.store.stored_events import statement_of
 
 
 @dataclass(frozen=True)

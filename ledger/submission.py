@@ -48,11 +48,13 @@ from domain.manifests.canonical_form import manifest_digest
 from domain.manifests.manifest_set import check_manifest_set
 from domain.timestamps import format_time, utc_now
 from ledger.aggregates import Run
-from ledger.application import Ledger, Receipt, statement_of
+from ledger.application import Ledger
 from ledger.errors import AlreadyExistsError, NotFoundError
+from ledger.receipt import Receipt
 from ledger.signing.authoring import ingestion_envelope
 from ledger.signing.keys import SigningKey
 from ledger.store.artifacts import ArtifactNotFound, ArtifactStore
+from ledger.store.stored_events import statement_of
 
 SOURCE: Final = "direct"
 SOLUTION_MEDIA_TYPE: Final = "application/vnd.sol-execbench.solution+json"

@@ -30,8 +30,9 @@ from domain.run_facts import (
     RunFold,
 )
 from ledger.aggregates import run_id
-from ledger.application import Ledger, decode_stored
+from ledger.application import Ledger
 from ledger.store.event_store import StoreSession, connection_of
+from ledger.store.stored_events import decode_stored
 from projections.tables import (
     VIEW_TABLES,
     ensure_views,

@@ -39,6 +39,8 @@ def test_bench_http_tiny_sqlite_run(tmp_path: Path) -> None:
     assert spans[bench_http.S_SERVICE]["calls"] == 10
     assert spans[bench_http.S_WAIT]["calls"] == 10
     assert 1 <= spans[bench_http.S_DB_COMMIT]["calls"] <= 10  # groups of one or more appends
+    # Every stage the ledger names (ledger.timing) was timed through its hooks.
+    assert all(spans[label]["calls"] >= 1 for label in bench_http.LEDGER_STAGES.values())
     stages = [row["stage"] for row in scenario["breakdownMs"]]
     assert bench_http.S_WAIT in stages and bench_http.S_DB_COMMIT in stages
     judged = scenario["judged"]

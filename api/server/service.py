@@ -23,7 +23,7 @@ from domain.errors import DomainError
 from domain.evidence import EvidenceLevel
 from domain.ranking import View
 from domain.statements import PredicateType
-from ledger.application import Ledger, Receipt
+from ledger.application import Ledger
 from ledger.authority import KeyState
 from ledger.errors import (
     NotFoundError,
@@ -43,6 +43,7 @@ from ledger.history import (
 from ledger.ids import principal_id, run_id
 from ledger.jobs import job as find_job
 from ledger.jobs import open_jobs
+from ledger.receipt import Receipt
 from ledger.signing.dsse import MAX_ENVELOPE_BYTES, parse_envelope
 from ledger.store.artifacts import ArtifactStore, StoredArtifact
 from ledger.store.log_queries import checkpoint_json, consistency_json, entries_json, inclusion_json

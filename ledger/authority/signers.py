@@ -38,9 +38,13 @@ from ledger.errors import (
     SubjectMismatchError,
     WrongRoleError,
 )
-from ledger.signing.dsse import Envelope, SignatureError, UnknownKeyError, signed_by
+from ledger.signing.dsse import Envelope, SignatureError, UnknownKeyError
+from ledger.signing.dsse import signed_by as _signed_by
 from ledger.signing.keys import PublicKey, key_id_of
 from ledger.signing.trust import TrustRoot
+from ledger.timing import Stage, timed
+
+signed_by = timed(Stage.VERIFY)(_signed_by)
 
 # How far a signer's clock may run ahead of the ledger's, and how far before the ledger
 # received a key's registration the key may say it became valid.

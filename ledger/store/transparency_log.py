@@ -47,6 +47,7 @@ from ledger.proofs.merkle import (
 from ledger.proofs.signed_note import Verifier, format_checkpoint, sign_note
 from ledger.signing.keys import PublicKey, SigningKey
 from ledger.store.event_store import EventStore, StoreSession
+from ledger.timing import Stage, timed
 
 T = TypeVar("T")
 _ADVISORY_LOCK_ID = 0x4B49_4C4F_47  # "KILOG"
@@ -196,6 +197,7 @@ class TransparencyLog:
             return self._compact.copy()
         return _with_prefetch(session, lambda get: CompactRange.from_nodes(size, get))
 
+    @timed(Stage.SEQUENCE)
     def sequence(self, session: StoreSession) -> Sequenced:
         """Give every not-yet-sequenced event a leaf, in position order (caller commits)."""
         self.lock(session)
@@ -303,6 +305,7 @@ class TransparencyLog:
         proof = self.proof_hashes(session, leaf_index, size)
         return InclusionProof(leaf_index, size, self.root(session, size), tuple(proof))
 
+    @timed(Stage.PROOF)
     def inclusions(
         self, session: StoreSession, positions: Sequence[int], size: int
     ) -> dict[int, InclusionProof]:

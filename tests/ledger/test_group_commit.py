@@ -12,11 +12,11 @@ from test_admission import SEED_NAME, World, ingest_seed, world  # noqa: F401 - 
 from domain.canonical import digest_of
 from domain.errors import DomainError
 from domain.statements import Role
-from ledger.application import Receipt
 from ledger.audit import audit_ledger
 from ledger.errors import RevokedKeyError, WrongRoleError
 from ledger.group_commit import GroupCommitWriter
 from ledger.history import run_history
+from ledger.receipt import Receipt
 from ledger.signing.authoring import (
     attestation_envelope,
     key_registration_envelope,

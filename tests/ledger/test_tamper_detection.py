@@ -27,10 +27,11 @@ from domain.errors import DomainError
 from domain.statements import Role
 from domain.timestamps import format_time, utc_now
 from ledger.aggregates import principal_id, run_id
-from ledger.application import Ledger, Receipt
+from ledger.application import Ledger
 from ledger.audit import audit_ledger
 from ledger.bundle import export_bundle
 from ledger.proofs.signed_note import format_checkpoint, sign_note
+from ledger.receipt import Receipt
 from ledger.signing.authoring import (
     attestation_envelope,
     ingestion_envelope,

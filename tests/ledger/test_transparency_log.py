@@ -17,11 +17,12 @@ import pytest
 from domain.statements import Role
 from domain.timestamps import format_time, utc_now
 from ledger.aggregates import Signed
-from ledger.application import Ledger, Receipt
+from ledger.application import Ledger
 from ledger.audit import audit_ledger
 from ledger.proofs.log_entries import LogEntry
 from ledger.proofs.merkle import ProofError, root, verify_consistency, verify_inclusion
 from ledger.proofs.signed_note import NoteError, Verifier, open_checkpoint
+from ledger.receipt import Receipt
 from ledger.signing.authoring import (
     attestation_envelope,
     ingestion_envelope,

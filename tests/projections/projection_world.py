@@ -21,7 +21,8 @@ from domain.errors import DomainError
 from domain.ranking import View
 from domain.statements import Role
 from domain.timestamps import format_time, utc_now
-from ledger.application import Ledger, Receipt
+from ledger.application import Ledger
+from ledger.receipt import Receipt
 from ledger.signing.authoring import (
     attestation_envelope,
     ingestion_envelope,

@@ -1,0 +1,492 @@
+"""Admission: whether each envelope of a group may be appended, and what it appends.
+
+The order of checks is the one ``ledger.application`` lists; each fails closed with a named
+reason and admits nothing. Who may sign what is ``ledger.authority`` (the rule every verifier
+uses too); what a run or a key may take next is the aggregate's own command
+(``ledger.aggregates``); this module reads the ledger as the group has left it so far, and
+calls them in order.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError, Repository
+from eventsourcing.domain import Aggregate
+from eventsourcing.persistence import MapperDeserialisationError
+
+from domain.errors import DigestMismatchError, DomainError, ManifestError
+from domain.run_facts import comparison_key_of
+from domain.statements import (
+    AttachmentPredicate,
+    AttestationPredicate,
+    IngestionPredicate,
+    KeyAction,
+    KeyPredicate,
+    LifecycleAction,
+    LifecyclePredicate,
+    PredicateType,
+    RerunClaimPredicate,
+    RerunPredicate,
+    RerunRequestPredicate,
+    SignedPredicate,
+    Statement,
+)
+from domain.statements import parse_predicate as _parse_predicate
+from domain.timestamps import format_time
+from ledger.admission_cache import (
+    GroupState,
+    KeyCache,
+    RunCache,
+    fold_key_events,
+    pending_key_state,
+)
+from ledger.aggregates import Principal, Run, Signed, principal_id, run_id
+from ledger.authority import (
+    Authorization,
+    KeyState,
+    LogPoint,
+    authorize,
+    check_ingestion,
+    check_key_statement,
+    check_timely,
+    quantize,
+)
+from ledger.errors import (
+    AlreadyExistsError,
+    CorruptRecordError,
+    NotFoundError,
+    SubjectMismatchError,
+    UnknownKeyError,
+    UnknownRunError,
+)
+from ledger.receipt import Receipt
+from ledger.signing import dsse
+from ledger.signing.dsse import Envelope, SignatureError
+from ledger.signing.trust import TrustRoot
+from ledger.store.event_store import EventStore
+from ledger.store.stored_events import StoredRecord, stored_records, stored_versions
+from ledger.timing import Stage, timed
+
+KEY_CACHE_SIZE = 10_000
+_ONE_MS = timedelta(milliseconds=1)
+A = TypeVar("A", bound=Aggregate)
+P = TypeVar("P", bound=SignedPredicate)
+Outcome = Receipt | Run | Principal  # a duplicate's receipt, or an aggregate to store
+parse_envelope = timed(Stage.PARSE)(dsse.parse_envelope)
+parse_predicate = timed(Stage.PREDICATE)(_parse_predicate)
+signed_by = timed(Stage.VERIFY)(dsse.signed_by)
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """An envelope accepted into the group: its first new event's index among the group's."""
+
+    first_event: int
+    statement: Statement
+    duplicate: bool
+
+
+@dataclass
+class AdmittedGroup:
+    """A group's outcome before it is stored: per envelope its receipt (a duplicate), its
+    refusal or its admission; the new events in order; what they change."""
+
+    results: list[Receipt | DomainError | Admitted] = field(default_factory=list)
+    events: list[Any] = field(default_factory=list)
+    touched: dict[UUID, Aggregate] = field(default_factory=dict)
+    # The stored version of each stored key that authorised an envelope (not one the group
+    # itself registered or revoked): read again under the log's lock before the commit.
+    signers: dict[UUID, int] = field(default_factory=dict)
+    groups: dict[str, tuple[str, int]] = field(default_factory=dict)
+
+
+class Admission:
+    def __init__(
+        self,
+        store: EventStore,
+        repository: Repository[UUID],
+        trust_root: TrustRoot,
+        clock: Callable[[], datetime],
+        cache_size: int,
+    ) -> None:
+        self.store = store
+        self.repository = repository
+        self.trust_root = trust_root
+        self.clock = clock
+        self._group = GroupState()
+        self._runs = RunCache(cache_size)
+        self._keys = KeyCache(KEY_CACHE_SIZE)
+        self._last_received: datetime | None = None
+
+    # ------------------------------------------------------------- a group
+
+    def admit(self, envelopes: Sequence[object]) -> AdmittedGroup:
+        """Admit envelopes in order, each seeing the effect of those before it."""
+        out = AdmittedGroup()
+        parsed: list[tuple[Envelope, Statement] | DomainError] = []
+        for raw in envelopes:
+            try:
+                envelope = parse_envelope(raw)
+                parsed.append((envelope, envelope.statement()))
+            except DomainError as exc:
+                parsed.append(exc)
+        admitted_digests: dict[str, int] = {}
+        group = self._group
+        group.begin()
+        assert group.aggregates is not None and group.signers is not None
+        assert group.groups is not None
+        out.touched, out.groups = group.aggregates, group.groups
+        try:
+            # One query for the stored versions of every run the group is about and every
+            # signer key read before: what is unchanged is reused, not reloaded.
+            self._read_versions(group, [p for p in parsed if not isinstance(p, DomainError)])
+            for item in parsed:
+                if isinstance(item, DomainError):
+                    out.results.append(item)
+                    continue
+                envelope, statement = item
+                try:
+                    if envelope.signed_digest in admitted_digests:  # sent twice in a group
+                        first = admitted_digests[envelope.signed_digest]
+                        self._check_resubmission(envelope, envelope.keyid)
+                        out.results.append(Admitted(first, statement, True))
+                        continue
+                    outcome = self._admit(envelope, statement)
+                except DomainError as exc:
+                    out.results.append(exc)
+                    continue
+                if isinstance(outcome, Receipt):
+                    out.results.append(outcome)
+                    continue
+                out.touched[outcome.id] = outcome
+                admitted_digests[envelope.signed_digest] = len(out.events)
+                out.results.append(Admitted(len(out.events), statement, False))
+                out.events.extend(outcome.collect_events())
+            out.signers = {p: v for p, v in group.signers.items() if p not in out.touched}
+        except BaseException:
+            self._runs.forget(out.touched)
+            raise
+        finally:
+            group.end()
+        return out
+
+    @timed(Stage.KEYS)
+    def _read_versions(self, group: GroupState, parsed: list[tuple[Envelope, Statement]]) -> None:
+        named = {envelope.keyid for envelope, _ in parsed}
+        cached = self._keys.known(named)
+        runs = {run_id(statement.subject_digest) for _, statement in parsed}
+        group.versions = stored_versions(self.store, runs | {principal_id(k) for k in cached})
+        group.keys = dict(self._keys.unchanged(cached, group.versions))
+
+    def stored(self, group: AdmittedGroup) -> None:
+        """The group is committed: its runs are the stored state now."""
+        self._runs.remember(group.touched)
+
+    def abandoned(self, group: AdmittedGroup) -> None:
+        """The group was not stored: what it changed was never the stored state."""
+        self._runs.forget(group.touched)
+
+    def signers_changed(self, principals: list[UUID]) -> None:
+        self._keys.forget(principals)
+
+    # ------------------------------------------------------------- lookups
+
+    @timed(Stage.GET)
+    def get(self, cls: type[A], aggregate_id: UUID) -> A | None:
+        """The aggregate as the group being admitted has left it (else as stored)."""
+        pending = self._group.aggregates
+        if pending is not None and aggregate_id in pending:
+            found = pending[aggregate_id]
+            if not isinstance(found, cls):
+                raise DomainError(f"aggregate {aggregate_id} is not a {cls.__name__}")
+            return found
+        versions = self._group.versions
+        if cls is Run and versions is not None:
+            cached = self._runs.get(aggregate_id, versions.get(aggregate_id))
+            if isinstance(cached, cls):
+                return cached
+        try:
+            aggregate: Aggregate = self.repository.get(aggregate_id)
+        except AggregateNotFoundError:
+            return None
+        except MapperDeserialisationError:
+            # Fail closed: nothing is appended to, or read from, an aggregate whose stored
+            # events no longer decode. History and audit report which record is damaged.
+            raise CorruptRecordError(
+                f"stored events of {aggregate_id} cannot be decoded; run 'kernelindex history' "
+                "or 'kernelindex audit' to see which"
+            ) from None
+        if not isinstance(aggregate, cls):
+            raise DomainError(f"aggregate {aggregate_id} is not a {cls.__name__}")
+        return aggregate
+
+    def key_state(self, key_id: str) -> KeyState | None:
+        """The key as the log holds it, with the positions of its registration and
+        revocation (inside a group being admitted: as the group has left it so far)."""
+        memo, pending = self._group.keys, self._group.aggregates
+        if pending is not None and (found := pending.get(principal_id(key_id))) is not None:
+            return pending_key_state(found) if isinstance(found, Principal) else None
+        if memo is None:
+            return self._load_key_state(key_id)
+        if key_id not in memo:
+            memo[key_id] = self._load_key_state(key_id)
+        return memo[key_id]
+
+    def _load_key_state(self, key_id: str) -> KeyState | None:
+        state = fold_key_events(key_id, stored_records(self.store, principal_id(key_id)))
+        if state is not None and self._group.aggregates is not None:
+            self._keys.put(key_id, state)
+        return state
+
+    # -------------------------------------------------------- the rules
+
+    def _admit(self, envelope: Envelope, statement: Statement) -> Outcome:
+        handlers: dict[PredicateType, Callable[[Envelope, Statement], Outcome]] = {
+            PredicateType.INGESTION: self._ingestion,
+            PredicateType.ATTESTATION: self._attestation,
+            PredicateType.KEY: self._key,
+            PredicateType.LIFECYCLE: self._lifecycle,
+            PredicateType.RERUN_REQUEST: self._rerun_request,
+            PredicateType.RERUN: self._rerun,
+            PredicateType.RERUN_CLAIM: self._rerun_claim,
+            PredicateType.ATTACHMENT: self._attachment,
+        }
+        handler = handlers.get(statement.predicateType)
+        if handler is None:
+            raise ManifestError(f"predicate type {statement.predicateType} is not accepted yet")
+        return handler(envelope, statement)
+
+    def _ingestion(self, envelope: Envelope, statement: Statement) -> Outcome:
+        existing = self.get(Run, run_id(statement.subject_digest))
+        if existing is not None and envelope.signed_digest in existing.envelopes:
+            return self._duplicate(existing, envelope, statement)
+        predicate = parse_predicate(statement)
+        assert isinstance(predicate, IngestionPredicate)
+        now = self._received_now()
+        signer = self._authorize(envelope, statement, predicate, now)
+        checked = check_ingestion(statement, predicate)
+        if existing is not None:
+            raise AlreadyExistsError(
+                f"run {checked.run_digest} was already ingested at {existing.ingested_at}",
+                position=self._position(existing.id, 1),
+            )
+        # Only an admitted ingestion says which group its run joins (a refused one in the
+        # same group of writes must not: the group index would disagree with the log).
+        group = comparison_key_of(statement.predicate["manifests"])
+        if group is not None:
+            self._group.join_group(checked.run_digest, group, 1)
+        return Run.ingest(
+            _signed(envelope, now, signer.signer),
+            run_digest=checked.run_digest,
+            run_name=checked.run_name,
+        )
+
+    def _about_run(
+        self, envelope: Envelope, statement: Statement, model: type[P]
+    ) -> Receipt | tuple[Run, P, Signed, datetime]:
+        """The common steps for a statement about an ingested run: the run exists, a
+        duplicate returns its receipt, the predicate parses, the signer may say it."""
+        run = self._existing_run(statement)
+        if envelope.signed_digest in run.envelopes:
+            return self._duplicate(run, envelope, statement)
+        predicate = parse_predicate(statement)
+        assert isinstance(predicate, model)
+        now = self._received_now()
+        signer = self._authorize(envelope, statement, predicate, now)
+        return run, predicate, _signed(envelope, now, signer.signer), now
+
+    def _attestation(self, envelope: Envelope, statement: Statement) -> Outcome:
+        admitted = self._about_run(envelope, statement, AttestationPredicate)
+        if isinstance(admitted, Receipt):
+            return admitted
+        run, _, signed, _ = admitted
+        run.attest(signed)
+        return run
+
+    def _attachment(self, envelope: Envelope, statement: Statement) -> Outcome:
+        admitted = self._about_run(envelope, statement, AttachmentPredicate)
+        if isinstance(admitted, Receipt):
+            return admitted
+        run, _, signed, _ = admitted
+        had = comparison_key_of(run.manifests())
+        checked = run.attach(signed, statement.predicate["manifests"])
+        group = comparison_key_of(checked.documents)
+        # A run joins a comparison group when its workload arrives (it had none before).
+        if had is None and group is not None:
+            self._group.join_group(run.run_digest, group, run.version)
+        return run
+
+    def _lifecycle(self, envelope: Envelope, statement: Statement) -> Outcome:
+        admitted = self._about_run(envelope, statement, LifecyclePredicate)
+        if isinstance(admitted, Receipt):
+            return admitted
+        run, predicate, signed, _ = admitted
+        if predicate.action is LifecycleAction.RETRACT:
+            run.retract(signed)
+        else:
+            run.supersede(signed, superseded_by=predicate.supersededBy)
+        return run
+
+    def _rerun_request(self, envelope: Envelope, statement: Statement) -> Outcome:
+        admitted = self._about_run(envelope, statement, RerunRequestPredicate)
+        if isinstance(admitted, Receipt):
+            return admitted
+        run, predicate, signed, now = admitted
+        run.request_rerun(signed, predicate, now)
+        return run
+
+    def _rerun(self, envelope: Envelope, statement: Statement) -> Outcome:
+        admitted = self._about_run(envelope, statement, RerunPredicate)
+        if isinstance(admitted, Receipt):
+            return admitted
+        run, predicate, signed, now = admitted
+        run.record_rerun(signed, predicate, now)
+        return run
+
+    def _rerun_claim(self, envelope: Envelope, statement: Statement) -> Outcome:
+        admitted = self._about_run(envelope, statement, RerunClaimPredicate)
+        if isinstance(admitted, Receipt):
+            return admitted
+        run, predicate, signed, now = admitted
+        check_timely(statement, predicate, now)
+        run.claim_rerun(signed, predicate, now)
+        return run
+
+    def _key(self, envelope: Envelope, statement: Statement) -> Outcome:
+        existing = self.get(Principal, principal_id(statement.subject_name))
+        if existing is not None and envelope.signed_digest in existing.envelopes:
+            return self._duplicate(existing, envelope, statement)
+        predicate = parse_predicate(statement)
+        assert isinstance(predicate, KeyPredicate)
+        now = self._received_now(after_everything=predicate.action is KeyAction.REVOKE)
+        check_key_statement(statement, predicate, LogPoint(None, now), signer=envelope.keyid)
+        if predicate.action is KeyAction.REGISTER:
+            return self._register_key(envelope, statement, predicate, existing, now)
+        if existing is None:
+            raise UnknownKeyError(f"key {predicate.keyId} is not registered")
+        if existing.public_key != predicate.publicKey:
+            raise DigestMismatchError("publicKey differs from the registered key")
+        # The key itself (on compromise) or an admin key.
+        signer = self._authorize(envelope, statement, predicate, now)
+        existing.revoke(_signed(envelope, now, signer.signer), reason=predicate.reason)
+        return existing
+
+    def _register_key(
+        self,
+        envelope: Envelope,
+        statement: Statement,
+        predicate: KeyPredicate,
+        existing: Principal | None,
+        now: datetime,
+    ) -> Outcome:
+        assert predicate.roles is not None and predicate.validFrom is not None
+        signer = self._authorize(envelope, statement, predicate, now)
+        if existing is not None:
+            raise AlreadyExistsError(
+                f"key {predicate.keyId} is already registered (at {existing.registered_at}); "
+                "keys are registered once: revoke it and register a new key to change roles",
+                position=self._position(existing.id, 1),
+            )
+        return Principal.register(
+            _signed(envelope, now, signer.signer),
+            key_id=predicate.keyId,
+            public_key=predicate.publicKey,
+            roles=[str(r) for r in predicate.roles],
+            valid_from=predicate.validFrom,
+            valid_until=predicate.validUntil,
+            label=predicate.label,
+        )
+
+    # -------------------------------------------------------- shared steps
+
+    def _received_now(self, *, after_everything: bool = False) -> datetime:
+        """The time an event is received, as it will be recorded (milliseconds): what the
+        checks compare is what re-verification will read back. A revocation
+        (``after_everything``) is stamped strictly later than every event received before
+        it here, so the recorded times read in the order the log holds them."""
+        now = quantize(self.clock())
+        last = self._last_received
+        if after_everything and last is not None and now < last + _ONE_MS:
+            now = last + _ONE_MS
+        self._last_received = now if last is None else max(last, now)
+        return now
+
+    @timed(Stage.AUTHORIZE)
+    def _authorize(
+        self, envelope: Envelope, statement: Statement, predicate: SignedPredicate, now: datetime
+    ) -> Authorization:
+        """Who signed, and may they say this now (``ledger.authority``). A stored key that
+        authorises the envelope is remembered, to be read again under the log's lock."""
+        auth = authorize(
+            envelope,
+            statement,
+            predicate,
+            keys=self.key_state,
+            trust_root=self.trust_root,
+            at=LogPoint(None, now),
+        )
+        signers, pending = self._group.signers, self._group.aggregates
+        if auth.key is not None and signers is not None and pending is not None:
+            pid = principal_id(auth.signer)
+            if pid not in pending:
+                signers[pid] = auth.key.version
+        return auth
+
+    def _check_resubmission(self, envelope: Envelope, signer: str) -> None:
+        """A statement stored already, sent again: it is the same event only if it carries
+        its signer's own signature (not a copy of the statement under a made-up one)."""
+        state = self.key_state(signer)
+        if envelope.keyid != signer or state is None or not signed_by(envelope, state.public_key):
+            raise SignatureError("signature does not verify under the key it names")
+
+    def _existing_run(self, statement: Statement) -> Run:
+        run = self.get(Run, run_id(statement.subject_digest))
+        if run is None:
+            raise UnknownRunError(f"no run with digest {statement.subject_digest} is in the ledger")
+        if statement.subject_name != run.run_name:
+            raise SubjectMismatchError(
+                f"statement subject name {statement.subject_name!r} is not the run's name "
+                f"{run.run_name!r}"
+            )
+        return run
+
+    def _duplicate(
+        self, aggregate: Run | Principal, envelope: Envelope, statement: Statement
+    ) -> Receipt:
+        version = aggregate.envelopes[envelope.signed_digest]
+        record = self._record_at(aggregate.id, version)
+        state = json.loads(record.state)
+        self._check_resubmission(envelope, str(state.get("signer", "")))
+        return Receipt(
+            position=record.position,
+            aggregate_id=aggregate.id,
+            version=version,
+            event=record.event_name,
+            subject_digest=statement.subject_digest,
+            # The stored envelope's, which may differ from the resubmitted one's bytes.
+            envelope_digest=str(state.get("envelope_digest", "")),
+            received_at=str(state.get("received_at", "")),
+            duplicate=True,
+            signer=str(state.get("signer", "")),
+        )
+
+    def _position(self, aggregate_id: UUID, version: int) -> int | None:
+        """Where an event is stored; None while it is only admitted in the current group."""
+        records = stored_records(self.store, aggregate_id, version)
+        return records[0].position if records else None
+
+    def _record_at(self, aggregate_id: UUID, version: int) -> StoredRecord:
+        records = stored_records(self.store, aggregate_id, version)
+        if not records:
+            raise NotFoundError(f"no stored event {aggregate_id} v{version}")
+        return records[0]
+
+
+def _signed(envelope: Envelope, now: datetime, signer: str) -> Signed:
+    return Signed(dict(envelope.raw), envelope.digest, format_time(now), signer)

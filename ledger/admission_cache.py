@@ -1,0 +1,148 @@
+"""What admission remembers: what one group of writes has changed so far (visible only to the
+writing thread), and the runs and keys earlier groups read, reused only while the stored
+version shows that nobody has appended to them since."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from uuid import UUID
+
+from eventsourcing.domain import Aggregate
+
+from domain.statements import KeyPredicate, Role
+from domain.timestamps import parse_time
+from ledger.aggregates import Principal, Run, principal_id
+from ledger.authority import KeyBook, KeyState
+from ledger.errors import CorruptRecordError
+from ledger.signing.keys import PublicKey
+from ledger.store.stored_events import StoredRecord, decode_stored
+
+
+class GroupState(threading.local):
+    """The group being admitted, seen only by the thread admitting it: its changed
+    aggregates, the keys it looked up, the stored versions it read, the stored keys that
+    authorised it (checked again under the log's lock) and the groups its runs join."""
+
+    aggregates: dict[UUID, Aggregate] | None = None
+    keys: dict[str, KeyState | None] | None = None
+    # Stored version of each run the group's envelopes are about, read in one query.
+    versions: dict[UUID, int] | None = None
+    # principal id -> the stored version of a key that authorised an admitted envelope.
+    signers: dict[UUID, int] | None = None
+    # run digest -> (its comparison key, the version of the event that gave it one).
+    groups: dict[str, tuple[str, int]] | None = None
+
+    def begin(self) -> None:
+        self.aggregates, self.keys, self.signers, self.groups = {}, {}, {}, {}
+
+    def end(self) -> None:
+        self.aggregates = self.keys = self.versions = self.signers = self.groups = None
+
+    def join_group(self, run_digest: str, comparison_key: str, version: int) -> None:
+        if self.groups is not None:
+            self.groups[run_digest] = (comparison_key, version)
+
+
+class RunCache:
+    """Runs as the last committed group left them, reused (without a copy or a
+    fast-forward query) while their stored version is still the one they carry."""
+
+    def __init__(self, size: int) -> None:
+        self._runs: OrderedDict[UUID, Run] = OrderedDict()
+        self._size = size
+
+    def get(self, aggregate_id: UUID, stored_version: int | None) -> Run | None:
+        cached = self._runs.get(aggregate_id)
+        if cached is None:
+            return None
+        if stored_version != cached.version or cached.pending_events:
+            self._runs.pop(aggregate_id, None)
+            return None
+        self._runs.move_to_end(aggregate_id)
+        return cached
+
+    def remember(self, touched: dict[UUID, Aggregate]) -> None:
+        for aggregate_id, aggregate in touched.items():
+            if isinstance(aggregate, Run) and not aggregate.pending_events:
+                self._runs[aggregate_id] = aggregate
+                self._runs.move_to_end(aggregate_id)
+        while len(self._runs) > self._size:
+            self._runs.popitem(last=False)
+
+    def forget(self, touched: dict[UUID, Aggregate]) -> None:
+        for aggregate_id in touched:
+            self._runs.pop(aggregate_id, None)
+
+
+class KeyCache:
+    """Keys read by earlier groups, with the version read; reused only while unchanged."""
+
+    def __init__(self, size: int) -> None:
+        self._keys: dict[str, tuple[int, KeyState]] = {}
+        self._size = size
+
+    def known(self, key_ids: set[str]) -> list[str]:
+        return sorted(key_ids & set(self._keys))
+
+    def unchanged(self, key_ids: list[str], versions: dict[UUID, int]) -> dict[str, KeyState]:
+        """Those of ``key_ids`` whose stored version is still the one read (another process
+        may have revoked one since)."""
+        found = {}
+        for key_id in key_ids:
+            version, state = self._keys[key_id]
+            if versions.get(principal_id(key_id)) == version:
+                found[key_id] = state
+        return found
+
+    def put(self, key_id: str, state: KeyState) -> None:
+        if len(self._keys) >= self._size:
+            self._keys.clear()
+        self._keys[key_id] = (state.version, state)
+
+    def forget(self, principals: list[UUID]) -> None:
+        gone = set(principals)
+        for key_id in [k for k in self._keys if principal_id(k) in gone]:
+            del self._keys[key_id]
+
+
+def fold_key_events(key_id: str, records: Sequence[StoredRecord]) -> KeyState | None:
+    """A key's state from its stored events, in order (``ledger.authority.KeyBook``).
+    A record that no longer decodes fails closed."""
+    book = KeyBook()
+    for record in records:
+        try:
+            stored, statement = decode_stored(record.state)
+            predicate = KeyPredicate.model_validate(statement["predicate"])
+            received = parse_time(str(stored["received_at"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptRecordError(
+                f"stored key event at position {record.position} of {key_id} cannot be read "
+                f"({type(exc).__name__})"
+            ) from None
+        book.learn(
+            predicate,
+            position=record.position,
+            received_at=received,
+            signer=str(stored.get("signer", "")),
+        )
+    return book(key_id)
+
+
+def pending_key_state(principal: Principal) -> KeyState:
+    """A key registered or revoked earlier in the group being admitted (not sequenced yet)."""
+    return KeyState(
+        key_id=principal.key_id,
+        public_key=PublicKey.from_b64(principal.public_key),
+        roles=frozenset(Role(r) for r in principal.roles),
+        valid_from=parse_time(principal.valid_from),
+        valid_until=parse_time(principal.valid_until) if principal.valid_until else None,
+        registered_at=parse_time(principal.registered_at),
+        registered_position=None,
+        registered_by=principal.registered_by,
+        label=principal.label,
+        revoked_at=parse_time(principal.revoked_at) if principal.revoked_at else None,
+        revocation_reason=principal.revocation_reason,
+        version=principal.version,
+    )

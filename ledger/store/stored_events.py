@@ -1,0 +1,158 @@
+"""Stored events read as the database holds them: for admission's lookups, history, audit,
+bundles and the key book. Nothing here decodes more than it is asked to, or verifies."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy import func, select
+
+from ledger.signing.dsse import stored_statement
+from ledger.store.event_store import EventStore
+
+_CHUNK = 500  # ids per IN (...) list
+_PAGE = 1000  # rows per page of a scan
+
+
+@dataclass(frozen=True)
+class StoredRecord:
+    """A stored event exactly as the database holds it (for history, audit and export)."""
+
+    position: int
+    aggregate_id: UUID
+    version: int
+    topic: str
+    state: bytes
+
+    @property
+    def event_name(self) -> str:
+        return self.topic.rsplit(":", 1)[-1]
+
+
+def decode_stored(state: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(stored event fields, the statement its envelope carries), without verifying anything.
+
+    For readers that fold already-admitted events (projections, importer index); history and
+    audit re-verify instead. Raises ValueError/KeyError/TypeError on a damaged record.
+    """
+    stored = json.loads(state)
+    return stored, statement_of(stored)
+
+
+def statement_of(stored: dict[str, Any]) -> dict[str, Any]:
+    """The statement inside a stored event's envelope (decoded, not verified)."""
+    return stored_statement(stored["envelope"])
+
+
+def stored_records(
+    store: EventStore,
+    aggregate_id: UUID,
+    version: int | None = None,
+    *,
+    start: int = 1,
+    limit: int | None = None,
+    topics: Sequence[str] | None = None,
+    newest: bool = False,
+) -> list[StoredRecord]:
+    """One aggregate's events in version order: all, one ``version``, or a page (from
+    ``start``, at most ``limit``, of ``topics`` only, or the ``newest``, still oldest first)."""
+    e = store.events.c
+    query = select(e.id, e.originator_version, e.topic, e.state).where(
+        e.originator_id == aggregate_id
+    )
+    if version is not None:
+        query = query.where(e.originator_version == version)
+    if start > 1:
+        query = query.where(e.originator_version >= start)
+    if topics is not None:
+        query = query.where(e.topic.in_(topics))
+    query = query.order_by(e.originator_version.desc() if newest else e.originator_version)
+    if limit is not None:
+        query = query.limit(limit)
+    with store.transaction(commit=False) as session:
+        rows = session.execute(query).all()
+    records = [StoredRecord(r[0], aggregate_id, r[1], r[2], bytes(r[3])) for r in rows]
+    return records[::-1] if newest else records
+
+
+def stored_versions(store: EventStore, ids: set[UUID]) -> dict[UUID, int]:
+    """The stored version of each of these aggregates, in one query a chunk (absent: none)."""
+    if not ids:
+        return {}
+    e = store.events.c
+    found: dict[UUID, int] = {}
+    ordered = sorted(ids, key=str)
+    with store.transaction(commit=False) as session:
+        for at in range(0, len(ordered), _CHUNK):
+            rows = session.execute(
+                select(e.originator_id, func.max(e.originator_version))
+                .where(e.originator_id.in_(ordered[at : at + _CHUNK]))
+                .group_by(e.originator_id)
+            )
+            found.update({UUID(str(r[0])): int(r[1]) for r in rows})
+    return found
+
+
+def records_of(store: EventStore, ids: Sequence[UUID]) -> dict[UUID, list[StoredRecord]]:
+    """Every event of each of these aggregates, in version order, in one query a chunk."""
+    e = store.events.c
+    found: dict[UUID, list[StoredRecord]] = {}
+    ordered = sorted(set(ids), key=str)
+    with store.transaction(commit=False) as session:
+        for at in range(0, len(ordered), _CHUNK):
+            rows = session.execute(
+                select(e.originator_id, e.id, e.originator_version, e.topic, e.state)
+                .where(e.originator_id.in_(ordered[at : at + _CHUNK]))
+                .order_by(e.originator_id, e.originator_version)
+            )
+            for aggregate, position, version, topic, state in rows:
+                aggregate_id = UUID(str(aggregate))
+                found.setdefault(aggregate_id, []).append(
+                    StoredRecord(position, aggregate_id, version, topic, bytes(state))
+                )
+    return found
+
+
+def _page(store: EventStore, topic: str, after: int, limit: int) -> list[tuple[int, bytes]]:
+    e = store.events.c
+    with store.transaction(commit=False) as session:
+        rows = session.execute(
+            select(e.id, e.state).where(e.topic == topic, e.id > after).order_by(e.id).limit(limit)
+        ).all()
+    return [(int(r[0]), bytes(r[1])) for r in rows]
+
+
+def stored_states(store: EventStore, topic: str) -> Iterator[dict[str, Any]]:
+    """The decoded stored fields of every event of one topic, in ledger order. A record
+    that does not decode is left out: history and audit report it."""
+    after = 0
+    while True:
+        page = _page(store, topic, after, _PAGE)
+        for _, state in page:
+            try:
+                yield json.loads(state)
+            except ValueError:
+                continue
+        if len(page) < _PAGE:
+            return
+        after = page[-1][0]
+
+
+def positioned_states(
+    store: EventStore, topic: str, after: int, limit: int
+) -> list[tuple[int, dict[str, Any]]]:
+    """(position, decoded fields) of at most ``limit`` events of one topic after log
+    position ``after``; records that do not decode are left out (as above)."""
+    found = []
+    for position, state in _page(store, topic, after, limit):
+        try:
+            decoded = json.loads(state)
+        except ValueError:
+            continue
+        if isinstance(decoded, dict):
+            found.append((position, decoded))
+    return found
