@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from benchmarks import bench_http
+from benchmarks.http import spans as stage_names
 
 
 def test_bench_http_tiny_sqlite_run(tmp_path: Path) -> None:
@@ -36,13 +37,13 @@ def test_bench_http_tiny_sqlite_run(tmp_path: Path) -> None:
     assert scenario["inProcess"]["appends"] > 0
     # The server counted exactly the timed requests, in every stage.
     spans = scenario["serverTimings"]["spans"]
-    assert spans[bench_http.S_SERVICE]["calls"] == 10
-    assert spans[bench_http.S_WAIT]["calls"] == 10
-    assert 1 <= spans[bench_http.S_DB_COMMIT]["calls"] <= 10  # groups of one or more appends
+    assert spans[stage_names.S_SERVICE]["calls"] == 10
+    assert spans[stage_names.S_WAIT]["calls"] == 10
+    assert 1 <= spans[stage_names.S_DB_COMMIT]["calls"] <= 10  # groups of one or more appends
     # Every stage the ledger names (ledger.timing) was timed through its hooks.
-    assert all(spans[label]["calls"] >= 1 for label in bench_http.LEDGER_STAGES.values())
+    assert all(spans[label]["calls"] >= 1 for label in stage_names.LEDGER_STAGES.values())
     stages = [row["stage"] for row in scenario["breakdownMs"]]
-    assert bench_http.S_WAIT in stages and bench_http.S_DB_COMMIT in stages
+    assert stage_names.S_WAIT in stages and stage_names.S_DB_COMMIT in stages
     judged = scenario["judged"]
     assert judged["pass"]["inclusionProofInEveryReply"] and judged["pass"]["noneLostLogDense"]
     assert judged["ratios"]["httpToEcho"] is None and judged["ratios"]["httpToInProcess"] > 0

@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from api.demo import build_demo
-from benchmarks.bench_http import ServerProcess
+from benchmarks.http.server import ServerProcess
 from domain.statements import Role
 from ledger.audit import audit_ledger
 from ledger.history import key_history, run_history

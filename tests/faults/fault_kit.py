@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import create_engine, func, select, text
 from sqlalchemy.engine import make_url
 
-from benchmarks.bench_http import ServerProcess
+from benchmarks.http.server import ServerProcess
 from ledger.application import Ledger
 from ledger.home import LedgerHome
 from ledger.store.schema import EVENTS_TABLE

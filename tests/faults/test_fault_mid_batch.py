@@ -33,7 +33,7 @@ from fault_kit import (
 )
 from sqlalchemy import create_engine, func, select
 
-from benchmarks.bench_http import Prepared, plan_appends, prepare_ledger, split
+from benchmarks.http.workload import Prepared, plan_appends, prepare_ledger, split
 from projections.tables import runs, tracking
 
 GROUP = 600  # envelopes per append_many group: long enough to kill inside its commit

@@ -19,15 +19,9 @@ import pytest
 from fault_kit import assert_store_whole, serving
 from sqlalchemy import create_engine, text
 
-from benchmarks.bench_http import (
-    LoadResult,
-    Prepared,
-    plan_appends,
-    prepare_ledger,
-    run_load,
-    split,
-    verify_acknowledged,
-)
+from benchmarks.http.acknowledged import verify_acknowledged
+from benchmarks.http.load import LoadResult, run_load
+from benchmarks.http.workload import Prepared, plan_appends, prepare_ledger, split
 from ledger.signing.authoring import attestation_envelope
 
 pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("shared")]

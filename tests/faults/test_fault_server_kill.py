@@ -24,15 +24,9 @@ from fault_kit import (
     wait_for_events,
 )
 
-from benchmarks.bench_http import (
-    LoadResult,
-    Reply,
-    plan_appends,
-    prepare_ledger,
-    run_load,
-    split,
-    verify_acknowledged,
-)
+from benchmarks.http.acknowledged import verify_acknowledged
+from benchmarks.http.load import LoadResult, Reply, run_load
+from benchmarks.http.workload import plan_appends, prepare_ledger, split
 
 CLIENTS = 8
 APPENDS = 400  # per load: enough that the kill lands mid-load, few enough for a 2-core box

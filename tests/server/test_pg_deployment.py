@@ -22,16 +22,11 @@ import httpx
 import pytest
 from ruamel.yaml import YAML
 
-from benchmarks.bench_http import (
-    Planned,
-    Reply,
-    ServerProcess,
-    _process_cpu,
-    plan_appends,
-    prepare_ledger,
-    split,
-    verify_acknowledged,
-)
+from benchmarks.http.acknowledged import verify_acknowledged
+from benchmarks.http.cpu import process_cpu
+from benchmarks.http.load import Reply
+from benchmarks.http.server import ServerProcess
+from benchmarks.http.workload import Planned, plan_appends, prepare_ledger, split
 from ledger.application import Ledger
 from ledger.store.transparency_log import checkpoints
 from projections.runner import ProjectionRunner
@@ -113,12 +108,11 @@ def test_two_workers_projector_and_sequencer_on_one_database(db_url: str, tmp_pa
     ):
         url = server.url
         workers = server.pids()[1:]
-        cpu_before = _process_cpu(workers)
+        cpu_before = process_cpu(workers)
         with ThreadPoolExecutor(CLIENTS) as pool:
             replies = [r for rs in pool.map(lambda p: _post_all(url, p), plans) for r in rs]
         cpu_used = {
-            pid: seconds - cpu_before.get(pid, 0.0)
-            for pid, seconds in _process_cpu(workers).items()
+            pid: seconds - cpu_before.get(pid, 0.0) for pid, seconds in process_cpu(workers).items()
         }
         # The same envelopes again, concurrently: each answered with its original receipt.
         replayed_plans = [plan[:3] for plan in plans]
