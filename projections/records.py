@@ -20,8 +20,8 @@ from sqlalchemy import select, tuple_
 from domain.ranking import RankEntry, RankingError, View, rank_group
 from ledger.store.event_store import StoreSession
 from projections.group_labels import GroupLabel, group_labels
-from projections.runner import rank_entry
 from projections.tables import runs
+from projections.view_rows import rank_entry
 
 # Records are those of the board a group's #1 is read from (``queries.leaders``).
 VIEW = View.SOURCE_NATIVE

@@ -13,18 +13,13 @@ import hashlib
 import json
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from sqlalchemy import bindparam, create_engine, delete, insert, select, text, update
 
 from domain.canonical import canonical_json
 from domain.errors import DomainError
-from domain.evidence import (
-    EvidenceLevel,
-    EvidenceResult,
-)
-from domain.manifests.canonical_form import manifest_digest
 from domain.ranking import RankEntry, View, rank_group
 from domain.run_facts import (
     RunFold,
@@ -42,6 +37,15 @@ from projections.tables import (
     runs,
     stale_groups,
     tracking,
+)
+from projections.view_rows import (
+    Pending,
+    chunks,
+    evidence_columns,
+    jsonable,
+    new_run_row,
+    profile_columns,
+    rank_entry,
 )
 
 T = TypeVar("T")
@@ -171,7 +175,7 @@ class ProjectionRunner:
         ).all()
         if not rows:
             return 0, start
-        pending = _Pending()
+        pending = Pending()
         for position, topic, state in rows:
             self.fold(pending, int(position), str(topic).rsplit(":", 1)[-1], bytes(state))
         last = int(rows[-1][0])
@@ -188,7 +192,7 @@ class ProjectionRunner:
         if not keys:
             return
         already: set[str] = set()
-        for chunk in _chunks(sorted(keys), 500):
+        for chunk in chunks(sorted(keys), 500):
             already.update(
                 session.execute(
                     select(stale_groups.c.comparison_key).where(
@@ -224,7 +228,7 @@ class ProjectionRunner:
 
     # ------------------------------------------------------------- folding
 
-    def fold(self, pending: _Pending, position: int, event: str, state: bytes) -> None:
+    def fold(self, pending: Pending, position: int, event: str, state: bytes) -> None:
         """Apply one event to the batch's pending view changes (written at batch end)."""
         if not event.startswith("Run."):
             return  # key events have no read model here
@@ -234,7 +238,7 @@ class ProjectionRunner:
         if event in ("Run.Ingested", "Run.ManifestsAttached"):
             pending.remember_manifests(position, predicate["manifests"])
         if event == "Run.Ingested":
-            row = _new_run_row(position, digest, str(stored["received_at"]), predicate)
+            row = new_run_row(position, digest, str(stored["received_at"]), predicate)
             pending.new_rows[digest] = row
             if row["comparison_key"] is not None:
                 pending.touched_groups.add(row["comparison_key"])
@@ -256,7 +260,7 @@ class ProjectionRunner:
         elif event == "Run.ManifestsAttached":
             pending.dirty_evidence.add(digest)  # the refold sets its new profile (group)
 
-    def _flush(self, session: StoreSession, pending: _Pending) -> None:
+    def _flush(self, session: StoreSession, pending: Pending) -> None:
         """Write the batch's new runs and changes with a few multi-row statements."""
         if pending.new_rows:
             session.execute(insert(runs), list(pending.new_rows.values()))
@@ -269,7 +273,7 @@ class ProjectionRunner:
             return
         current = {
             r["run_digest"]: r
-            for chunk in _chunks(sorted(pending.changes), 500)
+            for chunk in chunks(sorted(pending.changes), 500)
             for r in session.execute(
                 select(
                     runs.c.run_digest, runs.c.attestations, runs.c.reruns, runs.c.comparison_key
@@ -307,7 +311,7 @@ class ProjectionRunner:
         if not found:
             return
         known: set[str] = set()
-        for chunk in _chunks(sorted(found), 500):
+        for chunk in chunks(sorted(found), 500):
             known.update(
                 session.execute(
                     select(manifests.c.digest).where(manifests.c.digest.in_(chunk))
@@ -342,8 +346,8 @@ class ProjectionRunner:
             update(runs)
             .where(runs.c.run_digest == digest)
             .values(
-                **_profile_columns(fold),
-                **_evidence_columns(fold.evidence),
+                **profile_columns(fold),
+                **evidence_columns(fold.evidence),
                 rerun_median_ns=median,
                 rerun_ci95_low=interval[0] if interval else None,
                 rerun_ci95_high=interval[1] if interval else None,
@@ -356,7 +360,7 @@ class ProjectionRunner:
         if not keys:
             return
         members: dict[str, list[RankEntry]] = {key: [] for key in keys}
-        for chunk in _chunks(sorted(keys), 500):
+        for chunk in chunks(sorted(keys), 500):
             for row in session.execute(
                 select(runs).where(runs.c.comparison_key.in_(chunk))
             ).mappings():
@@ -402,113 +406,6 @@ class ProjectionRunner:
                 order = [c for c in table.primary_key.columns]
                 hasher = hashlib.sha256()
                 for row in session.execute(select(table).order_by(*order)).mappings():
-                    hasher.update(canonical_json(_jsonable(dict(row))) + b"\n")
+                    hasher.update(canonical_json(jsonable(dict(row))) + b"\n")
                 digests[table.name] = "sha256:" + hasher.hexdigest()
         return digests
-
-
-@dataclass
-class _Pending:
-    """View changes of one batch, written together at its end."""
-
-    new_rows: dict[str, dict[str, Any]] = field(default_factory=dict)
-    changes: dict[str, dict[str, Any]] = field(default_factory=dict)
-    regroup: set[str] = field(default_factory=set)
-    touched_groups: set[str] = field(default_factory=set)
-    dirty_evidence: set[str] = field(default_factory=set)
-    manifests: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    def remember_manifests(self, position: int, carried: dict[str, Any]) -> None:
-        """Index the referenced manifests an admitted event carries, by the digest the run
-        names them with (admission checked that each digests to exactly that)."""
-        spec = (carried.get("run") or {}).get("spec") or {}
-        for role, document in sorted(carried.items()):
-            if role == "run" or not isinstance(document, dict):
-                continue
-            # An attachment carries no run: its (rare) documents are digested here.
-            digest = spec.get(f"{role}Digest") if spec else manifest_digest(document)
-            if digest not in self.manifests:
-                self.manifests[str(digest)] = {
-                    "digest": str(digest),
-                    "role": role,
-                    "kind": str(document.get("kind")),
-                    "name": str((document.get("metadata") or {}).get("name")),
-                    "document": json.dumps(document, sort_keys=True, separators=(",", ":")),
-                    "position": position,
-                }
-
-
-def _chunks(items: list[str], size: int) -> list[list[str]]:
-    return [items[i : i + size] for i in range(0, len(items), size)]
-
-
-def _profile_columns(fold: RunFold) -> dict[str, Any]:
-    profile = fold.profile
-    return {
-        "name": profile.name,
-        "title": profile.title,
-        "source": profile.source,
-        "external_id": profile.external_id,
-        "benchmark": profile.benchmark,
-        "status": profile.status,
-        "comparison_key": profile.comparison_key,
-        "metric": profile.metric,
-        "statistic": profile.statistic,
-        "unit": profile.unit,
-        "claimed": profile.claimed,
-        "product": profile.product,
-        "architecture": profile.architecture,
-        "observed_at": profile.observed_at,
-        "protocol_digest": profile.protocol_digest,
-        "environment_digest": profile.environment_digest,
-        "workload_digest": profile.workload_digest,
-        "author": profile.author,
-    }
-
-
-def _new_run_row(position: int, digest: str, received_at: str, predicate: Any) -> dict[str, Any]:
-    fold = RunFold.ingested(position, digest, predicate)
-    return {
-        "run_digest": digest,
-        **_profile_columns(fold),
-        "ingested_position": position,
-        "ingested_at": received_at,
-        "retracted": False,
-        "superseded_by": None,
-        "attestations": 0,
-        "reruns": 0,
-        "last_position": position,
-        **_evidence_columns(fold.evidence),
-        "rerun_median_ns": None,
-        "rerun_ci95_low": None,
-        "rerun_ci95_high": None,
-    }
-
-
-def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: (bool(v) if isinstance(v, bool) else v) for k, v in row.items()}
-
-
-def _evidence_columns(result: EvidenceResult) -> dict[str, Any]:
-    return {
-        "evidence_level": result.level.label,
-        "evidence_order": int(result.level),
-        "evidence_reasons": json.dumps(list(result.reasons)),
-        "evidence_caused_by": result.caused_by,
-        "policy_version": result.policy_version,
-    }
-
-
-def rank_entry(row: Any) -> RankEntry:
-    low, high = row["rerun_ci95_low"], row["rerun_ci95_high"]
-    return RankEntry(
-        run=row["run_digest"],
-        comparison_key=row["comparison_key"],
-        status=row["status"],
-        claimed=row["claimed"],
-        level=EvidenceLevel(row["evidence_order"]),
-        retracted=bool(row["retracted"]),
-        superseded=row["superseded_by"] is not None,
-        rerun_median_ns=row["rerun_median_ns"],
-        rerun_ci95_ns=(low, high) if low is not None and high is not None else None,
-    )

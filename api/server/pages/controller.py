@@ -14,18 +14,17 @@ from urllib.parse import quote
 
 import structlog
 from litestar import Controller, MediaType, Request, Response, get
-from litestar.exceptions import HTTPException, NotFoundException, ValidationException
 from litestar.params import Parameter, PathParameter, QueryParameter
 from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.response import Template
 from litestar.template.config import TemplateConfig
-from litestar.types import ExceptionHandlersMap
 from markupsafe import Markup
 from sqlalchemy import func, select
 
 from api.server.controllers.common import Service, operation_name
 from api.server.controllers.runs import citation
 from api.server.pages.chart import Bar, bar_chart
+from api.server.pages.errors import PAGE_EXCEPTION_HANDLERS, error_page
 from api.server.pages.feeds import badge_of
 from api.server.pages.format import FILTERS, badge_rules, path_segment
 from api.server.pages.source import (
@@ -39,10 +38,8 @@ from api.server.pages.source import (
     size_text,
     source_preview,
 )
-from api.server.problems import STATUS_BY_CODE, TITLES
 from api.server.service import BadQueryError, LedgerService
 from domain.documents import MAX_SAFE_INTEGER
-from domain.errors import DomainError
 from domain.quantities import format_value
 from domain.ranking import View
 from ledger.store.artifacts import ArtifactError, ArtifactNotFound
@@ -238,73 +235,6 @@ def _page(name: str, **context: Any) -> Template:
     return Template(template_name=name, context=context, media_type=MediaType.HTML)
 
 
-# ----------------------------------------------------------------------- error pages
-
-
-def _error_page(
-    request: Request[Any, Any, Any], status: int, code: str, detail: str, title: str | None = None
-) -> Template:
-    title = title or TITLES.get(code, code.replace("-", " ").capitalize())
-    return Template(
-        template_name="error.html",
-        context={
-            "status": status,
-            "code": code,
-            "title": title,
-            "detail": detail,
-            "request_id": request.scope.get("state", {}).get("request_id"),
-        },
-        status_code=status,
-        media_type=MediaType.HTML,
-    )
-
-
-def domain_error_page(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
-    assert isinstance(exc, DomainError)
-    status = STATUS_BY_CODE.get(exc.code) or getattr(exc, "status", None) or 422
-    if status >= 500:
-        _log.error("page_fault", code=exc.code, detail=exc.message)
-    return _error_page(request, status, exc.code, exc.message)
-
-
-def http_error_page(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
-    assert isinstance(exc, HTTPException)
-    if isinstance(exc, ValidationException):
-        return _error_page(request, 400, "malformed-request", _validation_detail(exc))
-    if isinstance(exc, NotFoundException):
-        return _error_page(request, 404, "not-found", f"no page at {request.url.path}")
-    status = exc.status_code
-    code = {405: "method-not-allowed", 413: "too-large", 429: "rate-limited"}.get(
-        status, "internal" if status >= 500 else "malformed-request"
-    )
-    response = _error_page(request, status, code, str(exc.detail))
-    response.headers.update(dict(exc.headers or {}))
-    return response
-
-
-def internal_error_page(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
-    _log.exception("unhandled_page_error", error=type(exc).__name__)
-    return _error_page(
-        request, 500, "internal", "the server failed; the request id identifies it in its log"
-    )
-
-
-def _validation_detail(exc: ValidationException) -> str:
-    found = [
-        f"{e.get('key', '')}: {e.get('message', '')}".strip(": ")
-        for e in (exc.extra if isinstance(exc.extra, list) else [])
-        if isinstance(e, dict)
-    ]
-    return "; ".join(found) or str(exc.detail)
-
-
-PAGE_EXCEPTION_HANDLERS: ExceptionHandlersMap = {
-    DomainError: domain_error_page,
-    HTTPException: http_error_page,
-    Exception: internal_error_page,
-}
-
-
 # ------------------------------------------------------------------------- the pages
 
 
@@ -486,7 +416,7 @@ class PageController(Controller):
             # Not the client's fault and not a crash: the stored bytes no longer match their
             # name. Say so plainly (the API answers the same code), and leave it in the log.
             _log.warning("artifact_refused", digest=digest, detail=exc.message)
-            return _error_page(
+            return error_page(
                 request,
                 exc.status,
                 exc.code,
