@@ -219,3 +219,59 @@ def operation_groups(session: StoreSession, benchmark: str) -> list[dict[str, An
         .order_by(counted.c.product, counted.c.runs.desc(), counted.c.comparison_key)
     )
     return [dict(r) for r in session.execute(query).mappings()]
+
+
+def sources(session: StoreSession) -> list[dict[str, Any]]:
+    """Each source with how many runs it gave, most first."""
+    query = (
+        select(runs.c.source, func.count().label("runs"))
+        .group_by(runs.c.source)
+        .order_by(func.count().desc(), runs.c.source)
+    )
+    return [dict(r) for r in session.execute(query).mappings()]
+
+
+def recent_runs(session: StoreSession, limit: int) -> list[dict[str, Any]]:
+    """The newest runs, newest first, with what a list of them shows."""
+    t = runs.c
+    query = (
+        select(
+            t.run_digest,
+            t.name,
+            t.title,
+            t.source,
+            t.benchmark,
+            t.product,
+            t.claimed,
+            t.unit,
+            t.evidence_level,
+            t.retracted,
+            t.ingested_at,
+            t.ingested_position,
+        )
+        .order_by(t.ingested_position.desc())
+        .limit(limit)
+    )
+    return [dict(r) for r in session.execute(query).mappings()]
+
+
+def group_heading(session: StoreSession, key: str) -> dict[str, Any] | None:
+    """Benchmark, GPU and metric of one comparison group, with its number of runs."""
+    t = runs.c
+    query = (
+        select(t.benchmark, t.product, t.metric, t.statistic, t.unit)
+        .where(t.comparison_key == key)
+        .limit(1)
+    )
+    row = session.execute(query).mappings().first()
+    if row is None:
+        return None
+    count = session.execute(select(func.count()).where(t.comparison_key == key)).scalar_one()
+    return dict(row) | {"runs": count}
+
+
+def run_names(session: StoreSession, digest: str) -> dict[str, Any]:
+    """A run's name and title (both None for a run the views do not hold)."""
+    query = select(runs.c.name, runs.c.title).where(runs.c.run_digest == digest)
+    row = session.execute(query).mappings().first()
+    return dict(row) if row is not None else {"name": None, "title": None}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import BigInteger, Column, LargeBinary, MetaData, String, Table, Text, select
 
@@ -121,6 +122,14 @@ class ArtifactStore:
         if _digest(content) != digest:
             raise ArtifactError(f"artifact {digest} is damaged: its content hashes differently")
         return StoredArtifact(digest, row.media_type, row.name, content)
+
+    def facts(self, digests: list[str]) -> list[dict[str, Any]]:
+        """Digest, name, media type and size of those of ``digests`` stored here, read
+        without their content."""
+        t = artifacts.c
+        query = select(t.digest, t.name, t.media_type, t.size).where(t.digest.in_(digests))
+        with self.store.transaction(commit=False) as session:
+            return [dict(r) for r in session.execute(query).mappings()]
 
     def has(self, digest: str) -> bool:
         with self.store.transaction(commit=False) as session:

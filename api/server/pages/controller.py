@@ -19,7 +19,6 @@ from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.response import Template
 from litestar.template.config import TemplateConfig
 from markupsafe import Markup
-from sqlalchemy import func, select
 
 from api.server.controllers.common import Service, operation_name
 from api.server.controllers.runs import citation
@@ -42,9 +41,8 @@ from api.server.service import BadQueryError, LedgerService
 from domain.documents import MAX_SAFE_INTEGER
 from domain.quantities import format_value
 from domain.ranking import View
-from ledger.store.artifacts import ArtifactError, ArtifactNotFound
-from ledger.store.artifacts import artifacts as artifacts_table
-from projections.tables import runs as runs_table
+from ledger.store.artifacts import ArtifactError, ArtifactNotFound, ArtifactStore
+from projections import queries
 
 HERE = Path(__file__).parent
 # The badge colours come from the one table the chart uses too (the pages' CSP forbids
@@ -69,73 +67,32 @@ INDEX_GROUPS = 20  # the biggest comparison groups on the index page
 INDEX_OPERATIONS = 30
 
 # ------------------------------------------------------------------------------ reads
-# Small reads the service does not offer (runs per source, newest runs first, one group's
-# description, a run's name); they live here, over the same projected table, rather than
-# widening the service.
+# Small reads only pages make (runs per source, newest runs, a group's heading, a run's
+# name, which artifacts are stored): the queries are the projections' and the store's.
 
 
 def sources(service: LedgerService) -> list[dict[str, Any]]:
     service.fresh()
-    t = runs_table
-    query = (
-        select(t.c.source, func.count().label("runs"))
-        .group_by(t.c.source)
-        .order_by(func.count().desc(), t.c.source)
-    )
     with service.ledger.store.transaction(commit=False) as session:
-        return [dict(r) for r in session.execute(query).mappings()]
+        return queries.sources(session)
 
 
 def recent_runs(service: LedgerService, limit: int = RECENT_RUNS) -> list[dict[str, Any]]:
     service.fresh()
-    t = runs_table
-    query = (
-        select(
-            t.c.run_digest,
-            t.c.name,
-            t.c.title,
-            t.c.source,
-            t.c.benchmark,
-            t.c.product,
-            t.c.claimed,
-            t.c.unit,
-            t.c.evidence_level,
-            t.c.retracted,
-            t.c.ingested_at,
-            t.c.ingested_position,
-        )
-        .order_by(t.c.ingested_position.desc())
-        .limit(limit)
-    )
     with service.ledger.store.transaction(commit=False) as session:
-        return [dict(r) for r in session.execute(query).mappings()]
+        return queries.recent_runs(session, limit)
 
 
 def group_of(service: LedgerService, key: str) -> dict[str, Any] | None:
     """Benchmark, GPU and metric of one comparison group (the leaderboard's heading)."""
-    t = runs_table
-    query = (
-        select(t.c.benchmark, t.c.product, t.c.metric, t.c.statistic, t.c.unit)
-        .where(t.c.comparison_key == key)
-        .limit(1)
-    )
-    count = select(func.count()).where(t.c.comparison_key == key)
     with service.ledger.store.transaction(commit=False) as session:
-        row = session.execute(query).mappings().first()
-        runs = session.execute(count).scalar_one()
-    return None if row is None else dict(row) | {"runs": runs}
+        return queries.group_heading(session, key)
 
 
 def run_names(service: LedgerService, digest: str) -> dict[str, Any]:
-    t = runs_table
     service.fresh()
     with service.ledger.store.transaction(commit=False) as session:
-        row = (
-            session.execute(select(t.c.name, t.c.title).where(t.c.run_digest == digest))
-            .mappings()
-            .first()
-        )
-    return dict(row) if row is not None else {"name": None, "title": None}
+        return queries.run_names(session, digest)
 
 
 MAX_FACTS = 500
@@ -148,17 +105,13 @@ def artifact_facts(service: LedgerService, digests: list[str]) -> dict[str, dict
     digests = digests[:MAX_FACTS]  # one IN list; a page names no more than this
     if not digests:
         return {}
-    t = artifacts_table
-    query = select(t.c.digest, t.c.name, t.c.media_type, t.c.size).where(t.c.digest.in_(digests))
-    with service.ledger.store.transaction(commit=False) as session:
-        rows = [dict(r) for r in session.execute(query).mappings()]
     return {
         str(r["digest"]): r
         | {
             "text": is_text_media_type(r["media_type"]),
             "language": language_of(r["media_type"], r["name"]),
         }
-        for r in rows
+        for r in ArtifactStore(service.ledger.store).facts(digests)
     }
 
 
