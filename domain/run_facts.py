@@ -13,6 +13,7 @@ from typing import Any
 
 from domain.comparison import ComparisonKeyError, comparison_key, primary_measurement
 from domain.errors import DomainError
+from domain.event_names import EventName
 from domain.evidence import (
     AttestationFacts,
     EvidenceResult,
@@ -193,25 +194,25 @@ class RunFold:
 
     def apply(self, event: str, position: int, signer: str, predicate: Mapping[str, Any]) -> None:
         """Fold one later event (``Run.Attested``, ``Run.RerunRecorded``...) into the run."""
-        if event == "Run.RerunRecorded":
+        if event == EventName.RUN_RERUN_RECORDED:
             facts = rerun_facts(position, signer, predicate)
             self.reruns[position] = facts
             self.samples[position] = rerun_samples(predicate)
             self.state = self.state.apply(facts)
-        elif event == "Run.ManifestsAttached":
+        elif event == EventName.RUN_MANIFESTS_ATTACHED:
             # Only what the profile reads (the comparison key above all) changes: evidence
             # was judged on what was ingested, and an attachment never moves it.
             current = self.ingestion["manifests"]
             merged = attach_manifests(current, predicate["manifests"]).documents
             self.ingestion = {**self.ingestion, "manifests": merged}
             self.profile = ingestion_profile(self.profile.run_digest, self.ingestion)
-        elif event == "Run.Attested":
+        elif event == EventName.RUN_ATTESTED:
             self.attestations += 1
             self.state = self.state.apply(AttestationFacts(position, str(predicate.get("type"))))
-        elif event == "Run.Retracted":
+        elif event == EventName.RUN_RETRACTED:
             self.retracted = True
             self.state = self.state.apply(LifecycleFacts(position, "retract"))
-        elif event == "Run.Superseded":
+        elif event == EventName.RUN_SUPERSEDED:
             self.superseded_by = str(predicate.get("supersededBy") or "unspecified")
             self.state = self.state.apply(LifecycleFacts(position, "supersede"))
 

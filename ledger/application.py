@@ -30,6 +30,7 @@ from eventsourcing.persistence import IntegrityError, OperationalError, Recordin
 from sqlalchemy.engine import make_url
 
 from domain.errors import DomainError
+from domain.event_names import EventName
 from domain.timestamps import utc_now
 from ledger.admission import Admission, Admitted
 from ledger.admission_cache import fold_key_events
@@ -349,7 +350,7 @@ class Ledger(Application[UUID]):
     def registered_keys(self, after: int = 0, limit: int = 100) -> list[tuple[int, str]]:
         """(position, key id) of the key registrations after log position ``after``, at most
         ``limit``, in log order: a page of keys (anyone may register attester keys)."""
-        states = positioned_states(self.store, topic_of("Principal.Registered"), after, limit)
+        states = positioned_states(self.store, topic_of(EventName.KEY_REGISTERED), after, limit)
         return [(p, str(state["key_id"])) for p, state in states if "key_id" in state]
 
     def require_run(self, run_digest: str) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 
 from domain.comparison import NO_MEASUREMENT, primary_measurement
 from domain.errors import DomainError
+from domain.event_names import EventName
 from domain.statements import PredicateType
 from ledger.application import Ledger
 from ledger.errors import NotFoundError
@@ -59,12 +60,12 @@ def run_summary(ledger: Ledger, run_digest: str, events: RunEvents | None = None
         for h in events.attestations
         if h.predicate_type == PredicateType.ATTESTATION and h.predicate
     ]
-    retracted = any(h.ok and h.event == "Run.Retracted" for h in events.state)
+    retracted = any(h.ok and h.event == EventName.RUN_RETRACTED for h in events.state)
     superseded = next(
         (
             str((h.predicate or {}).get("supersededBy") or "unspecified")
             for h in events.state
-            if h.ok and h.event == "Run.Superseded"
+            if h.ok and h.event == EventName.RUN_SUPERSEDED
         ),
         None,
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from domain.event_names import EventName
 from domain.run_facts import RunFold
 from ledger.event_verification import EventVerification
 
@@ -29,7 +30,7 @@ def changes_by_event(
             continue
         before = None if fold is None else level_name(fold)
         was_ranked = fold is not None and not (fold.retracted or fold.superseded_by)
-        if entry.event == "Run.Ingested":
+        if entry.event == EventName.RUN_INGESTED:
             fold = RunFold.ingested(entry.position, run_digest, entry.predicate)
         elif fold is not None:
             fold.apply(entry.event, entry.position, entry.signer or "", entry.predicate)

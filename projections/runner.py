@@ -20,6 +20,7 @@ from sqlalchemy import bindparam, create_engine, delete, insert, select, text, u
 
 from domain.canonical import canonical_json
 from domain.errors import DomainError
+from domain.event_names import EventName
 from domain.ranking import RankEntry, View, rank_group
 from domain.run_facts import (
     RunFold,
@@ -235,9 +236,9 @@ class ProjectionRunner:
         stored, statement = decode_stored(state)
         digest = _subject(statement)
         predicate = statement["predicate"]
-        if event in ("Run.Ingested", "Run.ManifestsAttached"):
+        if event in (EventName.RUN_INGESTED, EventName.RUN_MANIFESTS_ATTACHED):
             pending.remember_manifests(position, predicate["manifests"])
-        if event == "Run.Ingested":
+        if event == EventName.RUN_INGESTED:
             row = new_run_row(position, digest, str(stored["received_at"]), predicate)
             pending.new_rows[digest] = row
             if row["comparison_key"] is not None:
@@ -246,18 +247,18 @@ class ProjectionRunner:
         new_row = pending.new_rows.get(digest)
         change = new_row if new_row is not None else pending.changes.setdefault(digest, {})
         change["last_position"] = position
-        if event == "Run.Attested":
+        if event == EventName.RUN_ATTESTED:
             change["attestations"] = change.get("attestations", 0) + 1
-        elif event == "Run.Retracted":
+        elif event == EventName.RUN_RETRACTED:
             change["retracted"] = True
             pending.regroup.add(digest)
-        elif event == "Run.Superseded":
+        elif event == EventName.RUN_SUPERSEDED:
             change["superseded_by"] = predicate.get("supersededBy") or "unspecified"
             pending.regroup.add(digest)
-        elif event == "Run.RerunRecorded":
+        elif event == EventName.RUN_RERUN_RECORDED:
             change["reruns"] = change.get("reruns", 0) + 1
             pending.dirty_evidence.add(digest)
-        elif event == "Run.ManifestsAttached":
+        elif event == EventName.RUN_MANIFESTS_ATTACHED:
             pending.dirty_evidence.add(digest)  # the refold sets its new profile (group)
 
     def _flush(self, session: StoreSession, pending: Pending) -> None:
@@ -335,7 +336,7 @@ class ProjectionRunner:
         for position, topic, raw in self._run_events(session, digest, up_to):
             event = str(topic).rsplit(":", 1)[-1]
             stored, statement = decode_stored(bytes(raw))
-            if event == "Run.Ingested":
+            if event == EventName.RUN_INGESTED:
                 fold = RunFold.ingested(int(position), digest, statement["predicate"])
             elif fold is not None:
                 fold.apply(event, int(position), str(stored["signer"]), statement["predicate"])

@@ -17,7 +17,6 @@ from domain.errors import DomainError
 _log = structlog.get_logger("kernelindex.pages")
 
 
-
 def error_page(
     request: Request[Any, Any, Any], status: int, code: str, detail: str, title: str | None = None
 ) -> Template:
@@ -80,5 +79,3 @@ PAGE_EXCEPTION_HANDLERS: ExceptionHandlersMap = {
     HTTPException: http_error_page,
     Exception: internal_error_page,
 }
-
-
