@@ -127,12 +127,13 @@ class Admission:
     # ------------------------------------------------------------- a group
 
     def admit(self, envelopes: Sequence[object]) -> AdmittedGroup:
-        """Admit envelopes in order, each seeing the effect of those before it."""
+        """Admit envelopes in order, each seeing the effect of those before it. Each is the
+        JSON value received, or an ``Envelope`` the edge already parsed (not parsed again)."""
         out = AdmittedGroup()
         parsed: list[tuple[Envelope, Statement] | DomainError] = []
         for raw in envelopes:
             try:
-                envelope = parse_envelope(raw)
+                envelope = raw if isinstance(raw, Envelope) else parse_envelope(raw)
                 parsed.append((envelope, envelope.statement()))
             except DomainError as exc:
                 parsed.append(exc)

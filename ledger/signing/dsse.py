@@ -97,8 +97,14 @@ class Envelope:
                 f"payload is not a UTF-8 JSON document we accept: {exc.message}"
             ) from (None)
 
-    def statement(self) -> Statement:
+    @functools.cached_property
+    def _statement(self) -> Statement:
         return parse_statement(self.statement_json())
+
+    def statement(self) -> Statement:
+        """The signed statement, validated once per envelope however many read it (the
+        edge, then the ledger)."""
+        return self._statement
 
 
 def parse_envelope(value: object) -> Envelope:

@@ -503,3 +503,23 @@ def test_tampered_stored_envelope_fails_history_verification(world: World) -> No
     history = run_history(world.open_ledger(), SEED_RUN)
     assert [h.ok for h in history] == [True, False]
     assert [c.name for c in history[1].failures] == ["signature"]
+
+
+def test_an_envelope_the_edge_parsed_is_admitted_as_its_json_would_be(world: World) -> None:
+    """The HTTP edge parses a body once and hands the ledger the parsed envelope: the same
+    checks, the same receipt, the same stored event as the JSON it came from."""
+    from ledger.signing.dsse import parse_envelope
+
+    raw = ingestion_envelope(world.seed, world.ingester, now=world.clock.now)
+    parsed = parse_envelope(raw)
+    receipt = world.ledger.append(parsed)
+    assert (receipt.subject_digest, receipt.duplicate) == (SEED_RUN, False)
+    again = world.ledger.append(raw)
+    assert again.duplicate and again.position == receipt.position
+    forged = parse_envelope(
+        sign_envelope(
+            make_statement(SEED_RUN, SEED_NAME, PredicateType.ATTESTATION, {"type": "note"}),
+            world.ingester,
+        )
+    )
+    refused(world, forged, WrongRoleError, "")  # an ingester key may not attest
