@@ -518,7 +518,12 @@ def test_an_envelope_the_edge_parsed_is_admitted_as_its_json_would_be(world: Wor
     assert again.duplicate and again.position == receipt.position
     forged = parse_envelope(
         sign_envelope(
-            make_statement(SEED_RUN, SEED_NAME, PredicateType.ATTESTATION, {"type": "note"}),
+            make_statement(
+                SEED_NAME,
+                SEED_RUN,
+                PredicateType.ATTESTATION,
+                {"type": "note", "body": "x", "issuedAt": format_time(world.clock.now)},
+            ),
             world.ingester,
         )
     )
