@@ -29,38 +29,28 @@ for the definition, a bug) raises :class:`HarnessError` /
 :class:`~gpu_agent.solution.SolutionError` instead: no measured result exists, because the
 agent's own trouble must never refute someone's run.
 
-Suite latency (``summary.samplesNs``): when every case passed, sample *i* of the suite is
-the sum over cases of each case's *i*-th kept sample, for i below the smallest per-case
-sample count (≤ 2000 = ``MAX_RERUN_SAMPLES``). Cases are timed independently, so this is a
-draw from the distribution of "one launch of every case"; ``medianNs``/``meanNs``/``ci95Ns``
-are the median, mean and bootstrap CI95 of the median of those sums.
+Where each part lives: child-process isolation in gpu_agent/child_process.py; what crosses
+into a case child and back in gpu_agent/case_task.py; the case child itself in
+gpu_agent/case_child.py, its correctness rounds in gpu_agent/correctness_round.py; the
+result's cases, summary (suite latency) and environment in gpu_agent/result_assembly.py.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import importlib
 import math
-import multiprocessing
-import multiprocessing.context
 import re
-import signal
-import statistics
-import traceback
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from multiprocessing.connection import Connection
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import numpy as np
-import numpy.typing as npt
-
-from domain.statements import MAX_RERUN_SAMPLES, RerunPredicate
-from gpu_agent import checks, inputs, stats
-from gpu_agent.backends.base import Backend, BackendError, Buffer, CompiledKernel, KernelArg
-from gpu_agent.backends.registry import create_backend
+from domain.statements import RerunPredicate
+from gpu_agent import inputs, stats
+from gpu_agent.case_child import is_agent_fault, probe, run_case
+from gpu_agent.case_task import CaseOutcome, CaseTask
+from gpu_agent.child_process import ChildResult, in_child
 from gpu_agent.expressions import LaunchSpecError
+from gpu_agent.result_assembly import case_record, environment, suite_summary
 from gpu_agent.solution import (
     Definition,
     ResolvedLaunch,
@@ -78,8 +68,6 @@ PROTOCOL = "kernelindex-rerun-v1"
 _JOB_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _NONCE = re.compile(r"[0-9a-f]{64}")
 MAX_CASES = 1_000
-MAX_REASON = 2_000
-ReferenceFn = Callable[..., Mapping[str, npt.NDArray[np.generic]]]
 
 
 class HarnessError(Exception):
@@ -116,381 +104,8 @@ class HarnessConfig:
     start_method: Literal["spawn", "forkserver"] = "spawn"
 
 
-# --- what crosses into a case child (all picklable) -----------------------------------------
-
-
-@dataclass(frozen=True)
-class CaseTask:
-    backend_name: str
-    backend_options: Mapping[str, str]
-    reference_module: str
-    job_id: str
-    nonce: str
-    definition: Definition
-    workload: Workload
-    sources: Mapping[str, str]
-    entry_point: str
-    launch: ResolvedLaunch
-    stop: stats.StopPolicy
-    bytes_moved: int
-    copy_bandwidth: float
-    floor_factor: float
-    bootstrap_resamples: int
-    bootstrap_seed: int
-
-
-@dataclass
-class CaseOutcome:
-    status: str  # a domain CaseStatus value
-    reason: str | None = None
-    max_abs_error: float | None = None
-    max_rel_error: float | None = None
-    samples_ns: list[float] = field(default_factory=list)
-    latency: dict[str, Any] | None = None
-    device: dict[str, Any] | None = None
-
-
-class _AgentFault(Exception):
-    """Raised inside a child for the agent's own failures (reported, then re-raised)."""
-
-
-# --- the child side -------------------------------------------------------------------------
-
-
-def _child_main(conn: Connection, target: Callable[[Any], Any], payload: Any) -> None:
-    try:
-        result = target(payload)
-        conn.send(("ok", result))
-    except BaseException as exc:
-        conn.send(("agent-error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
-    finally:
-        conn.close()
-
-
-def _probe(payload: tuple[str, Mapping[str, str], bool]) -> dict[str, Any]:
-    backend_name, options, calibrate = payload
-    backend = create_backend(backend_name, options)
-    try:
-        info = asdict(backend.device())
-        bandwidth = backend.copy_bandwidth() if calibrate else None
-        return {"device": info, "copyBandwidth": bandwidth}
-    finally:
-        backend.close()
-
-
-def _load_reference(module_name: str, definition_name: str) -> ReferenceFn:
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise _AgentFault(f"reference module {module_name!r} cannot be imported: {exc}") from exc
-    reference_for = getattr(module, "reference_for", None)
-    if reference_for is None:
-        raise _AgentFault(f"{module_name} has no reference_for()")
-    try:
-        function = reference_for(definition_name)
-    except (KeyError, LookupError) as exc:
-        raise _AgentFault(f"no trusted reference for definition {definition_name!r}") from exc
-    if function is None:
-        raise _AgentFault(f"no trusted reference for definition {definition_name!r}")
-    return function  # type: ignore[no-any-return]
-
-
-@dataclass
-class _DeviceSet:
-    inputs: dict[str, Buffer]
-    outputs: dict[str, Buffer]
-
-
-@dataclass
-class _Round:
-    failures: list[str]
-    max_abs: float
-    max_rel: float
-    args: list[KernelArg]
-    buffers: _DeviceSet
-
-
-def _writer(backend: Backend) -> Callable[[Buffer, npt.NDArray[np.generic]], None] | None:
-    """The backend's optional ``write(buffer, host)`` (copy into an existing buffer).
-
-    With it, every round of a case reuses the same device buffers with fresh contents, and
-    the post-timing round refills the very buffers that were timed: a kernel that caches its
-    result keyed on the pointers it was given then returns a stale answer, deterministically.
-    Without it each round uploads to new buffers (where the allocator may or may not hand
-    out the same addresses again).
-    """
-    write = getattr(backend, "write", None)
-    return write if callable(write) else None
-
-
-def _correctness_round(
-    backend: Backend,
-    kernel: CompiledKernel,
-    task: CaseTask,
-    reference: ReferenceFn,
-    round_: inputs.Round,
-    reuse: _DeviceSet | None = None,
-) -> _Round:
-    """One round: fresh inputs, freshly poisoned outputs, one launch, every check.
-
-    ``reuse``: the previous round's buffers, refilled in place (see :func:`_writer`)."""
-    definition, workload = task.definition, task.workload
-    values = inputs.generate(definition, workload, round_.seed)
-    try:
-        raw_expected = reference(**values)
-    except Exception as exc:
-        raise _AgentFault(f"the trusted reference failed: {type(exc).__name__}: {exc}") from exc
-    shapes = inputs.output_shapes(definition, workload)
-    expected: dict[str, npt.NDArray[np.generic]] = {}
-    for name, (shape, dtype) in shapes.items():
-        if name not in raw_expected:
-            raise _AgentFault(f"the reference returned no {name!r}")
-        # SOL's reference returns each output in its own dtype; compare against that.
-        value = np.asarray(raw_expected[name]).astype(dtype)
-        if value.shape != shape:
-            raise _AgentFault(f"reference {name!r} has shape {value.shape}, expected {shape}")
-        expected[name] = value
-
-    tensors = {n: v for n, v in values.items() if isinstance(v, np.ndarray)}
-    before = {name: checks.digest(array) for name, array in tensors.items()}
-    write = _writer(backend)
-    if reuse is not None and write is not None:
-        device_inputs = reuse.inputs
-        for name, array in tensors.items():
-            write(device_inputs[name], array)
-        device_outputs = reuse.outputs
-    else:
-        device_inputs = {name: backend.upload(array) for name, array in tensors.items()}
-        device_outputs = {
-            name: backend.empty(shape, dtype) for name, (shape, dtype) in shapes.items()
-        }
-    for name, (_, dtype) in shapes.items():
-        backend.fill(device_outputs[name], checks.poison_pattern(dtype))
-
-    args: list[KernelArg] = []
-    for kind, value in task.launch.args:
-        if kind == "scalar":
-            args.append(value)
-        elif kind == "output":
-            args.append(device_outputs[value])
-        elif value in device_inputs:
-            args.append(device_inputs[value])
-        else:  # a definition scalar input (shape null): by value, in its declared dtype
-            scalar = values[value]
-            assert isinstance(scalar, np.generic)
-            args.append(scalar)
-
-    launch = task.launch
-    backend.launch(kernel, launch.grid, launch.block, launch.shared_mem_bytes, args)
-
-    failures: list[str] = []
-    after = {
-        name: checks.digest(backend.download(device_inputs[name], array.shape, array.dtype))
-        for name, array in tensors.items()
-    }
-    mutated = checks.mutated_inputs(before, after)
-    if mutated:
-        failures.append(
-            f"input mutation: the kernel modified input(s) {', '.join(mutated)} "
-            "(sha256 of the device copy changed across the launch)"
-        )
-    max_abs = max_rel = 0.0
-    for name, (shape, dtype) in shapes.items():
-        got = backend.download(device_outputs[name], shape, dtype)
-        written = checks.check_written(got, expected[name], name=name)
-        if not written.ok:
-            failures.append(f"unwritten output: {written.reason}")
-        result = checks.compare(got, expected[name], workload.tolerance, name=name)
-        max_abs = max(max_abs, result.max_abs_error)
-        max_rel = max(max_rel, result.max_rel_error)
-        if not result.ok and written.ok:  # unwritten poison is NaN: say it once, precisely
-            failures.append(f"tolerance: {result.reason}")
-    return _Round(failures, max_abs, max_rel, args, _DeviceSet(device_inputs, device_outputs))
-
-
-def is_agent_fault(exc: BaseException) -> bool:
-    """Whether a backend error is the agent's own trouble (no toolchain, no device...).
-
-    Backends mark such errors with a true ``agent_fault`` attribute (e.g. a
-    ``BackendUnavailable(BackendError)`` class with ``agent_fault = True``); everything else a
-    backend raises while building or running the submission is the submission's fault.
-    """
-    return bool(getattr(exc, "agent_fault", False))
-
-
-def _run_case(task: CaseTask) -> CaseOutcome:
-    """Body of a case child. Returns the outcome; raises for agent failures."""
-    backend = create_backend(task.backend_name, task.backend_options)
-    try:
-        reference = _load_reference(task.reference_module, task.definition.name)
-        outcome = _measure_case(backend, task, reference)
-        try:
-            outcome.device = asdict(backend.device())
-        except Exception:  # a sticky error the kernel caused may take the fingerprint too
-            outcome.device = None
-        return outcome
-    finally:
-        # Same: the verdict is in; a context the kernel broke may fail to close.
-        with contextlib.suppress(Exception):
-            backend.close()
-
-
-def _finite(value: float) -> float | None:
-    return value if math.isfinite(value) else None
-
-
-def _measure_case(backend: Backend, task: CaseTask, reference: ReferenceFn) -> CaseOutcome:
-    case = task.workload.uuid
-    try:
-        kernel = backend.compile(dict(task.sources), task.entry_point)
-    except BackendError as exc:
-        if is_agent_fault(exc):
-            raise
-        return CaseOutcome("error", f"compile failed: {exc}")
-
-    worst_abs = worst_rel = 0.0
-    last: _Round | None = None
-    for round_ in inputs.correctness_rounds(task.job_id, task.nonce, case):
-        try:
-            last = _correctness_round(
-                backend, kernel, task, reference, round_, None if last is None else last.buffers
-            )
-        except BackendError as exc:
-            if is_agent_fault(exc):
-                raise
-            return CaseOutcome("error", f"round {round_.label}: {exc}")
-        worst_abs, worst_rel = max(worst_abs, last.max_abs), max(worst_rel, last.max_rel)
-        if last.failures:
-            return CaseOutcome(
-                "incorrect",
-                f"round {round_.label}: " + "; ".join(last.failures),
-                _finite(worst_abs),
-                _finite(worst_rel),
-            )
-    assert last is not None
-
-    launch = task.launch
-
-    def measure(count: int) -> list[float]:
-        return backend.time_launches(
-            kernel, launch.grid, launch.block, launch.shared_mem_bytes, last.args, count
-        )
-
-    try:
-        collected = stats.collect(measure, task.stop)
-    except BackendError as exc:
-        if is_agent_fault(exc):
-            raise
-        return CaseOutcome("error", f"timing: {exc}", _finite(worst_abs), _finite(worst_rel))
-    summary = stats.summarize(
-        collected.samples, seed=task.bootstrap_seed, resamples=task.bootstrap_resamples
-    )
-    floor_ns = stats.roofline_floor_ns(task.bytes_moved, task.copy_bandwidth)
-    timing_note = (
-        f"timing: {collected.describe(task.stop)}; roofline floor {floor_ns:.0f} ns "
-        f"({task.bytes_moved} bytes moved)"
-    )
-    post = inputs.post_timing_round(task.nonce, case)
-    try:
-        after = _correctness_round(backend, kernel, task, reference, post, last.buffers)
-    except BackendError as exc:
-        if is_agent_fault(exc):
-            raise
-        after = None
-        status, reason = "error", f"round {post.label}: {exc}"
-    if after is not None:
-        worst_abs, worst_rel = max(worst_abs, after.max_abs), max(worst_rel, after.max_rel)
-        below = stats.sub_floor(summary.median, floor_ns, task.floor_factor)
-        floor_text = (
-            f"impossible time: median {summary.median:.0f} ns is below "
-            f"{task.floor_factor:g} × the roofline floor {floor_ns:.0f} ns "
-            f"({task.bytes_moved} bytes at 2 × {task.copy_bandwidth:.4g} B/s copy bandwidth)"
-        )
-        if after.failures:
-            status = "incorrect"
-            reason = (
-                f"round {post.label} (fresh inputs after {len(collected.samples)} timed "
-                "launches): " + "; ".join(after.failures)
-            )
-            if below:
-                reason += f"; also {floor_text}"
-        elif below:
-            status, reason = "impossible_time", f"{floor_text}; {timing_note}"
-        else:
-            status, reason = "passed", timing_note
-    # The measurement is reported whatever the verdict: it is what the agent observed.
-    return CaseOutcome(
-        status,
-        reason,
-        _finite(worst_abs),
-        _finite(worst_rel),
-        samples_ns=collected.samples,
-        latency=summary.to_json(),
-    )
-
-
-# --- the parent side ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _ChildResult:
-    kind: str  # "ok", "agent-error", "died", "timeout"
-    value: Any = None
-    detail: str = ""
-
-
-def _describe_exit(code: int | None) -> str:
-    if code is None:
-        return "did not exit"
-    if code < 0:
-        try:
-            return f"was killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"was killed by signal {-code}"
-    return f"exited with code {code}"
-
-
-def _context(start_method: str) -> multiprocessing.context.BaseContext:
-    context = multiprocessing.get_context(start_method)
-    if isinstance(context, multiprocessing.context.ForkServerContext):
-        # Takes effect when the server starts (once per agent process); numpy and the
-        # harness come preloaded, no backend does: backends are imported in each child.
-        context.set_forkserver_preload([__name__])
-    return context
-
-
-def _in_child(
-    target: Callable[[Any], Any], payload: Any, timeout_s: float, start_method: str = "spawn"
-) -> _ChildResult:
-    context = _context(start_method)
-    receiver, sender = context.Pipe(duplex=False)
-    process = context.Process(  # type: ignore[attr-defined]
-        target=_child_main, args=(sender, target, payload), daemon=True
-    )
-    process.start()
-    sender.close()  # so the receiver sees EOF when the child dies
-    try:
-        if not receiver.poll(timeout_s):
-            return _ChildResult("timeout", detail=f"no result within {timeout_s:g} s")
-        try:
-            kind, value = receiver.recv()
-        except EOFError:
-            process.join(10)
-            return _ChildResult("died", detail=_describe_exit(process.exitcode))
-        return _ChildResult(kind, value)
-    finally:
-        receiver.close()
-        if process.is_alive():
-            process.kill()
-        process.join(10)
-
-
 def _seed(text: str) -> int:
     return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big")
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= MAX_REASON else text[: MAX_REASON - 1] + "…"
 
 
 @dataclass(frozen=True)
@@ -517,8 +132,8 @@ def probe_device(backend_name: str, config: HarnessConfig, calibrate: bool) -> d
     """Read the device in a child: ``{"device": asdict(DeviceInfo), "copyBandwidth": float |
     None}`` (bytes copied per second, measured only with ``calibrate``). HarnessError when the
     backend cannot even start: an agent problem."""
-    outcome = _in_child(
-        _probe,
+    outcome = in_child(
+        probe,
         (backend_name, dict(config.backend_options), calibrate),
         config.probe_timeout_s,
         config.start_method,
@@ -530,60 +145,53 @@ def probe_device(backend_name: str, config: HarnessConfig, calibrate: bool) -> d
     return outcome.value  # type: ignore[no-any-return]
 
 
-def _case_record(case: str, outcome: CaseOutcome) -> dict[str, Any]:
-    record: dict[str, Any] = {"case": case, "status": outcome.status}
-    if outcome.max_abs_error is not None:
-        record["maxAbsError"] = outcome.max_abs_error
-    if outcome.max_rel_error is not None:
-        record["maxRelError"] = outcome.max_rel_error
-    if outcome.latency is not None:
-        record["latencyNs"] = outcome.latency
-        record["samples"] = len(outcome.samples_ns)
-    if outcome.reason:
-        record["reason"] = _clip(outcome.reason)
-    return record
+def _case_task(
+    job: JobSpec,
+    prepared: PreparedJob,
+    workload: Workload,
+    launch: ResolvedLaunch,
+    backend_name: str,
+    config: HarnessConfig,
+    bandwidth: float,
+) -> CaseTask:
+    return CaseTask(
+        backend_name=backend_name,
+        backend_options=dict(config.backend_options),
+        reference_module=config.reference_module,
+        job_id=job.job_id,
+        nonce=job.nonce,
+        definition=prepared.definition,
+        workload=workload,
+        sources=dict(prepared.solution.sources),
+        entry_point=prepared.solution.entry_point,
+        launch=launch,
+        stop=config.stop,
+        bytes_moved=inputs.bytes_moved(prepared.definition, workload),
+        copy_bandwidth=bandwidth,
+        floor_factor=config.floor_factor,
+        bootstrap_resamples=config.bootstrap_resamples,
+        bootstrap_seed=_seed(f"{PROTOCOL}|bootstrap|{job.job_id}|{workload.uuid}"),
+    )
 
 
-def _summary(outcomes: Sequence[CaseOutcome], seed: int, resamples: int) -> dict[str, Any]:
-    all_correct = all(o.status == "passed" for o in outcomes)
-    if not all_correct or not all(o.samples_ns for o in outcomes):
-        return {"allCorrect": all_correct, "samples": 0}
-    count = min(MAX_RERUN_SAMPLES, *(len(o.samples_ns) for o in outcomes))
-    suite = [sum(o.samples_ns[i] for o in outcomes) for i in range(count)]
-    low, high = stats.bootstrap_median_ci(suite, seed=seed, resamples=resamples)
-    return {
-        "allCorrect": True,
-        # statistics.median: exactly what the predicate recomputes from samplesNs.
-        "medianNs": statistics.median(suite),
-        "meanNs": statistics.fmean(suite),
-        "ci95Ns": [low, high],
-        "samples": count,
-        "samplesNs": suite,
-    }
-
-
-def _environment(start: Mapping[str, Any], end: Mapping[str, Any]) -> dict[str, Any]:
-    environment: dict[str, Any] = {
-        "product": start["product"],
-        "architecture": start["architecture"],
-        "gpuUuidHash": start["gpu_uuid_hash"],
-        "backend": start["backend"],
-    }
-    for key in ("driver", "cuda"):
-        if start.get(key):
-            environment[key] = start[key]
-    clocks = {f"{name}.start": float(v) for name, v in (start.get("clocks_mhz") or {}).items()}
-    clocks |= {f"{name}.end": float(v) for name, v in (end.get("clocks_mhz") or {}).items()}
-    if clocks:
-        environment["clocks"] = clocks
-    temperature = {
-        label: float(info["temperature_c"])
-        for label, info in (("start", start), ("end", end))
-        if info.get("temperature_c") is not None
-    }
-    if temperature:
-        environment["temperatureC"] = temperature
-    return environment
+def _child_outcome(child: ChildResult, case: str, start_device: Mapping[str, Any]) -> CaseOutcome:
+    """The case's outcome from how its child ended; HarnessError for the agent's failures."""
+    if child.kind == "ok":
+        outcome: CaseOutcome = child.value
+        if (
+            outcome.device is not None
+            and outcome.device["gpu_uuid_hash"] != start_device["gpu_uuid_hash"]
+        ):
+            raise HarnessError("the case ran on a different device than the probe")
+        return outcome
+    if child.kind == "agent-error":
+        raise HarnessError(f"case {case}: agent failure: {child.value}")
+    if child.kind == "timeout":
+        return CaseOutcome("timeout", f"the case child was killed: {child.detail}")
+    return CaseOutcome(
+        "error",
+        f"the case child {child.detail} before reporting (crash, or a fatal device error)",
+    )
 
 
 def run_job(job: JobSpec, backend_name: str, config: HarnessConfig | None = None) -> dict[str, Any]:
@@ -598,9 +206,9 @@ def run_job(job: JobSpec, backend_name: str, config: HarnessConfig | None = None
     if not _JOB_ID.fullmatch(job.job_id) or not _NONCE.fullmatch(job.nonce):
         raise HarnessError("a job needs a lowercase UUID jobId and a 64-hex nonce (rerun/v1)")
     prepared = prepare_job(job)
-    probe = probe_device(backend_name, config, calibrate=True)
-    start_device: dict[str, Any] = probe["device"]
-    bandwidth = float(probe["copyBandwidth"])
+    probed = probe_device(backend_name, config, calibrate=True)
+    start_device: dict[str, Any] = probed["device"]
+    bandwidth = float(probed["copyBandwidth"])
     if not math.isfinite(bandwidth) or bandwidth <= 0:
         raise HarnessError(f"calibration returned a copy bandwidth of {bandwidth}")
 
@@ -613,44 +221,12 @@ def run_job(job: JobSpec, backend_name: str, config: HarnessConfig | None = None
         except LaunchSpecError as exc:
             outcomes.append(CaseOutcome("error", f"launch spec: {exc}"))
             continue
-        task = CaseTask(
-            backend_name=backend_name,
-            backend_options=dict(config.backend_options),
-            reference_module=config.reference_module,
-            job_id=job.job_id,
-            nonce=job.nonce,
-            definition=prepared.definition,
-            workload=workload,
-            sources=dict(prepared.solution.sources),
-            entry_point=prepared.solution.entry_point,
-            launch=launch,
-            stop=config.stop,
-            bytes_moved=inputs.bytes_moved(prepared.definition, workload),
-            copy_bandwidth=bandwidth,
-            floor_factor=config.floor_factor,
-            bootstrap_resamples=config.bootstrap_resamples,
-            bootstrap_seed=_seed(f"{PROTOCOL}|bootstrap|{job.job_id}|{workload.uuid}"),
-        )
-        child = _in_child(_run_case, task, config.case_timeout_s, config.start_method)
-        if child.kind == "ok":
-            outcome: CaseOutcome = child.value
-            if outcome.device is not None:
-                if outcome.device["gpu_uuid_hash"] != start_device["gpu_uuid_hash"]:
-                    raise HarnessError("the case ran on a different device than the probe")
-                end_device = outcome.device
-            outcomes.append(outcome)
-        elif child.kind == "agent-error":
-            raise HarnessError(f"case {workload.uuid}: agent failure: {child.value}")
-        elif child.kind == "timeout":
-            outcomes.append(CaseOutcome("timeout", f"the case child was killed: {child.detail}"))
-        else:
-            outcomes.append(
-                CaseOutcome(
-                    "error",
-                    f"the case child {child.detail} before reporting (crash, or a fatal "
-                    "device error)",
-                )
-            )
+        task = _case_task(job, prepared, workload, launch, backend_name, config, bandwidth)
+        child = in_child(run_case, task, config.case_timeout_s, config.start_method)
+        outcome = _child_outcome(child, workload.uuid, start_device)
+        if outcome.device is not None:
+            end_device = outcome.device
+        outcomes.append(outcome)
     if end_device is None:  # no case child reported: read the end fingerprint directly
         end_device = probe_device(backend_name, config, calibrate=False)["device"]
 
@@ -658,12 +234,12 @@ def run_job(job: JobSpec, backend_name: str, config: HarnessConfig | None = None
         "jobId": job.job_id,
         "nonce": job.nonce,
         "cases": [
-            _case_record(w.uuid, o) for w, o in zip(prepared.workloads, outcomes, strict=True)
+            case_record(w.uuid, o) for w, o in zip(prepared.workloads, outcomes, strict=True)
         ],
-        "summary": _summary(
+        "summary": suite_summary(
             outcomes, _seed(f"{PROTOCOL}|summary|{job.job_id}"), config.bootstrap_resamples
         ),
-        "environment": _environment(start_device, end_device),
+        "environment": environment(start_device, end_device),
         "calibration": {
             "copyBandwidthBytesPerS": bandwidth,
             "floorFactor": config.floor_factor,
@@ -689,6 +265,7 @@ __all__ = [
     "HarnessError",
     "JobSpec",
     "PreparedJob",
+    "is_agent_fault",  # lives in gpu_agent.case_child; importable from here as before
     "prepare_job",
     "run_job",
     "validate_result",

@@ -237,13 +237,7 @@ def crosscheck(
             args = _arguments(backend, definition, workload, launch.args, values)
             backend.launch(kernel, launch.grid, launch.block, launch.shared_mem_bytes, args)
             method, times = independent.independent_latencies_ns(
-                backend,
-                kernel,
-                launch.grid,
-                launch.block,
-                launch.shared_mem_bytes,
-                args,
-                CROSSCHECK_SAMPLES,
+                backend, kernel, launch, args, CROSSCHECK_SAMPLES
             )
             row.independent_ns = statistics.median(times)
             row.method = method
@@ -308,7 +302,7 @@ def format_table(reports: Sequence[SampleReport], ratio_tolerance: float) -> str
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m gpu_agent.selfcheck", description=__doc__)
     parser.add_argument("--backend", default=GPU_BACKEND, help="backend name (default: GPU)")
     parser.add_argument("--samples", default="", help="comma-separated sample names (all)")
@@ -326,7 +320,71 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, help="also write the reports here")
     parser.add_argument("--no-sign", action="store_true", help="skip signing the results")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _selected_workloads(sample: Sample, cases: int, max_axis: int) -> list[dict[str, Any]]:
+    """The sample's first ``cases`` workloads (all if 0), axes clamped to ``max_axis`` (if > 0)."""
+    workloads = sample.workloads[:cases] if cases > 0 else sample.workloads
+    if max_axis > 0:
+        workloads = [
+            {**w, "axes": {k: min(int(v), max_axis) for k, v in w["axes"].items()}}
+            for w in workloads
+        ]
+    return workloads
+
+
+def _check_independent_timing(
+    report: SampleReport,
+    sample: Sample,
+    backend_name: str,
+    options: Mapping[str, str],
+    workloads: Sequence[Mapping[str, Any]],
+    ratio_tolerance: float,
+) -> None:
+    """Cross-check an honest sample's medians against an independent timing, in ``report``."""
+    try:
+        crosscheck(sample, report.rows, backend_name, options, workloads)
+    except Exception as exc:
+        report.ok = False
+        report.verdict += f"; independent timing failed: {type(exc).__name__}: {exc}"
+    methods = sorted({r.method for r in report.rows if r.method})
+    if methods:
+        report.verdict += f"; independent timing: {', '.join(methods)}"
+    bad = [r for r in report.rows if r.ratio is not None and abs(r.ratio - 1) > ratio_tolerance]
+    if bad:
+        report.ok = False
+        report.verdict += (
+            f"; {len(bad)} case(s) differ from the independent timing by more than "
+            f"{ratio_tolerance:.0%}"
+        )
+    if any(r.status == "passed" and r.independent_ns is None for r in report.rows):
+        report.ok = False
+        report.verdict += "; some cases were not timed independently"
+
+
+def _write_json(path: Path, reports: Sequence[SampleReport]) -> None:
+    path.write_text(
+        json.dumps(
+            [
+                {
+                    "sample": r.name,
+                    "ok": r.ok,
+                    "verdict": r.verdict,
+                    "rows": [{**vars(row), "ratio": row.ratio} for row in r.rows],
+                    "result": r.result,
+                }
+                for r in reports
+            ],
+            indent=2,
+            default=lambda o: None if isinstance(o, float) and math.isnan(o) else str(o),
+        ),
+        "utf-8",
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     names = [n for n in args.samples.split(",") if n] or sample_names()
     options = {"emulation_modules": EMULATIONS} if args.backend == CPU_TEST else {}
     config = HarnessConfig(
@@ -343,12 +401,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             reports.append(SampleReport(name, False, f"skipped: deadline {args.deadline_s:g}s"))
             continue
         sample = load_sample(name)
-        workloads = sample.workloads[: args.cases] if args.cases > 0 else sample.workloads
-        if args.max_axis > 0:
-            workloads = [
-                {**w, "axes": {k: min(int(v), args.max_axis) for k, v in w["axes"].items()}}
-                for w in workloads
-            ]
+        workloads = _selected_workloads(sample, args.cases, args.max_axis)
         print(f"[{time.monotonic() - started:6.1f}s] {name}: {len(workloads)} case(s)", flush=True)
         report = run_sample(sample, args.backend, config, workloads)
         if report.result is not None and not args.no_sign:
@@ -358,28 +411,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 report.ok = False
                 report.verdict += f"; signing the rerun/v1 envelope failed: {exc}"
         if measuring and sample.info.honest and report.ok:
-            try:
-                crosscheck(sample, report.rows, args.backend, options, workloads)
-            except Exception as exc:
-                report.ok = False
-                report.verdict += f"; independent timing failed: {type(exc).__name__}: {exc}"
-            methods = sorted({r.method for r in report.rows if r.method})
-            if methods:
-                report.verdict += f"; independent timing: {', '.join(methods)}"
-            bad = [
-                r
-                for r in report.rows
-                if r.ratio is not None and abs(r.ratio - 1) > args.ratio_tolerance
-            ]
-            if bad:
-                report.ok = False
-                report.verdict += (
-                    f"; {len(bad)} case(s) differ from the independent timing by more than "
-                    f"{args.ratio_tolerance:.0%}"
-                )
-            if any(r.status == "passed" and r.independent_ns is None for r in report.rows):
-                report.ok = False
-                report.verdict += "; some cases were not timed independently"
+            _check_independent_timing(
+                report, sample, args.backend, options, workloads, args.ratio_tolerance
+            )
         reports.append(report)
 
     print()
@@ -391,23 +425,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{args.backend!r} in {elapsed:.0f}s" + (f"; FAILED: {', '.join(failed)}" if failed else "")
     )
     if args.json:
-        args.json.write_text(
-            json.dumps(
-                [
-                    {
-                        "sample": r.name,
-                        "ok": r.ok,
-                        "verdict": r.verdict,
-                        "rows": [{**vars(row), "ratio": row.ratio} for row in r.rows],
-                        "result": r.result,
-                    }
-                    for r in reports
-                ],
-                indent=2,
-                default=lambda o: None if isinstance(o, float) and math.isnan(o) else str(o),
-            ),
-            "utf-8",
-        )
+        _write_json(args.json, reports)
     return 0 if not failed else 1
 
 

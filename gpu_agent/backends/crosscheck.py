@@ -21,7 +21,8 @@ neither measures host launch overhead.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -58,12 +59,41 @@ def _torch() -> Any | None:
         return None
 
 
+class LaunchGeometry(Protocol):
+    """Grid, block and dynamic shared memory of a launch (a ``ResolvedLaunch`` has them)."""
+
+    @property
+    def grid(self) -> tuple[int, int, int]: ...
+
+    @property
+    def block(self) -> tuple[int, int, int]: ...
+
+    @property
+    def shared_mem_bytes(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class _TimingPlan:
+    """What both timers run: ``warmup`` then ``count`` timed launches, each after a flush."""
+
+    function: Any  # pycuda.driver.Function
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared: int
+    call_args: list[Any]
+    count: int
+    warmup: int
+    flush_bytes: int
+
+    def launch(self) -> None:
+        """One launch through PyCUDA's plain ``Function.__call__``."""
+        self.function(*self.call_args, grid=self.grid, block=self.block, shared=self.shared)
+
+
 def independent_latencies_ns(
     backend: Backend,
     kernel: CompiledKernel,
-    grid: tuple[int, int, int],
-    block: tuple[int, int, int],
-    shared_mem_bytes: int,
+    launch: LaunchGeometry,
     args: list[KernelArg],
     count: int,
     *,
@@ -75,86 +105,60 @@ def independent_latencies_ns(
     handle = kernel.handle
     if not isinstance(handle, LoadedKernel):
         raise BackendError("the kernel was not compiled by the pycuda backend")
-    function = handle.function
-    call_args = _call_args(args)
-    flush_bytes = max(2 * backend.device().l2_bytes, MIN_FLUSH_BYTES)
+    plan = _TimingPlan(
+        function=handle.function,
+        grid=launch.grid,
+        block=launch.block,
+        shared=launch.shared_mem_bytes,
+        call_args=_call_args(args),
+        count=count,
+        warmup=warmup,
+        flush_bytes=max(2 * backend.device().l2_bytes, MIN_FLUSH_BYTES),
+    )
     torch = _torch() if prefer_torch else None
     if torch is not None:
         try:
-            return "torch.cuda.Event", _time_with_torch(
-                torch,
-                function,
-                grid,
-                block,
-                shared_mem_bytes,
-                call_args,
-                count,
-                warmup,
-                flush_bytes,
-            )
+            return "torch.cuda.Event", _time_with_torch(torch, plan)
         except Exception as exc:  # torch unusable here: say so in the method, time without it
             fallback = f"driver events, default stream (torch failed: {type(exc).__name__})"
-            return fallback, _time_with_driver_events(
-                function, grid, block, shared_mem_bytes, call_args, count, warmup, flush_bytes
-            )
-    return "driver events, default stream", _time_with_driver_events(
-        function, grid, block, shared_mem_bytes, call_args, count, warmup, flush_bytes
-    )
+            return fallback, _time_with_driver_events(plan)
+    return "driver events, default stream", _time_with_driver_events(plan)
 
 
-def _time_with_torch(
-    torch: Any,
-    function: Any,
-    grid: tuple[int, int, int],
-    block: tuple[int, int, int],
-    shared: int,
-    call_args: list[Any],
-    count: int,
-    warmup: int,
-    flush_bytes: int,
-) -> list[float]:
+def _time_with_torch(torch: Any, plan: _TimingPlan) -> list[float]:
     device = torch.device("cuda", torch.cuda.current_device())
-    scratch = torch.empty(flush_bytes // 4, dtype=torch.int32, device=device)
+    scratch = torch.empty(plan.flush_bytes // 4, dtype=torch.int32, device=device)
     stream = torch.cuda.current_stream(device)
     if int(stream.cuda_stream) != 0:
         raise BackendError("torch's current stream is not the default stream")
     times: list[float] = []
-    for index in range(warmup + count):
+    for index in range(plan.warmup + plan.count):
         scratch.fill_(index)
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         start.record(stream)
-        function(*call_args, grid=grid, block=block, shared=shared)
+        plan.launch()
         end.record(stream)
         end.synchronize()
-        if index >= warmup:
+        if index >= plan.warmup:
             times.append(float(start.elapsed_time(end)) * 1e6)
     del scratch
     return times
 
 
-def _time_with_driver_events(
-    function: Any,
-    grid: tuple[int, int, int],
-    block: tuple[int, int, int],
-    shared: int,
-    call_args: list[Any],
-    count: int,
-    warmup: int,
-    flush_bytes: int,
-) -> list[float]:
+def _time_with_driver_events(plan: _TimingPlan) -> list[float]:
     cuda = load_pycuda()
-    scratch = cuda.mem_alloc(flush_bytes)
+    scratch = cuda.mem_alloc(plan.flush_bytes)
     times: list[float] = []
     try:
-        for index in range(warmup + count):
-            cuda.memset_d8_async(int(scratch), index & 0xFF, flush_bytes, None)
+        for index in range(plan.warmup + plan.count):
+            cuda.memset_d8_async(int(scratch), index & 0xFF, plan.flush_bytes, None)
             start, end = cuda.Event(), cuda.Event()
             start.record()
-            function(*call_args, grid=grid, block=block, shared=shared)
+            plan.launch()
             end.record()
             end.synchronize()
-            if index >= warmup:
+            if index >= plan.warmup:
                 times.append(float(end.time_since(start)) * 1e6)
     except Exception as exc:
         raise BackendError(f"independent timing failed: {exc}") from exc

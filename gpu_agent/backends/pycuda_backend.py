@@ -3,7 +3,9 @@
 PyCUDA is imported lazily, in :func:`load_pycuda` only, so that this module imports (and is
 type-checked and tested) on machines without it; constructing a backend there raises
 :class:`PyCudaUnavailable` with instructions. Nothing outside ``gpu_agent/backends/``
-imports PyCUDA (``tests/test_static_checks.py``).
+imports PyCUDA (``tests/test_static_checks.py``). What needs no driver lives beside it: the
+fingerprint's host-side sources in ``cuda_fingerprint.py``, argument packing in
+``cuda_kernel_args.py``.
 
 Choices that decide what the numbers mean:
 
@@ -30,18 +32,12 @@ Choices that decide what the numbers mean:
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import gc
-import hashlib
 import importlib
 import math
-import re
-import shutil
-import subprocess
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -49,35 +45,20 @@ import numpy.typing as npt
 
 from gpu_agent import build
 from gpu_agent.backends.base import BackendError, CompiledKernel, DeviceInfo, KernelArg
+from gpu_agent.backends.cuda_fingerprint import device_info
+
+# Called through these module names so that a test can stand in for the host's tools.
+from gpu_agent.backends.cuda_fingerprint import device_uuid as _device_uuid
+from gpu_agent.backends.cuda_fingerprint import nvidia_smi as _nvidia_smi
+from gpu_agent.backends.cuda_kernel_args import as_bytes, pack_arguments
 
 BACKEND_NAME = "pycuda"
-# What results name as their measuring backend: a real GPU timed with CUDA events. Only this
-# label moves evidence (domain.statements.MEASURING_BACKENDS); the CPU double says "cpu-test".
-FINGERPRINT_BACKEND = "cuda"
 MIN_FLUSH_BYTES = 256 * 1024 * 1024
 COPY_BYTES = 256 * 1024 * 1024
 COPY_REPEATS = 10
 TIMING_BATCH = 256
-NVIDIA_SMI_TIMEOUT_S = 10.0
 # Dynamic shared memory above this needs an explicit opt-in per function.
 DEFAULT_DYNAMIC_SMEM_LIMIT = 48 * 1024
-
-# Struct characters (native alignment, as the CUDA ABI lays out kernel parameters) for
-# the scalar argument types a launch spec can declare, plus the small ones for completeness.
-_SCALAR_FORMATS: dict[str, str] = {
-    "int8": "b",
-    "uint8": "B",
-    "int16": "h",
-    "uint16": "H",
-    "int32": "i",
-    "uint32": "I",
-    "int64": "q",
-    "uint64": "Q",
-    "float16": "e",
-    "float32": "f",
-    "float64": "d",
-}
-_UNSIGNED_BY_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 class PyCudaUnavailable(BackendError):
@@ -178,33 +159,14 @@ class PyCudaBackend:
 
     def device(self) -> DeviceInfo:
         smi = _nvidia_smi(self._uuid or str(self._ordinal))
-        uuid = self._uuid or smi.get("uuid")
-        if uuid:
-            uuid_hash = hashlib.sha256(uuid.strip().lower().encode("utf-8")).hexdigest()
-        else:  # no UUID anywhere: hash what identifies the board on this host, marked as such
-            bus = str(self._device.pci_bus_id()).lower()
-            uuid_hash = hashlib.sha256(f"pci:{bus}".encode()).hexdigest()
-        clocks: dict[str, float] = {}
-        for key, field in (
-            ("sm", "clocks.sm"),
-            ("memory", "clocks.mem"),
-            ("sm_max", "clocks.max.sm"),
-            ("memory_max", "clocks.max.mem"),
-        ):
-            value = _number(smi.get(field))
-            if value is not None:
-                clocks[key] = value
-        driver = smi.get("driver_version") or _proc_driver_version()
-        return DeviceInfo(
-            backend=FINGERPRINT_BACKEND,
+        return device_info(
             product=self._product,
             architecture=self._architecture,
-            gpu_uuid_hash=uuid_hash,
             l2_bytes=self._l2_bytes,
-            driver=driver,
-            cuda=self._cuda_version(),
-            clocks_mhz=clocks,
-            temperature_c=_number(smi.get("temperature.gpu")),
+            uuid=self._uuid or smi.get("uuid"),
+            pci_bus_id=lambda: str(self._device.pci_bus_id()),
+            smi=smi,
+            cuda_version=self._cuda_version,
         )
 
     def _cuda_version(self) -> str | None:
@@ -260,7 +222,7 @@ class PyCudaBackend:
         return buffer
 
     def upload(self, host: npt.NDArray[np.generic]) -> DeviceBuffer:
-        raw = _as_bytes(host)
+        raw = as_bytes(host)
         buffer = self._alloc(raw.nbytes)
         if raw.nbytes:
             self._guard("copy to the device", self._cuda.memcpy_htod, buffer.pointer, raw)
@@ -476,24 +438,15 @@ class PyCudaBackend:
                     f"{name}: cannot allow {shared_mem_bytes} bytes of dynamic shared memory "
                     f"on this device: {exc}"
                 ) from exc
-        formats: list[str] = []
-        values: list[Any] = []
-        for index, arg in enumerate(args):
-            if isinstance(arg, DeviceBuffer):
-                self._own(arg)
-                formats.append("P")
-                values.append(arg.pointer)
-            elif isinstance(arg, np.generic):
-                fmt, value = _scalar_format(arg, index)
-                formats.append(fmt)
-                values.append(value)
-            else:
-                raise BackendError(
-                    f"argument {index} is neither a buffer of this backend nor a numpy scalar "
-                    f"({type(arg).__name__})"
-                )
-        loaded.function.prepare("".join(formats))
+        formats, values = pack_arguments(args, self._pointer_of)
+        loaded.function.prepare(formats)
         return values
+
+    def _pointer_of(self, arg: object) -> int | None:
+        """The device pointer of a buffer of this backend; None for what is no device buffer."""
+        if not isinstance(arg, DeviceBuffer):
+            return None
+        return self._own(arg).pointer
 
     def _enqueue(
         self,
@@ -535,104 +488,3 @@ def create_backend(**options: str) -> PyCudaBackend:
     if unknown:
         raise BackendError(f"unknown {BACKEND_NAME} backend options: {sorted(unknown)}")
     return PyCudaBackend(device_ordinal=options.get("device", "0"), nvcc=options.get("nvcc"))
-
-
-# --- module helpers ----------------------------------------------------------------------------
-
-
-def _as_bytes(host: npt.NDArray[np.generic]) -> npt.NDArray[np.uint8]:
-    """The array's bytes in C order as uint8 (custom dtypes such as bfloat16 included)."""
-    array = np.ascontiguousarray(host)
-    return array.reshape(-1).view(np.uint8)
-
-
-def _scalar_format(arg: np.generic, index: int) -> tuple[str, Any]:
-    dtype = arg.dtype
-    fmt = _SCALAR_FORMATS.get(dtype.name)
-    if fmt is not None:
-        return fmt, arg
-    unsigned = _UNSIGNED_BY_SIZE.get(dtype.itemsize)
-    if unsigned is None:
-        raise BackendError(f"argument {index}: scalar type {dtype} cannot be passed by value")
-    # Other dtypes of 1/2/4/8 bytes (bfloat16, float8...): pass the bits unchanged.
-    bits = np.asarray(arg).reshape(1).view(unsigned)[0]
-    return _SCALAR_FORMATS[np.dtype(unsigned).name], bits
-
-
-def _device_uuid(ordinal: int) -> str | None:
-    """``GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`` from the driver (as nvidia-smi prints it)."""
-    try:
-        libcuda = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return None
-    device = ctypes.c_int()
-    if libcuda.cuDeviceGet(ctypes.byref(device), ctypes.c_int(ordinal)) != 0:
-        return None
-    raw = (ctypes.c_ubyte * 16)()
-    getter = getattr(libcuda, "cuDeviceGetUuid_v2", None) or getattr(
-        libcuda, "cuDeviceGetUuid", None
-    )
-    if getter is None or getter(ctypes.byref(raw), device) != 0:
-        return None
-    h = bytes(raw).hex()
-    return f"GPU-{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
-
-
-_SMI_FIELDS = (
-    "uuid",
-    "driver_version",
-    "clocks.sm",
-    "clocks.mem",
-    "clocks.max.sm",
-    "clocks.max.mem",
-    "temperature.gpu",
-)
-
-
-def _nvidia_smi(selector: str) -> dict[str, str]:
-    """The fields above for one GPU (by UUID or index), or {} when nvidia-smi is unavailable."""
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return {}
-    try:
-        done = subprocess.run(  # noqa: S603 - a fixed argv, no shell
-            [
-                exe,
-                f"--query-gpu={','.join(_SMI_FIELDS)}",
-                "--format=csv,noheader,nounits",
-                "-i",
-                selector,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=NVIDIA_SMI_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
-    lines = [line for line in done.stdout.splitlines() if line.strip()]
-    if done.returncode != 0 or not lines:
-        return {}
-    values = [v.strip() for v in lines[0].split(",")]
-    if len(values) != len(_SMI_FIELDS):
-        return {}
-    return {k: v for k, v in zip(_SMI_FIELDS, values, strict=True) if v and not v.startswith("[")}
-
-
-def _number(text: str | None) -> float | None:
-    if text is None:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
-
-
-def _proc_driver_version() -> str | None:
-    try:
-        text = Path("/proc/driver/nvidia/version").read_text("utf-8")
-    except OSError:
-        return None
-    match = re.search(r"Kernel Module\s+(?:for \S+\s+)?(\d+\.\d+(?:\.\d+)?)", text)
-    return match.group(1) if match else None

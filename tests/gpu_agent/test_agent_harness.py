@@ -33,10 +33,10 @@ from gpu_agent.harness import (
     HarnessConfig,
     HarnessError,
     JobSpec,
-    _summary,
     run_job,
     validate_result,
 )
+from gpu_agent.result_assembly import suite_summary as _summary
 from gpu_agent.solution import UnsupportedSolution
 from gpu_agent.stats import StopPolicy
 from ledger.signing.authoring import rerun_envelope

@@ -378,14 +378,14 @@ def test_errors_become_backend_errors(fake: FakeDriver) -> None:
 
 
 def test_scalar_formats() -> None:
-    module = importlib.import_module(MODULE)
-    assert module._scalar_format(np.int32(-2), 0) == ("i", -2)
-    assert module._scalar_format(np.uint64(7), 0)[0] == "Q"
-    assert module._scalar_format(np.float32(1.5), 0)[0] == "f"
-    fmt, bits = module._scalar_format(BF16.type(1.0), 0)
+    module = importlib.import_module("gpu_agent.backends.cuda_kernel_args")
+    assert module.scalar_format(np.int32(-2), 0) == ("i", -2)
+    assert module.scalar_format(np.uint64(7), 0)[0] == "Q"
+    assert module.scalar_format(np.float32(1.5), 0)[0] == "f"
+    fmt, bits = module.scalar_format(BF16.type(1.0), 0)
     assert fmt == "H" and int(bits) == 0x3F80
     with pytest.raises(BackendError, match="cannot be passed"):
-        module._scalar_format(np.complex128(1), 0)
+        module.scalar_format(np.complex128(1), 0)
 
 
 def test_registry_factory_options(fake: FakeDriver) -> None:

@@ -1,0 +1,55 @@
+"""What crosses between the harness and a case child: the task in, the outcome back.
+
+Both are plain dataclasses (picklable), since the harness starts every case in a child
+process of its own (``gpu_agent/child_process.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from gpu_agent import stats
+from gpu_agent.solution import Definition, ResolvedLaunch, Workload
+
+# The trusted reference: inputs by name in, outputs by name out.
+ReferenceFn = Callable[..., Mapping[str, npt.NDArray[np.generic]]]
+
+
+@dataclass(frozen=True)
+class CaseTask:
+    backend_name: str
+    backend_options: Mapping[str, str]
+    reference_module: str
+    job_id: str
+    nonce: str
+    definition: Definition
+    workload: Workload
+    sources: Mapping[str, str]
+    entry_point: str
+    launch: ResolvedLaunch
+    stop: stats.StopPolicy
+    bytes_moved: int
+    copy_bandwidth: float
+    floor_factor: float
+    bootstrap_resamples: int
+    bootstrap_seed: int
+
+
+@dataclass
+class CaseOutcome:
+    status: str  # a domain CaseStatus value
+    reason: str | None = None
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    samples_ns: list[float] = field(default_factory=list)
+    latency: dict[str, Any] | None = None
+    device: dict[str, Any] | None = None
+
+
+class AgentFault(Exception):
+    """Raised inside a child for the agent's own failures (reported, then re-raised)."""
