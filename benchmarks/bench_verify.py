@@ -55,11 +55,9 @@ from ledger.proofs.merkle import verify_inclusion
 from ledger.proofs.signed_note import Verifier, open_checkpoint
 from ledger.signing.dsse import pae, parse_envelope
 from ledger.signing.trust import TrustRoot
-from ledger.verify.bundle import (
-    _entry_leaf_hash,
-    _InclusionChecker,
-    default_workers,
-)
+from ledger.verify import default_workers
+from ledger.verify.inclusion import InclusionChecker as _InclusionChecker
+from ledger.verify.inclusion import entry_leaf_hash as _entry_leaf_hash
 
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / ".cache"

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
@@ -34,10 +35,13 @@ from ledger.application import Ledger
 from ledger.authority import KeyBook
 from ledger.bundle import recompute_heads
 from ledger.event_verification import EventVerification, learn_key, verify_stored_event
+from ledger.proofs.compact import CompactRange
+from ledger.proofs.errors import ProofError
 from ledger.proofs.heads import HeadsError, open_heads
 from ledger.proofs.log_entries import LogEntry
-from ledger.proofs.merkle import CompactRange, Node, ProofError, verify_consistency
+from ledger.proofs.nodes import Node
 from ledger.proofs.signed_note import Checkpoint, NoteError, open_checkpoint
+from ledger.proofs.verify import verify_consistency
 from ledger.store.group_index import group_members
 from ledger.store.transparency_log import SignedCheckpoint, leaves, nodes
 from ledger.verification_report import Check, Report
@@ -92,114 +96,186 @@ def audit_ledger(
     heads: Iterable[str] = (),
     progress: Callable[[int], None] | None = None,
 ) -> Report:
+    """Audit the ledger's database against its own log and checkpoints, and against the
+    checkpoints and heads notes the caller holds; every named check, in one report."""
     report = Report(subject="ledger")
     audit_heads(ledger, heads, report)
-    verifier = ledger.tlog.verifier
     with ledger.store.transaction(commit=False) as session:
         stored_checkpoints = ledger.tlog.checkpoints(session)
         stored_size = ledger.tlog.tree_size(session)
         node_count = int(session.execute(select(func.count()).select_from(nodes)).scalar_one())
-    held: list[tuple[str, Checkpoint | None, str]] = []  # (note, parsed, why not)
-    for note in known_checkpoints:
+    held = _open_held(ledger, known_checkpoints)
+    wanted_roots = {c.size for c in stored_checkpoints} | {h.body.size for h in held if h.body}
+    walk = _LogWalk(ledger, report, wanted_roots)
+    for row in _rows(ledger):
+        # An orphan leaf (no stored event) is counted, but not reported as progress.
+        if walk.step(row) and progress is not None:
+            progress(walk.count)
+    walk.finish()
+    size = walk.compact.size
+    _check_tree_totals(report, node_count=node_count, stored_size=stored_size, size=size)
+    _check_stored_checkpoints(ledger, stored_checkpoints, walk, report)
+    _check_successive_consistency(ledger, stored_checkpoints, size, report)
+    _check_given_checkpoints(held, stored_checkpoints, walk, report)
+    report.facts.update(
+        {"events": walk.count, "treeSize": size, "checkpoints": len(stored_checkpoints)}
+    )
+    return report
+
+
+@dataclass(frozen=True)
+class _Held:
+    """A checkpoint note the caller gave: its body if it verified, else why not."""
+
+    body: Checkpoint | None
+    error: str
+
+
+def _open_held(ledger: Ledger, notes: Iterable[str]) -> list[_Held]:
+    verifier = ledger.tlog.verifier
+    held: list[_Held] = []
+    for note in notes:
         try:
             body, _ = open_checkpoint(note, [verifier], origin=ledger.trust_root.origin)
-            held.append((note, body, ""))
+            held.append(_Held(body, ""))
         except NoteError as exc:
-            held.append((note, None, str(exc)))
-    wanted_roots = {c.size for c in stored_checkpoints} | {b.size for _, b, _ in held if b}
-    recomputed_roots: dict[int, bytes] = {}
-    if 0 in wanted_roots:
-        recomputed_roots[0] = CompactRange().root()
+            held.append(_Held(None, str(exc)))
+    return held
 
-    compact = CompactRange()
-    created_nodes: list[Node] = []
-    expected_leaf = 0
-    count = 0
-    # Each aggregate's versions must run 1, 2, 3... with no gap: a deleted event shows even
-    # after someone re-sequenced the log around it.
-    last_version: dict[str, int] = {}
-    keys = KeyBook()
-    members = _Membership()
-    for position, aggregate, version, topic, state, leaf_index, stored_hash in _rows(ledger):
-        count += 1
+
+class _LogWalk:
+    """One pass over the stored events and leaves in position order: versions, sequencing,
+    each event re-verified against the keys as the log held them, each leaf recomputed, and
+    the tree rebuilt from the stored leaf hashes (its nodes checked against the stored ones,
+    its roots kept at the sizes some checkpoint is for)."""
+
+    def __init__(self, ledger: Ledger, report: Report, wanted_roots: set[int]) -> None:
+        self.ledger = ledger
+        self.report = report
+        self.wanted_roots = wanted_roots
+        self.roots: dict[int, bytes] = {}  # recomputed root by tree size, for the checkpoints
+        if 0 in wanted_roots:
+            self.roots[0] = CompactRange().root()
+        self.compact = CompactRange()
+        self.created: list[Node] = []  # nodes not yet checked against the stored ones
+        self.expected_leaf = 0
+        self.count = 0
+        # Each aggregate's versions must run 1, 2, 3... with no gap: a deleted event shows
+        # even after someone re-sequenced the log around it.
+        self.last_version: dict[str, int] = {}
+        self.keys = KeyBook()
+        self.members = _Membership()
+
+    def step(self, row: tuple[Any, ...]) -> bool:
+        """Check one row of :func:`_rows`; False for a leaf with no stored event."""
+        self.count += 1
+        position, aggregate, version, topic, state, leaf_index, stored_hash = row
         where = f"position {position}"
         if aggregate is None:
-            report.fail(Check.SEQUENCED, where, f"leaf {leaf_index} has no stored event (deleted?)")
-            continue
-        previous = last_version.get(str(aggregate), 0)
-        if int(version) != previous + 1:
-            report.fail(
+            self.report.fail(
+                Check.SEQUENCED, where, f"leaf {leaf_index} has no stored event (deleted?)"
+            )
+            return False
+        self._check_version(where, str(aggregate), int(version))
+        self._check_sequenced(where, leaf_index)
+        entry = (int(position), str(aggregate), int(version), str(topic), bytes(state))
+        self._verify_event(where, *entry)
+        recomputed = self._recompute_leaf(where, *entry)
+        if leaf_index is not None:
+            self._add_leaf(where, recomputed, stored_hash)
+        return True
+
+    def finish(self) -> None:
+        """Check the nodes still unchecked, and the group index against the log's groups."""
+        _check_nodes(self.ledger, self.created, self.report)
+        self.members.compare(self.ledger, self.report)
+
+    def _check_version(self, where: str, aggregate: str, version: int) -> None:
+        previous = self.last_version.get(aggregate, 0)
+        if version != previous + 1:
+            self.report.fail(
                 Check.VERSIONS,
                 where,
                 f"aggregate {aggregate} goes from version {previous} to {version} (deleted?)",
             )
         else:
-            report.ok(Check.VERSIONS)
-        last_version[str(aggregate)] = max(previous, int(version))
+            self.report.ok(Check.VERSIONS)
+        self.last_version[aggregate] = max(previous, version)
+
+    def _check_sequenced(self, where: str, leaf_index: Any) -> None:
         if leaf_index is None:
-            report.fail(Check.SEQUENCED, where, "stored event has no leaf: appended behind the log")
-        elif int(leaf_index) != expected_leaf:
-            report.fail(
-                Check.SEQUENCED, where, f"leaf index {leaf_index}, expected {expected_leaf}"
+            self.report.fail(
+                Check.SEQUENCED, where, "stored event has no leaf: appended behind the log"
+            )
+        elif int(leaf_index) != self.expected_leaf:
+            self.report.fail(
+                Check.SEQUENCED, where, f"leaf index {leaf_index}, expected {self.expected_leaf}"
             )
         else:
-            report.ok(Check.SEQUENCED)
-        event_name = str(topic).rsplit(":", 1)[-1]
+            self.report.ok(Check.SEQUENCED)
+
+    def _verify_event(
+        self, where: str, position: int, aggregate: str, version: int, topic: str, state: bytes
+    ) -> None:
         result = verify_stored_event(
-            position=int(position),
-            version=int(version),
-            event=event_name,
-            aggregate_id=UUID(str(aggregate)),
-            state=bytes(state),
-            keys=keys,
-            trust_root=ledger.trust_root,
+            position=position,
+            version=version,
+            event=topic.rsplit(":", 1)[-1],
+            aggregate_id=UUID(aggregate),
+            state=state,
+            keys=self.keys,
+            trust_root=self.ledger.trust_root,
         )
-        result.report_to(report, where)
-        learn_key(keys, result)
-        members.observe(result)
+        result.report_to(self.report, where)
+        learn_key(self.keys, result)
+        self.members.observe(result)
+
+    def _recompute_leaf(
+        self, where: str, position: int, aggregate: str, version: int, topic: str, state: bytes
+    ) -> bytes | None:
         try:
-            recomputed = LogEntry.from_stored(
-                int(position), str(aggregate), int(version), str(topic), bytes(state)
-            ).leaf_hash()
+            return LogEntry.from_stored(position, aggregate, version, topic, state).leaf_hash()
         except DomainError as exc:
-            report.fail(Check.LEAF, where, exc.message)
-            recomputed = None
-        if leaf_index is not None:
-            if (
-                recomputed is not None
-                and stored_hash is not None
-                and bytes(stored_hash) != recomputed
-            ):
-                report.fail(
-                    Check.LEAF, where, "stored event no longer matches its log leaf (edited?)"
-                )
-            elif recomputed is not None:
-                report.ok(Check.LEAF)
-            # The tree is rebuilt from the stored leaf hashes, so checkpoints are checked
-            # against what was logged; a leaf mismatch above says which event changed.
-            created_nodes.extend(compact.append(bytes(stored_hash)))
-            expected_leaf += 1
-            if compact.size in wanted_roots:
-                recomputed_roots[compact.size] = compact.root()
-            if len(created_nodes) >= _BATCH:
-                _check_nodes(ledger, created_nodes, report)
-                created_nodes = []
-        if progress is not None:
-            progress(count)
-    _check_nodes(ledger, created_nodes, report)
-    members.compare(ledger, report)
-    if node_count != _expected_node_count(compact.size):
+            self.report.fail(Check.LEAF, where, exc.message)
+            return None
+
+    def _add_leaf(self, where: str, recomputed: bytes | None, stored_hash: Any) -> None:
+        if recomputed is not None and stored_hash is not None and bytes(stored_hash) != recomputed:
+            self.report.fail(
+                Check.LEAF, where, "stored event no longer matches its log leaf (edited?)"
+            )
+        elif recomputed is not None:
+            self.report.ok(Check.LEAF)
+        # The tree is rebuilt from the stored leaf hashes, so checkpoints are checked
+        # against what was logged; a leaf mismatch above says which event changed.
+        self.created.extend(self.compact.append(bytes(stored_hash)))
+        self.expected_leaf += 1
+        if self.compact.size in self.wanted_roots:
+            self.roots[self.compact.size] = self.compact.root()
+        if len(self.created) >= _BATCH:
+            _check_nodes(self.ledger, self.created, self.report)
+            self.created = []
+
+
+def _check_tree_totals(report: Report, *, node_count: int, stored_size: int, size: int) -> None:
+    """The stored tree has exactly the nodes and the size of the one rebuilt from the log."""
+    if node_count != _expected_node_count(size):
         report.fail(
             Check.TREE,
             "nodes",
-            f"{node_count} stored nodes, expected {_expected_node_count(compact.size)}",
+            f"{node_count} stored nodes, expected {_expected_node_count(size)}",
         )
-    if stored_size != compact.size:
-        report.fail(
-            Check.TREE, "size", f"stored tree size {stored_size}, recomputed {compact.size}"
-        )
+    if stored_size != size:
+        report.fail(Check.TREE, "size", f"stored tree size {stored_size}, recomputed {size}")
 
-    for checkpoint in stored_checkpoints:
+
+def _check_stored_checkpoints(
+    ledger: Ledger, stored: list[SignedCheckpoint], walk: _LogWalk, report: Report
+) -> None:
+    """Each stored checkpoint verifies, says what its row says, and is of the log now."""
+    size = walk.compact.size
+    verifier = ledger.tlog.verifier
+    for checkpoint in stored:
         where = f"checkpoint {checkpoint.size}"
         try:
             body, _ = open_checkpoint(checkpoint.note, [verifier], origin=ledger.trust_root.origin)
@@ -208,24 +284,30 @@ def audit_ledger(
             continue
         if body.size != checkpoint.size or body.root != checkpoint.root:
             report.fail(Check.CHECKPOINT, where, "stored size/root differ from the signed note")
-        elif checkpoint.size > compact.size:
+        elif checkpoint.size > size:
             report.fail(
                 Check.CHECKPOINT,
                 where,
-                f"signed for {checkpoint.size} leaves but the log has {compact.size}: truncated",
+                f"signed for {checkpoint.size} leaves but the log has {size}: truncated",
             )
-        elif recomputed_roots.get(checkpoint.size) != checkpoint.root:
+        elif walk.roots.get(checkpoint.size) != checkpoint.root:
             report.fail(
                 Check.CHECKPOINT, where, "root differs from the tree recomputed from the log"
             )
         else:
             report.ok(Check.CHECKPOINT)
 
-    _check_successive_consistency(ledger, stored_checkpoints, compact.size, report)
-    stored_by_size = {c.size: c.root for c in stored_checkpoints}
-    for _, mark, error in held:
+
+def _check_given_checkpoints(
+    held: list[_Held], stored: list[SignedCheckpoint], walk: _LogWalk, report: Report
+) -> None:
+    """Each checkpoint the caller gave agrees with the ledger's and with the log now."""
+    size = walk.compact.size
+    stored_by_size = {c.size: c.root for c in stored}
+    for given in held:
+        mark = given.body
         if mark is None:
-            report.fail(Check.CHECKPOINT, "given checkpoint", f"does not verify: {error}")
+            report.fail(Check.CHECKPOINT, "given checkpoint", f"does not verify: {given.error}")
             continue
         where = f"given checkpoint {mark.size}"
         if mark.size in stored_by_size and stored_by_size[mark.size] != mark.root:
@@ -234,20 +316,14 @@ def audit_ledger(
                 where,
                 f"two different roots signed for tree size {mark.size}: the log equivocated",
             )
-        elif mark.size > compact.size:
-            report.fail(
-                Check.CHECKPOINT, where, f"beyond the log's {compact.size} leaves: truncated"
-            )
-        elif recomputed_roots.get(mark.size) != mark.root:
+        elif mark.size > size:
+            report.fail(Check.CHECKPOINT, where, f"beyond the log's {size} leaves: truncated")
+        elif walk.roots.get(mark.size) != mark.root:
             # The held note is signed by the log key, so the log once committed to that root:
             # a log that no longer yields it was rewritten.
             report.fail(Check.CHECKPOINT, where, "root differs from the log recomputed now: fork")
         else:
             report.ok(Check.CHECKPOINT)
-    report.facts.update(
-        {"events": count, "treeSize": compact.size, "checkpoints": len(stored_checkpoints)}
-    )
-    return report
 
 
 class _Membership:

@@ -13,7 +13,9 @@ reason, so it is neither hidden nor able to crash the reader.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -200,18 +202,53 @@ def verify_event(
     result = EventVerification(position=position, version=version, event=event)
     result.received_at = received_at
     result.envelope = envelope_json if isinstance(envelope_json, dict) else None
+    read = _read_event(result, envelope_json, received_at)
+    if read is None:
+        return result
+    statement, predicate = read.statement, read.predicate
+    _check_filing(result, event, aggregate_id, statement)
+    at = LogPoint(position, read.received)
+    if isinstance(predicate, KeyPredicate):
+        _checked(
+            result,
+            Check.KEY_STATEMENT,
+            lambda: check_key_statement(statement, predicate, at, signer=read.envelope.keyid),
+        )
+    _check_signer(result, read.envelope, statement, predicate, keys, trust_root, at)
+    if statement.predicateType in TIMELY:
+        _checked(result, Check.TIMELY, lambda: check_timely(statement, predicate, read.received))
+    if isinstance(predicate, IngestionPredicate):
+        _checked(result, Check.MANIFESTS, lambda: check_ingestion(statement, predicate))
+    return result
+
+
+@dataclass(frozen=True)
+class _ReadEvent:
+    """What an event carries, once its record, envelope and predicate have been read."""
+
+    received: datetime
+    envelope: Envelope
+    statement: Statement
+    predicate: SignedPredicate
+
+
+def _read_event(
+    result: EventVerification, envelope_json: object, received_at: str
+) -> _ReadEvent | None:
+    """``record``, ``envelope`` and ``predicate``, in turn: None at the first that fails,
+    since every later check needs what it reads."""
     try:
         received = parse_time(received_at, "receivedAt")
     except DomainError as exc:
         result.check(Check.RECORD, False, exc.message)
-        return result
+        return None
     result.check(Check.RECORD)
     try:
         envelope = parse_envelope(envelope_json)
         statement = envelope.statement()
     except DomainError as exc:
         result.check(Check.ENVELOPE, False, exc.message)
-        return result
+        return None
     result.check(Check.ENVELOPE)
     result.predicate_type = str(statement.predicateType)
     result.predicate = statement.predicate
@@ -220,10 +257,17 @@ def verify_event(
         predicate = parse_predicate(statement)
     except DomainError as exc:
         result.check(Check.PREDICATE, False, exc.message)
-        return result
+        return None
     result.check(Check.PREDICATE)
     result.parsed = predicate
+    return _ReadEvent(received, envelope, statement, predicate)
 
+
+def _check_filing(
+    result: EventVerification, event: str, aggregate_id: UUID, statement: Statement
+) -> None:
+    """``event-type`` and ``subject``: the statement is of the kind its event class carries,
+    and about the aggregate it is filed under."""
     expected_type = EVENT_PREDICATES.get(event)
     same_type = expected_type == statement.predicateType
     result.check(
@@ -237,30 +281,17 @@ def verify_event(
         belongs,
         "" if belongs else f"statement about {statement.subject_digest} is filed elsewhere",
     )
-    at = LogPoint(position, received)
-    if isinstance(predicate, KeyPredicate):
-        try:
-            check_key_statement(statement, predicate, at, signer=envelope.keyid)
-        except DomainError as exc:
-            result.check(Check.KEY_STATEMENT, False, exc.message)
-        else:
-            result.check(Check.KEY_STATEMENT)
-    _check_signer(result, envelope, statement, predicate, keys, trust_root, at)
-    if statement.predicateType in TIMELY:
-        try:
-            check_timely(statement, predicate, received)
-        except DomainError as exc:
-            result.check(Check.TIMELY, False, exc.message)
-        else:
-            result.check(Check.TIMELY)
-    if isinstance(predicate, IngestionPredicate):
-        try:
-            check_ingestion(statement, predicate)
-        except DomainError as exc:
-            result.check(Check.MANIFESTS, False, exc.message)
-        else:
-            result.check(Check.MANIFESTS)
-    return result
+
+
+def _checked(result: EventVerification, check: Check, rule: Callable[[], object]) -> None:
+    """Record ``check`` as holding unless ``rule`` raises a domain error, whose message says
+    why it does not."""
+    try:
+        rule()
+    except DomainError as exc:
+        result.check(check, False, exc.message)
+    else:
+        result.check(check)
 
 
 def _check_signer(

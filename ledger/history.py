@@ -14,7 +14,7 @@ import json
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -274,65 +274,97 @@ def state_events_before(ledger: Ledger, run_digest: str, version: int) -> list[E
 
 def describe(entry: EventVerification) -> str:
     """One line saying what the event states, for people."""
-    p = entry.predicate or {}
     kind = entry.predicate_type
-    if kind == PredicateType.INGESTION:
-        run = (p.get("manifests") or {}).get("run") or {}
-        spec = run.get("spec") or {}
-        try:
-            primary = primary_measurement(run)
-        except DomainError:  # described, never judged, here: verification says the rest
-            primary = NO_MEASUREMENT
-        claim = (
-            f", {primary.statistic} {primary.metric} {format_value(primary.value, primary.unit)}"
-            if primary.value is not None
-            else ""
-        )
-        ext = f" #{p['externalId']}" if p.get("externalId") else ""
-        return f"ingested from {p.get('source')}{ext}: status {spec.get('status')}{claim}"
-    if kind == PredicateType.ATTESTATION:
-        body = str(p.get("body", ""))
-        short = body if len(body) <= 100 else body[:97] + "..."
-        return f"{p.get('type')}: {short}"
-    if kind == PredicateType.LIFECYCLE:
-        return f"{p.get('action')}: {p.get('reason')}"
-    if kind == PredicateType.ATTACHMENT:
-        attached = p.get("manifests")
-        attached = attached if isinstance(attached, dict) else {}
-        names = [
-            f"{role} {((doc or {}).get('metadata') or {}).get('name')}"
-            for role, doc in sorted(attached.items())
-            if isinstance(doc, dict)
-        ]
-        return "attached " + ", ".join(names) + " (evidence unchanged)"
-    if kind == PredicateType.RERUN_REQUEST:
-        req = p.get("requirements") or {}
-        return (
-            f"rerun requested: job {p.get('jobId')} on {req.get('product')} "
-            f"({req.get('architecture')}), expires {p.get('expiresAt')}"
-        )
-    if kind == PredicateType.RERUN_CLAIM:
-        device = p.get("device") or {}
-        return (
-            f"claimed job {p.get('jobId')} for {p.get('leaseSeconds')} s on "
-            f"{device.get('product')} ({device.get('architecture')}, {device.get('backend')})"
-        )
-    if kind == PredicateType.RERUN:
-        summary = p.get("summary") or {}
-        env = p.get("environment") or {}
-        verdict = "all cases correct" if summary.get("allCorrect") else "FAILED correctness"
-        if p.get("outcome") == "failed":
-            verdict = f"job FAILED: {p.get('failure')}"
-        median = summary.get("medianNs")
-        timing = f", median {median:.0f} ns" if isinstance(median, int | float) else ""
-        return (
-            f"rerun result for job {p.get('jobId')}: {verdict}{timing} on {env.get('product')} "
-            f"({env.get('architecture')}, {env.get('backend')})"
-        )
-    if kind == PredicateType.KEY:
-        roles = ",".join(p.get("roles") or [])
-        label = f" ({p['label']})" if p.get("label") else ""
-        if p.get("action") == "register":
-            return f"register key {str(p.get('keyId'))[:19]}…{label} as {roles}"
-        return f"revoke key {str(p.get('keyId'))[:19]}…: {p.get('reason') or 'no reason given'}"
-    return "unreadable event"
+    describer = _DESCRIBERS.get(kind) if kind is not None else None
+    if describer is None:
+        return "unreadable event"
+    return describer(entry.predicate or {})
+
+
+def _describe_ingestion(p: dict[str, Any]) -> str:
+    run = (p.get("manifests") or {}).get("run") or {}
+    spec = run.get("spec") or {}
+    try:
+        primary = primary_measurement(run)
+    except DomainError:  # described, never judged, here: verification says the rest
+        primary = NO_MEASUREMENT
+    claim = (
+        f", {primary.statistic} {primary.metric} {format_value(primary.value, primary.unit)}"
+        if primary.value is not None
+        else ""
+    )
+    ext = f" #{p['externalId']}" if p.get("externalId") else ""
+    return f"ingested from {p.get('source')}{ext}: status {spec.get('status')}{claim}"
+
+
+def _describe_attestation(p: dict[str, Any]) -> str:
+    body = str(p.get("body", ""))
+    short = body if len(body) <= 100 else body[:97] + "..."
+    return f"{p.get('type')}: {short}"
+
+
+def _describe_lifecycle(p: dict[str, Any]) -> str:
+    return f"{p.get('action')}: {p.get('reason')}"
+
+
+def _describe_attachment(p: dict[str, Any]) -> str:
+    attached = p.get("manifests")
+    attached = attached if isinstance(attached, dict) else {}
+    names = [
+        f"{role} {((doc or {}).get('metadata') or {}).get('name')}"
+        for role, doc in sorted(attached.items())
+        if isinstance(doc, dict)
+    ]
+    return "attached " + ", ".join(names) + " (evidence unchanged)"
+
+
+def _describe_rerun_request(p: dict[str, Any]) -> str:
+    req = p.get("requirements") or {}
+    return (
+        f"rerun requested: job {p.get('jobId')} on {req.get('product')} "
+        f"({req.get('architecture')}), expires {p.get('expiresAt')}"
+    )
+
+
+def _describe_rerun_claim(p: dict[str, Any]) -> str:
+    device = p.get("device") or {}
+    return (
+        f"claimed job {p.get('jobId')} for {p.get('leaseSeconds')} s on "
+        f"{device.get('product')} ({device.get('architecture')}, {device.get('backend')})"
+    )
+
+
+def _describe_rerun(p: dict[str, Any]) -> str:
+    summary = p.get("summary") or {}
+    env = p.get("environment") or {}
+    verdict = "all cases correct" if summary.get("allCorrect") else "FAILED correctness"
+    if p.get("outcome") == "failed":
+        verdict = f"job FAILED: {p.get('failure')}"
+    median = summary.get("medianNs")
+    timing = f", median {median:.0f} ns" if isinstance(median, int | float) else ""
+    return (
+        f"rerun result for job {p.get('jobId')}: {verdict}{timing} on {env.get('product')} "
+        f"({env.get('architecture')}, {env.get('backend')})"
+    )
+
+
+def _describe_key(p: dict[str, Any]) -> str:
+    roles = ",".join(p.get("roles") or [])
+    label = f" ({p['label']})" if p.get("label") else ""
+    if p.get("action") == "register":
+        return f"register key {str(p.get('keyId'))[:19]}…{label} as {roles}"
+    return f"revoke key {str(p.get('keyId'))[:19]}…: {p.get('reason') or 'no reason given'}"
+
+
+# Predicate type → what its events say, in one line. PredicateType is a str enum, so the
+# stored predicate type string looks its describer up directly.
+_DESCRIBERS: dict[str, Callable[[dict[str, Any]], str]] = {
+    PredicateType.INGESTION: _describe_ingestion,
+    PredicateType.ATTESTATION: _describe_attestation,
+    PredicateType.LIFECYCLE: _describe_lifecycle,
+    PredicateType.ATTACHMENT: _describe_attachment,
+    PredicateType.RERUN_REQUEST: _describe_rerun_request,
+    PredicateType.RERUN_CLAIM: _describe_rerun_claim,
+    PredicateType.RERUN: _describe_rerun,
+    PredicateType.KEY: _describe_key,
+}

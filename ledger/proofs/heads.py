@@ -115,34 +115,47 @@ def parse_heads(text: str) -> Heads:
         raise HeadsError("heads root is not canonical base64") from None
     if len(root) != 32:
         raise HeadsError("heads root is not the base64 of a 32-byte hash")
-    runs: dict[str, Head] = {}
-    keys: dict[str, Head] = {}
-    groups: dict[str, GroupHead] = {}
+    body = _HeadLines()
     for number, line in enumerate(lines[4:], start=5):
+        body.add(number, line)
+    heads = Heads(origin, int(size_line), root, body.runs, body.keys, body.groups)
+    if heads.text() != text:
+        raise HeadsError("heads lines must be sorted: runs, then keys, then groups, by name")
+    return heads
+
+
+@dataclass
+class _HeadLines:
+    """The run, key and group heads of a heads note, each name once, as they are read."""
+
+    runs: dict[str, Head] = field(default_factory=dict)
+    keys: dict[str, Head] = field(default_factory=dict)
+    groups: dict[str, GroupHead] = field(default_factory=dict)
+
+    def add(self, number: int, line: str) -> None:
         match = _LINE.match(line)
         if match is None:
             raise HeadsError(f"heads line {number} is not a run, key or group head: {line!r}")
         if match.group(1):
             kind, name, events, last = match.group(1, 2, 3, 4)
-            target = runs if kind == "run" else keys
+            target = self.runs if kind == "run" else self.keys
             if name in target:
                 raise HeadsError(f"heads line {number}: {kind} {name} appears twice")
             target[name] = Head(int(events), int(last))
         else:
             name, members, digest_b64 = match.group(5, 6, 7)
-            try:
-                digest = canonical_b64decode(digest_b64, "member digest")
-            except ValueError:
-                raise HeadsError(
-                    f"heads line {number}: the member digest is not canonical base64"
-                ) from None
-            if name in groups or len(digest) != 32:
-                raise HeadsError(f"heads line {number}: a repeated or malformed group head")
-            groups[name] = GroupHead(int(members), digest)
-    heads = Heads(origin, int(size_line), root, runs, keys, groups)
-    if heads.text() != text:
-        raise HeadsError("heads lines must be sorted: runs, then keys, then groups, by name")
-    return heads
+            self._add_group(number, name, int(members), digest_b64)
+
+    def _add_group(self, number: int, name: str, members: int, digest_b64: str) -> None:
+        try:
+            digest = canonical_b64decode(digest_b64, "member digest")
+        except ValueError:
+            raise HeadsError(
+                f"heads line {number}: the member digest is not canonical base64"
+            ) from None
+        if name in self.groups or len(digest) != 32:
+            raise HeadsError(f"heads line {number}: a repeated or malformed group head")
+        self.groups[name] = GroupHead(members, digest)
 
 
 def open_heads(note: str, verifier: Verifier) -> Heads:

@@ -12,7 +12,7 @@ from typing import Any
 
 from domain.canonical import canonical_json
 from ledger.errors import CorruptRecordError
-from ledger.proofs.merkle import leaf_hash
+from ledger.proofs.hasher import leaf_hash
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import secrets
 import uuid
+from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from domain.manifests.manifest_set import check_manifest_set
 from domain.statements import PredicateType, Role, make_statement
@@ -66,6 +67,25 @@ def attachment_envelope(
     return sign_envelope(statement, key)
 
 
+class AttestationDetails(TypedDict, total=False):
+    """The optional fields of an attestation; one given as None is left out, as is one not
+    given."""
+
+    evidence_url: str | None
+    observed_ns: int | None
+    environment_summary: str | None
+    reason: str | None
+
+
+# Keyword → predicate field, in the order they are written into the predicate.
+_ATTESTATION_DETAILS = (
+    ("evidence_url", "evidenceUrl"),
+    ("observed_ns", "observedNs"),
+    ("environment_summary", "environmentSummary"),
+    ("reason", "reason"),
+)
+
+
 def attestation_envelope(
     run_digest: str,
     run_name: str,
@@ -73,27 +93,30 @@ def attestation_envelope(
     *,
     type_: str,
     body: str,
-    evidence_url: str | None = None,
-    observed_ns: int | None = None,
-    environment_summary: str | None = None,
-    reason: str | None = None,
     now: datetime | None = None,
+    **details: Unpack[AttestationDetails],
 ) -> dict[str, Any]:
+    """An attester's note on a run: ``type_`` and ``body``, and the optional ``details``."""
+    given: dict[str, object] = dict(details)
+    _refuse_unknown("attestation_envelope", given, (name for name, _ in _ATTESTATION_DETAILS))
     predicate: dict[str, Any] = {
         "type": type_,
         "body": body,
         "issuedAt": format_time(now or utc_now()),
     }
-    if evidence_url is not None:
-        predicate["evidenceUrl"] = evidence_url
-    if observed_ns is not None:
-        predicate["observedNs"] = observed_ns
-    if environment_summary is not None:
-        predicate["environmentSummary"] = environment_summary
-    if reason is not None:
-        predicate["reason"] = reason
+    for name, field in _ATTESTATION_DETAILS:
+        if (value := given.get(name)) is not None:
+            predicate[field] = value
     statement = make_statement(run_name, run_digest, PredicateType.ATTESTATION, predicate)
     return sign_envelope(statement, key)
+
+
+def _refuse_unknown(function: str, given: Mapping[str, object], known: Iterable[str]) -> None:
+    """Keywords gathered in ``**`` are checked by the type checker only: refuse any other at
+    run time too, as a plain keyword parameter list would."""
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise TypeError(f"{function}() got an unexpected keyword argument {unknown[0]!r}")
 
 
 def lifecycle_envelope(
@@ -164,6 +187,15 @@ def key_revocation_envelope(
     return sign_envelope(statement, signer)
 
 
+class RerunRequestIssue(TypedDict, total=False):
+    """How a rerun request is issued; each is fresh unless given: a random job id, a secret
+    nonce, the time now."""
+
+    job_id: str | None
+    nonce: str | None
+    now: datetime | None
+
+
 def rerun_request_envelope(
     run_digest: str,
     run_name: str,
@@ -174,20 +206,19 @@ def rerun_request_envelope(
     product: str,
     architecture: str,
     expires_at: datetime,
-    job_id: str | None = None,
-    nonce: str | None = None,
-    now: datetime | None = None,
+    **issue: Unpack[RerunRequestIssue],
 ) -> dict[str, Any]:
     """An admin's request for a controlled rerun; a fresh job id and secret nonce by default."""
+    _refuse_unknown("rerun_request_envelope", dict(issue), RerunRequestIssue.__annotations__)
     predicate: dict[str, Any] = {
-        "jobId": job_id or str(uuid.uuid4()),
-        "nonce": nonce or secrets.token_hex(32),
+        "jobId": issue.get("job_id") or str(uuid.uuid4()),
+        "nonce": issue.get("nonce") or secrets.token_hex(32),
         "runDigest": run_digest,
         "artifactDigest": artifact_digest,
         "workloadDigest": workload_digest,
         "requirements": {"product": product, "architecture": architecture},
         "expiresAt": format_time(expires_at),
-        "issuedAt": format_time(now or utc_now()),
+        "issuedAt": format_time(issue.get("now") or utc_now()),
     }
     statement = make_statement(run_name, run_digest, PredicateType.RERUN_REQUEST, predicate)
     return sign_envelope(statement, key)

@@ -5,7 +5,7 @@ every named check; ``outcome_of(report)`` is the verdict (VERIFIED, FAILED, STAL
 UNANCHORED) and ``EXIT_CODES`` its exit code. Imports no database code.
 """
 
-from ledger.verify.bundle import BundleVerifier, default_workers, verify_bundle_lines
+from ledger.verify.bundle import BundleVerifier, verify_bundle_lines
 from ledger.verify.format import BUNDLE_FORMAT
 from ledger.verify.policy import (
     EXIT_CODES,
@@ -14,6 +14,7 @@ from ledger.verify.policy import (
     VerificationPolicy,
     outcome_of,
 )
+from ledger.verify.pool import default_workers
 from ledger.verify.runs import RunTracker, make_claim
 
 __all__ = [

@@ -41,7 +41,9 @@ from ledger.signing.trust import TrustRoot
 from ledger.store.schema import upgrade
 from ledger.verification_report import Report
 from ledger.verify import BundleVerifier, VerificationPolicy, verify_bundle_lines
-from ledger.verify.bundle import _entry_leaf_hash, _InclusionChecker, _pool_context
+from ledger.verify.inclusion import InclusionChecker as _InclusionChecker
+from ledger.verify.inclusion import entry_leaf_hash as _entry_leaf_hash
+from ledger.verify.pool import pool_context as _pool_context
 
 RUNS = 60
 ATTESTATIONS = 3

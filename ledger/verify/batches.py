@@ -1,0 +1,75 @@
+"""Batches of consecutive event lines, and what verifying one yields for the in-order merge.
+
+:func:`verify_batch` is what a worker process runs; it needs nothing but the batch, which
+carries a snapshot of the state its lines are checked against (:class:`EventContext`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger.authority import KeyLookup
+from ledger.event_verification import EventVerification
+from ledger.verification_report import Report
+from ledger.verify.events import (
+    EventContext,
+    Observation,
+    ParsedEvent,
+    Seen,
+    check_event,
+    observation_of,
+    parse_event,
+    seen_of,
+    with_inclusion,
+)
+
+__all__ = ["Batch", "BatchResult", "verify_batch", "verify_into"]
+
+
+@dataclass
+class Batch:
+    """Event lines to verify together, with the state they are checked against."""
+
+    context: EventContext
+    # (line number, text) of event lines, none of them key events; verified in this process,
+    # the parsed line instead of its text.
+    lines: list[tuple[int, str | dict[str, Any]]]
+
+
+@dataclass
+class BatchResult:
+    """Counts and findings of a batch, and what must be applied in order when merging."""
+
+    report: Report
+    seen: list[tuple[str, Seen]]  # (where, what) of each readable event, in order
+    observations: list[Observation] = field(default_factory=list)
+    kept: list[tuple[int, EventVerification]] = field(default_factory=list)
+
+
+def verify_into(
+    out: BatchResult, event: ParsedEvent, context: EventContext, keys: KeyLookup
+) -> tuple[EventVerification | None, bool]:
+    """Verify one parsed event and add what the merge needs of it to ``out``."""
+    result, included = check_event(event, context, keys, out.report)
+    out.seen.append((event.where, seen_of(event, result)))
+    if context.observe and (observed := observation_of(result, included)) is not None:
+        out.observations.append(observed)
+    if result is not None and event.entry.aggregate in context.keep:
+        out.kept.append((event.leaf_index, with_inclusion(result, included)))
+    return result, included
+
+
+def verify_batch(batch: Batch) -> BatchResult:
+    """Verify a batch (in a worker process, or here). Never raises for bad data."""
+    out = BatchResult(Report(subject="batch"), [])
+    lookup = batch.context.keys.get
+    for number, line in batch.lines:
+        record = json.loads(line) if isinstance(line, str) else line
+        event = parse_event(f"line {number}", record, out.report)
+        if event is not None:
+            # Only key events teach keys, and they never come here: a non-Principal event
+            # that carries a key statement fails its event-type check, teaching nothing.
+            verify_into(out, event, batch.context, lookup)
+    return out

@@ -1,0 +1,171 @@
+"""One event line of a bundle: parsed, proved to be in the checkpoint's tree and re-verified
+as admission judged it. Runs in this process and in worker processes alike."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from domain.canonical import canonical_b64decode
+from domain.errors import DomainError
+from domain.statements import PredicateType
+from ledger.authority import KeyLookup, KeyState
+from ledger.event_verification import EVENT_PREDICATES, EventVerification, verify_event
+from ledger.proofs.errors import ProofError
+from ledger.proofs.log_entries import LogEntry
+from ledger.signing.trust import TrustRoot
+from ledger.verification_report import Check, Report
+from ledger.verify.inclusion import InclusionChecker, entry_leaf_hash
+
+__all__ = [
+    "EventContext",
+    "Observation",
+    "ParsedEvent",
+    "Seen",
+    "check_event",
+    "decode_proof",
+    "is_key_event",
+    "observation_of",
+    "parse_event",
+    "seen_of",
+    "with_inclusion",
+]
+
+# (event, position, signer, run digest, predicate): what the run tracker folds of an event.
+Observation = tuple[str, int, str, str, dict[str, Any]]
+# (leaf index, position, aggregate, version, verified signer or None) of each readable event.
+Seen = tuple[int, int, str, int, str | None]
+
+
+def decode_proof(value: object) -> list[bytes]:
+    """The hashes of a proof as a bundle spells them: a list of canonical base64 strings."""
+    if not isinstance(value, list):
+        raise ValueError("proof must be a list")
+    return [canonical_b64decode(h, "proof hash") for h in value]
+
+
+@dataclass(frozen=True)
+class ParsedEvent:
+    """An event line, read: its leaf, the log entry it commits to and its inclusion proof."""
+
+    leaf_index: int
+    entry: LogEntry
+    proof: list[bytes]
+    aggregate: UUID
+
+    @property
+    def where(self) -> str:
+        return f"leaf {self.leaf_index} (position {self.entry.position})"
+
+
+def parse_event(where: str, record: dict[str, Any], report: Report) -> ParsedEvent | None:
+    """Read an event line; a malformed one fails ``format`` and gives None."""
+    try:
+        leaf_index = int(record["leafIndex"])
+        entry = LogEntry(
+            position=int(record["position"]),
+            aggregate=str(record["aggregate"]),
+            version=int(record["version"]),
+            topic=str(record["topic"]),
+            envelope=record["envelope"],
+            received_at=str(record["receivedAt"]),
+        )
+        proof = decode_proof(record.get("proof"))
+        aggregate = UUID(entry.aggregate)
+    except (KeyError, TypeError, ValueError) as exc:
+        report.fail(Check.FORMAT, where, f"malformed event line: {exc}")
+        return None
+    return ParsedEvent(leaf_index, entry, proof, aggregate)
+
+
+def is_key_event(record: dict[str, Any]) -> bool:
+    """Whether an event line is a key event (``Principal.*``), which teaches the key book."""
+    name = str(record.get("topic")).rsplit(":", 1)[-1]
+    return EVENT_PREDICATES.get(name) is PredicateType.KEY
+
+
+_INCLUSION = InclusionChecker()  # one per process: it reuses the paths it has accepted
+
+
+@dataclass(frozen=True)
+class EventContext:
+    """What event lines are checked against, as it stood when their batch was closed."""
+
+    tree: tuple[int, bytes] | None  # the verified checkpoint's (size, root)
+    trust_root: TrustRoot | None
+    keys: dict[str, KeyState] = field(default_factory=dict)
+    observe: bool = False  # collect observations of run events for the run tracker
+    keep: frozenset[str] = frozenset()  # aggregates whose events' verifications are kept
+
+
+def check_event(
+    event: ParsedEvent, context: EventContext, keys: KeyLookup, report: Report
+) -> tuple[EventVerification | None, bool]:
+    """Inclusion and re-verification of one parsed event (not ``order``: that is sequential).
+    Returns the verification, and whether the event is in the checkpoint's tree."""
+    included = _check_inclusion(event, context, report)
+    if context.trust_root is None:
+        return None, included
+    entry = event.entry
+    result = verify_event(
+        position=entry.position,
+        version=entry.version,
+        event=entry.topic.rsplit(":", 1)[-1],
+        aggregate_id=event.aggregate,
+        envelope_json=entry.envelope,
+        received_at=entry.received_at,
+        keys=keys,
+        trust_root=context.trust_root,
+    )
+    result.report_to(report, event.where)
+    return result, included
+
+
+def _check_inclusion(event: ParsedEvent, context: EventContext, report: Report) -> bool:
+    """The event's leaf, recomputed from its contents, is in the checkpoint's tree."""
+    where = event.where
+    if context.tree is None:
+        report.fail(Check.INCLUSION, where, "no verified checkpoint to prove inclusion against")
+        return False
+    size, root = context.tree
+    try:
+        leaf = entry_leaf_hash(event.entry)
+        _INCLUSION.verify(leaf, event.leaf_index, size, event.proof, root)
+    except (ProofError, DomainError) as exc:
+        report.fail(Check.INCLUSION, where, f"not in the checkpoint's tree: {exc}")
+        return False
+    report.ok(Check.INCLUSION)
+    return True
+
+
+def observation_of(result: EventVerification | None, included: bool) -> Observation | None:
+    """What the run tracker is told of a run event whose checks all held."""
+    if result is None or not (included and result.ok) or not result.event.startswith("Run."):
+        return None
+    assert result.signer is not None and result.subject_digest is not None
+    return (
+        result.event,
+        result.position,
+        result.signer,
+        result.subject_digest,
+        result.predicate or {},
+    )
+
+
+def with_inclusion(result: EventVerification, included: bool) -> EventVerification:
+    """The event's verification, with whether it is in the checkpoint's tree."""
+    result.check(Check.INCLUSION, included, "" if included else "not in the checkpoint's tree")
+    return result
+
+
+def seen_of(event: ParsedEvent, result: EventVerification | None) -> Seen:
+    """What the order and completeness checks need of a readable event."""
+    signer = result.signer if result is not None and result.ok else None
+    return (
+        event.leaf_index,
+        event.entry.position,
+        event.entry.aggregate,
+        event.entry.version,
+        signer,
+    )

@@ -1,0 +1,132 @@
+"""An event's leaf, recomputed, and its inclusion proof, checked: the two hot loops of
+verifying a bundle, each with a fast path that decides exactly as the slow one would."""
+
+from __future__ import annotations
+
+import json
+
+from ledger.proofs.hasher import HASH_SIZE, leaf_hash, node_hash
+from ledger.proofs.log_entries import LogEntry
+from ledger.proofs.verify import verify_inclusion
+
+__all__ = ["InclusionChecker", "entry_leaf_hash", "plain_json"]
+
+_MAX_SAFE_INTEGER = 2**53 - 1
+
+
+def plain_json(value: object) -> bool:
+    """True when the JCS of ``value`` is exactly ``json.dumps(sort_keys=True)`` of it: only
+    ASCII object keys (so code-point and UTF-16 key orders agree), strings, safe integers,
+    booleans and null. Floats and anything else go to the full canonicaliser."""
+    if isinstance(value, str) or value is None or isinstance(value, bool):
+        return True
+    if isinstance(value, int):
+        return -_MAX_SAFE_INTEGER <= value <= _MAX_SAFE_INTEGER
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and k.isascii() and plain_json(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(plain_json(v) for v in value)
+    return False
+
+
+def entry_leaf_hash(entry: LogEntry) -> bytes:
+    """``entry.leaf_hash()``, without the pure-Python JCS encoder when the value is plain.
+
+    For plain values (see :func:`plain_json`) the standard library's sorted, compact,
+    non-ASCII-escaping encoder writes the JCS bytes: it escapes exactly ``"``, ``\\`` and the
+    controls below U+0020 (``\\b \\t \\n \\f \\r`` short, the rest ``\\u00xx``), as JCS does.
+    Anything else, or a string that is not valid Unicode, takes ``entry.leaf_hash()`` and so
+    fails or succeeds exactly as it would.
+    """
+    ints_safe = all(
+        -_MAX_SAFE_INTEGER <= n <= _MAX_SAFE_INTEGER for n in (entry.position, entry.version)
+    )
+    try:
+        if ints_safe and plain_json(entry.envelope):
+            data = json.dumps(
+                {
+                    "position": entry.position,
+                    "aggregate": entry.aggregate,
+                    "version": entry.version,
+                    "topic": entry.topic,
+                    "envelope": entry.envelope,
+                    "receivedAt": entry.received_at,
+                },
+                sort_keys=True,
+                separators=(",", ":"),
+                ensure_ascii=False,
+            ).encode("utf-8")
+            return leaf_hash(data)
+    except (UnicodeEncodeError, RecursionError):
+        pass
+    return entry.leaf_hash()
+
+
+# One state the RFC 9162 loop passed through: ((fn, sn), running hash, proof hashes used).
+_Passed = tuple[tuple[int, int], bytes, int]
+
+
+class InclusionChecker:
+    """``verify_inclusion`` that reuses the paths of proofs it has already accepted.
+
+    The RFC 9162 verification loop's state between two proof hashes is ``(fn, sn)`` and the
+    running hash ``r``; what follows depends on nothing else but the proof hashes left. So
+    when a proof reaches a state an accepted proof passed through, with the same running hash
+    and the same remaining hashes, it is accepted too: the full loop would end at the same
+    root. Leaves verified in order share most of their paths, so most proofs cost a hash or
+    two. Anything else (including every failure) is decided by ``verify_inclusion`` itself,
+    so results and error messages are exactly its own.
+    """
+
+    MAX_STATES = 4096  # flat memory: forget everything past this many states
+
+    def __init__(self) -> None:
+        self.tree: tuple[int, bytes] | None = None
+        self.states: dict[tuple[int, int], tuple[bytes, list[bytes], int]] = {}
+
+    def verify(self, leaf: bytes, index: int, size: int, proof: list[bytes], root: bytes) -> None:
+        if (size, root) != self.tree or len(self.states) > self.MAX_STATES:
+            self.tree = (size, root)
+            self.states = {}
+        if not self._well_formed(leaf, index, size, proof, root):
+            verify_inclusion(leaf, index, size, proof, root)  # raises with the reason
+            return
+        # The loop of verify_inclusion, inlined: this is the hot path of a bundle's events.
+        fn, sn, r = index, size - 1, leaf
+        passed: list[_Passed] = []
+        for k, p in enumerate(proof):
+            if fn & 1 or fn == sn:
+                r = node_hash(p, r)
+                while fn and not fn & 1:
+                    fn >>= 1
+                    sn >>= 1
+            else:
+                r = node_hash(r, p)
+            fn >>= 1
+            sn >>= 1
+            seen = self.states.get((fn, sn))
+            if seen is not None and seen[0] == r and seen[1][seen[2] :] == proof[k + 1 :]:
+                self._remember(passed, proof)
+                return
+            passed.append(((fn, sn), r, k + 1))
+        if sn != 0 or r != root:
+            verify_inclusion(leaf, index, size, proof, root)  # raises with the reason
+            return
+        self._remember(passed, proof)
+
+    @staticmethod
+    def _well_formed(leaf: bytes, index: int, size: int, proof: list[bytes], root: bytes) -> bool:
+        """Hashes of the right length, an index in the tree and a proof of the right size:
+        what ``verify_inclusion`` checks before its loop."""
+        inner = (index ^ (size - 1)).bit_length() if size > 0 else 0
+        return not (
+            len(leaf) != HASH_SIZE
+            or len(root) != HASH_SIZE
+            or not 0 <= index < size
+            or len(proof) != inner + (index >> inner).bit_count()
+            or any(len(p) != HASH_SIZE for p in proof)
+        )
+
+    def _remember(self, passed: list[_Passed], proof: list[bytes]) -> None:
+        for state, r, rest in passed:
+            self.states[state] = (r, proof, rest)

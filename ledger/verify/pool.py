@@ -1,0 +1,144 @@
+"""The worker pool: event lines gathered into batches, shipped to worker processes (or
+verified here), and their results merged back strictly in dispatch order.
+
+A batch closes at :data:`BATCH_EVENTS` lines or :data:`BATCH_CHARS` characters. Worker
+processes start the first time a batch fills up, so small bundles never pay for them, and
+at most :data:`IN_FLIGHT_PER_WORKER` batches per worker are out at a time, so memory stays
+flat however long the bundle.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import Any
+
+from ledger.signing.dsse import named_keyid
+from ledger.verify.batches import Batch, BatchResult, verify_batch
+from ledger.verify.events import EventContext
+
+__all__ = [
+    "BATCH_CHARS",
+    "BATCH_EVENTS",
+    "IN_FLIGHT_PER_WORKER",
+    "BatchPool",
+    "default_workers",
+    "pool_context",
+]
+
+# A batch closes at this many event lines or this many characters, whichever comes first.
+BATCH_EVENTS = 256
+BATCH_CHARS = 1 << 20
+# Batches in flight per worker: enough to keep workers busy, few enough to keep memory flat.
+IN_FLIGHT_PER_WORKER = 2
+
+
+def default_workers() -> int:
+    return os.cpu_count() or 1
+
+
+def pool_context() -> multiprocessing.context.BaseContext:
+    """Fork when this process has no other thread (fast start); else a fork server."""
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    if "forkserver" in methods:
+        context = multiprocessing.get_context("forkserver")
+        # The server imports what the workers run once, not each worker.
+        context.set_forkserver_preload([verify_batch.__module__])
+        return context
+    return multiprocessing.get_context("spawn")
+
+
+class BatchPool:
+    """The open batch, the worker processes and the results not merged yet.
+
+    ``context_of(key_ids)`` is the state a batch closed now is checked against, holding the
+    keys its envelopes name; ``merge(result)`` applies one result, called in dispatch order.
+    """
+
+    def __init__(
+        self,
+        workers: int,
+        batch_events: int,
+        context_of: Callable[[Iterable[str]], EventContext],
+        merge: Callable[[BatchResult], None],
+    ) -> None:
+        self.workers = workers
+        self.batch_events = batch_events
+        self._context_of = context_of
+        self._merge = merge
+        self.pool: ProcessPoolExecutor | None = None
+        self._lines: list[tuple[int, str | dict[str, Any]]] = []
+        self._chars = 0
+        self._hints: set[str] = set()
+        # Results not merged yet, in dispatch order: a shipped batch, or an event verified
+        # here while batches shipped before it were still out.
+        self._queue: deque[Future[BatchResult] | BatchResult] = deque()
+        self._in_flight = 0
+
+    def add(self, number: int, line: str, record: dict[str, Any]) -> None:
+        """Add an event line (not a key event) to the open batch; ship it once full."""
+        # Workers get the text and parse it there; verified here, the record already parsed.
+        self._lines.append((number, line if self.workers > 1 else record))
+        self._chars += len(line)
+        if (hint := named_keyid(record.get("envelope"))) is not None:
+            self._hints.add(hint)
+        if len(self._lines) >= self.batch_events or self._chars >= BATCH_CHARS:
+            self.close_batch(full=True)
+
+    def close_batch(self, *, full: bool = False) -> None:
+        """Ship the open batch with the state its lines are checked against (the current)."""
+        if not self._lines:
+            return
+        batch = Batch(self._context_of(self._hints), self._lines)
+        self._lines, self._chars, self._hints = [], 0, set()
+        if self.pool is None and full and self.workers > 1:
+            # More than one batch of events: worth starting the worker processes.
+            self.pool = ProcessPoolExecutor(self.workers, mp_context=pool_context())
+        if self.pool is None:
+            # Nothing was ever shipped, so nothing is queued ahead of this batch.
+            self._merge(verify_batch(batch))
+            return
+        while self._in_flight >= self.workers * IN_FLIGHT_PER_WORKER:
+            self._merge_next(block=True)
+        self._queue.append(self.pool.submit(verify_batch, batch))
+        self._in_flight += 1
+        while self._queue and self._merge_next(block=False):
+            pass
+
+    def merge_in_turn(self, result: BatchResult) -> None:
+        """Merge a result verified here, after those of the batches shipped before it."""
+        if self._queue:
+            self._queue.append(result)
+        else:
+            self._merge(result)
+
+    def drain(self) -> None:
+        """Merge every result still out, waiting for the workers."""
+        while self._queue:
+            self._merge_next(block=True)
+
+    def shutdown(self) -> None:
+        """Stop the worker processes, if they were started."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+
+    def _merge_next(self, *, block: bool) -> bool:
+        head = self._queue[0]
+        if isinstance(head, Future):
+            if not block and not head.done():
+                return False
+            result = head.result()
+            self._queue.popleft()
+            self._in_flight -= 1
+            self._merge(result)
+        else:
+            self._queue.popleft()
+            self._merge(head)
+        return True
