@@ -29,6 +29,7 @@ from uuid import UUID
 from sqlalchemy import func, select, tuple_
 
 from domain.errors import DomainError
+from domain.event_names import EventName
 from domain.manifests.manifest_set import with_attached
 from domain.run_facts import comparison_key_of
 from ledger.application import Ledger
@@ -338,9 +339,9 @@ class _Membership:
         if not result.ok or result.subject_digest is None or result.predicate is None:
             return
         run, carried = result.subject_digest, result.predicate.get("manifests") or {}
-        if result.event == "Run.Ingested":
+        if result.event == EventName.RUN_INGESTED:
             manifests = dict(carried)
-        elif result.event == "Run.ManifestsAttached" and run in self._bare:
+        elif result.event == EventName.RUN_MANIFESTS_ATTACHED and run in self._bare:
             manifests = with_attached(self._bare[run], carried)
         else:
             return

@@ -35,6 +35,7 @@ from uuid import UUID
 from sqlalchemy import select
 
 from domain.canonical import is_digest
+from domain.event_names import EventName
 from domain.timestamps import format_time, utc_now
 from ledger.aggregates import topic_of
 from ledger.application import Ledger
@@ -58,6 +59,10 @@ class ExportSummary:
     tree_size: int
     runs: int | None
     keys: int | None = None
+
+
+# The events that carry manifests (and so name artifacts a bundle includes).
+_CARRY_MANIFESTS = (topic_of(EventName.RUN_INGESTED), topic_of(EventName.RUN_MANIFESTS_ATTACHED))
 
 
 def _line(obj: dict[str, Any]) -> str:
@@ -304,7 +309,10 @@ def export_bundle(
             )
             count += 1
             _write_event(out, int(leaf_index), entry, paths[int(leaf_index)])
-            if entry.topic in (topic_of("Run.Ingested"), topic_of("Run.ManifestsAttached")):
+            if entry.topic in (
+                topic_of(EventName.RUN_INGESTED),
+                topic_of(EventName.RUN_MANIFESTS_ATTACHED),
+            ):
                 referenced.update(_referenced_artifacts(entry.envelope))
             if progress is not None:
                 progress(count)

@@ -20,6 +20,7 @@ from typing import Any
 from uuid import UUID
 
 from domain.errors import DomainError
+from domain.event_names import EventName
 from domain.statements import (
     IngestionPredicate,
     KeyPredicate,
@@ -47,16 +48,16 @@ from ledger.verification_report import Check, Report
 
 # Stored event class → the predicate type its envelope must carry.
 EVENT_PREDICATES: dict[str, PredicateType] = {
-    "Run.Ingested": PredicateType.INGESTION,
-    "Run.Attested": PredicateType.ATTESTATION,
-    "Run.Retracted": PredicateType.LIFECYCLE,
-    "Run.Superseded": PredicateType.LIFECYCLE,
-    "Run.ManifestsAttached": PredicateType.ATTACHMENT,
-    "Run.RerunRequested": PredicateType.RERUN_REQUEST,
-    "Run.RerunRecorded": PredicateType.RERUN,
-    "Run.RerunClaimed": PredicateType.RERUN_CLAIM,
-    "Principal.Registered": PredicateType.KEY,
-    "Principal.Revoked": PredicateType.KEY,
+    EventName.RUN_INGESTED: PredicateType.INGESTION,
+    EventName.RUN_ATTESTED: PredicateType.ATTESTATION,
+    EventName.RUN_RETRACTED: PredicateType.LIFECYCLE,
+    EventName.RUN_SUPERSEDED: PredicateType.LIFECYCLE,
+    EventName.RUN_MANIFESTS_ATTACHED: PredicateType.ATTACHMENT,
+    EventName.RUN_RERUN_REQUESTED: PredicateType.RERUN_REQUEST,
+    EventName.RUN_RERUN_RECORDED: PredicateType.RERUN,
+    EventName.RUN_RERUN_CLAIMED: PredicateType.RERUN_CLAIM,
+    EventName.KEY_REGISTERED: PredicateType.KEY,
+    EventName.KEY_REVOKED: PredicateType.KEY,
 }
 
 

@@ -21,6 +21,7 @@ from uuid import UUID
 
 from domain.comparison import NO_MEASUREMENT, primary_measurement
 from domain.errors import DomainError
+from domain.event_names import EventName
 from domain.manifests.manifest_set import with_attached
 from domain.quantities import format_value
 from domain.statements import PredicateType
@@ -204,13 +205,13 @@ def history_page(
 # Every event class that can change what a run is (all but attestations, which anyone may
 # add and which never change evidence or rank): bounded by what admins and agents sign.
 STATE_EVENTS = (
-    "Run.Ingested",
-    "Run.Retracted",
-    "Run.Superseded",
-    "Run.ManifestsAttached",
-    "Run.RerunRequested",
-    "Run.RerunClaimed",
-    "Run.RerunRecorded",
+    EventName.RUN_INGESTED,
+    EventName.RUN_RETRACTED,
+    EventName.RUN_SUPERSEDED,
+    EventName.RUN_MANIFESTS_ATTACHED,
+    EventName.RUN_RERUN_REQUESTED,
+    EventName.RUN_RERUN_CLAIMED,
+    EventName.RUN_RERUN_RECORDED,
 )
 LATEST_ATTESTATIONS = 20
 
@@ -226,7 +227,7 @@ class RunEvents:
 
     @property
     def ingestion(self) -> EventVerification | None:
-        return next((e for e in self.state if e.event == "Run.Ingested"), None)
+        return next((e for e in self.state if e.event == EventName.RUN_INGESTED), None)
 
     @property
     def manifests(self) -> dict[str, Any]:
@@ -238,7 +239,7 @@ class RunEvents:
             {},
         )
         for entry in self.state:
-            if entry.ok and entry.event == "Run.ManifestsAttached" and entry.predicate:
+            if entry.ok and entry.event == EventName.RUN_MANIFESTS_ATTACHED and entry.predicate:
                 found = with_attached(found, entry.predicate["manifests"])
         return found
 
@@ -255,7 +256,7 @@ def run_events(ledger: Ledger, run_digest: str, latest: int = LATEST_ATTESTATION
     aggregate = run_id(run_digest)
     state = ledger.stored_records(aggregate, events=STATE_EVENTS)
     newest = (
-        ledger.stored_records(aggregate, events=["Run.Attested"], limit=latest, newest=True)
+        ledger.stored_records(aggregate, events=[EventName.RUN_ATTESTED], limit=latest, newest=True)
         if latest > 0
         else []
     )

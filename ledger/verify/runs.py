@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from domain.errors import DomainError
+from domain.event_names import EventName
 from domain.evidence import POLICY_VERSION
 from domain.ranking import RankedEntry, View, rank_group
 from domain.run_facts import RunFold
@@ -98,7 +99,7 @@ class RunTracker:
     def observe(
         self, event: str, position: int, signer: str, run_digest: str, predicate: Mapping[str, Any]
     ) -> None:
-        if event == "Run.Ingested":
+        if event == EventName.RUN_INGESTED:
             if run_digest in self.runs:
                 raise DomainError(f"run {run_digest} is ingested twice in the bundle")
             self.runs[run_digest] = RunFold.ingested(position, run_digest, predicate)
