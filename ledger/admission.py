@@ -289,10 +289,15 @@ class Admission:
         )
 
     def _about_run(
-        self, envelope: Envelope, statement: Statement, model: type[P]
-    ) -> Receipt | tuple[Run, P, Signed, datetime]:
-        """The common steps for a statement about an ingested run: the run exists, a
-        duplicate returns its receipt, the predicate parses, the signer may say it."""
+        self,
+        envelope: Envelope,
+        statement: Statement,
+        model: type[P],
+        command: Callable[[Run, Signed, P, datetime], None],
+    ) -> Outcome:
+        """A statement about an ingested run: the run exists, a duplicate returns its
+        receipt, the predicate parses, the signer may say it; then the run's own command
+        (``ledger.aggregates``) decides whether the run may take it now."""
         run = self._existing_run(statement)
         if envelope.signed_digest in run.envelopes:
             return self._duplicate(run, envelope, statement)
@@ -300,64 +305,46 @@ class Admission:
         assert isinstance(predicate, model)
         now = self._received_now()
         signer = self._authorize(envelope, statement, predicate, now)
-        return run, predicate, _signed(envelope, now, signer.signer), now
+        command(run, _signed(envelope, now, signer.signer), predicate, now)
+        return run
 
     def _attestation(self, envelope: Envelope, statement: Statement) -> Outcome:
-        admitted = self._about_run(envelope, statement, AttestationPredicate)
-        if isinstance(admitted, Receipt):
-            return admitted
-        run, _, signed, _ = admitted
-        run.attest(signed)
-        return run
+        return self._about_run(
+            envelope, statement, AttestationPredicate, lambda run, signed, _, __: run.attest(signed)
+        )
 
     def _attachment(self, envelope: Envelope, statement: Statement) -> Outcome:
-        admitted = self._about_run(envelope, statement, AttachmentPredicate)
-        if isinstance(admitted, Receipt):
-            return admitted
-        run, _, signed, _ = admitted
-        had = comparison_key_of(run.manifests())
-        checked = run.attach(signed, statement.predicate["manifests"])
-        group = comparison_key_of(checked.documents)
-        # A run joins a comparison group when its workload arrives (it had none before).
-        if had is None and group is not None:
-            self._group.join_group(run.run_digest, group, run.version)
-        return run
+        def attach(run: Run, signed: Signed, _: AttachmentPredicate, __: datetime) -> None:
+            had = comparison_key_of(run.manifests())
+            checked = run.attach(signed, statement.predicate["manifests"])
+            group = comparison_key_of(checked.documents)
+            # A run joins a comparison group when its workload arrives (it had none before).
+            if had is None and group is not None:
+                self._group.join_group(run.run_digest, group, run.version)
+
+        return self._about_run(envelope, statement, AttachmentPredicate, attach)
 
     def _lifecycle(self, envelope: Envelope, statement: Statement) -> Outcome:
-        admitted = self._about_run(envelope, statement, LifecyclePredicate)
-        if isinstance(admitted, Receipt):
-            return admitted
-        run, predicate, signed, _ = admitted
-        if predicate.action is LifecycleAction.RETRACT:
-            run.retract(signed)
-        else:
-            run.supersede(signed, superseded_by=predicate.supersededBy)
-        return run
+        def change(run: Run, signed: Signed, predicate: LifecyclePredicate, _: datetime) -> None:
+            if predicate.action is LifecycleAction.RETRACT:
+                run.retract(signed)
+            else:
+                run.supersede(signed, superseded_by=predicate.supersededBy)
+
+        return self._about_run(envelope, statement, LifecyclePredicate, change)
 
     def _rerun_request(self, envelope: Envelope, statement: Statement) -> Outcome:
-        admitted = self._about_run(envelope, statement, RerunRequestPredicate)
-        if isinstance(admitted, Receipt):
-            return admitted
-        run, predicate, signed, now = admitted
-        run.request_rerun(signed, predicate, now)
-        return run
+        return self._about_run(envelope, statement, RerunRequestPredicate, Run.request_rerun)
 
     def _rerun(self, envelope: Envelope, statement: Statement) -> Outcome:
-        admitted = self._about_run(envelope, statement, RerunPredicate)
-        if isinstance(admitted, Receipt):
-            return admitted
-        run, predicate, signed, now = admitted
-        run.record_rerun(signed, predicate, now)
-        return run
+        return self._about_run(envelope, statement, RerunPredicate, Run.record_rerun)
 
     def _rerun_claim(self, envelope: Envelope, statement: Statement) -> Outcome:
-        admitted = self._about_run(envelope, statement, RerunClaimPredicate)
-        if isinstance(admitted, Receipt):
-            return admitted
-        run, predicate, signed, now = admitted
-        check_timely(statement, predicate, now)
-        run.claim_rerun(signed, predicate, now)
-        return run
+        def claim(run: Run, signed: Signed, predicate: RerunClaimPredicate, now: datetime) -> None:
+            check_timely(statement, predicate, now)
+            run.claim_rerun(signed, predicate, now)
+
+        return self._about_run(envelope, statement, RerunClaimPredicate, claim)
 
     def _key(self, envelope: Envelope, statement: Statement) -> Outcome:
         existing = self.get(Principal, principal_id(statement.subject_name))

@@ -1,8 +1,10 @@
-"""Why a Merkle proof, or one of its inputs, was rejected: one exception class per reason."""
+"""Why a proof, a note or one of their inputs was rejected: one exception class per reason,
+each with a stable ``code`` (``CodedError``, shared with ``signed_note``'s errors)."""
 
 from __future__ import annotations
 
 __all__ = [
+    "CodedError",
     "IndexOutOfRange",
     "InvalidConsistencyRange",
     "InvalidHashLength",
@@ -12,13 +14,10 @@ __all__ = [
 ]
 
 
-class ProofError(Exception):
-    """A Merkle proof (or one of its inputs) was rejected.
+class CodedError(Exception):
+    """``code`` is a stable machine-readable reason; ``message`` says what was wrong."""
 
-    ``code`` is a stable machine-readable reason; ``message`` says what was wrong.
-    """
-
-    code = "invalid-proof"
+    code = "invalid"
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -28,6 +27,12 @@ class ProofError(Exception):
     def reason(self) -> str:
         """Alias of :attr:`code`."""
         return self.code
+
+
+class ProofError(CodedError):
+    """A Merkle proof (or one of its inputs) was rejected."""
+
+    code = "invalid-proof"
 
 
 class InvalidHashLength(ProofError):

@@ -28,6 +28,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from domain.canonical import canonical_b64decode
 from domain.errors import CanonicalizationError
+from ledger.proofs.errors import CodedError
 
 __all__ = [
     "ALG_ED25519",
@@ -78,19 +79,10 @@ _DECIMAL = re.compile(r"0|[1-9][0-9]{0,19}")
 # Errors
 
 
-class NoteError(ValueError):
+class NoteError(CodedError, ValueError):
     """A note, key string or checkpoint was rejected. ``code`` is a stable reason."""
 
     code = "invalid-note"
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-    @property
-    def reason(self) -> str:
-        """Alias of :attr:`code`."""
-        return self.code
 
 
 class MalformedNote(NoteError):
