@@ -31,16 +31,10 @@ from typing import Any, Final
 from domain.comparison import comparison_components
 from domain.documents import parse_json
 from domain.errors import DomainError
-from domain.importers.flashinfer_trace import (
-    RECORD_ERRORS,
-    MappingError,
-    as_object,
-    external_id_of,
-    json_artifact,
-    reason,
-    text,
-)
+from domain.importers.catalog_form import json_artifact
+from domain.importers.fields import RECORD_ERRORS, MappingError, as_object, reason, text
 from domain.importers.flashinfer_trace import SOURCE as FLASHINFER_SOURCE
+from domain.importers.flashinfer_trace import external_id_of
 from domain.importers.gpumode import SOURCE as KERNELBOT_SOURCE
 from domain.importers.gpumode import kernelbot_external_id
 from domain.importers.records import ImportRecord, Rejection, Skipped

@@ -89,43 +89,35 @@ def _describe_one(error: ErrorDetails) -> str:
     return f"{where}: {prefix}{_message(error)}"
 
 
+# Pydantic error type → the message, formatted with the error's context.
+_MESSAGES: Final[Mapping[str, str]] = {
+    "extra_forbidden": "unknown field",
+    "missing": "required field missing",
+    "string_too_long": "must be at most {max_length} characters",
+    "too_short": "must have at least {min_length} items",
+    "too_long": "must have at most {max_length} items",
+    "greater_than": "must be greater than {gt}",
+    "greater_than_equal": "must be at least {ge}",
+    "less_than_equal": "must be at most {le}",
+    "literal_error": "must be {expected}",
+    "string_type": "must be a string",
+    "bool_type": "must be a boolean",
+    "list_type": "must be an array",
+    "dict_type": "must be an object",
+    "model_type": "must be an object",
+}
+
+
 def _message(error: ErrorDetails) -> str:
     # Loaded with the models, which made this error.
     from domain.manifests.models.common import PATTERN_DESCRIPTIONS  # noqa: PLC0415
 
     ctx = error.get("ctx", {})
-    match error["type"]:
-        case "extra_forbidden":
-            return "unknown field"
-        case "missing":
-            return "required field missing"
-        case "string_pattern_mismatch":
-            pattern = str(ctx["pattern"])
-            return PATTERN_DESCRIPTIONS.get(pattern, f"must match pattern {pattern}")
-        case "string_too_long":
-            return f"must be at most {ctx['max_length']} characters"
-        case "too_short":
-            return f"must have at least {ctx['min_length']} items"
-        case "too_long":
-            return f"must have at most {ctx['max_length']} items"
-        case "greater_than":
-            return f"must be greater than {ctx['gt']}"
-        case "greater_than_equal":
-            return f"must be at least {ctx['ge']}"
-        case "less_than_equal":
-            return f"must be at most {ctx['le']}"
-        case "literal_error":
-            return f"must be {ctx['expected']}"
-        case "string_type":
-            return "must be a string"
-        case "bool_type":
-            return "must be a boolean"
-        case "list_type":
-            return "must be an array"
-        case "dict_type" | "model_type":
-            return "must be an object"
-        case _:
-            return error["msg"]
+    if error["type"] == "string_pattern_mismatch":
+        pattern = str(ctx["pattern"])
+        return PATTERN_DESCRIPTIONS.get(pattern, f"must match pattern {pattern}")
+    template = _MESSAGES.get(error["type"])
+    return error["msg"] if template is None else template.format(**ctx)
 
 
 def _json_type(value: object) -> str:

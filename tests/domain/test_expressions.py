@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from domain.errors import DomainError
 from domain.expressions import MAX_MAGNITUDE, MAX_SAFE_INTEGER, ExpressionError, evaluate
-from domain.importers.flashinfer_trace import evaluate as flashinfer_evaluate
-from domain.importers.sol_execbench import evaluate_axis_expression
+from domain.importers.operations import evaluate as flashinfer_evaluate
+from domain.importers.sol_execbench.workload import evaluate_axis_expression
 from gpu_agent.expressions import LaunchSpecError
 from gpu_agent.expressions import evaluate as launch_evaluate
 

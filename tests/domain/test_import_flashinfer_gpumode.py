@@ -17,20 +17,10 @@ import pytest
 
 from domain.canonical import canonical_json
 from domain.comparison import comparison_key
-from domain.importers.flashinfer_trace import (
-    PROTOCOL,
-    js_round,
-    latency_ns,
-    map_flashinfer_trace,
-    utc_millis,
-)
-from domain.importers.gpumode import (
-    EVAL_PROTOCOL,
-    KNOWN_PROBLEMS,
-    map_gpumode,
-    parse_case_spec,
-    parse_leaderboards,
-)
+from domain.importers.catalog_form import js_round, latency_ns, utc_millis
+from domain.importers.flashinfer_trace import PROTOCOL, map_flashinfer_trace
+from domain.importers.gpumode import EVAL_PROTOCOL, KNOWN_PROBLEMS, map_gpumode, parse_leaderboards
+from domain.importers.gpumode.case import parse_case_spec
 from domain.importers.records import ImportRecord, Rejection, Skipped
 from domain.manifests.canonical_form import manifest_digest
 from domain.manifests.manifest_set import check_manifest_set

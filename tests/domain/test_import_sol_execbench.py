@@ -17,12 +17,11 @@ from domain.errors import DomainError
 from domain.importers.records import ImportRecord, Rejection, Skipped
 from domain.importers.sol_execbench import (
     MappedSolution,
-    evaluate_axis_expression,
     map_definition,
     map_sol_execbench,
     map_sol_execbench_solutions,
-    workload_entry_key,
 )
+from domain.importers.sol_execbench.workload import evaluate_axis_expression, workload_entry_key
 from domain.manifests.canonical_form import manifest_digest
 from domain.manifests.manifest_set import check_manifest_set
 from tests.paths import CONFORMANCE
@@ -183,7 +182,7 @@ def test_workload_entry_keys() -> None:
 
 
 def test_axis_names_sort_like_javascript_locale_compare() -> None:
-    from domain.importers.sol_execbench import _collation_key
+    from domain.importers.sol_execbench.workload import _collation_key
 
     # Node 's [...words].sort((a, b) => a.localeCompare(b)), recorded.
     node_order = [

@@ -23,13 +23,10 @@ import pytest
 
 from domain.canonical import canonical_json
 from domain.importers.records import ImportRecord, Rejection, Skipped
-from domain.importers.sol_execbench import (
-    js_round,
-    map_definition,
-    operation_from_definition,
-    to_utc_instant,
-    workload_entry_key,
-)
+from domain.importers.sol_execbench import map_definition
+from domain.importers.sol_execbench.operation import operation_from_definition
+from domain.importers.sol_execbench.values import js_round, to_utc_instant
+from domain.importers.sol_execbench.workload import workload_entry_key
 from domain.importers.sol_leaderboard import (
     map_sol_leaderboard,
     map_sol_leaderboard_definitions,
