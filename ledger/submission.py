@@ -38,13 +38,10 @@ from domain.canonical import canonical_json
 from domain.documents import parse_json
 from domain.errors import DomainError
 from domain.importers.records import Artifact
-from domain.importers.sol_execbench import (
-    API_VERSION,
-    implementation_from_solution,
-    kebab,
-    map_definition,
-)
+from domain.importers.sol_execbench import implementation_from_solution, map_definition
+from domain.importers.sol_execbench.values import kebab
 from domain.manifests.canonical_form import manifest_digest
+from domain.manifests.kinds import API_VERSION
 from domain.manifests.manifest_set import check_manifest_set
 from domain.timestamps import format_time, utc_now
 from ledger.aggregates import Run

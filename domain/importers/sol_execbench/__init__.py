@@ -32,18 +32,14 @@ from domain.importers.sol_execbench.fields import SolFormatError
 from domain.importers.sol_execbench.folder import map_sol_execbench_solutions
 from domain.importers.sol_execbench.solution import MappedSolution, implementation_from_solution
 from domain.importers.sol_execbench.trace import map_sol_execbench
-from domain.importers.sol_execbench.values import kebab
 from domain.importers.sol_execbench.vocabulary import SOURCE
-from domain.manifests.kinds import API_VERSION
 
 __all__ = [
-    "API_VERSION",
     "SOURCE",
     "MappedDefinition",
     "MappedSolution",
     "SolFormatError",
     "implementation_from_solution",
-    "kebab",
     "map_definition",
     "map_sol_execbench",
     "map_sol_execbench_solutions",
