@@ -22,7 +22,9 @@ from api.server.controllers.log import LogController
 from api.server.controllers.runs import RunController
 from api.server.controllers.views import ViewController
 from api.server.observability import RequestContextMiddleware, configure_logging
+from api.server.openapi_document import finish_document
 from api.server.openapi_links import add_links
+from api.server.openapi_problems import document_problems
 from api.server.pages.controller import PageController, template_config
 from api.server.pages.feeds import FeedController
 from api.server.problems import EXCEPTION_HANDLERS, problem
@@ -129,7 +131,9 @@ def create_app(ledger: Ledger, config: ServerConfig | None = None) -> Litestar:
     app.asgi_handler = RequestContextMiddleware(
         BodyDeadlineMiddleware(app.asgi_handler, settings.body_timeout)
     )
-    add_links(app.openapi_schema)  # generated once and cached: what /schema serves
+    document_problems(app)  # before the document is generated, once, and cached
+    finish_document(app.openapi_schema)  # what /schema serves
+    add_links(app.openapi_schema)
     return app
 
 

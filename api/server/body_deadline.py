@@ -16,28 +16,30 @@ import json
 import time
 from typing import Any
 
+import msgspec
 import structlog
 from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Message, Receive, ReceiveMessage, Scope, Send
 
 from api.server.problems import PROBLEM_BASE, PROBLEM_JSON
+from api.server.responses.problem import Problem
 
 _log = structlog.get_logger("kernelindex.api")
 
 
 def timeout_problem(scope: Scope, timeout: float) -> bytes:
     """The 408 body, shaped like every other problem the API answers."""
-    return json.dumps(
-        {
-            "type": PROBLEM_BASE + "request-timeout",
-            "title": "The request body was not received in time",
-            "status": 408,
-            "detail": f"the request body must arrive within {timeout:g} s; send it again",
-            "instance": scope.get("path", ""),
-            "code": "request-timeout",
-            "requestId": scope.get("state", {}).get("request_id"),
-        }
-    ).encode()
+    body = Problem(
+        type=PROBLEM_BASE + "request-timeout",
+        title="The request body was not received in time",
+        status=408,
+        detail=f"the request body must arrive within {timeout:g} s; send it again",
+        instance=scope.get("path", ""),
+        code="request-timeout",
+        request_id=scope.get("state", {}).get("request_id"),
+    )
+    # json.dumps, as this reply has always been written (spaced separators).
+    return json.dumps(msgspec.to_builtins(body)).encode()
 
 
 class BodyDeadlineMiddleware:

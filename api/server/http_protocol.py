@@ -16,23 +16,25 @@ from __future__ import annotations
 import asyncio
 import json
 
+import msgspec
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from api.server.problems import PROBLEM_BASE, PROBLEM_JSON
+from api.server.responses.problem import Problem
 
 HEADER_TIMEOUT = 30.0
 
 
 def _408(timeout: float) -> bytes:
-    body = json.dumps(
-        {
-            "type": PROBLEM_BASE + "request-timeout",
-            "title": "The request headers were not received in time",
-            "status": 408,
-            "detail": f"the request line and headers must arrive within {timeout:g} s",
-            "code": "request-timeout",
-        }
-    ).encode()
+    problem = Problem(
+        type=PROBLEM_BASE + "request-timeout",
+        title="The request headers were not received in time",
+        status=408,
+        detail=f"the request line and headers must arrive within {timeout:g} s",
+        code="request-timeout",
+    )
+    # No instance or request id: the application never saw this request.
+    body = json.dumps(msgspec.to_builtins(problem)).encode()
     head = (
         "HTTP/1.1 408 Request Timeout\r\n"
         f"content-type: {PROBLEM_JSON}\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n"

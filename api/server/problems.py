@@ -15,7 +15,9 @@ from litestar import Request, Response
 from litestar.exceptions import HTTPException, NotFoundException, ValidationException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 from litestar.types import ExceptionHandlersMap
+from msgspec import UNSET
 
+from api.server.responses.problem import Problem
 from domain.errors import DomainError
 from ledger.errors import store_error
 
@@ -74,43 +76,46 @@ TITLES: dict[str, str] = {
 _log = structlog.get_logger("kernelindex.api")
 
 
+def status_of(error: DomainError | type[DomainError]) -> int:
+    """The HTTP status a domain error answers with: its code's, else its own, else 422.
+
+    The exception handler answers with it and the OpenAPI document lists it, from this one
+    rule (``api.server.openapi_problems``)."""
+    return STATUS_BY_CODE.get(error.code) or getattr(error, "status", None) or 422
+
+
 def problem(
     request: Request[Any, Any, Any],
     code: str,
     detail: str,
     status: int | None = None,
     headers: dict[str, str] | None = None,
-    extra: dict[str, Any] | None = None,
-) -> Response[dict[str, Any]]:
+    position: int | None = None,
+) -> Response[Problem]:
     status = status or STATUS_BY_CODE.get(code, 422)
-    body: dict[str, Any] = {
-        "type": PROBLEM_BASE + code,
-        "title": TITLES.get(code, code.replace("-", " ").capitalize()),
-        "status": status,
-        "detail": detail,
-        "instance": request.url.path,
-        "code": code,
-        "requestId": request.scope.get("state", {}).get("request_id"),
-    }
-    body.update(extra or {})
+    body = Problem(
+        type=PROBLEM_BASE + code,
+        title=TITLES.get(code, code.replace("-", " ").capitalize()),
+        status=status,
+        detail=detail,
+        instance=request.url.path,
+        code=code,
+        request_id=request.scope.get("state", {}).get("request_id"),
+        position=UNSET if position is None else position,
+    )
     return Response(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 
-def domain_error_handler(
-    request: Request[Any, Any, Any], exc: Exception
-) -> Response[dict[str, Any]]:
+def domain_error_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[Problem]:
     assert isinstance(exc, DomainError)
-    status = STATUS_BY_CODE.get(exc.code) or getattr(exc, "status", None) or 422
+    status = status_of(exc)
     if status >= 500:
         _log.error("ledger_fault", code=exc.code, detail=exc.message)
-    extra = {}
     position = getattr(exc, "position", None)
-    if position is not None:
-        extra["position"] = position
-    return problem(request, exc.code, exc.message, status, extra=extra)
+    return problem(request, exc.code, exc.message, status, position=position)
 
 
-def http_error_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+def http_error_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[Problem]:
     assert isinstance(exc, HTTPException)
     status = exc.status_code
     if isinstance(exc, ValidationException):
@@ -132,9 +137,7 @@ def http_error_handler(request: Request[Any, Any, Any], exc: Exception) -> Respo
     return problem(request, code, str(exc.detail), status, headers=headers)
 
 
-def internal_error_handler(
-    request: Request[Any, Any, Any], exc: Exception
-) -> Response[dict[str, Any]]:
+def internal_error_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[Problem]:
     refused = store_error(exc)
     if refused is not None:
         # A database failure (full, read-only, connection lost) is the store's, not a bug:

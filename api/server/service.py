@@ -2,41 +2,59 @@
 
 Controllers stay thin; this service owns the rules of the edge: which statement a write
 endpoint accepts, one writer per process, projections fresh before a read.
+
+Reads only the API serves answer its typed replies (``api.server.responses``). The read
+models the HTML pages render too (a run's record and history, groups, operations,
+leaderboards, search, comparisons, the checkpoint) stay JSON-ready dicts, which the pages
+index and the API controllers convert to their typed replies.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import io
-import json
-import re
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 import structlog
 from sqlalchemy import select
 
-from domain.documents import MAX_SAFE_INTEGER, parse_json
+from api.server.read_models import (
+    RUN_LIST_COLUMNS,
+    Cursor,
+    board_entry,
+    history_entry,
+    page_fields,
+    run_item,
+)
+from api.server.responses import to_response
+from api.server.responses.history import KeyHistory
+from api.server.responses.jobs import Job
+from api.server.responses.keys import KeyList, KeyRecord
+from api.server.responses.log import (
+    ConsistencyProof,
+    Health,
+    InclusionProof,
+    LogEntry,
+    TrustRootDocument,
+)
+from api.server.responses.runs import RunList
+from api.server.responses.views import RunComparison
+from domain.documents import parse_json
 from domain.errors import DomainError
 from domain.evidence import EvidenceLevel
 from domain.ranking import View
 from domain.statements import PredicateType
 from ledger.application import Ledger
-from ledger.authority import KeyState
 from ledger.errors import (
     NotFoundError,
     StoreError,
     SubjectMismatchError,
     store_error,
 )
-from ledger.event_verification import EventVerification
 from ledger.group_commit import GroupCommitWriter
 from ledger.history import (
     DEFAULT_PAGE,
-    HistoryPage,
-    describe,
     history_page,
     state_events_before,
 )
@@ -59,7 +77,6 @@ from projections.search import MAX_GROUPS, search_groups, search_result
 from projections.tables import runs as runs_table
 
 MAX_PAGE = 200
-_CURSOR = re.compile(r"p(0|[1-9][0-9]{0,15})")
 _log = structlog.get_logger("kernelindex.api")
 
 BOARD_PAGE = 100  # entries per leaderboard page (API); the pages show 50
@@ -76,37 +93,6 @@ class WrongEndpointError(SubjectMismatchError):
     """A signed statement posted to an endpoint for another kind of statement or subject."""
 
     code = "wrong-endpoint"
-
-
-@dataclass(frozen=True)
-class Cursor:
-    """Runs are listed in ingestion order; the cursor is the last position a page held."""
-
-    after: int
-
-    def encode(self) -> str:
-        return base64.urlsafe_b64encode(f"p{self.after}".encode()).decode().rstrip("=")
-
-    @classmethod
-    def decode(cls, token: str) -> Cursor:
-        """Only the exact tokens ``encode`` makes: ASCII digits, no leading zeros, a position
-        the log can have (a bigger one would overflow the database's integer: a 500)."""
-        try:
-            text = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode("ascii")
-            if not _CURSOR.fullmatch(text) or int(text[1:]) > MAX_SAFE_INTEGER:
-                raise ValueError(text)
-            cursor = cls(int(text[1:]))
-            if cursor.encode() != token:
-                raise ValueError(token)
-            return cursor
-        except (ValueError, UnicodeDecodeError):
-            raise NotFoundError(f"cursor {token!r} is not one this API issued") from None
-
-
-def history_entry(
-    entry: EventVerification, leaf_index: int | None, changed: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    return entry.to_json() | {"says": describe(entry), "leafIndex": leaf_index, "changed": changed}
 
 
 class LedgerService:
@@ -203,29 +189,10 @@ class LedgerService:
         benchmark: str | None = None,
         cursor: str | None = None,
         limit: int = 50,
-    ) -> dict[str, Any]:
+    ) -> RunList:
         self.fresh()
         t = runs_table
-        query = select(
-            t.c.run_digest,
-            t.c.name,
-            t.c.title,
-            t.c.source,
-            t.c.external_id,
-            t.c.benchmark,
-            t.c.status,
-            t.c.comparison_key,
-            t.c.metric,
-            t.c.claimed,
-            t.c.unit,
-            t.c.product,
-            t.c.evidence_level,
-            t.c.retracted,
-            t.c.superseded_by,
-            t.c.attestations,
-            t.c.ingested_at,
-            t.c.ingested_position,
-        ).order_by(t.c.ingested_position)
+        query = select(*RUN_LIST_COLUMNS).order_by(t.c.ingested_position)
         if comparison_key is not None:
             query = query.where(t.c.comparison_key == comparison_key)
         if source is not None:
@@ -243,9 +210,9 @@ class LedgerService:
             rows = [dict(r) for r in session.execute(query.limit(size + 1)).mappings()]
         more = len(rows) > size
         rows = rows[:size]
-        items = [_run_item(r) for r in rows]
+        items = [run_item(r) for r in rows]
         next_cursor = Cursor(rows[-1]["ingested_position"]).encode() if more and rows else None
-        return {"items": items, "next": next_cursor}
+        return to_response({"items": items, "next": next_cursor}, RunList)
 
     def run_record(self, reference: str) -> dict[str, Any]:
         digest = self.resolve(reference)
@@ -270,7 +237,7 @@ class LedgerService:
                 for e in page.entries
             ],
             "allVerified": all(e.ok for e in page.entries),  # of this page
-            **_page_fields(page),
+            **page_fields(page),
         }
 
     def _leaves(self, positions: list[int]) -> dict[int, int]:
@@ -375,7 +342,7 @@ class LedgerService:
             "total": total,
             "start": start,
             "next": start + size if start - 1 + size < total else None,
-            "entries": [_board_entry(r, first) for r in rows],
+            "entries": [board_entry(r, first) for r in rows],
         }
 
     def search(self, query: str, limit: int = MAX_GROUPS) -> dict[str, Any]:
@@ -389,10 +356,11 @@ class LedgerService:
             raise DomainError(f"compare 2 to {MAX_COMPARED} different runs")
         return compare_many(self.ledger, [self.resolve(r) for r in references])
 
-    def compare(self, a: str, b: str) -> dict[str, Any]:
-        return compare_runs(self.ledger, self.resolve(a), self.resolve(b))
+    def compare(self, a: str, b: str) -> RunComparison:
+        compared = compare_runs(self.ledger, self.resolve(a), self.resolve(b))
+        return to_response(compared, RunComparison)
 
-    def keys(self, cursor: str | None = None, limit: int = 50) -> dict[str, Any]:
+    def keys(self, cursor: str | None = None, limit: int = 50) -> KeyList:
         """A page of registered keys in registration order (anyone may add attester keys:
         a page costs its keys, read in one query)."""
         size = max(1, min(limit, MAX_PAGE))
@@ -401,31 +369,32 @@ class LedgerService:
         more = len(page) > size
         page = page[:size]
         states = self.ledger.key_states(k for _, k in page)
-        items = [_key_item(states[k]) for _, k in page if k in states]
-        return {"items": items, "next": Cursor(page[-1][0]).encode() if more and page else None}
+        items = [KeyRecord.of(states[k]) for _, k in page if k in states]
+        return KeyList(items=items, next=Cursor(page[-1][0]).encode() if more and page else None)
 
-    def key(self, key_id: str) -> dict[str, Any]:
+    def key(self, key_id: str) -> KeyRecord:
         record = self.ledger.key_state(key_id)
         if record is None:
             raise NotFoundError(f"no key {key_id} is registered")
-        return _key_item(record)
+        return KeyRecord.of(record)
 
-    def key_history(self, key_id: str) -> dict[str, Any]:
+    def key_history(self, key_id: str) -> KeyHistory:
         self.key(key_id)
         page = history_page(self.ledger, principal_id(key_id))  # a key has at most 2 events
         leaves = self._leaves([e.position for e in page.entries])
-        return {
+        history = {
             "keyId": key_id,
             "events": [history_entry(e, leaves.get(e.position)) for e in page.entries],
             "allVerified": all(e.ok for e in page.entries),
-            **_page_fields(page),
+            **page_fields(page),
         }
+        return to_response(history, KeyHistory)
 
     def open_jobs(
         self, product: str | None, architecture: str | None, agent: str | None
-    ) -> list[dict[str, Any]]:
+    ) -> list[Job]:
         found = open_jobs(self.ledger, product=product, architecture=architecture, agent=agent)
-        return [j.to_json() for j in found]
+        return to_response([j.to_json() for j in found], list[Job])
 
     @staticmethod
     def job_claimed_in(body: bytes) -> str | None:
@@ -435,23 +404,23 @@ class LedgerService:
         job_id = predicate.get("jobId") if isinstance(predicate, dict) else None
         return job_id if isinstance(job_id, str) else None
 
-    def job(self, job_id: str) -> dict[str, Any]:
-        return find_job(self.ledger, job_id).to_json()
+    def job(self, job_id: str) -> Job:
+        return to_response(find_job(self.ledger, job_id).to_json(), Job)
 
-    def trust_root(self) -> dict[str, Any]:
-        return self.ledger.trust_root.to_json()
+    def trust_root(self) -> TrustRootDocument:
+        return to_response(self.ledger.trust_root.to_json(), TrustRootDocument)
 
     def checkpoint(self) -> dict[str, Any]:
         return checkpoint_json(self.ledger)
 
-    def inclusion(self, leaf: int, size: int | None) -> dict[str, Any]:
-        return inclusion_json(self.ledger, leaf, size)
+    def inclusion(self, leaf: int, size: int | None) -> InclusionProof:
+        return to_response(inclusion_json(self.ledger, leaf, size), InclusionProof)
 
-    def consistency(self, old: int, new: int | None) -> dict[str, Any]:
-        return consistency_json(self.ledger, old, new)
+    def consistency(self, old: int, new: int | None) -> ConsistencyProof:
+        return to_response(consistency_json(self.ledger, old, new), ConsistencyProof)
 
-    def entries(self, start: int, end: int | None) -> list[dict[str, Any]]:
-        return entries_json(self.ledger, start, end)
+    def entries(self, start: int, end: int | None) -> list[LogEntry]:
+        return to_response(entries_json(self.ledger, start, end), list[LogEntry])
 
     def bundle(
         self,
@@ -487,82 +456,12 @@ class LedgerService:
     def close(self) -> None:
         self.writer.close()
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> Health:
         with self.ledger.store.transaction(commit=False) as session:
             size = self.ledger.tlog.tree_size(session)
-        return {
-            "status": "ok",
-            "origin": self.ledger.trust_root.origin,
-            "treeSize": size,
-            "database": self.ledger.store.engine.dialect.name,
-        }
-
-
-def _key_item(record: KeyState) -> dict[str, Any]:
-    return {
-        "keyId": record.key_id,
-        "publicKey": base64.b64encode(record.public_key.raw).decode(),
-        "roles": sorted(str(r) for r in record.roles),
-        "label": record.label,
-        "validFrom": record.valid_from,
-        "validUntil": record.valid_until,
-        "registeredAt": record.registered_at,
-        "registeredPosition": record.registered_position,
-        "revokedAt": record.revoked_at,
-        "revokedPosition": record.revoked_position,
-        "status": "revoked" if record.revoked else "active",
-    }
-
-
-def _page_fields(page: HistoryPage) -> dict[str, Any]:
-    return {"start": page.start, "next": page.next_start, "total": page.total}
-
-
-def _run_item(row: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "digest": row["run_digest"],
-        "name": row["name"],
-        "title": row["title"],
-        "source": row["source"],
-        "externalId": row["external_id"],
-        "benchmark": row["benchmark"],
-        "status": row["status"],
-        "comparisonKey": row["comparison_key"],
-        "metric": row["metric"],
-        "claimed": row["claimed"],
-        "unit": row["unit"],
-        "gpu": row["product"],
-        "evidenceLevel": row["evidence_level"],
-        "retracted": bool(row["retracted"]),
-        "supersededBy": row["superseded_by"],
-        "attestations": row["attestations"],
-        "ingestedAt": row["ingested_at"],
-        "position": row["ingested_position"],
-    }
-
-
-def _board_entry(row: dict[str, Any], first: float | None) -> dict[str, Any]:
-    return {
-        "rank": row["rank"],
-        "of": row["of_count"],
-        "run": row["run_digest"],
-        "name": row["name"],
-        "title": row["title"],
-        "source": row["source"],
-        "externalId": row["external_id"],
-        "evidenceLevel": row["evidence_level"],
-        "value": row["value"],
-        "unit": row["unit"],
-        "metric": row["metric"],
-        "statistic": row["statistic"],
-        "claimed": row["claimed"],
-        "rerunMedianNs": row["rerun_median_ns"],
-        "author": row["author"],
-        "tiedWith": _json_list(row["tied_with"]),
-        "ratioToFirst": row["value"] / first if first else None,
-    }
-
-
-def _json_list(text: str) -> list[str]:
-    value = json.loads(text)
-    return [str(v) for v in value] if isinstance(value, list) else []
+        return Health(
+            status="ok",
+            origin=self.ledger.trust_root.origin,
+            tree_size=size,
+            database=self.ledger.store.engine.dialect.name,
+        )

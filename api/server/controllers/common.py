@@ -14,12 +14,16 @@ from litestar.exceptions import HTTPException
 
 from api.server.config import ServerConfig
 from api.server.rate_limits import TokenBuckets, retry_after_header
+from api.server.responses import to_response
+from api.server.responses.log import Receipt
 from api.server.service import LedgerService
 from domain.statements import PredicateType
 from ledger.errors import NotFoundError
+from ledger.receipt import Receipt as LedgerReceipt
 from ledger.signing.dsse import EnvelopeError
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 # Handlers name the service they need; the app provides it from its state.
 Service = NamedDependency[LedgerService]
@@ -52,14 +56,14 @@ def provide_config(state: State) -> ServerConfig:
     return config
 
 
-async def write(
+async def admit(
     request: Request[Any, Any, Any],
     service: LedgerService,
     body: bytes,
     accepts: set[PredicateType],
     subject: str | None = None,
-) -> Response[dict[str, Any]]:
-    """Admit a posted envelope: 201 with the receipt, 200 with the original for a duplicate."""
+) -> LedgerReceipt:
+    """Admit a posted envelope under its signer's write rate limit."""
     limiter: TokenBuckets = request.app.state.key_limiter
     # The key id a body names is unverified: check its bucket first, but charge it only for
     # an envelope that key really signed (an accepted write), so nobody can drain it for them.
@@ -75,13 +79,33 @@ async def write(
     signer = service.signer_of_receipt(receipt)
     if signer is not None:
         limiter.take(signer)
-    reply = receipt.to_json()
+    return receipt
+
+
+def receipt_body(receipt: LedgerReceipt) -> Receipt:
+    return to_response(receipt.to_json(), Receipt)
+
+
+def receipt_reply(receipt: LedgerReceipt, reply: R) -> Response[R]:
+    """201 with ``reply`` for a new event, 200 for a duplicate; Location names its history."""
     location = f"/v1/runs/{receipt.subject_digest}/history"
     if receipt.event.startswith("Principal."):
         location = f"/v1/keys/{receipt.subject_digest}"
     return Response(
         reply, status_code=200 if receipt.duplicate else 201, headers={"Location": location}
     )
+
+
+async def write(
+    request: Request[Any, Any, Any],
+    service: LedgerService,
+    body: bytes,
+    accepts: set[PredicateType],
+    subject: str | None = None,
+) -> Response[Receipt]:
+    """Admit a posted envelope: 201 with the receipt, 200 with the original for a duplicate."""
+    receipt = await admit(request, service, body, accepts, subject)
+    return receipt_reply(receipt, receipt_body(receipt))
 
 
 async def deep_payload_is_malformed(work: Awaitable[T]) -> T:

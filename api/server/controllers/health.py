@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from litestar import Controller, get
 
 from api.server.controllers.common import Service
+from api.server.responses.log import Health
 
 
 class HealthController(Controller):
@@ -14,5 +13,5 @@ class HealthController(Controller):
     tags = ("operations",)
 
     @get("/", sync_to_thread=True, summary="The database answers and the log is readable")
-    def health(self, service: Service) -> dict[str, Any]:
+    def health(self, service: Service) -> Health:
         return service.health()

@@ -16,11 +16,16 @@ from litestar.params import JSONBody, PathParameter, QueryParameter, RawBody
 from api.server.controllers.common import (
     DsseEnvelope,
     Service,
+    admit,
     deep_payload_is_malformed,
-    write,
+    receipt_body,
+    receipt_reply,
 )
+from api.server.openapi_problems import refuses
+from api.server.responses.jobs import ClaimReceipt, Job
 from api.server.service import WrongEndpointError
 from domain.statements import PredicateType
+from ledger.errors import NotFoundError
 
 
 class JobController(Controller):
@@ -36,13 +41,11 @@ class JobController(Controller):
         agent: Annotated[
             str | None, QueryParameter(description="Your key id: include jobs you hold.")
         ] = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[Job]:
         return service.open_jobs(product, architecture, agent)
 
-    @get("/{job_id:str}", sync_to_thread=True, summary="One rerun job")
-    def job(
-        self, service: Service, job_id: Annotated[str, PathParameter(max_length=36)]
-    ) -> dict[str, Any]:
+    @get("/{job_id:str}", sync_to_thread=True, summary="One rerun job", opt=refuses(NotFoundError))
+    def job(self, service: Service, job_id: Annotated[str, PathParameter(max_length=36)]) -> Job:
         return service.job(job_id)
 
     @post("/{job_id:str}/claims", summary="Claim a job (agent-signed)")
@@ -53,11 +56,11 @@ class JobController(Controller):
         job_id: Annotated[str, PathParameter(max_length=36)],
         data: JSONBody[DsseEnvelope],
         body: RawBody,
-    ) -> Response[dict[str, Any]]:
+    ) -> Response[ClaimReceipt]:
         job = await asyncio.to_thread(service.job, job_id)
         claimed = await deep_payload_is_malformed(asyncio.to_thread(service.job_claimed_in, body))
         if claimed != job_id:
             raise WrongEndpointError(f"the claim is for job {claimed}, not {job_id}")
-        reply = await write(request, service, body, {PredicateType.RERUN_CLAIM}, job["runDigest"])
-        reply.content = reply.content | {"job": await asyncio.to_thread(service.job, job_id)}
-        return reply
+        receipt = await admit(request, service, body, {PredicateType.RERUN_CLAIM}, job.run_digest)
+        claimed_job = await asyncio.to_thread(service.job, job_id)
+        return receipt_reply(receipt, ClaimReceipt.of(receipt_body(receipt), claimed_job))

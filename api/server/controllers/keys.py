@@ -8,8 +8,13 @@ from litestar import Controller, Request, Response, get, post
 from litestar.params import JSONBody, PathParameter, QueryParameter, RawBody
 
 from api.server.controllers.common import DsseEnvelope, Service, write
+from api.server.openapi_problems import refuses
+from api.server.responses.history import KeyHistory
+from api.server.responses.keys import KeyList, KeyRecord
+from api.server.responses.log import Receipt
 from api.server.service import MAX_PAGE
 from domain.statements import PredicateType
+from ledger.errors import NotFoundError
 
 KeyIdPath = Annotated[
     str, PathParameter(description="Key id, sha256:<64 hex> of the raw public key.", max_length=71)
@@ -21,22 +26,30 @@ class KeyController(Controller):
     tags = ("keys",)
 
     @get(
-        "/", sync_to_thread=True, summary="Registered keys with roles and status, a page at a time"
+        "/",
+        sync_to_thread=True,
+        summary="Registered keys with roles and status, a page at a time",
+        opt=refuses(NotFoundError),  # a cursor this API did not issue
     )
     def list_keys(
         self,
         service: Service,
         cursor: Annotated[str | None, QueryParameter(max_length=100)] = None,
         limit: Annotated[int, QueryParameter(ge=1, le=MAX_PAGE)] = 50,
-    ) -> dict[str, Any]:
+    ) -> KeyList:
         return service.keys(cursor, limit)
 
-    @get("/{key_id:str}", sync_to_thread=True, summary="One key")
-    def key(self, service: Service, key_id: KeyIdPath) -> dict[str, Any]:
+    @get("/{key_id:str}", sync_to_thread=True, summary="One key", opt=refuses(NotFoundError))
+    def key(self, service: Service, key_id: KeyIdPath) -> KeyRecord:
         return service.key(key_id)
 
-    @get("/{key_id:str}/history", sync_to_thread=True, summary="A key's events, re-verified")
-    def history(self, service: Service, key_id: KeyIdPath) -> dict[str, Any]:
+    @get(
+        "/{key_id:str}/history",
+        sync_to_thread=True,
+        summary="A key's events, re-verified",
+        opt=refuses(NotFoundError),
+    )
+    def history(self, service: Service, key_id: KeyIdPath) -> KeyHistory:
         return service.key_history(key_id)
 
     @post("/", summary="Register a key (admin- or self-signed)")
@@ -46,7 +59,7 @@ class KeyController(Controller):
         service: Service,
         data: JSONBody[DsseEnvelope],
         body: RawBody,
-    ) -> Response[dict[str, Any]]:
+    ) -> Response[Receipt]:
         return await write(request, service, body, {PredicateType.KEY})
 
     @post("/{key_id:str}/revocations", summary="Revoke a key")
@@ -57,5 +70,5 @@ class KeyController(Controller):
         key_id: KeyIdPath,
         data: JSONBody[DsseEnvelope],
         body: RawBody,
-    ) -> Response[dict[str, Any]]:
+    ) -> Response[Receipt]:
         return await write(request, service, body, {PredicateType.KEY}, key_id)

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from litestar import Controller, Response, get
 from litestar.params import PathParameter, QueryParameter
 
 from api.server.controllers.common import Service
+from api.server.openapi_problems import refuses
+from api.server.responses import to_response
+from api.server.responses.log import (
+    Checkpoint,
+    ConsistencyProof,
+    InclusionProof,
+    LogEntry,
+    TrustRootDocument,
+)
 from api.server.service import BadQueryError
 from domain.documents import MAX_SAFE_INTEGER
+from ledger.errors import AmbiguousReferenceError, NotFoundError
+from ledger.store.artifacts import ArtifactError, ArtifactNotFound
+from ledger.store.transparency_log import NoLogKeyError
 
 NDJSON = "application/x-ndjson"
 
@@ -19,29 +31,45 @@ class LogController(Controller):
     tags = ("log",)
 
     @get("/trust-root", sync_to_thread=True, summary="The trust root verifiers start from")
-    def trust_root(self, service: Service) -> dict[str, Any]:
+    def trust_root(self, service: Service) -> TrustRootDocument:
         return service.trust_root()
 
-    @get("/log/checkpoint", sync_to_thread=True, summary="Signed checkpoint (C2SP note)")
-    def checkpoint(self, service: Service) -> dict[str, Any]:
-        return service.checkpoint()
+    @get(
+        "/log/checkpoint",
+        sync_to_thread=True,
+        summary="Signed checkpoint (C2SP note)",
+        opt=refuses(NoLogKeyError),
+    )
+    def checkpoint(self, service: Service) -> Checkpoint:
+        return to_response(service.checkpoint(), Checkpoint)
 
-    @get("/log/proofs/inclusion", sync_to_thread=True, summary="Inclusion proof of a leaf")
+    # Proofs for a leaf or size the tree does not have are refused as not found.
+    @get(
+        "/log/proofs/inclusion",
+        sync_to_thread=True,
+        summary="Inclusion proof of a leaf",
+        opt=refuses(NotFoundError),
+    )
     def inclusion(
         self,
         service: Service,
         leaf: Annotated[int, QueryParameter(ge=0, le=MAX_SAFE_INTEGER)],
         size: Annotated[int | None, QueryParameter(ge=1, le=MAX_SAFE_INTEGER)] = None,
-    ) -> dict[str, Any]:
+    ) -> InclusionProof:
         return service.inclusion(leaf, size)
 
-    @get("/log/proofs/consistency", sync_to_thread=True, summary="Consistency proof between sizes")
+    @get(
+        "/log/proofs/consistency",
+        sync_to_thread=True,
+        summary="Consistency proof between sizes",
+        opt=refuses(NotFoundError),
+    )
     def consistency(
         self,
         service: Service,
         old: Annotated[int, QueryParameter(ge=0, le=MAX_SAFE_INTEGER)],
         new: Annotated[int | None, QueryParameter(ge=0, le=MAX_SAFE_INTEGER)] = None,
-    ) -> dict[str, Any]:
+    ) -> ConsistencyProof:
         return service.consistency(old, new)
 
     @get("/log/entries", sync_to_thread=True, summary="Log leaves [start, end), at most 1000")
@@ -50,7 +78,7 @@ class LogController(Controller):
         service: Service,
         start: Annotated[int, QueryParameter(ge=0, le=MAX_SAFE_INTEGER)] = 0,
         end: Annotated[int | None, QueryParameter(ge=0, le=MAX_SAFE_INTEGER)] = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[LogEntry]:
         return service.entries(start, end)
 
     @get(
@@ -58,6 +86,7 @@ class LogController(Controller):
         sync_to_thread=True,
         media_type=NDJSON,
         summary="Self-contained bundle (JSON Lines) for `kernelindex verify`",
+        opt=refuses(NotFoundError, AmbiguousReferenceError, BadQueryError),
     )
     def bundle(
         self,
@@ -93,6 +122,8 @@ class LogController(Controller):
         "/artifacts/{digest:str}",
         sync_to_thread=True,
         summary="A stored artifact, re-hashed",
+        # Unknown; or stored bytes that no longer match their digest (never served).
+        opt=refuses(ArtifactNotFound, ArtifactError),
     )
     def artifact(
         self, service: Service, digest: Annotated[str, PathParameter(max_length=71)]

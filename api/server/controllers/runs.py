@@ -10,10 +10,16 @@ from litestar.params import JSONBody, PathParameter, QueryParameter, RawBody
 
 from api.display import format_measurement
 from api.server.controllers.common import DsseEnvelope, Service, write
+from api.server.openapi_problems import refuses
+from api.server.responses import to_response
+from api.server.responses.history import RunHistory
+from api.server.responses.log import Receipt
+from api.server.responses.runs import RunList, RunRecord
 from api.server.service import MAX_PAGE, BadQueryError
 from domain.documents import MAX_SAFE_INTEGER
 from domain.evidence import EvidenceLevel
 from domain.statements import PredicateType
+from ledger.errors import AmbiguousReferenceError, NotFoundError
 from ledger.history import DEFAULT_PAGE as HISTORY_PAGE
 from ledger.history import MAX_PAGE as HISTORY_MAX
 
@@ -37,13 +43,20 @@ FullDigestPath = Annotated[
 
 
 LEVEL_NAMES = ", ".join(e.name.lower() for e in EvidenceLevel)
+# A run named by reference: none may match, or (a short prefix) several.
+RUN_REFERENCE = (NotFoundError, AmbiguousReferenceError)
 
 
 class RunController(Controller):
     path = "/v1/runs"
     tags = ("runs",)
 
-    @get("/", sync_to_thread=True, summary="List runs (cursor pagination, newest last)")
+    @get(
+        "/",
+        sync_to_thread=True,
+        summary="List runs (cursor pagination, newest last)",
+        opt=refuses(NotFoundError, BadQueryError),  # a cursor not issued here, a level
+    )
     def list_runs(
         self,
         service: Service,
@@ -63,7 +76,7 @@ class RunController(Controller):
         benchmark: Annotated[str | None, QueryParameter(max_length=300)] = None,
         cursor: Annotated[str | None, QueryParameter(max_length=100)] = None,
         limit: Annotated[int, QueryParameter(ge=1, le=MAX_PAGE)] = 50,
-    ) -> dict[str, Any]:
+    ) -> RunList:
         return service.list_runs(
             comparison_key=comparison_key,
             source=source,
@@ -74,17 +87,23 @@ class RunController(Controller):
             limit=limit,
         )
 
-    @get("/{digest:str}", sync_to_thread=True, summary="One run record (every section of its page)")
+    @get(
+        "/{digest:str}",
+        sync_to_thread=True,
+        summary="One run record (every section of its page)",
+        opt=refuses(*RUN_REFERENCE),
+    )
     def record(
         self, request: Request[Any, Any, Any], service: Service, digest: DigestPath
-    ) -> dict[str, Any]:
+    ) -> RunRecord:
         record = service.run_record(digest)
-        return record | {"citation": citation(request, record)}
+        return to_response(record | {"citation": citation(request, record)}, RunRecord)
 
     @get(
         "/{digest:str}/history",
         sync_to_thread=True,
         summary="A run's events, re-verified, a page at a time (oldest first)",
+        opt=refuses(*RUN_REFERENCE),
     )
     def history(
         self,
@@ -97,8 +116,8 @@ class RunController(Controller):
             ),
         ] = 1,
         limit: Annotated[int, QueryParameter(ge=1, le=HISTORY_MAX)] = HISTORY_PAGE,
-    ) -> dict[str, Any]:
-        return service.run_history(digest, start, limit)
+    ) -> RunHistory:
+        return to_response(service.run_history(digest, start, limit), RunHistory)
 
     @post("/", summary="Ingest a run (ingester-signed ingestion statement)")
     async def ingest(
@@ -107,7 +126,7 @@ class RunController(Controller):
         service: Service,
         data: JSONBody[DsseEnvelope],
         body: RawBody,
-    ) -> Response[dict[str, Any]]:
+    ) -> Response[Receipt]:
         return await write(request, service, body, {PredicateType.INGESTION})
 
     @post("/{digest:str}/attestations", summary="Attest to a run")
@@ -118,7 +137,7 @@ class RunController(Controller):
         digest: FullDigestPath,
         data: JSONBody[DsseEnvelope],
         body: RawBody,
-    ) -> Response[dict[str, Any]]:
+    ) -> Response[Receipt]:
         return await write(request, service, body, {PredicateType.ATTESTATION}, digest)
 
     @post("/{digest:str}/lifecycle", summary="Retract or supersede (admin)")
@@ -129,7 +148,7 @@ class RunController(Controller):
         digest: FullDigestPath,
         data: JSONBody[DsseEnvelope],
         body: RawBody,
-    ) -> Response[dict[str, Any]]:
+    ) -> Response[Receipt]:
         return await write(request, service, body, {PredicateType.LIFECYCLE}, digest)
 
     @post("/{digest:str}/manifests", summary="Attach a manifest the run names (ingester)")
@@ -140,7 +159,7 @@ class RunController(Controller):
         digest: FullDigestPath,
         data: JSONBody[DsseEnvelope],
         body: RawBody,
-    ) -> Response[dict[str, Any]]:
+    ) -> Response[Receipt]:
         return await write(request, service, body, {PredicateType.ATTACHMENT}, digest)
 
     @post("/{digest:str}/rerun-requests", summary="Request a rerun (admin)")
@@ -151,7 +170,7 @@ class RunController(Controller):
         digest: FullDigestPath,
         data: JSONBody[DsseEnvelope],
         body: RawBody,
-    ) -> Response[dict[str, Any]]:
+    ) -> Response[Receipt]:
         return await write(request, service, body, {PredicateType.RERUN_REQUEST}, digest)
 
     @post("/{digest:str}/reruns", summary="Post a rerun result (agent)")
@@ -162,7 +181,7 @@ class RunController(Controller):
         digest: FullDigestPath,
         data: JSONBody[DsseEnvelope],
         body: RawBody,
-    ) -> Response[dict[str, Any]]:
+    ) -> Response[Receipt]:
         return await write(request, service, body, {PredicateType.RERUN}, digest)
 
 

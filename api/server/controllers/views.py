@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 from litestar import Controller, Response, get
 from litestar.params import PathParameter, QueryParameter
@@ -11,9 +11,25 @@ from litestar.params import PathParameter, QueryParameter
 from api.display import comparison_csv, comparison_markdown
 from api.server.controllers.common import Service, operation_name
 from api.server.controllers.runs import parse_level
-from api.server.service import BOARD_MAX, BOARD_PAGE
+from api.server.openapi_problems import refuses
+from api.server.responses import to_response
+from api.server.responses.views import (
+    Comparison,
+    GroupSummary,
+    Leaderboard,
+    Operation,
+    OperationSummary,
+    RunComparison,
+    SearchResult,
+)
+from api.server.service import BOARD_MAX, BOARD_PAGE, BadQueryError
 from domain.documents import MAX_SAFE_INTEGER
+from domain.errors import DomainError
 from domain.ranking import View
+from ledger.errors import AmbiguousReferenceError, NotFoundError
+
+CSV = "text/csv; charset=utf-8"
+MARKDOWN = "text/markdown; charset=utf-8"
 
 KeyPath = Annotated[
     str,
@@ -34,10 +50,15 @@ class ViewController(Controller):
         service: Service,
         benchmark: Annotated[str | None, QueryParameter(max_length=300)] = None,
         gpu: Annotated[str | None, QueryParameter(max_length=200)] = None,
-    ) -> list[dict[str, Any]]:
-        return service.groups(benchmark, gpu)
+    ) -> list[GroupSummary]:
+        return to_response(service.groups(benchmark, gpu), list[GroupSummary])
 
-    @get("/leaderboards/{key:str}", sync_to_thread=True, summary="A comparison group's ranking")
+    @get(
+        "/leaderboards/{key:str}",
+        sync_to_thread=True,
+        summary="A comparison group's ranking",
+        opt=refuses(NotFoundError, AmbiguousReferenceError, BadQueryError),
+    )
     def leaderboard(
         self,
         service: Service,
@@ -48,23 +69,29 @@ class ViewController(Controller):
         min_level: Annotated[str | None, QueryParameter(name="minLevel")] = None,
         start: Annotated[int, QueryParameter(ge=1, le=MAX_SAFE_INTEGER)] = 1,
         limit: Annotated[int, QueryParameter(ge=1, le=BOARD_MAX)] = BOARD_PAGE,
-    ) -> dict[str, Any]:
-        return service.leaderboard(
+    ) -> Leaderboard:
+        board = service.leaderboard(
             service.resolve_group(key), view, parse_level(min_level), start, limit
         )
+        return to_response(board, Leaderboard)
 
     @get("/operations", sync_to_thread=True, summary="Operations, most runs first")
-    def operations(self, service: Service) -> list[dict[str, Any]]:
-        return service.operations()
+    def operations(self, service: Service) -> list[OperationSummary]:
+        return to_response(service.operations(), list[OperationSummary])
 
     # A path parameter: GPU MODE operations are named like amd-fp8-mm/10.
-    @get("/operations/{name:path}", sync_to_thread=True, summary="One operation's groups")
+    @get(
+        "/operations/{name:path}",
+        sync_to_thread=True,
+        summary="One operation's groups",
+        opt=refuses(NotFoundError),
+    )
     def operation(
         self,
         service: Service,
         name: Annotated[Path, PathParameter(description="The operation (benchmark) name.")],
-    ) -> dict[str, Any]:
-        return service.operation(operation_name(name))
+    ) -> Operation:
+        return to_response(service.operation(operation_name(name)), Operation)
 
     @get("/search", sync_to_thread=True, summary="Comparison groups every word matches")
     def search(
@@ -78,10 +105,16 @@ class ViewController(Controller):
             ),
         ],
         limit: Annotated[int, QueryParameter(ge=1, le=500)] = 50,
-    ) -> dict[str, Any]:
-        return service.search(q, limit)
+    ) -> SearchResult:
+        return to_response(service.search(q, limit), SearchResult)
 
-    @get("/comparisons", sync_to_thread=True, summary="2 to 8 runs side by side")
+    @get(
+        "/comparisons",
+        sync_to_thread=True,
+        summary="2 to 8 runs side by side",
+        # Unknown or ambiguous runs; fewer than 2, more than 8 or repeated (invalid-input).
+        opt=refuses(NotFoundError, AmbiguousReferenceError, DomainError),
+    )
     def comparison(
         self,
         service: Service,
@@ -94,19 +127,24 @@ class ViewController(Controller):
         format: Annotated[
             str, QueryParameter(pattern="^(json|csv|md)$", description="json, csv or md")
         ] = "json",
-    ) -> Response[Any]:
+    ) -> Response[Comparison | str]:
         result = service.compare_many([r for r in runs.split(",") if r.strip()])
         if format == "csv":
-            return Response(comparison_csv(result), media_type="text/csv; charset=utf-8")
+            return Response(comparison_csv(result), media_type=CSV)
         if format == "md":
-            return Response(comparison_markdown(result), media_type="text/markdown; charset=utf-8")
-        return Response(result)
+            return Response(comparison_markdown(result), media_type=MARKDOWN)
+        return Response(to_response(result, Comparison))
 
-    @get("/compare", sync_to_thread=True, summary="Differences of two runs, a ÷ b")
+    @get(
+        "/compare",
+        sync_to_thread=True,
+        summary="Differences of two runs, a ÷ b",
+        opt=refuses(NotFoundError, AmbiguousReferenceError),
+    )
     def compare(
         self,
         service: Service,
         a: Annotated[str, QueryParameter(max_length=300)],
         b: Annotated[str, QueryParameter(max_length=300)],
-    ) -> dict[str, Any]:
+    ) -> RunComparison:
         return service.compare(a, b)

@@ -1,0 +1,80 @@
+"""Replies of the transparency log and of writes: checkpoints, proofs, entries, receipts."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from api.server.responses import ApiModel
+
+
+class InclusionProof(ApiModel, kw_only=True):
+    """Leaf ``leafIndex`` is in the tree of ``treeSize`` leaves whose root is ``rootHash``
+    (RFC 6962 audit path; hashes in base64)."""
+
+    leaf_index: int
+    tree_size: int
+    root_hash: str
+    hashes: list[str]
+
+
+class ConsistencyProof(ApiModel, kw_only=True):
+    """The tree of ``size2`` leaves extends the tree of ``size1`` (RFC 6962)."""
+
+    size1: int
+    size2: int
+    root1: str
+    root2: str
+    hashes: list[str]
+
+
+class LogEntry(ApiModel, kw_only=True):
+    leaf_index: int
+    position: int  # the event the leaf logs
+    leaf_hash: str
+
+
+class Checkpoint(ApiModel, kw_only=True):
+    """The log's signed checkpoint; ``note`` is the C2SP signed note itself."""
+
+    origin: str
+    size: int
+    root_hash: str
+    note: str
+    signed_at: str
+
+
+class PublicKeyRef(ApiModel, kw_only=True):
+    key_id: str
+    public_key: str  # base64 of the raw Ed25519 public key
+
+
+class TrustRootDocument(ApiModel, kw_only=True):
+    """What an offline verifier starts from: the admin keys and the log key."""
+
+    version: int
+    origin: str
+    created_at: str
+    admin_keys: list[PublicKeyRef]
+    log_key: PublicKeyRef
+
+
+class Receipt(ApiModel, kw_only=True):
+    """An accepted write (201), or the original one for an envelope already stored (200)."""
+
+    position: int
+    aggregate_id: str
+    version: int
+    event: str
+    subject_digest: str
+    envelope_digest: str
+    received_at: str
+    duplicate: bool
+    signer: str  # the key id whose signature admitted the event
+    log: InclusionProof | None
+
+
+class Health(ApiModel, kw_only=True):
+    status: Literal["ok"]
+    origin: str
+    tree_size: int
+    database: str  # the SQL dialect: sqlite or postgresql

@@ -1,0 +1,220 @@
+"""Replies about runs: the runs list and a run's record (every section of its page)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from msgspec import UNSET, UnsetType
+
+from api.server.responses import ApiModel, Document, Number
+from api.server.responses.views import RunComparison
+
+
+class RunSummary(ApiModel, kw_only=True):
+    """A run as the runs list shows it (its projected row)."""
+
+    digest: str
+    name: str
+    title: str | None
+    source: str
+    external_id: str | None
+    benchmark: str | None
+    status: str
+    comparison_key: str | None
+    metric: str
+    claimed: Number | None
+    unit: str | None
+    gpu: str | None
+    evidence_level: str
+    retracted: bool
+    superseded_by: str | None
+    attestations: int
+    ingested_at: str
+    position: int
+
+
+class RunList(ApiModel, kw_only=True):
+    items: list[RunSummary]
+    next: str | None  # the cursor of the next page; None: this is the last
+
+
+class PrimaryMeasurement(ApiModel, kw_only=True):
+    """The figure the run is ranked by, in its unit (metric "none": the run states none)."""
+
+    metric: str
+    statistic: str | None
+    unit: str | None
+    value: Number | None
+    latency_ns: Number | None  # the value again when it is a latency in ns
+
+
+class ManifestRef(ApiModel, kw_only=True):
+    digest: str | None
+    title: str | None
+
+
+class EnvironmentRef(ApiModel, kw_only=True):
+    digest: str | None
+    title: str | None
+    product: str | None
+    architecture: str | None
+
+
+class AttestationSummary(ApiModel, kw_only=True):
+    type: str | None
+    signer: str | None
+    received_at: str | None
+    verified: bool
+
+
+class Evidence(ApiModel, kw_only=True):
+    level: str
+    reasons: list[str]
+    caused_by: int  # the log position of the event that set the level
+    policy_version: str
+
+
+class Standing(ApiModel, kw_only=True):
+    rank: int
+    of: int
+    value: Number
+    tied_with: list[str]
+    label: str
+
+
+class Identity(ApiModel, kw_only=True):
+    name: str | None
+    title: str | None
+    run_digest: str
+    manifest_digests: dict[str, str]  # role -> digest
+    comparison_key: str | None
+
+
+class Correctness(ApiModel, kw_only=True):
+    status: str | None
+    protocol: Document | None  # the protocol manifest's correctness section
+    run: Document | None  # the run manifest's
+
+
+class WorkloadRow(ApiModel, kw_only=True):
+    id: str | None
+    axes: list[Any]  # one value per axis of WorkloadSection.axes (None: not set)
+
+
+class TensorShown(ApiModel, kw_only=True):
+    name: str
+    dtype: str | None
+    shape: list[int] | None
+
+
+class WorkloadSection(ApiModel, kw_only=True):
+    digest: str | None
+    name: str | None
+    title: str | None
+    kind: str | None
+    description: str
+    cases: int
+    axes: list[str]
+    rows: list[WorkloadRow]  # the first 200 cases
+    comparator: str | None
+    tensors: list[TensorShown]
+    manifest: Document
+
+
+class RerunShown(ApiModel, kw_only=True):
+    position: int
+    signer: str | None
+    role: str | None
+    received_at: str | None
+    verified: bool
+    job_id: str | None
+    summary: Document  # the result's summary, less its samples
+    environment: Document | None
+    says: str
+
+
+class Measurements(ApiModel, kw_only=True):
+    timing: Document | None
+    reruns: list[RerunShown]
+
+
+class ImplementationSection(ApiModel, kw_only=True):
+    digest: str | None
+    manifest: Document
+
+
+class ArtifactShown(ApiModel, kw_only=True):
+    role: str
+    digest: str
+    stored: bool  # whether the ledger holds the content (GET /v1/artifacts/{digest})
+
+
+class AttestationShown(ApiModel, kw_only=True):
+    position: int
+    signer: str | None
+    role: str | None
+    received_at: str | None
+    verified: bool
+    type: str | None
+    body: str | None
+    observed_ns: int | None
+    environment_summary: str | None
+    evidence_url: str | None
+    reason: str | None
+
+
+class Citation(ApiModel, kw_only=True):
+    permalink: str
+    digest: str
+    accessed: str
+    value: str
+    source: str
+    text: str
+    bibtex: str
+
+
+class RunRecord(ApiModel, kw_only=True):
+    """Everything a run's page shows: what its events say, its evidence and standings."""
+
+    digest: str
+    name: str | None
+    title: str | None
+    source: str | None
+    external_id: str | None
+    status: str | None
+    observed_at: str | None
+    primary: PrimaryMeasurement
+    source_native: Document | None
+    protocol: ManifestRef
+    environment: EnvironmentRef
+    implementation_digest: str | None
+    workload_digest: str | None
+    ingested_at: str | None
+    retracted: bool
+    superseded_by: str | None
+    attestations: list[AttestationSummary]  # the newest ones
+    attestation_count: int
+    events: int
+    events_shown: int
+    shown_events_verified: bool
+    # Projected: absent while the run has no row in the views yet.
+    evidence: Evidence | UnsetType = UNSET
+    comparison_key: str | UnsetType | None = UNSET
+    standings: dict[str, Standing] | UnsetType = UNSET  # view -> standing
+    # Absent when the run is its group's #1, or has no group.
+    compare_with_first: RunComparison | UnsetType = UNSET
+    identity: Identity
+    source_native_metrics: Document | None
+    correctness: Correctness
+    workload: WorkloadSection | None
+    measurements: Measurements
+    protocol_manifest: Document | None
+    environment_manifest: Document | None
+    implementation: ImplementationSection | None
+    artifacts: list[ArtifactShown]
+    replications: list[AttestationShown]
+    notes: list[AttestationShown]
+    reports: list[AttestationShown]
+    canonical_manifest: str  # the run manifest's canonical JSON (RFC 8785)
+    manifests: dict[str, Document]  # role -> manifest
+    citation: Citation
