@@ -173,11 +173,7 @@ def machine() -> dict[str, Any]:
     }
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] in ("serve-child", "echo-child"):
-        child_main(argv)
-        return {}
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--appends", type=int, help="timed appends per scenario (3,000)")
@@ -212,7 +208,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="experiment: sys.setswitchinterval(S) in the server (CPython default 0.005)",
     )
     parser.add_argument("--out", type=Path, help="results file (default results/http-DATE.json)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in ("serve-child", "echo-child"):
+        child_main(argv)
+        return {}
+    args = _parser().parse_args(argv)
     settings = Settings(
         clients=args.clients,
         appends=args.appends or (10 * args.clients if args.quick else 3000),

@@ -335,7 +335,7 @@ class Principal(Aggregate):
             aggregate.revoked_at = self.received_at
             aggregate.revocation_reason = self.reason
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - one parameter per field of the Registered event
         self,
         envelope: dict[str, Any],
         envelope_digest: str,

@@ -56,6 +56,100 @@ def judge(scenario: dict[str, Any], echo: dict[str, Any] | None) -> dict[str, An
     }
 
 
+def _scenario_rows(table: Table, s: dict[str, Any], echo: dict[str, Any] | None) -> None:
+    http, ver, inproc = s["http"], s["verification"], s["inProcess"]
+    lat, ratios, ok = http["latencyMs"], s["judged"]["ratios"], s["judged"]["pass"]
+    table.add_section()
+    table.add_row(
+        f"[bold]{s['label']}[/]: appends/s over HTTP",
+        _fmt(http["perSecond"]),
+        f"echo {_fmt(echo['perSecond'])}" if echo else "",
+        _show_ratio(ratios["httpToEcho"]),
+        f"≥ {TARGET_RATE:,.0f}",
+        _pass(ok["appendsPerSecond"]),
+    )
+    table.add_row(
+        "  vs Ledger.append in-process, 1 thread",
+        _fmt(http["perSecond"]),
+        f"{_fmt(inproc['appendsPerSecond'])}/s",
+        _show_ratio(ratios["httpToInProcess"]),
+        "",
+        "",
+    )
+    for group in inproc.get("groups") or []:
+        table.add_row(
+            f"  vs Ledger.append_many, groups of {group['group']}, in-process",
+            _fmt(http["perSecond"]),
+            f"{_fmt(group['appendsPerSecond'])}/s",
+            _show_ratio(_ratio(http["perSecond"], group["appendsPerSecond"])),
+            "",
+            "",
+        )
+    table.add_row(
+        "  latency p99 ms (p50)",
+        f"{_fmt(lat['p99'], 1)} ({_fmt(lat['p50'], 1)})",
+        f"echo {echo['latencyMs']['p99']:.1f}" if echo else "",
+        _show_ratio(ratios["p99ToEchoP99"]),
+        f"≤ {TARGET_P99_MS:.0f}",
+        _pass(ok["p99"]),
+    )
+    table.add_row(
+        "  inclusion proof in every 201, verified",
+        f"{ver['proofsVerified']}/{ver['acknowledged']}",
+        "",
+        "",
+        "every reply",
+        _pass(ok["inclusionProofInEveryReply"]),
+    )
+    table.add_row(
+        "  acknowledged / present / lost",
+        f"{ver['acknowledged']} / {ver['present']} / {ver['lost'] + ver['mismatched']}",
+        "",
+        "",
+        "lost 0, log dense",
+        _pass(ok["noneLostLogDense"]),
+    )
+    failed = sum(v for k, v in http["statuses"].items() if k != "201")
+    table.add_row("  non-201 replies", str(failed), "", "", "", "")
+    log = http.get("serverLog", {})
+    if log.get("workerDeaths") or log.get("errorLines"):
+        table.add_row(
+            "  server log: workers killed / error lines",
+            f"{log['workerDeaths']} / {log['errorLines']}",
+            "",
+            "",
+            "",
+            "",
+        )
+
+
+def _breakdown_table(s: dict[str, Any]) -> Table:
+    detail = Table(title=f"where a request's time goes: {s['label']} (mean ms per append)")
+    detail.add_column("stage")
+    detail.add_column("ms", justify="right")
+    detail.add_column("note", justify="right")
+    for row in s["breakdownMs"]:
+        note = ""
+        if "groups" in row:
+            note = (
+                f"{row['groups']} groups, mean {row['meanGroup']}, max {row['maxGroup']}; "
+                f"writer CPU {row['writerCpuMs']:.2f} ms/append, busy {row['writerBusy']:.0%}"
+            )
+        if "statementsPerAppend" in row:
+            note = f"{row['statementsPerAppend']:.1f} statements/append"
+        detail.add_row("  " * row["level"] + row["stage"], f"{row['ms']:.2f}", note)
+    cpu = s["http"]["cpu"]
+    database = ""
+    if cpu["databaseBackendSeconds"]:
+        database = f", PostgreSQL backends {cpu['databaseBackendMsPerRequest']} ms/append"
+    detail.caption = (
+        f"CPU during the load: server {cpu['serverMsPerRequest']} ms/append{database}, "
+        f"clients {cpu['clientMsPerRequest']} ms/request; machine {cpu['machineBusy']:.0%} "
+        f"busy of {os.cpu_count()} cores, {cpu['otherCoresBusy']} cores busy with other work"
+    )
+    return detail
+
+
 def print_report(result: dict[str, Any]) -> None:
     echo = result["echo"]
     clients = result["config"]["clients"]
@@ -72,100 +166,12 @@ def print_report(result: dict[str, Any]) -> None:
             f"{echo['latencyMs']['p50']:.1f} / {echo['latencyMs']['p99']:.1f}",
         )
     for s in result["scenarios"]:
-        http, ver, inproc = s["http"], s["verification"], s["inProcess"]
-        lat, ratios, ok = http["latencyMs"], s["judged"]["ratios"], s["judged"]["pass"]
-        table.add_section()
-        table.add_row(
-            f"[bold]{s['label']}[/]: appends/s over HTTP",
-            _fmt(http["perSecond"]),
-            f"echo {_fmt(echo['perSecond'])}" if echo else "",
-            _show_ratio(ratios["httpToEcho"]),
-            f"≥ {TARGET_RATE:,.0f}",
-            _pass(ok["appendsPerSecond"]),
-        )
-        table.add_row(
-            "  vs Ledger.append in-process, 1 thread",
-            _fmt(http["perSecond"]),
-            f"{_fmt(inproc['appendsPerSecond'])}/s",
-            _show_ratio(ratios["httpToInProcess"]),
-            "",
-            "",
-        )
-        for group in inproc.get("groups") or []:
-            table.add_row(
-                f"  vs Ledger.append_many, groups of {group['group']}, in-process",
-                _fmt(http["perSecond"]),
-                f"{_fmt(group['appendsPerSecond'])}/s",
-                _show_ratio(_ratio(http["perSecond"], group["appendsPerSecond"])),
-                "",
-                "",
-            )
-        table.add_row(
-            "  latency p99 ms (p50)",
-            f"{_fmt(lat['p99'], 1)} ({_fmt(lat['p50'], 1)})",
-            f"echo {echo['latencyMs']['p99']:.1f}" if echo else "",
-            _show_ratio(ratios["p99ToEchoP99"]),
-            f"≤ {TARGET_P99_MS:.0f}",
-            _pass(ok["p99"]),
-        )
-        table.add_row(
-            "  inclusion proof in every 201, verified",
-            f"{ver['proofsVerified']}/{ver['acknowledged']}",
-            "",
-            "",
-            "every reply",
-            _pass(ok["inclusionProofInEveryReply"]),
-        )
-        table.add_row(
-            "  acknowledged / present / lost",
-            f"{ver['acknowledged']} / {ver['present']} / {ver['lost'] + ver['mismatched']}",
-            "",
-            "",
-            "lost 0, log dense",
-            _pass(ok["noneLostLogDense"]),
-        )
-        failed = sum(v for k, v in http["statuses"].items() if k != "201")
-        table.add_row("  non-201 replies", str(failed), "", "", "", "")
-        log = http.get("serverLog", {})
-        if log.get("workerDeaths") or log.get("errorLines"):
-            table.add_row(
-                "  server log: workers killed / error lines",
-                f"{log['workerDeaths']} / {log['errorLines']}",
-                "",
-                "",
-                "",
-                "",
-            )
+        _scenario_rows(table, s, echo)
     console.print(table)
     for s in result["scenarios"]:
         if s["http"]["failures"]:
             console.print(f"[yellow]{s['label']} non-201 replies:[/]")
             for what, count in s["http"]["failures"].items():
                 console.print(f"  {count} x {what}")
-        rows = s["breakdownMs"]
-        if not rows:
-            continue
-        detail = Table(title=f"where a request's time goes: {s['label']} (mean ms per append)")
-        detail.add_column("stage")
-        detail.add_column("ms", justify="right")
-        detail.add_column("note", justify="right")
-        for row in rows:
-            note = ""
-            if "groups" in row:
-                note = (
-                    f"{row['groups']} groups, mean {row['meanGroup']}, max {row['maxGroup']}; "
-                    f"writer CPU {row['writerCpuMs']:.2f} ms/append, busy {row['writerBusy']:.0%}"
-                )
-            if "statementsPerAppend" in row:
-                note = f"{row['statementsPerAppend']:.1f} statements/append"
-            detail.add_row("  " * row["level"] + row["stage"], f"{row['ms']:.2f}", note)
-        cpu = s["http"]["cpu"]
-        database = ""
-        if cpu["databaseBackendSeconds"]:
-            database = f", PostgreSQL backends {cpu['databaseBackendMsPerRequest']} ms/append"
-        detail.caption = (
-            f"CPU during the load: server {cpu['serverMsPerRequest']} ms/append{database}, "
-            f"clients {cpu['clientMsPerRequest']} ms/request; machine {cpu['machineBusy']:.0%} "
-            f"busy of {os.cpu_count()} cores, {cpu['otherCoresBusy']} cores busy with other work"
-        )
-        console.print(detail)
+        if s["breakdownMs"]:
+            console.print(_breakdown_table(s))
