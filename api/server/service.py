@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import io
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -62,7 +63,7 @@ from ledger.ids import principal_id, run_id
 from ledger.jobs import job as find_job
 from ledger.jobs import open_jobs
 from ledger.receipt import Receipt
-from ledger.signing.dsse import MAX_ENVELOPE_BYTES, parse_envelope
+from ledger.signing.dsse import MAX_ENVELOPE_BYTES, Envelope, parse_envelope
 from ledger.store.artifacts import ArtifactStore, StoredArtifact
 from ledger.store.log_queries import checkpoint_json, consistency_json, entries_json, inclusion_json
 from projections import queries
@@ -114,11 +115,20 @@ class LedgerService:
         return self.writer.append(self._checked(body, accepts, subject))
 
     async def append_async(
-        self, body: bytes, accepts: set[PredicateType], subject: str | None = None
+        self,
+        body: bytes,
+        accepts: set[PredicateType],
+        subject: str | None = None,
+        *,
+        before_queue: Callable[[str], None] | None = None,
     ) -> Receipt:
         """The same, awaiting the group commit instead of blocking a worker thread (the
-        parse of a body of up to the size cap runs off the event loop)."""
+        parse of a body of up to the size cap runs off the event loop). The body is parsed
+        once: the ledger admits the parsed envelope as it is. ``before_queue`` sees the key id
+        the envelope names (not yet verified) before it is queued: the rate limit's check."""
         envelope = await asyncio.to_thread(self._checked, body, accepts, subject)
+        if before_queue is not None:
+            before_queue(envelope.keyid)
         return await asyncio.wrap_future(self.writer.submit(envelope))
 
     @staticmethod
@@ -129,7 +139,7 @@ class LedgerService:
         return receipt.signer
 
     @staticmethod
-    def _checked(body: bytes, accepts: set[PredicateType], subject: str | None) -> object:
+    def _checked(body: bytes, accepts: set[PredicateType], subject: str | None) -> Envelope:
         """The envelope, if it is well formed and belongs to this endpoint."""
         envelope = parse_envelope(parse_json(body, max_bytes=MAX_ENVELOPE_BYTES))
         statement = envelope.statement()
@@ -142,18 +152,7 @@ class LedgerService:
             raise WrongEndpointError(
                 f"the statement is about {statement.subject_digest}, not {subject}"
             )
-        return envelope.raw
-
-    @staticmethod
-    def signer_of(body: bytes) -> str | None:
-        """The key id a posted envelope names (for rate limiting; not verified here)."""
-        try:
-            value = parse_json(body, max_bytes=MAX_ENVELOPE_BYTES)
-            signatures = value.get("signatures") if isinstance(value, dict) else None
-            keyid = signatures[0].get("keyid") if isinstance(signatures, list) else None
-        except (ValueError, AttributeError, IndexError):
-            return None
-        return keyid if isinstance(keyid, str) and len(keyid) <= 100 else None
+        return envelope
 
     # ----------------------------------------------------------------- reads
 

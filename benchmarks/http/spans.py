@@ -189,7 +189,7 @@ class Spans:
 # Stage names. Request threads: the edge checks, then waiting for the group commit writer.
 # The writer thread: one group at a time, its stages summed over all groups (then divided by
 # the number of appends for a per-append figure).
-S_SERVICE = "service.append: edge checks (envelope parse, endpoint/subject match)"
+S_SERVICE = "service.append: edge checks (the one envelope parse, endpoint/subject match)"
 S_WAIT = "waiting for the writer thread (queue, groups ahead, own group)"
 S_GROUP = "append_many: group loop, overlay, received times, receipts"
 S_KEYS = "key reuse check (one query per group)"

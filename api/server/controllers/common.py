@@ -65,17 +65,22 @@ async def admit(
 ) -> LedgerReceipt:
     """Admit a posted envelope under its signer's write rate limit."""
     limiter: TokenBuckets = request.app.state.key_limiter
-    # The key id a body names is unverified: check its bucket first, but charge it only for
-    # an envelope that key really signed (an accepted write), so nobody can drain it for them.
-    named = service.signer_of(body)
-    wait = limiter.take(named, spend=False) if named is not None else None
-    if wait is not None:
-        raise HTTPException(
-            status_code=429,
-            detail=f"too many writes signed by {named}; retry in {wait:.1f} s",
-            headers=retry_after_header(wait),
-        )
-    receipt = await deep_payload_is_malformed(service.append_async(body, accepts, subject))
+
+    def within_rate(named: str) -> None:
+        # The key id an envelope names is unverified: check its bucket before the write is
+        # queued, but charge it only for an envelope that key really signed (an accepted
+        # write), so nobody can drain it for them.
+        wait = limiter.take(named, spend=False)
+        if wait is not None:
+            raise HTTPException(
+                status_code=429,
+                detail=f"too many writes signed by {named}; retry in {wait:.1f} s",
+                headers=retry_after_header(wait),
+            )
+
+    receipt = await deep_payload_is_malformed(
+        service.append_async(body, accepts, subject, before_queue=within_rate)
+    )
     signer = service.signer_of_receipt(receipt)
     if signer is not None:
         limiter.take(signer)
