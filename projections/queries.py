@@ -275,3 +275,63 @@ def run_names(session: StoreSession, digest: str) -> dict[str, Any]:
     query = select(runs.c.name, runs.c.title).where(runs.c.run_digest == digest)
     row = session.execute(query).mappings().first()
     return dict(row) if row is not None else {"name": None, "title": None}
+
+
+# What the runs list shows of each run (run_item), in ingestion order.
+RUN_LIST_COLUMNS = (
+    runs.c.run_digest,
+    runs.c.name,
+    runs.c.title,
+    runs.c.source,
+    runs.c.external_id,
+    runs.c.benchmark,
+    runs.c.status,
+    runs.c.comparison_key,
+    runs.c.metric,
+    runs.c.claimed,
+    runs.c.unit,
+    runs.c.product,
+    runs.c.evidence_level,
+    runs.c.retracted,
+    runs.c.superseded_by,
+    runs.c.attestations,
+    runs.c.ingested_at,
+    runs.c.ingested_position,
+)
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    """Which runs a list holds (None: any); ``after`` is the last position of the page
+    before (the list is in ingestion order)."""
+
+    comparison_key: str | None = None
+    source: str | None = None
+    level: EvidenceLevel | None = None
+    gpu: str | None = None
+    benchmark: str | None = None
+    after: int | None = None
+
+
+def list_runs(session: StoreSession, where: RunFilter, limit: int) -> list[dict[str, Any]]:
+    """At most ``limit`` runs in ingestion order, with what the runs list shows of each."""
+    t = runs.c
+    query = select(*RUN_LIST_COLUMNS).order_by(t.ingested_position)
+    for column, value in (
+        (t.comparison_key, where.comparison_key),
+        (t.source, where.source),
+        (t.evidence_level, where.level.name.lower() if where.level is not None else None),
+        (t.product, where.gpu),
+        (t.benchmark, where.benchmark),
+    ):
+        if value is not None:
+            query = query.where(column == value)
+    if where.after is not None:
+        query = query.where(t.ingested_position > where.after)
+    return [dict(r) for r in session.execute(query.limit(limit)).mappings()]
+
+
+def group_exists(session: StoreSession, key: str) -> bool:
+    """Whether any run of the views is in comparison group ``key``."""
+    query = select(runs.c.run_digest).where(runs.c.comparison_key == key).limit(1)
+    return session.execute(query).first() is not None

@@ -17,31 +17,8 @@ from domain.documents import MAX_SAFE_INTEGER
 from ledger.errors import NotFoundError
 from ledger.event_verification import EventVerification
 from ledger.history import HistoryPage, describe
-from projections.tables import runs as t
 
 _CURSOR = re.compile(r"p(0|[1-9][0-9]{0,15})")
-
-# What the runs list shows of each run (run_item), in ingestion order.
-RUN_LIST_COLUMNS = (
-    t.c.run_digest,
-    t.c.name,
-    t.c.title,
-    t.c.source,
-    t.c.external_id,
-    t.c.benchmark,
-    t.c.status,
-    t.c.comparison_key,
-    t.c.metric,
-    t.c.claimed,
-    t.c.unit,
-    t.c.product,
-    t.c.evidence_level,
-    t.c.retracted,
-    t.c.superseded_by,
-    t.c.attestations,
-    t.c.ingested_at,
-    t.c.ingested_position,
-)
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 import structlog
-from sqlalchemy import select
 
 from api.server.read_models import (
-    RUN_LIST_COLUMNS,
     Cursor,
     board_entry,
     history_entry,
@@ -75,7 +73,6 @@ from projections.run_page import run_page
 from projections.run_record import MAX_COMPARED, compare_many, compare_runs
 from projections.runner import ProjectionRunner
 from projections.search import MAX_GROUPS, search_groups, search_result
-from projections.tables import runs as runs_table
 
 MAX_PAGE = 200
 _log = structlog.get_logger("kernelindex.api")
@@ -190,23 +187,17 @@ class LedgerService:
         limit: int = 50,
     ) -> RunList:
         self.fresh()
-        t = runs_table
-        query = select(*RUN_LIST_COLUMNS).order_by(t.c.ingested_position)
-        if comparison_key is not None:
-            query = query.where(t.c.comparison_key == comparison_key)
-        if source is not None:
-            query = query.where(t.c.source == source)
-        if level is not None:
-            query = query.where(t.c.evidence_level == level.name.lower())
-        if gpu is not None:
-            query = query.where(t.c.product == gpu)
-        if benchmark is not None:
-            query = query.where(t.c.benchmark == benchmark)
-        if cursor is not None:
-            query = query.where(t.c.ingested_position > Cursor.decode(cursor).after)
+        where = queries.RunFilter(
+            comparison_key=comparison_key,
+            source=source,
+            level=level,
+            gpu=gpu,
+            benchmark=benchmark,
+            after=Cursor.decode(cursor).after if cursor is not None else None,
+        )
         size = max(1, min(limit, MAX_PAGE))
         with self.ledger.store.transaction(commit=False) as session:
-            rows = [dict(r) for r in session.execute(query.limit(size + 1)).mappings()]
+            rows = queries.list_runs(session, where, size + 1)
         more = len(rows) > size
         rows = rows[:size]
         items = [run_item(r) for r in rows]
@@ -328,10 +319,8 @@ class LedgerService:
             rows = queries.leaderboard(session, key, view, min_level, offset=start - 1, limit=size)
             best = queries.leaderboard(session, key, view, min_level, limit=1)
             total = queries.ranked_count(session, key, view, min_level)
-            known = session.execute(
-                select(runs_table.c.run_digest).where(runs_table.c.comparison_key == key).limit(1)
-            ).first()
-        if known is None:
+            known = queries.group_exists(session, key)
+        if not known:
             raise NotFoundError(f"no comparison group {key}")
         first = best[0]["value"] if best else None
         return {
