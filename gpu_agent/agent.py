@@ -22,7 +22,7 @@ from domain.errors import DomainError
 from domain.statements import MAX_LEASE_SECONDS
 from gpu_agent import harness
 from gpu_agent.harness import HarnessConfig, HarnessError, JobSpec
-from gpu_agent.solution import SolutionError
+from gpu_agent.sol_parsing import SolutionError
 from ledger.signing.authoring import rerun_claim_envelope, rerun_envelope
 from ledger.signing.keys import SigningKey
 

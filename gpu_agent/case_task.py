@@ -14,7 +14,9 @@ import numpy as np
 import numpy.typing as npt
 
 from gpu_agent import stats
-from gpu_agent.solution import Definition, ResolvedLaunch, Workload
+from gpu_agent.definition import Definition
+from gpu_agent.launch_spec import ResolvedLaunch
+from gpu_agent.workload import Workload
 
 # The trusted reference: inputs by name in, outputs by name out.
 ReferenceFn = Callable[..., Mapping[str, npt.NDArray[np.generic]]]

@@ -20,7 +20,7 @@ from gpu_agent import checks, inputs
 from gpu_agent.backends.base import Backend, Buffer, CompiledKernel, KernelArg
 from gpu_agent.case_task import AgentFault, CaseTask, ReferenceFn
 from gpu_agent.checks import Tolerance
-from gpu_agent.solution import ResolvedLaunch
+from gpu_agent.launch_spec import ResolvedLaunch
 
 # Output name → (shape, dtype), as inputs.output_shapes gives them.
 OutputShapes = Mapping[str, tuple[tuple[int, ...], np.dtype[np.generic]]]

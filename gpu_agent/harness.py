@@ -49,20 +49,13 @@ from gpu_agent import inputs, stats
 from gpu_agent.case_child import is_agent_fault, probe, run_case
 from gpu_agent.case_task import CaseOutcome, CaseTask
 from gpu_agent.child_process import ChildResult, in_child
+from gpu_agent.definition import Definition, parse_definition
 from gpu_agent.expressions import LaunchSpecError
+from gpu_agent.launch_spec import ResolvedLaunch, resolve_launch
 from gpu_agent.result_assembly import case_record, environment, suite_summary
-from gpu_agent.solution import (
-    Definition,
-    ResolvedLaunch,
-    Solution,
-    SolutionError,
-    Workload,
-    check_against_definition,
-    parse_definition,
-    parse_solution,
-    parse_workload,
-    resolve_launch,
-)
+from gpu_agent.sol_parsing import SolutionError
+from gpu_agent.solution import Solution, check_against_definition, parse_solution
+from gpu_agent.workload import Workload, parse_workload
 
 PROTOCOL = "kernelindex-rerun-v1"
 _JOB_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")

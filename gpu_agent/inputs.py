@@ -30,7 +30,9 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from gpu_agent.solution import Definition, SolutionError, Workload, scalar_input
+from gpu_agent.definition import Definition, scalar_input
+from gpu_agent.sol_parsing import SolutionError
+from gpu_agent.workload import Workload
 
 PROTOCOL = "kernelindex-rerun-v1"
 PUBLIC_ROUNDS = 2

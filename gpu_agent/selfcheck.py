@@ -40,7 +40,9 @@ from gpu_agent import checks, inputs, stats
 from gpu_agent.backends import crosscheck as independent
 from gpu_agent.backends.base import Backend, KernelArg
 from gpu_agent.backends.registry import CPU_TEST, GPU_BACKEND, create_backend
+from gpu_agent.definition import parse_definition
 from gpu_agent.harness import HarnessConfig, HarnessError, JobSpec, run_job
+from gpu_agent.launch_spec import resolve_launch
 from gpu_agent.samples import (
     SAMPLE_JOB_ID,
     SAMPLE_NONCE,
@@ -49,13 +51,9 @@ from gpu_agent.samples import (
     load_sample,
     sample_names,
 )
-from gpu_agent.solution import (
-    SolutionError,
-    parse_definition,
-    parse_solution,
-    parse_workload,
-    resolve_launch,
-)
+from gpu_agent.sol_parsing import SolutionError
+from gpu_agent.solution import parse_solution
+from gpu_agent.workload import parse_workload
 from ledger.signing.authoring import rerun_envelope
 from ledger.signing.dsse import parse_envelope, verify_envelope
 from ledger.signing.keys import SigningKey

@@ -2,9 +2,8 @@
 
 Formats: fixtures/sol-execbench/docs/{solution,definition,workload}.md. This module parses
 the Solution document; the others are parsed in ``gpu_agent/definition.py``,
-``gpu_agent/workload.py`` and ``gpu_agent/launch_spec.py`` (``spec.launch``), and their public
-names are importable from here as well. The agent runs one
-kind of solution only — ``spec.binding`` equal to ``SOLUTION_BINDING``, ``spec.languages ==
+``gpu_agent/workload.py`` and ``gpu_agent/launch_spec.py`` (``spec.launch``). The agent runs
+one kind of solution only — ``spec.binding`` equal to ``SOLUTION_BINDING``, ``spec.languages ==
 ["cuda_cpp"]``, ``spec.entry_point == "<file>.cu::<extern "C" kernel>"`` — plus a declarative
 ``spec.launch`` that KernelIndex adds to the SOL format::
 
@@ -34,25 +33,13 @@ from gpu_agent.backends.registry import SOLUTION_BINDING
 # The definition, workload and launch-spec halves live in their own modules; their names are
 # re-exported here because ``gpu_agent.solution`` is where the agent's callers import them.
 from gpu_agent.definition import (
-    Axis,
     Definition,
-    TensorSpec,
-    parse_definition,
-    scalar_input,
-    tensor_names,
 )
 from gpu_agent.launch_spec import (
-    MAX_LAUNCH_ARGS,
-    SCALAR_TYPES,
-    LaunchArg,
     LaunchSpec,
-    ResolvedLaunch,
-    ScalarType,
     parse_launch,
-    resolve_launch,
 )
 from gpu_agent.sol_parsing import IDENTIFIER, SolutionError, UnsupportedSolution, require
-from gpu_agent.workload import InputSource, Workload, parse_workload, parse_workloads_jsonl
 
 MAX_SOURCES = 64
 MAX_SOURCE_BYTES = 4 * 1024 * 1024
@@ -216,31 +203,3 @@ def check_against_definition(solution: Solution, definition: Definition) -> None
     missing = sorted(outputs - passed)
     if missing:
         raise SolutionError(f"spec.launch.args never passes output(s) {missing}")
-
-
-__all__ = [
-    "MAX_LAUNCH_ARGS",
-    "MAX_SOURCES",
-    "MAX_SOURCE_BYTES",
-    "SCALAR_TYPES",
-    "Axis",
-    "Definition",
-    "InputSource",
-    "LaunchArg",
-    "LaunchSpec",
-    "ResolvedLaunch",
-    "ScalarType",
-    "Solution",
-    "SolutionError",
-    "TensorSpec",
-    "UnsupportedSolution",
-    "Workload",
-    "check_against_definition",
-    "parse_definition",
-    "parse_solution",
-    "parse_workload",
-    "parse_workloads_jsonl",
-    "resolve_launch",
-    "scalar_input",
-    "tensor_names",
-]

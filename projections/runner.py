@@ -98,7 +98,7 @@ class ProjectionRunner:
         self.ledger = ledger
         self._events = ledger.store.events.c
         self._engine = ledger.store.engine
-        self._is_postgres = self._engine.dialect.name == "postgresql"
+        self._is_postgres = ledger.store.postgres
 
     def ensure_views(self) -> None:
         """The read-model tables as this build folds them (``tables.ensure_views``): made

@@ -220,20 +220,8 @@ LEDGER_STAGES: dict[Stage, str] = {
 CPU_STAGES = {Stage.GROUP}
 N_GROUP = timing.GROUP_SIZE
 REQUEST_STAGES = (S_SERVICE, S_WAIT)
-WRITER_STAGES = (
-    S_GROUP,
-    S_KEYS,
-    S_PARSE,
-    S_GET,
-    S_PREDICATE,
-    S_AUTHORIZE,
-    S_VERIFY,
-    S_COMMIT_FN,
-    S_SAVE,
-    S_SEQUENCE,
-    S_PROOF,
-    S_DB_COMMIT,
-)
+# The writer thread's stages in report order: the ledger's own, then the driver's COMMIT.
+WRITER_STAGES = (*LEDGER_STAGES.values(), S_DB_COMMIT)
 
 
 def instrument(service: Any) -> Spans:

@@ -44,7 +44,8 @@ from gpu_agent.backends.base import BackendError, KernelArg
 from gpu_agent.backends.cpu_emulations import HIDDEN, rmsnorm_rows, unpack_rmsnorm_args
 from gpu_agent.backends.cpu_test import emulation
 from gpu_agent.checks import poisoned
-from gpu_agent.solution import parse_definition, parse_workload
+from gpu_agent.definition import parse_definition
+from gpu_agent.workload import parse_workload
 
 Grid = tuple[int, int, int]
 

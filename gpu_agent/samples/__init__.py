@@ -19,7 +19,8 @@ from typing import Any, Literal
 import numpy as np
 
 from gpu_agent import inputs
-from gpu_agent.solution import parse_definition, parse_workloads_jsonl
+from gpu_agent.definition import parse_definition
+from gpu_agent.workload import parse_workloads_jsonl
 
 SAMPLES_DIR = Path(__file__).resolve().parent
 

@@ -179,13 +179,12 @@ class TransparencyLog:
         self.log_key = log_key
         self._events = store.events.c
         self._compact: CompactRange | None = None
-        self._is_postgres = store.postgres
 
     # ---------------------------------------------------------------- writing
 
     def lock(self, session: StoreSession) -> None:
         """Serialise sequencers (PostgreSQL advisory lock, released at transaction end)."""
-        if self._is_postgres:
+        if self.store.postgres:
             session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_LOCK_ID})
 
     def tree_size(self, session: StoreSession) -> int:

@@ -37,7 +37,7 @@ from gpu_agent.harness import (
     validate_result,
 )
 from gpu_agent.result_assembly import suite_summary as _summary
-from gpu_agent.solution import UnsupportedSolution
+from gpu_agent.sol_parsing import UnsupportedSolution
 from gpu_agent.stats import StopPolicy
 from ledger.signing.authoring import rerun_envelope
 from ledger.signing.keys import SigningKey

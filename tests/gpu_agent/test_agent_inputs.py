@@ -8,7 +8,8 @@ import ml_dtypes
 import numpy as np
 
 from gpu_agent import inputs
-from gpu_agent.solution import parse_definition, parse_workload
+from gpu_agent.definition import parse_definition
+from gpu_agent.workload import parse_workload
 
 JOB = "00000000-0000-4000-8000-000000000001"
 NONCE = "ab" * 32

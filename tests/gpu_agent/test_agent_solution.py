@@ -11,17 +11,12 @@ import numpy as np
 import pytest
 
 from gpu_agent.checks import Tolerance
+from gpu_agent.definition import parse_definition
 from gpu_agent.expressions import LaunchSpecError
-from gpu_agent.solution import (
-    SolutionError,
-    UnsupportedSolution,
-    check_against_definition,
-    parse_definition,
-    parse_solution,
-    parse_workload,
-    parse_workloads_jsonl,
-    resolve_launch,
-)
+from gpu_agent.launch_spec import resolve_launch
+from gpu_agent.sol_parsing import SolutionError, UnsupportedSolution
+from gpu_agent.solution import check_against_definition, parse_solution
+from gpu_agent.workload import parse_workload, parse_workloads_jsonl
 
 RMSNORM_DEFINITION: dict[str, Any] = {
     "name": "rmsnorm_h4096",

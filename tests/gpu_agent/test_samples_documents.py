@@ -12,6 +12,8 @@ import pytest
 
 from gpu_agent import inputs
 from gpu_agent.backends.registry import SOLUTION_BINDING
+from gpu_agent.definition import parse_definition
+from gpu_agent.launch_spec import resolve_launch
 from gpu_agent.samples import (
     SAMPLE_JOB_ID,
     SAMPLE_NONCE,
@@ -24,13 +26,8 @@ from gpu_agent.samples import (
     load_sample,
     stale_sources,
 )
-from gpu_agent.solution import (
-    check_against_definition,
-    parse_definition,
-    parse_solution,
-    parse_workloads_jsonl,
-    resolve_launch,
-)
+from gpu_agent.solution import check_against_definition, parse_solution
+from gpu_agent.workload import parse_workloads_jsonl
 
 NAMES = list(SAMPLES)
 
