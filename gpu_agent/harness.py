@@ -46,7 +46,7 @@ from typing import Any, Literal
 
 from domain.statements import RerunPredicate
 from gpu_agent import inputs, stats
-from gpu_agent.case_child import is_agent_fault, probe, run_case
+from gpu_agent.case_child import probe, run_case
 from gpu_agent.case_task import CaseOutcome, CaseTask
 from gpu_agent.child_process import ChildResult, in_child
 from gpu_agent.definition import Definition, parse_definition
@@ -258,7 +258,6 @@ __all__ = [
     "HarnessError",
     "JobSpec",
     "PreparedJob",
-    "is_agent_fault",  # lives in gpu_agent.case_child; importable from here as before
     "prepare_job",
     "run_job",
     "validate_result",

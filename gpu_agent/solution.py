@@ -29,16 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpu_agent.backends.registry import SOLUTION_BINDING
-
-# The definition, workload and launch-spec halves live in their own modules; their names are
-# re-exported here because ``gpu_agent.solution`` is where the agent's callers import them.
-from gpu_agent.definition import (
-    Definition,
-)
-from gpu_agent.launch_spec import (
-    LaunchSpec,
-    parse_launch,
-)
+from gpu_agent.definition import Definition
+from gpu_agent.launch_spec import LaunchSpec, parse_launch
 from gpu_agent.sol_parsing import IDENTIFIER, SolutionError, UnsupportedSolution, require
 
 MAX_SOURCES = 64
