@@ -123,6 +123,17 @@ class Admission:
         self._runs = RunCache(cache_size)
         self._keys = KeyCache(KEY_CACHE_SIZE)
         self._last_received: datetime | None = None
+        # Each statement type's rule, built once (not per envelope).
+        self._rules: dict[PredicateType, Callable[[Envelope, Statement], Outcome]] = {
+            PredicateType.INGESTION: self._ingestion,
+            PredicateType.ATTESTATION: self._attestation,
+            PredicateType.KEY: self._key,
+            PredicateType.LIFECYCLE: self._lifecycle,
+            PredicateType.RERUN_REQUEST: self._rerun_request,
+            PredicateType.RERUN: self._rerun,
+            PredicateType.RERUN_CLAIM: self._rerun_claim,
+            PredicateType.ATTACHMENT: self._attachment,
+        }
 
     # ------------------------------------------------------------- a group
 
@@ -248,17 +259,7 @@ class Admission:
     # -------------------------------------------------------- the rules
 
     def _admit(self, envelope: Envelope, statement: Statement) -> Outcome:
-        handlers: dict[PredicateType, Callable[[Envelope, Statement], Outcome]] = {
-            PredicateType.INGESTION: self._ingestion,
-            PredicateType.ATTESTATION: self._attestation,
-            PredicateType.KEY: self._key,
-            PredicateType.LIFECYCLE: self._lifecycle,
-            PredicateType.RERUN_REQUEST: self._rerun_request,
-            PredicateType.RERUN: self._rerun,
-            PredicateType.RERUN_CLAIM: self._rerun_claim,
-            PredicateType.ATTACHMENT: self._attachment,
-        }
-        handler = handlers.get(statement.predicateType)
+        handler = self._rules.get(statement.predicateType)
         if handler is None:
             raise ManifestError(f"predicate type {statement.predicateType} is not accepted yet")
         return handler(envelope, statement)
