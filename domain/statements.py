@@ -10,8 +10,9 @@ import math
 import re
 import statistics
 import unicodedata
+from collections.abc import Mapping
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -464,6 +465,18 @@ def parse_predicate(statement: Statement) -> SignedPredicate:
         raise StatementError(f"predicate type {statement.predicateType} is not accepted yet")
     try:
         return model.model_validate(statement.predicate)
+    except ValidationError as exc:
+        raise StatementError(_describe(exc, "predicate.")) from None
+
+
+P = TypeVar("P", bound=SignedPredicate)
+
+
+def build_predicate(model: type[P], fields: Mapping[str, Any]) -> P:
+    """A predicate built through its model, for the clients that sign one: malformed
+    fields raise the same StatementError admission would answer with."""
+    try:
+        return model.model_validate(fields)
     except ValidationError as exc:
         raise StatementError(_describe(exc, "predicate.")) from None
 

@@ -13,10 +13,38 @@ from datetime import datetime
 from typing import Any, TypedDict, Unpack
 
 from domain.manifests.manifest_set import check_manifest_set
-from domain.statements import PredicateType, Role, make_statement
+from domain.statements import (
+    AttachmentPredicate,
+    AttestationPredicate,
+    IngestionPredicate,
+    KeyPredicate,
+    LifecyclePredicate,
+    PredicateType,
+    RerunClaimPredicate,
+    RerunPredicate,
+    RerunRequestPredicate,
+    Role,
+    SignedPredicate,
+    build_predicate,
+    make_statement,
+)
 from domain.timestamps import format_time, utc_now
 from ledger.signing.dsse import sign_envelope
 from ledger.signing.keys import PublicKey, SigningKey
+
+
+def _signed(
+    subject_name: str,
+    subject_digest: str,
+    predicate_type: PredicateType,
+    predicate: SignedPredicate,
+    key: SigningKey,
+) -> dict[str, Any]:
+    """Sign a statement whose predicate was built (and so checked) through its domain model:
+    a client cannot sign what the ledger's admission would refuse as malformed. The fields
+    given are signed as given (``exclude_unset``), never a default the client did not send."""
+    fields = predicate.model_dump(mode="json", exclude_unset=True)
+    return sign_envelope(make_statement(subject_name, subject_digest, predicate_type, fields), key)
 
 
 def ingestion_envelope(
@@ -47,10 +75,13 @@ def ingestion_envelope(
         predicate["sourceNative"] = native
     if snapshot_digest is not None:
         predicate["snapshotDigest"] = snapshot_digest
-    statement = make_statement(
-        checked.run_name, checked.run_digest, PredicateType.INGESTION, predicate
+    return _signed(
+        checked.run_name,
+        checked.run_digest,
+        PredicateType.INGESTION,
+        build_predicate(IngestionPredicate, predicate),
+        key,
     )
-    return sign_envelope(statement, key)
 
 
 def attachment_envelope(
@@ -63,8 +94,13 @@ def attachment_envelope(
 ) -> dict[str, Any]:
     """An ingester-signed statement adding manifests a run names by digest but lacks."""
     predicate = {"issuedAt": format_time(now or utc_now()), "manifests": attached}
-    statement = make_statement(run_name, run_digest, PredicateType.ATTACHMENT, predicate)
-    return sign_envelope(statement, key)
+    return _signed(
+        run_name,
+        run_digest,
+        PredicateType.ATTACHMENT,
+        build_predicate(AttachmentPredicate, predicate),
+        key,
+    )
 
 
 class AttestationDetails(TypedDict, total=False):
@@ -107,8 +143,13 @@ def attestation_envelope(
     for name, field in _ATTESTATION_DETAILS:
         if (value := given.get(name)) is not None:
             predicate[field] = value
-    statement = make_statement(run_name, run_digest, PredicateType.ATTESTATION, predicate)
-    return sign_envelope(statement, key)
+    return _signed(
+        run_name,
+        run_digest,
+        PredicateType.ATTESTATION,
+        build_predicate(AttestationPredicate, predicate),
+        key,
+    )
 
 
 def _refuse_unknown(function: str, given: Mapping[str, object], known: Iterable[str]) -> None:
@@ -136,8 +177,13 @@ def lifecycle_envelope(
     }
     if superseded_by is not None:
         predicate["supersededBy"] = superseded_by
-    statement = make_statement(run_name, run_digest, PredicateType.LIFECYCLE, predicate)
-    return sign_envelope(statement, key)
+    return _signed(
+        run_name,
+        run_digest,
+        PredicateType.LIFECYCLE,
+        build_predicate(LifecyclePredicate, predicate),
+        key,
+    )
 
 
 def key_registration_envelope(
@@ -164,8 +210,13 @@ def key_registration_envelope(
         predicate["validUntil"] = format_time(valid_until)
     if label is not None:
         predicate["label"] = label
-    statement = make_statement(subject.key_id, subject.key_id, PredicateType.KEY, predicate)
-    return sign_envelope(statement, signer)
+    return _signed(
+        subject.key_id,
+        subject.key_id,
+        PredicateType.KEY,
+        build_predicate(KeyPredicate, predicate),
+        signer,
+    )
 
 
 def key_revocation_envelope(
@@ -183,8 +234,13 @@ def key_revocation_envelope(
     }
     if reason is not None:
         predicate["reason"] = reason
-    statement = make_statement(subject.key_id, subject.key_id, PredicateType.KEY, predicate)
-    return sign_envelope(statement, signer)
+    return _signed(
+        subject.key_id,
+        subject.key_id,
+        PredicateType.KEY,
+        build_predicate(KeyPredicate, predicate),
+        signer,
+    )
 
 
 class RerunRequestIssue(TypedDict, total=False):
@@ -220,8 +276,13 @@ def rerun_request_envelope(
         "expiresAt": format_time(expires_at),
         "issuedAt": format_time(issue.get("now") or utc_now()),
     }
-    statement = make_statement(run_name, run_digest, PredicateType.RERUN_REQUEST, predicate)
-    return sign_envelope(statement, key)
+    return _signed(
+        run_name,
+        run_digest,
+        PredicateType.RERUN_REQUEST,
+        build_predicate(RerunRequestPredicate, predicate),
+        key,
+    )
 
 
 def rerun_claim_envelope(
@@ -243,8 +304,13 @@ def rerun_claim_envelope(
         "device": device,
         "issuedAt": format_time(now or utc_now()),
     }
-    statement = make_statement(run_name, run_digest, PredicateType.RERUN_CLAIM, predicate)
-    return sign_envelope(statement, key)
+    return _signed(
+        run_name,
+        run_digest,
+        PredicateType.RERUN_CLAIM,
+        build_predicate(RerunClaimPredicate, predicate),
+        key,
+    )
 
 
 def rerun_envelope(
@@ -262,5 +328,10 @@ def rerun_envelope(
         **result,
         "issuedAt": format_time(now or utc_now()),
     }
-    statement = make_statement(run_name, run_digest, PredicateType.RERUN, predicate)
-    return sign_envelope(statement, key)
+    return _signed(
+        run_name,
+        run_digest,
+        PredicateType.RERUN,
+        build_predicate(RerunPredicate, predicate),
+        key,
+    )

@@ -32,6 +32,7 @@ from ledger.signing.authoring import (
     rerun_envelope,
 )
 from ledger.signing.keys import SigningKey
+from tests.unchecked_signing import unchecked_rerun_envelope
 
 
 def other_run(served: Served) -> dict[str, Any]:
@@ -294,7 +295,7 @@ def test_a_result_must_come_from_the_claimed_device_and_agree_with_its_cases(
     lying = result_of(job)
     lying["cases"] = [{"case": "case-0", "status": "incorrect"}]  # summary still allCorrect
     body = problem_of(
-        c.post(reruns, json=rerun_envelope(SEED, SEED_NAME, agent, result=lying)),
+        c.post(reruns, json=unchecked_rerun_envelope(SEED, SEED_NAME, agent, result=lying)),
         422,
         "schema-violation",
     )

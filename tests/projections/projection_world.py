@@ -29,7 +29,6 @@ from ledger.signing.authoring import (
     key_registration_envelope,
     lifecycle_envelope,
     rerun_claim_envelope,
-    rerun_envelope,
     rerun_request_envelope,
 )
 from ledger.signing.keys import SigningKey
@@ -38,6 +37,7 @@ from ledger.store.schema import upgrade
 from projections import queries
 from projections.runner import ProjectionRunner
 from projections.tables import ranks, runs
+from tests.unchecked_signing import unchecked_rerun_envelope
 
 SEED = "sha256:7e18c26ca3b60572c4fc8589c4b3b9a86b548ef031df4242ea2483b649bd6a47"
 RUN_15149 = "sha256:782ac3cd877051835cf05fa2ce71666733f6016234975fcf38a679ebe2bd13c2"
@@ -309,7 +309,7 @@ class World:
                 "backend": "cuda",
             }
             self.claim(job, signer or self.keys.agents[0], device)
-        return rerun_envelope(
+        return unchecked_rerun_envelope(
             job.run,
             NAMES[job.run],
             signer or self.keys.agents[0],
