@@ -39,10 +39,11 @@ from ledger.aggregates import Run, Signed
 from ledger.application import Ledger
 from ledger.home import LedgerHome
 from ledger.signing.authoring import ingestion_envelope
-from ledger.signing.dsse import parse_envelope
+from ledger.signing.dsse import parse_envelope, stored_statement
 from ledger.signing.keys import SigningKey
 from projections import queries
 from projections.run_record import run_record
+from projections.run_views import decode, event_name, statement_of
 from projections.runner import DEFAULT_BATCH, ProjectionRunner
 
 REPO = Path(__file__).resolve().parents[1]
@@ -198,6 +199,38 @@ def bare_read_rate(ledger: Ledger, batch: int = DEFAULT_BATCH) -> dict[str, Any]
     }
 
 
+def decode_costs(ledger: Ledger, limit: int = 5_000) -> dict[str, float]:
+    """µs per event to decode what a fold reads (the stored fields and the envelope's
+    statement), two ways: the ledger's eventsourcing mapper into typed events (the path the
+    views take, ``projections.run_views.decode``) and ``json.loads`` by hand (the path they
+    took before)."""
+    events = ledger.store.events.c
+    with ledger.store.transaction(commit=False) as session:
+        rows = session.execute(
+            select(events.id, events.originator_id, events.originator_version, events.topic)
+            .add_columns(events.state)
+            .order_by(events.id)
+            .limit(limit)
+        ).all()
+    if not rows:
+        return {}
+    started = time.perf_counter()
+    for event, _ in decode(ledger.mapper, rows):
+        if event_name(event) is not None:
+            statement_of(event)
+    typed = time.perf_counter() - started
+    started = time.perf_counter()
+    for row in rows:
+        stored = json.loads(bytes(row[4]))
+        stored_statement(stored["envelope"])
+    by_hand = time.perf_counter() - started
+    return {
+        "events": len(rows),
+        "typedMapperUs": round(typed / len(rows) * 1e6, 1),
+        "jsonByHandUs": round(by_hand / len(rows) * 1e6, 1),
+    }
+
+
 def bare_lookup_ms(ledger: Ledger, positions: list[int]) -> tuple[float, float]:
     """Anchor of the reads: one event row fetched by primary key, per transaction (p50, p99
     ms): the floor of any read on this store."""
@@ -246,6 +279,7 @@ def measure(
         }
         if anchors:
             result["bareRead"] = bare_read_rate(ledger)
+            result["decodePerEvent"] = decode_costs(ledger)
     if do_reads:
         rng = random.Random(7)  # noqa: S311 - reproducible sampling, not secrecy
         with ledger.store.transaction(commit=False) as session:
@@ -329,7 +363,8 @@ def figures(ctx: Context, *, rebuild: bool = True, reads: bool = True) -> list[F
             ok,
             to_target,
         )
-        detail = {k: m[k] for k in ("runs", "groups", "events", "build", "rebuild", "bareRead")}
+        shown = ("runs", "groups", "events", "build", "rebuild", "bareRead", "decodePerEvent")
+        detail = {k: m[k] for k in shown}
         why = (
             f"reading the events alone runs at {fmt(bare)}/s here; the rest is decoding each "
             "event and folding it into the views (`python -m cProfile` on "

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from eventsourcing.persistence import Tracking
 from sqlalchemy import bindparam, create_engine, delete, insert, select, text, update
 
 from domain.canonical import canonical_json
@@ -28,7 +29,14 @@ from domain.run_facts import (
 from ledger.aggregates import run_id
 from ledger.application import Ledger
 from ledger.store.event_store import StoreSession, connection_of
-from ledger.store.stored_events import decode_stored
+from projections.run_views import (
+    RUNNER_NAME,
+    RunViews,
+    ViewsTracking,
+    decode,
+    event_name,
+    statement_of,
+)
 from projections.tables import (
     VIEW_TABLES,
     ensure_views,
@@ -37,20 +45,17 @@ from projections.tables import (
     recreate_views,
     runs,
     stale_groups,
-    tracking,
 )
 from projections.view_rows import (
     Pending,
     chunks,
     evidence_columns,
     jsonable,
-    new_run_row,
     profile_columns,
     rank_entry,
 )
 
 T = TypeVar("T")
-RUNNER_NAME = "views"
 DEFAULT_BATCH = 1000
 _ADVISORY_LOCK_ID = 0x4B49_5649_4557  # "KIVIEW"
 
@@ -64,10 +69,6 @@ class ProjectionBusyError(DomainError):
 class CatchUp:
     events: int
     position: int
-
-
-def _subject(statement: dict[str, Any]) -> str:
-    return "sha256:" + str(statement["subject"][0]["digest"]["sha256"])
 
 
 # The engines whose views this process has brought to this build's VIEWS_VERSION (one check
@@ -99,6 +100,7 @@ class ProjectionRunner:
         self._events = ledger.store.events.c
         self._engine = ledger.store.engine
         self._is_postgres = ledger.store.postgres
+        self.tracking = ViewsTracking(ledger.store, RUNNER_NAME)
 
     def ensure_views(self) -> None:
         """The read-model tables as this build folds them (``tables.ensure_views``): made
@@ -138,6 +140,21 @@ class ProjectionRunner:
         self._rerank_stale()
         return CatchUp(total, position)
 
+    def fold_delivered(self, events: Sequence[tuple[Any, Tracking]]) -> int:
+        """Fold events a subscription delivered, in log order, as one batch: those another
+        folder (a reader's catch-up) has already folded are skipped, so each event counts
+        once. Returns how many were folded; re-ranks what they touched."""
+        with self.ledger.store.transaction(commit=True) as session:
+            self._lock(session)
+            done = self._position(session)
+            views = RunViews(self.tracking)
+            views.fold(item for item in events if item[1].notification_id > done)
+            pending, last = views.take()
+            if last is not None:
+                self._write(session, pending, last)
+        self._rerank_stale()
+        return 0 if last is None else sum(1 for _, t in events if t.notification_id > done)
+
     def snapshot(self, read: Callable[[StoreSession], T], attempts: int = 10) -> tuple[int, T]:
         """``read`` the views as they stand at one position of the log: nothing folded and
         no group left to re-rank while reading (else catch up and read again). Returns the
@@ -160,34 +177,37 @@ class ProjectionRunner:
         _lock_views(session, self._is_postgres)
 
     def _position(self, session: StoreSession) -> int:
-        value = session.execute(
-            select(tracking.c.position).where(tracking.c.name == RUNNER_NAME)
-        ).scalar()
-        return int(value) if value is not None else 0
+        return self.tracking.position(session)
 
     def _one_batch(self, session: StoreSession, batch: int) -> tuple[int, int]:
         self._lock(session)
         start = self._position(session)
+        e = self._events
         rows = session.execute(
-            select(self._events.id, self._events.topic, self._events.state)
-            .where(self._events.id > start)
-            .order_by(self._events.id)
+            select(e.id, e.originator_id, e.originator_version, e.topic, e.state)
+            .where(e.id > start)
+            .order_by(e.id)
             .limit(batch)
         ).all()
         if not rows:
             return 0, start
-        pending = Pending()
-        for position, topic, state in rows:
-            self.fold(pending, int(position), str(topic).rsplit(":", 1)[-1], bytes(state))
+        views = RunViews(self.tracking)
+        views.fold(decode(self.ledger.mapper, rows))
+        pending, _ = views.take()
         last = int(rows[-1][0])
+        self._write(session, pending, last)
+        return len(rows), last
+
+    def _write(self, session: StoreSession, pending: Pending, last: int) -> None:
+        """A batch's view changes, the groups they leave to re-rank and the position
+        reached, in the batch's transaction."""
         self._flush(session, pending)
         for digest in sorted(pending.dirty_evidence):
             key = self._recompute_evidence(session, digest, last)
             if key is not None:
                 pending.touched_groups.add(key)
         self._mark_stale(session, pending.touched_groups)
-        self._set_position(session, last)
-        return len(rows), last
+        self.tracking.record(session, last)
 
     def _mark_stale(self, session: StoreSession, keys: set[str]) -> None:
         if not keys:
@@ -215,51 +235,6 @@ class ProjectionRunner:
             keys = set(session.execute(select(stale_groups.c.comparison_key)).scalars())
             self._rerank(session, keys)
             session.execute(delete(stale_groups))
-
-    def _set_position(self, session: StoreSession, position: int) -> None:
-        exists = session.execute(
-            select(tracking.c.name).where(tracking.c.name == RUNNER_NAME)
-        ).scalar()
-        if exists is None:
-            session.execute(insert(tracking).values(name=RUNNER_NAME, position=position))
-        else:
-            session.execute(
-                update(tracking).where(tracking.c.name == RUNNER_NAME).values(position=position)
-            )
-
-    # ------------------------------------------------------------- folding
-
-    def fold(self, pending: Pending, position: int, event: str, state: bytes) -> None:
-        """Apply one event to the batch's pending view changes (written at batch end)."""
-        if not event.startswith("Run."):
-            return  # key events have no read model here
-        stored, statement = decode_stored(state)
-        digest = _subject(statement)
-        predicate = statement["predicate"]
-        if event in (EventName.RUN_INGESTED, EventName.RUN_MANIFESTS_ATTACHED):
-            pending.remember_manifests(position, predicate["manifests"])
-        if event == EventName.RUN_INGESTED:
-            row = new_run_row(position, digest, str(stored["received_at"]), predicate)
-            pending.new_rows[digest] = row
-            if row["comparison_key"] is not None:
-                pending.touched_groups.add(row["comparison_key"])
-            return
-        new_row = pending.new_rows.get(digest)
-        change = new_row if new_row is not None else pending.changes.setdefault(digest, {})
-        change["last_position"] = position
-        if event == EventName.RUN_ATTESTED:
-            change["attestations"] = change.get("attestations", 0) + 1
-        elif event == EventName.RUN_RETRACTED:
-            change["retracted"] = True
-            pending.regroup.add(digest)
-        elif event == EventName.RUN_SUPERSEDED:
-            change["superseded_by"] = predicate.get("supersededBy") or "unspecified"
-            pending.regroup.add(digest)
-        elif event == EventName.RUN_RERUN_RECORDED:
-            change["reruns"] = change.get("reruns", 0) + 1
-            pending.dirty_evidence.add(digest)
-        elif event == EventName.RUN_MANIFESTS_ATTACHED:
-            pending.dirty_evidence.add(digest)  # the refold sets its new profile (group)
 
     def _flush(self, session: StoreSession, pending: Pending) -> None:
         """Write the batch's new runs and changes with a few multi-row statements."""
@@ -323,23 +298,26 @@ class ProjectionRunner:
             session.execute(insert(manifests), fresh)
 
     def _run_events(self, session: StoreSession, digest: str, up_to: int) -> Sequence[Any]:
+        e = self._events
         return session.execute(
-            select(self._events.id, self._events.topic, self._events.state)
-            .where(self._events.originator_id == run_id(digest), self._events.id <= up_to)
-            .order_by(self._events.id)
+            select(e.id, e.originator_id, e.originator_version, e.topic, e.state)
+            .where(e.originator_id == run_id(digest), e.id <= up_to)
+            .order_by(e.id)
         ).all()
 
     def _recompute_evidence(self, session: StoreSession, digest: str, up_to: int) -> str | None:
         """Evidence from the run's events (only reruns move it), the verified value, and the
         profile (an attached workload gives the run its comparison group)."""
         fold: RunFold | None = None
-        for position, topic, raw in self._run_events(session, digest, up_to):
-            event = str(topic).rsplit(":", 1)[-1]
-            stored, statement = decode_stored(bytes(raw))
-            if event == EventName.RUN_INGESTED:
-                fold = RunFold.ingested(int(position), digest, statement["predicate"])
+        for event, tracking in decode(self.ledger.mapper, self._run_events(session, digest, up_to)):
+            name = event_name(event)
+            if name is None:
+                continue
+            predicate = statement_of(event)["predicate"]
+            if name == EventName.RUN_INGESTED:
+                fold = RunFold.ingested(tracking.notification_id, digest, predicate)
             elif fold is not None:
-                fold.apply(event, int(position), str(stored["signer"]), statement["predicate"])
+                fold.apply(name, tracking.notification_id, str(event.signer), predicate)
         if fold is None:
             return None
         median, interval = fold.verified()

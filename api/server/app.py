@@ -110,6 +110,7 @@ def create_app(ledger: Ledger, config: ServerConfig | None = None) -> Litestar:
         before_request=_admit,
         request_class=_Request,
         exception_handlers=EXCEPTION_HANDLERS,
+        on_startup=[service.start],
         on_shutdown=[service.close],
         request_max_body_size=settings.max_body_bytes,
         template_config=template_config(),

@@ -73,6 +73,7 @@ from projections.run_page import run_page
 from projections.run_record import MAX_COMPARED, compare_many, compare_runs
 from projections.runner import ProjectionRunner
 from projections.search import MAX_GROUPS, search_groups, search_result
+from projections.subscription import ViewsFollower
 
 MAX_PAGE = 200
 _log = structlog.get_logger("kernelindex.api")
@@ -102,6 +103,7 @@ class LedgerService:
         self.writer = GroupCommitWriter(ledger)
         self._projection_lock = threading.Lock()
         self.artifacts = ArtifactStore(ledger.store)
+        self.follower: ViewsFollower | None = None
 
     # ---------------------------------------------------------------- writes
 
@@ -441,8 +443,18 @@ class LedgerService:
     def artifact(self, digest: str) -> StoredArtifact:
         return self.artifacts.get(digest)
 
+    def start(self) -> None:
+        """On PostgreSQL, follow the ledger: the views fold each commit as it lands
+        (``projections.subscription``); reads still catch up for what they wrote."""
+        if self.ledger.store.postgres and self.follower is None:
+            self.follower = ViewsFollower(ProjectionRunner(self.ledger)).start()
+
     def close(self) -> None:
         self.writer.close()
+        if self.follower is not None:
+            self.follower.stop()
+            if self.follower.error is not None:
+                _log.warning("views_follower_failed", detail=str(self.follower.error))
 
     def health(self) -> Health:
         with self.ledger.store.transaction(commit=False) as session:

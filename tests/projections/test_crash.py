@@ -10,13 +10,16 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from eventsourcing.persistence import Tracking
 from projection_world import RUN_15149, RUN_21613, RUN_36818, SEED, World
 from sqlalchemy import create_engine, func, select
 
+from projections.run_views import RunViews, ViewsTracking
 from projections.runner import ProjectionRunner
 from projections.tables import runs, tracking
 
@@ -55,16 +58,20 @@ def fresh_rebuild(world: World) -> dict[str, str]:
 
 
 def crash_fold_after(monkeypatch: pytest.MonkeyPatch, events: int) -> None:
-    original = ProjectionRunner.fold
+    original = RunViews.fold
     calls = {"n": 0}
 
-    def fold(self: ProjectionRunner, *args: Any, **kwargs: Any) -> None:
-        if calls["n"] >= events:
-            raise Crash(f"crash after folding {events} events of the batch")
-        calls["n"] += 1
-        original(self, *args, **kwargs)
+    def fold(self: RunViews, batch: Iterable[tuple[Any, Tracking]]) -> None:
+        def counted() -> Iterator[tuple[Any, Tracking]]:
+            for item in batch:
+                if calls["n"] >= events:
+                    raise Crash(f"crash after folding {events} events of the batch")
+                calls["n"] += 1
+                yield item
 
-    monkeypatch.setattr(ProjectionRunner, "fold", fold)
+        original(self, counted())
+
+    monkeypatch.setattr(RunViews, "fold", fold)
 
 
 @pytest.mark.parametrize("after", [0, 1, 5])
@@ -101,11 +108,11 @@ def test_a_crash_after_the_view_updates_but_before_the_tracking_row(
     runner = world.runner()
     before = runner.table_digests()
 
-    def boom(self: ProjectionRunner, *args: Any) -> None:
+    def boom(self: ViewsTracking, *args: Any) -> None:
         raise Crash("crash while writing the tracking row")
 
     with monkeypatch.context() as patch:
-        patch.setattr(ProjectionRunner, "_set_position", boom)
+        patch.setattr(ViewsTracking, "record", boom)
         with pytest.raises(Crash):
             runner.catch_up(batch=5)
     assert world.tracking_position() == 0
@@ -139,6 +146,7 @@ CHILD = textwrap.dedent(
     from pathlib import Path
     from ledger.application import Ledger
     from ledger.signing.trust import TrustRoot
+    from projections.run_views import RunViews
     from projections.runner import ProjectionRunner
 
     url, root_file, batch, stall_in = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
@@ -150,17 +158,21 @@ CHILD = textwrap.dedent(
         folded[0] = 0
         return original(self, session, size)
 
-    def fold(self, *args):
-        original_fold(self, *args)
-        folded[0] += 1
-        if batches[0] == stall_in and folded[0] == 2:
-            # Mid-batch: two events of this batch folded, uncommitted. Wait to be killed.
-            print("mid-batch", flush=True)
-            time.sleep(120)
+    def fold(self, events):
+        def stalling():
+            for item in events:
+                yield item
+                folded[0] += 1
+                if batches[0] == stall_in and folded[0] == 2:
+                    # Mid-batch: two events of this batch folded, uncommitted. Wait to be killed.
+                    print("mid-batch", flush=True)
+                    time.sleep(120)
 
-    original_fold = ProjectionRunner.fold
+        original_fold(self, stalling())
+
+    original_fold = RunViews.fold
     ProjectionRunner._one_batch = one_batch
-    ProjectionRunner.fold = fold
+    RunViews.fold = fold
     runner.catch_up(batch=batch)
     print("finished", flush=True)
     """
