@@ -194,6 +194,7 @@ class Admission:
         cached = self._keys.known(named)
         runs = {run_id(statement.subject_digest) for _, statement in parsed}
         group.versions = stored_versions(self.store, runs | {principal_id(k) for k in cached})
+        group.asked = frozenset(runs)
         group.keys = dict(self._keys.unchanged(cached, group.versions))
 
     def stored(self, group: AdmittedGroup) -> None:
@@ -220,6 +221,8 @@ class Admission:
             return found
         versions = self._group.versions
         if cls is Run and versions is not None:
+            if self._group.known_absent(aggregate_id):
+                return None  # a new run: nothing to load (most of an import's envelopes)
             cached = self._runs.get(aggregate_id, versions.get(aggregate_id))
             if isinstance(cached, cls):
                 return cached

@@ -17,10 +17,10 @@ import functools
 import hashlib
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from domain.canonical import canonical_b64decode, canonical_json, digest_of
+from domain.canonical import DIGEST_PREFIX, canonical_b64decode, canonical_json, sha256_hex
 from domain.documents import parse_json
 from domain.errors import CanonicalizationError, DomainError, ParseError
 from domain.statements import PAYLOAD_TYPE, Statement, parse_statement
@@ -70,11 +70,14 @@ class Envelope:
     payload: bytes
     signatures: tuple[tuple[str, bytes], ...]
     raw: Mapping[str, Any]
+    # The JCS bytes of ``raw``, made once when the envelope was parsed (which checks that it
+    # has them): its digest is taken over these, not a second serialisation.
+    canonical: bytes = field(repr=False, compare=False)
 
     @functools.cached_property
     def digest(self) -> str:
         """sha256 over the JCS form of the envelope: identical envelopes, identical digest."""
-        return digest_of(dict(self.raw))
+        return DIGEST_PREFIX + sha256_hex(self.canonical)
 
     @property
     def keyid(self) -> str:
@@ -134,10 +137,10 @@ def parse_envelope(value: object) -> Envelope:
             raise EnvelopeError(f"signatures[{i}].keyid must be a string")
         parsed.append((keyid, _b64decode_strict(item.get("sig"), f"signatures[{i}].sig")))
     try:
-        canonical_json(dict(value))
+        canonical = canonical_json(dict(value))
     except DomainError as exc:
         raise EnvelopeError(f"envelope is not canonicalisable: {exc.message}") from None
-    return Envelope(payload_type, payload, tuple(parsed), value)
+    return Envelope(payload_type, payload, tuple(parsed), value, canonical)
 
 
 def signed_digest(payload_type: str, payload: bytes, keyid: str) -> str:

@@ -12,10 +12,18 @@ import pytest
 
 from api.demo import build_demo
 from domain.statements import Role
+from ledger.admission import Admission
+from ledger.aggregates import run_id
 from ledger.application import Ledger
 from ledger.home import LedgerHome
-from ledger.signing.authoring import attestation_envelope, key_registration_envelope
+from ledger.receipt import Receipt
+from ledger.signing.authoring import (
+    attestation_envelope,
+    ingestion_envelope,
+    key_registration_envelope,
+)
 from ledger.signing.keys import SigningKey
+from tests.projections.projection_world import MANIFESTS, RUN_21613
 
 NAME = "sol-submission-38823"
 
@@ -66,3 +74,33 @@ def test_a_group_that_failed_to_commit_leaves_no_trace(
     # a duplicate of an event that does not exist.
     retry = first.append_many([_note(seed, key, "lost")])[0]
     assert not isinstance(retry, Exception) and retry.duplicate is False
+
+
+def test_a_run_another_writer_ingests_after_the_group_looked_is_not_ingested_twice(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Admission takes a run its version query did not find as new, without loading it; if
+    another writer stores that run before the group commits, the commit conflicts and the
+    group is admitted again, against the stored run: one ingestion, a duplicate's receipt."""
+    home = LedgerHome.at(tmp_path / "home", db_url)
+    first = home.initialise(origin="test.kernelindex/race")
+    second = home.open()
+    try:
+        envelope = ingestion_envelope(MANIFESTS[RUN_21613], home.key("ingester"))
+        read_versions = Admission._read_versions
+        raced: list[Receipt] = []
+
+        def then_another_writer(self: Admission, *args: Any) -> None:
+            read_versions(self, *args)
+            if self is first.admission and not raced:  # the first's first look loses
+                raced.append(second.append(envelope))
+
+        monkeypatch.setattr(Admission, "_read_versions", then_another_writer)
+        answer = first.append_many([envelope])[0]
+        assert not isinstance(answer, Exception)
+        assert answer.duplicate and answer.position == raced[0].position
+        ingested = first.stored_records(run_id(RUN_21613))
+        assert [r.event_name for r in ingested] == ["Run.Ingested"]
+    finally:
+        first.close()
+        second.close()
