@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import asdict
 from typing import Annotated, Any
 
 import typer
@@ -26,6 +27,7 @@ from ledger.errors import NotFoundError
 from projections import queries
 from projections.group_labels import group_labels
 from projections.references import resolve_group, resolve_run_in
+from projections.rows import BoardRow
 from projections.run_record import compare_runs
 from projections.runner import ProjectionRunner
 from projections.search import search_groups, search_result
@@ -41,25 +43,25 @@ def register(app: typer.Typer) -> None:
     app.command("search")(search)
 
 
-def _print_board(key: str, view: View, rows: list[dict[str, Any]]) -> None:
+def _print_board(key: str, view: View, rows: list[BoardRow]) -> None:
     """The ranking with a latency bar per run: shorter bar, faster kernel."""
     out.print(f"[bold]Leaderboard[/] {key} · {view} comparison · {len(rows)} ranked")
     if not rows:
         out.print("  (no run is ranked in this view)")
         return
-    top = max(r["value"] for r in rows) or 1.0
-    first = rows[0]["value"] or 1.0
+    top = max(r.value for r in rows) or 1.0
+    first = rows[0].value or 1.0
     table = Table(box=None, pad_edge=False)
     for column in ("rank", "run", "evidence", "value", "× #1", "latency"):
         table.add_column(column, no_wrap=column != "run", overflow="fold")
     for r in rows:
-        filled = max(1, round(BAR_WIDTH * r["value"] / top))
+        filled = max(1, round(BAR_WIDTH * r.value / top))
         table.add_row(
-            str(r["rank"]),
-            f"{escape(r['name'])} [dim]{r['run_digest'][7:19]}[/]",
-            r["evidence_level"],
-            format_value(r["value"], r["unit"] if view is View.SOURCE_NATIVE else "ns"),
-            f"{r['value'] / first:.3f}",
+            str(r.rank),
+            f"{escape(r.name)} [dim]{r.run_digest[7:19]}[/]",
+            r.evidence_level,
+            format_value(r.value, r.unit if view is View.SOURCE_NATIVE else "ns"),
+            f"{r.value / first:.3f}",
             "[cyan]" + "█" * filled + "[/]",
         )
     out.print(table)
@@ -95,7 +97,7 @@ def leaderboard(
         elif definition is None and gpu is None:
             raise NotFoundError("give a comparison key, or --definition and/or --gpu")
         else:
-            keys = [str(g["comparison_key"]) for g in queries.groups(session, definition, gpu)]
+            keys = [g.comparison_key for g in queries.groups(session, definition, gpu)]
             if not keys:
                 raise NotFoundError(
                     "no comparison group has "
@@ -113,7 +115,7 @@ def leaderboard(
                 "comparisonKey": label.key,
                 "label": label.separated_by([o for o in labels if o is not label]),
                 "view": str(view),
-                "entries": rows,
+                "entries": [asdict(r) for r in rows],  # the board's columns, as stored
             }
             for label, rows in boards
         ]

@@ -283,7 +283,7 @@ def measure(
     if do_reads:
         rng = random.Random(7)  # noqa: S311 - reproducible sampling, not secrecy
         with ledger.store.transaction(commit=False) as session:
-            keys = [str(g["comparison_key"]) for g in queries.groups(session)]
+            keys = [str(g.comparison_key) for g in queries.groups(session)]
             digests = [str(d) for d, _ in ledger.run_index()]
         board_times: list[float] = []
         row_times: list[float] = []

@@ -9,6 +9,7 @@ are the ledger's own decision (``ledger.bundle``), from its group index, not the
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import asdict
 from typing import IO, Any
 
 from sqlalchemy import select
@@ -66,7 +67,8 @@ def export_runs(
         for digest in sorted(claimed):
             row = run_row(session, digest)
             if row is not None:
-                claims.append(make_claim(digest, row, standings(session, digest)))
+                # make_claim (ledger.verify) reads the run's columns by name, as a mapping.
+                claims.append(make_claim(digest, asdict(row), standings(session, digest)))
         return groups, claims
 
     position, (groups, claims) = runner.snapshot(read)

@@ -1,4 +1,7 @@
-"""Reads over the projected views: one run's standing, leaderboards, groups."""
+"""Reads over the projected views: one run's standing, leaderboards, groups.
+
+The one read door: each read answers typed, frozen rows (``projections.rows``).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +14,18 @@ from sqlalchemy import func, select
 from domain.evidence import EvidenceLevel
 from domain.ranking import View
 from ledger.store.event_store import StoreSession
+from projections.rows import (
+    BoardRow,
+    GroupHeading,
+    GroupRow,
+    OperationGroupRow,
+    OperationRow,
+    RecentRunRow,
+    RunListRow,
+    RunNames,
+    RunRow,
+    SourceRow,
+)
 from projections.tables import manifests, ranks, runs
 
 
@@ -27,13 +42,9 @@ class Standing:
         return f"Rank {self.rank} of {self.of} in its comparison group · {self.view} comparison"
 
 
-def run_row(session: StoreSession, digest: str) -> dict[str, Any] | None:
+def run_row(session: StoreSession, digest: str) -> RunRow | None:
     row = session.execute(select(runs).where(runs.c.run_digest == digest)).mappings().first()
-    if row is None:
-        return None
-    result = dict(row)
-    result["evidence_reasons"] = json.loads(result["evidence_reasons"])
-    return result
+    return None if row is None else RunRow.from_mapping(row)
 
 
 def standings(session: StoreSession, digest: str) -> dict[str, Standing]:
@@ -54,7 +65,7 @@ def leaderboard(
     *,
     offset: int = 0,
     limit: int | None = None,
-) -> list[dict[str, Any]]:
+) -> list[BoardRow]:
     """Ranked runs of a comparison group, best first (ties by run digest); a page of them
     from ``offset`` when ``limit`` is given."""
     query = (
@@ -87,7 +98,7 @@ def leaderboard(
         query = query.offset(offset)
     if limit is not None:
         query = query.limit(limit)
-    return [dict(r) for r in session.execute(query).mappings()]
+    return [BoardRow.from_mapping(r) for r in session.execute(query).mappings()]
 
 
 def ranked_count(
@@ -106,7 +117,7 @@ def ranked_count(
 
 def groups(
     session: StoreSession, benchmark: str | None = None, product: str | None = None
-) -> list[dict[str, Any]]:
+) -> list[GroupRow]:
     """Comparison groups, optionally those of a benchmark/definition on a GPU product."""
     query = (
         select(
@@ -133,7 +144,7 @@ def groups(
         query = query.where(runs.c.benchmark == benchmark)
     if product is not None:
         query = query.where(runs.c.product == product)
-    return [dict(r) for r in session.execute(query).mappings()]
+    return [GroupRow.from_mapping(r) for r in session.execute(query).mappings()]
 
 
 def top_of_group(session: StoreSession, key: str, view: View) -> str | None:
@@ -165,7 +176,7 @@ def leaders() -> Any:
     )
 
 
-def operations(session: StoreSession, limit: int | None = None) -> list[dict[str, Any]]:
+def operations(session: StoreSession, limit: int | None = None) -> list[OperationRow]:
     """Each operation (benchmark or definition) with its runs, groups and GPUs, most runs
     first: the way in to thousands of groups."""
     query = (
@@ -181,10 +192,10 @@ def operations(session: StoreSession, limit: int | None = None) -> list[dict[str
     )
     if limit is not None:
         query = query.limit(limit)
-    return [dict(r) for r in session.execute(query).mappings()]
+    return [OperationRow.from_mapping(r) for r in session.execute(query).mappings()]
 
 
-def operation_groups(session: StoreSession, benchmark: str) -> list[dict[str, Any]]:
+def operation_groups(session: StoreSession, benchmark: str) -> list[OperationGroupRow]:
     """The comparison groups of one operation with each group's #1 (source-native)."""
     counted = (
         select(
@@ -218,20 +229,20 @@ def operation_groups(session: StoreSession, benchmark: str) -> list[dict[str, An
         .outerjoin(top, top.c.run_digest == first.c.run_digest)
         .order_by(counted.c.product, counted.c.runs.desc(), counted.c.comparison_key)
     )
-    return [dict(r) for r in session.execute(query).mappings()]
+    return [OperationGroupRow.from_mapping(r) for r in session.execute(query).mappings()]
 
 
-def sources(session: StoreSession) -> list[dict[str, Any]]:
+def sources(session: StoreSession) -> list[SourceRow]:
     """Each source with how many runs it gave, most first."""
     query = (
         select(runs.c.source, func.count().label("runs"))
         .group_by(runs.c.source)
         .order_by(func.count().desc(), runs.c.source)
     )
-    return [dict(r) for r in session.execute(query).mappings()]
+    return [SourceRow.from_mapping(r) for r in session.execute(query).mappings()]
 
 
-def recent_runs(session: StoreSession, limit: int) -> list[dict[str, Any]]:
+def recent_runs(session: StoreSession, limit: int) -> list[RecentRunRow]:
     """The newest runs, newest first, with what a list of them shows."""
     t = runs.c
     query = (
@@ -252,10 +263,10 @@ def recent_runs(session: StoreSession, limit: int) -> list[dict[str, Any]]:
         .order_by(t.ingested_position.desc())
         .limit(limit)
     )
-    return [dict(r) for r in session.execute(query).mappings()]
+    return [RecentRunRow.from_mapping(r) for r in session.execute(query).mappings()]
 
 
-def group_heading(session: StoreSession, key: str) -> dict[str, Any] | None:
+def group_heading(session: StoreSession, key: str) -> GroupHeading | None:
     """Benchmark, GPU and metric of one comparison group, with its number of runs."""
     t = runs.c
     query = (
@@ -267,14 +278,14 @@ def group_heading(session: StoreSession, key: str) -> dict[str, Any] | None:
     if row is None:
         return None
     count = session.execute(select(func.count()).where(t.comparison_key == key)).scalar_one()
-    return dict(row) | {"runs": count}
+    return GroupHeading.from_mapping({**row, "runs": count})
 
 
-def run_names(session: StoreSession, digest: str) -> dict[str, Any]:
+def run_names(session: StoreSession, digest: str) -> RunNames:
     """A run's name and title (both None for a run the views do not hold)."""
     query = select(runs.c.name, runs.c.title).where(runs.c.run_digest == digest)
     row = session.execute(query).mappings().first()
-    return dict(row) if row is not None else {"name": None, "title": None}
+    return RunNames.from_mapping(row) if row is not None else RunNames(None, None)
 
 
 # What the runs list shows of each run (run_item), in ingestion order.
@@ -313,7 +324,7 @@ class RunFilter:
     after: int | None = None
 
 
-def list_runs(session: StoreSession, where: RunFilter, limit: int) -> list[dict[str, Any]]:
+def list_runs(session: StoreSession, where: RunFilter, limit: int) -> list[RunListRow]:
     """At most ``limit`` runs in ingestion order, with what the runs list shows of each."""
     t = runs.c
     query = select(*RUN_LIST_COLUMNS).order_by(t.ingested_position)
@@ -328,7 +339,7 @@ def list_runs(session: StoreSession, where: RunFilter, limit: int) -> list[dict[
             query = query.where(column == value)
     if where.after is not None:
         query = query.where(t.ingested_position > where.after)
-    return [dict(r) for r in session.execute(query.limit(limit)).mappings()]
+    return [RunListRow.from_mapping(r) for r in session.execute(query.limit(limit)).mappings()]
 
 
 def group_exists(session: StoreSession, key: str) -> bool:

@@ -64,15 +64,15 @@ def run_record(ledger: Ledger, digest: str, events: RunEvents | None = None) -> 
     with ledger.store.transaction(commit=False) as session:
         row = run_row(session, digest)
         places = standings(session, digest)
-        key = row["comparison_key"] if row else None
+        key = row.comparison_key if row else None
         first = top_of_group(session, key, View.SOURCE_NATIVE) if key else None
     if row is None:
         return record
     record["evidence"] = {
-        "level": row["evidence_level"],
-        "reasons": row["evidence_reasons"],
-        "causedBy": row["evidence_caused_by"],
-        "policyVersion": row["policy_version"],
+        "level": row.evidence_level,
+        "reasons": row.evidence_reasons,
+        "causedBy": row.evidence_caused_by,
+        "policyVersion": row.policy_version,
     }
     record["comparisonKey"] = key
     record["standings"] = {

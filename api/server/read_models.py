@@ -8,7 +8,6 @@ several of them as they are, and the API turns them into its typed replies
 from __future__ import annotations
 
 import base64
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +16,7 @@ from domain.documents import MAX_SAFE_INTEGER
 from ledger.errors import NotFoundError
 from ledger.event_verification import EventVerification
 from ledger.history import HistoryPage, describe
+from projections.rows import BoardRow, RunListRow
 
 _CURSOR = re.compile(r"p(0|[1-9][0-9]{0,15})")
 
@@ -56,51 +56,46 @@ def page_fields(page: HistoryPage) -> dict[str, Any]:
     return {"start": page.start, "next": page.next_start, "total": page.total}
 
 
-def run_item(row: dict[str, Any]) -> dict[str, Any]:
+def run_item(row: RunListRow) -> dict[str, Any]:
     return {
-        "digest": row["run_digest"],
-        "name": row["name"],
-        "title": row["title"],
-        "source": row["source"],
-        "externalId": row["external_id"],
-        "benchmark": row["benchmark"],
-        "status": row["status"],
-        "comparisonKey": row["comparison_key"],
-        "metric": row["metric"],
-        "claimed": row["claimed"],
-        "unit": row["unit"],
-        "gpu": row["product"],
-        "evidenceLevel": row["evidence_level"],
-        "retracted": bool(row["retracted"]),
-        "supersededBy": row["superseded_by"],
-        "attestations": row["attestations"],
-        "ingestedAt": row["ingested_at"],
-        "position": row["ingested_position"],
+        "digest": row.run_digest,
+        "name": row.name,
+        "title": row.title,
+        "source": row.source,
+        "externalId": row.external_id,
+        "benchmark": row.benchmark,
+        "status": row.status,
+        "comparisonKey": row.comparison_key,
+        "metric": row.metric,
+        "claimed": row.claimed,
+        "unit": row.unit,
+        "gpu": row.product,
+        "evidenceLevel": row.evidence_level,
+        "retracted": bool(row.retracted),
+        "supersededBy": row.superseded_by,
+        "attestations": row.attestations,
+        "ingestedAt": row.ingested_at,
+        "position": row.ingested_position,
     }
 
 
-def board_entry(row: dict[str, Any], first: float | None) -> dict[str, Any]:
+def board_entry(row: BoardRow, first: float | None) -> dict[str, Any]:
     return {
-        "rank": row["rank"],
-        "of": row["of_count"],
-        "run": row["run_digest"],
-        "name": row["name"],
-        "title": row["title"],
-        "source": row["source"],
-        "externalId": row["external_id"],
-        "evidenceLevel": row["evidence_level"],
-        "value": row["value"],
-        "unit": row["unit"],
-        "metric": row["metric"],
-        "statistic": row["statistic"],
-        "claimed": row["claimed"],
-        "rerunMedianNs": row["rerun_median_ns"],
-        "author": row["author"],
-        "tiedWith": json_list(row["tied_with"]),
-        "ratioToFirst": row["value"] / first if first else None,
+        "rank": row.rank,
+        "of": row.of_count,
+        "run": row.run_digest,
+        "name": row.name,
+        "title": row.title,
+        "source": row.source,
+        "externalId": row.external_id,
+        "evidenceLevel": row.evidence_level,
+        "value": row.value,
+        "unit": row.unit,
+        "metric": row.metric,
+        "statistic": row.statistic,
+        "claimed": row.claimed,
+        "rerunMedianNs": row.rerun_median_ns,
+        "author": row.author,
+        "tiedWith": row.tied_runs,
+        "ratioToFirst": row.value / first if first else None,
     }
-
-
-def json_list(text: str) -> list[str]:
-    value = json.loads(text)
-    return [str(v) for v in value] if isinstance(value, list) else []

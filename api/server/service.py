@@ -68,6 +68,7 @@ from projections import queries
 from projections.export import export_runs
 from projections.group_labels import GroupLabel, group_labels
 from projections.references import resolve_group_in, resolve_run_in
+from projections.rows import OperationGroupRow
 from projections.run_changes import changes_by_event
 from projections.run_page import run_page
 from projections.run_record import MAX_COMPARED, compare_many, compare_runs
@@ -203,7 +204,7 @@ class LedgerService:
         more = len(rows) > size
         rows = rows[:size]
         items = [run_item(r) for r in rows]
-        next_cursor = Cursor(rows[-1]["ingested_position"]).encode() if more and rows else None
+        next_cursor = Cursor(rows[-1].ingested_position).encode() if more and rows else None
         return to_response({"items": items, "next": next_cursor}, RunList)
 
     def run_record(self, reference: str) -> dict[str, Any]:
@@ -244,13 +245,13 @@ class LedgerService:
             rows = queries.groups(session, benchmark, gpu)
         return [
             {
-                "comparisonKey": r["comparison_key"],
-                "benchmark": r["benchmark"],
-                "gpu": r["product"],
-                "metric": r["metric"],
-                "statistic": r["statistic"],
-                "unit": r["unit"],
-                "runs": r["runs"],
+                "comparisonKey": r.comparison_key,
+                "benchmark": r.benchmark,
+                "gpu": r.product,
+                "metric": r.metric,
+                "statistic": r.statistic,
+                "unit": r.unit,
+                "runs": r.runs,
             }
             for r in rows
         ]
@@ -260,10 +261,10 @@ class LedgerService:
         _, rows = self.runner.snapshot(lambda session: queries.operations(session, limit))
         return [
             {
-                "operation": r["benchmark"],
-                "runs": r["runs"],
-                "groups": r["groups"],
-                "gpus": r["gpus"],
+                "operation": r.benchmark,
+                "runs": r.runs,
+                "groups": r.groups,
+                "gpus": r.gpus,
             }
             for r in rows
         ]
@@ -273,30 +274,30 @@ class LedgerService:
         groups that look like it."""
         self.fresh()
 
-        def read(session: Any) -> tuple[list[dict[str, Any]], list[GroupLabel]]:
+        def read(session: Any) -> tuple[list[OperationGroupRow], list[GroupLabel]]:
             rows = queries.operation_groups(session, name)
-            return rows, group_labels(session, [str(r["comparison_key"]) for r in rows])
+            return rows, group_labels(session, [r.comparison_key for r in rows])
 
         _, (rows, labels) = self.runner.snapshot(read)
         if not rows:
             raise NotFoundError(f"no comparison group of an operation named {name!r}")
         by_key = {label.key: label for label in labels}
-        groups = []
+        groups: list[dict[str, Any]] = []  # JSON-ready, the API types it
         for r in rows:
-            label = by_key[str(r["comparison_key"])]
+            label = by_key[r.comparison_key]
             alike = label.lookalikes(labels)
             groups.append(
                 {
-                    "comparisonKey": r["comparison_key"],
-                    "gpu": r["product"],
-                    "metric": r["metric"],
-                    "statistic": r["statistic"],
-                    "unit": r["unit"],
-                    "runs": r["runs"],
+                    "comparisonKey": r.comparison_key,
+                    "gpu": r.product,
+                    "metric": r.metric,
+                    "statistic": r.statistic,
+                    "unit": r.unit,
+                    "runs": r.runs,
                     "parts": label.parts,
                     "apartBy": label.separated_by(alike) if alike else None,
                     "apartShort": label.short_apart(alike) if alike else None,
-                    "top": {"run": r["top_run"], "name": r["top_name"], "value": r["top_value"]},
+                    "top": {"run": r.top_run, "name": r.top_name, "value": r.top_value},
                 }
             )
         return {
@@ -324,7 +325,7 @@ class LedgerService:
             known = queries.group_exists(session, key)
         if not known:
             raise NotFoundError(f"no comparison group {key}")
-        first = best[0]["value"] if best else None
+        first = best[0].value if best else None
         return {
             "comparisonKey": key,
             "view": str(view),

@@ -63,14 +63,14 @@ def test_an_attached_workload_ranks_the_run_and_leaves_its_evidence(world: World
     world.ingest(RUN_21613, RUN_36818, RUN_15149)
     _ingest_bare_seed(world)
     before = world.row(SEED)
-    assert before["comparison_key"] is None and world.standing(SEED) is None
+    assert before.comparison_key is None and world.standing(SEED) is None
     receipt = world.append(_attach(world, {"workload": WORKLOAD}))
     assert receipt.event == "Run.ManifestsAttached" and receipt.inclusion is not None
     after = world.row(SEED)
-    assert after["comparison_key"] == GROUP
+    assert after.comparison_key == GROUP
     assert world.standing(SEED) == (3, 3)
     for column in ("evidence_level", "evidence_reasons", "evidence_caused_by", "claimed"):
-        assert after[column] == before[column], column
+        assert getattr(after, column) == getattr(before, column), column
 
 
 def test_the_views_after_an_attachment_are_those_of_a_rebuild(world: World) -> None:
@@ -113,7 +113,7 @@ def test_a_wrong_attachment_is_refused_and_changes_nothing(
     with pytest.raises(error, match=says):
         world.append(_attach(world, attached()))
     assert world.count() == count
-    assert world.row(SEED)["comparison_key"] is None
+    assert world.row(SEED).comparison_key is None
 
 
 def test_only_an_ingester_attaches_and_only_what_the_run_lacks(world: World) -> None:
@@ -186,7 +186,7 @@ def test_every_cohort_run_keeps_its_evidence_whatever_is_attached_when(world: Wo
     for run in ALL_RUNS:
         bare = {role: doc for role, doc in MANIFESTS[run].items() if role != "workload"}
         world.append(ingestion_envelope(bare, world.keys.ingester, now=world.clock.now))
-        level = world.row(run)["evidence_level"]
+        level = world.row(run).evidence_level
         world.append(
             attachment_envelope(
                 run,
@@ -197,8 +197,8 @@ def test_every_cohort_run_keeps_its_evidence_whatever_is_attached_when(world: Wo
             )
         )
         row = world.row(run)
-        assert row["evidence_level"] == level
-        assert row["comparison_key"] == comparison_key_of(MANIFESTS[run])
+        assert row.evidence_level == level
+        assert row.comparison_key == comparison_key_of(MANIFESTS[run])
         history = run_history(world.ledger, run)
         assert history[-1].event == "Run.ManifestsAttached" and history[-1].ok
         assert describe(history[-1]).startswith("attached workload ")
@@ -246,7 +246,7 @@ def test_the_group_index_is_what_the_admitted_events_say_in_any_group_of_writes(
             expected[run] = key
     assert _index(world) == expected
     assert audit_ledger(world.ledger).verified  # positions too: audit folds them from the log
-    assert world.row(RUN_36818)["comparison_key"] == GROUP
+    assert world.row(RUN_36818).comparison_key == GROUP
     lines = _bundle(world, [RUN_36818])
     policy = VerificationPolicy(trust_root=world.root, expect=Expectation(run=RUN_36818))
     report = verify_bundle_lines(lines, policy, workers=1)

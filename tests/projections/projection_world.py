@@ -35,6 +35,7 @@ from ledger.signing.keys import SigningKey
 from ledger.signing.trust import TrustRoot
 from ledger.store.schema import upgrade
 from projections import queries
+from projections.rows import RunRow
 from projections.runner import ProjectionRunner
 from projections.tables import ranks, runs
 from tests.unchecked_signing import unchecked_rerun_envelope
@@ -328,7 +329,7 @@ class World:
         runner.catch_up()
         return runner.table_digests()
 
-    def row(self, run: str) -> dict[str, Any]:
+    def row(self, run: str) -> RunRow:
         self.runner().catch_up()
         with self.ledger.store.transaction(commit=False) as session:
             row = queries.run_row(session, run)
@@ -336,7 +337,7 @@ class World:
         return row
 
     def level(self, run: str) -> str:
-        return str(self.row(run)["evidence_level"])
+        return self.row(run).evidence_level
 
     def levels(self) -> dict[str, str]:
         with self.ledger.store.transaction(commit=False) as session:
@@ -352,7 +353,7 @@ class World:
         self.runner().catch_up()
         with self.ledger.store.transaction(commit=False) as session:
             rows = queries.leaderboard(session, key, view)
-        return [(r["run_digest"], r["rank"], r["of_count"]) for r in rows]
+        return [(r.run_digest, r.rank, r.of_count) for r in rows]
 
     def standing(self, run: str, view: View = View.SOURCE_NATIVE) -> tuple[int, int] | None:
         self.runner().catch_up()

@@ -135,7 +135,7 @@ def test_batches_committed_before_a_crash_stay_and_are_not_folded_twice(
     runner.catch_up(batch=3)
     incremental = runner.table_digests()
     assert incremental == fresh_rebuild(world)
-    assert world.row(SEED)["attestations"] == 4
+    assert world.row(SEED).attestations == 4
 
 
 # ------------------------------------------------------------------ a real kill
@@ -246,6 +246,6 @@ def test_sigkill_mid_batch_then_restart_equals_a_rebuild(world: World, tmp_path:
     runner = world.runner()
     done = runner.catch_up(batch=batch)
     assert (done.events, done.position) == (total - position, total)
-    assert world.row(SEED)["attestations"] + world.row(RUN_21613)["attestations"] == 240
+    assert world.row(SEED).attestations + world.row(RUN_21613).attestations == 240
     incremental = runner.table_digests()
     assert incremental == fresh_rebuild(world)

@@ -355,7 +355,7 @@ def test_fixed_sequence_on_both_backends(db_url: str, tmp_path: Path) -> None:
             RUN_36818: "reported",
             RUN_15149: "verified",
         }
-        assert a.row(RUN_21613)["retracted"] is True
+        assert a.row(RUN_21613).retracted is True
         assert a.board() == [(SEED, 1, 1)]
     finally:
         for w in made:

@@ -65,7 +65,7 @@ def keys(world: World, query: str) -> list[str]:
 
 def v1_0(world: World) -> str:
     """The cohort's other group (stack v1.0): RUN_15149's."""
-    return str(world.row(RUN_15149)["comparison_key"])
+    return str(world.row(RUN_15149).comparison_key)
 
 
 def variant(
@@ -99,7 +99,7 @@ def ingest(world: World, manifest_set: dict[str, dict[str, Any]]) -> str:
     """Ingest a run; its comparison group."""
     envelope = ingestion_envelope(manifest_set, world.keys.ingester, now=world.clock.now)
     digest = world.append(envelope).subject_digest
-    return str(world.row(digest)["comparison_key"])
+    return str(world.row(digest).comparison_key)
 
 
 # ------------------------------------------------------------------ values, not keys
@@ -188,7 +188,7 @@ def test_a_substring_matches_and_every_word_must(cohort: World) -> None:
         (v1_0(cohort), 1, 1)
     ]
     # A word may not span two values: the seed's title ends "B200", its source follows it.
-    assert str(cohort.row(SEED)["title"]).endswith("B200")
+    assert str(cohort.row(SEED).title).endswith("B200")
     assert keys(cohort, "B200sol-execbench") == []
 
 

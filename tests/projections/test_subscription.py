@@ -58,7 +58,7 @@ def test_views_follow_the_ledger_where_the_store_notifies_and_say_why_not_elsewh
     assert follower.error is None
     assert follower.folded > 0
     assert _attestations(cohort, SEED) == 9
-    assert cohort.row(RUN_21613)["retracted"]
+    assert cohort.row(RUN_21613).retracted
     followed = cohort.runner().table_digests()
     assert followed == fresh_rebuild(cohort)
 

@@ -57,9 +57,9 @@ def test_seed_ranks_3_of_3_and_21613_is_first(cohort: World) -> None:
     assert first["ratio"] == pytest.approx(1.1678, abs=1e-4)
     assert any(d["path"] == "run.metadata.name" for d in first["differences"])
     row = cohort.row(RUN_21613)
-    assert (row["external_id"], row["claimed"], row["comparison_key"]) == ("21613", 1499085, GROUP)
+    assert (row.external_id, row.claimed, row.comparison_key) == ("21613", 1499085, GROUP)
     # 15149 is on the same workload but another protocol/environment: a group of its own.
-    assert cohort.row(RUN_15149)["comparison_key"] != GROUP
+    assert cohort.row(RUN_15149).comparison_key != GROUP
     assert cohort.standing(RUN_15149) == (1, 1)
     # Nobody reran anything: the verified view is empty.
     assert cohort.board(View.VERIFIED) == []
@@ -74,10 +74,10 @@ def test_every_ingested_run_is_reported_with_reasons_and_its_ingestion_as_cause(
         positions[run] = records[0].position
     for run in NAMES:
         row = cohort.row(run)
-        assert row["evidence_level"] == "reported"
-        assert row["evidence_reasons"] == REPORTED_REASONS
-        assert row["evidence_caused_by"] == positions[run]
-        assert row["policy_version"] == "evidence-v1"
+        assert row.evidence_level == "reported"
+        assert row.evidence_reasons == REPORTED_REASONS
+        assert row.evidence_caused_by == positions[run]
+        assert row.policy_version == "evidence-v1"
     evidence = run_record(cohort.ledger, SEED)["evidence"]
     assert evidence == {
         "level": "reported",
@@ -93,9 +93,9 @@ def test_attestations_do_not_move_levels_or_ranks(cohort: World) -> None:
     for i, type_ in enumerate(["reproduced", "could_not_reproduce", "regression_observed"]):
         cohort.append(cohort.attest_envelope(SEED, f"attestation {i}", type_))
     after = cohort.row(SEED)
-    assert after["attestations"] == 3
+    assert after.attestations == 3
     for column in ("evidence_level", "evidence_reasons", "evidence_caused_by"):
-        assert after[column] == level[column]
+        assert getattr(after, column) == getattr(level, column)
     assert cohort.views()["kernelindex_view_ranks"] == before["kernelindex_view_ranks"]
 
 
@@ -106,16 +106,16 @@ def test_retracting_first_reranks_and_keeps_its_level(cohort: World) -> None:
     assert cohort.standing(SEED) == (2, 2)
     assert cohort.standing(RUN_21613) is None
     after = cohort.row(RUN_21613)
-    assert after["retracted"] is True
+    assert after.retracted is True
     for column in ("evidence_level", "evidence_reasons", "evidence_caused_by"):
-        assert after[column] == before[column]
+        assert getattr(after, column) == getattr(before, column)
     record = run_record(cohort.ledger, SEED)
     assert record["standings"]["source-native"]["label"].startswith("Rank 2 of 2 ")
     assert record["compareWithFirst"]["b"] == RUN_36818
     # Superseding the new #1 leaves the seed alone at the top; levels stay put.
     cohort.append(cohort.lifecycle_envelope(RUN_36818, "supersede", superseded_by=SEED))
     assert cohort.board() == [(SEED, 1, 1)]
-    assert cohort.row(RUN_36818)["superseded_by"] == SEED
+    assert cohort.row(RUN_36818).superseded_by == SEED
     assert cohort.level(RUN_36818) == "reported"
     assert "compareWithFirst" not in run_record(cohort.ledger, SEED)
 
@@ -131,11 +131,13 @@ def test_agent_reruns_verify_replicate_and_refute(cohort: World) -> None:
     receipt = cohort.append(cohort.result_envelope(job, agent0, ns=1.09 * CLAIMED[SEED]))
     assert receipt.event == "Run.RerunRecorded"
     row = cohort.row(SEED)
-    assert row["evidence_level"] == "verified"
-    assert row["evidence_caused_by"] == receipt.position
-    assert row["evidence_reasons"][0].startswith("1 accepted rerun(s) on NVIDIA B200 (sm_100)")
-    assert row["rerun_median_ns"] == pytest.approx(1.09 * CLAIMED[SEED])
-    assert row["rerun_ci95_low"] <= row["rerun_median_ns"] <= row["rerun_ci95_high"]
+    assert row.evidence_level == "verified"
+    assert row.evidence_caused_by == receipt.position
+    assert row.evidence_reasons[0].startswith("1 accepted rerun(s) on NVIDIA B200 (sm_100)")
+    assert row.rerun_median_ns == pytest.approx(1.09 * CLAIMED[SEED])
+    low, median, high = row.rerun_ci95_low, row.rerun_median_ns, row.rerun_ci95_high
+    assert low is not None and median is not None and high is not None
+    assert low <= median <= high
     assert cohort.board(View.VERIFIED) == [(SEED, 1, 1)]
     assert cohort.standing(SEED) == (3, 3), "the source-native view is unchanged"
     record = run_record(cohort.ledger, SEED)
@@ -150,21 +152,21 @@ def test_agent_reruns_verify_replicate_and_refute(cohort: World) -> None:
         cohort.result_envelope(cohort.request_rerun(SEED), agent1, gpu_hash=gpu(3))
     )
     row = cohort.row(SEED)
-    assert row["evidence_level"] == "replicated"
-    assert row["evidence_caused_by"] == receipt.position
-    assert "distinct agent keys on distinct GPUs" in row["evidence_reasons"][1]
+    assert row.evidence_level == "replicated"
+    assert row.evidence_caused_by == receipt.position
+    assert "distinct agent keys on distinct GPUs" in row.evidence_reasons[1]
     assert cohort.board(View.VERIFIED) == [(SEED, 1, 1)]
     # A rerun that fails correctness: refuted, and gone from the verified view.
     receipt = cohort.append(
         cohort.result_envelope(cohort.request_rerun(SEED), agent1, correct=False)
     )
     row = cohort.row(SEED)
-    assert row["evidence_level"] == "refuted"
-    assert row["evidence_caused_by"] == receipt.position
-    assert "failed correctness" in row["evidence_reasons"][0]
+    assert row.evidence_level == "refuted"
+    assert row.evidence_caused_by == receipt.position
+    assert "failed correctness" in row.evidence_reasons[0]
     assert cohort.board(View.VERIFIED) == []
     assert cohort.standing(SEED) == (3, 3), "refuted runs keep their source-native rank"
-    assert row["reruns"] == 4
+    assert row.reruns == 4
 
 
 def test_a_too_slow_rerun_leaves_the_level_unchanged(cohort: World) -> None:
@@ -172,18 +174,18 @@ def test_a_too_slow_rerun_leaves_the_level_unchanged(cohort: World) -> None:
     slow = cohort.request_rerun(RUN_36818)
     cohort.append(cohort.result_envelope(slow, ns=1.2 * CLAIMED[RUN_36818]))
     row = cohort.row(RUN_36818)
-    assert row["evidence_level"] == "reported"
-    assert row["evidence_reasons"][:3] == REPORTED_REASONS
-    assert "too slow" in row["evidence_reasons"][-1]
+    assert row.evidence_level == "reported"
+    assert row.evidence_reasons[:3] == REPORTED_REASONS
+    assert "too slow" in row.evidence_reasons[-1]
     # From verified: still verified, caused by the same (verifying) event.
     receipt = cohort.append(cohort.result_envelope(cohort.request_rerun(SEED)))
     verified = cohort.row(SEED)
-    assert verified["evidence_level"] == "verified"
+    assert verified.evidence_level == "verified"
     cohort.append(cohort.result_envelope(cohort.request_rerun(SEED), ns=2 * CLAIMED[SEED]))
     after = cohort.row(SEED)
-    assert after["evidence_level"] == "verified"
-    assert after["evidence_caused_by"] == receipt.position
-    assert after["rerun_median_ns"] == verified["rerun_median_ns"], "slow samples are not pooled"
+    assert after.evidence_level == "verified"
+    assert after.evidence_caused_by == receipt.position
+    assert after.rerun_median_ns == verified.rerun_median_ns, "slow samples are not pooled"
     assert cohort.board(View.VERIFIED) == [(SEED, 1, 1)]
 
 
@@ -207,9 +209,9 @@ def test_a_rerun_on_other_hardware_that_the_ledger_accepts_moves_nothing(cohort:
         receipt = cohort.append(cohort.result_envelope(job, correct=correct))
         assert receipt.event == "Run.RerunRecorded"
     after = cohort.row(SEED)
-    assert after["reruns"] == 2
+    assert after.reruns == 2
     for column in ("evidence_level", "evidence_reasons", "evidence_caused_by", "rerun_median_ns"):
-        assert after[column] == level[column]
+        assert getattr(after, column) == getattr(level, column)
     assert cohort.views()["kernelindex_view_ranks"] == before["kernelindex_view_ranks"]
     assert cohort.board(View.VERIFIED) == []
 
@@ -296,7 +298,7 @@ def test_a_resent_result_envelope_is_a_duplicate_and_changes_nothing(cohort: Wor
     assert again.duplicate and again.position == first.position
     assert cohort.count() == count
     assert cohort.views() == views
-    assert cohort.row(SEED)["reruns"] == 1
+    assert cohort.row(SEED).reruns == 1
 
 
 def test_a_refused_result_leaves_its_job_open(cohort: World) -> None:

@@ -43,6 +43,7 @@ from domain.quantities import format_value
 from domain.ranking import View
 from ledger.store.artifacts import ArtifactError, ArtifactNotFound, ArtifactStore
 from projections import queries
+from projections.rows import GroupHeading, RecentRunRow, RunNames, SourceRow
 
 HERE = Path(__file__).parent
 # The badge colours come from the one table the chart uses too (the pages' CSP forbids
@@ -71,25 +72,25 @@ INDEX_OPERATIONS = 30
 # name, which artifacts are stored): the queries are the projections' and the store's.
 
 
-def sources(service: LedgerService) -> list[dict[str, Any]]:
+def sources(service: LedgerService) -> list[SourceRow]:
     service.fresh()
     with service.ledger.store.transaction(commit=False) as session:
         return queries.sources(session)
 
 
-def recent_runs(service: LedgerService, limit: int = RECENT_RUNS) -> list[dict[str, Any]]:
+def recent_runs(service: LedgerService, limit: int = RECENT_RUNS) -> list[RecentRunRow]:
     service.fresh()
     with service.ledger.store.transaction(commit=False) as session:
         return queries.recent_runs(session, limit)
 
 
-def group_of(service: LedgerService, key: str) -> dict[str, Any] | None:
+def group_of(service: LedgerService, key: str) -> GroupHeading | None:
     """Benchmark, GPU and metric of one comparison group (the leaderboard's heading)."""
     with service.ledger.store.transaction(commit=False) as session:
         return queries.group_heading(session, key)
 
 
-def run_names(service: LedgerService, digest: str) -> dict[str, Any]:
+def run_names(service: LedgerService, digest: str) -> RunNames:
     service.fresh()
     with service.ledger.store.transaction(commit=False) as session:
         return queries.run_names(session, digest)

@@ -197,7 +197,7 @@ class FeedController(Controller):
             row = run_row(session, run)
             places = standings(session, run)
             return {
-                "evidence": {"level": row["evidence_level"] if row else None},
+                "evidence": {"level": row.evidence_level if row else None},
                 "standings": {v: {"rank": s.rank, "of": s.of} for v, s in places.items()},
             }
 
