@@ -204,12 +204,11 @@ def decode_costs(ledger: Ledger, limit: int = 5_000) -> dict[str, float]:
     statement), two ways: the ledger's eventsourcing mapper into typed events (the path the
     views take, ``projections.run_views.decode``) and ``json.loads`` by hand (the path they
     took before)."""
-    events = ledger.store.events.c
+    e = ledger.store.events.c
     with ledger.store.transaction(commit=False) as session:
         rows = session.execute(
-            select(events.id, events.originator_id, events.originator_version, events.topic)
-            .add_columns(events.state)
-            .order_by(events.id)
+            select(e.id, e.originator_id, e.originator_version, e.topic, e.state)
+            .order_by(e.id)
             .limit(limit)
         ).all()
     if not rows:

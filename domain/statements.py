@@ -12,7 +12,7 @@ import statistics
 import unicodedata
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -460,21 +460,15 @@ def parse_statement(value: object) -> Statement:
 
 
 def parse_predicate(statement: Statement) -> SignedPredicate:
-    model = PREDICATE_MODELS.get(statement.predicateType)
+    return build_predicate(statement.predicateType, statement.predicate)
+
+
+def build_predicate(predicate_type: PredicateType, fields: Mapping[str, Any]) -> SignedPredicate:
+    """The predicate of a statement of ``predicate_type``, through its model: admission's
+    check, and the one a client runs before signing (so it never signs what is refused)."""
+    model = PREDICATE_MODELS.get(predicate_type)
     if model is None:
-        raise StatementError(f"predicate type {statement.predicateType} is not accepted yet")
-    try:
-        return model.model_validate(statement.predicate)
-    except ValidationError as exc:
-        raise StatementError(_describe(exc, "predicate.")) from None
-
-
-P = TypeVar("P", bound=SignedPredicate)
-
-
-def build_predicate(model: type[P], fields: Mapping[str, Any]) -> P:
-    """A predicate built through its model, for the clients that sign one: malformed
-    fields raise the same StatementError admission would answer with."""
+        raise StatementError(f"predicate type {predicate_type} is not accepted yet")
     try:
         return model.model_validate(fields)
     except ValidationError as exc:

@@ -6,7 +6,7 @@ The one read door: each read answers typed, frozen rows (``projections.rows``).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from sqlalchemy import func, select
@@ -288,27 +288,8 @@ def run_names(session: StoreSession, digest: str) -> RunNames:
     return RunNames.from_mapping(row) if row is not None else RunNames(None, None)
 
 
-# What the runs list shows of each run (run_item), in ingestion order.
-RUN_LIST_COLUMNS = (
-    runs.c.run_digest,
-    runs.c.name,
-    runs.c.title,
-    runs.c.source,
-    runs.c.external_id,
-    runs.c.benchmark,
-    runs.c.status,
-    runs.c.comparison_key,
-    runs.c.metric,
-    runs.c.claimed,
-    runs.c.unit,
-    runs.c.product,
-    runs.c.evidence_level,
-    runs.c.retracted,
-    runs.c.superseded_by,
-    runs.c.attestations,
-    runs.c.ingested_at,
-    runs.c.ingested_position,
-)
+# What the runs list shows of each run (run_item), in ingestion order: RunListRow's fields.
+RUN_LIST_COLUMNS = tuple(runs.c[f.name] for f in fields(RunListRow))
 
 
 @dataclass(frozen=True)

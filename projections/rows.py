@@ -20,13 +20,17 @@ def json_list(text: str) -> list[str]:
     return [str(v) for v in value] if isinstance(value, list) else []
 
 
+def _named(cls: type[Any], row: Mapping[Any, Any]) -> dict[str, Any]:
+    """The values of ``cls``'s fields from a SQL row, by column name (``RowMapping`` keys
+    are not only strings, hence ``Any``); columns it does not declare are left out."""
+    return {f.name: row[f.name] for f in fields(cls)}
+
+
 @dataclass(frozen=True, slots=True)
 class _Row:
     @classmethod
     def from_mapping(cls, row: Mapping[Any, Any]) -> Self:
-        """The row's fields from a SQL row by column name (``RowMapping`` keys are not only
-        strings, hence ``Any``); columns the row does not declare are ignored."""
-        return cls(**{f.name: row[f.name] for f in fields(cls)})
+        return cls(**_named(cls, row))
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +75,7 @@ class RunRow(_Row):
     @classmethod
     def from_mapping(cls, row: Mapping[Any, Any]) -> Self:
         # The view stores the reasons as JSON text; readers want the list.
-        decoded = {**row, "evidence_reasons": json_list(row["evidence_reasons"])}
-        return cls(**{f.name: decoded[f.name] for f in fields(cls)})
+        return cls(**_named(cls, row) | {"evidence_reasons": json_list(row["evidence_reasons"])})
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +194,7 @@ class RunNames(_Row):
 
 @dataclass(frozen=True, slots=True)
 class RunListRow(_Row):
-    """What the runs list shows of each run (``queries.RUN_LIST_COLUMNS``, in order)."""
+    """What the runs list shows of each run; ``queries.RUN_LIST_COLUMNS`` selects these."""
 
     run_digest: str
     name: str

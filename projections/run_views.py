@@ -25,7 +25,7 @@ from eventsourcing.projection import Projection
 from sqlalchemy import insert, select, update
 
 from domain.event_names import EventName
-from ledger.aggregates import Principal, Run, SignedEvent, topic_of
+from ledger.aggregates import Run, SignedEvent, topic_of
 from ledger.signing.dsse import stored_statement
 from ledger.store.event_store import EventStore, StoreSession
 from projections.tables import tracking as tracking_table
@@ -45,7 +45,6 @@ RUN_EVENTS: dict[type[Any], EventName] = {
     Run.RerunRecorded: EventName.RUN_RERUN_RECORDED,
 }
 RUN_TOPICS = tuple(topic_of(str(name)) for name in RUN_EVENTS.values())
-KEY_EVENTS = (Principal.Registered, Principal.Revoked)
 
 # position, originator id, version, topic, state (a row of the events table)
 StoredRow = Sequence[Any]

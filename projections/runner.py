@@ -147,13 +147,14 @@ class ProjectionRunner:
         with self.ledger.store.transaction(commit=True) as session:
             self._lock(session)
             done = self._position(session)
-            views = RunViews(self.tracking)
-            views.fold(item for item in events if item[1].notification_id > done)
-            pending, last = views.take()
-            if last is not None:
-                self._write(session, pending, last)
+            fresh = [item for item in events if item[1].notification_id > done]
+            if fresh:
+                views = RunViews(self.tracking)
+                views.fold(fresh)
+                pending, _ = views.take()
+                self._write(session, pending, fresh[-1][1].notification_id)
         self._rerank_stale()
-        return 0 if last is None else sum(1 for _, t in events if t.notification_id > done)
+        return len(fresh)
 
     def snapshot(self, read: Callable[[StoreSession], T], attempts: int = 10) -> tuple[int, T]:
         """``read`` the views as they stand at one position of the log: nothing folded and

@@ -13,21 +13,7 @@ from datetime import datetime
 from typing import Any, TypedDict, Unpack
 
 from domain.manifests.manifest_set import check_manifest_set
-from domain.statements import (
-    AttachmentPredicate,
-    AttestationPredicate,
-    IngestionPredicate,
-    KeyPredicate,
-    LifecyclePredicate,
-    PredicateType,
-    RerunClaimPredicate,
-    RerunPredicate,
-    RerunRequestPredicate,
-    Role,
-    SignedPredicate,
-    build_predicate,
-    make_statement,
-)
+from domain.statements import PredicateType, Role, build_predicate, make_statement
 from domain.timestamps import format_time, utc_now
 from ledger.signing.dsse import sign_envelope
 from ledger.signing.keys import PublicKey, SigningKey
@@ -37,13 +23,14 @@ def _signed(
     subject_name: str,
     subject_digest: str,
     predicate_type: PredicateType,
-    predicate: SignedPredicate,
+    predicate: dict[str, Any],
     key: SigningKey,
 ) -> dict[str, Any]:
-    """Sign a statement whose predicate was built (and so checked) through its domain model:
+    """Sign a statement whose predicate is built (and so checked) through its domain model:
     a client cannot sign what the ledger's admission would refuse as malformed. The fields
     given are signed as given (``exclude_unset``), never a default the client did not send."""
-    fields = predicate.model_dump(mode="json", exclude_unset=True)
+    built = build_predicate(predicate_type, predicate)
+    fields = built.model_dump(mode="json", exclude_unset=True)
     return sign_envelope(make_statement(subject_name, subject_digest, predicate_type, fields), key)
 
 
@@ -79,7 +66,7 @@ def ingestion_envelope(
         checked.run_name,
         checked.run_digest,
         PredicateType.INGESTION,
-        build_predicate(IngestionPredicate, predicate),
+        predicate,
         key,
     )
 
@@ -98,7 +85,7 @@ def attachment_envelope(
         run_name,
         run_digest,
         PredicateType.ATTACHMENT,
-        build_predicate(AttachmentPredicate, predicate),
+        predicate,
         key,
     )
 
@@ -147,7 +134,7 @@ def attestation_envelope(
         run_name,
         run_digest,
         PredicateType.ATTESTATION,
-        build_predicate(AttestationPredicate, predicate),
+        predicate,
         key,
     )
 
@@ -181,7 +168,7 @@ def lifecycle_envelope(
         run_name,
         run_digest,
         PredicateType.LIFECYCLE,
-        build_predicate(LifecyclePredicate, predicate),
+        predicate,
         key,
     )
 
@@ -214,7 +201,7 @@ def key_registration_envelope(
         subject.key_id,
         subject.key_id,
         PredicateType.KEY,
-        build_predicate(KeyPredicate, predicate),
+        predicate,
         signer,
     )
 
@@ -238,7 +225,7 @@ def key_revocation_envelope(
         subject.key_id,
         subject.key_id,
         PredicateType.KEY,
-        build_predicate(KeyPredicate, predicate),
+        predicate,
         signer,
     )
 
@@ -280,7 +267,7 @@ def rerun_request_envelope(
         run_name,
         run_digest,
         PredicateType.RERUN_REQUEST,
-        build_predicate(RerunRequestPredicate, predicate),
+        predicate,
         key,
     )
 
@@ -308,7 +295,7 @@ def rerun_claim_envelope(
         run_name,
         run_digest,
         PredicateType.RERUN_CLAIM,
-        build_predicate(RerunClaimPredicate, predicate),
+        predicate,
         key,
     )
 
@@ -332,6 +319,6 @@ def rerun_envelope(
         run_name,
         run_digest,
         PredicateType.RERUN,
-        build_predicate(RerunPredicate, predicate),
+        predicate,
         key,
     )
