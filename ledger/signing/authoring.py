@@ -62,13 +62,7 @@ def ingestion_envelope(
         predicate["sourceNative"] = native
     if snapshot_digest is not None:
         predicate["snapshotDigest"] = snapshot_digest
-    return _signed(
-        checked.run_name,
-        checked.run_digest,
-        PredicateType.INGESTION,
-        predicate,
-        key,
-    )
+    return _signed(checked.run_name, checked.run_digest, PredicateType.INGESTION, predicate, key)
 
 
 def attachment_envelope(
@@ -81,13 +75,7 @@ def attachment_envelope(
 ) -> dict[str, Any]:
     """An ingester-signed statement adding manifests a run names by digest but lacks."""
     predicate = {"issuedAt": format_time(now or utc_now()), "manifests": attached}
-    return _signed(
-        run_name,
-        run_digest,
-        PredicateType.ATTACHMENT,
-        predicate,
-        key,
-    )
+    return _signed(run_name, run_digest, PredicateType.ATTACHMENT, predicate, key)
 
 
 class AttestationDetails(TypedDict, total=False):
@@ -130,13 +118,7 @@ def attestation_envelope(
     for name, field in _ATTESTATION_DETAILS:
         if (value := given.get(name)) is not None:
             predicate[field] = value
-    return _signed(
-        run_name,
-        run_digest,
-        PredicateType.ATTESTATION,
-        predicate,
-        key,
-    )
+    return _signed(run_name, run_digest, PredicateType.ATTESTATION, predicate, key)
 
 
 def _refuse_unknown(function: str, given: Mapping[str, object], known: Iterable[str]) -> None:
@@ -164,13 +146,7 @@ def lifecycle_envelope(
     }
     if superseded_by is not None:
         predicate["supersededBy"] = superseded_by
-    return _signed(
-        run_name,
-        run_digest,
-        PredicateType.LIFECYCLE,
-        predicate,
-        key,
-    )
+    return _signed(run_name, run_digest, PredicateType.LIFECYCLE, predicate, key)
 
 
 def key_registration_envelope(
@@ -197,13 +173,7 @@ def key_registration_envelope(
         predicate["validUntil"] = format_time(valid_until)
     if label is not None:
         predicate["label"] = label
-    return _signed(
-        subject.key_id,
-        subject.key_id,
-        PredicateType.KEY,
-        predicate,
-        signer,
-    )
+    return _signed(subject.key_id, subject.key_id, PredicateType.KEY, predicate, signer)
 
 
 def key_revocation_envelope(
@@ -221,13 +191,7 @@ def key_revocation_envelope(
     }
     if reason is not None:
         predicate["reason"] = reason
-    return _signed(
-        subject.key_id,
-        subject.key_id,
-        PredicateType.KEY,
-        predicate,
-        signer,
-    )
+    return _signed(subject.key_id, subject.key_id, PredicateType.KEY, predicate, signer)
 
 
 class RerunRequestIssue(TypedDict, total=False):
@@ -263,13 +227,7 @@ def rerun_request_envelope(
         "expiresAt": format_time(expires_at),
         "issuedAt": format_time(issue.get("now") or utc_now()),
     }
-    return _signed(
-        run_name,
-        run_digest,
-        PredicateType.RERUN_REQUEST,
-        predicate,
-        key,
-    )
+    return _signed(run_name, run_digest, PredicateType.RERUN_REQUEST, predicate, key)
 
 
 def rerun_claim_envelope(
@@ -291,13 +249,7 @@ def rerun_claim_envelope(
         "device": device,
         "issuedAt": format_time(now or utc_now()),
     }
-    return _signed(
-        run_name,
-        run_digest,
-        PredicateType.RERUN_CLAIM,
-        predicate,
-        key,
-    )
+    return _signed(run_name, run_digest, PredicateType.RERUN_CLAIM, predicate, key)
 
 
 def rerun_envelope(
@@ -315,10 +267,4 @@ def rerun_envelope(
         **result,
         "issuedAt": format_time(now or utc_now()),
     }
-    return _signed(
-        run_name,
-        run_digest,
-        PredicateType.RERUN,
-        predicate,
-        key,
-    )
+    return _signed(run_name, run_digest, PredicateType.RERUN, predicate, key)
