@@ -149,15 +149,23 @@ def parse_json(data: bytes, max_bytes: int = MAX_DOCUMENT_BYTES) -> JsonValue:
 
 
 def _check_depth(value: JsonValue) -> None:
-    stack: list[tuple[JsonValue, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > MAX_DEPTH:
+    """No value deeper than ``MAX_DEPTH`` (the document itself is level 1).
+
+    One level of containers at a time, in a comprehension: scalars are never visited one by
+    one (this walk was half of an envelope's parse). A non-empty container at the last
+    allowed level holds values one level too deep."""
+    level = [value] if type(value) is dict or type(value) is list else []
+    depth = 1
+    while level:
+        if depth >= MAX_DEPTH and any(level):
             raise TooLargeError(f"document nesting exceeds {MAX_DEPTH} levels")
-        if isinstance(item, dict):
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
+        level = [
+            child
+            for item in level
+            for child in (item.values() if type(item) is dict else item)
+            if type(child) is dict or type(child) is list
+        ]
+        depth += 1
 
 
 def parse_yaml(data: bytes) -> JsonValue:

@@ -77,3 +77,23 @@ def test_a_public_key_and_a_key_statement_have_one_spelling(bits: int) -> None:
     KeyPredicate.model_validate(statement)
     with pytest.raises(ValidationError, match="not canonical"):
         KeyPredicate.model_validate(statement | {"publicKey": other})
+
+
+def _reference_decode(text: str) -> bytes | None:
+    """What canonical_b64decode accepted before it called binascii directly (the base64
+    module's validate=True, then the round trip); None where that refused."""
+    try:
+        raw = base64.b64decode(text.encode("ascii"), validate=True)
+    except (ValueError, UnicodeEncodeError):
+        return None
+    return raw if base64.b64encode(raw).decode("ascii") == text else None
+
+
+@given(st.text(alphabet=ALPHABET + "=!- \n\u00e9", max_size=14))
+def test_the_direct_decoder_accepts_exactly_what_the_reference_accepts(text: str) -> None:
+    expected = _reference_decode(text)
+    try:
+        got: bytes | None = canonical_b64decode(text)
+    except CanonicalizationError:
+        got = None
+    assert got == expected

@@ -524,3 +524,43 @@ def test_integers_beyond_float_precision_are_refused(parse: Any) -> None:
         parse(b'{"a": 9007199254740993}')
     # A large integer a 64-bit float holds exactly reads back as that float.
     assert parse(b'{"a": 10000000000000000}') == {"a": 1e16}
+
+
+def _depth_of(value: Any) -> int:
+    """The nesting the limit counts, walked one value at a time (the rule as first written)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        children = (
+            item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        )
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def _wrapped(depth: int, leaf: Any, in_dict: bool) -> Any:
+    value = leaf
+    for i in range(depth):
+        value = {"k": value} if (in_dict and i % 2) else [value, 1] if i % 3 == 0 else [value]
+    return value
+
+
+@settings(max_examples=300)
+@given(
+    st.integers(min_value=MAX_DEPTH - 4, max_value=MAX_DEPTH + 2),
+    st.sampled_from([1, "s", None, [], {}, [2], {"a": 1}]),
+    st.booleans(),
+)
+def test_the_level_walk_refuses_exactly_what_the_value_walk_refuses(
+    depth: int, leaf: Any, in_dict: bool
+) -> None:
+    """Around the limit, with scalar, empty and non-empty leaves in lists and objects."""
+    document = json.dumps(_wrapped(depth, leaf, in_dict)).encode()
+    too_deep = _depth_of(json.loads(document)) > MAX_DEPTH
+    if too_deep:
+        with pytest.raises(TooLargeError, match="nesting"):
+            parse_json(document)
+    else:
+        parse_json(document)
