@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.application import Application
+from eventsourcing.application import Application, ProcessingEvent
 from eventsourcing.persistence import IntegrityError, OperationalError, Recording
 from sqlalchemy.engine import make_url
 
@@ -47,6 +47,7 @@ from ledger.errors import (
 from ledger.receipt import Receipt
 from ledger.signing.keys import SigningKey
 from ledger.signing.trust import TrustRoot
+from ledger.store.batched_writes import PERSISTENCE_MODULE
 from ledger.store.connections import ping_on_checkout
 from ledger.store.event_store import EventStore
 from ledger.store.group_index import record_members
@@ -97,7 +98,7 @@ class Ledger(Application[UUID]):
                 "PERSISTENCE_MODULE": (
                     "ledger.store.read_only:ReadFactory"
                     if read_only
-                    else "eventsourcing_sqlalchemy"
+                    else PERSISTENCE_MODULE
                 ),
                 "SQLALCHEMY_URL": db_url,
                 # Tables are made by `kernelindex db upgrade` (ledger/store/schema.py), never here.
@@ -220,7 +221,7 @@ class Ledger(Application[UUID]):
         """
         with self.store.transaction(commit=True) as session:
             with timed_block(Stage.SAVE):
-                recordings = self.save(*events)
+                recordings = self._save_events(events)
             if signers:
                 now = stored_versions(self.store, set(signers))
                 changed = [pid for pid, version in signers.items() if now.get(pid) != version]
@@ -243,6 +244,17 @@ class Ledger(Application[UUID]):
             )
         self.tlog.committed(sequenced)
         return recordings, (sequenced.compact.size, proofs)
+
+    def _save_events(self, events: list[Any]) -> list[Recording[UUID]]:
+        """``Application.save`` for a group of events: ``save`` tells events from aggregates
+        with a runtime ``Protocol`` isinstance check per object (~20 µs each, a tenth of an
+        ingestion's store time); admission hands over events only. The ledger takes no
+        snapshots, so recording and notifying are all of ``save`` that applies."""
+        processing: ProcessingEvent[UUID] = ProcessingEvent()
+        processing.events.extend(events)
+        recordings = self._record(processing)
+        self._notify(recordings)
+        return recordings
 
     def _receipt(
         self, result: Receipt | DomainError | Admitted, committed: Committed
