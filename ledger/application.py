@@ -96,9 +96,7 @@ class Ledger(Application[UUID]):
         super().__init__(
             env={
                 "PERSISTENCE_MODULE": (
-                    "ledger.store.read_only:ReadFactory"
-                    if read_only
-                    else PERSISTENCE_MODULE
+                    "ledger.store.read_only:ReadFactory" if read_only else PERSISTENCE_MODULE
                 ),
                 "SQLALCHEMY_URL": db_url,
                 # Tables are made by `kernelindex db upgrade` (ledger/store/schema.py), never here.
@@ -240,7 +238,7 @@ class Ledger(Application[UUID]):
             record_members(session, joined)
             sequenced = self.tlog.sequence(session)
             proofs = self.tlog.inclusions(
-                session, [r.notification.id for r in recordings], sequenced.compact.size
+                session, [r.notification.id for r in recordings], sequenced.compact.size, sequenced
             )
         self.tlog.committed(sequenced)
         return recordings, (sequenced.compact.size, proofs)

@@ -53,6 +53,13 @@ class CompactRange:
         """The complete subtree hashes covering ``[0, size)``, leftmost (largest) first."""
         return tuple(self._hashes)
 
+    def nodes(self) -> list[Node]:
+        """The complete subtrees held, with their place in the tree, leftmost first. They are
+        the left siblings on the path of every leaf appended after them, so with the nodes
+        :meth:`append` reports they are all an inclusion proof of a new leaf needs."""
+        held = iter(self._hashes)
+        return complete_cover(0, self._size, lambda level, index: next(held))
+
     def append(self, leaf: bytes) -> list[Node]:
         """Append one leaf *hash*; return the nodes completed by it, the leaf itself first
         and then each new parent going up."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from sqlalchemy import (
@@ -115,28 +115,44 @@ class SignedCheckpoint:
     signed_at: str
 
 
+NodeKey = tuple[int, int]  # (level, index)
+
+
 @dataclass(frozen=True)
 class Sequenced:
-    """What one sequencing pass did; the compact range is trusted only after commit."""
+    """What one sequencing pass did; the compact range is trusted only after commit.
+
+    ``nodes`` are the tree nodes the pass held or wrote (the compact range it started from
+    and every node it created) and ``leaf_of`` each new leaf's index by event position: the
+    same transaction's receipts take their proofs from them instead of reading them back."""
 
     compact: CompactRange
     new_leaves: int
+    nodes: dict[NodeKey, bytes] = field(default_factory=dict)
+    leaf_of: dict[int, int] = field(default_factory=dict)
 
 
-def _with_prefetch(session: StoreSession, compute: Callable[[Callable[[int, int], bytes]], T]) -> T:
-    """Run a proof/root computation with all its node lookups fetched in one query.
+def _with_prefetch(
+    session: StoreSession,
+    compute: Callable[[Callable[[int, int], bytes]], T],
+    known: dict[NodeKey, bytes] | None = None,
+) -> T:
+    """Run a proof/root computation with all its node lookups fetched in one query (none for
+    the nodes in ``known``: those this transaction wrote).
 
     The computations choose which nodes to read from sizes and indices only, never from hash
     values, so a dry run with placeholder hashes names exactly the nodes needed.
     """
     wanted: list[tuple[int, int]] = []
+    held = known or {}
 
     def record(level: int, index: int) -> bytes:
-        wanted.append((level, index))
+        if (level, index) not in held:
+            wanted.append((level, index))
         return _ZERO
 
     compute(record)
-    found: dict[tuple[int, int], bytes] = {}
+    found: dict[tuple[int, int], bytes] = dict(held)
     if wanted:
         by_level: dict[int, set[int]] = {}
         for level, index in wanted:
@@ -154,7 +170,7 @@ def _with_prefetch(session: StoreSession, compute: Callable[[Callable[[int, int]
                 )
             )
         )
-        found = {(r[0], r[1]): bytes(r[2]) for r in rows}
+        found.update({(r[0], r[1]): bytes(r[2]) for r in rows})
 
     def lookup(level: int, index: int) -> bytes:
         try:
@@ -191,6 +207,16 @@ class TransparencyLog:
         last = session.execute(select(func.max(leaves.c.leaf_index))).scalar()
         return 0 if last is None else int(last) + 1
 
+    def _last_leaf(self, session: StoreSession) -> tuple[int, int]:
+        """The tree size and the position of its last leaf (0, 0 for an empty log), in one
+        primary-key lookup: leaves and positions run in the same order."""
+        last = session.execute(
+            select(leaves.c.leaf_index, leaves.c.position)
+            .order_by(leaves.c.leaf_index.desc())
+            .limit(1)
+        ).first()
+        return (0, 0) if last is None else (int(last[0]) + 1, int(last[1]))
+
     def _compact_range(self, session: StoreSession, size: int) -> CompactRange:
         if self._compact is not None and self._compact.size == size:
             return self._compact.copy()
@@ -200,9 +226,10 @@ class TransparencyLog:
     def sequence(self, session: StoreSession) -> Sequenced:
         """Give every not-yet-sequenced event a leaf, in position order (caller commits)."""
         self.lock(session)
-        size = self.tree_size(session)
-        last_position = session.execute(select(func.max(leaves.c.position))).scalar() or 0
+        size, last_position = self._last_leaf(session)
         compact = self._compact_range(session, size)
+        held = {(n.level, n.index): n.hash for n in compact.nodes()}
+        leaf_of: dict[int, int] = {}
         added = 0
         while True:
             rows = session.execute(
@@ -229,15 +256,15 @@ class TransparencyLog:
                 leaf_rows.append(
                     {"leaf_index": compact.size, "position": int(position), "leaf_hash": digest}
                 )
-                node_rows.extend(
-                    {"level": n.level, "idx": n.index, "hash": n.hash}
-                    for n in compact.append(digest)
-                )
+                leaf_of[int(position)] = compact.size
+                for n in compact.append(digest):
+                    node_rows.append({"level": n.level, "idx": n.index, "hash": n.hash})
+                    held[(n.level, n.index)] = n.hash
             session.execute(leaves.insert(), leaf_rows)
             session.execute(nodes.insert(), node_rows)
             added += len(rows)
             last_position = int(rows[-1][0])
-        return Sequenced(compact, added)
+        return Sequenced(compact, added, held, leaf_of)
 
     def committed(self, result: Sequenced) -> None:
         """Keep the compact range for the next append (only once its transaction committed)."""
@@ -306,11 +333,21 @@ class TransparencyLog:
 
     @timed(Stage.PROOF)
     def inclusions(
-        self, session: StoreSession, positions: Sequence[int], size: int
+        self,
+        session: StoreSession,
+        positions: Sequence[int],
+        size: int,
+        sequenced: Sequenced | None = None,
     ) -> dict[int, InclusionProof]:
         """Inclusion proofs of the leaves logging these event positions, with one root and one
-        node query for all of them (a committed group's receipts)."""
-        leaf_of = self.leaves_for_positions(session, positions)
+        node query for all of them (a committed group's receipts). With the ``sequenced``
+        pass that logged them, in the same transaction, its leaves and nodes are used as they
+        were written, and only what it did not hold is read (nothing, for its own leaves)."""
+        written = sequenced.leaf_of if sequenced is not None else {}
+        leaf_of = {p: written[p] for p in positions if p in written}
+        unwritten = [p for p in positions if p not in written]
+        if unwritten:
+            leaf_of.update(self.leaves_for_positions(session, unwritten))
         missing = sorted(set(positions) - set(leaf_of))
         if missing:
             raise LogIntegrityError(f"events {missing[:5]} were not sequenced")
@@ -320,7 +357,8 @@ class TransparencyLog:
                 p: inclusion_proof_from_nodes(leaf, size, get) for p, leaf in leaf_of.items()
             }
 
-        root, proofs = _with_prefetch(session, compute)
+        held = sequenced.nodes if sequenced is not None else None
+        root, proofs = _with_prefetch(session, compute, held)
         return {p: InclusionProof(leaf_of[p], size, root, tuple(h)) for p, h in proofs.items()}
 
     def consistency(self, session: StoreSession, size1: int, size2: int) -> list[bytes]:
