@@ -163,9 +163,12 @@ def figure(ctx: Context) -> FigureResult:
     m = measure(count, 32, ctx.console, ctx.step)
     ed = m["ed25519PerSecond"]
     rows: list[Row] = []
-    for key, label in (
-        ("append", "Ledger.append, 1 per commit"),
-        ("appendMany", "append_many, 32 per commit"),
+    # The target is on groups (what an import and the HTTP writer do); one envelope per
+    # commit is shown for scale: its latency has its own target, beside a bare eventsourcing
+    # append in the growth figure.
+    for key, label, judged in (
+        ("append", "Ledger.append, 1 per commit", False),
+        ("appendMany", "append_many, 32 per commit", True),
     ):
         rate = m[key]["perSecond"]
         ratio = rate / ed
@@ -177,9 +180,7 @@ def figure(ctx: Context) -> FigureResult:
                 f"{fmt(rate)}/s",
                 f"Ed25519 {fmt(ed)}/s",
                 ratio,
-                f"ratio ≥ {TARGET}",
-                ok,
-                to_target,
+                *((f"ratio ≥ {TARGET}", ok, to_target) if judged else ()),
             )
         )
     s = m["stagesMicrosecondsPerEnvelope"]

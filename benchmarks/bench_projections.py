@@ -3,7 +3,8 @@
 Builds (once, cached under benchmarks/.cache) a ledger of N signed runs in G comparison
 groups plus attestations, then measures in one run:
 
-- rebuild: ``ProjectionRunner.rebuild()`` over every event → events/s (target ≥ 20,000);
+- rebuild: ``ProjectionRunner.rebuild()`` over every event → events/s (target ≥ 0.2 × a bare
+  read of the same events in the same run);
 - leaderboard read: ``queries.leaderboard`` of random groups → p50/p99 (target p99 ≤ 10 ms);
 - run record read: the projected row and standings of random runs → p50/p99 (target ≤ 10 ms);
 - full run record (events re-verified, as `kernelindex show` does) → p50/p99, for reference.
@@ -274,7 +275,7 @@ def measure(
             "events": rebuilt.events,
             "seconds": round(rebuild_s, 2),
             "eventsPerSecond": round(rebuilt.events / rebuild_s),
-            "target": 20_000,
+            "targetRatioToBareRead": REBUILD_TARGET,
         }
         if anchors:
             result["bareRead"] = bare_read_rate(ledger)
@@ -326,7 +327,7 @@ def measure(
 
 # ----------------------------------------------------------------------- suite figures
 
-REBUILD_TARGET = 20_000.0  # events/s
+REBUILD_TARGET = 0.2  # of the bare read's events/s, same events, same run
 READ_TARGET_MS = 10.0  # p99
 
 
@@ -351,14 +352,14 @@ def figures(ctx: Context, *, rebuild: bool = True, reads: bool = True) -> list[F
     if rebuild:
         rate = float(m["rebuild"]["eventsPerSecond"])
         bare = float(m["bareRead"]["eventsPerSecond"])
-        ok, to_target = at_least(rate, REBUILD_TARGET)
+        ok, to_target = at_least(rate / bare, REBUILD_TARGET)
         row = Row(
             "rebuild",
             f"projection rebuild events/s, {m['events']:,} events",
             f"{fmt(rate)}/s",
             f"bare read {fmt(bare)}/s",
             rate / bare,
-            f"≥ {REBUILD_TARGET:,.0f}/s",
+            f"ratio ≥ {REBUILD_TARGET}",
             ok,
             to_target,
         )
@@ -427,7 +428,11 @@ def main(argv: list[str] | None = None) -> None:
     table.add_column("figure")
     table.add_column("value", justify="right")
     table.add_column("target", justify="right")
-    table.add_row("rebuild events/s", f"{result['rebuild']['eventsPerSecond']:,}", "≥ 20,000")
+    table.add_row(
+        "rebuild events/s",
+        f"{result['rebuild']['eventsPerSecond']:,}",
+        f"≥ {REBUILD_TARGET} × bare read",
+    )
     table.add_row(
         "leaderboard p50 / p99 ms", f"{board['p50']:.2f} / {board['p99']:.2f}", "p99 ≤ 10"
     )

@@ -18,7 +18,7 @@ CACHE = HERE / ".cache" / "http"
 RESULTS = HERE / "results"
 DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 HOST = "127.0.0.1"
-TARGET_RATE = 1_000.0  # appends/s
+TARGET_ECHO_RATIO = 0.5  # appends/s over HTTP, as a fraction of the echo anchor's
 TARGET_P99_MS = 50.0
 # The serve-child's uvicorn factory reads its ledger from these (uvicorn workers are spawned
 # processes: the environment is the one channel every worker inherits).
