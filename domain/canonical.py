@@ -21,19 +21,27 @@ _SAFE_INTEGER = 2**53 - 1
 
 def _plain(value: Any) -> bool:
     """Whether ``value`` is made only of objects with ASCII keys, arrays, strings, booleans,
-    null and integers within ±(2^53−1) (exact types: no subclasses, no floats)."""
-    kind = type(value)
-    if kind is str or kind is bool or value is None:
-        return True
-    if kind is int:
-        return bool(-_SAFE_INTEGER <= value <= _SAFE_INTEGER)
-    if kind is dict:
-        return all(type(k) is str and k.isascii() for k in value) and all(
-            _plain(v) for v in value.values()
-        )
-    if kind is list:
-        return all(_plain(v) for v in value)
-    return False
+    null and integers within ±(2^53−1) (exact types: no subclasses, no floats). A loop, not
+    recursion: it stops at the first float, and depth cannot exhaust the stack."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is str or kind is bool or item is None:
+            continue
+        if kind is int:
+            if not -_SAFE_INTEGER <= item <= _SAFE_INTEGER:
+                return False
+        elif kind is dict:
+            for key in item:
+                if type(key) is not str or not key.isascii():
+                    return False
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+        else:
+            return False
+    return True
 
 
 def canonical_json(value: Any) -> bytes:

@@ -13,12 +13,14 @@ event out of someone else's by adding, dropping or reordering signatures.
 from __future__ import annotations
 
 import base64
+import binascii
 import functools
 import hashlib
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from domain.canonical import DIGEST_PREFIX, canonical_b64decode, canonical_json, sha256_hex
 from domain.documents import parse_json
@@ -172,7 +174,9 @@ def named_keyid(raw: object) -> str | None:
 def stored_statement(raw: Mapping[str, Any]) -> dict[str, Any]:
     """The statement inside an envelope the ledger stored (decoded, not verified: it was
     verified at admission; readers that must not trust the store re-verify instead)."""
-    statement: dict[str, Any] = json.loads(base64.b64decode(raw["payload"]))
+    # msgspec: a third of json.loads' time, and a rebuild reads every payload. Equal values:
+    # what was admitted is strict JSON (no duplicate keys, no lone surrogates).
+    statement: dict[str, Any] = msgspec.json.decode(binascii.a2b_base64(raw["payload"]))
     return statement
 
 

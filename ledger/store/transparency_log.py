@@ -264,6 +264,8 @@ class TransparencyLog:
             session.execute(nodes.insert(), node_rows)
             added += len(rows)
             last_position = int(rows[-1][0])
+            if len(rows) < _SEQUENCE_BATCH:
+                break  # a short batch was the last: no query to learn that nothing follows
         return Sequenced(compact, added, held, leaf_of)
 
     def committed(self, result: Sequenced) -> None:
