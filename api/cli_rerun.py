@@ -29,16 +29,11 @@ from api.client import LedgerClient, remote_run
 from domain.timestamps import format_time, utc_now
 from ledger.errors import NotFoundError
 from ledger.home import LedgerHome
+from ledger.rerun_request import RerunTarget, check_rerun_artifacts, rerun_target
 from ledger.signing.authoring import rerun_request_envelope
 from ledger.signing.keys import SigningKey
 from ledger.store.artifacts import ArtifactStore
-from ledger.submission import (
-    RerunTarget,
-    check_rerun_artifacts,
-    read_submission_folder,
-    rerun_target,
-    submit_solution,
-)
+from ledger.submission import read_submission_folder, submit_solution
 from projections.references import resolve_run_in
 from projections.run_record import ingested_manifests
 
@@ -172,7 +167,8 @@ def request(
         str | None,
         typer.Option(
             "--workload",
-            help="Workload artifact digest (default: the one `submit` recorded for the run).",
+            help="Workload artifact digest (default: the one the run's workload names, "
+            "recorded by `submit` and by SOL-ExecBench and FlashInfer-Bench imports).",
         ),
     ] = None,
     key: Annotated[

@@ -36,6 +36,7 @@ from sqlalchemy import select
 
 from domain.canonical import is_digest
 from domain.event_names import EventName
+from domain.importers.records import rerun_artifacts
 from domain.timestamps import format_time, utc_now
 from ledger.aggregates import topic_of
 from ledger.application import Ledger
@@ -226,14 +227,17 @@ def _event_rows(ledger: Ledger, size: int, wanted: list[int] | None) -> Iterator
 
 
 def _referenced_artifacts(envelope: dict[str, Any]) -> set[str]:
-    """The source snapshot and implementation source an ingestion (or an attachment of an
-    implementation) names by digest."""
+    """The source snapshot, the implementation source, and the solution and workload a rerun
+    agent would fetch, that an ingestion (or an attachment) names by digest: a bundle carries
+    what its reader needs to check the run and to ask for its rerun offline."""
     try:
         predicate = stored_statement(envelope)["predicate"]
-    except (KeyError, TypeError, ValueError):
+        manifests = predicate.get("manifests") or {}
+        rerun = rerun_artifacts(manifests)
+    except (AttributeError, KeyError, TypeError, ValueError):
         return set()
-    found = {predicate.get("snapshotDigest")}
-    implementation = (predicate.get("manifests") or {}).get("implementation") or {}
+    found = {predicate.get("snapshotDigest"), rerun.solution, rerun.workload}
+    implementation = manifests.get("implementation") or {}
     found.add(((implementation.get("spec") or {}).get("source") or {}).get("contentDigest"))
     return {d for d in found if isinstance(d, str)}
 

@@ -23,7 +23,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from domain.errors import DomainError
-from domain.importers.records import Artifact, ImportRecord, Rejection, Skipped
+from domain.importers.records import (
+    Artifact,
+    ImportRecord,
+    Rejection,
+    Skipped,
+    without_artifact_references,
+)
 from domain.manifests.canonical_form import canonical_manifest
 from domain.manifests.manifest_set import (
     ATTACHABLE_MEMBERS,
@@ -85,7 +91,7 @@ def _leaves(value: object, path: str) -> Iterator[tuple[str, object]]:
 
 
 def _manifest_leaves(role: str, document: Mapping[str, Any]) -> dict[str, object]:
-    canonical = canonical_manifest(document)
+    canonical = without_artifact_references(canonical_manifest(document))
     if role == "run":
         spec = {k: v for k, v in canonical["spec"].items() if k not in _REFERENCES}
         canonical = {**canonical, "spec": spec}
@@ -96,8 +102,11 @@ def compare_records(held: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[li
     """``(dropped, changed)`` field paths of ``new`` against ``held`` (two manifest sets):
     dropped = present in the held set and absent from the new one; changed = present in both
     with different values, or present only in the new one. Manifests are compared in their
-    canonical form, metadata included; the run's digest references are left out (they follow
-    the members they name, which are compared themselves)."""
+    canonical form, metadata included but for artifact references (what a rerun fetches, not a
+    fact of the result: a record naming them is not "changed" against a held copy without
+    them, the catalog's copy of a FlashInfer run, nor poorer than one with them); the run's
+    digest references are left out (they follow the members they name, which are compared
+    themselves)."""
     dropped: list[str] = []
     changed: list[str] = []
     for role in sorted(set(held) | set(new)):

@@ -7,7 +7,8 @@ rerun agent fetches by digest:
 * the **solution**: the exact bytes of ``solution.json`` (:data:`SOLUTION_MEDIA_TYPE`); the
   implementation's ``spec.source.contentDigest`` names it;
 * the **workload**: canonical JSON of ``{"definition": ..., "workloads": [...]}`` — the SOL
-  definition and every workload line (:data:`WORKLOAD_MEDIA_TYPE`).
+  definition and every workload line
+  (:func:`domain.importers.records.workload_artifact`, the rule imports follow too).
 
 The manifests reuse the SOL-ExecBench importer's mapping (operation, suite, implementation),
 so a submitted kernel lands in the same digests an import of the same folder would give its
@@ -28,16 +29,16 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
-from domain.canonical import canonical_json
+from domain.canonical import canonical_json, digest_of
 from domain.documents import parse_json
 from domain.errors import DomainError
-from domain.importers.records import Artifact
+from domain.importers.records import Artifact, referencing, workload_artifact
 from domain.importers.sol_execbench import implementation_from_solution, map_definition
 from domain.importers.sol_execbench.values import kebab
 from domain.manifests.canonical_form import manifest_digest
@@ -46,17 +47,15 @@ from domain.manifests.manifest_set import check_manifest_set
 from domain.timestamps import format_time, utc_now
 from ledger.aggregates import Run
 from ledger.application import Ledger
-from ledger.errors import AlreadyExistsError, NotFoundError
+from ledger.errors import AlreadyExistsError
 from ledger.receipt import Receipt
 from ledger.signing.authoring import ingestion_envelope
 from ledger.signing.keys import SigningKey
-from ledger.store.artifacts import ArtifactNotFound, ArtifactStore
+from ledger.store.artifacts import ArtifactStore
 from ledger.store.stored_events import statement_of
 
 SOURCE: Final = "direct"
 SOLUTION_MEDIA_TYPE: Final = "application/vnd.sol-execbench.solution+json"
-WORKLOAD_MEDIA_TYPE: Final = "application/vnd.kernelindex.rerun-workload+json"
-ARTIFACT_URI_PREFIX: Final = "kernelindex:artifact/"
 FOLDER_FILES: Final = ("definition.json", "workload.jsonl", "solution.json")
 MAX_LATENCY_NS: Final = 2**53 - 1
 
@@ -150,15 +149,6 @@ def _workload_lines(data: bytes) -> list[Mapping[str, Any]]:
     return entries
 
 
-def workload_artifact(
-    definition: Mapping[str, Any], workloads: Sequence[Mapping[str, Any]]
-) -> Artifact:
-    """The rerun agent's workload artifact: a definition with the workloads to run."""
-    content = canonical_json({"definition": definition, "workloads": list(workloads)})
-    name = f"{kebab(str(definition.get('name') or '')) or 'workload'}.workload.json"
-    return Artifact(content, WORKLOAD_MEDIA_TYPE, name)
-
-
 def direct_protocol() -> JsonObject:
     """The protocol of a direct submission: the submitter measured and reports a mean.
 
@@ -237,8 +227,7 @@ def prepare_submission(
         "fileName": "solution.json",
         "sizeBytes": len(solution_bytes),
     }
-    suite = copy.deepcopy(mapped.suite)
-    suite["metadata"]["sourceRefs"] = [{"url": ARTIFACT_URI_PREFIX + workload.digest}]
+    suite = referencing(mapped.suite, workload)
     protocol = direct_protocol()
     environment = direct_environment(product, architecture)
 
@@ -246,7 +235,9 @@ def prepare_submission(
         canonical_json(
             {
                 "solution": solution_artifact.digest,
-                "workload": workload.digest,
+                # The digest of the workloads' canonical JSON (the artifact's digest before it
+                # kept the documents' key order): a submission's run digest stays what it was.
+                "workload": digest_of({"definition": definition, "workloads": workloads}),
                 "product": product,
                 "architecture": architecture,
                 "latencyNs": latency_ns,
@@ -366,125 +357,3 @@ def submit_solution(
         # Another submitter got there between the look-up and the append: same run.
         return result(prepared.run_digest, None)
     return result(prepared.run_digest, receipt)
-
-
-# --- rerun requests -------------------------------------------------------------------------------
-
-
-class RerunRequestError(DomainError):
-    """A rerun request cannot be made as asked: something it must name is unknown or wrong."""
-
-    code = "bad-rerun-request"
-
-
-@dataclass(frozen=True)
-class RerunTarget:
-    """What a rerun request for a run asks for: artifacts by digest and the hardware."""
-
-    run_digest: str
-    run_name: str
-    solution_digest: str
-    workload_digest: str
-    product: str
-    architecture: str
-    workload_manifest_digest: str  # the run's spec.workloadDigest, to check the artifact against
-
-
-def recorded_workload_artifact(manifests: Mapping[str, Any]) -> str | None:
-    """The workload artifact a submission named in its suite's ``metadata.sourceRefs``."""
-    workload = manifests.get("workload")
-    refs = ((workload or {}).get("metadata") or {}).get("sourceRefs") or []
-    for ref in refs if isinstance(refs, list) else []:
-        url = ref.get("url") if isinstance(ref, dict) else None
-        if isinstance(url, str) and url.startswith(ARTIFACT_URI_PREFIX):
-            return url[len(ARTIFACT_URI_PREFIX) :]
-    return None
-
-
-def rerun_target(
-    run_digest: str,
-    manifests: Mapping[str, Any],
-    *,
-    product: str | None = None,
-    architecture: str | None = None,
-    solution_digest: str | None = None,
-    workload_digest: str | None = None,
-) -> RerunTarget:
-    """The request's fields: each given value, else what the run's own manifests say.
-
-    ``manifests`` is the set the run was ingested with; it must digest to ``run_digest`` (a
-    server's reply is checked this way before anything in it is signed).
-    """
-    if not manifests:
-        raise NotFoundError(f"run {run_digest} has no ingested manifests")
-    checked = check_manifest_set(manifests)
-    if checked.run_digest != run_digest:
-        raise RerunRequestError(
-            f"the manifests given for run {run_digest} digest to {checked.run_digest}"
-        )
-    hardware = ((manifests["environment"].get("spec") or {}).get("hardware")) or {}
-    implementation = manifests.get("implementation") or {}
-    source = (implementation.get("spec") or {}).get("source") or {}
-    chosen_product = product or hardware.get("product")
-    chosen_architecture = architecture or hardware.get("architecture")
-    chosen_solution = solution_digest or source.get("contentDigest")
-    chosen_workload = workload_digest or recorded_workload_artifact(manifests)
-    if not chosen_product or not chosen_architecture or chosen_architecture == "unknown":
-        raise RerunRequestError(
-            "the run's environment does not state its GPU product and architecture; "
-            "give --gpu and --arch"
-        )
-    if not chosen_solution:
-        raise RerunRequestError(
-            "the run's implementation names no source artifact; give --solution DIGEST"
-        )
-    if not chosen_workload:
-        raise RerunRequestError(
-            "the run records no workload artifact (only `kernelindex submit` does); "
-            "give --workload DIGEST"
-        )
-    return RerunTarget(
-        run_digest=run_digest,
-        run_name=checked.run_name,
-        solution_digest=str(chosen_solution),
-        workload_digest=str(chosen_workload),
-        product=str(chosen_product),
-        architecture=str(chosen_architecture),
-        workload_manifest_digest=str(checked.run["spec"]["workloadDigest"]),
-    )
-
-
-def check_workload_artifact(content: bytes, workload_manifest_digest: str) -> None:
-    """Refuse a workload artifact that does not rebuild the run's workload manifest.
-
-    The run names its workload by manifest digest; the artifact is what the agent will run.
-    Mapping the artifact's definition and workloads as the importer does must give that
-    digest (as the suite of all of them, or as one of their cases), else the rerun would
-    measure something other than what the run claims.
-    """
-    document = parse_json(content)
-    if not isinstance(document, dict) or not isinstance(document.get("definition"), dict):
-        raise RerunRequestError("the workload artifact is not {definition, workloads}")
-    workloads = document.get("workloads")
-    if not isinstance(workloads, list) or not workloads:
-        raise RerunRequestError("the workload artifact holds no workloads")
-    mapped = map_definition(document["definition"], workloads)
-    if workload_manifest_digest not in {mapped.suite_digest, *mapped.case_digests.values()}:
-        raise RerunRequestError(
-            f"the workload artifact does not describe the run's workload {workload_manifest_digest}"
-        )
-
-
-def check_rerun_artifacts(store: ArtifactStore, target: RerunTarget) -> None:
-    """Both artifacts are stored (the agent fetches them) and the workload is the run's."""
-    for role, digest in (
-        ("solution", target.solution_digest),
-        ("workload", target.workload_digest),
-    ):
-        if not store.has(digest):
-            raise ArtifactNotFound(
-                f"the {role} artifact {digest} is not stored here: an agent could not fetch it"
-            )
-    check_workload_artifact(
-        store.get(target.workload_digest).content, target.workload_manifest_digest
-    )

@@ -3,14 +3,21 @@
 Mappers are pure functions from the source's raw bytes to these records; the ledger side
 signs and appends them (``ledger.importing``). A record carries the exact bytes it was mapped
 from, which are stored as a content-addressed artifact and named by digest in the ingestion
-statement, so anyone can re-run the mapping and check it.
+statement, so anyone can re-run the mapping and check it. Where the source publishes a
+runnable solution, the record also carries and names what a rerun agent fetches (the rules
+at the end of this module, shared with direct submissions).
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
+
+from domain.importers.names import MAX_NAME, slug
 
 
 @dataclass(frozen=True)
@@ -54,3 +61,95 @@ class Skipped(Rejection):
     A subclass of :class:`Rejection` so that a consumer that does not know it still reports
     the reason; :class:`ledger.importing.Importer` counts it apart from the rejections.
     """
+
+
+# --- what a rerun agent fetches by digest -----------------------------------------------------
+#
+# One rule for every source that publishes a runnable solution (direct submissions,
+# SOL-ExecBench folders, FlashInfer-Bench traces): the workload the agent runs is the JSON of
+# ``{"definition": ..., "workloads": [...]}`` (:func:`workload_artifact`), and the run names
+# it — and, where the implementation's ``spec.source`` is not itself the solution document,
+# the solution too — as a ``kernelindex:artifact/<digest>`` entry of that manifest's
+# ``metadata.sourceRefs`` (:func:`referencing`; read back by :func:`rerun_artifacts`).
+# Metadata never enters a digest, so the reference is signed (it is in the ingestion
+# statement) without changing which workload or implementation the run is about.
+
+ARTIFACT_URI_PREFIX: Final = "kernelindex:artifact/"
+WORKLOAD_MEDIA_TYPE: Final = "application/vnd.kernelindex.rerun-workload+json"
+
+
+def workload_artifact(
+    definition: Mapping[str, Any], workloads: Sequence[Mapping[str, Any]]
+) -> Artifact:
+    """The rerun agent's workload artifact: a definition with the workloads to run.
+
+    Compact JSON in the documents' own key order, not RFC 8785's sorted one: a definition's
+    ``inputs`` and ``outputs`` are objects whose order is the solution's argument order
+    (SOL-ExecBench and the agent pass them in document order), which sorting would lose. The
+    same documents give the same bytes, so the digest is still a stable name.
+    """
+    document = {"definition": definition, "workloads": list(workloads)}
+    content = json.dumps(document, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    name = f"{slug(str(definition.get('name') or ''))[:MAX_NAME] or 'workload'}.workload.json"
+    return Artifact(content.encode("utf-8"), WORKLOAD_MEDIA_TYPE, name)
+
+
+def is_artifact_reference(ref: object) -> bool:
+    """Whether a ``sourceRefs`` entry names a stored artifact (rather than a web page)."""
+    url = ref.get("url") if isinstance(ref, Mapping) else None
+    return isinstance(url, str) and url.startswith(ARTIFACT_URI_PREFIX)
+
+
+def referencing(manifest: Mapping[str, Any], artifact: Artifact) -> dict[str, Any]:
+    """A copy of ``manifest`` whose ``metadata.sourceRefs`` names ``artifact`` (after the
+    references it has; any other artifact reference it carried is replaced)."""
+    copied = copy.deepcopy(dict(manifest))
+    metadata = copied.setdefault("metadata", {})
+    kept = [r for r in metadata.get("sourceRefs") or [] if not is_artifact_reference(r)]
+    metadata["sourceRefs"] = [*kept, {"url": ARTIFACT_URI_PREFIX + artifact.digest}]
+    return copied
+
+
+def without_artifact_references(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The manifest less the artifact references :func:`referencing` adds (the same manifest
+    as a source that names no rerun artifacts writes it)."""
+    metadata = manifest.get("metadata") or {}
+    refs = metadata.get("sourceRefs")
+    if not isinstance(refs, list) or not any(is_artifact_reference(r) for r in refs):
+        return dict(manifest)
+    kept = [r for r in refs if not is_artifact_reference(r)]
+    others = {k: v for k, v in metadata.items() if k != "sourceRefs"}
+    return {**manifest, "metadata": others | ({"sourceRefs": kept} if kept else {})}
+
+
+def referenced_artifact(manifest: object) -> str | None:
+    """The artifact digest a manifest names in its ``metadata.sourceRefs``, if any."""
+    metadata = manifest.get("metadata") if isinstance(manifest, Mapping) else None
+    refs = metadata.get("sourceRefs") if isinstance(metadata, Mapping) else None
+    for ref in refs if isinstance(refs, list) else []:
+        if is_artifact_reference(ref):
+            return str(ref["url"])[len(ARTIFACT_URI_PREFIX) :]
+    return None
+
+
+@dataclass(frozen=True)
+class RerunArtifacts:
+    """The digests of what an agent would fetch to rerun a run, as its manifests name them."""
+
+    solution: str | None
+    workload: str | None
+
+
+def rerun_artifacts(manifests: Mapping[str, Any]) -> RerunArtifacts:
+    """The solution and workload artifacts a run's manifest set names (None: not named).
+
+    The solution is the one the implementation references, else its ``spec.source``
+    content digest (a SOL solution document pinned whole, a submission's solution.json).
+    """
+    implementation = manifests.get("implementation")
+    source = (implementation or {}).get("spec", {}).get("source") or {}
+    content = source.get("contentDigest") if isinstance(source, Mapping) else None
+    solution = referenced_artifact(implementation) or (
+        str(content) if isinstance(content, str) else None
+    )
+    return RerunArtifacts(solution, referenced_artifact(manifests.get("workload")))

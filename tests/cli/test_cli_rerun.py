@@ -21,13 +21,12 @@ from live_server import live_server
 from api.cli_rerun import parse_duration
 from api.server.app import create_app
 from api.server.config import ServerConfig
-from domain.canonical import canonical_json
+from domain.importers.records import WORKLOAD_MEDIA_TYPE
 from ledger.home import LedgerHome
 from ledger.jobs import job
 from ledger.store.artifacts import ArtifactStore
 from ledger.submission import (
     SOLUTION_MEDIA_TYPE,
-    WORKLOAD_MEDIA_TYPE,
     prepare_submission,
     read_submission_folder,
     submit_solution,
@@ -72,9 +71,13 @@ def test_submit_stores_the_artifacts_and_ingests_a_reported_run(cli: Cli) -> Non
     assert sha256(workload) == made["workloadDigest"]
     lines = (RMSNORM / "workload.jsonl").read_text().splitlines()
     definition = json.loads((RMSNORM / "definition.json").read_text())
-    assert workload == canonical_json(
-        {"definition": definition, "workloads": [json.loads(line) for line in lines if line]}
-    )
+    package = json.loads(workload)
+    assert package == {
+        "definition": definition,
+        "workloads": [json.loads(line) for line in lines if line],
+    }
+    # In the document's order: the inputs' order is the solution's argument order.
+    assert list(package["definition"]["inputs"]) == list(definition["inputs"])
 
     record = cli.json("show", made["run"])
     assert record["status"] == "passed" and record["source"] == "direct"
@@ -107,6 +110,20 @@ def test_submitting_the_same_folder_again_appends_nothing(cli: Cli) -> None:
     )
     assert other["run"] != first["run"] and other["appended"] is True
     assert other["solutionDigest"] == first["solutionDigest"]
+
+
+def test_a_submissions_run_digest_is_pinned() -> None:
+    """What the run is about never depends on how its rerun artifacts are laid out."""
+    prepared = prepare_submission(
+        read_submission_folder(RMSNORM),
+        latency_ns=12000,
+        product="NVIDIA H200",
+        architecture="sm_90",
+        observed_at=datetime(2026, 1, 1, tzinfo=UTC),
+    )
+    assert prepared.run_digest == (
+        "sha256:b64dcb9520f51af693656ec8a5712aca8fad0894fc7e9dc93a2d2d2e3bbba383"
+    )
 
 
 def test_submit_with_a_fixed_observation_time_is_idempotent(tmp_path: Path, db_url: str) -> None:

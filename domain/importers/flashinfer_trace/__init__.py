@@ -13,7 +13,8 @@ the catalog also holds maps to the very same manifests and digests. One module p
 mapped:
 
 * :mod:`.definition` — definition → ``OperationSpec``;
-* :mod:`.workload` — trace workload → ``WorkloadCase``;
+* :mod:`.workload` — trace workload → ``WorkloadCase`` (and the cases a rerun workload
+  artifact describes, :func:`workload_case_digests`);
 * :mod:`.solution` — solution → ``ImplementationRevision``;
 * :mod:`.evaluation` — evaluation → the run's status, timing and metrics, its protocol and
   its environment;
@@ -30,5 +31,13 @@ from domain.importers.flashinfer_trace.trace import (
     map_flashinfer_trace,
     trace_external_id,
 )
+from domain.importers.flashinfer_trace.workload import workload_case_digests
 
-__all__ = ["PROTOCOL", "SOURCE", "external_id_of", "map_flashinfer_trace", "trace_external_id"]
+__all__ = [
+    "PROTOCOL",
+    "SOURCE",
+    "external_id_of",
+    "map_flashinfer_trace",
+    "trace_external_id",
+    "workload_case_digests",
+]

@@ -28,7 +28,14 @@ from domain.importers.flashinfer_trace.evaluation import PROTOCOL, environment_m
 from domain.importers.flashinfer_trace.solution import implementation_revision
 from domain.importers.flashinfer_trace.workload import workload_case
 from domain.importers.names import MAX_TITLE, clip, object_name
-from domain.importers.records import Artifact, ImportRecord, Rejection, Skipped
+from domain.importers.records import (
+    Artifact,
+    ImportRecord,
+    Rejection,
+    Skipped,
+    referencing,
+    workload_artifact,
+)
 from domain.manifests.canonical_form import manifest_digest
 
 
@@ -234,11 +241,19 @@ def _map_trace(
     environment = environment_manifest(
         as_object(required_field(evaluation, "environment", "evaluation"), "evaluation.environment")
     )
-    workload = workload_case(definition, op, op_digest, trace["workload"])
+    # What a rerun fetches: the solution document (the implementation's source is only its
+    # entry file) and the definition with this trace's workload, each named by the manifest.
+    solution_document = json_artifact(solution, f"solution:{solution_name}")
+    rerun_workload = workload_artifact(definition, [trace["workload"]])
+    workload = referencing(
+        workload_case(definition, op, op_digest, trace["workload"]), rerun_workload
+    )
     implementation, sources = implementation_revision(solution, op, op_digest, revision)
+    implementation = referencing(implementation, solution_document)
     artifacts = [
         json_artifact(definition, f"definition:{definition_name}"),
-        json_artifact(solution, f"solution:{solution_name}"),
+        solution_document,
+        rerun_workload,
         *sources,
     ]
     log = _log_evidence(evaluation)

@@ -7,14 +7,16 @@ the comparator the catalog writes on FlashInfer workloads.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from domain.importers.catalog_form import manifest
 from domain.importers.fields import MappingError, as_object, field, identifier, integer, text
 from domain.importers.flashinfer_trace.dataset import RUN_COMPARATOR
+from domain.importers.flashinfer_trace.definition import operation_spec
 from domain.importers.names import MAX_TITLE, clip, object_name
 from domain.importers.operations import axis_values, resolve_shape
+from domain.manifests.canonical_form import manifest_digest
 
 
 def _variables(
@@ -84,3 +86,19 @@ def workload_case(
         "title": clip(f"{name} · {summary}" if summary else name, MAX_TITLE),
     }
     return manifest("WorkloadCase", metadata, spec)
+
+
+def workload_case_digests(
+    definition: Mapping[str, Any], workloads: Sequence[Mapping[str, Any]]
+) -> set[str]:
+    """The digests of the ``WorkloadCase`` each trace workload maps to on ``definition``.
+
+    What a rerun workload artifact of a FlashInfer run describes (a rerun request checks the
+    run's workload is among them). Raises on a definition or workload that cannot be mapped.
+    """
+    operation = operation_spec(definition)
+    digest = manifest_digest(operation)
+    return {
+        manifest_digest(workload_case(definition, operation, digest, as_object(w, "workload")))
+        for w in workloads
+    }

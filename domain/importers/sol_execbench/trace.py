@@ -7,6 +7,9 @@ RUNTIME_ERROR → runtime_error, COMPILE_ERROR → compile_error, TIMEOUT → ti
 REWARD_HACK → suspected_reward_hack, INVALID_REFERENCE → invalid_reference; anything else is
 rejected. Raw evidence: ``spec.evidence.logs`` names the evaluation log (text/plain artifact)
 when the trace has one, else the trace record itself (its canonical JSON, also the snapshot).
+The case names its rerun workload artifact (the definition and the trace's workload entry) in
+``metadata.sourceRefs``; the implementation's source is the whole solution document, which is
+what a rerun runs (:func:`~domain.importers.records.rerun_artifacts`).
 
 A folder without ``trace*.jsonl`` yields **no record** (one :class:`Skipped` saying why): a
 record is a run, and a solution alone is not a result.
@@ -22,7 +25,14 @@ from typing import Any, Final
 from domain.canonical import canonical_json
 from domain.errors import DomainError
 from domain.importers.names import MAX_TITLE, clip
-from domain.importers.records import Artifact, ImportRecord, Rejection, Skipped
+from domain.importers.records import (
+    Artifact,
+    ImportRecord,
+    Rejection,
+    Skipped,
+    referencing,
+    workload_artifact,
+)
 from domain.importers.sol_execbench.definition import MappedDefinition
 from domain.importers.sol_execbench.fields import (
     JsonObject,
@@ -210,7 +220,9 @@ def _trace_record(trace: Mapping[str, Any], folder: Folder) -> ImportRecord:
     workload = json_object(trace.get("workload"), "trace 'workload'")
     key = workload_entry_key(workload, "trace workload")
     entry = folder.entries.get(key, workload)
-    case = case_from_entry(definition, mapped.operation_digest, entry)
+    # The case with what a rerun of it fetches: the definition and this one workload entry.
+    rerun_workload = workload_artifact(definition, [entry])
+    case = referencing(case_from_entry(definition, mapped.operation_digest, entry), rerun_workload)
     evaluation = json_object(trace.get("evaluation"), "trace 'evaluation'")
     status = _status(evaluation)
     environment_source = json_object(
@@ -261,7 +273,7 @@ def _trace_record(trace: Mapping[str, Any], folder: Folder) -> ImportRecord:
         "workload": case,
     }
     check_manifest_set(manifests)
-    artifacts = [*solution.artifacts, definition_artifact]
+    artifacts = [*solution.artifacts, definition_artifact, rerun_workload]
     if evidence is not snapshot:
         artifacts.append(evidence)
     return ImportRecord(

@@ -88,3 +88,11 @@ _HARDWARE: Final[Mapping[str, Hardware]] = {
 def map_hardware(name: str) -> Hardware:
     """A SOL GPU name → vendor, product and architecture (``unknown`` when not in the table)."""
     return _HARDWARE.get(name) or Hardware("nvidia", name.replace("_", " "), "unknown")
+
+
+def architecture_of_product(product: str) -> str | None:
+    """The architecture of a GPU product as runs name it (``"NVIDIA B200"`` → ``sm_100``), or
+    None for a product not in the table. For sources whose environments state the product
+    only (FlashInfer-Bench's say ``unknown``): a product has one architecture."""
+    found = {hardware.product: hardware.architecture for hardware in _HARDWARE.values()}
+    return found.get(product)

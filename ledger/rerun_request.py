@@ -1,0 +1,184 @@
+"""Rerun requests: what a request for a run asks an agent to fetch, and the checks before it.
+
+A request names the solution and workload artifacts by digest (the agent fetches and re-hashes
+them) and the hardware. Each defaults to what the run's own manifests say
+(:func:`domain.importers.records.rerun_artifacts`: direct submissions, SOL-ExecBench folder and
+FlashInfer-Bench imports name them); before a request is signed the artifacts must be stored
+and the workload must map back to the run's own workload manifest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from domain.documents import parse_json
+from domain.errors import DomainError
+from domain.importers.fields import RECORD_ERRORS
+from domain.importers.flashinfer_trace import workload_case_digests
+from domain.importers.records import rerun_artifacts
+from domain.importers.sol_execbench import map_definition
+from domain.importers.sol_execbench.vocabulary import architecture_of_product
+from domain.manifests.manifest_set import check_manifest_set
+from ledger.errors import NotFoundError
+from ledger.store.artifacts import ArtifactNotFound, ArtifactStore
+
+
+class RerunRequestError(DomainError):
+    """A rerun request cannot be made as asked: something it must name is unknown or wrong."""
+
+    code = "bad-rerun-request"
+
+
+@dataclass(frozen=True)
+class RerunTarget:
+    """What a rerun request for a run asks for: artifacts by digest and the hardware."""
+
+    run_digest: str
+    run_name: str
+    solution_digest: str
+    workload_digest: str
+    product: str
+    architecture: str
+    workload_manifest_digest: str  # the run's spec.workloadDigest, to check the artifact against
+
+
+def _source_of(manifests: Mapping[str, Any]) -> str:
+    native = (manifests["run"].get("spec") or {}).get("sourceNative") or {}
+    return str(native.get("source") or "unknown")
+
+
+def _missing(manifests: Mapping[str, Any], solution: bool, workload: bool) -> RerunRequestError:
+    """Why a request cannot be made from the run alone: what its source did not publish."""
+    lacking = [
+        *(["solution (its implementation names no source artifact)"] if not solution else []),
+        *(["definition and workloads"] if not workload else []),
+    ]
+    options = [*([] if solution else ["--solution"]), *([] if workload else ["--workload"])]
+    return RerunRequestError(
+        f"the run's source ({_source_of(manifests)}) published no "
+        f"{' and no '.join(lacking)} for it, so there is nothing an agent could run; give "
+        f"{' and '.join(options)} DIGEST of a stored artifact"
+    )
+
+
+def _architecture(hardware: Mapping[str, Any], product: object) -> str | None:
+    """The environment's architecture when the product is its own, else the one the product
+    has (FlashInfer-Bench's environments, as the catalog writes them, state ``unknown``)."""
+    stated = hardware.get("architecture")
+    if product == hardware.get("product") and isinstance(stated, str) and stated != "unknown":
+        return stated
+    return architecture_of_product(product) if isinstance(product, str) else None
+
+
+def rerun_target(
+    run_digest: str,
+    manifests: Mapping[str, Any],
+    *,
+    product: str | None = None,
+    architecture: str | None = None,
+    solution_digest: str | None = None,
+    workload_digest: str | None = None,
+) -> RerunTarget:
+    """The request's fields: each given value, else what the run's own manifests say.
+
+    ``manifests`` is the set the run was ingested with; it must digest to ``run_digest`` (a
+    server's reply is checked this way before anything in it is signed).
+    """
+    if not manifests:
+        raise NotFoundError(f"run {run_digest} has no ingested manifests")
+    checked = check_manifest_set(manifests)
+    if checked.run_digest != run_digest:
+        raise RerunRequestError(
+            f"the manifests given for run {run_digest} digest to {checked.run_digest}"
+        )
+    hardware = ((manifests["environment"].get("spec") or {}).get("hardware")) or {}
+    named = rerun_artifacts(manifests)
+    chosen_product = product or hardware.get("product")
+    chosen_architecture = architecture or _architecture(hardware, chosen_product)
+    chosen_solution = solution_digest or named.solution
+    chosen_workload = workload_digest or named.workload
+    if not chosen_product or not chosen_architecture or chosen_architecture == "unknown":
+        raise RerunRequestError(
+            "the run's environment does not state its GPU product and architecture; "
+            "give --gpu and --arch"
+        )
+    if not chosen_solution or not chosen_workload:
+        raise _missing(manifests, bool(chosen_solution), bool(chosen_workload))
+    return RerunTarget(
+        run_digest=run_digest,
+        run_name=checked.run_name,
+        solution_digest=str(chosen_solution),
+        workload_digest=str(chosen_workload),
+        product=str(chosen_product),
+        architecture=str(chosen_architecture),
+        workload_manifest_digest=str(checked.run["spec"]["workloadDigest"]),
+    )
+
+
+def _described_workloads(definition: Mapping[str, Any], workloads: list[Any]) -> set[str]:
+    """The workload manifest digests an artifact's definition and workloads map to, under
+    each mapping a rerunnable source uses (SOL-ExecBench's suite and cases, FlashInfer-Bench's
+    cases): a definition one of them cannot read simply describes nothing under it."""
+    described: set[str] = set()
+    try:
+        mapped = map_definition(definition, workloads)
+        described.update({mapped.suite_digest or "", *mapped.case_digests.values()})
+    except DomainError:
+        pass
+    with contextlib.suppress(*RECORD_ERRORS):
+        described.update(workload_case_digests(definition, workloads))
+    return described - {""}
+
+
+def check_workload_artifact(content: bytes, workload_manifest_digest: str) -> None:
+    """Refuse a workload artifact that does not rebuild the run's workload manifest.
+
+    The run names its workload by manifest digest; the artifact is what the agent will run.
+    Mapping the artifact's definition and workloads as the importer does must give that
+    digest (as the suite of all of them, or as one of their cases), else the rerun would
+    measure something other than what the run claims.
+    """
+    document = parse_json(content)
+    if not isinstance(document, dict) or not isinstance(document.get("definition"), dict):
+        raise RerunRequestError("the workload artifact is not {definition, workloads}")
+    workloads = document.get("workloads")
+    if not isinstance(workloads, list) or not workloads:
+        raise RerunRequestError("the workload artifact holds no workloads")
+    if workload_manifest_digest not in _described_workloads(document["definition"], workloads):
+        raise RerunRequestError(
+            f"the workload artifact does not describe the run's workload {workload_manifest_digest}"
+        )
+
+
+def check_rerun_artifacts(store: ArtifactStore, target: RerunTarget) -> None:
+    """Both artifacts are stored (the agent fetches them), the solution is a solution
+    document and the workload is the run's."""
+    for role, digest in (
+        ("solution", target.solution_digest),
+        ("workload", target.workload_digest),
+    ):
+        if not store.has(digest):
+            raise ArtifactNotFound(
+                f"the {role} artifact {digest} is not stored here: an agent could not fetch it "
+                f"(give --{role} DIGEST of a stored one)"
+            )
+    _check_solution_document(store.get(target.solution_digest).content, target.solution_digest)
+    check_workload_artifact(
+        store.get(target.workload_digest).content, target.workload_manifest_digest
+    )
+
+
+def _check_solution_document(content: bytes, digest: str) -> None:
+    """The agent runs a solution document (JSON naming its sources), not a bare source file."""
+    try:
+        document = parse_json(content)
+    except DomainError:
+        document = None
+    if not isinstance(document, dict) or not isinstance(document.get("sources"), list):
+        raise RerunRequestError(
+            f"the solution artifact {digest} is not a solution document (a JSON object with "
+            "its sources), so an agent could not run it; give --solution DIGEST of one"
+        )
