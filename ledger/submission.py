@@ -6,7 +6,8 @@ rerun agent fetches by digest:
 
 * the **solution**: the exact bytes of ``solution.json`` (:data:`SOLUTION_MEDIA_TYPE`); the
   implementation's ``spec.source.contentDigest`` names it;
-* the **workload**: canonical JSON of ``{"definition": ..., "workloads": [...]}`` — the SOL
+* the **workload**: compact JSON of ``{"definition": ..., "workloads": [...]}`` in the
+  documents' own key order (a definition's inputs are the solution's argument order) — the SOL
   definition and every workload line
   (:func:`domain.importers.records.workload_artifact`, the rule imports follow too).
 
