@@ -16,7 +16,7 @@ from ledger.proofs.errors import ProofError
 from ledger.proofs.log_entries import LogEntry
 from ledger.signing.trust import TrustRoot
 from ledger.verification_report import Check, Report
-from ledger.verify.inclusion import InclusionChecker, entry_leaf_hash
+from ledger.verify.inclusion import InclusionChecker
 
 __all__ = [
     "EventContext",
@@ -130,7 +130,7 @@ def _check_inclusion(event: ParsedEvent, context: EventContext, report: Report) 
         return False
     size, root = context.tree
     try:
-        leaf = entry_leaf_hash(event.entry)
+        leaf = event.entry.leaf_hash()
         _INCLUSION.verify(leaf, event.leaf_index, size, event.proof, root)
     except (ProofError, DomainError) as exc:
         report.fail(Check.INCLUSION, where, f"not in the checkpoint's tree: {exc}")

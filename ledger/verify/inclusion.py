@@ -1,65 +1,13 @@
-"""An event's leaf, recomputed, and its inclusion proof, checked: the two hot loops of
-verifying a bundle, each with a fast path that decides exactly as the slow one would."""
+"""An event's inclusion proof, checked: the hot loop of verifying a bundle, with a fast path
+that decides exactly as the slow one would. (The leaf is ``LogEntry.leaf_hash``: its JCS
+takes ``domain.canonical``'s C-encoder path, the one rule for every canonical serialisation.)"""
 
 from __future__ import annotations
 
-import json
-
-from ledger.proofs.hasher import HASH_SIZE, leaf_hash, node_hash
-from ledger.proofs.log_entries import LogEntry
+from ledger.proofs.hasher import HASH_SIZE, node_hash
 from ledger.proofs.verify import verify_inclusion
 
-__all__ = ["InclusionChecker", "entry_leaf_hash", "plain_json"]
-
-_MAX_SAFE_INTEGER = 2**53 - 1
-
-
-def plain_json(value: object) -> bool:
-    """True when the JCS of ``value`` is exactly ``json.dumps(sort_keys=True)`` of it: only
-    ASCII object keys (so code-point and UTF-16 key orders agree), strings, safe integers,
-    booleans and null. Floats and anything else go to the full canonicaliser."""
-    if isinstance(value, str) or value is None or isinstance(value, bool):
-        return True
-    if isinstance(value, int):
-        return -_MAX_SAFE_INTEGER <= value <= _MAX_SAFE_INTEGER
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and k.isascii() and plain_json(v) for k, v in value.items())
-    if isinstance(value, list):
-        return all(plain_json(v) for v in value)
-    return False
-
-
-def entry_leaf_hash(entry: LogEntry) -> bytes:
-    """``entry.leaf_hash()``, without the pure-Python JCS encoder when the value is plain.
-
-    For plain values (see :func:`plain_json`) the standard library's sorted, compact,
-    non-ASCII-escaping encoder writes the JCS bytes: it escapes exactly ``"``, ``\\`` and the
-    controls below U+0020 (``\\b \\t \\n \\f \\r`` short, the rest ``\\u00xx``), as JCS does.
-    Anything else, or a string that is not valid Unicode, takes ``entry.leaf_hash()`` and so
-    fails or succeeds exactly as it would.
-    """
-    ints_safe = all(
-        -_MAX_SAFE_INTEGER <= n <= _MAX_SAFE_INTEGER for n in (entry.position, entry.version)
-    )
-    try:
-        if ints_safe and plain_json(entry.envelope):
-            data = json.dumps(
-                {
-                    "position": entry.position,
-                    "aggregate": entry.aggregate,
-                    "version": entry.version,
-                    "topic": entry.topic,
-                    "envelope": entry.envelope,
-                    "receivedAt": entry.received_at,
-                },
-                sort_keys=True,
-                separators=(",", ":"),
-                ensure_ascii=False,
-            ).encode("utf-8")
-            return leaf_hash(data)
-    except (UnicodeEncodeError, RecursionError):
-        pass
-    return entry.leaf_hash()
+__all__ = ["InclusionChecker"]
 
 
 # One state the RFC 9162 loop passed through: ((fn, sn), running hash, proof hashes used).

@@ -21,14 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from domain.statements import Role
 from domain.timestamps import format_time, utc_now
 from ledger.application import Ledger
 from ledger.bundle import export_bundle
-from ledger.proofs.log_entries import LogEntry
 from ledger.proofs.merkle import ProofError, inclusion_proof, leaf_hash, root, verify_inclusion
 from ledger.signing.authoring import (
     attestation_envelope,
@@ -42,7 +39,6 @@ from ledger.store.schema import upgrade
 from ledger.verification_report import Report
 from ledger.verify import BundleVerifier, VerificationPolicy, verify_bundle_lines
 from ledger.verify.inclusion import InclusionChecker as _InclusionChecker
-from ledger.verify.inclusion import entry_leaf_hash as _entry_leaf_hash
 from ledger.verify.pool import pool_context as _pool_context
 
 RUNS = 60
@@ -333,32 +329,6 @@ def test_the_run_tracker_folds_the_same_events_in_leaf_order(bundle: Bundle) -> 
 
 # ---------------------------------------------------------------------------------------
 # The shortcuts are exact
-
-
-_json = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**60), max_value=2**60)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
-    max_leaves=12,
-)
-
-
-@settings(max_examples=300, deadline=None)
-@given(envelope=_json, position=st.integers(min_value=0, max_value=2**54), topic=st.text())
-def test_fast_leaf_hash_is_the_jcs_leaf_hash(envelope: Any, position: int, topic: str) -> None:
-    entry = LogEntry(position, "aggregate", 1, topic, envelope, "2026-01-01T00:00:00Z")
-    try:
-        expected: bytes | type[Exception] = entry.leaf_hash()
-    except Exception as exc:  # whatever the canonicaliser raises, the shortcut raises too
-        expected = type(exc)
-    try:
-        got: bytes | type[Exception] = _entry_leaf_hash(entry)
-    except Exception as exc:
-        got = type(exc)
-    assert got == expected
 
 
 def test_cached_inclusion_decides_exactly_as_verify_inclusion() -> None:
