@@ -15,6 +15,23 @@ rounds, timing, post-timing round, roofline floor) on the measuring backend, the
   verified, so the result is what the in-process ledger would be handed. (Admission into a
   ledger, with a job request and claim, follows once the job protocol lands.)
 
+* the floor sample (``adv_sub_floor``, "compute only when checked"): caught by the floor,
+  or *neutralised* — when the harness refills outputs and inputs before every timed launch
+  (``timing_refill.py``) the kernel computes while timed, so every case passes with a median
+  at least :data:`NEUTRALISED_RATIO` × an unrefilled independent timing of the same kernel
+  (which sees no poison and idles). Either way the cheat gained nothing.
+
+Timings agree when ``|median − independent| ≤ max(3 %, absolute slack)``
+(``gpu_agent/backends/timing_slack.py``: the measured event overhead plus the events'
+resolution, 2 µs without a measurement), so µs kernels are not failed for the events' fixed
+cost.
+
+It fits one 10-minute call: ``--deadline-s`` bounds the whole run, each sample's cases get
+the time left (at most :data:`CASE_TIMEOUT_S` each), the independent timing runs only with
+:data:`CROSSCHECK_RESERVE_S` left, and samples past the deadline are reported as skipped.
+The table is written incrementally — each sample's rows as soon as they are measured, to
+``--table`` (default ``$OUT/selfcheck-table.txt`` when ``$OUT`` is set) and the JSON reports
+to ``--json`` (default ``$OUT/selfcheck.json``) — so a run cut short still leaves its rows.
 It prints one table row per case and exits non-zero on any failure. ``--backend cpu-test``
 runs the same logic on CPU with the samples' emulations (``gpu_agent/samples/emulations.py``;
 no ratio check: CPU times say nothing about a GPU), which is how CI tests this script.
@@ -24,12 +41,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +55,13 @@ from gpu_agent import checks, inputs, stats
 from gpu_agent.backends import crosscheck as independent
 from gpu_agent.backends.base import Backend, KernelArg
 from gpu_agent.backends.registry import CPU_TEST, GPU_BACKEND, create_backend
+from gpu_agent.backends.selfcheck_table import (
+    CaseRow,
+    ReportOutput,
+    SampleReport,
+    format_table,
+)
+from gpu_agent.backends.timing_slack import absolute_slack_ns
 from gpu_agent.definition import parse_definition
 from gpu_agent.harness import HarnessConfig, HarnessError, JobSpec, run_job
 from gpu_agent.launch_spec import resolve_launch
@@ -61,6 +83,11 @@ from ledger.signing.keys import SigningKey
 DEFAULT_RATIO_TOLERANCE = 0.03
 DEFAULT_DEADLINE_S = 420.0
 CROSSCHECK_SAMPLES = 200
+CASE_TIMEOUT_S = 240.0
+MIN_CASE_TIMEOUT_S = 30.0
+CROSSCHECK_RESERVE_S = 20.0
+# A floor cheat is neutralised when the harness timed it working: well above its idle time.
+NEUTRALISED_RATIO = 1.5
 EMULATIONS = "gpu_agent.samples.emulations"
 
 # What a refusal by each check looks like in a harness case record.
@@ -71,42 +98,14 @@ _REASON_MARKERS = {
 }
 
 
-@dataclass
-class CaseRow:
-    sample: str
-    case: str
-    axes: str
-    status: str
-    median_ns: float | None = None
-    ci95_ns: tuple[float, float] | None = None
-    samples: int | None = None
-    independent_ns: float | None = None
-    method: str | None = None
-    note: str = ""
-
-    @property
-    def ratio(self) -> float | None:
-        if self.median_ns is None or not self.independent_ns:
-            return None
-        return self.median_ns / self.independent_ns
-
-
-@dataclass
-class SampleReport:
-    name: str
-    ok: bool
-    verdict: str
-    rows: list[CaseRow] = field(default_factory=list)
-    result: dict[str, Any] | None = None
-
-
 def _stop_policy(quick: bool) -> stats.StopPolicy:
     if quick:  # CI on CPU: enough samples for the statistics, not for precision
         return stats.StopPolicy(
             warmup=2, batch=20, min_samples=20, target_rse=0.05, max_samples=40, time_budget_s=2
         )
+    # 100 ms warm-up (the default), then at most 2 s a case: 19 cases fit the deadline.
     return stats.StopPolicy(
-        warmup=10, batch=50, min_samples=50, target_rse=0.005, max_samples=1000, time_budget_s=5
+        warmup=10, batch=50, min_samples=50, target_rse=0.005, max_samples=1000, time_budget_s=2
     )
 
 
@@ -223,7 +222,10 @@ def crosscheck(
     backend = create_backend(backend_name, options)
     try:
         kernel = backend.compile(dict(solution.sources), solution.entry_point)
+        calibrate = getattr(backend, "event_overhead_ns", None)
+        overhead = float(calibrate()) if callable(calibrate) else None
         for row in rows:
+            row.event_overhead_ns = overhead
             if row.status != "passed":
                 continue
             workload = parsed[row.case]
@@ -270,36 +272,6 @@ def _arguments(
     return args
 
 
-def _ns(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value / 1000:.2f}us" if value >= 1000 else f"{value:.0f}ns"
-
-
-def format_table(reports: Sequence[SampleReport], ratio_tolerance: float) -> str:
-    header = (
-        f"{'sample':<24} {'case':<18} {'status':<16} {'median':>10} {'CI95':>21} "
-        f"{'n':>5} {'indep.':>10} {'ratio':>7}  note"
-    )
-    lines = [header, "-" * len(header)]
-    for report in reports:
-        for row in report.rows:
-            ci = f"[{_ns(row.ci95_ns[0])}, {_ns(row.ci95_ns[1])}]" if row.ci95_ns else "-"
-            ratio = row.ratio
-            ratio_text = "-" if ratio is None else f"{ratio:.3f}"
-            if ratio is not None and abs(ratio - 1) > ratio_tolerance:
-                ratio_text += "!"
-            lines.append(
-                f"{row.sample:<24} {row.axes:<18} {row.status:<16} {_ns(row.median_ns):>10} "
-                f"{ci:>21} {row.samples or '-':>5} {_ns(row.independent_ns):>10} "
-                f"{ratio_text:>7}  {row.note}"
-            )
-    lines.append("")
-    for report in reports:
-        lines.append(f"{'PASS' if report.ok else 'FAIL'}  {report.name}: {report.verdict}")
-    return "\n".join(lines)
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m gpu_agent.selfcheck", description=__doc__)
     parser.add_argument("--backend", default=GPU_BACKEND, help="backend name (default: GPU)")
@@ -316,7 +288,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--cases", type=int, default=0, help="run only the first N cases per sample; 0: all"
     )
-    parser.add_argument("--json", type=Path, help="also write the reports here")
+    parser.add_argument("--json", type=Path, help="write the reports here (default $OUT/...)")
+    parser.add_argument("--table", type=Path, help="write the table here (default $OUT/...)")
     parser.add_argument("--no-sign", action="store_true", help="skip signing the results")
     return parser
 
@@ -341,78 +314,116 @@ def _check_independent_timing(
     ratio_tolerance: float,
 ) -> None:
     """Cross-check an honest sample's medians against an independent timing, in ``report``."""
-    try:
-        crosscheck(sample, report.rows, backend_name, options, workloads)
-    except Exception as exc:
-        report.ok = False
-        report.verdict += f"; independent timing failed: {type(exc).__name__}: {exc}"
-    methods = sorted({r.method for r in report.rows if r.method})
-    if methods:
-        report.verdict += f"; independent timing: {', '.join(methods)}"
-    bad = [r for r in report.rows if r.ratio is not None and abs(r.ratio - 1) > ratio_tolerance]
+    if not _time_independently(report, sample, backend_name, options, workloads):
+        return
+    bad = [r for r in report.rows if r.agrees(ratio_tolerance) is False]
     if bad:
         report.ok = False
+        slack = absolute_slack_ns(bad[0].event_overhead_ns)
         report.verdict += (
             f"; {len(bad)} case(s) differ from the independent timing by more than "
-            f"{ratio_tolerance:.0%}"
+            f"max({ratio_tolerance:.0%}, {slack / 1000:.2f} us)"
         )
     if any(r.status == "passed" and r.independent_ns is None for r in report.rows):
         report.ok = False
         report.verdict += "; some cases were not timed independently"
 
 
-def _write_json(path: Path, reports: Sequence[SampleReport]) -> None:
-    path.write_text(
-        json.dumps(
-            [
-                {
-                    "sample": r.name,
-                    "ok": r.ok,
-                    "verdict": r.verdict,
-                    "rows": [{**vars(row), "ratio": row.ratio} for row in r.rows],
-                    "result": r.result,
-                }
-                for r in reports
-            ],
-            indent=2,
-            default=lambda o: None if isinstance(o, float) and math.isnan(o) else str(o),
-        ),
-        "utf-8",
+def _time_independently(
+    report: SampleReport,
+    sample: Sample,
+    backend_name: str,
+    options: Mapping[str, str],
+    workloads: Sequence[Mapping[str, Any]],
+) -> bool:
+    try:
+        crosscheck(sample, report.rows, backend_name, options, workloads)
+    except Exception as exc:
+        report.ok = False
+        report.verdict += f"; independent timing failed: {type(exc).__name__}: {exc}"
+        return False
+    methods = sorted({r.method for r in report.rows if r.method})
+    if methods:
+        report.verdict += f"; independent timing: {', '.join(methods)}"
+    overheads = {r.event_overhead_ns for r in report.rows if r.event_overhead_ns is not None}
+    if overheads:
+        report.verdict += f"; event overhead {min(overheads) / 1000:.2f} us (empty kernel)"
+    return True
+
+
+def check_neutralised(report: SampleReport) -> None:
+    """A floor cheat that passed every case is fine if it was timed *working*: each median at
+    least NEUTRALISED_RATIO × the unrefilled independent timing (in which it idles)."""
+    ratios = [r.ratio for r in report.rows]
+    low = min((q for q in ratios if q is not None), default=0.0)
+    if report.rows and None not in ratios and low >= NEUTRALISED_RATIO:
+        report.ok = True
+        report.verdict = (
+            f"neutralised: refilled timed launches made it compute (medians {low:.1f}× or "
+            "more its unrefilled timing)"
+        )
+    else:
+        report.verdict += f"; nor neutralised (medians only {low:.2f}× its unrefilled timing)"
+
+
+def _config(args: argparse.Namespace, options: Mapping[str, str], left_s: float) -> HarnessConfig:
+    """The harness configuration for one sample, its cases bounded by the time left."""
+    return HarnessConfig(
+        stop=_stop_policy(args.quick),
+        case_timeout_s=max(MIN_CASE_TIMEOUT_S, min(CASE_TIMEOUT_S, left_s)),
+        backend_options=options,
+        bootstrap_resamples=500 if args.quick else stats.DEFAULT_RESAMPLES,
     )
+
+
+def _one_sample(
+    name: str, args: argparse.Namespace, options: Mapping[str, str], deadline: float
+) -> SampleReport:
+    """Run, sign and (on a GPU) time one sample independently, within the deadline."""
+    sample = load_sample(name)
+    workloads = _selected_workloads(sample, args.cases, args.max_axis)
+    config = _config(args, options, deadline - time.monotonic())
+    report = run_sample(sample, args.backend, config, workloads)
+    if report.result is not None and not args.no_sign:
+        try:
+            sign_and_verify(report.result, f"selfcheck/{name}")
+        except Exception as exc:
+            report.ok = False
+            report.verdict += f"; signing the rerun/v1 envelope failed: {exc}"
+    measuring = args.backend != CPU_TEST  # the real GPU backend, whose times mean something
+    if not measuring or report.result is None:
+        return report
+    if deadline - time.monotonic() < CROSSCHECK_RESERVE_S:
+        report.ok = report.ok and not sample.info.honest
+        report.verdict += "; no time left for the independent timing"
+    elif sample.info.honest and report.ok:
+        _check_independent_timing(
+            report, sample, args.backend, options, workloads, args.ratio_tolerance
+        )
+    elif (
+        sample.info.caught_by == "floor"
+        and report.verdict.startswith("NOT CAUGHT")
+        and _time_independently(report, sample, args.backend, options, workloads)
+    ):
+        check_neutralised(report)
+    return report
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     names = [n for n in args.samples.split(",") if n] or sample_names()
     options = {"emulation_modules": EMULATIONS} if args.backend == CPU_TEST else {}
-    config = HarnessConfig(
-        stop=_stop_policy(args.quick),
-        case_timeout_s=240.0,
-        backend_options=options,
-        bootstrap_resamples=500 if args.quick else stats.DEFAULT_RESAMPLES,
-    )
-    measuring = args.backend != CPU_TEST  # the real GPU backend, whose results count
     started = time.monotonic()
+    deadline = started + args.deadline_s
+    output = ReportOutput(args.table, args.json)
     reports: list[SampleReport] = []
     for name in names:
-        if time.monotonic() - started > args.deadline_s:
+        if time.monotonic() > deadline:
             reports.append(SampleReport(name, False, f"skipped: deadline {args.deadline_s:g}s"))
-            continue
-        sample = load_sample(name)
-        workloads = _selected_workloads(sample, args.cases, args.max_axis)
-        print(f"[{time.monotonic() - started:6.1f}s] {name}: {len(workloads)} case(s)", flush=True)
-        report = run_sample(sample, args.backend, config, workloads)
-        if report.result is not None and not args.no_sign:
-            try:
-                sign_and_verify(report.result, f"selfcheck/{name}")
-            except Exception as exc:
-                report.ok = False
-                report.verdict += f"; signing the rerun/v1 envelope failed: {exc}"
-        if measuring and sample.info.honest and report.ok:
-            _check_independent_timing(
-                report, sample, args.backend, options, workloads, args.ratio_tolerance
-            )
-        reports.append(report)
+        else:
+            print(f"[{time.monotonic() - started:6.1f}s] {name}", flush=True)
+            reports.append(_one_sample(name, args, options, deadline))
+        output.sample_done(reports, args.ratio_tolerance)
 
     print()
     print(format_table(reports, args.ratio_tolerance))
@@ -422,8 +433,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"\n{len(reports) - len(failed)}/{len(reports)} samples as expected on backend "
         f"{args.backend!r} in {elapsed:.0f}s" + (f"; FAILED: {', '.join(failed)}" if failed else "")
     )
-    if args.json:
-        _write_json(args.json, reports)
     return 0 if not failed else 1
 
 

@@ -7,18 +7,24 @@
 # from what it carries, then runs `python -m gpu_agent.selfcheck`: every sample of
 # gpu_agent/samples through the production harness on the measuring backend, adversarial
 # samples refused by the check each names, honest ones passing and timed within 3 % of an
-# independent timing, results signed as rerun/v1 envelopes. Prints a table; exits non-zero
-# on any failure, within SELFCHECK_DEADLINE_S (default 420 s) plus set-up.
+# independent timing, results signed as rerun/v1 envelopes. Prints a table (and writes it,
+# row by row, to $OUT/selfcheck-table.txt when $OUT is set); exits non-zero on any failure.
+#
+# Time: the whole script fits SELFCHECK_BUDGET_S (default 560 s, inside one 10-minute call).
+# Each stage has its own bound — PyCUDA's build at most SELFCHECK_BUILD_S (default 300 s) —
+# and the samples get what is left of the budget, less a margin for the final table.
 #
 # What it installs, only when not already importable, from gpu_agent/wheels/ (or
 # $KERNELINDEX_WHEELS) with `pip --no-index` into a private target directory:
-#   * the project's Python dependencies that the harness and signing need (pydantic,
-#     rfc8785, cryptography, ml_dtypes, numpy...);
+#   * the project's Python dependencies that the harness and the signing import (the DIST
+#     map below: pydantic, rfc8785, cryptography, ruamel.yaml, msgspec, ml_dtypes, numpy...;
+#     tests/gpu_agent/test_selfcheck_install.py runs the self-check with exactly these);
 #   * PyCUDA: a wheel if one is there, else its sdist, built against the local CUDA
 #     toolkit (configure.py --no-cuda-enable-curand). gpu_agent/wheels/README.md says how to
 #     fill that directory on a machine with network access.
 # Environment: PYTHON (default python3), KERNELINDEX_WHEELS, SELFCHECK_SITE (install target,
-# default /tmp/kernelindex-selfcheck-site), SELFCHECK_DEADLINE_S, CUDA_HOME.
+# default /tmp/kernelindex-selfcheck-site), SELFCHECK_BUDGET_S, SELFCHECK_BUILD_S, CUDA_HOME,
+# OUT (where the table and the JSON reports go).
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -26,7 +32,10 @@ cd "$ROOT" || exit 2
 PY="${PYTHON:-python3}"
 WHEELS="${KERNELINDEX_WHEELS:-$ROOT/gpu_agent/wheels}"
 SITE="${SELFCHECK_SITE:-/tmp/kernelindex-selfcheck-site}"
-DEADLINE="${SELFCHECK_DEADLINE_S:-420}"
+BUDGET="${SELFCHECK_BUDGET_S:-560}"
+BUILD_LIMIT="${SELFCHECK_BUILD_S:-300}"
+# Kept back from the samples: the final table, and the child processes' shutdown.
+MARGIN=30
 CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
 export PATH="$PATH:$CUDA_HOME/bin"
 export PYTHONPATH="$SITE:$ROOT${PYTHONPATH:+:$PYTHONPATH}"
@@ -73,6 +82,7 @@ step "Python dependencies"
 declare -A DIST=(
     [numpy]=numpy [ml_dtypes]=ml_dtypes [pydantic]=pydantic [rfc8785]=rfc8785
     [cryptography]=cryptography [typing_extensions]=typing_extensions
+    [ruamel.yaml]=ruamel.yaml [msgspec]=msgspec
 )
 mapfile -t MISSING < <(missing_modules "${!DIST[@]}")
 if ((${#MISSING[@]})); then
@@ -117,9 +127,9 @@ else
         # setuptools compiles extension sources one at a time unless told otherwise.
         printf '\n[build_ext]\nparallel = %s\n' "$(nproc)" >>"$SRC/setup.cfg"
         # Build dependencies come from this Python (numpy, setuptools, wheel), not the network.
-        "$PY" -m pip wheel --quiet --no-deps --no-build-isolation --no-index \
-            -w "$BUILD/dist" "$SRC" >"$BUILD/build.log" 2>&1 ||
-            die "building PyCUDA failed (last lines of $BUILD/build.log: $(tail -n 5 "$BUILD/build.log"))"
+        timeout --kill-after=10 "$BUILD_LIMIT" "$PY" -m pip wheel --quiet --no-deps \
+            --no-build-isolation --no-index -w "$BUILD/dist" "$SRC" >"$BUILD/build.log" 2>&1 ||
+            die "building PyCUDA failed or took over ${BUILD_LIMIT}s (last lines of $BUILD/build.log: $(tail -n 5 "$BUILD/build.log"))"
         pip_offline "$BUILD"/dist/pycuda-*.whl ||
             die "PyCUDA built but does not install: its dependencies (pytools, platformdirs, mako...) must be in $WHEELS"
     fi
@@ -128,8 +138,11 @@ fi
 "$PY" -c "import pycuda, pycuda.driver as d; d.init(); print('pycuda', pycuda.VERSION_TEXT, '| devices:', d.Device.count())" ||
     die "PyCUDA cannot initialise the driver"
 
-step "samples end to end (deadline ${DEADLINE}s)"
-timeout --kill-after=30 "$((DEADLINE + 120))" \
+DEADLINE=$((BUDGET - (SECONDS - START) - MARGIN))
+((DEADLINE >= 60)) || die "only ${DEADLINE}s of the ${BUDGET}s budget left for the samples"
+step "samples end to end (deadline ${DEADLINE}s of the ${BUDGET}s budget)"
+# The self-check stops starting work at its deadline; the hard limit ends a case that hangs.
+timeout --kill-after=10 "$((DEADLINE + MARGIN - 10))" \
     "$PY" -m gpu_agent.selfcheck --deadline-s "$DEADLINE" "$@"
 STATUS=$?
 case $STATUS in

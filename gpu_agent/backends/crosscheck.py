@@ -27,22 +27,20 @@ from typing import Any, Protocol
 import numpy as np
 
 from gpu_agent.backends.base import Backend, BackendError, CompiledKernel, KernelArg
-from gpu_agent.backends.pycuda_backend import (
-    MIN_FLUSH_BYTES,
-    DeviceBuffer,
-    LoadedKernel,
-    load_pycuda,
-)
+from gpu_agent.backends.cuda_kernel_args import call_value
+from gpu_agent.backends.pycuda_backend import MIN_FLUSH_BYTES
+from gpu_agent.backends.pycuda_driver import DeviceBuffer, LoadedKernel, load_pycuda
 
 
 def _call_args(args: list[KernelArg]) -> list[Any]:
-    """Arguments as ``Function.__call__`` takes them: pointers as np.uintp, numpy scalars."""
+    """Arguments as ``Function.__call__`` takes them: pointers as np.uintp, numpy scalars
+    (float16, bfloat16... by their bits: PyCUDA's packer has no character for them)."""
     converted: list[Any] = []
     for index, arg in enumerate(args):
         if isinstance(arg, DeviceBuffer):
             converted.append(np.uintp(arg.pointer))
         elif isinstance(arg, np.generic):
-            converted.append(arg)
+            converted.append(call_value(arg, index))
         else:
             raise BackendError(f"argument {index}: unsupported type {type(arg).__name__}")
     return converted

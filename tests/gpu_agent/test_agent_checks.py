@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 import ml_dtypes
 import numpy as np
 import pytest
 
+from gpu_agent import checks
 from gpu_agent.checks import (
     DTYPES,
     Tolerance,
@@ -69,13 +72,57 @@ def test_non_finite_output_fails_whatever_the_ratio(bad: float) -> None:
     assert result.max_abs_error == 0.0  # finite elements only: JSON-safe
 
 
-def test_non_finite_reference_must_be_matched_exactly() -> None:
+def test_matching_nan_and_inf_are_rejected_as_sol_does() -> None:
     ref = np.array([np.nan, np.inf, -np.inf, 1.0])
-    assert compare(ref.copy(), ref, STRICT).ok
+    for index in range(3):  # the same non-finite value in both still fails
+        out = np.array([0.0, 0.0, 0.0, 1.0])
+        ref_one = np.array([0.0, 0.0, 0.0, 1.0])
+        out[index] = ref_one[index] = ref[index]
+        result = compare(out, ref_one, STRICT)
+        assert not result.ok, index
+        assert "fail even where both agree" in (result.reason or "")
     for index, replacement in [(0, 0.0), (1, -np.inf), (2, np.nan), (1, 1e300)]:
         out = ref.copy()
         out[index] = replacement
         assert not compare(out, ref, STRICT).ok, (index, replacement)
+
+
+def test_allow_negative_inf_accepts_only_matching_negative_infinity() -> None:
+    allow = Tolerance(atol=0.1, rtol=0.1, required_matched_ratio=1.0, allow_negative_inf=True)
+    ref = np.array([-np.inf, 1.0, 2.0])
+    result = compare(ref.copy(), ref, allow)
+    assert result.ok and result.matched_ratio == 1.0 and result.max_abs_error == 0.0
+    assert not compare(ref.copy(), ref, STRICT).ok  # without the flag: rejected
+    for out in ([np.inf, 1.0, 2.0], [-np.inf, np.nan, 2.0], [0.0, 1.0, 2.0]):
+        assert not compare(np.array(out), ref, allow).ok, out
+    plus = np.array([np.inf, 1.0, 2.0])
+    assert not compare(plus, plus, allow).ok  # +inf is unaffected by the flag
+
+
+def test_chunked_comparison_agrees_with_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(5)
+    ref = rng.standard_normal(10_000)
+    out = ref + rng.normal(0, 0.02, size=ref.size)
+    out[7_777] = np.nan
+    whole = compare(out, ref, Tolerance())
+    monkeypatch.setattr(checks, "COMPARE_CHUNK", 1_000)  # ten chunks, the NaN in the eighth
+    chunked = compare(out, ref, Tolerance())
+    assert chunked == whole and not chunked.ok
+    assert "first at flat index 7777" in (chunked.reason or "")
+    out[7_777] = ref[7_777]
+    assert compare(out, ref, Tolerance()).max_abs_error == pytest.approx(
+        float(np.abs(out - ref).max())
+    )
+
+
+def test_a_large_bfloat16_output_is_compared_quickly() -> None:
+    # 4096 × 14336 (silu_and_mul's largest case): ~9 s with whole-array float64 temporaries.
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    ref = np.random.default_rng(0).standard_normal(4096 * 14336, dtype=np.float32).astype(bf16)
+    started = time.perf_counter()
+    result = compare(ref, ref.copy(), Tolerance())
+    assert result.ok
+    assert time.perf_counter() - started < 4.0
 
 
 def test_bfloat16_outputs_and_shape_mismatch() -> None:

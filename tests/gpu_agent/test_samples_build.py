@@ -1,4 +1,5 @@
-"""gpu_agent/build.py: every sample compiles for sm_90 and sm_100; failures are clear.
+"""gpu_agent/build.py: every sample compiles for sm_90a and sm_100a; failures are clear and
+say whose they are (the agent's toolchain, or the submission).
 
 The compile tests need nvcc (skipped, saying so, where it is absent). The rest use a fake
 nvcc script, so they run everywhere.
@@ -19,7 +20,8 @@ from gpu_agent import build
 from gpu_agent.backends.base import BackendError
 from gpu_agent.samples import SAMPLES, load_sample
 
-ARCHITECTURES = ("sm_90", "sm_100")
+# The targets an H100/H200 and a B200 get (arch-specific: wgmma, TMA, setmaxnreg).
+ARCHITECTURES = (build.target_architecture(9, 0), build.target_architecture(10, 0))
 NVCC = build.nvcc_path()
 needs_nvcc = pytest.mark.skipif(
     NVCC is None, reason="nvcc not found (PATH, KERNELINDEX_NVCC, CUDA_HOME): compile tests skipped"
@@ -71,6 +73,42 @@ def test_compile_error_carries_nvccs_message() -> None:
     assert isinstance(caught.value, BackendError)
     assert "undefined_name" in str(caught.value)
     assert "nvcc failed" in str(caught.value)
+    assert caught.value.agent_fault is False  # the submission's fault: it may refute
+    assert "the submission does not build" in str(caught.value)
+
+
+@needs_nvcc
+def test_hopper_only_instructions_build_for_the_arch_specific_target() -> None:
+    # setmaxnreg (like wgmma) exists only on sm_90a: plain sm_90 refuses it.
+    sources = {
+        "kernel.cu": 'extern "C" __global__ void __launch_bounds__(128) k(int* p) {\n'
+        '  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\\n");\n'
+        "  p[threadIdx.x] = 1;\n}\n"
+    }
+    target = build.target_architecture(9, 0)
+    assert target == "sm_90a"
+    assert build.compile_cubin(sources, "kernel.cu::k", target).architecture == "sm_90a"
+    with pytest.raises(build.BuildError):
+        build.compile_cubin(sources, "kernel.cu::k", "sm_90")
+
+
+@needs_nvcc
+def test_missing_host_compiler_is_the_agents_fault(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert NVCC is not None
+    monkeypatch.setenv("PATH", "/nonexistent")  # nvcc by absolute path, no gcc anywhere
+    build.toolchain_works.cache_clear()
+    try:
+        with pytest.raises(build.BuildError) as caught:
+            build.compile_cubin(
+                {"kernel.cu": 'extern "C" __global__ void k() {}\n'},
+                "kernel.cu::k",
+                "sm_90a",
+                nvcc=str(Path(NVCC).resolve()),
+            )
+    finally:
+        build.toolchain_works.cache_clear()
+    assert caught.value.agent_fault is True
+    assert "agent toolchain failure" in str(caught.value)
 
 
 @needs_nvcc
@@ -112,6 +150,57 @@ def fake_nvcc(tmp_path: Path) -> Path:
     return script
 
 
+@pytest.fixture
+def broken_nvcc(tmp_path: Path) -> Path:
+    """An "nvcc" that knows its version but builds nothing (as without a host compiler)."""
+    script = tmp_path / "nvcc"
+    script.write_text(
+        f"#!{sys.executable}\n"
+        "import sys\n"
+        "if sys.argv[1:] == ['--version']:\n"
+        "    print('Cuda compilation tools, release 13.0, V13.0.88'); sys.exit(0)\n"
+        "sys.stderr.write('nvcc fatal   : Failed to preprocess host compiler properties.\\n')\n"
+        "sys.exit(1)\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return script
+
+
+@pytest.mark.parametrize(
+    ("capability", "target"),
+    [
+        ((9, 0), "sm_90a"),
+        ((10, 0), "sm_100a"),
+        ((10, 3), "sm_103a"),
+        ((12, 0), "sm_120a"),
+        ((8, 9), "sm_89"),
+        ((8, 0), "sm_80"),
+        ((7, 5), "sm_75"),
+    ],
+)
+def test_target_is_arch_specific_where_the_architecture_has_it(
+    capability: tuple[int, int], target: str
+) -> None:
+    assert build.target_architecture(*capability) == target
+    assert build.check_architecture(target) == target
+
+
+def test_a_failing_toolchain_is_the_agents_fault(broken_nvcc: Path) -> None:
+    build.toolchain_works.cache_clear()
+    with pytest.raises(build.BuildError) as caught:
+        build.compile_cubin({"kernel.cu": "k"}, "kernel.cu::k", "sm_90a", nvcc=str(broken_nvcc))
+    assert caught.value.agent_fault is True
+    assert "cannot build a trivial kernel" in str(caught.value)
+    assert "host compiler" in caught.value.log
+
+
+def test_a_source_that_does_not_compile_is_the_submissions_fault(fake_nvcc: Path) -> None:
+    build.toolchain_works.cache_clear()
+    with pytest.raises(build.BuildError) as caught:
+        build.compile_cubin({"kernel.cu": "FAIL"}, "kernel.cu::k", "sm_90a", nvcc=str(fake_nvcc))
+    assert caught.value.agent_fault is False  # the fake builds the probe: the source is at fault
+
+
 def test_command_pins_flags_and_exact_arch(fake_nvcc: Path) -> None:
     result = build.compile_cubin({"kernel.cu": "k"}, "kernel.cu::k", "sm_90a", nvcc=str(fake_nvcc))
     argv = result.cubin[4:].decode()
@@ -139,8 +228,9 @@ def test_timeout_is_an_error(fake_nvcc: Path) -> None:
 
 @pytest.mark.parametrize("arch", ["sm90", "compute_90", "sm_9", "sm_90;rm", "", "sm_100x"])
 def test_architecture_must_be_exact(arch: str, fake_nvcc: Path) -> None:
-    with pytest.raises(build.BuildError, match="architecture"):
+    with pytest.raises(build.BuildError, match="architecture") as caught:
         build.compile_cubin({"kernel.cu": "k"}, "kernel.cu::k", arch, nvcc=str(fake_nvcc))
+    assert caught.value.agent_fault is True  # the target comes from the device
 
 
 @pytest.mark.parametrize(
@@ -170,5 +260,6 @@ def test_entry_points() -> None:
 def test_missing_nvcc_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("KERNELINDEX_NVCC", str(tmp_path / "no-such-nvcc"))
     assert build.nvcc_path() is None
-    with pytest.raises(build.BuildError, match="nvcc not found"):
+    with pytest.raises(build.BuildError, match="nvcc not found") as caught:
         build.compile_cubin({"kernel.cu": "k"}, "kernel.cu::k", "sm_90")
+    assert caught.value.agent_fault is True

@@ -67,13 +67,20 @@ class FakeDriver:
         self.kernels: dict[str, Callable[..., None]] = {}
         self.launches: list[dict[str, Any]] = []
         self.synchronized = 0
-        self.context_stack: list[str] = []
+        self.context_stack: list[str] = []  # pycuda's own stack
+        self.driver_stack: list[int] = []  # the CUDA driver's, per thread
+        self.released = 0
+        self.init_error: Exception | None = None
+        self.refuse_cubins = 0  # module_from_buffer refuses this many loads, then accepts
+        self.alloc_limit: int | None = None  # allocations above this many bytes fail
         self.event_clock = itertools.count()
         self.memsets: list[tuple[str, int, int, int]] = []
         driver = self
 
         class DeviceAllocation:
             def __init__(self, size: int) -> None:
+                if driver.alloc_limit is not None and size > driver.alloc_limit:
+                    raise FakeError("cuMemAlloc failed: out of memory")
                 self.address = next(driver._addresses)
                 driver.memory[self.address] = bytearray(size)
 
@@ -89,14 +96,22 @@ class FakeDriver:
                 driver.synchronized += 1
 
         class PrimaryContext:
+            # As pycuda's primary_context: detach() pushes it onto the driver's stack when
+            # not current and releases it with cuDevicePrimaryCtxRelease, which pops nothing.
+            handle = 0xC0FFEE
+
             def push(self) -> None:
                 driver.context_stack.append("primary")
+                driver.driver_stack.append(self.handle)
 
             def pop(self) -> None:
                 driver.context_stack.pop()
+                driver.driver_stack.pop()
 
             def detach(self) -> None:
-                pass
+                if "primary" not in driver.context_stack:
+                    driver.driver_stack.append(self.handle)
+                driver.released += 1
 
         class Device:
             @staticmethod
@@ -147,6 +162,10 @@ class FakeDriver:
                 self.dynamic_shared = value
 
             def prepare(self, arg_format: str) -> None:
+                # pycuda packs with its own _pvt_struct, which has no 'e' (half).
+                unknown = set(arg_format) - set("xbBchHiIlLnNqQ?fdFDPs")
+                if unknown:
+                    raise FakeError(f"bad char in struct format: {sorted(unknown)}")
                 self.arg_format = arg_format
 
             def prepared_async_call(
@@ -163,6 +182,16 @@ class FakeDriver:
                 )
                 driver.kernels[self.name](driver, *args)
 
+        def module_from_buffer(cubin: bytes) -> Module:
+            if driver.refuse_cubins:
+                driver.refuse_cubins -= 1
+                raise FakeError("cuModuleLoadData failed: device kernel image is invalid")
+            return Module()
+
+        def init() -> None:
+            if driver.init_error is not None:
+                raise driver.init_error
+
         class Module:
             def get_function(self, name: str) -> Function:
                 if name not in driver.kernels:
@@ -170,13 +199,13 @@ class FakeDriver:
                 return Function(name)
 
         self.module = types.SimpleNamespace(
-            init=lambda: None,
+            init=init,
             Device=Device,
             Context=Context,
             Stream=object,
             Event=Event,
             mem_alloc=DeviceAllocation,
-            module_from_buffer=lambda cubin: Module(),
+            module_from_buffer=module_from_buffer,
             device_attribute=types.SimpleNamespace(L2_CACHE_SIZE="L2"),
             function_attribute=types.SimpleNamespace(
                 MAX_THREADS_PER_BLOCK="MAX_THREADS",
@@ -189,6 +218,7 @@ class FakeDriver:
             memcpy_htod=self.memcpy_htod,
             memcpy_dtoh=self.memcpy_dtoh,
             memcpy_dtod_async=self.memcpy_dtod_async,
+            memset_d8_async=lambda p, v, n, s=None: self.memset("d8", p, v, n),
             memset_d8=lambda p, v, n: self.memset("d8", p, v, n),
             memset_d16=lambda p, v, n: self.memset("d16", p, v, n),
             memset_d32=lambda p, v, n: self.memset("d32", p, v, n),
@@ -237,6 +267,9 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeDriver]:
         },
     )
     monkeypatch.setattr(module, "MIN_FLUSH_BYTES", 4096)
+    monkeypatch.setattr(module.LibcudaStack, "load", classmethod(lambda cls: _FakeStack(driver)))
+    driver.kernels["kernelindex_probe"] = lambda driver, *args: None
+    driver.kernels["kernelindex_empty"] = lambda driver, *args: None
 
     def fake_build(
         sources: dict[str, str], entry_point: str, architecture: str, **_: Any
@@ -255,6 +288,19 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeDriver]:
 
     monkeypatch.setattr(module.build, "compile_cubin", fake_build)
     yield driver
+
+
+class _FakeStack:
+    """The driver's context stack as cuda_context.DriverStack sees it."""
+
+    def __init__(self, driver: FakeDriver) -> None:
+        self.driver = driver
+
+    def current(self) -> int | None:
+        return self.driver.driver_stack[-1] if self.driver.driver_stack else None
+
+    def pop(self) -> None:
+        self.driver.driver_stack.pop()
 
 
 def _double_kernel(driver: FakeDriver, source: int, target: int, count: Any, scale: Any) -> None:
@@ -280,13 +326,33 @@ def test_device_fingerprint(fake: FakeDriver) -> None:
     assert info.clocks_mhz == {"sm": 1980.0} and info.temperature_c == 41.0
     backend.close()
     assert fake.context_stack == []
+    assert fake.driver_stack == []  # the released primary context is current nowhere
+    assert fake.released == 1
+
+
+def test_releasing_a_primary_context_leaves_none_current(fake: FakeDriver) -> None:
+    from gpu_agent.backends.cuda_context import release_primary
+
+    backend = _backend(fake)
+    context = backend._context
+    assert fake.driver_stack == [context.handle]
+    context.pop()  # what close() did before: pop, then detach...
+    context.detach()
+    assert fake.driver_stack == [context.handle]  # ...left the released context current
+    fake.driver_stack.clear()
+    fake.context_stack.append("primary")
+    fake.driver_stack.append(context.handle)
+    assert release_primary(context, _FakeStack(fake)) == 1
+    assert fake.driver_stack == []
 
 
 def test_upload_launch_download(fake: FakeDriver) -> None:
     backend = _backend(fake)
     kernel = backend.compile({"kernel.cu": "..."}, "kernel.cu::scale")
-    assert isinstance(kernel, CompiledKernel) and kernel.architecture == "sm_90"
-    assert kernel.flags == ("-cubin", "-arch=sm_90", *build.NVCC_FLAGS)
+    # Built for the arch-specific target (wgmma, TMA, setmaxnreg), the device stays sm_90.
+    assert isinstance(kernel, CompiledKernel) and kernel.architecture == "sm_90a"
+    assert kernel.flags == ("-cubin", "-arch=sm_90a", *build.NVCC_FLAGS)
+    assert backend.architecture == "sm_90" and backend.target == "sm_90a"
     host = np.arange(8, dtype=np.float32)
     source = backend.upload(host)
     target = backend.empty((8,), np.dtype(np.float32))
@@ -398,3 +464,152 @@ def test_registry_factory_options(fake: FakeDriver) -> None:
     backend.close()
     with pytest.raises(BackendError, match="no CUDA device 3"):
         module.create_backend(device="3")
+
+
+# --- what the reruns rely on: refills, clocks, whose fault --------------------------------
+
+
+def _watched_kernel(driver: FakeDriver, source: int, target: int, count: Any) -> None:
+    """ "Computes only when checked": doubles source into target only if target[0] is NaN."""
+    n = int(count)
+    out = np.frombuffer(driver.region(target, 4 * n), dtype=np.float32)
+    values = np.frombuffer(driver.region(source, 4 * n), dtype=np.float32)
+    driver.seen.append(float(values[0]))
+    if np.isnan(out[0]):
+        driver.region(target, 4 * n)[:] = (values * np.float32(2)).tobytes()
+        driver.computed += 1
+
+
+def test_write_refills_the_same_buffer(fake: FakeDriver) -> None:
+    backend = _backend(fake)
+    buffer = backend.upload(np.zeros(4, np.float32))
+    backend.write(buffer, np.arange(4, dtype=np.float32))
+    assert backend.download(buffer, (4,), np.dtype(np.float32)).tolist() == [0, 1, 2, 3]
+    with pytest.raises(BackendError, match="write: 8 bytes into a 16-byte buffer"):
+        backend.write(buffer, np.zeros(2, np.float32))
+    backend.close()
+
+
+def test_refilled_timed_launches_look_like_checked_ones(fake: FakeDriver) -> None:
+    from gpu_agent.backends.timing_refill import TimingRefill
+    from gpu_agent.checks import poison_pattern
+
+    fake.seen, fake.computed = [], 0  # type: ignore[attr-defined]
+    fake.kernels["watched"] = _watched_kernel
+    backend = _backend(fake)
+    kernel = backend.compile({"kernel.cu": ""}, "kernel.cu::watched")
+    source, target = backend.upload(np.ones(4, np.float32)), backend.empty((4,), np.dtype("f4"))
+    poison = poison_pattern(np.dtype(np.float32))
+    backend.fill(target, poison)
+    args = [source, target, np.int32(4)]
+    backend.launch(kernel, (1, 1, 1), (4, 1, 1), 0, args)  # the checked launch computes
+    backend.time_launches(kernel, (1, 1, 1), (4, 1, 1), 0, args, 5)
+    assert fake.computed == 1  # type: ignore[attr-defined]  # unrefilled: the cheat idles
+
+    variants = tuple(backend.upload(np.full(4, v, np.float32)) for v in (10.0, 20.0, 30.0))
+    refill = TimingRefill(outputs=((target, poison),), inputs=((source, variants),))
+    backend.time_launches(kernel, (1, 1, 1), (4, 1, 1), 0, args, 300, refill=refill)
+    assert fake.computed == 301  # type: ignore[attr-defined]  # every timed launch computed
+    timed = fake.seen[6:]  # type: ignore[attr-defined]
+    # Fresh inputs in the same buffer, rotating over the backend's life (5 launches before).
+    assert timed[:6] == [30.0, 10.0, 20.0, 30.0, 10.0, 20.0] and len(timed) == 300
+    # The refill copies come before the flush, so the flush evicts them too.
+    kinds = [m[0] for m in fake.memsets[-3:]]
+    assert kinds[-1] == "d32-async"
+    short = backend.upload(np.ones(2, np.float32))
+    with pytest.raises(BackendError, match="variants"):
+        TimingRefill(inputs=((source, (short,)),))
+    backend.close()
+    assert fake.memory == {}
+
+
+def test_clocks_are_read_during_every_timed_batch(
+    fake: FakeDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpu_agent.backends.nvml_clocks import ClockReading
+
+    module = importlib.import_module(MODULE)
+    readings = iter(float(v) for v in range(1400, 2000, 10))
+
+    class Clocks:
+        @classmethod
+        def open(cls, uuid: str | None) -> Clocks:
+            return cls()
+
+        def read(self) -> ClockReading:
+            return ClockReading(next(readings), 3201.0)
+
+    monkeypatch.setattr(module, "NvmlClocks", Clocks)
+    backend = _backend(fake)
+    assert backend.sm_clock_mhz() is None
+    kernel = backend.compile({"kernel.cu": ""}, "kernel.cu::scale")
+    args = [backend.upload(np.ones(4, np.float32)), backend.empty((4,), np.dtype("f4"))]
+    args += [np.int32(4), np.float32(3)]
+    backend.time_launches(kernel, (1, 1, 1), (4, 1, 1), 0, args, 300)  # two batches
+    assert [c.sm_mhz for c in backend.timing_clocks()] == [1400.0, 1410.0]
+    assert backend.sm_clock_mhz() == 1410.0
+    backend.close()
+
+
+def test_float16_scalars_are_packed_as_pycuda_can(fake: FakeDriver) -> None:
+    from gpu_agent.backends.cuda_kernel_args import PVT_STRUCT_CHARS, call_value, scalar_format
+
+    backend = _backend(fake)
+    kernel = backend.compile({"kernel.cu": ""}, "kernel.cu::scale")
+    source, target = backend.upload(np.ones(4, np.float32)), backend.empty((4,), np.dtype("f4"))
+    fake.kernels["scale"] = lambda driver, s, t, n, scale: None
+    backend.launch(kernel, (1, 1, 1), (4, 1, 1), 0, [source, target, np.int32(4), np.float16(1)])
+    assert struct.unpack("PPiH", fake.launches[-1]["packed"])[3] == 0x3C00  # half 1.0
+    assert scalar_format(np.float16(1.0), 0) == ("H", 0x3C00)
+    assert call_value(np.float16(1.0), 0) == np.uint16(0x3C00)
+    assert call_value(np.float32(1.5), 0) == np.float32(1.5)
+    for dtype in (np.int8, np.uint16, np.int64, np.float16, np.float32, np.float64, BF16):
+        assert set(scalar_format(np.dtype(dtype).type(1), 0)[0]) <= PVT_STRUCT_CHARS
+    backend.close()
+
+
+def test_the_agents_failures_are_marked_as_the_agents(
+    fake: FakeDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module = importlib.import_module(MODULE)
+    fake.kernels["scale"] = _double_kernel
+    fake.alloc_limit = 64 * 1024  # below the flush buffer (2 × L2)
+    with pytest.raises(BackendError, match="flush buffer") as caught:
+        module.PyCudaBackend()
+    assert caught.value.agent_fault is True
+    fake.alloc_limit = None
+    fake.init_error = FakeError("cuInit failed: no CUDA-capable device is detected")
+    with pytest.raises(BackendError, match="initialisation") as caught:
+        module.PyCudaBackend()
+    assert caught.value.agent_fault is True
+    fake.init_error = None
+
+    backend = module.PyCudaBackend()
+    fake.refuse_cubins = 2  # the submission's cubin and the probe's: the driver is at fault
+    with pytest.raises(BackendError, match="refused the cubin") as caught:
+        backend.compile({"kernel.cu": ""}, "kernel.cu::scale")
+    assert caught.value.agent_fault is True
+    fake.refuse_cubins = 1  # only the submission's: its own fault
+    with pytest.raises(BackendError, match="refused the cubin") as caught:
+        backend.compile({"kernel.cu": ""}, "kernel.cu::scale")
+    assert caught.value.agent_fault is False
+
+    fake.alloc_limit = 1024
+    with pytest.raises(BackendError, match="cannot allocate") as caught:
+        backend.empty((1024,), np.dtype(np.float32))  # before any submitted code ran
+    assert caught.value.agent_fault is True
+    kernel = backend.compile({"kernel.cu": ""}, "kernel.cu::scale")
+    a, b = backend.upload(np.ones(4, np.float32)), backend.empty((4,), np.dtype(np.float32))
+    backend.launch(kernel, (1, 1, 1), (4, 1, 1), 0, [a, b, np.int32(4), np.float32(2)])
+    with pytest.raises(BackendError, match="cannot allocate") as caught:
+        backend.empty((1024,), np.dtype(np.float32))  # may be the kernel's sticky error now
+    assert caught.value.agent_fault is False
+    fake.alloc_limit = None
+    backend.close()
+
+
+def test_event_overhead_is_an_empty_kernel_timed_like_the_rest(fake: FakeDriver) -> None:
+    backend = _backend(fake)
+    assert backend.event_overhead_ns(samples=50) == pytest.approx(4000.0)  # one fake tick
+    assert backend._launched is False  # the agent's own kernel is not the submission's
+    backend.close()

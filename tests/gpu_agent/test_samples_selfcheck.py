@@ -76,12 +76,66 @@ def test_one_case_caught_by_another_check_fails_the_sample() -> None:
     assert not ok
 
 
-def test_table_marks_ratios_beyond_the_tolerance() -> None:
-    row = selfcheck.CaseRow("s", "c", "batch_size=1", "passed", 1100.0, (1000.0, 1200.0), 50)
-    row.independent_ns = 1000.0
-    report = selfcheck.SampleReport("s", True, "ok", [row])
+def test_table_marks_timings_that_do_not_agree() -> None:
+    # 1.1 µs against 1.0 µs is 10 % but 0.1 µs: within the events' fixed cost (2 µs slack).
+    small = selfcheck.CaseRow("s", "c", "batch_size=1", "passed", 1100.0, (1000.0, 1200.0), 50)
+    small.independent_ns = 1000.0
+    # 110 µs against 100 µs is 10 µs: beyond max(3 %, 2 µs).
+    large = selfcheck.CaseRow("s", "d", "batch_size=9", "passed", 110_000.0, None, 50)
+    large.independent_ns = 100_000.0
+    report = selfcheck.SampleReport("s", True, "ok", [small, large])
     table = selfcheck.format_table([report], 0.03)
-    assert "1.100!" in table and "1.10us" in table
+    lines = table.splitlines()
+    assert "1.10us" in lines[2] and "1.100 " in lines[2] and "1.100!" not in lines[2]
+    assert "1.100!" in lines[3]
+
+
+def test_timing_slack_is_relative_with_an_absolute_floor() -> None:
+    from gpu_agent.backends.timing_slack import absolute_slack_ns, agree, allowed_gap_ns
+
+    assert allowed_gap_ns(100_000.0, 0.03) == pytest.approx(3_000.0)  # 3 % dominates
+    assert allowed_gap_ns(2_500.0, 0.03) == 2_000.0  # a µs kernel: the events' fixed cost
+    assert agree(4_400.0, 2_500.0, 0.03) and not agree(4_600.0, 2_500.0, 0.03)
+    assert absolute_slack_ns(1_200.0) == 1_700.0  # measured overhead + one resolution step
+    assert absolute_slack_ns(100.0) == 1_000.0  # never under two resolution steps
+    assert agree(2_300.0, 2_000.0, 0.03, event_overhead_ns=1_000.0)
+    assert not agree(3_600.0, 2_000.0, 0.03, event_overhead_ns=1_000.0)
+
+
+def _floor_report(*ratios: float) -> selfcheck.SampleReport:
+    rows = []
+    for index, ratio in enumerate(ratios):
+        row = selfcheck.CaseRow("adv_sub_floor", f"c{index}", "b", "passed", 30_000.0 * ratio)
+        row.independent_ns = 30_000.0
+        rows.append(row)
+    return selfcheck.SampleReport("adv_sub_floor", False, "NOT CAUGHT: every case passed", rows)
+
+
+def test_a_floor_cheat_timed_working_is_neutralised() -> None:
+    report = _floor_report(8.0, 11.5)  # the harness timed it computing; unrefilled, it idles
+    selfcheck.check_neutralised(report)
+    assert report.ok and report.verdict.startswith("neutralised")
+    idle = _floor_report(8.0, 1.02)  # one case timed idle by the harness too
+    selfcheck.check_neutralised(idle)
+    assert not idle.ok and "nor neutralised" in idle.verdict
+
+
+def test_rows_are_written_as_each_sample_finishes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OUT", str(tmp_path))
+    output = selfcheck.ReportOutput(None, None)
+    assert output.table == tmp_path / "selfcheck-table.txt"
+    row = selfcheck.CaseRow("s", "c", "batch_size=1", "passed", 2000.0, None, 50)
+    reports = [selfcheck.SampleReport("s", True, "all cases passed", [row])]
+    output.sample_done(reports, 0.03)
+    text = output.table.read_text("utf-8")
+    assert "batch_size=1" in text and "PASS  s: all cases passed" in text
+    assert json.loads((tmp_path / "selfcheck.json").read_text("utf-8"))[0]["sample"] == "s"
+    reports.append(selfcheck.SampleReport("t", False, "skipped: deadline 1s"))
+    output.sample_done(reports, 0.03)
+    assert "FAIL  t: skipped: deadline 1s" in output.table.read_text("utf-8")
+    assert len(json.loads((tmp_path / "selfcheck.json").read_text("utf-8"))) == 2
 
 
 def test_every_sample_on_cpu_is_treated_as_it_must_be(tmp_path: Path) -> None:
@@ -101,6 +155,8 @@ def test_every_sample_on_cpu_is_treated_as_it_must_be(tmp_path: Path) -> None:
             "128",
             "--json",
             str(out),
+            "--table",
+            str(tmp_path / "table.txt"),
         ],
         cwd=REPO,
         capture_output=True,
@@ -115,3 +171,5 @@ def test_every_sample_on_cpu_is_treated_as_it_must_be(tmp_path: Path) -> None:
     assert "caught by the floor check" in reports["adv_sub_floor"]["verdict"]
     assert reports["adv_secret_round_wrong"]["rows"][0]["note"].startswith("round secret")
     assert "7/7 samples as expected" in done.stdout
+    table = (tmp_path / "table.txt").read_text("utf-8")
+    assert all(f"PASS  {name}:" in table for name in SAMPLES)
