@@ -349,6 +349,39 @@ class CaseStatus(StrEnum):
     IMPOSSIBLE_TIME = "impossible_time"
 
 
+class DefenceOutcome(StrEnum):
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"  # not applicable here (e.g. needs a GPU); the detail says why
+
+
+MAX_DEFENCES = 64
+DefenceName = Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9-]*$", max_length=60)]
+ShortText = Annotated[StrictStr, Field(max_length=500), VISIBLE]
+
+
+class RerunDefence(_Strict):
+    """One reward-hack defence the agent ran on a case, and what it found."""
+
+    name: DefenceName
+    outcome: Annotated[DefenceOutcome, Field(strict=False)]
+    detail: ShortText | None = None
+
+
+class TimerCrossCheck(_Strict):
+    """The timed calls measured twice: by the timer, and by a host clock around a
+    synchronised call (work on another stream or thread shows up as wall ≫ timed)."""
+
+    timer: Label  # e.g. "perf_counter_ns", "cuda-events"
+    reference: Label  # e.g. "CLOCK_MONOTONIC_RAW around a synchronised call"
+    calls: Uint53
+    timedNs: Nanoseconds
+    wallNs: Nanoseconds
+    ratio: Annotated[float, Field(ge=0, allow_inf_nan=False)]  # wallNs / timedNs
+    otherThreadsCpuNs: Nanoseconds | None = None
+    outcome: Annotated[DefenceOutcome, Field(strict=False)]
+
+
 class RerunCase(_Strict):
     case: Annotated[StrictStr, Field(min_length=1, max_length=200), VISIBLE]
     status: Annotated[CaseStatus, Field(strict=False)]
@@ -357,6 +390,32 @@ class RerunCase(_Strict):
     latencyNs: LatencyStats | None = None
     samples: Uint53 | None = None
     reason: Annotated[StrictStr, Field(max_length=2000), VISIBLE] | None = None
+    # Optional (older results have neither): every defence that ran, and the timer check.
+    defences: Annotated[list[RerunDefence], Field(max_length=MAX_DEFENCES)] | None = None
+    timerCrossCheck: TimerCrossCheck | None = None
+
+    @model_validator(mode="after")
+    def _cheats_never_pass(self) -> RerunCase:
+        failed = [d.name for d in self.defences or () if d.outcome is DefenceOutcome.FAILED]
+        if self.timerCrossCheck is not None and (
+            self.timerCrossCheck.outcome is DefenceOutcome.FAILED
+        ):
+            failed.append("timer-cross-check")
+        if failed and self.status is CaseStatus.PASSED:
+            raise ValueError(f"a case whose defences failed ({', '.join(failed)}) cannot pass")
+        return self
+
+
+class RerunBuild(_Strict):
+    """How the agent built and ran the solution: its kind, the runtime versions, the flags."""
+
+    solutionKind: Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_-]*$", max_length=50)]
+    language: Label | None = None
+    runtime: Annotated[
+        dict[Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_.-]*$", max_length=50)], ShortText],
+        Field(max_length=32),
+    ] = Field(default_factory=dict)
+    flags: Annotated[list[ShortText], Field(max_length=64)] = Field(default_factory=list)
 
 
 class RerunSummary(_Strict):
@@ -410,6 +469,7 @@ class RerunPredicate(SignedPredicate):
     # job with its reason and moves no evidence. "completed": measured, pass or fail.
     outcome: Literal["completed", "failed"] = "completed"
     failure: Annotated[StrictStr, Field(min_length=1, max_length=2000), VISIBLE] | None = None
+    build: RerunBuild | None = None  # optional: older results do not record it
 
     @model_validator(mode="after")
     def _failure_has_reason(self) -> RerunPredicate:

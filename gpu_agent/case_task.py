@@ -51,6 +51,11 @@ class CaseOutcome:
     samples_ns: list[float] = field(default_factory=list)
     latency: dict[str, Any] | None = None
     device: dict[str, Any] | None = None
+    # Python-solution cases: every defence that ran ({name, outcome, detail}), the timer
+    # cross-check and the build (runtime versions, flags), as rerun/v1 records them.
+    defences: list[dict[str, Any]] | None = None
+    timer_cross_check: dict[str, Any] | None = None
+    build: dict[str, Any] | None = None
 
 
 class AgentFault(Exception):

@@ -3,6 +3,12 @@
 The child sends back ``("ok", result)`` or ``("agent-error", text)`` through a pipe; a child
 that dies before reporting, or outlives its time limit (it is then killed), is reported as
 such, so a sticky CUDA error, a crash or a hang costs only that child.
+
+With ``sandboxed=True`` (every child that will hold submitted Python) the parent makes a
+fresh temporary working directory, the child enters the sandbox of
+``gpu_agent/python_solutions/sandbox.py`` (scrubbed environment and argv, that directory,
+resource limits) before it runs anything else, and the parent removes the directory once the
+child is gone, however it ended: the one place where a case child is made safe to hold code.
 """
 
 from __future__ import annotations
@@ -10,15 +16,18 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.context
 import signal
+import tempfile
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from gpu_agent.python_solutions.sandbox import Limits, SandboxSpec, enter
+
 # Preloaded by a forkserver: the harness imports numpy and every function a child runs, and no
-# backend (backends are imported in each child).
-FORKSERVER_PRELOAD = ["gpu_agent.harness"]
+# backend (backends are imported in each child); torch where installed (it touches no device).
+FORKSERVER_PRELOAD = ["gpu_agent.harness", "gpu_agent.python_solutions.preload"]
 
 
 @dataclass(frozen=True)
@@ -28,9 +37,17 @@ class ChildResult:
     detail: str = ""
 
 
-def child_main(conn: Connection, target: Callable[[Any], Any], payload: Any) -> None:
-    """The child's entry point: run ``target(payload)`` and report how it went."""
+def child_main(
+    conn: Connection,
+    target: Callable[[Any], Any],
+    payload: Any,
+    sandbox: SandboxSpec | None = None,
+) -> None:
+    """The child's entry point: enter the sandbox if asked, run ``target(payload)`` and
+    report how it went."""
     try:
+        if sandbox is not None:
+            enter(sandbox)
         result = target(payload)
         conn.send(("ok", result))
     except BaseException as exc:
@@ -59,14 +76,34 @@ def _context(start_method: str) -> multiprocessing.context.BaseContext:
 
 
 def in_child(
-    target: Callable[[Any], Any], payload: Any, timeout_s: float, start_method: str = "spawn"
+    target: Callable[[Any], Any],
+    payload: Any,
+    timeout_s: float,
+    start_method: str = "spawn",
+    *,
+    sandboxed: bool = False,
+    limits: Limits | None = None,
 ) -> ChildResult:
     """``target(payload)`` in a fresh child started by ``start_method``, waited on at most
-    ``timeout_s`` seconds."""
+    ``timeout_s`` seconds; in the sandbox (with ``limits``) when ``sandboxed``."""
+    if not sandboxed:
+        return _run_child(target, payload, timeout_s, start_method, None)
+    with tempfile.TemporaryDirectory(prefix="kernelindex-case-") as workdir:
+        spec = SandboxSpec(workdir, limits or Limits())
+        return _run_child(target, payload, timeout_s, start_method, spec)
+
+
+def _run_child(
+    target: Callable[[Any], Any],
+    payload: Any,
+    timeout_s: float,
+    start_method: str,
+    sandbox: SandboxSpec | None,
+) -> ChildResult:
     context = _context(start_method)
     receiver, sender = context.Pipe(duplex=False)
     process = context.Process(  # type: ignore[attr-defined]
-        target=child_main, args=(sender, target, payload), daemon=True
+        target=child_main, args=(sender, target, payload, sandbox), daemon=True
     )
     process.start()
     sender.close()  # so the receiver sees EOF when the child dies

@@ -1,4 +1,4 @@
-"""The SOL Definition document: axes, input and output tensors, constraints.
+"""The SOL Definition document: axes, input and output tensors, constraints, reference code.
 
 Format: fixtures/sol-execbench/docs/definition.md. :func:`parse_definition` vets a document;
 :meth:`Definition.resolve_axes` gives every axis value for one workload (consts, the
@@ -53,6 +53,10 @@ class Definition:
     outputs: tuple[TensorSpec, ...]
     constraints: tuple[str, ...] = ()
     tolerance: Mapping[str, Any] = field(default_factory=dict)
+    # SOL's PyTorch reference (a module defining ``run``), run only inside a case child, and
+    # the name of its input generator for ``"custom"`` workload inputs.
+    reference: str | None = None
+    custom_inputs_entrypoint: str | None = None
 
     def tensor(self, name: str) -> TensorSpec:
         for spec in (*self.inputs, *self.outputs):
@@ -223,7 +227,24 @@ def parse_definition(obj: object) -> Definition:
     tolerance = obj.get("tolerance") or {}
     if not isinstance(tolerance, dict):
         raise SolutionError("definition.tolerance must be an object")
-    return Definition(name, axes, inputs, outputs, tuple(constraints), tolerance)
+    reference, custom = _reference_fields(obj)
+    return Definition(name, axes, inputs, outputs, tuple(constraints), tolerance, reference, custom)
+
+
+MAX_REFERENCE_BYTES = 1024 * 1024
+
+
+def _reference_fields(obj: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """``(reference code, custom inputs entry point)``, each optional."""
+    reference = obj.get("reference")
+    if reference is not None and (
+        not isinstance(reference, str) or len(reference.encode("utf-8")) > MAX_REFERENCE_BYTES
+    ):
+        raise SolutionError(f"definition.reference must be a string of ≤ {MAX_REFERENCE_BYTES} B")
+    custom = obj.get("custom_inputs_entrypoint")
+    if custom is not None and (not isinstance(custom, str) or not IDENTIFIER.match(custom)):
+        raise SolutionError("definition.custom_inputs_entrypoint must be a function name")
+    return reference or None, custom
 
 
 def scalar_input(spec: TensorSpec, value: int | float | bool) -> np.generic:

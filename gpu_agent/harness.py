@@ -29,6 +29,17 @@ for the definition, a bug) raises :class:`HarnessError` /
 :class:`~gpu_agent.solution.SolutionError` instead: no measured result exists, because the
 agent's own trouble must never refute someone's run.
 
+Python solutions (SOL ``pytorch``/``python``/``triton``, FlashInfer ``python``/``triton``,
+parsed by gpu_agent/python_solutions/spec.py) take the same route with a different child:
+``gpu_agent/python_solutions/routing.py`` first says whether this agent can run the kind on
+its backend (Triton without a GPU, torch-binding C++: HarnessError, the agent's failure);
+each case then runs in a *sandboxed* child (gpu_agent/python_solutions/sandbox.py) that gets
+seeds, never the nonce, makes every round's inputs and reference outputs before it imports
+the solution, and runs the reward-hack defences around every call
+(gpu_agent/python_solutions/torch_case.py); its cases carry ``defences`` and
+``timerCrossCheck``, the result ``build``. One case of the job (drawn from the nonce) also
+runs a hidden workload within the job's axes.
+
 Where each part lives: child-process isolation in gpu_agent/child_process.py; what crosses
 into a case child and back in gpu_agent/case_task.py; the case child itself in
 gpu_agent/case_child.py, its correctness rounds in gpu_agent/correctness_round.py; the
@@ -52,10 +63,17 @@ from gpu_agent.child_process import ChildResult, in_child
 from gpu_agent.definition import Definition, parse_definition
 from gpu_agent.expressions import LaunchSpecError
 from gpu_agent.launch_spec import ResolvedLaunch, resolve_launch
-from gpu_agent.result_assembly import case_record, environment, suite_summary
+from gpu_agent.python_solutions import job as python_job
+from gpu_agent.python_solutions.routing import cannot_run
+from gpu_agent.python_solutions.spec import (
+    TorchSolution,
+    check_torch_against_definition,
+    parse_job_solution,
+)
+from gpu_agent.result_assembly import case_record, environment, job_build, suite_summary
 from gpu_agent.sol_parsing import SolutionError
-from gpu_agent.solution import Solution, check_against_definition, parse_solution
-from gpu_agent.workload import Workload, parse_workload
+from gpu_agent.solution import Solution, check_against_definition
+from gpu_agent.workload import Workload, parse_workload, refuse_custom_inputs
 
 PROTOCOL = "kernelindex-rerun-v1"
 _JOB_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -103,21 +121,27 @@ def _seed(text: str) -> int:
 
 @dataclass(frozen=True)
 class PreparedJob:
-    solution: Solution
+    solution: Solution | TorchSolution
     definition: Definition
     workloads: tuple[Workload, ...]
 
 
 def prepare_job(job: JobSpec) -> PreparedJob:
     """Parse and vet the job's documents; raises UnsupportedSolution / SolutionError."""
-    solution = parse_solution(job.solution)
+    solution = parse_job_solution(job.solution)
     definition = parse_definition(job.definition)
-    check_against_definition(solution, definition)
+    if isinstance(solution, Solution):
+        check_against_definition(solution, definition)
+    else:
+        check_torch_against_definition(solution, definition)
     if not 1 <= len(job.workloads) <= MAX_CASES:
         raise SolutionError(f"a job needs 1 to {MAX_CASES} workloads, got {len(job.workloads)}")
     workloads = tuple(parse_workload(w, definition) for w in job.workloads)
     if len({w.uuid for w in workloads}) != len(workloads):
         raise SolutionError("workload uuids must be distinct")
+    if isinstance(solution, Solution):
+        for workload in workloads:
+            refuse_custom_inputs(workload)
     return PreparedJob(solution, definition, workloads)
 
 
@@ -147,6 +171,7 @@ def _case_task(
     config: HarnessConfig,
     bandwidth: float,
 ) -> CaseTask:
+    assert isinstance(prepared.solution, Solution)
     return CaseTask(
         backend_name=backend_name,
         backend_options=dict(config.backend_options),
@@ -167,15 +192,10 @@ def _case_task(
     )
 
 
-def _child_outcome(child: ChildResult, case: str, start_device: Mapping[str, Any]) -> CaseOutcome:
+def _child_outcome(child: ChildResult, case: str) -> CaseOutcome:
     """The case's outcome from how its child ended; HarnessError for the agent's failures."""
     if child.kind == "ok":
         outcome: CaseOutcome = child.value
-        if (
-            outcome.device is not None
-            and outcome.device["gpu_uuid_hash"] != start_device["gpu_uuid_hash"]
-        ):
-            raise HarnessError("the case ran on a different device than the probe")
         return outcome
     if child.kind == "agent-error":
         raise HarnessError(f"case {case}: agent failure: {child.value}")
@@ -199,6 +219,10 @@ def run_job(job: JobSpec, backend_name: str, config: HarnessConfig | None = None
     if not _JOB_ID.fullmatch(job.job_id) or not _NONCE.fullmatch(job.nonce):
         raise HarnessError("a job needs a lowercase UUID jobId and a 64-hex nonce (rerun/v1)")
     prepared = prepare_job(job)
+    if isinstance(prepared.solution, TorchSolution):
+        refusal = cannot_run(prepared.solution, backend_name)
+        if refusal is not None:
+            raise HarnessError(refusal)
     probed = probe_device(backend_name, config, calibrate=True)
     start_device: dict[str, Any] = probed["device"]
     bandwidth = float(probed["copyBandwidth"])
@@ -207,17 +231,14 @@ def run_job(job: JobSpec, backend_name: str, config: HarnessConfig | None = None
 
     outcomes: list[CaseOutcome] = []
     end_device: dict[str, Any] | None = None
-    for workload in prepared.workloads:
-        axes = prepared.definition.resolve_axes(workload.axes)
-        try:
-            launch = resolve_launch(prepared.solution.launch, axes)
-        except LaunchSpecError as exc:
-            outcomes.append(CaseOutcome("error", f"launch spec: {exc}"))
-            continue
-        task = _case_task(job, prepared, workload, launch, backend_name, config, bandwidth)
-        child = in_child(run_case, task, config.case_timeout_s, config.start_method)
-        outcome = _child_outcome(child, workload.uuid, start_device)
+    for index, workload in enumerate(prepared.workloads):
+        if isinstance(prepared.solution, Solution):
+            outcome = _declarative_case(job, prepared, workload, backend_name, config, bandwidth)
+        else:
+            outcome = _python_case(job, prepared, index, backend_name, config, bandwidth)
         if outcome.device is not None:
+            if outcome.device["gpu_uuid_hash"] != start_device["gpu_uuid_hash"]:
+                raise HarnessError("the case ran on a different device than the probe")
             end_device = outcome.device
         outcomes.append(outcome)
     if end_device is None:  # no case child reported: read the end fingerprint directly
@@ -238,8 +259,69 @@ def run_job(job: JobSpec, backend_name: str, config: HarnessConfig | None = None
             "floorFactor": config.floor_factor,
         },
     }
+    build = job_build(outcomes)
+    if build is not None:
+        result["build"] = build
     validate_result(result)
     return result
+
+
+def _declarative_case(
+    job: JobSpec,
+    prepared: PreparedJob,
+    workload: Workload,
+    backend_name: str,
+    config: HarnessConfig,
+    bandwidth: float,
+) -> CaseOutcome:
+    """One case of a declarative-binding solution: its launch resolved, run in a child."""
+    assert isinstance(prepared.solution, Solution)
+    axes = prepared.definition.resolve_axes(workload.axes)
+    try:
+        launch = resolve_launch(prepared.solution.launch, axes)
+    except LaunchSpecError as exc:
+        return CaseOutcome("error", f"launch spec: {exc}")
+    task = _case_task(job, prepared, workload, launch, backend_name, config, bandwidth)
+    child = in_child(run_case, task, config.case_timeout_s, config.start_method)
+    return _child_outcome(child, workload.uuid)
+
+
+def _python_case(
+    job: JobSpec,
+    prepared: PreparedJob,
+    index: int,
+    backend_name: str,
+    config: HarnessConfig,
+    bandwidth: float,
+) -> CaseOutcome:
+    """One case of a Python solution, in a sandboxed child (gpu_agent/python_solutions)."""
+    assert isinstance(prepared.solution, TorchSolution)
+    workload = prepared.workloads[index]
+    hidden = python_job.hidden_case(prepared.definition, prepared.workloads, job.nonce)
+    hidden_axes = hidden[1] if hidden is not None and hidden[0] == index else None
+    task = python_job.torch_task(
+        prepared.solution,
+        prepared.definition,
+        workload,
+        python_job.case_rounds(job.job_id, job.nonce, workload, hidden_axes),
+        backend_name=backend_name,
+        backend_options=dict(config.backend_options),
+        stop=config.stop,
+        bytes_moved=inputs.bytes_moved(prepared.definition, workload),
+        copy_bandwidth=bandwidth,
+        floor_factor=config.floor_factor,
+        bootstrap_resamples=config.bootstrap_resamples,
+        bootstrap_seed=_seed(f"{PROTOCOL}|bootstrap|{job.job_id}|{workload.uuid}"),
+    )
+    child = in_child(
+        python_job.run_torch_case,
+        task,
+        config.case_timeout_s,
+        config.start_method,
+        sandboxed=True,
+        limits=python_job.case_limits(backend_name, config.case_timeout_s),
+    )
+    return _child_outcome(child, workload.uuid)
 
 
 def validate_result(result: Mapping[str, Any]) -> None:

@@ -23,7 +23,7 @@ in the definition's order, each drawn from the same generator, so one seed fixes
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -76,6 +76,54 @@ def post_timing_round(nonce: str, case: str) -> Round:
     return Round("post-timing", "post", post_timing_seed(nonce, case))
 
 
+def audit_round(nonce: str, case: str) -> Round:
+    """The inputs of the one untimed call made among the timed ones (Python solutions)."""
+    return Round("timing-audit", "secret", _seed(f"{PROTOCOL}|audit|{nonce}|{case}"))
+
+
+def hidden_round(nonce: str, case: str) -> Round:
+    """The round on the hidden workload (see :func:`hidden_axes`), seeded from the nonce."""
+    return Round("hidden-workload", "secret", _seed(f"{PROTOCOL}|hidden|{nonce}|{case}"))
+
+
+HIDDEN_DRAWS = 32
+
+
+def hidden_axes(
+    definition: Definition, workloads: Sequence[Workload], nonce: str
+) -> dict[str, int] | None:
+    """A workload the submitter has not seen: var-axis values drawn from the nonce.
+
+    Each var axis is drawn uniformly within the range the job's workloads span (when they all
+    agree on one value v, within [max(1, v // 2), v + v // 2 + 1]), so the hidden case is no
+    larger than what the job already asks; a draw must satisfy the definition's constraints
+    and differ from every given workload. ``None`` when the definition has no var axis, or
+    no draw in :data:`HIDDEN_DRAWS` qualifies."""
+    names = [name for name, axis in definition.axes.items() if axis.kind == "var"]
+    if not names or not workloads:
+        return None
+    seen = {tuple(w.axes[n] for n in names) for w in workloads}
+    bounds = {n: _axis_bounds([w.axes[n] for w in workloads]) for n in names}
+    rng = np.random.default_rng(_seed(f"{PROTOCOL}|hidden-axes|{nonce}"))
+    for _ in range(HIDDEN_DRAWS):
+        drawn = {n: int(rng.integers(low, high + 1)) for n, (low, high) in bounds.items()}
+        if tuple(drawn[n] for n in names) in seen:
+            continue
+        try:
+            definition.resolve_axes(drawn)
+        except SolutionError:
+            continue
+        return drawn
+    return None
+
+
+def _axis_bounds(values: Sequence[int]) -> tuple[int, int]:
+    low, high = min(values), max(values)
+    if low == high:
+        return max(1, low // 2), low + low // 2 + 1
+    return low, high
+
+
 def _random_array(
     rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype[np.generic]
 ) -> npt.NDArray[np.generic]:
@@ -88,16 +136,20 @@ def _random_array(
 
 
 def generate(
-    definition: Definition, workload: Workload, seed: int
+    definition: Definition, workload: Workload, seed: int, *, skip_custom: bool = False
 ) -> dict[str, npt.NDArray[np.generic] | np.generic]:
     """All inputs of ``workload`` for one round: arrays for tensors, numpy scalars for
-    ``shape: null`` inputs, keyed and ordered as the definition's inputs."""
+    ``shape: null`` inputs, keyed and ordered as the definition's inputs. ``custom`` inputs
+    (made by the definition's reference code, in a case child) are left out with
+    ``skip_custom`` and refused otherwise."""
     axes = definition.resolve_axes(workload.axes)
     rng = np.random.default_rng(seed)
     values: dict[str, npt.NDArray[np.generic] | np.generic] = {}
     for spec in definition.inputs:
         source = workload.inputs[spec.name]
         shape = definition.shape(spec, axes)
+        if source.kind == "custom" and skip_custom:
+            continue
         if source.kind == "scalar":
             assert source.value is not None
             scalar = scalar_input(spec, source.value)

@@ -37,7 +37,28 @@ def case_record(case: str, outcome: CaseOutcome) -> dict[str, Any]:
         record["samples"] = len(outcome.samples_ns)
     if outcome.reason:
         record["reason"] = clip(outcome.reason)
+    if outcome.defences is not None:
+        record["defences"] = [_defence(d) for d in outcome.defences]
+    if outcome.timer_cross_check is not None:
+        record["timerCrossCheck"] = outcome.timer_cross_check
     return record
+
+
+MAX_DETAIL = 500
+
+
+def _defence(defence: Mapping[str, Any]) -> dict[str, Any]:
+    record = {"name": defence["name"], "outcome": defence["outcome"]}
+    detail = defence.get("detail")
+    if detail:
+        text = str(detail)
+        record["detail"] = text if len(text) <= MAX_DETAIL else text[: MAX_DETAIL - 1] + "…"
+    return record
+
+
+def job_build(outcomes: Sequence[CaseOutcome]) -> dict[str, Any] | None:
+    """``result.build``: how the cases' solution was built and run (the first that says)."""
+    return next((o.build for o in outcomes if o.build is not None), None)
 
 
 def suite_summary(outcomes: Sequence[CaseOutcome], seed: int, resamples: int) -> dict[str, Any]:

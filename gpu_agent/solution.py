@@ -1,10 +1,12 @@
-"""SOL-ExecBench Solution, Definition and Workload documents, as the agent runs them.
+"""SOL-ExecBench Solution documents of the declarative kernel binding, as the agent runs them.
 
 Formats: fixtures/sol-execbench/docs/{solution,definition,workload}.md. This module parses
-the Solution document; the others are parsed in ``gpu_agent/definition.py``,
-``gpu_agent/workload.py`` and ``gpu_agent/launch_spec.py`` (``spec.launch``). The agent runs
-one kind of solution only — ``spec.binding`` equal to ``SOLUTION_BINDING``, ``spec.languages ==
-["cuda_cpp"]``, ``spec.entry_point == "<file>.cu::<extern "C" kernel>"`` — plus a declarative
+the declarative Solution document; the others are parsed in ``gpu_agent/definition.py``,
+``gpu_agent/workload.py`` and ``gpu_agent/launch_spec.py`` (``spec.launch``), and every other
+kind of solution (Python, Triton, torch-binding C++) in ``gpu_agent/python_solutions/spec.py``,
+whose ``parse_job_solution`` routes a document to the right parser. A declarative solution is
+``spec.binding`` equal to ``SOLUTION_BINDING``, ``spec.languages == ["cuda_cpp"]``,
+``spec.entry_point == "<file>.cu::<extern "C" kernel>"`` — plus a declarative
 ``spec.launch`` that KernelIndex adds to the SOL format::
 
     "launch": {
@@ -15,10 +17,9 @@ one kind of solution only — ``spec.binding`` equal to ``SOLUTION_BINDING``, ``
                {"scalar": "int32", "value": "batch_size"}]
     }
 
-Everything else is refused with :class:`UnsupportedSolution`: the SOL default ``torch``
-binding (and every Python language) needs the submitter's host C++ or Python to run inside
-the agent, and the agent never runs submitted host code — only a kernel it compiled itself,
-launched with arguments it chose, so that it can poison, hash and time around it.
+:func:`parse_solution` refuses every other kind with :class:`UnsupportedSolution`: for this
+binding no submitted host code runs at all — only a kernel the agent compiled itself, launched
+with arguments it chose, so that it can poison, hash and time around it.
 """
 
 from __future__ import annotations
@@ -70,16 +71,16 @@ def _refuse_binding(spec: Mapping[str, Any]) -> None:
     else:
         stated = f"binding {binding!r}"
     runs = (
-        "its Python entry point would have to run inside the agent"
+        "its Python entry point would have to run"
         if is_python
-        else "its host C++ (a torch extension) would have to run inside the agent"
+        else "its host C++ (a torch extension) would have to run"
     )
     raise UnsupportedSolution(
-        f'the KernelIndex agent only runs solutions with spec.binding "{SOLUTION_BINDING}" '
+        f'the declarative path only runs solutions with spec.binding "{SOLUTION_BINDING}" '
         f'(an extern "C" __global__ kernel in a .cu file plus a declarative spec.launch); '
-        f"this solution has {stated}, so {runs}, and the agent never runs submitted Python or "
-        "host code: it compiles the kernel itself and launches it with arguments it chose, so "
-        "that it can poison outputs, hash inputs and time the kernel alone"
+        f"this solution has {stated}, so {runs}, which this path never does: it compiles "
+        "the kernel itself and launches it with arguments it chose (such solutions go to "
+        "gpu_agent/python_solutions, in a sandboxed child)"
     )
 
 
@@ -120,7 +121,7 @@ def _is_safe_path(path: str) -> bool:
     )
 
 
-def _parse_sources(raw_sources: list[Any]) -> dict[str, str]:
+def parse_sources(raw_sources: list[Any]) -> dict[str, str]:
     """``solution.sources`` as path → text: relative paths, distinct, within the size cap."""
     if not 1 <= len(raw_sources) <= MAX_SOURCES:
         raise SolutionError(f"solution needs 1 to {MAX_SOURCES} sources")
@@ -158,7 +159,7 @@ def parse_solution(obj: object) -> Solution:
     spec = require(obj, "spec", dict, "solution")
     _check_kind(spec)
     entry_point, entry_file, kernel_name = _entry_point(spec)
-    sources = _parse_sources(require(obj, "sources", list, "solution"))
+    sources = parse_sources(require(obj, "sources", list, "solution"))
     if entry_file not in sources:
         raise SolutionError(f"entry point file {entry_file!r} is not among the sources")
     launch = parse_launch(require(spec, "launch", dict, "solution.spec"))

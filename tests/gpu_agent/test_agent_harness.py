@@ -290,7 +290,9 @@ def test_a_launch_spec_out_of_range_fails_its_case_without_a_child() -> None:
 # --- refusals and agent failures: nothing to sign -------------------------------------------
 
 
-def test_other_bindings_are_refused_before_any_child_runs(shared: Path) -> None:
+def test_torch_binding_solutions_are_the_agents_failure_before_any_child_runs(
+    shared: Path,
+) -> None:
     fixture = shared / "fixtures" / "sol-execbench" / "cuda_cpp-rmsnorm"
     spec = JobSpec(
         job_id=JOB_ID,
@@ -299,9 +301,17 @@ def test_other_bindings_are_refused_before_any_child_runs(shared: Path) -> None:
         definition=json.loads((fixture / "definition.json").read_text()),
         workloads=[json.loads(line) for line in (fixture / "workload.jsonl").open()][:2],
     )
-    expected = re.escape('only runs solutions with spec.binding "pycuda"')
-    with pytest.raises(UnsupportedSolution, match=expected):
+    # No nvcc/torch-extension build path yet: the agent's limitation, never a refutation.
+    with pytest.raises(HarnessError, match=re.escape("C++ with the torch binding (cuda_cpp)")):
         run_job(spec, "cpu-test", FAST)
+
+
+def test_custom_inputs_are_refused_on_the_declarative_path() -> None:
+    spec = job("rmsnorm_h4096_bf16", [2])
+    workloads = [dict(w) for w in spec.workloads]
+    workloads[0]["inputs"] = {"hidden_states": {"type": "custom"}, "weight": {"type": "random"}}
+    with pytest.raises(UnsupportedSolution, match="custom_inputs_entrypoint"):
+        run_job(dataclasses.replace(spec, workloads=workloads), "cpu-test", FAST)
 
 
 def test_unknown_backend_is_an_agent_failure() -> None:

@@ -6,6 +6,7 @@ the job as failed with the reason."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -27,6 +28,7 @@ from ledger.home import LedgerHome
 from ledger.signing.authoring import key_registration_envelope, rerun_request_envelope
 from ledger.signing.keys import SigningKey
 from ledger.submission import read_submission_folder, submit_solution
+from tests.paths import FIXTURES
 
 SAMPLES = Path(__file__).resolve().parents[2] / "gpu_agent" / "samples"
 CONFIG = HarnessConfig(
@@ -154,7 +156,81 @@ def test_a_solution_the_agent_will_not_run_fails_the_job_with_its_reason(
     run = loop.submit_folder_and_request(folder, latency_ns=40_000_000)
     outcome = loop.agent.run_once()
     assert outcome is not None and outcome.outcome == "failed"
-    assert outcome.reason is not None and "pycuda" in outcome.reason
+    # A torch-binding C++ solution needs a build path this agent lacks: the agent's failure.
+    assert outcome.reason is not None and "torch binding" in outcome.reason
     last = loop.history(run)[-1]
     assert last["event"] == "Run.RerunRecorded" and last["verified"]
     assert "job FAILED" in last["says"]
+
+
+def _python_folder(tmp_path: Path, name: str, solution: dict[str, Any]) -> Path:
+    """A submission folder: the SOL fixtures' RMSNorm definition and two small workloads."""
+    folder = tmp_path / name
+    folder.mkdir()
+    fixture = FIXTURES / "sol-execbench" / "triton-rmsnorm"
+    (folder / "definition.json").write_bytes((fixture / "definition.json").read_bytes())
+    lines = [
+        json.dumps(
+            {
+                "uuid": f"rows-{n}",
+                "axes": {"batch_size": n},
+                "inputs": {"hidden_states": {"type": "random"}, "weight": {"type": "random"}},
+            }
+        )
+        for n in (2, 5)
+    ]
+    (folder / "workload.jsonl").write_text("\n".join(lines) + "\n")
+    (folder / "solution.json").write_text(json.dumps(solution))
+    return folder
+
+
+def test_a_python_solution_is_measured_with_its_defences_and_the_ledger_accepts_it(
+    loop: Loop, tmp_path: Path
+) -> None:
+    hack = json.loads(
+        (FIXTURES / "sol-execbench" / "reward-hacks" / "solution_hack_lazy_output.json").read_text()
+    )
+    honest = dict(hack, name="rmsnorm_python_honest")
+    honest["sources"] = [
+        {
+            "path": "kernel.py",
+            "content": hack["sources"][0]["content"].replace(
+                "return result.as_subclass(FakeTensor)", "return result"
+            ),
+        }
+    ]
+    run = loop.submit_folder_and_request(_python_folder(tmp_path, "honest", honest), 40_000_000)
+    outcome = loop.agent.run_once()
+    assert outcome is not None and (outcome.outcome, outcome.all_correct) == ("completed", True)
+    predicate = loop.history(run)[-1]["predicate"]
+    assert predicate["build"]["solutionKind"] == "python"
+    for case in predicate["cases"]:
+        assert case["status"] == "passed"
+        assert {d["name"] for d in case["defences"]} >= {"harness-integrity", "thread-injection"}
+        assert case["timerCrossCheck"]["outcome"] == "passed"
+    assert loop.level(run) == "reported"  # the CPU double never moves evidence
+
+    cheat = loop.submit_folder_and_request(_python_folder(tmp_path, "hack", hack), 40_000_000)
+    outcome = loop.agent.run_once()
+    assert outcome is not None and (outcome.outcome, outcome.all_correct) == ("completed", False)
+    cases = loop.history(cheat)[-1]["predicate"]["cases"]
+    assert all("reward hack detected (strict-output-type)" in c["reason"] for c in cases)
+
+
+def test_a_missing_dependency_fails_the_job_as_the_agents_not_the_solutions(
+    loop: Loop, tmp_path: Path
+) -> None:
+    flashinfer = json.loads((FIXTURES / "flashinfer-trace" / "solution.json").read_text())
+    folder = tmp_path / "flashinfer"
+    folder.mkdir()
+    (folder / "definition.json").write_bytes(
+        (FIXTURES / "flashinfer-trace" / "definition.json").read_bytes()
+    )
+    trace = json.loads((FIXTURES / "flashinfer-trace" / "trace.jsonl").open().readline())
+    (folder / "workload.jsonl").write_text(json.dumps(trace["workload"]) + "\n")
+    (folder / "solution.json").write_text(json.dumps(flashinfer))
+    run = loop.submit_folder_and_request(folder, 40_000_000)
+    outcome = loop.agent.run_once()
+    assert outcome is not None and outcome.outcome == "failed"
+    assert outcome.reason is not None and "'flashinfer'" in outcome.reason
+    assert "job FAILED" in loop.history(run)[-1]["says"]

@@ -16,7 +16,7 @@ from gpu_agent.expressions import LaunchSpecError
 from gpu_agent.launch_spec import resolve_launch
 from gpu_agent.sol_parsing import SolutionError, UnsupportedSolution
 from gpu_agent.solution import check_against_definition, parse_solution
-from gpu_agent.workload import parse_workload, parse_workloads_jsonl
+from gpu_agent.workload import parse_workload, parse_workloads_jsonl, refuse_custom_inputs
 
 RMSNORM_DEFINITION: dict[str, Any] = {
     "name": "rmsnorm_h4096",
@@ -107,7 +107,7 @@ def test_the_fixtures_torch_binding_solution_is_refused_with_the_reason(shared: 
     assert 'only runs solutions with spec.binding "pycuda"' in message
     assert "binding 'torch'" in message
     assert "host C++" in message
-    assert "never runs submitted Python or host code" in message
+    assert "gpu_agent/python_solutions" in message  # where such solutions go instead
 
 
 def test_default_binding_is_torch_and_refused() -> None:
@@ -260,9 +260,14 @@ def test_fixture_definitions_and_workloads(shared: Path) -> None:
     assert rope.shape(rope.inputs[0], axes) == (2, 211, 24, 128)
 
     linear = parse_definition(_sol(shared, "pytorch-linear_backward", "definition.json"))
+    assert linear.custom_inputs_entrypoint == "generate_inputs"
+    assert linear.reference is not None and "def run(grad_output, x, weight)" in linear.reference
     line = (shared / "fixtures/sol-execbench/pytorch-linear_backward/workload.jsonl").read_text()
+    custom = parse_workloads_jsonl(line, linear)[0]
+    assert {s.kind for s in custom.inputs.values()} == {"custom"}
+    # Only the Python path runs the definition's generator; the declarative one refuses it.
     with pytest.raises(UnsupportedSolution, match="custom_inputs_entrypoint"):
-        parse_workloads_jsonl(line, linear)
+        refuse_custom_inputs(custom)
 
 
 def test_workload_input_sources_and_tolerance() -> None:

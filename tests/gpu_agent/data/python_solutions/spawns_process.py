@@ -1,0 +1,15 @@
+"""Hands work to a child process that outlives the call: child-processes."""
+
+import subprocess
+
+import torch
+
+_WORKERS = []
+
+
+@torch.no_grad()
+def run(hidden_states, weight, output):
+    _WORKERS.append(subprocess.Popen(["sleep", "30"]))
+    x = hidden_states.to(torch.float32)
+    inv_rms = torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + 1e-5)
+    output.copy_(((x * inv_rms) * weight.to(torch.float32)).to(output.dtype))
