@@ -47,7 +47,6 @@ from ledger.errors import (
 from ledger.receipt import Receipt
 from ledger.signing.keys import SigningKey
 from ledger.signing.trust import TrustRoot
-from ledger.store.batched_writes import PERSISTENCE_MODULE
 from ledger.store.connections import ping_on_checkout
 from ledger.store.event_store import EventStore
 from ledger.store.group_index import record_members
@@ -76,6 +75,11 @@ class _SignerChanged(Exception):
 _READ_FACTORY = "ledger.store.read_only:ReadFactory"
 
 
+# Named, not imported: eventsourcing imports it only for a ledger that writes, so a read-only
+# command never loads eventsourcing-sqlalchemy and the ORM (its start-up budget).
+WRITING_PERSISTENCE = "ledger.store.batched_writes:BatchedWritesFactory"
+
+
 class Ledger(Application[UUID]):
     """KernelIndex event store (eventsourcing Application on SQLAlchemy)."""
 
@@ -96,7 +100,7 @@ class Ledger(Application[UUID]):
         super().__init__(
             env={
                 "PERSISTENCE_MODULE": (
-                    "ledger.store.read_only:ReadFactory" if read_only else PERSISTENCE_MODULE
+                    "ledger.store.read_only:ReadFactory" if read_only else WRITING_PERSISTENCE
                 ),
                 "SQLALCHEMY_URL": db_url,
                 # Tables are made by `kernelindex db upgrade` (ledger/store/schema.py), never here.

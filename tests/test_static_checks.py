@@ -110,6 +110,21 @@ def test_the_offline_verifier_and_the_authority_load_no_database_code() -> None:
     assert result.stdout.strip() == ""
 
 
+def test_a_read_only_command_loads_no_writer() -> None:
+    """``kernelindex show``, ``leaderboard`` and ``history`` open the ledger read-only: the
+    writing persistence (eventsourcing-sqlalchemy and its ORM, ``ledger.store.batched_writes``)
+    is named by a string and loaded only by a ledger that writes (start-up budget, §13)."""
+    probe = (
+        "import sys, api.cli, api.cli_common, ledger.application; "
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] == 'eventsourcing_sqlalchemy' "
+        "or m == 'ledger.store.batched_writes'); print(' '.join(bad))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO
+    )
+    assert result.stdout.strip() == ""
+
+
 # Arrows point inward (DESIGN.md §2, README "Layout"): what each outer package may not import.
 # The one known exception is named with its reason, so a new one fails here.
 _LAYERS: dict[str, set[str]] = {

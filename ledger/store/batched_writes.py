@@ -7,7 +7,8 @@ rows go in one Core ``INSERT … RETURNING id`` executemany (SQLAlchemy's insert
 ids returned in the order of the rows), inside the same transaction, after the same table
 lock, followed by the same NOTIFY; everything else — the schema, the transaction, the
 conversion of database errors (a version conflict is still an ``IntegrityError``) — is the
-library's. ``PERSISTENCE_MODULE=ledger.store.batched_writes:BatchedWritesFactory``.
+library's. ``PERSISTENCE_MODULE=ledger.store.batched_writes:BatchedWritesFactory``
+(``ledger.application.WRITING_PERSISTENCE`` names it without importing it).
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ from eventsourcing_sqlalchemy.factory import SQLAlchemyFactory
 from eventsourcing_sqlalchemy.recorders import SQLAlchemyApplicationRecorder
 from sqlalchemy import insert
 from sqlalchemy.orm import Session
-
-PERSISTENCE_MODULE = "ledger.store.batched_writes:BatchedWritesFactory"
 
 
 class BatchedApplicationRecorder(SQLAlchemyApplicationRecorder):
