@@ -1,11 +1,15 @@
 """What runs inside the harness's child processes: the device probe, and one workload case.
 
 A case (:func:`run_case`): compile once; the three pre-timing correctness rounds
-(``gpu_agent/correctness_round.py``); timing under the stop rule (``gpu_agent/stats.py``);
-one more correctness round with fresh nonce-derived inputs in the buffers that were timed;
-then the roofline floor check. A failure of the submission becomes the case's outcome; a
-failure of the agent (a backend error marked ``agent_fault``, no reference...) raises, and
-the harness then signs nothing.
+(``gpu_agent/correctness_round.py``); timing under the stop rule (``gpu_agent/stats.py``),
+every timed launch refilled with poisoned outputs and a fresh input variant (so none can be
+told from a checked one), the SM clock read during the batches where the backend can; a
+check of the last timed launch's output (when cheap); one more correctness round with fresh
+nonce-derived inputs in the buffers that were timed; then the roofline floor check (bytes
+written less the L2, ``stats.roofline_floor_ns``). The case records how the kernel was built
+(target, flags, nvcc version) and the clocks read while timing. A failure of the submission
+becomes the case's outcome; a failure of the agent (a backend error marked
+``agent_fault``, no reference...) raises, and the harness then signs nothing.
 """
 
 from __future__ import annotations
@@ -16,28 +20,74 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from gpu_agent import inputs, stats
-from gpu_agent.backends.base import Backend, BackendError, CompiledKernel, KernelArg
-from gpu_agent.backends.registry import create_backend
+from gpu_agent import build, inputs, stats
+from gpu_agent.backends.base import (
+    Backend,
+    BackendError,
+    CompiledKernel,
+    KernelArg,
+    event_overhead_ns,
+    sm_clock_reader,
+    timing_clocks,
+)
+from gpu_agent.backends.registry import SOLUTION_BINDING, create_backend
+from gpu_agent.backends.timing_refill import TimingRefill
 from gpu_agent.case_task import CaseOutcome, CaseTask, ReferenceFn
 from gpu_agent.correctness_round import (
     DeviceSet,
     RoundResult,
     correctness_round,
+    last_timed_launch_failures,
     load_reference,
+    timing_plan,
 )
+
+MAX_BUILD_FLAGS = 64  # RerunBuild.flags holds at most 64
 
 
 def probe(payload: tuple[str, Mapping[str, str], bool]) -> dict[str, Any]:
-    """Body of the probe child: the device fingerprint and, if asked, the copy bandwidth."""
+    """Body of the probe child: the device fingerprint and, if asked, the calibration — the
+    copy bandwidth and, where the backend measures it, the timer's fixed cost per sample."""
     backend_name, options, calibrate = payload
     backend = create_backend(backend_name, options)
     try:
         info = asdict(backend.device())
-        bandwidth = backend.copy_bandwidth() if calibrate else None
-        return {"device": info, "copyBandwidth": bandwidth}
+        if not calibrate:
+            return {"device": info, "copyBandwidth": None, "eventOverheadNs": None}
+        return {
+            "device": info,
+            "copyBandwidth": backend.copy_bandwidth(),
+            "eventOverheadNs": event_overhead_ns(backend),
+        }
     finally:
         backend.close()
+
+
+def build_record(kernel: CompiledKernel, backend_name: str) -> dict[str, Any]:
+    """``result.build`` for the declarative path: the target, the pinned flags and, where
+    nvcc built it, nvcc's version (what a reader needs to rebuild the same cubin)."""
+    runtime = {"backend": backend_name, "target": kernel.architecture}
+    built = getattr(kernel.handle, "build", None)  # the PyCUDA backend's LoadedKernel.build
+    if isinstance(built, build.BuildResult):
+        runtime["nvcc"] = built.nvcc_version
+    return {
+        "solutionKind": SOLUTION_BINDING,  # the declarative binding's name
+        "language": 'CUDA C++ (extern "C" kernel, declarative launch)',
+        "runtime": runtime,
+        "flags": list(kernel.flags[:MAX_BUILD_FLAGS]),
+    }
+
+
+def clocks_by_name(backend: Backend) -> dict[str, list[float]]:
+    """The clocks read during the timed batches: ``{"sm": [...], "memory": [...]}``."""
+    readings = timing_clocks(backend)
+    clocks: dict[str, list[float]] = {}
+    if readings:
+        clocks["sm"] = [r.sm_mhz for r in readings]
+    memory = [r.memory_mhz for r in readings if r.memory_mhz is not None]
+    if memory:
+        clocks["memory"] = memory
+    return clocks
 
 
 def is_agent_fault(exc: BaseException) -> bool:
@@ -79,22 +129,10 @@ def measure_case(backend: Backend, task: CaseTask, reference: ReferenceFn) -> Ca
         if is_agent_fault(exc):
             raise
         return CaseOutcome("error", f"compile failed: {exc}")
-    run = _CaseRun(backend, kernel, task, reference)
-    last = run.pre_timing_rounds()
-    if isinstance(last, CaseOutcome):
-        return last
-    try:
-        collected = stats.collect(run.timer(last.args), task.stop)
-    except BackendError as exc:
-        if is_agent_fault(exc):
-            raise
-        return run.outcome("error", f"timing: {exc}")
-    summary = stats.summarize(
-        collected.samples, seed=task.bootstrap_seed, resamples=task.bootstrap_resamples
-    )
-    status, reason = run.post_timing_verdict(last.buffers, collected, summary)
-    # The measurement is reported whatever the verdict: it is what the agent observed.
-    return run.outcome(status, reason, collected.samples, summary.to_json())
+    outcome = _CaseRun(backend, kernel, task, reference).measure()
+    outcome.build = build_record(kernel, backend.name)
+    outcome.timing_clocks_mhz = clocks_by_name(backend)
+    return outcome
 
 
 @dataclass
@@ -133,6 +171,30 @@ class _CaseRun:
             latency=latency,
         )
 
+    def measure(self) -> CaseOutcome:
+        """Rounds, refilled timing, the last timed launch's check, the verdict."""
+        task, backend = self.task, self.backend
+        last = self.pre_timing_rounds()
+        if isinstance(last, CaseOutcome):
+            return last
+        try:
+            plan = timing_plan(backend, task, last.buffers)
+            collected = stats.collect(
+                self.timer(last.args, plan.refill), task.stop, sm_clock=sm_clock_reader(backend)
+            )
+            # Before the post-timing round, which refills these very buffers.
+            timed = last_timed_launch_failures(backend, task, self.reference, plan, last.buffers)
+        except BackendError as exc:
+            if is_agent_fault(exc):
+                raise
+            return self.outcome("error", f"timing: {exc}")
+        summary = stats.summarize(
+            collected.samples, seed=task.bootstrap_seed, resamples=task.bootstrap_resamples
+        )
+        status, reason = self.post_timing_verdict(last.buffers, collected, summary, timed)
+        # The measurement is reported whatever the verdict: it is what the agent observed.
+        return self.outcome(status, reason, collected.samples, summary.to_json())
+
     def pre_timing_rounds(self) -> RoundResult | CaseOutcome:
         """The rounds before timing: the last one's result, or the case's failed outcome."""
         task = self.task
@@ -151,26 +213,49 @@ class _CaseRun:
         assert last is not None
         return last
 
-    def timer(self, args: list[KernelArg]) -> Callable[[int], list[float]]:
-        """``count`` → that many timed launches (ns), as the stop rule asks for them."""
+    def timer(self, args: list[KernelArg], refill: TimingRefill) -> Callable[[int], list[float]]:
+        """``count`` → that many timed launches (ns), as the stop rule asks for them, each
+        after ``refill`` (poisoned outputs, the next fresh input variant)."""
         launch = self.task.launch
 
         def measure(count: int) -> list[float]:
             return self.backend.time_launches(
-                self.kernel, launch.grid, launch.block, launch.shared_mem_bytes, args, count
+                self.kernel,
+                launch.grid,
+                launch.block,
+                launch.shared_mem_bytes,
+                args,
+                count,
+                refill=refill,
             )
 
         return measure
 
-    def post_timing_verdict(
-        self, buffers: DeviceSet, collected: stats.Collected, summary: stats.LatencySummary
-    ) -> tuple[str, str]:
-        """``(status, reason)`` after the post-timing round and the roofline floor check."""
+    def floor(self) -> tuple[float, str]:
+        """The roofline floor (ns) and what it was computed from, in words."""
         task = self.task
-        floor_ns = stats.roofline_floor_ns(task.bytes_moved, task.copy_bandwidth)
+        floor_ns = stats.roofline_floor_ns(
+            task.written_bytes, task.copy_bandwidth, l2_bytes=task.l2_bytes
+        )
+        basis = (
+            f"{task.written_bytes} bytes written less {task.l2_bytes} bytes of L2, at "
+            f"{stats.DRAM_HEADROOM:g} × 2 × {task.copy_bandwidth:.4g} B/s copy bandwidth"
+        )
+        return floor_ns, basis
+
+    def post_timing_verdict(
+        self,
+        buffers: DeviceSet,
+        collected: stats.Collected,
+        summary: stats.LatencySummary,
+        timed_failures: list[str],
+    ) -> tuple[str, str]:
+        """``(status, reason)`` from the last timed launch's check, the post-timing round and
+        the roofline floor check."""
+        task = self.task
+        floor_ns, basis = self.floor()
         timing_note = (
-            f"timing: {collected.describe(task.stop)}; roofline floor {floor_ns:.0f} ns "
-            f"({task.bytes_moved} bytes moved)"
+            f"timing: {collected.describe(task.stop)}; roofline floor {floor_ns:.0f} ns ({basis})"
         )
         post = inputs.post_timing_round(task.nonce, task.workload.uuid)
         try:
@@ -182,17 +267,22 @@ class _CaseRun:
         below = stats.sub_floor(summary.median, floor_ns, task.floor_factor)
         floor_text = (
             f"impossible time: median {summary.median:.0f} ns is below "
-            f"{task.floor_factor:g} × the roofline floor {floor_ns:.0f} ns "
-            f"({task.bytes_moved} bytes at 2 × {task.copy_bandwidth:.4g} B/s copy bandwidth)"
+            f"{task.floor_factor:g} × the roofline floor {floor_ns:.0f} ns ({basis})"
         )
+        failures = []
+        if timed_failures:
+            failures.append(
+                "last timed launch (inputs refilled with a fresh variant, outputs poisoned): "
+                + "; ".join(timed_failures)
+            )
         if after.failures:
-            reason = (
+            failures.append(
                 f"round {post.label} (fresh inputs after {len(collected.samples)} timed "
                 "launches): " + "; ".join(after.failures)
             )
-            if below:
-                reason += f"; also {floor_text}"
-            return "incorrect", reason
+        if failures:
+            reason = "; ".join(failures)
+            return "incorrect", reason + (f"; also {floor_text}" if below else "")
         if below:
             return "impossible_time", f"{floor_text}; {timing_note}"
         return "passed", timing_note

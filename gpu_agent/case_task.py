@@ -35,7 +35,10 @@ class CaseTask:
     entry_point: str
     launch: ResolvedLaunch
     stop: stats.StopPolicy
-    bytes_moved: int
+    # The roofline floor's inputs (stats.roofline_floor_ns): bytes the kernel must write
+    # (every output, stats.written_bytes), the device's L2 size, the calibrated copy rate.
+    written_bytes: int
+    l2_bytes: int
     copy_bandwidth: float
     floor_factor: float
     bootstrap_resamples: int
@@ -56,6 +59,9 @@ class CaseOutcome:
     defences: list[dict[str, Any]] | None = None
     timer_cross_check: dict[str, Any] | None = None
     build: dict[str, Any] | None = None
+    # The clocks (MHz) the backend read during the timed batches, by name ("sm", "memory"),
+    # in reading order; empty where the backend reads none (the cpu-test backend).
+    timing_clocks_mhz: dict[str, list[float]] = field(default_factory=dict)
 
 
 class AgentFault(Exception):

@@ -5,19 +5,27 @@ device and freshly poisoned outputs, one launch, then every check — no input c
 of the device copy), every output element written, outputs within the case's tolerance.
 The checks themselves are ``gpu_agent/checks.py``; which rounds run is
 ``gpu_agent/inputs.py``.
+
+Timed launches (:func:`timing_plan`) start from what a checked launch starts from: the last
+round's buffers, outputs re-poisoned and inputs replaced by one of :data:`TIMING_VARIANTS`
+fresh variants (nonce-seeded, uploaded once) before every launch (``TimingRefill``). When
+cheap, the output of the last timed launch is checked against the reference of the variant
+its inputs still hold (:func:`last_timed_launch_failures`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from gpu_agent import checks, inputs
 from gpu_agent.backends.base import Backend, Buffer, CompiledKernel, KernelArg
+from gpu_agent.backends.timing_refill import TimingRefill
 from gpu_agent.case_task import AgentFault, CaseTask, ReferenceFn
 from gpu_agent.checks import Tolerance
 from gpu_agent.launch_spec import ResolvedLaunch
@@ -66,8 +74,11 @@ def buffer_writer(backend: Backend) -> Callable[[Buffer, npt.NDArray[np.generic]
     the post-timing round refills the very buffers that were timed: a kernel that caches its
     result keyed on the pointers it was given then returns a stale answer, deterministically.
     Without it each round uploads to new buffers (where the allocator may or may not hand
-    out the same addresses again).
+    out the same addresses again). A backend says it cannot with a false
+    ``writes_in_place`` (the ``buffers=fresh`` cpu-test variant).
     """
+    if not getattr(backend, "writes_in_place", True):
+        return None
     write = getattr(backend, "write", None)
     return write if callable(write) else None
 
@@ -208,3 +219,100 @@ def _output_failures(
         if not result.ok and written.ok:  # unwritten poison is NaN: say it once, precisely
             failures.append(f"tolerance: {result.reason}")
     return failures, max_abs, max_rel
+
+
+# --- timed launches: the refill, and the check of the last one -------------------------------
+
+# Fresh input variants the timed launches rotate through: enough that no launch sees the
+# inputs of the one before it, few enough to stage on the device next to the case's buffers.
+TIMING_VARIANTS = 3
+# Inputs plus outputs up to this size keep their variants on the host, so that the last
+# timed launch can be checked (one more reference call and comparison); above it, the
+# post-timing round alone checks the timed buffers (host references of large cases take
+# seconds each).
+LAST_LAUNCH_CHECK_BYTES = 64 * 1024 * 1024
+
+
+def timing_variant_seed(nonce: str, case: str, index: int) -> int:
+    """``sha256("kernelindex-rerun-v1|timing|{nonce}|{case}|{index}")``, like the round seeds
+    (gpu_agent/inputs.py): unknown before the job existed."""
+    text = f"{inputs.PROTOCOL}|timing|{nonce}|{case}|{index}"
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big")
+
+
+Values = dict[str, npt.NDArray[np.generic] | np.generic]
+
+
+@dataclass
+class TimingPlan:
+    """The refill handed to ``time_launches`` and, when the last launch is to be checked,
+    each variant's host values and input digests."""
+
+    refill: TimingRefill
+    variants: list[Values] = field(default_factory=list)
+    digests: list[dict[str, str]] = field(default_factory=list)
+
+
+def timing_plan(backend: Backend, task: CaseTask, buffers: DeviceSet) -> TimingPlan:
+    """Poison patterns for the round's outputs and fresh variants of its inputs."""
+    definition, workload = task.definition, task.workload
+    shapes = inputs.output_shapes(definition, workload)
+    outputs = tuple(
+        (buffers.outputs[name], checks.poison_pattern(dtype)) for name, (_, dtype) in shapes.items()
+    )
+    values = [
+        inputs.generate(definition, workload, timing_variant_seed(task.nonce, workload.uuid, i))
+        for i in range(TIMING_VARIANTS)
+    ]
+    staged = tuple(
+        (buffer, tuple(backend.upload(_array(v[name])) for v in values))
+        for name, buffer in buffers.inputs.items()
+    )
+    plan = TimingPlan(TimingRefill(outputs, staged))
+    size = sum(b.nbytes for b in (*buffers.inputs.values(), *buffers.outputs.values()))
+    if size <= LAST_LAUNCH_CHECK_BYTES:
+        plan.variants = values
+        plan.digests = [{n: checks.digest(_array(v[n])) for n in buffers.inputs} for v in values]
+    return plan
+
+
+def _array(value: npt.NDArray[np.generic] | np.generic) -> npt.NDArray[np.generic]:
+    assert isinstance(value, np.ndarray)  # buffers hold the tensor inputs only
+    return value
+
+
+def last_timed_launch_failures(
+    backend: Backend,
+    task: CaseTask,
+    reference: ReferenceFn,
+    plan: TimingPlan,
+    buffers: DeviceSet,
+) -> list[str]:
+    """What is wrong with the last timed launch's output (``[]`` if it is right or was not
+    checked). Its inputs still hold the variant it ran on; they must be one of the variants
+    unchanged (else the kernel wrote to them while timed)."""
+    if not plan.variants:
+        return []
+    held = {
+        name: checks.digest(backend.download(buffer, _shape(plan, name), _dtype(plan, name)))
+        for name, buffer in buffers.inputs.items()
+    }
+    matching = [i for i, digests in enumerate(plan.digests) if digests == held]
+    if not matching:
+        return [
+            "input mutation: after timing the inputs match none of the variants the timed "
+            "launches were given (the kernel wrote to an input while timed)"
+        ]
+    values = plan.variants[matching[0]]
+    shapes = inputs.output_shapes(task.definition, task.workload)
+    expected = _expected_outputs(_call_reference(reference, values), shapes)
+    failures, _, _ = _output_failures(backend, buffers, shapes, expected, task.workload.tolerance)
+    return failures
+
+
+def _shape(plan: TimingPlan, name: str) -> tuple[int, ...]:
+    return tuple(_array(plan.variants[0][name]).shape)
+
+
+def _dtype(plan: TimingPlan, name: str) -> np.dtype[np.generic]:
+    return _array(plan.variants[0][name]).dtype

@@ -17,9 +17,15 @@ freshly poisoned outputs: upload (or, when the backend can ``write`` into a buff
 the same buffers, so pointer-keyed caches see new data at old addresses), hash, launch,
 read back, then check that no input changed, every output element was written, and the
 outputs match the trusted reference under the case's tolerance; then timing under the stop
-rule (gpu_agent/stats.py); then one more correctness round with fresh nonce-derived inputs
-in the buffers that were timed (a kernel that stops working once it is being timed, or
-serves a cached answer, is caught here); then the roofline floor check.
+rule (gpu_agent/stats.py), each timed launch preceded by a refill — outputs poisoned again,
+inputs replaced by the next of a few fresh nonce-seeded variants — so that no timed launch
+can be told from a checked one, and the output of the last one checked where cheap; then
+one more correctness round with fresh nonce-derived inputs in the buffers that were timed
+(a kernel that stops working once it is being timed, or serves a cached answer, is caught
+here); then the roofline floor check (bytes written less the L2, over the calibrated copy
+rate). The probe's calibration (copy bandwidth and, on a GPU, the event overhead of an
+empty kernel) goes into ``result.calibration``; the build (target, flags, nvcc version) into
+``result.build``; the clocks read while timing into ``result.environment.clocks``.
 
 What is whose fault. A failure of the *submission* (compile error, launch error, wrong or
 unwritten output, mutated input, crash, hang, impossible time) becomes a failed case in a
@@ -51,7 +57,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -70,7 +76,13 @@ from gpu_agent.python_solutions.spec import (
     check_torch_against_definition,
     parse_job_solution,
 )
-from gpu_agent.result_assembly import case_record, environment, job_build, suite_summary
+from gpu_agent.result_assembly import (
+    case_record,
+    environment,
+    job_build,
+    suite_summary,
+    timing_clocks,
+)
 from gpu_agent.sol_parsing import SolutionError
 from gpu_agent.solution import Solution, check_against_definition
 from gpu_agent.workload import Workload, parse_workload, refuse_custom_inputs
@@ -162,6 +174,32 @@ def probe_device(backend_name: str, config: HarnessConfig, calibrate: bool) -> d
     return outcome.value  # type: ignore[no-any-return]
 
 
+@dataclass(frozen=True)
+class Calibration:
+    """What the probe measured before the cases: the floor's inputs and the timer's cost."""
+
+    copy_bandwidth: float  # bytes copied per second
+    l2_bytes: int
+    event_overhead_ns: float | None = None
+
+    def to_json(self, floor_factor: float) -> dict[str, float]:
+        """``result.calibration`` (a dict of floats in rerun/v1)."""
+        recorded = {"copyBandwidthBytesPerS": self.copy_bandwidth, "floorFactor": floor_factor}
+        if self.event_overhead_ns is not None:
+            recorded["eventOverheadNs"] = self.event_overhead_ns
+        return recorded
+
+
+def _calibration(probed: Mapping[str, Any]) -> Calibration:
+    bandwidth = float(probed["copyBandwidth"])
+    if not math.isfinite(bandwidth) or bandwidth <= 0:
+        raise HarnessError(f"calibration returned a copy bandwidth of {bandwidth}")
+    overhead = probed.get("eventOverheadNs")
+    if overhead is not None and not (math.isfinite(overhead) and overhead >= 0):
+        raise HarnessError(f"calibration returned an event overhead of {overhead} ns")
+    return Calibration(bandwidth, int(probed["device"]["l2_bytes"]), overhead)
+
+
 def _case_task(
     job: JobSpec,
     prepared: PreparedJob,
@@ -169,7 +207,7 @@ def _case_task(
     launch: ResolvedLaunch,
     backend_name: str,
     config: HarnessConfig,
-    bandwidth: float,
+    calibration: Calibration,
 ) -> CaseTask:
     assert isinstance(prepared.solution, Solution)
     return CaseTask(
@@ -184,8 +222,9 @@ def _case_task(
         entry_point=prepared.solution.entry_point,
         launch=launch,
         stop=config.stop,
-        bytes_moved=inputs.bytes_moved(prepared.definition, workload),
-        copy_bandwidth=bandwidth,
+        written_bytes=stats.written_bytes(inputs.output_shapes(prepared.definition, workload)),
+        l2_bytes=calibration.l2_bytes,
+        copy_bandwidth=calibration.copy_bandwidth,
         floor_factor=config.floor_factor,
         bootstrap_resamples=config.bootstrap_resamples,
         bootstrap_seed=_seed(f"{PROTOCOL}|bootstrap|{job.job_id}|{workload.uuid}"),
@@ -207,12 +246,23 @@ def _child_outcome(child: ChildResult, case: str) -> CaseOutcome:
     )
 
 
-def run_job(job: JobSpec, backend_name: str, config: HarnessConfig | None = None) -> dict[str, Any]:
+# Called with each case's record (``result.cases[i]``) as soon as it is measured.
+CaseCallback = Callable[[dict[str, Any]], None]
+
+
+def run_job(
+    job: JobSpec,
+    backend_name: str,
+    config: HarnessConfig | None = None,
+    *,
+    on_case: CaseCallback | None = None,
+) -> dict[str, Any]:
     """Run ``job`` on the named backend; return the ``result`` for ``rerun_envelope``.
 
     Raises UnsupportedSolution (e.g. a torch-binding solution) or SolutionError before
     touching the device, and HarnessError when the agent itself fails; in those cases
-    nothing should be signed.
+    nothing should be signed. ``on_case``: told each case's record as soon as it is measured
+    (the self-check writes its table row then, so a run cut short keeps its rows).
     """
     config = config or HarnessConfig()
     # Checked first: a job the ledger could never accept a result for is not worth a device.
@@ -225,22 +275,10 @@ def run_job(job: JobSpec, backend_name: str, config: HarnessConfig | None = None
             raise HarnessError(refusal)
     probed = probe_device(backend_name, config, calibrate=True)
     start_device: dict[str, Any] = probed["device"]
-    bandwidth = float(probed["copyBandwidth"])
-    if not math.isfinite(bandwidth) or bandwidth <= 0:
-        raise HarnessError(f"calibration returned a copy bandwidth of {bandwidth}")
-
-    outcomes: list[CaseOutcome] = []
-    end_device: dict[str, Any] | None = None
-    for index, workload in enumerate(prepared.workloads):
-        if isinstance(prepared.solution, Solution):
-            outcome = _declarative_case(job, prepared, workload, backend_name, config, bandwidth)
-        else:
-            outcome = _python_case(job, prepared, index, backend_name, config, bandwidth)
-        if outcome.device is not None:
-            if outcome.device["gpu_uuid_hash"] != start_device["gpu_uuid_hash"]:
-                raise HarnessError("the case ran on a different device than the probe")
-            end_device = outcome.device
-        outcomes.append(outcome)
+    calibration = _calibration(probed)
+    outcomes, end_device = _run_cases(
+        job, prepared, backend_name, config, calibration, start_device, on_case
+    )
     if end_device is None:  # no case child reported: read the end fingerprint directly
         end_device = probe_device(backend_name, config, calibrate=False)["device"]
 
@@ -253,11 +291,8 @@ def run_job(job: JobSpec, backend_name: str, config: HarnessConfig | None = None
         "summary": suite_summary(
             outcomes, _seed(f"{PROTOCOL}|summary|{job.job_id}"), config.bootstrap_resamples
         ),
-        "environment": environment(start_device, end_device),
-        "calibration": {
-            "copyBandwidthBytesPerS": bandwidth,
-            "floorFactor": config.floor_factor,
-        },
+        "environment": environment(start_device, end_device, timing_clocks(outcomes)),
+        "calibration": calibration.to_json(config.floor_factor),
     }
     build = job_build(outcomes)
     if build is not None:
@@ -266,13 +301,40 @@ def run_job(job: JobSpec, backend_name: str, config: HarnessConfig | None = None
     return result
 
 
+def _run_cases(
+    job: JobSpec,
+    prepared: PreparedJob,
+    backend_name: str,
+    config: HarnessConfig,
+    calibration: Calibration,
+    start_device: Mapping[str, Any],
+    on_case: CaseCallback | None,
+) -> tuple[list[CaseOutcome], dict[str, Any] | None]:
+    """Every case in its child, in order: the outcomes and the last fingerprint reported."""
+    outcomes: list[CaseOutcome] = []
+    end_device: dict[str, Any] | None = None
+    for index, workload in enumerate(prepared.workloads):
+        if isinstance(prepared.solution, Solution):
+            outcome = _declarative_case(job, prepared, workload, backend_name, config, calibration)
+        else:
+            outcome = _python_case(job, prepared, index, backend_name, config, calibration)
+        if outcome.device is not None:
+            if outcome.device["gpu_uuid_hash"] != start_device["gpu_uuid_hash"]:
+                raise HarnessError("the case ran on a different device than the probe")
+            end_device = outcome.device
+        outcomes.append(outcome)
+        if on_case is not None:
+            on_case(case_record(workload.uuid, outcome))
+    return outcomes, end_device
+
+
 def _declarative_case(
     job: JobSpec,
     prepared: PreparedJob,
     workload: Workload,
     backend_name: str,
     config: HarnessConfig,
-    bandwidth: float,
+    calibration: Calibration,
 ) -> CaseOutcome:
     """One case of a declarative-binding solution: its launch resolved, run in a child."""
     assert isinstance(prepared.solution, Solution)
@@ -281,7 +343,7 @@ def _declarative_case(
         launch = resolve_launch(prepared.solution.launch, axes)
     except LaunchSpecError as exc:
         return CaseOutcome("error", f"launch spec: {exc}")
-    task = _case_task(job, prepared, workload, launch, backend_name, config, bandwidth)
+    task = _case_task(job, prepared, workload, launch, backend_name, config, calibration)
     child = in_child(run_case, task, config.case_timeout_s, config.start_method)
     return _child_outcome(child, workload.uuid)
 
@@ -292,7 +354,7 @@ def _python_case(
     index: int,
     backend_name: str,
     config: HarnessConfig,
-    bandwidth: float,
+    calibration: Calibration,
 ) -> CaseOutcome:
     """One case of a Python solution, in a sandboxed child (gpu_agent/python_solutions)."""
     assert isinstance(prepared.solution, TorchSolution)
@@ -308,7 +370,7 @@ def _python_case(
         backend_options=dict(config.backend_options),
         stop=config.stop,
         bytes_moved=inputs.bytes_moved(prepared.definition, workload),
-        copy_bandwidth=bandwidth,
+        copy_bandwidth=calibration.copy_bandwidth,
         floor_factor=config.floor_factor,
         bootstrap_resamples=config.bootstrap_resamples,
         bootstrap_seed=_seed(f"{PROTOCOL}|bootstrap|{job.job_id}|{workload.uuid}"),

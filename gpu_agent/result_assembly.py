@@ -80,8 +80,23 @@ def suite_summary(outcomes: Sequence[CaseOutcome], seed: int, resamples: int) ->
     }
 
 
-def environment(start: Mapping[str, Any], end: Mapping[str, Any]) -> dict[str, Any]:
-    """``result.environment`` from the fingerprints read before and after the cases."""
+def timing_clocks(outcomes: Sequence[CaseOutcome]) -> dict[str, list[float]]:
+    """Every clock reading taken during the cases' timed batches, by clock name."""
+    merged: dict[str, list[float]] = {}
+    for outcome in outcomes:
+        for name, readings in outcome.timing_clocks_mhz.items():
+            merged.setdefault(name, []).extend(readings)
+    return merged
+
+
+def environment(
+    start: Mapping[str, Any],
+    end: Mapping[str, Any],
+    timed: Mapping[str, Sequence[float]] | None = None,
+) -> dict[str, Any]:
+    """``result.environment`` from the fingerprints read before and after the cases, and the
+    range of each clock read while the cases were timed (``<clock>.timed.min``/``.max``: the
+    idle readings before and after cannot show a GPU that ran below its clocks meanwhile)."""
     env: dict[str, Any] = {
         "product": start["product"],
         "architecture": start["architecture"],
@@ -93,6 +108,10 @@ def environment(start: Mapping[str, Any], end: Mapping[str, Any]) -> dict[str, A
             env[key] = start[key]
     clocks = {f"{name}.start": float(v) for name, v in (start.get("clocks_mhz") or {}).items()}
     clocks |= {f"{name}.end": float(v) for name, v in (end.get("clocks_mhz") or {}).items()}
+    for name, readings in (timed or {}).items():
+        if readings:
+            clocks[f"{name}.timed.min"] = float(min(readings))
+            clocks[f"{name}.timed.max"] = float(max(readings))
     if clocks:
         env["clocks"] = clocks
     temperature = {

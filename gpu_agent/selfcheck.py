@@ -15,11 +15,13 @@ rounds, timing, post-timing round, roofline floor) on the measuring backend, the
   verified, so the result is what the in-process ledger would be handed. (Admission into a
   ledger, with a job request and claim, follows once the job protocol lands.)
 
-* the floor sample (``adv_sub_floor``, "compute only when checked"): caught by the floor,
-  or *neutralised* — when the harness refills outputs and inputs before every timed launch
-  (``timing_refill.py``) the kernel computes while timed, so every case passes with a median
-  at least :data:`NEUTRALISED_RATIO` × an unrefilled independent timing of the same kernel
-  (which sees no poison and idles). Either way the cheat gained nothing.
+* the refill sample (``adv_sub_floor``, "compute only when checked"): *neutralised* — the
+  harness refills outputs (poison) and inputs (fresh variants) before every timed launch
+  (``timing_refill.py``), so the kernel computes while timed: every case must pass with a
+  median at least :data:`NEUTRALISED_RATIO` × an unrefilled timing of the same kernel (in
+  which it sees no poison and idles) — on a GPU the independent timer, on ``cpu-test`` the
+  backend's own ``time_launches`` without a refill. The cheat gains nothing; if the floor
+  or any other check refused it instead, the refill did not reach the kernel: a failure.
 
 Timings agree when ``|median − independent| ≤ max(3 %, absolute slack)``
 (``gpu_agent/backends/timing_slack.py``: the measured event overhead plus the events'
@@ -29,9 +31,11 @@ cost.
 It fits one 10-minute call: ``--deadline-s`` bounds the whole run, each sample's cases get
 the time left (at most :data:`CASE_TIMEOUT_S` each), the independent timing runs only with
 :data:`CROSSCHECK_RESERVE_S` left, and samples past the deadline are reported as skipped.
-The table is written incrementally — each sample's rows as soon as they are measured, to
-``--table`` (default ``$OUT/selfcheck-table.txt`` when ``$OUT`` is set) and the JSON reports
-to ``--json`` (default ``$OUT/selfcheck.json``) — so a run cut short still leaves its rows.
+The table is written incrementally — each case's row as soon as the harness has measured it
+(``run_job(..., on_case=...)``), each sample's verdict (and its rows again once timed
+independently) when it is done, to ``--table`` (default ``$OUT/selfcheck-table.txt`` when
+``$OUT`` is set), the JSON reports to ``--json`` (default ``$OUT/selfcheck.json``) after each
+sample — so a run cut short still leaves every row it measured.
 It prints one table row per case and exits non-zero on any failure. ``--backend cpu-test``
 runs the same logic on CPU with the samples' emulations (``gpu_agent/samples/emulations.py``;
 no ratio check: CPU times say nothing about a GPU), which is how CI tests this script.
@@ -44,7 +48,7 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,26 +57,22 @@ import numpy as np
 from domain.canonical import digest_of
 from gpu_agent import checks, inputs, stats
 from gpu_agent.backends import crosscheck as independent
-from gpu_agent.backends.base import Backend, KernelArg
+from gpu_agent.backends.base import Backend, CompiledKernel, KernelArg
 from gpu_agent.backends.registry import CPU_TEST, GPU_BACKEND, create_backend
 from gpu_agent.backends.selfcheck_table import (
     CaseRow,
     ReportOutput,
     SampleReport,
+    format_rows,
     format_table,
+    write_json,
 )
 from gpu_agent.backends.timing_slack import absolute_slack_ns
 from gpu_agent.definition import parse_definition
 from gpu_agent.harness import HarnessConfig, HarnessError, JobSpec, run_job
-from gpu_agent.launch_spec import resolve_launch
-from gpu_agent.samples import (
-    SAMPLE_JOB_ID,
-    SAMPLE_NONCE,
-    Sample,
-    SampleInfo,
-    load_sample,
-    sample_names,
-)
+from gpu_agent.launch_spec import ResolvedLaunch, resolve_launch
+from gpu_agent.samples import SAMPLE_JOB_ID, SAMPLE_NONCE, Sample, load_sample, sample_names
+from gpu_agent.samples.verdicts import NEUTRALISE_PENDING, check_neutralised, judge
 from gpu_agent.sol_parsing import SolutionError
 from gpu_agent.solution import parse_solution
 from gpu_agent.workload import parse_workload
@@ -83,19 +83,11 @@ from ledger.signing.keys import SigningKey
 DEFAULT_RATIO_TOLERANCE = 0.03
 DEFAULT_DEADLINE_S = 420.0
 CROSSCHECK_SAMPLES = 200
+CPU_SAMPLES = 20  # the unrefilled timing on cpu-test (only the refill sample is timed so)
 CASE_TIMEOUT_S = 240.0
 MIN_CASE_TIMEOUT_S = 30.0
 CROSSCHECK_RESERVE_S = 20.0
-# A floor cheat is neutralised when the harness timed it working: well above its idle time.
-NEUTRALISED_RATIO = 1.5
 EMULATIONS = "gpu_agent.samples.emulations"
-
-# What a refusal by each check looks like in a harness case record.
-_REASON_MARKERS = {
-    "poison": "unwritten output",
-    "mutation": "input mutation",
-    "tolerance": "tolerance:",
-}
 
 
 def _stop_policy(quick: bool) -> stats.StopPolicy:
@@ -113,46 +105,18 @@ def _axes_text(workload: Mapping[str, Any]) -> str:
     return ",".join(f"{k}={v}" for k, v in workload["axes"].items())
 
 
-def _refusal_check(info: SampleInfo, record: Mapping[str, Any]) -> str | None:
-    """Which check refused the case (``poison``...), or None if it passed."""
-    status, reason = record["status"], str(record.get("reason", ""))
-    if status == "passed":
-        return None
-    if status == "impossible_time":
-        return "floor"
-    if status == "incorrect":
-        for check, marker in _REASON_MARKERS.items():
-            if marker in reason:
-                return check
-    return f"{status}: {reason[:200]}"
-
-
-def judge(info: SampleInfo, result: Mapping[str, Any]) -> tuple[bool, str]:
-    """Did the harness treat this sample as it must? ``(ok, explanation)``."""
-    cases = result["cases"]
-    if info.honest:
-        failed = [c for c in cases if c["status"] != "passed"]
-        if failed:
-            first = failed[0]
-            return False, f"honest sample refused: {first['status']}: {first.get('reason', '')}"
-        return True, "all cases passed"
-    verdicts = [(_refusal_check(info, c), c) for c in cases]
-    caught = [(check, c) for check, c in verdicts if check is not None]
-    if not caught:
-        return False, f"NOT CAUGHT: every case passed (expected the {info.caught_by} check)"
-    wrong = [(check, c) for check, c in caught if check != info.caught_by]
-    if wrong:
-        check, case = wrong[0]
-        return False, f"caught, but by {check!r} instead of {info.caught_by!r} ({case['case']})"
-    if info.rounds:
-        labels = tuple(f"round {r}" for r in ("secret", "post-timing"))
-        wanted = tuple(
-            label for label, r in zip(labels, ("secret", "post"), strict=True) if r in info.rounds
-        )
-        off = [c for _, c in caught if not str(c.get("reason", "")).startswith(wanted)]
-        if off:
-            return False, f"caught in the wrong round: {off[0].get('reason', '')[:160]}"
-    return True, f"caught by the {info.caught_by} check in {len(caught)}/{len(cases)} case(s)"
+def _row(sample: Sample, axes: str, case: Mapping[str, Any]) -> CaseRow:
+    latency = case.get("latencyNs")
+    return CaseRow(
+        sample=sample.name,
+        case=case["case"],
+        axes=axes,
+        status=case["status"],
+        median_ns=latency["median"] if latency else None,
+        ci95_ns=(latency["ci95"][0], latency["ci95"][1]) if latency else None,
+        samples=case.get("samples"),
+        note=_short_reason(case),
+    )
 
 
 def run_sample(
@@ -160,7 +124,9 @@ def run_sample(
     backend_name: str,
     config: HarnessConfig,
     workloads: Sequence[Mapping[str, Any]] | None = None,
+    on_row: Callable[[CaseRow], None] | None = None,
 ) -> SampleReport:
+    """Run the sample as a job; ``on_row`` is told each case's row as soon as it is measured."""
     job = JobSpec(
         job_id=SAMPLE_JOB_ID,
         nonce=SAMPLE_NONCE,
@@ -168,26 +134,18 @@ def run_sample(
         definition=sample.definition,
         workloads=list(workloads if workloads is not None else sample.workloads),
     )
-    try:
-        result = run_job(job, backend_name, config)
-    except (HarnessError, SolutionError) as exc:
-        return SampleReport(sample.name, False, f"the agent failed: {exc}")
     by_uuid = {w["uuid"]: w for w in job.workloads}
-    rows = []
-    for case in result["cases"]:
-        latency = case.get("latencyNs")
-        rows.append(
-            CaseRow(
-                sample=sample.name,
-                case=case["case"],
-                axes=_axes_text(by_uuid[case["case"]]),
-                status=case["status"],
-                median_ns=latency["median"] if latency else None,
-                ci95_ns=(latency["ci95"][0], latency["ci95"][1]) if latency else None,
-                samples=case.get("samples"),
-                note=_short_reason(case),
-            )
-        )
+    rows: list[CaseRow] = []
+
+    def measured(case: dict[str, Any]) -> None:
+        rows.append(_row(sample, _axes_text(by_uuid[case["case"]]), case))
+        if on_row is not None:
+            on_row(rows[-1])
+
+    try:
+        result = run_job(job, backend_name, config, on_case=measured)
+    except (HarnessError, SolutionError) as exc:
+        return SampleReport(sample.name, False, f"the agent failed: {exc}", rows)
     ok, verdict = judge(sample.info, result)
     return SampleReport(sample.name, ok, verdict, rows, result)
 
@@ -236,14 +194,24 @@ def crosscheck(
             )
             args = _arguments(backend, definition, workload, launch.args, values)
             backend.launch(kernel, launch.grid, launch.block, launch.shared_mem_bytes, args)
-            method, times = independent.independent_latencies_ns(
-                backend, kernel, launch, args, CROSSCHECK_SAMPLES
-            )
+            method, times = _independent_latencies(backend, kernel, launch, args)
             row.independent_ns = statistics.median(times)
             row.method = method
             del args
     finally:
         backend.close()
+
+
+def _independent_latencies(
+    backend: Backend, kernel: CompiledKernel, launch: ResolvedLaunch, args: list[KernelArg]
+) -> tuple[str, list[float]]:
+    """``(method, latencies)`` of the kernel timed apart from the harness, without a refill:
+    on a GPU the independent timer; on ``cpu-test``, which has none, the backend's own loop
+    (enough to tell a kernel that idles when unwatched from one that works)."""
+    if backend.name == CPU_TEST:
+        geometry = (launch.grid, launch.block, launch.shared_mem_bytes)
+        return "cpu-test, no refill", backend.time_launches(kernel, *geometry, args, CPU_SAMPLES)
+    return independent.independent_latencies_ns(backend, kernel, launch, args, CROSSCHECK_SAMPLES)
 
 
 def _arguments(
@@ -351,21 +319,6 @@ def _time_independently(
     return True
 
 
-def check_neutralised(report: SampleReport) -> None:
-    """A floor cheat that passed every case is fine if it was timed *working*: each median at
-    least NEUTRALISED_RATIO × the unrefilled independent timing (in which it idles)."""
-    ratios = [r.ratio for r in report.rows]
-    low = min((q for q in ratios if q is not None), default=0.0)
-    if report.rows and None not in ratios and low >= NEUTRALISED_RATIO:
-        report.ok = True
-        report.verdict = (
-            f"neutralised: refilled timed launches made it compute (medians {low:.1f}× or "
-            "more its unrefilled timing)"
-        )
-    else:
-        report.verdict += f"; nor neutralised (medians only {low:.2f}× its unrefilled timing)"
-
-
 def _config(args: argparse.Namespace, options: Mapping[str, str], left_s: float) -> HarnessConfig:
     """The harness configuration for one sample, its cases bounded by the time left."""
     return HarnessConfig(
@@ -377,36 +330,66 @@ def _config(args: argparse.Namespace, options: Mapping[str, str], left_s: float)
 
 
 def _one_sample(
-    name: str, args: argparse.Namespace, options: Mapping[str, str], deadline: float
+    name: str,
+    args: argparse.Namespace,
+    options: Mapping[str, str],
+    deadline: float,
+    output: IncrementalOutput | None = None,
 ) -> SampleReport:
-    """Run, sign and (on a GPU) time one sample independently, within the deadline."""
+    """Run, sign and time one sample independently (on a GPU; on ``cpu-test``, only the
+    refill sample, unrefilled), within the deadline."""
     sample = load_sample(name)
     workloads = _selected_workloads(sample, args.cases, args.max_axis)
     config = _config(args, options, deadline - time.monotonic())
-    report = run_sample(sample, args.backend, config, workloads)
+    on_row = None if output is None else output.case_done
+    report = run_sample(sample, args.backend, config, workloads, on_row)
     if report.result is not None and not args.no_sign:
         try:
             sign_and_verify(report.result, f"selfcheck/{name}")
         except Exception as exc:
             report.ok = False
             report.verdict += f"; signing the rerun/v1 envelope failed: {exc}"
+    neutralising = report.verdict == NEUTRALISE_PENDING
     measuring = args.backend != CPU_TEST  # the real GPU backend, whose times mean something
-    if not measuring or report.result is None:
+    if report.result is None or not (measuring or neutralising):
         return report
     if deadline - time.monotonic() < CROSSCHECK_RESERVE_S:
         report.ok = report.ok and not sample.info.honest
         report.verdict += "; no time left for the independent timing"
+    elif neutralising:
+        if _time_independently(report, sample, args.backend, options, workloads):
+            check_neutralised(report)
     elif sample.info.honest and report.ok:
         _check_independent_timing(
             report, sample, args.backend, options, workloads, args.ratio_tolerance
         )
-    elif (
-        sample.info.caught_by == "floor"
-        and report.verdict.startswith("NOT CAUGHT")
-        and _time_independently(report, sample, args.backend, options, workloads)
-    ):
-        check_neutralised(report)
     return report
+
+
+class IncrementalOutput(ReportOutput):
+    """:class:`ReportOutput` that writes each case's row as soon as it is measured; at the
+    end of a sample only its verdict, and the rows again that were timed independently."""
+
+    def __init__(self, table: Path | None, reports: Path | None, ratio_tolerance: float) -> None:
+        super().__init__(table, reports)
+        self.ratio_tolerance = ratio_tolerance
+
+    def _emit(self, lines: Sequence[str]) -> None:
+        print("\n".join(lines), flush=True)
+        if self.table is not None:
+            with self.table.open("a", encoding="utf-8") as handle:
+                handle.write("".join(f"{line}\n" for line in lines))
+
+    def case_done(self, row: CaseRow) -> None:
+        self._emit(format_rows([row], self.ratio_tolerance))
+
+    def sample_done(self, reports: Sequence[SampleReport], ratio_tolerance: float) -> None:
+        report = reports[-1]
+        timed = [r for r in report.rows if r.independent_ns is not None]
+        verdict = f"{'PASS' if report.ok else 'FAIL'}  {report.name}: {report.verdict}"
+        self._emit([*format_rows(timed, ratio_tolerance), verdict])
+        if self.reports is not None:
+            write_json(self.reports, reports)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -415,14 +398,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = {"emulation_modules": EMULATIONS} if args.backend == CPU_TEST else {}
     started = time.monotonic()
     deadline = started + args.deadline_s
-    output = ReportOutput(args.table, args.json)
+    output = IncrementalOutput(args.table, args.json, args.ratio_tolerance)
     reports: list[SampleReport] = []
     for name in names:
         if time.monotonic() > deadline:
             reports.append(SampleReport(name, False, f"skipped: deadline {args.deadline_s:g}s"))
         else:
             print(f"[{time.monotonic() - started:6.1f}s] {name}", flush=True)
-            reports.append(_one_sample(name, args, options, deadline))
+            reports.append(_one_sample(name, args, options, deadline, output))
         output.sample_done(reports, args.ratio_tolerance)
 
     print()

@@ -9,13 +9,22 @@ are marked as such in the environment fingerprint and can never verify a GPU run
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from domain.statements import MEASURING_BACKENDS  # noqa: F401 - re-exported for backends
+from gpu_agent.backends.nvml_clocks import ClockReading
+
+if TYPE_CHECKING:
+    # timing_refill imports this module (BackendError, Buffer), so the class is re-exported
+    # lazily (``__getattr__`` below) rather than imported here at run time.
+    from gpu_agent.backends.timing_refill import (
+        TimingRefill as TimingRefill,  # noqa: PLC0414 - an explicit re-export, for mypy
+    )
 
 
 class BackendError(Exception):
@@ -91,6 +100,13 @@ class Backend(Protocol):
         """Overwrite the whole buffer with ``pattern`` repeated (poisoning outputs)."""
         ...
 
+    def write(self, buffer: Buffer, host: npt.NDArray[np.generic]) -> None:
+        """Copy ``host`` into an existing buffer of exactly its size (the harness refills the
+        same buffers every round). A backend that cannot (the ``buffers=fresh`` cpu-test
+        variant) leaves it out; the harness then uploads to new buffers each round
+        (``correctness_round.buffer_writer``)."""
+        ...
+
     def download(
         self, buffer: Buffer, shape: tuple[int, ...], dtype: np.dtype[np.generic]
     ) -> npt.NDArray[np.generic]:
@@ -116,9 +132,13 @@ class Backend(Protocol):
         shared_mem_bytes: int,
         args: list[KernelArg],
         count: int,
+        refill: TimingRefill | None = None,
     ) -> list[float]:
         """``count`` timed launches, in ns each: L2 flushed (≥ 2 × L2 bytes written) before
-        each, outside the timed region; all on one stream, timed with device events."""
+        each, outside the timed region; all on one stream, timed with device events.
+        ``refill``: before every launch, outside the timed region, the outputs' poison and
+        the next fresh input variant are copied in (``timing_refill.py``), so a timed launch
+        looks like a checked one."""
         ...
 
     def copy_bandwidth(self) -> float:
@@ -126,3 +146,37 @@ class Backend(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+# --- optional capabilities: GPU backends have them, the cpu-test backend need not fake them ---
+
+
+def sm_clock_reader(backend: object) -> Callable[[], float | None] | None:
+    """The backend's ``sm_clock_mhz()`` (the SM clock read during the latest timed batch) for
+    ``stats.collect(..., sm_clock=...)``; None when the backend reads no clocks."""
+    reader = getattr(backend, "sm_clock_mhz", None)
+    return reader if callable(reader) else None
+
+
+def timing_clocks(backend: object) -> list[ClockReading]:
+    """The clocks the backend read during its timed batches so far (``[]`` when none)."""
+    reader = getattr(backend, "timing_clocks", None)
+    if not callable(reader):
+        return []
+    return [r for r in reader() if isinstance(r, ClockReading)]
+
+
+def event_overhead_ns(backend: object) -> float | None:
+    """What the backend's timer adds to every sample (an empty kernel's event-timed latency),
+    or None when it does not measure one (the cpu-test backend times host calls)."""
+    measure = getattr(backend, "event_overhead_ns", None)
+    return float(measure()) if callable(measure) else None
+
+
+def __getattr__(name: str) -> object:
+    # The lazy re-export of TimingRefill (see the TYPE_CHECKING import above).
+    if name == "TimingRefill":
+        from gpu_agent.backends.timing_refill import TimingRefill  # noqa: PLC0415 - a cycle
+
+        return TimingRefill
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

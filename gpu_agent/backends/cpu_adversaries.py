@@ -15,9 +15,15 @@ Which check must catch which:
 ``adv_cached_per_pointer``      fresh inputs in reused buffers: memoises per input address
 ``adv_public_rounds_only``      the nonce round: right only on the public rounds' inputs of
                                 job :data:`MEMORIZED_JOB_ID` (public seeds are derivable)
-``adv_only_when_watched``       the roofline floor: computes only when the output is poisoned
-                                (NaN), so timed launches are empty, yet every correctness
-                                round, even the one after timing, is right
+``adv_only_when_watched``       computes only when the output is poisoned (NaN): every
+                                correctness round, even the one after timing, is right, and
+                                timed launches would be empty (a sub-floor time) — but the
+                                refill poisons every timed launch's output, so it is timed
+                                working: *neutralised*, not caught
+``adv_idle_on_seen_inputs``     the check of the last timed launch: skips the work for inputs
+                                it has seen before, trusting the output to hold their answer
+                                (timed launches rotate through a few variants); the refill
+                                poisoned that output, so it is left unwritten
 ``adv_lazy_after_3``            the post-timing round: honest for 3 launches, then idle
 ``adv_crash_on_3_rows``         process isolation: kills its process on a 3-row workload
 ``adv_hang_on_5_rows``          the case timeout: never returns on a 5-row workload
@@ -155,6 +161,20 @@ def only_when_watched(grid: Grid, block: Grid, shared: int, args: list[KernelArg
     x, w, out = a.arrays()
     if a.covered and not np.isnan(out[0, 0].astype(np.float32)):
         return  # not poisoned: "nobody is checking", skip the work
+    out[: a.covered] = rmsnorm_rows(x[: a.covered], w, a.eps)
+
+
+_SEEN: set[tuple[int, bytes]] = set()
+
+
+@emulation("kernel.cu::adv_idle_on_seen_inputs")
+def idle_on_seen_inputs(grid: Grid, block: Grid, shared: int, args: list[KernelArg]) -> None:
+    a = unpack_rmsnorm_args(grid, args)
+    x, w, out = a.arrays()
+    key = (a.rows, x.reshape(-1)[:32].tobytes())  # a cheap fingerprint of the input
+    if key in _SEEN:
+        return  # "the output still holds this input's answer"
+    _SEEN.add(key)
     out[: a.covered] = rmsnorm_rows(x[: a.covered], w, a.eps)
 
 

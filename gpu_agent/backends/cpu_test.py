@@ -10,7 +10,10 @@ adversarial ones in the tests) exercise the real detections.
 Its measurements are worthless as evidence and say so: ``device()`` reports backend
 ``cpu-test``, product "CPU test backend (not a GPU)" and architecture ``cpu``, which can match
 no GPU run's hardware, and ``cpu-test`` is not in ``MEASURING_BACKENDS``. There is no L2 to
-flush; timing is ``time.perf_counter_ns`` around the emulation call.
+flush; timing is ``time.perf_counter_ns`` around the emulation call. A ``refill``
+(``timing_refill.py``) is honoured as on the GPU: before every timed call, outside the timed
+region, each output gets its poison image and each input the next fresh variant, so CI
+exercises what a GPU run does to a kernel that idles when it is not checked.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gpu_agent.backends.base import BackendError, Buffer, CompiledKernel, DeviceInfo, KernelArg
+from gpu_agent.backends.timing_refill import TimingRefill, refill_copies
 
 Emulation = Callable[[tuple[int, int, int], tuple[int, int, int], int, list[KernelArg]], None]
 
@@ -84,12 +88,16 @@ def _buffer(value: Buffer) -> HostBuffer:
 
 
 class FreshBuffersCpuTestBackend:
-    """The cpu-test backend without ``write``: every round uploads to new buffers, as a
-    backend that cannot refill a buffer does (option ``buffers=fresh``)."""
+    """The cpu-test backend that cannot refill a buffer in place: every round uploads to new
+    buffers, as such a backend does (option ``buffers=fresh``)."""
 
     name = "cpu-test"
+    # Read by ``correctness_round.buffer_writer``: False, so the harness never calls write.
+    writes_in_place = False
 
     def __init__(self, emulation_modules: tuple[str, ...] = ()) -> None:
+        self._timed = 0  # timed launches over the backend's life: the refill's variant index
+        self._images: dict[int, tuple[bytes, HostBuffer]] = {}
         for module in (*BUILTIN_EMULATIONS, *emulation_modules):
             try:
                 importlib.import_module(module)
@@ -133,6 +141,9 @@ class FreshBuffersCpuTestBackend:
         # Not zeroed, but not left to chance either: stale bytes could fake "written".
         buffer.data[:] = 0x5A
         return buffer
+
+    def write(self, buffer: Buffer, host: npt.NDArray[np.generic]) -> None:
+        raise BackendError("this cpu-test backend (buffers=fresh) cannot write into a buffer")
 
     def fill(self, buffer: Buffer, pattern: bytes) -> None:
         host = _buffer(buffer)
@@ -183,13 +194,28 @@ class FreshBuffersCpuTestBackend:
         shared_mem_bytes: int,
         args: list[KernelArg],
         count: int,
+        refill: TimingRefill | None = None,
     ) -> list[float]:
         times: list[float] = []
         for _ in range(count):
+            for target, source in refill_copies(refill, self._timed, self._poison_image):
+                _buffer(target).data[:] = _buffer(source).data  # outside the timed region
+            self._timed += 1
             start = time.perf_counter_ns()
             self._run(kernel, grid, block, shared_mem_bytes, args)
             times.append(float(time.perf_counter_ns() - start))
         return times
+
+    def _poison_image(self, buffer: Buffer, pattern: bytes) -> Buffer:
+        """A buffer of ``buffer``'s size holding ``pattern`` repeated (made once per buffer)."""
+        owned = _buffer(buffer)
+        cached = self._images.get(owned.address)
+        if cached is not None and cached[0] == pattern:
+            return cached[1]
+        image = HostBuffer(owned.nbytes)
+        self.fill(image, pattern)
+        self._images[owned.address] = (pattern, image)
+        return image
 
     def copy_bandwidth(self) -> float:
         """Bytes copied per second by a host memcpy of 32 MiB (best of 5)."""
@@ -209,6 +235,8 @@ class FreshBuffersCpuTestBackend:
 
 class CpuTestBackend(FreshBuffersCpuTestBackend):
     """The default cpu-test backend: can refill a buffer, so the harness reuses buffers."""
+
+    writes_in_place = True
 
     def write(self, buffer: Buffer, host: npt.NDArray[np.generic]) -> None:
         """Copy ``host`` into an existing buffer (the harness reuses buffers across rounds)."""

@@ -32,7 +32,9 @@ SAMPLE_JOB_ID = "985ab66c-f377-56c8-b4c1-572e0887702f"  # uuid5(URL, ".../sample
 # Any other nonce does as well: it only seeds the secret and post-timing rounds.
 SAMPLE_NONCE = "248834a82a762817c9d14d0b08d26281bc3864bb92a9c0d529ab2b8cecf0db6b"
 
-Check = Literal["poison", "mutation", "tolerance", "floor"]
+# "refill": not refused but *neutralised* — the refill before every timed launch makes the
+# cheat do its work while timed (gpu_agent/selfcheck.py checks it was timed working).
+Check = Literal["poison", "mutation", "tolerance", "floor", "refill"]
 
 
 @dataclass(frozen=True)
@@ -92,9 +94,9 @@ SAMPLES: dict[str, SampleInfo] = {
         SampleInfo(
             "adv_sub_floor",
             honest=False,
-            summary="computes only when its output is poisoned (i.e. checked); timed "
-            "launches return at once",
-            caught_by="floor",
+            summary="computes only when its output is poisoned (i.e. checked); would return "
+            "at once when timed, but timed launches are refilled (poisoned) too, so it computes",
+            caught_by="refill",
         ),
     )
 }

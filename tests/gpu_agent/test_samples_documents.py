@@ -117,7 +117,7 @@ def test_adversarial_samples_name_the_check_that_must_catch_them() -> None:
         if info.honest:
             assert info.caught_by is None
         else:
-            assert info.caught_by in {"poison", "mutation", "tolerance", "floor"}
+            assert info.caught_by in {"poison", "mutation", "tolerance", "floor", "refill"}
             assert load_sample(info.name).definition["name"] == "rmsnorm_h4096"
     readme = (SAMPLES_DIR / "README.md").read_text("utf-8")
     for name in NAMES:

@@ -52,9 +52,6 @@ def test_honest_sample_must_pass_everything() -> None:
             True,
         ),
         ("adv_secret_round_wrong", _case("incorrect", "round public-0: tolerance: only"), False),
-        ("adv_sub_floor", _case("impossible_time", "impossible time: median"), True),
-        ("adv_sub_floor", _case("incorrect", "round post-timing: unwritten output"), False),
-        ("adv_sub_floor", _case("passed"), False),
     ],
 )
 def test_adversarial_sample_must_be_caught_by_its_check(
@@ -62,6 +59,25 @@ def test_adversarial_sample_must_be_caught_by_its_check(
 ) -> None:
     ok, why = selfcheck.judge(SAMPLES[name], _result(case))
     assert ok == expected, why
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        _case("impossible_time", "impossible time: median"),
+        _case("incorrect", "last timed launch (...): unwritten output"),
+    ],
+)
+def test_the_refill_sample_refused_by_a_check_was_not_neutralised(case: dict[str, Any]) -> None:
+    # With every timed launch refilled it computes when timed; a refusal means the refill
+    # did not reach it, which the self-check must report rather than count as a catch.
+    ok, why = selfcheck.judge(SAMPLES["adv_sub_floor"], _result(_case("passed"), case))
+    assert not ok and why.startswith("not neutralised by the refill")
+
+
+def test_the_refill_sample_that_passes_still_has_to_be_shown_timed_working() -> None:
+    ok, why = selfcheck.judge(SAMPLES["adv_sub_floor"], _result(_case("passed")))
+    assert not ok and why == selfcheck.NEUTRALISE_PENDING  # check_neutralised decides
 
 
 def test_one_case_caught_by_another_check_fails_the_sample() -> None:
@@ -138,6 +154,22 @@ def test_rows_are_written_as_each_sample_finishes(
     assert len(json.loads((tmp_path / "selfcheck.json").read_text("utf-8"))) == 2
 
 
+def test_each_row_is_written_when_its_case_is_measured(tmp_path: Path) -> None:
+    output = selfcheck.IncrementalOutput(tmp_path / "t.txt", tmp_path / "r.json", 0.03)
+    first = selfcheck.CaseRow("s", "c1", "batch_size=1", "passed", 2000.0, None, 50)
+    output.case_done(first)
+    assert "batch_size=1" in output.table.read_text("utf-8")  # before the sample is done
+    timed = selfcheck.CaseRow("s", "c2", "batch_size=2", "passed", 3000.0, None, 50)
+    output.case_done(timed)
+    timed.independent_ns = 3000.0
+    output.sample_done([selfcheck.SampleReport("s", True, "ok", [first, timed])], 0.03)
+    lines = output.table.read_text("utf-8").splitlines()[2:]
+    # The verdict at the end; the row timed independently again, with its ratio.
+    names = ["batch_size=1", "batch_size=2", "batch_size=2", "s:"]
+    assert [line.split()[1] for line in lines] == names
+    assert "1.000" in lines[2] and lines[3] == "PASS  s: ok"
+
+
 def test_every_sample_on_cpu_is_treated_as_it_must_be(tmp_path: Path) -> None:
     """All samples, one case each, clamped to 128 rows, on the cpu-test backend."""
     out = tmp_path / "reports.json"
@@ -168,7 +200,12 @@ def test_every_sample_on_cpu_is_treated_as_it_must_be(tmp_path: Path) -> None:
     reports = {r["sample"]: r for r in json.loads(out.read_text("utf-8"))}
     assert set(reports) == set(SAMPLES)
     assert all(r["ok"] for r in reports.values())
-    assert "caught by the floor check" in reports["adv_sub_floor"]["verdict"]
+    # Neutralised: timed (refilled) it computes, at least 1.5× its unrefilled, idle timing.
+    floor = reports["adv_sub_floor"]
+    assert floor["verdict"].startswith("neutralised: refilled timed launches made it compute")
+    assert all(
+        row["ratio"] >= 1.5 and row["method"] == "cpu-test, no refill" for row in floor["rows"]
+    )
     assert reports["adv_secret_round_wrong"]["rows"][0]["note"].startswith("round secret")
     assert "7/7 samples as expected" in done.stdout
     table = (tmp_path / "table.txt").read_text("utf-8")
