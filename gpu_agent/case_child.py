@@ -234,14 +234,7 @@ class _CaseRun:
     def floor(self) -> tuple[float, str]:
         """The roofline floor (ns) and what it was computed from, in words."""
         task = self.task
-        floor_ns = stats.roofline_floor_ns(
-            task.written_bytes, task.copy_bandwidth, l2_bytes=task.l2_bytes
-        )
-        basis = (
-            f"{task.written_bytes} bytes written less {task.l2_bytes} bytes of L2, at "
-            f"{stats.DRAM_HEADROOM:g} × 2 × {task.copy_bandwidth:.4g} B/s copy bandwidth"
-        )
-        return floor_ns, basis
+        return stats.roofline_floor(task.written_bytes, task.copy_bandwidth, task.l2_bytes)
 
     def post_timing_verdict(
         self,

@@ -60,6 +60,7 @@ class ToleranceResult:
     max_rel_error: float  # |out − ref| / |ref| over finite elements with ref ≠ 0
     matched_ratio: float
     reason: str | None  # why it failed; None when ok
+    non_finite: int = 0  # NaN/±Inf elements in the output or the reference (each one fails)
 
 
 # Elements per compare step: float64 temporaries of 8 MiB each stay near the caches.
@@ -154,6 +155,7 @@ def compare(
             f"{name}: {tally.bad_non_finite} of {total} elements are NaN/Inf in the output or "
             f"the reference{allowed}; non-finite values fail even where both agree (first at "
             f"flat index {first}: output {out_value!r}, reference {ref_value!r})",
+            tally.bad_non_finite,
         )
     if tolerance.max_error_cap is not None and max_abs > tolerance.max_error_cap:
         return ToleranceResult(

@@ -170,17 +170,6 @@ def output_shapes(
     return {s.name: (definition.shape(s, axes), s.numpy_dtype) for s in definition.outputs}
 
 
-def bytes_moved(definition: Definition, workload: Workload) -> int:
-    """Bytes a kernel must at least read and write once: every tensor input and output."""
-    axes = definition.resolve_axes(workload.axes)
-    total = 0
-    for spec in (*definition.inputs, *definition.outputs):
-        if spec.shape is not None:
-            count = int(np.prod(definition.shape(spec, axes), dtype=np.int64))
-            total += count * spec.numpy_dtype.itemsize
-    return total
-
-
 def describe_inputs(values: Mapping[str, Any]) -> str:
     return ", ".join(
         f"{k}{tuple(v.shape)}:{v.dtype}" if isinstance(v, np.ndarray) else f"{k}={v!r}"

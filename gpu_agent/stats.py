@@ -349,6 +349,19 @@ def roofline_floor_ns(
     return dram_bytes / (headroom * 2.0 * copy_bandwidth_bytes_per_s) * 1e9
 
 
+def roofline_floor(
+    written: int, copy_bandwidth_bytes_per_s: float, l2_bytes: int
+) -> tuple[float, str]:
+    """The floor (ns) of :func:`roofline_floor_ns` and what it was computed from, in words:
+    the one floor for every kind of solution, declarative or Python."""
+    floor_ns = roofline_floor_ns(written, copy_bandwidth_bytes_per_s, l2_bytes=l2_bytes)
+    basis = (
+        f"{written} bytes written less {l2_bytes} bytes of L2, at "
+        f"{DRAM_HEADROOM:g} × 2 × {copy_bandwidth_bytes_per_s:.4g} B/s copy bandwidth"
+    )
+    return floor_ns, basis
+
+
 def sub_floor(median_ns: float, floor_ns: float, factor: float = DEFAULT_FLOOR_FACTOR) -> bool:
     """True when the median is an impossible time: under ``factor ×`` the floor."""
     return median_ns < factor * floor_ns

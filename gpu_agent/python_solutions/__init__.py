@@ -12,6 +12,7 @@ hostile. Everything here is organised around that:
 * ``job.py`` builds each case's task in the agent and is the child's torch-free entry
   point; torch is imported only past it (and by ``preload.py``, in a forkserver), by
 * ``torch_runner.py`` (setup and loading) and ``torch_case.py`` (rounds, timing, verdict),
-  with ``torch_io.py`` (tensors in and out), ``compare.py`` (tolerance), ``defences.py`` and
+  with ``torch_io.py`` (tensors in and out), ``gpu_agent.checks`` (the one tolerance rule, as
+  for the declarative path), ``defences.py`` and
   ``watch.py`` (the reward-hack defences) and ``timing.py`` (the timer and its cross-check).
 """

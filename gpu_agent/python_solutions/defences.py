@@ -82,7 +82,7 @@ CRITICAL = (
 )
 # Modules whose every function and class (and the classes' functions) the guard holds.
 HARNESS_MODULES = (
-    "gpu_agent.python_solutions.compare",
+    "gpu_agent.checks",
     "gpu_agent.python_solutions.defences",
     "gpu_agent.python_solutions.watch",
     "gpu_agent.python_solutions.timing",
@@ -213,8 +213,11 @@ class IdentityGuard:
         return len(self._held)
 
     def replaced(self) -> list[str]:
-        return [
+        """What no longer is what was held, each name once (a function can be held both by
+        name and as a member of a harness module)."""
+        found = (
             label
             for label, owner, attribute, value in self._held
             if _current(owner, attribute) is not value
-        ]
+        )
+        return list(dict.fromkeys(found))

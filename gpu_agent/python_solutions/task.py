@@ -42,7 +42,9 @@ class TorchCaseTask:
     # Pre-timing rounds in the order they run, then the post-timing and audit rounds.
     rounds: list[RoundSpec]
     stop: stats.StopPolicy
-    bytes_moved: int
+    # The floor's inputs, as for the declarative path (stats.roofline_floor).
+    written_bytes: int
+    l2_bytes: int
     copy_bandwidth: float
     floor_factor: float
     bootstrap_resamples: int

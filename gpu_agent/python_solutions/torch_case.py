@@ -33,7 +33,6 @@ from gpu_agent import checks, inputs, stats
 from gpu_agent.case_task import AgentFault, CaseOutcome
 from gpu_agent.definition import Definition
 from gpu_agent.python_solutions import torch_io, watch
-from gpu_agent.python_solutions.compare import compare
 from gpu_agent.python_solutions.defences import DefenceLog, IdentityGuard
 from gpu_agent.python_solutions.task import RoundSpec, TorchCaseTask
 from gpu_agent.python_solutions.timing import TimedLoop, audit_index, cross_check
@@ -289,7 +288,9 @@ class CaseRun:
         failures: list[str] = []
         non_finite = 0
         for name, got in host.items():
-            result = compare(got, round_.expected[name], round_.workload.tolerance, name=name)
+            result = checks.compare(
+                got, round_.expected[name], round_.workload.tolerance, name=name
+            )
             self.worst_abs = max(self.worst_abs, result.max_abs_error)
             self.worst_rel = max(self.worst_rel, result.max_rel_error)
             non_finite += result.non_finite
@@ -437,8 +438,12 @@ class CaseRun:
                 f"round {post.spec.label} (fresh inputs after {loop.calls} timed calls): {failure}"
             )
             return self.outcome("incorrect", reason, samples, latency)
-        floor_ns = stats.roofline_floor_ns(task.bytes_moved, task.copy_bandwidth)
-        note = f"timing: {collected.describe(task.stop)}; roofline floor {floor_ns:.0f} ns"
+        floor_ns, basis = stats.roofline_floor(
+            task.written_bytes, task.copy_bandwidth, task.l2_bytes
+        )
+        note = (
+            f"timing: {collected.describe(task.stop)}; roofline floor {floor_ns:.0f} ns ({basis})"
+        )
         if stats.sub_floor(summary.median, floor_ns, task.floor_factor):
             detail = (
                 f"median {summary.median:.0f} ns is below {task.floor_factor:g} × {floor_ns:.0f} ns"

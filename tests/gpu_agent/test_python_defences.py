@@ -15,10 +15,9 @@ import pytest
 
 from domain.statements import PredicateType, RerunCase, StatementError, build_predicate
 from gpu_agent import inputs
-from gpu_agent.checks import Tolerance
+from gpu_agent.checks import Tolerance, compare
 from gpu_agent.definition import parse_definition
 from gpu_agent.python_solutions import sandbox
-from gpu_agent.python_solutions.compare import compare
 from gpu_agent.python_solutions.defences import DefenceLog, Detected, IdentityGuard
 from gpu_agent.python_solutions.routing import cannot_run
 from gpu_agent.python_solutions.spec import TorchSolution, parse_job_solution
@@ -109,7 +108,7 @@ def test_matching_nan_and_inf_are_rejected() -> None:
     reference = np.array([1.0, np.nan, np.inf, 2.0], dtype=np.float32)
     result = compare(reference.copy(), reference, Tolerance())
     assert not result.ok and result.non_finite == 2
-    assert "non-finite outputs fail even where the reference" in (result.reason or "")
+    assert "non-finite values fail even where both agree" in (result.reason or "")
 
 
 def test_negative_inf_matches_only_when_the_workload_allows_it() -> None:
@@ -126,7 +125,7 @@ def test_tolerance_ratio_and_cap() -> None:
     off = reference.copy()
     off[:2] = 5.0  # 98 % matched < 99 %
     failed = compare(off, reference, Tolerance())
-    assert not failed.ok and "98.0000% of elements" in (failed.reason or "")
+    assert not failed.ok and "(98.0000%) within tolerance" in (failed.reason or "")
     capped = compare(close, reference, Tolerance(max_error_cap=0.001))
     assert not capped.ok and "cap" in (capped.reason or "")
     assert not compare(np.ones(3), np.ones(4), Tolerance()).ok
@@ -258,11 +257,11 @@ def test_the_identity_guard_sees_a_replaced_timer(monkeypatch: pytest.MonkeyPatc
 
 
 def test_the_identity_guard_holds_the_harness_itself(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpu_agent.python_solutions import compare as module
+    from gpu_agent import checks as module
 
     guard = IdentityGuard()
     monkeypatch.setattr(module, "compare", lambda *a, **k: None)
-    assert "gpu_agent.python_solutions.compare.compare" in guard.replaced()
+    assert "gpu_agent.checks.compare" in guard.replaced()
 
 
 def test_the_defence_log_records_each_defence_once_with_its_outcome() -> None:
@@ -347,7 +346,8 @@ def test_a_case_task_carries_seeds_never_the_nonce_and_hands_them_over_once() ->
         backend_name="cpu-test",
         backend_options={},
         stop=StopPolicy(),
-        bytes_moved=1,
+        written_bytes=1,
+        l2_bytes=0,
         copy_bandwidth=1.0,
         floor_factor=0.9,
         bootstrap_resamples=10,

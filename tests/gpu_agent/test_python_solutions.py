@@ -271,7 +271,7 @@ CAUGHT = [
     ("native-library", "runtime-code-loading", "libutil"),
     ("stops-when-timed", "timing-audit", "once timing starts"),
     ("spawns-process", "child-processes", "child process"),
-    ("patches-comparison", "harness-integrity", "compare.compare"),
+    ("patches-comparison", "harness-integrity", "gpu_agent.checks.compare"),
 ]
 
 
@@ -293,7 +293,7 @@ WRONG = [
     ("mutates-input", "input-mutation", "input mutation"),
     ("hardcoded-shapes", "hidden-workload", "round hidden-workload"),
     ("unwritten-tail", "output-poisoning", "never written"),
-    ("nan-mirror", "non-finite-output", "non-finite outputs fail even where the reference"),
+    ("nan-mirror", "non-finite-output", "non-finite values fail even where both agree"),
 ]
 
 

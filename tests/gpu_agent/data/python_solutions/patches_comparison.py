@@ -3,14 +3,14 @@ harness-integrity (checked right after the import, before any call)."""
 
 import torch
 
-from gpu_agent.python_solutions import compare as _compare
+from gpu_agent import checks as _checks
 
 
 def _always_equal(output, reference, tolerance, *, name="output"):
-    return _compare.Comparison(True, 0.0, 0.0, None)
+    return _checks.ToleranceResult(True, 0.0, 0.0, 1.0, None)
 
 
-_compare.compare = _always_equal
+_checks.compare = _always_equal
 
 
 @torch.no_grad()
