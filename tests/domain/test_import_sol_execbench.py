@@ -397,3 +397,29 @@ def test_importing_a_folder_is_deterministic() -> None:
     second = list(map_sol_execbench(dict(reversed(list(_traced_folder(lines).items())))))
     assert first == second
     assert all(isinstance(i, ImportRecord) for i in first)
+
+
+def _with_latency(value: Any) -> Any:
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: (value if k == "latency_ms" else walk(v)) for k, v in node.items()}
+        return [walk(v) for v in node] if isinstance(node, list) else node
+
+    return walk
+
+
+@pytest.mark.parametrize("latency", [1e303, 1.7e308])
+def test_a_trace_latency_that_overflows_ns_is_a_rejection(latency: float) -> None:
+    """ms x 10^6 overflowing to infinity is a rejection naming the value, not an
+    OverflowError that stops the import (the one js_round, domain.importers.catalog_form)."""
+    from tests.sol_traces import traced_files
+
+    files = traced_files("pytorch-linear_backward")
+    patch = _with_latency(latency)
+    for name, content in list(files.items()):
+        if name.endswith(".jsonl") and b"evaluation" in content:
+            rows = [patch(json.loads(line)) for line in content.splitlines() if line.strip()]
+            files[name] = "".join(json.dumps(r) + "\n" for r in rows).encode()
+    items = list(map_sol_execbench(files))
+    reasons = [i.reason for i in items if isinstance(i, Rejection)]
+    assert reasons and all("out of range for a whole number of ns" in r for r in reasons)

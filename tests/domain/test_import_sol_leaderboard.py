@@ -20,12 +20,16 @@ from functools import cache
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from domain.canonical import canonical_json
+from domain.importers.catalog_form import js_round
+from domain.importers.fields import MappingError
 from domain.importers.records import ImportRecord, Rejection, Skipped
 from domain.importers.sol_execbench import map_definition
 from domain.importers.sol_execbench.operation import operation_from_definition
-from domain.importers.sol_execbench.values import js_round, to_utc_instant
+from domain.importers.sol_execbench.values import to_utc_instant
 from domain.importers.sol_execbench.workload import workload_entry_key
 from domain.importers.sol_leaderboard import (
     map_sol_leaderboard,
@@ -620,3 +624,27 @@ def test_every_catalog_sol_operation_and_workload_case_is_reproduced() -> None:
         operations += 1
         cases_checked += len(mapped.case_digests)
     assert (operations, cases_checked) == (235, 3924)
+
+
+@pytest.mark.parametrize("latency", [1e303, 1.7e308, 1e300, 2.0**60])
+def test_a_latency_with_no_whole_number_of_ns_is_rejected_with_a_reason(latency: float) -> None:
+    """ms x 10^6 overflowing to infinity, or beyond 2^53 ns: a rejection with its reason,
+    never an OverflowError that stops the whole import; the other submissions come out."""
+    good, _ = _submissions()
+    items = list(
+        map_sol_leaderboard(_with_submissions([{**good, "id": 11, "latency_ms": latency}, good]))
+    )
+    assert [r.external_id for r in _records(items)] == ["36577"]
+    reason = {r.external_id: r.reason for r in _rejections(items)}["11"]
+    assert "out of range" in reason or "whole nanoseconds" in reason
+
+
+@given(st.floats(allow_nan=True, allow_infinity=True))
+def test_js_round_gives_a_safe_integer_or_a_mapping_error(value: float) -> None:
+    """The one ms -> ns rounding every importer uses: never a bare OverflowError/ValueError."""
+    try:
+        rounded = js_round(value)
+    except MappingError as exc:
+        assert "out of range" in exc.message
+    else:
+        assert abs(rounded) <= 2**53 - 1 and abs(rounded - value) <= 0.5

@@ -24,6 +24,7 @@ from typing import Any, Final
 
 from domain.canonical import canonical_json
 from domain.errors import DomainError
+from domain.importers.catalog_form import js_round
 from domain.importers.names import MAX_TITLE, clip
 from domain.importers.records import (
     Artifact,
@@ -44,7 +45,7 @@ from domain.importers.sol_execbench.fields import (
 )
 from domain.importers.sol_execbench.folder import SOLUTION_FILE, Folder, json_lines, read_folder
 from domain.importers.sol_execbench.solution import MappedSolution
-from domain.importers.sol_execbench.values import js_round, kebab, to_utc_instant
+from domain.importers.sol_execbench.values import kebab, to_utc_instant
 from domain.importers.sol_execbench.vocabulary import (
     COMPARATOR,
     SOURCE,

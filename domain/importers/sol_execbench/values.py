@@ -6,7 +6,6 @@ catalog's for the same source data.
 
 from __future__ import annotations
 
-import math
 import re
 from datetime import UTC, datetime, timedelta, timezone
 
@@ -61,13 +60,3 @@ def to_utc_instant(value: object, where: str) -> str:
     except (ValueError, OverflowError):
         raise SolFormatError(f"{where}: {value!r} is not a valid date-time") from None
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-
-
-def js_round(value: float) -> int:
-    """JavaScript's ``Math.round`` (halves go up), as KernelIndex rounds ms → ns.
-
-    It checks no range, unlike :func:`domain.importers.catalog_form.js_round`; the two stay
-    apart so that a value out of range fails here as it always has.
-    """
-    whole = math.floor(value)
-    return int(whole) + (1 if value - whole >= 0.5 else 0)

@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from domain.importers.catalog_form import js_round
 from domain.importers.names import MAX_TITLE, clip
 from domain.importers.sol_execbench.fields import JsonObject, SolFormatError
-from domain.importers.sol_execbench.values import js_round, to_utc_instant
+from domain.importers.sol_execbench.values import to_utc_instant
 from domain.importers.sol_execbench.vocabulary import SOURCE, map_dtype, map_hardware
 from domain.importers.sol_leaderboard.fields import (
     flag,
