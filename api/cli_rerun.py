@@ -29,7 +29,12 @@ from api.client import LedgerClient, remote_run
 from domain.timestamps import format_time, utc_now
 from ledger.errors import NotFoundError
 from ledger.home import LedgerHome
-from ledger.rerun_request import RerunTarget, check_rerun_artifacts, rerun_target
+from ledger.rerun_request import (
+    RerunTarget,
+    check_rerun_artifacts,
+    rerun_target,
+    stored_artifacts,
+)
 from ledger.signing.authoring import rerun_request_envelope
 from ledger.signing.keys import SigningKey
 from ledger.store.artifacts import ArtifactStore
@@ -200,6 +205,7 @@ def request(
             # rerun_target checks that these manifests digest to the run: the server's reply
             # is not trusted beyond that before it is signed.
             target = rerun_target(run_digest, record.get("manifests") or {}, **overrides)
+            check_rerun_artifacts(client.artifact, target)  # re-hashed: the server is not trusted
             envelope, summary = _request(target, signer, lifetime)
             reply = client.post_rerun_request(run_digest, envelope)
         _print_request(summary, reply, as_json)
@@ -211,7 +217,7 @@ def request(
     if not manifests:
         raise NotFoundError(f"no run with digest {run_digest}")
     target = rerun_target(run_digest, manifests, **overrides)
-    check_rerun_artifacts(ArtifactStore(ledger.store), target)
+    check_rerun_artifacts(stored_artifacts(ArtifactStore(ledger.store)), target)
     signer = load_key(key) if key else home_target.key("admin")
     envelope, summary = _request(target, signer, lifetime)
     receipt = ledger.append(envelope)

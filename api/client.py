@@ -12,6 +12,7 @@ user holds) that the server's log extends what it showed before.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -105,6 +106,20 @@ class LedgerClient:
                 reply, self._decode(reply, "GET", "/v1/bundle"), "GET", "/v1/bundle"
             )
         return reply.text.splitlines()
+
+    def artifact(self, digest: str) -> bytes | None:
+        """A stored artifact's bytes (GET /v1/artifacts/{digest}), re-hashed here; None when
+        the server does not hold it. Bytes that do not hash to ``digest`` are refused."""
+        path = f"/v1/artifacts/{_segment(digest)}"
+        reply = self._send("GET", path, None)
+        if reply.status_code == 404:
+            return None
+        if not reply.is_success:
+            raise self._problem(reply, self._decode(reply, "GET", path), "GET", path)
+        content = reply.content
+        if "sha256:" + hashlib.sha256(content).hexdigest() != digest:
+            raise RemoteError("bad-reply", f"GET {path}: the bytes sent do not hash to {digest}")
+        return content
 
     def post_attestation(self, run_digest: str, envelope: Mapping[str, Any]) -> dict[str, Any]:
         """Append a signed attestation; the receipt (201, or 200 for a duplicate)."""

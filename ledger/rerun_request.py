@@ -10,7 +10,7 @@ and the workload must map back to the run's own workload manifest.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -153,22 +153,32 @@ def check_workload_artifact(content: bytes, workload_manifest_digest: str) -> No
         )
 
 
-def check_rerun_artifacts(store: ArtifactStore, target: RerunTarget) -> None:
-    """Both artifacts are stored (the agent fetches them), the solution is a solution
-    document and the workload is the run's."""
+ArtifactFetch = Callable[[str], bytes | None]
+
+
+def stored_artifacts(store: ArtifactStore) -> ArtifactFetch:
+    """Fetch from this ledger's own artifact store (None: not stored)."""
+    return lambda digest: store.get(digest).content if store.has(digest) else None
+
+
+def check_rerun_artifacts(fetch: ArtifactFetch, target: RerunTarget) -> None:
+    """Both artifacts can be fetched where the agent will fetch them (a home's store, or a
+    server), the solution is a solution document and the workload is the run's: the same
+    checks before either way of signing a request."""
+    contents: dict[str, bytes] = {}
     for role, digest in (
         ("solution", target.solution_digest),
         ("workload", target.workload_digest),
     ):
-        if not store.has(digest):
+        content = fetch(digest)
+        if content is None:
             raise ArtifactNotFound(
-                f"the {role} artifact {digest} is not stored here: an agent could not fetch it "
+                f"the {role} artifact {digest} is not stored there: an agent could not fetch it "
                 f"(give --{role} DIGEST of a stored one)"
             )
-    _check_solution_document(store.get(target.solution_digest).content, target.solution_digest)
-    check_workload_artifact(
-        store.get(target.workload_digest).content, target.workload_manifest_digest
-    )
+        contents[role] = content
+    _check_solution_document(contents["solution"], target.solution_digest)
+    check_workload_artifact(contents["workload"], target.workload_manifest_digest)
 
 
 def _check_solution_document(content: bytes, digest: str) -> None:

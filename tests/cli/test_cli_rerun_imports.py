@@ -198,3 +198,50 @@ def test_a_runs_bundle_carries_its_rerun_artifacts_and_verifies(cli: Cli, tmp_pa
     root = cli.home / "trust-root.json"
     checked = cli("verify", str(out), "--workers", "1", "--trust-root", str(root))
     assert checked.exit_code == 0 and "VERIFIED" in checked.output
+
+
+# ------------------------------------------------- artifacts checked through a server too
+
+
+def test_a_server_request_checks_the_artifacts_the_agent_would_fetch(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """Through --server the CLI fetches both artifacts and re-hashes them before it signs,
+    as it checks the home's own store: a workload the server does not hold is refused, and
+    nothing is appended."""
+    folder = traced_folder("pytorch-linear_backward", tmp_path)
+    cli.json("import", "sol-execbench", folder)
+    [record] = _records(map_sol_execbench(traced_files("pytorch-linear_backward")))
+    count = cli.event_count()
+    ledger = LedgerHome.at(cli.home, cli.db_url).open()
+    with live_server(create_app(ledger, TEST_CONFIG)) as server:
+        absent = "sha256:" + "ab" * 32
+        refused = cli(
+            "rerun",
+            "request",
+            _digest(record),
+            "--workload",
+            absent,
+            "--server",
+            server.url,
+            ok=False,
+        )
+    assert refused.exit_code == 1 and "Traceback" not in refused.output
+    assert "workload artifact" in refused.output and "not stored there" in refused.output
+    assert cli.event_count() == count
+
+
+def test_the_client_refuses_artifact_bytes_that_do_not_hash_to_their_digest() -> None:
+    import httpx
+
+    from api.client import LedgerClient, RemoteError
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("ab" * 32):
+            return httpx.Response(404, json={"code": "not-found", "detail": "no such artifact"})
+        return httpx.Response(200, content=b"not what was asked for")
+
+    with LedgerClient("http://ledger.test", transport=httpx.MockTransport(answer)) as client:
+        assert client.artifact("sha256:" + "ab" * 32) is None
+        with pytest.raises(RemoteError, match="do not hash to"):
+            client.artifact("sha256:" + "cd" * 32)
