@@ -59,7 +59,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from domain.statements import RerunPredicate
 from gpu_agent import inputs, stats
@@ -200,6 +200,36 @@ def _calibration(probed: Mapping[str, Any]) -> Calibration:
     return Calibration(bandwidth, int(probed["device"]["l2_bytes"]), overhead)
 
 
+class _TimingTerms(TypedDict):
+    stop: stats.StopPolicy
+    written_bytes: int
+    l2_bytes: int
+    copy_bandwidth: float
+    floor_factor: float
+    bootstrap_resamples: int
+    bootstrap_seed: int
+
+
+def _timing_terms(
+    job: JobSpec,
+    prepared: PreparedJob,
+    workload: Workload,
+    config: HarnessConfig,
+    calibration: Calibration,
+) -> _TimingTerms:
+    """What every kind of case is timed and judged by: the stop rule, the floor's inputs and
+    the bootstrap's seed (one rule, whichever path runs the solution)."""
+    return _TimingTerms(
+        stop=config.stop,
+        written_bytes=stats.written_bytes(inputs.output_shapes(prepared.definition, workload)),
+        l2_bytes=calibration.l2_bytes,
+        copy_bandwidth=calibration.copy_bandwidth,
+        floor_factor=config.floor_factor,
+        bootstrap_resamples=config.bootstrap_resamples,
+        bootstrap_seed=_seed(f"{PROTOCOL}|bootstrap|{job.job_id}|{workload.uuid}"),
+    )
+
+
 def _case_task(
     job: JobSpec,
     prepared: PreparedJob,
@@ -221,13 +251,7 @@ def _case_task(
         sources=dict(prepared.solution.sources),
         entry_point=prepared.solution.entry_point,
         launch=launch,
-        stop=config.stop,
-        written_bytes=stats.written_bytes(inputs.output_shapes(prepared.definition, workload)),
-        l2_bytes=calibration.l2_bytes,
-        copy_bandwidth=calibration.copy_bandwidth,
-        floor_factor=config.floor_factor,
-        bootstrap_resamples=config.bootstrap_resamples,
-        bootstrap_seed=_seed(f"{PROTOCOL}|bootstrap|{job.job_id}|{workload.uuid}"),
+        **_timing_terms(job, prepared, workload, config, calibration),
     )
 
 
@@ -368,13 +392,7 @@ def _python_case(
         python_job.case_rounds(job.job_id, job.nonce, workload, hidden_axes),
         backend_name=backend_name,
         backend_options=dict(config.backend_options),
-        stop=config.stop,
-        written_bytes=stats.written_bytes(inputs.output_shapes(prepared.definition, workload)),
-        l2_bytes=calibration.l2_bytes,
-        copy_bandwidth=calibration.copy_bandwidth,
-        floor_factor=config.floor_factor,
-        bootstrap_resamples=config.bootstrap_resamples,
-        bootstrap_seed=_seed(f"{PROTOCOL}|bootstrap|{job.job_id}|{workload.uuid}"),
+        **_timing_terms(job, prepared, workload, config, calibration),
     )
     child = in_child(
         python_job.run_torch_case,
