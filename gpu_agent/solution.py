@@ -144,12 +144,21 @@ def parse_sources(raw_sources: list[Any]) -> dict[str, str]:
     return sources
 
 
-def _cuda_cflags(spec: Mapping[str, Any]) -> tuple[str, ...]:
+def cuda_cflags(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """``spec.compile_options.cuda_cflags`` as submitted (the backend pins its own flags)."""
     options = spec.get("compile_options") or {}
-    flags = options.get("cuda_cflags", []) if isinstance(options, dict) else []
+    flags = options.get("cuda_cflags", []) if isinstance(options, dict) else None
     if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
         raise SolutionError("spec.compile_options.cuda_cflags must be a list of strings")
     return tuple(flags)
+
+
+def sources_with_entry(obj: Mapping[str, Any], entry_file: str) -> dict[str, str]:
+    """The solution's sources, which must hold the entry point's file."""
+    sources = parse_sources(require(obj, "sources", list, "solution"))
+    if entry_file not in sources:
+        raise SolutionError(f"entry point file {entry_file!r} is not among the sources")
+    return sources
 
 
 def parse_solution(obj: object) -> Solution:
@@ -159,11 +168,9 @@ def parse_solution(obj: object) -> Solution:
     spec = require(obj, "spec", dict, "solution")
     _check_kind(spec)
     entry_point, entry_file, kernel_name = _entry_point(spec)
-    sources = parse_sources(require(obj, "sources", list, "solution"))
-    if entry_file not in sources:
-        raise SolutionError(f"entry point file {entry_file!r} is not among the sources")
+    sources = sources_with_entry(obj, entry_file)
     launch = parse_launch(require(spec, "launch", dict, "solution.spec"))
-    flags = _cuda_cflags(spec)
+    flags = cuda_cflags(spec)
     return Solution(
         name=require(obj, "name", str, "solution"),
         definition=require(obj, "definition", str, "solution"),

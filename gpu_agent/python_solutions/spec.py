@@ -22,7 +22,7 @@ from typing import Any, Literal
 from gpu_agent.backends.registry import SOLUTION_BINDING
 from gpu_agent.definition import Definition
 from gpu_agent.sol_parsing import IDENTIFIER, SolutionError, require
-from gpu_agent.solution import Solution, parse_solution, parse_sources
+from gpu_agent.solution import Solution, cuda_cflags, parse_solution, sources_with_entry
 
 SolutionKind = Literal["python", "triton", "gpu-dsl", "torch-cpp"]
 
@@ -123,14 +123,6 @@ def _entry_point(spec: Mapping[str, Any], kind: SolutionKind) -> tuple[str, str,
     return entry_point, entry_file, function
 
 
-def _cuda_cflags(spec: Mapping[str, Any]) -> tuple[str, ...]:
-    options = spec.get("compile_options") or {}
-    flags = options.get("cuda_cflags", []) if isinstance(options, dict) else None
-    if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
-        raise SolutionError("spec.compile_options.cuda_cflags must be a list of strings")
-    return tuple(flags)
-
-
 def parse_torch_solution(obj: Mapping[str, Any]) -> TorchSolution:
     """Parse a Python / Triton / DSL / torch-binding C++ solution document."""
     spec = require(obj, "spec", dict, "solution")
@@ -140,9 +132,7 @@ def parse_torch_solution(obj: Mapping[str, Any]) -> TorchSolution:
         binding = spec.get("binding")
         raise SolutionError(f"spec.binding {binding!r} is not torch or {SOLUTION_BINDING}")
     entry_point, entry_file, function = _entry_point(spec, kind)
-    sources = parse_sources(require(obj, "sources", list, "solution"))
-    if entry_file not in sources:
-        raise SolutionError(f"entry point file {entry_file!r} is not among the sources")
+    sources = sources_with_entry(obj, entry_file)
     dps = spec.get("destination_passing_style", True)
     if not isinstance(dps, bool):
         raise SolutionError("spec.destination_passing_style must be a boolean")
@@ -158,7 +148,7 @@ def parse_torch_solution(obj: Mapping[str, Any]) -> TorchSolution:
         sources=sources,
         destination_passing=dps,
         dependencies=_dependencies(spec),
-        cuda_cflags=_cuda_cflags(spec),
+        cuda_cflags=cuda_cflags(spec),
     )
 
 
