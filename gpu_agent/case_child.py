@@ -180,7 +180,9 @@ class _CaseRun:
         try:
             plan = timing_plan(backend, task, last.buffers)
             collected = stats.collect(
-                self.timer(last.args, plan.refill), task.stop, sm_clock=sm_clock_reader(backend)
+                self.timer(last.args, plan.refill),
+                task.timing.stop,
+                sm_clock=sm_clock_reader(backend),
             )
             # Before the post-timing round, which refills these very buffers.
             timed = last_timed_launch_failures(backend, task, self.reference, plan, last.buffers)
@@ -188,9 +190,7 @@ class _CaseRun:
             if is_agent_fault(exc):
                 raise
             return self.outcome("error", f"timing: {exc}")
-        summary = stats.summarize(
-            collected.samples, seed=task.bootstrap_seed, resamples=task.bootstrap_resamples
-        )
+        summary = task.timing.summarize(collected.samples)
         status, reason = self.post_timing_verdict(last.buffers, collected, summary, timed)
         # The measurement is reported whatever the verdict: it is what the agent observed.
         return self.outcome(status, reason, collected.samples, summary.to_json())
@@ -231,11 +231,6 @@ class _CaseRun:
 
         return measure
 
-    def floor(self) -> tuple[float, str]:
-        """The roofline floor (ns) and what it was computed from, in words."""
-        task = self.task
-        return stats.roofline_floor(task.written_bytes, task.copy_bandwidth, task.l2_bytes)
-
     def post_timing_verdict(
         self,
         buffers: DeviceSet,
@@ -246,10 +241,8 @@ class _CaseRun:
         """``(status, reason)`` from the last timed launch's check, the post-timing round and
         the roofline floor check."""
         task = self.task
-        floor_ns, basis = self.floor()
-        timing_note = (
-            f"timing: {collected.describe(task.stop)}; roofline floor {floor_ns:.0f} ns ({basis})"
-        )
+        floor_ns, basis = task.timing.floor()
+        timing_note = task.timing.note(collected, floor_ns, basis)
         post = inputs.post_timing_round(task.nonce, task.workload.uuid)
         try:
             after = self.round(post, buffers)
@@ -257,10 +250,10 @@ class _CaseRun:
             if is_agent_fault(exc):
                 raise
             return "error", f"round {post.label}: {exc}"
-        below = stats.sub_floor(summary.median, floor_ns, task.floor_factor)
+        below = task.timing.below_floor(summary.median, floor_ns)
         floor_text = (
             f"impossible time: median {summary.median:.0f} ns is below "
-            f"{task.floor_factor:g} × the roofline floor {floor_ns:.0f} ns ({basis})"
+            f"{task.timing.floor_factor:g} × the roofline floor {floor_ns:.0f} ns ({basis})"
         )
         failures = []
         if timed_failures:

@@ -23,6 +23,40 @@ ReferenceFn = Callable[..., Mapping[str, npt.NDArray[np.generic]]]
 
 
 @dataclass(frozen=True)
+class TimingTerms:
+    """What every case is timed and judged by, whichever path runs the solution (the
+    declarative kernel here, a Python solution in gpu_agent/python_solutions): the stop
+    rule; the roofline floor's inputs (stats.roofline_floor: bytes the kernel must write,
+    the device's L2 size, the calibrated copy rate, the factor); the bootstrap."""
+
+    stop: stats.StopPolicy
+    written_bytes: int
+    l2_bytes: int
+    copy_bandwidth: float
+    floor_factor: float
+    bootstrap_resamples: int
+    bootstrap_seed: int
+
+    def summarize(self, samples: list[float]) -> stats.LatencySummary:
+        return stats.summarize(
+            samples, seed=self.bootstrap_seed, resamples=self.bootstrap_resamples
+        )
+
+    def floor(self) -> tuple[float, str]:
+        """The roofline floor (ns) and what it was computed from, in words."""
+        return stats.roofline_floor(self.written_bytes, self.copy_bandwidth, self.l2_bytes)
+
+    def note(self, collected: stats.Collected, floor_ns: float, basis: str) -> str:
+        """How the case was timed and its floor, for the case's reason."""
+        return (
+            f"timing: {collected.describe(self.stop)}; roofline floor {floor_ns:.0f} ns ({basis})"
+        )
+
+    def below_floor(self, median_ns: float, floor_ns: float) -> bool:
+        return stats.sub_floor(median_ns, floor_ns, self.floor_factor)
+
+
+@dataclass(frozen=True)
 class CaseTask:
     backend_name: str
     backend_options: Mapping[str, str]
@@ -34,15 +68,7 @@ class CaseTask:
     sources: Mapping[str, str]
     entry_point: str
     launch: ResolvedLaunch
-    stop: stats.StopPolicy
-    # The roofline floor's inputs (stats.roofline_floor_ns): bytes the kernel must write
-    # (every output, stats.written_bytes), the device's L2 size, the calibrated copy rate.
-    written_bytes: int
-    l2_bytes: int
-    copy_bandwidth: float
-    floor_factor: float
-    bootstrap_resamples: int
-    bootstrap_seed: int
+    timing: TimingTerms
 
 
 @dataclass

@@ -59,12 +59,12 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal
 
 from domain.statements import RerunPredicate
 from gpu_agent import inputs, stats
 from gpu_agent.case_child import probe, run_case
-from gpu_agent.case_task import CaseOutcome, CaseTask
+from gpu_agent.case_task import CaseOutcome, CaseTask, TimingTerms
 from gpu_agent.child_process import ChildResult, in_child
 from gpu_agent.definition import Definition, parse_definition
 from gpu_agent.expressions import LaunchSpecError
@@ -200,26 +200,15 @@ def _calibration(probed: Mapping[str, Any]) -> Calibration:
     return Calibration(bandwidth, int(probed["device"]["l2_bytes"]), overhead)
 
 
-class _TimingTerms(TypedDict):
-    stop: stats.StopPolicy
-    written_bytes: int
-    l2_bytes: int
-    copy_bandwidth: float
-    floor_factor: float
-    bootstrap_resamples: int
-    bootstrap_seed: int
-
-
 def _timing_terms(
     job: JobSpec,
     prepared: PreparedJob,
     workload: Workload,
     config: HarnessConfig,
     calibration: Calibration,
-) -> _TimingTerms:
-    """What every kind of case is timed and judged by: the stop rule, the floor's inputs and
-    the bootstrap's seed (one rule, whichever path runs the solution)."""
-    return _TimingTerms(
+) -> TimingTerms:
+    """The terms of this case, made once for either path that runs it."""
+    return TimingTerms(
         stop=config.stop,
         written_bytes=stats.written_bytes(inputs.output_shapes(prepared.definition, workload)),
         l2_bytes=calibration.l2_bytes,
@@ -251,7 +240,7 @@ def _case_task(
         sources=dict(prepared.solution.sources),
         entry_point=prepared.solution.entry_point,
         launch=launch,
-        **_timing_terms(job, prepared, workload, config, calibration),
+        timing=_timing_terms(job, prepared, workload, config, calibration),
     )
 
 
@@ -392,7 +381,7 @@ def _python_case(
         python_job.case_rounds(job.job_id, job.nonce, workload, hidden_axes),
         backend_name=backend_name,
         backend_options=dict(config.backend_options),
-        **_timing_terms(job, prepared, workload, config, calibration),
+        timing=_timing_terms(job, prepared, workload, config, calibration),
     )
     child = in_child(
         python_job.run_torch_case,

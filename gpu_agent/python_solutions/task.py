@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from gpu_agent import stats
+from gpu_agent.case_task import TimingTerms
 from gpu_agent.definition import Definition
 from gpu_agent.python_solutions.spec import TorchSolution
 from gpu_agent.workload import Workload
@@ -41,14 +41,7 @@ class TorchCaseTask:
     solution: TorchSolution
     # Pre-timing rounds in the order they run, then the post-timing and audit rounds.
     rounds: list[RoundSpec]
-    stop: stats.StopPolicy
-    # The floor's inputs, as for the declarative path (stats.roofline_floor).
-    written_bytes: int
-    l2_bytes: int
-    copy_bandwidth: float
-    floor_factor: float
-    bootstrap_resamples: int
-    bootstrap_seed: int
+    timing: TimingTerms  # as for the declarative path (gpu_agent.case_task)
     # Relative slack of the timer cross-check: wall time may exceed the timed time by this.
     cross_check_slack: float = 0.5
     notes: list[str] = field(default_factory=list)

@@ -365,7 +365,7 @@ class CaseRun:
                 )
             self.log.passed("timing-audit", "a call among the timed ones checked: correct")
 
-        stop = self.task.stop
+        stop = self.task.timing.stop
         return TimedLoop(
             call=call,
             prepare=prepare,
@@ -404,7 +404,7 @@ class CaseRun:
                 return self.outcome("incorrect", f"round {round_.spec.label}: {failure}")
         post, audit = next(self._by_kind("post")), next(self._by_kind("audit"))
         loop = self.timed_loop(pre[-1], audit)
-        collected = stats.collect(loop.measure, self.task.stop)
+        collected = stats.collect(loop.measure, self.task.timing.stop)
         if not loop.audited:
             loop.audit()
         self.log.passed(
@@ -417,9 +417,7 @@ class CaseRun:
         self, loop: TimedLoop, collected: stats.Collected, post: PreparedRound
     ) -> CaseOutcome:
         task = self.task
-        summary = stats.summarize(
-            collected.samples, seed=task.bootstrap_seed, resamples=task.bootstrap_resamples
-        )
+        summary = task.timing.summarize(collected.samples)
         samples, latency = collected.samples, summary.to_json()
         self.cross, problems = cross_check(
             loop.timed_ns,
@@ -438,16 +436,11 @@ class CaseRun:
                 f"round {post.spec.label} (fresh inputs after {loop.calls} timed calls): {failure}"
             )
             return self.outcome("incorrect", reason, samples, latency)
-        floor_ns, basis = stats.roofline_floor(
-            task.written_bytes, task.copy_bandwidth, task.l2_bytes
-        )
-        note = (
-            f"timing: {collected.describe(task.stop)}; roofline floor {floor_ns:.0f} ns ({basis})"
-        )
-        if stats.sub_floor(summary.median, floor_ns, task.floor_factor):
-            detail = (
-                f"median {summary.median:.0f} ns is below {task.floor_factor:g} × {floor_ns:.0f} ns"
-            )
+        floor_ns, basis = task.timing.floor()
+        note = task.timing.note(collected, floor_ns, basis)
+        if task.timing.below_floor(summary.median, floor_ns):
+            factor = task.timing.floor_factor
+            detail = f"median {summary.median:.0f} ns is below {factor:g} × {floor_ns:.0f} ns"
             self.log.failed("roofline-floor", detail)
             return self.outcome(
                 "impossible_time", f"impossible time: {detail}; {note}", samples, latency

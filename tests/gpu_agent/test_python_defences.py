@@ -15,6 +15,7 @@ import pytest
 
 from domain.statements import PredicateType, RerunCase, StatementError, build_predicate
 from gpu_agent import inputs
+from gpu_agent.case_task import TimingTerms
 from gpu_agent.checks import Tolerance, compare
 from gpu_agent.definition import parse_definition
 from gpu_agent.python_solutions import sandbox
@@ -345,13 +346,15 @@ def test_a_case_task_carries_seeds_never_the_nonce_and_hands_them_over_once() ->
         rounds,
         backend_name="cpu-test",
         backend_options={},
-        stop=StopPolicy(),
-        written_bytes=1,
-        l2_bytes=0,
-        copy_bandwidth=1.0,
-        floor_factor=0.9,
-        bootstrap_resamples=10,
-        bootstrap_seed=1,
+        timing=TimingTerms(
+            stop=StopPolicy(),
+            written_bytes=1,
+            l2_bytes=0,
+            copy_bandwidth=1.0,
+            floor_factor=0.9,
+            bootstrap_resamples=10,
+            bootstrap_seed=1,
+        ),
     )
     assert nonce.encode() not in pickle.dumps(task)
     assert len(task.take_rounds()) == 5 and task.take_rounds() == []
