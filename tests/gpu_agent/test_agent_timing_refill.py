@@ -17,6 +17,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 import pytest
+from test_agent_harness import solution
 
 from gpu_agent import checks, inputs, stats
 from gpu_agent.backends import base
@@ -55,34 +56,7 @@ def workload(rows: int) -> dict[str, Any]:
 
 def job(kernel: str, rows: list[int]) -> JobSpec:
     """An RMSNorm job for an emulated kernel, launched as the sample is (one block per row)."""
-    launch = {
-        "grid": ["batch_size"],
-        "block": [512],
-        "args": [
-            {"input": "hidden_states"},
-            {"input": "weight"},
-            {"output": "output"},
-            {"scalar": "int32", "value": "batch_size"},
-            {"scalar": "float32", "value": 1e-5},
-        ],
-    }
-    solution = {
-        "name": f"{kernel}_pycuda",
-        "definition": "rmsnorm_h4096",
-        "author": "tests",
-        "spec": {
-            "languages": ["cuda_cpp"],
-            "target_hardware": ["LOCAL"],
-            "entry_point": f"kernel.cu::{kernel}",
-            "dependencies": [],
-            "binding": "pycuda",
-            "launch": launch,
-        },
-        "sources": [
-            {"path": "kernel.cu", "content": f'extern "C" __global__ void {kernel}() {{}}'}
-        ],
-    }
-    return JobSpec(JOB_ID, NONCE, solution, RMSNORM_DEFINITION, [workload(r) for r in rows])
+    return JobSpec(JOB_ID, NONCE, solution(kernel), RMSNORM_DEFINITION, [workload(r) for r in rows])
 
 
 # What each launch of the recording emulation saw: (output poisoned?, first input word).
