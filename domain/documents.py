@@ -12,6 +12,7 @@ import json
 import re
 from typing import Any, Literal
 
+import msgspec
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
@@ -129,6 +130,62 @@ def parse_json(data: bytes, max_bytes: int = MAX_DOCUMENT_BYTES) -> JsonValue:
     """Strict JSON (no duplicate keys, NaN or inexact integers); ``max_bytes`` for containers
     such as envelopes, whose documents inside keep the 1 MiB limit."""
     _check_size(data, max_bytes)
+    value = _strict_fast(data)
+    if value is not _NOT_DECIDED:
+        return value
+    return _parse_json_strictly(data)
+
+
+_NOT_DECIDED: Any = object()
+# Integers beyond ±(2^53−1) have 16 or more digits. A run of 16 digits is looked for with a
+# byte translation (a regex over the whole text cost more than the parse); where one is
+# found, it is an integer token if it starts the text or stands after "[", "," or ":" in
+# msgspec's compact output. A string that merely holds such a run costs a regex search, and
+# one that looks like a token sends the document to the strict reader: never a wrong answer.
+_DIGITS_AS_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
+_SIXTEEN_DIGITS = b"0" * 16
+_INTEGER_TOKEN = re.compile(rb"[\[,:]-?[0-9]{16}")
+
+
+def _long_integer(compact: bytes) -> bool:
+    if compact.translate(_DIGITS_AS_ZERO).find(_SIXTEEN_DIGITS) < 0:
+        return False
+    return compact[:1] in b"-0123456789" or _INTEGER_TOKEN.search(compact) is not None
+
+
+def _strict_fast(data: bytes) -> JsonValue:
+    """The value of ``data`` as the strict reader would give it, or ``_NOT_DECIDED``.
+
+    msgspec parses standard JSON ~5x faster than ``json.loads`` with the strict hooks (a
+    signed statement is parsed on every write, verify and history). It refuses NaN,
+    Infinity, out-of-range floats, bad UTF-8, control characters and lone surrogates
+    itself; what it lets through that the strict reader refuses is decided here, and
+    anything not plainly acceptable goes to the strict reader, which has the last word:
+
+    - duplicate keys (msgspec keeps the last): without ``\\u`` escapes, every ``:`` of the
+      text outside a string separates a key from its value and every ``:`` inside one is
+      literal, so the text holds as many more ``:`` than msgspec's re-encoding of the value
+      as there were duplicate keys;
+    - integers beyond ±(2^53−1), which the strict reader turns into floats or refuses.
+    """
+    if b"\\u" in data:
+        return _NOT_DECIDED
+    try:
+        value = msgspec.json.decode(data)
+        compact = msgspec.json.encode(value)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return _NOT_DECIDED
+    if data.count(b":") != compact.count(b":") or _long_integer(compact):
+        return _NOT_DECIDED
+    try:
+        _check_depth(value)
+    except TooLargeError:
+        return _NOT_DECIDED  # refused in the strict reader's own words
+    return value
+
+
+def _parse_json_strictly(data: bytes) -> JsonValue:
+    """The reference reader: ``json.loads`` with a hook for every object and number."""
     text = _decode(data)
     try:
         value = json.loads(
