@@ -1,9 +1,11 @@
-"""The C-encoder fast path of ``canonical_json`` writes exactly what RFC 8785 writes.
+"""The C-encoder fast paths of ``canonical_json`` write exactly what RFC 8785 writes.
 
-``canonical_json`` sends values without floats or non-ASCII keys through ``json.dumps``
-(issue 16: the JCS of every envelope and log entry was a third of an ingestion's parsing).
-If the two ever disagreed, a digest made here would not match one made by any other JCS
-implementation, so: for every value the fast path takes, its bytes are ``rfc8785``'s.
+``canonical_json`` sends values without floats or non-ASCII keys through msgspec's sorted-key
+encoder (issue 16: the JCS of every envelope and log entry was a third of an ingestion's
+parsing), and values with floats through it too, with a stand-in for each float that is then
+replaced by ``rfc8785``'s spelling of it. If they ever disagreed with RFC 8785, a digest made
+here would not match one made by any other JCS implementation, so: for every value the fast
+paths take, the bytes are ``rfc8785``'s.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain.canonical import _plain, canonical_json
+from domain.canonical import _FLOATS, _OTHER, _PLAIN, _plain, _shape, canonical_json
 from domain.errors import CanonicalizationError
 
 SAFE = 2**53 - 1
@@ -35,6 +37,47 @@ plain_values = st.recursive(
 def test_the_fast_path_writes_what_rfc8785_writes(value: Any) -> None:
     assert _plain(value)
     assert canonical_json(value) == rfc8785.dumps(value)
+
+
+finite = st.floats(allow_nan=False, allow_infinity=False)
+# Strings that look like the float path's stand-ins, or hold a NUL, or escapes.
+lookalikes = st.sampled_from(["\x000\x00", "\x00", "\\u0000", '"\\u00000\\u0000"', "0", ""])
+with_floats = st.recursive(
+    scalars | finite | lookalikes,
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(ascii_keys, inner, max_size=5),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=1500)
+@given(with_floats)
+def test_values_with_floats_are_written_as_rfc8785_writes_them(value: Any) -> None:
+    assert canonical_json(value) == rfc8785.dumps(value)
+
+
+@given(finite, plain_values)
+def test_the_float_path_takes_floats_beside_plain_values(number: float, value: Any) -> None:
+    both = {"n": number, "v": value, "l": [number, value]}
+    assert _shape(both) == (_OTHER if "\\x00" in repr(value) else _FLOATS)
+    assert canonical_json(both) == rfc8785.dumps(both)
+
+
+@pytest.mark.parametrize(
+    ("value", "shape"),
+    [
+        ({"a": [1, "x", None, True]}, _PLAIN),
+        ({"a": "\x00"}, _PLAIN),  # a NUL without floats: the plain path has no stand-ins
+        ({"a": 1.5}, _FLOATS),
+        ({"a": 1.5, "b": "\x00"}, _OTHER),  # a NUL beside floats could pass for a stand-in
+        ({"a\x00": 1.5}, _OTHER),
+        ({"a": float("nan")}, _OTHER),
+        ({"a": [float("inf")]}, _OTHER),
+        ({"é": 1.5}, _OTHER),
+        ({1: 1}, _OTHER),
+    ],
+)
+def test_each_value_is_sent_the_way_it_can_be_written(value: Any, shape: int) -> None:
+    assert _shape(value) == shape
 
 
 @given(
