@@ -8,12 +8,12 @@ lists and so change what was signed.
 from __future__ import annotations
 
 import copy
-import functools
-import json
 import re
 from collections.abc import Callable, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
+
+import msgspec
 
 from domain.canonical import digest_of
 from domain.errors import CanonicalizationError, ManifestError
@@ -136,20 +136,32 @@ def digest_input(canonical: Mapping[str, Any]) -> dict[str, Any]:
 def manifest_digest(document: object) -> str:
     """``sha256:`` digest of a manifest (validated and canonicalised first).
 
-    Memoised on the document's JSON text: the same protocol and environment manifests come
-    with thousands of runs, and validating them again would dominate ingestion and
-    verification. The text includes metadata, so a cache hit validated the same document.
+    Memoised on the document's exact content: the same protocol and environment manifests
+    come with thousands of runs, and validating them again would dominate ingestion and
+    verification. The key is the document's MessagePack encoding, which tells apart every
+    JSON type and value (``1`` from ``1.0`` and ``true``, NaN from null) and includes
+    metadata, so a hit validated the same document; it is a fifth of the cost of the JSON
+    text the key used to be (issue 16). Failures are never cached: a bad manifest is
+    re-checked every time.
     """
     try:
-        text = json.dumps(
-            document, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        )
-    except (TypeError, ValueError):
-        return digest_of(digest_input(canonical_manifest(document)))  # raises the real reason
-    return _digest_of_text(text)
+        key = msgspec.msgpack.encode(document, order="sorted")
+    except (TypeError, ValueError, OverflowError, UnicodeEncodeError):
+        return _digest(document)  # not plain data: validation says what is wrong
+    found = _DIGESTS.get(key)
+    if found is None:
+        found = _DIGESTS[key] = _digest(document)
+        if len(_DIGESTS) > _DIGESTS_KEPT:
+            try:
+                _DIGESTS.pop(next(iter(_DIGESTS)), None)  # the oldest entry
+            except RuntimeError:  # another thread changed the memo meanwhile: next time
+                pass
+    return found
 
 
-@functools.lru_cache(maxsize=4096)
-def _digest_of_text(text: str) -> str:
-    # Failures raise, and lru_cache never caches a raise: a bad manifest is re-checked.
-    return digest_of(digest_input(canonical_manifest(json.loads(text))))
+_DIGESTS_KEPT = 4096
+_DIGESTS: dict[bytes, str] = {}
+
+
+def _digest(document: object) -> str:
+    return digest_of(digest_input(canonical_manifest(document)))

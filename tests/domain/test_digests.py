@@ -4,6 +4,7 @@ catalog snapshot."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import io
@@ -18,7 +19,7 @@ import rfc8785
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from domain.canonical import canonical_json
+from domain.canonical import canonical_json, digest_of
 from domain.errors import CanonicalizationError, ManifestError
 from domain.manifests.canonical_form import (
     canonical_manifest,
@@ -476,3 +477,45 @@ def test_catalog_yaml_round_trip_sample() -> None:
                 parsed = parse_yaml(buffer.getvalue().encode("utf-8"))
                 assert canonical_json(parsed) == canonical_json(manifest)
                 assert manifest_digest(parsed) == stated
+
+
+# --- the memo -------------------------------------------------------------------------------------
+
+
+def _uncached(document: Any) -> str:
+    return digest_of(digest_input(canonical_manifest(document)))
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        ("spec.timing.latencyNs.mean", True),  # JSON text would not tell these apart from 1
+        ("spec.timing.latencyNs.mean", 1),
+        ("spec.timing.latencyNs.mean", 1.0),
+        ("spec.timing.latencyNs.mean", float("nan")),  # msgspec's JSON writes NaN as null
+        ("spec.timing.latencyNs.mean", None),
+        ("spec.timing.latencyNs.mean", "1 ns"),
+        ("metadata.title", None),
+        ("metadata.title", float("nan")),
+        ("spec.status", ("passed",)),
+    ],
+)
+def test_the_memo_never_answers_for_a_different_document(
+    seed: dict[str, Any], path: str, value: Any
+) -> None:
+    """Each variant, asked after every other variant is cached, gets exactly the answer the
+    uncached rule gives it: its own digest, or its own refusal."""
+    variants = [_with(seed["run"], path, v) for v in (1, True, 1.0, None, "1 ns", value)]
+    for variant in variants:
+        with contextlib.suppress(ManifestError, CanonicalizationError):
+            manifest_digest(variant)
+    document = _with(seed["run"], path, value)
+    try:
+        expected: Any = _uncached(document)
+    except (ManifestError, CanonicalizationError) as exc:
+        expected = (type(exc), exc.message)
+    try:
+        got: Any = manifest_digest(document)
+    except (ManifestError, CanonicalizationError) as exc:
+        got = (type(exc), exc.message)
+    assert got == expected
