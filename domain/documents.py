@@ -177,10 +177,12 @@ def _strict_fast(data: bytes) -> JsonValue:
         return _NOT_DECIDED
     if data.count(b":") != compact.count(b":") or _long_integer(compact):
         return _NOT_DECIDED
-    try:
-        _check_depth(value)
-    except TooLargeError:
-        return _NOT_DECIDED  # refused in the strict reader's own words
+    # Fewer brackets than levels allowed: too few to nest too deep (most documents).
+    if data.count(b"{") + data.count(b"[") >= MAX_DEPTH:
+        try:
+            _check_depth(value)
+        except TooLargeError:
+            return _NOT_DECIDED  # refused in the strict reader's own words
     return value
 
 

@@ -11,6 +11,8 @@ _RFC3339 = re.compile(
     r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})$"
 )
 
+_FRACTION = re.compile(r"\.([0-9]+)")
+
 
 def parse_time(value: str, where: str = "timestamp") -> datetime:
     """Parse an RFC 3339 date-time with an explicit offset; naive times are refused."""
@@ -19,7 +21,7 @@ def parse_time(value: str, where: str = "timestamp") -> datetime:
             f"{where}: {value!r} is not an RFC 3339 date-time like 2026-08-22T11:05:31Z"
         )
     text = value.replace("Z", "+00:00")
-    fraction = re.search(r"\.([0-9]+)", text)
+    fraction = _FRACTION.search(text) if "." in text else None
     if fraction and len(fraction.group(1)) > 6:
         # Python keeps microseconds; finer digits are truncated, not rounded.
         text = text.replace(fraction.group(0), "." + fraction.group(1)[:6])

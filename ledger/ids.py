@@ -5,14 +5,19 @@ Pure (no eventsourcing import), so offline verifiers can map events to runs and 
 
 from __future__ import annotations
 
+from functools import lru_cache
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 LEDGER_NAMESPACE = uuid5(NAMESPACE_URL, "https://kernelindex.dev/ledger/v1")
 
 
+# Memoised: a write asks for its run's and signer's ids several times, and uuid5 (a SHA-1 and
+# a UUID object) costs more than the lookup.
+@lru_cache(maxsize=65_536)
 def run_id(run_digest: str) -> UUID:
     return uuid5(LEDGER_NAMESPACE, "run:" + run_digest)
 
 
+@lru_cache(maxsize=4096)
 def principal_id(key_id: str) -> UUID:
     return uuid5(LEDGER_NAMESPACE, "key:" + key_id)

@@ -18,7 +18,7 @@ about to record; re-verification at the stored position and time. Same inputs, s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from domain.errors import DigestMismatchError, ManifestError
 from domain.statements import (
@@ -55,6 +55,10 @@ SELF = "self"
 def quantize(moment: datetime) -> datetime:
     """The moment as the ledger records it (UTC, milliseconds). Admission judges the time it
     will store, so re-verification from the stored time reaches the same verdict."""
+    if moment.tzinfo is not None:
+        utc = moment.astimezone(UTC)
+        if utc.year >= 1000:  # four digits: the text reads back as exactly this
+            return utc.replace(microsecond=utc.microsecond // 1000 * 1000)
     return parse_time(format_time(moment))
 
 

@@ -1,0 +1,28 @@
+"""``quantize`` is the time the ledger records, read back: admission judges that time, so its
+fast form must equal formatting the moment and parsing the text, for every aware moment."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from domain.timestamps import format_time, parse_time
+from ledger.authority.signers import quantize
+
+zones = st.integers(-23 * 60, 23 * 60).map(lambda m: timezone(timedelta(minutes=m)))
+
+
+@given(st.datetimes(min_value=datetime(1000, 1, 2), timezones=zones | st.just(UTC)))
+def test_quantize_is_the_recorded_text_read_back(moment: datetime) -> None:
+    expected = parse_time(format_time(moment))
+    got = quantize(moment)
+    assert got == expected
+    assert got.tzinfo == expected.tzinfo == UTC
+
+
+def test_a_naive_moment_is_refused() -> None:
+    with pytest.raises(ValueError, match="naive"):
+        quantize(datetime(2026, 12, 3, 12, 0, 0))
