@@ -17,7 +17,15 @@ import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain.canonical import _FLOATS, _OTHER, _PLAIN, _plain, _shape, canonical_json
+from domain.canonical import (
+    _FLOATS,
+    _OTHER,
+    _PLAIN,
+    _plain,
+    _shape,
+    canonical_json,
+    es6_number,
+)
 from domain.errors import CanonicalizationError
 
 SAFE = 2**53 - 1
@@ -126,3 +134,14 @@ def test_a_lone_surrogate_is_refused_with_a_clear_error(value: Any) -> None:
 def test_unsafe_integers_are_still_refused(value: Any) -> None:
     with pytest.raises(CanonicalizationError, match="carry it as a string"):
         canonical_json(value)
+
+
+@settings(max_examples=3000)
+@given(
+    st.floats(allow_nan=False, allow_infinity=False)
+    | st.floats(1e-5, 1e17)
+    | st.floats(-1e17, -1e-5)
+    | st.sampled_from([1e-4, 1e16, 9999999999999998.0, 1e16 - 2, 0.0001, 0.00011, 100.0, -0.0])
+)
+def test_es6_number_writes_what_rfc8785_writes(number: float) -> None:
+    assert es6_number(number) == rfc8785.dumps(number)
