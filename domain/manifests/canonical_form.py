@@ -7,7 +7,7 @@ lists and so change what was signed.
 
 from __future__ import annotations
 
-import copy
+import contextlib
 import re
 from collections.abc import Callable, Mapping
 from decimal import Decimal, InvalidOperation
@@ -62,12 +62,24 @@ def _sorted_unique(values: list[Any], where: str) -> list[Any]:
     return sorted(set(values), key=_utf16_key)
 
 
+# Each rule rewrites the few fields it converts in ``spec``, a copy of the document's spec,
+# copying every container on the way to them first (the document itself is never changed;
+# the rest of the canonical form is shared with it, which is why it is read-only).
+
+
+def _copied(parent: dict[str, Any], field: str) -> dict[str, Any] | None:
+    """``parent[field]`` replaced by a shallow copy of itself, if it is an object."""
+    child = parent.get(field)
+    if not isinstance(child, dict):
+        return None
+    copy = parent[field] = dict(child)
+    return copy
+
+
 def _canonicalize_run(spec: dict[str, Any]) -> None:
-    timing = spec.get("timing")
-    if not isinstance(timing, dict):
-        return
-    latency = timing.get("latencyNs")
-    if not isinstance(latency, dict):
+    timing = _copied(spec, "timing")
+    latency = _copied(timing, "latencyNs") if timing is not None else None
+    if latency is None:
         return
     for stat in _LATENCY_STATISTICS:
         if stat in latency:
@@ -81,16 +93,16 @@ def _canonicalize_run(spec: dict[str, Any]) -> None:
 
 
 def _canonicalize_protocol(spec: dict[str, Any]) -> None:
-    measurement = spec.get("measurement")
-    if isinstance(measurement, dict) and "warmupDuration" in measurement:
+    measurement = _copied(spec, "measurement")
+    if measurement is not None and "warmupDuration" in measurement:
         measurement["warmupDuration"] = duration_to_ns(
             measurement["warmupDuration"], "spec.measurement.warmupDuration"
         )
 
 
 def _canonicalize_implementation(spec: dict[str, Any]) -> None:
-    support = spec.get("support")
-    if not isinstance(support, dict):
+    support = _copied(spec, "support")
+    if support is None:
         return
     for field in _SET_LIKE_SUPPORT_LISTS:
         if isinstance(support.get(field), list):
@@ -105,18 +117,20 @@ _KIND_RULES: Mapping[str, Callable[[dict[str, Any]], None]] = {
 
 
 def canonical_manifest(document: object) -> dict[str, Any]:
-    """Validate a parsed manifest and return its canonical form (a new dict).
+    """Validate a parsed manifest and return its canonical form, a new dict that shares what
+    the conversions leave unchanged with ``document`` (read both as read-only; a deep copy
+    was a fifth of a manifest's digest, issue 16).
 
     Steps 2–4 of DESIGN.md §4: strict schema validation, duration conversion, set-like
     lists sorted and de-duplicated. Absent fields stay absent.
     """
     validate_manifest(document)
     assert isinstance(document, dict)  # validate_manifest guarantees a mapping
-    result = copy.deepcopy(document)
+    result = dict(document)
     rule = _KIND_RULES.get(result["kind"])
     if rule is not None:
-        spec = result.get("spec")
-        if isinstance(spec, dict):
+        spec = _copied(result, "spec")
+        if spec is not None:
             try:
                 rule(spec)
             except CanonicalizationError as exc:
@@ -152,10 +166,9 @@ def manifest_digest(document: object) -> str:
     if found is None:
         found = _DIGESTS[key] = _digest(document)
         if len(_DIGESTS) > _DIGESTS_KEPT:
-            try:
-                _DIGESTS.pop(next(iter(_DIGESTS)), None)  # the oldest entry
-            except RuntimeError:  # another thread changed the memo meanwhile: next time
-                pass
+            # The oldest entry; if another thread changed the memo meanwhile, next time.
+            with contextlib.suppress(RuntimeError):
+                _DIGESTS.pop(next(iter(_DIGESTS)), None)
     return found
 
 

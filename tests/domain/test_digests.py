@@ -212,6 +212,21 @@ def test_fractional_latency_statistic_is_rejected_with_its_path(
     assert f"BenchmarkRun: spec.timing.latencyNs.{stat}" in str(info.value)
 
 
+def test_no_conversion_changes_the_document_it_converts(seed: dict[str, Any]) -> None:
+    """The canonical form shares what it leaves unchanged with the input; what it converts
+    (durations, set-like lists) it converts in copies."""
+    documents = [
+        _with(seed["run"], "spec.timing.latencyNs", {"mean": "1 ms", "confidence95": ["1 us"]}),
+        _with(seed["protocol"], "spec.measurement.warmupDuration", "250 ms"),
+        _with(IMPLEMENTATION, "spec.support.dtypes", ["fp8", "fp32", "fp8"]),
+    ]
+    for document in documents:
+        before = copy.deepcopy(document)
+        canonical_manifest(document)
+        manifest_digest(document)
+        assert document == before
+
+
 def test_seed_run_written_with_milliseconds_has_the_pinned_digest(seed: dict[str, Any]) -> None:
     assert seed["run"]["spec"]["timing"]["latencyNs"]["mean"] == 1750693
     for text in ("1.750693 ms", "1.750693ms", "1750.693 us", "1750.693 \u00b5s", "0.001750693 s"):
