@@ -6,7 +6,6 @@ carries a snapshot of the state its lines are checked against (:class:`EventCont
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +23,7 @@ from ledger.verify.events import (
     seen_of,
     with_inclusion,
 )
+from ledger.verify.format import read_line
 
 __all__ = ["Batch", "BatchResult", "verify_batch", "verify_into"]
 
@@ -66,7 +66,8 @@ def verify_batch(batch: Batch) -> BatchResult:
     out = BatchResult(Report(subject="batch"), [])
     lookup = batch.context.keys.get
     for number, line in batch.lines:
-        record = json.loads(line) if isinstance(line, str) else line
+        # The verifying process read this line already (same reader): it reads again here.
+        record = read_line(line) if isinstance(line, str) else line
         event = parse_event(f"line {number}", record, out.report)
         if event is not None:
             # Only key events teach keys, and they never come here: a non-Principal event

@@ -43,7 +43,6 @@ module holds the state between lines and the verdict's assembly.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
@@ -57,6 +56,7 @@ from ledger.verification_report import MAX_FINDINGS, Check, Report
 from ledger.verify.batches import BatchResult, verify_into
 from ledger.verify.completeness import Completeness
 from ledger.verify.events import EventContext, is_key_event, parse_event
+from ledger.verify.format import UnreadableLineError, read_line
 from ledger.verify.held import check_held_checkpoints
 from ledger.verify.lines import (
     LINE_ORDER,
@@ -162,8 +162,8 @@ class BundleVerifier:
             self.report.fail(Check.FORMAT, where, "content after the footer")
             return
         try:
-            record = json.loads(line)
-        except (ValueError, RecursionError):  # RecursionError: nested too deeply to read
+            record = read_line(line)
+        except UnreadableLineError:
             self.report.fail(Check.FORMAT, where, "not a JSON object")
             return
         kind = record.get("type") if isinstance(record, dict) else None

@@ -39,10 +39,26 @@ Seen = tuple[int, int, str, int, str | None]
 
 
 def decode_proof(value: object) -> list[bytes]:
-    """The hashes of a proof as a bundle spells them: a list of canonical base64 strings."""
+    """The hashes of a proof as a bundle spells them: a list of canonical base64 strings.
+
+    Neighbouring leaves' proofs share most of their hashes, so each spelling is decoded once
+    per process (a memo of this pure function, cleared when it holds too many)."""
     if not isinstance(value, list):
         raise ValueError("proof must be a list")
-    return [canonical_b64decode(h, "proof hash") for h in value]
+    hashes = []
+    for text in value:
+        found = _DECODED.get(text) if type(text) is str else None
+        if found is None:
+            found = canonical_b64decode(text, "proof hash")
+            if len(_DECODED) >= _DECODED_KEPT:
+                _DECODED.clear()
+            _DECODED[text] = found
+        hashes.append(found)
+    return hashes
+
+
+_DECODED: dict[str, bytes] = {}
+_DECODED_KEPT = 1 << 16
 
 
 @dataclass(frozen=True)

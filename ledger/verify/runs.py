@@ -86,6 +86,10 @@ class RunTracker:
     def __init__(self) -> None:
         self.claims: dict[str, dict[str, Any]] = {}
         self.runs: dict[str, RunFold] = {}
+        # Each group's members and rankings, made once for all its claims (once per claim,
+        # checking a whole group's claims cost its size squared); forgotten on every fold.
+        self._members: dict[str | None, list[str]] | None = None
+        self._rankings: dict[tuple[str, View], dict[str, RankedEntry]] = {}
 
     def expect(self, claim: Mapping[str, Any]) -> None:
         """Remember a claim to check once the events are folded; raise ClaimFormatError if
@@ -99,6 +103,7 @@ class RunTracker:
     def observe(
         self, event: str, position: int, signer: str, run_digest: str, predicate: Mapping[str, Any]
     ) -> None:
+        self._members, self._rankings = None, {}
         if event == EventName.RUN_INGESTED:
             if run_digest in self.runs:
                 raise DomainError(f"run {run_digest} is ingested twice in the bundle")
@@ -109,14 +114,22 @@ class RunTracker:
     # ------------------------------------------------------------------ recomputing
 
     def members(self, key: str) -> list[str]:
-        return sorted(d for d, f in self.runs.items() if f.profile.comparison_key == key)
+        if self._members is None:
+            groups: dict[str | None, list[str]] = {}
+            for digest in sorted(self.runs):
+                groups.setdefault(self.runs[digest].profile.comparison_key, []).append(digest)
+            self._members = groups
+        return list(self._members.get(key, []))
 
     def standing(self, run: str, view: View) -> RankedEntry | None:
         key = self.runs[run].profile.comparison_key
         if key is None:  # no comparison group: ranked nowhere, as the projections have it
             return None
-        group = [self.runs[d].rank_entry() for d in self.members(key)]
-        return next((r for r in rank_group(group, view) if r.run == run), None)
+        ranking = self._rankings.get((key, view))
+        if ranking is None:
+            group = [self.runs[d].rank_entry() for d in self.members(key)]
+            ranking = self._rankings[(key, view)] = {r.run: r for r in rank_group(group, view)}
+        return ranking.get(run)
 
     def _group_proven(self, key: str, heads: Heads | None) -> bool:
         """Every member is in the bundle: a whole-log bundle holds every run; a scoped one
