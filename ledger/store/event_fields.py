@@ -1,0 +1,129 @@
+"""What a fold reads of a stored run event, decoded without building the typed event.
+
+The ledger's eventsourcing mapper (``Mapper.to_domain_event``) reads a stored event's whole
+state with the standard library's JSON reader and builds the typed event; the statement
+inside then needs the envelope's payload base64-decoded and read again. A projection rebuild
+does that for every event, and it is most of an event's cost. :class:`EventFieldReader`
+reads only what a fold uses: the envelope's payload (base64-decoded by msgspec), the time
+the ledger received the envelope, the signer it accepted, and a supersession's
+``superseded_by``.
+
+It answers only when its answer is the mapper's, and says ``None`` otherwise, for the caller
+to decode that row with the mapper: a topic that does not resolve to one of the classes it
+was given (the key book's events, a class whose stored form is upcast), a mapper that is not
+eventsourcing's own with its JSON transcoder and no cipher or compressor, a state that is
+not UTF-8 (the mapper decodes it strictly), a state msgspec refuses (a payload that is not
+standard padded base64, NaN, a lone surrogate…) or whose fields are not the plain strings
+run events store. The property is tested against the mapper itself
+(``tests/ledger/test_event_fields.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any, NamedTuple
+
+import msgspec
+from eventsourcing.persistence import JSONTranscoder, Mapper
+from eventsourcing.utils import resolve_topic
+
+__all__ = ["EventFieldReader", "EventFields", "statement_of_payload"]
+
+
+class _Envelope(msgspec.Struct):
+    payload: bytes  # msgspec decodes standard padded base64, refusing anything else
+
+
+class _Signed(msgspec.Struct):
+    """The stored fields of every signed run event a fold reads (others are skipped)."""
+
+    envelope: _Envelope
+    received_at: str
+    signer: str
+
+
+class _Superseded(msgspec.Struct):
+    envelope: _Envelope
+    received_at: str
+    signer: str
+    superseded_by: str | None  # required: ``Run.Superseded`` always stores it
+
+
+_SIGNED = msgspec.json.Decoder(_Signed)
+_SUPERSEDED = msgspec.json.Decoder(_Superseded)
+
+
+class EventFields(NamedTuple):
+    """A stored run event as a fold reads it."""
+
+    event_class: type[Any]
+    payload: bytes  # the envelope's payload: the signed statement's JSON bytes
+    received_at: str
+    signer: str
+    superseded_by: str | None
+
+
+def statement_of_payload(payload: bytes) -> dict[str, Any]:
+    """The statement a stored envelope's payload holds, read as
+    ``ledger.signing.dsse.stored_statement`` reads it once the base64 is undone."""
+    statement: dict[str, Any] = msgspec.json.decode(payload)
+    return statement
+
+
+class EventFieldReader:
+    """Reads the fold's fields of stored events of ``classes`` (see the module docstring).
+
+    ``superseding`` is the class whose events also store ``superseded_by``."""
+
+    def __init__(
+        self, mapper: Mapper[Any], classes: Collection[type[Any]], superseding: type[Any]
+    ) -> None:
+        self._classes = frozenset(classes)
+        self._superseding = superseding
+        self._by_topic: dict[str, type[Any] | None] = {}
+        self.enabled = (
+            type(mapper) is Mapper
+            and type(mapper.transcoder) is JSONTranscoder
+            and mapper.cipher is None
+            and mapper.compressor is None
+        )
+
+    def read(self, topic: str, state: bytes) -> EventFields | None:
+        """The fields of the stored event, or None: decode it with the mapper instead."""
+        if not self.enabled:
+            return None
+        try:
+            cls = self._by_topic[topic]
+        except KeyError:
+            cls = self._by_topic[topic] = self._class_of(topic)
+        if cls is None:
+            return None
+        if not state.isascii():
+            try:
+                state.decode("utf-8")  # what the mapper's transcoder refuses, refused here too
+            except UnicodeDecodeError:
+                return None
+        try:
+            if cls is self._superseding:
+                superseded = _SUPERSEDED.decode(state)
+                return EventFields(
+                    cls,
+                    superseded.envelope.payload,
+                    superseded.received_at,
+                    superseded.signer,
+                    superseded.superseded_by,
+                )
+            signed = _SIGNED.decode(state)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return None
+        return EventFields(cls, signed.envelope.payload, signed.received_at, signed.signer, None)
+
+    def _class_of(self, topic: str) -> type[Any] | None:
+        try:
+            cls = resolve_topic(topic)  # the mapper's own resolution (renamed topics included)
+        except Exception:
+            return None
+        if cls not in self._classes or getattr(cls, "class_version", 1) != 1:
+            return None  # not a run event, or one the mapper would upcast
+        found: type[Any] = cls
+        return found
