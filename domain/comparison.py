@@ -38,7 +38,7 @@ import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 from domain.canonical import digest_of, is_digest
 from domain.errors import DigestMismatchError, DomainError, ManifestError
@@ -123,18 +123,48 @@ class ComparisonComponents:
 
 
 # --- reading fields -------------------------------------------------------------------------------
+#
+# Hot: a projection rebuild derives a comparison key for every run. ``isinstance(x, dict)``
+# answers for the dicts JSON decodes to before the (slower) ``Mapping`` check, and a string
+# seen to be a digest is remembered as one; the answers are those of the plain checks.
+
+
+# ``isinstance(x, MAPPINGS)``: ``isinstance(x, Mapping)``, answered for a dict without the ABC.
+MAPPINGS = (dict, Mapping)
+
+
+def _is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
+    return isinstance(value, MAPPINGS)
+
+
+# Strings (exactly ``str``) already seen to match the digest pattern: a bounded set, cleared
+# when full, so a group's shared digests are matched once rather than once per run.
+_DIGESTS_SEEN: set[str] = set()
+_DIGESTS_SEEN_MAX = 1 << 16
+
+
+def _is_digest(value: object) -> bool:
+    if type(value) is str and value in _DIGESTS_SEEN:
+        return True
+    if not is_digest(value):
+        return False
+    if type(value) is str:
+        if len(_DIGESTS_SEEN) >= _DIGESTS_SEEN_MAX:
+            _DIGESTS_SEEN.clear()
+        _DIGESTS_SEEN.add(value)
+    return True
 
 
 def _spec(document: Mapping[str, Any], what: str) -> Mapping[str, Any]:
     spec = document.get("spec")
-    if not isinstance(spec, Mapping):
+    if not _is_mapping(spec):
         raise ManifestError(f"{what}: has no spec object")
     return spec
 
 
 def _digest_field(spec: Mapping[str, Any], field: str, what: str) -> str:
     value = spec.get(field)
-    if not is_digest(value):
+    if not _is_digest(value):
         raise ManifestError(f"{what}: spec.{field} must be a sha256:<64 hex> digest")
     assert isinstance(value, str)
     return value
@@ -177,10 +207,30 @@ def environment_key(run: Mapping[str, Any]) -> str:
     return _digest_field(_run_spec(run), "environmentDigest", "BenchmarkRun")
 
 
+# ``json.dumps(block, sort_keys=True, ensure_ascii=False)``, without making an encoder per call.
+_BLOCK_TEXT = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
+
+
+# Correctness blocks made only of string fields (every block in the catalog), by their items
+# in order: a key that equal blocks of that shape share and no other block has.
+_FLAT_BLOCKS: dict[tuple[tuple[str, str], ...], str] = {}
+_FLAT_BLOCKS_MAX = 4096
+
+
 def correctness_key_of(block: Mapping[str, Any]) -> str:
     """``sha256(JCS({"correctness": block}))`` for a correctness block."""
-    # Few distinct blocks exist (three in the whole catalog): memoise on their JSON text.
-    return _correctness_digest(json.dumps(block, sort_keys=True, ensure_ascii=False))
+    # Few distinct blocks exist (three in the whole catalog): memoise on their JSON text, and
+    # a dict of strings on its items (no JSON text to write: its digest is the text's).
+    if type(block) is dict:
+        items = tuple(block.items())
+        if all(type(k) is str and type(v) is str for k, v in items):
+            found = _FLAT_BLOCKS.get(items)
+            if found is None:
+                if len(_FLAT_BLOCKS) >= _FLAT_BLOCKS_MAX:
+                    _FLAT_BLOCKS.clear()
+                found = _FLAT_BLOCKS[items] = _correctness_digest(_BLOCK_TEXT(block))
+            return found
+    return _correctness_digest(_BLOCK_TEXT(block))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -212,20 +262,33 @@ def _key_digest(
     )
 
 
+def _correctness_of_spec(spec: Mapping[str, Any]) -> str:
+    block = spec.get("correctness")
+    if not _is_mapping(block):
+        raise ManifestError("workload: spec.correctness must be an object")
+    return correctness_key_of(block)
+
+
 def correctness_key(workload: Mapping[str, Any]) -> str:
     """``correctness`` (the catalog's ``correctnessKey``) of a workload manifest.
 
     The schema requires ``spec.correctness``; it is refused when absent rather than guessed.
     """
-    block = _workload_spec(workload).get("correctness")
-    if not isinstance(block, Mapping):
-        raise ManifestError("workload: spec.correctness must be an object")
-    return correctness_key_of(block)
+    return _correctness_of_spec(_workload_spec(workload))
+
+
+def workload_components(workload: Mapping[str, Any]) -> tuple[str, str]:
+    """``(operation, correctness)``: the two components a workload manifest gives every run
+    on it (:func:`operation_digest`, then :func:`correctness_key`, each failing as they do)."""
+    spec = _workload_spec(workload)
+    return _digest_field(spec, "operationSpecDigest", "workload"), _correctness_of_spec(spec)
 
 
 def _latency_value(value: object, where: str) -> int | float | None:
     if value is None:
         return None
+    if type(value) is int:
+        return value  # what duration_to_ns returns for an int, checked as below
     converted = duration_to_ns(value, where)  # "1.2 ms" → 1200000; integers pass through
     if isinstance(converted, bool) or not isinstance(converted, int | float):
         raise ManifestError(f"{where}: must be a number of ns or a duration, got {value!r}")
@@ -240,12 +303,15 @@ def primary_measurement(run: Mapping[str, Any]) -> PrimaryMeasurement:
     in the catalog every run without a measurement is a failed one and vice versa, so the
     export cannot tell the two readings apart; we follow the data.
     """
-    spec = _run_spec(run)
+    return _primary_of_spec(_run_spec(run))
+
+
+def _primary_of_spec(spec: Mapping[str, Any]) -> PrimaryMeasurement:
     timing = spec.get("timing")
-    if isinstance(timing, Mapping):
+    if _is_mapping(timing):
         statistic = timing.get("primaryStatistic")
         latency = timing.get("latencyNs")
-        if not isinstance(statistic, str) or not isinstance(latency, Mapping):
+        if not isinstance(statistic, str) or not _is_mapping(latency):
             raise ManifestError(
                 "BenchmarkRun: spec.timing needs primaryStatistic and a latencyNs object"
             )
@@ -254,7 +320,7 @@ def primary_measurement(run: Mapping[str, Any]) -> PrimaryMeasurement:
     measurements = spec.get("measurements")
     if isinstance(measurements, list) and measurements:
         first = measurements[0]
-        if not isinstance(first, Mapping):
+        if not _is_mapping(first):
             raise ManifestError("BenchmarkRun: spec.measurements[0] must be an object")
         metric, statistic, unit, value = (
             first.get("metric"),
@@ -299,11 +365,45 @@ def comparison_components(
     the run cannot be grouped. When a workload is given they are not allowed: the workload is
     the only source of truth for them.
     """
+    values = _component_values(run, workload, operation, correctness, trusted, None)
+    return ComparisonComponents(*values)
+
+
+def comparison_key(
+    run: Mapping[str, Any],
+    workload: Mapping[str, Any] | None,
+    *,
+    operation: str | None = None,
+    correctness: Mapping[str, Any] | None = None,
+    trusted: bool = False,
+    primary: PrimaryMeasurement | None = None,
+) -> str:
+    """``sha256:<hex>`` comparison key of ``run`` (see :func:`comparison_components`).
+
+    ``primary``: the run's :func:`primary_measurement`, when the caller has it already (it
+    is then not read again); it must be exactly what that function returns for ``run``."""
+    values = _component_values(run, workload, operation, correctness, trusted, primary)
+    return _key_digest(COMPARISON_KEY_VERSION, *values)
+
+
+def _component_values(
+    run: Mapping[str, Any],
+    workload: Mapping[str, Any] | None,
+    operation: str | None,
+    correctness: Mapping[str, Any] | None,
+    trusted: bool,
+    primary: PrimaryMeasurement | None,
+) -> tuple[str, str, str, str, str, str]:
+    """(operation, workload, protocol, environment, correctness, metric), each checked in
+    that order of failure: the run's workload digest first, then the workload's components,
+    then the run's protocol, environment and metric."""
     if not trusted:
         run = canonical_manifest(run)
         if workload is not None:
             workload = canonical_manifest(workload)
-    stated_workload = workload_digest(run)
+        primary = None  # of the canonical run, read below
+    run_spec = _run_spec(run)
+    stated_workload = _digest_field(run_spec, "workloadDigest", "BenchmarkRun")
     if workload is not None:
         if operation is not None or correctness is not None:
             raise ComparisonKeyError(
@@ -316,8 +416,7 @@ def comparison_components(
                     f"the workload manifest digests to {actual}, but the run names "
                     f"{stated_workload}"
                 )
-        operation = operation_digest(workload)
-        correctness_digest = correctness_key(workload)
+        operation, correctness_digest = workload_components(workload)
     else:
         if operation is None or correctness is None:
             raise ComparisonKeyError(
@@ -327,25 +426,7 @@ def comparison_components(
         if not is_digest(operation):
             raise ComparisonKeyError(f"operation {operation!r} is not a sha256:<64 hex> digest")
         correctness_digest = correctness_key_of(correctness)
-    return ComparisonComponents(
-        operation=operation,
-        workload=stated_workload,
-        protocol=protocol_key(run),
-        environment=environment_key(run),
-        correctness=correctness_digest,
-        metric=metric_key(run),
-    )
-
-
-def comparison_key(
-    run: Mapping[str, Any],
-    workload: Mapping[str, Any] | None,
-    *,
-    operation: str | None = None,
-    correctness: Mapping[str, Any] | None = None,
-    trusted: bool = False,
-) -> str:
-    """``sha256:<hex>`` comparison key of ``run`` (see :func:`comparison_components`)."""
-    return comparison_components(
-        run, workload, operation=operation, correctness=correctness, trusted=trusted
-    ).key
+    protocol = _digest_field(run_spec, "protocolDigest", "BenchmarkRun")
+    environment = _digest_field(run_spec, "environmentDigest", "BenchmarkRun")
+    metric = (primary if primary is not None else _primary_of_spec(run_spec)).key
+    return operation, stated_workload, protocol, environment, correctness_digest, metric

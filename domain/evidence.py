@@ -67,7 +67,7 @@ from enum import IntEnum
 from fractions import Fraction
 from typing import Any
 
-from domain.comparison import primary_measurement
+from domain.comparison import MAPPINGS, PrimaryMeasurement, primary_measurement
 from domain.errors import DomainError
 
 POLICY_VERSION = "evidence-v1"
@@ -431,20 +431,24 @@ def ingestion_facts_from_manifests(
     *,
     has_pinned_source: bool,
     tolerance: float = DEFAULT_TOLERANCE,
+    primary: PrimaryMeasurement | None = None,
 ) -> IngestionFacts:
     """Build :class:`IngestionFacts` from a run and its environment manifest (a convenience).
 
     Raw evidence: the run's ``spec.evidence`` names logs or raw samples. The claim is the
     primary measurement when it is a latency in ns (see :mod:`domain.comparison`).
     ``has_pinned_source`` is the ingestion's business (an implementation artifact digest).
+    ``primary``: the run's :func:`~domain.comparison.primary_measurement`, when the caller has
+    read it already (it must be exactly that).
     """
     spec = run.get("spec", {})
-    evidence = spec.get("evidence") if isinstance(spec, Mapping) else None
-    has_raw = isinstance(evidence, Mapping) and any(
+    evidence = spec.get("evidence") if isinstance(spec, MAPPINGS) else None
+    has_raw = isinstance(evidence, MAPPINGS) and any(
         key in evidence for key in ("logs", "rawSamples")
     )
     hardware = environment.get("spec", {}).get("hardware", {})
-    primary = primary_measurement(run)
+    if primary is None:
+        primary = primary_measurement(run)
     claimed = (
         primary.value
         if primary.is_latency and primary.value is not None and primary.value > 0

@@ -8,10 +8,16 @@ recomputed from events with exactly the code that made it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-from domain.comparison import ComparisonKeyError, comparison_key, primary_measurement
+from domain.comparison import (
+    MAPPINGS,
+    ComparisonKeyError,
+    PrimaryMeasurement,
+    comparison_key,
+    primary_measurement,
+)
 from domain.errors import DomainError
 from domain.event_names import EventName
 from domain.evidence import (
@@ -55,70 +61,109 @@ class RunProfile:
     author: str | None = None
 
 
-def comparison_key_of(manifests: Mapping[str, Any]) -> str | None:
+_PROFILE_FIELDS = frozenset(f.name for f in fields(RunProfile))
+
+
+def _made_profile(values: dict[str, Any]) -> RunProfile:
+    """``RunProfile(**values)`` given every field: the same instance (the same ``__dict__``)
+    without the frozen ``__init__``'s ``object.__setattr__`` per field, a third of a
+    profile's cost (a rebuild makes one per ingestion)."""
+    if values.keys() != _PROFILE_FIELDS:
+        raise TypeError(f"a RunProfile has the fields {sorted(_PROFILE_FIELDS)}")
+    profile = object.__new__(RunProfile)
+    profile.__dict__.update(values)
+    return profile
+
+
+def comparison_key_of(
+    manifests: Mapping[str, Any], *, primary: PrimaryMeasurement | None = None
+) -> str | None:
     """A run's comparison key from its (admitted) ingestion manifests, or None when the
     workload manifest was not supplied: the one definition the ledger's group index, the
-    projections and the offline verifier share."""
+    projections and the offline verifier share. ``primary``: the run's primary measurement,
+    when the caller has read it already."""
     workload = manifests.get("workload")
-    if not isinstance(workload, Mapping):
+    if not isinstance(workload, MAPPINGS):
         return None
     try:
         # The ledger validated every manifest at admission.
-        return comparison_key(manifests["run"], workload, trusted=True)
+        return comparison_key(manifests["run"], workload, trusted=True, primary=primary)
     except (ComparisonKeyError, DomainError):
         return None
 
 
 def ingestion_profile(run_digest: str, predicate: Mapping[str, Any]) -> RunProfile:
+    return _profile(run_digest, predicate)[0]
+
+
+def _profile(
+    run_digest: str, predicate: Mapping[str, Any]
+) -> tuple[RunProfile, PrimaryMeasurement]:
+    """The profile, and the primary measurement it was read with (the evidence facts read
+    the same one)."""
     manifests = predicate["manifests"]
     run = manifests["run"]
     spec = run.get("spec", {})
     native = spec.get("sourceNative") or {}
     hardware = (manifests.get("environment") or {}).get("spec", {}).get("hardware", {})
     primary = primary_measurement(run)
-    return RunProfile(
-        run_digest=run_digest,
-        name=str(run.get("metadata", {}).get("name")),
-        title=run.get("metadata", {}).get("title"),
-        source=str(predicate.get("source")),
-        external_id=predicate.get("externalId"),
-        benchmark=native.get("benchmark"),
-        status=str(spec.get("status")),
-        comparison_key=comparison_key_of(manifests),
-        metric=primary.metric,
-        statistic=primary.statistic,
-        unit=primary.unit,
-        claimed=float(primary.value) if primary.value is not None else None,
-        product=hardware.get("product"),
-        architecture=hardware.get("architecture"),
-        observed_at=spec.get("observedAt"),
-        protocol_digest=spec.get("protocolDigest"),
-        environment_digest=spec.get("environmentDigest"),
-        workload_digest=spec.get("workloadDigest"),
-        author=_author(manifests.get("implementation")),
+    metadata = run.get("metadata", {})
+    profile = _made_profile(
+        {
+            "run_digest": run_digest,
+            "name": str(metadata.get("name")),
+            "title": metadata.get("title"),
+            "source": str(predicate.get("source")),
+            "external_id": predicate.get("externalId"),
+            "benchmark": native.get("benchmark"),
+            "status": str(spec.get("status")),
+            "comparison_key": comparison_key_of(manifests, primary=primary),
+            "metric": primary.metric,
+            "statistic": primary.statistic,
+            "unit": primary.unit,
+            "claimed": float(primary.value) if primary.value is not None else None,
+            "product": hardware.get("product"),
+            "architecture": hardware.get("architecture"),
+            "observed_at": spec.get("observedAt"),
+            "protocol_digest": spec.get("protocolDigest"),
+            "environment_digest": spec.get("environmentDigest"),
+            "workload_digest": spec.get("workloadDigest"),
+            "author": _author(manifests.get("implementation")),
+        }
     )
+    return profile, primary
 
 
 def _author(implementation: Any) -> str | None:
     """The implementation's authors as its manifest names them (``metadata.authors``)."""
-    if not isinstance(implementation, Mapping):
+    if not isinstance(implementation, MAPPINGS):
         return None
     authors = (implementation.get("metadata") or {}).get("authors")
     if not isinstance(authors, list):
         return None
-    names = [str(a.get("name")) for a in authors if isinstance(a, Mapping) and a.get("name")]
+    names = [str(a.get("name")) for a in authors if isinstance(a, MAPPINGS) and a.get("name")]
     return ", ".join(names) or None
 
 
 def ingestion_facts(position: int, predicate: Mapping[str, Any]) -> IngestionFacts:
+    return _ingestion_facts(position, predicate, None)
+
+
+def _ingestion_facts(
+    position: int, predicate: Mapping[str, Any], primary: PrimaryMeasurement | None
+) -> IngestionFacts:
     manifests = predicate["manifests"]
     implementation = manifests.get("implementation")
     # "Pinned source": the implementation's source artifact is named by digest.
-    pinned = isinstance(implementation, Mapping) and bool(
+    pinned = isinstance(implementation, MAPPINGS) and bool(
         (implementation.get("spec", {}).get("source") or {}).get("contentDigest")
     )
     return ingestion_facts_from_manifests(
-        position, manifests["run"], manifests.get("environment") or {}, has_pinned_source=pinned
+        position,
+        manifests["run"],
+        manifests.get("environment") or {},
+        has_pinned_source=pinned,
+        primary=primary,
     )
 
 
@@ -186,9 +231,10 @@ class RunFold:
 
     @classmethod
     def ingested(cls, position: int, run_digest: str, predicate: Mapping[str, Any]) -> RunFold:
+        profile, primary = _profile(run_digest, predicate)
         return cls(
-            profile=ingestion_profile(run_digest, predicate),
-            state=EvidenceState.start(ingestion_facts(position, predicate)),
+            profile=profile,
+            state=EvidenceState.start(_ingestion_facts(position, predicate, primary)),
             ingestion=predicate,
         )
 
