@@ -240,7 +240,13 @@ class Ledger(Application[UUID]):
                 and groups[event.run_digest][1] == r.notification.originator_version
             ]
             record_members(session, joined)
-            sequenced = self.tlog.sequence(session)
+            sequenced = self.tlog.sequence(
+                session,
+                [
+                    (n.id, n.originator_id, n.originator_version, n.topic, n.state)
+                    for n in (r.notification for r in recordings)
+                ],
+            )
             proofs = self.tlog.inclusions(
                 session, [r.notification.id for r in recordings], sequenced.compact.size, sequenced
             )

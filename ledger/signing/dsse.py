@@ -90,7 +90,9 @@ class Envelope:
     def signed_digest(self) -> str:
         """What was signed, by whom: sha256 over the PAE bytes and the named key id. The
         ledger recognises a resubmission by this, never by the envelope's bytes."""
-        return signed_digest(self.payload_type, self.payload, self.keyid)
+        found = signed_digest(self.payload_type, self.payload, self.keyid)
+        _remember_signed_digest(self.raw, found)
+        return found
 
     def statement_json(self) -> Any:
         """The signed statement, read as strictly as any document: a payload two JSON readers
@@ -153,12 +155,40 @@ def signed_digest(payload_type: str, payload: bytes, keyid: str) -> str:
 
 
 def stored_signed_digest(raw: Mapping[str, Any]) -> str:
-    """:func:`signed_digest` of an envelope the ledger stored (it parsed it at admission)."""
-    return signed_digest(
+    """:func:`signed_digest` of an envelope the ledger stored (it parsed it at admission).
+
+    Memoised on the envelope's payload type, payload text and key id (what it is a pure
+    function of): the aggregate an admitted envelope creates asks for it again right away,
+    and each replay of a run asks for every envelope of it."""
+    key = _signed_digest_key(raw)
+    found = _SIGNED_DIGESTS.get(key)
+    if found is None:
+        found = signed_digest(key[0], base64.b64decode(key[1]), key[2])
+        _remember_signed_digest(raw, found, key)
+    return found
+
+
+def _signed_digest_key(raw: Mapping[str, Any]) -> tuple[str, str, str]:
+    return (
         str(raw["payloadType"]),
-        base64.b64decode(raw["payload"]),
+        str(raw["payload"]),
         str(raw["signatures"][0]["keyid"]),
     )
+
+
+_SIGNED_DIGESTS: dict[tuple[str, str, str], str] = {}
+_SIGNED_DIGESTS_KEPT = 1 << 14
+
+
+def _remember_signed_digest(
+    raw: Mapping[str, Any], digest: str, key: tuple[str, str, str] | None = None
+) -> None:
+    """Remember ``digest`` as the signed digest of ``raw`` (only ever the value
+    :func:`signed_digest` computes from it: a parsed envelope's payload is the strict
+    decoding of the text the key holds, which the lenient one reads alike)."""
+    if len(_SIGNED_DIGESTS) >= _SIGNED_DIGESTS_KEPT:
+        _SIGNED_DIGESTS.clear()
+    _SIGNED_DIGESTS[key if key is not None else _signed_digest_key(raw)] = digest
 
 
 def named_keyid(raw: object) -> str | None:

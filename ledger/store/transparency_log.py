@@ -116,6 +116,8 @@ class SignedCheckpoint:
 
 
 NodeKey = tuple[int, int]  # (level, index)
+# An event row as stored: position, originator id, version, topic, state bytes.
+StoredRow = tuple[int, Any, int, str, bytes] | Sequence[Any]
 
 
 @dataclass(frozen=True)
@@ -223,14 +225,25 @@ class TransparencyLog:
         return _with_prefetch(session, lambda get: CompactRange.from_nodes(size, get))
 
     @timed(Stage.SEQUENCE)
-    def sequence(self, session: StoreSession) -> Sequenced:
-        """Give every not-yet-sequenced event a leaf, in position order (caller commits)."""
+    def sequence(
+        self, session: StoreSession, written: Sequence[StoredRow] | None = None
+    ) -> Sequenced:
+        """Give every not-yet-sequenced event a leaf, in position order (caller commits).
+
+        ``written``: the rows this transaction has just stored, as stored (position order).
+        When they are exactly the events after the last leaf (an id-only query says so),
+        their leaves are made from these bytes instead of reading the rows back; otherwise
+        (events another writer stored unsequenced, a crash's leftovers) everything pending
+        is read from the table."""
         self.lock(session)
         size, last_position = self._last_leaf(session)
         compact = self._compact_range(session, size)
         held = {(n.level, n.index): n.hash for n in compact.nodes()}
         leaf_of: dict[int, int] = {}
         added = 0
+        if written and self._only_pending(session, last_position, written):
+            self._add_leaves(session, written, compact, held, leaf_of)
+            return Sequenced(compact, len(written), held, leaf_of)
         while True:
             rows = session.execute(
                 select(
@@ -246,27 +259,52 @@ class TransparencyLog:
             ).all()
             if not rows:
                 break
-            leaf_rows: list[dict[str, Any]] = []
-            node_rows: list[dict[str, Any]] = []
-            for position, aggregate, version, topic, state in rows:
-                entry = LogEntry.from_stored(
-                    int(position), str(aggregate), int(version), str(topic), bytes(state)
-                )
-                digest = entry.leaf_hash()
-                leaf_rows.append(
-                    {"leaf_index": compact.size, "position": int(position), "leaf_hash": digest}
-                )
-                leaf_of[int(position)] = compact.size
-                for n in compact.append(digest):
-                    node_rows.append({"level": n.level, "idx": n.index, "hash": n.hash})
-                    held[(n.level, n.index)] = n.hash
-            session.execute(leaves.insert(), leaf_rows)
-            session.execute(nodes.insert(), node_rows)
+            self._add_leaves(session, rows, compact, held, leaf_of)
             added += len(rows)
             last_position = int(rows[-1][0])
             if len(rows) < _SEQUENCE_BATCH:
                 break  # a short batch was the last: no query to learn that nothing follows
         return Sequenced(compact, added, held, leaf_of)
+
+    def _only_pending(
+        self, session: StoreSession, last_position: int, written: Sequence[StoredRow]
+    ) -> bool:
+        """Whether the events after the last leaf are exactly ``written`` (by position)."""
+        pending = session.execute(
+            select(self._events.id)
+            .where(self._events.id > last_position)
+            .order_by(self._events.id)
+            .limit(len(written) + 1)
+        ).scalars()
+        return [int(p) for p in pending] == [int(row[0]) for row in written]
+
+    @staticmethod
+    def _add_leaves(
+        session: StoreSession,
+        rows: Sequence[StoredRow],
+        compact: CompactRange,
+        held: dict[NodeKey, bytes],
+        leaf_of: dict[int, int],
+    ) -> None:
+        """Append the leaves of ``rows`` (in position order) and store them and the nodes
+        they complete."""
+        leaf_rows: list[dict[str, Any]] = []
+        node_rows: list[dict[str, Any]] = []
+        for position, aggregate, version, topic, state in rows:
+            entry = LogEntry.from_stored(
+                int(position), str(aggregate), int(version), str(topic), bytes(state)
+            )
+            digest = entry.leaf_hash()
+            leaf_rows.append(
+                {"leaf_index": compact.size, "position": int(position), "leaf_hash": digest}
+            )
+            leaf_of[int(position)] = compact.size
+            for n in compact.append(digest):
+                node_rows.append({"level": n.level, "idx": n.index, "hash": n.hash})
+                held[(n.level, n.index)] = n.hash
+        session.execute(leaves.insert(), leaf_rows)
+        if node_rows:
+            session.execute(nodes.insert(), node_rows)
 
     def committed(self, result: Sequenced) -> None:
         """Keep the compact range for the next append (only once its transaction committed)."""

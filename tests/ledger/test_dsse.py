@@ -360,3 +360,27 @@ def test_an_envelope_carrying_a_statement_over_one_mebibyte_is_read(key: Signing
     }
     with pytest.raises(EnvelopeError, match="limit"):
         parse_envelope(raw).statement_json()
+
+
+def test_the_signed_digest_is_the_same_however_it_is_reached(
+    key: SigningKey, other_key: SigningKey, statement: dict[str, Any]
+) -> None:
+    """The memo of ``stored_signed_digest`` answers with the pure function's value: for a
+    parsed envelope, a stored copy of it, the same statement signed by another key, and
+    after the memo forgot everything."""
+    from ledger.signing import dsse
+
+    envelopes = [sign_envelope(statement, k) for k in (key, other_key)]
+    expected = [
+        dsse.signed_digest(
+            e["payloadType"], base64.b64decode(e["payload"]), e["signatures"][0]["keyid"]
+        )
+        for e in envelopes
+    ]
+    assert expected[0] != expected[1]
+    for raw, digest in zip(envelopes, expected, strict=True):
+        assert dsse.stored_signed_digest(dict(raw)) == digest  # before any parse
+        assert parse_envelope(raw).signed_digest == digest
+        assert dsse.stored_signed_digest(json.loads(json.dumps(raw))) == digest
+        dsse._SIGNED_DIGESTS.clear()
+        assert dsse.stored_signed_digest(raw) == digest
