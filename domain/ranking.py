@@ -182,13 +182,27 @@ def rank_group(entries: Iterable[RankEntry], view: View | str) -> list[RankedEnt
     view = View(view)
     group = list(entries)
     _check_group(group)
-    ranked = [entry for entry in group if entry.ranked_in(view)]
+    ranked = [entry for entry in group if entry.why_unranked(view) is None]
     if view is View.SOURCE_NATIVE:
         blocks = _blocks_by_equal_value(ranked)
     else:
         blocks = _blocks_by_overlap(ranked)
     result: list[RankedEntry] = []
+    of = len(ranked)
     for rank, block in enumerate(blocks, start=1):
+        if len(block) == 1:  # a rank of its own: tied with nobody (most runs)
+            alone = block[0]
+            result.append(
+                RankedEntry(
+                    run=alone.run,
+                    rank=rank,
+                    of=of,
+                    value=_value(alone, view),
+                    tied_with=(),
+                    view=view,
+                )
+            )
+            continue
         runs = tuple(sorted(entry.run for entry in block))
         members = sorted(block, key=lambda e: (_value(e, view), e.run))
         for entry in members:

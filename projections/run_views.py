@@ -1,23 +1,21 @@
 """The runs' read models as an eventsourcing ``Projection`` over the ledger's event classes.
 
 ``RunViews.process_event`` dispatches on the event's class (``Run.Ingested``,
-``Run.Attested`` …), never on a topic string. Events come decoded by the ledger's own mapper
-(``decode``), so a field the projection reads is the field the aggregate stored. The runner
+``Run.Attested`` …), never on a topic string: that is how a subscription delivers events
+(PostgreSQL's LISTEN/NOTIFY, decoded by the ledger's own mapper). A catch-up reads stored
+rows instead (``RunViews.fold_stored``): ``ledger.store.event_fields`` reads the few fields a
+fold uses straight from each row, and hands any row it cannot read exactly as the mapper
+would to the mapper. Either way each run event becomes one :class:`FoldEvent`, and one
+handler per event name folds it (``RunViews.apply``). The runner
 (``projections.runner``) feeds a batch of events, then writes what they add up to and the
 tracking position in one transaction: exactly once, whether the events came from a catch-up
-read (SQLite, and on demand everywhere) or a subscription (PostgreSQL's LISTEN/NOTIFY).
-
-Typed decoding against decoding the stored JSON by hand (``json.loads`` of the row, then of
-the envelope's payload): 49 against 46 µs per event on the catalog ledger
-(``benchmarks.bench_projections.decode_costs``), about 1.5 % of a rebuild's time per event,
-and the rebuild's rate and table digests are the same either way. One decoder, the ledger's
-own, is kept: a second would be a second rule for what a stored event says.
+read (SQLite, and on demand everywhere) or a subscription.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, NamedTuple
 
 from eventsourcing.dispatch import singledispatchmethod
 from eventsourcing.persistence import Mapper, StoredEvent, Tracking, TrackingRecorder
@@ -27,6 +25,7 @@ from sqlalchemy import insert, select, update
 from domain.event_names import EventName
 from ledger.aggregates import Run, SignedEvent, topic_of
 from ledger.signing.dsse import stored_statement
+from ledger.store.event_fields import EventFieldReader, statement_of_payload
 from ledger.store.event_store import EventStore, StoreSession
 from projections.tables import tracking as tracking_table
 from projections.view_rows import Pending, new_run_row
@@ -46,12 +45,25 @@ RUN_EVENTS: dict[type[Any], EventName] = {
 }
 RUN_TOPICS = tuple(topic_of(str(name)) for name in RUN_EVENTS.values())
 
-# position, originator id, version, topic, state (a row of the events table)
+# position, topic, state: what a catch-up reads of an events table row
 StoredRow = Sequence[Any]
 
 
-def decode(mapper: Mapper[Any], rows: Iterable[StoredRow]) -> Iterator[tuple[Any, Tracking]]:
-    """Stored rows as the ledger's typed events, each with its place in the log."""
+class FoldEvent(NamedTuple):
+    """A run event as the views fold it: its name, its place in the log, the statement its
+    envelope signs, and what the ledger stored beside the envelope."""
+
+    name: EventName
+    position: int
+    statement: dict[str, Any]
+    received_at: Any
+    signer: Any
+    superseded_by: str | None  # a supersession's (None for the other events)
+
+
+def decode(mapper: Mapper[Any], rows: Iterable[Sequence[Any]]) -> Iterator[tuple[Any, Tracking]]:
+    """Stored rows ``(position, originator id, version, topic, state)`` as the ledger's typed
+    events, each with its place in the log."""
     for position, originator_id, version, topic, state in rows:
         stored = StoredEvent(originator_id, int(version), str(topic), bytes(state))
         yield mapper.to_domain_event(stored), Tracking(RUNNER_NAME, int(position))
@@ -68,6 +80,53 @@ def statement_of(event: Run.Ingested | SignedEvent) -> dict[str, Any]:
 
 def subject_of(statement: dict[str, Any]) -> str:
     return "sha256:" + str(statement["subject"][0]["digest"]["sha256"])
+
+
+def typed_fold_event(event: Any, position: int) -> FoldEvent | None:
+    """A typed event (the mapper's) as the views fold it; None for the key book's events."""
+    name = RUN_EVENTS.get(type(event))
+    if name is None:
+        return None
+    superseded_by = event.superseded_by if name is EventName.RUN_SUPERSEDED else None
+    return FoldEvent(
+        name, position, statement_of(event), event.received_at, event.signer, superseded_by
+    )
+
+
+def field_reader(mapper: Mapper[Any]) -> EventFieldReader:
+    """The reader of the run events' stored fields, for rows the ``mapper`` wrote."""
+    return EventFieldReader(mapper, RUN_EVENTS, Run.Superseded)
+
+
+def stored_fold_events(
+    rows: Iterable[StoredRow],
+    mapper: Mapper[Any],
+    reader: EventFieldReader,
+    originator: Callable[[int], tuple[Any, int]],
+) -> Iterator[tuple[int, FoldEvent | None]]:
+    """Stored rows ``(position, topic, state)`` as the views fold them: (position, the run
+    event or None for the key book's events). Read by ``reader`` where it can, else decoded
+    by the ``mapper``, with the row's ``originator(position)`` (aggregate id, version)."""
+    for position, topic, state in rows:
+        data = state if type(state) is bytes else bytes(state)
+        fields = reader.read(topic, data)
+        at = int(position)
+        if fields is None:
+            originator_id, version = originator(at)
+            stored = StoredEvent(originator_id, int(version), str(topic), data)
+            yield at, typed_fold_event(mapper.to_domain_event(stored), at)
+        else:
+            yield (
+                at,
+                FoldEvent(
+                    RUN_EVENTS[fields.event_class],
+                    at,
+                    statement_of_payload(fields.payload),
+                    fields.received_at,
+                    fields.signer,
+                    fields.superseded_by,
+                ),
+            )
 
 
 class ViewsTracking(TrackingRecorder):
@@ -133,8 +192,23 @@ class RunViews(Projection[ViewsTracking]):
         return batch, last
 
     def fold(self, events: Iterable[tuple[Any, Tracking]]) -> None:
+        """Fold typed events (a subscription's)."""
         for event, tracking in events:
             self.process_event(event, tracking)
+
+    def fold_stored(
+        self,
+        rows: Iterable[StoredRow],
+        mapper: Mapper[Any],
+        reader: EventFieldReader,
+        originator: Callable[[int], tuple[Any, int]],
+    ) -> None:
+        """Fold stored rows ``(position, topic, state)`` (a catch-up's), in log order."""
+        for position, event in stored_fold_events(rows, mapper, reader, originator):
+            if event is None:
+                self.last = position
+            else:
+                self.apply(event)
 
     @singledispatchmethod
     def process_event(self, domain_event: object, tracking: Tracking) -> None:
@@ -142,9 +216,29 @@ class RunViews(Projection[ViewsTracking]):
         self.last = tracking.notification_id
 
     @process_event.register
-    def _ingested(self, event: Run.Ingested, tracking: Tracking) -> None:
-        position = self._track(tracking)
-        statement = statement_of(event)
+    def _run_event(
+        self,
+        event: Run.Ingested
+        | Run.Attested
+        | Run.Retracted
+        | Run.Superseded
+        | Run.ManifestsAttached
+        | Run.RerunRequested
+        | Run.RerunClaimed
+        | Run.RerunRecorded,
+        tracking: Tracking,
+    ) -> None:
+        folded = typed_fold_event(event, tracking.notification_id)
+        if folded is not None:
+            self.apply(folded)
+
+    def apply(self, event: FoldEvent) -> None:
+        """Fold one run event into the batch."""
+        _HANDLERS[event.name](self, event)
+
+    def _ingested(self, event: FoldEvent) -> None:
+        position = self._track(event.position)
+        statement = event.statement
         predicate = statement["predicate"]
         self.pending.remember_manifests(position, predicate["manifests"])
         row = new_run_row(position, subject_of(statement), event.received_at, predicate)
@@ -152,53 +246,57 @@ class RunViews(Projection[ViewsTracking]):
         if row["comparison_key"] is not None:
             self.pending.touched_groups.add(row["comparison_key"])
 
-    @process_event.register
-    def _attested(self, event: Run.Attested, tracking: Tracking) -> None:
-        change = self._change(subject_of(statement_of(event)), tracking)
+    def _attested(self, event: FoldEvent) -> None:
+        change = self._change(subject_of(event.statement), event.position)
         change["attestations"] = change.get("attestations", 0) + 1
 
-    @process_event.register
-    def _retracted(self, event: Run.Retracted, tracking: Tracking) -> None:
-        digest = subject_of(statement_of(event))
-        self._change(digest, tracking)["retracted"] = True
+    def _retracted(self, event: FoldEvent) -> None:
+        digest = subject_of(event.statement)
+        self._change(digest, event.position)["retracted"] = True
         self.pending.regroup.add(digest)
 
-    @process_event.register
-    def _superseded(self, event: Run.Superseded, tracking: Tracking) -> None:
-        digest = subject_of(statement_of(event))
-        self._change(digest, tracking)["superseded_by"] = event.superseded_by or "unspecified"
+    def _superseded(self, event: FoldEvent) -> None:
+        digest = subject_of(event.statement)
+        self._change(digest, event.position)["superseded_by"] = event.superseded_by or "unspecified"
         self.pending.regroup.add(digest)
 
-    @process_event.register
-    def _attached(self, event: Run.ManifestsAttached, tracking: Tracking) -> None:
-        statement = statement_of(event)
+    def _attached(self, event: FoldEvent) -> None:
+        statement = event.statement
         digest = subject_of(statement)
-        self.pending.remember_manifests(
-            tracking.notification_id, statement["predicate"]["manifests"]
-        )
-        self._change(digest, tracking)
+        self.pending.remember_manifests(event.position, statement["predicate"]["manifests"])
+        self._change(digest, event.position)
         self.pending.dirty_evidence.add(digest)  # its refold gives the run its new group
 
-    @process_event.register
-    def _rerun_recorded(self, event: Run.RerunRecorded, tracking: Tracking) -> None:
-        digest = subject_of(statement_of(event))
-        change = self._change(digest, tracking)
+    def _rerun_recorded(self, event: FoldEvent) -> None:
+        digest = subject_of(event.statement)
+        change = self._change(digest, event.position)
         change["reruns"] = change.get("reruns", 0) + 1
         self.pending.dirty_evidence.add(digest)
 
-    @process_event.register
-    def _rerun_job(self, event: Run.RerunRequested | Run.RerunClaimed, tracking: Tracking) -> None:
+    def _rerun_job(self, event: FoldEvent) -> None:
         # A job moves no view, only the run's last position.
-        self._change(subject_of(statement_of(event)), tracking)
+        self._change(subject_of(event.statement), event.position)
 
-    def _track(self, tracking: Tracking) -> int:
-        self.last = tracking.notification_id
-        return tracking.notification_id
+    def _track(self, position: int) -> int:
+        self.last = position
+        return position
 
-    def _change(self, digest: str, tracking: Tracking) -> dict[str, Any]:
+    def _change(self, digest: str, position: int) -> dict[str, Any]:
         """The batch's change to a run (its new row, if it was ingested in this batch), with
         the run's last position moved to this event."""
         new_row = self.pending.new_rows.get(digest)
         change = new_row if new_row is not None else self.pending.changes.setdefault(digest, {})
-        change["last_position"] = self._track(tracking)
+        change["last_position"] = self._track(position)
         return change
+
+
+_HANDLERS: dict[EventName, Callable[[RunViews, FoldEvent], None]] = {
+    EventName.RUN_INGESTED: RunViews._ingested,
+    EventName.RUN_ATTESTED: RunViews._attested,
+    EventName.RUN_RETRACTED: RunViews._retracted,
+    EventName.RUN_SUPERSEDED: RunViews._superseded,
+    EventName.RUN_MANIFESTS_ATTACHED: RunViews._attached,
+    EventName.RUN_RERUN_REQUESTED: RunViews._rerun_job,
+    EventName.RUN_RERUN_CLAIMED: RunViews._rerun_job,
+    EventName.RUN_RERUN_RECORDED: RunViews._rerun_recorded,
+}

@@ -10,14 +10,16 @@ on PostgreSQL the same loop runs, serialised by an advisory lock.
 from __future__ import annotations
 
 import hashlib
-import json
+import operator
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from eventsourcing.persistence import Tracking
-from sqlalchemy import bindparam, create_engine, delete, insert, select, text, update
+from sqlalchemy import Table, bindparam, create_engine, delete, insert, select, text, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Dialect
 
 from domain.canonical import canonical_json
 from domain.errors import DomainError
@@ -33,12 +35,12 @@ from projections.run_views import (
     RUNNER_NAME,
     RunViews,
     ViewsTracking,
-    decode,
-    event_name,
-    statement_of,
+    field_reader,
+    stored_fold_events,
 )
 from projections.tables import (
     VIEW_TABLES,
+    create_indexes,
     ensure_views,
     manifests,
     ranks,
@@ -53,11 +55,60 @@ from projections.view_rows import (
     jsonable,
     profile_columns,
     rank_entry,
+    tied_json,
 )
 
 T = TypeVar("T")
+# Re-ranking more groups than this reads the whole runs view once (ranking needs the members
+# of every group it ranks, whatever order they come in).
+_SCAN_GROUPS = 500
+# The columns of the runs view that ranking reads (``view_rows.rank_entry``).
+_RANKED_BY = (
+    "run_digest",
+    "comparison_key",
+    "status",
+    "claimed",
+    "evidence_order",
+    "retracted",
+    "superseded_by",
+    "rerun_median_ns",
+    "rerun_ci95_low",
+    "rerun_ci95_high",
+)
 DEFAULT_BATCH = 1000
+# A rebuild folds in larger batches: fewer commits, and each index page it touches is
+# written once per batch rather than once per thousand events.
+REBUILD_BATCH = 5000
 _ADVISORY_LOCK_ID = 0x4B49_5649_4557  # "KIVIEW"
+
+
+_INSERTS: dict[tuple[Table, str], tuple[str, list[str], list[tuple[int, Any]]]] = {}
+
+
+def _positional_insert(
+    table: Table, dialect: Dialect
+) -> tuple[str, list[str], list[tuple[int, Any]]]:
+    """``INSERT`` of every column of ``table`` as the dialect writes it with positional
+    parameters: (SQL, the columns in parameter order, (index, bind processor) of those that
+    convert their values)."""
+    key = (table, dialect.name)
+    found = _INSERTS.get(key)
+    if found is None:
+        compiled = insert(table).compile(dialect=dialect)
+        if not compiled.positional or compiled.positiontup is None:
+            raise ValueError(f"{dialect.name} does not take positional parameters")
+        order = list(compiled.positiontup)
+        convert = []
+        for index, name in enumerate(order):
+            processor = table.c[name].type.bind_processor(dialect)
+            if processor is not None:
+                convert.append((index, processor))
+        found = _INSERTS[key] = (str(compiled), order, convert)
+    return found
+
+
+def _one_column(name: str) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
+    return lambda row: (row[name],)
 
 
 class ProjectionBusyError(DomainError):
@@ -101,6 +152,7 @@ class ProjectionRunner:
         self._engine = ledger.store.engine
         self._is_postgres = ledger.store.postgres
         self.tracking = ViewsTracking(ledger.store, RUNNER_NAME)
+        self._reader = field_reader(ledger.mapper)
 
     def ensure_views(self) -> None:
         """The read-model tables as this build folds them (``tables.ensure_views``): made
@@ -123,6 +175,15 @@ class ProjectionRunner:
         """Fold every new event into the views; return how many and the position reached.
         ``progress`` hears the position after each committed batch."""
         self.ensure_views()
+        done = self._fold_batches(batch, max_batches, progress)
+        # Ranks are refreshed once per catch-up, not per batch: a rebuild re-ranks each group
+        # once. Until then the stale marks say which groups lag.
+        self._rerank_stale()
+        return done
+
+    def _fold_batches(
+        self, batch: int, max_batches: int | None, progress: Callable[[int], None] | None
+    ) -> CatchUp:
         total = 0
         done = 0
         position = 0
@@ -135,9 +196,6 @@ class ProjectionRunner:
                 progress(position)
             if folded < batch:
                 break
-        # Ranks are refreshed once per catch-up, not per batch: a rebuild re-ranks each group
-        # once. Until then the stale marks say which groups lag.
-        self._rerank_stale()
         return CatchUp(total, position)
 
     def fold_delivered(self, events: Sequence[tuple[Any, Tracking]]) -> int:
@@ -183,21 +241,36 @@ class ProjectionRunner:
     def _one_batch(self, session: StoreSession, batch: int) -> tuple[int, int]:
         self._lock(session)
         start = self._position(session)
-        e = self._events
-        rows = session.execute(
-            select(e.id, e.originator_id, e.originator_version, e.topic, e.state)
-            .where(e.id > start)
-            .order_by(e.id)
-            .limit(batch)
-        ).all()
+        rows = self._read_rows(session, self._events.id > start, batch)
         if not rows:
             return 0, start
         views = RunViews(self.tracking)
-        views.fold(decode(self.ledger.mapper, rows))
+        views.fold_stored(rows, self.ledger.mapper, self._reader, self._originator(session))
         pending, _ = views.take()
         last = int(rows[-1][0])
         self._write(session, pending, last)
         return len(rows), last
+
+    def _read_rows(
+        self, session: StoreSession, where: Any, limit: int | None = None
+    ) -> Sequence[Any]:
+        """``(position, topic, state)`` of the events ``where`` says, in log order."""
+        e = self._events
+        query = select(e.id, e.topic, e.state).where(where).order_by(e.id)
+        return session.execute(query if limit is None else query.limit(limit)).all()
+
+    def _originator(self, session: StoreSession) -> Callable[[int], tuple[Any, int]]:
+        """(aggregate id, version) of the event at a position, for the rows the field reader
+        leaves to the mapper (the key book's events, mostly)."""
+        e = self._events
+
+        def originator(position: int) -> tuple[Any, int]:
+            found = session.execute(
+                select(e.originator_id, e.originator_version).where(e.id == position)
+            ).one()
+            return found[0], int(found[1])
+
+        return originator
 
     def _write(self, session: StoreSession, pending: Pending, last: int) -> None:
         """A batch's view changes, the groups they leave to re-rank and the position
@@ -211,20 +284,12 @@ class ProjectionRunner:
         self.tracking.record(session, last)
 
     def _mark_stale(self, session: StoreSession, keys: set[str]) -> None:
+        """Mark these groups stale (those already marked stay marked)."""
         if not keys:
             return
-        already: set[str] = set()
-        for chunk in chunks(sorted(keys), 500):
-            already.update(
-                session.execute(
-                    select(stale_groups.c.comparison_key).where(
-                        stale_groups.c.comparison_key.in_(chunk)
-                    )
-                ).scalars()
-            )
-        fresh = [{"comparison_key": k} for k in sorted(keys - already)]
-        if fresh:
-            session.execute(insert(stale_groups), fresh)
+        fresh = [{"comparison_key": k} for k in sorted(keys)]
+        dialect = postgresql if self._is_postgres else sqlite
+        session.execute(dialect.insert(stale_groups).on_conflict_do_nothing(), fresh)
 
     def _rerank_stale(self) -> None:
         """Re-rank every group marked stale, in one transaction that clears the marks."""
@@ -240,8 +305,8 @@ class ProjectionRunner:
     def _flush(self, session: StoreSession, pending: Pending) -> None:
         """Write the batch's new runs and changes with a few multi-row statements."""
         if pending.new_rows:
-            session.execute(insert(runs), list(pending.new_rows.values()))
-        self._insert_manifests(session, pending.manifests)
+            self._insert_rows(session, runs, list(pending.new_rows.values()))
+        self._insert_manifests(session, pending)
         for digest in pending.regroup:
             row = pending.new_rows.get(digest)
             if row is not None and row["comparison_key"] is not None:
@@ -283,8 +348,9 @@ class ProjectionRunner:
                 execution_options={"synchronize_session": False},
             )
 
-    def _insert_manifests(self, session: StoreSession, found: dict[str, dict[str, Any]]) -> None:
+    def _insert_manifests(self, session: StoreSession, pending: Pending) -> None:
         """Manifests not seen before (the first event that carried one keeps it)."""
+        found = pending.manifests
         if not found:
             return
         known: set[str] = set()
@@ -294,31 +360,49 @@ class ProjectionRunner:
                     select(manifests.c.digest).where(manifests.c.digest.in_(chunk))
                 ).scalars()
             )
-        fresh = [row for digest, row in sorted(found.items()) if digest not in known]
+        fresh = [pending.manifest_row(digest) for digest in sorted(found) if digest not in known]
         if fresh:
-            session.execute(insert(manifests), fresh)
+            self._insert_rows(session, manifests, fresh)
 
-    def _run_events(self, session: StoreSession, digest: str, up_to: int) -> Sequence[Any]:
-        e = self._events
-        return session.execute(
-            select(e.id, e.originator_id, e.originator_version, e.topic, e.state)
-            .where(e.originator_id == run_id(digest), e.id <= up_to)
-            .order_by(e.id)
-        ).all()
+    def _insert_rows(self, session: StoreSession, table: Table, rows: list[dict[str, Any]]) -> None:
+        """Insert rows (dicts with every column of ``table``) with one executemany. On SQLite
+        the driver takes them as tuples, converted by the columns' own bind processors (as
+        SQLAlchemy would), without SQLAlchemy's per-row parameter handling."""
+        if self._is_postgres:
+            session.execute(insert(table), rows)
+            return
+        connection = connection_of(session)
+        sql, order, convert = _positional_insert(table, connection.dialect)
+        # itemgetter of two or more columns gives the tuple the driver takes
+        values = operator.itemgetter(*order) if len(order) > 1 else _one_column(order[0])
+        if convert:
+            params: list[tuple[Any, ...]] = []
+            for row in rows:
+                item = list(values(row))
+                for index, processor in convert:
+                    item[index] = processor(item[index])
+                params.append(tuple(item))
+        else:
+            params = [values(row) for row in rows]
+        connection.exec_driver_sql(sql, params)
 
     def _recompute_evidence(self, session: StoreSession, digest: str, up_to: int) -> str | None:
         """Evidence from the run's events (only reruns move it), the verified value, and the
         profile (an attached workload gives the run its comparison group)."""
         fold: RunFold | None = None
-        for event, tracking in decode(self.ledger.mapper, self._run_events(session, digest, up_to)):
-            name = event_name(event)
-            if name is None:
+        e = self._events
+        rows = self._read_rows(session, (e.originator_id == run_id(digest)) & (e.id <= up_to))
+        events = stored_fold_events(
+            rows, self.ledger.mapper, self._reader, self._originator(session)
+        )
+        for _, event in events:
+            if event is None:
                 continue
-            predicate = statement_of(event)["predicate"]
-            if name == EventName.RUN_INGESTED:
-                fold = RunFold.ingested(tracking.notification_id, digest, predicate)
+            predicate = event.statement["predicate"]
+            if event.name == EventName.RUN_INGESTED:
+                fold = RunFold.ingested(event.position, digest, predicate)
             elif fold is not None:
-                fold.apply(name, tracking.notification_id, str(event.signer), predicate)
+                fold.apply(event.name, event.position, str(event.signer), predicate)
         if fold is None:
             return None
         median, interval = fold.verified()
@@ -340,11 +424,19 @@ class ProjectionRunner:
         if not keys:
             return
         members: dict[str, list[RankEntry]] = {key: [] for key in keys}
+        ranked_by = select(*(runs.c[name] for name in _RANKED_BY))
+        if len(keys) > _SCAN_GROUPS:
+            # Many groups (a rebuild re-ranks them all): one pass over the runs in table
+            # order, not an index lookup and a random read per run.
+            for row in session.execute(ranked_by).all():
+                group = members.get(row.comparison_key)
+                if group is not None:
+                    group.append(rank_entry(row._mapping))
+        else:
+            for chunk in chunks(sorted(keys), 500):
+                for row in session.execute(ranked_by.where(runs.c.comparison_key.in_(chunk))).all():
+                    members[str(row.comparison_key)].append(rank_entry(row._mapping))
         for chunk in chunks(sorted(keys), 500):
-            for row in session.execute(
-                select(runs).where(runs.c.comparison_key.in_(chunk))
-            ).mappings():
-                members[str(row["comparison_key"])].append(rank_entry(row))
             session.execute(delete(ranks).where(ranks.c.comparison_key.in_(chunk)))
         new_rows = []
         for key in sorted(keys):
@@ -358,25 +450,41 @@ class ProjectionRunner:
                             "rank": ranked.rank,
                             "of_count": ranked.of,
                             "value": ranked.value,
-                            "tied_with": json.dumps(list(ranked.tied_with)),
+                            "tied_with": tied_json(ranked.tied_with),
                             "policy_version": ranked.policy_version,
                         }
                     )
         if new_rows:
-            session.execute(insert(ranks), new_rows)
+            self._insert_rows(session, ranks, new_rows)
 
     # ------------------------------------------------------------- rebuild
 
     def rebuild(
-        self, batch: int = DEFAULT_BATCH, progress: Callable[[int], None] | None = None
+        self, batch: int = REBUILD_BATCH, progress: Callable[[int], None] | None = None
     ) -> CatchUp:
         """Drop every read model (tables included, so schema changes apply) and fold the
-        whole event log again."""
+        whole event log again.
+
+        The views' secondary indexes are made once their rows are in (a sorted build instead
+        of an update per row): the runs view's before the groups are ranked (ranking reads
+        the runs by group), the ranks view's after. A rebuild that stops before leaves them
+        to the next ``ensure_views`` (this process's, or the next one's)."""
         with self.ledger.store.transaction(commit=True) as session:
             self._lock(session)
-            recreate_views(connection_of(session))
+            recreate_views(connection_of(session), indexed=False)
         _ENSURED.add(self._engine)
-        return self.catch_up(batch, progress=progress)
+        try:
+            done = self._fold_batches(batch, None, progress)
+            self._make_indexes(runs)
+            self._rerank_stale()
+        finally:
+            self._make_indexes(*VIEW_TABLES)
+        return done
+
+    def _make_indexes(self, *tables: Table) -> None:
+        with self.ledger.store.transaction(commit=True) as session:
+            self._lock(session)
+            create_indexes(connection_of(session), tables)
 
     def table_digests(self) -> dict[str, str]:
         """sha256 over the canonical rows of each view, in key order: equal views, equal digests."""

@@ -8,6 +8,8 @@ the stamp is not this build's, drops and recreates them all, so the next catch-u
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -23,6 +25,7 @@ from sqlalchemy import (
     inspect,
     select,
 )
+from sqlalchemy.schema import CreateTable
 
 metadata = MetaData()
 
@@ -127,20 +130,34 @@ view_schema = Table(
 def ensure_views(conn: Connection) -> bool:
     """The read-model tables as this build folds them, in ``conn``'s transaction (the caller
     serialises concurrent callers): created where missing, or all dropped and created again
-    when their stamp is another build's. True when the views are new (nothing is folded)."""
+    when their stamp is another build's. True when the views are new (nothing is folded).
+    An index a rebuild had not made yet when it stopped is made here."""
     if inspect(conn).has_table(view_schema.name):
         stamped = conn.execute(select(view_schema.c.version).where(view_schema.c.id == 1)).first()
         if stamped is not None and int(stamped[0]) == VIEWS_VERSION:
             # As this build made them. A table dropped since is damage for an operator to see
             # (kernelindex db status), not to paper over with an empty one.
+            create_indexes(conn, VIEW_TABLES)
             return False
     recreate_views(conn)
     return True
 
 
-def recreate_views(conn: Connection) -> None:
+def recreate_views(conn: Connection, *, indexed: bool = True) -> None:
     """Every read-model table dropped and made empty, stamped as this build's: the next
-    catch-up folds the whole log into them."""
+    catch-up folds the whole log into them. ``indexed=False`` leaves out the secondary
+    indexes of the views (a rebuild makes each once its rows are in: ``create_indexes``)."""
     metadata.drop_all(conn, checkfirst=True)
-    metadata.create_all(conn)
+    if indexed:
+        metadata.create_all(conn)
+    else:
+        for table in metadata.sorted_tables:
+            conn.execute(CreateTable(table))
     conn.execute(view_schema.insert().values(id=1, version=VIEWS_VERSION))
+
+
+def create_indexes(conn: Connection, tables: Iterable[Table]) -> None:
+    """The secondary indexes of ``tables`` that are missing, made."""
+    for table in tables:
+        for index in sorted(table.indexes, key=lambda i: str(i.name)):
+            index.create(conn, checkfirst=True)

@@ -3,6 +3,7 @@ a run's facts (``domain.run_facts``) and evidence (``domain.evidence``)."""
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +23,9 @@ class Pending:
     regroup: set[str] = field(default_factory=set)
     touched_groups: set[str] = field(default_factory=set)
     dirty_evidence: set[str] = field(default_factory=set)
-    manifests: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Digest → (role, document, position of the first event of the batch that carried it).
+    # Rows are made (``manifest_row``) only for those the views do not hold yet.
+    manifests: dict[str, tuple[str, dict[str, Any], int]] = field(default_factory=dict)
 
     def remember_manifests(self, position: int, carried: dict[str, Any]) -> None:
         """Index the referenced manifests an admitted event carries, by the digest the run
@@ -34,14 +37,19 @@ class Pending:
             # An attachment carries no run: its (rare) documents are digested here.
             digest = spec.get(f"{role}Digest") if spec else manifest_digest(document)
             if digest not in self.manifests:
-                self.manifests[str(digest)] = {
-                    "digest": str(digest),
-                    "role": role,
-                    "kind": str(document.get("kind")),
-                    "name": str((document.get("metadata") or {}).get("name")),
-                    "document": json.dumps(document, sort_keys=True, separators=(",", ":")),
-                    "position": position,
-                }
+                self.manifests[str(digest)] = (role, document, position)
+
+    def manifest_row(self, digest: str) -> dict[str, Any]:
+        """The manifests view's row of a remembered manifest."""
+        role, document, position = self.manifests[digest]
+        return {
+            "digest": digest,
+            "role": role,
+            "kind": str(document.get("kind")),
+            "name": str((document.get("metadata") or {}).get("name")),
+            "document": json.dumps(document, sort_keys=True, separators=(",", ":")),
+            "position": position,
+        }
 
 
 def chunks(items: list[str], size: int) -> list[list[str]]:
@@ -99,20 +107,40 @@ def evidence_columns(result: EvidenceResult) -> dict[str, Any]:
     return {
         "evidence_level": result.level.label,
         "evidence_order": int(result.level),
-        "evidence_reasons": json.dumps(list(result.reasons)),
+        "evidence_reasons": _reasons_json(result.reasons),
         "evidence_caused_by": result.caused_by,
         "policy_version": result.policy_version,
     }
 
 
+@functools.lru_cache(maxsize=4096)
+def _reasons_json(reasons: tuple[str, ...]) -> str:
+    # Memoised on the reasons themselves: most runs share their ingestion's few reasons.
+    return json.dumps(list(reasons))
+
+
+_NONE_TIED = json.dumps([])
+
+
+def tied_json(tied_with: tuple[str, ...]) -> str:
+    """The ranks view's ``tied_with`` column: the runs sharing the rank, as a JSON list."""
+    return json.dumps(list(tied_with)) if tied_with else _NONE_TIED
+
+
+# EvidenceLevel(order) for the orders the views store, without the enum's call.
+_LEVELS: dict[Any, EvidenceLevel] = {int(level): level for level in EvidenceLevel}
+
+
 def rank_entry(row: Any) -> RankEntry:
     low, high = row["rerun_ci95_low"], row["rerun_ci95_high"]
+    order = row["evidence_order"]
+    level = _LEVELS.get(order) if type(order) is int else None
     return RankEntry(
         run=row["run_digest"],
         comparison_key=row["comparison_key"],
         status=row["status"],
         claimed=row["claimed"],
-        level=EvidenceLevel(row["evidence_order"]),
+        level=level if level is not None else EvidenceLevel(order),
         retracted=bool(row["retracted"]),
         superseded=row["superseded_by"] is not None,
         rerun_median_ns=row["rerun_median_ns"],

@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from eventsourcing.persistence import Tracking
 from projection_world import RUN_15149, RUN_21613, RUN_36818, SEED, World
 from sqlalchemy import create_engine, func, select
 
-from projections.run_views import RunViews, ViewsTracking
+from projections.run_views import RunViews, StoredRow, ViewsTracking
 from projections.runner import ProjectionRunner
 from projections.tables import runs, tracking
 
@@ -58,20 +57,21 @@ def fresh_rebuild(world: World) -> dict[str, str]:
 
 
 def crash_fold_after(monkeypatch: pytest.MonkeyPatch, events: int) -> None:
-    original = RunViews.fold
+    """A catch-up's fold (of stored rows) dies after ``events`` events."""
+    original = RunViews.fold_stored
     calls = {"n": 0}
 
-    def fold(self: RunViews, batch: Iterable[tuple[Any, Tracking]]) -> None:
-        def counted() -> Iterator[tuple[Any, Tracking]]:
+    def fold_stored(self: RunViews, batch: Iterable[StoredRow], *args: Any) -> None:
+        def counted() -> Iterator[StoredRow]:
             for item in batch:
                 if calls["n"] >= events:
                     raise Crash(f"crash after folding {events} events of the batch")
                 calls["n"] += 1
                 yield item
 
-        original(self, counted())
+        original(self, counted(), *args)
 
-    monkeypatch.setattr(RunViews, "fold", fold)
+    monkeypatch.setattr(RunViews, "fold_stored", fold_stored)
 
 
 @pytest.mark.parametrize("after", [0, 1, 5])
@@ -158,9 +158,9 @@ CHILD = textwrap.dedent(
         folded[0] = 0
         return original(self, session, size)
 
-    def fold(self, events):
+    def fold_stored(self, rows, *args):
         def stalling():
-            for item in events:
+            for item in rows:
                 yield item
                 folded[0] += 1
                 if batches[0] == stall_in and folded[0] == 2:
@@ -168,11 +168,11 @@ CHILD = textwrap.dedent(
                     print("mid-batch", flush=True)
                     time.sleep(120)
 
-        original_fold(self, stalling())
+        original_fold(self, stalling(), *args)
 
-    original_fold = RunViews.fold
+    original_fold = RunViews.fold_stored
     ProjectionRunner._one_batch = one_batch
-    RunViews.fold = fold
+    RunViews.fold_stored = fold_stored
     runner.catch_up(batch=batch)
     print("finished", flush=True)
     """
