@@ -18,7 +18,7 @@ from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Repository
 from eventsourcing.domain import Aggregate
-from eventsourcing.persistence import MapperDeserialisationError
+from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent
 
 from domain.errors import DigestMismatchError, DomainError, ManifestError
 from domain.run_facts import comparison_key_of
@@ -111,12 +111,14 @@ class Admission:
         self,
         store: EventStore,
         repository: Repository[UUID],
+        mapper: Mapper[UUID],
         trust_root: TrustRoot,
         clock: Callable[[], datetime],
         cache_size: int,
     ) -> None:
         self.store = store
         self.repository = repository
+        self.mapper = mapper
         self.trust_root = trust_root
         self.clock = clock
         self._group = GroupState()
@@ -140,7 +142,6 @@ class Admission:
     def admit(self, envelopes: Sequence[object]) -> AdmittedGroup:
         """Admit envelopes in order, each seeing the effect of those before it. Each is the
         JSON value received, or an ``Envelope`` the edge already parsed (not parsed again)."""
-        out = AdmittedGroup()
         parsed: list[tuple[Envelope, Statement] | DomainError] = []
         for raw in envelopes:
             try:
@@ -148,6 +149,15 @@ class Admission:
                 parsed.append((envelope, envelope.statement()))
             except DomainError as exc:
                 parsed.append(exc)
+        # Every read of the group (versions, runs, keys) in one transaction: each costs a
+        # session of its own otherwise.
+        with self.store.transaction(commit=False):
+            return self._admit_parsed(parsed)
+
+    def _admit_parsed(
+        self, parsed: list[tuple[Envelope, Statement] | DomainError]
+    ) -> AdmittedGroup:
+        out = AdmittedGroup()
         admitted_digests: dict[str, int] = {}
         group = self._group
         group.begin()
@@ -227,9 +237,7 @@ class Admission:
             if isinstance(cached, cls):
                 return cached
         try:
-            aggregate: Aggregate = self.repository.get(aggregate_id)
-        except AggregateNotFoundError:
-            return None
+            aggregate = self._replay(aggregate_id) if cls is Run else self._load(aggregate_id)
         except MapperDeserialisationError:
             # Fail closed: nothing is appended to, or read from, an aggregate whose stored
             # events no longer decode. History and audit report which record is damaged.
@@ -237,8 +245,29 @@ class Admission:
                 f"stored events of {aggregate_id} cannot be decoded; run 'kernelindex history' "
                 "or 'kernelindex audit' to see which"
             ) from None
+        if aggregate is None:
+            return None
         if not isinstance(aggregate, cls):
             raise DomainError(f"aggregate {aggregate_id} is not a {cls.__name__}")
+        return aggregate
+
+    def _load(self, aggregate_id: UUID) -> Aggregate | None:
+        try:
+            found: Aggregate = self.repository.get(aggregate_id)
+        except AggregateNotFoundError:
+            return None
+        return found
+
+    def _replay(self, aggregate_id: UUID) -> Aggregate | None:
+        """A run from its stored events, in one query, decoded by the ledger's mapper. What
+        ``Repository.get`` does without its cache (a second cache of the runs this one
+        keeps, and a deep copy of the run on every hit): the writer's runs live in
+        ``RunCache`` and are reused while their version is the stored one."""
+        aggregate: Aggregate | None = None
+        for record in stored_records(self.store, aggregate_id):
+            stored = StoredEvent(aggregate_id, record.version, record.topic, record.state)
+            event: Any = self.mapper.to_domain_event(stored)  # an Aggregate.Event
+            aggregate = event.mutate(aggregate)
         return aggregate
 
     def key_state(self, key_id: str) -> KeyState | None:

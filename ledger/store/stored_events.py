@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import func, select
+from sqlalchemy import Select, Table, bindparam, func, select
 
 from ledger.signing.dsse import stored_statement
 from ledger.store.event_store import EventStore
@@ -80,21 +80,28 @@ def stored_records(
 
 
 def stored_versions(store: EventStore, ids: set[UUID]) -> dict[UUID, int]:
-    """The stored version of each of these aggregates, in one query a chunk (absent: none)."""
+    """The stored version of each of these aggregates, in one query a chunk (absent: none).
+    Every write asks this (twice): the statement is built once per table, the ids bound."""
     if not ids:
         return {}
-    e = store.events.c
+    query = _VERSIONS.get(store.events)
+    if query is None:
+        e = store.events.c
+        query = _VERSIONS[store.events] = (
+            select(e.originator_id, func.max(e.originator_version))
+            .where(e.originator_id.in_(bindparam("ids", expanding=True)))
+            .group_by(e.originator_id)
+        )
     found: dict[UUID, int] = {}
     ordered = sorted(ids, key=str)
     with store.transaction(commit=False) as session:
         for at in range(0, len(ordered), _CHUNK):
-            rows = session.execute(
-                select(e.originator_id, func.max(e.originator_version))
-                .where(e.originator_id.in_(ordered[at : at + _CHUNK]))
-                .group_by(e.originator_id)
-            )
-            found.update({UUID(str(r[0])): int(r[1]) for r in rows})
+            rows = session.execute(query, {"ids": ordered[at : at + _CHUNK]})
+            found.update({r[0] if type(r[0]) is UUID else UUID(str(r[0])): int(r[1]) for r in rows})
     return found
+
+
+_VERSIONS: dict[Table, Select[tuple[Any, Any]]] = {}
 
 
 def records_of(store: EventStore, ids: Sequence[UUID]) -> dict[UUID, list[StoredRecord]]:

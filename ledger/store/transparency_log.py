@@ -269,14 +269,23 @@ class TransparencyLog:
     def _only_pending(
         self, session: StoreSession, last_position: int, written: Sequence[StoredRow]
     ) -> bool:
-        """Whether the events after the last leaf are exactly ``written`` (by position)."""
+        """Whether the events after the last leaf are exactly ``written`` (by position).
+
+        No query when the positions written follow the last leaf's without a gap: no other
+        event can lie between them, and none after them (this transaction holds the event
+        table's write lock, under which every position is given). A gap (PostgreSQL's
+        sequence skips the ids of rolled-back inserts; events stored unsequenced) is looked
+        at in the table."""
+        positions = [int(row[0]) for row in written]
+        if positions == list(range(last_position + 1, last_position + 1 + len(positions))):
+            return True
         pending = session.execute(
             select(self._events.id)
             .where(self._events.id > last_position)
             .order_by(self._events.id)
             .limit(len(written) + 1)
         ).scalars()
-        return [int(p) for p in pending] == [int(row[0]) for row in written]
+        return [int(p) for p in pending] == positions
 
     @staticmethod
     def _add_leaves(

@@ -4,6 +4,7 @@ commit leaves nothing behind. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -93,7 +94,11 @@ def test_a_run_another_writer_ingests_after_the_group_looked_is_not_ingested_twi
         def then_another_writer(self: Admission, *args: Any) -> None:
             read_versions(self, *args)
             if self is first.admission and not raced:  # the first's first look loses
-                raced.append(second.append(envelope))
+                # Another writer, on a thread of its own (as another process would be: its
+                # transaction is its own, not the one this admission reads in).
+                other = threading.Thread(target=lambda: raced.append(second.append(envelope)))
+                other.start()
+                other.join()
 
         monkeypatch.setattr(Admission, "_read_versions", then_another_writer)
         answer = first.append_many([envelope])[0]
