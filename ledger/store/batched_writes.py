@@ -24,12 +24,16 @@ from sqlalchemy.orm import Session
 
 
 class BatchedApplicationRecorder(SQLAlchemyApplicationRecorder):
+    _insert: Any = None  # the INSERT … RETURNING, built on first use
+
     def _insert_stored_events(
         self, session: Session, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int]:
         if not stored_events:
             return []
-        table = self.events_record_cls.__table__
+        if self._insert is None:
+            table = self.events_record_cls.__table__
+            self._insert = insert(table).returning(table.c.id, sort_by_parameter_order=True)
         if self._has_autoincrementing_ids:
             self._lock_table(session)
         rows = [
@@ -41,9 +45,7 @@ class BatchedApplicationRecorder(SQLAlchemyApplicationRecorder):
             }
             for e in stored_events
         ]
-        ids = session.execute(
-            insert(table).returning(table.c.id, sort_by_parameter_order=True), rows
-        ).scalars()
+        ids = session.execute(self._insert, rows).scalars()
         found = [int(i) for i in ids]
         self._notify_channel(session)
         return found

@@ -61,6 +61,11 @@ def stored_records(
     """One aggregate's events in version order: all, one ``version``, or a page (from
     ``start``, at most ``limit``, of ``topics`` only, or the ``newest``, still oldest first)."""
     e = store.events.c
+    if (version, start, limit, topics, newest) == (None, 1, None, None, False):
+        query = _all_records(store)  # every version: each write's run or key read, built once
+        with store.transaction(commit=False) as session:
+            rows = session.execute(query, {"aggregate": aggregate_id}).all()
+        return [StoredRecord(r[0], aggregate_id, r[1], r[2], bytes(r[3])) for r in rows]
     query = select(e.id, e.originator_version, e.topic, e.state).where(
         e.originator_id == aggregate_id
     )
@@ -77,6 +82,21 @@ def stored_records(
         rows = session.execute(query).all()
     records = [StoredRecord(r[0], aggregate_id, r[1], r[2], bytes(r[3])) for r in rows]
     return records[::-1] if newest else records
+
+
+def _all_records(store: EventStore) -> Select[tuple[Any, Any, Any, Any]]:
+    query = _ALL_RECORDS.get(store.events)
+    if query is None:
+        e = store.events.c
+        query = _ALL_RECORDS[store.events] = (
+            select(e.id, e.originator_version, e.topic, e.state)
+            .where(e.originator_id == bindparam("aggregate"))
+            .order_by(e.originator_version)
+        )
+    return query
+
+
+_ALL_RECORDS: dict[Table, Select[tuple[Any, Any, Any, Any]]] = {}
 
 
 def stored_versions(store: EventStore, ids: set[UUID]) -> dict[UUID, int]:

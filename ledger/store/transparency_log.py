@@ -79,6 +79,14 @@ checkpoints = Table(
 )
 
 
+# Statements every write runs, built once (building one costs about what running it does).
+_LAST_LEAF = (
+    select(leaves.c.leaf_index, leaves.c.position).order_by(leaves.c.leaf_index.desc()).limit(1)
+)
+_INSERT_LEAVES = leaves.insert()
+_INSERT_NODES = nodes.insert()
+
+
 class LogIntegrityError(DomainError):
     """The stored log disagrees with itself; the ledger stops rather than sign over it."""
 
@@ -212,11 +220,7 @@ class TransparencyLog:
     def _last_leaf(self, session: StoreSession) -> tuple[int, int]:
         """The tree size and the position of its last leaf (0, 0 for an empty log), in one
         primary-key lookup: leaves and positions run in the same order."""
-        last = session.execute(
-            select(leaves.c.leaf_index, leaves.c.position)
-            .order_by(leaves.c.leaf_index.desc())
-            .limit(1)
-        ).first()
+        last = session.execute(_LAST_LEAF).first()
         return (0, 0) if last is None else (int(last[0]) + 1, int(last[1]))
 
     def _compact_range(self, session: StoreSession, size: int) -> CompactRange:
@@ -311,9 +315,9 @@ class TransparencyLog:
             for n in compact.append(digest):
                 node_rows.append({"level": n.level, "idx": n.index, "hash": n.hash})
                 held[(n.level, n.index)] = n.hash
-        session.execute(leaves.insert(), leaf_rows)
+        session.execute(_INSERT_LEAVES, leaf_rows)
         if node_rows:
-            session.execute(nodes.insert(), node_rows)
+            session.execute(_INSERT_NODES, node_rows)
 
     def committed(self, result: Sequenced) -> None:
         """Keep the compact range for the next append (only once its transaction committed)."""
