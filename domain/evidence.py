@@ -69,6 +69,7 @@ from typing import Any
 
 from domain.comparison import MAPPINGS, PrimaryMeasurement, primary_measurement
 from domain.errors import DomainError
+from domain.frozen import made
 
 POLICY_VERSION = "evidence-v1"
 DEFAULT_TOLERANCE = 1.10
@@ -260,6 +261,8 @@ def initial_result(ingestion: IngestionFacts) -> EvidenceResult:
             ),
             ingestion.position,
         )
+    # The passed run's result is made for every ingestion a rebuild folds: without the
+    # frozen __init__ (domain.frozen.made), the same instance.
     pinned = (
         "pinned source: implementation artifact digest present"
         if ingestion.has_pinned_source
@@ -275,7 +278,15 @@ def initial_result(ingestion: IngestionFacts) -> EvidenceResult:
         if ingestion.has_pinned_source and ingestion.has_raw_evidence
         else EvidenceLevel.REPORTED
     )
-    return EvidenceResult(level, ("source marked the run passed", pinned, raw), ingestion.position)
+    return made(
+        EvidenceResult,
+        {
+            "level": level,
+            "reasons": ("source marked the run passed", pinned, raw),
+            "caused_by": ingestion.position,
+            "policy_version": POLICY_VERSION,
+        },
+    )
 
 
 @dataclass(frozen=True)
@@ -314,7 +325,16 @@ class EvidenceState:
     @classmethod
     def start(cls, ingestion: IngestionFacts) -> EvidenceState:
         initial = initial_result(ingestion)
-        return cls(ingestion, initial, initial, ingestion.position)
+        return made(
+            cls,
+            {
+                "ingestion": ingestion,
+                "initial": initial,
+                "result": initial,
+                "last_position": ingestion.position,
+                "qualifying": (),
+            },
+        )
 
     def matches_hardware(self, rerun: RerunFacts) -> bool:
         return (
@@ -454,14 +474,17 @@ def ingestion_facts_from_manifests(
         if primary.is_latency and primary.value is not None and primary.value > 0
         else None
     )
-    return IngestionFacts(
-        position=position,
-        status=str(spec.get("status")),
-        has_pinned_source=has_pinned_source,
-        has_raw_evidence=has_raw,
-        product=hardware.get("product"),
-        architecture=hardware.get("architecture"),
-        primary_statistic=primary.statistic,
-        claimed_ns=claimed,
-        tolerance=tolerance,
+    return made(  # IngestionFacts(...), its checks included (domain.frozen.made)
+        IngestionFacts,
+        {
+            "position": position,
+            "status": str(spec.get("status")),
+            "has_pinned_source": has_pinned_source,
+            "has_raw_evidence": has_raw,
+            "product": hardware.get("product"),
+            "architecture": hardware.get("architecture"),
+            "primary_statistic": primary.statistic,
+            "claimed_ns": claimed,
+            "tolerance": tolerance,
+        },
     )

@@ -44,6 +44,7 @@ from typing import Any
 from domain.comparison import PrimaryMeasurement, primary_measurement
 from domain.errors import DomainError
 from domain.evidence import EvidenceLevel
+from domain.frozen import made
 from domain.quantities import finite
 
 RANKING_POLICY_VERSION = "ranking-v1"
@@ -193,13 +194,17 @@ def rank_group(entries: Iterable[RankEntry], view: View | str) -> list[RankedEnt
         if len(block) == 1:  # a rank of its own: tied with nobody (most runs)
             alone = block[0]
             result.append(
-                RankedEntry(
-                    run=alone.run,
-                    rank=rank,
-                    of=of,
-                    value=_value(alone, view),
-                    tied_with=(),
-                    view=view,
+                made(
+                    RankedEntry,
+                    {
+                        "run": alone.run,
+                        "rank": rank,
+                        "of": of,
+                        "value": _value(alone, view),
+                        "tied_with": (),
+                        "view": view,
+                        "policy_version": RANKING_POLICY_VERSION,
+                    },
                 )
             )
             continue

@@ -8,7 +8,7 @@ recomputed from events with exactly the code that made it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from domain.comparison import (
@@ -29,6 +29,7 @@ from domain.evidence import (
     RerunFacts,
     ingestion_facts_from_manifests,
 )
+from domain.frozen import made
 from domain.manifests.manifest_set import attach_manifests
 from domain.ranking import RankEntry, verified_value
 from domain.statements import MEASURING_BACKENDS
@@ -59,20 +60,6 @@ class RunProfile:
     workload_digest: str | None = None
     # Who the run is by, as its implementation manifest says (when the run carries one).
     author: str | None = None
-
-
-_PROFILE_FIELDS = frozenset(f.name for f in fields(RunProfile))
-
-
-def _made_profile(values: dict[str, Any]) -> RunProfile:
-    """``RunProfile(**values)`` given every field: the same instance (the same ``__dict__``)
-    without the frozen ``__init__``'s ``object.__setattr__`` per field, a third of a
-    profile's cost (a rebuild makes one per ingestion)."""
-    if values.keys() != _PROFILE_FIELDS:
-        raise TypeError(f"a RunProfile has the fields {sorted(_PROFILE_FIELDS)}")
-    profile = object.__new__(RunProfile)
-    profile.__dict__.update(values)
-    return profile
 
 
 def comparison_key_of(
@@ -108,7 +95,9 @@ def _profile(
     hardware = (manifests.get("environment") or {}).get("spec", {}).get("hardware", {})
     primary = primary_measurement(run)
     metadata = run.get("metadata", {})
-    profile = _made_profile(
+    # made without the frozen __init__'s setattr per field (a rebuild makes one per run)
+    profile = made(
+        RunProfile,
         {
             "run_digest": run_digest,
             "name": str(metadata.get("name")),
@@ -129,7 +118,7 @@ def _profile(
             "environment_digest": spec.get("environmentDigest"),
             "workload_digest": spec.get("workloadDigest"),
             "author": _author(manifests.get("implementation")),
-        }
+        },
     )
     return profile, primary
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from domain.evidence import EvidenceLevel, EvidenceResult
+from domain.frozen import made
 from domain.manifests.canonical_form import manifest_digest
 from domain.ranking import RankEntry
 from domain.run_facts import RunFold
@@ -130,19 +132,43 @@ def tied_json(tied_with: tuple[str, ...]) -> str:
 # EvidenceLevel(order) for the orders the views store, without the enum's call.
 _LEVELS: dict[Any, EvidenceLevel] = {int(level): level for level in EvidenceLevel}
 
+# The columns of the runs view a rank entry is read from, in ``ranked_entry``'s order.
+RANKED_BY = (
+    "run_digest",
+    "comparison_key",
+    "status",
+    "claimed",
+    "evidence_order",
+    "retracted",
+    "superseded_by",
+    "rerun_median_ns",
+    "rerun_ci95_low",
+    "rerun_ci95_high",
+)
+
 
 def rank_entry(row: Any) -> RankEntry:
-    low, high = row["rerun_ci95_low"], row["rerun_ci95_high"]
-    order = row["evidence_order"]
+    """What ranking knows of a run, from its row of the runs view."""
+    return ranked_entry([row[name] for name in RANKED_BY])
+
+
+def ranked_entry(values: Sequence[Any]) -> RankEntry:
+    """:func:`rank_entry` from the values of the ``RANKED_BY`` columns, in that order."""
+    run, comparison_key, status, claimed, order, retracted, superseded_by, median, low, high = (
+        values
+    )
     level = _LEVELS.get(order) if type(order) is int else None
-    return RankEntry(
-        run=row["run_digest"],
-        comparison_key=row["comparison_key"],
-        status=row["status"],
-        claimed=row["claimed"],
-        level=level if level is not None else EvidenceLevel(order),
-        retracted=bool(row["retracted"]),
-        superseded=row["superseded_by"] is not None,
-        rerun_median_ns=row["rerun_median_ns"],
-        rerun_ci95_ns=(low, high) if low is not None and high is not None else None,
+    return made(
+        RankEntry,
+        {
+            "run": run,
+            "comparison_key": comparison_key,
+            "status": status,
+            "claimed": claimed,
+            "level": level if level is not None else EvidenceLevel(order),
+            "retracted": bool(retracted),
+            "superseded": superseded_by is not None,
+            "rerun_median_ns": median,
+            "rerun_ci95_ns": (low, high) if low is not None and high is not None else None,
+        },
     )
