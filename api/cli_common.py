@@ -8,12 +8,11 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from domain.errors import DomainError
 from ledger.application import Ledger
@@ -21,6 +20,9 @@ from ledger.errors import store_error
 from ledger.home import PASSPHRASE_ENV, LedgerHome
 from ledger.receipt import Receipt
 from ledger.signing.keys import KeyFileError, SigningKey
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 EXIT_REJECTED = 1
 
@@ -149,6 +151,15 @@ def print_remote_receipt(reply: dict[str, Any], as_json: bool, what: str) -> Non
 
 def progress_bar(what: str) -> Progress:
     """A bar on stderr, only on a terminal (a pipe or a test sees none)."""
+    # Loaded here: only the long commands (export, verify, audit, rebuild) show one.
+    from rich.progress import (  # noqa: PLC0415
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     return Progress(
         TextColumn(f"[bold]{what}"),
         BarColumn(),
