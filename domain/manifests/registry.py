@@ -8,8 +8,7 @@ the validated model must not be dumped for hashing (a round trip could add or re
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
-from types import MappingProxyType
+from collections.abc import Iterator, Mapping
 from typing import Final
 
 from pydantic import BaseModel, ValidationError
@@ -25,11 +24,32 @@ __all__ = ["API_VERSION", "MANIFEST_KINDS", "manifest_models", "validate_manifes
 def manifest_models() -> Mapping[str, type[BaseModel]]:
     """Kind name → model of the whole object ``{apiVersion, kind, metadata, spec}``.
 
-    Built on first use: the models take a tenth of a second to build, which a command that
-    only reads the projected views (``kernelindex leaderboard``, ``search``) never pays."""
-    from domain.manifests import models  # noqa: PLC0415 - see the docstring
+    Each kind's model is made on first use (``domain.manifests.models`` imports a kind's
+    module when it is first asked for): the models take a tenth of a second to make, which a
+    command that only reads the projected views (``kernelindex leaderboard``, ``search``)
+    never pays, and re-verifying a kernel run's manifests pays for only the kinds it holds."""
+    return _KindModels()
 
-    return MappingProxyType({kind: getattr(models, kind) for kind in MANIFEST_KINDS})
+
+class _KindModels(Mapping[str, type[BaseModel]]):
+    """The models of ``MANIFEST_KINDS``, each imported when it is first looked up."""
+
+    def __getitem__(self, kind: str) -> type[BaseModel]:
+        if kind not in MANIFEST_KINDS:
+            raise KeyError(kind)
+        from domain.manifests import models  # noqa: PLC0415 - see manifest_models
+
+        model: type[BaseModel] = getattr(models, kind)
+        return model
+
+    def __contains__(self, kind: object) -> bool:  # without importing the kind's module
+        return kind in MANIFEST_KINDS
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(MANIFEST_KINDS)
+
+    def __len__(self) -> int:
+        return len(MANIFEST_KINDS)
 
 
 def build_validators() -> None:
