@@ -12,16 +12,18 @@ from __future__ import annotations
 import gc
 import hashlib
 import operator
+import os
 import weakref
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from eventsourcing.persistence import Tracking
-from sqlalchemy import Table, bindparam, create_engine, delete, insert, select, text, update
+from sqlalchemy import Table, bindparam, create_engine, delete, func, insert, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Dialect
 
 from domain.canonical import canonical_json
 from domain.errors import DomainError
@@ -33,6 +35,7 @@ from domain.run_facts import (
 from ledger.aggregates import run_id
 from ledger.application import Ledger
 from ledger.store.event_store import StoreSession, connection_of
+from projections.fold_pool import FoldPool, shared_database
 from projections.run_views import (
     RUNNER_NAME,
     RunViews,
@@ -45,6 +48,8 @@ from projections.tables import (
     create_indexes,
     ensure_views,
     manifests,
+    positional_insert,
+    positional_rows,
     ranks,
     recreate_views,
     runs,
@@ -70,32 +75,9 @@ DEFAULT_BATCH = 1000
 # A rebuild folds in larger batches: fewer commits, and each index page it touches is
 # written once per batch rather than once per thousand events.
 REBUILD_BATCH = 5000
+# A rebuild of a log this long has worker processes fold its batches (``rebuild``'s default).
+POOL_MIN_EVENTS = 20_000
 _ADVISORY_LOCK_ID = 0x4B49_5649_4557  # "KIVIEW"
-
-
-_INSERTS: dict[tuple[Table, str], tuple[str, list[str], list[tuple[int, Any]]]] = {}
-
-
-def _positional_insert(
-    table: Table, dialect: Dialect
-) -> tuple[str, list[str], list[tuple[int, Any]]]:
-    """``INSERT`` of every column of ``table`` as the dialect writes it with positional
-    parameters: (SQL, the columns in parameter order, (index, bind processor) of those that
-    convert their values)."""
-    key = (table, dialect.name)
-    found = _INSERTS.get(key)
-    if found is None:
-        compiled = insert(table).compile(dialect=dialect)
-        if not compiled.positional or compiled.positiontup is None:
-            raise ValueError(f"{dialect.name} does not take positional parameters")
-        order = list(compiled.positiontup)
-        convert = []
-        for index, name in enumerate(order):
-            processor = table.c[name].type.bind_processor(dialect)
-            if processor is not None:
-                convert.append((index, processor))
-        found = _INSERTS[key] = (str(compiled), order, convert)
-    return found
 
 
 @contextmanager
@@ -114,10 +96,6 @@ def paused_gc() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
-
-
-def _one_column(name: str) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
-    return lambda row: (row[name],)
 
 
 class ProjectionBusyError(DomainError):
@@ -313,13 +291,12 @@ class ProjectionRunner:
 
     def _flush(self, session: StoreSession, pending: Pending) -> None:
         """Write the batch's new runs and changes with a few multi-row statements."""
+        if pending.run_rows:  # a worker's batch: rows made already
+            self._insert_positional(session, runs, pending.run_rows)
         if pending.new_rows:
             self._insert_rows(session, runs, list(pending.new_rows.values()))
         self._insert_manifests(session, pending)
-        for digest in pending.regroup:
-            row = pending.new_rows.get(digest)
-            if row is not None and row["comparison_key"] is not None:
-                pending.touched_groups.add(row["comparison_key"])
+        pending.touch_regrouped()
         if not pending.changes:
             return
         current = {
@@ -359,17 +336,17 @@ class ProjectionRunner:
 
     def _insert_manifests(self, session: StoreSession, pending: Pending) -> None:
         """Manifests not seen before (the first event that carried one keeps it)."""
-        found = pending.manifests
+        found = pending.manifest_digests()
         if not found:
             return
         known: set[str] = set()
-        for chunk in chunks(sorted(found), 500):
+        for chunk in chunks(found, 500):
             known.update(
                 session.execute(
                     select(manifests.c.digest).where(manifests.c.digest.in_(chunk))
                 ).scalars()
             )
-        fresh = [pending.manifest_row(digest) for digest in sorted(found) if digest not in known]
+        fresh = [pending.manifest_row(digest) for digest in found if digest not in known]
         if fresh:
             self._insert_rows(session, manifests, fresh)
 
@@ -381,19 +358,17 @@ class ProjectionRunner:
             session.execute(insert(table), rows)
             return
         connection = connection_of(session)
-        sql, order, convert = _positional_insert(table, connection.dialect)
-        # itemgetter of two or more columns gives the tuple the driver takes
-        values = operator.itemgetter(*order) if len(order) > 1 else _one_column(order[0])
-        if convert:
-            params: list[tuple[Any, ...]] = []
-            for row in rows:
-                item = list(values(row))
-                for index, processor in convert:
-                    item[index] = processor(item[index])
-                params.append(tuple(item))
-        else:
-            params = [values(row) for row in rows]
-        connection.exec_driver_sql(sql, params)
+        row_of = positional_rows(table, connection.dialect)
+        connection.exec_driver_sql(
+            positional_insert(table, connection.dialect), list(map(row_of, rows))
+        )
+
+    def _insert_positional(
+        self, session: StoreSession, table: Table, rows: list[tuple[Any, ...]]
+    ) -> None:
+        """Insert rows made by ``positional_rows`` for this store's dialect."""
+        connection = connection_of(session)
+        connection.exec_driver_sql(positional_insert(table, connection.dialect), rows)
 
     def _recompute_evidence(self, session: StoreSession, digest: str, up_to: int) -> str | None:
         """Evidence from the run's events (only reruns move it), the verified value, and the
@@ -472,10 +447,17 @@ class ProjectionRunner:
     # ------------------------------------------------------------- rebuild
 
     def rebuild(
-        self, batch: int = REBUILD_BATCH, progress: Callable[[int], None] | None = None
+        self,
+        batch: int = REBUILD_BATCH,
+        progress: Callable[[int], None] | None = None,
+        workers: int | None = None,
     ) -> CatchUp:
         """Drop every read model (tables included, so schema changes apply) and fold the
         whole event log again.
+
+        ``workers`` processes fold the batches ahead while this one writes them
+        (``projections.fold_pool``); by default one per core when the log holds
+        ``POOL_MIN_EVENTS`` or more and the database is one they can open, else none.
 
         The views' secondary indexes are made once their rows are in (a sorted build instead
         of an update per row): the runs view's before the groups are ranked (ranking reads
@@ -486,12 +468,92 @@ class ProjectionRunner:
             recreate_views(connection_of(session), indexed=False)
         _ENSURED.add(self._engine)
         try:
-            done = self._fold_batches(batch, None, progress)
+            pool = self._fold_pool(batch, workers)
+            try:
+                if pool is None:
+                    done = self._fold_batches(batch, None, progress)
+                else:
+                    done = self._fold_batches_ahead(batch, progress, pool)
+            finally:
+                if pool is not None:
+                    pool.close()
             self._make_indexes(runs)
             self._rerank_stale()
         finally:
             self._make_indexes(*VIEW_TABLES)
         return done
+
+    def _fold_pool(self, batch: int, workers: int | None) -> FoldPool | None:
+        url = shared_database(self.ledger)
+        if url is None:
+            return None
+        if workers is None:
+            cores = os.cpu_count() or 1
+            long_log = self.ledger.store.last_position() >= POOL_MIN_EVENTS
+            workers = cores if cores > 1 and long_log else 0
+        return FoldPool(url, self.ledger, workers) if workers > 0 else None
+
+    def _fold_batches_ahead(
+        self, batch: int, progress: Callable[[int], None] | None, pool: FoldPool
+    ) -> CatchUp:
+        """``_fold_batches`` with the folding done by ``pool``'s workers, batches ahead of
+        the writing: the same batches (the next ``batch`` events each), written alike."""
+        with self.ledger.store.transaction(commit=False) as session:
+            position = self._position(session)
+        ahead: deque[tuple[int, int, Future[tuple[int, Pending]]]] = deque()
+        after, ended, total = position, False, 0
+        try:
+            while True:
+                while not ended and len(ahead) < pool.ahead:
+                    upto, full = self._batch_end(after, batch)
+                    if upto is None:
+                        break
+                    ahead.append((after, upto, pool.submit(after, upto)))
+                    after, ended = upto, not full
+                if not ahead:
+                    return CatchUp(total, position)
+                start, upto, folding = ahead.popleft()
+                folded, pending = folding.result()
+                with paused_gc(), self.ledger.store.transaction(commit=True) as session:
+                    self._lock(session)
+                    moved = self._position(session) != start
+                    if not moved:
+                        self._write(session, pending, upto)
+                if moved:  # another folder wrote batches meanwhile: go on from where it left
+                    rest = self._fold_batches(batch, None, progress)
+                    return CatchUp(total + rest.events, rest.position)
+                total, position = total + folded, upto
+                if progress is not None:
+                    progress(position)
+        finally:
+            for _, _, left in ahead:
+                left.cancel()
+
+    def _batch_end(self, after: int, batch: int) -> tuple[int | None, bool]:
+        """The position of the ``batch``-th event after ``after`` (True), or of the last
+        event when fewer follow (False); None when none does."""
+        e = self._events
+        with self.ledger.store.transaction(commit=False) as session:
+            found = session.execute(
+                select(e.id).where(e.id > after).order_by(e.id).offset(batch - 1).limit(1)
+            ).scalar()
+            if found is not None:
+                return int(found), True
+            last = session.execute(select(func.max(e.id)).where(e.id > after)).scalar()
+        return (None, False) if last is None else (int(last), False)
+
+    def fold_range(self, after: int, upto: int) -> tuple[int, Pending]:
+        """The events after position ``after`` up to ``upto`` folded, and prepared for a
+        writer in another process (a fold worker's task): (how many, the batch)."""
+        e = self._events
+        with paused_gc(), self.ledger.store.transaction(commit=False) as session:
+            rows = self._read_rows(session, (e.id > after) & (e.id <= upto))
+            views = RunViews(self.tracking)
+            views.fold_stored(rows, self.ledger.mapper, self._reader, self._originator(session))
+            pending, _ = views.take()
+            run_row = None if self._is_postgres else positional_rows(runs, self._engine.dialect)
+            pending.prepare(run_row)
+        return len(rows), pending
 
     def _make_indexes(self, *tables: Table) -> None:
         with self.ledger.store.transaction(commit=True) as session:

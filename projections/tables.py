@@ -8,7 +8,9 @@ the stamp is not this build's, drops and recreates them all, so the next catch-u
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import operator
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -22,9 +24,11 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    insert,
     inspect,
     select,
 )
+from sqlalchemy.engine import Dialect
 from sqlalchemy.schema import CreateTable
 
 metadata = MetaData()
@@ -161,3 +165,51 @@ def create_indexes(conn: Connection, tables: Iterable[Table]) -> None:
     for table in tables:
         for index in sorted(table.indexes, key=lambda i: str(i.name)):
             index.create(conn, checkfirst=True)
+
+
+# --- positional inserts (SQLite) ---------------------------------------------------------------
+
+RowMaker = Callable[[dict[str, Any]], tuple[Any, ...]]
+_INSERTS: dict[tuple[Table, str], tuple[str, RowMaker]] = {}
+
+
+def _positional(table: Table, dialect: Dialect) -> tuple[str, RowMaker]:
+    key = (table, dialect.name)
+    found = _INSERTS.get(key)
+    if found is None:
+        compiled = insert(table).compile(dialect=dialect)
+        if not compiled.positional or compiled.positiontup is None:
+            raise ValueError(f"{dialect.name} does not take positional parameters")
+        order = list(compiled.positiontup)
+        convert = [
+            (index, processor)
+            for index, name in enumerate(order)
+            if (processor := table.c[name].type.bind_processor(dialect)) is not None
+        ]
+        values = operator.itemgetter(*order)
+
+        def row_of(row: dict[str, Any]) -> tuple[Any, ...]:
+            item = values(row)
+            if len(order) == 1:
+                item = (item,)
+            if not convert:
+                return tuple(item)
+            converted = list(item)
+            for index, processor in convert:
+                converted[index] = processor(converted[index])
+            return tuple(converted)
+
+        found = _INSERTS[key] = (str(compiled), row_of)
+    return found
+
+
+def positional_insert(table: Table, dialect: Dialect) -> str:
+    """``INSERT`` of every column of ``table``, as ``dialect`` writes it with positional
+    parameters (SQLite), for rows made by :func:`positional_rows`."""
+    return _positional(table, dialect)[0]
+
+
+def positional_rows(table: Table, dialect: Dialect) -> RowMaker:
+    """A row of ``table`` (a dict of every column) as the driver takes it: the values in
+    parameter order, each converted by its column's bind processor, as SQLAlchemy would."""
+    return _positional(table, dialect)[1]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +28,10 @@ class Pending:
     # Digest → (role, document, position of the first event of the batch that carried it).
     # Rows are made (``manifest_row``) only for those the views do not hold yet.
     manifests: dict[str, tuple[str, dict[str, Any], int]] = field(default_factory=dict)
+    # A batch a worker process folded (``prepare``): its manifests' rows, made already, and
+    # its new runs' rows as the writer inserts them (then ``new_rows`` is empty).
+    manifest_rows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    run_rows: list[tuple[Any, ...]] | None = None
 
     def remember_manifests(self, position: int, carried: dict[str, Any]) -> None:
         """Index the referenced manifests an admitted event carries, by the digest the run
@@ -41,8 +45,15 @@ class Pending:
             if digest not in self.manifests:
                 self.manifests[str(digest)] = (role, document, position)
 
+    def manifest_digests(self) -> list[str]:
+        """The digests of the batch's manifests, in order."""
+        return sorted(self.manifests.keys() | self.manifest_rows.keys())
+
     def manifest_row(self, digest: str) -> dict[str, Any]:
         """The manifests view's row of a remembered manifest."""
+        ready = self.manifest_rows.get(digest)
+        if ready is not None:
+            return ready
         role, document, position = self.manifests[digest]
         return {
             "digest": digest,
@@ -52,6 +63,24 @@ class Pending:
             "document": json.dumps(document, sort_keys=True, separators=(",", ":")),
             "position": position,
         }
+
+    def touch_regrouped(self) -> None:
+        """The groups of runs ingested in this batch and retracted or superseded in it too."""
+        for digest in self.regroup:
+            row = self.new_rows.get(digest)
+            if row is not None and row["comparison_key"] is not None:
+                self.touched_groups.add(row["comparison_key"])
+
+    def prepare(self, run_row: Callable[[dict[str, Any]], tuple[Any, ...]] | None) -> None:
+        """Make what the writer needs of this batch without the decoded documents, for a
+        worker to send it: the manifests' rows, the groups of regrouped new runs and, with
+        ``run_row``, the new runs' rows as the writer inserts them."""
+        self.touch_regrouped()
+        self.manifest_rows = {digest: self.manifest_row(digest) for digest in self.manifests}
+        self.manifests = {}
+        if run_row is not None:
+            self.run_rows = [run_row(row) for row in self.new_rows.values()]
+            self.new_rows = {}
 
 
 def chunks(items: list[str], size: int) -> list[list[str]]:

@@ -1,0 +1,94 @@
+"""A rebuild's batches folded by worker processes while this process writes them.
+
+A batch's fold is a function of its events alone: ``RunViews`` over the same rows makes the
+same ``Pending`` in any process. Only writing it needs the views. So a rebuild of a long log
+has worker processes read and fold the batches ahead of the writer, each from a read-only
+ledger of its own on the same database, and send back what the writer needs of each
+(``Pending.prepare``: the rows made, the decoded documents left behind). The writer
+(``ProjectionRunner.rebuild``) writes the batches in log order, one transaction per batch
+with its tracking row, as it writes a batch it folded itself; before each it checks that the
+views stand where the batch starts, and if another folder moved them it drops what is ahead
+and goes on in-process from where they stand.
+
+Workers start by ``fork`` when this process has one thread (instant), else by a fork server.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.engine import make_url
+
+if TYPE_CHECKING:
+    from ledger.application import Ledger
+    from projections.runner import ProjectionRunner
+    from projections.view_rows import Pending
+
+# Batches folded ahead of the writer, per worker.
+AHEAD_PER_WORKER = 2
+
+_FOLDER: ProjectionRunner | None = None  # a worker's own runner, on its read-only ledger
+
+
+def _start(db_url: str, trust_root: dict[str, Any]) -> None:
+    """A worker's start: its own read-only ledger on the database."""
+    from ledger.application import Ledger  # noqa: PLC0415 - in the worker only
+    from ledger.signing.trust import TrustRoot  # noqa: PLC0415
+    from projections.runner import ProjectionRunner  # noqa: PLC0415
+
+    global _FOLDER  # noqa: PLW0603 - one runner per worker process
+    _FOLDER = ProjectionRunner(Ledger(db_url, TrustRoot.from_json(trust_root), read_only=True))
+
+
+def _fold(after: int, upto: int) -> tuple[int, Pending]:
+    """(events folded, the batch prepared for the writer): the events after position
+    ``after`` up to ``upto``."""
+    if _FOLDER is None:
+        raise RuntimeError("the fold worker was not started")
+    return _FOLDER.fold_range(after, upto)
+
+
+def shared_database(ledger: Ledger) -> str | None:
+    """The URL other processes reach the ledger's database by, or None (an in-memory
+    SQLite database is this process's own)."""
+    url = ledger.store.engine.url
+    if url.get_backend_name() == "sqlite":
+        database = url.database or ""
+        if database in ("", ":memory:") or "mode=memory" in str(url):
+            return None
+    return url.render_as_string(hide_password=False)
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    if "forkserver" in methods:
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["projections.runner"])
+        return context
+    return multiprocessing.get_context("spawn")
+
+
+class FoldPool:
+    """Worker processes folding batches of a ledger's events, ``ahead`` at a time."""
+
+    def __init__(self, db_url: str, ledger: Ledger, workers: int) -> None:
+        make_url(db_url)  # a URL, checked here rather than in every worker
+        self.workers = workers
+        self.ahead = workers * AHEAD_PER_WORKER
+        self._pool = ProcessPoolExecutor(
+            workers,
+            mp_context=_context(),
+            initializer=_start,
+            initargs=(db_url, ledger.trust_root.to_json()),
+        )
+
+    def submit(self, after: int, upto: int) -> Future[tuple[int, Pending]]:
+        return self._pool.submit(_fold, after, upto)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
