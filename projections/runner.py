@@ -291,8 +291,9 @@ class ProjectionRunner:
 
     def _flush(self, session: StoreSession, pending: Pending) -> None:
         """Write the batch's new runs and changes with a few multi-row statements."""
-        if pending.run_rows:  # a worker's batch: rows made already
-            self._insert_positional(session, runs, pending.run_rows)
+        made = pending.run_rows()  # a worker's batch: its rows made already
+        if made:
+            self._insert_positional(session, runs, made)
         if pending.new_rows:
             self._insert_rows(session, runs, list(pending.new_rows.values()))
         self._insert_manifests(session, pending)

