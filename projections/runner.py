@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from eventsourcing.persistence import Tracking
-from sqlalchemy import Table, bindparam, create_engine, delete, func, insert, select, text, update
+from sqlalchemy import Table, bindparam, create_engine, delete, insert, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from domain.canonical import canonical_json
@@ -498,19 +498,23 @@ class ProjectionRunner:
         self, batch: int, progress: Callable[[int], None] | None, pool: FoldPool
     ) -> CatchUp:
         """``_fold_batches`` with the folding done by ``pool``'s workers, batches ahead of
-        the writing: the same batches (the next ``batch`` events each), written alike."""
+        the writing. A batch is the events at the ``batch`` positions after the previous
+        one's end, up to the last stored event (positions left by a rolled-back write hold
+        none, then a batch has fewer); the writer records the batch's end as its position."""
         with self.ledger.store.transaction(commit=False) as session:
             position = self._position(session)
         ahead: deque[tuple[int, int, Future[tuple[int, Pending]]]] = deque()
-        after, ended, total = position, False, 0
+        after, last, total = position, position, 0
         try:
             while True:
-                while not ended and len(ahead) < pool.ahead:
-                    upto, full = self._batch_end(after, batch)
-                    if upto is None:
-                        break
+                while len(ahead) < pool.ahead:
+                    if after >= last:
+                        last = int(self.ledger.store.last_position())  # any new since?
+                        if after >= last:
+                            break
+                    upto = min(after + batch, last)
                     ahead.append((after, upto, pool.submit(after, upto)))
-                    after, ended = upto, not full
+                    after = upto
                 if not ahead:
                     return CatchUp(total, position)
                 start, upto, folding = ahead.popleft()
@@ -529,19 +533,6 @@ class ProjectionRunner:
         finally:
             for _, _, left in ahead:
                 left.cancel()
-
-    def _batch_end(self, after: int, batch: int) -> tuple[int | None, bool]:
-        """The position of the ``batch``-th event after ``after`` (True), or of the last
-        event when fewer follow (False); None when none does."""
-        e = self._events
-        with self.ledger.store.transaction(commit=False) as session:
-            found = session.execute(
-                select(e.id).where(e.id > after).order_by(e.id).offset(batch - 1).limit(1)
-            ).scalar()
-            if found is not None:
-                return int(found), True
-            last = session.execute(select(func.max(e.id)).where(e.id > after)).scalar()
-        return (None, False) if last is None else (int(last), False)
 
     def fold_range(self, after: int, upto: int) -> tuple[int, Pending]:
         """The events after position ``after`` up to ``upto`` folded, and prepared for a
