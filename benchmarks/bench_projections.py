@@ -420,13 +420,122 @@ def figures(ctx: Context, *, rebuild: bool = True, reads: bool = True) -> list[F
     return results
 
 
+# The writer's stages of a rebuild (ProjectionRunner methods), and a fold worker's.
+WRITER_STAGES = (
+    ("_fold_batches_ahead", "batches: folded by workers, written here"),
+    ("_fold_batches", "batches: folded and written here"),
+    ("_write", "  write a batch"),
+    ("_insert_positional", "    runs rows (driver executemany)"),
+    ("_insert_rows", "    rows from dicts (in-process batches; the ranks)"),
+    ("_insert_manifests", "    manifests"),
+    ("_mark_stale", "    stale groups"),
+    ("_make_indexes", "secondary indexes"),
+    ("_rerank_stale", "re-rank every group"),
+)
+FOLD_STAGES = (
+    ("_read_rows", "read (position, topic, state)"),
+    ("stored_fold_events", "decode: stored fields + statement"),
+    ("apply", "fold: profile, evidence, row"),
+    ("prepare", "prepare for the writer"),
+)
+
+
+def stage_breakdown(runs: int, groups: int, workers: int | None = None) -> dict[str, Any]:
+    """µs per event of each stage of a rebuild (the writer's wall time per stage, waiting
+    on workers included), and of a fold worker's task over one batch, timed in-process (CPU).
+    Timing wraps each stage, so the total runs slower than the suite's figure."""
+    import concurrent.futures  # noqa: PLC0415
+    from contextlib import ExitStack  # noqa: PLC0415
+    from unittest import mock  # noqa: PLC0415
+
+    from projections import run_views  # noqa: PLC0415
+    from projections.view_rows import Pending  # noqa: PLC0415
+
+    home = build(CACHE / f"projections-{runs}-{groups}", runs, groups, Console(stderr=True))
+    ledger = home.open()
+    runner = ProjectionRunner(ledger)
+    spent: dict[str, float] = {}
+
+    def timed(owner: Any, name: str, label: str, clock: Callable[[], float]) -> Any:
+        original = getattr(owner, name)
+
+        def stage(*args: Any, **kwargs: Any) -> Any:
+            started = clock()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                spent[label] = spent.get(label, 0.0) + clock() - started
+
+        return mock.patch.object(owner, name, stage)
+
+    with ExitStack() as patches:
+        for name, label in WRITER_STAGES:
+            patches.enter_context(timed(ProjectionRunner, name, label, time.perf_counter))
+        patches.enter_context(
+            timed(concurrent.futures.Future, "result", "  waiting for a worker", time.perf_counter)
+        )
+        started = time.perf_counter()
+        done = runner.rebuild(workers=workers)
+        total = time.perf_counter() - started
+    writer = {label: round(seconds / done.events * 1e6, 1) for label, seconds in spent.items()}
+    spent.clear()
+
+    def folded(events: Any, *args: Any) -> Any:  # the generator's time, as it is consumed
+        clock = time.process_time
+        source = iter(original_events(events, *args))
+        while True:
+            started = clock()
+            try:
+                item = next(source)
+            except StopIteration:
+                return
+            finally:
+                spent["decode: stored fields + statement"] = (
+                    spent.get("decode: stored fields + statement", 0.0) + clock() - started
+                )
+            yield item
+
+    original_events = run_views.stored_fold_events
+    first = 3 if done.events > REBUILD_BATCH + 3 else 0
+    with ExitStack() as patches:
+        patches.enter_context(mock.patch.object(run_views, "stored_fold_events", folded))
+        for owner, name, label in (
+            (ProjectionRunner, "_read_rows", "read (position, topic, state)"),
+            (run_views.RunViews, "apply", "fold: profile, evidence, row"),
+            (Pending, "prepare", "prepare for the writer"),
+        ):
+            patches.enter_context(timed(owner, name, label, time.process_time))
+        started = time.process_time()
+        count, _ = runner.fold_range(first, first + REBUILD_BATCH)
+        fold_total = time.process_time() - started
+    worker = {label: round(seconds / count * 1e6, 1) for label, seconds in spent.items()}
+    worker["a worker's task, in all"] = round(fold_total / count * 1e6, 1)
+    ledger.close()
+    return {
+        "events": done.events,
+        "eventsPerSecond": round(done.events / total),
+        "writerUsPerEvent": writer | {"rebuild, in all": round(total / done.events * 1e6, 1)},
+        "foldWorkerCpuUsPerEvent": worker,
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="projection rebuild and read benchmark")
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--groups", type=int, default=1_000)
     parser.add_argument("--reads", type=int, default=2_000)
+    parser.add_argument(
+        "--stages",
+        action="store_true",
+        help="only the rebuild, timed stage by stage (µs per event)",
+    )
+    parser.add_argument("--workers", type=int, default=None, help="fold workers (--stages)")
     args = parser.parse_args(argv)
     console = Console(stderr=True)
+    if args.stages:
+        stages = stage_breakdown(args.runs, args.groups, args.workers)
+        Console().print_json(json.dumps(stages))
+        return
     measured = measure(args.runs, args.groups, args.reads, console)
     result = {k: measured[k] for k in ("runs", "groups", "events", "rebuild")}
     for key in ("leaderboardMs", "runRowMs", "fullRunRecordMs"):
