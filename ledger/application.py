@@ -16,6 +16,7 @@ Admission order (each step fails closed with a named reason; nothing is stored o
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import random
 import threading
@@ -32,7 +33,7 @@ from sqlalchemy.engine import make_url
 from domain.errors import DomainError
 from domain.event_names import EventName
 from domain.timestamps import utc_now
-from ledger.admission import Admission, Admitted
+from ledger.admission import Admission, Admitted, AdmittedGroup
 from ledger.admission_cache import fold_key_events
 from ledger.aggregates import Principal, Run, principal_id, run_id, topic_of
 from ledger.authority import KeyState
@@ -59,10 +60,19 @@ from ledger.store.stored_events import (
     stored_states,
     stored_versions,
 )
-from ledger.store.transparency_log import InclusionProof, LogIntegrityError, TransparencyLog
+from ledger.store.transparency_log import (
+    InclusionProof,
+    LogIntegrityError,
+    Sequenced,
+    TransparencyLog,
+)
 from ledger.timing import GROUP_SIZE, Stage, note, timed, timed_block
 
 MAX_APPEND_ATTEMPTS = 20
+# Races lost (another writer committed to the same runs or keys between this group's reads
+# and its commit) before the group is admitted holding the event table's lock: then it
+# cannot lose again, so a writer that keeps losing to a busier one still gets through.
+LOCKED_AFTER = 3
 
 Committed = tuple[list[Recording[UUID]], tuple[int, dict[int, InclusionProof]] | None]
 
@@ -158,7 +168,9 @@ class Ledger(Application[UUID]):
             outcome_unknown = False
             for attempt in range(MAX_APPEND_ATTEMPTS):
                 try:
-                    results, committed = self._append_group(envelopes)
+                    results, committed = self._append_group(
+                        envelopes, locked=attempt >= LOCKED_AFTER
+                    )
                     break
                 except _SignerChanged:
                     # Not a lost race to retry blindly: the keys are read afresh, so the
@@ -199,23 +211,35 @@ class Ledger(Application[UUID]):
             )
 
     def _append_group(
-        self, envelopes: Sequence[object]
+        self, envelopes: Sequence[object], *, locked: bool = False
     ) -> tuple[list[Receipt | DomainError | Admitted], Committed]:
-        group = self.admission.admit(envelopes)
-        if not group.events:
-            return group.results, ([], None)
+        """Admit a group, then store and sequence it. ``locked``: in one transaction that
+        holds the event table's lock from before the first read (after lost races)."""
+        group: AdmittedGroup | None = None
         try:
-            committed = self._commit(group.events, group.signers, group.groups)
+            with self._locked_transaction() if locked else contextlib.nullcontext():
+                group = self.admission.admit(envelopes)
+                if not group.events:
+                    return group.results, ([], None)
+                committed, sequenced = self._commit(group.events, group.signers, group.groups)
         except BaseException:
-            self.admission.abandoned(group)  # admitted against state that was never stored
+            if group is not None:
+                self.admission.abandoned(group)  # admitted against state never stored
             raise
+        self.tlog.committed(sequenced)  # only now: the transaction that made it committed
         self.admission.stored(group)
         return group.results, committed
+
+    @contextlib.contextmanager
+    def _locked_transaction(self) -> Iterator[None]:
+        with self.store.transaction(commit=True) as session:
+            self.store.hold_write_lock(session)
+            yield
 
     @timed(Stage.COMMIT)
     def _commit(
         self, events: list[Any], signers: dict[UUID, int], groups: dict[str, tuple[str, int]]
-    ) -> Committed:
+    ) -> tuple[Committed, Sequenced]:
         """Store the new events and sequence them into the log in one transaction.
 
         Storing takes the event table's lock (PostgreSQL: LOCK TABLE, held to the commit;
@@ -252,8 +276,7 @@ class Ledger(Application[UUID]):
             proofs = self.tlog.inclusions(
                 session, [r.notification.id for r in recordings], sequenced.compact.size, sequenced
             )
-        self.tlog.committed(sequenced)
-        return recordings, (sequenced.compact.size, proofs)
+        return (recordings, (sequenced.compact.size, proofs)), sequenced
 
     def _save_events(self, events: list[Any]) -> list[Recording[UUID]]:
         """``Application.save`` for a group of events: ``save`` tells events from aggregates

@@ -16,7 +16,7 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from sqlalchemy import Table
+from sqlalchemy import Table, false, text, update
 from sqlalchemy.engine import Connection, Engine
 
 if TYPE_CHECKING:
@@ -48,6 +48,15 @@ class EventStore:
         """One transaction; nested uses join the outermost (eventsourcing's behaviour)."""
         found: AbstractContextManager[StoreSession] = self._recorder.transaction(commit=commit)
         return found
+
+    def hold_write_lock(self, session: StoreSession) -> None:
+        """Take the lock every append takes, now, for the rest of this transaction:
+        PostgreSQL's lock on the event table (eventsourcing-sqlalchemy's, taken again by the
+        INSERT at no cost), SQLite's write lock (a write that changes nothing takes it)."""
+        if self.postgres:
+            session.execute(text(f"LOCK TABLE {self.events.name} IN EXCLUSIVE MODE"))
+        else:
+            session.execute(update(self.events).where(false()).values(id=self.events.c.id))
 
     def last_position(self) -> int:
         """The position of the last stored event (0 for an empty ledger)."""

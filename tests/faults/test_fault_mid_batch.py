@@ -51,10 +51,10 @@ APPENDER = textwrap.dedent(
     ledger = LedgerHome.at(home, db).open()
     original = TransparencyLog.sequence
 
-    def sequence(self, session):
+    def sequence(self, session, *args):
         # The group's events are INSERTed, uncommitted; the leaves come next, then COMMIT.
         print("sequencing", flush=True)
-        return original(self, session)
+        return original(self, session, *args)
 
     TransparencyLog.sequence = sequence
     print("appending", flush=True)

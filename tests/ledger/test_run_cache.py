@@ -109,3 +109,49 @@ def test_a_run_another_writer_ingests_after_the_group_looked_is_not_ingested_twi
     finally:
         first.close()
         second.close()
+
+
+def test_a_group_that_keeps_losing_races_is_admitted_under_the_lock(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each optimistic admission loses to another writer's commit to the same run; after
+    ``LOCKED_AFTER`` lost races the group is admitted holding the event table's lock, where
+    nobody can overtake it: it is stored, once, after the others' events."""
+    from ledger.application import LOCKED_AFTER
+
+    home = LedgerHome.at(tmp_path / "home", db_url)
+    first, seed = build_demo(home)
+    second = home.open()
+    try:
+        key = SigningKey.generate()
+        first.append(key_registration_envelope(key.public, [Role.ATTESTER], key))
+        looks: list[int] = []
+        locks: list[int] = []
+        hold = type(first.store).hold_write_lock
+        commit = Ledger._commit
+
+        def counted_lock(self: Any, session: Any) -> None:
+            locks.append(1)
+            hold(self, session)
+
+        def overtaken(self: Ledger, *args: Any) -> Any:
+            if self is first:
+                looks.append(1)
+                if not locks:  # admitted optimistically: another writer commits first
+                    body = f"overtakes {len(looks)}"
+                    other = threading.Thread(target=lambda: second.append(_note(seed, key, body)))
+                    other.start()
+                    other.join()
+            return commit(self, *args)
+
+        monkeypatch.setattr(Ledger, "_commit", overtaken)
+        monkeypatch.setattr(type(first.store), "hold_write_lock", counted_lock)
+        answer = first.append_many([_note(seed, key, "the loser")])[0]
+        assert not isinstance(answer, Exception) and not answer.duplicate
+        assert len(looks) == LOCKED_AFTER + 1 and len(locks) == 1
+        events = first.stored_records(answer.aggregate_id)
+        assert events[-1].position == answer.position  # after every overtaking event
+        assert [r.version for r in events] == list(range(1, len(events) + 1))
+    finally:
+        first.close()
+        second.close()

@@ -120,7 +120,9 @@ def test_writers_that_keep_losing_hear_409_through_the_group_writer(
     ledger, seed = demo
     envelope = _attestation(ledger, seed, "busy")
     monkeypatch.setattr(application, "MAX_APPEND_ATTEMPTS", 3)
-    monkeypatch.setattr(ledger, "_append_group", lambda envelopes: (_ for _ in ()).throw(_busy()))
+    monkeypatch.setattr(
+        ledger, "_append_group", lambda envelopes, **_: (_ for _ in ()).throw(_busy())
+    )
     writer = GroupCommitWriter(ledger)
     try:
         with pytest.raises(ConflictError) as refused:
@@ -141,10 +143,10 @@ def test_a_write_whose_connection_was_lost_is_never_called_unstored(
     real = ledger._append_group
     calls = {"n": 0}
 
-    def flaky(envelopes: Any) -> Any:
+    def flaky(envelopes: Any, **options: Any) -> Any:
         calls["n"] += 1
         if calls["n"] == 1:
-            real(envelopes)  # committed
+            real(envelopes, **options)  # committed
             raise _disconnect()
         raise _refused(tmp_path)
 
