@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import os
 from enum import StrEnum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from api.cli_common import DbOption, HomeOption, fail, handles_errors, out
+from api.cli_common import DbOption, HomeOption, handles_errors, out
 from api.demo import DEMO_HOME, build_demo, demo_home
 from ledger.home import DB_ENV, HOME_ENV, LedgerHome
+
+if TYPE_CHECKING:
+    from ledger.application import Ledger
+    from ledger.writer_process import RemoteWriter
 
 APP_FACTORY = "api.server.app:create_app_from_env"
 HEADER_DEADLINE_PROTOCOL = "api.server.http_protocol:HeaderDeadlineProtocol"
@@ -56,7 +60,11 @@ def serve(
     ] = False,
     workers: Annotated[
         int,
-        typer.Option(min=1, help="Worker processes (more than one needs PostgreSQL)."),
+        typer.Option(
+            min=1,
+            help="HTTP worker processes (on SQLite they hand every write to the ledger's one "
+            "writer process).",
+        ),
     ] = 1,
     public_url: Annotated[
         str | None,
@@ -71,23 +79,46 @@ def serve(
     ] = LogFormat.json,
 ) -> None:
     """Serve the HTTP API (/v1, OpenAPI at /schema) and the pages for a ledger."""
-    # The server stack (Litestar, uvicorn) loads here, not when any other command starts.
+    # The server stack (Litestar, uvicorn) loads in _serve, not when any other command starts.
+    from ledger.writer_process import RemoteWriter, WriterProcess  # noqa: PLC0415
+
+    target = demo_home(home, db) if demo else LedgerHome.at(home, db)
+    if demo:
+        build_demo(target)[0].close()
+    ledger = target.open()
+    writer: WriterProcess | None = None
+    if _is_sqlite(target.db_url):
+        # SQLite takes one writing process: the ledger's writer process, which every HTTP
+        # worker hands its writes to; the workers read the ledger themselves.
+        ledger.close()
+        writer = WriterProcess(target.path, target.db_url).start()
+        os.environ.update(writer.env)
+        ledger = target.open(read_only=True)
+    try:
+        remote = RemoteWriter(writer.address, writer.key) if writer is not None else None
+        _serve(ledger, target, host, port, workers, public_url, log_format, remote)
+    finally:
+        ledger.close()
+        if writer is not None:
+            writer.stop()
+
+
+def _serve(
+    ledger: Ledger,
+    target: LedgerHome,
+    host: str,
+    port: int,
+    workers: int,
+    public_url: str | None,
+    log_format: LogFormat,
+    remote: RemoteWriter | None,
+) -> None:
     import uvicorn  # noqa: PLC0415 - the web stack only once serving, not for --help
 
     from api.server.app import create_app  # noqa: PLC0415
     from api.server.config import ServerConfig  # noqa: PLC0415
     from api.server.http_protocol import HeaderDeadlineProtocol  # noqa: PLC0415
 
-    target = demo_home(home, db) if demo else LedgerHome.at(home, db)
-    if workers > 1 and _is_sqlite(target.db_url):
-        # Several processes appending to one SQLite file would fight over its write lock;
-        # the service serialises writers within a process only.
-        raise fail(
-            "single-writer",
-            f"--workers {workers} needs PostgreSQL: SQLite ({target.db_url}) allows one "
-            "writer process; use --workers 1, or --db postgresql+psycopg://...",
-        )
-    ledger = build_demo(target)[0] if demo else target.open()
     if public_url is None and host not in {"0.0.0.0", "::", ""}:  # noqa: S104
         # Its own address, when that is one clients can reach; behind a wildcard bind the
         # permalink stays relative (never the client's Host header): give --public-url.
@@ -101,6 +132,8 @@ def serve(
     # human-readable logs, so JSON logs stay machine-readable.
     uvicorn_level = "info" if log_format is LogFormat.console else "warning"
     if workers > 1:
+        if remote is not None:
+            remote.close()  # each worker makes its own
         os.environ[HOME_ENV] = str(target.path)
         os.environ[DB_ENV] = target.db_url
         os.environ[LOG_FORMAT_ENV] = log_format.value
@@ -119,7 +152,7 @@ def serve(
         return
     config = ServerConfig(public_url=public_url, json_logs=log_format is LogFormat.json)
     uvicorn.run(
-        create_app(ledger, config),
+        create_app(ledger, config, remote),
         http=HeaderDeadlineProtocol,  # slow-loris: headers must arrive in time (408)
         host=host,
         port=port,

@@ -12,6 +12,7 @@ import queue
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from domain.errors import DomainError
 from ledger.application import Ledger
@@ -25,6 +26,17 @@ _STOP = object()
 class WriterClosedError(DomainError):
     code = "unavailable"
     status = 503
+
+
+class Writer(Protocol):
+    """What takes a process's writes: this module's writer thread, or a handle on the
+    writer process (``ledger.writer_process.RemoteWriter``)."""
+
+    def submit(self, envelope: object) -> Future[Receipt]: ...
+
+    def append(self, envelope: object) -> Receipt: ...
+
+    def close(self, timeout: float = 30.0) -> None: ...
 
 
 @dataclass

@@ -32,7 +32,9 @@ from api.server.rate_limits import TokenBuckets, retry_after_header
 from api.server.service import LedgerService
 from domain.manifests.registry import build_validators
 from ledger.application import Ledger
+from ledger.group_commit import Writer
 from ledger.home import LedgerHome
+from ledger.writer_process import RemoteWriter
 
 API_VERSION = "1.0.0"
 
@@ -78,11 +80,15 @@ def _admit(request: Request[Any, Any, Any]) -> Response[Any] | None:
     return None
 
 
-def create_app(ledger: Ledger, config: ServerConfig | None = None) -> Litestar:
+def create_app(
+    ledger: Ledger, config: ServerConfig | None = None, writer: Writer | None = None
+) -> Litestar:
+    """The API and pages over ``ledger``; writes go to ``writer`` (the ledger's writer
+    process), else to a writer thread of this process."""
     settings = config or ServerConfig()
     configure_logging(settings.json_logs)
     build_validators()  # deferred to first use elsewhere; handlers validate from many threads
-    service = LedgerService(ledger)
+    service = LedgerService(ledger, writer)
     state = State(
         {
             "service": service,
@@ -141,11 +147,15 @@ def create_app(ledger: Ledger, config: ServerConfig | None = None) -> Litestar:
 def create_app_from_env() -> Litestar:
     """ASGI factory for uvicorn workers: ``uvicorn --factory api.server.app:create_app_from_env``.
 
-    Reads the ledger home and database from KERNELINDEX_HOME / KERNELINDEX_DB.
+    Reads the ledger home and database from KERNELINDEX_HOME / KERNELINDEX_DB, and the
+    writer process from KERNELINDEX_WRITER_ADDRESS / KERNELINDEX_WRITER_KEY when there is one.
     """
     home = LedgerHome.at(None, os.environ.get("KERNELINDEX_DB"))
     config = ServerConfig(
         public_url=os.environ.get("KERNELINDEX_PUBLIC_URL"),
         json_logs=os.environ.get("KERNELINDEX_LOG_FORMAT", "json") != "console",
     )
-    return create_app(home.open(), config)
+    # A server with a writer process (``kernelindex serve``) gives its workers its address:
+    # they hand it every write, and open the ledger only to read (and fold the views).
+    writer = RemoteWriter.from_env()
+    return create_app(home.open(read_only=writer is not None), config, writer)

@@ -47,8 +47,16 @@ def bench_app() -> Callable[..., Awaitable[None]]:
         # An experiment, not a fix: how often the GIL passes between the writer thread and
         # the event loop (CPython's default is every 5 ms).
         sys.setswitchinterval(float(os.environ[SWITCH_VAR]))
+    from ledger.writer_process import RemoteWriter  # noqa: PLC0415
+
     home = LedgerHome.at(Path(os.environ[HOME_VAR]), os.environ[DB_VAR])
-    app = create_app(home.open(), ServerConfig(key_rate=0, address_rate=0, json_logs=True))
+    # As `kernelindex serve` runs: with a writer process (SQLite), the workers hand it writes.
+    writer = RemoteWriter.from_env()
+    app = create_app(
+        home.open(read_only=writer is not None),
+        ServerConfig(key_rate=0, address_rate=0, json_logs=True),
+        writer,
+    )
     if os.environ.get(THREADS_VAR):
         # An experiment: Litestar runs sync handlers on the event loop's default executor,
         # min(32, cores + 4) threads; a write handler holds its thread until its group is
@@ -117,6 +125,13 @@ def child_main(argv: list[str]) -> None:
         parser.add_argument("--timings", help="folder for per-worker stage timings")
         parser.add_argument("--switch-interval", help="sys.setswitchinterval in the server")
         parser.add_argument("--threads", help="handler thread pool size in the server")
+        parser.add_argument(
+            "--writer",
+            choices=("process", "thread"),
+            default="process",
+            help="on SQLite, the ledger's writer process (as `kernelindex serve`) or, for "
+            "comparison, a writer thread in each worker",
+        )
     args = parser.parse_args(argv[1:])
     if argv[0] == "echo-child":
         _uvicorn("benchmarks.http.server:echo_app", args.port, args.workers)
@@ -129,7 +144,17 @@ def child_main(argv: list[str]) -> None:
         os.environ[SWITCH_VAR] = args.switch_interval
     if args.threads:
         os.environ[THREADS_VAR] = args.threads
-    _uvicorn("benchmarks.http.server:bench_app", args.port, args.workers)
+    if args.writer == "thread" or not args.db.startswith("sqlite"):
+        _uvicorn("benchmarks.http.server:bench_app", args.port, args.workers)
+        return
+    from ledger.writer_process import WriterProcess  # noqa: PLC0415
+
+    writer = WriterProcess(Path(args.home), args.db).start()
+    os.environ.update(writer.env)
+    try:
+        _uvicorn("benchmarks.http.server:bench_app", args.port, args.workers)
+    finally:
+        writer.stop()
 
 
 def scan_server_log(path: Path) -> dict[str, Any]:

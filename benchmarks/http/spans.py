@@ -230,7 +230,6 @@ def instrument(service: Any) -> Spans:
     not stages of the ledger, by wrapping three public or edge methods (a rename fails here,
     loudly); the driver's COMMIT and statements by wrapping the dialect."""
     from api.server import service as service_module  # noqa: PLC0415
-    from ledger import group_commit  # noqa: PLC0415
 
     spans = Spans()
     timing.install(spans)  # the ledger's stages (ledger.timing), timed where the ledger says
@@ -240,7 +239,8 @@ def instrument(service: Any) -> Spans:
     service_module.LedgerService._checked = staticmethod(  # type: ignore[method-assign]
         spans.wrap(S_SERVICE, checked)
     )
-    submit = group_commit.GroupCommitWriter.submit
+    writer_class = type(service.writer)  # the writer thread, or the writer process's handle
+    submit = writer_class.submit
 
     @functools.wraps(submit)
     def timed_submit(self: Any, envelope: Any) -> Any:
@@ -249,7 +249,7 @@ def instrument(service: Any) -> Spans:
         future.add_done_callback(lambda _: spans.record(S_WAIT, time.perf_counter() - started))
         return future
 
-    group_commit.GroupCommitWriter.submit = timed_submit  # type: ignore[method-assign]
+    writer_class.submit = timed_submit
     service_append = service_module.LedgerService.append_async
 
     @functools.wraps(service_append)

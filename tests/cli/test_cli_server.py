@@ -385,15 +385,6 @@ def test_a_server_showing_another_log_than_before_is_caught(
 # ----------------------------------------------------------------- serve
 
 
-def test_serve_workers_on_sqlite_is_refused(tmp_path: Path) -> None:
-    result = CliRunner().invoke(
-        app, ["serve", "--demo", "--home", str(tmp_path / "demo"), "--workers", "2"]
-    )
-    assert result.exit_code == 1, result.output
-    assert "error[single-writer]" in result.stderr and "PostgreSQL" in result.stderr
-    assert not (tmp_path / "demo").exists()  # refused before building anything
-
-
 def test_serve_demo_answers_http(tmp_path: Path) -> None:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELINDEX_")}

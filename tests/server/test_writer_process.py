@@ -1,0 +1,253 @@
+"""The ledger's writer process (``ledger.writer_process``): what ``kernelindex serve`` hands
+every write to on SQLite. A worker gets from it exactly what the in-process writer gives
+(receipts with their inclusion proofs, duplicates, refusals with their codes), many workers'
+concurrent writes all land once each, and the writer ends with its server, even a server
+killed outright."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+from live_server import free_port
+
+from api.demo import build_demo
+from domain.statements import Role
+from ledger.group_commit import WriterClosedError
+from ledger.home import LedgerHome
+from ledger.proofs.merkle import verify_inclusion
+from ledger.receipt import Receipt
+from ledger.signing.authoring import attestation_envelope, key_registration_envelope
+from ledger.signing.dsse import UnknownKeyError, parse_envelope
+from ledger.signing.keys import SigningKey
+from ledger.writer_process import RemoteWriter, WriterProcess
+from tests.paths import REPO
+
+SEED_NAME = "sol-submission-38823"
+CLI = [sys.executable, "-m", "api.cli"]
+SERVE_OPTIONS = ["--workers", "2", "--log-format", "console"]
+
+
+@pytest.fixture
+def writer(db_url: str, tmp_path: Path) -> Iterator[tuple[WriterProcess, LedgerHome, str]]:
+    home = LedgerHome.at(tmp_path / "home", db_url)
+    ledger, seed = build_demo(home)
+    ledger.close()
+    process = WriterProcess(home.path, home.db_url).start()
+    try:
+        yield process, home, seed
+    finally:
+        process.stop()
+
+
+def _note(seed: str, key: SigningKey, body: str) -> dict[str, object]:
+    return attestation_envelope(seed, SEED_NAME, key, type_="note", body=body)
+
+
+def test_a_worker_gets_what_the_writer_thread_gives(
+    writer: tuple[WriterProcess, LedgerHome, str],
+) -> None:
+    process, home, seed = writer
+    remote = RemoteWriter(process.address, process.key)
+    try:
+        alice = SigningKey.generate()
+        remote.append(key_registration_envelope(alice.public, [Role.ATTESTER], alice))
+        envelope = _note(seed, alice, "through the writer process")
+        receipt = remote.append(parse_envelope(envelope))  # an envelope the edge parsed
+        assert isinstance(receipt, Receipt) and not receipt.duplicate
+        assert receipt.event == "Run.Attested" and receipt.signer == alice.key_id
+        proof = receipt.inclusion
+        assert proof is not None
+        ledger = home.open(read_only=True)
+        try:
+            (record,) = ledger.stored_records(receipt.aggregate_id, receipt.version)
+            assert record.position == receipt.position
+            with ledger.store.transaction(commit=False) as session:
+                leaf = ledger.tlog.leaf_for_position(session, receipt.position)
+                (leaf_hash,) = [
+                    bytes(row[2]) for row in ledger.tlog.entries(session, leaf, leaf + 1)
+                ]
+            verify_inclusion(leaf_hash, proof.leaf_index, proof.tree_size, proof.hashes, proof.root)
+        finally:
+            ledger.close()
+        again = remote.append(envelope)  # the same envelope: its original receipt
+        assert again.duplicate and again.position == receipt.position
+        stranger = SigningKey.generate()  # never registered: refused, with the ledger's reason
+        with pytest.raises(UnknownKeyError) as refused:
+            remote.append(_note(seed, stranger, "who is this"))
+        assert refused.value.code == UnknownKeyError.code
+    finally:
+        remote.close()
+
+
+def test_concurrent_writes_from_many_workers_each_land_once(
+    writer: tuple[WriterProcess, LedgerHome, str],
+) -> None:
+    process, home, seed = writer
+    keys = [SigningKey.generate() for _ in range(4)]
+    remotes = [RemoteWriter(process.address, process.key) for _ in keys]
+    try:
+        for remote, key in zip(remotes, keys, strict=True):
+            remote.append(key_registration_envelope(key.public, [Role.ATTESTER], key))
+        jobs = [
+            (r, _note(seed, k, f"{n}"))
+            for n in range(20)
+            for r, k in zip(remotes, keys, strict=True)
+        ]
+        with ThreadPoolExecutor(16) as pool:
+            receipts = list(pool.map(lambda job: job[0].append(job[1]), jobs))
+    finally:
+        for remote in remotes:
+            remote.close()
+    positions = [r.position for r in receipts]
+    assert len(set(positions)) == len(jobs) and not any(r.duplicate for r in receipts)
+    ledger = home.open(read_only=True)
+    try:
+        assert ledger.event_count(receipts[0].aggregate_id) >= len(jobs) + 1
+        with ledger.store.transaction(commit=False) as session:
+            assert ledger.tlog.tree_size(session) == ledger.store.last_position()  # dense
+    finally:
+        ledger.close()
+
+
+def test_a_stopped_writer_refuses_new_writes_it_cannot_take(
+    writer: tuple[WriterProcess, LedgerHome, str],
+) -> None:
+    process, _, seed = writer
+    remote = RemoteWriter(process.address, process.key)
+    process.stop()
+    deadline = time.monotonic() + 10
+    with pytest.raises(WriterClosedError):
+        while time.monotonic() < deadline:  # the closed socket is seen at the next send
+            remote.append(_note(seed, SigningKey.generate(), "too late"))
+            time.sleep(0.05)
+    remote.close()
+
+
+def _serve(home: Path, port: int, out: Path) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELINDEX_")}
+    with out.open("wb") as log:
+        return subprocess.Popen(
+            [*CLI, "serve", "--demo", "--home", str(home), "--port", str(port), *SERVE_OPTIONS],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def _wait(base: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 90
+    while True:
+        assert process.poll() is None, f"serve exited:\n{log.read_text()}"
+        assert time.monotonic() < deadline, f"no /health in 90 s:\n{log.read_text()}"
+        try:
+            if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for its parent to reap it has ended)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc").exists(), reason="reads the process table from /proc")
+def test_serve_with_workers_on_sqlite_writes_through_its_writer_process(tmp_path: Path) -> None:
+    """`kernelindex serve --workers 2` on SQLite: writes from either worker land (through
+    the one writer process) and are read back; stopped, it leaves no process behind."""
+    port, log = free_port(), tmp_path / "serve.log"
+    process = _serve(tmp_path / "demo", port, log)
+    base = f"http://127.0.0.1:{port}"
+    children: list[int] = []
+    try:
+        _wait(base, process, log)
+        seed = httpx.get(f"{base}/v1/runs/7e18c26c", timeout=10).json()["digest"]
+        alice = SigningKey.generate()
+        registered = httpx.post(
+            f"{base}/v1/keys/",
+            json=key_registration_envelope(alice.public, [Role.ATTESTER], alice),
+            timeout=30,
+        )
+        assert registered.status_code == 201, registered.text
+        replies = []
+        for n in range(12):  # a new connection each: both workers take some
+            replies.append(
+                httpx.post(
+                    f"{base}/v1/runs/{seed}/attestations",
+                    json=_note(seed, alice, f"n{n}"),
+                    timeout=30,
+                )
+            )
+        assert [r.status_code for r in replies] == [201] * 12, replies[0].text
+        history = httpx.get(f"{base}/v1/runs/{seed}/history", params={"limit": 200}, timeout=30)
+        logged = {e["position"] for e in history.json()["events"]}
+        assert {r.json()["position"] for r in replies} <= logged
+        children = _children(process.pid)
+        assert len(children) >= 3, "two HTTP workers and the writer, as child processes"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=60)
+    deadline = time.monotonic() + 30
+    while any(_alive(p) for p in children) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [p for p in children if _alive(p)], log.read_text()[-2000:]
+
+
+_PARENT = """
+import sys, time
+from pathlib import Path
+from ledger.writer_process import WriterProcess
+writer = WriterProcess(Path(sys.argv[1]), sys.argv[2]).start()
+print(writer.pid, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc").exists(), reason="reads the process table from /proc")
+def test_the_writer_ends_when_the_process_that_started_it_is_killed(tmp_path: Path) -> None:
+    home = LedgerHome.at(tmp_path / "home")
+    home.initialise(origin="test.kernelindex/writer").close()
+    parent = subprocess.Popen(
+        [sys.executable, "-c", _PARENT, str(home.path), home.db_url],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert parent.stdout is not None
+        writer_pid = int(parent.stdout.readline())
+        assert _alive(writer_pid)
+    finally:
+        parent.send_signal(signal.SIGKILL)  # no stop(), no shutdown hook
+        parent.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while _alive(writer_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(writer_pid), "the writer outlived the process that started it"
