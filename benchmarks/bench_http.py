@@ -214,6 +214,20 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         help="experiment: sys.setswitchinterval(S) in the server (CPython default 0.005)",
     )
+    parser.add_argument(
+        "--writer",
+        choices=("process", "thread"),
+        default="process",
+        help="SQLite: the ledger's writer process, as `kernelindex serve` runs it (default), "
+        "or a writer thread in the HTTP process (the layout before issue 16)",
+    )
+    parser.add_argument(
+        "--sqlite-workers",
+        type=int,
+        nargs="+",
+        default=[1],
+        help="SQLite: HTTP worker processes in front of the writer process (1)",
+    )
     parser.add_argument("--out", type=Path, help="results file (default results/http-DATE.json)")
     return parser
 
@@ -237,13 +251,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         switch_interval=args.switch_interval,
         threads=args.threads,
         keep=args.keep,
+        writer=args.writer,
     )
     today = dt.date.today().isoformat()
     out = args.out or RESULTS / f"http-{today}{'-quick' if args.quick else ''}.json"
 
     scenarios: list[tuple[str, int]] = []
     if args.backend in ("sqlite", "both"):
-        scenarios.append(("sqlite", 1))
+        scenarios.extend(("sqlite", w) for w in args.sqlite_workers)
     if args.backend in ("postgres", "both"):
         scenarios.extend(("postgres", w) for w in args.pg_workers)
     result: dict[str, Any] = {

@@ -65,6 +65,8 @@ class Settings:
     switch_interval: float | None
     threads: int | None
     keep: bool
+    # On SQLite: the ledger's writer process (as `kernelindex serve`), or a writer thread.
+    writer: str = "process"
 
 
 def server_timings(folder: Path) -> dict[str, Any]:
@@ -221,6 +223,7 @@ def run_scenario(
         args += ["--switch-interval", str(settings.switch_interval)]
     if settings.threads is not None:
         args += ["--threads", str(settings.threads)]
+    args += ["--writer", settings.writer]
     console.print(
         f"  {settings.clients} clients x ~{counts[0]} appends (+{settings.warmup} warm-up) ..."
     )
