@@ -36,6 +36,8 @@ def format_time(moment: datetime) -> str:
     if moment.tzinfo is None:
         raise ValueError("naive datetime")
     utc = moment.astimezone(UTC)
+    if utc.year >= 1000:  # isoformat pads the year to four digits, as strftime does here
+        return utc.replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
     return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
 
 

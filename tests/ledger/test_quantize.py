@@ -26,3 +26,10 @@ def test_quantize_is_the_recorded_text_read_back(moment: datetime) -> None:
 def test_a_naive_moment_is_refused() -> None:
     with pytest.raises(ValueError, match="naive"):
         quantize(datetime(2026, 12, 3, 12, 0, 0))
+
+
+@given(st.datetimes(datetime(2, 1, 1), datetime(9998, 12, 31), timezones=zones | st.just(UTC)))
+def test_format_time_is_the_strftime_form(moment: datetime) -> None:
+    utc = moment.astimezone(UTC)
+    expected = utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+    assert format_time(moment) == expected
