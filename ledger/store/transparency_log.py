@@ -14,6 +14,7 @@ of the checkpoint table, so the ledger can never sign two roots for one size.
 from __future__ import annotations
 
 import base64
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -142,6 +143,17 @@ class Sequenced:
     leaf_of: dict[int, int] = field(default_factory=dict)
 
 
+class _NotHeldError(LookupError):
+    """A node the nodes held do not include (the caller reads it from the table)."""
+
+
+def _held_node(held: dict[NodeKey, bytes], level: int, index: int) -> bytes:
+    found = held.get((level, index))
+    if found is None:
+        raise _NotHeldError
+    return found
+
+
 def _with_prefetch(
     session: StoreSession,
     compute: Callable[[Callable[[int, int], bytes]], T],
@@ -153,8 +165,14 @@ def _with_prefetch(
     The computations choose which nodes to read from sizes and indices only, never from hash
     values, so a dry run with placeholder hashes names exactly the nodes needed.
     """
-    wanted: list[tuple[int, int]] = []
     held = known or {}
+    if held:
+        # Most often (a group's receipts) the nodes held are all it needs: compute once.
+        try:
+            return compute(functools.partial(_held_node, held))
+        except _NotHeldError:
+            pass
+    wanted: list[tuple[int, int]] = []
 
     def record(level: int, index: int) -> bytes:
         if (level, index) not in held:
