@@ -21,7 +21,8 @@ run events store. The property is tested against the mapper itself
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any, NamedTuple
+from datetime import datetime
+from typing import Any, Literal, NamedTuple
 
 import msgspec
 from eventsourcing.persistence import JSONTranscoder, Mapper
@@ -34,19 +35,38 @@ class _Envelope(msgspec.Struct):
     payload: bytes  # msgspec decodes standard padded base64, refusing anything else
 
 
-class _Signed(msgspec.Struct):
-    """The stored fields of every signed run event a fold reads (others are skipped)."""
+class _Timestamp(msgspec.Struct, forbid_unknown_fields=True, rename={"name": "_type_"}):
+    """The event's timestamp as the mapper's transcoder stores a datetime."""
 
+    name: Literal["datetime_iso"]
+    _data_: str
+
+
+class _Signed(msgspec.Struct):
+    """The stored fields of every signed run event a fold reads (others are skipped), and
+    its timestamp, which the mapper's transcoder decodes (and may refuse)."""
+
+    timestamp: _Timestamp
     envelope: _Envelope
     received_at: str
     signer: str
 
 
 class _Superseded(msgspec.Struct):
+    timestamp: _Timestamp
     envelope: _Envelope
     received_at: str
     signer: str
     superseded_by: str | None  # required: ``Run.Superseded`` always stores it
+
+
+# The mapper's transcoder turns every object of exactly the keys "_type_" and "_data_" into
+# a value (a datetime, a UUID...), and fails on one it cannot. A stored run event has one,
+# its timestamp, read here as the transcoder reads it. A state that names "_type_" anywhere
+# else, or spells any character as a \u escape (which could spell "_type_"), or nests
+# deeper than the two JSON readers surely agree on, is left to the mapper.
+_TYPE_KEY = b'"_type_"'
+_NESTING = 200
 
 
 _SIGNED = msgspec.json.Decoder(_Signed)
@@ -103,20 +123,21 @@ class EventFieldReader:
                 state.decode("utf-8")  # what the mapper's transcoder refuses, refused here too
             except UnicodeDecodeError:
                 return None
-        try:
-            if cls is self._superseding:
-                superseded = _SUPERSEDED.decode(state)
-                return EventFields(
-                    cls,
-                    superseded.envelope.payload,
-                    superseded.received_at,
-                    superseded.signer,
-                    superseded.superseded_by,
-                )
-            signed = _SIGNED.decode(state)
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        if (
+            state.count(_TYPE_KEY) != 1
+            or b"\\u" in state
+            or state.count(b"{") + state.count(b"[") > _NESTING
+        ):
             return None
-        return EventFields(cls, signed.envelope.payload, signed.received_at, signed.signer, None)
+        try:
+            read: _Signed | _Superseded = (
+                _SUPERSEDED.decode(state) if cls is self._superseding else _SIGNED.decode(state)
+            )
+            datetime.fromisoformat(read.timestamp._data_)  # as the transcoder decodes it
+        except (msgspec.DecodeError, msgspec.ValidationError, ValueError, RecursionError):
+            return None
+        superseded = read.superseded_by if isinstance(read, _Superseded) else None
+        return EventFields(cls, read.envelope.payload, read.received_at, read.signer, superseded)
 
     def _class_of(self, topic: str) -> type[Any] | None:
         try:
