@@ -16,7 +16,6 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, Repository
 from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent
 
@@ -110,14 +109,12 @@ class Admission:
     def __init__(
         self,
         store: EventStore,
-        repository: Repository[UUID],
         mapper: Mapper[UUID],
         trust_root: TrustRoot,
         clock: Callable[[], datetime],
         cache_size: int,
     ) -> None:
         self.store = store
-        self.repository = repository
         self.mapper = mapper
         self.trust_root = trust_root
         self.clock = clock
@@ -237,7 +234,7 @@ class Admission:
             if isinstance(cached, cls):
                 return cached
         try:
-            aggregate = self._replay(aggregate_id) if cls is Run else self._load(aggregate_id)
+            aggregate = self._replay(aggregate_id)
         except MapperDeserialisationError:
             # Fail closed: nothing is appended to, or read from, an aggregate whose stored
             # events no longer decode. History and audit report which record is damaged.
@@ -251,18 +248,11 @@ class Admission:
             raise DomainError(f"aggregate {aggregate_id} is not a {cls.__name__}")
         return aggregate
 
-    def _load(self, aggregate_id: UUID) -> Aggregate | None:
-        try:
-            found: Aggregate = self.repository.get(aggregate_id)
-        except AggregateNotFoundError:
-            return None
-        return found
-
     def _replay(self, aggregate_id: UUID) -> Aggregate | None:
-        """A run from its stored events, in one query, decoded by the ledger's mapper. What
-        ``Repository.get`` does without its cache (a second cache of the runs this one
-        keeps, and a deep copy of the run on every hit): the writer's runs live in
-        ``RunCache`` and are reused while their version is the stored one."""
+        """An aggregate from its stored events (None: it has none), in one query, decoded by
+        the ledger's mapper. What ``Repository.get`` does without its cache (a second cache
+        of the runs this one keeps, and a deep copy of the aggregate on every hit): the
+        writer's runs live in ``RunCache`` and are reused while their version is stored."""
         aggregate: Aggregate | None = None
         for record in stored_records(self.store, aggregate_id):
             stored = StoredEvent(aggregate_id, record.version, record.topic, record.state)

@@ -138,9 +138,7 @@ class Ledger(Application[UUID]):
         if log_key is not None and log_key.key_id != trust_root.log_key.key_id:
             raise DomainError("the log key given is not the trust root's log key")
         self.tlog = TransparencyLog(self.store, trust_root.origin, trust_root.log_key, log_key)
-        self.admission = Admission(
-            self.store, self.repository, self.mapper, trust_root, clock, cache_size
-        )
+        self.admission = Admission(self.store, self.mapper, trust_root, clock, cache_size)
         self._writer = threading.Lock()  # one group admitted at a time per ledger object
 
     # ---------------------------------------------------------------- writes
