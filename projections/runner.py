@@ -34,7 +34,7 @@ from domain.run_facts import (
 )
 from ledger.aggregates import run_id
 from ledger.application import Ledger
-from ledger.store.event_store import StoreSession, connection_of
+from ledger.store.event_store import StoreSession, connection_of, hold_sqlite_write_lock
 from projections.fold_pool import FoldPool, shared_database
 from projections.run_views import (
     RUNNER_NAME,
@@ -115,9 +115,12 @@ _ENSURED: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def _lock_views(executor: StoreSession, postgres: bool) -> None:
-    """One folder of the views at a time on PostgreSQL (SQLite's write lock does it there)."""
+    """One folder of the views at a time, from before it reads the position it folds from:
+    an advisory lock on PostgreSQL, the database's write lock on SQLite."""
     if postgres:
         executor.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_LOCK_ID})
+    else:
+        hold_sqlite_write_lock(executor)
 
 
 def prepare_views(db_url: str) -> bool:

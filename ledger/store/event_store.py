@@ -16,7 +16,7 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from sqlalchemy import Table, false, text, update
+from sqlalchemy import Table, text
 from sqlalchemy.engine import Connection, Engine
 
 if TYPE_CHECKING:
@@ -28,6 +28,19 @@ StoreSession: TypeAlias = "Session | Connection"
 def connection_of(session: StoreSession) -> Connection:
     """The Core connection under a transaction (DDL and dialect-level work need it)."""
     return session if isinstance(session, Connection) else session.connection()
+
+
+def hold_sqlite_write_lock(session: StoreSession) -> None:
+    """SQLite's one write lock, taken now and held to the end of this transaction.
+
+    Python's sqlite3 opens a transaction only at the first write: every read before it sees
+    its own snapshot, so two connections that read a position, then write what follows from
+    it, both go ahead (two folders each folding the same events once). ``BEGIN IMMEDIATE``
+    makes the reads that follow it wait for, and then see, every earlier writer's commit. A
+    transaction that has written already holds the lock."""
+    connection = connection_of(session)
+    if not connection.connection.dbapi_connection.in_transaction:  # type: ignore[union-attr]
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 class EventStore:
@@ -52,11 +65,11 @@ class EventStore:
     def hold_write_lock(self, session: StoreSession) -> None:
         """Take the lock every append takes, now, for the rest of this transaction:
         PostgreSQL's lock on the event table (eventsourcing-sqlalchemy's, taken again by the
-        INSERT at no cost), SQLite's write lock (a write that changes nothing takes it)."""
+        INSERT at no cost), SQLite's write lock (``hold_sqlite_write_lock``)."""
         if self.postgres:
             session.execute(text(f"LOCK TABLE {self.events.name} IN EXCLUSIVE MODE"))
         else:
-            session.execute(update(self.events).where(false()).values(id=self.events.c.id))
+            hold_sqlite_write_lock(session)
 
     def last_position(self) -> int:
         """The position of the last stored event (0 for an empty ledger)."""
