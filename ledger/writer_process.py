@@ -95,10 +95,26 @@ class _Session:
         return answered
 
     def _send(self) -> None:
-        while (item := self.outbox.get()) is not None:
-            number, outcome = item
-            with contextlib.suppress(OSError):
-                self.connection.send((number, *_answer(outcome)))
+        """Answers go back a batch at a time: every answer ready when the sender wakes (a
+        group's receipts settle together) in one message, one write and one wake-up of the
+        worker's reader instead of one each."""
+        ending = False
+        while not ending:
+            batch: list[tuple[int, bool, object]] = []
+            item = self.outbox.get()
+            while True:
+                if item is None:
+                    ending = True
+                    break
+                number, outcome = item
+                batch.append((number, *_answer(outcome)))
+                try:
+                    item = self.outbox.get_nowait()
+                except queue.Empty:
+                    break
+            if batch:
+                with contextlib.suppress(OSError):
+                    self.connection.send(batch)
 
 
 def _serve_writer(home: str, db_url: str, address: str, key: bytes, parent: Connection) -> None:
@@ -236,15 +252,16 @@ class RemoteWriter:
     def _read(self) -> None:
         try:
             while True:
-                number, ok, value = self._connection.recv()
+                answers: list[tuple[int, bool, object]] = self._connection.recv()
                 with self._lock:
-                    reply = self._waiting.pop(number, None)
-                if reply is None or not reply.set_running_or_notify_cancel():
-                    continue
-                if ok:
-                    reply.set_result(value)
-                else:
-                    reply.set_exception(value)
+                    replies = [(self._waiting.pop(n, None), ok, v) for n, ok, v in answers]
+                for reply, ok, value in replies:
+                    if reply is None or not reply.set_running_or_notify_cancel():
+                        continue
+                    if ok:
+                        reply.set_result(value)  # type: ignore[arg-type]
+                    else:
+                        reply.set_exception(value)  # type: ignore[arg-type]
         except (EOFError, OSError):
             with self._lock:
                 self._fail_all()

@@ -57,8 +57,9 @@ class _Request(Request[Any, Any, Any]):
             raise ClientException("the JSON body is nested too deeply") from None
 
 
-def _admit(request: Request[Any, Any, Any]) -> Response[Any] | None:
-    """Before any handler: the per-address rate limit, then the body's media type."""
+async def _admit(request: Request[Any, Any, Any]) -> Response[Any] | None:
+    """Before any handler: the per-address rate limit, then the body's media type. Async
+    though it never waits: Litestar runs a sync hook on a worker thread, a hop per request."""
     limiter: TokenBuckets = request.app.state.address_limiter
     address = request.client.host if request.client else "unknown"
     wait = limiter.take(address)

@@ -76,7 +76,10 @@ class BodyDeadlineMiddleware:
             now = time.monotonic()
             deadline = deadline if deadline is not None else now + self.timeout
             try:
-                message = await asyncio.wait_for(receive(), max(deadline - now, 0.0))
+                # A timeout on this task, not wait_for's task per read: the body is usually
+                # in uvicorn's buffer already, and a task per read cost a loop iteration.
+                async with asyncio.timeout(max(deadline - now, 0.0)):
+                    message = await receive()
             except TimeoutError:
                 answered = True
                 await self._answer_408(scope, send)

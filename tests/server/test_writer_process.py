@@ -109,6 +109,8 @@ def test_concurrent_writes_from_many_workers_each_land_once(
             remote.close()
     positions = [r.position for r in receipts]
     assert len(set(positions)) == len(jobs) and not any(r.duplicate for r in receipts)
+    # Answers come back a group at a time: each caller still gets its own envelope's receipt.
+    assert [r.envelope_digest for r in receipts] == [parse_envelope(e).digest for _, e in jobs]
     ledger = home.open(read_only=True)
     try:
         assert ledger.event_count(receipts[0].aggregate_id) >= len(jobs) + 1
