@@ -10,7 +10,7 @@ calls them in order.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -45,7 +45,15 @@ from ledger.admission_cache import (
     fold_key_events,
     pending_key_state,
 )
-from ledger.aggregates import Principal, Run, Signed, principal_id, run_id
+from ledger.aggregates import (
+    MANIFEST_TOPICS,
+    Principal,
+    Run,
+    Signed,
+    principal_id,
+    run_id,
+    run_manifests,
+)
 from ledger.authority import (
     Authorization,
     KeyState,
@@ -233,15 +241,7 @@ class Admission:
             cached = self._runs.get(aggregate_id, versions.get(aggregate_id))
             if isinstance(cached, cls):
                 return cached
-        try:
-            aggregate = self._replay(aggregate_id)
-        except MapperDeserialisationError:
-            # Fail closed: nothing is appended to, or read from, an aggregate whose stored
-            # events no longer decode. History and audit report which record is damaged.
-            raise CorruptRecordError(
-                f"stored events of {aggregate_id} cannot be decoded; run 'kernelindex history' "
-                "or 'kernelindex audit' to see which"
-            ) from None
+        aggregate = self._replay(aggregate_id)
         if aggregate is None:
             return None
         if not isinstance(aggregate, cls):
@@ -254,11 +254,37 @@ class Admission:
         of the runs this one keeps, and a deep copy of the aggregate on every hit): the
         writer's runs live in ``RunCache`` and are reused while their version is stored."""
         aggregate: Aggregate | None = None
-        for record in stored_records(self.store, aggregate_id):
-            stored = StoredEvent(aggregate_id, record.version, record.topic, record.state)
-            event: Any = self.mapper.to_domain_event(stored)  # an Aggregate.Event
+        for event in self._decoded(aggregate_id, stored_records(self.store, aggregate_id)):
             aggregate = event.mutate(aggregate)
         return aggregate
+
+    def run_manifests(self, aggregate_id: UUID) -> dict[str, Any] | None:
+        """A run's manifests (None: no such run) from its ingestion and attachments alone,
+        as ``Run.manifests`` gives them: its attestations, however many anyone appended, are
+        neither read nor decoded (a run's page compares it with its group's #1)."""
+        records = stored_records(self.store, aggregate_id, topics=MANIFEST_TOPICS)
+        ingestion: dict[str, Any] | None = None
+        attached: dict[str, Any] = {}
+        for event in self._decoded(aggregate_id, records):
+            if isinstance(event, Run.Ingested):
+                ingestion = event.envelope
+            elif isinstance(event, Run.ManifestsAttached):
+                attached.update(event.manifests())
+        return None if ingestion is None else run_manifests(ingestion, attached)
+
+    def _decoded(self, aggregate_id: UUID, records: Iterable[StoredRecord]) -> Iterator[Any]:
+        """The domain events of stored records, decoded by the ledger's mapper."""
+        for record in records:
+            stored = StoredEvent(aggregate_id, record.version, record.topic, record.state)
+            try:
+                yield self.mapper.to_domain_event(stored)  # an Aggregate.Event
+            except MapperDeserialisationError:
+                # Fail closed: nothing is appended to, or read from, an aggregate whose
+                # stored events no longer decode. History and audit say which is damaged.
+                raise CorruptRecordError(
+                    f"stored events of {aggregate_id} cannot be decoded; run 'kernelindex "
+                    "history' or 'kernelindex audit' to see which"
+                ) from None
 
     def key_state(self, key_id: str) -> KeyState | None:
         """The key as the log holds it, with the positions of its registration and

@@ -115,8 +115,12 @@ class Run(Aggregate):
         roles: list[str]
 
         def apply_to(self, aggregate: Run) -> None:
+            aggregate.attached.update(self.manifests())
+
+        def manifests(self) -> dict[str, Any]:
+            """The manifests this event attached, by role."""
             attached = stored_statement(self.envelope)["predicate"]["manifests"]
-            aggregate.attached.update({r: attached[r] for r in self.roles})
+            return {r: attached[r] for r in self.roles}
 
     class RerunRequested(SignedEvent):
         job_id: str
@@ -187,8 +191,7 @@ class Run(Aggregate):
 
     def manifests(self) -> dict[str, Any]:
         """The run's manifests: those it was ingested with and those attached since."""
-        ingested = stored_statement(self._ingestion)["predicate"]["manifests"]
-        return with_attached(ingested, self.attached)
+        return run_manifests(self._ingestion, self.attached)
 
     def attach(self, signed: Signed, attached: Mapping[str, Any]) -> CheckedManifestSet:
         """Add manifests the run names by digest and lacks (``attach_manifests``); evidence
@@ -388,3 +391,18 @@ class Principal(Aggregate):
         if self.revoked_at is not None:
             raise AlreadyExistsError(f"key {self.key_id} was already revoked at {self.revoked_at}")
         self.trigger_event(self.Revoked, **signed.fields(), reason=reason)
+
+
+def run_manifests(
+    ingestion_envelope: dict[str, Any], attached: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A run's manifests from its ingestion's envelope and the manifests attached since (by
+    role): what ``Run.manifests`` gives, for a reader that decodes only those events
+    (``Ledger.run_manifests``) rather than every attestation of the run."""
+    ingested = stored_statement(ingestion_envelope)["predicate"]["manifests"]
+    return with_attached(ingested, attached)
+
+
+# The stored topics of the events a run's manifests come from (``run_manifests`` readers
+# read these alone).
+MANIFEST_TOPICS = (topic_of("Run.Ingested"), topic_of("Run.ManifestsAttached"))

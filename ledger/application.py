@@ -363,6 +363,11 @@ class Ledger(Application[UUID]):
     def run(self, run_digest: str) -> Run | None:
         return self.admission.get(Run, run_id(run_digest))
 
+    def run_manifests(self, run_digest: str) -> dict[str, Any] | None:
+        """``run(run_digest).manifests()`` without replaying the run: its ingestion and
+        attachments are read, its attestations are not."""
+        return self.admission.run_manifests(run_id(run_digest))
+
     def principal(self, key_id: str) -> Principal | None:
         return self.admission.get(Principal, principal_id(key_id))
 

@@ -15,9 +15,10 @@ from projections.runner import ProjectionRunner
 
 
 def ingested_manifests(ledger: Ledger, digest: str) -> dict[str, Any]:
-    """A run's manifest set: as ingested, with any manifests attached since."""
-    run = ledger.run(digest)
-    return run.manifests() if run is not None else {}
+    """A run's manifest set: as ingested, with any manifests attached since. Read from
+    those events alone: however many notes anyone appends to a group's #1, the pages that
+    compare a run with it read no more."""
+    return ledger.run_manifests(digest) or {}
 
 
 def comparability(a: dict[str, Any], b: dict[str, Any]) -> tuple[bool, str | None]:

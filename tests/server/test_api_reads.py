@@ -306,6 +306,63 @@ def test_a_flooded_runs_history_and_record_come_a_page_at_a_time(served: Served)
     assert 'rel="next"' in html and 'rel="first"' in html and "Events 51–100 of" in html
 
 
+def test_reads_that_compare_with_a_flooded_run_decode_no_more_of_it(
+    served: Served, monkeypatch: Any
+) -> None:
+    """Anyone may flood a group's #1 with notes: the record and page of another run of the
+    group (which compare it with #1) and a comparison naming #1 decode as many stored events
+    after 120 notes on #1 as before. (They replayed all of #1's events to read its manifests:
+    a quiet run's record took 33 ms next to a #1 with 2,000 notes, against 6 ms.)"""
+    from ledger.signing.authoring import attestation_envelope, key_registration_envelope
+    from ledger.signing.keys import SigningKey
+
+    c = served.client
+    seed = c.get(f"/v1/runs/{SEED}").json()
+    board = c.get(f"/v1/leaderboards/{seed['comparisonKey']}").json()
+    digests = [e["run"] for e in board["entries"]]
+    first, other = digests[0], digests[1]
+    decoded = 0
+    mapper = served.ledger.mapper
+    real = mapper.to_domain_event
+
+    def counted(stored: Any) -> Any:
+        nonlocal decoded
+        decoded += 1
+        return real(stored)
+
+    monkeypatch.setattr(mapper, "to_domain_event", counted)
+    reads = (
+        f"/v1/runs/{other}",
+        f"/runs/{other}",
+        f"/v1/comparisons?runs={other},{first}",
+    )
+
+    def cost() -> list[int]:
+        nonlocal decoded
+        counts = []
+        for path in reads:
+            decoded = 0
+            reply = c.get(path)
+            assert reply.status_code == 200, (path, reply.text[:300])
+            counts.append(decoded)
+        return counts
+
+    first_name = c.get(f"/v1/runs/{first}").json()["name"]
+    assert c.get(f"/v1/runs/{other}").json()["compareWithFirst"]["b"] == first
+    before = cost()
+    keys = [SigningKey.generate() for _ in range(6)]
+    for key in keys:
+        served.ledger.append(key_registration_envelope(key.public, [Role.ATTESTER], key))
+    served.ledger.append_many(
+        [
+            attestation_envelope(first, first_name, keys[i % 6], type_="note", body=f"{i}")
+            for i in range(120)
+        ]
+    )
+    cost()  # the views fold the notes in: a catch-up's cost, once, not a read's
+    assert cost() == before
+
+
 # ------------------------------------------------------------------ issue 13 §8
 
 
