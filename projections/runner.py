@@ -53,6 +53,7 @@ from projections.tables import (
     recreate_views,
     runs,
     stale_groups,
+    views_current,
 )
 from projections.view_rows import (
     RANKED_BY,
@@ -160,9 +161,12 @@ class ProjectionRunner:
         where missing, refolded from the log when another build made them."""
         if self._engine in _ENSURED:
             return
-        with self.ledger.store.transaction(commit=True) as session:
-            self._lock(session)
-            ensure_views(connection_of(session))
+        with self.ledger.store.transaction(commit=False) as session:
+            current = views_current(connection_of(session))
+        if not current:  # else no lock: a read command's start need not wait for the writer
+            with self.ledger.store.transaction(commit=True) as session:
+                self._lock(session)
+                ensure_views(connection_of(session))
         _ENSURED.add(self._engine)
 
     # ------------------------------------------------------------- the loop
@@ -189,6 +193,9 @@ class ProjectionRunner:
         done = 0
         position = 0
         while max_batches is None or done < max_batches:
+            idle, position = self._nothing_new()
+            if idle:
+                break
             with paused_gc(), self.ledger.store.transaction(commit=True) as session:
                 folded, position = self._one_batch(session, batch)
             total += folded
@@ -239,9 +246,21 @@ class ProjectionRunner:
     def _position(self, session: StoreSession) -> int:
         return self.tracking.position(session)
 
+    def _nothing_new(self) -> tuple[bool, int]:
+        """Whether no event lies past the views' position, and that position, read without
+        the folders' lock: a reader with nothing to fold (most reads) never waits on it,
+        which on SQLite is the database's write lock. A batch re-reads the position under
+        the lock, so a folder that moved it meanwhile is never folded over."""
+        with self.ledger.store.transaction(commit=False) as session:
+            position = self._position(session)
+            newer = session.execute(
+                select(self._events.id).where(self._events.id > position).limit(1)
+            ).first()
+        return newer is None, position
+
     def _one_batch(self, session: StoreSession, batch: int) -> tuple[int, int]:
         self._lock(session)
-        start = self._position(session)
+        start = self._position(session)  # again, under the lock: what to fold from
         rows = self._read_rows(session, self._events.id > start, batch)
         if not rows:
             return 0, start

@@ -131,6 +131,22 @@ view_schema = Table(
 )
 
 
+def views_current(conn: Connection) -> bool:
+    """Whether the views are as this build folds them, every index made: what
+    ``ensure_views`` would leave as it is. Reads only, so it needs no lock."""
+    inspector = inspect(conn)
+    if not inspector.has_table(view_schema.name):
+        return False
+    stamped = conn.execute(select(view_schema.c.version).where(view_schema.c.id == 1)).first()
+    if stamped is None or int(stamped[0]) != VIEWS_VERSION:
+        return False
+    for table in VIEW_TABLES:
+        made = {index["name"] for index in inspector.get_indexes(table.name)}
+        if any(index.name not in made for index in table.indexes):
+            return False
+    return True
+
+
 def ensure_views(conn: Connection) -> bool:
     """The read-model tables as this build folds them, in ``conn``'s transaction (the caller
     serialises concurrent callers): created where missing, or all dropped and created again

@@ -9,9 +9,11 @@ from __future__ import annotations
 import threading
 
 from projection_world import World
+from sqlalchemy import create_engine, text
 from test_crash import busy_events, fresh_rebuild
 
 from ledger.application import Ledger
+from projections.runner import _ADVISORY_LOCK_ID as ADVISORY
 from projections.runner import ProjectionRunner
 
 FOLDERS = 4
@@ -46,3 +48,50 @@ def test_folders_racing_on_the_same_new_events_fold_each_once(cohort: World) -> 
     assert cohort.tracking_position() == cohort.count()
     folded = cohort.runner().table_digests()
     assert folded == fresh_rebuild(cohort)
+
+
+def test_a_reader_with_nothing_to_fold_does_not_wait_for_the_folders_lock(
+    cohort: World,
+) -> None:
+    """Most reads find the views current: their catch-up must not queue behind whoever holds
+    the folders' lock (on SQLite the database's write lock: the writer committing a group, an
+    index build), nor fail when that outlasts the busy timeout."""
+    ProjectionRunner(cohort.ledger).catch_up()
+    held = threading.Event()
+    release = threading.Event()
+
+    def hold_the_lock() -> None:
+        engine = create_engine(cohort.db_url)
+        try:
+            with engine.connect() as connection:
+                if engine.dialect.name == "postgresql":
+                    connection.execute(text("SELECT pg_advisory_lock(:k)"), {"k": ADVISORY})
+                else:
+                    connection.exec_driver_sql("BEGIN IMMEDIATE")
+                held.set()
+                release.wait(60)
+                if engine.dialect.name == "postgresql":
+                    connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": ADVISORY})
+                else:
+                    connection.exec_driver_sql("ROLLBACK")
+        finally:
+            engine.dispose()
+
+    holder = threading.Thread(target=hold_the_lock)
+    holder.start()
+    reader = Ledger(cohort.db_url, cohort.root, clock=cohort.clock, read_only=True)
+    outcome: list[object] = []
+    try:
+        assert held.wait(30)
+        caught_up = threading.Thread(
+            target=lambda: outcome.append(ProjectionRunner(reader).catch_up())
+        )
+        caught_up.start()
+        caught_up.join(timeout=3)  # the lock is held for up to a minute: waiting would show
+        assert not caught_up.is_alive(), "a reader with nothing to fold waited for the lock"
+        assert outcome and outcome[0].events == 0  # type: ignore[attr-defined]
+        assert outcome[0].position == cohort.count()  # type: ignore[attr-defined]
+    finally:
+        release.set()
+        holder.join(60)
+        reader.close()
