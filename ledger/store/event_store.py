@@ -37,7 +37,10 @@ def hold_sqlite_write_lock(session: StoreSession) -> None:
     its own snapshot, so two connections that read a position, then write what follows from
     it, both go ahead (two folders each folding the same events once). ``BEGIN IMMEDIATE``
     makes the reads that follow it wait for, and then see, every earlier writer's commit. A
-    transaction that has written already holds the lock."""
+    transaction that has written already holds the lock: in sqlite3's default (legacy)
+    transaction control, the one this store uses, ``in_transaction`` is true only after a
+    write. (With ``autocommit=False`` or an engine that emits its own BEGIN, it would be true
+    after a read too, and this would have to write to take the lock.)"""
     connection = connection_of(session)
     if not connection.connection.dbapi_connection.in_transaction:  # type: ignore[union-attr]
         connection.exec_driver_sql("BEGIN IMMEDIATE")
