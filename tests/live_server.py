@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
+import httpx
 import uvicorn
 from litestar import Litestar
 
@@ -42,3 +45,20 @@ def live_server(app: Litestar) -> Iterator[LiveServer]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def wait_for_health(
+    base: str, process: subprocess.Popen[bytes], log: Path, timeout: float = 90
+) -> None:
+    """Until a server process started elsewhere answers ``/health`` with 200; fails with
+    its log if it exits or does not answer within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        assert process.poll() is None, f"serve exited:\n{log.read_text()}"
+        assert time.monotonic() < deadline, f"no /health in {timeout:g} s:\n{log.read_text()}"
+        try:
+            if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)

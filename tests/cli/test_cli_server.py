@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -23,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 from cli_session import Cli
-from live_server import free_port, live_server
+from live_server import free_port, live_server, wait_for_health
 from typer.testing import CliRunner
 
 import api.cli_remote
@@ -411,16 +410,7 @@ def test_serve_demo_answers_http(tmp_path: Path) -> None:
         )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert process.poll() is None, f"serve exited:\n{stderr.read_text()}"
-            assert time.monotonic() < deadline, f"no /health in 60 s:\n{stderr.read_text()}"
-            try:
-                if httpx.get(f"{base}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
+        wait_for_health(base, process, stderr, timeout=60)
         record = httpx.get(f"{base}/v1/runs/7e18c26c", timeout=10)
         assert record.status_code == 200
         assert record.json()["digest"] == SEED_RUN and "rank" in record.text

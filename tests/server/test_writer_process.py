@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from live_server import free_port
+from live_server import free_port, wait_for_health
 
 from api.demo import build_demo
 from domain.statements import Role
@@ -146,19 +146,6 @@ def _serve(home: Path, port: int, out: Path) -> subprocess.Popen[bytes]:
         )
 
 
-def _wait(base: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 90
-    while True:
-        assert process.poll() is None, f"serve exited:\n{log.read_text()}"
-        assert time.monotonic() < deadline, f"no /health in 90 s:\n{log.read_text()}"
-        try:
-            if httpx.get(f"{base}/health", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-
-
 def _children(pid: int) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
@@ -190,7 +177,7 @@ def test_serve_with_workers_on_sqlite_writes_through_its_writer_process(tmp_path
     base = f"http://127.0.0.1:{port}"
     children: list[int] = []
     try:
-        _wait(base, process, log)
+        wait_for_health(base, process, log)
         seed = httpx.get(f"{base}/v1/runs/7e18c26c", timeout=10).json()["digest"]
         alice = SigningKey.generate()
         registered = httpx.post(
