@@ -47,7 +47,7 @@ from ledger.proofs.merkle import (
 )
 from ledger.proofs.signed_note import Verifier, format_checkpoint, sign_note
 from ledger.signing.keys import PublicKey, SigningKey
-from ledger.store.event_store import EventStore, StoreSession
+from ledger.store.event_store import EventStore, StoreSession, hold_sqlite_write_lock
 from ledger.timing import Stage, timed
 
 T = TypeVar("T")
@@ -227,9 +227,14 @@ class TransparencyLog:
     # ---------------------------------------------------------------- writing
 
     def lock(self, session: StoreSession) -> None:
-        """Serialise sequencers (PostgreSQL advisory lock, released at transaction end)."""
+        """Serialise sequencers, before they read the tree, to the end of the transaction:
+        PostgreSQL's advisory lock; SQLite's write lock (the database's only lock). Without
+        it, two sequencers (a catch-up beside the writer) read the same tree size and the
+        second fails on the first one's leaves."""
         if self.store.postgres:
             session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_LOCK_ID})
+        else:
+            hold_sqlite_write_lock(session)
 
     def tree_size(self, session: StoreSession) -> int:
         last = session.execute(select(func.max(leaves.c.leaf_index))).scalar()

@@ -389,3 +389,35 @@ def test_proof_node_lookups_use_the_primary_key_not_a_scan(tmp_path: Path) -> No
         details = " ".join(str(row[-1]) for row in plan)
     assert "SCAN kernelindex_log_nodes" not in details, details
     assert "USING INDEX" in details or "USING PRIMARY KEY" in details, details
+
+
+def test_concurrent_catch_ups_sequence_each_pending_event_once(world: World) -> None:
+    """Sequencers racing on the same pending events (a `workers sequencer` beside the
+    writer, two restarted processes) each take the sequencers' lock before reading the tree:
+    every event gets one leaf, and no sequencer fails on another's leaves."""
+    pending = 6
+    for i in range(pending):
+        _store_without_sequencing(world, f"pending {i}")
+    sequencers = 4
+    ledgers = [world.open_ledger() for _ in range(sequencers)]
+    start = threading.Barrier(sequencers)
+    added: list[int] = []
+    errors: list[BaseException] = []
+
+    def catch_up(ledger: Ledger) -> None:
+        try:
+            start.wait()
+            added.append(ledger.tlog.catch_up())
+        except BaseException as exc:  # every sequencer's failure is reported, not one
+            errors.append(exc)
+
+    threads = [threading.Thread(target=catch_up, args=(ledger,)) for ledger in ledgers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert errors == []
+    assert sum(added) == pending, added
+    entries = assert_log_is_dense_over_all_events(world.ledger)
+    assert len(entries) == 4 + pending
+    assert audit_ledger(world.open_ledger()).verified
