@@ -46,9 +46,11 @@ from ledger.admission_cache import (
     pending_key_state,
 )
 from ledger.aggregates import (
+    JOB_TOPICS,
     MANIFEST_TOPICS,
     Principal,
     Run,
+    RunJobs,
     Signed,
     principal_id,
     run_id,
@@ -271,6 +273,18 @@ class Admission:
             elif isinstance(event, Run.ManifestsAttached):
                 attached.update(event.manifests())
         return None if ingestion is None else run_manifests(ingestion, attached)
+
+    def run_jobs(self, aggregate_id: UUID) -> RunJobs | None:
+        """A run's rerun jobs (None: no such run) as ``Run.jobs`` holds them, from its
+        ingestion and job events alone (an agent's poll reads them for every open job)."""
+        records = stored_records(self.store, aggregate_id, topics=JOB_TOPICS)
+        found: RunJobs | None = None
+        for event in self._decoded(aggregate_id, records):
+            if isinstance(event, Run.Ingested):
+                found = RunJobs(event.run_digest, event.run_name, {})
+            elif found is not None:
+                event.apply_to(found)
+        return found
 
     def _decoded(self, aggregate_id: UUID, records: Iterable[StoredRecord]) -> Iterator[Any]:
         """The domain events of stored records, decoded by the ledger's mapper."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from eventsourcing.domain import Aggregate
 
@@ -85,6 +85,12 @@ class RerunJob(NamedTuple):
     device: tuple[str, str, str, str] | None = None
 
 
+class HoldsJobs(Protocol):
+    """What the job events change: a run's jobs (``Run``, or a reader folding only them)."""
+
+    jobs: dict[str, RerunJob]
+
+
 class Run(Aggregate):
     """One benchmark run: its ingestion and everything appended about it afterwards."""
 
@@ -129,7 +135,7 @@ class Run(Aggregate):
         product: str
         architecture: str
 
-        def apply_to(self, aggregate: Run) -> None:
+        def apply_to(self, aggregate: HoldsJobs) -> None:
             aggregate.jobs[self.job_id] = RerunJob(
                 self.nonce, self.expires_at, self.product, self.architecture, None
             )
@@ -138,7 +144,7 @@ class Run(Aggregate):
         job_id: str
         lease_until: str
 
-        def apply_to(self, aggregate: Run) -> None:
+        def apply_to(self, aggregate: HoldsJobs) -> None:
             job = aggregate.jobs[self.job_id]
             device = stored_statement(self.envelope)["predicate"]["device"]
             aggregate.jobs[self.job_id] = job._replace(
@@ -155,7 +161,7 @@ class Run(Aggregate):
     class RerunRecorded(SignedEvent):
         job_id: str
 
-        def apply_to(self, aggregate: Run) -> None:
+        def apply_to(self, aggregate: HoldsJobs) -> None:
             job = aggregate.jobs[self.job_id]
             aggregate.jobs[self.job_id] = job._replace(result_version=self.originator_version)
 
@@ -406,3 +412,23 @@ def run_manifests(
 # The stored topics of the events a run's manifests come from (``run_manifests`` readers
 # read these alone).
 MANIFEST_TOPICS = (topic_of("Run.Ingested"), topic_of("Run.ManifestsAttached"))
+
+
+@dataclass
+class RunJobs:
+    """A run's rerun jobs, folded by the job events' own rules (``HoldsJobs``) from its
+    ingestion and job events alone (``Ledger.run_jobs``): its attestations, however many
+    anyone appended, are not read."""
+
+    run_digest: str
+    run_name: str
+    jobs: dict[str, RerunJob]
+
+
+# The stored topics of the events a run's jobs come from (``run_jobs`` readers read these).
+JOB_TOPICS = (
+    topic_of("Run.Ingested"),
+    topic_of("Run.RerunRequested"),
+    topic_of("Run.RerunClaimed"),
+    topic_of("Run.RerunRecorded"),
+)

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from domain.timestamps import parse_time, utc_now
-from ledger.aggregates import Run
+from ledger.aggregates import Run, RunJobs
 from ledger.application import Ledger
 from ledger.errors import NotFoundError
 from ledger.store.stored_events import statement_of
@@ -59,27 +59,38 @@ def _requests(ledger: Ledger) -> list[dict[str, Any]]:
     return [statement_of(state)["predicate"] for state in ledger.stored_states(Run.RerunRequested)]
 
 
-def _view(ledger: Ledger, predicate: dict[str, Any]) -> JobView | None:
-    run = ledger.run(str(predicate["runDigest"]))
-    if run is None:
-        return None
-    job = run.jobs.get(str(predicate["jobId"]))
-    if job is None:
-        return None
-    return JobView(
-        job_id=str(predicate["jobId"]),
-        run_digest=run.run_digest,
-        run_name=run.run_name,
-        nonce=job.nonce,
-        artifact_digest=str(predicate["artifactDigest"]),
-        workload_digest=str(predicate["workloadDigest"]),
-        product=job.product,
-        architecture=job.architecture,
-        expires_at=job.expires_at,
-        claimant=job.claimant,
-        lease_until=job.lease_until,
-        has_result=job.result_version is not None,
-    )
+class _Runs:
+    """Each run's jobs, read once per answer (a run's job events, never its attestations:
+    a run flooded with notes polls as fast as any)."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+        self._read: dict[str, RunJobs | None] = {}
+
+    def view(self, predicate: dict[str, Any]) -> JobView | None:
+        digest = str(predicate["runDigest"])
+        if digest not in self._read:
+            self._read[digest] = self._ledger.run_jobs(digest)
+        run = self._read[digest]
+        if run is None:
+            return None
+        job = run.jobs.get(str(predicate["jobId"]))
+        if job is None:
+            return None
+        return JobView(
+            job_id=str(predicate["jobId"]),
+            run_digest=run.run_digest,
+            run_name=run.run_name,
+            nonce=job.nonce,
+            artifact_digest=str(predicate["artifactDigest"]),
+            workload_digest=str(predicate["workloadDigest"]),
+            product=job.product,
+            architecture=job.architecture,
+            expires_at=job.expires_at,
+            claimant=job.claimant,
+            lease_until=job.lease_until,
+            has_result=job.result_version is not None,
+        )
 
 
 def open_jobs(
@@ -92,6 +103,7 @@ def open_jobs(
 ) -> list[JobView]:
     """Jobs an agent on this device may claim now (its own leased ones included)."""
     moment = now or utc_now()
+    runs = _Runs(ledger)
     found: list[JobView] = []
     for predicate in _requests(ledger):
         requirements = predicate.get("requirements") or {}
@@ -99,16 +111,17 @@ def open_jobs(
             continue
         if architecture is not None and requirements.get("architecture") != architecture:
             continue
-        view = _view(ledger, predicate)
+        view = runs.view(predicate)
         if view is not None and view.is_open_to(agent, moment):
             found.append(view)
     return found
 
 
 def job(ledger: Ledger, job_id: str) -> JobView:
+    runs = _Runs(ledger)
     for predicate in _requests(ledger):
         if predicate.get("jobId") == job_id:
-            view = _view(ledger, predicate)
+            view = runs.view(predicate)
             if view is not None:
                 return view
     raise NotFoundError(f"no rerun job {job_id}")

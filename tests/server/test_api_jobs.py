@@ -147,3 +147,50 @@ def test_a_claim_posted_for_another_job_is_refused(served: Served) -> None:
     envelope = rerun_claim_envelope(SEED, SEED_NAME, agent, job_id=other["jobId"], device=device())
     reply = served.client.post(f"/v1/jobs/{job['jobId']}/claims", json=envelope)
     problem_of(reply, 422, "wrong-endpoint")
+
+
+def test_polling_jobs_of_a_flooded_run_decodes_no_more_of_it(
+    served: Served, monkeypatch: Any
+) -> None:
+    """Anyone may flood a run with notes; its jobs are polled by every agent, often. A poll
+    (open jobs, one job) reads a run's job events, never its attestations: it decodes as many
+    stored events after 120 notes on the run as before (it replayed the whole run per job)."""
+    from ledger.signing.authoring import attestation_envelope
+
+    (agent, _), job = setup(served)
+    assert claim(served, agent, job).status_code == 201
+    c = served.client
+    decoded = 0
+    mapper = served.ledger.mapper
+    real = mapper.to_domain_event
+
+    def counted(stored: Any) -> Any:
+        nonlocal decoded
+        decoded += 1
+        return real(stored)
+
+    monkeypatch.setattr(mapper, "to_domain_event", counted)
+    polls = ("/v1/jobs", f"/v1/jobs?agent={agent.key_id}", f"/v1/jobs/{job['jobId']}")
+
+    def cost() -> list[tuple[int, Any]]:
+        nonlocal decoded
+        answers = []
+        for path in polls:
+            decoded = 0
+            reply = c.get(path)
+            assert reply.status_code == 200, (path, reply.text[:300])
+            answers.append((decoded, reply.json()))
+        return answers
+
+    before = cost()
+    assert before[0][1] == [] and before[1][1][0]["claimant"] == agent.key_id
+    attester = SigningKey.generate()
+    served.ledger.append(key_registration_envelope(attester.public, [Role.ATTESTER], attester))
+    served.ledger.append_many(
+        [
+            attestation_envelope(SEED, SEED_NAME, attester, type_="note", body=f"{i}")
+            for i in range(120)
+        ]
+    )
+    cost()  # the views fold the notes in (PostgreSQL's follower): a catch-up's cost, once
+    assert cost() == before  # the same answers, from the same few events
