@@ -118,6 +118,7 @@ def _serve(
     from api.server.app import create_app  # noqa: PLC0415
     from api.server.config import ServerConfig  # noqa: PLC0415
     from api.server.http_protocol import HeaderDeadlineProtocol  # noqa: PLC0415
+    from ledger.long_lived import freeze_long_lived  # noqa: PLC0415
 
     if public_url is None and host not in {"0.0.0.0", "::", ""}:  # noqa: S104
         # Its own address, when that is one clients can reach; behind a wildcard bind the
@@ -151,8 +152,10 @@ def _serve(
         )
         return
     config = ServerConfig(public_url=public_url, json_logs=log_format is LogFormat.json)
+    app = create_app(ledger, config, remote)
+    freeze_long_lived()
     uvicorn.run(
-        create_app(ledger, config, remote),
+        app,
         http=HeaderDeadlineProtocol,  # slow-loris: headers must arrive in time (408)
         host=host,
         port=port,

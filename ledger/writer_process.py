@@ -36,6 +36,7 @@ from typing import Any
 from domain.errors import DomainError
 from ledger.errors import StoreError, store_error
 from ledger.group_commit import GroupCommitWriter, WriterClosedError
+from ledger.long_lived import freeze_long_lived
 from ledger.receipt import Receipt
 
 __all__ = ["ADDRESS_ENV", "KEY_ENV", "RemoteWriter", "WriterProcess"]
@@ -139,6 +140,7 @@ def _serve_writer(home: str, db_url: str, address: str, key: bytes, parent: Conn
             threading.Thread(target=session.serve, daemon=True).start()
 
     threading.Thread(target=accept, daemon=True).start()
+    freeze_long_lived()
     parent.send("ready")
     with contextlib.suppress(EOFError, OSError):
         parent.recv()  # "stop", or EOF when the parent died

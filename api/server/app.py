@@ -34,6 +34,7 @@ from domain.manifests.registry import build_validators
 from ledger.application import Ledger
 from ledger.group_commit import Writer
 from ledger.home import LedgerHome
+from ledger.long_lived import freeze_long_lived
 from ledger.writer_process import RemoteWriter
 
 API_VERSION = "1.0.0"
@@ -159,4 +160,6 @@ def create_app_from_env() -> Litestar:
     # A server with a writer process (``kernelindex serve``) gives its workers its address:
     # they hand it every write, and open the ledger only to read (and fold the views).
     writer = RemoteWriter.from_env()
-    return create_app(home.open(read_only=writer is not None), config, writer)
+    app = create_app(home.open(read_only=writer is not None), config, writer)
+    freeze_long_lived()  # a worker process: what it loaded to serve lives as long as it does
+    return app

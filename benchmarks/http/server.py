@@ -33,6 +33,7 @@ from benchmarks.http.config import (
 from benchmarks.http.cpu import descendants
 from benchmarks.http.spans import instrument
 from ledger.home import LedgerHome
+from ledger.long_lived import freeze_long_lived
 
 # ------------------------------------------------------------------------- server apps
 
@@ -68,6 +69,7 @@ def bench_app() -> Callable[..., Awaitable[None]]:
             asyncio.get_running_loop().set_default_executor(pool)
 
         app.on_startup.append(bigger_pool)
+    freeze_long_lived()  # as `kernelindex serve`'s workers do
     timings = os.environ.get(TIMINGS_VAR)
     if not timings:
         return app
