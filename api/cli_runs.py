@@ -48,7 +48,7 @@ def register(app: typer.Typer) -> None:
 def _named_run(ledger: Ledger, reference: str) -> tuple[str, str]:
     """(digest, name) of the run a digest or prefix names: statements about it need both."""
     run_digest = resolve_run_in(ledger, reference)
-    record = ledger.run(run_digest)
+    record = ledger.run_state(run_digest)
     if record is None:
         raise NotFoundError(f"no run with digest {run_digest}")
     return run_digest, record.run_name

@@ -18,7 +18,7 @@ from domain.manifests.manifest_set import (
     check_manifest_set,
     lacking_references,
 )
-from ledger.aggregates import Run
+from ledger.aggregates import RunState
 from ledger.application import Ledger
 from ledger.errors import AlreadyExistsError, NotFoundError
 from ledger.receipt import Receipt
@@ -57,11 +57,11 @@ def attach_lacking(
     run_digest: str,
     key: SigningKey,
     supplied: Mapping[str, JsonObject],
-    stored: Run | None = None,
+    stored: RunState | None = None,
 ) -> Intake | None:
     """Append an attachment of what the run lacks (from ``supplied``, else the ledger);
     None when there is nothing to attach. ``stored``: the run, if the caller loaded it."""
-    stored = stored or ledger.run(run_digest)
+    stored = stored or ledger.run_state(run_digest)
     if stored is None:
         raise NotFoundError(f"no run with digest {run_digest}")
     current = stored.manifests()
@@ -90,7 +90,7 @@ def ingest_run(
     lacks them; a run already ingested is attached what it lacks instead (an
     :class:`AlreadyExistsError` when it lacks nothing either has)."""
     checked = check_manifest_set(manifests)  # a clear error before anything is read
-    if (existing := ledger.run(checked.run_digest)) is not None:
+    if (existing := ledger.run_state(checked.run_digest)) is not None:
         attached = attach_lacking(ledger, checked.run_digest, key, manifests, existing)
         if attached is None:
             raise AlreadyExistsError(

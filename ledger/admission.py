@@ -46,11 +46,11 @@ from ledger.admission_cache import (
     pending_key_state,
 )
 from ledger.aggregates import (
-    JOB_TOPICS,
     MANIFEST_TOPICS,
+    STATE_TOPICS,
     Principal,
     Run,
-    RunJobs,
+    RunState,
     Signed,
     principal_id,
     run_id,
@@ -274,14 +274,14 @@ class Admission:
                 attached.update(event.manifests())
         return None if ingestion is None else run_manifests(ingestion, attached)
 
-    def run_jobs(self, aggregate_id: UUID) -> RunJobs | None:
-        """A run's rerun jobs (None: no such run) as ``Run.jobs`` holds them, from its
-        ingestion and job events alone (an agent's poll reads them for every open job)."""
-        records = stored_records(self.store, aggregate_id, topics=JOB_TOPICS)
-        found: RunJobs | None = None
+    def run_state(self, aggregate_id: UUID) -> RunState | None:
+        """A run (None: no such run) as its state events leave it, its attestations neither
+        read nor decoded: its name, manifests, lifecycle and rerun jobs."""
+        records = stored_records(self.store, aggregate_id, topics=STATE_TOPICS)
+        found: RunState | None = None
         for event in self._decoded(aggregate_id, records):
             if isinstance(event, Run.Ingested):
-                found = RunJobs(event.run_digest, event.run_name, {})
+                found = RunState(event.run_digest, event.run_name, event.envelope)
             elif found is not None:
                 event.apply_to(found)
         return found

@@ -13,12 +13,13 @@ as the event it already is.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple, Protocol
 
 from eventsourcing.domain import Aggregate
 
+from domain.event_names import EventName
 from domain.manifests.manifest_set import CheckedManifestSet, attach_manifests, with_attached
 from domain.statements import RerunClaimPredicate, RerunPredicate, RerunRequestPredicate
 from domain.timestamps import format_time, parse_time
@@ -85,9 +86,13 @@ class RerunJob(NamedTuple):
     device: tuple[str, str, str, str] | None = None
 
 
-class HoldsJobs(Protocol):
-    """What the job events change: a run's jobs (``Run``, or a reader folding only them)."""
+class HoldsRunState(Protocol):
+    """What a run's state events change (``Run``, or ``RunState``: a reader folding them
+    without the run's attestations)."""
 
+    attached: dict[str, Any]
+    retracted: bool
+    superseded_by: str | None
     jobs: dict[str, RerunJob]
 
 
@@ -107,20 +112,20 @@ class Run(Aggregate):
             aggregate.attestation_count += 1
 
     class Retracted(SignedEvent):
-        def apply_to(self, aggregate: Run) -> None:
+        def apply_to(self, aggregate: HoldsRunState) -> None:
             aggregate.retracted = True
 
     class Superseded(SignedEvent):
         superseded_by: str | None
 
-        def apply_to(self, aggregate: Run) -> None:
+        def apply_to(self, aggregate: HoldsRunState) -> None:
             aggregate.superseded_by = self.superseded_by or "unspecified"
 
     class ManifestsAttached(SignedEvent):
         run_digest: str
         roles: list[str]
 
-        def apply_to(self, aggregate: Run) -> None:
+        def apply_to(self, aggregate: HoldsRunState) -> None:
             aggregate.attached.update(self.manifests())
 
         def manifests(self) -> dict[str, Any]:
@@ -135,7 +140,7 @@ class Run(Aggregate):
         product: str
         architecture: str
 
-        def apply_to(self, aggregate: HoldsJobs) -> None:
+        def apply_to(self, aggregate: HoldsRunState) -> None:
             aggregate.jobs[self.job_id] = RerunJob(
                 self.nonce, self.expires_at, self.product, self.architecture, None
             )
@@ -144,7 +149,7 @@ class Run(Aggregate):
         job_id: str
         lease_until: str
 
-        def apply_to(self, aggregate: HoldsJobs) -> None:
+        def apply_to(self, aggregate: HoldsRunState) -> None:
             job = aggregate.jobs[self.job_id]
             device = stored_statement(self.envelope)["predicate"]["device"]
             aggregate.jobs[self.job_id] = job._replace(
@@ -161,7 +166,7 @@ class Run(Aggregate):
     class RerunRecorded(SignedEvent):
         job_id: str
 
-        def apply_to(self, aggregate: HoldsJobs) -> None:
+        def apply_to(self, aggregate: HoldsRunState) -> None:
             job = aggregate.jobs[self.job_id]
             aggregate.jobs[self.job_id] = job._replace(result_version=self.originator_version)
 
@@ -414,21 +419,35 @@ def run_manifests(
 MANIFEST_TOPICS = (topic_of("Run.Ingested"), topic_of("Run.ManifestsAttached"))
 
 
+# Every event class that can change what a run is: all but its attestations, which anyone
+# may add and which never change evidence or rank. Bounded by what admins and agents sign.
+STATE_EVENTS = (
+    EventName.RUN_INGESTED,
+    EventName.RUN_RETRACTED,
+    EventName.RUN_SUPERSEDED,
+    EventName.RUN_MANIFESTS_ATTACHED,
+    EventName.RUN_RERUN_REQUESTED,
+    EventName.RUN_RERUN_CLAIMED,
+    EventName.RUN_RERUN_RECORDED,
+)
+STATE_TOPICS = tuple(topic_of(name) for name in STATE_EVENTS)
+
+
 @dataclass
-class RunJobs:
-    """A run's rerun jobs, folded by the job events' own rules (``HoldsJobs``) from its
-    ingestion and job events alone (``Ledger.run_jobs``): its attestations, however many
-    anyone appended, are not read."""
+class RunState:
+    """What a run is, without its attestations: folded from its state events
+    (``STATE_EVENTS``) by the events' own rules (``HoldsRunState``), for readers that need
+    its name, manifests, lifecycle or jobs (``Ledger.run_state``). A run flooded with notes
+    reads as fast as any."""
 
     run_digest: str
     run_name: str
-    jobs: dict[str, RerunJob]
+    ingestion: dict[str, Any]  # the ingestion's envelope: its manifests, decoded on demand
+    attached: dict[str, Any] = field(default_factory=dict)
+    retracted: bool = False
+    superseded_by: str | None = None
+    jobs: dict[str, RerunJob] = field(default_factory=dict)
 
-
-# The stored topics of the events a run's jobs come from (``run_jobs`` readers read these).
-JOB_TOPICS = (
-    topic_of("Run.Ingested"),
-    topic_of("Run.RerunRequested"),
-    topic_of("Run.RerunClaimed"),
-    topic_of("Run.RerunRecorded"),
-)
+    def manifests(self) -> dict[str, Any]:
+        """The run's manifests, as ``Run.manifests`` gives them."""
+        return run_manifests(self.ingestion, self.attached)

@@ -35,7 +35,7 @@ from domain.event_names import EventName
 from domain.timestamps import utc_now
 from ledger.admission import Admission, Admitted, AdmittedGroup
 from ledger.admission_cache import fold_key_events
-from ledger.aggregates import Principal, Run, RunJobs, principal_id, run_id, topic_of
+from ledger.aggregates import Principal, Run, RunState, principal_id, run_id, topic_of
 from ledger.authority import KeyState
 from ledger.errors import (
     ConflictError,
@@ -368,10 +368,10 @@ class Ledger(Application[UUID]):
         attachments are read, its attestations are not."""
         return self.admission.run_manifests(run_id(run_digest))
 
-    def run_jobs(self, run_digest: str) -> RunJobs | None:
-        """``run(run_digest).jobs`` without replaying the run: its ingestion and job events
-        are read, its attestations are not."""
-        return self.admission.run_jobs(run_id(run_digest))
+    def run_state(self, run_digest: str) -> RunState | None:
+        """The run without replaying it: its name, manifests, lifecycle and jobs, from its
+        state events (``run`` also replays every attestation: admission's own reader)."""
+        return self.admission.run_state(run_id(run_digest))
 
     def principal(self, key_id: str) -> Principal | None:
         return self.admission.get(Principal, principal_id(key_id))

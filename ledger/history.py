@@ -25,7 +25,7 @@ from domain.event_names import EventName
 from domain.manifests.manifest_set import with_attached
 from domain.quantities import format_value
 from domain.statements import PredicateType
-from ledger.aggregates import principal_id, run_id
+from ledger.aggregates import STATE_EVENTS, principal_id, run_id
 from ledger.application import Ledger
 from ledger.authority import KeyLookup, KeyState
 from ledger.event_verification import EventVerification, verify_stored_event
@@ -202,17 +202,6 @@ def history_page(
     )
 
 
-# Every event class that can change what a run is (all but attestations, which anyone may
-# add and which never change evidence or rank): bounded by what admins and agents sign.
-STATE_EVENTS = (
-    EventName.RUN_INGESTED,
-    EventName.RUN_RETRACTED,
-    EventName.RUN_SUPERSEDED,
-    EventName.RUN_MANIFESTS_ATTACHED,
-    EventName.RUN_RERUN_REQUESTED,
-    EventName.RUN_RERUN_CLAIMED,
-    EventName.RUN_RERUN_RECORDED,
-)
 LATEST_ATTESTATIONS = 20
 
 

@@ -306,7 +306,7 @@ class Importer:
         if len(runs) > 1 and key not in self._checked and self.admin is not None:
             self._checked.add(key)
             for older in runs[:-1]:
-                held = self.ledger.run(older)
+                held = self.ledger.run_state(older)
                 if held is not None and held.superseded_by is None and not held.retracted:
                     self._follow.append(
                         _FollowUp(
@@ -376,7 +376,7 @@ class Importer:
                 if item.previous is None:
                     summary.new += 1
                 else:
-                    old = self.ledger.run(item.previous)
+                    old = self.ledger.run_state(item.previous)
                     name = old.run_name if old is not None else item.previous
                     envelope = self._supersession(item.record, item.previous, name, item.digest)
                     self._follow.append(
@@ -406,7 +406,7 @@ class Importer:
     def _keeps(self, previous: str, record: ImportRecord, summary: ImportSummary) -> bool:
         """Whether the held run stays as it is because the record lacks fields it has (True:
         counted unchanged, ``kept`` says why); raises when the record changed as well."""
-        held = self.ledger.run(previous)
+        held = self.ledger.run_state(previous)
         if held is None:
             return False
         dropped, changed = compare_records(held.manifests(), record.manifests)

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from domain.timestamps import parse_time, utc_now
-from ledger.aggregates import Run, RunJobs
+from ledger.aggregates import Run, RunState
 from ledger.application import Ledger
 from ledger.errors import NotFoundError
 from ledger.store.stored_events import statement_of
@@ -60,17 +60,17 @@ def _requests(ledger: Ledger) -> list[dict[str, Any]]:
 
 
 class _Runs:
-    """Each run's jobs, read once per answer (a run's job events, never its attestations:
+    """Each run's jobs, read once per answer (a run's state events, never its attestations:
     a run flooded with notes polls as fast as any)."""
 
     def __init__(self, ledger: Ledger) -> None:
         self._ledger = ledger
-        self._read: dict[str, RunJobs | None] = {}
+        self._read: dict[str, RunState | None] = {}
 
     def view(self, predicate: dict[str, Any]) -> JobView | None:
         digest = str(predicate["runDigest"])
         if digest not in self._read:
-            self._read[digest] = self._ledger.run_jobs(digest)
+            self._read[digest] = self._ledger.run_state(digest)
         run = self._read[digest]
         if run is None:
             return None

@@ -344,7 +344,7 @@ def submit_solution(
         existing = _existing_submission(ledger, prepared)
         if existing is not None:
             return result(existing, None)
-    elif ledger.run(prepared.run_digest) is not None:
+    elif ledger.run_state(prepared.run_digest) is not None:
         return result(prepared.run_digest, None)
     envelope = ingestion_envelope(
         prepared.manifests,

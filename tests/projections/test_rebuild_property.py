@@ -249,7 +249,23 @@ def check_sequence(
     assert a.levels() == c.levels()
     assert_levels_caused_by_ingestion_or_rerun(a)
     assert rebuilt_a == a.views()
+    for world in (a, b, c):
+        assert_run_state_is_the_runs_own(world)
     return a.levels()
+
+
+def assert_run_state_is_the_runs_own(world: World) -> None:
+    """What a run reads as without its attestations (``Ledger.run_state``: agents' polls,
+    attest, intake, imports) is what the whole run's replay says."""
+    for digest in RUNS:
+        run, state = world.ledger.run(digest), world.ledger.run_state(digest)
+        if run is None or state is None:
+            assert run is None and state is None
+            continue
+        assert (state.run_digest, state.run_name) == (run.run_digest, run.run_name)
+        assert (state.retracted, state.superseded_by) == (run.retracted, run.superseded_by)
+        assert state.jobs == run.jobs
+        assert state.manifests() == run.manifests()
 
 
 @contextmanager
