@@ -27,6 +27,14 @@ class Served:
     app: Litestar
     client: TestClient[Litestar]
 
+    def stop_follower(self) -> None:
+        """Stop the views' follower (PostgreSQL), whose thread decodes each new event as it
+        is committed: a test counting what a read decodes must count the read's alone (reads
+        catch the views up themselves)."""
+        follower = self.app.state.service.follower
+        if follower is not None:
+            follower.stop()
+
 
 def serve(home: LedgerHome, config: ServerConfig = TEST_CONFIG) -> Iterator[Served]:
     ledger, seed = build_demo(home)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from decoded_events import decode_counter
 from test_transparency_log import SEED_NAME, SEED_RUN, World, world  # noqa: F401 - fixture
 
 from ledger.signing.authoring import attestation_envelope
@@ -18,22 +19,15 @@ def test_reading_a_flooded_runs_state_decodes_none_of_its_notes(
     world: World,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    decoded = 0
-    real = world.ledger.mapper.to_domain_event
-
-    def counted(stored: Any) -> Any:
-        nonlocal decoded
-        decoded += 1
-        return real(stored)
-
-    monkeypatch.setattr(world.ledger.mapper, "to_domain_event", counted)
+    measure = decode_counter(world.ledger.mapper, monkeypatch)
 
     def read() -> tuple[int, Any]:
-        nonlocal decoded
-        decoded = 0
-        state = world.ledger.run_state(SEED_RUN)
-        assert state is not None
-        return decoded, (state.run_name, state.manifests(), state.retracted, state.jobs)
+        def state() -> Any:
+            found = world.ledger.run_state(SEED_RUN)
+            assert found is not None
+            return (found.run_name, found.manifests(), found.retracted, found.jobs)
+
+        return measure(state)
 
     before = read()
     assert before[1][0] == SEED_NAME

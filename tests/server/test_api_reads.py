@@ -6,6 +6,7 @@ import base64
 import json
 from typing import Any
 
+from decoded_events import decode_counter
 from served_app import Served
 
 from domain.statements import Role
@@ -321,31 +322,20 @@ def test_reads_that_compare_with_a_flooded_run_decode_no_more_of_it(
     board = c.get(f"/v1/leaderboards/{seed['comparisonKey']}").json()
     digests = [e["run"] for e in board["entries"]]
     first, other = digests[0], digests[1]
-    decoded = 0
-    mapper = served.ledger.mapper
-    real = mapper.to_domain_event
-
-    def counted(stored: Any) -> Any:
-        nonlocal decoded
-        decoded += 1
-        return real(stored)
-
-    monkeypatch.setattr(mapper, "to_domain_event", counted)
+    served.stop_follower()
+    measure = decode_counter(served.ledger.mapper, monkeypatch)
     reads = (
         f"/v1/runs/{other}",
         f"/runs/{other}",
         f"/v1/comparisons?runs={other},{first}",
     )
 
+    def read(path: str) -> None:
+        reply = c.get(path)
+        assert reply.status_code == 200, (path, reply.text[:300])
+
     def cost() -> list[int]:
-        nonlocal decoded
-        counts = []
-        for path in reads:
-            decoded = 0
-            reply = c.get(path)
-            assert reply.status_code == 200, (path, reply.text[:300])
-            counts.append(decoded)
-        return counts
+        return [measure(lambda path=path: read(path))[0] for path in reads]
 
     first_name = c.get(f"/v1/runs/{first}").json()["name"]
     assert c.get(f"/v1/runs/{other}").json()["compareWithFirst"]["b"] == first
