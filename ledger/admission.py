@@ -54,7 +54,6 @@ from ledger.aggregates import (
     Signed,
     principal_id,
     run_id,
-    run_manifests,
 )
 from ledger.authority import (
     Authorization,
@@ -264,26 +263,32 @@ class Admission:
         """A run's manifests (None: no such run) from its ingestion and attachments alone,
         as ``Run.manifests`` gives them: its attestations, however many anyone appended, are
         neither read nor decoded (a run's page compares it with its group's #1)."""
-        records = stored_records(self.store, aggregate_id, topics=MANIFEST_TOPICS)
-        ingestion: dict[str, Any] | None = None
-        attached: dict[str, Any] = {}
-        for event in self._decoded(aggregate_id, records):
-            if isinstance(event, Run.Ingested):
-                ingestion = event.envelope
-            elif isinstance(event, Run.ManifestsAttached):
-                attached.update(event.manifests())
-        return None if ingestion is None else run_manifests(ingestion, attached)
+        state = self._fold_state(aggregate_id, MANIFEST_TOPICS)
+        return None if state is None else state.manifests()
 
     def run_state(self, aggregate_id: UUID) -> RunState | None:
         """A run (None: no such run) as its state events leave it, its attestations neither
-        read nor decoded: its name, manifests, lifecycle and rerun jobs."""
-        records = stored_records(self.store, aggregate_id, topics=STATE_TOPICS)
+        read nor decoded: its name, manifests, lifecycle and rerun jobs. (Whether one of its
+        attestations is damaged, history and audit say; appending to the run replays them
+        all and fails closed on one.)"""
+        return self._fold_state(aggregate_id, STATE_TOPICS)
+
+    def _fold_state(self, aggregate_id: UUID, topics: Sequence[str]) -> RunState | None:
+        """``RunState`` from a run's stored events of ``topics``, by the events' own rules.
+        Fails closed as a replay would: on an event that does not decode, and on a record
+        that does not start with its one ingestion at version 1."""
+        records = stored_records(self.store, aggregate_id, topics=topics)
         found: RunState | None = None
         for event in self._decoded(aggregate_id, records):
-            if isinstance(event, Run.Ingested):
+            if isinstance(event, Run.Ingested) and found is None and event.originator_version == 1:
                 found = RunState(event.run_digest, event.run_name, event.envelope)
-            elif found is not None:
+            elif found is not None and not isinstance(event, Run.Ingested):
                 event.apply_to(found)
+            else:
+                raise CorruptRecordError(
+                    f"stored events of {aggregate_id} do not start with its one ingestion; "
+                    "run 'kernelindex history' or 'kernelindex audit' to see which"
+                )
         return found
 
     def _decoded(self, aggregate_id: UUID, records: Iterable[StoredRecord]) -> Iterator[Any]:

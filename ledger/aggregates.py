@@ -421,14 +421,9 @@ MANIFEST_TOPICS = (topic_of("Run.Ingested"), topic_of("Run.ManifestsAttached"))
 
 # Every event class that can change what a run is: all but its attestations, which anyone
 # may add and which never change evidence or rank. Bounded by what admins and agents sign.
-STATE_EVENTS = (
-    EventName.RUN_INGESTED,
-    EventName.RUN_RETRACTED,
-    EventName.RUN_SUPERSEDED,
-    EventName.RUN_MANIFESTS_ATTACHED,
-    EventName.RUN_RERUN_REQUESTED,
-    EventName.RUN_RERUN_CLAIMED,
-    EventName.RUN_RERUN_RECORDED,
+# Derived, so a run event added to ``EventName`` is a state event unless it is an attestation.
+STATE_EVENTS = tuple(
+    name for name in EventName if name.startswith("Run.") and name is not EventName.RUN_ATTESTED
 )
 STATE_TOPICS = tuple(topic_of(name) for name in STATE_EVENTS)
 

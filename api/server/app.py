@@ -151,6 +151,8 @@ def create_app_from_env() -> Litestar:
 
     Reads the ledger home and database from KERNELINDEX_HOME / KERNELINDEX_DB, and the
     writer process from KERNELINDEX_WRITER_ADDRESS / KERNELINDEX_WRITER_KEY when there is one.
+    It is a worker process's start: it freezes the process's heap once the app is made
+    (``ledger.long_lived``), so call it in-process only where that is wanted.
     """
     home = LedgerHome.at(None, os.environ.get("KERNELINDEX_DB"))
     config = ServerConfig(

@@ -3,8 +3,8 @@
 Every stored event gets a dense leaf index in notification order, exactly once: the leaf row
 (unique on both leaf index and event position) is its own tracking record and is written in
 the same transaction as the event it sequences (or, for catch-up after a crash, in one
-transaction per batch). One sequencer runs at a time: a transaction-scoped advisory lock on
-PostgreSQL; SQLite serialises writers itself.
+transaction per batch). One sequencer runs at a time, from before it reads the tree to its
+commit: a transaction-scoped advisory lock on PostgreSQL, the database's write lock on SQLite.
 
 Complete subtree hashes are stored as they are created, so roots and proofs cost O(log n)
 lookups, fetched in one query. Checkpoints are C2SP signed notes; the size is the primary key
@@ -233,7 +233,7 @@ class TransparencyLog:
         second fails on the first one's leaves."""
         if self.store.postgres:
             session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_LOCK_ID})
-        else:
+        elif self.store.engine.dialect.name == "sqlite":
             hold_sqlite_write_lock(session)
 
     def tree_size(self, session: StoreSession) -> int:

@@ -300,3 +300,51 @@ def test_an_implementation_attached_in_the_ingestions_group_leaves_it_the_joinin
         ).scalar_one()
     assert position == receipts[0].position  # type: ignore[union-attr]
     assert audit_ledger(world.ledger).verified
+
+
+def test_a_runs_state_without_its_notes_holds_what_was_attached(world: World) -> None:
+    """``Ledger.run_state`` and ``run_manifests`` (the readers that skip a run's notes) give
+    the manifests, name and lifecycle the whole run's replay gives, attachments included."""
+    _ingest_bare_seed(world)
+    world.append(
+        attestation_envelope(
+            SEED, NAMES[SEED], world.keys.attester, type_="note", body="n", now=world.clock.now
+        )
+    )
+    world.append(_attach(world, {"workload": WORKLOAD}))
+    world.append(
+        attestation_envelope(
+            SEED, NAMES[SEED], world.keys.attester, type_="note", body="m", now=world.clock.now
+        )
+    )
+    run, state = world.ledger.run(SEED), world.ledger.run_state(SEED)
+    assert run is not None and state is not None
+    assert state.manifests() == run.manifests() == world.ledger.run_manifests(SEED)
+    assert state.manifests()["workload"] == WORKLOAD
+    assert (state.run_name, state.retracted, state.superseded_by, state.jobs) == (
+        run.run_name,
+        run.retracted,
+        run.superseded_by,
+        run.jobs,
+    )
+
+
+def test_a_runs_state_fails_closed_on_a_record_without_its_ingestion(world: World) -> None:
+    """A run whose stored ingestion was deleted (tampering) is not read as a run from what
+    is left: the lean readers refuse it, as a replay of the whole run would."""
+    from ledger.errors import CorruptRecordError
+    from ledger.ids import run_id
+
+    _ingest_bare_seed(world)
+    world.append(_attach(world, {"workload": WORKLOAD}))
+    events = world.ledger.store.events
+    with world.ledger.store.transaction(commit=True) as session:
+        session.execute(
+            delete(events).where(
+                (events.c.originator_id == run_id(SEED)) & (events.c.originator_version == 1)
+            )
+        )
+    with pytest.raises(CorruptRecordError):
+        world.ledger.run_state(SEED)
+    with pytest.raises(CorruptRecordError):
+        world.ledger.run_manifests(SEED)
