@@ -112,17 +112,22 @@ class GroupCommitWriter:
         group = [r for r in group if r.reply.set_running_or_notify_cancel()]
         if not group:
             return
-        try:
-            results = self.ledger.append_many([r.envelope for r in group])
-        except Exception as exc:  # the store failed: every caller in the group hears it
-            # As a refusal with a stable code (store-full, read-only-store...) when it is the
-            # database's; the whole group rolled back, so nothing of it was stored.
-            refused = exc if isinstance(exc, DomainError) else store_error(exc)
-            for request in group:
-                request.reply.set_exception(refused or exc)
-            return
+        results = commit_group(self.ledger, [r.envelope for r in group])
         for request, result in zip(group, results, strict=True):
-            if isinstance(result, DomainError):
+            if isinstance(result, BaseException):
                 request.reply.set_exception(result)
             else:
                 request.reply.set_result(result)
+
+
+def commit_group(ledger: Ledger, envelopes: list[object]) -> list[Receipt | BaseException]:
+    """``append_many`` for a group of callers: each envelope's receipt or refusal. A store
+    failure is every caller's answer, as a refusal with a stable code (store-full,
+    read-only-store...) when it is the database's: the whole group rolled back, so nothing
+    of it was stored. The writer thread and the writer process both settle groups here."""
+    try:
+        results: list[Receipt | BaseException] = list(ledger.append_many(envelopes))
+    except Exception as exc:
+        refused = exc if isinstance(exc, DomainError) else store_error(exc)
+        return [refused or exc] * len(envelopes)
+    return results

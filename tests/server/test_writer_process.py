@@ -6,13 +6,17 @@ killed outright."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from multiprocessing.connection import Client
 from pathlib import Path
 
 import httpx
@@ -118,6 +122,98 @@ def test_concurrent_writes_from_many_workers_each_land_once(
             assert ledger.tlog.tree_size(session) == ledger.store.last_position()  # dense
     finally:
         ledger.close()
+
+
+def test_a_worker_that_sends_garbage_is_dropped_and_the_others_are_served(
+    writer: tuple[WriterProcess, LedgerHome, str],
+) -> None:
+    """One serving thread waits on every worker: a connection that sends what is not a
+    request (or breaks off) is closed, and the writer goes on serving the rest."""
+    process, _, seed = writer
+    alice = SigningKey.generate()
+    good = RemoteWriter(process.address, process.key)
+    bad = Client(process.address, family="AF_UNIX", authkey=process.key)
+    try:
+        good.append(key_registration_envelope(alice.public, [Role.ATTESTER], alice))
+        bad.send("not a numbered request")
+        assert bad.poll(10)  # the writer closed it: EOF, not an answer
+        with pytest.raises(EOFError):
+            bad.recv()
+        receipt = good.append(_note(seed, alice, "still served"))
+        assert isinstance(receipt, Receipt) and not receipt.duplicate
+    finally:
+        bad.close()
+        good.close()
+
+
+def test_a_worker_that_does_not_read_its_answers_holds_up_no_other(
+    writer: tuple[WriterProcess, LedgerHome, str],
+) -> None:
+    """Answers go out on a thread per worker: one whose answers pile up unread (a stopped
+    process; its socket's buffers full) does not stop the writer committing the others'."""
+    process, _, seed = writer
+    alice = SigningKey.generate()
+    good = RemoteWriter(process.address, process.key)
+    deaf = Client(process.address, family="AF_UNIX", authkey=process.key)
+    try:
+        good.append(key_registration_envelope(alice.public, [Role.ATTESTER], alice))
+        stranger = _note(seed, SigningKey.generate(), "whose key is this")
+        copies = 8000  # each refused (unknown key): far more answers than a socket buffers
+
+        def flood() -> None:
+            with contextlib.suppress(OSError):
+                for number in range(copies):
+                    deaf.send((number, stranger))
+
+        flooding = threading.Thread(target=flood, daemon=True)
+        flooding.start()
+        flooding.join(30)
+        receipt = good.submit(_note(seed, alice, "not held up")).result(timeout=20)
+        assert isinstance(receipt, Receipt) and not receipt.duplicate
+        answered = 0
+        while answered < copies and deaf.poll(30):  # every copy answered, once read
+            answered += len(deaf.recv())
+        assert answered == copies
+    finally:
+        with contextlib.suppress(OSError):  # a thread may be blocked sending on it
+            socket.socket(fileno=os.dup(deaf.fileno())).shutdown(socket.SHUT_RDWR)
+        deaf.close()
+        good.close()
+
+
+def test_envelopes_a_worker_sent_before_it_went_away_are_committed(
+    writer: tuple[WriterProcess, LedgerHome, str],
+) -> None:
+    """What a worker sent is committed even if the worker is gone before its answers: the
+    notes land without being sent again, and sending them again returns their original
+    receipts (none lost, none stored twice)."""
+    process, home, seed = writer
+    alice = SigningKey.generate()
+    remote = RemoteWriter(process.address, process.key)
+    first = remote.append(key_registration_envelope(alice.public, [Role.ATTESTER], alice))
+    remote.close()
+    notes = [_note(seed, alice, f"left behind {n}") for n in range(40)]
+    leaving = Client(process.address, family="AF_UNIX", authkey=process.key)
+    for number, envelope in enumerate(notes):
+        leaving.send((number, envelope))
+    leaving.close()  # gone before any answer
+    ledger = home.open(read_only=True)
+    try:
+        deadline = time.monotonic() + 30
+        while (stored := ledger.store.last_position()) < first.position + len(notes):
+            assert time.monotonic() < deadline, (
+                f"the notes of a worker that left were lost: {stored - first.position} stored"
+            )
+            time.sleep(0.05)
+    finally:
+        ledger.close()
+    again = RemoteWriter(process.address, process.key)
+    try:
+        receipts = [again.append(envelope) for envelope in notes]
+    finally:
+        again.close()
+    assert all(r.duplicate for r in receipts)
+    assert len({r.position for r in receipts}) == len(notes)
 
 
 def test_a_stopped_writer_refuses_new_writes_it_cannot_take(
