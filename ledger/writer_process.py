@@ -28,8 +28,10 @@ import secrets
 import shutil
 import signal
 import socket
+import struct
 import tempfile
 import threading
+import time
 from concurrent.futures import Future
 from multiprocessing.connection import Client, Connection, Listener, wait
 from pathlib import Path
@@ -65,12 +67,24 @@ def _answer(result: Receipt | BaseException) -> tuple[bool, object]:
     )
 
 
+# A worker must send a whole request once it has begun one: the serving thread reads each
+# message to its end, and a worker stalled midway (a stopped process) for longer than this
+# is cut off, its waiting callers told to send again, rather than hold up every group.
+MESSAGE_TIMEOUT = 5.0
+
+
 class _Worker:
     """One worker's connection: read by the serving thread, answered by a thread of its own,
     so a worker slow to read its answers holds up nobody else's group."""
 
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
+        with socket.socket(fileno=os.dup(connection.fileno())) as shared:
+            # Reads only (the option is the socket's, for every descriptor of it): a
+            # blocked read ends after the timeout, with an error, instead of never.
+            shared.setsockopt(
+                socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", int(MESSAGE_TIMEOUT), 0)
+            )
         self._outbox: queue.SimpleQueue[list[tuple[int, bool, object]] | None] = queue.SimpleQueue()
         self._sender = threading.Thread(target=self._send, daemon=True)
         self._sender.start()
@@ -79,11 +93,23 @@ class _Worker:
         self._outbox.put(batch)
 
     def close(self) -> None:
-        """No more reads: the answers queued go out, then the connection closes."""
+        """No more reads: the answers queued before this go out, then the connection
+        closes (the serving thread queues a round's answers before it closes a worker)."""
         self._outbox.put(None)
 
-    def join(self, timeout: float) -> None:
+    def join(self, timeout: float) -> bool:
+        """Whether its answers are all out (or can never go) within ``timeout``."""
         self._sender.join(timeout)
+        return not self._sender.is_alive()
+
+    def cut_off(self) -> None:
+        """Shut the socket down: a sender blocked writing to a worker that never reads
+        returns, with an error."""
+        with (
+            contextlib.suppress(OSError),
+            socket.socket(fileno=os.dup(self.connection.fileno())) as shared,
+        ):
+            shared.shutdown(socket.SHUT_RDWR)
 
     def _send(self) -> None:
         listening = True
@@ -102,13 +128,13 @@ class _Worker:
 
 class _Serving:
     """The writer process's serving thread: it waits on every worker's connection at once,
-    reads all that has arrived (up to a group), commits it as one group and hands each
-    worker its answers in one message. Requests that arrive while a group commits wait in
-    the sockets and make the next group. Only this thread reads and commits, so the commit
-    does not trade the interpreter lock with a reader thread per envelope (measured under 32
-    clients, threads handing each envelope and its answer between them cost the writer
-    process about as much CPU as the commit itself: issue 16); a thread per worker only
-    sends its answers, a group at a time."""
+    reads what has arrived (up to a group, shared fairly between the workers), commits it as
+    one group and hands each worker its answers in one message. Requests that arrive while a
+    group commits wait in the sockets and make the next group. Only this thread reads and
+    commits, so the commit does not trade the interpreter lock with a reader thread per
+    envelope (measured under 32 clients, threads handing each envelope and its answer
+    between them cost the writer process about as much CPU as the commit itself: issue 16);
+    a thread per worker only sends its answers, a group at a time."""
 
     def __init__(self, ledger: Ledger, listener: Listener, parent: Connection) -> None:
         self.ledger = ledger
@@ -117,6 +143,7 @@ class _Serving:
         self.workers: dict[Connection, _Worker] = {}
         self._accepted: list[Connection] = []
         self._accepting = threading.Lock()
+        self._closed = False
         self._wake_read, self._wake_write = os.pipe()
 
     def accept(self) -> None:
@@ -124,13 +151,16 @@ class _Serving:
         while True:
             try:
                 connection = self.listener.accept()
-            except OSError:
-                return  # closed: the writer is stopping
-            except Exception:  # noqa: S112 - a client that failed the handshake: the next
+            except Exception:  # a client that failed its handshake, or the listener closed
+                with self._accepting:
+                    if self._closed:
+                        return
                 continue
             with self._accepting:
+                if self._closed:
+                    connection.close()
+                    return
                 self._accepted.append(connection)
-            with contextlib.suppress(OSError):
                 os.write(self._wake_write, b"\0")
 
     def serve(self) -> None:
@@ -142,49 +172,84 @@ class _Serving:
             if self.parent in ready:
                 stopping = True  # "stop", or EOF: the parent died
             if self._wake_read in ready:
-                os.read(self._wake_read, 4096)
-                with self._accepting:
-                    for connection in self._accepted:
-                        self.workers[connection] = _Worker(connection)
-                    self._accepted.clear()
-            group = self._read([c for c in self.workers if c in ready])
-            while group:
-                self._commit(group[:MAX_GROUP])
-                group = group[MAX_GROUP:]
+                self._take_accepted()
+            group, gone = self._read([c for c in self.workers if c in ready])
+            if group:
+                self._commit(group)
+            for worker in gone:  # after their last answers were queued
+                worker.close()
 
-    def close(self, timeout: float = 10.0) -> None:
-        """The answers still queued sent, every connection closed."""
+    def stop_accepting(self) -> None:
+        """Before the listener closes: the accept thread ends rather than retry."""
+        with self._accepting:
+            self._closed = True
+            for connection in self._accepted:
+                connection.close()
+            self._accepted.clear()
+
+    def close(self, timeout: float = 20.0) -> None:
+        """The answers still queued sent (within ``timeout`` in all), every connection
+        closed; a worker that does not read its answers is cut off."""
+        self.stop_accepting()
         workers = list(self.workers.values())
         self.workers.clear()
         for worker in workers:
             worker.close()
+        deadline = time.monotonic() + timeout
         for worker in workers:
-            worker.join(timeout)
+            if not worker.join(max(0.0, deadline - time.monotonic())):
+                worker.cut_off()
         os.close(self._wake_read)
         os.close(self._wake_write)
 
-    def _read(self, ready: list[Connection]) -> list[tuple[_Worker, int, object]]:
-        """Every request that has arrived on the ready connections, in arrival order per
-        connection. A connection that closed (its worker went away) or sent what is not a
-        request is dropped; what it sent before is committed or refused all the same."""
+    def _take_accepted(self) -> None:
+        os.read(self._wake_read, 4096)
+        with self._accepting:
+            accepted, self._accepted = self._accepted, []
+        for connection in accepted:
+            try:
+                self.workers[connection] = _Worker(connection)
+            except (OSError, RuntimeError):  # no thread or socket to spare: refused
+                connection.close()
+
+    def _read(
+        self, ready: list[Connection]
+    ) -> tuple[list[tuple[_Worker, int, object]], list[_Worker]]:
+        """The requests that have arrived on the ready connections, in arrival order per
+        connection, at most a group's share per connection this round; and the workers
+        dropped: one that closed (its worker went away), stalled midway through a message
+        or sent what is not a request. What a dropped worker sent before is committed or
+        refused, and answered, all the same."""
         group: list[tuple[_Worker, int, object]] = []
+        gone: list[_Worker] = []
+        share = max(1, MAX_GROUP // max(1, len(ready)))
         for connection in ready:
             worker = self.workers[connection]
             try:
-                while len(group) < MAX_GROUP and connection.poll(0):
+                taken = 0
+                while taken < share and connection.poll(0):
                     number, envelope = connection.recv()
                     group.append((worker, int(number), envelope))
-            except Exception:  # EOF, a reset socket, or a malformed message
+                    taken += 1
+            except Exception:  # EOF, a reset or stalled socket, a bad message
                 del self.workers[connection]
-                worker.close()
-        return group
+                gone.append(worker)
+        return group, gone
 
     def _commit(self, group: list[tuple[_Worker, int, object]]) -> None:
-        results = commit_group(self.ledger, [envelope for _, _, envelope in group])
-        answers: dict[_Worker, list[tuple[int, bool, object]]] = {}
-        for (worker, number, _), result in zip(group, results, strict=True):
-            answers.setdefault(worker, []).append((number, *_answer(result)))
-        for worker, batch in answers.items():
+        try:
+            results = commit_group(self.ledger, [envelope for _, _, envelope in group])
+            answers = [_answer(result) for result in results]
+        except Exception as exc:  # the serving thread outlives any group
+            refusal = StoreError(
+                f"the ledger's writer failed ({type(exc).__name__}) settling this write; send "
+                "it again (a stored one returns its original receipt)"
+            )
+            answers = [(False, refusal)] * len(group)
+        batches: dict[_Worker, list[tuple[int, bool, object]]] = {}
+        for (worker, number, _), (ok, value) in zip(group, answers, strict=True):
+            batches.setdefault(worker, []).append((number, ok, value))
+        for worker, batch in batches.items():
             worker.answer(batch)
 
 
@@ -203,6 +268,7 @@ def _serve_writer(home: str, db_url: str, address: str, key: bytes, parent: Conn
     try:
         serving.serve()
     finally:
+        serving.stop_accepting()
         listener.close()
         serving.close()
         ledger.close()

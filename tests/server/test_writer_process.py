@@ -10,6 +10,7 @@ import contextlib
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -32,7 +33,7 @@ from ledger.receipt import Receipt
 from ledger.signing.authoring import attestation_envelope, key_registration_envelope
 from ledger.signing.dsse import UnknownKeyError, parse_envelope
 from ledger.signing.keys import SigningKey
-from ledger.writer_process import RemoteWriter, WriterProcess
+from ledger.writer_process import MESSAGE_TIMEOUT, RemoteWriter, WriterProcess
 from tests.paths import REPO
 
 SEED_NAME = "sol-submission-38823"
@@ -146,6 +147,54 @@ def test_a_worker_that_sends_garbage_is_dropped_and_the_others_are_served(
         good.close()
 
 
+def test_what_a_worker_sent_before_garbage_is_answered_before_it_is_cut_off(
+    writer: tuple[WriterProcess, LedgerHome, str],
+) -> None:
+    process, _, seed = writer
+    alice = SigningKey.generate()
+    remote = RemoteWriter(process.address, process.key)
+    remote.append(key_registration_envelope(alice.public, [Role.ATTESTER], alice))
+    remote.close()
+    client = Client(process.address, family="AF_UNIX", authkey=process.key)
+    try:
+        client.send((7, _note(seed, alice, "sent just before the garbage")))
+        client.send("not a numbered request")
+        assert client.poll(10)
+        ((number, ok, receipt),) = client.recv()
+        assert (number, ok) == (7, True) and isinstance(receipt, Receipt)
+        assert client.poll(10)
+        with pytest.raises(EOFError):
+            client.recv()
+    finally:
+        client.close()
+
+
+def test_a_worker_stalled_midway_through_a_message_is_cut_off_not_waited_for(
+    writer: tuple[WriterProcess, LedgerHome, str],
+) -> None:
+    """A worker stopped halfway through sending a request would hold up every group while
+    the writer reads it to its end: after ``MESSAGE_TIMEOUT`` it is cut off instead."""
+    process, _, seed = writer
+    alice = SigningKey.generate()
+    good = RemoteWriter(process.address, process.key)
+    stalled = Client(process.address, family="AF_UNIX", authkey=process.key)
+    try:
+        good.append(key_registration_envelope(alice.public, [Role.ATTESTER], alice))
+        with socket.socket(fileno=os.dup(stalled.fileno())) as shared:
+            # multiprocessing's framing: a 4-byte length, then the pickle; only its start.
+            shared.sendall(struct.pack("!i", 100_000) + b"\x80\x05")
+        started = time.monotonic()
+        receipt = good.submit(_note(seed, alice, "not held up for long")).result(timeout=60)
+        assert isinstance(receipt, Receipt)
+        assert time.monotonic() - started < MESSAGE_TIMEOUT + 10
+        assert stalled.poll(30)
+        with pytest.raises(EOFError):
+            stalled.recv()
+    finally:
+        stalled.close()
+        good.close()
+
+
 def test_a_worker_that_does_not_read_its_answers_holds_up_no_other(
     writer: tuple[WriterProcess, LedgerHome, str],
 ) -> None:
@@ -175,8 +224,11 @@ def test_a_worker_that_does_not_read_its_answers_holds_up_no_other(
             answered += len(deaf.recv())
         assert answered == copies
     finally:
-        with contextlib.suppress(OSError):  # a thread may be blocked sending on it
-            socket.socket(fileno=os.dup(deaf.fileno())).shutdown(socket.SHUT_RDWR)
+        with (
+            contextlib.suppress(OSError),  # a thread may be blocked sending on it
+            socket.socket(fileno=os.dup(deaf.fileno())) as shared,
+        ):
+            shared.shutdown(socket.SHUT_RDWR)
         deaf.close()
         good.close()
 
