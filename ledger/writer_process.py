@@ -103,13 +103,8 @@ class _Worker:
         return not self._sender.is_alive()
 
     def cut_off(self) -> None:
-        """Shut the socket down: a sender blocked writing to a worker that never reads
-        returns, with an error."""
-        with (
-            contextlib.suppress(OSError),
-            socket.socket(fileno=os.dup(self.connection.fileno())) as shared,
-        ):
-            shared.shutdown(socket.SHUT_RDWR)
+        """A sender blocked writing to a worker that never reads returns, with an error."""
+        _shut_down(self.connection)
 
     def _send(self) -> None:
         listening = True
@@ -334,19 +329,30 @@ class WriterProcess:
         shutil.rmtree(self._folder, ignore_errors=True)
 
 
+# How long a worker waits between attempts to reach its writer again, at most.
+_RECONNECT_MAX_WAIT = 1.0
+
+
 class RemoteWriter:
     """A worker's handle on the writer process: ``submit`` and ``append`` as
-    :class:`~ledger.group_commit.GroupCommitWriter` has them. One connection; answers are
-    read on a thread of their own and settle each caller's future."""
+    :class:`~ledger.group_commit.GroupCommitWriter` has them. One connection at a time, read
+    by a thread of its own that settles each caller's future. When the connection is lost
+    (the writer cut this worker off, or is restarting) the callers waiting on it are told to
+    send again, new writes are refused as unavailable, and the thread connects again in the
+    background: a worker is not refused writes for good, and a handshake with a writer that
+    does not answer never blocks a caller (an event loop)."""
 
     def __init__(self, address: str, key: bytes) -> None:
-        self._connection = Client(address, family="AF_UNIX", authkey=key)
+        self._address = address
+        self._key = key
         self._numbers = itertools.count()
         self._waiting: dict[int, Future[Receipt]] = {}
         self._lock = threading.Lock()
-        self._closed = False
-        self._reader = threading.Thread(target=self._read, name="kernelindex-writer-client")
-        self._reader.daemon = True
+        self._closing = threading.Event()
+        self._connection: Connection | None = self._connect()  # the writer must be there
+        self._reader = threading.Thread(
+            target=self._run, name="kernelindex-writer-client", daemon=True
+        )
         self._reader.start()
 
     @classmethod
@@ -362,24 +368,52 @@ class RemoteWriter:
     def submit(self, envelope: object) -> Future[Receipt]:
         reply: Future[Receipt] = Future()
         with self._lock:
-            if self._closed:
+            connection = self._connection
+            if connection is None or self._closing.is_set():
                 raise WriterClosedError("the ledger's writer is not running; try again shortly")
             number = next(self._numbers)
             self._waiting[number] = reply
             try:
-                self._connection.send((number, envelope))
+                connection.send((number, envelope))
             except OSError:
                 self._waiting.pop(number, None)
-                self._fail_all()
+                self._lost(connection)
                 raise WriterClosedError(
                     "the ledger's writer is not running; try again shortly"
                 ) from None
         return reply
 
-    def _read(self) -> None:
+    def _connect(self) -> Connection:
+        return Client(self._address, family="AF_UNIX", authkey=self._key)
+
+    def _run(self) -> None:
+        """Read answers while connected; connect again, backing off, while not; until
+        ``close``."""
+        connection = self._connection
+        wait_s = 0.01
+        while not self._closing.is_set():
+            if connection is None:
+                try:
+                    connection = self._connect()
+                except Exception:  # not there yet, or a failed handshake
+                    self._closing.wait(wait_s)
+                    wait_s = min(wait_s * 2, _RECONNECT_MAX_WAIT)
+                    continue
+                with self._lock:
+                    if self._closing.is_set():
+                        connection.close()
+                        return
+                    self._connection = connection
+                wait_s = 0.01
+            self._read(connection)
+            with contextlib.suppress(OSError):
+                connection.close()
+            connection = None
+
+    def _read(self, connection: Connection) -> None:
         try:
             while True:
-                answers: list[tuple[int, bool, object]] = self._connection.recv()
+                answers: list[tuple[int, bool, object]] = connection.recv()
                 with self._lock:
                     replies = [(self._waiting.pop(n, None), ok, v) for n, ok, v in answers]
                 for reply, ok, value in replies:
@@ -391,13 +425,17 @@ class RemoteWriter:
                         reply.set_exception(value)  # type: ignore[arg-type]
         except (EOFError, OSError):
             with self._lock:
-                self._fail_all()
+                self._lost(connection)
 
-    def _fail_all(self) -> None:
-        """The writer is gone (caller holds the lock): every caller still waiting hears so.
+    def _lost(self, connection: Connection) -> None:
+        """The connection to the writer is gone (caller holds the lock): every caller still
+        waiting on it hears so, and its reader wakes (a shut-down socket reads as EOF).
         Whether an envelope sent before it went was stored, its receipt would have said:
         sending it again returns the original's receipt if it was (appends are idempotent)."""
-        self._closed = True
+        if connection is not self._connection:
+            return  # already lost
+        self._connection = None
+        _shut_down(connection)
         for reply in self._waiting.values():
             if reply.set_running_or_notify_cancel():
                 reply.set_exception(
@@ -410,13 +448,17 @@ class RemoteWriter:
 
     def close(self, timeout: float = 30.0) -> None:
         with self._lock:
-            self._closed = True
-        # Shut the socket down (a plain close need not wake a thread blocked reading it).
-        with (
-            contextlib.suppress(OSError),
-            socket.fromfd(self._connection.fileno(), socket.AF_UNIX, socket.SOCK_STREAM) as shared,
-        ):
-            shared.shutdown(socket.SHUT_RDWR)
+            self._closing.set()
+            if self._connection is not None:
+                self._lost(self._connection)
         self._reader.join(timeout)
-        with contextlib.suppress(OSError):
-            self._connection.close()
+
+
+def _shut_down(connection: Connection) -> None:
+    """Shut a connection's socket down (a plain close need not wake a thread blocked
+    reading it)."""
+    with (
+        contextlib.suppress(OSError),
+        socket.socket(fileno=os.dup(connection.fileno())) as shared,
+    ):
+        shared.shutdown(socket.SHUT_RDWR)

@@ -195,6 +195,35 @@ def test_a_worker_stalled_midway_through_a_message_is_cut_off_not_waited_for(
         good.close()
 
 
+def test_a_worker_cut_off_connects_again_and_writes_on(
+    writer: tuple[WriterProcess, LedgerHome, str],
+) -> None:
+    """Cut off (here: stalled midway through a request), a worker's callers waiting then are
+    told to send again, and its next writes go through a new connection: it is not refused
+    writes until it restarts."""
+    process, _, seed = writer
+    alice = SigningKey.generate()
+    remote = RemoteWriter(process.address, process.key)
+    try:
+        remote.append(key_registration_envelope(alice.public, [Role.ATTESTER], alice))
+        connection = remote._connection  # the test breaks its framing
+        assert connection is not None
+        with socket.socket(fileno=os.dup(connection.fileno())) as shared:
+            shared.sendall(struct.pack("!i", 100_000) + b"\x80\x05")
+        deadline = time.monotonic() + MESSAGE_TIMEOUT + 30
+        while True:
+            try:
+                receipt = remote.append(_note(seed, alice, "after the cut"))
+                break
+            except WriterClosedError:  # cut off, connecting again
+                assert time.monotonic() < deadline, "the worker never wrote again"
+                time.sleep(0.05)
+        assert isinstance(receipt, Receipt) and not receipt.duplicate
+        assert remote._connection is not connection  # a new one
+    finally:
+        remote.close()
+
+
 def test_a_worker_that_does_not_read_its_answers_holds_up_no_other(
     writer: tuple[WriterProcess, LedgerHome, str],
 ) -> None:
