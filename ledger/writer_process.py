@@ -104,7 +104,7 @@ class _Worker:
 
     def cut_off(self) -> None:
         """A sender blocked writing to a worker that never reads returns, with an error."""
-        _shut_down(self.connection)
+        shut_down(self.connection)
 
     def _send(self) -> None:
         listening = True
@@ -435,7 +435,7 @@ class RemoteWriter:
         if connection is not self._connection:
             return  # already lost
         self._connection = None
-        _shut_down(connection)
+        shut_down(connection)
         for reply in self._waiting.values():
             if reply.set_running_or_notify_cancel():
                 reply.set_exception(
@@ -454,7 +454,7 @@ class RemoteWriter:
         self._reader.join(timeout)
 
 
-def _shut_down(connection: Connection) -> None:
+def shut_down(connection: Connection) -> None:
     """Shut a connection's socket down (a plain close need not wake a thread blocked
     reading it)."""
     with (

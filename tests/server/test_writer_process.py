@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from multiprocessing.connection import Client
+from multiprocessing.connection import Client, Connection
 from pathlib import Path
 
 import httpx
@@ -33,7 +33,7 @@ from ledger.receipt import Receipt
 from ledger.signing.authoring import attestation_envelope, key_registration_envelope
 from ledger.signing.dsse import UnknownKeyError, parse_envelope
 from ledger.signing.keys import SigningKey
-from ledger.writer_process import MESSAGE_TIMEOUT, RemoteWriter, WriterProcess
+from ledger.writer_process import MESSAGE_TIMEOUT, RemoteWriter, WriterProcess, shut_down
 from tests.paths import REPO
 
 SEED_NAME = "sol-submission-38823"
@@ -125,21 +125,44 @@ def test_concurrent_writes_from_many_workers_each_land_once(
         ledger.close()
 
 
+def _registered(process: WriterProcess) -> tuple[RemoteWriter, SigningKey]:
+    """A worker's handle on the writer, and an attester key registered through it."""
+    remote = RemoteWriter(process.address, process.key)
+    alice = SigningKey.generate()
+    remote.append(key_registration_envelope(alice.public, [Role.ATTESTER], alice))
+    return remote, alice
+
+
+def _raw(process: WriterProcess) -> Connection:
+    """A connection to the writer that sends what the test makes it send."""
+    return Client(process.address, family="AF_UNIX", authkey=process.key)
+
+
+def _stall_midway(connection: Connection) -> None:
+    """Begin a request and never finish it: multiprocessing's framing is a 4-byte length,
+    then the pickle; only its start goes."""
+    with socket.socket(fileno=os.dup(connection.fileno())) as shared:
+        shared.sendall(struct.pack("!i", 100_000) + b"\x80\x05")
+
+
+def _assert_cut_off(connection: Connection) -> None:
+    """The writer closed this connection: EOF, not (another) answer."""
+    assert connection.poll(30)
+    with pytest.raises(EOFError):
+        connection.recv()
+
+
 def test_a_worker_that_sends_garbage_is_dropped_and_the_others_are_served(
     writer: tuple[WriterProcess, LedgerHome, str],
 ) -> None:
     """One serving thread waits on every worker: a connection that sends what is not a
     request (or breaks off) is closed, and the writer goes on serving the rest."""
     process, _, seed = writer
-    alice = SigningKey.generate()
-    good = RemoteWriter(process.address, process.key)
-    bad = Client(process.address, family="AF_UNIX", authkey=process.key)
+    good, alice = _registered(process)
+    bad = _raw(process)
     try:
-        good.append(key_registration_envelope(alice.public, [Role.ATTESTER], alice))
         bad.send("not a numbered request")
-        assert bad.poll(10)  # the writer closed it: EOF, not an answer
-        with pytest.raises(EOFError):
-            bad.recv()
+        _assert_cut_off(bad)
         receipt = good.append(_note(seed, alice, "still served"))
         assert isinstance(receipt, Receipt) and not receipt.duplicate
     finally:
@@ -151,20 +174,16 @@ def test_what_a_worker_sent_before_garbage_is_answered_before_it_is_cut_off(
     writer: tuple[WriterProcess, LedgerHome, str],
 ) -> None:
     process, _, seed = writer
-    alice = SigningKey.generate()
-    remote = RemoteWriter(process.address, process.key)
-    remote.append(key_registration_envelope(alice.public, [Role.ATTESTER], alice))
+    remote, alice = _registered(process)
     remote.close()
-    client = Client(process.address, family="AF_UNIX", authkey=process.key)
+    client = _raw(process)
     try:
         client.send((7, _note(seed, alice, "sent just before the garbage")))
         client.send("not a numbered request")
         assert client.poll(10)
         ((number, ok, receipt),) = client.recv()
         assert (number, ok) == (7, True) and isinstance(receipt, Receipt)
-        assert client.poll(10)
-        with pytest.raises(EOFError):
-            client.recv()
+        _assert_cut_off(client)
     finally:
         client.close()
 
@@ -175,21 +194,15 @@ def test_a_worker_stalled_midway_through_a_message_is_cut_off_not_waited_for(
     """A worker stopped halfway through sending a request would hold up every group while
     the writer reads it to its end: after ``MESSAGE_TIMEOUT`` it is cut off instead."""
     process, _, seed = writer
-    alice = SigningKey.generate()
-    good = RemoteWriter(process.address, process.key)
-    stalled = Client(process.address, family="AF_UNIX", authkey=process.key)
+    good, alice = _registered(process)
+    stalled = _raw(process)
     try:
-        good.append(key_registration_envelope(alice.public, [Role.ATTESTER], alice))
-        with socket.socket(fileno=os.dup(stalled.fileno())) as shared:
-            # multiprocessing's framing: a 4-byte length, then the pickle; only its start.
-            shared.sendall(struct.pack("!i", 100_000) + b"\x80\x05")
+        _stall_midway(stalled)
         started = time.monotonic()
         receipt = good.submit(_note(seed, alice, "not held up for long")).result(timeout=60)
         assert isinstance(receipt, Receipt)
         assert time.monotonic() - started < MESSAGE_TIMEOUT + 10
-        assert stalled.poll(30)
-        with pytest.raises(EOFError):
-            stalled.recv()
+        _assert_cut_off(stalled)
     finally:
         stalled.close()
         good.close()
@@ -202,14 +215,11 @@ def test_a_worker_cut_off_connects_again_and_writes_on(
     told to send again, and its next writes go through a new connection: it is not refused
     writes until it restarts."""
     process, _, seed = writer
-    alice = SigningKey.generate()
-    remote = RemoteWriter(process.address, process.key)
+    remote, alice = _registered(process)
     try:
-        remote.append(key_registration_envelope(alice.public, [Role.ATTESTER], alice))
         connection = remote._connection  # the test breaks its framing
         assert connection is not None
-        with socket.socket(fileno=os.dup(connection.fileno())) as shared:
-            shared.sendall(struct.pack("!i", 100_000) + b"\x80\x05")
+        _stall_midway(connection)
         deadline = time.monotonic() + MESSAGE_TIMEOUT + 30
         while True:
             try:
@@ -230,11 +240,9 @@ def test_a_worker_that_does_not_read_its_answers_holds_up_no_other(
     """Answers go out on a thread per worker: one whose answers pile up unread (a stopped
     process; its socket's buffers full) does not stop the writer committing the others'."""
     process, _, seed = writer
-    alice = SigningKey.generate()
-    good = RemoteWriter(process.address, process.key)
-    deaf = Client(process.address, family="AF_UNIX", authkey=process.key)
+    good, alice = _registered(process)
+    deaf = _raw(process)
     try:
-        good.append(key_registration_envelope(alice.public, [Role.ATTESTER], alice))
         stranger = _note(seed, SigningKey.generate(), "whose key is this")
         copies = 8000  # each refused (unknown key): far more answers than a socket buffers
 
@@ -253,11 +261,7 @@ def test_a_worker_that_does_not_read_its_answers_holds_up_no_other(
             answered += len(deaf.recv())
         assert answered == copies
     finally:
-        with (
-            contextlib.suppress(OSError),  # a thread may be blocked sending on it
-            socket.socket(fileno=os.dup(deaf.fileno())) as shared,
-        ):
-            shared.shutdown(socket.SHUT_RDWR)
+        shut_down(deaf)  # a thread may be blocked sending on it
         deaf.close()
         good.close()
 
@@ -269,21 +273,22 @@ def test_envelopes_a_worker_sent_before_it_went_away_are_committed(
     notes land without being sent again, and sending them again returns their original
     receipts (none lost, none stored twice)."""
     process, home, seed = writer
-    alice = SigningKey.generate()
-    remote = RemoteWriter(process.address, process.key)
-    first = remote.append(key_registration_envelope(alice.public, [Role.ATTESTER], alice))
+    remote, alice = _registered(process)
     remote.close()
+    reading = home.open(read_only=True)
+    first = reading.store.last_position()
+    reading.close()
     notes = [_note(seed, alice, f"left behind {n}") for n in range(40)]
-    leaving = Client(process.address, family="AF_UNIX", authkey=process.key)
+    leaving = _raw(process)
     for number, envelope in enumerate(notes):
         leaving.send((number, envelope))
     leaving.close()  # gone before any answer
     ledger = home.open(read_only=True)
     try:
         deadline = time.monotonic() + 30
-        while (stored := ledger.store.last_position()) < first.position + len(notes):
+        while (stored := ledger.store.last_position()) < first + len(notes):
             assert time.monotonic() < deadline, (
-                f"the notes of a worker that left were lost: {stored - first.position} stored"
+                f"the notes of a worker that left were lost: {stored - first} stored"
             )
             time.sleep(0.05)
     finally:
