@@ -33,7 +33,12 @@ import tempfile
 import threading
 import time
 from concurrent.futures import Future
-from multiprocessing.connection import Client, Connection, Listener, wait
+from multiprocessing.connection import (
+    Connection,
+    answer_challenge,
+    deliver_challenge,
+    wait,
+)
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +76,82 @@ def _answer(result: Receipt | BaseException) -> tuple[bool, object]:
 # message to its end, and a worker stalled midway (a stopped process) for longer than this
 # is cut off, its waiting callers told to send again, rather than hold up every group.
 MESSAGE_TIMEOUT = 5.0
+# A handshake (each side's challenge) is bounded the same way: a peer that stops midway is
+# dropped, not waited for by every later connection.
+HANDSHAKE_TIMEOUT = 5.0
+# A send that cannot go on for this long (the other side reads nothing) gives up: the
+# connection is shut down, and both sides treat it as lost (a worker's callers are told to
+# send again, and it connects anew).
+SEND_TIMEOUT = 30.0
+
+
+def _set_timeouts(sock: socket.socket, receive_s: float, send_s: float) -> None:
+    """The socket's own read and write time limits (0: none). Options of the socket, so
+    they hold for every descriptor of it, and a blocking read or write ends with an error."""
+    for option, seconds in ((socket.SO_RCVTIMEO, receive_s), (socket.SO_SNDTIMEO, send_s)):
+        whole = int(seconds)
+        sock.setsockopt(
+            socket.SOL_SOCKET, option, struct.pack("ll", whole, int((seconds - whole) * 1e6))
+        )
+
+
+def _set_connection_timeouts(connection: Connection, receive_s: float, send_s: float) -> None:
+    with socket.socket(fileno=os.dup(connection.fileno())) as shared:
+        _set_timeouts(shared, receive_s, send_s)
+
+
+def dial(address: str, key: bytes) -> Connection:
+    """``multiprocessing.connection.Client`` to the writer, the handshake bounded in time;
+    then reads wait as long as answers take, and sends at most ``SEND_TIMEOUT``."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        # Twice the writer's own limit: one queued behind a stalled handshake gets through.
+        _set_timeouts(sock, 2 * HANDSHAKE_TIMEOUT, 2 * HANDSHAKE_TIMEOUT)
+        sock.connect(address)
+    except BaseException:
+        sock.close()
+        raise
+    connection = Connection(sock.detach())
+    try:
+        answer_challenge(connection, key)
+        deliver_challenge(connection, key)
+        _set_connection_timeouts(connection, 0, SEND_TIMEOUT)
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+class _Listener:
+    """``multiprocessing.connection.Listener`` for the workers, each handshake bounded in
+    time (one worker stopped midway through its handshake holds up no later one)."""
+
+    def __init__(self, address: str, key: bytes) -> None:
+        self._key = key
+        self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._socket.bind(address)
+        self._socket.listen(64)
+
+    def accept(self) -> Connection:
+        sock, _ = self._socket.accept()
+        try:
+            _set_timeouts(sock, HANDSHAKE_TIMEOUT, HANDSHAKE_TIMEOUT)
+        except BaseException:
+            sock.close()
+            raise
+        connection = Connection(sock.detach())
+        try:
+            deliver_challenge(connection, self._key)
+            answer_challenge(connection, self._key)
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._socket.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked accepting
+        self._socket.close()
 
 
 class _Worker:
@@ -79,12 +160,7 @@ class _Worker:
 
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
-        with socket.socket(fileno=os.dup(connection.fileno())) as shared:
-            # Reads only (the option is the socket's, for every descriptor of it): a
-            # blocked read ends after the timeout, with an error, instead of never.
-            shared.setsockopt(
-                socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", int(MESSAGE_TIMEOUT), 0)
-            )
+        _set_connection_timeouts(connection, MESSAGE_TIMEOUT, SEND_TIMEOUT)
         self._outbox: queue.SimpleQueue[list[tuple[int, bool, object]] | None] = queue.SimpleQueue()
         self._sender = threading.Thread(target=self._send, daemon=True)
         self._sender.start()
@@ -114,9 +190,11 @@ class _Worker:
             try:
                 self.connection.send(batch)  # a group's answers: one write, one wake-up
             except OSError:
-                # Its worker stopped listening, but what it sent before may still wait in
-                # the socket: the serving thread reads on to the end, answered no more.
+                # Its worker stopped listening (or reads nothing for SEND_TIMEOUT; a message
+                # may be cut short): shut down, so each side sees the connection end. What
+                # it sent before is still read to the end, and answered no more.
                 listening = False
+                shut_down(self.connection)
         with contextlib.suppress(OSError):
             self.connection.close()
 
@@ -131,7 +209,7 @@ class _Serving:
     between them cost the writer process about as much CPU as the commit itself: issue 16);
     a thread per worker only sends its answers, a group at a time."""
 
-    def __init__(self, ledger: Ledger, listener: Listener, parent: Connection) -> None:
+    def __init__(self, ledger: Ledger, listener: _Listener, parent: Connection) -> None:
         self.ledger = ledger
         self.listener = listener
         self.parent = parent
@@ -255,7 +333,7 @@ def _serve_writer(home: str, db_url: str, address: str, key: bytes, parent: Conn
     from ledger.home import LedgerHome  # noqa: PLC0415 - the child imports what it runs
 
     ledger = LedgerHome.at(Path(home), db_url).open()
-    listener = Listener(address, family="AF_UNIX", authkey=key)
+    listener = _Listener(address, key)
     serving = _Serving(ledger, listener, parent)
     threading.Thread(target=serving.accept, daemon=True).start()
     freeze_long_lived()
@@ -377,19 +455,20 @@ class RemoteWriter:
                 connection.send((number, envelope))
             except OSError:
                 self._waiting.pop(number, None)
-                self._lost(connection)
-                raise WriterClosedError(
-                    "the ledger's writer is not running; try again shortly"
-                ) from None
-        return reply
+                orphaned = self._lost(connection)
+            else:
+                return reply
+        _tell_writer_gone(orphaned)
+        raise WriterClosedError("the ledger's writer is not running; try again shortly")
 
     def _connect(self) -> Connection:
-        return Client(self._address, family="AF_UNIX", authkey=self._key)
+        return dial(self._address, self._key)
 
     def _run(self) -> None:
         """Read answers while connected; connect again, backing off, while not; until
         ``close``."""
-        connection = self._connection
+        with self._lock:
+            connection = self._connection
         wait_s = 0.01
         while not self._closing.is_set():
             if connection is None:
@@ -411,47 +490,61 @@ class RemoteWriter:
             connection = None
 
     def _read(self, connection: Connection) -> None:
+        """Settle each caller's future from the answers, until the connection ends: then,
+        whatever ended it (EOF, a reset, an answer that does not decode), every caller
+        still waiting on it hears so."""
         try:
-            while True:
-                answers: list[tuple[int, bool, object]] = connection.recv()
-                with self._lock:
-                    replies = [(self._waiting.pop(n, None), ok, v) for n, ok, v in answers]
-                for reply, ok, value in replies:
-                    if reply is None or not reply.set_running_or_notify_cancel():
-                        continue
-                    if ok:
-                        reply.set_result(value)  # type: ignore[arg-type]
-                    else:
-                        reply.set_exception(value)  # type: ignore[arg-type]
-        except (EOFError, OSError):
+            # EOF, a reset, or an answer that does not decode: the connection is done with,
+            # and the reader connects anew.
+            with contextlib.suppress(Exception):
+                while True:
+                    answers: list[tuple[int, bool, object]] = connection.recv()
+                    with self._lock:
+                        replies = [(self._waiting.pop(n, None), ok, v) for n, ok, v in answers]
+                    for reply, ok, value in replies:
+                        if reply is None or not reply.set_running_or_notify_cancel():
+                            continue
+                        if ok:
+                            reply.set_result(value)  # type: ignore[arg-type]
+                        else:
+                            reply.set_exception(value)  # type: ignore[arg-type]
+        finally:
             with self._lock:
-                self._lost(connection)
+                orphaned = self._lost(connection)
+            _tell_writer_gone(orphaned)
 
-    def _lost(self, connection: Connection) -> None:
-        """The connection to the writer is gone (caller holds the lock): every caller still
-        waiting on it hears so, and its reader wakes (a shut-down socket reads as EOF).
-        Whether an envelope sent before it went was stored, its receipt would have said:
-        sending it again returns the original's receipt if it was (appends are idempotent)."""
+    def _lost(self, connection: Connection) -> list[Future[Receipt]]:
+        """The connection to the writer is gone (caller holds the lock, and settles the
+        futures returned once it has let go of it: a future's callbacks run as it settles).
+        Its reader wakes (a shut-down socket reads as EOF)."""
         if connection is not self._connection:
-            return  # already lost
+            return []  # already lost
         self._connection = None
         shut_down(connection)
-        for reply in self._waiting.values():
-            if reply.set_running_or_notify_cancel():
-                reply.set_exception(
-                    WriterClosedError(
-                        "the ledger's writer stopped before answering; send the envelope "
-                        "again (a stored one returns its original receipt)"
-                    )
-                )
+        orphaned = list(self._waiting.values())
         self._waiting.clear()
+        return orphaned
 
     def close(self, timeout: float = 30.0) -> None:
         with self._lock:
             self._closing.set()
-            if self._connection is not None:
-                self._lost(self._connection)
+            orphaned = [] if self._connection is None else self._lost(self._connection)
+        _tell_writer_gone(orphaned)
         self._reader.join(timeout)
+
+
+def _tell_writer_gone(replies: list[Future[Receipt]]) -> None:
+    """Whether an envelope sent before the connection went was stored, its receipt would
+    have said: sending it again returns the original's receipt if it was (appends are
+    idempotent)."""
+    for reply in replies:
+        if reply.set_running_or_notify_cancel():
+            reply.set_exception(
+                WriterClosedError(
+                    "the ledger's writer stopped before answering; send the envelope "
+                    "again (a stored one returns its original receipt)"
+                )
+            )
 
 
 def shut_down(connection: Connection) -> None:

@@ -33,7 +33,13 @@ from ledger.receipt import Receipt
 from ledger.signing.authoring import attestation_envelope, key_registration_envelope
 from ledger.signing.dsse import UnknownKeyError, parse_envelope
 from ledger.signing.keys import SigningKey
-from ledger.writer_process import MESSAGE_TIMEOUT, RemoteWriter, WriterProcess, shut_down
+from ledger.writer_process import (
+    HANDSHAKE_TIMEOUT,
+    MESSAGE_TIMEOUT,
+    RemoteWriter,
+    WriterProcess,
+    shut_down,
+)
 from tests.paths import REPO
 
 SEED_NAME = "sol-submission-38823"
@@ -206,6 +212,24 @@ def test_a_worker_stalled_midway_through_a_message_is_cut_off_not_waited_for(
     finally:
         stalled.close()
         good.close()
+
+
+def test_a_peer_stalled_in_its_handshake_holds_up_no_later_worker(
+    writer: tuple[WriterProcess, LedgerHome, str],
+) -> None:
+    """The writer's handshake with each new connection is bounded: one that connects and
+    never answers the challenge is dropped, and a worker connecting after it gets through."""
+    process, _, seed = writer
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as silent:
+        silent.connect(process.address)  # and says nothing
+        started = time.monotonic()
+        remote, alice = _registered(process)
+        try:
+            receipt = remote.append(_note(seed, alice, "after a silent peer"))
+        finally:
+            remote.close()
+    assert isinstance(receipt, Receipt)
+    assert time.monotonic() - started < HANDSHAKE_TIMEOUT + 10
 
 
 def test_a_worker_cut_off_connects_again_and_writes_on(
