@@ -193,13 +193,34 @@ class Ledger(Application[UUID]):
                     time.sleep(random.uniform(0, min(0.001 * 2**attempt, 0.2)))  # noqa: S311
         # Outside the retry: once committed, a group is never admitted again (its envelopes
         # would come back as duplicates of themselves).
-        return [self._settled_receipt(r, committed) for r in results]
+        replayed = self._replayed_inclusions([r for r in results if isinstance(r, Receipt)])
+        return [self._settled_receipt(r, committed, replayed) for r in results]
+
+    def _replayed_inclusions(self, receipts: list[Receipt]) -> dict[int, InclusionProof]:
+        """The inclusion proofs of a group's duplicates (envelopes stored before), with one
+        root and one node query for all of them: a replay of many envelopes costs the writer
+        one read, not one per envelope. Empty when there is one or none, or when any is not
+        sequenced yet or the read fails: then each takes its own path (which catches the log
+        up, or says why it cannot)."""
+        positions = sorted({r.position for r in receipts})
+        if len(positions) < 2:
+            return {}
+        try:
+            with self.store.transaction(commit=False) as session:
+                return self.tlog.inclusions(session, positions, self.tlog.tree_size(session))
+        except (LogIntegrityError, IntegrityError, OperationalError):
+            return {}
 
     def _settled_receipt(
-        self, result: Receipt | DomainError | Admitted, committed: Committed
+        self,
+        result: Receipt | DomainError | Admitted,
+        committed: Committed,
+        replayed: dict[int, InclusionProof],
     ) -> Receipt | DomainError:
         """The group is committed: a failure now (reading a duplicate's proof) concerns that
         envelope alone, and never means that nothing was stored."""
+        if isinstance(result, Receipt) and result.position in replayed:
+            return dataclasses.replace(result, inclusion=replayed[result.position])
         try:
             return self._receipt(result, committed)
         except (IntegrityError, OperationalError) as exc:

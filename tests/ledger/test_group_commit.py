@@ -7,15 +7,18 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 from test_admission import SEED_NAME, World, ingest_seed, world  # noqa: F401 - fixture
 
 from domain.canonical import digest_of
 from domain.errors import DomainError
 from domain.statements import Role
+from ledger.application import Ledger
 from ledger.audit import audit_ledger
 from ledger.errors import RevokedKeyError, WrongRoleError
 from ledger.group_commit import GroupCommitWriter
 from ledger.history import run_history
+from ledger.proofs.merkle import verify_inclusion
 from ledger.receipt import Receipt
 from ledger.signing.authoring import (
     attestation_envelope,
@@ -75,6 +78,51 @@ def test_refusals_and_duplicates_inside_a_group(world: World) -> None:
     # Later, alone: still the same original.
     later = world.ledger.append(good)
     assert later.duplicate and later.position == first.position
+
+
+def test_a_replayed_group_gets_each_original_receipt_with_a_proof_that_verifies(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Envelopes stored before, sent again together (with a fresh one among them): each
+    comes back as its original, with an inclusion proof at the tree as it stands that
+    verifies, the same proof a lone replay gets (the group reads them in one go)."""
+    run = ingest_seed(world)
+    now = world.clock.now
+    notes = [
+        attestation_envelope(run, SEED_NAME, world.attester, type_="note", body=f"{n}", now=now)
+        for n in range(5)
+    ]
+    originals = world.ledger.append_many(notes)
+    fresh = attestation_envelope(run, SEED_NAME, world.attester, type_="note", body="new", now=now)
+    one_by_one: list[Receipt] = []
+    lone_path = Ledger._with_inclusion
+
+    def counted(self: Ledger, receipt: Receipt) -> Receipt:
+        one_by_one.append(receipt)
+        return lone_path(self, receipt)
+
+    monkeypatch.setattr(Ledger, "_with_inclusion", counted)
+    replayed = world.ledger.append_many([*notes, fresh, notes[0]])
+    assert one_by_one == []  # the group's proofs were read together
+    assert all(isinstance(r, Receipt) for r in [*originals, *replayed])
+    receipts = [r for r in replayed if isinstance(r, Receipt)]
+    assert [r.duplicate for r in receipts] == [True] * 5 + [False, True]
+    assert [r.position for r in receipts[:5]] == [
+        r.position for r in originals if isinstance(r, Receipt)
+    ]
+    size = world.count()
+    with world.ledger.store.transaction(commit=False) as session:
+        root = world.ledger.tlog.root(session, size)
+        hashes = {int(row[1]): bytes(row[2]) for row in world.ledger.tlog.entries(session, 0, size)}
+    for receipt in receipts:
+        proof = receipt.inclusion
+        assert proof is not None and proof.tree_size == size and proof.root == root
+        verify_inclusion(
+            hashes[receipt.position], proof.leaf_index, proof.tree_size, proof.hashes, proof.root
+        )
+    alone = world.ledger.append(notes[3])
+    assert alone.duplicate and alone.inclusion == receipts[3].inclusion
+    assert len(one_by_one) == 1  # a lone replay: its own read
 
 
 def test_a_revocation_by_another_process_applies_to_the_next_group(world: World) -> None:
