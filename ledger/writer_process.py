@@ -83,6 +83,10 @@ HANDSHAKE_TIMEOUT = 5.0
 # connection is shut down, and both sides treat it as lost (a worker's callers are told to
 # send again, and it connects anew).
 SEND_TIMEOUT = 30.0
+# The listener itself failing (out of file descriptors, say) is retried after a pause that
+# doubles up to the last, so it does not spin a core; a failed handshake is one client's
+# and is not waited on.
+ACCEPT_BACKOFF = (0.01, 1.0)
 
 
 def _set_timeouts(sock: socket.socket, receive_s: float, send_s: float) -> None:
@@ -122,9 +126,15 @@ def dial(address: str, key: bytes) -> Connection:
     return connection
 
 
+class _HandshakeFailedError(Exception):
+    """One connecting peer failed its handshake (or its socket's set-up): that peer's."""
+
+
 class _Listener:
     """``multiprocessing.connection.Listener`` for the workers, each handshake bounded in
-    time (one worker stopped midway through its handshake holds up no later one)."""
+    time (one worker stopped midway through its handshake holds up no later one). ``accept``
+    raises ``_HandshakeFailedError`` for a peer that failed, anything else for the
+    listener's own failure."""
 
     def __init__(self, address: str, key: bytes) -> None:
         self._key = key
@@ -136,16 +146,16 @@ class _Listener:
         sock, _ = self._socket.accept()
         try:
             _set_timeouts(sock, HANDSHAKE_TIMEOUT, HANDSHAKE_TIMEOUT)
-        except BaseException:
+        except Exception as exc:
             sock.close()
-            raise
+            raise _HandshakeFailedError(str(exc)) from exc
         connection = Connection(sock.detach())
         try:
             deliver_challenge(connection, self._key)
             answer_challenge(connection, self._key)
-        except BaseException:
+        except Exception as exc:
             connection.close()
-            raise
+            raise _HandshakeFailedError(str(exc)) from exc
         return connection
 
     def close(self) -> None:
@@ -217,18 +227,26 @@ class _Serving:
         self._accepted: list[Connection] = []
         self._accepting = threading.Lock()
         self._closed = False
+        self._stop_accepting = threading.Event()  # wakes the accept thread from a pause
         self._wake_read, self._wake_write = os.pipe()
 
     def accept(self) -> None:
         """The listener's thread: a handshake can block, so it never holds up a group."""
+        pause = 0.0
         while True:
             try:
                 connection = self.listener.accept()
-            except Exception:  # a client that failed its handshake, or the listener closed
+            except Exception as exc:  # a client that failed its handshake, or the listener's
                 with self._accepting:
                     if self._closed:
                         return
+                if not isinstance(exc, _HandshakeFailedError):
+                    first, most = ACCEPT_BACKOFF
+                    pause = min(most, max(first, pause * 2))
+                    if self._stop_accepting.wait(pause):
+                        return
                 continue
+            pause = 0.0
             with self._accepting:
                 if self._closed:
                     connection.close()
@@ -256,6 +274,7 @@ class _Serving:
         """Before the listener closes: the accept thread ends rather than retry."""
         with self._accepting:
             self._closed = True
+            self._stop_accepting.set()
             for connection in self._accepted:
                 connection.close()
             self._accepted.clear()

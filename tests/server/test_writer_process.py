@@ -7,6 +7,7 @@ killed outright."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import socket
@@ -19,6 +20,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Client, Connection
 from pathlib import Path
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -34,10 +36,14 @@ from ledger.signing.authoring import attestation_envelope, key_registration_enve
 from ledger.signing.dsse import UnknownKeyError, parse_envelope
 from ledger.signing.keys import SigningKey
 from ledger.writer_process import (
+    ACCEPT_BACKOFF,
     HANDSHAKE_TIMEOUT,
     MESSAGE_TIMEOUT,
     RemoteWriter,
     WriterProcess,
+    _Listener,
+    _Serving,
+    dial,
     shut_down,
 )
 from tests.paths import REPO
@@ -230,6 +236,60 @@ def test_a_peer_stalled_in_its_handshake_holds_up_no_later_worker(
             remote.close()
     assert isinstance(receipt, Receipt)
     assert time.monotonic() - started < HANDSHAKE_TIMEOUT + 10
+
+
+class _FailingListener:
+    """A listener whose own ``accept`` fails (out of file descriptors) ``failures`` times,
+    then is the real one."""
+
+    def __init__(self, real: _Listener | None, failures: float) -> None:
+        self.real, self.failures, self.calls = real, failures, 0
+
+    def accept(self) -> Connection:
+        self.calls += 1
+        if self.calls <= self.failures or self.real is None:
+            raise OSError(errno.EMFILE, "Too many open files")
+        return self.real.accept()
+
+
+def _accepting(listener: _FailingListener) -> tuple[_Serving, threading.Thread]:
+    serving = _Serving(cast(Any, None), cast(Any, listener), cast(Any, None))
+    thread = threading.Thread(target=serving.accept, daemon=True)
+    thread.start()
+    return serving, thread
+
+
+def test_a_failing_listener_is_retried_after_pauses_not_spun_on() -> None:
+    """The listener failing over and over (out of file descriptors) costs a few retries a
+    second, not a core; stopping ends the accept thread at once, pause or not."""
+    failing = _FailingListener(None, float("inf"))
+    serving, thread = _accepting(failing)
+    time.sleep(0.5)
+    # Pauses of 10, 20, 40 ... ms: 7 tries by 0.5 s; spinning, it tries thousands of times.
+    assert 3 <= failing.calls <= 10
+    started = time.monotonic()
+    serving.stop_accepting()
+    thread.join(5)
+    assert not thread.is_alive()
+    assert time.monotonic() - started < ACCEPT_BACKOFF[1]
+    serving.close(0)
+
+
+def test_a_listener_that_recovers_accepts_the_next_worker(tmp_path: Path) -> None:
+    """Once the listener works again, a worker waiting in its backlog gets through."""
+    key = os.urandom(32)
+    address = str(tmp_path / "writer.sock")
+    real = _Listener(address, key)
+    serving, thread = _accepting(_FailingListener(real, 3))
+    try:
+        connection = dial(address, key)  # the handshake completes: it was accepted
+        connection.close()
+    finally:
+        serving.stop_accepting()
+        real.close()
+        thread.join(5)
+        serving.close(0)
+    assert not thread.is_alive()
 
 
 def test_a_worker_cut_off_connects_again_and_writes_on(
