@@ -45,8 +45,9 @@ class PublicKey:
         if len(self.raw) != PUBLIC_KEY_BYTES:
             raise ValueError(f"an Ed25519 public key is {PUBLIC_KEY_BYTES} bytes")
 
-    @property
+    @functools.cached_property
     def key_id(self) -> str:
+        # Asked for on every signature check (``signed_by``): hashed once per key object.
         return key_id_of(self.raw)
 
     @property
