@@ -29,8 +29,14 @@ def peak_rss_kib() -> int:
     return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")))
 
 
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def measure(bundle: Path, workers: int) -> dict[str, Any]:
     baseline_kib = peak_rss_kib()
+    cpu_started = time.process_time(), _children_cpu_s()
     started = time.perf_counter()
     with bundle.open(encoding="utf-8") as handle:
         # The benchmark's own bundle: its trust root is the one it was made with; the cost
@@ -38,6 +44,8 @@ def measure(bundle: Path, workers: int) -> dict[str, Any]:
         policy = VerificationPolicy(trust_root=None, allow_unanchored=True)
         report = verify_bundle_lines(handle, policy, workers=workers)
     seconds = time.perf_counter() - started
+    # CPU of every process of the run: this one and its workers (joined by now).
+    cpu_s = time.process_time() - cpu_started[0] + _children_cpu_s() - cpu_started[1]
     events = int(report.facts.get("events") or 0)
     return {
         "events": events,
@@ -45,6 +53,7 @@ def measure(bundle: Path, workers: int) -> dict[str, Any]:
         "workers": workers,
         "seconds": seconds,
         "eventsPerSecond": events / seconds,
+        "cpuMicrosPerEvent": cpu_s / max(events, 1) * 1e6,
         "baselineRssKiB": baseline_kib,
         "peakRssKiB": peak_rss_kib(),
         "peakWorkerRssKiB": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
