@@ -75,7 +75,7 @@ from ledger.errors import (
 )
 from ledger.receipt import Receipt
 from ledger.signing import dsse
-from ledger.signing.dsse import Envelope, SignatureError
+from ledger.signing.dsse import Envelope, EnvelopeError, SignatureError
 from ledger.signing.trust import TrustRoot
 from ledger.store.event_store import EventStore
 from ledger.store.stored_events import StoredRecord, stored_records, stored_versions
@@ -152,9 +152,17 @@ class Admission:
         for raw in envelopes:
             try:
                 envelope = raw if isinstance(raw, Envelope) else parse_envelope(raw)
-                parsed.append((envelope, envelope.statement()))
+                statement = envelope.statement()
+                envelope.signed_digest  # noqa: B018 - read here: what the group matches on
+                parsed.append((envelope, statement))
             except DomainError as exc:
                 parsed.append(exc)
+            except Exception as exc:  # reading one envelope touches no state
+                # A failure of ours to read what someone sent is that envelope's refusal
+                # alone: nothing sent into a group may make the others fail with it.
+                parsed.append(
+                    EnvelopeError(f"the ledger could not read this envelope ({type(exc).__name__})")
+                )
         # Every read of the group (versions, runs, keys) in one transaction: each costs a
         # session of its own otherwise.
         with self.store.transaction(commit=False):

@@ -136,9 +136,11 @@ def parse_envelope(value: object) -> Envelope:
     for i, item in enumerate(signatures):
         if not isinstance(item, Mapping) or set(item) - {"keyid", "sig"}:
             raise EnvelopeError(f"signatures[{i}] must be an object with keyid and sig only")
-        keyid = item.get("keyid", "")
+        # DSSE makes the key id optional; this ledger's profile (DESIGN.md §5, and the API's
+        # schema) requires it: it names the one key the signature is checked under.
+        keyid = item.get("keyid")
         if not isinstance(keyid, str):
-            raise EnvelopeError(f"signatures[{i}].keyid must be a string")
+            raise EnvelopeError(f"signatures[{i}].keyid must be a string naming the signing key")
         parsed.append((keyid, _b64decode_strict(item.get("sig"), f"signatures[{i}].sig")))
     try:
         canonical = canonical_json(dict(value))

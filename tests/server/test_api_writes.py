@@ -109,6 +109,9 @@ def test_refused_writes_answer_problems_and_append_nothing(served: Served) -> No
     stranger = SigningKey.generate()
     unknown = attestation_envelope(SEED, SEED_NAME, stranger, type_="note", body="who am I")
     problem_of(c.post(url, json=unknown), 403, "unknown-key")
+    unnamed = copy.deepcopy(good)  # optional in DSSE, required in this ledger's profile
+    del unnamed["signatures"][0]["keyid"]
+    problem_of(c.post(url, json=unnamed), 400, "malformed-request")
 
     tampered = copy.deepcopy(good)
     sig = base64.b64decode(tampered["signatures"][0]["sig"])
