@@ -4,7 +4,7 @@ as admission judged it. Runs in this process and in worker processes alike."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID
 
 from domain.canonical import canonical_b64decode
@@ -78,14 +78,14 @@ class ParsedEvent:
 def parse_event(where: str, record: dict[str, Any], report: Report) -> ParsedEvent | None:
     """Read an event line; a malformed one fails ``format`` and gives None."""
     try:
-        leaf_index = int(record["leafIndex"])
+        leaf_index = _exactly(int, record, "leafIndex")
         entry = LogEntry(
-            position=int(record["position"]),
-            aggregate=str(record["aggregate"]),
-            version=int(record["version"]),
-            topic=str(record["topic"]),
+            position=_exactly(int, record, "position"),
+            aggregate=_exactly(str, record, "aggregate"),
+            version=_exactly(int, record, "version"),
+            topic=_exactly(str, record, "topic"),
             envelope=record["envelope"],
-            received_at=str(record["receivedAt"]),
+            received_at=_exactly(str, record, "receivedAt"),
         )
         proof = decode_proof(record.get("proof"))
         aggregate = UUID(entry.aggregate)
@@ -93,6 +93,20 @@ def parse_event(where: str, record: dict[str, Any], report: Report) -> ParsedEve
         report.fail(Check.FORMAT, where, f"malformed event line: {exc}")
         return None
     return ParsedEvent(leaf_index, entry, proof, aggregate)
+
+
+_T = TypeVar("_T")
+
+
+def _exactly(kind: type[_T], record: dict[str, Any], name: str) -> _T:
+    """A field of the JSON type the exporter writes, as written: a position of "5" or 5.7
+    is not read as 5, so a bundle has one spelling of what it says (the leaf hash covers
+    the value read, and would not see the difference)."""
+    value = record[name]
+    if type(value) is not kind:
+        raise TypeError(f"{name} must be a JSON {'integer' if kind is int else 'string'}")
+    found: _T = value
+    return found
 
 
 def is_key_event(record: dict[str, Any]) -> bool:

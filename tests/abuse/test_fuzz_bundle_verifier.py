@@ -345,3 +345,35 @@ def test_a_second_spelling_of_any_base64_is_refused(
     lines = [*LINES[:at], json.dumps(_respelt(RECORDS[at], path, token)), *LINES[at + 1 :]]
     report = verify(lines)
     assert not report.verified, (RECORDS[at]["type"], path, report.to_json()["findings"])
+
+
+_EVENTS = [at for at, record in enumerate(RECORDS) if record["type"] == "event"]
+_NUMBERS = ("leafIndex", "position", "version")
+
+
+def _respellings(value: Any) -> list[Any]:
+    """Other JSON spellings a lax reader would take for ``value``."""
+    if isinstance(value, int):
+        return [str(value), float(value), value + 0.5]
+    return [[value], {"value": value}, None]
+
+
+@pytest.mark.parametrize(
+    ("field", "spelling"),
+    [
+        (field, spelling)
+        for field in ("leafIndex", "position", "version", "aggregate", "topic", "receivedAt")
+        for spelling in range(3)
+    ],
+)
+def test_an_event_field_in_another_json_type_is_refused(field: str, spelling: int) -> None:
+    """A bundle has one spelling of each event's place in the log: "5", 5.0 or 5.5 is not
+    read as the 5 it was (the leaf hash covers the value read, so only the reader can tell),
+    and a string field is not one in any other type."""
+    for at in _EVENTS:
+        record = copy.deepcopy(RECORDS[at])
+        record[field] = _respellings(record[field])[spelling]
+        lines = [*LINES[:at], json.dumps(record), *LINES[at + 1 :]]
+        report = verify(lines)
+        assert not report.verified
+        assert report.failed["format"] >= 1, (field, record[field], report.to_json()["findings"])
