@@ -606,6 +606,11 @@ def test_bundle_detects_truncation(world: World) -> None:
     assert_detected(report, "complete", "holds 6 of the log's 7")
     assert dict(report.failed) == {"format": 1, "complete": 1}
 
+    # The count in another JSON type is not the count.
+    for said in (7.0, "7", [7]):
+        report = verify([*records[:-1], {"type": "footer", "events": said}])
+        assert_detected(report, "format", f"footer says {said!r} events, the bundle has 7")
+
 
 def test_bundle_detects_reordered_events(world: World) -> None:
     records = parse(world.bundle())
