@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from eventsourcing.persistence import Tracking
-from sqlalchemy import Table, bindparam, create_engine, delete, insert, select, text, update
+from sqlalchemy import Table, bindparam, create_engine, delete, func, insert, select, text, update
 
 from domain.canonical import canonical_json
 from domain.errors import DomainError
@@ -209,18 +209,39 @@ class ProjectionRunner:
     def fold_delivered(self, events: Sequence[tuple[Any, Tracking]]) -> int:
         """Fold events a subscription delivered, in log order, as one batch: those another
         folder (a reader's catch-up) has already folded are skipped, so each event counts
-        once. Returns how many were folded; re-ranks what they touched."""
+        once. Returns how many were folded; re-ranks what they touched.
+
+        Only when they are every event between the views' position and the last of them:
+        else the views are behind what was delivered (a rebuild started them over, or
+        another build's views were made anew) and folding these would move the position
+        past events never folded. Then the views catch up from their own position instead,
+        the delivered events among the rest."""
         with self.ledger.store.transaction(commit=True) as session:
             self._lock(session)
             done = self._position(session)
             fresh = [item for item in events if item[1].notification_id > done]
-            if fresh:
+            behind = bool(fresh) and self._stored_between(
+                session, done, fresh[-1][1].notification_id
+            ) != len(fresh)
+            if fresh and not behind:
                 views = RunViews(self.tracking)
                 views.fold(fresh)
                 pending, _ = views.take()
                 self._write(session, pending, fresh[-1][1].notification_id)
+        if behind:
+            return self.catch_up().events
         self._rerank_stale()
         return len(fresh)
+
+    def _stored_between(self, session: StoreSession, after: int, up_to: int) -> int:
+        """How many events the log holds past ``after`` up to ``up_to`` (ids may have gaps)."""
+        e = self._events
+        found = session.execute(
+            select(func.count())
+            .select_from(self.ledger.store.events)
+            .where((e.id > after) & (e.id <= up_to))
+        ).scalar_one()
+        return int(found)
 
     def snapshot(self, read: Callable[[StoreSession], T], attempts: int = 10) -> tuple[int, T]:
         """``read`` the views as they stand at one position of the log: nothing folded and
