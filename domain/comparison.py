@@ -306,6 +306,16 @@ def primary_measurement(run: Mapping[str, Any]) -> PrimaryMeasurement:
     return _primary_of_spec(_run_spec(run))
 
 
+def readable_primary(run: Mapping[str, Any]) -> PrimaryMeasurement:
+    """:func:`primary_measurement`, or no measurement where the run's does not read as one
+    value. Admission refuses such runs (``check_manifest_set``); one a ledger admitted before
+    it did is shown and folded without a claim, never a failure that stops every view."""
+    try:
+        return primary_measurement(run)
+    except DomainError:
+        return NO_MEASUREMENT
+
+
 def _primary_of_spec(spec: Mapping[str, Any]) -> PrimaryMeasurement:
     timing = spec.get("timing")
     if _is_mapping(timing):

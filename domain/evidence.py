@@ -67,7 +67,7 @@ from enum import IntEnum
 from fractions import Fraction
 from typing import Any
 
-from domain.comparison import MAPPINGS, PrimaryMeasurement, primary_measurement
+from domain.comparison import MAPPINGS, PrimaryMeasurement, readable_primary
 from domain.errors import DomainError
 from domain.frozen import made
 
@@ -458,7 +458,7 @@ def ingestion_facts_from_manifests(
     Raw evidence: the run's ``spec.evidence`` names logs or raw samples. The claim is the
     primary measurement when it is a latency in ns (see :mod:`domain.comparison`).
     ``has_pinned_source`` is the ingestion's business (an implementation artifact digest).
-    ``primary``: the run's :func:`~domain.comparison.primary_measurement`, when the caller has
+    ``primary``: the run's :func:`~domain.comparison.readable_primary`, when the caller has
     read it already (it must be exactly that).
     """
     spec = run.get("spec", {})
@@ -468,7 +468,7 @@ def ingestion_facts_from_manifests(
     )
     hardware = environment.get("spec", {}).get("hardware", {})
     if primary is None:
-        primary = primary_measurement(run)
+        primary = readable_primary(run)
     claimed = (
         primary.value
         if primary.is_latency and primary.value is not None and primary.value > 0

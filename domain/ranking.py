@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from domain.comparison import PrimaryMeasurement, primary_measurement
+from domain.comparison import PrimaryMeasurement, readable_primary
 from domain.errors import DomainError
 from domain.evidence import EvidenceLevel
 from domain.frozen import made
@@ -343,7 +343,7 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any]) -> Comparison:
         same = same or (in_a and in_b and type(va) is type(vb) and va == vb)
         if not same:
             differences.append(FieldDifference(path, va, vb, in_a, in_b))
-    pa, pb = primary_measurement(_run_of(a)), primary_measurement(_run_of(b))
+    pa, pb = readable_primary(_run_of(a)), readable_primary(_run_of(b))
     ratio = None
     if pa.key == pb.key and pa.value is not None and pb.value is not None and pb.value != 0:
         ratio = pa.value / pb.value

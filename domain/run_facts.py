@@ -13,10 +13,11 @@ from typing import Any
 
 from domain.comparison import (
     MAPPINGS,
+    NO_MEASUREMENT,
     ComparisonKeyError,
     PrimaryMeasurement,
     comparison_key,
-    primary_measurement,
+    readable_primary,
 )
 from domain.errors import DomainError
 from domain.event_names import EventName
@@ -93,7 +94,7 @@ def _profile(
     spec = run.get("spec", {})
     native = spec.get("sourceNative") or {}
     hardware = (manifests.get("environment") or {}).get("spec", {}).get("hardware", {})
-    primary = primary_measurement(run)
+    primary = readable_primary(run)
     metadata = run.get("metadata", {})
     # made without the frozen __init__'s setattr per field (a rebuild makes one per run)
     profile = made(
@@ -106,7 +107,11 @@ def _profile(
             "external_id": predicate.get("externalId"),
             "benchmark": native.get("benchmark"),
             "status": str(spec.get("status")),
-            "comparison_key": comparison_key_of(manifests, primary=primary),
+            # Without a measurement, the key reads it again: a run whose claim does not read
+            # has no group, as the ledger's group index said when it was admitted.
+            "comparison_key": comparison_key_of(
+                manifests, primary=None if primary is NO_MEASUREMENT else primary
+            ),
             "metric": primary.metric,
             "statistic": primary.statistic,
             "unit": primary.unit,

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from domain.comparison import NO_MEASUREMENT, primary_measurement
-from domain.errors import DomainError
+from domain.comparison import readable_primary
 from domain.event_names import EventName
 from domain.manifests.manifest_set import with_attached
 from domain.quantities import format_value
@@ -274,10 +273,7 @@ def describe(entry: EventVerification) -> str:
 def _describe_ingestion(p: dict[str, Any]) -> str:
     run = (p.get("manifests") or {}).get("run") or {}
     spec = run.get("spec") or {}
-    try:
-        primary = primary_measurement(run)
-    except DomainError:  # described, never judged, here: verification says the rest
-        primary = NO_MEASUREMENT
+    primary = readable_primary(run)  # described, never judged, here
     claim = (
         f", {primary.statistic} {primary.metric} {format_value(primary.value, primary.unit)}"
         if primary.value is not None

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain.comparison import NO_MEASUREMENT, primary_measurement
-from domain.errors import DomainError
+from domain.comparison import readable_primary
 from domain.event_names import EventName
 from domain.statements import PredicateType
 from ledger.application import Ledger
@@ -19,10 +18,7 @@ from ledger.history import RunEvents, run_events
 def _primary(run: dict[str, Any]) -> dict[str, Any]:
     """The measurement the run is ranked by (the views' own definition), in its unit;
     ``latencyNs`` too when it is a latency."""
-    try:
-        primary = primary_measurement(run)
-    except DomainError:  # an admitted run always has a readable one; say so, never crash
-        primary = NO_MEASUREMENT
+    primary = readable_primary(run)
     return {
         "metric": primary.metric,
         "statistic": primary.statistic,

@@ -3,7 +3,8 @@
 The run names its protocol, environment, implementation and workload by digest. Every
 manifest supplied alongside must be of the right kind and must digest to exactly the
 reference the run makes. Implementation and workload may be absent (a leaderboard import
-often has only their digests); protocol and environment must be present.
+often has only their digests); protocol and environment must be present. The run's primary
+measurement must read as one value, or none.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from domain.errors import DigestMismatchError, ManifestError
+from domain.comparison import primary_measurement
+from domain.errors import DigestMismatchError, DomainError, ManifestError
 from domain.manifests.canonical_form import manifest_digest
 
 # role in the set → (kind, field of the run spec that references it)
@@ -80,6 +82,12 @@ def check_manifest_set(manifests: Mapping[str, Any]) -> CheckedManifestSet:
                 f"run spec.{field} is {referenced} but the supplied {kind} "
                 f"'{documents[role]['metadata']['name']}' digests to {digests[role]}"
             )
+    try:
+        # What the run claims must read as one value, or none: every view, rank and check
+        # of the run reads it (the schema lets primaryStatistic name a pair).
+        primary_measurement(documents["run"])
+    except DomainError as exc:
+        raise ManifestError(f"run manifest's primary measurement: {exc.message}") from None
     return CheckedManifestSet(documents=documents, digests=digests)
 
 

@@ -89,6 +89,14 @@ def _ref_latency_value(value: object, where: str) -> int | float | None:
     return converted
 
 
+def ref_readable_primary(run: Mapping[str, Any]) -> PrimaryMeasurement:
+    """What folds read: the primary measurement, or none where it does not read."""
+    try:
+        return ref_primary(run)
+    except DomainError:
+        return NO_MEASUREMENT
+
+
 def ref_primary(run: Mapping[str, Any]) -> PrimaryMeasurement:
     spec = _ref_run_spec(run)
     timing = spec.get("timing")
@@ -200,7 +208,7 @@ def ref_profile(run_digest: str, predicate: Mapping[str, Any]) -> RunProfile:
     spec = run.get("spec", {})
     native = spec.get("sourceNative") or {}
     hardware = (manifests.get("environment") or {}).get("spec", {}).get("hardware", {})
-    primary = ref_primary(run)
+    primary = ref_readable_primary(run)
     return RunProfile(
         run_digest=run_digest,
         name=str(run.get("metadata", {}).get("name")),
@@ -238,7 +246,7 @@ def ref_facts(position: int, predicate: Mapping[str, Any]) -> IngestionFacts:
         key in evidence for key in ("logs", "rawSamples")
     )
     hardware = environment.get("spec", {}).get("hardware", {})
-    primary = ref_primary(run)
+    primary = ref_readable_primary(run)
     claimed = (
         primary.value
         if primary.is_latency and primary.value is not None and primary.value > 0

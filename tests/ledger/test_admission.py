@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
+from domain.canonical import digest_of
 from domain.errors import DigestMismatchError, DomainError, ManifestError
+from domain.manifests.canonical_form import canonical_manifest, digest_input
 from domain.statements import PredicateType, Role, make_statement
 from domain.timestamps import format_time, utc_now
 from ledger.aggregates import run_id
@@ -216,6 +218,29 @@ def test_unknown_field_in_a_manifest_is_refused(world: World) -> None:
     # A client that signs it anyway is refused by the ledger too.
     bad = _raw_ingestion(world, seed)
     refused(world, bad, ManifestError, "bogus")
+
+
+@pytest.mark.parametrize(
+    "latency",
+    [[1700000, 1800000], [5], []],
+    ids=["a pair", "one in a list", "an empty list"],
+)
+def test_a_run_whose_primary_statistic_names_no_single_value_is_refused(
+    world: World, latency: object
+) -> None:
+    """The schema lets ``primaryStatistic`` name any latency field, ``confidence95`` (a pair)
+    included; a claim that does not read as one value is refused where the manifests are
+    checked (authoring, admission, verification alike), since every view and rank reads it.
+    Admitted, it stopped every fold of the views (found by an attack review)."""
+    seed = copy.deepcopy(world.seed)
+    seed["run"]["spec"]["timing"] = {
+        "primaryStatistic": "confidence95",
+        "latencyNs": {"mean": 1750693, "confidence95": latency},
+    }
+    with pytest.raises(ManifestError, match="primary measurement"):
+        ingestion_envelope(seed, world.ingester)
+    subject = digest_of(digest_input(canonical_manifest(seed["run"])))
+    refused(world, _raw_ingestion(world, seed, subject=subject), ManifestError, "primary")
 
 
 def _raw_ingestion(

@@ -4,6 +4,7 @@ ingestion, and the rerun statements the ledger refuses — which change nothing 
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from projection_world import (
     B200,
     CLAIMED,
     GROUP,
+    MANIFESTS,
     NAMES,
     RUN_15149,
     RUN_21613,
@@ -25,9 +27,11 @@ from projection_world import (
     gpu,
 )
 
+import domain.manifests.manifest_set as manifest_set
 from domain.errors import DomainError
 from domain.ranking import View
 from ledger.errors import RerunJobError, WrongRoleError
+from ledger.signing.authoring import ingestion_envelope
 from ledger.signing.dsse import UnknownKeyError
 from ledger.signing.keys import SigningKey
 from projections.run_record import run_record
@@ -324,3 +328,32 @@ def test_a_rerun_result_with_a_reversed_interval_cannot_wedge_the_views(cohort: 
     assert cohort.count() == count
     cohort.runner().catch_up()
     assert cohort.level(SEED) == "reported"
+
+
+def test_a_run_admitted_before_its_claim_had_to_read_as_one_value_stops_no_view(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Admission now refuses a run whose primary statistic names no single value (a pair);
+    a ledger that admitted one before must still fold: that run shows no claim, and the
+    runs after it appear, in catch-up and rebuild alike. It used to stop every fold, and a
+    rebuild left the views empty (found by an attack review)."""
+    poisoned = copy.deepcopy(MANIFESTS[SEED])
+    poisoned["run"]["spec"]["timing"] = {
+        "primaryStatistic": "confidence95",
+        "latencyNs": {"mean": 1750693, "confidence95": [1700000, 1800000]},
+    }
+    world.ingest(RUN_21613)
+    world.views()
+    with monkeypatch.context() as before_the_rule:
+        before_the_rule.setattr(manifest_set, "primary_measurement", lambda run: None)
+        legacy = world.append(
+            ingestion_envelope(poisoned, world.keys.ingester, now=world.clock.now)
+        ).subject_digest
+    world.ingest(RUN_36818)
+    incremental = world.views()  # catch-up folds past it
+    row = world.row(legacy)
+    assert row.claimed is None and row.comparison_key is None
+    world.row(RUN_36818)
+    rebuilt = world.runner()
+    rebuilt.rebuild()
+    assert rebuilt.table_digests() == incremental
