@@ -122,8 +122,12 @@ class Admission:
         trust_root: TrustRoot,
         clock: Callable[[], datetime],
         cache_size: int,
+        before_group: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
+        # Called first in each group's read transaction (the ledger checks there that its
+        # caches still describe the database: ``Ledger._watch_log``).
+        self._before_group = before_group
         self.mapper = mapper
         self.trust_root = trust_root
         self.clock = clock
@@ -166,6 +170,8 @@ class Admission:
         # Every read of the group (versions, runs, keys) in one transaction: each costs a
         # session of its own otherwise.
         with self.store.transaction(commit=False):
+            if self._before_group is not None:
+                self._before_group()
             return self._admit_parsed(parsed)
 
     def _admit_parsed(
@@ -231,6 +237,11 @@ class Admission:
 
     def signers_changed(self, principals: list[UUID]) -> None:
         self._keys.forget(principals)
+
+    def forget_everything(self) -> None:
+        """Drop every cached run and key: the database is not what they were read from."""
+        self._runs.clear()
+        self._keys.clear()
 
     # ------------------------------------------------------------- lookups
 

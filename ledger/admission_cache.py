@@ -88,6 +88,9 @@ class RunCache:
         for aggregate_id in touched:
             self._runs.pop(aggregate_id, None)
 
+    def clear(self) -> None:
+        self._runs.clear()
+
 
 class KeyCache:
     """Keys read by earlier groups, with the version read; reused only while unchanged."""
@@ -113,6 +116,9 @@ class KeyCache:
         if len(self._keys) >= self._size:
             self._keys.clear()
         self._keys[key_id] = (state.version, state)
+
+    def clear(self) -> None:
+        self._keys.clear()
 
     def forget(self, principals: list[UUID]) -> None:
         gone = set(principals)

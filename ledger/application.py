@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import random
 import threading
 import time
@@ -62,6 +63,7 @@ from ledger.store.stored_events import (
 )
 from ledger.store.transparency_log import (
     InclusionProof,
+    LogHead,
     LogIntegrityError,
     Sequenced,
     TransparencyLog,
@@ -75,6 +77,8 @@ MAX_APPEND_ATTEMPTS = 20
 LOCKED_AFTER = 3
 
 Committed = tuple[list[Recording[UUID]], tuple[int, dict[int, InclusionProof]] | None]
+
+_log = logging.getLogger(__name__)
 
 
 class _SignerChanged(Exception):
@@ -138,8 +142,13 @@ class Ledger(Application[UUID]):
         if log_key is not None and log_key.key_id != trust_root.log_key.key_id:
             raise DomainError("the log key given is not the trust root's log key")
         self.tlog = TransparencyLog(self.store, trust_root.origin, trust_root.log_key, log_key)
-        self.admission = Admission(self.store, self.mapper, trust_root, clock, cache_size)
+        self.admission = Admission(
+            self.store, self.mapper, trust_root, clock, cache_size, before_group=self._watch_log
+        )
         self._writer = threading.Lock()  # one group admitted at a time per ledger object
+        # The newest head of the log this object has seen (read or committed): its caches
+        # were filled from a database that held it.
+        self._seen: LogHead = (0, None)
 
     # ---------------------------------------------------------------- writes
 
@@ -246,8 +255,30 @@ class Ledger(Application[UUID]):
                 self.admission.abandoned(group)  # admitted against state never stored
             raise
         self.tlog.committed(sequenced)  # only now: the transaction that made it committed
+        self._seen = sequenced.head
         self.admission.stored(group)
         return group.results, committed
+
+    def _watch_log(self) -> None:
+        """First in each group's reads: the log still holds the newest head this object saw,
+        else the database went back (a backup restored, a failover to a standby without the
+        last commits) and every cache filled from it is stale. Versions and tree sizes come
+        back under other content, so nothing keyed on them may be reused: the runs, the keys
+        and the tree state are dropped and read afresh. One primary-key lookup a group.
+        Not seen: on PostgreSQL (each statement reads the latest commits) a commit that lands
+        between this read and the group's cache fills and is then lost."""
+        with self.store.transaction(commit=False) as session:
+            now = self.tlog.head(session)
+            if not self.tlog.extends(session, now, self._seen):
+                _log.warning(
+                    "the log went back from %d to %d leaves, or another leaf stands where it "
+                    "ended: cached runs, keys and tree state dropped",
+                    self._seen[0],
+                    now[0],
+                )
+                self.admission.forget_everything()
+                self.tlog.forget()
+            self._seen = now
 
     @contextlib.contextmanager
     def _locked_transaction(self) -> Iterator[None]:

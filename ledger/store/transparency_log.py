@@ -29,6 +29,7 @@ from sqlalchemy import (
     Table,
     Text,
     and_,
+    bindparam,
     func,
     or_,
     select,
@@ -82,8 +83,13 @@ checkpoints = Table(
 
 # Statements every write runs, built once (building one costs about what running it does).
 _LAST_LEAF = (
-    select(leaves.c.leaf_index, leaves.c.position).order_by(leaves.c.leaf_index.desc()).limit(1)
+    select(leaves.c.leaf_index, leaves.c.position, leaves.c.leaf_hash)
+    .order_by(leaves.c.leaf_index.desc())
+    .limit(1)
 )
+_LEAF_HASH = select(leaves.c.leaf_hash).where(leaves.c.leaf_index == bindparam("index"))
+# A log's head as a process saw it: its size and its last leaf's hash (None when empty).
+LogHead = tuple[int, bytes | None]
 _INSERT_LEAVES = leaves.insert()
 _INSERT_NODES = nodes.insert()
 
@@ -141,6 +147,7 @@ class Sequenced:
     new_leaves: int
     nodes: dict[NodeKey, bytes] = field(default_factory=dict)
     leaf_of: dict[int, int] = field(default_factory=dict)
+    head: LogHead = (0, None)  # the compact range's: its size and last leaf
 
 
 class _NotHeldError(LookupError):
@@ -223,6 +230,7 @@ class TransparencyLog:
         self.log_key = log_key
         self._events = store.events.c
         self._compact: CompactRange | None = None
+        self._compact_head: LogHead = (0, None)
 
     # ---------------------------------------------------------------- writing
 
@@ -240,15 +248,43 @@ class TransparencyLog:
         last = session.execute(select(func.max(leaves.c.leaf_index))).scalar()
         return 0 if last is None else int(last) + 1
 
-    def _last_leaf(self, session: StoreSession) -> tuple[int, int]:
-        """The tree size and the position of its last leaf (0, 0 for an empty log), in one
+    def _last_leaf(self, session: StoreSession) -> tuple[LogHead, int]:
+        """The log's head and the position of its last leaf (0 for an empty log), in one
         primary-key lookup: leaves and positions run in the same order."""
         last = session.execute(_LAST_LEAF).first()
-        return (0, 0) if last is None else (int(last[0]) + 1, int(last[1]))
+        if last is None:
+            return (0, None), 0
+        return (int(last[0]) + 1, bytes(last[2])), int(last[1])
 
-    def _compact_range(self, session: StoreSession, size: int) -> CompactRange:
-        if self._compact is not None and self._compact.size == size:
+    def head(self, session: StoreSession) -> LogHead:
+        """The log's size and its last leaf's hash, as stored now."""
+        return self._last_leaf(session)[0]
+
+    def extends(self, session: StoreSession, now: LogHead, seen: LogHead) -> bool:
+        """Whether the log whose head is ``now`` still holds what a head ``seen`` earlier
+        held: not shorter, and the same leaf where that head ended. A database restored
+        from a backup, or failed over to a standby that lacked the last commits, does not,
+        and whatever was cached from it is stale (version numbers alone can come back)."""
+        size, last = seen
+        if size == 0:
+            return True
+        if now[0] < size:
+            return False
+        if now[0] == size:
+            return now[1] == last
+        found = session.execute(_LEAF_HASH, {"index": size - 1}).scalar()
+        return found is not None and bytes(found) == last
+
+    def forget(self) -> None:
+        """Drop the cached tree state: the next sequencing reads it from the database."""
+        self._compact, self._compact_head = None, (0, None)
+
+    def _compact_range(self, session: StoreSession, head: LogHead) -> CompactRange:
+        # The cached state is the stored tree's only if the stored head is the one it ended
+        # at: a size alone can come back with other leaves (a database restored under us).
+        if self._compact is not None and self._compact_head == head:
             return self._compact.copy()
+        size = head[0]
         return _with_prefetch(session, lambda get: CompactRange.from_nodes(size, get))
 
     @timed(Stage.SEQUENCE)
@@ -263,14 +299,14 @@ class TransparencyLog:
         (events another writer stored unsequenced, a crash's leftovers) everything pending
         is read from the table."""
         self.lock(session)
-        size, last_position = self._last_leaf(session)
-        compact = self._compact_range(session, size)
+        head, last_position = self._last_leaf(session)
+        compact = self._compact_range(session, head)
         held = {(n.level, n.index): n.hash for n in compact.nodes()}
         leaf_of: dict[int, int] = {}
         added = 0
         if written and self._only_pending(session, last_position, written):
-            self._add_leaves(session, written, compact, held, leaf_of)
-            return Sequenced(compact, len(written), held, leaf_of)
+            last = self._add_leaves(session, written, compact, held, leaf_of)
+            return Sequenced(compact, len(written), held, leaf_of, (compact.size, last))
         while True:
             rows = session.execute(
                 select(
@@ -286,12 +322,12 @@ class TransparencyLog:
             ).all()
             if not rows:
                 break
-            self._add_leaves(session, rows, compact, held, leaf_of)
+            head = (head[0] + len(rows), self._add_leaves(session, rows, compact, held, leaf_of))
             added += len(rows)
             last_position = int(rows[-1][0])
             if len(rows) < _SEQUENCE_BATCH:
                 break  # a short batch was the last: no query to learn that nothing follows
-        return Sequenced(compact, added, held, leaf_of)
+        return Sequenced(compact, added, held, leaf_of, head)
 
     def _only_pending(
         self, session: StoreSession, last_position: int, written: Sequence[StoredRow]
@@ -321,9 +357,9 @@ class TransparencyLog:
         compact: CompactRange,
         held: dict[NodeKey, bytes],
         leaf_of: dict[int, int],
-    ) -> None:
+    ) -> bytes:
         """Append the leaves of ``rows`` (in position order) and store them and the nodes
-        they complete."""
+        they complete; return the last leaf's hash."""
         leaf_rows: list[dict[str, Any]] = []
         node_rows: list[dict[str, Any]] = []
         for position, aggregate, version, topic, state in rows:
@@ -341,10 +377,11 @@ class TransparencyLog:
         session.execute(_INSERT_LEAVES, leaf_rows)
         if node_rows:
             session.execute(_INSERT_NODES, node_rows)
+        return bytes(leaf_rows[-1]["leaf_hash"])
 
     def committed(self, result: Sequenced) -> None:
         """Keep the compact range for the next append (only once its transaction committed)."""
-        self._compact = result.compact
+        self._compact, self._compact_head = result.compact, result.head
 
     def catch_up(self) -> int:
         """Sequence whatever is pending (after a crash, or events from another writer)."""

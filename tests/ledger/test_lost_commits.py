@@ -1,0 +1,113 @@
+"""A database that goes back under a running writer: a backup restored, or a failover to a
+standby that lacked the last commits, with the ledger's processes left running. Its caches
+(runs and keys by version, the tree by size) were filled from commits the database no longer
+holds, and versions and sizes come back under other content. Each writer notices, drops
+them, and decides as a fresh ledger would (found by an attack review of the caches), on
+SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import delete, func, select
+from test_admission import SEED_NAME, SEED_RUN, World, ingest_seed, world  # noqa: F401 - fixture
+
+from domain.errors import DomainError
+from domain.statements import Role
+from ledger.application import Ledger
+from ledger.audit import audit_ledger
+from ledger.errors import WrongRoleError
+from ledger.receipt import Receipt
+from ledger.signing.authoring import (
+    attestation_envelope,
+    key_registration_envelope,
+    lifecycle_envelope,
+)
+from ledger.signing.keys import SigningKey
+from ledger.store.transparency_log import leaves, nodes
+
+Snapshot = tuple[int, int, set[tuple[int, int]]]
+
+
+def _snapshot(ledger: Ledger) -> Snapshot:
+    e = ledger.store.events.c
+    with ledger.store.transaction(commit=False) as session:
+        return (
+            int(session.execute(select(func.max(e.id))).scalar() or 0),
+            int(session.execute(select(func.max(leaves.c.leaf_index))).scalar() or -1),
+            {(int(lv), int(ix)) for lv, ix in session.execute(select(nodes.c.level, nodes.c.idx))},
+        )
+
+
+def _lose_since(ledger: Ledger, before: Snapshot) -> None:
+    """The database goes back to ``before``: what was committed since is gone."""
+    events = ledger.store.events
+    with ledger.store.transaction(commit=True) as session:
+        session.execute(delete(events).where(events.c.id > before[0]))
+        session.execute(delete(leaves).where(leaves.c.leaf_index > before[1]))
+        now = {(int(lv), int(ix)) for lv, ix in session.execute(select(nodes.c.level, nodes.c.idx))}
+        for level, index in now - before[2]:
+            session.execute(delete(nodes).where((nodes.c.level == level) & (nodes.c.idx == index)))
+
+
+def _note(w: World, body: str) -> dict[str, Any]:
+    return attestation_envelope(
+        SEED_RUN, SEED_NAME, w.attester, type_="note", body=body, now=w.clock.now
+    )
+
+
+def test_a_lost_commit_is_not_taken_for_stored_and_the_log_stays_whole(world: World) -> None:
+    ingest_seed(world)
+    a, b = world.ledger, world.open_ledger()
+    try:
+        before = _snapshot(a)
+        lost = _note(world, "lost in the failover")
+        first = a.append(lost)
+        _lose_since(a, before)
+        # Another writer brings the run's version and the tree's size back, with other content.
+        other = b.append(_note(world, "written after the failover"))
+        assert other.version == first.version
+        assert other.inclusion is not None and first.inclusion is not None
+        assert other.inclusion.leaf_index == first.inclusion.leaf_index
+        again = a.append(lost)  # sent again, as a receipt-less client is told to
+        assert not again.duplicate and again.envelope_digest == first.envelope_digest
+        assert again.position != other.position
+        assert isinstance(a.append(_note(world, "and one more")), Receipt)
+        assert b.append(lost).duplicate  # the other writer agrees
+        report = audit_ledger(world.open_ledger())
+        assert report.verified, report.to_json()["findings"]
+    finally:
+        b.close()
+
+
+def test_a_key_lost_with_its_commit_does_not_sign_with_its_old_role(world: World) -> None:
+    ingest_seed(world)
+    a, b = world.ledger, world.open_ledger()
+    key = SigningKey.generate()
+    try:
+        before = _snapshot(a)
+        a.append(
+            key_registration_envelope(key.public, [Role.ADMIN], world.admin, now=world.clock.now)
+        )
+        a.append(
+            lifecycle_envelope(
+                SEED_RUN, SEED_NAME, key, action="supersede", reason="once", now=world.clock.now
+            )
+        )  # the writer now holds the key as an admin, at version 1
+        _lose_since(a, before)
+        world.clock.advance(seconds=1)
+        # Its holder registers it again, as an attester: version 1 once more.
+        b.append(key_registration_envelope(key.public, [Role.ATTESTER], key, now=world.clock.now))
+        retract = lifecycle_envelope(
+            SEED_RUN, SEED_NAME, key, action="retract", reason="an attester's", now=world.clock.now
+        )
+        refusals: list[DomainError] = []
+        for ledger in (world.open_ledger(), a):  # a fresh ledger, then the writer with caches
+            try:
+                ledger.append(retract)
+            except DomainError as exc:
+                refusals.append(exc)
+        assert [type(r) for r in refusals] == [WrongRoleError, WrongRoleError]
+        assert audit_ledger(world.open_ledger()).verified
+    finally:
+        b.close()
