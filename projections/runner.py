@@ -36,6 +36,7 @@ from ledger.application import Ledger
 from ledger.store.event_store import StoreSession, connection_of, hold_sqlite_write_lock
 from projections.fold_pool import FoldPool, shared_database
 from projections.run_views import (
+    RUN_TOPICS,
     RUNNER_NAME,
     RunViews,
     ViewsTracking,
@@ -234,12 +235,13 @@ class ProjectionRunner:
         return len(fresh)
 
     def _stored_between(self, session: StoreSession, after: int, up_to: int) -> int:
-        """How many events the log holds past ``after`` up to ``up_to`` (ids may have gaps)."""
+        """How many run events (what a subscription delivers) the log holds past ``after`` up
+        to ``up_to`` (ids may have gaps; key events are not delivered, and fold to nothing)."""
         e = self._events
         found = session.execute(
             select(func.count())
             .select_from(self.ledger.store.events)
-            .where((e.id > after) & (e.id <= up_to))
+            .where((e.id > after) & (e.id <= up_to) & e.topic.in_(RUN_TOPICS))
         ).scalar_one()
         return int(found)
 

@@ -11,7 +11,10 @@ from projection_world import RUN_21613, SEED, World
 from sqlalchemy import select
 from test_crash import busy_events, fresh_rebuild
 
+from domain.statements import Role
 from ledger.application import Ledger
+from ledger.signing.authoring import key_registration_envelope
+from ledger.signing.keys import SigningKey
 from projections.run_views import RUN_TOPICS, decode
 from projections.runner import ProjectionRunner
 from projections.subscription import SubscriptionUnavailableError, ViewsFollower
@@ -129,3 +132,26 @@ def test_a_delivery_during_a_rebuild_does_not_skip_what_the_rebuild_has_not_refo
     assert folded and folded[0] > 1  # it caught up from the rebuild's position
     assert ProjectionRunner(cohort.ledger).table_digests() == expected
     assert cohort.tracking_position() == cohort.count()
+
+
+def test_a_delivery_past_key_events_is_folded_as_delivered(
+    cohort: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Key events are not delivered (the follower subscribes to run events): a delivery
+    after one is every event the views lack, and is folded as it came, without a catch-up."""
+    runner = ProjectionRunner(cohort.ledger)
+    runner.catch_up()
+    head = cohort.tracking_position()
+    stranger = SigningKey.generate()
+    cohort.append(key_registration_envelope(stranger.public, [Role.ATTESTER], stranger))
+    cohort.append(cohort.attest_envelope(SEED, "after a key event"))
+    delivered = _delivery(cohort, head)
+    assert len(delivered) == 1
+
+    def no_catch_up(*args: object, **kwargs: object) -> None:
+        raise AssertionError("folded by a catch-up, not as delivered")
+
+    monkeypatch.setattr(runner, "catch_up", no_catch_up)
+    assert runner.fold_delivered(delivered) == 1
+    assert cohort.tracking_position() == cohort.count()
+    assert _attestations(cohort, SEED) == 1
