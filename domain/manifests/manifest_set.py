@@ -3,8 +3,8 @@
 The run names its protocol, environment, implementation and workload by digest. Every
 manifest supplied alongside must be of the right kind and must digest to exactly the
 reference the run makes. Implementation and workload may be absent (a leaderboard import
-often has only their digests); protocol and environment must be present. The run's primary
-measurement must read as one value, or none.
+often has only their digests); protocol and environment must be present. A new run's claim
+must read as one value (``check_claim``).
 """
 
 from __future__ import annotations
@@ -82,13 +82,19 @@ def check_manifest_set(manifests: Mapping[str, Any]) -> CheckedManifestSet:
                 f"run spec.{field} is {referenced} but the supplied {kind} "
                 f"'{documents[role]['metadata']['name']}' digests to {digests[role]}"
             )
+    return CheckedManifestSet(documents=documents, digests=digests)
+
+
+def check_claim(run: Mapping[str, Any]) -> None:
+    """A new run's claim must read as one value, or none: every view, rank and comparison of
+    the run reads it, and the schema lets ``primaryStatistic`` name a pair. Checked where a
+    run comes in (authoring, admission, and re-verification, which judges as admission
+    does); folds, pages and attachments read stored runs with
+    ``domain.comparison.readable_primary``, so a run admitted before this rule still shows."""
     try:
-        # What the run claims must read as one value, or none: every view, rank and check
-        # of the run reads it (the schema lets primaryStatistic name a pair).
-        primary_measurement(documents["run"])
+        primary_measurement(run)
     except DomainError as exc:
         raise ManifestError(f"run manifest's primary measurement: {exc.message}") from None
-    return CheckedManifestSet(documents=documents, digests=digests)
 
 
 # What can arrive after the run: protocol and environment come with every ingestion.

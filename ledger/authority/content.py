@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from domain.errors import ManifestError
-from domain.manifests.manifest_set import CheckedManifestSet, check_manifest_set
+from domain.manifests.manifest_set import CheckedManifestSet, check_claim, check_manifest_set
 from domain.statements import IngestionPredicate, PredicateType, SignedPredicate, Statement
 from domain.timestamps import format_time, parse_time
 from ledger.authority.signers import MAX_CLOCK_SKEW
@@ -35,6 +35,7 @@ def check_ingestion(statement: Statement, predicate: IngestionPredicate) -> Chec
     """The manifests are valid and digest to the statement's subject, the subject is named as
     the run is, and the predicate's source is the run's own ``sourceNative.source``."""
     checked = check_manifest_set(statement.predicate["manifests"])
+    check_claim(checked.run)
     if statement.subject_digest != checked.run_digest:
         raise SubjectMismatchError(
             f"statement subject is {statement.subject_digest} but the run manifest digests "

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, TypedDict, Unpack
 
-from domain.manifests.manifest_set import check_manifest_set
+from domain.manifests.manifest_set import check_claim, check_manifest_set
 from domain.statements import PredicateType, Role, build_predicate, make_statement
 from domain.timestamps import format_time, utc_now
 from ledger.signing.dsse import sign_envelope
@@ -46,6 +46,7 @@ def ingestion_envelope(
 ) -> dict[str, Any]:
     """An ingester-signed statement that a run (and the manifests it references) exists."""
     checked = check_manifest_set(manifests)
+    check_claim(checked.run)
     native = checked.run["spec"].get("sourceNative") or {}
     moment = now or utc_now()
     predicate: dict[str, Any] = {

@@ -31,9 +31,10 @@ import domain.manifests.manifest_set as manifest_set
 from domain.errors import DomainError
 from domain.ranking import View
 from ledger.errors import RerunJobError, WrongRoleError
-from ledger.signing.authoring import ingestion_envelope
+from ledger.signing.authoring import attachment_envelope, ingestion_envelope
 from ledger.signing.dsse import UnknownKeyError
 from ledger.signing.keys import SigningKey
+from projections.run_page import run_page
 from projections.run_record import run_record
 
 REPORTED_REASONS = [
@@ -334,14 +335,15 @@ def test_a_run_admitted_before_its_claim_had_to_read_as_one_value_stops_no_view(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Admission now refuses a run whose primary statistic names no single value (a pair);
-    a ledger that admitted one before must still fold: that run shows no claim, and the
-    runs after it appear, in catch-up and rebuild alike. It used to stop every fold, and a
-    rebuild left the views empty (found by an attack review)."""
+    a ledger that admitted one before must still fold and show it: no claim, no group, the
+    runs after it, an attachment to it, its page; catch-up and rebuild alike. It used to
+    stop every fold, and a rebuild left the views empty (found by an attack review)."""
     poisoned = copy.deepcopy(MANIFESTS[SEED])
     poisoned["run"]["spec"]["timing"] = {
         "primaryStatistic": "confidence95",
         "latencyNs": {"mean": 1750693, "confidence95": [1700000, 1800000]},
     }
+    workload = poisoned.pop("workload")  # attached later: the fold re-reads the set then
     world.ingest(RUN_21613)
     world.views()
     with monkeypatch.context() as before_the_rule:
@@ -349,11 +351,16 @@ def test_a_run_admitted_before_its_claim_had_to_read_as_one_value_stops_no_view(
         legacy = world.append(
             ingestion_envelope(poisoned, world.keys.ingester, now=world.clock.now)
         ).subject_digest
+    world.views()
+    name = poisoned["run"]["metadata"]["name"]
+    world.append(attachment_envelope(legacy, name, {"workload": workload}, world.keys.ingester))
     world.ingest(RUN_36818)
     incremental = world.views()  # catch-up folds past it
     row = world.row(legacy)
     assert row.claimed is None and row.comparison_key is None
     world.row(RUN_36818)
+    page = run_page(world.ledger, legacy)
+    assert page["identity"]["runDigest"] == legacy and page["identity"]["name"] == name
     rebuilt = world.runner()
     rebuilt.rebuild()
     assert rebuilt.table_digests() == incremental
