@@ -149,6 +149,9 @@ class _Listener:
         except Exception as exc:
             sock.close()
             raise _HandshakeFailedError(str(exc)) from exc
+        except BaseException:
+            sock.close()
+            raise
         connection = Connection(sock.detach())
         try:
             deliver_challenge(connection, self._key)
@@ -156,6 +159,9 @@ class _Listener:
         except Exception as exc:
             connection.close()
             raise _HandshakeFailedError(str(exc)) from exc
+        except BaseException:  # an interpreter exit: the socket closed all the same
+            connection.close()
+            raise
         return connection
 
     def close(self) -> None:
@@ -240,7 +246,8 @@ class _Serving:
                 with self._accepting:
                     if self._closed:
                         return
-                if not isinstance(exc, _HandshakeFailedError):
+                # A peer that gave up before its accept (ECONNABORTED) is that peer's too.
+                if not isinstance(exc, _HandshakeFailedError | ConnectionAbortedError):
                     first, most = ACCEPT_BACKOFF
                     pause = min(most, max(first, pause * 2))
                     if self._stop_accepting.wait(pause):
