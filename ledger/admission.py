@@ -10,6 +10,7 @@ calls them in order.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -90,6 +91,8 @@ parse_envelope = timed(Stage.PARSE)(dsse.parse_envelope)
 parse_predicate = timed(Stage.PREDICATE)(_parse_predicate)
 signed_by = timed(Stage.VERIFY)(dsse.signed_by)
 
+_log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class Admitted:
@@ -163,7 +166,9 @@ class Admission:
                 parsed.append(exc)
             except Exception as exc:  # reading one envelope touches no state
                 # A failure of ours to read what someone sent is that envelope's refusal
-                # alone: nothing sent into a group may make the others fail with it.
+                # alone: nothing sent into a group may make the others fail with it. It is
+                # a bug all the same: logged, with its traceback, for whoever runs the ledger.
+                _log.exception("could not read an envelope; it is refused, its group goes on")
                 parsed.append(
                     EnvelopeError(f"the ledger could not read this envelope ({type(exc).__name__})")
                 )

@@ -150,7 +150,7 @@ def test_a_malformed_envelope_is_refused_alone_and_its_group_is_admitted(
 
 
 def test_a_failure_of_ours_reading_one_envelope_is_its_refusal_alone(
-    world: World, monkeypatch: pytest.MonkeyPatch
+    world: World, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Defence in depth for the sweep above: should reading one envelope fail in a way the
     ledger did not foresee (a bug: not a refusal it names), that envelope is refused, saying
@@ -175,6 +175,9 @@ def test_a_failure_of_ours_reading_one_envelope_is_its_refusal_alone(
     assert isinstance(refused, DomainError) and refused.code == "malformed-envelope"
     assert "could not read this envelope (KeyError)" in refused.message
     assert world.count() == before + 2
+    # A bug all the same: whoever runs the ledger sees it, with its traceback.
+    logged = [r for r in caplog.records if r.name == "ledger.admission"]
+    assert len(logged) == 1 and logged[0].exc_info is not None
 
 
 def test_a_replayed_group_gets_each_original_receipt_with_a_proof_that_verifies(
