@@ -263,8 +263,9 @@ class Ledger(Application[UUID]):
         """First in each group's reads: the log still holds the newest head this object saw,
         else the database went back (a backup restored, a failover to a standby without the
         last commits) and every cache filled from it is stale. Versions and tree sizes come
-        back under other content, so nothing keyed on them may be reused: the runs, the keys
-        and the tree state are dropped and read afresh. One primary-key lookup a group.
+        back under other content, so nothing keyed on them may be reused: the runs and the
+        keys are dropped and read afresh (the tree state is reused only at the stored head it
+        ended at, so it needs no dropping). One primary-key lookup a group.
         Not seen: on PostgreSQL (each statement reads the latest commits) a commit that lands
         between this read and the group's cache fills and is then lost."""
         with self.store.transaction(commit=False) as session:
@@ -272,12 +273,11 @@ class Ledger(Application[UUID]):
             if not self.tlog.extends(session, now, self._seen):
                 _log.warning(
                     "the log went back from %d to %d leaves, or another leaf stands where it "
-                    "ended: cached runs, keys and tree state dropped",
+                    "ended: cached runs and keys dropped",
                     self._seen[0],
                     now[0],
                 )
                 self.admission.forget_everything()
-                self.tlog.forget()
             self._seen = now
 
     @contextlib.contextmanager

@@ -275,10 +275,6 @@ class TransparencyLog:
         found = session.execute(_LEAF_HASH, {"index": size - 1}).scalar()
         return found is not None and bytes(found) == last
 
-    def forget(self) -> None:
-        """Drop the cached tree state: the next sequencing reads it from the database."""
-        self._compact, self._compact_head = None, (0, None)
-
     def _compact_range(self, session: StoreSession, head: LogHead) -> CompactRange:
         # The cached state is the stored tree's only if the stored head is the one it ended
         # at: a size alone can come back with other leaves (a database restored under us).
