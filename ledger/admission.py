@@ -198,6 +198,7 @@ class Admission:
                     out.results.append(item)
                     continue
                 envelope, statement = item
+                group.fetched = []
                 try:
                     if envelope.signed_digest in admitted_digests:  # sent twice in a group
                         first = admitted_digests[envelope.signed_digest]
@@ -206,6 +207,7 @@ class Admission:
                         continue
                     outcome = self._admit(envelope, statement)
                 except DomainError as exc:
+                    self._undo(group.fetched, out)
                     out.results.append(exc)
                     continue
                 if isinstance(outcome, Receipt):
@@ -222,6 +224,30 @@ class Admission:
         finally:
             group.end()
         return out
+
+    def _undo(self, fetched: list[Aggregate], out: AdmittedGroup) -> None:
+        """An envelope was refused: whatever its command did to the aggregates it looked up
+        is taken back. A rule that refuses after its command has applied the event (a check
+        placed after the effect) must not leave that event to be stored with the next
+        envelope about the aggregate, nor its state to be seen by the group's later checks."""
+        for aggregate in fetched:
+            if not aggregate.pending_events:  # untouched: the refusal came before any effect
+                continue
+            aggregate.collect_events()  # the refused envelope's events: dropped
+            self._runs.forget({aggregate.id: aggregate})  # its state is not the stored one
+            if out.touched.get(aggregate.id) is aggregate:
+                # Earlier envelopes of the group changed it: as stored, then their events.
+                again = self._replay(aggregate.id)
+                for event in out.events:
+                    if event.originator_id == aggregate.id:
+                        again = event.mutate(again)
+                assert again is not None
+                again.collect_events()
+                out.touched[aggregate.id] = again
+            _log.error(
+                "a refusal came after %s's command had applied its event; it was taken back",
+                aggregate.id,
+            )
 
     @timed(Stage.KEYS)
     def _read_versions(self, group: GroupState, parsed: list[tuple[Envelope, Statement]]) -> None:
@@ -253,6 +279,12 @@ class Admission:
     @timed(Stage.GET)
     def get(self, cls: type[A], aggregate_id: UUID) -> A | None:
         """The aggregate as the group being admitted has left it (else as stored)."""
+        found = self._lookup(cls, aggregate_id)
+        if found is not None and self._group.fetched is not None:
+            self._group.fetched.append(found)
+        return found
+
+    def _lookup(self, cls: type[A], aggregate_id: UUID) -> A | None:
         pending = self._group.aggregates
         if pending is not None and aggregate_id in pending:
             found = pending[aggregate_id]
@@ -369,16 +401,18 @@ class Admission:
                 f"run {checked.run_digest} was already ingested at {existing.ingested_at}",
                 position=self._position(existing.id, 1),
             )
-        # Only an admitted ingestion says which group its run joins (a refused one in the
-        # same group of writes must not: the group index would disagree with the log).
-        group = comparison_key_of(statement.predicate["manifests"])
-        if group is not None:
-            self._group.join_group(checked.run_digest, group, 1)
-        return Run.ingest(
+        run = Run.ingest(
             _signed(envelope, now, signer.signer),
             run_digest=checked.run_digest,
             run_name=checked.run_name,
         )
+        # Only an admitted ingestion says which group its run joins (a refused one in the
+        # same group of writes must not: the group index would disagree with the log), so
+        # this is the last step, after everything that may refuse it.
+        group = comparison_key_of(statement.predicate["manifests"])
+        if group is not None:
+            self._group.join_group(checked.run_digest, group, 1)
+        return run
 
     def _about_run(
         self,

@@ -35,12 +35,17 @@ class GroupState(threading.local):
     signers: dict[UUID, int] | None = None
     # run digest -> (its comparison key, the version of the event that gave it one).
     groups: dict[str, tuple[str, int]] | None = None
+    # The aggregates looked up for the envelope being admitted: if it is refused after its
+    # command applied an event, that event is taken back from them (``Admission._undo``).
+    fetched: list[Aggregate] | None = None
 
     def begin(self) -> None:
         self.aggregates, self.keys, self.signers, self.groups = {}, {}, {}, {}
+        self.fetched = []
 
     def end(self) -> None:
         self.aggregates = self.keys = self.versions = self.signers = self.groups = None
+        self.fetched = None
         self.asked = frozenset()
 
     def known_absent(self, aggregate_id: UUID) -> bool:

@@ -422,18 +422,24 @@ def play(
     w: World,
     script: list[tuple[dict[str, Any], str, timedelta]],
     groups: list[int] | None = None,
+    skip: frozenset[int] = frozenset(),
 ) -> list[str]:
     """Send the script's envelopes one by one, or (``groups``) in groups of those sizes
     through ``append_many``, as the API's group writer does: later envelopes of a group see
-    what earlier ones did (a key registered, then used)."""
+    what earlier ones did (a key registered, then used). The envelopes numbered in ``skip``
+    (in the order built) are built but not sent."""
     outcomes: list[str] = []
     pending: list[tuple[str, dict[str, Any]]] = []
     sizes = iter(groups or [])
     want = next(sizes, 1)
+    built = -1
     for action, shape, step in expand(script):
         w.clock.now += step
         envelope = build(w, action)
         if envelope is None:
+            continue
+        built += 1
+        if built in skip:
             continue
         pending.append((action["kind"], reshape(w, envelope, shape)))
         if len(pending) >= want:
