@@ -63,8 +63,8 @@ from ledger.store.stored_events import (
 )
 from ledger.store.transparency_log import (
     InclusionProof,
-    LogHead,
     LogIntegrityError,
+    LogWatch,
     Sequenced,
     TransparencyLog,
 )
@@ -148,7 +148,7 @@ class Ledger(Application[UUID]):
         self._writer = threading.Lock()  # one group admitted at a time per ledger object
         # The newest head of the log this object has seen (read or committed): its caches
         # were filled from a database that held it.
-        self._seen: LogHead = (0, None)
+        self._watch = LogWatch(self.tlog)
 
     # ---------------------------------------------------------------- writes
 
@@ -255,7 +255,7 @@ class Ledger(Application[UUID]):
                 self.admission.abandoned(group)  # admitted against state never stored
             raise
         self.tlog.committed(sequenced)  # only now: the transaction that made it committed
-        self._seen = sequenced.head
+        self._watch.seen = sequenced.head
         self.admission.stored(group)
         return group.results, committed
 
@@ -269,16 +269,15 @@ class Ledger(Application[UUID]):
         Not seen: on PostgreSQL (each statement reads the latest commits) a commit that lands
         between this read and the group's cache fills and is then lost."""
         with self.store.transaction(commit=False) as session:
-            now = self.tlog.head(session)
-            if not self.tlog.extends(session, now, self._seen):
+            seen = self._watch.seen
+            if not self._watch.still_holds(session):
                 _log.warning(
                     "the log went back from %d to %d leaves, or another leaf stands where it "
                     "ended: cached runs and keys dropped",
-                    self._seen[0],
-                    now[0],
+                    seen[0],
+                    self._watch.seen[0],
                 )
                 self.admission.forget_everything()
-            self._seen = now
 
     @contextlib.contextmanager
     def _locked_transaction(self) -> Iterator[None]:

@@ -31,6 +31,7 @@ from ledger.event_verification import EventVerification, verify_stored_event
 from ledger.signing.dsse import named_keyid
 from ledger.signing.trust import TrustRoot
 from ledger.store.stored_events import StoredRecord
+from ledger.store.transparency_log import LogWatch
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 500
@@ -117,19 +118,26 @@ VERIFICATIONS = VerificationCache()
 
 class KeyStateCache:
     """Key states for readers, per ledger: reused while the key's stored version is the one
-    they were read at (one light version query per page, then only changed keys re-read)."""
+    they were read at (one light version query per page, then only changed keys re-read),
+    and while the log still holds what it held when they were read: a database that went
+    back brings versions back under other content (a key registered again, other roles)."""
 
     def __init__(self, size: int = 10_000) -> None:
         self.size = size
-        self._by_ledger: weakref.WeakKeyDictionary[Ledger, dict[str, KeyState]] = (
+        self._by_ledger: weakref.WeakKeyDictionary[Ledger, tuple[LogWatch, dict[str, KeyState]]] = (
             weakref.WeakKeyDictionary()
         )
         self._lock = threading.Lock()
 
     def states(self, ledger: Ledger, key_ids: set[str]) -> dict[str, KeyState]:
+        with self._lock:
+            watch, cached = self._by_ledger.setdefault(ledger, (LogWatch(ledger.tlog), {}))
+        with ledger.store.transaction(commit=False) as session:
+            holds = watch.still_holds(session)
         versions = ledger.stored_versions({principal_id(k) for k in key_ids})
         with self._lock:
-            cached = self._by_ledger.setdefault(ledger, {})
+            if not holds:
+                cached.clear()
             found = {
                 k: s
                 for k in key_ids

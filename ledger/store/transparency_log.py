@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -92,6 +93,30 @@ _LEAF_HASH = select(leaves.c.leaf_hash).where(leaves.c.leaf_index == bindparam("
 LogHead = tuple[int, bytes | None]
 _INSERT_LEAVES = leaves.insert()
 _INSERT_NODES = nodes.insert()
+
+
+class LogWatch:
+    """The newest head of the log a cache was filled under. Version numbers and tree sizes
+    come back under other content when the database goes back (a backup restored, a
+    failover to a standby that lacked the last commits), so whatever a process caches by
+    them asks this first, and is dropped when the log no longer holds what it had seen."""
+
+    def __init__(self, tlog: TransparencyLog) -> None:
+        self._tlog = tlog
+        self.seen: LogHead = (0, None)
+        self._lock = threading.Lock()
+
+    def still_holds(self, session: StoreSession) -> bool:
+        """Whether the log, read now in ``session``, still holds the newest head seen; the
+        head read becomes the one seen. One primary-key lookup (two if it grew)."""
+        seen = self.seen
+        now = self._tlog.head(session)
+        holds = self._tlog.extends(session, now, seen)
+        with self._lock:
+            # Threads may race: the larger head wins unless the log went back.
+            if not holds or now[0] >= self.seen[0]:
+                self.seen = now
+        return holds
 
 
 class LogIntegrityError(DomainError):

@@ -17,6 +17,7 @@ from domain.statements import Role
 from ledger.application import Ledger
 from ledger.audit import audit_ledger
 from ledger.errors import WrongRoleError
+from ledger.history import run_history
 from ledger.receipt import Receipt
 from ledger.signing.authoring import (
     attestation_envelope,
@@ -111,3 +112,44 @@ def test_a_key_lost_with_its_commit_does_not_sign_with_its_old_role(world: World
         assert audit_ledger(world.open_ledger()).verified
     finally:
         b.close()
+
+
+def test_a_reader_does_not_judge_with_a_key_lost_with_its_commit(world: World) -> None:
+    """A reader's key states are cached by version too: after the database went back, a
+    key registered again with other roles at the same version is read afresh, so history
+    judges its holder's events by the roles the log now holds (an attester's attestation
+    is not failed for coming from an admin)."""
+    ingest_seed(world)
+    a, reader = world.ledger, world.open_ledger()
+    key = SigningKey.generate()
+    try:
+        before = _snapshot(a)
+        a.append(
+            key_registration_envelope(key.public, [Role.ADMIN], world.admin, now=world.clock.now)
+        )
+        a.append(
+            lifecycle_envelope(
+                SEED_RUN, SEED_NAME, key, action="supersede", reason="once", now=world.clock.now
+            )
+        )
+        # The reader verifies the supersession: it holds the key as an admin, at version 1.
+        assert [(h.event, h.ok) for h in run_history(reader, SEED_RUN)][-1] == (
+            "Run.Superseded",
+            True,
+        )
+        _lose_since(a, before)
+        world.clock.advance(seconds=1)
+        a.append(key_registration_envelope(key.public, [Role.ATTESTER], key, now=world.clock.now))
+        a.append(
+            attestation_envelope(
+                SEED_RUN, SEED_NAME, key, type_="note", body="after", now=world.clock.now
+            )
+        )
+        for ledger in (world.open_ledger(), reader):  # a fresh reader, then the one with caches
+            history = run_history(ledger, SEED_RUN)
+            assert [(h.event, h.ok) for h in history] == [
+                ("Run.Ingested", True),
+                ("Run.Attested", True),
+            ], [h.to_json() for h in history if not h.ok]
+    finally:
+        reader.close()
