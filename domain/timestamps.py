@@ -27,7 +27,7 @@ def parse_time(value: str, where: str = "timestamp") -> datetime:
         text = text.replace(fraction.group(0), "." + fraction.group(1)[:6])
     try:
         return datetime.fromisoformat(text).astimezone(UTC)
-    except ValueError:
+    except (ValueError, OverflowError):  # 0001-01-01T00:00:00+01:00 is before year 1 in UTC
         raise DomainError(f"{where}: {value!r} is not a valid date-time") from None
 
 
@@ -36,9 +36,8 @@ def format_time(moment: datetime) -> str:
     if moment.tzinfo is None:
         raise ValueError("naive datetime")
     utc = moment.astimezone(UTC)
-    if utc.year >= 1000:  # isoformat pads the year to four digits, as strftime does here
-        return utc.replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
-    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+    # isoformat pads the year to four digits (strftime's %Y does not, below 1000, on glibc).
+    return utc.replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
 
 
 def utc_now() -> datetime:

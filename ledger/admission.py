@@ -73,6 +73,7 @@ from ledger.errors import (
     SubjectMismatchError,
     UnknownKeyError,
     UnknownRunError,
+    store_error,
 )
 from ledger.receipt import Receipt
 from ledger.signing import dsse
@@ -210,6 +211,20 @@ class Admission:
                     self._undo(group.fetched, out)
                     out.results.append(exc)
                     continue
+                except Exception as exc:
+                    if isinstance(exc, MemoryError) or store_error(exc) is not None:
+                        raise  # the database's failure, or ours: not this envelope's
+                    # Judging what someone sent failed in a way no rule names: that
+                    # envelope's refusal alone (nothing sent into a group may make the
+                    # others fail with it), and a bug, logged for whoever runs the ledger.
+                    self._undo(group.fetched, out)
+                    _log.exception("could not judge an envelope; it is refused, its group goes on")
+                    out.results.append(
+                        EnvelopeError(
+                            f"the ledger could not judge this envelope ({type(exc).__name__})"
+                        )
+                    )
+                    continue
                 if isinstance(outcome, Receipt):
                     out.results.append(outcome)
                     continue
@@ -236,13 +251,14 @@ class Admission:
             aggregate.collect_events()  # the refused envelope's events: dropped
             self._runs.forget({aggregate.id: aggregate})  # its state is not the stored one
             if out.touched.get(aggregate.id) is aggregate:
-                # Earlier envelopes of the group changed it: as stored, then their events.
-                again = self._replay(aggregate.id)
-                for event in out.events:
-                    if event.originator_id == aggregate.id:
-                        again = event.mutate(again)
+                # Earlier envelopes of the group changed it: as stored when the group read
+                # it (not as stored now: another writer may have appended since, and the
+                # group's commit will conflict and be admitted again), then their events.
+                ours = [e for e in out.events if e.originator_id == aggregate.id]
+                again = self._replay(aggregate.id, below=ours[0].originator_version)
+                for event in ours:
+                    again = event.mutate(again)
                 assert again is not None
-                again.collect_events()
                 out.touched[aggregate.id] = again
             _log.error(
                 "a refusal came after %s's command had applied its event; it was taken back",
@@ -305,13 +321,17 @@ class Admission:
             raise DomainError(f"aggregate {aggregate_id} is not a {cls.__name__}")
         return aggregate
 
-    def _replay(self, aggregate_id: UUID) -> Aggregate | None:
+    def _replay(self, aggregate_id: UUID, below: int | None = None) -> Aggregate | None:
         """An aggregate from its stored events (None: it has none), in one query, decoded by
-        the ledger's mapper. What ``Repository.get`` does without its cache (a second cache
-        of the runs this one keeps, and a deep copy of the aggregate on every hit): the
-        writer's runs live in ``RunCache`` and are reused while their version is stored."""
+        the ledger's mapper; ``below``: from those before that version only. What
+        ``Repository.get`` does without its cache (a second cache of the runs this one
+        keeps, and a deep copy of the aggregate on every hit): the writer's runs live in
+        ``RunCache`` and are reused while their version is stored."""
+        records = stored_records(self.store, aggregate_id)
+        if below is not None:
+            records = [r for r in records if r.version < below]
         aggregate: Aggregate | None = None
-        for event in self._decoded(aggregate_id, stored_records(self.store, aggregate_id)):
+        for event in self._decoded(aggregate_id, records):
             aggregate = event.mutate(aggregate)
         return aggregate
 

@@ -15,7 +15,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
@@ -116,6 +116,15 @@ def _state_of(keys: KeyLookup, key_id: str | None) -> KeyState | None:
 VERIFICATIONS = VerificationCache()
 
 
+@dataclass
+class _ReaderKeys:
+    """One ledger's key states for readers, and the log generation they were read in."""
+
+    watch: LogWatch
+    generation: int = 0
+    states: dict[str, KeyState] = field(default_factory=dict)
+
+
 class KeyStateCache:
     """Key states for readers, per ledger: reused while the key's stored version is the one
     they were read at (one light version query per page, then only changed keys re-read),
@@ -124,31 +133,40 @@ class KeyStateCache:
 
     def __init__(self, size: int = 10_000) -> None:
         self.size = size
-        self._by_ledger: weakref.WeakKeyDictionary[Ledger, tuple[LogWatch, dict[str, KeyState]]] = (
+        self._by_ledger: weakref.WeakKeyDictionary[Ledger, _ReaderKeys] = (
             weakref.WeakKeyDictionary()
         )
         self._lock = threading.Lock()
 
     def states(self, ledger: Ledger, key_ids: set[str]) -> dict[str, KeyState]:
         with self._lock:
-            watch, cached = self._by_ledger.setdefault(ledger, (LogWatch(ledger.tlog), {}))
+            mine = self._by_ledger.get(ledger)
+            if mine is None:
+                mine = self._by_ledger[ledger] = _ReaderKeys(LogWatch(ledger.tlog))
+        # The head and the versions in one transaction: the versions are the log's as it
+        # held what was seen (or, gone back, they are read after the drop).
         with ledger.store.transaction(commit=False) as session:
-            holds = watch.still_holds(session)
-        versions = ledger.stored_versions({principal_id(k) for k in key_ids})
+            mine.watch.still_holds(session)
+            generation = mine.watch.generation
+            versions = ledger.stored_versions({principal_id(k) for k in key_ids})
         with self._lock:
-            if not holds:
-                cached.clear()
+            if mine.generation != generation:
+                mine.states.clear()
+                mine.generation = generation
             found = {
                 k: s
                 for k in key_ids
-                if (s := cached.get(k)) is not None and versions.get(principal_id(k)) == s.version
+                if (s := mine.states.get(k)) is not None
+                and versions.get(principal_id(k)) == s.version
             }
         missing = [k for k in key_ids if k not in found and principal_id(k) in versions]
         loaded = ledger.key_states(missing) if missing else {}
         with self._lock:
-            if len(cached) + len(loaded) > self.size:
-                cached.clear()
-            cached.update(loaded)
+            # Read before the log went back (another reader saw it since): used, not kept.
+            if mine.generation == generation == mine.watch.generation:
+                if len(mine.states) + len(loaded) > self.size:
+                    mine.states.clear()
+                mine.states.update(loaded)
         return found | loaded
 
 

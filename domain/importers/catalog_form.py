@@ -51,12 +51,15 @@ def utc_millis(value: object, where: str) -> str:
     raw = text(value, where)
     try:
         parsed = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=UTC)
+        parsed = parsed.astimezone(UTC)
+    except (ValueError, OverflowError):  # OverflowError: an offset that leaves years 1-9999
         raise MappingError(f"{where}: {raw!r} is not an ISO 8601 time") from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    parsed = parsed.astimezone(UTC)
-    return parsed.strftime("%Y-%m-%dT%H:%M:%S.") + f"{parsed.microsecond // 1000:03d}Z"
+    # The year padded to four digits, as toISOString writes it (strftime does not, below 1000).
+    return f"{parsed.year:04d}" + parsed.strftime("-%m-%dT%H:%M:%S.") + (
+        f"{parsed.microsecond // 1000:03d}Z"
+    )
 
 
 def sorted_unique(values: Iterable[str]) -> list[str]:

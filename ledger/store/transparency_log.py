@@ -99,11 +99,14 @@ class LogWatch:
     """The newest head of the log a cache was filled under. Version numbers and tree sizes
     come back under other content when the database goes back (a backup restored, a
     failover to a standby that lacked the last commits), so whatever a process caches by
-    them asks this first, and is dropped when the log no longer holds what it had seen."""
+    them asks this first, and is dropped when the log no longer holds what it had seen.
+    ``generation`` counts the times it went back: a cache filled by a reader that started
+    before one must not keep what it read (another reader may have dropped it meanwhile)."""
 
     def __init__(self, tlog: TransparencyLog) -> None:
         self._tlog = tlog
         self.seen: LogHead = (0, None)
+        self.generation = 0
         self._lock = threading.Lock()
 
     def still_holds(self, session: StoreSession) -> bool:
@@ -113,6 +116,8 @@ class LogWatch:
         now = self._tlog.head(session)
         holds = self._tlog.extends(session, now, seen)
         with self._lock:
+            if not holds:
+                self.generation += 1
             # Threads may race: the larger head wins unless the log went back.
             if not holds or now[0] >= self.seen[0]:
                 self.seen = now

@@ -32,6 +32,10 @@ json_scalars = (
     | st.integers(min_value=-(2**70), max_value=2**70)
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=20)
+    # Times that match RFC 3339's pattern but leave years 1-9999 once in UTC, or are no day.
+    | st.sampled_from(
+        ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", "2026-02-30T00:00:00Z"]
+    )
 )
 json_values = st.recursive(
     json_scalars,

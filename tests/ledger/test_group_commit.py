@@ -4,10 +4,14 @@ nothing and duplicate nothing."""
 
 from __future__ import annotations
 
+import base64
 import copy
+import json
+import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -17,6 +21,7 @@ from domain.canonical import digest_of
 from domain.errors import DomainError
 from domain.statements import Role
 from ledger import admission
+from ledger.aggregates import Run
 from ledger.application import Ledger
 from ledger.audit import audit_ledger
 from ledger.errors import RevokedKeyError, WrongRoleError
@@ -26,10 +31,14 @@ from ledger.proofs.merkle import verify_inclusion
 from ledger.receipt import Receipt
 from ledger.signing.authoring import (
     attestation_envelope,
+    ingestion_envelope,
     key_registration_envelope,
     key_revocation_envelope,
+    lifecycle_envelope,
+    rerun_claim_envelope,
+    rerun_request_envelope,
 )
-from ledger.signing.dsse import UnknownKeyError
+from ledger.signing.dsse import UnknownKeyError, sign_envelope
 from ledger.signing.keys import SigningKey
 
 
@@ -147,6 +156,121 @@ def test_a_malformed_envelope_is_refused_alone_and_its_group_is_admitted(
     with pytest.raises(DomainError) as alone:
         world.ledger.append(bad)
     assert alone.value.code == refused.code
+
+
+_RFC3339 = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T")
+# Well-formed to the pattern, yet not a time: the offset takes it out of years 1-9999 (these
+# used to escape as OverflowError and fail the whole group, found by an attack review), or
+# the day or hour does not exist.
+_HOSTILE_TIMES = [
+    "0001-01-01T00:00:00+01:00",
+    "9999-12-31T23:59:59-01:00",
+    "0000-01-01T00:00:00Z",
+    "2026-02-30T00:00:00Z",
+    "2026-01-01T24:00:00Z",
+]
+
+
+def _every_statement(w: World, run: str) -> list[dict[str, Any]]:
+    """A statement of each type about the seed run (signed by anyone: the timestamps are
+    read before the signer is judged)."""
+    key, later = w.attester, w.clock.now + timedelta(hours=1)
+    device = {"product": "NVIDIA B200", "architecture": "sm_100", "gpuUuidHash": "a" * 64}
+    job = "00000000-0000-4000-8000-000000000000"
+    return [
+        ingestion_envelope(w.seed, w.ingester, now=w.clock.now),
+        attestation_envelope(run, SEED_NAME, key, type_="note", body="t", now=w.clock.now),
+        lifecycle_envelope(run, SEED_NAME, key, action="retract", reason="r", now=w.clock.now),
+        key_registration_envelope(key.public, [Role.ATTESTER], key, valid_until=later),
+        key_revocation_envelope(key.public, key, reason="r", now=w.clock.now),
+        rerun_request_envelope(
+            run,
+            SEED_NAME,
+            key,
+            artifact_digest=run,
+            workload_digest=run,
+            product="NVIDIA B200",
+            architecture="sm_100",
+            expires_at=later,
+            now=w.clock.now,
+        ),
+        rerun_claim_envelope(run, SEED_NAME, key, job_id=job, device=device | {"backend": "cuda"}),
+    ]
+
+
+def _times_in(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in _times_in(v, (*path, k))]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _times_in(v, (*path, i))]
+    return [path] if isinstance(value, str) and _RFC3339.match(value) else []
+
+
+def test_a_hostile_timestamp_anywhere_is_refused_alone(world: World) -> None:
+    """Every timestamp of seven statement types (issuedAt, validFrom, validUntil,
+    expiresAt), set to each time that matches the pattern but is not one: that envelope is
+    refused by name (4xx), its group admitted."""
+    run = ingest_seed(world)
+    now = world.clock.now
+    sent = 0
+    for honest in _every_statement(world, run):
+        statement = json.loads(base64.b64decode(honest["payload"]))
+        for path in _times_in(statement["predicate"]):
+            for hostile in _HOSTILE_TIMES:
+                edited = copy.deepcopy(statement)
+                target = edited["predicate"]
+                for step in path[:-1]:
+                    target = target[step]
+                target[path[-1]] = hostile
+                bad = sign_envelope(edited, world.attester)
+                notes = [
+                    attestation_envelope(
+                        run, SEED_NAME, world.attester, type_="note", body=f"{sent}{x}", now=now
+                    )
+                    for x in "ab"
+                ]
+                before = world.count()
+                first, refused, last = world.ledger.append_many([notes[0], bad, notes[1]])
+                where = (statement["predicateType"], path, hostile)
+                assert isinstance(first, Receipt) and isinstance(last, Receipt), where
+                assert isinstance(refused, DomainError), where
+                assert "could not judge" not in refused.message, (where, refused.message)
+                assert world.count() == before + 2
+                sent += 1
+    assert sent >= 8 * len(_HOSTILE_TIMES)  # every type's issuedAt, validFrom/Until, expiresAt
+
+
+def test_a_failure_of_ours_judging_one_envelope_is_its_refusal_alone(
+    world: World, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As reading, so judging: should a rule fail for one envelope in a way the ledger did
+    not foresee (a bug, not a refusal it names), after its command applied the event or
+    before, that envelope is refused saying so, nothing of it is stored, and its group is
+    admitted. A failure of the database still fails the group (its writers are told to
+    send again)."""
+    run = ingest_seed(world)
+    now = world.clock.now
+    notes = [
+        attestation_envelope(run, SEED_NAME, world.attester, type_="note", body=b, now=now)
+        for b in ("before", "unjudgeable", "after")
+    ]
+    original = Run.attest
+
+    def broken(self: Run, signed: Any) -> None:
+        original(self, signed)
+        if signed.envelope == notes[1]:
+            raise OverflowError("a bug of ours")
+
+    monkeypatch.setattr(Run, "attest", broken)
+    before = world.count()
+    first, refused, last = world.ledger.append_many(notes)
+    assert isinstance(first, Receipt) and isinstance(last, Receipt)
+    assert isinstance(refused, DomainError) and refused.code == "malformed-envelope"
+    assert "could not judge this envelope (OverflowError)" in refused.message
+    assert world.count() == before + 2
+    assert [h.event for h in run_history(world.ledger, run)].count("Run.Attested") == 2
+    logged = [r for r in caplog.records if r.name == "ledger.admission"]
+    assert any(r.exc_info is not None and "could not judge" in r.getMessage() for r in logged)
 
 
 def test_a_failure_of_ours_reading_one_envelope_is_its_refusal_alone(

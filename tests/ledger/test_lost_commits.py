@@ -7,6 +7,7 @@ SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from sqlalchemy import delete, func, select
@@ -151,5 +152,57 @@ def test_a_reader_does_not_judge_with_a_key_lost_with_its_commit(world: World) -
                 ("Run.Ingested", True),
                 ("Run.Attested", True),
             ], [h.to_json() for h in history if not h.ok]
+    finally:
+        reader.close()
+
+
+def test_a_reader_that_read_before_the_log_went_back_does_not_fill_the_cache(
+    world: World,
+) -> None:
+    """Reader threads race: one reads a key's state, the database goes back, another reader
+    notices and drops the cache; the first must not then put what it read into it, or the
+    lost roles would be reused for good (found by a review)."""
+    ingest_seed(world)
+    a, reader = world.ledger, world.open_ledger()
+    key = SigningKey.generate()
+    try:
+        before = _snapshot(a)
+        a.append(
+            key_registration_envelope(key.public, [Role.ADMIN], world.admin, now=world.clock.now)
+        )
+        a.append(
+            lifecycle_envelope(
+                SEED_RUN, SEED_NAME, key, action="supersede", reason="once", now=world.clock.now
+            )
+        )
+        real = reader.key_states
+        paused, resume = threading.Event(), threading.Event()
+
+        def key_states(key_ids: Any) -> Any:
+            found = real(key_ids)
+            if threading.current_thread().name == "first" and not paused.is_set():
+                paused.set()  # read before the database goes back, then descheduled
+                resume.wait(10)
+            return found
+
+        reader.key_states = key_states  # type: ignore[method-assign]
+        first = threading.Thread(target=lambda: run_history(reader, SEED_RUN), name="first")
+        first.start()
+        assert paused.wait(10)
+        _lose_since(a, before)
+        assert [h.event for h in run_history(reader, SEED_RUN)] == ["Run.Ingested"]
+        resume.set()
+        first.join()
+        world.clock.advance(seconds=1)
+        a.append(key_registration_envelope(key.public, [Role.ATTESTER], key, now=world.clock.now))
+        a.append(
+            attestation_envelope(
+                SEED_RUN, SEED_NAME, key, type_="note", body="after", now=world.clock.now
+            )
+        )
+        assert [(h.event, h.ok) for h in run_history(reader, SEED_RUN)] == [
+            ("Run.Ingested", True),
+            ("Run.Attested", True),
+        ]
     finally:
         reader.close()

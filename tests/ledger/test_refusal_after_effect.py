@@ -10,6 +10,7 @@ same script sent without the refused envelopes: the same answers, the same log.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -177,4 +178,43 @@ def test_a_refusal_after_the_effect_on_a_cached_run_leaves_it_as_stored(
     after = world.ledger.append(b)
     assert isinstance(after, Receipt) and not after.duplicate
     assert after.version == 3 + earlier
+    assert audit_ledger(world.ledger).verified
+
+
+def test_a_run_taken_back_while_another_writer_commits_to_it(world: World) -> None:
+    """The run is rebuilt as the group read it, not as stored now: another writer's commit
+    to it meanwhile makes the group's commit conflict and be admitted again, as any race
+    does (rebuilt from a fresh read, it failed the whole group; found by a review)."""
+    run = ingest_seed(world)
+    now = world.clock.now
+    a, b, c, d = (
+        attestation_envelope(run, SEED_NAME, world.attester, type_="note", body=x, now=now)
+        for x in "abcd"
+    )
+    other = world.open_ledger()  # another writer (another process, in production)
+    original = Run.trigger_event
+    refusals = [0]
+
+    def trigger_event(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        if kwargs.get("envelope") == b:
+            refusals[0] += 1
+            if refusals[0] == 1:  # the first time, as another writer commits to the run
+                writer = threading.Thread(target=lambda: other.append(c))
+                writer.start()
+                writer.join()
+            raise AfterEffectError("refused after the event was applied (injected)")
+
+    try:
+        Run.trigger_event = trigger_event  # type: ignore[method-assign]
+        first, refused, last = world.ledger.append_many([a, b, d])
+    finally:
+        Run.trigger_event = original  # type: ignore[method-assign]
+        other.close()
+    assert isinstance(first, Receipt) and isinstance(last, Receipt)
+    assert isinstance(refused, AfterEffectError)
+    assert refusals[0] >= 2  # admitted again after the conflict
+    history = run_history(world.ledger, run)
+    assert [h.event for h in history].count("Run.Attested") == 3  # c, a, d
+    assert all(h.ok for h in history)
     assert audit_ledger(world.ledger).verified
