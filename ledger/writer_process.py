@@ -39,6 +39,7 @@ from multiprocessing.connection import (
     deliver_challenge,
     wait,
 )
+from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -72,10 +73,13 @@ def _answer(result: Receipt | BaseException) -> tuple[bool, object]:
     )
 
 
-# A worker must send a whole request once it has begun one: the serving thread reads each
-# message to its end, and a worker stalled midway (a stopped process) for longer than this
-# is cut off, its waiting callers told to send again, rather than hold up every group.
+# A worker must send a whole request once it has begun one: a message whose first byte came
+# longer ago than this and that is still not whole (a stopped process, or one that trickles
+# its bytes) has its worker cut off, its waiting callers told to send again. The serving
+# thread never waits for the rest of a message meanwhile: it reads what has arrived.
 MESSAGE_TIMEOUT = 5.0
+# Bytes taken from a worker's socket per read.
+_CHUNK = 1 << 16
 # A handshake (each side's challenge) is bounded the same way: a peer that stops midway is
 # dropped, not waited for by every later connection.
 HANDSHAKE_TIMEOUT = 5.0
@@ -170,6 +174,73 @@ class _Listener:
         self._socket.close()
 
 
+class _BrokenFrameError(Exception):
+    """A worker sent what multiprocessing's framing cannot be: a negative length."""
+
+
+class _Inbox:
+    """A worker's requests as their bytes arrive, read without blocking and cut into whole
+    messages by ``multiprocessing.connection``'s framing (a 4-byte big-endian length, or -1
+    and an 8-byte one, then the pickle). ``Connection.recv`` would wait for the rest of a
+    message begun, and a worker that trickles one byte at a time would hold the serving
+    thread, and every group, for as long as it liked; here an unfinished message only has
+    a clock (``begun``), and its worker is cut off when that runs out."""
+
+    def __init__(self, connection: Connection) -> None:
+        # Its own descriptor of the socket: MSG_DONTWAIT per read leaves the socket blocking
+        # for the sender thread's writes.
+        self._socket = socket.socket(fileno=os.dup(connection.fileno()))
+        self._buffer = bytearray()
+        self.messages: list[object] = []
+        self.begun: float | None = None  # when the unfinished message's first byte came
+
+    def fill(self) -> bool:
+        """Read what has arrived and cut out the whole messages; False at the end of the
+        stream (what came whole before it stays in ``messages``)."""
+        while True:
+            try:
+                chunk = self._socket.recv(_CHUNK, socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                break
+            if not chunk:
+                self._cut()
+                return False
+            self._buffer += chunk
+            if len(chunk) < _CHUNK:
+                break
+        self._cut()
+        return True
+
+    def overdue(self, now: float) -> bool:
+        return self.begun is not None and now - self.begun > MESSAGE_TIMEOUT
+
+    def close(self) -> None:
+        self._socket.close()
+
+    def _cut(self) -> None:
+        buffer, taken = self._buffer, 0
+        while len(buffer) - taken >= 4:
+            (size,) = struct.unpack_from("!i", buffer, taken)
+            head = 4
+            if size == -1:
+                if len(buffer) - taken < 12:
+                    break
+                (size,) = struct.unpack_from("!Q", buffer, taken + 4)
+                head = 12
+            elif size < 0:
+                raise _BrokenFrameError(f"a frame of {size} bytes")
+            if len(buffer) - taken < head + size:
+                break
+            body = bytes(buffer[taken + head : taken + head + size])
+            self.messages.append(ForkingPickler.loads(body))
+            taken += head + size
+        if taken:
+            del buffer[:taken]
+            self.begun = None
+        if buffer and self.begun is None:
+            self.begun = time.monotonic()
+
+
 class _Worker:
     """One worker's connection: read by the serving thread, answered by a thread of its own,
     so a worker slow to read its answers holds up nobody else's group."""
@@ -177,6 +248,9 @@ class _Worker:
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
         _set_connection_timeouts(connection, MESSAGE_TIMEOUT, SEND_TIMEOUT)
+        self.inbox = _Inbox(connection)
+        # Read no more (closed, broken, overdue): dropped once what came whole is taken.
+        self.ended = False
         self._outbox: queue.SimpleQueue[list[tuple[int, bool, object]] | None] = queue.SimpleQueue()
         self._sender = threading.Thread(target=self._send, daemon=True)
         self._sender.start()
@@ -213,6 +287,19 @@ class _Worker:
                 shut_down(self.connection)
         with contextlib.suppress(OSError):
             self.connection.close()
+        with contextlib.suppress(OSError):
+            self.inbox.close()
+
+
+def _request(message: object) -> tuple[int, object] | None:
+    """A worker's message as a request: its number and its envelope (None: not one)."""
+    if not isinstance(message, tuple) or len(message) != 2:
+        return None
+    number, envelope = message
+    try:
+        return int(number), envelope
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 class _Serving:
@@ -266,7 +353,7 @@ class _Serving:
         refused, and its answer queued, before this returns (``close`` sends them)."""
         stopping = False
         while not stopping:
-            ready = wait([self.parent, self._wake_read, *self.workers])
+            ready = wait([self.parent, self._wake_read, *self.workers], self._wait_s())
             if self.parent in ready:
                 stopping = True  # "stop", or EOF: the parent died
             if self._wake_read in ready:
@@ -276,6 +363,17 @@ class _Serving:
                 self._commit(group)
             for worker in gone:  # after their last answers were queued
                 worker.close()
+
+    def _wait_s(self) -> float | None:
+        """How long the serving thread may wait for sockets: not at all while requests read
+        already wait for a group; else until the first unfinished message is overdue."""
+        inboxes = [worker.inbox for worker in self.workers.values()]
+        if any(inbox.messages for inbox in inboxes):
+            return 0.0
+        begun = [inbox.begun for inbox in inboxes if inbox.begun is not None]
+        if not begun:
+            return None
+        return max(0.0, min(begun) + MESSAGE_TIMEOUT - time.monotonic()) + 0.01
 
     def stop_accepting(self) -> None:
         """Before the listener closes: the accept thread ends rather than retry."""
@@ -314,24 +412,37 @@ class _Serving:
     def _read(
         self, ready: list[Connection]
     ) -> tuple[list[tuple[_Worker, int, object]], list[_Worker]]:
-        """The requests that have arrived on the ready connections, in arrival order per
-        connection, at most a group's share per connection this round; and the workers
-        dropped: one that closed (its worker went away), stalled midway through a message
-        or sent what is not a request. What a dropped worker sent before is committed or
-        refused, and answered, all the same."""
-        group: list[tuple[_Worker, int, object]] = []
-        gone: list[_Worker] = []
-        share = max(1, MAX_GROUP // max(1, len(ready)))
+        """The requests that have arrived whole, in arrival order per connection, at most a
+        group's share per connection this round (the rest wait for the next); and the
+        workers dropped: one that closed (its worker went away), left a message unfinished
+        for ``MESSAGE_TIMEOUT`` or sent what is not a request. What a dropped worker sent
+        whole before is committed or refused, and answered, all the same."""
         for connection in ready:
             worker = self.workers[connection]
+            if worker.ended:
+                continue
             try:
-                taken = 0
-                while taken < share and connection.poll(0):
-                    number, envelope = connection.recv()
-                    group.append((worker, int(number), envelope))
-                    taken += 1
-            except Exception:  # EOF, a reset or stalled socket, a bad message
-                del self.workers[connection]
+                worker.ended = not worker.inbox.fill()
+            except Exception:  # a reset socket, a broken frame, a pickle that does not load
+                worker.ended = True
+        now = time.monotonic()
+        for worker in self.workers.values():
+            worker.ended = worker.ended or worker.inbox.overdue(now)
+        waiting = [worker for worker in self.workers.values() if worker.inbox.messages]
+        share = max(1, MAX_GROUP // max(1, len(waiting)))
+        group: list[tuple[_Worker, int, object]] = []
+        gone: list[_Worker] = []
+        for worker in list(self.workers.values()):
+            inbox = worker.inbox
+            taken, inbox.messages = inbox.messages[:share], inbox.messages[share:]
+            for message in taken:
+                request = _request(message)
+                if request is None:  # not a numbered request: nothing after it is read
+                    worker.ended, inbox.messages = True, []
+                    break
+                group.append((worker, *request))
+            if worker.ended and not inbox.messages:
+                del self.workers[worker.connection]
                 gone.append(worker)
         return group, gone
 

@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Client, Connection
+from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 from typing import Any, cast
 
@@ -203,21 +204,95 @@ def test_what_a_worker_sent_before_garbage_is_answered_before_it_is_cut_off(
 def test_a_worker_stalled_midway_through_a_message_is_cut_off_not_waited_for(
     writer: tuple[WriterProcess, LedgerHome, str],
 ) -> None:
-    """A worker stopped halfway through sending a request would hold up every group while
-    the writer reads it to its end: after ``MESSAGE_TIMEOUT`` it is cut off instead."""
+    """A worker stopped halfway through sending a request holds up nobody (the writer reads
+    what has arrived, never waits for the rest), and after ``MESSAGE_TIMEOUT`` it is cut
+    off."""
     process, _, seed = writer
     good, alice = _registered(process)
     stalled = _raw(process)
     try:
         _stall_midway(stalled)
         started = time.monotonic()
-        receipt = good.submit(_note(seed, alice, "not held up for long")).result(timeout=60)
+        receipt = good.submit(_note(seed, alice, "not held up")).result(timeout=60)
         assert isinstance(receipt, Receipt)
-        assert time.monotonic() - started < MESSAGE_TIMEOUT + 10
+        assert time.monotonic() - started < MESSAGE_TIMEOUT / 2
         _assert_cut_off(stalled)
+        assert time.monotonic() - started < MESSAGE_TIMEOUT + 10
     finally:
         stalled.close()
         good.close()
+
+
+def test_a_worker_that_trickles_a_message_is_cut_off_and_holds_up_nobody(
+    writer: tuple[WriterProcess, LedgerHome, str],
+) -> None:
+    """A byte at a time, each sooner than a read's own time limit: the message as a whole
+    is late, so its worker is cut off all the same (an attack review had one such peer hold
+    every group for as long as it kept trickling); honest workers are answered meanwhile."""
+    process, _, seed = writer
+    good, alice = _registered(process)
+    trickling = _raw(process)
+    stop = threading.Event()
+
+    def trickle() -> None:
+        with socket.socket(fileno=os.dup(trickling.fileno())) as shared:
+            shared.sendall(struct.pack("!i", 1000))
+            while not stop.wait(0.2):
+                try:
+                    shared.sendall(b"\x00")
+                except OSError:  # cut off
+                    return
+
+    sender = threading.Thread(target=trickle, daemon=True)
+    sender.start()
+    try:
+        started = time.monotonic()
+        for n in range(3):
+            receipt = good.submit(_note(seed, alice, f"answered {n}")).result(timeout=60)
+            assert isinstance(receipt, Receipt)
+        assert time.monotonic() - started < MESSAGE_TIMEOUT / 2
+        _assert_cut_off(trickling)
+        assert time.monotonic() - started < MESSAGE_TIMEOUT + 10
+        after = good.submit(_note(seed, alice, "and after")).result(timeout=60)
+        assert isinstance(after, Receipt)
+    finally:
+        stop.set()
+        sender.join(5)
+        trickling.close()
+        good.close()
+
+
+def test_many_requests_in_one_read_are_each_answered(
+    writer: tuple[WriterProcess, LedgerHome, str],
+) -> None:
+    """Requests that arrive in one read (more than a group's share of them, split across
+    reads mid-message) are cut into whole messages and each answered once."""
+    process, _, seed = writer
+    remote, alice = _registered(process)
+    remote.close()
+    client = _raw(process)
+    try:
+        frames = b"".join(
+            struct.pack("!i", len(body)) + body
+            for body in (
+                ForkingPickler.dumps((n, _note(seed, alice, f"one of many {n}")))
+                for n in range(300)
+            )
+        )
+        with socket.socket(fileno=os.dup(client.fileno())) as shared:
+            cut = len(frames) // 3 + 7  # mid-message
+            shared.sendall(frames[:cut])
+            time.sleep(0.2)
+            shared.sendall(frames[cut:])
+        answered: dict[int, bool] = {}
+        while len(answered) < 300:
+            assert client.poll(60)
+            for number, ok, _ in client.recv():
+                assert number not in answered
+                answered[number] = ok
+        assert answered == dict.fromkeys(range(300), True)
+    finally:
+        client.close()
 
 
 def test_a_peer_stalled_in_its_handshake_holds_up_no_later_worker(
