@@ -8,6 +8,7 @@ import base64
 import copy
 import json
 import re
+import sqlite3
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -15,6 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from sqlalchemy.exc import OperationalError
 from test_admission import SEED_NAME, World, ingest_seed, world  # noqa: F401 - fixture
 
 from domain.canonical import digest_of
@@ -24,7 +26,7 @@ from ledger import admission
 from ledger.aggregates import Run
 from ledger.application import Ledger
 from ledger.audit import audit_ledger
-from ledger.errors import RevokedKeyError, WrongRoleError
+from ledger.errors import RevokedKeyError, WrongRoleError, store_error
 from ledger.group_commit import GroupCommitWriter
 from ledger.history import run_history
 from ledger.proofs.merkle import verify_inclusion
@@ -271,6 +273,25 @@ def test_a_failure_of_ours_judging_one_envelope_is_its_refusal_alone(
     assert [h.event for h in run_history(world.ledger, run)].count("Run.Attested") == 2
     logged = [r for r in caplog.records if r.name == "ledger.admission"]
     assert any(r.exc_info is not None and "could not judge" in r.getMessage() for r in logged)
+    # The database failing while one envelope is judged is not that envelope's doing: the
+    # group fails as a store failure, nothing is stored, and the run is judged afresh after.
+    lost = OperationalError("SELECT", {}, sqlite3.OperationalError("disk I/O error"))
+
+    def failing(self: Run, signed: Any) -> None:
+        original(self, signed)
+        raise lost
+
+    monkeypatch.setattr(Run, "attest", failing)
+    again = [
+        attestation_envelope(run, SEED_NAME, world.attester, type_="note", body=b, now=now)
+        for b in ("x", "y")
+    ]
+    with pytest.raises(Exception) as failed:
+        world.ledger.append_many(again)
+    assert store_error(failed.value) is not None  # answered as the store's failure (503)
+    assert world.count() == before + 2
+    monkeypatch.setattr(Run, "attest", original)
+    assert [r.version for r in world.ledger.append_many(again) if isinstance(r, Receipt)] == [4, 5]
 
 
 def test_a_failure_of_ours_reading_one_envelope_is_its_refusal_alone(

@@ -52,6 +52,19 @@ def _lose_since(ledger: Ledger, before: Snapshot) -> None:
             session.execute(delete(nodes).where((nodes.c.level == level) & (nodes.c.idx == index)))
 
 
+def _admin_that_superseded(w: World, key: SigningKey) -> Snapshot:
+    """``key`` registered as an admin and used once (the seed run superseded): the writer
+    holds it as an admin, at version 1. The database as it was before, to go back to."""
+    before = _snapshot(w.ledger)
+    w.ledger.append(key_registration_envelope(key.public, [Role.ADMIN], w.admin, now=w.clock.now))
+    w.ledger.append(
+        lifecycle_envelope(
+            SEED_RUN, SEED_NAME, key, action="supersede", reason="once", now=w.clock.now
+        )
+    )
+    return before
+
+
 def _note(w: World, body: str) -> dict[str, Any]:
     return attestation_envelope(
         SEED_RUN, SEED_NAME, w.attester, type_="note", body=body, now=w.clock.now
@@ -87,15 +100,7 @@ def test_a_key_lost_with_its_commit_does_not_sign_with_its_old_role(world: World
     a, b = world.ledger, world.open_ledger()
     key = SigningKey.generate()
     try:
-        before = _snapshot(a)
-        a.append(
-            key_registration_envelope(key.public, [Role.ADMIN], world.admin, now=world.clock.now)
-        )
-        a.append(
-            lifecycle_envelope(
-                SEED_RUN, SEED_NAME, key, action="supersede", reason="once", now=world.clock.now
-            )
-        )  # the writer now holds the key as an admin, at version 1
+        before = _admin_that_superseded(world, key)
         _lose_since(a, before)
         world.clock.advance(seconds=1)
         # Its holder registers it again, as an attester: version 1 once more.
@@ -124,15 +129,7 @@ def test_a_reader_does_not_judge_with_a_key_lost_with_its_commit(world: World) -
     a, reader = world.ledger, world.open_ledger()
     key = SigningKey.generate()
     try:
-        before = _snapshot(a)
-        a.append(
-            key_registration_envelope(key.public, [Role.ADMIN], world.admin, now=world.clock.now)
-        )
-        a.append(
-            lifecycle_envelope(
-                SEED_RUN, SEED_NAME, key, action="supersede", reason="once", now=world.clock.now
-            )
-        )
+        before = _admin_that_superseded(world, key)
         # The reader verifies the supersession: it holds the key as an admin, at version 1.
         assert [(h.event, h.ok) for h in run_history(reader, SEED_RUN)][-1] == (
             "Run.Superseded",
@@ -166,15 +163,7 @@ def test_a_reader_that_read_before_the_log_went_back_does_not_fill_the_cache(
     a, reader = world.ledger, world.open_ledger()
     key = SigningKey.generate()
     try:
-        before = _snapshot(a)
-        a.append(
-            key_registration_envelope(key.public, [Role.ADMIN], world.admin, now=world.clock.now)
-        )
-        a.append(
-            lifecycle_envelope(
-                SEED_RUN, SEED_NAME, key, action="supersede", reason="once", now=world.clock.now
-            )
-        )
+        before = _admin_that_superseded(world, key)
         real = reader.key_states
         paused, resume = threading.Event(), threading.Event()
 
