@@ -242,6 +242,14 @@ def test_a_hostile_timestamp_anywhere_is_refused_alone(world: World) -> None:
     assert sent >= 8 * len(_HOSTILE_TIMES)  # every type's issuedAt, validFrom/Until, expiresAt
 
 
+def _notes(w: World, run: str, *bodies: str) -> list[dict[str, Any]]:
+    """The attester's notes on ``run``, one per body."""
+    return [
+        attestation_envelope(run, SEED_NAME, w.attester, type_="note", body=b, now=w.clock.now)
+        for b in bodies
+    ]
+
+
 def test_a_failure_of_ours_judging_one_envelope_is_its_refusal_alone(
     world: World, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -251,11 +259,7 @@ def test_a_failure_of_ours_judging_one_envelope_is_its_refusal_alone(
     admitted. A failure of the database still fails the group (its writers are told to
     send again)."""
     run = ingest_seed(world)
-    now = world.clock.now
-    notes = [
-        attestation_envelope(run, SEED_NAME, world.attester, type_="note", body=b, now=now)
-        for b in ("before", "unjudgeable", "after")
-    ]
+    notes = _notes(world, run, "before", "unjudgeable", "after")
     original = Run.attest
 
     def broken(self: Run, signed: Any) -> None:
@@ -282,10 +286,7 @@ def test_a_failure_of_ours_judging_one_envelope_is_its_refusal_alone(
         raise lost
 
     monkeypatch.setattr(Run, "attest", failing)
-    again = [
-        attestation_envelope(run, SEED_NAME, world.attester, type_="note", body=b, now=now)
-        for b in ("x", "y")
-    ]
+    again = _notes(world, run, "x", "y")
     with pytest.raises(Exception) as failed:
         world.ledger.append_many(again)
     assert store_error(failed.value) is not None  # answered as the store's failure (503)
@@ -301,11 +302,7 @@ def test_a_failure_of_ours_reading_one_envelope_is_its_refusal_alone(
     ledger did not foresee (a bug: not a refusal it names), that envelope is refused, saying
     so, and the rest of its group is admitted."""
     run = ingest_seed(world)
-    now = world.clock.now
-    notes = [
-        attestation_envelope(run, SEED_NAME, world.attester, type_="note", body=b, now=now)
-        for b in ("before", "unreadable", "after")
-    ]
+    notes = _notes(world, run, "before", "unreadable", "after")
     reader = admission.parse_envelope
 
     def broken(raw: object) -> Any:
