@@ -73,7 +73,7 @@ from ledger.errors import (
     SubjectMismatchError,
     UnknownKeyError,
     UnknownRunError,
-    store_error,
+    is_store_failure,
 )
 from ledger.receipt import Receipt
 from ledger.signing import dsse
@@ -212,12 +212,14 @@ class Admission:
                     out.results.append(exc)
                     continue
                 except Exception as exc:
-                    if isinstance(exc, MemoryError) or store_error(exc) is not None:
+                    if isinstance(exc, MemoryError) or is_store_failure(exc):
                         raise  # the database's failure, or ours: not this envelope's
                     # Judging what someone sent failed in a way no rule names: that
                     # envelope's refusal alone (nothing sent into a group may make the
                     # others fail with it), and a bug, logged for whoever runs the ledger.
-                    self._undo(group.fetched, out)
+                    # Where it failed is unknown (inside an event's apply, say), so every
+                    # aggregate the envelope looked up is taken for changed.
+                    self._undo(group.fetched, out, unknown=True)
                     _log.exception("could not judge an envelope; it is refused, its group goes on")
                     out.results.append(
                         EnvelopeError(
@@ -235,18 +237,22 @@ class Admission:
             out.signers = {p: v for p, v in group.signers.items() if p not in out.touched}
         except BaseException:
             self._runs.forget(out.touched)
+            self._runs.forget({a.id: a for a in group.fetched or ()})
             raise
         finally:
             group.end()
         return out
 
-    def _undo(self, fetched: list[Aggregate], out: AdmittedGroup) -> None:
+    def _undo(self, fetched: list[Aggregate], out: AdmittedGroup, *, unknown: bool = False) -> None:
         """An envelope was refused: whatever its command did to the aggregates it looked up
         is taken back. A rule that refuses after its command has applied the event (a check
         placed after the effect) must not leave that event to be stored with the next
-        envelope about the aggregate, nor its state to be seen by the group's later checks."""
+        envelope about the aggregate, nor its state to be seen by the group's later checks.
+        A named refusal changed an aggregate only if it left an event pending; an unforeseen
+        failure (``unknown``) may have changed one without (an event's apply that raised
+        half-way), so every aggregate looked up is taken for changed."""
         for aggregate in fetched:
-            if not aggregate.pending_events:  # untouched: the refusal came before any effect
+            if not (unknown or aggregate.pending_events):  # refused before any effect
                 continue
             aggregate.collect_events()  # the refused envelope's events: dropped
             self._runs.forget({aggregate.id: aggregate})  # its state is not the stored one
@@ -260,10 +266,11 @@ class Admission:
                     again = event.mutate(again)
                 assert again is not None
                 out.touched[aggregate.id] = again
-            _log.error(
-                "a refusal came after %s's command had applied its event; it was taken back",
-                aggregate.id,
-            )
+            if not unknown:
+                _log.error(
+                    "a refusal came after %s's command had applied its event; it was taken back",
+                    aggregate.id,
+                )
 
     @timed(Stage.KEYS)
     def _read_versions(self, group: GroupState, parsed: list[tuple[Envelope, Statement]]) -> None:

@@ -63,9 +63,11 @@ class SignedEvent(Aggregate.Event):
     signer: str
 
     def apply(self, aggregate: Aggregate) -> None:
+        # The envelope is indexed once the event has applied: an apply that fails leaves
+        # no entry to answer a later resubmission as a duplicate of an event never stored.
+        self.apply_to(aggregate)
         envelopes: dict[str, int] = aggregate.envelopes  # type: ignore[attr-defined]
         envelopes[stored_signed_digest(self.envelope)] = self.originator_version
-        self.apply_to(aggregate)
 
     def apply_to(self, aggregate: Any) -> None:
         """What the event changes beyond the envelope index."""

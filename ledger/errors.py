@@ -160,14 +160,21 @@ def _disconnected(chain: list[BaseException]) -> bool:
     return any(getattr(exc, "connection_invalidated", False) for exc in chain)
 
 
+def is_store_failure(exc: BaseException) -> bool:
+    """Whether the database (or its driver, or eventsourcing's layer over it) failed
+    somewhere in what ``exc`` wraps: an outage ``store_error`` names, or one it does not
+    (a damaged file, a missing table, an aborted transaction)."""
+    return any(_is_store_failure(e) for e in _chain(exc))
+
+
 def store_error(exc: BaseException) -> StoreError | None:
     """The refusal a database failure means to a client (None: ``exc`` is not one).
 
     The message says what happened and that nothing was stored; the driver's own text (SQL,
     parameters) stays in the server's log."""
-    chain = _chain(exc)
-    if not any(_is_store_failure(e) for e in chain):
+    if not is_store_failure(exc):
         return None
+    chain = _chain(exc)
     sqlite, state = _sqlite_code(chain), _sqlstate(chain)
     if sqlite == _SQLITE_FULL or state in _PG_FULL:
         return StoreFullError(f"the database is full: the write was refused and {_NOTHING_STORED}")

@@ -358,11 +358,22 @@ class _Serving:
                 stopping = True  # "stop", or EOF: the parent died
             if self._wake_read in ready:
                 self._take_accepted()
-            group, gone = self._read([c for c in self.workers if c in ready])
-            if group:
-                self._commit(group)
-            for worker in gone:  # after their last answers were queued
-                worker.close()
+            self._settle(*self._read([c for c in self.workers if c in ready]))
+        # Requests read whole but beyond a round's share: committed too, as promised.
+        while any(worker.inbox.messages for worker in self.workers.values()):
+            self._settle(*self._read([]))
+
+    def _settle(self, group: list[tuple[_Worker, int, object]], gone: list[_Worker]) -> None:
+        if group:
+            started = time.monotonic()
+            self._commit(group)
+            # No worker was read meanwhile: the commit's time is not a worker's delay.
+            spent = time.monotonic() - started
+            for worker in self.workers.values():
+                if worker.inbox.begun is not None:
+                    worker.inbox.begun += spent
+        for worker in gone:  # after their last answers were queued
+            worker.close()
 
     def _wait_s(self) -> float | None:
         """How long the serving thread may wait for sockets: not at all while requests read

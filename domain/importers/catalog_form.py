@@ -57,9 +57,8 @@ def utc_millis(value: object, where: str) -> str:
     except (ValueError, OverflowError):  # OverflowError: an offset that leaves years 1-9999
         raise MappingError(f"{where}: {raw!r} is not an ISO 8601 time") from None
     # The year padded to four digits, as toISOString writes it (strftime does not, below 1000).
-    return f"{parsed.year:04d}" + parsed.strftime("-%m-%dT%H:%M:%S.") + (
-        f"{parsed.microsecond // 1000:03d}Z"
-    )
+    millis = parsed.microsecond // 1000
+    return f"{parsed.year:04d}{parsed.strftime('-%m-%dT%H:%M:%S')}.{millis:03d}Z"
 
 
 def sorted_unique(values: Iterable[str]) -> list[str]:

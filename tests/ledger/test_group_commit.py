@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DatabaseError, OperationalError
 from test_admission import SEED_NAME, World, ingest_seed, world  # noqa: F401 - fixture
 
 from domain.canonical import digest_of
@@ -26,7 +26,7 @@ from ledger import admission
 from ledger.aggregates import Run
 from ledger.application import Ledger
 from ledger.audit import audit_ledger
-from ledger.errors import RevokedKeyError, WrongRoleError, store_error
+from ledger.errors import RevokedKeyError, WrongRoleError, is_store_failure
 from ledger.group_commit import GroupCommitWriter
 from ledger.history import run_history
 from ledger.proofs.merkle import verify_inclusion
@@ -279,20 +279,25 @@ def test_a_failure_of_ours_judging_one_envelope_is_its_refusal_alone(
     assert any(r.exc_info is not None and "could not judge" in r.getMessage() for r in logged)
     # The database failing while one envelope is judged is not that envelope's doing: the
     # group fails as a store failure, nothing is stored, and the run is judged afresh after.
-    lost = OperationalError("SELECT", {}, sqlite3.OperationalError("disk I/O error"))
+    # An outage the ledger names (503, send again), and a damaged file it does not name
+    # (told as "malformed envelope", the client would not send again; found by a review).
+    for lost in (
+        OperationalError("SELECT", {}, sqlite3.OperationalError("disk I/O error")),
+        DatabaseError("SELECT", {}, sqlite3.DatabaseError("database disk image is malformed")),
+    ):
 
-    def failing(self: Run, signed: Any) -> None:
-        original(self, signed)
-        raise lost
+        def failing(self: Run, signed: Any, lost: Exception = lost) -> None:
+            original(self, signed)
+            raise lost
 
-    monkeypatch.setattr(Run, "attest", failing)
-    again = _notes(world, run, "x", "y")
-    with pytest.raises(Exception) as failed:
-        world.ledger.append_many(again)
-    assert store_error(failed.value) is not None  # answered as the store's failure (503)
-    assert world.count() == before + 2
+        monkeypatch.setattr(Run, "attest", failing)
+        with pytest.raises(Exception) as failed:
+            world.ledger.append_many(_notes(world, run, "x", "y"))
+        assert is_store_failure(failed.value), failed.value
+        assert world.count() == before + 2
     monkeypatch.setattr(Run, "attest", original)
-    assert [r.version for r in world.ledger.append_many(again) if isinstance(r, Receipt)] == [4, 5]
+    stored = world.ledger.append_many(_notes(world, run, "x", "y"))
+    assert [r.version for r in stored if isinstance(r, Receipt)] == [4, 5]
 
 
 def test_a_failure_of_ours_reading_one_envelope_is_its_refusal_alone(

@@ -218,3 +218,35 @@ def test_a_run_taken_back_while_another_writer_commits_to_it(world: World) -> No
     assert [h.event for h in history].count("Run.Attested") == 3  # c, a, d
     assert all(h.ok for h in history)
     assert audit_ledger(world.ledger).verified
+
+
+def test_an_event_whose_apply_fails_leaves_no_trace(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug inside an event's apply (it raised half-way, no event pending): the envelope
+    is refused, and sent again later it is stored, not answered with another event's
+    receipt as a duplicate (found by a review: the envelope index was written first)."""
+    run = ingest_seed(world)
+    now = world.clock.now
+    x, y, warm = (
+        attestation_envelope(run, SEED_NAME, world.attester, type_="note", body=b, now=now)
+        for b in ("x", "y", "warm")
+    )
+    assert isinstance(world.ledger.append(warm), Receipt)  # the run is the writer's cached one
+    original = Run.Attested.apply_to
+    failures = [1]
+
+    def apply_to(self: Any, aggregate: Any) -> None:
+        if failures and self.envelope == x:
+            failures.pop()
+            raise RuntimeError("a bug of ours, half-way through an apply")
+        original(self, aggregate)
+
+    monkeypatch.setattr(Run.Attested, "apply_to", apply_to)
+    (refused,) = world.ledger.append_many([x])
+    assert isinstance(refused, DomainError) and "could not judge" in refused.message
+    other = world.ledger.append(y)
+    again = world.ledger.append(x)
+    assert not again.duplicate and again.position == other.position + 1
+    assert again.version == other.version + 1
+    assert audit_ledger(world.ledger).verified

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from multiprocessing.connection import Client, Connection
+from multiprocessing.connection import Client, Connection, Pipe
 from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 from typing import Any, cast
@@ -29,6 +29,7 @@ from live_server import free_port, wait_for_health
 
 from api.demo import build_demo
 from domain.statements import Role
+from ledger import writer_process
 from ledger.group_commit import WriterClosedError
 from ledger.home import LedgerHome
 from ledger.proofs.merkle import verify_inclusion
@@ -581,3 +582,59 @@ def test_the_writer_ends_when_the_process_that_started_it_is_killed(tmp_path: Pa
     while _alive(writer_pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive(writer_pid), "the writer outlived the process that started it"
+
+
+def test_the_writers_own_commit_time_does_not_count_against_a_workers_message(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A large request half-read when a slow group commit begins is not late for it: the
+    writer read nothing meanwhile (found by a review: the commit's time cut off an honest
+    worker whose message was more than a socket buffer)."""
+    monkeypatch.setattr(writer_process, "MESSAGE_TIMEOUT", 1.0)
+    commits: list[int] = []
+
+    def slow_commit(ledger: Any, envelopes: list[object]) -> list[object]:
+        commits.append(len(envelopes))
+        if len(commits) == 1:
+            time.sleep(1.5)  # a lock wait, say: longer than a message may take
+        return [UnknownKeyError("judged") for _ in envelopes]
+
+    monkeypatch.setattr(writer_process, "commit_group", slow_commit)
+
+    class NoListener:
+        def accept(self) -> Connection:
+            time.sleep(3600)
+            raise OSError
+
+    parent, parent_end = Pipe()
+    serving = _Serving(cast(Any, None), cast(Any, NoListener()), parent_end)
+    small, small_end = Pipe()
+    large, large_end = Pipe()
+    for end in (small_end, large_end):
+        serving.workers[end] = writer_process._Worker(end)
+    thread = threading.Thread(target=serving.serve, daemon=True)
+    thread.start()
+    body = bytes(ForkingPickler.dumps((1, "x" * 1_500_000)))
+    frame = struct.pack("!i", len(body)) + body
+
+    def send_large() -> None:
+        with socket.socket(fileno=os.dup(large.fileno())) as shared:
+            shared.sendall(frame[:100_000])
+            time.sleep(0.3)
+            with contextlib.suppress(OSError):
+                shared.sendall(frame[100_000:])
+
+    sender = threading.Thread(target=send_large)
+    try:
+        sender.start()
+        time.sleep(0.1)
+        small.send((0, "small"))
+        assert small.poll(30)
+        assert large.poll(30)
+        ((number, ok, _),) = large.recv()  # answered, not cut off (EOFError)
+        assert (number, ok) == (1, False)
+    finally:
+        sender.join(10)
+        parent.send("stop")
+        thread.join(10)
+        serving.close()
