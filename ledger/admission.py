@@ -73,11 +73,12 @@ from ledger.errors import (
     SubjectMismatchError,
     UnknownKeyError,
     UnknownRunError,
+    UnprocessableEnvelopeError,
     is_store_failure,
 )
 from ledger.receipt import Receipt
 from ledger.signing import dsse
-from ledger.signing.dsse import Envelope, EnvelopeError, SignatureError
+from ledger.signing.dsse import Envelope, SignatureError
 from ledger.signing.trust import TrustRoot
 from ledger.store.event_store import EventStore
 from ledger.store.stored_events import StoredRecord, stored_records, stored_versions
@@ -170,9 +171,7 @@ class Admission:
                 # alone: nothing sent into a group may make the others fail with it. It is
                 # a bug all the same: logged, with its traceback, for whoever runs the ledger.
                 _log.exception("could not read an envelope; it is refused, its group goes on")
-                parsed.append(
-                    EnvelopeError(f"the ledger could not read this envelope ({type(exc).__name__})")
-                )
+                parsed.append(_unprocessable("read", exc))
         # Every read of the group (versions, runs, keys) in one transaction: each costs a
         # session of its own otherwise.
         with self.store.transaction(commit=False):
@@ -221,11 +220,7 @@ class Admission:
                     # aggregate the envelope looked up is taken for changed.
                     self._undo(group.fetched, out, unknown=True)
                     _log.exception("could not judge an envelope; it is refused, its group goes on")
-                    out.results.append(
-                        EnvelopeError(
-                            f"the ledger could not judge this envelope ({type(exc).__name__})"
-                        )
-                    )
+                    out.results.append(_unprocessable("judge", exc))
                     continue
                 if isinstance(outcome, Receipt):
                     out.results.append(outcome)
@@ -627,6 +622,13 @@ class Admission:
         if not records:
             raise NotFoundError(f"no stored event {aggregate_id} v{version}")
         return records[0]
+
+
+def _unprocessable(step: str, exc: Exception) -> UnprocessableEnvelopeError:
+    return UnprocessableEnvelopeError(
+        f"the ledger could not {step} this envelope ({type(exc).__name__}); it is not stored. "
+        "This is the ledger's failure, logged for its operator, not a verdict on the envelope"
+    )
 
 
 def _signed(envelope: Envelope, now: datetime, signer: str) -> Signed:

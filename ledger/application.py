@@ -255,7 +255,7 @@ class Ledger(Application[UUID]):
                 self.admission.abandoned(group)  # admitted against state never stored
             raise
         self.tlog.committed(sequenced)  # only now: the transaction that made it committed
-        self._watch.seen = sequenced.head
+        self._watch.committed(sequenced.head)
         self.admission.stored(group)
         return group.results, committed
 

@@ -91,6 +91,15 @@ class CorruptRecordError(DomainError):
     status = 500
 
 
+class UnprocessableEnvelopeError(DomainError):
+    """Reading or judging one envelope failed in a way no rule names: a bug of the
+    ledger's, logged with its traceback. The envelope is refused and nothing of it stored;
+    the rest of its group is not affected. Not "malformed": the envelope may be sound."""
+
+    code = "unprocessable-envelope"
+    status = 422
+
+
 class StoreError(DomainError):
     """The database failed or refused a request. A write refused this way stored nothing:
     its transaction rolled back whole (events and their log leaves commit together)."""

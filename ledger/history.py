@@ -143,14 +143,15 @@ class KeyStateCache:
             mine = self._by_ledger.get(ledger)
             if mine is None:
                 mine = self._by_ledger[ledger] = _ReaderKeys(LogWatch(ledger.tlog))
-        # The head and the versions in one transaction: the versions are the log's as it
-        # held what was seen (or, gone back, they are read after the drop).
+        # The head, then the versions, in one transaction: one snapshot where the database
+        # gives one (else a database that goes back between the two reads is noticed, and
+        # this call's states dropped, on the next call).
         with ledger.store.transaction(commit=False) as session:
             mine.watch.still_holds(session)
             generation = mine.watch.generation
             versions = ledger.stored_versions({principal_id(k) for k in key_ids})
         with self._lock:
-            if mine.generation != generation:
+            if generation > mine.generation:
                 mine.states.clear()
                 mine.generation = generation
             found = {

@@ -11,10 +11,11 @@ groups (``group_commit.commit_group``), so each caller gets exactly what that wr
 it: the receipt (inclusion proof included, once the group is committed and sequenced) or
 the refusal, as the same exception.
 
-The writer process ends when it is asked to (``WriterProcess.stop``: every envelope it has
-read is committed or refused, and answered, first; one still unread in a socket is refused
-to its worker as not taken, to send again) or when the process that started it is gone (its
-end of a pipe closes), so a server killed outright leaves no writer behind.
+The writer process ends when it is asked to (``WriterProcess.stop``: every request it has
+received whole is committed or refused, and answered, first; then it closes each worker's
+connection, and the worker refuses whatever it had sent that was not answered as not taken,
+to send again: ``WriterClosedError``) or when the process that started it is gone (its end
+of a pipe closes), so a server killed outright leaves no writer behind.
 """
 
 from __future__ import annotations
@@ -253,7 +254,11 @@ class _Worker:
         self.ended = False
         self._outbox: queue.SimpleQueue[list[tuple[int, bool, object]] | None] = queue.SimpleQueue()
         self._sender = threading.Thread(target=self._send, daemon=True)
-        self._sender.start()
+        try:
+            self._sender.start()
+        except BaseException:  # no thread to spare: the inbox's descriptor goes too
+            self.inbox.close()
+            raise
 
     def answer(self, batch: list[tuple[int, bool, object]]) -> None:
         self._outbox.put(batch)
@@ -349,8 +354,8 @@ class _Serving:
                 os.write(self._wake_write, b"\0")
 
     def serve(self) -> None:
-        """Until the parent says stop, or is gone: every envelope read is committed or
-        refused, and its answer queued, before this returns (``close`` sends them)."""
+        """Until the parent says stop, or is gone: every request received whole is committed
+        or refused, and its answer queued, before this returns (``close`` sends them)."""
         stopping = False
         while not stopping:
             ready = wait([self.parent, self._wake_read, *self.workers], self._wait_s())

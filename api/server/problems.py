@@ -61,6 +61,7 @@ TITLES: dict[str, str] = {
     "malformed-document": "The body is not well-formed JSON",
     "malformed-envelope": "The body is not a well-formed DSSE envelope",
     "malformed-request": "The request is malformed",
+    "unprocessable-envelope": "The ledger could not process this envelope",
     "too-large": "The request is too large",
     "rate-limited": "Too many requests",
     "not-found": "Not found",

@@ -17,6 +17,7 @@ from domain.importers.fields import MappingError, text
 from domain.importers.records import Artifact, ImportRecord
 from domain.manifests.kinds import API_VERSION
 from domain.manifests.manifest_set import check_manifest_set
+from domain.timestamps import format_time
 
 _MEDIA_TYPES: Final[Mapping[str, str]] = {
     ".py": "text/x-python",
@@ -56,9 +57,7 @@ def utc_millis(value: object, where: str) -> str:
         parsed = parsed.astimezone(UTC)
     except (ValueError, OverflowError):  # OverflowError: an offset that leaves years 1-9999
         raise MappingError(f"{where}: {raw!r} is not an ISO 8601 time") from None
-    # The year padded to four digits, as toISOString writes it (strftime does not, below 1000).
-    millis = parsed.microsecond // 1000
-    return f"{parsed.year:04d}{parsed.strftime('-%m-%dT%H:%M:%S')}.{millis:03d}Z"
+    return format_time(parsed)  # toISOString's form: four-digit year, milliseconds, Z
 
 
 def sorted_unique(values: Iterable[str]) -> list[str]:

@@ -123,6 +123,11 @@ class LogWatch:
                 self.seen = now
         return holds
 
+    def committed(self, head: LogHead) -> None:
+        """This process committed the log up to ``head``: it is the newest seen."""
+        with self._lock:
+            self.seen = head
+
 
 class LogIntegrityError(DomainError):
     """The stored log disagrees with itself; the ledger stops rather than sign over it."""

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 from test_admission import SEED_NAME, World, ingest_seed, world  # noqa: F401 - fixture
@@ -105,6 +105,7 @@ def test_a_refusal_after_the_effect_changes_nothing(
         refused = frozenset(
             i for i, o in enumerate(outcomes) if o.endswith(":refused-after-effect")
         )
+        assume(refused)  # an example where no injected refusal fired proves nothing
         reference = fresh(template, tmp_path, next(_counter))
         try:
             expected = play(reference, script, groups, skip=refused)
@@ -220,12 +221,15 @@ def test_a_run_taken_back_while_another_writer_commits_to_it(world: World) -> No
     assert audit_ledger(world.ledger).verified
 
 
+@pytest.mark.parametrize("failure", [RuntimeError, AfterEffectError], ids=["a-bug", "a-refusal"])
 def test_an_event_whose_apply_fails_leaves_no_trace(
-    world: World, monkeypatch: pytest.MonkeyPatch
+    world: World, monkeypatch: pytest.MonkeyPatch, failure: type[Exception]
 ) -> None:
-    """A bug inside an event's apply (it raised half-way, no event pending): the envelope
-    is refused, and sent again later it is stored, not answered with another event's
-    receipt as a duplicate (found by a review: the envelope index was written first)."""
+    """An event's apply that raises (no event pending; a bug, or a refusal misplaced into
+    it): the envelope is refused, and sent again later it is stored, not answered with
+    another event's receipt as a duplicate (found by a review: the envelope index was
+    written before the apply). A refusal raised half-way through an apply, after it changed
+    the run, is not covered: no apply refuses, and every apply is one assignment."""
     run = ingest_seed(world)
     now = world.clock.now
     x, y, warm = (
@@ -239,12 +243,12 @@ def test_an_event_whose_apply_fails_leaves_no_trace(
     def apply_to(self: Any, aggregate: Any) -> None:
         if failures and self.envelope == x:
             failures.pop()
-            raise RuntimeError("a bug of ours, half-way through an apply")
+            raise failure("raised by the apply")
         original(self, aggregate)
 
     monkeypatch.setattr(Run.Attested, "apply_to", apply_to)
     (refused,) = world.ledger.append_many([x])
-    assert isinstance(refused, DomainError) and "could not judge" in refused.message
+    assert isinstance(refused, DomainError)
     other = world.ledger.append(y)
     again = world.ledger.append(x)
     assert not again.duplicate and again.position == other.position + 1

@@ -21,6 +21,7 @@ from api.demo import seed_manifests
 from api.server.config import ServerConfig
 from domain.statements import Role
 from domain.timestamps import utc_now
+from ledger.aggregates import Run
 from ledger.home import LedgerHome
 from ledger.proofs.log_entries import LogEntry
 from ledger.proofs.merkle import verify_inclusion
@@ -132,6 +133,13 @@ def test_refused_writes_answer_problems_and_append_nothing(served: Served) -> No
 
     unknown_run = attestation_envelope(other, "ghost", alice, type_="note", body="x")
     problem_of(c.post(f"/v1/runs/{other}/attestations", json=unknown_run), 404, "unknown-run")
+
+    # A time that matches RFC 3339's pattern but leaves years 1-9999 in UTC: refused by
+    # name, not a 5xx (it used to escape as OverflowError and fail the writer's group).
+    payload = json.loads(base64.b64decode(good["payload"]))
+    payload["predicate"]["issuedAt"] = "0001-01-01T00:00:00+01:00"
+    problem = problem_of(c.post(url, json=alice_signed(alice, payload)), 422, "schema-violation")
+    assert "is not a valid date-time" in problem["detail"]
 
     body = json.dumps(good)
     duplicated_key = body[:-1] + ', "payloadType": "application/vnd.in-toto+json"}'
@@ -326,3 +334,24 @@ def test_an_ingester_attaches_a_workload_over_http_and_nothing_else_does(served:
     # On the attestation endpoint it is refused: each endpoint takes its own statement.
     again = attachment_envelope(bare, name, {"workload": workload}, home.key("ingester"))
     problem_of(c.post(f"/v1/runs/{bare}/attestations", json=again), 422, "wrong-endpoint")
+
+
+def test_the_ledgers_own_failure_judging_an_envelope_answers_422_and_stores_nothing(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not a verdict on the envelope (it is not "malformed"), not a 500 from what a client
+    sent: 422 unprocessable-envelope, the envelope not stored, and the ledger's traceback in
+    its log."""
+    alice = SigningKey.generate()
+    register_attester(served, alice)
+    before = tree_size(served)
+
+    def broken(self: Any, signed: Any) -> None:
+        raise ZeroDivisionError("a bug of ours")
+
+    monkeypatch.setattr(Run, "attest", broken)
+    envelope = attestation_envelope(SEED, SEED_NAME, alice, type_="note", body="x")
+    reply = served.client.post(f"/v1/runs/{SEED}/attestations", json=envelope)
+    problem = problem_of(reply, 422, "unprocessable-envelope")
+    assert "could not judge this envelope (ZeroDivisionError)" in problem["detail"]
+    assert tree_size(served) == before

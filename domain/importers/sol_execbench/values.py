@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 from domain.importers.names import MAX_NAME, slug
 from domain.importers.sol_execbench.fields import SolFormatError, json_type
+from domain.timestamps import format_time
 
 _TIMESTAMP = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?"
@@ -59,4 +60,4 @@ def to_utc_instant(value: object, where: str) -> str:
         ).astimezone(UTC)
     except (ValueError, OverflowError):
         raise SolFormatError(f"{where}: {value!r} is not a valid date-time") from None
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    return format_time(moment)
