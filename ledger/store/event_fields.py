@@ -28,6 +28,8 @@ import msgspec
 from eventsourcing.persistence import JSONTranscoder, Mapper
 from eventsourcing.utils import resolve_topic
 
+from domain.documents import parse_admitted_json
+
 __all__ = ["EventFieldReader", "EventFields", "statement_of_payload"]
 
 
@@ -86,7 +88,7 @@ class EventFields(NamedTuple):
 def statement_of_payload(payload: bytes) -> dict[str, Any]:
     """The statement a stored envelope's payload holds, read as
     ``ledger.signing.dsse.stored_statement`` reads it once the base64 is undone."""
-    statement: dict[str, Any] = msgspec.json.decode(payload)
+    statement: dict[str, Any] = parse_admitted_json(payload)
     return statement
 
 

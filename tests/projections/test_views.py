@@ -29,11 +29,13 @@ from projection_world import (
 
 import domain.manifests.manifest_set as manifest_set
 from domain.errors import DomainError
+from domain.manifests.canonical_form import manifest_digest
 from domain.ranking import View
 from ledger.errors import RerunJobError, WrongRoleError
 from ledger.signing.authoring import attachment_envelope, ingestion_envelope
 from ledger.signing.dsse import UnknownKeyError
 from ledger.signing.keys import SigningKey
+from ledger.store.group_index import group_of
 from projections.run_page import run_page
 from projections.run_record import run_record
 
@@ -361,6 +363,64 @@ def test_a_run_admitted_before_its_claim_had_to_read_as_one_value_stops_no_view(
     world.row(RUN_36818)
     page = run_page(world.ledger, legacy)
     assert page["identity"]["runDigest"] == legacy and page["identity"]["name"] == name
+    rebuilt = world.runner()
+    rebuilt.rebuild()
+    assert rebuilt.table_digests() == incremental
+
+
+_BIG_TOLERANCE = {
+    "apiVersion": "kernelindex.dev/v1alpha1",
+    "kind": "WorkloadCase",
+    "metadata": {"name": "big-tolerance-case"},
+    "spec": {
+        "operationSpecDigest": "sha256:" + "ab" * 32,
+        "axes": {"n": 1},
+        "tensors": {"x": {"shape": [1], "dtype": "float32"}},
+        "scalars": {"eps": {"dtype": "float32", "value": 1e20}},
+        # A float canonical JSON writes as the integer literal 100000000000000000000.
+        "correctness": {"comparator": "allclose", "maxAbsoluteError": 1e20},
+    },
+}
+
+
+def _run_with(world: World, name: str, mean: int, workload: dict[str, Any] | None) -> str:
+    manifests = copy.deepcopy(MANIFESTS[SEED])
+    del manifests["workload"]
+    manifests["run"]["metadata"]["name"] = name
+    manifests["run"]["spec"]["workloadDigest"] = manifest_digest(_BIG_TOLERANCE)
+    manifests["run"]["spec"]["timing"]["latencyNs"]["mean"] = mean
+    if workload is not None:
+        manifests["workload"] = workload
+    envelope = ingestion_envelope(manifests, world.keys.ingester, now=world.clock.now)
+    return world.append(envelope).subject_digest
+
+
+def test_a_float_written_as_a_long_integer_folds_as_admission_read_it(world: World) -> None:
+    """Canonical JSON writes 1e20 as 100000000000000000000. Admission reads that as the
+    float it is; the views read stored payloads with msgspec, which made it an int that
+    canonical JSON refuses: one honest attachment stopped every catch-up and rebuild, and
+    inline it dropped its runs from every leaderboard (found by an attack review). Now the
+    views read what admission read: the groups are the ledger's, catch-up equals rebuild."""
+    world.ingest(RUN_21613)
+    attached = _run_with(world, "attached-later", 1000, None)
+    world.views()
+    world.append(
+        attachment_envelope(
+            attached, "attached-later", {"workload": _BIG_TOLERANCE}, world.keys.ingester
+        )
+    )
+    inline = [_run_with(world, f"inline-{i}", 2000 + i, _BIG_TOLERANCE) for i in range(2)]
+    world.ingest(RUN_36818)  # an honest run after them
+    incremental = world.views()
+    with world.ledger.store.transaction(commit=False) as session:
+        for run in (attached, *inline):
+            key = world.row(run).comparison_key
+            assert key is not None and key == group_of(session, run)
+    world.row(RUN_36818)
+    assert {r for r, _, _ in world.board(key=str(world.row(attached).comparison_key))} == {
+        attached,
+        *inline,
+    }
     rebuilt = world.runner()
     rebuilt.rebuild()
     assert rebuilt.table_digests() == incremental
