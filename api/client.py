@@ -105,7 +105,10 @@ class LedgerClient:
             raise self._problem(
                 reply, self._decode(reply, "GET", "/v1/bundle"), "GET", "/v1/bundle"
             )
-        return reply.text.splitlines()
+        # Lines end at "\n" only: str.splitlines would also cut at U+2028, U+2029 and U+0085,
+        # which the export writes unescaped inside strings (an artifact's file name).
+        lines = reply.text.split("\n")
+        return lines[:-1] if lines[-1] == "" else lines
 
     def artifact(self, digest: str) -> bytes | None:
         """A stored artifact's bytes (GET /v1/artifacts/{digest}), re-hashed here; None when

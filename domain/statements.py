@@ -139,7 +139,9 @@ class SignedPredicate(_Strict):
 
 class Subject(_Strict):
     name: Annotated[StrictStr, Field(min_length=1, max_length=500), VISIBLE]
-    digest: dict[Literal["sha256"], Sha256Hex]
+    # Exactly {"sha256": hex}: an empty object passed, and every reader of the digest
+    # failed with a KeyError (the verifier, and a 500 from the API; an attack review).
+    digest: Annotated[dict[Literal["sha256"], Sha256Hex], Field(min_length=1)]
 
 
 class Statement(_Strict):

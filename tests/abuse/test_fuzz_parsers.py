@@ -229,7 +229,19 @@ def test_single_manifests_accept_or_refuse_cleanly(manifest: Any) -> None:
 def test_statements_and_predicates_accept_or_refuse_cleanly(value: Any) -> None:
     statement = clean(parse_statement, value)
     if statement is not None:
+        # What every reader of an accepted statement reads (an empty digest object passed,
+        # and reading its digest raised KeyError: found by an attack review).
+        assert statement.subject_digest.startswith("sha256:")
+        assert statement.subject_name
         clean(parse_predicate, statement)
+
+
+@pytest.mark.parametrize("digest", [{}, {"sha512": "ab" * 64}, {"sha256": "AB" * 32}, []])
+def test_a_subject_digest_other_than_one_sha256_is_refused(digest: Any) -> None:
+    statement = copy.deepcopy(STATEMENTS[1])
+    statement["subject"][0]["digest"] = digest
+    with pytest.raises(DomainError):
+        parse_statement(statement)
 
 
 # ----------------------------------------------------------------------------- envelopes
