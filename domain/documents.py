@@ -17,6 +17,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from domain.canonical import es6_number
 from domain.errors import ParseError, TooLargeError
 
 MAX_DOCUMENT_BYTES = 1024 * 1024
@@ -92,8 +93,11 @@ def _reject_constant(name: str) -> Any:
 def json_integer(value: int) -> int | float:
     """An integer as a JSON number that canonicalises and reads back the same.
 
-    Beyond ±(2^53−1) JCS writes a number as a float would print; such a value is kept only if
-    a 64-bit float holds it exactly (then it is one), otherwise it is refused.
+    Beyond ±(2^53−1) JCS writes a number as a float would print; such a value is kept if a
+    64-bit float holds it exactly, or if it is spelled as JCS spells a float (the shortest
+    digits, then zeros: 5.404319552843937e16 is written 54043195528439370, which no float
+    holds exactly), and then it is that float; anything else is refused. So every number a
+    JCS writer emits reads back as the value it wrote.
     """
     if abs(value) <= MAX_SAFE_INTEGER:
         return value
@@ -103,7 +107,7 @@ def json_integer(value: int) -> int | float:
         raise ParseError(
             "integer is out of range for a 64-bit float; carry it as a string"
         ) from None
-    if as_float != value:
+    if as_float != value and es6_number(as_float) != str(value).encode("ascii"):
         raise ParseError(f"integer {value} cannot be represented exactly; carry it as a string")
     return as_float
 
