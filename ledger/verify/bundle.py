@@ -56,7 +56,7 @@ from ledger.verification_report import MAX_FINDINGS, Check, Report
 from ledger.verify.batches import BatchResult, verify_into
 from ledger.verify.completeness import Completeness
 from ledger.verify.events import EventContext, is_key_event, parse_event
-from ledger.verify.format import UnreadableLineError, read_line
+from ledger.verify.format import MAX_LINE_CHARS, OverlongLine, UnreadableLineError, read_line
 from ledger.verify.held import check_held_checkpoints
 from ledger.verify.lines import (
     LINE_ORDER,
@@ -156,10 +156,18 @@ class BundleVerifier:
 
     # ----------------------------------------------------------------- lines
 
-    def feed(self, number: int, line: str) -> None:
+    def feed(self, number: int, line: str | OverlongLine) -> None:
         where = f"line {number}"
         if self.footer_seen:
             self.report.fail(Check.FORMAT, where, "content after the footer")
+            return
+        if isinstance(line, OverlongLine):
+            self.report.fail(
+                Check.FORMAT,
+                where,
+                f"a line of {line.chars:,} characters: longer than any the format has "
+                f"({MAX_LINE_CHARS:,}), not read",
+            )
             return
         try:
             record = read_line(line)
@@ -225,6 +233,7 @@ class BundleVerifier:
         report.facts.update(
             {"events": self.events, "keys": len(self.keys)}
             | ({"treeSize": self.checkpoint.size} if self.checkpoint else {})
+            | _verified_scope(self.complete)
         )
         return report
 
@@ -286,7 +295,6 @@ class BundleVerifier:
         scope = record.get("scope")
         self.scope = scope if isinstance(scope, dict) else {}
         self.complete.whole_log = self.scope.get("all") is True
-        self.report.facts["scope"] = scope
 
     def _trust_root(self, where: str, record: dict[str, Any]) -> None:
         bundled = read_trust_root(where, record, self.report)
@@ -360,8 +368,20 @@ class BundleVerifier:
         check_event_count(where, record, self.events, self.report)
 
 
+def _verified_scope(complete: Completeness) -> dict[str, Any]:
+    """What the bundle was held to, as a fact: the signed heads' runs and groups, or the
+    whole log. Never the header's own words, which nobody signs (a header could name any
+    origin or group; only what ``complete`` checked against is reported)."""
+    if complete.whole_log:
+        return {"scope": {"all": True}}
+    if complete.heads is not None:
+        heads = complete.heads
+        return {"scope": {"runs": sorted(heads.runs), "groups": sorted(heads.groups)}}
+    return {}
+
+
 def verify_bundle_lines(
-    lines: Iterable[str],
+    lines: Iterable[str | OverlongLine],
     policy: VerificationPolicy | None = None,
     *,
     progress: Callable[[int], None] | None = None,
@@ -373,7 +393,7 @@ def verify_bundle_lines(
     this process, as do bundles of at most one batch). ``outcome_of(report)`` is the verdict."""
     with BundleVerifier(policy, workers=workers, batch_events=batch_events) as verifier:
         for number, line in enumerate(lines, start=1):
-            if line.strip():
+            if isinstance(line, OverlongLine) or line.strip():
                 verifier.feed(number, line)
             if progress is not None:
                 progress(number)

@@ -392,6 +392,23 @@ def test_the_header_cannot_name_a_run_the_heads_do_not_cover(exported: Exported)
     failed_with(verify(records, exported.world.root), "complete", "which the heads do not cover")
 
 
+def test_the_reported_scope_is_what_the_heads_sign_not_the_header(exported: Exported) -> None:
+    """The header is unsigned: what it says (a group, an origin, a field of its own) never
+    reaches the report as a fact. The scope reported is what the signed heads cover: the
+    run asked for and the rivals of its group, every one held to its head."""
+    records = exported.bundle([SEED])
+    honest = verify(records, exported.world.root)
+    assert outcome_of(honest) is Outcome.VERIFIED
+    assert honest.facts["scope"] == {"runs": sorted(MEMBERS), "groups": [GROUP]}
+    records[0]["scope"] = {"runs": [SEED], "groups": ["made-up-group"], "note": "trusted"}
+    records[0]["origin"] = "someone else's log"
+    edited = verify(records, exported.world.root)
+    assert edited.facts["scope"] == honest.facts["scope"]
+    whole = verify(exported.bundle(), exported.world.root)
+    assert outcome_of(whole) is Outcome.VERIFIED
+    assert whole.facts["scope"] == {"all": True}
+
+
 @pytest.mark.parametrize(
     "edit",
     [
