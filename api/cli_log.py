@@ -41,6 +41,7 @@ from ledger.verify import (
     Expectation,
     Outcome,
     VerificationPolicy,
+    bundle_lines,
     outcome_of,
     verify_bundle_lines,
 )
@@ -239,7 +240,7 @@ def verify(
     with bundle.open("r", encoding="utf-8") as handle, progress_bar("verifying") as bar:
         task = bar.add_task("verify", total=None)
         report = verify_bundle_lines(
-            handle,
+            bundle_lines(handle),
             policy,
             progress=lambda n: bar.update(task, completed=n),
             workers=workers,

@@ -6,7 +6,7 @@ UNANCHORED) and ``EXIT_CODES`` its exit code. Imports no database code.
 """
 
 from ledger.verify.bundle import BundleVerifier, verify_bundle_lines
-from ledger.verify.format import BUNDLE_FORMAT
+from ledger.verify.format import BUNDLE_FORMAT, OverlongLine, bundle_lines
 from ledger.verify.policy import (
     EXIT_CODES,
     Expectation,
@@ -23,8 +23,10 @@ __all__ = [
     "BundleVerifier",
     "Expectation",
     "Outcome",
+    "OverlongLine",
     "RunTracker",
     "VerificationPolicy",
+    "bundle_lines",
     "default_workers",
     "make_claim",
     "outcome_of",

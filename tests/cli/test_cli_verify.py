@@ -11,10 +11,21 @@ from pathlib import Path
 import pytest
 import zstandard
 from cli_session import Cli
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ledger.home import LedgerHome
 from ledger.verification_report import Check
-from ledger.verify import EXIT_CODES, Outcome, VerificationPolicy, outcome_of, verify_bundle_lines
+from ledger.verify import (
+    EXIT_CODES,
+    Outcome,
+    OverlongLine,
+    VerificationPolicy,
+    bundle_lines,
+    outcome_of,
+    verify_bundle_lines,
+)
+from ledger.verify.format import MAX_LINE_CHARS
 from projections.export import export_runs
 
 SEED = "sha256:7e18c26ca3b60572c4fc8589c4b3b9a86b548ef031df4242ea2483b649bd6a47"
@@ -51,6 +62,43 @@ def test_the_readme_flow_verifies_and_unpinned_is_unanchored(cli: Cli, tmp_path:
     assert "UNSAFE" in out
     report = json.loads(run(cli, "verify", bundle, "--json", code=4))
     assert report["outcome"] == "UNANCHORED" and report["verified"] is False
+
+
+def test_a_line_longer_than_the_format_allows_fails_unread(cli: Cli, tmp_path: Path) -> None:
+    """A line past the format's longest (an artifact's) is skipped in chunks, never held
+    whole, and fails the format check by its line number; the lines around it still count."""
+    bundle = tmp_path / "s.bundle"
+    cli("export", "--run", "7e18c26c", "-o", bundle)
+    lines = bundle.read_text().split("\n")
+    junk = '{"type": "claim", "pad": "' + "x" * (MAX_LINE_CHARS + 10) + '"}'
+    edited = tmp_path / "long.bundle"
+    edited.write_text("\n".join([*lines[:3], junk, *lines[3:]]))
+    root = cli.home / "trust-root.json"
+    report = json.loads(
+        run(cli, "verify", edited, "--trust-root", root, "--json", code=EXIT_CODES[Outcome.FAILED])
+    )
+    findings = [f for f in report["findings"] if f["check"] == "format"]
+    assert [f["where"] for f in findings] == ["line 4"], report["findings"]
+    assert "longer than any the format has" in findings[0]["reason"]
+    assert report["checks"]["signature"]["passed"] > 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(min_value=0, max_value=40), max_size=12),
+    st.integers(min_value=1, max_value=16),
+    st.booleans(),
+)
+def test_bundle_lines_keeps_each_line_within_the_bound_and_marks_the_rest(
+    lengths: list[int], bound: int, last_newline: bool
+) -> None:
+    text = "\n".join(chr(ord("a") + i % 26) * n for i, n in enumerate(lengths))
+    text += "\n" if last_newline and lengths else ""
+    expected: list[str | OverlongLine] = []
+    for line in io.StringIO(text, newline="\n"):
+        body = line.removesuffix("\n")
+        expected.append(line if len(body) <= bound else OverlongLine(len(line)))
+    assert list(bundle_lines(io.StringIO(text, newline="\n"), bound)) == expected
 
 
 def test_a_stale_bundle_says_stale_until_exported_against_the_checkpoint(
