@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import logging
 import operator
 import os
 import weakref
@@ -33,6 +34,7 @@ from domain.run_facts import (
 )
 from ledger.aggregates import run_id
 from ledger.application import Ledger
+from ledger.errors import is_store_failure
 from ledger.store.event_store import StoreSession, connection_of, hold_sqlite_write_lock
 from projections.fold_pool import FoldPool, shared_database
 from projections.run_views import (
@@ -68,6 +70,7 @@ from projections.view_rows import (
 )
 
 T = TypeVar("T")
+_log = logging.getLogger(__name__)
 # Re-ranking more groups than this reads the whole runs view once (ranking needs the members
 # of every group it ranks, whatever order they come in).
 _SCAN_GROUPS = 500
@@ -102,6 +105,16 @@ def paused_gc() -> Iterator[None]:
 class ProjectionBusyError(DomainError):
     code = "unavailable"
     status = 503
+
+
+class ViewsStalledError(DomainError):
+    """The read models cannot fold the log past an event: the ledger's fault, never the
+    reader's (admission and the folds disagree about an event the log holds). Reads fail
+    with this, naming where, rather than answer from views that silently stopped, or blame
+    the request (a fold's own refusal would otherwise be answered as the client's 422)."""
+
+    code = "views-stalled"
+    status = 500
 
 
 @dataclass(frozen=True)
@@ -181,7 +194,10 @@ class ProjectionRunner:
         """Fold every new event into the views; return how many and the position reached.
         ``progress`` hears the position after each committed batch."""
         self.ensure_views()
-        done = self._fold_batches(batch, max_batches, progress)
+        try:
+            done = self._fold_batches(batch, max_batches, progress)
+        except Exception as exc:
+            raise self._stalled(exc) from exc
         # Ranks are refreshed once per catch-up, not per batch: a rebuild re-ranks each group
         # once. Until then the stale marks say which groups lag.
         self._rerank_stale()
@@ -206,6 +222,23 @@ class ProjectionRunner:
             if folded < batch:
                 break
         return CatchUp(total, position)
+
+    def _stalled(self, exc: Exception) -> Exception:
+        """A failed fold as what it is: the store's failure (retry) as itself; anything else
+        stops the views at an event, which ``ViewsStalledError`` names."""
+        if isinstance(exc, (ProjectionBusyError, ViewsStalledError, MemoryError)) or (
+            is_store_failure(exc)
+        ):
+            return exc
+        with self.ledger.store.transaction(commit=False) as session:
+            position = self._position(session)
+        reason = exc.message if isinstance(exc, DomainError) else type(exc).__name__
+        _log.error("the views stop at position %d: %s", position, reason, exc_info=exc)
+        return ViewsStalledError(
+            f"the read models stop at log position {position}: an event after it cannot be "
+            f"folded ({reason}). The log itself is intact; `kernelindex export` and "
+            "`kernelindex verify` still prove it offline"
+        )
 
     def fold_delivered(self, events: Sequence[tuple[Any, Tracking]]) -> int:
         """Fold events a subscription delivered, in log order, as one batch: those another

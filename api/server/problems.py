@@ -72,6 +72,7 @@ TITLES: dict[str, str] = {
     "store-full": "The database is full",
     "request-timeout": "The request was not received in time",
     "schema-not-current": "The database schema is not this server's",
+    "views-stalled": "The read models cannot fold the log past an event",
 }
 
 _log = structlog.get_logger("kernelindex.api")

@@ -11,6 +11,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +20,20 @@ from projection_world import RUN_15149, RUN_21613, RUN_36818, SEED, World
 from sqlalchemy import create_engine, func, select
 
 from projections.run_views import RunViews, StoredRow, ViewsTracking
-from projections.runner import ProjectionRunner
+from projections.runner import ProjectionRunner, ViewsStalledError
 from projections.tables import runs, tracking
 
 
 class Crash(RuntimeError):
     pass
+
+
+@contextmanager
+def crashes() -> Iterator[None]:
+    """A catch-up that died of a ``Crash``: it says where the views stopped, and why."""
+    with pytest.raises(ViewsStalledError, match=r"stop at log position \d+.*\(Crash\)") as info:
+        yield
+    assert isinstance(info.value.__cause__, Crash)
 
 
 def busy_world(world: World) -> World:
@@ -88,7 +97,7 @@ def test_a_crash_inside_a_batch_leaves_nothing_of_it(
 
     with monkeypatch.context() as patch:
         crash_fold_after(patch, after)
-        with pytest.raises(Crash):
+        with crashes():
             runner.catch_up(batch=8)
     assert world.tracking_position() == position, "the tracking row moved with a failed batch"
     assert runner.table_digests() == before, "part of a failed batch is visible"
@@ -113,7 +122,7 @@ def test_a_crash_after_the_view_updates_but_before_the_tracking_row(
 
     with monkeypatch.context() as patch:
         patch.setattr(ViewsTracking, "record", boom)
-        with pytest.raises(Crash):
+        with crashes():
             runner.catch_up(batch=5)
     assert world.tracking_position() == 0
     assert runner.table_digests() == before
@@ -129,7 +138,7 @@ def test_batches_committed_before_a_crash_stay_and_are_not_folded_twice(
     runner = world.runner()
     with monkeypatch.context() as patch:
         crash_fold_after(patch, 7)  # batches of 3: two commit, the third dies at its 2nd event
-        with pytest.raises(Crash):
+        with crashes():
             runner.catch_up(batch=3)
     assert world.tracking_position() == 6
     runner.catch_up(batch=3)
@@ -147,7 +156,7 @@ CHILD = textwrap.dedent(
     from ledger.application import Ledger
     from ledger.signing.trust import TrustRoot
     from projections.run_views import RunViews
-    from projections.runner import ProjectionRunner
+    from projections.runner import ProjectionRunner, ViewsStalledError
 
     url, root_file, batch, stall_in = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     runner = ProjectionRunner(Ledger(url, TrustRoot.load(Path(root_file))))

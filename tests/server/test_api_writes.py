@@ -19,6 +19,8 @@ from test_api_reads import SEED, problem_of
 
 from api.demo import seed_manifests
 from api.server.config import ServerConfig
+from domain.errors import CanonicalizationError
+from domain.event_names import EventName
 from domain.statements import Role
 from domain.timestamps import utc_now
 from ledger.aggregates import Run
@@ -36,6 +38,7 @@ from ledger.signing.authoring import (
 )
 from ledger.signing.dsse import sign_envelope
 from ledger.signing.keys import SigningKey
+from projections.run_views import _HANDLERS
 
 SEED_NAME = "sol-submission-38823"
 
@@ -355,3 +358,32 @@ def test_the_ledgers_own_failure_judging_an_envelope_answers_422_and_stores_noth
     problem = problem_of(reply, 422, "unprocessable-envelope")
     assert "could not judge this envelope (ZeroDivisionError)" in problem["detail"]
     assert tree_size(served) == before
+
+
+def test_a_fold_that_fails_answers_a_server_fault_not_the_readers(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Should admission and the folds ever disagree about an admitted event, reads say the
+    views have stopped and where (500 views-stalled), not that the reader sent something
+    wrong (the fold's own refusal answered 422), and never answer from views that silently
+    stopped. Once the fold works again the views catch up, nothing lost."""
+    c = served.client
+    alice = SigningKey.generate()
+    register_attester(served, alice)
+    counted = {r["digest"]: r["attestations"] for r in c.get("/v1/runs").json()["items"]}
+
+    def refuse(views: Any, event: Any) -> None:
+        raise CanonicalizationError("a fold's own refusal")
+
+    monkeypatch.setitem(_HANDLERS, EventName.RUN_ATTESTED, refuse)
+    envelope = attestation_envelope(SEED, SEED_NAME, alice, type_="note", body="stalls")
+    receipt = check_receipt(c.post(f"/v1/runs/{SEED}/attestations", json=envelope), envelope)
+    for path in ("/v1/runs", f"/v1/runs/{SEED}", "/v1/groups"):
+        body = problem_of(c.get(path), 500, "views-stalled")
+        assert f"position {receipt['position'] - 1}" in body["detail"]
+        assert "a fold's own refusal" in body["detail"]
+    monkeypatch.undo()
+    runs = c.get("/v1/runs")
+    assert runs.status_code == 200, runs.text
+    after = {r["digest"]: r["attestations"] for r in runs.json()["items"]}
+    assert after == counted | {SEED: counted[SEED] + 1}
