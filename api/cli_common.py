@@ -82,8 +82,10 @@ def handles_errors(func: Callable[P, R]) -> Callable[P, R]:
 def _first_line(exc: BaseException) -> str:
     """The driver's own words (e.g. "database or disk is full"), without SQL or parameters."""
     cause: BaseException = exc
-    while cause.__cause__ is not None:
+    seen = {id(exc)}
+    while cause.__cause__ is not None and id(cause.__cause__) not in seen:  # a loop ends it
         cause = cause.__cause__
+        seen.add(id(cause))
     orig = getattr(cause, "orig", None)
     text = str(orig if orig is not None else cause).strip().splitlines()
     return text[0][:200] if text else type(cause).__name__

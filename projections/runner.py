@@ -193,14 +193,17 @@ class ProjectionRunner:
     ) -> CatchUp:
         """Fold every new event into the views; return how many and the position reached.
         ``progress`` hears the position after each committed batch."""
-        self.ensure_views()
         try:
+            self.ensure_views()
             done = self._fold_batches(batch, max_batches, progress)
+            # Ranks are refreshed once per catch-up, not per batch: a rebuild re-ranks each
+            # group once. Until then the stale marks say which groups lag.
+            self._rerank_stale()
         except Exception as exc:
-            raise self._stalled(exc) from exc
-        # Ranks are refreshed once per catch-up, not per batch: a rebuild re-ranks each group
-        # once. Until then the stale marks say which groups lag.
-        self._rerank_stale()
+            stalled = self._stalled(exc)
+            if stalled is exc:
+                raise  # as it was, its chain whole: a store failure keeps its kind
+            raise stalled from exc
         return done
 
     def _fold_batches(
@@ -233,11 +236,12 @@ class ProjectionRunner:
         with self.ledger.store.transaction(commit=False) as session:
             position = self._position(session)
         reason = exc.message if isinstance(exc, DomainError) else type(exc).__name__
-        _log.error("the views stop at position %d: %s", position, reason, exc_info=exc)
+        # Debug, not error: a CLI has no log handler, and Python's last-resort one would
+        # print the traceback a command must not show; the server logs the 500 it answers.
+        _log.debug("the views stop at position %d: %s", position, reason, exc_info=exc)
         return ViewsStalledError(
-            f"the read models stop at log position {position}: an event after it cannot be "
-            f"folded ({reason}). The log itself is intact; `kernelindex export` and "
-            "`kernelindex verify` still prove it offline"
+            f"the read models stop at log position {position}: what follows cannot be "
+            f"folded or ranked ({reason}); `kernelindex audit` checks the log itself"
         )
 
     def fold_delivered(self, events: Sequence[tuple[Any, Tracking]]) -> int:

@@ -94,7 +94,11 @@ class Envelope:
 
     def statement_json(self) -> Any:
         """The signed statement, read as strictly as any document: a payload two JSON readers
-        could read differently (duplicate keys, NaN, huge integers) is refused, not guessed."""
+        could read differently (duplicate keys, NaN, an integer no float reads back as) is
+        refused, not guessed. Numbers are RFC 8785's IEEE doubles: an integer literal beyond
+        2^53 is read as the float it spells, exactly or in JCS's own spelling
+        (``domain.documents.json_integer``); a reader that keeps such literals as exact
+        integers gets another value, and cannot canonicalise it either."""
         try:
             return parse_json(self.payload, max_bytes=MAX_PAYLOAD_BYTES)
         except ParseError as exc:

@@ -370,13 +370,13 @@ class BundleVerifier:
 
 def _verified_scope(complete: Completeness) -> dict[str, Any]:
     """What the bundle was held to, as a fact: the signed heads' runs and groups, or the
-    whole log. Never the header's own words, which nobody signs (a header could name any
-    origin or group; only what ``complete`` checked against is reported)."""
-    if complete.whole_log:
-        return {"scope": {"all": True}}
+    whole log once every leaf of the checkpoint's tree was found. Never the header's own
+    words, which nobody signs (its origin, groups or ``all``)."""
     if complete.heads is not None:
         heads = complete.heads
         return {"scope": {"runs": sorted(heads.runs), "groups": sorted(heads.groups)}}
+    if complete.whole_log_held:
+        return {"scope": {"all": True}}
     return {}
 
 

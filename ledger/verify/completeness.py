@@ -31,6 +31,7 @@ class Completeness:
         self._aggregates: dict[UUID, _Seen] = {}
         self._signers: set[str] = set()
         self._in_range = 0
+        self.whole_log_held = False  # a whole-log bundle held every leaf of its tree
 
     def scoped(self, heads: Heads) -> None:
         self.heads = heads
@@ -87,6 +88,7 @@ class Completeness:
                     f"the log's {self.size} (the rest are left out)",
                 )
             else:
+                self.whole_log_held = self.size is not None
                 report.ok(Check.COMPLETE)
             return
         if self.heads is None:

@@ -9,8 +9,9 @@ from typing import Any, NamedTuple, TextIO
 import msgspec
 
 BUNDLE_FORMAT = "kernelindex-bundle/v2"
-# The longest line the format has: an artifact line carries its bytes in base64, and an
-# artifact holds at most 16 MiB (``ledger.store.artifacts``): ~21.4 M characters, with room.
+# The longest line a bundle may have. An artifact line carries its bytes in base64, and an
+# artifact holds at most 16 MiB (``ledger.store.artifacts``): ~21.4 M characters. A heads
+# line grows by ~79 characters per run and key it covers: this bound holds ~300,000.
 MAX_LINE_CHARS = 24 * 1024 * 1024
 _SKIP_CHUNK = 1 << 20
 

@@ -404,9 +404,15 @@ def test_the_reported_scope_is_what_the_heads_sign_not_the_header(exported: Expo
     records[0]["origin"] = "someone else's log"
     edited = verify(records, exported.world.root)
     assert edited.facts["scope"] == honest.facts["scope"]
-    whole = verify(exported.bundle(), exported.world.root)
-    assert outcome_of(whole) is Outcome.VERIFIED
-    assert whole.facts["scope"] == {"all": True}
+    records[0]["scope"] = {"all": True}  # nor does a header that claims the whole log
+    assert verify(records, exported.world.root).facts["scope"] == honest.facts["scope"]
+    whole = exported.bundle()
+    report = verify(whole, exported.world.root)
+    assert outcome_of(report) is Outcome.VERIFIED
+    assert report.facts["scope"] == {"all": True}
+    # "all" is a fact once every leaf was found, not because the header says so.
+    short = without(whole, lambda r: r is events(whole)[-1])
+    assert "scope" not in verify(short, exported.world.root).facts
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -18,7 +19,12 @@ from typing import Any
 import pytest
 from projection_world import RUN_15149, RUN_21613, RUN_36818, SEED, World
 from sqlalchemy import create_engine, func, select
+from sqlalchemy.exc import OperationalError
 
+from api.cli_common import _first_line
+from domain.errors import DomainError
+from ledger.errors import store_error
+from projections import runner as runner_module
 from projections.run_views import RunViews, StoredRow, ViewsTracking
 from projections.runner import ProjectionRunner, ViewsStalledError
 from projections.tables import runs, tracking
@@ -258,3 +264,46 @@ def test_sigkill_mid_batch_then_restart_equals_a_rebuild(world: World, tmp_path:
     assert world.row(SEED).attestations + world.row(RUN_21613).attestations == 240
     incremental = runner.table_digests()
     assert incremental == fresh_rebuild(world)
+
+
+def test_a_store_failure_while_catching_up_keeps_its_kind(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database failure is not a stalled view: it leaves the catch-up as it came, its
+    chain whole (never its own cause, which made `_first_line` loop for ever and hid the
+    driver's code), so a read-only store still reads as one (503 read-only-store)."""
+    world.ingest(SEED)
+    runner = world.runner()
+    driver = sqlite3.OperationalError("attempt to write a readonly database")
+    driver.sqlite_errorcode = 8  # type: ignore[attr-defined]  # SQLITE_READONLY
+
+    def refuse(*args: Any) -> Any:
+        raise OperationalError("INSERT …", {}, driver)
+
+    monkeypatch.setattr(ProjectionRunner, "_fold_batches", refuse)
+    with pytest.raises(OperationalError) as info:
+        runner.catch_up()
+    assert info.value.__cause__ is not info.value
+    refused = store_error(info.value)
+    assert refused is not None and refused.code == "read-only-store"
+    assert _first_line(info.value) == "attempt to write a readonly database"
+
+
+def test_first_line_ends_on_a_cause_that_loops() -> None:
+    looped = ValueError("the driver's words")
+    looped.__cause__ = looped
+    assert _first_line(looped) == "the driver's words"
+
+
+def test_a_ranking_that_fails_stalls_the_views_too(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Re-ranking is part of catching up: its refusal is a stalled view, not the reader's."""
+    world.ingest()
+
+    def refuse(*args: Any) -> Any:
+        raise DomainError("a ranking's own refusal")
+
+    monkeypatch.setattr(runner_module, "rank_group", refuse)
+    with pytest.raises(ViewsStalledError, match="a ranking's own refusal"):
+        world.runner().catch_up()
