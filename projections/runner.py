@@ -227,11 +227,11 @@ class ProjectionRunner:
         return CatchUp(total, position)
 
     def _stalled(self, exc: Exception) -> Exception:
-        """A failed fold as what it is: the store's failure (retry) as itself; anything else
-        stops the views at an event, which ``ViewsStalledError`` names."""
-        if isinstance(exc, (ProjectionBusyError, ViewsStalledError, MemoryError)) or (
-            is_store_failure(exc)
-        ):
+        """A failed fold as what it is: the store's failure (retry) and any error that is
+        the server's already (busy, corrupt record, schema: a 5xx) as themselves; anything
+        else stops the views at an event, which ``ViewsStalledError`` names."""
+        server_side = isinstance(exc, DomainError) and getattr(exc, "status", 422) >= 500
+        if server_side or isinstance(exc, MemoryError) or is_store_failure(exc):
             return exc
         with self.ledger.store.transaction(commit=False) as session:
             position = self._position(session)

@@ -23,10 +23,10 @@ from sqlalchemy.exc import OperationalError
 
 from api.cli_common import _first_line
 from domain.errors import DomainError
-from ledger.errors import store_error
+from ledger.errors import CorruptRecordError, ReadOnlyStoreError, store_error
 from projections import runner as runner_module
 from projections.run_views import RunViews, StoredRow, ViewsTracking
-from projections.runner import ProjectionRunner, ViewsStalledError
+from projections.runner import ProjectionBusyError, ProjectionRunner, ViewsStalledError
 from projections.tables import runs, tracking
 
 
@@ -307,3 +307,27 @@ def test_a_ranking_that_fails_stalls_the_views_too(
     monkeypatch.setattr(runner_module, "rank_group", refuse)
     with pytest.raises(ViewsStalledError, match="a ranking's own refusal"):
         world.runner().catch_up()
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        CorruptRecordError("a stored event no longer decodes"),
+        ReadOnlyStoreError("the database is read-only"),
+        ProjectionBusyError("the views are busy"),
+    ],
+)
+def test_an_error_that_is_the_servers_already_passes_as_it_is(
+    world: World, monkeypatch: pytest.MonkeyPatch, error: DomainError
+) -> None:
+    """Only what would read as the reader's fault becomes views-stalled: a corrupt record
+    (500), a refusing store or a busy runner (503, retry) keep their own code."""
+    world.ingest(SEED)
+
+    def fail(*args: Any) -> Any:
+        raise error
+
+    monkeypatch.setattr(ProjectionRunner, "_fold_batches", fail)
+    with pytest.raises(type(error)) as info:
+        world.runner().catch_up()
+    assert info.value is error and info.value.__cause__ is None
