@@ -32,6 +32,10 @@ from ledger.verify import BundleVerifier, Expectation, Outcome, VerificationPoli
 
 DEFAULT_TIMEOUT = 30.0
 USER_AGENT = "kernelindex-cli"
+# The largest reply read from a server, which is trusted for transport only: a run's bundle
+# with its artifacts (each at most 16 MiB) fits many times over; a reply that never ends does
+# not take the client's memory with it.
+MAX_REPLY_BYTES = 256 * 1024 * 1024
 
 
 class RemoteError(DomainError):
@@ -159,14 +163,46 @@ class LedgerClient:
     ) -> httpx.Response:
         content = json.dumps(dict(body)).encode() if body is not None else None
         headers = {"Content-Type": "application/json"} if body is not None else None
+        request = self._http.build_request(
+            method, path, content=content, headers=headers, params=params
+        )
         try:
-            return self._http.request(method, path, content=content, headers=headers, params=params)
+            reply = self._http.send(request, stream=True)
+            try:
+                return self._bounded(reply, method, path)
+            finally:
+                reply.close()
         except httpx.TimeoutException:
             raise RemoteError(
                 "unreachable", f"{self.base_url} did not answer within {self.timeout:g} s"
             ) from None
         except httpx.TransportError as exc:
             raise RemoteError("unreachable", f"cannot reach {self.base_url}: {exc}") from None
+
+    @staticmethod
+    def _bounded(reply: httpx.Response, method: str, path: str) -> httpx.Response:
+        """The reply read whole, if it is at most ``MAX_REPLY_BYTES`` (decoded); else refused
+        as soon as it passes the bound, the rest never read."""
+        chunks: list[bytes] = []
+        size = 0
+        for chunk in reply.iter_bytes():
+            size += len(chunk)
+            if size > MAX_REPLY_BYTES:
+                raise RemoteError(
+                    "bad-reply",
+                    f"{method} {path}: the server's reply is longer than "
+                    f"{MAX_REPLY_BYTES:,} bytes; not read further",
+                )
+            chunks.append(chunk)
+        # The bytes as decoded: the encoding headers no longer describe them.
+        kept = [
+            (k, v)
+            for k, v in reply.headers.multi_items()
+            if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+        ]
+        return httpx.Response(
+            reply.status_code, headers=kept, content=b"".join(chunks), request=reply.request
+        )
 
     @staticmethod
     def _decode(reply: httpx.Response, method: str, path: str) -> Any:
