@@ -230,17 +230,23 @@ class ProjectionRunner:
         """A failed fold as what it is: the store's failure (retry) and any error that is
         the server's already (busy, corrupt record, schema: a 5xx) as themselves; anything
         else stops the views at an event, which ``ViewsStalledError`` names."""
-        server_side = isinstance(exc, DomainError) and getattr(exc, "status", 422) >= 500
+        # An error class whose status is not an int is no server error of ours.
+        status = getattr(exc, "status", 422)
+        server_side = isinstance(exc, DomainError) and isinstance(status, int) and status >= 500
         if server_side or isinstance(exc, MemoryError) or is_store_failure(exc):
             return exc
-        with self.ledger.store.transaction(commit=False) as session:
-            position = self._position(session)
         reason = exc.message if isinstance(exc, DomainError) else type(exc).__name__
+        try:
+            with self.ledger.store.transaction(commit=False) as session:
+                where = f"log position {self._position(session)}"
+        except Exception:  # the views' own failure is what is told, not this read's
+            _log.debug("the views' position could not be read", exc_info=True)
+            where = "an unknown log position"
         # Debug, not error: a CLI has no log handler, and Python's last-resort one would
         # print the traceback a command must not show; the server logs the 500 it answers.
-        _log.debug("the views stop at position %d: %s", position, reason, exc_info=exc)
+        _log.debug("the views stop at %s: %s", where, reason, exc_info=exc)
         return ViewsStalledError(
-            f"the read models stop at log position {position}: what follows cannot be "
+            f"the read models stop at {where}: what follows cannot be "
             f"folded or ranked ({reason}); `kernelindex audit` checks the log itself"
         )
 

@@ -331,3 +331,45 @@ def test_an_error_that_is_the_servers_already_passes_as_it_is(
     with pytest.raises(type(error)) as info:
         world.runner().catch_up()
     assert info.value is error and info.value.__cause__ is None
+
+
+class OddStatusError(DomainError):
+    """A status that is no HTTP status: not the server's own error, so the views stall."""
+
+    status = "500"
+
+
+def test_an_error_with_no_int_status_stalls_the_views(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world.ingest(SEED)
+
+    def fail(*args: Any) -> Any:
+        raise OddStatusError("odd")
+
+    monkeypatch.setattr(ProjectionRunner, "_fold_batches", fail)
+    with pytest.raises(ViewsStalledError, match=r"stop at log position \d+.*\(odd\)"):
+        world.runner().catch_up()
+
+
+def test_a_stall_whose_position_cannot_be_read_still_says_why(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading where the views stopped is best effort: its own failure must not hide the
+    fold's error the caller is told about."""
+    world.ingest(SEED)
+    runner = world.runner()
+
+    def fail(*args: Any) -> Any:
+        raise Crash("the fold's own error")
+
+    def unreadable(*args: Any) -> Any:
+        raise RuntimeError("the position's read failed too")
+
+    monkeypatch.setattr(ProjectionRunner, "_fold_batches", fail)
+    monkeypatch.setattr(ProjectionRunner, "_position", unreadable)
+    with pytest.raises(
+        ViewsStalledError, match=r"stop at an unknown log position.*\(Crash\)"
+    ) as info:
+        runner.catch_up()
+    assert isinstance(info.value.__cause__, Crash)
