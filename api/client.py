@@ -14,7 +14,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Mapping
+import time
+import zlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -36,6 +38,13 @@ USER_AGENT = "kernelindex-cli"
 # with its artifacts (each at most 16 MiB) fits many times over; a reply that never ends does
 # not take the client's memory with it.
 MAX_REPLY_BYTES = 256 * 1024 * 1024
+# The longest a reply may take once its headers came: a server sending a byte just within
+# each read's timeout would otherwise hold the client for as long as it likes.
+DEFAULT_REPLY_DEADLINE = 600.0
+# What a reply may be compressed with: one layer of gzip or deflate (a proxy's), decoded here
+# within the bound. Others (br, zstd, stacked layers) are refused, not decoded: they are not
+# asked for, and a decoder that is not ours could blow a small reply up past the bound.
+_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 
 
 class RemoteError(DomainError):
@@ -60,6 +69,7 @@ class LedgerClient:
         base_url: str,
         timeout: float = DEFAULT_TIMEOUT,
         transport: httpx.BaseTransport | None = None,
+        reply_deadline: float = DEFAULT_REPLY_DEADLINE,
     ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in {"http", "https"} or not parts.netloc:
@@ -69,11 +79,16 @@ class LedgerClient:
             )
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
+        self.reply_deadline = reply_deadline
         self._http = httpx.Client(
             base_url=self.base_url,
             timeout=timeout,
             transport=transport,
-            headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
+            headers={
+                "User-Agent": USER_AGENT,
+                "Accept": "application/json",
+                "Accept-Encoding": "gzip",
+            },
         )
 
     def __enter__(self) -> LedgerClient:
@@ -169,7 +184,7 @@ class LedgerClient:
         try:
             reply = self._http.send(request, stream=True)
             try:
-                return self._bounded(reply, method, path)
+                return self._bounded(reply, f"{method} {path}")
             finally:
                 reply.close()
         except httpx.TimeoutException:
@@ -179,19 +194,32 @@ class LedgerClient:
         except httpx.TransportError as exc:
             raise RemoteError("unreachable", f"cannot reach {self.base_url}: {exc}") from None
 
-    @staticmethod
-    def _bounded(reply: httpx.Response, method: str, path: str) -> httpx.Response:
-        """The reply read whole, if it is at most ``MAX_REPLY_BYTES`` (decoded); else refused
-        as soon as it passes the bound, the rest never read."""
+    def _bounded(self, reply: httpx.Response, what: str) -> httpx.Response:
+        """The reply read whole and decoded, if it is at most ``MAX_REPLY_BYTES`` decoded and
+        came within the reply deadline; else refused as soon as it is not, the rest unread."""
+        declared = reply.headers.get("content-length", "")
+        encoding = reply.headers.get("content-encoding", "identity").strip().lower()
+        if declared.isdigit() and int(declared) > MAX_REPLY_BYTES and encoding == "identity":
+            raise RemoteError("bad-reply", f"{what}: {_too_long(declared)}")
         chunks: list[bytes] = []
         size = 0
-        for chunk in reply.iter_bytes():
+        ends = time.monotonic() + self.reply_deadline
+        # A transport that hands over a reply already in memory (a test's, an ASGI app's) has
+        # read and decoded it: its bytes are all there is to bound.
+        pieces = (
+            iter([reply.content])
+            if reply.is_stream_consumed
+            else _decoded(reply.iter_raw(), encoding, what)
+        )
+        for chunk in pieces:
             size += len(chunk)
             if size > MAX_REPLY_BYTES:
+                raise RemoteError("bad-reply", f"{what}: {_too_long(None)}")
+            if time.monotonic() > ends:
                 raise RemoteError(
-                    "bad-reply",
-                    f"{method} {path}: the server's reply is longer than "
-                    f"{MAX_REPLY_BYTES:,} bytes; not read further",
+                    "unreachable",
+                    f"{what}: the server's reply took longer than {self.reply_deadline:g} s; "
+                    "not read further",
                 )
             chunks.append(chunk)
         # The bytes as decoded: the encoding headers no longer describe them.
@@ -200,8 +228,15 @@ class LedgerClient:
             for k, v in reply.headers.multi_items()
             if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
         ]
+        extensions = {
+            k: v for k, v in reply.extensions.items() if k in ("http_version", "reason_phrase")
+        }
         return httpx.Response(
-            reply.status_code, headers=kept, content=b"".join(chunks), request=reply.request
+            reply.status_code,
+            headers=kept,
+            content=b"".join(chunks),
+            request=reply.request,
+            extensions=extensions,
         )
 
     @staticmethod
@@ -227,6 +262,41 @@ class LedgerClient:
             code = kind.rsplit("/", 1)[-1] if isinstance(kind, str) and kind else f"http-{status}"
         detail = value.get("detail") or value.get("title") or fallback
         return RemoteError(code, str(detail), status)
+
+
+def _too_long(declared: str | None) -> str:
+    size = f" ({int(declared):,} bytes)" if declared else ""
+    return f"the server's reply{size} is longer than {MAX_REPLY_BYTES:,} bytes; not read further"
+
+
+def _decoded(raw: Iterator[bytes], encoding: str, what: str) -> Iterator[bytes]:
+    """The reply's bytes with its content coding undone, a piece at a time, none longer
+    than the bound allows: a few compressed bytes that decode to gigabytes are refused
+    after ``MAX_REPLY_BYTES + 1``, not decoded whole."""
+    if encoding in ("", "identity"):
+        yield from raw
+        return
+    wbits = _WBITS.get(encoding)
+    if wbits is None:
+        raise RemoteError(
+            "bad-reply",
+            f"{what}: the server's reply is coded {encoding!r}, which was not asked for",
+        )
+    decoder = zlib.decompressobj(wbits)
+    try:
+        for piece in raw:
+            data = piece
+            while data:
+                # Never more than the bound past what was decoded: the caller stops there.
+                yield decoder.decompress(data, MAX_REPLY_BYTES + 1)
+                data = decoder.unconsumed_tail
+        yield decoder.flush()
+    except zlib.error as exc:
+        raise RemoteError(
+            "bad-reply", f"{what}: the server's {encoding} reply does not decode ({exc})"
+        ) from None
+    if not decoder.eof:
+        raise RemoteError("bad-reply", f"{what}: the server's {encoding} reply is cut short")
 
 
 # ------------------------------------------------------- checked replies
