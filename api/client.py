@@ -45,6 +45,8 @@ DEFAULT_REPLY_DEADLINE = 600.0
 # within the bound. Others (br, zstd, stacked layers) are refused, not decoded: they are not
 # asked for, and a decoder that is not ours could blow a small reply up past the bound.
 _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+# The most one decode step yields: what is held passes the bound by at most this much.
+_DECODED_PIECE = 1 << 20
 
 
 class RemoteError(DomainError):
@@ -181,10 +183,13 @@ class LedgerClient:
         request = self._http.build_request(
             method, path, content=content, headers=headers, params=params
         )
+        # The deadline counts from the request: a server that is slow to start its reply
+        # spends the same allowance (the headers themselves are bounded only per read).
+        ends = time.monotonic() + self.reply_deadline
         try:
             reply = self._http.send(request, stream=True)
             try:
-                return self._bounded(reply, f"{method} {path}")
+                return self._bounded(reply, f"{method} {path}", ends)
             finally:
                 reply.close()
         except httpx.TimeoutException:
@@ -194,16 +199,15 @@ class LedgerClient:
         except httpx.TransportError as exc:
             raise RemoteError("unreachable", f"cannot reach {self.base_url}: {exc}") from None
 
-    def _bounded(self, reply: httpx.Response, what: str) -> httpx.Response:
+    def _bounded(self, reply: httpx.Response, what: str, ends: float) -> httpx.Response:
         """The reply read whole and decoded, if it is at most ``MAX_REPLY_BYTES`` decoded and
-        came within the reply deadline; else refused as soon as it is not, the rest unread."""
+        came by ``ends`` (monotonic); else refused as soon as it is not, the rest unread."""
         declared = reply.headers.get("content-length", "")
         encoding = reply.headers.get("content-encoding", "identity").strip().lower()
         if declared.isdigit() and int(declared) > MAX_REPLY_BYTES and encoding == "identity":
             raise RemoteError("bad-reply", f"{what}: {_too_long(declared)}")
         chunks: list[bytes] = []
         size = 0
-        ends = time.monotonic() + self.reply_deadline
         # A transport that hands over a reply already in memory (a test's, an ASGI app's) has
         # read and decoded it: its bytes are all there is to bound.
         pieces = (
@@ -270,9 +274,10 @@ def _too_long(declared: str | None) -> str:
 
 
 def _decoded(raw: Iterator[bytes], encoding: str, what: str) -> Iterator[bytes]:
-    """The reply's bytes with its content coding undone, a piece at a time, none longer
-    than the bound allows: a few compressed bytes that decode to gigabytes are refused
-    after ``MAX_REPLY_BYTES + 1``, not decoded whole."""
+    """The reply's bytes with its content coding undone, in pieces of at most
+    ``_DECODED_PIECE``: a few compressed bytes that decode to gigabytes are refused by the
+    caller once past the bound, never decoded whole. The raw bytes count against the bound
+    too, and nothing after the coded stream's end is taken in silently."""
     if encoding in ("", "identity"):
         yield from raw
         return
@@ -282,14 +287,28 @@ def _decoded(raw: Iterator[bytes], encoding: str, what: str) -> Iterator[bytes]:
             "bad-reply",
             f"{what}: the server's reply is coded {encoding!r}, which was not asked for",
         )
-    decoder = zlib.decompressobj(wbits)
+    decoder: Any = None  # zlib's decompressor (its class is private); None before any byte
+    seen = 0
     try:
-        for piece in raw:
+        for piece in _head_whole(raw):
+            seen += len(piece)
+            if seen > MAX_REPLY_BYTES:
+                raise RemoteError("bad-reply", f"{what}: {_too_long(None)}")
             data = piece
             while data:
-                # Never more than the bound past what was decoded: the caller stops there.
-                yield decoder.decompress(data, MAX_REPLY_BYTES + 1)
-                data = decoder.unconsumed_tail
+                if decoder is None:
+                    decoder = _decompressor(encoding, wbits, data)
+                elif decoder.eof:
+                    if encoding == "deflate":
+                        raise RemoteError(
+                            "bad-reply", f"{what}: bytes after the end of the server's reply"
+                        )
+                    # A gzip reply may hold several members (RFC 1952): each is read.
+                    decoder = zlib.decompressobj(wbits)
+                yield decoder.decompress(data, _DECODED_PIECE)
+                data = decoder.unconsumed_tail or (decoder.unused_data if decoder.eof else b"")
+        if decoder is None:
+            return  # no body at all (a proxy's empty 502, say): nothing to decode
         yield decoder.flush()
     except zlib.error as exc:
         raise RemoteError(
@@ -297,6 +316,33 @@ def _decoded(raw: Iterator[bytes], encoding: str, what: str) -> Iterator[bytes]:
         ) from None
     if not decoder.eof:
         raise RemoteError("bad-reply", f"{what}: the server's {encoding} reply is cut short")
+
+
+def _head_whole(raw: Iterator[bytes]) -> Iterator[bytes]:
+    """The same bytes, the first piece holding at least two when there are two: a network
+    may cut anywhere, and ``_decompressor`` tells the deflate kinds apart by two bytes."""
+    head: bytes | None = b""
+    for piece in raw:
+        if head is None:
+            yield piece
+            continue
+        head += piece
+        if len(head) >= 2:
+            yield head
+            head = None
+    if head:
+        yield head
+
+
+def _decompressor(encoding: str, wbits: int, first: bytes) -> Any:
+    """A decoder for the reply's coding. "deflate" is meant to be zlib-wrapped (RFC 9110),
+    but some servers send it raw, as browsers and httpx accept: a body without the zlib
+    header (its first two bytes a multiple of 31, method 8) is read raw."""
+    if encoding == "deflate" and not (
+        len(first) >= 2 and first[0] & 0x0F == 8 and (first[0] << 8 | first[1]) % 31 == 0
+    ):
+        return zlib.decompressobj(-zlib.MAX_WBITS)
+    return zlib.decompressobj(wbits)
 
 
 # ------------------------------------------------------- checked replies

@@ -7,10 +7,12 @@ bundle read through ``kernelindex history --remote`` failed (found by an attack 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import http.server
 import json
 import threading
 import time
+import tracemalloc
 import zlib
 from collections.abc import Iterator
 from typing import Any
@@ -18,6 +20,8 @@ from typing import Any
 import httpx
 import pytest
 import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from api import client as client_module
 from api.client import LedgerClient, RemoteError
@@ -284,3 +288,142 @@ def test_a_coded_reply_over_the_wire_decodes_as_sent(coding: str) -> None:
 
     with LedgerClient("http://ledger.test", transport=httpx.MockTransport(answer)) as client:
         assert client.run("c" * 8) == value
+
+
+def _answering(body: bytes, status: int = 200, **headers: str) -> httpx.MockTransport:
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(status, content=_streamed(body, {}, size=5), headers=headers)
+
+    return httpx.MockTransport(answer)
+
+
+@pytest.mark.parametrize(
+    "after",
+    [b"\xff" * 100, bytes(100), gzip.compress(b"x")[:5]],
+    ids=["junk", "zeros", "a cut member"],
+)
+def test_bytes_after_the_coded_stream_are_refused_not_ignored(after: bytes) -> None:
+    """Bytes after a gzip stream's end are no second member: refused, not dropped (zlib
+    kept them, and copied them again with every piece, taking memory and a core)."""
+    body = gzip.compress(json.dumps({"digest": "x"}).encode()) + after
+    transport = _answering(body, **{"content-encoding": "gzip"})
+    with (
+        LedgerClient("http://ledger.test", transport=transport) as client,
+        pytest.raises(RemoteError) as info,
+    ):
+        client.run("b" * 8)
+    assert info.value.code == "bad-reply"
+    assert "does not decode" in info.value.message or "cut short" in info.value.message
+
+
+def test_bytes_after_a_deflate_stream_are_refused() -> None:
+    transport = _answering(zlib.compress(b"{}") + b"more", **{"content-encoding": "deflate"})
+    with (
+        LedgerClient("http://ledger.test", transport=transport) as client,
+        pytest.raises(RemoteError, match="bytes after the end") as info,
+    ):
+        client.run("b" * 8)
+    assert info.value.code == "bad-reply"
+
+
+def test_a_gzip_reply_of_several_members_reads_whole() -> None:
+    """RFC 1952 allows several members; the bundle is every one of them, not the first."""
+    lines = [json.dumps({"line": i}) + "\n" for i in range(3)]
+    body = gzip.compress(lines[0].encode()) + gzip.compress((lines[1] + lines[2]).encode())
+    transport = _answering(body, **{"content-encoding": "gzip"})
+    with LedgerClient("http://ledger.test", transport=transport) as client:
+        assert client.run_bundle("sha256:" + "a" * 64, []) == [line[:-1] for line in lines]
+
+
+def test_raw_deflate_reads_as_browsers_read_it() -> None:
+    packer = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+    body = packer.compress(json.dumps({"digest": "d"}).encode()) + packer.flush()
+    transport = _answering(body, **{"content-encoding": "deflate"})
+    with LedgerClient("http://ledger.test", transport=transport) as client:
+        assert client.run("d" * 8) == {"digest": "d"}
+
+
+def test_an_empty_coded_error_page_is_told_by_its_status() -> None:
+    transport = _answering(b"", 502, **{"content-encoding": "gzip"})
+    with (
+        LedgerClient("http://ledger.test", transport=transport) as client,
+        pytest.raises(RemoteError) as info,
+    ):
+        client.run("b" * 8)
+    assert info.value.code == "http-502"
+
+
+def test_a_bomb_is_held_to_about_the_bound_in_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Decoded a megabyte at a time: what is held passes the bound by at most that, not by
+    a whole bound's worth decoded in one step."""
+    monkeypatch.setattr(client_module, "MAX_REPLY_BYTES", 16 << 20)
+    bomb = _gzip_bomb(256 << 20)
+    transport = httpx.MockTransport(
+        lambda request: httpx.Response(
+            200, content=_streamed(bomb, {}, size=65536), headers={"content-encoding": "gzip"}
+        )
+    )
+    tracemalloc.start()
+    try:
+        with (
+            LedgerClient("http://ledger.test", transport=transport) as client,
+            pytest.raises(RemoteError, match="longer than"),
+        ):
+            client.run("b" * 8)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < (16 << 20) * 1.25
+
+
+def test_the_deadline_counts_from_the_request() -> None:
+    """A server slow to start its reply spends the same allowance as one slow to send it."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        time.sleep(0.6)
+        return httpx.Response(200, content=_streamed(b"{}", {}))
+
+    client = LedgerClient(
+        "http://ledger.test", transport=httpx.MockTransport(answer), reply_deadline=0.5
+    )
+    with client, pytest.raises(RemoteError, match=r"took longer than 0\.5 s") as info:
+        client.run("b" * 8)
+    assert info.value.code == "unreachable"
+
+
+def _coded(data: bytes, coding: str, members: int) -> tuple[bytes, str]:
+    if coding == "gzip":
+        cut = [
+            data[i * len(data) // members : (i + 1) * len(data) // members] for i in range(members)
+        ]
+        return b"".join(gzip.compress(part) for part in cut), "gzip"
+    if coding == "deflate":
+        return zlib.compress(data), "deflate"
+    if coding == "raw deflate":
+        packer = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+        return packer.compress(data) + packer.flush(), "deflate"
+    return data, "identity"
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    data=st.binary(max_size=4096),
+    coding=st.sampled_from(["identity", "gzip", "deflate", "raw deflate"]),
+    members=st.integers(1, 4),
+    size=st.integers(1, 600),
+)
+def test_an_honest_reply_reads_back_exactly_however_it_is_coded_and_cut(
+    data: bytes, coding: str, members: int, size: int
+) -> None:
+    """Property: whatever the bytes, their coding (one layer, gzip in several members) and
+    how the network cuts them, an artifact fetched reads back as itself (it is re-hashed)."""
+    body, label = _coded(data, coding, members)
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200, content=_streamed(body, {}, size=size), headers={"content-encoding": label}
+        )
+
+    with LedgerClient("http://ledger.test", transport=httpx.MockTransport(answer)) as client:
+        assert client.artifact(digest) == data
