@@ -38,8 +38,8 @@ USER_AGENT = "kernelindex-cli"
 # with its artifacts (each at most 16 MiB) fits many times over; a reply that never ends does
 # not take the client's memory with it.
 MAX_REPLY_BYTES = 256 * 1024 * 1024
-# The longest a reply may take once its headers came: a server sending a byte just within
-# each read's timeout would otherwise hold the client for as long as it likes.
+# The longest a reply may take, counted from its request: a server sending a byte just
+# within each read's timeout would otherwise hold the client for as long as it likes.
 DEFAULT_REPLY_DEADLINE = 600.0
 # What a reply may be compressed with: one layer of gzip or deflate (a proxy's), decoded here
 # within the bound. Others (br, zstd, stacked layers) are refused, not decoded: they are not
