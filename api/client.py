@@ -15,8 +15,7 @@ import dataclasses
 import hashlib
 import json
 import time
-import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -24,6 +23,12 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
+from domain.content_coding import (
+    ACCEPT_ENCODING,
+    BadReplyError,
+    SlowReplyError,
+    reply_body,
+)
 from domain.errors import DomainError
 from ledger.event_verification import EventVerification
 from ledger.ids import run_id
@@ -41,12 +46,6 @@ MAX_REPLY_BYTES = 256 * 1024 * 1024
 # The longest a reply may take, counted from its request: a server sending a byte just
 # within each read's timeout would otherwise hold the client for as long as it likes.
 DEFAULT_REPLY_DEADLINE = 600.0
-# What a reply may be compressed with: one layer of gzip or deflate (a proxy's), decoded here
-# within the bound. Others (br, zstd, stacked layers) are refused, not decoded: they are not
-# asked for, and a decoder that is not ours could blow a small reply up past the bound.
-_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
-# The most one decode step yields: what is held passes the bound by at most this much.
-_DECODED_PIECE = 1 << 20
 
 
 class RemoteError(DomainError):
@@ -89,7 +88,7 @@ class LedgerClient:
             headers={
                 "User-Agent": USER_AGENT,
                 "Accept": "application/json",
-                "Accept-Encoding": "gzip",
+                "Accept-Encoding": ACCEPT_ENCODING,
             },
         )
 
@@ -202,30 +201,16 @@ class LedgerClient:
     def _bounded(self, reply: httpx.Response, what: str, ends: float) -> httpx.Response:
         """The reply read whole and decoded, if it is at most ``MAX_REPLY_BYTES`` decoded and
         came by ``ends`` (monotonic); else refused as soon as it is not, the rest unread."""
-        declared = reply.headers.get("content-length", "")
-        encoding = reply.headers.get("content-encoding", "identity").strip().lower()
-        if declared.isdigit() and int(declared) > MAX_REPLY_BYTES and encoding == "identity":
-            raise RemoteError("bad-reply", f"{what}: {_too_long(declared)}")
-        chunks: list[bytes] = []
-        size = 0
-        # A transport that hands over a reply already in memory (a test's, an ASGI app's) has
-        # read and decoded it: its bytes are all there is to bound.
-        pieces = (
-            iter([reply.content])
-            if reply.is_stream_consumed
-            else _decoded(reply.iter_raw(), encoding, what)
-        )
-        for chunk in pieces:
-            size += len(chunk)
-            if size > MAX_REPLY_BYTES:
-                raise RemoteError("bad-reply", f"{what}: {_too_long(None)}")
-            if time.monotonic() > ends:
-                raise RemoteError(
-                    "unreachable",
-                    f"{what}: the server's reply took longer than {self.reply_deadline:g} s; "
-                    "not read further",
-                )
-            chunks.append(chunk)
+        try:
+            body = reply_body(reply, MAX_REPLY_BYTES, lambda: time.monotonic() > ends)
+        except SlowReplyError:
+            raise RemoteError(
+                "unreachable",
+                f"{what}: the server's reply took longer than {self.reply_deadline:g} s; "
+                "not read further",
+            ) from None
+        except BadReplyError as exc:
+            raise RemoteError("bad-reply", f"{what}: {exc.message}") from None
         # The bytes as decoded: the encoding headers no longer describe them.
         kept = [
             (k, v)
@@ -238,7 +223,7 @@ class LedgerClient:
         return httpx.Response(
             reply.status_code,
             headers=kept,
-            content=b"".join(chunks),
+            content=body,
             request=reply.request,
             extensions=extensions,
         )
@@ -266,83 +251,6 @@ class LedgerClient:
             code = kind.rsplit("/", 1)[-1] if isinstance(kind, str) and kind else f"http-{status}"
         detail = value.get("detail") or value.get("title") or fallback
         return RemoteError(code, str(detail), status)
-
-
-def _too_long(declared: str | None) -> str:
-    size = f" ({int(declared):,} bytes)" if declared else ""
-    return f"the server's reply{size} is longer than {MAX_REPLY_BYTES:,} bytes; not read further"
-
-
-def _decoded(raw: Iterator[bytes], encoding: str, what: str) -> Iterator[bytes]:
-    """The reply's bytes with its content coding undone, in pieces of at most
-    ``_DECODED_PIECE``: a few compressed bytes that decode to gigabytes are refused by the
-    caller once past the bound, never decoded whole. The raw bytes count against the bound
-    too, and nothing after the coded stream's end is taken in silently."""
-    if encoding in ("", "identity"):
-        yield from raw
-        return
-    wbits = _WBITS.get(encoding)
-    if wbits is None:
-        raise RemoteError(
-            "bad-reply",
-            f"{what}: the server's reply is coded {encoding!r}, which was not asked for",
-        )
-    decoder: Any = None  # zlib's decompressor (its class is private); None before any byte
-    seen = 0
-    try:
-        for piece in _head_whole(raw):
-            seen += len(piece)
-            if seen > MAX_REPLY_BYTES:
-                raise RemoteError("bad-reply", f"{what}: {_too_long(None)}")
-            data = piece
-            while data:
-                if decoder is None:
-                    decoder = _decompressor(encoding, wbits, data)
-                elif decoder.eof:
-                    if encoding == "deflate":
-                        raise RemoteError(
-                            "bad-reply", f"{what}: bytes after the end of the server's reply"
-                        )
-                    # A gzip reply may hold several members (RFC 1952): each is read.
-                    decoder = zlib.decompressobj(wbits)
-                yield decoder.decompress(data, _DECODED_PIECE)
-                data = decoder.unconsumed_tail or (decoder.unused_data if decoder.eof else b"")
-        if decoder is None:
-            return  # no body at all (a proxy's empty 502, say): nothing to decode
-        yield decoder.flush()
-    except zlib.error as exc:
-        raise RemoteError(
-            "bad-reply", f"{what}: the server's {encoding} reply does not decode ({exc})"
-        ) from None
-    if not decoder.eof:
-        raise RemoteError("bad-reply", f"{what}: the server's {encoding} reply is cut short")
-
-
-def _head_whole(raw: Iterator[bytes]) -> Iterator[bytes]:
-    """The same bytes, the first piece holding at least two when there are two: a network
-    may cut anywhere, and ``_decompressor`` tells the deflate kinds apart by two bytes."""
-    head: bytes | None = b""
-    for piece in raw:
-        if head is None:
-            yield piece
-            continue
-        head += piece
-        if len(head) >= 2:
-            yield head
-            head = None
-    if head:
-        yield head
-
-
-def _decompressor(encoding: str, wbits: int, first: bytes) -> Any:
-    """A decoder for the reply's coding. "deflate" is meant to be zlib-wrapped (RFC 9110),
-    but some servers send it raw, as browsers and httpx accept: a body without the zlib
-    header (its first two bytes a multiple of 31, method 8) is read raw."""
-    if encoding == "deflate" and not (
-        len(first) >= 2 and first[0] & 0x0F == 8 and (first[0] << 8 | first[1]) % 31 == 0
-    ):
-        return zlib.decompressobj(-zlib.MAX_WBITS)
-    return zlib.decompressobj(wbits)
 
 
 # ------------------------------------------------------- checked replies

@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from domain.content_coding import ACCEPT_ENCODING, BadReplyError, SlowReplyError, reply_body
 from domain.errors import DomainError
 from domain.statements import MAX_LEASE_SECONDS
 from gpu_agent import harness
@@ -28,6 +29,10 @@ from ledger.signing.keys import SigningKey
 
 DEFAULT_LEASE_SECONDS = 3600
 MAX_ARTIFACT_BYTES = 16 * 1024 * 1024
+# The ledger is trusted for transport only: a reply is read within these bounds or refused
+# (an artifact at its limit, with room for JSON around a job list).
+MAX_REPLY_BYTES = 2 * MAX_ARTIFACT_BYTES
+REPLY_DEADLINE = 600.0
 
 
 class AgentError(DomainError):
@@ -69,6 +74,24 @@ class LedgerApi:
         self.base = base_url.rstrip("/")
         self.http = client or httpx.Client(timeout=60.0)
 
+    def _call(self, method: str, path: str, **options: Any) -> httpx.Response:
+        """One request; its reply read within ``MAX_REPLY_BYTES`` and ``REPLY_DEADLINE``."""
+        ends = time.monotonic() + REPLY_DEADLINE
+        request = self.http.build_request(
+            method, f"{self.base}{path}", headers={"Accept-Encoding": ACCEPT_ENCODING}, **options
+        )
+        reply = self.http.send(request, stream=True)
+        try:
+            body = reply_body(reply, MAX_REPLY_BYTES, lambda: time.monotonic() > ends)
+        except (BadReplyError, SlowReplyError) as exc:
+            raise AgentError(f"{method} {path}: {exc.message}") from None
+        finally:
+            reply.close()
+        media = reply.headers.get("content-type", "application/octet-stream")
+        return httpx.Response(
+            reply.status_code, headers={"content-type": media}, content=body, request=request
+        )
+
     def _json(self, response: httpx.Response) -> Any:
         if response.status_code >= 400:
             try:
@@ -81,19 +104,17 @@ class LedgerApi:
 
     def open_jobs(self, device: Device, agent: str) -> list[dict[str, Any]]:
         params = {"product": device.product, "architecture": device.architecture, "agent": agent}
-        jobs: list[dict[str, Any]] = self._json(
-            self.http.get(f"{self.base}/v1/jobs", params=params)
-        )
+        jobs: list[dict[str, Any]] = self._json(self._call("GET", "/v1/jobs", params=params))
         return jobs
 
     def claim(self, job_id: str, envelope: dict[str, Any]) -> dict[str, Any]:
         reply: dict[str, Any] = self._json(
-            self.http.post(f"{self.base}/v1/jobs/{job_id}/claims", json=envelope)
+            self._call("POST", f"/v1/jobs/{job_id}/claims", json=envelope)
         )
         return reply
 
     def artifact(self, digest: str) -> bytes:
-        response = self.http.get(f"{self.base}/v1/artifacts/{digest}")
+        response = self._call("GET", f"/v1/artifacts/{digest}")
         if response.status_code >= 400:
             self._json(response)
         content = response.content
@@ -106,7 +127,7 @@ class LedgerApi:
 
     def post_result(self, run_digest: str, envelope: dict[str, Any]) -> dict[str, Any]:
         reply: dict[str, Any] = self._json(
-            self.http.post(f"{self.base}/v1/runs/{run_digest}/reruns", json=envelope)
+            self._call("POST", f"/v1/runs/{run_digest}/reruns", json=envelope)
         )
         return reply
 
