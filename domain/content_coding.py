@@ -78,16 +78,16 @@ def reply_body(reply: StreamedReply, limit: int, expired: Callable[[], bool]) ->
 def _read_within(pieces: Iterable[bytes], limit: int, expired: Callable[[], bool]) -> bytes:
     """The pieces joined, if at most ``limit`` bytes that came before ``expired()``; else
     refused as soon as they are not, the rest never read."""
-    chunks: list[bytes] = []
-    size = 0
+    # One growing buffer, not a list of pieces: a server can send its body in pieces of a
+    # byte or two (2-byte chunks), and a list holds ~60 bytes of objects for each of them.
+    body = bytearray()
     for chunk in pieces:
-        size += len(chunk)
-        if size > limit:
+        if len(body) + len(chunk) > limit:
             raise _too_long(limit)
         if expired():
             raise SlowReplyError("the server's reply took too long; not read further")
-        chunks.append(chunk)
-    return b"".join(chunks)
+        body += chunk
+    return bytes(body)
 
 
 def _decoded(raw: Iterable[bytes], coding: str, limit: int) -> Iterator[bytes]:

@@ -80,11 +80,18 @@ class LedgerApi:
         request = self.http.build_request(
             method, f"{self.base}{path}", headers={"Accept-Encoding": ACCEPT_ENCODING}, **options
         )
-        reply = self.http.send(request, stream=True)
+        try:
+            reply = self.http.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            raise AgentError(f"{method} {path}: the ledger did not answer ({exc})") from exc
         try:
             body = reply_body(reply, MAX_REPLY_BYTES, lambda: time.monotonic() > ends)
         except (BadReplyError, SlowReplyError) as exc:
             raise AgentError(f"{method} {path}: {exc.message}") from None
+        except httpx.HTTPError as exc:
+            # A reply cut or broken mid-body is the ledger's (or the network's), as a bad one
+            # is: an AgentError, so that a claimed job still ends in a signed failed result.
+            raise AgentError(f"{method} {path}: the reply broke off ({exc})") from exc
         finally:
             reply.close()
         media = reply.headers.get("content-type", "application/octet-stream")
@@ -234,7 +241,7 @@ class Agent:
         while True:
             try:
                 done = self.run_once()
-            except (AgentError, httpx.HTTPError) as exc:
+            except AgentError as exc:
                 self.log(f"ledger unavailable or refused: {exc}; retrying")
                 done = None
             if done is None:

@@ -378,6 +378,30 @@ def test_a_bomb_is_held_to_about_the_bound_in_memory(monkeypatch: pytest.MonkeyP
     assert peak < (16 << 20) * 1.25
 
 
+@pytest.mark.parametrize("coding", ["identity", "gzip"])
+def test_a_reply_in_tiny_pieces_is_held_at_about_its_size(coding: str) -> None:
+    """A chunked reply of 2-byte chunks arrives as 2-byte pieces: held in one buffer, not
+    as a list of tiny objects (~60 bytes each, ~30× the body and so far past the bound)."""
+    data = bytes(range(256)) * 1600  # 400 KiB, incompressible enough to stay many pieces
+    wire = gzip.compress(data, mtime=0) if coding == "gzip" else data
+    transport = httpx.MockTransport(
+        lambda request: httpx.Response(
+            200,
+            content=_streamed(wire, {}, size=2),
+            headers={"content-encoding": coding},
+        )
+    )
+    tracemalloc.start()
+    try:
+        with LedgerClient("http://ledger.test", transport=transport) as client:
+            got = client.artifact("sha256:" + hashlib.sha256(data).hexdigest())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert got == data
+    assert peak < 4 * len(data), f"{peak:,} bytes held for a {len(data):,}-byte reply"
+
+
 def test_the_deadline_counts_from_the_request() -> None:
     """A server slow to start its reply spends the same allowance as one slow to send it."""
 

@@ -234,3 +234,43 @@ def test_a_missing_dependency_fails_the_job_as_the_agents_not_the_solutions(
     assert outcome is not None and outcome.outcome == "failed"
     assert outcome.reason is not None and "'flashinfer'" in outcome.reason
     assert "job FAILED" in loop.history(run)[-1]["says"]
+
+
+class _CutArtifacts(httpx.BaseTransport):
+    """The real network, except that every artifact's reply breaks off after its first
+    bytes, as a dropped connection or a lying Content-Length does."""
+
+    def __init__(self) -> None:
+        self.network = httpx.HTTPTransport()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        reply = self.network.handle_request(request)
+        if not request.url.path.startswith("/v1/artifacts/"):
+            return reply
+        reply.close()
+
+        def cut() -> Iterator[bytes]:
+            yield b'{"name": '
+            raise httpx.RemoteProtocolError("peer closed connection", request=request)
+
+        return httpx.Response(reply.status_code, content=cut())
+
+    def close(self) -> None:
+        self.network.close()
+
+
+def test_a_reply_that_breaks_off_still_ends_the_claimed_job_in_a_signed_result(
+    loop: Loop,
+) -> None:
+    """A claimed job is never left without a result: an artifact whose reply breaks off is
+    the ledger's or the network's failure, recorded as the job's, never a hang or a drop."""
+    run = loop.submit_and_request("rmsnorm_h4096_bf16")
+    agent = loop.agent
+    agent.api = LedgerApi(loop.url, client=httpx.Client(transport=_CutArtifacts()))
+    outcome = agent.run_once()
+    assert outcome is not None and outcome.outcome == "failed"
+    assert outcome.reason is not None and "the reply broke off" in outcome.reason
+    last = loop.history(run)[-1]
+    assert last["event"] == "Run.RerunRecorded" and last["verified"]
+    assert "job FAILED" in last["says"]
+    assert agent.run_once() is None  # the job is done, not claimed and left
