@@ -594,6 +594,85 @@ def test_stored_payloads_read_back_as_admission_read_them(value: object) -> None
     assert json.dumps(stored, sort_keys=True) == json.dumps(admitted, sort_keys=True)
 
 
+# Strings as a signer's own JSON text may spell them: each UTF-16 code unit written as itself
+# or as a \\uXXXX escape, surrogates (paired, lone, reversed) often among them.
+_code_units = st.integers(0xD7F0, 0xE010) | st.integers(0, 0xFFFF) | st.sampled_from([0x22, 0x5C])
+
+
+@st.composite
+def _json_string(draw: st.DrawFn) -> str:
+    spelled = []
+    for unit in draw(st.lists(_code_units, max_size=6)):
+        plain = unit >= 0x20 and unit not in (0x22, 0x5C) and not 0xD800 <= unit <= 0xDFFF
+        if plain and draw(st.booleans()):
+            spelled.append(chr(unit))
+        else:
+            spelled.append(f"\\u{unit:04x}" if draw(st.booleans()) else f"\\u{unit:04X}")
+    return '"' + "".join(spelled) + '"'
+
+
+_json_texts = st.recursive(
+    _json_string()
+    | st.sampled_from(["0", "-0", "1.5", "1e20", "100000000000000000000", "null", "true"]),
+    lambda inner: (
+        st.lists(inner, max_size=4).map(lambda items: "[" + ",".join(items) + "]")
+        | st.lists(st.tuples(_json_string(), inner), max_size=4).map(
+            lambda pairs: "{" + ",".join(f"{k}: {v}" for k, v in pairs) + "}"
+        )
+    ),
+    max_leaves=12,
+)
+
+
+def _typed(value: object) -> object:
+    """The value with every scalar's type kept, so that 1 and 1.0 (or True) differ."""
+    if isinstance(value, dict):
+        return {k: _typed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_typed(v) for v in value]
+    return (type(value).__name__, value)
+
+
+@settings(max_examples=400)
+@given(_json_texts)
+def test_what_admission_reads_the_store_reads_alike_and_canonical_json_writes(text: str) -> None:
+    """Any JSON text a signer may send: if the strict reader admits it, the store's reader
+    (msgspec, for folds, history and export) reads the same value, and canonical JSON can
+    write it. A lone surrogate escape (``"\\ud800"``) was admitted and then stopped every
+    fold, for every run, for good (found by an attack review)."""
+    data = text.encode("utf-8")
+    try:
+        admitted = parse_json(data)
+    except ParseError:
+        return
+    assert _typed(parse_admitted_json(data)) == _typed(admitted)
+    assert parse_json(canonical_json(admitted)) == admitted
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        r'{"a": "\ud800"}',
+        r'{"a": "x\uDC00y"}',
+        r'{"\ud83d": 1}',
+        r'["\ude00\ud83d"]',
+        r'{"a": {"b": ["ok", "\udfff"]}}',
+    ],
+    ids=["lone high", "lone low", "in a key", "reversed pair", "nested"],
+)
+def test_a_lone_surrogate_is_refused_by_every_reader(text: str) -> None:
+    for parse in (parse_json, parse_document):
+        with pytest.raises(ParseError, match=r"lone surrogate U\+D[89A-F][0-9A-F]{2}"):
+            parse(text.encode())
+    with pytest.raises(ParseError, match="lone surrogate"):
+        parse_yaml(text.encode())
+
+
+def test_a_surrogate_pair_is_the_character_it_spells() -> None:
+    assert parse_json(rb'{"a": "\ud83d\ude00"}') == {"a": "\U0001f600"}
+    assert parse_yaml(rb'a: "\U0001F600"') == {"a": "\U0001f600"}
+
+
 @settings(max_examples=500)
 @given(
     st.floats(allow_nan=False, allow_infinity=False)

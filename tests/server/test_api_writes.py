@@ -36,7 +36,7 @@ from ledger.signing.authoring import (
     lifecycle_envelope,
     rerun_request_envelope,
 )
-from ledger.signing.dsse import sign_envelope
+from ledger.signing.dsse import PAYLOAD_TYPE, pae, sign_envelope
 from ledger.signing.keys import SigningKey
 from projections.run_views import _HANDLERS
 
@@ -387,3 +387,33 @@ def test_a_fold_that_fails_answers_a_server_fault_not_the_readers(
     assert runs.status_code == 200, runs.text
     after = {r["digest"]: r["attestations"] for r in runs.json()["items"]}
     assert after == counted | {SEED: counted[SEED] + 1}
+
+
+def test_a_lone_surrogate_in_a_signed_statement_is_refused_and_reads_go_on(
+    served: Served,
+) -> None:
+    """A signer's own JSON may escape a lone surrogate (``"\\ud800"``) where no model looks
+    (``predicate.sourceNative``). It was admitted, and the store's reader (msgspec) refuses
+    it: every fold stopped, for every run, for good. Now admission refuses it by name."""
+    c = served.client
+    home = served.home
+    manifests = seed_manifests()
+    manifests["run"]["metadata"]["name"] = "sol-submission-38823-surrogate"
+    manifests["run"]["spec"]["observedAt"] = "2026-08-24T00:00:00.000Z"  # a run of its own
+    envelope = ingestion_envelope(manifests, home.key("ingester"))
+    statement = json.loads(base64.b64decode(envelope["payload"]))
+    statement["predicate"].setdefault("sourceNative", {})["note"] = "\ud800"
+    payload = json.dumps(statement).encode()  # the signer's bytes: "\ud800" stays escaped
+    assert b"\\ud800" in payload
+    signature = home.key("ingester").sign(pae(PAYLOAD_TYPE, payload))
+    hostile = dict(
+        envelope,
+        payload=base64.b64encode(payload).decode(),
+        signatures=[{**envelope["signatures"][0], "sig": base64.b64encode(signature).decode()}],
+    )
+    before = tree_size(served)
+    problem = problem_of(c.post("/v1/runs", json=hostile), 400, "malformed-envelope")
+    assert "lone surrogate U+D800" in problem["detail"]
+    assert tree_size(served) == before
+    assert c.get(f"/v1/runs/{SEED}").status_code == 200
+    assert c.get(f"/v1/runs/{SEED}/history").status_code == 200
