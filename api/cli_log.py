@@ -42,6 +42,7 @@ from ledger.verify import (
     Outcome,
     VerificationPolicy,
     bundle_lines,
+    open_bundle,
     outcome_of,
     verify_bundle_lines,
 )
@@ -237,7 +238,7 @@ def verify(
         held_checkpoints=_read_notes(checkpoint),
         expect=expect,
     )
-    with bundle.open("r", encoding="utf-8") as handle, progress_bar("verifying") as bar:
+    with open_bundle(bundle) as handle, progress_bar("verifying") as bar:
         task = bar.add_task("verify", total=None)
         report = verify_bundle_lines(
             bundle_lines(handle),

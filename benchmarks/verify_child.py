@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ledger.verify import VerificationPolicy, bundle_lines, verify_bundle_lines
+from ledger.verify import VerificationPolicy, bundle_lines, open_bundle, verify_bundle_lines
 
 
 def peak_rss_kib() -> int:
@@ -38,7 +38,7 @@ def measure(bundle: Path, workers: int) -> dict[str, Any]:
     baseline_kib = peak_rss_kib()
     cpu_started = time.process_time(), _children_cpu_s()
     started = time.perf_counter()
-    with bundle.open(encoding="utf-8") as handle:
+    with open_bundle(bundle) as handle:
         # The benchmark's own bundle: its trust root is the one it was made with; the cost
         # measured is the same as with that root pinned.
         policy = VerificationPolicy(trust_root=None, allow_unanchored=True)

@@ -6,7 +6,7 @@ UNANCHORED) and ``EXIT_CODES`` its exit code. Imports no database code.
 """
 
 from ledger.verify.bundle import BundleVerifier, verify_bundle_lines
-from ledger.verify.format import BUNDLE_FORMAT, OverlongLine, bundle_lines
+from ledger.verify.format import BUNDLE_FORMAT, OverlongLine, bundle_lines, open_bundle
 from ledger.verify.policy import (
     EXIT_CODES,
     Expectation,
@@ -29,6 +29,7 @@ __all__ = [
     "bundle_lines",
     "default_workers",
     "make_claim",
+    "open_bundle",
     "outcome_of",
     "verify_bundle_lines",
 ]

@@ -4,6 +4,7 @@ how one of its lines is read."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, NamedTuple, TextIO
 
 import msgspec
@@ -29,6 +30,15 @@ def read_line(line: str | bytes) -> Any:
         return msgspec.json.decode(line)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
         raise UnreadableLineError(str(exc)) from None
+    except UnicodeEncodeError:  # bytes that are not UTF-8, kept as surrogates by open_bundle
+        raise UnreadableLineError("not UTF-8") from None
+
+
+def open_bundle(path: Path) -> TextIO:
+    """A bundle file to read with :func:`bundle_lines`. Bytes that are not UTF-8 are kept
+    (as surrogates) for :func:`read_line` to refuse: a line of them fails the format check
+    by its number, where decoding the file strictly stopped the whole read with a traceback."""
+    return path.open("r", encoding="utf-8", errors="surrogateescape")
 
 
 class OverlongLine(NamedTuple):

@@ -83,6 +83,33 @@ def test_a_line_longer_than_the_format_allows_fails_unread(cli: Cli, tmp_path: P
     assert report["checks"]["signature"]["passed"] > 0
 
 
+@pytest.mark.parametrize("where", ["a line of its own", "inside an event's line"])
+def test_bytes_that_are_not_utf8_fail_their_line_not_the_whole_read(
+    cli: Cli, tmp_path: Path, where: str
+) -> None:
+    """A bundle is UTF-8: a byte that is not fails the format check by its line number,
+    with a report (it stopped the read with a traceback and printed no report at all)."""
+    bundle = tmp_path / "s.bundle"
+    cli("export", "--run", "7e18c26c", "-o", bundle)
+    lines = bundle.read_bytes().split(b"\n")
+    at = next(i for i, line in enumerate(lines) if b'"type":"event"' in line.replace(b" ", b""))
+    if where == "a line of its own":
+        lines.insert(at, b"\xff\xfe")
+    else:
+        lines[at] = lines[at].replace(b'"', b'"\xff', 1)  # inside the first key's string
+    edited = tmp_path / "bytes.bundle"
+    edited.write_bytes(b"\n".join(lines))
+    root = cli.home / "trust-root.json"
+    report = json.loads(
+        run(cli, "verify", edited, "--trust-root", root, "--json", code=EXIT_CODES[Outcome.FAILED])
+    )
+    assert report["outcome"] == "FAILED" and report["verified"] is False
+    first = next(f for f in report["findings"] if f["check"] == "format")
+    assert (first["where"], first["reason"]) == (f"line {at + 1}", "not a JSON object")
+    if where == "a line of its own":  # the rest of the bundle still verifies around it
+        assert len(report["findings"]) == 1, report["findings"]
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(st.integers(min_value=0, max_value=40), max_size=12),
