@@ -220,15 +220,19 @@ def _parse_json_strictly(data: bytes) -> JsonValue:
     except RecursionError:
         raise TooLargeError("JSON nesting is too deep") from None
     _check_depth(value)
-    if b"\\u" in data:  # only an escape can spell a surrogate: the text is valid UTF-8
-        _refuse_lone_surrogates(value)
+    if b"\\u" in data:  # only an escape spells a surrogate or NUL: the text is valid UTF-8
+        _refuse_unstorable_strings(value)
     return value
 
 
-def _refuse_lone_surrogates(value: JsonValue) -> None:
-    """No string may hold a lone surrogate (``"\\ud800"``): it is no Unicode character, so
-    I-JSON and RFC 8785 refuse it, and so does msgspec, the store's reader. Admitted, one
-    such string in a signed statement stopped every fold (found by an attack review)."""
+def _refuse_unstorable_strings(value: JsonValue) -> None:
+    """No string or key may hold what a reader or a store downstream refuses, each found
+    admitted by an attack review and then stopping every fold, for every run, for good:
+
+    - a lone surrogate (``"\\ud800"``): no Unicode character, so I-JSON and RFC 8785
+      refuse it, and so does msgspec, the store's reader;
+    - NUL (``"\\u0000"``): PostgreSQL's text cannot hold it, and the views copy manifest
+      text (a run's title, a product) into text columns."""
     try:
         msgspec.json.encode(value)
     except UnicodeEncodeError as exc:
@@ -236,6 +240,18 @@ def _refuse_lone_surrogates(value: JsonValue) -> None:
         raise ParseError(
             f"a string holds the lone surrogate U+{code:04X}, which is no Unicode character"
         ) from None
+    if _holds_nul(value):
+        raise ParseError("a string holds U+0000 (NUL), which no text column can store")
+
+
+def _holds_nul(value: JsonValue) -> bool:
+    if type(value) is str:
+        return "\x00" in value
+    if type(value) is dict:
+        return any("\x00" in key or _holds_nul(item) for key, item in value.items())
+    if type(value) is list:
+        return any(_holds_nul(item) for item in value)
+    return False
 
 
 def _check_depth(value: JsonValue) -> None:
@@ -276,8 +292,8 @@ def parse_yaml(data: bytes) -> JsonValue:
     if len(nodes) != 1 or nodes[0] is None:
         raise ParseError(f"expected exactly one YAML document, found {len(nodes)}")
     value = _YamlBuilder().build(nodes[0])
-    if "\\" in text:  # YAML's escapes (\u, \U) are the only way to spell a surrogate
-        _refuse_lone_surrogates(value)
+    if "\\" in text:  # YAML's escapes (\u, \U, \0, \x) alone spell a surrogate or NUL
+        _refuse_unstorable_strings(value)
     return value
 
 

@@ -21,6 +21,7 @@ from api.demo import seed_manifests
 from api.server.config import ServerConfig
 from domain.errors import CanonicalizationError
 from domain.event_names import EventName
+from domain.manifests.canonical_form import manifest_digest
 from domain.statements import Role
 from domain.timestamps import utc_now
 from ledger.aggregates import Run
@@ -417,3 +418,33 @@ def test_a_lone_surrogate_in_a_signed_statement_is_refused_and_reads_go_on(
     assert tree_size(served) == before
     assert c.get(f"/v1/runs/{SEED}").status_code == 200
     assert c.get(f"/v1/runs/{SEED}/history").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("manifest", "field"),
+    [("run", ("metadata", "title")), ("environment", ("spec", "hardware", "product"))],
+    ids=["run title", "product"],
+)
+def test_nul_in_manifest_text_is_refused_and_reads_go_on(
+    served: Served, manifest: str, field: tuple[str, ...]
+) -> None:
+    """An honest client could sign a run titled "evil\\x00title": the manifest models take
+    any text. Admitted, the fold copied it into a text column PostgreSQL refuses, and every
+    view stopped for every run, for good (SQLite stored it). Now admission refuses it."""
+    c = served.client
+    manifests = seed_manifests()
+    manifests["run"]["metadata"]["name"] = "sol-submission-38823-nul"
+    manifests["run"]["spec"]["observedAt"] = "2026-08-25T00:00:00.000Z"  # a run of its own
+    target = manifests[manifest]
+    for key in field[:-1]:
+        target = target[key]
+    target[field[-1]] = "evil\x00text"
+    if manifest == "environment":  # the run names its environment by digest
+        manifests["run"]["spec"]["environmentDigest"] = manifest_digest(manifests["environment"])
+    envelope = ingestion_envelope(manifests, served.home.key("ingester"))
+    before = tree_size(served)
+    problem = problem_of(c.post("/v1/runs", json=envelope), 400, "malformed-envelope")
+    assert "U+0000 (NUL)" in problem["detail"]
+    assert tree_size(served) == before
+    assert c.get(f"/v1/runs/{SEED}").status_code == 200
+    assert c.get("/v1/groups").status_code == 200
