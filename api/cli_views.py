@@ -55,7 +55,8 @@ def _print_board(key: str, view: View, rows: list[BoardRow]) -> None:
     for column in ("rank", "run", "evidence", "value", "× #1", "latency"):
         table.add_column(column, no_wrap=column != "run", overflow="fold")
     for r in rows:
-        filled = max(1, round(BAR_WIDTH * r.value / top))
+        # The ratio first: a value near the float's top (1e308) times the width overflows.
+        filled = max(1, round(BAR_WIDTH * (r.value / top)))
         table.add_row(
             str(r.rank),
             f"{escape(r.name)} [dim]{r.run_digest[7:19]}[/]",

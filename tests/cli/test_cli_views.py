@@ -3,6 +3,7 @@ evidence and standings, `leaderboard`, `compare` and `projections rebuild|status
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from api.cli import app
+from api.demo import COHORT_FILE, _data
+from ledger.home import LedgerHome
+from ledger.signing.authoring import ingestion_envelope
 
 SEED = "sha256:7e18c26ca3b60572c4fc8589c4b3b9a86b548ef031df4242ea2483b649bd6a47"
 RUN_21613 = "sha256:7d1516c14ea952d53ea9d4646926919b9449e6029ea769059b6ce32c0ab9889b"
@@ -165,3 +169,28 @@ def test_search_finds_groups_by_every_word_and_tells_lookalikes_apart(demo: Demo
     # Only values match: a JSON key of every manifest finds nothing, in any case.
     for key in ("spec", "metadata", "AXES", "B200 name"):
         assert demo.json("search", *key.split())["groups"] == [], key
+
+
+@pytest.mark.parametrize("values", [(1.0, 1e308), (5e-324, 1.7976931348623157e308)])
+def test_a_leaderboard_draws_values_at_the_floats_edges(
+    demo: Demo, db_url: str, values: tuple[float, float]
+) -> None:
+    """A claimed 1e308 is a finite number admission accepts: its group's board printed a
+    traceback (40 × 1e308 overflowed) until the ratio came first."""
+    home = LedgerHome.at(demo.home, db_url)
+    ledger = home.open()
+    runs = []
+    for i, value in enumerate(values):
+        manifests = copy.deepcopy(_data(COHORT_FILE)["cohort"][0])
+        manifests["run"]["metadata"]["name"] = f"edge-{i}"
+        manifests["run"]["spec"]["observedAt"] = f"2026-08-2{i}T00:00:00.000Z"
+        manifests["run"]["spec"].pop("timing")
+        manifests["run"]["spec"]["measurements"] = [
+            {"metric": "latency", "unit": "ns", "statistic": "mean", "value": value}
+        ]
+        runs.append(ledger.append(ingestion_envelope(manifests, home.key("ingester"))))
+    key = demo.json("show", runs[0].subject_digest)["comparisonKey"]
+    text = demo("leaderboard", key).stdout  # exit 0, no traceback
+    assert "source-native comparison · 3 ranked" in text  # the cohort's run and these two
+    board = demo.json("leaderboard", key)["entries"]
+    assert sorted(e["value"] for e in board if e["name"].startswith("edge-")) == list(values)

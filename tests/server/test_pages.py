@@ -13,10 +13,12 @@ from html.parser import HTMLParser
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from served_app import RUN_PAGE_SECTIONS, Served
 
 from api.demo import seed_manifests
-from api.server.pages.chart import Bar, bar_chart
+from api.server.pages.chart import LABEL_WIDTH, VALUE_WIDTH, WIDTH, Bar, bar_chart
 from api.server.pages.controller import template_config
 from api.server.pages.format import (
     LEVEL_COLOURS,
@@ -444,6 +446,19 @@ def test_chart_survives_empty_zero_and_non_finite_values() -> None:
     root = ET.fromstring(bar_chart(odd, title="t", description="d", chart_id="o"))
     widths = [float(r.attrib["width"]) for r in root.iter("{http://www.w3.org/2000/svg}rect")]
     assert widths == [0.0, 0.0, 0.0]
+
+
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=1, max_size=6))
+def test_every_finite_value_draws_a_bar_within_the_chart(values: list[float]) -> None:
+    """Any value admission accepts (a claimed 1e308 included) draws a finite bar no longer
+    than the chart: span x value overflowed to width="inf" before the ratio came first."""
+    bars = [Bar(f"#{i}", v, str(v)) for i, v in enumerate(values)]
+    root = ET.fromstring(bar_chart(bars, title="t", description="d", chart_id="p"))
+    rects = root.findall(".//{http://www.w3.org/2000/svg}rect[@class='bar']")
+    widths = [float(r.attrib["width"]) for r in rects]
+    assert len(widths) == len(values)
+    span = WIDTH - LABEL_WIDTH - VALUE_WIDTH
+    assert all(math.isfinite(w) and 0.0 <= w <= span for w in widths), widths
 
 
 def test_formatting_for_people() -> None:

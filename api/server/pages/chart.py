@@ -43,7 +43,7 @@ def _length(value: float, top: float, span: float) -> float:
     # Bars start at zero so lengths compare honestly; a non-finite or negative value draws none.
     if not math.isfinite(value) or value <= 0 or top <= 0:
         return 0.0
-    return max(1.0, span * value / top)
+    return max(1.0, span * (value / top))  # the ratio first: span × 1e308 overflows
 
 
 def bar_chart(bars: Sequence[Bar], *, title: str, description: str, chart_id: str) -> str:
