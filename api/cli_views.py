@@ -21,7 +21,7 @@ from api.cli_common import (
     progress_bar,
 )
 from domain.evidence import EvidenceLevel
-from domain.quantities import format_value
+from domain.quantities import format_fixed, format_value
 from domain.ranking import View
 from ledger.errors import NotFoundError
 from projections import queries
@@ -62,7 +62,7 @@ def _print_board(key: str, view: View, rows: list[BoardRow]) -> None:
             f"{escape(r.name)} [dim]{r.run_digest[7:19]}[/]",
             r.evidence_level,
             format_value(r.value, r.unit if view is View.SOURCE_NATIVE else "ns"),
-            f"{r.value / first:.3f}",
+            format_fixed(r.value / first, 3),
             "[cyan]" + "█" * filled + "[/]",
         )
     out.print(table)

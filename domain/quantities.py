@@ -18,13 +18,19 @@ def finite(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def format_fixed(value: float, places: int) -> str:
+    """``places`` decimals, as people read a ratio or a time, until that would spell a huge
+    number in full: 1e308 (finite, admitted) had 300 digits and burst the pages' tables."""
+    return f"{value:.{places}f}" if abs(value) < 1e6 else f"{value:.4g}"
+
+
 def format_ns(value: float | None) -> str:
     """A duration in ns in the unit a person reads best: 1750693 → "1.751 ms"."""
     if value is None or not finite(value):
         return "—"
     size = abs(value)
     if size >= 1e9:
-        return f"{value / 1e9:.3f} s"
+        return f"{format_fixed(value / 1e9, 3)} s"
     if size >= 1e6:
         return f"{value / 1e6:.3f} ms"
     if size >= 1e3:

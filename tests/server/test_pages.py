@@ -461,6 +461,18 @@ def test_every_finite_value_draws_a_bar_within_the_chart(values: list[float]) ->
     assert all(math.isfinite(w) and 0.0 <= w <= span for w in widths), widths
 
 
+@given(
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from([None, "ns", "us", "ms", "s", "score", "TFLOP/s"]),
+)
+def test_every_finite_value_reads_in_a_few_characters(value: float, unit: str | None) -> None:
+    """A time or a ratio is never spelled in full: a claimed 1e308 ns read as 300 digits
+    and widened its leaderboard past the page."""
+    assert len(format_ns(value)) <= 16, format_ns(value)
+    assert len(format_value(value, unit)) <= 24, format_value(value, unit)
+    assert len(format_ratio(value)) <= 16, format_ratio(value)
+
+
 def test_formatting_for_people() -> None:
     assert format_ns(1_750_693) == "1.751 ms"
     assert format_ns(12_345) == "12.35 µs"

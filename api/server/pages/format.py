@@ -9,7 +9,7 @@ from urllib.parse import quote, urlsplit
 
 from api.display import format_measurement, source_summary, unranked_reason
 from domain.evidence import EvidenceLevel
-from domain.quantities import format_ns, format_number, format_value
+from domain.quantities import format_fixed, format_ns, format_number, format_value
 
 # Badge and bar colours per evidence level, weakest to strongest. Each carries white text, so
 # every colour keeps a WCAG AA contrast of at least 4.5:1 against white (tests check it).
@@ -36,7 +36,7 @@ def badge_rules() -> str:
 def format_ratio(ratio: float | None) -> str:
     if ratio is None or isinstance(ratio, bool) or not math.isfinite(ratio):
         return "—"
-    return f"{ratio:.3f}×"
+    return f"{format_fixed(ratio, 3)}×"
 
 
 def short_digest(digest: str | None, digits: int = 12) -> str:
