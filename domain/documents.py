@@ -225,33 +225,40 @@ def _parse_json_strictly(data: bytes) -> JsonValue:
     return value
 
 
+# What no string or key may hold. A lone surrogate is no Unicode character: I-JSON and
+# RFC 8785 refuse it, and so does msgspec, the store's reader (a pair that an escape spells
+# is one character by now). NUL: PostgreSQL's text cannot hold it, and the views copy
+# manifest text (a run's title, a product) into text columns. Each was found admitted by an
+# attack review, and then stopped every fold, for every run, for good.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
 def _refuse_unstorable_strings(value: JsonValue) -> None:
-    """No string or key may hold what a reader or a store downstream refuses, each found
-    admitted by an attack review and then stopping every fold, for every run, for good:
-
-    - a lone surrogate (``"\\ud800"``): no Unicode character, so I-JSON and RFC 8785
-      refuse it, and so does msgspec, the store's reader;
-    - NUL (``"\\u0000"``): PostgreSQL's text cannot hold it, and the views copy manifest
-      text (a run's title, a product) into text columns."""
-    try:
-        msgspec.json.encode(value)
-    except UnicodeEncodeError as exc:
-        code = ord(exc.object[exc.start])
-        raise ParseError(
-            f"a string holds the lone surrogate U+{code:04X}, which is no Unicode character"
-        ) from None
-    if _holds_nul(value):
+    """Refuse the first string or key that holds a character of ``_UNSTORABLE``."""
+    found = _unstorable(value)
+    if found == "\x00":
         raise ParseError("a string holds U+0000 (NUL), which no text column can store")
+    if found is not None:
+        raise ParseError(
+            f"a string holds the lone surrogate U+{ord(found):04X}, which is no Unicode character"
+        )
 
 
-def _holds_nul(value: JsonValue) -> bool:
+def _unstorable(value: JsonValue) -> str | None:
     if type(value) is str:
-        return "\x00" in value
+        match = _UNSTORABLE.search(value)
+        return match.group() if match else None
     if type(value) is dict:
-        return any("\x00" in key or _holds_nul(item) for key, item in value.items())
-    if type(value) is list:
-        return any(_holds_nul(item) for item in value)
-    return False
+        for key, item in value.items():
+            found = _unstorable(key) or _unstorable(item)
+            if found is not None:
+                return found
+    elif type(value) is list:
+        for item in value:
+            found = _unstorable(item)
+            if found is not None:
+                return found
+    return None
 
 
 def _check_depth(value: JsonValue) -> None:
