@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Callable
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from api.cli_common import DbOption, HomeOption, handles_errors, out
+from api.cli_common import DbOption, HomeOption, err, handles_errors, out
 from api.demo import DEMO_HOME, build_demo, demo_home
+from ledger.errors import StoreError
 from ledger.home import DB_ENV, HOME_ENV, LedgerHome
 
 if TYPE_CHECKING:
@@ -87,20 +91,57 @@ def serve(
         build_demo(target)[0].close()
     ledger = target.open()
     writer: WriterProcess | None = None
+    stop = _Stop()
     if _is_sqlite(target.db_url):
         # SQLite takes one writing process: the ledger's writer process, which every HTTP
-        # worker hands its writes to; the workers read the ledger themselves.
+        # worker hands its writes to; the workers read the ledger themselves. Should it end
+        # unasked it is started again; if it cannot be kept running, serving stops.
         ledger.close()
         writer = WriterProcess(target.path, target.db_url).start()
         os.environ.update(writer.env)
         ledger = target.open(read_only=True)
+        writer.watch(report=_warn, give_up=stop.give_up)
     try:
         remote = RemoteWriter(writer.address, writer.key) if writer is not None else None
-        _serve(ledger, target, host, port, workers, public_url, log_format, remote)
+        pid = writer.pid if writer is not None else None
+        _serve(ledger, target, host, port, workers, public_url, log_format, remote, pid, stop)
     finally:
         ledger.close()
         if writer is not None:
             writer.stop()
+    if stop.reason is not None:
+        raise StoreError(stop.reason)  # exit 1, the reason on stderr
+
+
+def _warn(message: str) -> None:
+    err.print(f"[yellow]serve: {escape(message)}[/]")
+
+
+class _Stop:
+    """How the writer's watcher ends a running server when the writer cannot be kept
+    running: uvicorn's own exit (as on SIGTERM: the workers finish what they serve), the
+    reason kept for `serve` to exit with. ``arm`` once uvicorn runs; a give-up that came
+    before is honoured then."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self._hook: Callable[[], None] | None = None
+        self._lock = threading.Lock()
+
+    def arm(self, hook: Callable[[], None]) -> None:
+        with self._lock:
+            self._hook = hook
+            due = self.reason is not None
+        if due:
+            hook()
+
+    def give_up(self, reason: str) -> None:
+        _warn(f"{reason}; stopping the server")
+        with self._lock:
+            self.reason = reason
+            hook = self._hook
+        if hook is not None:
+            hook()
 
 
 def _serve(
@@ -112,8 +153,12 @@ def _serve(
     public_url: str | None,
     log_format: LogFormat,
     remote: RemoteWriter | None,
+    writer_pid: int | None,
+    stop: _Stop,
 ) -> None:
     import uvicorn  # noqa: PLC0415 - the web stack only once serving, not for --help
+    from uvicorn.config import STARTUP_FAILURE  # noqa: PLC0415
+    from uvicorn.supervisors import Multiprocess  # noqa: PLC0415
 
     from api.server.app import create_app  # noqa: PLC0415
     from api.server.config import ServerConfig  # noqa: PLC0415
@@ -128,6 +173,7 @@ def _serve(
         f"Serving the ledger at [bold]{target.path}[/] ({target.db_url})\n"
         f"  listening on {_url(host, port)}  (API under /v1, OpenAPI at /schema)"
         + (f", {workers} workers" if workers > 1 else "")
+        + (f"\n  writer process pid {writer_pid}" if writer_pid is not None else "")
     )
     # Our access line per request replaces uvicorn's; its own notices only when asked for
     # human-readable logs, so JSON logs stay machine-readable.
@@ -140,7 +186,8 @@ def _serve(
         os.environ[LOG_FORMAT_ENV] = log_format.value
         if public_url is not None:
             os.environ[PUBLIC_URL_ENV] = public_url
-        uvicorn.run(
+        # What uvicorn.run does for workers, with a handle on the supervisor to stop it.
+        multi = uvicorn.Config(
             APP_FACTORY,
             factory=True,
             http=HEADER_DEADLINE_PROTOCOL,
@@ -150,15 +197,24 @@ def _serve(
             log_level=uvicorn_level,
             access_log=False,
         )
+        supervisor = Multiprocess(multi, sockets=[multi.bind_socket()])
+        stop.arm(supervisor.should_exit.set)
+        supervisor.run()
         return
     config = ServerConfig(public_url=public_url, json_logs=log_format is LogFormat.json)
     app = create_app(ledger, config, remote)
     freeze_long_lived()
-    uvicorn.run(
-        app,
-        http=HeaderDeadlineProtocol,  # slow-loris: headers must arrive in time (408)
-        host=host,
-        port=port,
-        log_level=uvicorn_level,
-        access_log=False,
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            http=HeaderDeadlineProtocol,  # slow-loris: headers must arrive in time (408)
+            host=host,
+            port=port,
+            log_level=uvicorn_level,
+            access_log=False,
+        )
     )
+    stop.arm(lambda: setattr(server, "should_exit", True))
+    server.run()
+    if not server.started and stop.reason is None:
+        raise typer.Exit(STARTUP_FAILURE)  # uvicorn said why (the port taken, say)

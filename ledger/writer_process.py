@@ -11,6 +11,11 @@ groups (``group_commit.commit_group``), so each caller gets exactly what that wr
 it: the receipt (inclusion proof included, once the group is committed and sequenced) or
 the refusal, as the same exception.
 
+A writer process that ends unasked (killed, crashed) is started again by the server's
+watcher, on the same address: each worker's ``RemoteWriter`` connects to it by itself, and
+reports itself unconnected meanwhile (``/health`` answers 503). What a killed writer had
+committed stays; what it had not is answered to its callers as not taken, to send again.
+
 The writer process ends when it is asked to (``WriterProcess.stop``: every request it has
 received whole is committed or refused, and answered, first; then it closes each worker's
 connection, and the worker refuses whatever it had sent that was not answered as not taken,
@@ -33,6 +38,7 @@ import struct
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from multiprocessing.connection import (
     Connection,
@@ -53,7 +59,7 @@ from ledger.receipt import Receipt
 if TYPE_CHECKING:
     from ledger.application import Ledger
 
-__all__ = ["ADDRESS_ENV", "KEY_ENV", "RemoteWriter", "WriterProcess"]
+__all__ = ["ADDRESS_ENV", "KEY_ENV", "RemoteWriter", "WriterProcess", "how_it_ended"]
 
 # How a server's worker processes find the writer: its socket and the key to it (hex).
 ADDRESS_ENV = "KERNELINDEX_WRITER_ADDRESS"
@@ -501,9 +507,33 @@ def _serve_writer(home: str, db_url: str, address: str, key: bytes, parent: Conn
         parent.close()
 
 
+# A writer process that ends unasked (killed, crashed) is started again by its watcher
+# (``WriterProcess.watch``): at most MAX_RESTARTS times in a row while it keeps ending within
+# STEADY_S of its start or fails to start, each try after a pause that doubles up to the
+# last; then the watcher gives up and says why (``kernelindex serve`` exits non-zero), so a
+# server never goes on refusing every write. A writer that ran STEADY_S starts the count anew.
+MAX_RESTARTS = 3
+STEADY_S = 10.0
+RESTART_BACKOFF = (0.5, 4.0)
+
+
+def how_it_ended(exitcode: int | None) -> str:
+    """A process's end in words: the signal that killed it, or its exit code."""
+    if exitcode is None:
+        return "still running"
+    if exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exit code {exitcode}"
+
+
 class WriterProcess:
     """The writer process of a server over one ledger home: ``start()`` before the workers,
-    ``stop()`` after them; ``env`` is what the workers need to reach it."""
+    ``watch()`` to have it started again should it end unasked, ``stop()`` after the
+    workers; ``env`` is what the workers need to reach it (the same address and key for
+    every writer process it starts: a worker connects to the new one by itself)."""
 
     def __init__(self, home: Path, db_url: str) -> None:
         self.home = home
@@ -515,37 +545,126 @@ class WriterProcess:
         self._context = multiprocessing.get_context("spawn")
         self._pipe: Connection | None = None
         self._process: Any = None
+        self._started_at = 0.0
+        # One start or stop at a time: the watcher's restart and ``stop`` never overlap.
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._watcher: threading.Thread | None = None
 
     @property
     def env(self) -> dict[str, str]:
         return {ADDRESS_ENV: self.address, KEY_ENV: self.key.hex()}
 
     def start(self) -> WriterProcess:
+        try:
+            with self._lock:
+                self._launch()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _launch(self) -> None:
+        """A writer process, started and ready (the caller holds the lock), or StoreError.
+        It opens the ledger afresh: the log, its tree and every key are read from the
+        database, where a writer killed mid-group left nothing of that group (one
+        transaction), so a new one takes over where the last committed group ended."""
+        # A writer that was killed leaves its socket behind; the new one binds the same
+        # address, the one the workers know.
+        Path(self.address).unlink(missing_ok=True)
         ours, theirs = self._context.Pipe()
-        self._process = self._context.Process(
+        process = self._context.Process(
             target=_serve_writer,
             args=(str(self.home), self.db_url, self.address, self.key, theirs),
             name="kernelindex-writer",
             daemon=False,
         )
-        self._process.start()
+        process.start()
         theirs.close()
-        self._pipe = ours
-        if not ours.poll(_START_TIMEOUT) or ours.recv() != "ready":
-            self.stop()
-            raise StoreError("the ledger's writer process did not start")
-        return self
+        try:
+            ready = ours.poll(_START_TIMEOUT) and ours.recv() == "ready"
+        except (EOFError, OSError):  # it ended while starting
+            ready = False
+        if not ready:
+            ours.close()
+            process.join(5)
+            if process.is_alive():
+                process.kill()
+                process.join(5)
+            raise StoreError(
+                f"the ledger's writer process did not start ({how_it_ended(process.exitcode)})"
+            )
+        self._pipe, self._process = ours, process
+        self._started_at = time.monotonic()
 
     @property
     def pid(self) -> int | None:
-        return None if self._process is None else int(self._process.pid)
+        process = self._process
+        return None if process is None else int(process.pid)
 
     @property
     def running(self) -> bool:
-        return self._process is not None and self._process.is_alive()
+        process = self._process
+        return process is not None and bool(process.is_alive())
 
-    def stop(self, timeout: float = 60.0) -> None:
-        """Finish every accepted envelope, then end the writer process."""
+    def watch(self, report: Callable[[str], None], give_up: Callable[[str], None]) -> None:
+        """Start the writer again whenever it ends unasked, telling ``report`` what happened;
+        when it cannot be kept running (``MAX_RESTARTS``), call ``give_up`` with why, once,
+        and watch no more. Both are called from the watcher's thread."""
+        self._watcher = threading.Thread(
+            target=self._watch, args=(report, give_up), name="kernelindex-writer-watch", daemon=True
+        )
+        self._watcher.start()
+
+    def _watch(self, report: Callable[[str], None], give_up: Callable[[str], None]) -> None:
+        restarts, pause = 0, 0.0  # since the writer last ran STEADY_S
+        while True:
+            with self._lock:
+                process = self._process
+            if process is None or self._stopping.is_set():
+                return
+            wait([process.sentinel])
+            with self._lock:
+                if self._stopping.is_set():
+                    return  # ``stop`` ended it
+                steady = time.monotonic() - self._started_at >= STEADY_S
+                self._end(timeout=5)
+            last = how_it_ended(process.exitcode)
+            report(
+                f"the ledger's writer process (pid {process.pid}) ended unasked ({last}); "
+                "writes are refused (503) until it runs again"
+            )
+            if steady:
+                restarts, pause = 0, 0.0
+            while True:
+                if restarts >= MAX_RESTARTS:
+                    give_up(
+                        f"the ledger's writer process could not be kept running: it ended or "
+                        f"failed to start {restarts + 1} times in a row (the last: {last}); "
+                        "nothing acknowledged was lost (check with 'kernelindex audit')"
+                    )
+                    return
+                if restarts:
+                    first, most = RESTART_BACKOFF
+                    pause = min(most, max(first, pause * 2))
+                    if self._stopping.wait(pause):
+                        return
+                restarts += 1
+                try:
+                    with self._lock:
+                        if self._stopping.is_set():
+                            return
+                        self._launch()
+                except StoreError as exc:
+                    last = exc.message
+                    report(str(last))
+                    continue
+                report(f"the ledger's writer process runs again (pid {self.pid}); writes go on")
+                break
+
+    def _end(self, timeout: float) -> None:
+        """Ask the writer to finish (every envelope it took is answered) and reap it; kill
+        it if it takes longer than ``timeout`` (the caller holds the lock)."""
         if self._pipe is not None:
             with contextlib.suppress(OSError):
                 self._pipe.send("stop")
@@ -557,6 +676,15 @@ class WriterProcess:
                 self._process.kill()
                 self._process.join(5)
             self._process = None
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Finish every accepted envelope, then end the writer process (and its watcher)."""
+        self._stopping.set()
+        with self._lock:
+            self._end(timeout)
+        watcher = self._watcher
+        if watcher is not None and watcher is not threading.current_thread():
+            watcher.join(timeout)
         shutil.rmtree(self._folder, ignore_errors=True)
 
 
@@ -592,6 +720,14 @@ class RemoteWriter:
         address = os.environ.get(ADDRESS_ENV)
         key = os.environ.get(KEY_ENV)
         return cls(address, bytes.fromhex(key)) if address and key else None
+
+    @property
+    def connected(self) -> bool:
+        """Whether this worker reaches its writer now: False from the moment the connection
+        is lost (the writer ended, or cut this worker off) until it is made again; writes
+        are refused meanwhile."""
+        with self._lock:
+            return self._connection is not None and not self._closing.is_set()
 
     def append(self, envelope: object) -> Receipt:
         return self.submit(envelope).result()
