@@ -32,9 +32,10 @@ from domain.ranking import RankEntry, View, rank_group
 from domain.run_facts import (
     RunFold,
 )
-from ledger.aggregates import run_id
+from ledger.aggregates import STATE_TOPICS, run_id
 from ledger.application import Ledger
 from ledger.errors import is_store_failure
+from ledger.store.connections import begin_snapshot
 from ledger.store.event_store import StoreSession, connection_of, hold_sqlite_write_lock
 from projections.fold_pool import FoldPool, shared_database
 from projections.run_views import (
@@ -100,11 +101,6 @@ def paused_gc() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
-
-
-class ProjectionBusyError(DomainError):
-    code = "unavailable"
-    status = 503
 
 
 class ViewsStalledError(DomainError):
@@ -195,9 +191,8 @@ class ProjectionRunner:
         ``progress`` hears the position after each committed batch."""
         try:
             self.ensure_views()
-            done = self._fold_batches(batch, max_batches, progress)
-            # Ranks are refreshed once per catch-up, not per batch: a rebuild re-ranks each
-            # group once. Until then the stale marks say which groups lag.
+            done = self._fold_batches(batch, max_batches, progress, rank=True)
+            # What a batch-sized last batch or ``max_batches`` left marked (``_one_batch``).
             self._rerank_stale()
         except Exception as exc:
             stalled = self._stalled(exc)
@@ -207,8 +202,15 @@ class ProjectionRunner:
         return done
 
     def _fold_batches(
-        self, batch: int, max_batches: int | None, progress: Callable[[int], None] | None
+        self,
+        batch: int,
+        max_batches: int | None,
+        progress: Callable[[int], None] | None,
+        *,
+        rank: bool = False,
     ) -> CatchUp:
+        """Fold batches until the log's end (or ``max_batches``). ``rank``: the batch that
+        reaches the end re-ranks, in its own transaction, every group marked (``_one_batch``)."""
         total = 0
         done = 0
         position = 0
@@ -217,7 +219,7 @@ class ProjectionRunner:
             if idle:
                 break
             with paused_gc(), self.ledger.store.transaction(commit=True) as session:
-                folded, position = self._one_batch(session, batch)
+                folded, position = self._one_batch(session, batch, rank)
             total += folded
             done += 1
             if progress is not None:
@@ -272,9 +274,10 @@ class ProjectionRunner:
                 views.fold(fresh)
                 pending, _ = views.take()
                 self._write(session, pending, fresh[-1][1].notification_id)
+            # In the fold's transaction: no reader's snapshot holds runs its ranks lag.
+            self._rerank_marked(session)
         if behind:
             return self.catch_up().events
-        self._rerank_stale()
         return len(fresh)
 
     def _stored_between(self, session: StoreSession, after: int, up_to: int) -> int:
@@ -288,23 +291,30 @@ class ProjectionRunner:
         ).scalar_one()
         return int(found)
 
-    def snapshot(self, read: Callable[[StoreSession], T], attempts: int = 10) -> tuple[int, T]:
-        """``read`` the views as they stand at one position of the log: nothing folded and
-        no group left to re-rank while reading (else catch up and read again). Returns the
-        position and what ``read`` returned. Takes no lock: readers never wait on writers."""
+    def snapshot(self, read: Callable[[StoreSession], T]) -> tuple[int, T]:
+        """``read`` the views as they stand at one position of the log; return the position
+        and what ``read`` returned.
+
+        The read is one database snapshot (``begin_snapshot``): whatever others write and
+        fold meanwhile, its queries agree with each other, and it is neither repeated nor
+        refused for it. It takes no lock: readers never wait on writers. Freshness is the
+        caller's (a catch-up first), as before.
+
+        Ranks must agree with the runs they rank. Every fold that reaches the log's end
+        re-ranks what it touched in its own transaction, so a snapshot finds groups marked
+        to re-rank only between the batches of a long catch-up or after a folder stopped
+        there. Then, once: the marked groups are re-ranked and ``read`` reads in the same
+        transaction, under the folders' lock (which waits for at most one batch)."""
         self.ensure_views()
-        for _ in range(attempts):
-            with self.ledger.store.transaction(commit=False) as session:
-                before = self._position(session)
-                stale = session.execute(select(stale_groups.c.comparison_key).limit(1)).first()
-                value = read(session)
-                after = self._position(session)
-            if before == after and stale is None:
-                return before, value
-            self.catch_up()
-        raise ProjectionBusyError(
-            "the read models kept changing while they were read; try again shortly"
-        )
+        with self.ledger.store.transaction(commit=False) as session:
+            begin_snapshot(connection_of(session))
+            position = self._position(session)
+            if self._marked(session) is None:
+                return position, read(session)
+        with paused_gc(), self.ledger.store.transaction(commit=True) as session:
+            self._lock(session)
+            self._rerank_marked(session)
+            return self._position(session), read(session)
 
     def _lock(self, session: StoreSession) -> None:
         _lock_views(session, self._is_postgres)
@@ -324,7 +334,12 @@ class ProjectionRunner:
             ).first()
         return newer is None, position
 
-    def _one_batch(self, session: StoreSession, batch: int) -> tuple[int, int]:
+    def _one_batch(self, session: StoreSession, batch: int, rank: bool) -> tuple[int, int]:
+        """Fold the next ``batch`` events in ``session``'s transaction. ``rank``, and this
+        batch reaches the log's end: re-rank the marked groups in it too, so the views it
+        commits have no rank that lags its runs (what readers' snapshots find, nearly always:
+        a catch-up of new events is one batch). A longer catch-up (a refold, a rebuild)
+        ranks each group once, at its end, not once per batch."""
         self._lock(session)
         start = self._position(session)  # again, under the lock: what to fold from
         rows = self._read_rows(session, self._events.id > start, batch)
@@ -335,6 +350,8 @@ class ProjectionRunner:
         pending, _ = views.take()
         last = int(rows[-1][0])
         self._write(session, pending, last)
+        if rank and len(rows) < batch:
+            self._rerank_marked(session)
         return len(rows), last
 
     def _read_rows(
@@ -379,11 +396,22 @@ class ProjectionRunner:
     def _rerank_stale(self) -> None:
         """Re-rank every group marked stale, in one transaction that clears the marks."""
         with self.ledger.store.transaction(commit=False) as session:
-            if session.execute(select(stale_groups.c.comparison_key).limit(1)).first() is None:
+            if self._marked(session) is None:
                 return  # nothing to do, so no write: a full or read-only store still serves reads
         with paused_gc(), self.ledger.store.transaction(commit=True) as session:
             self._lock(session)
-            keys = set(session.execute(select(stale_groups.c.comparison_key)).scalars())
+            self._rerank_marked(session)
+
+    @staticmethod
+    def _marked(session: StoreSession) -> Any:
+        """A group marked stale, if any (None: every group's ranks agree with its runs)."""
+        return session.execute(select(stale_groups.c.comparison_key).limit(1)).first()
+
+    def _rerank_marked(self, session: StoreSession) -> None:
+        """Re-rank the groups marked stale and clear the marks, in ``session``'s transaction
+        (which holds the folders' lock)."""
+        keys = set(session.execute(select(stale_groups.c.comparison_key)).scalars())
+        if keys:
             self._rerank(session, keys)
             session.execute(delete(stale_groups))
 
@@ -471,10 +499,15 @@ class ProjectionRunner:
 
     def _recompute_evidence(self, session: StoreSession, digest: str, up_to: int) -> str | None:
         """Evidence from the run's events (only reruns move it), the verified value, and the
-        profile (an attached workload gives the run its comparison group)."""
+        profile (an attached workload gives the run its comparison group). Read from its
+        state events alone: attestations, which anyone may add by the thousand, move none of
+        these (``RunFold``), so their number costs this nothing."""
         fold: RunFold | None = None
         e = self._events
-        rows = self._read_rows(session, (e.originator_id == run_id(digest)) & (e.id <= up_to))
+        rows = self._read_rows(
+            session,
+            (e.originator_id == run_id(digest)) & e.topic.in_(STATE_TOPICS) & (e.id <= up_to),
+        )
         events = stored_fold_events(
             rows, self.ledger.mapper, self._reader, self._originator(session)
         )

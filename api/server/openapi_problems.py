@@ -51,7 +51,6 @@ from ledger.errors import (
 from ledger.group_commit import WriterClosedError
 from ledger.signing.dsse import EnvelopeError, SignatureError
 from ledger.store.transparency_log import NoLogKeyError
-from projections.runner import ProjectionBusyError
 
 REFUSES = "refuses"  # the handler option naming the domain errors of its reads
 
@@ -68,7 +67,7 @@ BODY_REFUSALS = (
 
 # The store failing a read; its subclasses (full, read-only) refuse writes only: a read is
 # answered from the views as they stand (LedgerService.fresh).
-EVERY_REQUEST_ERRORS: tuple[type[DomainError], ...] = (StoreError, ProjectionBusyError)
+EVERY_REQUEST_ERRORS: tuple[type[DomainError], ...] = (StoreError,)
 # What admitting a signed envelope can refuse: its JSON, its envelope, its statement and
 # manifests, its signature, every admission rule, a store that cannot take the write; each
 # with its subclasses.

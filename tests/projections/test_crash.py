@@ -24,9 +24,10 @@ from sqlalchemy.exc import OperationalError
 from api.cli_common import _first_line
 from domain.errors import DomainError
 from ledger.errors import CorruptRecordError, ReadOnlyStoreError, store_error
+from ledger.group_commit import WriterClosedError
 from projections import runner as runner_module
 from projections.run_views import RunViews, StoredRow, ViewsTracking
-from projections.runner import ProjectionBusyError, ProjectionRunner, ViewsStalledError
+from projections.runner import ProjectionRunner, ViewsStalledError
 from projections.tables import runs, tracking
 
 
@@ -168,10 +169,10 @@ CHILD = textwrap.dedent(
     runner = ProjectionRunner(Ledger(url, TrustRoot.load(Path(root_file))))
     original, batches, folded = ProjectionRunner._one_batch, [0], [0]
 
-    def one_batch(self, session, size):
+    def one_batch(self, session, size, *rest):
         batches[0] += 1
         folded[0] = 0
-        return original(self, session, size)
+        return original(self, session, size, *rest)
 
     def fold_stored(self, rows, *args):
         def stalling():
@@ -277,7 +278,7 @@ def test_a_store_failure_while_catching_up_keeps_its_kind(
     driver = sqlite3.OperationalError("attempt to write a readonly database")
     driver.sqlite_errorcode = 8  # type: ignore[attr-defined]  # SQLITE_READONLY
 
-    def refuse(*args: Any) -> Any:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
         raise OperationalError("INSERT …", {}, driver)
 
     monkeypatch.setattr(ProjectionRunner, "_fold_batches", refuse)
@@ -314,17 +315,17 @@ def test_a_ranking_that_fails_stalls_the_views_too(
     [
         CorruptRecordError("a stored event no longer decodes"),
         ReadOnlyStoreError("the database is read-only"),
-        ProjectionBusyError("the views are busy"),
+        WriterClosedError("the writer is closed"),
     ],
 )
 def test_an_error_that_is_the_servers_already_passes_as_it_is(
     world: World, monkeypatch: pytest.MonkeyPatch, error: DomainError
 ) -> None:
     """Only what would read as the reader's fault becomes views-stalled: a corrupt record
-    (500), a refusing store or a busy runner (503, retry) keep their own code."""
+    (500), a refusing store or a closed writer (503, retry) keep their own code."""
     world.ingest(SEED)
 
-    def fail(*args: Any) -> Any:
+    def fail(*args: Any, **kwargs: Any) -> Any:
         raise error
 
     monkeypatch.setattr(ProjectionRunner, "_fold_batches", fail)
@@ -344,7 +345,7 @@ def test_an_error_with_no_int_status_stalls_the_views(
 ) -> None:
     world.ingest(SEED)
 
-    def fail(*args: Any) -> Any:
+    def fail(*args: Any, **kwargs: Any) -> Any:
         raise OddStatusError("odd")
 
     monkeypatch.setattr(ProjectionRunner, "_fold_batches", fail)
@@ -360,7 +361,7 @@ def test_a_stall_whose_position_cannot_be_read_still_says_why(
     world.ingest(SEED)
     runner = world.runner()
 
-    def fail(*args: Any) -> Any:
+    def fail(*args: Any, **kwargs: Any) -> Any:
         raise Crash("the fold's own error")
 
     def unreadable(*args: Any) -> Any:
