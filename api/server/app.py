@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import anyio.to_thread
 from litestar import Litestar, Request, Response
 from litestar.datastructures import State
 from litestar.di import Provide
@@ -28,7 +29,13 @@ from api.server.openapi_problems import document_problems
 from api.server.pages.controller import PageController, template_config
 from api.server.pages.feeds import FeedController
 from api.server.problems import EXCEPTION_HANDLERS, problem
-from api.server.rate_limits import TokenBuckets, retry_after_header
+from api.server.rate_limits import (
+    KEY_REGISTRATION,
+    TokenBuckets,
+    retry_after_header,
+    self_registered_key,
+)
+from api.server.read_cache import CostedReads, ReadCache
 from api.server.service import LedgerService
 from domain.manifests.registry import build_validators
 from ledger.application import Ledger
@@ -59,18 +66,10 @@ class _Request(Request[Any, Any, Any]):
 
 
 async def _admit(request: Request[Any, Any, Any]) -> Response[Any] | None:
-    """Before any handler: the per-address rate limit, then the body's media type. Async
-    though it never waits: Litestar runs a sync hook on a worker thread, a hop per request."""
-    limiter: TokenBuckets = request.app.state.address_limiter
-    address = request.client.host if request.client else "unknown"
-    wait = limiter.take(address)
-    if wait is not None:
-        return problem(
-            request,
-            "rate-limited",
-            f"too many requests from {address}; retry in {wait:.1f} s",
-            headers=retry_after_header(wait),
-        )
+    """Before any handler (the address was charged already, ``read_cache.CostedReads``): the
+    body's media type, and a key's self-registration under its address's minting limit.
+    Async though it mostly never waits: Litestar runs a sync hook on a worker thread, a hop
+    per request."""
     if request.method == "POST":
         media_type = request.content_type[0].lower()
         if media_type not in _JSON_TYPES and not media_type.endswith("+json"):
@@ -79,7 +78,32 @@ async def _admit(request: Request[Any, Any, Any]) -> Response[Any] | None:
                 "unsupported-media-type",
                 f"write bodies are DSSE envelopes sent as application/json, not {media_type}",
             )
+        if request.scope.get("path_template") == KEY_REGISTRATION:
+            return await _within_minting_limit(request)
     return None
+
+
+async def _within_minting_limit(request: Request[Any, Any, Any]) -> Response[Any] | None:
+    """A self-signed key registration costs its address a token of the minting limit, sent
+    whether or not it is then admitted (replays and refusals too: the address's own doing).
+    The body is read once; the handler reads the same bytes again."""
+    limiter: TokenBuckets = request.app.state.registration_limiter
+    if limiter.rate <= 0:
+        return None
+    body = await request.body()
+    minted = await anyio.to_thread.run_sync(self_registered_key, body)
+    if minted is None:
+        return None
+    address = request.client.host if request.client else "unknown"
+    wait = limiter.take(address)
+    if wait is None:
+        return None
+    return problem(
+        request,
+        "rate-limited",
+        f"too many keys registered from {address} by themselves; retry in {wait:.1f} s",
+        headers=retry_after_header(wait),
+    )
 
 
 def create_app(
@@ -97,6 +121,12 @@ def create_app(
             "config": settings,
             "key_limiter": TokenBuckets(settings.key_rate, settings.key_burst),
             "address_limiter": TokenBuckets(settings.address_rate, settings.address_burst),
+            # A per-address limit too: off with the address limit.
+            "registration_limiter": TokenBuckets(
+                settings.registration_rate if settings.address_rate > 0 else 0,
+                settings.registration_burst,
+            ),
+            "read_cache": ReadCache(settings.read_cache_bytes),
         }
     )
     app = Litestar(
@@ -115,6 +145,7 @@ def create_app(
             "config": Provide(provide_config, sync_to_thread=False),
         },
         state=state,
+        middleware=[CostedReads],
         before_request=_admit,
         request_class=_Request,
         exception_handlers=EXCEPTION_HANDLERS,

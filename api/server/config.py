@@ -17,6 +17,14 @@ class ServerConfig:
     # Requests per client address (all routes), sustained per second and burst.
     address_rate: float = 500.0
     address_burst: int = 2000
+    # Keys a client address may register for themselves (self-signed: attesters), per second
+    # and burst: anyone may mint keys, so without this the per-key limit multiplies by the
+    # keys a client mints. A per-address limit: off, like the one above, when address_rate is 0.
+    registration_rate: float = 1 / 60
+    registration_burst: int = 5
+    # Bytes of expensive answers (feed, search, operations, exports) each process keeps, by
+    # request and views position (``api.server.read_cache``); 0: none kept.
+    read_cache_bytes: int = 64 * MIB
     # Seconds a client has to send a whole request body (0: no limit). uvicorn has none, so
     # without it a stalled upload holds its request open forever (slow-loris).
     body_timeout: float = 30.0

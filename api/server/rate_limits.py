@@ -1,7 +1,14 @@
-"""Token-bucket rate limits, per client address and per signing key id.
+"""Token-bucket rate limits, per client address and per signing key id; what a request costs.
 
 Kept in process memory: with several workers each enforces its own share, which bounds a
 client by workers × rate. Refusals answer 429 with Retry-After; nothing is appended.
+
+A request costs its client address ``CHEAP`` tokens, except an expensive read that the read
+cache (``api.server.read_cache``) has no answer for at the current position: that costs its
+route's ``ROUTE_COSTS`` entry, so a client asking for new expensive answers in a loop runs out
+long before it holds the server's CPU. Self-registrations of keys (anyone may mint attester
+keys) have their own, much smaller, per-address bucket: minting keys cannot multiply the
+per-key write limit.
 """
 
 from __future__ import annotations
@@ -12,8 +19,49 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+from domain.documents import parse_json
+from domain.errors import DomainError
+from ledger.signing.dsse import MAX_ENVELOPE_BYTES, parse_envelope
 
 MAX_TRACKED = 100_000  # clients remembered; the least recently seen are forgotten first
+
+CHEAP = 1  # tokens a request costs (a cached answer too)
+
+# Tokens an expensive read costs when it must be computed (GET, by route path template), the
+# one place they are declared. A cheap read (a run record, ~10 ms of CPU on the catalog) is 1;
+# these are set well above their CPU share (the feed ~700 ms, search ~150 ms, the index page
+# and the group list ~50 ms, an export or an operation ~20-60 ms on the 7,857-run catalog) so
+# that at the default 500 tokens/s an address gets at most a few new expensive answers a
+# second; the same route answered from the cache costs CHEAP.
+ROUTE_COSTS: dict[str, int] = {
+    "/feeds/records.atom": 1000,
+    "/v1/search": 250,
+    "/search": 250,
+    "/": 100,
+    "/v1/groups": 100,
+    "/v1/bundle": 200,
+    "/v1/comparisons": 50,
+    "/v1/compare": 50,
+    "/compare": 50,
+    "/v1/operations": 50,
+    "/operations": 50,
+    "/v1/operations/{name:path}": 50,
+    "/operations/{name:path}": 50,
+    "/v1/leaderboards/{key:str}": 20,
+    "/leaderboards/{key:str}": 20,
+}
+
+# The route a key is registered (or self-registered) at.
+KEY_REGISTRATION = "/v1/keys"
+
+
+def route_cost(method: str, path_template: str | None) -> int | None:
+    """What a computed answer of this route costs, or None for a cheap, uncached route."""
+    if method != "GET" or path_template is None:
+        return None
+    return ROUTE_COSTS.get(path_template)
 
 
 @dataclass
@@ -23,7 +71,7 @@ class _Bucket:
 
 
 class TokenBuckets:
-    """``rate`` requests per second sustained, bursts of up to ``burst``; rate 0 = unlimited."""
+    """``rate`` tokens per second sustained, bursts of up to ``burst``; rate 0 = unlimited."""
 
     def __init__(
         self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic
@@ -34,11 +82,13 @@ class TokenBuckets:
         self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
         self._lock = threading.Lock()
 
-    def take(self, key: str, *, spend: bool = True) -> float | None:
-        """Spend one token for ``key`` (or, with ``spend=False``, only check that one is
-        there); None if allowed, else seconds until one is free."""
+    def take(self, key: str, *, spend: bool = True, cost: float = CHEAP) -> float | None:
+        """Spend ``cost`` tokens for ``key`` (or, with ``spend=False``, only check that they
+        are there); None if allowed, else seconds until they are. A cost above the burst
+        takes a full bucket: every route stays reachable, however small the burst."""
         if self.rate <= 0:
             return None
+        cost = min(float(cost), float(self.burst))
         now = self.clock()
         with self._lock:
             bucket = self._buckets.pop(key, None) or _Bucket(float(self.burst), now)
@@ -47,11 +97,26 @@ class TokenBuckets:
             self._buckets[key] = bucket
             if len(self._buckets) > MAX_TRACKED:
                 self._buckets.popitem(last=False)
-            if bucket.tokens >= 1:
-                bucket.tokens -= 1 if spend else 0
+            if bucket.tokens >= cost:
+                bucket.tokens -= cost if spend else 0
                 return None
-            return (1 - bucket.tokens) / self.rate
+            return (cost - bucket.tokens) / self.rate
 
 
 def retry_after_header(wait: float) -> dict[str, str]:
     return {"Retry-After": str(max(1, math.ceil(wait)))}
+
+
+def self_registered_key(body: bytes) -> str | None:
+    """The key id a posted key statement registers when that key signs it itself (a mint:
+    no admin vouches for it), else None; a body that is no envelope is None too (its route
+    refuses it as it would anyway)."""
+    try:
+        envelope = parse_envelope(parse_json(body, max_bytes=MAX_ENVELOPE_BYTES))
+        predicate: Any = envelope.statement().predicate
+    except (DomainError, ValueError, RecursionError):
+        return None
+    if not isinstance(predicate, dict) or predicate.get("action") != "register":
+        return None
+    key_id = predicate.get("keyId")
+    return key_id if isinstance(key_id, str) and key_id == envelope.keyid else None

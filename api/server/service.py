@@ -164,20 +164,22 @@ class LedgerService:
 
     # ----------------------------------------------------------------- reads
 
-    def fresh(self) -> None:
-        """Fold new events into the read models before answering from them.
+    def fresh(self) -> int | None:
+        """Fold new events into the read models before answering from them; the views'
+        position reached (what the read cache keys answers by), None if not folded.
 
         A store that refuses writes (full, read-only) cannot take the fold; the read is then
         answered from the views as they stand rather than refused (if the store cannot be
         read either, the read itself fails with the store's error)."""
         with self._projection_lock:
             try:
-                self.runner.catch_up()
+                return self.runner.catch_up().position
             except Exception as exc:
                 refused = exc if isinstance(exc, StoreError) else store_error(exc)
                 if refused is None:
                     raise
                 _log.warning("views_not_refreshed", code=refused.code, detail=refused.message)
+                return None
 
     def resolve(self, reference: str) -> str:
         """A run by digest, prefix, name or external id (``projections.references``)."""

@@ -4,7 +4,8 @@ tests/server/test_api_writes.py shows the 429 + Retry-After problem for both lim
 junk naming a key does not spend it. Here: a limited signer appends nothing and does not slow
 anyone else; refused and replayed writes cost the signer nothing (only writes it really
 signed and that were appended are charged); the limit lifts once its Retry-After has passed;
-and one address being limited leaves other addresses unaffected, over real TCP.
+and one address being limited leaves other addresses unaffected, over real TCP. Minting keys
+(self-registration) from one address is limited too, so it cannot multiply the per-key limit.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from api.server.app import create_app
 from api.server.rate_limits import TokenBuckets
 from domain.statements import Role
 from ledger.home import LedgerHome
-from ledger.signing.authoring import attestation_envelope
+from ledger.signing.authoring import attestation_envelope, key_registration_envelope
 from ledger.signing.keys import SigningKey
 
 ATTEST = f"/v1/runs/{SEED}/attestations"
@@ -116,3 +117,37 @@ def test_an_address_over_its_limit_does_not_slow_other_addresses(tmp_path: Path)
                 # Writes from the noisy address are refused before they are even parsed.
                 problem_of(noisy.post(ATTEST, content=b"{"), 429, "rate-limited")
                 assert [quiet.get("/health").status_code for _ in range(5)] == [200] * 5
+
+
+def test_minting_keys_from_one_address_hits_429_and_each_key_stays_limited(
+    tmp_path: Path,
+) -> None:
+    """Anyone may register an attester key for itself, so the per-key write limit alone
+    multiplies by the keys a client mints: one address may mint only a few."""
+    config = with_config(
+        key_rate=0.1, key_burst=3, address_rate=1000, registration_rate=0.001, registration_burst=3
+    )
+    for served in serve(LedgerHome.at(tmp_path / "home"), config):
+        c = served.client
+        minted = [SigningKey.generate() for _ in range(3)]
+        for key in minted:
+            register(served, key, [Role.ATTESTER])
+        extra = SigningKey.generate()
+        before = appended(served)
+        refused = c.post(
+            "/v1/keys", json=key_registration_envelope(extra.public, [Role.ATTESTER], extra)
+        )
+        body = problem_of(refused, 429, "rate-limited")
+        assert "registered from" in body["detail"]
+        assert int(refused.headers["retry-after"]) >= 1
+        assert appended(served) == before
+        problem_of(c.get(f"/v1/keys/{extra.key_id}"), 404, "not-found")
+        # A key registered by the admin is no mint: the same address may still send it.
+        admin = served.home.key("admin")
+        register(served, extra, [Role.ATTESTER], signer=admin)
+        # And every minted key is still limited on its own: its registration and two notes.
+        alice = minted[0]
+        assert c.post(ATTEST, json=note(alice, "0")).status_code == 201
+        assert c.post(ATTEST, json=note(alice, "1")).status_code == 201
+        limited = problem_of(c.post(ATTEST, json=note(alice, "2")), 429, "rate-limited")
+        assert alice.key_id in limited["detail"]

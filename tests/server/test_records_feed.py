@@ -10,10 +10,14 @@ import copy
 from typing import Any
 from xml.etree import ElementTree as ET
 
+import pytest
 from served_app import Served
+from test_read_cost import Calls
 
+import api.server.pages.feeds as feeds
 from api.demo import COHORT_FILE, _data
 from api.server.pages.feeds import NEVER, records_feed
+from api.server.read_cache import ReadCache
 from ledger.signing.authoring import ingestion_envelope, lifecycle_envelope
 from projections.records import RecordPage
 
@@ -133,9 +137,31 @@ def test_a_run_that_beats_the_first_is_a_new_entry_and_others_are_not(served: Se
 def test_the_feed_is_rebuilt_identically(served: Served) -> None:
     post_run(served, "demo-faster", 1_400_000, title=HOSTILE)
     first = served.client.get(FEED).content
+    served.app.state.read_cache = ReadCache(0)  # each read computed from the views
     assert served.client.get(FEED).content == first
     served.app.state.service.runner.rebuild()
     assert served.client.get(FEED).content == first
+
+
+def test_the_feed_is_computed_once_per_position_and_a_write_makes_a_new_one(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    computed = Calls(feeds.record_entries)
+    monkeypatch.setattr(feeds, "record_entries", computed)
+    first = served.client.get(FEED)
+    assert first.status_code == 200
+    for _ in range(3):
+        again = served.client.get(FEED)
+        assert again.content == first.content
+        assert again.headers["content-type"] == first.headers["content-type"]
+        assert again.headers["cache-control"] == "public, max-age=300"
+    assert computed.count == 1
+    post_run(served, "demo-faster", 1_400_000)  # a new #1: a new position, a new answer
+    newest = entries(feed_of(served))[0]
+    assert "demo-faster" in text(newest, "title")
+    assert computed.count == 2
+    feed_of(served)
+    assert computed.count == 2
 
 
 def test_a_retracted_record_stays_in_the_history_marked(served: Served) -> None:
