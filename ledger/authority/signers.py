@@ -40,7 +40,7 @@ from ledger.errors import (
 )
 from ledger.signing.dsse import Envelope, SignatureError, UnknownKeyError
 from ledger.signing.dsse import signed_by as _signed_by
-from ledger.signing.keys import PublicKey, key_id_of
+from ledger.signing.keys import PublicKey
 from ledger.signing.trust import TrustRoot
 from ledger.timing import Stage, timed
 
@@ -119,10 +119,7 @@ def authorize(
 def _self_signed(
     envelope: Envelope, predicate: KeyPredicate, trust_root: TrustRoot
 ) -> Authorization:
-    try:
-        own = PublicKey.from_b64(predicate.publicKey)
-    except ValueError:
-        raise DigestMismatchError("publicKey is not an Ed25519 public key") from None
+    own = _public_key(predicate).strong()  # a weak key "signs" anything: it vouches for nothing
     if own.key_id != predicate.keyId or not signed_by(envelope, own):
         raise SignatureError("the key statement's own signature does not verify")
     if predicate.action is KeyAction.REGISTER and not (
@@ -133,6 +130,13 @@ def _self_signed(
             "other roles need an admin signature"
         )
     return Authorization(predicate.keyId, SELF, None)
+
+
+def _public_key(predicate: KeyPredicate) -> PublicKey:
+    try:
+        return PublicKey.from_b64(predicate.publicKey)
+    except ValueError:
+        raise DigestMismatchError("publicKey is not an Ed25519 public key") from None
 
 
 def check_usable(state: KeyState, at: LogPoint, issued_at: datetime) -> None:
@@ -159,20 +163,22 @@ def check_usable(state: KeyState, at: LogPoint, issued_at: datetime) -> None:
 def check_key_statement(
     statement: Statement, predicate: KeyPredicate, at: LogPoint, *, signer: str
 ) -> None:
-    """The canonical form of a key statement: about the key it names, roles unique and
-    sorted, a validity window that ends after it starts, issued no later than received. A
-    self-registration (no admin vouches for it) may not start its window before the ledger
-    received it: back-dated, the key could sign statements "issued" years before it existed."""
+    """The canonical form of a key statement: about the key it names, a key the ledger may
+    trust when registered (``PublicKey.strong``), roles unique and sorted, a validity window
+    that ends after it starts, issued no later than received. A self-registration (no admin
+    vouches for it) may not start its window before the ledger received it: back-dated, the
+    key could sign statements "issued" years before it existed."""
     if statement.subject_name != predicate.keyId or statement.subject_digest != predicate.keyId:
         raise SubjectMismatchError(
             "a key statement's subject must be the key: name and sha256 digest equal to keyId"
         )
-    try:
-        key_id = key_id_of(PublicKey.from_b64(predicate.publicKey).raw)
-    except ValueError:
-        raise DigestMismatchError("publicKey is not an Ed25519 public key") from None
-    if key_id != predicate.keyId:
+    key = _public_key(predicate)
+    if key.key_id != predicate.keyId:
         raise DigestMismatchError(f"keyId {predicate.keyId} is not the id of the publicKey given")
+    if predicate.action is KeyAction.REGISTER:
+        # Small-order or non-canonical: refused whoever signs it. A revocation still names
+        # such a key, so one stored before this rule can be revoked.
+        key.strong()
     issued_at = parse_time(predicate.issuedAt, "predicate.issuedAt")
     if issued_at > at.received_at + MAX_CLOCK_SKEW:
         raise ClockSkewError(f"issuedAt {predicate.issuedAt} is in the future")

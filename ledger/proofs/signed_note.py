@@ -29,6 +29,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from domain.canonical import canonical_b64decode
 from domain.errors import CanonicalizationError
 from ledger.proofs.errors import CodedError
+from ledger.signing.ed25519_strict import key_weakness, signature_weakness
 
 __all__ = [
     "ALG_ED25519",
@@ -64,7 +65,6 @@ MAX_SIGNATURES = 100
 
 _SIG_PREFIX = "\u2014 "  # em dash, space
 _ED25519_KEY_SIZE = 32
-_ED25519_SIG_SIZE = 64
 _KEY_ID_SIZE = 4
 _ROOT_SIZE = 32
 _MAX_TREE_SIZE = (1 << 64) - 1
@@ -190,7 +190,8 @@ class Verifier:
 
     def verify(self, message: bytes, signature: bytes) -> bool:
         """Whether ``signature`` is a valid Ed25519 signature of ``message`` by this key."""
-        if len(signature) != _ED25519_SIG_SIZE:
+        # The ledger's one rule for weak keys and signatures, as for every envelope.
+        if signature_weakness(signature) is not None or key_weakness(self.public_key) is not None:
             return False
         try:
             Ed25519PublicKey.from_public_bytes(self.public_key).verify(signature, message)

@@ -230,7 +230,9 @@ KeyResolver = Callable[[str], PublicKey | None]
 
 def signed_by(envelope: Envelope, key: PublicKey) -> bool:
     """Whether the envelope's one signature is ``key``'s over its PAE bytes, under the key
-    id it names (the only place a signature is checked)."""
+    id it names (the only place a signature is checked). ``PublicKey.verify`` holds it to
+    ``ed25519_strict``: a small-order key or R, or an unreduced S, verifies nothing, so
+    admission and every verifier refuse the same signatures whichever library they use."""
     keyid, sig = envelope.signatures[0]
     return key.key_id == keyid and key.verify(sig, pae(envelope.payload_type, envelope.payload))
 

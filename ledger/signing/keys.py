@@ -19,12 +19,22 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from domain.canonical import canonical_b64decode
+from domain.errors import ManifestError
+from ledger.signing.ed25519_strict import Weakness, key_weakness, signature_weakness
 
 PUBLIC_KEY_BYTES = 32
 
 
 class KeyFileError(Exception):
     """A key file cannot be read, written or decrypted; the message says why."""
+
+
+class WeakKeyError(ManifestError):
+    """A public key the ledger will not trust: of small order or not canonically encoded
+    (``ledger.signing.ed25519_strict``). Refused where a key enters (registration, trust
+    roots); a key stored before this rule signs nothing (``PublicKey.verify``)."""
+
+    code = "weak-key"
 
 
 def key_id_of(public_raw: bytes) -> str:
@@ -59,6 +69,17 @@ class PublicKey:
         return cls(canonical_b64decode(text, "public key"))
 
     @functools.cached_property
+    def weakness(self) -> Weakness | None:
+        """Why no signature verifies under this key (``ed25519_strict``), or None."""
+        return key_weakness(self.raw)
+
+    def strong(self) -> PublicKey:
+        """This key, if the ledger may trust it; else raise WeakKeyError saying why."""
+        if self.weakness is not None:
+            raise WeakKeyError(f"public key {self.b64} {self.weakness}")
+        return self
+
+    @functools.cached_property
     def _loaded(self) -> Ed25519PublicKey:
         # Loading costs about a tenth of a verification; keys verify many signatures.
         return Ed25519PublicKey.from_public_bytes(self.raw)
@@ -70,6 +91,10 @@ class PublicKey:
         object.__setattr__(self, "raw", state["raw"])
 
     def verify(self, signature: bytes, message: bytes) -> bool:
+        """Whether ``signature`` is this key's over ``message``, under libsodium's strict
+        rules whichever library checks it: a weak key or signature verifies nothing."""
+        if self.weakness is not None or signature_weakness(signature) is not None:
+            return False
         try:
             self._loaded.verify(signature, message)
         except InvalidSignature:

@@ -94,7 +94,7 @@ def _key(entry: Any) -> PublicKey:
         raise TrustRootError("trust root key must be an object with keyId and publicKey")
     _only(entry, {"keyId", "publicKey"}, "trust root key")
     try:
-        key = PublicKey.from_b64(entry["publicKey"])
+        key = PublicKey.from_b64(entry["publicKey"]).strong()
     except ValueError as exc:
         raise TrustRootError(f"trust root key: {exc}") from None
     if entry.get("keyId") != key.key_id:

@@ -152,6 +152,16 @@ def test_truncated_or_extended_signature_fails(key: SigningKey, statement: dict[
             verify_envelope(parse_envelope(tampered), resolver(key))
 
 
+def test_a_small_order_key_signs_nothing(statement: dict[str, Any]) -> None:
+    """Under the identity point, R = identity and S = 0 pass OpenSSL for any payload; the
+    ledger's one signature check refuses them (issue 32)."""
+    identity = PublicKey(b"\x01" + bytes(31))
+    env = sign_envelope(statement, SigningKey.generate())
+    env["signatures"] = [{"keyid": identity.key_id, "sig": b64(identity.raw + bytes(32))}]
+    with pytest.raises(SignatureError, match="does not verify"):
+        verify_envelope(parse_envelope(env), {identity.key_id: identity}.get)
+
+
 def test_unknown_key_is_refused(
     key: SigningKey, other_key: SigningKey, statement: dict[str, Any]
 ) -> None:

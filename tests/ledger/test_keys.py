@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import pickle
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,12 +14,14 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from ledger.signing.ed25519_strict import L as ED25519_L
 from ledger.signing.keys import (
     KeyFileError,
     PublicKey,
     SigningKey,
+    WeakKeyError,
     key_id_of,
     load_public_key,
     save_public_key,
@@ -81,6 +84,29 @@ def test_key_id_of_wrong_length(length: int) -> None:
         key_id_of(b"\x01" * length)
     with pytest.raises(ValueError, match="32 bytes"):
         PublicKey(b"\x01" * length)
+
+
+def test_a_small_order_key_verifies_nothing_and_is_refused_by_name() -> None:
+    """The identity point as a key: R = identity, S = 0 verifies for every message under
+    OpenSSL (issue 32); the ledger's key verifies nothing, and ``strong`` names why. A key
+    carried through pickle (the writer process) keeps the rule."""
+    identity = PublicKey(b"\x01" + bytes(31))
+    forged = identity.raw + bytes(32)
+    Ed25519PublicKey.from_public_bytes(identity.raw).verify(forged, b"any message")
+    assert not identity.verify(forged, b"any message")
+    assert not pickle.loads(pickle.dumps(identity)).verify(forged, b"any message")
+    with pytest.raises(WeakKeyError, match="small order") as info:
+        identity.strong()
+    assert info.value.code == "weak-key"
+    honest = SigningKey.generate().public
+    assert honest.strong() is honest and honest.weakness is None
+
+
+def test_an_unreduced_s_verifies_nothing() -> None:
+    """S + L is the same scalar; one signature has one spelling."""
+    key = _rfc8032_key()
+    s = int.from_bytes(RFC8032_SIGNATURE[32:], "little") + ED25519_L
+    assert not key.public.verify(RFC8032_SIGNATURE[:32] + s.to_bytes(32, "little"), b"")
 
 
 def test_distinct_keys_have_distinct_ids() -> None:
