@@ -25,9 +25,13 @@ from typing import Any, cast
 
 import httpx
 import pytest
+from litestar import Litestar
+from litestar.testing import TestClient
 from live_server import free_port, wait_for_health
+from served_app import TEST_CONFIG
 
 from api.demo import build_demo
+from api.server.app import create_app
 from domain.statements import Role
 from ledger import writer_process
 from ledger.group_commit import WriterClosedError
@@ -638,3 +642,89 @@ def test_the_writers_own_commit_time_does_not_count_against_a_workers_message(
         parent.send("stop")
         thread.join(10)
         serving.close()
+
+
+def _health_until(client: TestClient[Litestar], status: int, timeout: float = 120) -> Any:
+    """Poll /health until it answers ``status``; that reply."""
+    deadline = time.monotonic() + timeout
+    while True:
+        reply = client.get("/health")
+        if reply.status_code == status:
+            return reply
+        assert time.monotonic() < deadline, f"/health never answered {status}: {reply.text}"
+        time.sleep(0.01)
+
+
+def test_a_killed_writer_is_started_again_and_health_says_so_meanwhile(
+    writer: tuple[WriterProcess, LedgerHome, str],
+) -> None:
+    """Issue 32 item 5: SIGKILL the writer alone. The worker's /health answers 503 (not 200
+    ok) while it cannot reach a writer; the watcher starts a new writer on the same address,
+    the worker connects to it by itself, /health is 200 again and writes go on, each in
+    the log after the last one committed (dense)."""
+    process, home, seed = writer
+    reports: list[str] = []
+    gave_up: list[str] = []
+    process.watch(report=reports.append, give_up=gave_up.append)
+    remote, alice = _registered(process)
+    ledger = home.open(read_only=True)
+    try:
+        with TestClient(create_app(ledger, TEST_CONFIG, remote)) as client:
+            assert client.get("/health").json()["status"] == "ok"
+            first = client.post(f"/v1/runs/{seed}/attestations", json=_note(seed, alice, "1"))
+            assert first.status_code == 201, first.text
+            killed = process.pid
+            assert killed is not None
+            os.kill(killed, signal.SIGKILL)
+            down = _health_until(client, 503)
+            assert down.json()["code"] == "unavailable"
+            assert "writer process is not reachable" in down.json()["detail"]
+            _health_until(client, 200)
+            second = client.post(f"/v1/runs/{seed}/attestations", json=_note(seed, alice, "2"))
+            assert second.status_code == 201, second.text
+        with ledger.store.transaction(commit=False) as session:
+            assert ledger.tlog.tree_size(session) == ledger.store.last_position()  # dense
+    finally:
+        ledger.close()
+    assert second.json()["position"] == first.json()["position"] + 1
+    assert process.pid not in (None, killed) and process.running and not gave_up
+    assert f"(pid {killed}) ended unasked (killed by SIGKILL)" in reports[0], reports
+    assert f"runs again (pid {process.pid})" in reports[-1], reports
+
+
+def test_a_writer_that_cannot_start_again_is_given_up_saying_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer that fails to start again (here its home's trust root is gone) is tried
+    MAX_RESTARTS times, then given up on once, with why: never retried forever while
+    every write is refused. (What the watcher does, not the store: SQLite alone.)"""
+    monkeypatch.setattr(writer_process, "MAX_RESTARTS", 1)
+    monkeypatch.setattr(writer_process, "RESTART_BACKOFF", (0.01, 0.01))
+    home = LedgerHome.at(tmp_path / "home")
+    home.initialise(origin="test.kernelindex/give-up").close()
+    process = WriterProcess(home.path, home.db_url).start()
+    try:
+        _give_up(process, home)
+    finally:
+        process.stop()
+
+
+def _give_up(process: WriterProcess, home: LedgerHome) -> None:
+    reports: list[str] = []
+    reasons: list[str] = []
+    gave_up = threading.Event()
+
+    def give_up(reason: str) -> None:
+        reasons.append(reason)
+        gave_up.set()
+
+    process.watch(report=reports.append, give_up=give_up)
+    home.trust_root_path.rename(home.path / "trust-root.json.moved")
+    killed = process.pid
+    assert killed is not None
+    os.kill(killed, signal.SIGKILL)
+    assert gave_up.wait(180), reports
+    assert len(reasons) == 1 and "could not be kept running" in reasons[0], reasons
+    assert "2 times in a row (the last: the ledger's writer process did not start" in reasons[0]
+    assert sum("did not start (exit code 1)" in r for r in reports) == 1, reports
+    assert not process.running
