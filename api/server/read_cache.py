@@ -1,12 +1,12 @@
 """Expensive reads answered once per views position, and every request charged its cost.
 
-The read models change only when the views fold a new event, and the views' position (the
-last event folded) says which events they hold. So the answer of a read that depends on the
-views alone (the Atom feed, search, operations, groups, leaderboards, comparisons, exports,
-and their pages) is fixed by its request and that position: a second identical request at
-the same position gets the bytes the first one computed. A request learns the position from
-the catch-up it makes anyway before a read (``LedgerService.fresh``: with nothing new to
-fold, one small read transaction).
+The log is append-only and the views fold it in order; their position (the last event
+folded) says which events they hold. So the answer of a read computed from the views and
+the log up to that position (the Atom feed, search, operations, groups, leaderboards,
+exports, and their pages) is fixed by its request and that position: a second identical
+request at the same position gets the bytes the first one computed. A request learns the
+position from the catch-up it makes anyway before such a read (``LedgerService.fresh``: with
+nothing new to fold, one small read transaction).
 
 Each process keeps its own cache; the position comes from the shared database, so with
 ``serve --workers N`` each worker computes an answer at most once per position and never

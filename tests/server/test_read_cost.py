@@ -17,6 +17,7 @@ from served_app import TEST_CONFIG, Served, serve
 import api.server.service as service_module
 from api.server.config import ServerConfig
 from api.server.rate_limits import ROUTE_COSTS
+from api.server.read_cache import CachedReply, ReadCache
 from domain.statements import Role
 from ledger.home import LedgerHome
 from ledger.signing.authoring import attestation_envelope, key_registration_envelope
@@ -119,3 +120,23 @@ def test_what_cheap_reads_leave_is_too_little_for_a_new_feed(limited: Served) ->
     # Until 17 more tokens at 0.01 a second: far longer than a cheap read ever waits here.
     assert int(refused.headers["retry-after"]) >= 1700
     assert c.get(f"/v1/runs/{SEED}").status_code == 200  # a cheap read still passes
+
+
+def test_the_cache_holds_its_byte_budget_and_only_the_newest_position() -> None:
+    cache = ReadCache(4000)  # a reply at most 1,000 bytes
+
+    def reply(position: int, size: int) -> CachedReply:
+        return CachedReply(position, 200, (), b"x" * size)
+
+    cache.put(b"big", reply(1, 1001))
+    assert cache.get(b"big", 1) is None  # over a quarter of the budget: never kept
+    for i in range(6):
+        cache.put(b"%d" % i, reply(1, 1000))
+    assert cache.size == 4000
+    assert cache.get(b"0", 1) is None and cache.get(b"1", 1) is None  # least recent out
+    assert cache.get(b"5", 1) is not None
+    # A reply at position 1 answers a request that saw position 1 or earlier, not later.
+    assert cache.get(b"5", 0) is not None and cache.get(b"5", 2) is None
+    cache.put(b"new", reply(2, 10))  # a newer position: what was kept at 1 goes
+    assert cache.size == 10 and cache.get(b"5", 1) is None
+    assert cache.get(b"new", 2) is not None

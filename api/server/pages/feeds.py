@@ -17,6 +17,7 @@ from litestar.params import QueryParameter
 from api.server.controllers.common import Service
 from api.server.controllers.runs import DigestPath
 from api.server.pages.format import format_ratio, level_colour
+from api.server.service import LedgerService
 from domain.documents import MAX_SAFE_INTEGER
 from domain.quantities import format_value
 from projections.queries import run_row, standings
@@ -128,6 +129,30 @@ def records_feed(
     return body
 
 
+def feed_of(
+    service: LedgerService,
+    base: str,
+    group: str | None = None,
+    before: int | None = None,
+    limit: int = FEED_MAX,
+) -> bytes:
+    """The feed's document as ``GET /feeds/records.atom`` answers it (computed: the read
+    cache keeps what it answers)."""
+    # A key or a unique prefix, resolved as leaderboards do (404 unknown, 400 ambiguous).
+    # (resolving brings the views up to date; without a group, do it here).
+    key = service.resolve_group(group) if group is not None else None
+    if key is None:
+        service.fresh()
+
+    def read(session: Any) -> tuple[RecordPage, dict[str, GroupName]]:
+        page = record_entries(session, key, before, limit)
+        keys = {str(e.run["comparison_key"]) for e in page.entries}
+        return page, group_names(session, keys | ({key} if key is not None else set()))
+
+    _, (page, names) = service.runner.snapshot(read)
+    return records_feed(base, page, names, key, limit)
+
+
 def _href(base: str, path: str, query: dict[str, str]) -> str:
     return f"{base}{path}" + (f"?{urlencode(query)}" if query else "")
 
@@ -169,21 +194,9 @@ class FeedController(Controller):
         before: Annotated[int | None, QueryParameter(ge=1, le=MAX_SAFE_INTEGER)] = None,
         limit: Annotated[int, QueryParameter(ge=1, le=FEED_MAX)] = FEED_MAX,
     ) -> Response[bytes]:
-        # A key or a unique prefix, resolved as leaderboards do (404 unknown, 400 ambiguous).
-        # (resolving brings the views up to date; without a group, do it here).
-        key = service.resolve_group(group) if group is not None else None
-        if key is None:
-            service.fresh()
-
-        def read(session: Any) -> tuple[RecordPage, dict[str, GroupName]]:
-            page = record_entries(session, key, before, limit)
-            keys = {str(e.run["comparison_key"]) for e in page.entries}
-            return page, group_names(session, keys | ({key} if key is not None else set()))
-
-        _, (page, names) = service.runner.snapshot(read)
         base = (request.app.state.config.public_url or "").rstrip("/")
         return Response(
-            records_feed(base, page, names, key, limit),
+            feed_of(service, base, group, before, limit),
             media_type=ATOM_TYPE,
             headers={"Cache-Control": "public, max-age=300"},
         )
