@@ -19,6 +19,8 @@ Figures (``--only`` names), each measured by its own module:
   (``bench_projections``, ledger cached in ``.cache/``; ``--quick``: 1,000 runs);
 - ``flood``: a run's record, page and history p99 with 2,000 attestations vs 2
   (``bench_flood``; ``--quick``: 200);
+- ``readcost``: a run record's p99 while six clients loop on the Atom feed vs alone, on
+  the catalog (``bench_read_cost``; ``--quick``: 300 of its runs);
 - ``growth``: append latency and proof size at 10^3, 10^4, 10^5 events (``--large``: and
   10^6) vs a bare eventsourcing append at the same size (``bench_growth``; ``--quick``:
   10^2 and 10^3);
@@ -59,13 +61,25 @@ from benchmarks import (
     bench_http,
     bench_ingest,
     bench_projections,
+    bench_read_cost,
     bench_verify,
 )
 from benchmarks.suite import Context, FigureResult, Row
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-FIGURES = ("ingest", "http", "verify", "rebuild", "reads", "flood", "growth", "catalog", "startup")
+FIGURES = (
+    "ingest",
+    "http",
+    "verify",
+    "rebuild",
+    "reads",
+    "flood",
+    "readcost",
+    "growth",
+    "catalog",
+    "startup",
+)
 TITLES = {
     "ingest": "signed ingestion",
     "http": "HTTP appends",
@@ -73,6 +87,7 @@ TITLES = {
     "rebuild": "projection rebuild",
     "reads": "projection reads",
     "flood": "reads of a flooded run",
+    "readcost": "cheap reads under expensive loops",
     "growth": "growth",
     "catalog": "catalog import",
     "startup": "CLI start-up",
@@ -102,6 +117,8 @@ def _plan(selected: list[str]) -> list[tuple[tuple[str, ...], Runner]]:
         )
     if "flood" in selected:
         plan.append((("flood",), lambda ctx: [bench_flood.figure(ctx)]))
+    if "readcost" in selected:
+        plan.append((("readcost",), lambda ctx: [bench_read_cost.figure(ctx)]))
     if "growth" in selected:
         plan.append((("growth",), lambda ctx: [bench_growth.figure(ctx)]))
     cli = tuple(f for f in ("catalog", "startup") if f in selected)
