@@ -25,6 +25,7 @@ from api.cli_common import (
     remote_server,
 )
 from api.client import LedgerClient
+from domain.rerun_binding import parse_device_class
 from domain.statements import Role
 from domain.timestamps import parse_time
 from ledger.history import key_history
@@ -106,13 +107,30 @@ def keys_register(
     valid_until: Annotated[
         str | None, typer.Option("--valid-until", help="RFC 3339 expiry.")
     ] = None,
+    device: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--device",
+            help="With --role agent (required): a device class the key may measure on, "
+            '"PRODUCT/ARCH" of a GPU (e.g. "NVIDIA B200/sm_100") or a test backend '
+            "(cpu-test); repeat for several. GPUs and test backends take separate keys.",
+        ),
+    ] = None,
     home: HomeOption = None,
     db: DbOption = None,
     server: ServerOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Register a key with roles (admin-signed, or --self for an attester), in a local
-    ledger or on a server (--server: signed here, only the envelope is sent)."""
+    ledger or on a server (--server: signed here, only the envelope is sent). An agent key
+    is bound to the device classes it names (--device): it may claim and report no other."""
+    devices = [parse_device_class(d) for d in device or ()]
+    if (Role.AGENT in role) != bool(devices):
+        raise typer.BadParameter(
+            "an agent key names the device classes it may measure on, and only an agent key "
+            'does: give --device "PRODUCT/ARCH" (a GPU) or --device cpu-test with --role agent',
+            param_hint="--device",
+        )
     remote = remote_server(server, home, db)
     if remote is not None and not self_signed and admin_key is None:
         raise typer.BadParameter("with --server, sign with --self or --admin-key")
@@ -125,7 +143,7 @@ def keys_register(
         subject = _subject_key(key_file)
         signer = load_key(admin_key) if admin_key else target.key("admin")
     envelope = key_registration_envelope(
-        subject, list(role), signer, label=label, valid_until=until
+        subject, list(role), signer, label=label, valid_until=until, devices=devices
     )
     if remote is not None:
         with LedgerClient(remote) as client:
@@ -184,6 +202,7 @@ def keys_list(home: HomeOption = None, db: DbOption = None, as_json: JsonOption 
                 "keyId": record.key_id,
                 "label": record.label,
                 "roles": sorted(record.roles),
+                "devices": sorted(d.label() for d in record.devices),
                 "validFrom": record.valid_from.isoformat(),
                 "validUntil": record.valid_until.isoformat() if record.valid_until else None,
                 "registeredAt": record.registered_at.isoformat(),

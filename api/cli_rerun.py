@@ -161,21 +161,6 @@ def request(
     expires_in: Annotated[
         str, typer.Option("--expires-in", help="How long the job stays open: 90s, 30m, 24h, 7d.")
     ] = DEFAULT_EXPIRY,
-    solution: Annotated[
-        str | None,
-        typer.Option(
-            "--solution",
-            help="Solution artifact digest (default: the implementation's source digest).",
-        ),
-    ] = None,
-    workload: Annotated[
-        str | None,
-        typer.Option(
-            "--workload",
-            help="Workload artifact digest (default: the one the run's workload names, "
-            "recorded by `submit` and by SOL-ExecBench and FlashInfer-Bench imports).",
-        ),
-    ] = None,
     key: Annotated[
         Path | None, typer.Option("--key", help="Admin key (default: the home's admin key).")
     ] = None,
@@ -187,16 +172,15 @@ def request(
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Request a controlled rerun of a run (admin): an agent on the GPU re-measures it."""
+    """Request a controlled rerun of a run (admin): an agent on the GPU re-measures it.
+
+    The job names the solution and workload artifacts the run's own manifests name (recorded
+    by `submit` and by SOL-ExecBench and FlashInfer-Bench imports): a rerun measures the
+    run's own code, or nothing."""
     lifetime = parse_duration(expires_in)
     if server is not None and (home is not None or db is not None):
         raise typer.BadParameter("give --server or --home/--db, not both", param_hint="--server")
-    overrides: dict[str, Any] = {
-        "product": gpu,
-        "architecture": arch,
-        "solution_digest": solution,
-        "workload_digest": workload,
-    }
+    overrides: dict[str, Any] = {"product": gpu, "architecture": arch}
     if server is not None:
         signer = _admin_key(key, None)
         with LedgerClient(server) as client:

@@ -23,7 +23,13 @@ The rules, exactly
 **Afterwards only reruns count**, and only those that are
 
 * ``accepted`` — admitted by the ledger as an agent-signed rerun for an open job of this run;
-  a rerun statement that was not (wrong signer role, expired job, …) changes nothing; and
+  a rerun statement that was not (wrong signer role, expired job, …) changes nothing. It
+  must also be a completed measurement on a measuring backend (``cuda``), for a job *bound
+  to the run's code* (its solution and workload are the artifacts the run's manifests name),
+  by a key whose registration names that GPU as one of its device classes
+  (:mod:`domain.rerun_binding`, read by ``domain.run_facts.rerun_facts``): a key bound to a
+  test backend (``cpu-test``) never raises a level, nor does a job that measures other code;
+  and
 * on the run's hardware — rerun ``product`` and ``architecture`` both equal to the ingested
   environment's (exact string equality). A run whose product or architecture is unknown
   (``None``) can therefore never be verified or refuted. Reruns on other hardware change

@@ -7,7 +7,7 @@ recomputed from events with exactly the code that made it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +33,7 @@ from domain.evidence import (
 from domain.frozen import made
 from domain.manifests.manifest_set import attach_manifests
 from domain.ranking import RankEntry, verified_value
+from domain.rerun_binding import DeviceClass, counts_for_evidence, job_code_problem
 from domain.statements import MEASURING_BACKENDS
 
 
@@ -161,11 +162,30 @@ def _ingestion_facts(
     )
 
 
-def rerun_facts(position: int, signer: str, predicate: Mapping[str, Any]) -> RerunFacts:
-    """A rerun the ledger admitted (agent-signed, by the job's claimant, for an open job)."""
+def rerun_facts(
+    position: int,
+    signer: str,
+    predicate: Mapping[str, Any],
+    *,
+    bound: bool,
+    signer_devices: Iterable[DeviceClass] | None = None,
+) -> RerunFacts:
+    """A rerun the ledger admitted (agent-signed, by the job's claimant, for an open job).
+
+    ``bound``: its job measures the run's own code (``domain.rerun_binding``). ``signer_devices``:
+    the device classes the signer's key registration names, where the caller reads them (the
+    offline verifier, from the bundle's key events); None trusts admission, which refused any
+    result whose device is not one of them.
+    """
     summary = predicate["summary"]
     environment = predicate["environment"]
     ci95 = summary.get("ci95Ns")
+    device = (
+        str(environment["product"]),
+        str(environment["architecture"]),
+        str(environment.get("backend")),
+    )
+    on_its_devices = signer_devices is None or counts_for_evidence(signer_devices, *device)
     return RerunFacts(
         position=position,
         agent_key_id=signer,
@@ -175,10 +195,13 @@ def rerun_facts(position: int, signer: str, predicate: Mapping[str, Any]) -> Rer
         all_cases_correct=bool(summary["allCorrect"]),
         median_ns=summary.get("medianNs") or None,
         ci95_ns=(float(ci95[0]), float(ci95[1])) if ci95 else None,
-        # Only a completed measurement by a real GPU backend counts; a failed job or a CPU
-        # test double is on the record but moves nothing.
+        # Only a completed measurement by a real GPU backend, for a job bound to the run's
+        # code, from a key bound to that GPU, counts; a failed job, a CPU test double or an
+        # unbound job is on the record but moves nothing.
         accepted=predicate.get("outcome", "completed") == "completed"
-        and environment.get("backend") in MEASURING_BACKENDS,
+        and environment.get("backend") in MEASURING_BACKENDS
+        and bound
+        and on_its_devices,
         mean_ns=summary.get("meanNs") or None,
     )
 
@@ -222,6 +245,15 @@ class RunFold:
     attestations: int = 0
     reruns: dict[int, RerunFacts] = field(default_factory=dict)
     samples: dict[int, list[float]] = field(default_factory=dict)
+    # Each job requested for the run: the code it asks an agent to measure (solution and
+    # workload digests) when that is the run's own (``domain.rerun_binding``), else None.
+    jobs: dict[str, tuple[str, str] | None] = field(default_factory=dict)
+    # The code each counted rerun measured, by the rerun's position (a verifier checks the
+    # bundle carries it).
+    measured: dict[int, tuple[str, str]] = field(default_factory=dict)
+    # Where set (the offline verifier): a key id's registered device classes, read from the
+    # key events; a result counts only on one of its key's measuring classes.
+    devices_of: Callable[[str], frozenset[DeviceClass]] | None = None
 
     @classmethod
     def ingested(cls, position: int, run_digest: str, predicate: Mapping[str, Any]) -> RunFold:
@@ -235,10 +267,21 @@ class RunFold:
     def apply(self, event: str, position: int, signer: str, predicate: Mapping[str, Any]) -> None:
         """Fold one later event (``Run.Attested``, ``Run.RerunRecorded``...) into the run."""
         if event == EventName.RUN_RERUN_RECORDED:
-            facts = rerun_facts(position, signer, predicate)
+            code = self.jobs.get(str(predicate.get("jobId")))
+            devices = None if self.devices_of is None else self.devices_of(signer)
+            facts = rerun_facts(
+                position, signer, predicate, bound=code is not None, signer_devices=devices
+            )
+            if facts.accepted and code is not None:
+                self.measured[position] = code
             self.reruns[position] = facts
             self.samples[position] = rerun_samples(predicate)
             self.state = self.state.apply(facts)
+        elif event == EventName.RUN_RERUN_REQUESTED:
+            # Judged against the manifests as they stand at the request, as admission did.
+            code = (str(predicate["artifactDigest"]), str(predicate["workloadDigest"]))
+            problem = job_code_problem(self.ingestion["manifests"], *code)
+            self.jobs[str(predicate["jobId"])] = code if problem is None else None
         elif event == EventName.RUN_MANIFESTS_ATTACHED:
             # Only what the profile reads (the comparison key above all) changes: evidence
             # was judged on what was ingested, and an attachment never moves it.

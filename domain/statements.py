@@ -237,6 +237,36 @@ def _canonical_b64(text: str) -> str:
     return text
 
 
+# The environment.backend values whose measurements may move evidence: "cuda" is a real GPU
+# timed with CUDA events. Test backends (the "cpu-test" double) are on the record only.
+MEASURING_BACKENDS = frozenset({"cuda"})
+TEST_BACKENDS = frozenset({"cpu-test"})
+Architecture = Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=50)]
+
+
+class KeyDevice(_Strict):
+    """A device class an agent key may measure on: a GPU (backend ``cuda``, its product and
+    architecture) or a test backend (its name alone)."""
+
+    backend: Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_-]*$", max_length=50)]
+    product: Annotated[StrictStr, Field(min_length=1, max_length=200), VISIBLE] | None = None
+    architecture: Architecture | None = None
+
+    @model_validator(mode="after")
+    def _known_backend(self) -> KeyDevice:
+        hardware = (self.product, self.architecture)
+        if self.backend in MEASURING_BACKENDS:
+            if None in hardware:
+                raise ValueError(f"a {self.backend} device class names product and architecture")
+        elif self.backend in TEST_BACKENDS:
+            if hardware != (None, None):
+                raise ValueError("a test backend names no product or architecture")
+        else:
+            known = ", ".join(sorted(MEASURING_BACKENDS | TEST_BACKENDS))
+            raise ValueError(f"unknown backend {self.backend!r}: one of {known}")
+        return self
+
+
 class KeyAction(StrEnum):
     REGISTER = "register"
     REVOKE = "revoke"
@@ -258,6 +288,24 @@ class KeyPredicate(SignedPredicate):
     validUntil: Timestamp | None = None
     reason: Annotated[StrictStr, Field(max_length=2000), VISIBLE] | None = None
     label: Annotated[StrictStr, Field(max_length=200), VISIBLE] | None = None
+    # An agent key's device classes (domain.rerun_binding): what it may claim and report on.
+    devices: Annotated[list[KeyDevice], Field(min_length=1, max_length=64)] | None = None
+
+    @model_validator(mode="after")
+    def _devices_with_agents(self) -> KeyPredicate:
+        if self.devices is None:
+            return self  # an agent registration without them is refused at admission
+        if self.action is not KeyAction.REGISTER or Role.AGENT not in (self.roles or ()):
+            raise ValueError("only an agent key's registration names device classes")
+        seen = [(d.backend, d.product, d.architecture) for d in self.devices]
+        if len(set(seen)) != len(seen):
+            raise ValueError("devices must not name a device class twice")
+        if len({d.backend in MEASURING_BACKENDS for d in self.devices}) > 1:
+            raise ValueError(
+                "a key names GPU device classes or test backends, never both: a key that runs "
+                "code on a test backend must not be able to sign GPU results (use one key each)"
+            )
+        return self
 
 
 class LifecycleAction(StrEnum):
@@ -286,11 +334,6 @@ Label = Annotated[StrictStr, Field(min_length=1, max_length=200), VISIBLE]
 class HardwareRequirement(_Strict):
     product: Label
     architecture: Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=50)]
-
-
-# The environment.backend values whose measurements may move evidence: "cuda" is a real GPU
-# timed with CUDA events; anything else (the "cpu-test" double) is on the record only.
-MEASURING_BACKENDS = frozenset({"cuda"})
 
 
 class RerunDevice(_Strict):

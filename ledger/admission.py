@@ -21,6 +21,7 @@ from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent
 
 from domain.errors import DigestMismatchError, DomainError, ManifestError
+from domain.rerun_binding import check_agent_registration
 from domain.run_facts import comparison_key_of
 from domain.statements import (
     AttachmentPredicate,
@@ -66,6 +67,8 @@ from ledger.authority import (
     check_timely,
     quantize,
 )
+from ledger.authority.job_code import check_job_code
+from ledger.authority.key_book import check_device
 from ledger.errors import (
     AlreadyExistsError,
     CorruptRecordError,
@@ -80,6 +83,7 @@ from ledger.receipt import Receipt
 from ledger.signing import dsse
 from ledger.signing.dsse import Envelope, SignatureError
 from ledger.signing.trust import TrustRoot
+from ledger.store.artifacts import ArtifactStore
 from ledger.store.event_store import EventStore
 from ledger.store.stored_events import StoredRecord, stored_records, stored_versions
 from ledger.timing import Stage, timed
@@ -482,14 +486,29 @@ class Admission:
         return self._about_run(envelope, statement, LifecyclePredicate, change)
 
     def _rerun_request(self, envelope: Envelope, statement: Statement) -> Outcome:
-        return self._about_run(envelope, statement, RerunRequestPredicate, Run.request_rerun)
+        def request(run: Run, signed: Signed, job: RerunRequestPredicate, now: datetime) -> None:
+            # The job measures the run's own code, held here (domain.rerun_binding).
+            held = ArtifactStore(self.store).has
+            check_job_code(run.manifests(), job.artifactDigest, job.workloadDigest, held)
+            run.request_rerun(signed, job, now)
+
+        return self._about_run(envelope, statement, RerunRequestPredicate, request)
 
     def _rerun(self, envelope: Envelope, statement: Statement) -> Outcome:
-        return self._about_run(envelope, statement, RerunPredicate, Run.record_rerun)
+        def record(run: Run, signed: Signed, result: RerunPredicate, now: datetime) -> None:
+            measured = result.environment
+            self._check_device(
+                signed.signer, measured.product, measured.architecture, measured.backend
+            )
+            run.record_rerun(signed, result, now)
+
+        return self._about_run(envelope, statement, RerunPredicate, record)
 
     def _rerun_claim(self, envelope: Envelope, statement: Statement) -> Outcome:
         def claim(run: Run, signed: Signed, predicate: RerunClaimPredicate, now: datetime) -> None:
             check_timely(statement, predicate, now)
+            device = predicate.device
+            self._check_device(signed.signer, device.product, device.architecture, device.backend)
             run.claim_rerun(signed, predicate, now)
 
         return self._about_run(envelope, statement, RerunClaimPredicate, claim)
@@ -522,6 +541,7 @@ class Admission:
         now: datetime,
     ) -> Outcome:
         assert predicate.roles is not None and predicate.validFrom is not None
+        check_agent_registration(predicate)
         signer = self._authorize(envelope, statement, predicate, now)
         if existing is not None:
             raise AlreadyExistsError(
@@ -540,6 +560,12 @@ class Admission:
         )
 
     # -------------------------------------------------------- shared steps
+
+    def _check_device(self, signer: str, product: str, architecture: str, backend: str) -> None:
+        """The agent key (authorised already) is registered for this device."""
+        state = self.key_state(signer)
+        assert state is not None  # _authorize found it
+        check_device(state, product, architecture, backend)
 
     def _received_now(self, *, after_everything: bool = False) -> datetime:
         """The time an event is received, as it will be recorded (milliseconds): what the

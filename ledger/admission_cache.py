@@ -169,4 +169,5 @@ def pending_key_state(principal: Principal) -> KeyState:
         revoked_at=parse_time(principal.revoked_at) if principal.revoked_at else None,
         revocation_reason=principal.revocation_reason,
         version=principal.version,
+        devices=principal.devices,
     )

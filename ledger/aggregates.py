@@ -21,6 +21,7 @@ from eventsourcing.domain import Aggregate
 
 from domain.event_names import EventName
 from domain.manifests.manifest_set import CheckedManifestSet, attach_manifests, with_attached
+from domain.rerun_binding import device_classes
 from domain.statements import RerunClaimPredicate, RerunPredicate, RerunRequestPredicate
 from domain.timestamps import format_time, parse_time
 from ledger.errors import AlreadyExistsError, RerunJobError, SubjectMismatchError
@@ -375,6 +376,8 @@ class Principal(Aggregate):
         self.envelopes: dict[str, int] = {stored_signed_digest(envelope): 1}
         self.revoked_at: str | None = None
         self.revocation_reason: str | None = None
+        # Read from the signed registration (the event stores no copy: older events read alike).
+        self.devices = device_classes(stored_statement(envelope)["predicate"].get("devices"))
 
     @classmethod
     def register(

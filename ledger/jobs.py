@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from domain.rerun_binding import job_code_problem
 from domain.timestamps import parse_time, utc_now
 from ledger.aggregates import Run, RunState
 from ledger.application import Ledger
@@ -67,6 +68,14 @@ class _Runs:
         self._ledger = ledger
         self._read: dict[str, RunState | None] = {}
 
+    def _unbound(self, run: RunState, predicate: dict[str, Any]) -> bool:
+        """A job admitted before jobs were bound to their run's code (domain.rerun_binding)
+        that does not measure it: its result could not count, so no agent is offered it."""
+        problem = job_code_problem(
+            run.manifests(), str(predicate["artifactDigest"]), str(predicate["workloadDigest"])
+        )
+        return problem is not None
+
     def view(self, predicate: dict[str, Any]) -> JobView | None:
         digest = str(predicate["runDigest"])
         if digest not in self._read:
@@ -75,7 +84,7 @@ class _Runs:
         if run is None:
             return None
         job = run.jobs.get(str(predicate["jobId"]))
-        if job is None:
+        if job is None or self._unbound(run, predicate):
             return None
         return JobView(
             job_id=str(predicate["jobId"]),

@@ -1,10 +1,13 @@
 """Rerun requests: what a request for a run asks an agent to fetch, and the checks before it.
 
 A request names the solution and workload artifacts by digest (the agent fetches and re-hashes
-them) and the hardware. Each defaults to what the run's own manifests say
+them) and the hardware. The artifacts are always the ones the run's own manifests name
 (:func:`domain.importers.records.rerun_artifacts`: direct submissions, SOL-ExecBench folder and
-FlashInfer-Bench imports name them); before a request is signed the artifacts must be stored
-and the workload must map back to the run's own workload manifest.
+FlashInfer-Bench imports name them): a job is bound to its run's code
+(:mod:`domain.rerun_binding`), and :func:`check_job_code` is that rule with the artifacts held,
+as admission, the CLI and the offline verifier apply it. A run whose manifests name no
+solution cannot be rerun: there is no override, since a job measuring code the run does not
+name could not verify the run. Only the hardware may be chosen.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from domain.importers.records import rerun_artifacts
 from domain.importers.sol_execbench import map_definition
 from domain.importers.sol_execbench.vocabulary import architecture_of_product
 from domain.manifests.manifest_set import check_manifest_set
+from ledger.authority.job_code import UnboundJobError, check_job_code
 from ledger.errors import NotFoundError
 from ledger.store.artifacts import ArtifactNotFound, ArtifactStore
 
@@ -56,11 +60,10 @@ def _missing(manifests: Mapping[str, Any], solution: bool, workload: bool) -> Re
         *(["solution (its implementation names no source artifact)"] if not solution else []),
         *(["definition and workloads"] if not workload else []),
     ]
-    options = [*([] if solution else ["--solution"]), *([] if workload else ["--workload"])]
     return RerunRequestError(
         f"the run's source ({_source_of(manifests)}) published no "
-        f"{' and no '.join(lacking)} for it, so there is nothing an agent could run; give "
-        f"{' and '.join(options)} DIGEST of a stored artifact"
+        f"{' and no '.join(lacking)} for it, so there is nothing an agent could run: a rerun "
+        "measures only the code and workload the run's own manifests name"
     )
 
 
@@ -79,10 +82,9 @@ def rerun_target(
     *,
     product: str | None = None,
     architecture: str | None = None,
-    solution_digest: str | None = None,
-    workload_digest: str | None = None,
 ) -> RerunTarget:
-    """The request's fields: each given value, else what the run's own manifests say.
+    """The request's fields: the artifacts the run's own manifests name, and the hardware
+    given, else the run's environment's.
 
     ``manifests`` is the set the run was ingested with; it must digest to ``run_digest`` (a
     server's reply is checked this way before anything in it is signed).
@@ -98,8 +100,8 @@ def rerun_target(
     named = rerun_artifacts(manifests)
     chosen_product = product or hardware.get("product")
     chosen_architecture = architecture or _architecture(hardware, chosen_product)
-    chosen_solution = solution_digest or named.solution
-    chosen_workload = workload_digest or named.workload
+    chosen_solution = named.solution
+    chosen_workload = named.workload
     if not chosen_product or not chosen_architecture or chosen_architecture == "unknown":
         raise RerunRequestError(
             "the run's environment does not state its GPU product and architecture; "
@@ -154,6 +156,17 @@ def check_workload_artifact(content: bytes, workload_manifest_digest: str) -> No
 
 
 ArtifactFetch = Callable[[str], bytes | None]
+__all__ = [
+    "ArtifactFetch",
+    "RerunRequestError",
+    "RerunTarget",
+    "UnboundJobError",
+    "check_job_code",
+    "check_rerun_artifacts",
+    "check_workload_artifact",
+    "rerun_target",
+    "stored_artifacts",
+]
 
 
 def stored_artifacts(store: ArtifactStore) -> ArtifactFetch:
@@ -164,7 +177,8 @@ def stored_artifacts(store: ArtifactStore) -> ArtifactFetch:
 def check_rerun_artifacts(fetch: ArtifactFetch, target: RerunTarget) -> None:
     """Both artifacts can be fetched where the agent will fetch them (a home's store, or a
     server), the solution is a solution document and the workload is the run's: the same
-    checks before either way of signing a request."""
+    checks before either way of signing a request (admission holds it to
+    :func:`check_job_code`; these check the bytes too, before anything is signed)."""
     contents: dict[str, bytes] = {}
     for role, digest in (
         ("solution", target.solution_digest),
@@ -173,8 +187,8 @@ def check_rerun_artifacts(fetch: ArtifactFetch, target: RerunTarget) -> None:
         content = fetch(digest)
         if content is None:
             raise ArtifactNotFound(
-                f"the {role} artifact {digest} is not stored there: an agent could not fetch it "
-                f"(give --{role} DIGEST of a stored one)"
+                f"the {role} artifact {digest} the run names is not stored there: an agent "
+                "could not fetch it (store it first, e.g. import the run's source again)"
             )
         contents[role] = content
     _check_solution_document(contents["solution"], target.solution_digest)
@@ -190,5 +204,5 @@ def _check_solution_document(content: bytes, digest: str) -> None:
     if not isinstance(document, dict) or not isinstance(document.get("sources"), list):
         raise RerunRequestError(
             f"the solution artifact {digest} is not a solution document (a JSON object with "
-            "its sources), so an agent could not run it; give --solution DIGEST of one"
+            "its sources), so an agent could not run it"
         )

@@ -15,8 +15,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from domain.rerun_binding import DeviceClass, describe_classes, may_measure
 from domain.statements import KeyAction, KeyPredicate, Role
 from domain.timestamps import parse_time
+from ledger.errors import AdmissionError
 from ledger.signing.keys import PublicKey
 
 
@@ -39,6 +41,8 @@ class KeyState:
     revoked_position: int | None = None
     revocation_reason: str | None = None
     version: int = 1  # how many key events made this state (1 registered, 2 revoked)
+    # An agent key's device classes, as its registration names them (domain.rerun_binding).
+    devices: frozenset[DeviceClass] = frozenset()
 
     @property
     def revoked(self) -> bool:
@@ -77,7 +81,30 @@ def registered_state(
         registered_position=position,
         registered_by=signer,
         label=predicate.label,
+        devices=registered_devices(predicate),
     )
+
+
+def registered_devices(predicate: KeyPredicate) -> frozenset[DeviceClass]:
+    return frozenset(
+        DeviceClass(d.backend, d.product, d.architecture) for d in predicate.devices or ()
+    )
+
+
+class DeviceNotBoundError(AdmissionError):
+    """An agent key claimed or reported a device its registration does not name."""
+
+    code = "device-not-bound"
+    status = 403
+
+
+def check_device(state: KeyState, product: str, architecture: str, backend: str) -> None:
+    """The key may claim or report this device: one of its registered classes admits it."""
+    if not may_measure(state.devices, product, architecture, backend):
+        raise DeviceNotBoundError(
+            f"key {state.key_id} is registered for {describe_classes(state.devices)}; it may "
+            f"not claim or report {product} ({architecture}, backend {backend})"
+        )
 
 
 def revoked_state(

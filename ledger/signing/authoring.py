@@ -13,7 +13,8 @@ from datetime import datetime
 from typing import Any, TypedDict, Unpack
 
 from domain.manifests.manifest_set import check_claim, check_manifest_set
-from domain.statements import PredicateType, Role, build_predicate, make_statement
+from domain.rerun_binding import DeviceClass, check_agent_registration
+from domain.statements import KeyPredicate, PredicateType, Role, build_predicate, make_statement
 from domain.timestamps import format_time, utc_now
 from ledger.signing.dsse import sign_envelope
 from ledger.signing.keys import PublicKey, SigningKey
@@ -158,9 +159,11 @@ def key_registration_envelope(
     valid_from: datetime | None = None,
     valid_until: datetime | None = None,
     label: str | None = None,
+    devices: Iterable[DeviceClass] = (),
     now: datetime | None = None,
 ) -> dict[str, Any]:
-    """Register ``subject`` with ``roles``; ``signer`` is an admin, or the subject itself."""
+    """Register ``subject`` with ``roles``; ``signer`` is an admin, or the subject itself.
+    An agent key names the device classes it may measure on (``devices``), and only one does."""
     moment = now or utc_now()
     predicate: dict[str, Any] = {
         "action": "register",
@@ -174,6 +177,13 @@ def key_registration_envelope(
         predicate["validUntil"] = format_time(valid_until)
     if label is not None:
         predicate["label"] = label
+    classes = sorted(set(devices))
+    if classes:
+        predicate["devices"] = [c.to_json() for c in classes]
+    # What admission refuses (domain.rerun_binding): never signed.
+    built = build_predicate(PredicateType.KEY, predicate)
+    assert isinstance(built, KeyPredicate)
+    check_agent_registration(built)
     return _signed(subject.key_id, subject.key_id, PredicateType.KEY, predicate, signer)
 
 

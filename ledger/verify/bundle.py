@@ -48,6 +48,7 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from domain.errors import DomainError
+from domain.rerun_binding import DeviceClass
 from ledger.authority import KeyBook
 from ledger.event_verification import EventVerification, learn_key
 from ledger.proofs.signed_note import Checkpoint, Verifier
@@ -106,7 +107,8 @@ class BundleVerifier:
         self.checkpoint_note: str | None = None  # the signed note, once it verified
         self.verifier: Verifier | None = None
         self.keys = KeyBook()
-        self.runs = RunTracker()
+        self.runs = RunTracker(self._devices_of)
+        self.artifacts: set[str] = set()  # the digests of the artifacts the bundle carries
         self.complete = Completeness()
         self.consistency: dict[int, list[bytes]] = {}
         self.scope: dict[str, Any] | None = None
@@ -223,6 +225,7 @@ class BundleVerifier:
             check_scope(self.scope, heads, report)
         try:
             self.runs.check_groups(report, heads)
+            self.runs.check_measured_code(report, self.artifacts.__contains__)
             self.runs.check_claims(report, heads)
             if self.policy.expect is not None:
                 self.runs.check_expectation(report, self.policy.expect, heads)
@@ -361,7 +364,14 @@ class BundleVerifier:
             self.report.fail(Check.CLAIM, where, exc.message)
 
     def _artifact(self, where: str, record: dict[str, Any]) -> None:
-        check_artifact(where, record, self.report)
+        digest = check_artifact(where, record, self.report)
+        if digest is not None:
+            self.artifacts.add(digest)
+
+    def _devices_of(self, key_id: str) -> frozenset[DeviceClass]:
+        """A key's device classes as its registration in the bundle names them."""
+        state = self.keys(key_id)
+        return frozenset() if state is None else state.devices
 
     def _footer(self, where: str, record: dict[str, Any]) -> None:
         self.footer_seen = True

@@ -170,18 +170,20 @@ def check_scope(scope: dict[str, Any] | None, heads: Heads, report: Report) -> N
         )
 
 
-def check_artifact(where: str, record: dict[str, Any], report: Report) -> None:
-    """A referenced artifact travels with its bytes: they must hash to its digest."""
+def check_artifact(where: str, record: dict[str, Any], report: Report) -> str | None:
+    """A referenced artifact travels with its bytes: they must hash to its digest. The
+    digest, when they do (the bundle then carries that artifact)."""
     digest = str(record.get("digest"))
     try:
         content = canonical_b64decode(record.get("content", ""), "artifact content")
     except ValueError:
         report.fail(Check.ARTIFACT, where, f"artifact {digest} content is not base64")
-        return
+        return None
     if "sha256:" + hashlib.sha256(content).hexdigest() != digest:
         report.fail(Check.ARTIFACT, where, f"artifact {digest}: content hashes differently")
-    else:
-        report.ok(Check.ARTIFACT)
+        return None
+    report.ok(Check.ARTIFACT)
+    return digest
 
 
 def check_event_count(where: str, record: dict[str, Any], events: int, report: Report) -> None:

@@ -11,14 +11,16 @@ leaving out the event or the rival that contradicts it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from domain.errors import DomainError
 from domain.event_names import EventName
 from domain.evidence import POLICY_VERSION
 from domain.ranking import RankedEntry, View, rank_group
+from domain.rerun_binding import DeviceClass
 from domain.run_facts import RunFold
+from ledger.authority.job_code import check_job_code
 from ledger.proofs.heads import GroupHead, Heads, members_digest
 from ledger.verification_report import Check, Report
 from ledger.verify.policy import Expectation
@@ -81,9 +83,13 @@ def _check_shape(claim: Mapping[str, Any]) -> None:
 
 
 class RunTracker:
-    """Folds the bundle's run events (those whose checks all held), in leaf order."""
+    """Folds the bundle's run events (those whose checks all held), in leaf order.
 
-    def __init__(self) -> None:
+    ``devices_of``: a key's registered device classes, from the bundle's key events: a rerun
+    counts only on a measuring class of its signer's key (never what the result declares)."""
+
+    def __init__(self, devices_of: Callable[[str], frozenset[DeviceClass]] | None = None) -> None:
+        self.devices_of = devices_of or (lambda _: frozenset())
         self.claims: dict[str, dict[str, Any]] = {}
         self.runs: dict[str, RunFold] = {}
         # Each group's members and rankings, made once for all its claims (once per claim,
@@ -107,7 +113,9 @@ class RunTracker:
         if event == EventName.RUN_INGESTED:
             if run_digest in self.runs:
                 raise DomainError(f"run {run_digest} is ingested twice in the bundle")
-            self.runs[run_digest] = RunFold.ingested(position, run_digest, predicate)
+            fold = RunFold.ingested(position, run_digest, predicate)
+            fold.devices_of = self.devices_of
+            self.runs[run_digest] = fold
         elif run_digest in self.runs:
             self.runs[run_digest].apply(event, position, signer, predicate)
 
@@ -137,6 +145,22 @@ class RunTracker:
         return heads is None or key in heads.groups
 
     # ------------------------------------------------------------------ checks
+
+    def check_measured_code(self, report: Report, carried: Callable[[str], bool]) -> None:
+        """Each rerun that moved a run's level measured the run's own code, and the bundle
+        carries it (``check_job_code``, as admission held it to the ledger's store): a result
+        for a job whose artifacts nobody can fetch shows nothing about the run."""
+        for run, fold in sorted(self.runs.items()):
+            manifests = fold.ingestion["manifests"]
+            for position, (solution, workload) in sorted(fold.measured.items()):
+                try:
+                    check_job_code(manifests, solution, workload, carried, held_by="the bundle")
+                except DomainError as exc:
+                    report.fail(
+                        Check.ARTIFACT, f"rerun at position {position} of {run}", exc.message
+                    )
+                else:
+                    report.ok(Check.ARTIFACT)
 
     def check_groups(self, report: Report, heads: Heads | None) -> None:
         """Each group the heads name has exactly the members the log says it had."""

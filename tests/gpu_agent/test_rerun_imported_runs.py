@@ -28,6 +28,7 @@ from domain.importers.flashinfer_trace import map_flashinfer_trace
 from domain.importers.records import ImportRecord
 from domain.importers.sol_execbench import map_sol_execbench
 from domain.manifests.manifest_set import check_manifest_set
+from domain.rerun_binding import DeviceClass
 from domain.statements import Role
 from gpu_agent.agent import Agent, Device, JobOutcome, LedgerApi, probe
 from gpu_agent.harness import HarnessConfig
@@ -85,7 +86,10 @@ def rerun(tmp_path: Path, db_url: str) -> Iterator[Rerun]:
     home = LedgerHome.at(cli.home, db_url)
     ledger = home.open()
     key = SigningKey.generate()
-    ledger.append(key_registration_envelope(key.public, [Role.AGENT], home.key("admin")))
+    on_cpu = (DeviceClass("cpu-test"),)  # a key of its own for the test double
+    ledger.append(
+        key_registration_envelope(key.public, [Role.AGENT], home.key("admin"), devices=on_cpu)
+    )
     device, _ = probe("cpu-test", CONFIG)
     with live_server(create_app(ledger, SERVER)) as server:
         agent = Agent(LedgerApi(server.url), key, "cpu-test", CONFIG, log=lambda _: None)

@@ -7,6 +7,7 @@ Not a test module: the test files of this folder import it (``from projection_wo
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import re
 import uuid
@@ -18,7 +19,16 @@ from typing import Any
 from sqlalchemy import select
 
 from domain.errors import DomainError
+from domain.importers.records import (
+    WORKLOAD_MEDIA_TYPE,
+    Artifact,
+    referencing,
+    rerun_artifacts,
+)
+from domain.manifests.canonical_form import manifest_digest
+from domain.manifests.manifest_set import check_manifest_set
 from domain.ranking import View
+from domain.rerun_binding import DeviceClass
 from domain.statements import Role
 from domain.timestamps import format_time, utc_now
 from ledger.application import Ledger
@@ -33,6 +43,7 @@ from ledger.signing.authoring import (
 )
 from ledger.signing.keys import SigningKey
 from ledger.signing.trust import TrustRoot
+from ledger.store.artifacts import ArtifactStore
 from ledger.store.schema import upgrade
 from projections import queries
 from projections.rows import RunRow
@@ -40,20 +51,11 @@ from projections.runner import ProjectionRunner
 from projections.tables import ranks, runs
 from tests.unchecked_signing import unchecked_rerun_envelope
 
-SEED = "sha256:7e18c26ca3b60572c4fc8589c4b3b9a86b548ef031df4242ea2483b649bd6a47"
 RUN_15149 = "sha256:782ac3cd877051835cf05fa2ce71666733f6016234975fcf38a679ebe2bd13c2"
 RUN_21613 = "sha256:7d1516c14ea952d53ea9d4646926919b9449e6029ea769059b6ce32c0ab9889b"
 RUN_36818 = "sha256:b2f0e91856873b1733ce301704de66e75276b2a348a3d71f37cbac9e11198681"
-GROUP = "sha256:5cd4617efda4cb445cf7a71560098124df3a89c27d0ed74bc852d46e306c1e62"
-NAMES = {
-    SEED: "sol-submission-38823",
-    RUN_15149: "sol-submission-15149",
-    RUN_21613: "sol-submission-21613",
-    RUN_36818: "sol-submission-36818",
-}
-CLAIMED = {SEED: 1750693.0, RUN_15149: 1463550.0, RUN_21613: 1499085.0, RUN_36818: 1541431.0}
-ALL_RUNS = (SEED, RUN_15149, RUN_21613, RUN_36818)
 B200, SM100 = "NVIDIA B200", "sm_100"
+GROUP = "sha256:5cd4617efda4cb445cf7a71560098124df3a89c27d0ed74bc852d46e306c1e62"
 # Keys are registered (valid from) a day before the tests' clocks start.
 BASE_TIME = utc_now().replace(microsecond=0) - timedelta(days=1)
 
@@ -63,15 +65,61 @@ def _demo(name: str) -> Any:
 
 
 _COHORT = _demo("sol-056-cohort.json")
-MANIFESTS: dict[str, dict[str, Any]] = dict(
-    zip(
-        ALL_RUNS,
-        [
-            _demo("run-38823.manifest.json") | {"workload": _COHORT["seedWorkload"]},
-            *_COHORT["cohort"],
-        ],
-        strict=True,
+
+
+def _seed_manifests() -> dict[str, Any]:
+    """The demo's seed run with an implementation manifest of its own (the demo names its
+    implementation by digest only, and a run that names no code cannot be rerun)."""
+    seed = copy.deepcopy(_demo("run-38823.manifest.json") | {"workload": _COHORT["seedWorkload"]})
+    implementation = copy.deepcopy(_COHORT["cohort"][0]["implementation"])
+    implementation["spec"]["projectRevision"] = {"version": "submission-38823"}
+    implementation["metadata"] = {"name": "sol-submission-38823"}
+    seed["implementation"] = implementation
+    seed["run"]["spec"]["implementationDigest"] = manifest_digest(implementation)
+    return seed
+
+
+def _rerunnable(manifests: dict[str, Any]) -> tuple[dict[str, Any], list[Artifact]]:
+    """The manifests naming a solution and a workload artifact (as an importer of a source
+    that publishes them does), and those artifacts, which the world stores."""
+    name = manifests["run"]["metadata"]["name"]
+    solution = Artifact(
+        json.dumps({"name": name, "sources": [{"path": "k.py", "content": name}]}).encode(),
+        "application/json",
+        f"{name}.solution.json",
     )
+    workload = Artifact(
+        json.dumps({"definition": {"name": name}, "workloads": [{"uuid": name}]}).encode(),
+        WORKLOAD_MEDIA_TYPE,
+        f"{name}.workload.json",
+    )
+    named = manifests | {
+        "implementation": referencing(manifests["implementation"], solution),
+        "workload": referencing(manifests["workload"], workload),
+    }
+    return named, [solution, workload]
+
+
+_RUNS = [_rerunnable(m) for m in (_seed_manifests(), *_COHORT["cohort"])]
+SEED, RUN_15149_, RUN_21613_, RUN_36818_ = (check_manifest_set(m).run_digest for m, _ in _RUNS)
+assert (RUN_15149_, RUN_21613_, RUN_36818_) == (RUN_15149, RUN_21613, RUN_36818)
+ALL_RUNS = (SEED, RUN_15149, RUN_21613, RUN_36818)
+MANIFESTS: dict[str, dict[str, Any]] = {d: m for d, (m, _) in zip(ALL_RUNS, _RUNS, strict=True)}
+# What an agent fetches for each run's jobs, stored in every world's ledger.
+ARTIFACTS: list[Artifact] = [a for _, found in _RUNS for a in found]
+NAMES = {
+    SEED: "sol-submission-38823",
+    RUN_15149: "sol-submission-15149",
+    RUN_21613: "sol-submission-21613",
+    RUN_36818: "sol-submission-36818",
+}
+CLAIMED = {SEED: 1750693.0, RUN_15149: 1463550.0, RUN_21613: 1499085.0, RUN_36818: 1541431.0}
+# The device classes every world's agent keys are registered for: GPUs of either product
+# and architecture (a result on the wrong one is then refused for the job's requirements).
+AGENT_DEVICES = tuple(
+    DeviceClass("cuda", product, arch)
+    for product in (B200, "NVIDIA H100")
+    for arch in (SM100, "sm_90")
 )
 
 
@@ -181,6 +229,7 @@ class World:
         )
         upgrade(db_url)  # idempotent: a database from the db_url fixture already has it
         world = cls(db_url, keys, clock, Ledger(db_url, root, clock=clock), root)
+        ArtifactStore(world.ledger.store).put_many(ARTIFACTS)
         for envelope in world.key_envelopes():
             world.ledger.append(envelope)
         return world
@@ -192,7 +241,9 @@ class World:
             key_registration_envelope(k.ingester.public, [Role.INGESTER], k.admin, now=at),
             key_registration_envelope(k.attester.public, [Role.ATTESTER], k.attester, now=at),
             *(
-                key_registration_envelope(a.public, [Role.AGENT], k.admin, now=at, label=f"a{i}")
+                key_registration_envelope(
+                    a.public, [Role.AGENT], k.admin, now=at, label=f"a{i}", devices=AGENT_DEVICES
+                )
                 for i, a in enumerate(k.agents)
             ),
         ]
@@ -249,12 +300,14 @@ class World:
             product,
             architecture,
         )
+        code = rerun_artifacts(MANIFESTS[run])  # the run's own: the only code a job may name
+        assert code.solution is not None and code.workload is not None
         envelope = rerun_request_envelope(
             run,
             NAMES[run],
             self.keys.admin,
-            artifact_digest=run,
-            workload_digest=run,
+            artifact_digest=code.solution,
+            workload_digest=code.workload,
             product=product,
             architecture=architecture,
             expires_at=self.clock.now + expires_in,

@@ -3,51 +3,92 @@ and every refusal; only a claimant's completed GPU measurement moves evidence.""
 
 from __future__ import annotations
 
+import base64
+import json
+from datetime import timedelta
 from typing import Any
 
 from decoded_events import decode_counter
-from rerun_results import B200, SM100, device, rerun_request, result
+from rerun_results import (
+    B200,
+    CLAIMED,
+    ON_B200,
+    ON_CPU_TEST,
+    SAMPLE,
+    SM100,
+    device,
+    rerun_request,
+    result,
+    submitted_run,
+)
 from served_app import Served
-from test_api_reads import SEED, problem_of
-from test_api_writes import SEED_NAME, check_receipt
+from test_api_reads import problem_of
+from test_api_writes import check_receipt
 
-from domain.statements import Role
+from domain.rerun_binding import DeviceClass
+from domain.statements import PredicateType, Role
+from domain.timestamps import format_time, utc_now
 from ledger.signing.authoring import (
+    ingestion_envelope,
     key_registration_envelope,
     rerun_claim_envelope,
     rerun_envelope,
+    rerun_request_envelope,
 )
 from ledger.signing.keys import SigningKey
+from ledger.submission import prepare_submission, read_submission_folder, submit_solution
+from tests.unchecked_signing import signed_as_given
+
+# The run the jobs are for: submitted with its code (the demo's seed names none).
+RUN: dict[int, tuple[str, str]] = {}
+
+
+def the_run(served: Served) -> tuple[str, str]:
+    """(digest, name) of the run this test's jobs are for."""
+    if id(served.ledger) not in RUN:
+        RUN.clear()  # a new test's ledger
+        RUN[id(served.ledger)] = submitted_run(served)
+    return RUN[id(served.ledger)]
+
+
+def register_agent(served: Served, devices: Any = ON_B200) -> SigningKey:
+    agent = SigningKey.generate()
+    admin = served.home.key("admin")
+    envelope = key_registration_envelope(
+        agent.public, [Role.AGENT], admin, label="agent", devices=devices
+    )
+    check_receipt(served.client.post("/v1/keys", json=envelope), envelope)
+    return agent
 
 
 def setup(served: Served, product: str = B200, arch: str = SM100) -> tuple[Any, ...]:
-    c, home = served.client, served.home
-    admin = home.key("admin")
-    agents = [SigningKey.generate() for _ in range(2)]
-    for agent in agents:
-        envelope = key_registration_envelope(agent.public, [Role.AGENT], admin, label="agent")
-        check_receipt(c.post("/v1/keys", json=envelope), envelope)
-    request = rerun_request(served, SEED, SEED_NAME, product, arch)
-    check_receipt(c.post(f"/v1/runs/{SEED}/rerun-requests", json=request), request)
+    c = served.client
+    run, name = the_run(served)
+    agents = [register_agent(served) for _ in range(2)]
+    request = rerun_request(served, run, name, product, arch)
+    check_receipt(c.post(f"/v1/runs/{run}/rerun-requests", json=request), request)
     jobs = c.get("/v1/jobs", params={"product": product, "architecture": arch}).json()
     assert len(jobs) == 1
     return agents, jobs[0]
 
 
 def claim(served: Served, agent: SigningKey, job: dict[str, Any], **kw: Any) -> Any:
+    run, name = the_run(served)
     envelope = rerun_claim_envelope(
-        SEED, SEED_NAME, agent, job_id=job["jobId"], device=kw.pop("device", device()), **kw
+        run, name, agent, job_id=job["jobId"], device=kw.pop("device", device()), **kw
     )
     return served.client.post(f"/v1/jobs/{job['jobId']}/claims", json=envelope)
 
 
 def post_result(served: Served, agent: SigningKey, value: dict[str, Any]) -> Any:
-    envelope = rerun_envelope(SEED, SEED_NAME, agent, result=value)
-    return served.client.post(f"/v1/runs/{SEED}/reruns", json=envelope)
+    run, name = the_run(served)
+    envelope = rerun_envelope(run, name, agent, result=value)
+    return served.client.post(f"/v1/runs/{run}/reruns", json=envelope)
 
 
 def level(served: Served) -> str:
-    return str(served.client.get(f"/v1/runs/{SEED}").json()["evidence"]["level"])
+    run, _ = the_run(served)
+    return str(served.client.get(f"/v1/runs/{run}").json()["evidence"]["level"])
 
 
 def test_job_loop_claim_then_result_verifies_the_run(served: Served) -> None:
@@ -67,19 +108,20 @@ def test_job_loop_claim_then_result_verifies_the_run(served: Served) -> None:
     problem_of(post_result(served, first, result(job, nonce="0" * 64)), 422, "rerun-rejected")
     wrong_hw = result(job)
     wrong_hw["environment"] = wrong_hw["environment"] | {"architecture": "sm_90"}
-    problem_of(post_result(served, first, wrong_hw), 422, "rerun-rejected")
+    # Not a device the key is registered for, before it is not the job's hardware.
+    problem_of(post_result(served, first, wrong_hw), 403, "device-not-bound")
     assert level(served) == "reported"
 
     value = result(job)
-    envelope = rerun_envelope(SEED, SEED_NAME, first, result=value)
-    check_receipt(c.post(f"/v1/runs/{SEED}/reruns", json=envelope), envelope)
+    envelope = rerun_envelope(*the_run(served), first, result=value)
+    check_receipt(c.post(f"/v1/runs/{the_run(served)[0]}/reruns", json=envelope), envelope)
     assert level(served) == "verified"
-    replay = c.post(f"/v1/runs/{SEED}/reruns", json=envelope)
+    replay = c.post(f"/v1/runs/{the_run(served)[0]}/reruns", json=envelope)
     assert replay.status_code == 200 and replay.json()["duplicate"] is True
     problem_of(post_result(served, first, result(job)), 422, "rerun-rejected")  # one result
     problem_of(claim(served, second, job), 422, "rerun-rejected")  # closed
     assert c.get("/v1/jobs").json() == []
-    history = c.get(f"/v1/runs/{SEED}/history").json()["events"]
+    history = c.get(f"/v1/runs/{the_run(served)[0]}/history").json()["events"]
     kinds = [e["event"] for e in history]
     assert kinds[-3:] == ["Run.RerunRequested", "Run.RerunClaimed", "Run.RerunRecorded"]
     assert history[-1]["changed"]["evidence"] == {
@@ -91,7 +133,10 @@ def test_job_loop_claim_then_result_verifies_the_run(served: Served) -> None:
 
 def test_claims_that_do_not_fit_the_job_are_refused(served: Served) -> None:
     (agent, _), job = setup(served)
-    problem_of(claim(served, agent, job, device=device(arch="sm_90")), 422, "rerun-rejected")
+    problem_of(claim(served, agent, job, device=device(arch="sm_90")), 403, "device-not-bound")
+    # A key registered for both is refused for the job's hardware instead.
+    both = register_agent(served, (*ON_B200, DeviceClass("cuda", B200, "sm_90")))
+    problem_of(claim(served, both, job, device=device(arch="sm_90")), 422, "rerun-rejected")
     attester = SigningKey.generate()
     register = key_registration_envelope(attester.public, [Role.ATTESTER], attester)
     check_receipt(served.client.post("/v1/keys", json=register), register)
@@ -101,8 +146,7 @@ def test_claims_that_do_not_fit_the_job_are_refused(served: Served) -> None:
         served.client.post(
             "/v1/jobs/00000000-0000-4000-8000-000000000000/claims",
             json=rerun_claim_envelope(
-                SEED,
-                SEED_NAME,
+                *the_run(served),
                 agent,
                 job_id="00000000-0000-4000-8000-000000000000",
                 device=device(),
@@ -114,8 +158,9 @@ def test_claims_that_do_not_fit_the_job_are_refused(served: Served) -> None:
 
 
 def test_cpu_test_backend_and_failed_jobs_never_move_evidence(served: Served) -> None:
-    (agent, other), job = setup(served)
-    # The claim names the CPU double as its device; the result must come from that device.
+    (_, other), job = setup(served)
+    # A key registered for the CPU double claims with it; the result comes from that device.
+    agent = register_agent(served, ON_CPU_TEST)
     assert claim(served, agent, job, device=device(backend="cpu-test")).status_code == 201
     cpu = result(job)
     cpu["environment"] = cpu["environment"] | {"backend": "cpu-test"}
@@ -124,19 +169,21 @@ def test_cpu_test_backend_and_failed_jobs_never_move_evidence(served: Served) ->
 
     (_, _), second_job = setup_again(served)
     assert claim(served, other, second_job).status_code == 201
-    failed = result(second_job, outcome="failed", failure="nvcc: no kernel image for sm_100")
+    failed = result(second_job, outcome="failed", failure="backend-unavailable")
     failed["summary"] = {"allCorrect": False, "samples": 0}
-    failed["cases"] = [{"case": "case-0", "status": "error", "reason": "build failed"}]
+    failed["cases"] = [{"case": "case-0", "status": "error", "reason": "build-failed"}]
     assert post_result(served, other, failed).status_code == 201
     assert level(served) == "reported"
-    last = served.client.get(f"/v1/runs/{SEED}/history").json()["events"][-1]
-    assert "job FAILED: nvcc" in last["says"]
+    last = served.client.get(f"/v1/runs/{the_run(served)[0]}/history").json()["events"][-1]
+    assert "job FAILED: backend-unavailable" in last["says"]
 
 
 def setup_again(served: Served) -> tuple[tuple[None, None], dict[str, Any]]:
     """A second job on the same run (the agents from setup stay registered)."""
-    request = rerun_request(served, SEED, SEED_NAME)
-    check_receipt(served.client.post(f"/v1/runs/{SEED}/rerun-requests", json=request), request)
+    request = rerun_request(served, *the_run(served))
+    check_receipt(
+        served.client.post(f"/v1/runs/{the_run(served)[0]}/rerun-requests", json=request), request
+    )
     jobs = served.client.get("/v1/jobs").json()
     return (None, None), next(j for j in jobs if j["claimant"] is None)
 
@@ -145,7 +192,7 @@ def test_a_claim_posted_for_another_job_is_refused(served: Served) -> None:
     (agent, _), job = setup(served)
     setup_again(served)
     other = next(j for j in served.client.get("/v1/jobs").json() if j["jobId"] != job["jobId"])
-    envelope = rerun_claim_envelope(SEED, SEED_NAME, agent, job_id=other["jobId"], device=device())
+    envelope = rerun_claim_envelope(*the_run(served), agent, job_id=other["jobId"], device=device())
     reply = served.client.post(f"/v1/jobs/{job['jobId']}/claims", json=envelope)
     problem_of(reply, 422, "wrong-endpoint")
 
@@ -179,9 +226,160 @@ def test_polling_jobs_of_a_flooded_run_decodes_no_more_of_it(
     served.ledger.append(key_registration_envelope(attester.public, [Role.ATTESTER], attester))
     served.ledger.append_many(
         [
-            attestation_envelope(SEED, SEED_NAME, attester, type_="note", body=f"{i}")
+            attestation_envelope(*the_run(served), attester, type_="note", body=f"{i}")
             for i in range(120)
         ]
     )
     cost()  # the views fold the notes in: a catch-up's cost, once, not a poll's
     assert cost() == before  # the same answers, from the same few events
+
+
+# ------------------------------------------------- issue 32: keys bound to devices, jobs to code
+
+
+def _events(served: Served) -> int:
+    return int(served.ledger.store.last_position())
+
+
+def test_a_claim_for_a_device_the_key_is_not_bound_to_is_refused(served: Served) -> None:
+    """A key registered for the CPU test double (one that has run untrusted code) cannot
+    claim a GPU job as a cuda device, nor a key registered for another GPU: 403 with the
+    key's classes named, nothing stored, the job still open."""
+    _, job = setup(served)
+    before = _events(served)
+    for devices in (ON_CPU_TEST, (DeviceClass("cuda", "NVIDIA H100", "sm_90"),)):
+        agent = register_agent(served, devices)
+        before = _events(served)
+        body = problem_of(claim(served, agent, job), 403, "device-not-bound")
+        assert "may not claim or report NVIDIA B200 (sm_100, backend cuda)" in body["detail"]
+        assert devices[0].label() in body["detail"]
+        assert _events(served) == before
+    assert served.client.get(f"/v1/jobs/{job['jobId']}").json()["claimant"] is None
+
+
+def test_a_result_from_a_test_backend_key_leaves_the_level(served: Served) -> None:
+    """A test-backend key measures on its backend only, and that never moves evidence; the
+    cuda result it might sign is refused."""
+    _, job = setup(served)
+    agent = register_agent(served, ON_CPU_TEST)
+    start = level(served)
+    assert claim(served, agent, job, device=device(backend="cpu-test")).status_code == 201
+    before = _events(served)
+    problem_of(post_result(served, agent, result(job)), 403, "device-not-bound")  # "cuda"
+    assert _events(served) == before
+    cpu = result(job)
+    cpu["environment"] = cpu["environment"] | {"backend": "cpu-test"}
+    assert post_result(served, agent, cpu).status_code == 201
+    assert level(served) == start
+
+
+def test_a_rerun_request_for_code_the_run_does_not_name_is_refused(served: Served) -> None:
+    """Posted straight to the API, a request naming another run's solution or workload, an
+    artifact nobody stored, or for a run that names no code (the demo's seed) is refused:
+    422 unbound-job, nothing stored, no job offered to agents."""
+    run, name = the_run(served)
+    own = rerun_request(served, run, name)
+    own_fields = json.loads(base64.b64decode(own["payload"]))["predicate"]
+    other = submit_solution(
+        served.ledger,
+        served.home.key("ingester"),
+        read_submission_folder(SAMPLE.parent / "silu_and_mul_bf16"),
+        latency_ns=CLAIMED,
+        product=B200,
+        architecture=SM100,
+    )
+    admin = served.home.key("admin")
+
+    def request(artifact: str, workload: str, on: tuple[str, str] = (run, name)) -> Any:
+        envelope = rerun_request_envelope(
+            *on,
+            admin,
+            artifact_digest=artifact,
+            workload_digest=workload,
+            product=B200,
+            architecture=SM100,
+            expires_at=utc_now() + timedelta(hours=1),
+        )
+        return served.client.post(f"/v1/runs/{on[0]}/rerun-requests", json=envelope)
+
+    solution, workload = own_fields["artifactDigest"], own_fields["workloadDigest"]
+    before = _events(served)
+    cases = [  # (solution, workload) asked for; what the run's manifests name instead
+        ((other.solution_digest, workload), solution),
+        ((solution, other.workload_digest), workload),
+        (("sha256:" + "ab" * 32, workload), solution),
+    ]
+    for (artifact, work), named in cases:
+        body = problem_of(request(artifact, work), 422, "unbound-job")
+        assert f"is not the run's own: its manifests name {named}" in body["detail"]
+    seed = served.seed
+    record = served.client.get(f"/v1/runs/{seed}").json()
+    body = problem_of(
+        request(
+            record["implementationDigest"],
+            record["workloadDigest"],
+            on=(seed, record["name"]),
+        ),
+        422,
+        "unbound-job",
+    )
+    assert "name no solution artifact" in body["detail"]
+    assert _events(served) == before
+    assert served.client.get("/v1/jobs").json() == []
+
+
+def test_a_rerun_request_for_code_the_ledger_does_not_hold_is_refused(served: Served) -> None:
+    """The run names its code, but the artifacts were never stored: no agent could fetch
+    them, nor anyone check what was measured."""
+    prepared = prepare_submission(
+        read_submission_folder(SAMPLE.parent / "silu_and_mul_bf16"),
+        latency_ns=CLAIMED,
+        product=B200,
+        architecture=SM100,
+    )
+    served.ledger.append(ingestion_envelope(prepared.manifests, served.home.key("ingester")))
+    before = _events(served)
+    envelope = rerun_request_envelope(
+        prepared.run_digest,
+        prepared.run_name,
+        served.home.key("admin"),
+        artifact_digest=prepared.solution.digest,
+        workload_digest=prepared.workload.digest,
+        product=B200,
+        architecture=SM100,
+        expires_at=utc_now() + timedelta(hours=1),
+    )
+    reply = served.client.post(f"/v1/runs/{prepared.run_digest}/rerun-requests", json=envelope)
+    body = problem_of(reply, 422, "unbound-job")
+    assert f"solution artifact {prepared.solution.digest} is not held" in body["detail"]
+    assert _events(served) == before
+
+
+def test_an_agent_key_names_its_device_classes(served: Served) -> None:
+    """Registered through the API: without device classes an agent key is refused; with
+    them, the key's record shows them."""
+    agent = SigningKey.generate()
+    admin = served.home.key("admin")
+    bare = {
+        "action": "register",
+        "keyId": agent.key_id,
+        "publicKey": agent.public.b64,
+        "roles": ["agent"],
+        "validFrom": format_time(utc_now()),
+        "issuedAt": format_time(utc_now()),
+    }
+    unbound = signed_as_given(agent.key_id, agent.key_id, PredicateType.KEY, bare, admin)
+    before = _events(served)
+    body = problem_of(served.client.post("/v1/keys", json=unbound), 422, "schema-violation")
+    assert "names the device classes it may measure on" in body["detail"]
+    mixed = bare | {"devices": [{"backend": "cpu-test"}, ON_B200[0].to_json()]}
+    both = signed_as_given(agent.key_id, agent.key_id, PredicateType.KEY, mixed, admin)
+    body = problem_of(served.client.post("/v1/keys", json=both), 422, "schema-violation")
+    assert "never both" in body["detail"]
+    assert _events(served) == before
+    register_agent(served, ON_B200)
+    registered = register_agent(served, ON_B200)
+    record = served.client.get(f"/v1/keys/{registered.key_id}").json()
+    assert record["devices"] == [
+        {"backend": "cuda", "product": "NVIDIA B200", "architecture": "sm_100"}
+    ]

@@ -22,6 +22,9 @@ class KeyRecord(ApiModel, kw_only=True):
     revoked_at: datetime | None
     revoked_position: int | None
     status: Literal["active", "revoked"]
+    # An agent key's device classes: {"backend": "cuda", "product", "architecture"} of a
+    # GPU, or {"backend": "cpu-test"}; what it may claim and report on (empty: not an agent).
+    devices: list[dict[str, str]]
 
     @classmethod
     def of(cls, state: KeyState) -> KeyRecord:
@@ -37,6 +40,7 @@ class KeyRecord(ApiModel, kw_only=True):
             revoked_at=state.revoked_at,
             revoked_position=state.revoked_position,
             status="revoked" if state.revoked else "active",
+            devices=[d.to_json() for d in sorted(state.devices)],
         )
 
 

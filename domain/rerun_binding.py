@@ -1,0 +1,159 @@
+"""What a rerun job measures, and on what an agent key may measure it (issue 32).
+
+Two bindings, each written once here and called by admission, by the evidence policy's fold
+(``domain.run_facts.RunFold``) and by the offline verifier:
+
+* **A job is bound to its run's code.** Its solution (``artifactDigest``) and workload
+  (``workloadDigest``) are exactly the artifacts the run's own signed manifests name
+  (:func:`domain.importers.records.rerun_artifacts`: the implementation's artifact reference
+  or pinned source, and the workload's artifact reference). A run whose manifests name no
+  solution or no workload artifact cannot be rerun: a job that measures code the run does not
+  name says nothing about the run. (Admission and the verifier also require both artifacts to
+  be held: by the ledger's store, or carried in the bundle.)
+* **An agent key is bound to device classes.** Its registration names them: a GPU class
+  (backend ``cuda``, a product and an architecture, e.g. ``NVIDIA B200/sm_100``) or a test
+  backend class (``cpu-test``). A claim or result must come from a device of one of the key's
+  classes, and only a measuring backend (``MEASURING_BACKENDS``) moves evidence, so a key
+  bound to a test backend can never raise a run's level. A key holds GPU classes or test
+  classes, never both: a key that runs untrusted code on a test backend must not be able to
+  sign GPU results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+from domain.errors import DomainError, ManifestError
+from domain.importers.records import rerun_artifacts
+from domain.statements import MEASURING_BACKENDS, TEST_BACKENDS, KeyPredicate, Role
+
+
+class DeviceClass(NamedTuple):
+    """One class of device a key may measure on; product and architecture only for a GPU."""
+
+    backend: str
+    product: str | None = None
+    architecture: str | None = None
+
+    @property
+    def measuring(self) -> bool:
+        return self.backend in MEASURING_BACKENDS
+
+    def label(self) -> str:
+        """As ``kernelindex keys register --device`` spells it."""
+        if self.product is None:
+            return self.backend
+        return f"{self.product}/{self.architecture}"
+
+    def admits(self, product: str, architecture: str, backend: str) -> bool:
+        """Whether a device (as a claim or a result states it) is of this class. A test
+        class is its backend whatever hardware the device reports: it measures nothing."""
+        if backend != self.backend:
+            return False
+        return not self.measuring or (product, architecture) == (self.product, self.architecture)
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            k: v
+            for k, v in (
+                ("backend", self.backend),
+                ("product", self.product),
+                ("architecture", self.architecture),
+            )
+            if v is not None
+        }
+
+
+def device_classes(value: object) -> frozenset[DeviceClass]:
+    """The classes a key registration's ``devices`` names (empty: none, or not a list)."""
+    if not isinstance(value, list):
+        return frozenset()
+    return frozenset(
+        DeviceClass(
+            str(d.get("backend")),
+            None if d.get("product") is None else str(d.get("product")),
+            None if d.get("architecture") is None else str(d.get("architecture")),
+        )
+        for d in value
+        if isinstance(d, Mapping)
+    )
+
+
+class DeviceClassError(DomainError):
+    code = "bad-device-class"
+
+
+def parse_device_class(text: str) -> DeviceClass:
+    """``PRODUCT/ARCH`` (a CUDA GPU, e.g. ``NVIDIA B200/sm_100``) or a test backend's name."""
+    value = text.strip()
+    if value in TEST_BACKENDS:
+        return DeviceClass(value)
+    product, slash, architecture = value.rpartition("/")
+    if not slash or not product.strip() or not architecture.strip():
+        raise DeviceClassError(
+            f"{text!r} is not a device class: give PRODUCT/ARCH for a GPU (e.g. "
+            f"'NVIDIA B200/sm_100') or a test backend ({', '.join(sorted(TEST_BACKENDS))})"
+        )
+    return DeviceClass("cuda", product.strip(), architecture.strip())
+
+
+def may_measure(
+    classes: Iterable[DeviceClass], product: str, architecture: str, backend: str
+) -> bool:
+    """Whether a key bound to ``classes`` may claim or report this device."""
+    return any(c.admits(product, architecture, backend) for c in classes)
+
+
+def counts_for_evidence(
+    classes: Iterable[DeviceClass], product: str, architecture: str, backend: str
+) -> bool:
+    """Whether a result on this device, signed by a key bound to ``classes``, may move
+    evidence: a measuring backend, and a measuring class of the key's that admits it (the
+    key's registration decides, never what the result declares)."""
+    return backend in MEASURING_BACKENDS and any(
+        c.measuring and c.admits(product, architecture, backend) for c in classes
+    )
+
+
+def describe_classes(classes: Iterable[DeviceClass]) -> str:
+    return ", ".join(sorted(c.label() for c in classes)) or "none"
+
+
+def check_agent_registration(predicate: KeyPredicate) -> None:
+    """An agent key is registered with the device classes it may measure on (a key bound to
+    nothing could claim nothing; one that names none must not be taken for one bound to all)."""
+    if Role.AGENT in (predicate.roles or ()) and not predicate.devices:
+        raise ManifestError(
+            "an agent key's registration names the device classes it may measure on "
+            '(predicate.devices, e.g. [{"backend": "cuda", "product": "NVIDIA B200", '
+            '"architecture": "sm_100"}] or [{"backend": "cpu-test"}]): use one key per backend'
+        )
+
+
+def job_code_problem(
+    manifests: Mapping[str, Any], artifact_digest: str, workload_digest: str
+) -> str | None:
+    """Why a job naming these artifacts does not measure the run's own code (None: it does)."""
+    named = rerun_artifacts(manifests)
+    if named.solution is None:
+        return (
+            "the run's manifests name no solution artifact (its implementation references none "
+            "and pins no source), so no job can measure the run's own code"
+        )
+    if named.workload is None:
+        return (
+            "the run's manifests name no workload artifact, so no job can measure the run's "
+            "own workload"
+        )
+    if artifact_digest != named.solution:
+        return (
+            f"the job's solution artifact {artifact_digest} is not the run's own: its "
+            f"manifests name {named.solution}"
+        )
+    if workload_digest != named.workload:
+        return (
+            f"the job's workload artifact {workload_digest} is not the run's own: its "
+            f"manifests name {named.workload}"
+        )
+    return None
