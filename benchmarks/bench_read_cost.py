@@ -9,8 +9,10 @@ KernelIndex catalog (7,857 runs, imported with ``kernelindex import kernelindex-
 2. ``loop``: while six clients, each from its own address, loop on ``/feeds/records.atom``,
    the most expensive anonymous read (~0.7 s of CPU computed, on the catalog);
 3. ``bust``: while six clients loop on the feed with a different ``limit`` each request, so
-   that no answer can come from the read cache: each is a new, expensive answer, which the
-   address limit charges the feed's cost for (they ignore Retry-After, as an attacker does).
+   that an answer seldom comes from the read cache: each is a new, expensive answer, charged
+   the feed's cost to the client's address and to the server's budget for computed answers;
+   refused (429), a client waits its Retry-After (one that does not is a plain request flood,
+   which the per-address limit is for).
 
 Target: the run read's p99 under load ≤ 3 × its quiet p99, in each loaded phase. Beside each
 phase's wall times, the server's CPU (its processes' user + system time, per request served)
@@ -151,11 +153,13 @@ class Loopers:
                 sent += 1
                 params = {"limit": str(1 + (index * 17 + sent) % 100)} if self.bust else {}
                 started = time.perf_counter()
-                status = c.get(FEED, params=params).status_code
+                reply = c.get(FEED, params=params)
                 with self._lock:
-                    self.statuses[status] += 1
-                    if status == 200:
+                    self.statuses[reply.status_code] += 1
+                    if reply.status_code == 200:
                         self.feed_walls.append(time.perf_counter() - started)
+                if reply.status_code == 429:  # as a client should (else: a plain flood)
+                    self._stop.wait(float(reply.headers.get("retry-after", "1")))
 
     def __enter__(self) -> Loopers:
         for t in self._threads:

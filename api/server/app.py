@@ -126,6 +126,10 @@ def create_app(
                 settings.registration_rate if settings.address_rate > 0 else 0,
                 settings.registration_burst,
             ),
+            "computed_limiter": TokenBuckets(
+                settings.computed_rate if settings.address_rate > 0 else 0,
+                settings.computed_burst,
+            ),
             "read_cache": ReadCache(settings.read_cache_bytes),
         }
     )

@@ -22,6 +22,11 @@ class ServerConfig:
     # keys a client mints. A per-address limit: off, like the one above, when address_rate is 0.
     registration_rate: float = 1 / 60
     registration_burst: int = 5
+    # Expensive answers computed (not from the read cache), in ROUTE_COSTS tokens, per second
+    # and burst, per process and whoever asks (the per-address limit alone lets a few
+    # addresses share out the CPU between them). Off, like the above, when address_rate is 0.
+    computed_rate: float = 500.0
+    computed_burst: int = 2000
     # Bytes of expensive answers (feed, search, operations, exports) each process keeps, by
     # request and views position (``api.server.read_cache``); 0: none kept.
     read_cache_bytes: int = 64 * MIB

@@ -16,7 +16,9 @@ wrote, then reads, sees its write. Only 200 answers are kept, within a byte budg
 recently used first out); entries of older positions go as soon as a newer one is stored.
 
 The same middleware charges each request to its client address: ``CHEAP`` tokens, or the
-route's ``ROUTE_COSTS`` when its answer has to be computed (``api.server.rate_limits``).
+route's ``ROUTE_COSTS`` when its answer has to be computed (``api.server.rate_limits``); a
+computed answer is charged to the process's budget for them too, whoever asks, so that a
+few addresses cannot share out the server's CPU between them either.
 Concurrent requests for an answer being computed wait for it instead of computing it again.
 """
 
@@ -160,6 +162,9 @@ async def _replay(reply: CachedReply, send: Send) -> None:
     await send({"type": "http.response.body", "body": reply.body, "more_body": False})
 
 
+COMPUTED = "computed"  # the one key of the server-wide budget
+
+
 def _charge(limiter: TokenBuckets, address: str, cost: int) -> None:
     wait = limiter.take(address, cost=cost)
     if wait is not None:
@@ -204,8 +209,17 @@ class CostedReads:
             if reply is not None:
                 await _replay(reply, send)
                 return
-        # The rest of its cost (at most a full bucket: every route stays reachable).
+        # The rest of its cost (at most a full bucket: every route stays reachable), then
+        # the same cost of the process's budget for computed answers, whoever asks.
         _charge(limiter, address, max(0, min(cost, limiter.burst) - CHEAP))
+        computed: TokenBuckets = state.computed_limiter
+        wait = computed.take(COMPUTED, cost=cost)
+        if wait is not None:
+            raise HTTPException(
+                status_code=429,
+                detail=f"too many new answers to compute here; retry in {wait:.1f} s",
+                headers=retry_after_header(wait),
+            )
         cache.computed += 1
         event = cache.take_off(key) if position is not None else None
         try:

@@ -140,3 +140,19 @@ def test_the_cache_holds_its_byte_budget_and_only_the_newest_position() -> None:
     cache.put(b"new", reply(2, 10))  # a newer position: what was kept at 1 goes
     assert cache.size == 10 and cache.get(b"5", 1) is None
     assert cache.get(b"new", 2) is not None
+
+
+def test_new_expensive_answers_share_one_budget_per_server(tmp_path: Path) -> None:
+    """However many addresses ask, the process computes a bounded rate of new expensive
+    answers; cached answers and cheap reads are not held back by it."""
+    settings = {"address_rate": 1000.0, "computed_rate": 0.01, "computed_burst": ROUTE_COSTS[FEED]}
+    config = ServerConfig(**(TEST_CONFIG.__dict__ | settings))
+    for served in serve(LedgerHome.at(tmp_path / "home"), config):
+        c = served.client
+        assert c.get(FEED).status_code == 200
+        refused = c.get(FEED, params={"limit": 5})
+        assert refused.status_code == 429 and refused.json()["code"] == "rate-limited"
+        assert "new answers" in refused.json()["detail"]
+        assert int(refused.headers["retry-after"]) > 1000
+        assert c.get(FEED).status_code == 200  # the answer computed before
+        assert c.get(f"/v1/runs/{SEED}").status_code == 200
