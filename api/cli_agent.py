@@ -1,7 +1,9 @@
 """`kernelindex agent`: the rerun agent, a client of a ledger server.
 
 The agent's code (numpy, and PyCUDA on a GPU machine) is imported only when the command
-runs, so the ledger's own install (`pip install -e .`) does not need those packages.
+runs, so the ledger's own install (`pip install -e .`) does not need those packages. This
+process holds the key and runs no submitted code: every case runs in a jailed child
+(gpu_agent/jail.py, bubblewrap), exec'd fresh.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ def agent(
         from gpu_agent.agent import Agent, LedgerApi  # noqa: PLC0415 - needs the agent extra
         from gpu_agent.backends.registry import BACKEND_NAMES, GPU_BACKEND  # noqa: PLC0415
         from gpu_agent.harness import HarnessConfig  # noqa: PLC0415
+        from gpu_agent.jail import unavailable  # noqa: PLC0415
     except ImportError as exc:
         raise fail("missing-extra", f"{exc}; {AGENT_EXTRA_HINT}") from None
     backend = backend or GPU_BACKEND
@@ -57,6 +60,17 @@ def agent(
         f"agent {worker.key.key_id} on {device.product} ({device.architecture}, "
         f"backend {device.backend}) polling {server}"
     )
+    # Probed once, here: without a working jail no submitted code runs, and every job this
+    # agent claims ends as its own failure (never measured unjailed).
+    refusal = unavailable()
+    if refusal is None:
+        out.print("submitted code runs jailed (bubblewrap: its own user, PID, mount and network)")
+    else:
+        err.print(
+            f"WARNING: {refusal}. Every job this agent claims will end as the agent's "
+            "failure; install bubblewrap (Debian: apt-get install bubblewrap).",
+            markup=False,
+        )
     if once:
         done = worker.run_once()
         if done is None:

@@ -15,7 +15,11 @@ Choices that decide what the numbers mean:
   and left current nowhere by :meth:`PyCudaBackend.close`. The harness creates one backend
   per case in a fresh child process, so the context is still fresh per case; using the
   primary one lets the runtime API (torch, CuPy) in the same process share it, which the
-  self-check's independent timer relies on.
+  self-check's independent timer relies on. Where that process is: every case child is
+  exec'd inside the jail (``gpu_agent/jail.py``), the probe child is a spawned (exec'd)
+  interpreter; neither was ever forked from the agent process that loaded the signing key,
+  so a kernel that reads its own process's pageable memory (HMM, ATS) finds no key there.
+  nvcc runs inside the case's jail too: an ``#include`` of a path outside it finds nothing.
 * **Build.** ``gpu_agent.build`` compiles the entry file for this device's exact target
   (``sm_90a`` on Hopper, ``sm_100a`` on Blackwell: ``build.target_architecture``) with the
   pinned flags; the cubin is loaded with ``module_from_buffer``.

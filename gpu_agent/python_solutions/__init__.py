@@ -10,7 +10,7 @@ hostile. Everything here is organised around that:
 * ``task.py`` is what crosses into the case child: seeds, never the job's nonce (torch-free);
 * ``sandbox.py`` scrubs the child's environment, argv, working directory and rlimits;
 * ``job.py`` builds each case's task in the agent and is the child's torch-free entry
-  point; torch is imported only past it (and by ``preload.py``, in a forkserver), by
+  point, run in the jail of ``gpu_agent/jail.py``; torch is imported only past it, by
 * ``torch_runner.py`` (setup and loading) and ``torch_case.py`` (rounds, timing, verdict),
   with ``torch_io.py`` (tensors in and out), ``gpu_agent.checks`` (the one tolerance rule, as
   for the declarative path), ``defences.py`` and

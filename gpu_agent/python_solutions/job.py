@@ -1,10 +1,9 @@
 """The agent-side half of a Python-solution job: each case's task, and the child's entry point.
 
-Why torch-free: the agent process (and the forkserver that preloads the harness) must start
-without torch. The harness builds each case's :class:`TorchCaseTask` here — deriving every
-round's seed from the job's nonce, so the nonce itself never enters a child holding
-submitted code — and runs :func:`run_torch_case` in a sandboxed child, which imports the
-torch runner only there.
+Why torch-free: the agent process must start without torch. The harness builds each case's
+:class:`TorchCaseTask` here — deriving every round's seed from the job's nonce, so the nonce
+itself never enters a child holding submitted code — and runs :func:`run_torch_case` in a
+jailed child (``gpu_agent/jail.py``), which imports the torch runner only there.
 """
 
 from __future__ import annotations

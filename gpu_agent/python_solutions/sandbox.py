@@ -1,26 +1,28 @@
 """The sandbox a case child enters before any submitted code exists in it.
 
-Why: a Python solution runs *inside* the case child, so whatever the child can see, the
-solution can see. Before the child does anything else (``gpu_agent/child_process.py`` calls
-:func:`enter` first), it:
+Why: a case child holds submitted code (a Python solution it imports, CUDA source it hands to
+nvcc), so whatever the child can see, that code can see. The child is started inside the
+jail of ``gpu_agent/jail.py`` (its own user, PID, mount, IPC and network namespaces: no view
+of the agent's processes, files, key or nonce, no network), with only the environment
+:func:`scrubbed_environment` allows (the jail passes nothing else). Inside the jail, before
+it runs anything submitted (``gpu_agent/jailed_child.py`` calls :func:`enter` first), it:
 
-* replaces its environment with an allowlist (PATH, locale, CUDA/NVIDIA device selection,
-  library paths), dropping every ``KERNELINDEX_*`` variable and anything that names a key,
-  token, secret, password or credential even where a prefix would allow it; HOME, TMPDIR and
-  the Triton / torch-extension caches point into the fresh working directory;
-* replaces ``sys.argv`` (a spawned child inherits the agent's argv, which names the agent's
-  key file) with a neutral one;
-* works in a fresh temporary directory the parent made for this case and removes afterwards;
+* replaces its environment with that allowlist (PATH, locale, CUDA/NVIDIA device selection,
+  library paths, the agent's nvcc), dropping every other ``KERNELINDEX_*`` variable and
+  anything that names a key, token, secret, password or credential even where a prefix would
+  allow it; HOME, TMPDIR and the Triton / torch-extension caches point into the working
+  directory;
+* replaces ``sys.argv`` with a neutral one;
+* works in the fresh working directory the parent made for this case (mounted at
+  ``jail.WORKDIR``) and removes afterwards;
 * lowers its resource limits (``resource.setrlimit``, soft = hard, never raised): address
   space (CPU backend only: CUDA maps more virtual memory than any sensible cap), CPU
   seconds, open files, file size, no core dumps. ``RLIMIT_NPROC`` is *not* set: Linux counts
   threads against it per user, so it would break the runtime's own threads and other
   processes of the agent's user; child processes are detected instead (``watch.py``).
 
-What it cannot do: the child runs as the agent's user, so a solution that goes looking can
-still read ``/proc/<agent pid>/cmdline`` and files that user may read. Run the agent as a
-user of its own whose key file is the only secret it holds (or in a container) — the
-sandbox keeps honest-looking code from stumbling on secrets, it is not a jail.
+The jail is what keeps a hostile solution from the agent; this sandbox keeps the child's
+own surroundings tidy and bounded inside it.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ _KEEP = frozenset(
 )
 _KEEP_PREFIXES = ("LC_", "CUDA_", "NVIDIA_")
 _NEVER = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
+# The agent's own variables a case needs: the nvcc it builds with (gpu_agent/build.py).
+_TOOLCHAIN = frozenset({"KERNELINDEX_NVCC"})
 GiB = 1024**3
 
 
@@ -81,7 +85,8 @@ class SandboxReport:
         limits = ", ".join(f"{k}={v}" for k, v in self.limits.items()) or "none"
         return (
             f"environment: {len(self.kept)} allowlisted variables kept, {self.dropped} dropped "
-            "(no KERNELINDEX_* or secret-like names); argv replaced; fresh working directory; "
+            "(no secret-like names); argv replaced; jailed (own user, PID, mount and network "
+            "namespaces); fresh working directory; "
             f"rlimits {limits}; RLIMIT_NPROC not set (threads count against it)"
         )
 
@@ -100,7 +105,8 @@ def scrubbed_environment(environ: Mapping[str, str], workdir: str) -> dict[str, 
     kept = {
         name: value
         for name, value in environ.items()
-        if (name in _KEEP or name.startswith(_KEEP_PREFIXES)) and not is_secret_name(name)
+        if name in _TOOLCHAIN
+        or ((name in _KEEP or name.startswith(_KEEP_PREFIXES)) and not is_secret_name(name))
     }
     home = Path(workdir)
     kept |= {
