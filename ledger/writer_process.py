@@ -701,14 +701,22 @@ class RemoteWriter:
     background: a worker is not refused writes for good, and a handshake with a writer that
     does not answer never blocks a caller (an event loop)."""
 
-    def __init__(self, address: str, key: bytes) -> None:
+    def __init__(self, address: str, key: bytes, *, require: bool = True) -> None:
         self._address = address
         self._key = key
         self._numbers = itertools.count()
         self._waiting: dict[int, Future[Receipt]] = {}
         self._lock = threading.Lock()
         self._closing = threading.Event()
-        self._connection: Connection | None = self._connect()  # the writer must be there
+        self._connection: Connection | None = None
+        try:
+            self._connection = self._connect()
+        except Exception:
+            # ``require``: the writer must be there (``serve`` makes its own handle once the
+            # writer is ready). A worker started while its writer is down (being started
+            # again) comes up all the same, unconnected, and connects in the background.
+            if require:
+                raise
         self._reader = threading.Thread(
             target=self._run, name="kernelindex-writer-client", daemon=True
         )
@@ -716,10 +724,11 @@ class RemoteWriter:
 
     @classmethod
     def from_env(cls) -> RemoteWriter | None:
-        """The writer the environment names (a server's worker), if any."""
+        """The writer the environment names (a server's worker), if any; it need not be
+        running yet."""
         address = os.environ.get(ADDRESS_ENV)
         key = os.environ.get(KEY_ENV)
-        return cls(address, bytes.fromhex(key)) if address and key else None
+        return cls(address, bytes.fromhex(key), require=False) if address and key else None
 
     @property
     def connected(self) -> bool:

@@ -728,3 +728,37 @@ def _give_up(process: WriterProcess, home: LedgerHome) -> None:
     assert "2 times in a row (the last: the ledger's writer process did not start" in reasons[0]
     assert sum("did not start (exit code 1)" in r for r in reports) == 1, reports
     assert not process.running
+
+
+def test_a_worker_started_while_its_writer_is_down_serves_and_connects_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An HTTP worker (re)started while the writer is down (uvicorn restarts a worker that
+    died) comes up rather than fail its start over and over: /health says the writer is
+    down, and once the writer runs again the worker connects by itself and writes go on."""
+    home = LedgerHome.at(tmp_path / "home")
+    home.initialise(origin="test.kernelindex/late-writer").close()
+    process = WriterProcess(home.path, home.db_url).start()
+    ledger = home.open(read_only=True)
+    try:
+        killed = process.pid
+        assert killed is not None
+        os.kill(killed, signal.SIGKILL)
+        while process.running:
+            time.sleep(0.01)
+        for name, value in process.env.items():
+            monkeypatch.setenv(name, value)
+        remote = RemoteWriter.from_env()  # what a worker makes at its start
+        assert remote is not None and not remote.connected
+        alice = SigningKey.generate()
+        with TestClient(create_app(ledger, TEST_CONFIG, remote)) as client:
+            assert client.get("/health").json()["code"] == "unavailable"
+            process.watch(report=lambda _: None, give_up=lambda _: None)  # starts it again
+            _health_until(client, 200)
+            registration = key_registration_envelope(alice.public, [Role.ATTESTER], alice)
+            posted = client.post("/v1/keys/", json=registration)
+            assert posted.status_code == 201, posted.text
+        assert process.pid not in (None, killed)
+    finally:
+        ledger.close()
+        process.stop()
