@@ -17,6 +17,7 @@ import pytest
 import typer
 from cli_session import Cli
 from live_server import live_server
+from sqlalchemy import delete
 
 from api.cli_rerun import parse_duration
 from api.server.app import create_app
@@ -24,7 +25,7 @@ from api.server.config import ServerConfig
 from domain.importers.records import WORKLOAD_MEDIA_TYPE
 from ledger.home import LedgerHome
 from ledger.jobs import job
-from ledger.store.artifacts import ArtifactStore
+from ledger.store.artifacts import ArtifactStore, artifacts
 from ledger.submission import (
     SOLUTION_MEDIA_TYPE,
     prepare_submission,
@@ -257,21 +258,25 @@ def test_rerun_request_for_an_unknown_run_is_not_found(cli: Cli) -> None:
     assert "error[not-found]" in result.output
 
 
-def test_rerun_request_checks_the_workload_it_names(cli: Cli, seed_path: Path) -> None:
+def test_rerun_request_asks_only_for_the_runs_own_stored_code(cli: Cli, seed_path: Path) -> None:
+    """A job measures the code the run's manifests name (issue 32): no option names other
+    code, a run that names none cannot be rerun, and the code must be stored."""
     rmsnorm = cli.json("submit", RMSNORM, *FIGURES)
     silu = cli.json("submit", SILU, *FIGURES)
     count = cli.event_count()
-    # Another definition's workloads would measure something the run does not claim.
-    result = cli("rerun", "request", rmsnorm["run"], "--workload", silu["workloadDigest"], ok=False)
-    assert "error[bad-rerun-request]" in result.output
-    assert "does not describe the run's workload" in result.output
-    # An artifact nobody stored could not be fetched by an agent.
-    result = cli("rerun", "request", rmsnorm["run"], "--workload", "sha256:" + "1" * 64, ok=False)
-    assert "error[not-found]" in result.output and "not stored" in result.output
-    # A run that `submit` did not make records no workload artifact: it must be named.
+    for option in ("--workload", "--solution"):
+        result = cli("rerun", "request", rmsnorm["run"], option, silu["workloadDigest"], ok=False)
+        assert result.exit_code == 2 and "No such option" in result.output
+    # A run that `submit` did not make names no code (the seed's source published none).
     cli("ingest", seed_path)
     result = cli("rerun", "request", "sha256:7e18c26ca3b6", ok=False)
-    assert "error[bad-rerun-request]" in result.output and "--solution" in result.output
+    assert "error[bad-rerun-request]" in result.output and "published no solution" in result.output
+    # An artifact the run names that is not stored could not be fetched by an agent.
+    ledger = LedgerHome.at(cli.home, cli.db_url).open()
+    with ledger.store.transaction(commit=True) as session:
+        session.execute(delete(artifacts).where(artifacts.c.digest == rmsnorm["solutionDigest"]))
+    result = cli("rerun", "request", rmsnorm["run"], ok=False)
+    assert "error[not-found]" in result.output and "not stored" in result.output
     assert cli.event_count() == count + 1
 
 

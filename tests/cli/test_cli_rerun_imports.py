@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from cli_session import Cli
 from live_server import live_server
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, delete, text
 
 from api.server.app import create_app
 from api.server.config import ServerConfig
@@ -28,7 +28,7 @@ from domain.manifests.manifest_set import check_manifest_set
 from gpu_agent.agent import Device, LedgerApi
 from ledger.home import LedgerHome
 from ledger.jobs import job
-from ledger.store.artifacts import ArtifactStore
+from ledger.store.artifacts import ArtifactStore, artifacts
 from tests.paths import FIXTURES
 from tests.sol_traces import (
     FLASHINFER,
@@ -171,7 +171,7 @@ def test_a_run_whose_source_published_no_solution_is_refused(cli: Cli) -> None:
     assert "published no solution" in refused.output and "no definition and workloads" in (
         refused.output
     )
-    assert "--solution and --workload" in refused.output
+    assert "a rerun measures only the code and workload the run's own manifests" in (refused.output)
     ledger = LedgerHome.at(cli.home, cli.db_url).open()
     with live_server(create_app(ledger, TEST_CONFIG)) as server:
         remote = cli("rerun", "request", _digest(first), "--server", server.url, ok=False)
@@ -207,27 +207,21 @@ def test_a_server_request_checks_the_artifacts_the_agent_would_fetch(
     cli: Cli, tmp_path: Path
 ) -> None:
     """Through --server the CLI fetches both artifacts and re-hashes them before it signs,
-    as it checks the home's own store: a workload the server does not hold is refused, and
-    nothing is appended."""
+    as it checks the home's own store: a workload the run names that the server does not
+    hold is refused, and nothing is appended (nor would the server admit the request)."""
     folder = traced_folder("pytorch-linear_backward", tmp_path)
     cli.json("import", "sol-execbench", folder)
     [record] = _records(map_sol_execbench(traced_files("pytorch-linear_backward")))
+    named = rerun_artifacts(record.manifests)
     count = cli.event_count()
     ledger = LedgerHome.at(cli.home, cli.db_url).open()
+    with ledger.store.transaction(commit=True) as session:
+        session.execute(delete(artifacts).where(artifacts.c.digest == named.workload))
     with live_server(create_app(ledger, TEST_CONFIG)) as server:
-        absent = "sha256:" + "ab" * 32
-        refused = cli(
-            "rerun",
-            "request",
-            _digest(record),
-            "--workload",
-            absent,
-            "--server",
-            server.url,
-            ok=False,
-        )
+        refused = cli("rerun", "request", _digest(record), "--server", server.url, ok=False)
     assert refused.exit_code == 1 and "Traceback" not in refused.output
-    assert "workload artifact" in refused.output and "not stored there" in refused.output
+    assert f"workload artifact {named.workload}" in refused.output
+    assert "not stored there" in refused.output
     assert cli.event_count() == count
 
 
