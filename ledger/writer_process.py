@@ -655,9 +655,14 @@ class WriterProcess:
                         if self._stopping.is_set():
                             return
                         self._launch()
-                except StoreError as exc:
-                    last = exc.message
-                    report(str(last))
+                except Exception as exc:  # the watcher outlives a failed start, whatever failed
+                    last = (
+                        exc.message
+                        if isinstance(exc, DomainError)
+                        else f"the ledger's writer process did not start ({type(exc).__name__}: "
+                        f"{exc})"
+                    )
+                    report(last)
                     continue
                 report(f"the ledger's writer process runs again (pid {self.pid}); writes go on")
                 break
