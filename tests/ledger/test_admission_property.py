@@ -35,6 +35,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from domain.errors import DomainError
+from domain.importers.records import rerun_artifacts
 from domain.statements import PredicateType, Role, make_statement
 from domain.timestamps import format_time, utc_now
 from ledger.application import Ledger
@@ -50,10 +51,11 @@ from ledger.signing.authoring import (
 from ledger.signing.dsse import pae, sign_envelope
 from ledger.signing.keys import SigningKey
 from ledger.signing.trust import TrustRoot
+from ledger.store.artifacts import ArtifactStore
 from ledger.store.schema import upgrade
 from ledger.verify import Outcome, VerificationPolicy, outcome_of, verify_bundle_lines
 from projections.export import export_runs
-from tests.projections.projection_world import MANIFESTS, NAMES, SEED, rerun_result
+from tests.projections.projection_world import ARTIFACTS, MANIFESTS, NAMES, SEED, rerun_result
 from tests.unchecked_signing import signed_as_given, unchecked_rerun_envelope
 
 RUNS = list(MANIFESTS)[:3]
@@ -229,6 +231,7 @@ class World:
         )
         self.db_url = db_url
         self.ledger = Ledger(db_url, self.root, clock=self.clock, log_key=self.keys["log"])
+        ArtifactStore(self.ledger.store).put_many(ARTIFACTS)  # what the runs' jobs name
         self.jobs = Jobs()
         self.last: dict[str, Any] | None = None  # the last envelope admitted
         admin, ingester = self.keys["admin"], self.keys["ingester"]
@@ -273,6 +276,8 @@ def _registration(
         predicate["validUntil"] = format_time(valid_until)
     if label is not None:
         predicate["label"] = label
+    if "agent" in roles:  # an agent key names the GPU it measures on (issue 32)
+        predicate["devices"] = [{"backend": "cuda", "product": B200, "architecture": SM100}]
     statement = make_statement(subject.key_id, subject.key_id, PredicateType.KEY, predicate)
     return sign_envelope(statement, signer)
 
@@ -333,8 +338,8 @@ def build(w: World, action: dict[str, Any]) -> dict[str, Any] | None:
             run,
             NAMES[run],
             signer,
-            artifact_digest="sha256:" + "1" * 64,
-            workload_digest="sha256:" + "2" * 64,
+            artifact_digest=str(rerun_artifacts(MANIFESTS[run]).solution),
+            workload_digest=str(rerun_artifacts(MANIFESTS[run]).workload),
             product=B200,
             architecture=SM100,
             expires_at=now + timedelta(hours=3),
