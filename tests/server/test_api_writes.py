@@ -14,6 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from rerun_results import rerun_request, submitted_run
 from served_app import TEST_CONFIG, Served, serve
 from test_api_reads import SEED, problem_of
 
@@ -217,7 +218,12 @@ def test_admin_writes_ingest_rerun_request_and_retract(served: Served) -> None:
         expires_at=utc_now() + timedelta(hours=1),
     )
     url = f"/v1/runs/{SEED}/rerun-requests"
-    assert check_receipt(c.post(url, json=request), request)["event"] == "Run.RerunRequested"
+    # The seed names no code (its source published none): no job can measure it (issue 32).
+    problem_of(c.post(url, json=request), 422, "unbound-job")
+    digest, name = submitted_run(served)
+    own = rerun_request(served, digest, name)
+    reply = c.post(f"/v1/runs/{digest}/rerun-requests", json=own)
+    assert check_receipt(reply, own)["event"] == "Run.RerunRequested"
     mine = rerun_request_envelope(
         SEED,
         SEED_NAME,

@@ -14,7 +14,7 @@ from jsonschema import Draft202012Validator
 from openapi_spec_validator import validate
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
-from rerun_results import device, rerun_request
+from rerun_results import ON_B200, device, rerun_request, submitted_run
 from served_app import Served
 from test_api_reads import SEED
 from test_api_writes import SEED_NAME
@@ -274,14 +274,17 @@ def writes(served: Served) -> list[Any]:
     alice, agent = SigningKey.generate(), SigningKey.generate()
     register = key_registration_envelope(alice.public, [Role.ATTESTER], alice, label="alice")
     replies = [c.post("/v1/keys", json=register), c.post("/v1/keys", json=register)]
-    enrol = key_registration_envelope(agent.public, [Role.AGENT], admin, label="agent")
+    enrol = key_registration_envelope(
+        agent.public, [Role.AGENT], admin, label="agent", devices=ON_B200
+    )
     replies.append(c.post("/v1/keys", json=enrol))
     note = attestation_envelope(SEED, SEED_NAME, alice, type_="reproduced", body="same mean")
     replies.append(c.post(f"/v1/runs/{SEED}/attestations", json=note))
-    request = rerun_request(served, SEED, SEED_NAME)
-    replies.append(check_reply_ok(c.post(f"/v1/runs/{SEED}/rerun-requests", json=request)))
+    run, name = submitted_run(served)  # the seed names no code: no job can measure it
+    request = rerun_request(served, run, name)
+    replies.append(check_reply_ok(c.post(f"/v1/runs/{run}/rerun-requests", json=request)))
     job = c.get("/v1/jobs").json()[0]
-    claim = rerun_claim_envelope(SEED, SEED_NAME, agent, job_id=job["jobId"], device=device())
+    claim = rerun_claim_envelope(run, name, agent, job_id=job["jobId"], device=device())
     replies.append(c.post(f"/v1/jobs/{job['jobId']}/claims", json=claim))
     return replies
 
