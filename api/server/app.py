@@ -35,7 +35,7 @@ from api.server.rate_limits import (
     retry_after_header,
     self_registered_key,
 )
-from api.server.read_cache import CostedReads, ReadCache
+from api.server.read_cache import CostedReads, PositionReads, ReadCache
 from api.server.service import LedgerService
 from domain.manifests.registry import build_validators
 from ledger.application import Ledger
@@ -131,6 +131,7 @@ def create_app(
                 settings.computed_burst,
             ),
             "read_cache": ReadCache(settings.read_cache_bytes),
+            "position_reads": PositionReads(service.fresh),
         }
     )
     app = Litestar(

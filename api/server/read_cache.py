@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -38,8 +39,6 @@ from api.server.rate_limits import CHEAP, TokenBuckets, retry_after_header, rout
 
 if TYPE_CHECKING:
     from litestar.types import ASGIApp, Message, Receive, Scope, Send
-
-    from api.server.service import LedgerService
 
 
 @dataclass(frozen=True)
@@ -119,6 +118,46 @@ class ReadCache:
         event.set()
 
 
+class PositionReads:
+    """The views' position for requests, one catch-up (``fresh``) for all that wait on it.
+
+    A request's position must come from a catch-up that started after the request arrived
+    (else a write acknowledged before it could be missing). So a request arriving while one
+    runs waits for the next, which starts as soon as that one ends and answers every request
+    that arrived meanwhile: under load, one catch-up per round instead of one per request
+    (they queued on the service's lock one by one anyway). Event-loop only."""
+
+    def __init__(self, fresh: Callable[[], int | None]) -> None:
+        self._fresh = fresh
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._next: asyncio.Future[int | None] | None = None
+        self._runner: asyncio.Task[None] | None = None
+
+    async def position(self) -> int | None:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:  # a new event loop (a test client's): start over
+            self._loop, self._next, self._runner = loop, None, None
+        if self._next is None:
+            self._next = loop.create_future()
+        waiting = self._next
+        if self._runner is None or self._runner.done():
+            self._runner = loop.create_task(self._run())
+        return await asyncio.shield(waiting)
+
+    async def _run(self) -> None:
+        while self._next is not None:
+            answering, self._next = self._next, None
+            try:
+                answering.set_result(await anyio.to_thread.run_sync(self._fresh))
+            except BaseException as exc:
+                answering.set_exception(exc)
+                if not isinstance(exc, Exception):  # cancelled: those still waiting too
+                    if self._next is not None:
+                        self._next.set_exception(exc)
+                        self._next = None
+                    raise
+
+
 def request_key(scope: Scope) -> bytes:
     path = scope.get("raw_path") or scope["path"].encode()
     return bytes(path) + b"?" + bytes(scope.get("query_string", b""))
@@ -195,11 +234,11 @@ class CostedReads:
             await self.app(scope, receive, send)
             return
         cache: ReadCache = state.read_cache
-        service: LedgerService = state.service
         key = request_key(scope)
         # The views' position after folding what is new (None: they could not be folded,
         # so no answer is keyed by it).
-        position = await anyio.to_thread.run_sync(service.fresh) if cache.enabled else None
+        reads: PositionReads = state.position_reads
+        position = await reads.position() if cache.enabled else None
         if position is not None:
             reply = cache.get(key, position)
             flight = cache.flight(key) if reply is None else None

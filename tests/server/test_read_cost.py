@@ -7,6 +7,8 @@ test_records_feed.py; minting keys from one address is in tests/abuse.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,7 @@ from served_app import TEST_CONFIG, Served, serve
 import api.server.service as service_module
 from api.server.config import ServerConfig
 from api.server.rate_limits import ROUTE_COSTS
-from api.server.read_cache import CachedReply, ReadCache
+from api.server.read_cache import CachedReply, PositionReads, ReadCache
 from domain.statements import Role
 from ledger.home import LedgerHome
 from ledger.signing.authoring import attestation_envelope, key_registration_envelope
@@ -156,3 +158,29 @@ def test_new_expensive_answers_share_one_budget_per_server(tmp_path: Path) -> No
         assert int(refused.headers["retry-after"]) > 1000
         assert c.get(FEED).status_code == 200  # the answer computed before
         assert c.get(f"/v1/runs/{SEED}").status_code == 200
+
+
+def test_requests_arriving_during_a_catch_up_share_the_next_one_not_that_one() -> None:
+    """A position read that began before a request arrived may miss a write acknowledged
+    before it: such requests wait for the next catch-up, one for all of them."""
+    started, release = threading.Event(), threading.Event()
+    calls: list[int] = []
+
+    def fresh() -> int:
+        calls.append(1)
+        if len(calls) == 1:
+            started.set()
+            release.wait(30)
+        return len(calls)
+
+    async def requests() -> tuple[int | None, list[int | None]]:
+        reads = PositionReads(fresh)
+        first = asyncio.create_task(reads.position())
+        await asyncio.to_thread(started.wait, 30)
+        later = [asyncio.create_task(reads.position()) for _ in range(3)]
+        await asyncio.sleep(0.05)  # all three are waiting
+        release.set()
+        return await first, [await t for t in later]
+
+    first, later = asyncio.run(requests())
+    assert first == 1 and later == [2, 2, 2] and len(calls) == 2
