@@ -14,6 +14,7 @@ from served_app import TEST_CONFIG, Served, serve
 from sqlalchemy import func, select
 
 from api.server.config import ServerConfig
+from domain.rerun_binding import DeviceClass
 from domain.statements import PAYLOAD_TYPE, Role
 from ledger.application import Ledger
 from ledger.signing.authoring import key_registration_envelope
@@ -57,7 +58,11 @@ def appended(served: Served) -> tuple[int, int]:
 def register(
     served: Served, key: SigningKey, roles: list[Role], signer: SigningKey | None = None
 ) -> dict[str, Any]:
-    envelope = key_registration_envelope(key.public, roles, signer or key, label="abuse")
+    # An agent key names the GPU it measures on (issue 32): the B200 of the tests' jobs.
+    on = (DeviceClass("cuda", "NVIDIA B200", "sm_100"),) if Role.AGENT in roles else ()
+    envelope = key_registration_envelope(
+        key.public, roles, signer or key, label="abuse", devices=on
+    )
     reply = served.client.post("/v1/keys", json=envelope)
     assert reply.status_code == 201, reply.text
     receipt: dict[str, Any] = reply.json()

@@ -21,7 +21,7 @@ from abuse_support import (
     problem_of,
     register,
 )
-from rerun_results import device, rerun_request
+from rerun_results import ON_B200, device, rerun_request, submitted_run
 from rerun_results import result as result_of
 
 from domain.statements import Role
@@ -35,11 +35,16 @@ from ledger.signing.keys import SigningKey
 from tests.unchecked_signing import unchecked_rerun_envelope
 
 
-def other_run(served: Served) -> dict[str, Any]:
+def other_run(served: Served, than: str = SEED) -> dict[str, Any]:
     """A second run of the demo ledger (run B), as the API lists it."""
     items = served.client.get("/v1/runs", params={"limit": 200}).json()["items"]
-    run: dict[str, Any] = next(r for r in items if r["digest"] != SEED)
+    run: dict[str, Any] = next(r for r in items if r["digest"] not in {SEED, than})
     return run
+
+
+def of(job: dict[str, Any]) -> tuple[str, str]:
+    """The digest and name of a job's run."""
+    return job["runDigest"], job["runName"]
 
 
 def test_a_replayed_envelope_is_the_same_event_with_the_original_receipt(served: Served) -> None:
@@ -135,9 +140,12 @@ def test_a_signature_made_for_another_statement_does_not_verify(served: Served) 
 
 
 def _request_job(served: Served) -> dict[str, Any]:
+    """A job for a submitted run (the same one each time): the demo's seed names no code,
+    so no job can measure it (issue 32)."""
     c = served.client
-    request = rerun_request(served, SEED, SEED_NAME)
-    reply = c.post(f"/v1/runs/{SEED}/rerun-requests", json=request)
+    run, name = submitted_run(served)
+    request = rerun_request(served, run, name)
+    reply = c.post(f"/v1/runs/{run}/rerun-requests", json=request)
     assert reply.status_code == 201, reply.text
     job_id = json.loads(base64.b64decode(request["payload"]))["predicate"]["jobId"]
     job: dict[str, Any] = c.get(f"/v1/jobs/{job_id}").json()
@@ -147,7 +155,9 @@ def _request_job(served: Served) -> dict[str, Any]:
 def _claim(
     served: Served, agent: SigningKey, job: dict[str, Any], path_job: str | None = None
 ) -> Any:
-    envelope = rerun_claim_envelope(SEED, SEED_NAME, agent, job_id=job["jobId"], device=device())
+    envelope = rerun_claim_envelope(
+        job["runDigest"], job["runName"], agent, job_id=job["jobId"], device=device()
+    )
     return served.client.post(f"/v1/jobs/{path_job or job['jobId']}/claims", json=envelope)
 
 
@@ -157,8 +167,8 @@ def test_a_rerun_result_cannot_be_replayed_to_another_job(served: Served) -> Non
     register(served, agent, [Role.AGENT], signer=served.home.key("admin"))
     first = _request_job(served)
     assert _claim(served, agent, first).status_code == 201
-    result = rerun_envelope(SEED, SEED_NAME, agent, result=result_of(first))
-    reruns = f"/v1/runs/{SEED}/reruns"
+    result = rerun_envelope(*of(first), agent, result=result_of(first))
+    reruns = f"/v1/runs/{first['runDigest']}/reruns"
     assert c.post(reruns, json=result).status_code == 201
     second = _request_job(served)
     assert second["jobId"] != first["jobId"]
@@ -172,22 +182,22 @@ def test_a_rerun_result_cannot_be_replayed_to_another_job(served: Served) -> Non
     # Job 1's claim at job 2's endpoint.
     problem_of(_claim(served, agent, first, path_job=second["jobId"]), 422, "wrong-endpoint")
     # Re-signed for job 2, before claiming it, and with job 1's nonce after claiming it.
-    early = rerun_envelope(SEED, SEED_NAME, agent, result=result_of(second))
+    early = rerun_envelope(*of(first), agent, result=result_of(second))
     problem_of(c.post(reruns, json=early), 422, "rerun-rejected")
     assert appended(served) == before
     assert _claim(served, agent, second).status_code == 201
     before = appended(served)
     stale = result_of(second, nonce=first["nonce"])
     problem_of(
-        c.post(reruns, json=rerun_envelope(SEED, SEED_NAME, agent, result=stale)),
+        c.post(reruns, json=rerun_envelope(*of(first), agent, result=stale)),
         422,
         "rerun-rejected",
     )
     # Job 1's result posted to another run's rerun endpoint.
-    run_b = other_run(served)
+    run_b = other_run(served, first["runDigest"])
     problem_of(c.post(f"/v1/runs/{run_b['digest']}/reruns", json=result), 422, "wrong-endpoint")
     assert appended(served) == before
-    kinds = [e["event"] for e in c.get(f"/v1/runs/{SEED}/history").json()["events"]]
+    kinds = [e["event"] for e in c.get(f"/v1/runs/{first['runDigest']}/history").json()["events"]]
     assert kinds.count("Run.RerunRecorded") == 1
 
 
@@ -247,12 +257,16 @@ def test_a_lapsed_claim_reposted_renews_nothing_and_a_stale_one_is_refused(
     # Valid since an hour ago (an admin may vouch for that), so only the claim is stale.
     hour_ago = utc_now() - timedelta(hours=1)
     registration = key_registration_envelope(
-        agent.public, [Role.AGENT], served.home.key("admin"), valid_from=hour_ago
+        agent.public,
+        [Role.AGENT],
+        served.home.key("admin"),
+        valid_from=hour_ago,
+        devices=ON_B200,
     )
     assert c.post("/v1/keys", json=registration).status_code == 201
     job = _request_job(served)
     url = f"/v1/jobs/{job['jobId']}/claims"
-    claim = rerun_claim_envelope(SEED, SEED_NAME, agent, job_id=job["jobId"], device=device())
+    claim = rerun_claim_envelope(*of(job), agent, job_id=job["jobId"], device=device())
     first = c.post(url, json=claim)
     assert first.status_code == 201
     lease = c.get(f"/v1/jobs/{job['jobId']}").json()["leaseUntil"]
@@ -262,8 +276,7 @@ def test_a_lapsed_claim_reposted_renews_nothing_and_a_stale_one_is_refused(
     assert c.get(f"/v1/jobs/{job['jobId']}").json()["leaseUntil"] == lease
     assert appended(served) == before
     old = rerun_claim_envelope(
-        SEED,
-        SEED_NAME,
+        *of(job),
         agent,
         job_id=job["jobId"],
         device=device(),
@@ -282,12 +295,12 @@ def test_a_result_must_come_from_the_claimed_device_and_agree_with_its_cases(
     register(served, agent, [Role.AGENT], signer=served.home.key("admin"))
     job = _request_job(served)
     assert _claim(served, agent, job).status_code == 201  # on GPU "a"*64
-    reruns = f"/v1/runs/{SEED}/reruns"
+    reruns = f"/v1/runs/{job['runDigest']}/reruns"
     before = appended(served)
     elsewhere = result_of(job)
     elsewhere["environment"] = elsewhere["environment"] | {"gpuUuidHash": "b" * 64}
     body = problem_of(
-        c.post(reruns, json=rerun_envelope(SEED, SEED_NAME, agent, result=elsewhere)),
+        c.post(reruns, json=rerun_envelope(*of(job), agent, result=elsewhere)),
         422,
         "rerun-rejected",
     )
@@ -295,10 +308,10 @@ def test_a_result_must_come_from_the_claimed_device_and_agree_with_its_cases(
     lying = result_of(job)
     lying["cases"] = [{"case": "case-0", "status": "incorrect"}]  # summary still allCorrect
     body = problem_of(
-        c.post(reruns, json=unchecked_rerun_envelope(SEED, SEED_NAME, agent, result=lying)),
+        c.post(reruns, json=unchecked_rerun_envelope(*of(job), agent, result=lying)),
         422,
         "schema-violation",
     )
     assert "allCorrect" in body["detail"]
     assert appended(served) == before
-    assert c.get(f"/v1/runs/{SEED}").json()["evidence"]["level"] != "verified"
+    assert c.get(f"/v1/runs/{job['runDigest']}").json()["evidence"]["level"] != "verified"
