@@ -23,6 +23,7 @@ from pydantic import (
     StrictInt,
     StrictStr,
     ValidationError,
+    ValidationInfo,
     model_validator,
 )
 
@@ -405,12 +406,160 @@ DefenceName = Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9-]*$", max_lengt
 ShortText = Annotated[StrictStr, Field(max_length=500), VISIBLE]
 
 
+# --- what an agent may say in words (issue 32) ---------------------------------------------
+# A rerun/v1 result is public and signed by the agent's key, so nothing the measured solution
+# controls may be signed verbatim: an exception's message, a compiler's diagnostics, a name
+# the solution chose. Every word a result carries is one of the codes below, chosen by the
+# agent; what it measured goes in typed numeric fields. The agent builds nothing else and
+# admission refuses anything else: one definition, both sides. Results admitted before the
+# vocabulary carried free text; a reader of stored events (verify, history, pages) validates
+# with ``stored=True`` (see :func:`parse_predicate`), which keeps the old shape readable.
+
+
+class Defence(StrEnum):
+    """The reward-hack defences an agent runs on a case (gpu_agent/python_solutions)."""
+
+    SANDBOX = "sandbox"
+    REFERENCE_BEFORE_SOLUTION = "reference-before-solution"
+    HARNESS_INTEGRITY = "harness-integrity"
+    CHILD_PROCESSES = "child-processes"
+    RUNTIME_CODE_LOADING = "runtime-code-loading"
+    SIDE_STREAM = "side-stream"
+    THREAD_INJECTION = "thread-injection"
+    STRICT_OUTPUT_TYPE = "strict-output-type"
+    OUTPUT_POISONING = "output-poisoning"
+    INPUT_MUTATION = "input-mutation"
+    NON_FINITE_OUTPUT = "non-finite-output"
+    SECRET_ROUND = "secret-round"  # noqa: S105 - a defence's name
+    HIDDEN_WORKLOAD = "hidden-workload"
+    POST_TIMING_ROUND = "post-timing-round"
+    TIMING_AUDIT = "timing-audit"
+    FRESH_INPUTS = "fresh-inputs"
+    ROOFLINE_FLOOR = "roofline-floor"
+    TIMER_CROSS_CHECK = "timer-cross-check"
+
+
+class CaseReason(StrEnum):
+    """Why a case did not pass. ``reward-hack:<defence>`` (:func:`reward_hack`) is the
+    other form: the named :class:`Defence` caught the solution."""
+
+    BUILD_FAILED = "build-failed"  # the kernel did not compile (diagnostics never signed)
+    LAUNCH_FAILED = "launch-failed"  # the launch spec or the launch itself failed
+    IMPORT_FAILED = "import-failed"  # the solution's module did not import
+    SIGNATURE_MISMATCH = "signature-mismatch"  # its entry point takes other parameters
+    SOLUTION_RAISED = "solution-raised"  # a call of the solution raised
+    BAD_OUTPUT = "bad-output"  # not the declared outputs (count, type, shape, dtype)
+    OUTPUT_MISMATCH = "output-mismatch"  # outside the workload's tolerance
+    UNWRITTEN_OUTPUT = "unwritten-output"  # poisoned output elements left unwritten
+    INPUT_MUTATION = "input-mutation"  # an input changed
+    BELOW_ROOFLINE_FLOOR = "below-roofline-floor"  # an impossible time
+    TIMEOUT = "timeout"  # the case child outlived the case's time limit
+    CHILD_DIED = "child-died"  # the case child died before reporting (crash, device fault)
+    INVALID_REPORT = "invalid-report"  # the case child's report was not the agent's shape
+    JOB_FAILED = "job-failed"  # the one case of a job that could not be measured
+
+
+REWARD_HACK = "reward-hack:"
+
+
+def reward_hack(defence: Defence) -> str:
+    """The case reason for a cheat that ``defence`` caught."""
+    return REWARD_HACK + defence.value
+
+
+_DEFENCES = frozenset(d.value for d in Defence)
+CASE_REASONS = frozenset(
+    {r.value for r in CaseReason} | {REWARD_HACK + d for d in sorted(_DEFENCES)}
+)
+
+
+def is_case_reason(text: str) -> bool:
+    """Whether ``text`` is a word of the case-reason vocabulary."""
+    return text in CASE_REASONS
+
+
+class JobFailure(StrEnum):
+    """Why a claimed job could not be measured (``outcome: failed``): always the agent's side
+    or the job's documents, never a verdict on the solution."""
+
+    UNSUPPORTED_SOLUTION = "unsupported-solution"  # a kind this agent cannot run here
+    MISSING_DEPENDENCY = "missing-dependency"  # a package the solution needs, not installed
+    INVALID_JOB = "invalid-job"  # the job's documents do not parse or do not fit together
+    ARTIFACT_UNAVAILABLE = "artifact-unavailable"  # the ledger or network failed the fetch
+    BACKEND_UNAVAILABLE = "backend-unavailable"  # the device could not be probed
+    AGENT_FAULT = "agent-fault"  # the agent itself failed (a case child's agent error, a bug)
+
+
+class RoundLabel(StrEnum):
+    """The correctness rounds of a case (gpu_agent/inputs.py), as a failed case names one."""
+
+    PUBLIC_0 = "public-0"
+    PUBLIC_1 = "public-1"
+    SECRET = "secret"  # noqa: S105 - a round's name
+    HIDDEN_WORKLOAD = "hidden-workload"
+    POST_TIMING = "post-timing"
+    TIMING_AUDIT = "timing-audit"
+    LAST_TIMED = "last-timed"  # the output of the last timed launch
+
+
+class StopRule(StrEnum):
+    """Which stop rule ended a case's timing (gpu_agent/stats.py)."""
+
+    RSE = "rse"
+    MAX_SAMPLES = "max-samples"
+    TIME_BUDGET = "time-budget"
+
+
+class TimerName(StrEnum):
+    PERF_COUNTER_NS = "perf_counter_ns"
+    CUDA_EVENTS = "cuda-events"
+
+
+TIMER_REFERENCES = frozenset({"CLOCK_MONOTONIC_RAW around the synchronised call"})
+# SOL's language names, and the declarative binding's: what ``build.language`` may list.
+BUILD_LANGUAGES = frozenset(
+    {
+        "pytorch",
+        "python",
+        "triton",
+        "cute_dsl",
+        "cutile",
+        "cudnn_frontend",
+        "cuda_cpp",
+        "cutlass",
+        "cudnn",
+        "cublas",
+        'CUDA C++ (extern "C" kernel, declarative launch)',
+    }
+)
+# A version, a target or a flag: one printable ASCII token, no spaces.
+_TOKEN = re.compile(r"[!-~]{1,200}")
+STORED = "stored"  # validation context key: the predicate is read from the log, not admitted
+
+
+def _admitting(info: ValidationInfo) -> bool:
+    """Whether this validation is of a new predicate (admission, or an agent before it signs),
+    where only the vocabulary is accepted; False when reading a stored one."""
+    return not (isinstance(info.context, Mapping) and info.context.get(STORED))
+
+
 class RerunDefence(_Strict):
     """One reward-hack defence the agent ran on a case, and what it found."""
 
     name: DefenceName
     outcome: Annotated[DefenceOutcome, Field(strict=False)]
+    # Free text, in results admitted before the vocabulary only (a new one is refused).
     detail: ShortText | None = None
+    checks: Uint53 | None = None  # how many times it ran on the case
+
+    @model_validator(mode="after")
+    def _vocabulary(self, info: ValidationInfo) -> RerunDefence:
+        if _admitting(info):
+            if self.name not in _DEFENCES:
+                raise ValueError("name must be one of the defences of the rerun vocabulary")
+            if self.detail is not None:
+                raise ValueError("detail is free text, which a new result may not carry")
+        return self
 
 
 class TimerCrossCheck(_Strict):
@@ -426,6 +575,14 @@ class TimerCrossCheck(_Strict):
     otherThreadsCpuNs: Nanoseconds | None = None
     outcome: Annotated[DefenceOutcome, Field(strict=False)]
 
+    @model_validator(mode="after")
+    def _vocabulary(self, info: ValidationInfo) -> TimerCrossCheck:
+        if _admitting(info) and (
+            self.timer not in {t.value for t in TimerName} or self.reference not in TIMER_REFERENCES
+        ):
+            raise ValueError("timer and reference must be named from the rerun vocabulary")
+        return self
+
 
 class RerunCase(_Strict):
     case: Annotated[StrictStr, Field(min_length=1, max_length=200), VISIBLE]
@@ -434,10 +591,29 @@ class RerunCase(_Strict):
     maxRelError: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
     latencyNs: LatencyStats | None = None
     samples: Uint53 | None = None
+    # A CaseReason or reward-hack:<defence> (free text only in results admitted before).
     reason: Annotated[StrictStr, Field(max_length=2000), VISIBLE] | None = None
     # Optional (older results have neither): every defence that ran, and the timer check.
     defences: Annotated[list[RerunDefence], Field(max_length=MAX_DEFENCES)] | None = None
     timerCrossCheck: TimerCrossCheck | None = None
+    # What the agent computed about the case, typed (never the child's words).
+    round: Annotated[RoundLabel, Field(strict=False)] | None = None  # the round that failed
+    stoppedBy: Annotated[StopRule, Field(strict=False)] | None = None
+    floorNs: Nanoseconds | None = None  # the roofline floor the median was held to
+
+    @model_validator(mode="after")
+    def _vocabulary(self, info: ValidationInfo) -> RerunCase:
+        if not _admitting(info) or self.reason is None:
+            return self
+        if self.status is CaseStatus.PASSED:
+            raise ValueError("a passed case carries no reason")
+        if not is_case_reason(self.reason):
+            # Never echo the text: it may be what a solution wanted published.
+            raise ValueError(
+                "reason must be a word of the rerun vocabulary (a CaseReason, or "
+                "reward-hack:<defence>), not free text"
+            )
+        return self
 
     @model_validator(mode="after")
     def _cheats_never_pass(self) -> RerunCase:
@@ -461,6 +637,17 @@ class RerunBuild(_Strict):
         Field(max_length=32),
     ] = Field(default_factory=dict)
     flags: Annotated[list[ShortText], Field(max_length=64)] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _vocabulary(self, info: ValidationInfo) -> RerunBuild:
+        if not _admitting(info):
+            return self
+        if self.language is not None and not set(self.language.split(", ")) <= BUILD_LANGUAGES:
+            raise ValueError("language must list languages of the rerun vocabulary")
+        tokens = [*self.runtime.values(), *self.flags]
+        if not all(_TOKEN.fullmatch(token) for token in tokens):
+            raise ValueError("runtime versions and flags must be single printable tokens")
+        return self
 
 
 class RerunSummary(_Strict):
@@ -513,13 +700,20 @@ class RerunPredicate(SignedPredicate):
     # "failed": the job could not be measured (build error, device fault...); it closes the
     # job with its reason and moves no evidence. "completed": measured, pass or fail.
     outcome: Literal["completed", "failed"] = "completed"
+    # A JobFailure (free text only in results admitted before the vocabulary).
     failure: Annotated[StrictStr, Field(min_length=1, max_length=2000), VISIBLE] | None = None
     build: RerunBuild | None = None  # optional: older results do not record it
 
     @model_validator(mode="after")
-    def _failure_has_reason(self) -> RerunPredicate:
+    def _failure_has_reason(self, info: ValidationInfo) -> RerunPredicate:
         if (self.outcome == "failed") != (self.failure is not None):
             raise ValueError("a failed rerun needs a failure reason, and only a failed one has it")
+        if (
+            _admitting(info)
+            and self.failure is not None
+            and self.failure not in {f.value for f in JobFailure}
+        ):
+            raise ValueError("failure must be a JobFailure of the rerun vocabulary, not free text")
         # The evidence policy reads the summary; the cases are what was measured.
         passed = all(case.status is CaseStatus.PASSED for case in self.cases)
         if self.summary.allCorrect != passed:
@@ -564,18 +758,22 @@ def parse_statement(value: object) -> Statement:
         raise StatementError("statement " + _describe(exc, "")) from None
 
 
-def parse_predicate(statement: Statement) -> SignedPredicate:
-    return build_predicate(statement.predicateType, statement.predicate)
+def parse_predicate(statement: Statement, *, stored: bool = False) -> SignedPredicate:
+    """``stored``: the statement was read from a log (verify, history), not offered for
+    admission; rules added since it was admitted (the rerun vocabulary) do not apply."""
+    return build_predicate(statement.predicateType, statement.predicate, stored=stored)
 
 
-def build_predicate(predicate_type: PredicateType, fields: Mapping[str, Any]) -> SignedPredicate:
+def build_predicate(
+    predicate_type: PredicateType, fields: Mapping[str, Any], *, stored: bool = False
+) -> SignedPredicate:
     """The predicate of a statement of ``predicate_type``, through its model: admission's
     check, and the one a client runs before signing (so it never signs what is refused)."""
     model = PREDICATE_MODELS.get(predicate_type)
     if model is None:
         raise StatementError(f"predicate type {predicate_type} is not accepted yet")
     try:
-        return model.model_validate(fields)
+        return model.model_validate(fields, context={STORED: True} if stored else None)
     except ValidationError as exc:
         raise StatementError(_describe(exc, "predicate.")) from None
 

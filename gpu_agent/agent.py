@@ -20,7 +20,7 @@ import httpx
 
 from domain.content_coding import ACCEPT_ENCODING, BadReplyError, SlowReplyError, reply_body
 from domain.errors import DomainError
-from domain.statements import MAX_LEASE_SECONDS
+from domain.statements import MAX_LEASE_SECONDS, CaseReason
 from gpu_agent import harness
 from gpu_agent.harness import HarnessConfig, HarnessError, JobSpec
 from gpu_agent.sol_parsing import SolutionError
@@ -158,8 +158,8 @@ def _failed_result(job: Mapping[str, Any], device: Device, reason: str) -> dict[
         "jobId": job["jobId"],
         "nonce": job["nonce"],
         "outcome": "failed",
-        "failure": reason[:2000],
-        "cases": [{"case": "job", "status": "error", "reason": reason[:2000]}],
+        "failure": reason,  # a JobFailure code (the rerun vocabulary), never the message
+        "cases": [{"case": "job", "status": "error", "reason": CaseReason.JOB_FAILED.value}],
         "summary": {"allCorrect": False, "samples": 0},
         "environment": {
             "product": device.product,
@@ -235,7 +235,7 @@ class Agent:
         except (AgentError, SolutionError, HarnessError, ValueError, KeyError, TypeError) as exc:
             reason = f"{type(exc).__name__}: {exc}"
             self.log(f"job {job['jobId']} failed: {reason}")
-            return _failed_result(job, self.device, reason)
+            return _failed_result(job, self.device, harness.failure_code(exc).value)
 
     def run_forever(self, poll_seconds: float = 10.0) -> None:
         while True:

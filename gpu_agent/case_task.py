@@ -74,6 +74,7 @@ class CaseTask:
 @dataclass
 class CaseOutcome:
     status: str  # a domain CaseStatus value
+    # Why, in words, for the agent's own eyes: never signed (it may quote the solution).
     reason: str | None = None
     max_abs_error: float | None = None
     max_rel_error: float | None = None
@@ -88,6 +89,13 @@ class CaseOutcome:
     # The clocks (MHz) the backend read during the timed batches, by name ("sm", "memory"),
     # in reading order; empty where the backend reads none (the cpu-test backend).
     timing_clocks_mhz: dict[str, list[float]] = field(default_factory=dict)
+    # What the signed case says instead of ``reason``: a domain CaseReason (or
+    # ``reward-hack:<defence>``), the round that failed, the stop rule, the floor. None where
+    # the child did not say: result_assembly then reads the code from the status and reason.
+    code: str | None = None
+    round: str | None = None
+    stopped_by: str | None = None
+    floor_ns: float | None = None
 
 
 class AgentFault(Exception):

@@ -61,8 +61,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from domain.statements import RerunPredicate
+from domain.errors import DomainError
+from domain.statements import CaseReason, JobFailure, RerunPredicate
 from gpu_agent import inputs, stats
+from gpu_agent.backends.registry import CPU_TEST
 from gpu_agent.case_child import probe, run_case
 from gpu_agent.case_task import CaseOutcome, CaseTask, TimingTerms
 from gpu_agent.child_process import ChildResult, in_child
@@ -70,7 +72,7 @@ from gpu_agent.definition import Definition, parse_definition
 from gpu_agent.expressions import LaunchSpecError
 from gpu_agent.launch_spec import ResolvedLaunch, resolve_launch
 from gpu_agent.python_solutions import job as python_job
-from gpu_agent.python_solutions.routing import cannot_run
+from gpu_agent.python_solutions.routing import cannot_run, missing_dependency
 from gpu_agent.python_solutions.spec import (
     TorchSolution,
     check_torch_against_definition,
@@ -80,10 +82,11 @@ from gpu_agent.result_assembly import (
     case_record,
     environment,
     job_build,
+    python_build,
     suite_summary,
     timing_clocks,
 )
-from gpu_agent.sol_parsing import SolutionError
+from gpu_agent.sol_parsing import SolutionError, UnsupportedSolution
 from gpu_agent.solution import Solution, check_against_definition
 from gpu_agent.workload import Workload, parse_workload, refuse_custom_inputs
 
@@ -94,7 +97,28 @@ MAX_CASES = 1_000
 
 
 class HarnessError(Exception):
-    """The agent could not run the job; no result must be signed for it."""
+    """The agent could not run the job; no measured result must be signed for it. ``code``
+    is what the job's ``outcome: failed`` result says (the message stays with the agent)."""
+
+    def __init__(self, message: str, code: JobFailure = JobFailure.AGENT_FAULT) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def failure_code(exc: BaseException) -> JobFailure:
+    """What a failed job's signed result says for ``exc``, raised while the agent fetched,
+    parsed or ran it: a word of the rerun vocabulary, never the exception's message."""
+    if isinstance(exc, HarnessError):
+        return exc.code
+    if isinstance(exc, UnsupportedSolution):
+        return JobFailure.UNSUPPORTED_SOLUTION
+    if isinstance(exc, SolutionError):
+        return JobFailure.INVALID_JOB
+    if isinstance(exc, DomainError):  # the agent's API client: the ledger or the network
+        return JobFailure.ARTIFACT_UNAVAILABLE
+    if isinstance(exc, ValueError | KeyError | TypeError):
+        return JobFailure.INVALID_JOB  # the job's documents (JSON, shapes) do not fit
+    return JobFailure.AGENT_FAULT
 
 
 @dataclass(frozen=True)
@@ -108,9 +132,27 @@ class JobSpec:
     workloads: Sequence[Mapping[str, Any]]  # SOL workload objects (the JSONL lines)
 
 
+# The cpu-test backend's stop rule. The GPU rule (stats.StopPolicy()) is tuned for µs kernels
+# whose clocks ramp: ≥ 100 ms of warm-up, ≥ 50 samples, up to 2,000 or 30 s per case. A CPU
+# double's call of a large case takes most of a second (a 14,509 × 4,096 RMSNorm: ~0.7 s, plus
+# ~0.4 s of fresh inputs before each timed call), so that rule made one honest 14-case rerun
+# take 15 minutes and more. Its times never verify anything (cpu-test is no measuring
+# backend), so they need to be honest, not precise: a few samples, a short budget. Every
+# check (rounds, defences, audit call, cross-check, floor) runs as on the GPU.
+CPU_TEST_STOP = stats.StopPolicy(
+    warmup=1, warmup_s=0.0, batch=5, min_samples=10, max_samples=200, time_budget_s=2.0
+)
+
+
+def default_stop(backend_name: str) -> stats.StopPolicy:
+    """The stop rule a backend is timed by when the configuration names none."""
+    return CPU_TEST_STOP if backend_name == CPU_TEST else stats.StopPolicy()
+
+
 @dataclass(frozen=True)
 class HarnessConfig:
-    stop: stats.StopPolicy = field(default_factory=stats.StopPolicy)
+    # None: the backend's own (default_stop); tests name a short one.
+    stop: stats.StopPolicy | None = None
     case_timeout_s: float = 900.0  # compile + rounds + timing of one case
     probe_timeout_s: float = 120.0
     floor_factor: float = stats.DEFAULT_FLOOR_FACTOR
@@ -169,7 +211,8 @@ def probe_device(backend_name: str, config: HarnessConfig, calibrate: bool) -> d
     )
     if outcome.kind != "ok":
         raise HarnessError(
-            f"the {backend_name} backend could not be probed: {outcome.detail or outcome.value}"
+            f"the {backend_name} backend could not be probed: {outcome.detail or outcome.value}",
+            JobFailure.BACKEND_UNAVAILABLE,
         )
     return outcome.value  # type: ignore[no-any-return]
 
@@ -206,10 +249,11 @@ def _timing_terms(
     workload: Workload,
     config: HarnessConfig,
     calibration: Calibration,
+    backend_name: str,
 ) -> TimingTerms:
     """The terms of this case, made once for either path that runs it."""
     return TimingTerms(
-        stop=config.stop,
+        stop=config.stop or default_stop(backend_name),
         written_bytes=stats.written_bytes(inputs.output_shapes(prepared.definition, workload)),
         l2_bytes=calibration.l2_bytes,
         copy_bandwidth=calibration.copy_bandwidth,
@@ -240,7 +284,7 @@ def _case_task(
         sources=dict(prepared.solution.sources),
         entry_point=prepared.solution.entry_point,
         launch=launch,
-        timing=_timing_terms(job, prepared, workload, config, calibration),
+        timing=_timing_terms(job, prepared, workload, config, calibration, backend_name),
     )
 
 
@@ -252,10 +296,13 @@ def _child_outcome(child: ChildResult, case: str) -> CaseOutcome:
     if child.kind == "agent-error":
         raise HarnessError(f"case {case}: agent failure: {child.value}")
     if child.kind == "timeout":
-        return CaseOutcome("timeout", f"the case child was killed: {child.detail}")
+        return CaseOutcome(
+            "timeout", f"the case child was killed: {child.detail}", code=CaseReason.TIMEOUT
+        )
     return CaseOutcome(
         "error",
         f"the case child {child.detail} before reporting (crash, or a fatal device error)",
+        code=CaseReason.CHILD_DIED,
     )
 
 
@@ -280,12 +327,18 @@ def run_job(
     config = config or HarnessConfig()
     # Checked first: a job the ledger could never accept a result for is not worth a device.
     if not _JOB_ID.fullmatch(job.job_id) or not _NONCE.fullmatch(job.nonce):
-        raise HarnessError("a job needs a lowercase UUID jobId and a 64-hex nonce (rerun/v1)")
+        raise HarnessError(
+            "a job needs a lowercase UUID jobId and a 64-hex nonce (rerun/v1)",
+            JobFailure.INVALID_JOB,
+        )
     prepared = prepare_job(job)
     if isinstance(prepared.solution, TorchSolution):
         refusal = cannot_run(prepared.solution, backend_name)
         if refusal is not None:
-            raise HarnessError(refusal)
+            raise HarnessError(refusal, JobFailure.UNSUPPORTED_SOLUTION)
+        missing = missing_dependency(prepared.solution.dependencies)
+        if missing is not None:
+            raise HarnessError(missing, JobFailure.MISSING_DEPENDENCY)
     probed = probe_device(backend_name, config, calibrate=True)
     start_device: dict[str, Any] = probed["device"]
     calibration = _calibration(probed)
@@ -307,7 +360,10 @@ def run_job(
         "environment": environment(start_device, end_device, timing_clocks(outcomes)),
         "calibration": calibration.to_json(config.floor_factor),
     }
-    build = job_build(outcomes)
+    if isinstance(prepared.solution, TorchSolution):
+        build: dict[str, Any] | None = python_build(prepared.solution, "cpu")
+    else:
+        build = job_build(outcomes)
     if build is not None:
         result["build"] = build
     validate_result(result)
@@ -355,9 +411,16 @@ def _declarative_case(
     try:
         launch = resolve_launch(prepared.solution.launch, axes)
     except LaunchSpecError as exc:
-        return CaseOutcome("error", f"launch spec: {exc}")
+        return CaseOutcome("error", f"launch spec: {exc}", code=CaseReason.LAUNCH_FAILED)
     task = _case_task(job, prepared, workload, launch, backend_name, config, calibration)
-    child = in_child(run_case, task, config.case_timeout_s, config.start_method)
+    child = in_child(
+        run_case,
+        task,
+        config.case_timeout_s,
+        config.start_method,
+        sandboxed=True,  # the jail: nvcc and the kernel see nothing of the agent's
+        limits=python_job.case_limits(backend_name, config.case_timeout_s),
+    )
     return _child_outcome(child, workload.uuid)
 
 
@@ -381,7 +444,7 @@ def _python_case(
         python_job.case_rounds(job.job_id, job.nonce, workload, hidden_axes),
         backend_name=backend_name,
         backend_options=dict(config.backend_options),
-        timing=_timing_terms(job, prepared, workload, config, calibration),
+        timing=_timing_terms(job, prepared, workload, config, calibration, backend_name),
     )
     child = in_child(
         python_job.run_torch_case,

@@ -9,25 +9,112 @@ are the median, mean and bootstrap CI95 of the median of those sums.
 
 from __future__ import annotations
 
+import importlib.metadata
+import platform
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from domain.statements import MAX_RERUN_SAMPLES
+from pydantic import ValidationError
+
+from domain.statements import (
+    MAX_RERUN_SAMPLES,
+    TIMER_REFERENCES,
+    CaseReason,
+    CaseStatus,
+    Defence,
+    DefenceOutcome,
+    RerunBuild,
+    RoundLabel,
+    StopRule,
+    TimerName,
+    is_case_reason,
+)
 from gpu_agent import stats
 from gpu_agent.case_task import CaseOutcome
+from gpu_agent.python_solutions.spec import TorchSolution
 
-MAX_REASON = 2_000
+# Signed words come from the rerun vocabulary (domain/statements.py), never from a case
+# child: a child holds submitted code, so whatever it reports in words may be the solution's.
+# The child's own words (``CaseOutcome.reason``, a defence's detail) stay in this process.
+
+# Where a child gave no code (the declarative path's child reports agent-made words), the
+# code is read from its status and the start of its reason: first match wins.
+_BY_STATUS = {
+    CaseStatus.TIMEOUT: CaseReason.TIMEOUT,
+    CaseStatus.IMPOSSIBLE_TIME: CaseReason.BELOW_ROOFLINE_FLOOR,
+}
+_ERROR_WORDS = (
+    ("compile failed", CaseReason.BUILD_FAILED),
+    ("the case child", CaseReason.CHILD_DIED),
+)
+_INCORRECT_WORDS = (
+    ("unwritten output", CaseReason.UNWRITTEN_OUTPUT),
+    ("input mutation", CaseReason.INPUT_MUTATION),
+    ("tolerance", CaseReason.OUTPUT_MISMATCH),
+)
+_ROUNDS = {r.value for r in RoundLabel}
 
 
-def clip(text: str) -> str:
-    """``text`` cut to at most MAX_REASON characters."""
-    return text if len(text) <= MAX_REASON else text[: MAX_REASON - 1] + "…"
+def _read_code(status: CaseStatus, text: str) -> CaseReason:
+    if status in _BY_STATUS:
+        return _BY_STATUS[status]
+    words = _ERROR_WORDS if status is CaseStatus.ERROR else _INCORRECT_WORDS
+    found = [(text.find(w), code) for w, code in words if w in text]
+    if found:
+        return min(found)[1]
+    return CaseReason.LAUNCH_FAILED if status is CaseStatus.ERROR else CaseReason.OUTPUT_MISMATCH
+
+
+def _read_round(text: str) -> str | None:
+    if text.startswith("last timed launch"):
+        return RoundLabel.LAST_TIMED.value
+    if text.startswith("round "):
+        label = text.removeprefix("round ").split(" ", 1)[0].rstrip(":")
+        return label if label in _ROUNDS else None
+    return None
+
+
+def _defence(defence: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A defence record in the vocabulary's terms, or None when it is not one."""
+    name, outcome, runs = defence.get("name"), defence.get("outcome"), defence.get("runs")
+    if name not in {d.value for d in Defence} or outcome not in {o.value for o in DefenceOutcome}:
+        return None
+    record: dict[str, Any] = {"name": name, "outcome": outcome}
+    if isinstance(runs, int) and not isinstance(runs, bool) and 0 < runs < 2**53:
+        record["checks"] = runs
+    return record
+
+
+_CROSS_NUMBERS = ("calls", "timedNs", "wallNs", "ratio", "otherThreadsCpuNs")
+
+
+def _cross_check(check: Mapping[str, Any]) -> dict[str, Any] | None:
+    if check.get("timer") not in {t.value for t in TimerName}:
+        return None
+    if check.get("reference") not in TIMER_REFERENCES:
+        return None
+    if check.get("outcome") not in {o.value for o in DefenceOutcome}:
+        return None
+    record = {"timer": check["timer"], "reference": check["reference"]}
+    record |= {k: check[k] for k in _CROSS_NUMBERS if k in check}
+    record["outcome"] = check["outcome"]
+    return record
+
+
+def _invalid(case: str) -> dict[str, Any]:
+    return {"case": case, "status": "error", "reason": CaseReason.INVALID_REPORT.value}
 
 
 def case_record(case: str, outcome: CaseOutcome) -> dict[str, Any]:
-    """One entry of ``result.cases``."""
-    record: dict[str, Any] = {"case": case, "status": outcome.status}
+    """One entry of ``result.cases``: status, vocabulary code, numbers; no child's words.
+    A report that does not fit the vocabulary (a tampered child) is an ``invalid-report``
+    error, which refutes nothing the child could not refute by failing."""
+    try:
+        status = CaseStatus(outcome.status)
+    except ValueError:
+        return _invalid(case)
+    record: dict[str, Any] = {"case": case, "status": status.value}
     if outcome.max_abs_error is not None:
         record["maxAbsError"] = outcome.max_abs_error
     if outcome.max_rel_error is not None:
@@ -35,30 +122,87 @@ def case_record(case: str, outcome: CaseOutcome) -> dict[str, Any]:
     if outcome.latency is not None:
         record["latencyNs"] = outcome.latency
         record["samples"] = len(outcome.samples_ns)
-    if outcome.reason:
-        record["reason"] = clip(outcome.reason)
+    why = _why(status, outcome)
+    checks = _checks(outcome)
+    if why is None or checks is None:
+        return _invalid(case)
+    return record | why | checks
+
+
+def _why(status: CaseStatus, outcome: CaseOutcome) -> dict[str, Any] | None:
+    """The reason code, failed round, stop rule and floor; None if the code is not a word."""
+    why: dict[str, Any] = {}
+    text = outcome.reason or ""
+    if status is not CaseStatus.PASSED:
+        code = outcome.code if outcome.code is not None else _read_code(status, text)
+        if not is_case_reason(code):
+            return None
+        why["reason"] = str(code)
+        label = outcome.round if outcome.round is not None else _read_round(text)
+        if label is not None and label in _ROUNDS:
+            why["round"] = label
+    if outcome.stopped_by in {r.value for r in StopRule}:
+        why["stoppedBy"] = outcome.stopped_by
+    if outcome.floor_ns is not None:
+        why["floorNs"] = outcome.floor_ns
+    return why
+
+
+def _checks(outcome: CaseOutcome) -> dict[str, Any] | None:
+    """The defences and the timer cross-check, by name; None if one is not of the vocabulary."""
+    checks: dict[str, Any] = {}
     if outcome.defences is not None:
-        record["defences"] = [_defence(d) for d in outcome.defences]
+        defences = [_defence(d) for d in outcome.defences]
+        if None in defences:
+            return None
+        checks["defences"] = defences
     if outcome.timer_cross_check is not None:
-        record["timerCrossCheck"] = outcome.timer_cross_check
-    return record
-
-
-MAX_DETAIL = 500
-
-
-def _defence(defence: Mapping[str, Any]) -> dict[str, Any]:
-    record = {"name": defence["name"], "outcome": defence["outcome"]}
-    detail = defence.get("detail")
-    if detail:
-        text = str(detail)
-        record["detail"] = text if len(text) <= MAX_DETAIL else text[: MAX_DETAIL - 1] + "…"
-    return record
+        cross = _cross_check(outcome.timer_cross_check)
+        if cross is None:
+            return None
+        checks["timerCrossCheck"] = cross
+    return checks
 
 
 def job_build(outcomes: Sequence[CaseOutcome]) -> dict[str, Any] | None:
-    """``result.build``: how the cases' solution was built and run (the first that says)."""
-    return next((o.build for o in outcomes if o.build is not None), None)
+    """``result.build`` from the cases (the first that says), if it fits the vocabulary; a
+    Python solution's is made by the harness instead (:func:`python_build`)."""
+    build = next((o.build for o in outcomes if o.build is not None), None)
+    try:
+        RerunBuild.model_validate(build)
+    except ValidationError:
+        return None
+    return build
+
+
+def python_build(solution: TorchSolution, device: str) -> dict[str, Any]:
+    """``result.build`` of a Python solution, made in the agent from what it knows — the
+    solution's parsed kind and languages, the versions installed — and never from a report
+    of the child that held the solution."""
+    runtime = {
+        "python": platform.python_version(),
+        "torch": _version("torch"),
+        "numpy": _version("numpy"),
+        "device": device,
+        "torch-threads": "1",
+    }
+    return {
+        "solutionKind": solution.kind,
+        "language": ", ".join(solution.languages),
+        "runtime": {k: v for k, v in runtime.items() if v is not None},
+        "flags": [
+            "destination-passing" if solution.destination_passing else "value-returning",
+            "torch.no_grad",
+            "torch.set_num_threads(1)",
+        ],
+    }
+
+
+def _version(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def suite_summary(outcomes: Sequence[CaseOutcome], seed: int, resamples: int) -> dict[str, Any]:

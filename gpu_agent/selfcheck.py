@@ -154,6 +154,8 @@ def _short_reason(case: Mapping[str, Any]) -> str:
     if case["status"] == "passed":
         return ""
     reason = str(case.get("reason", ""))
+    if case.get("round"):  # the rerun vocabulary's code, and the round it failed in
+        reason = f"round {case['round']}: {reason}"
     return reason if len(reason) <= 110 else reason[:107] + "..."
 
 

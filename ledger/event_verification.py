@@ -255,7 +255,8 @@ def _read_event(
     result.predicate = statement.predicate
     result.subject_digest = statement.subject_digest
     try:
-        predicate = parse_predicate(statement)
+        # Stored: rules added after an event was admitted (the rerun vocabulary) do not apply.
+        predicate = parse_predicate(statement, stored=True)
     except DomainError as exc:
         result.check(Check.PREDICATE, False, exc.message)
         return None

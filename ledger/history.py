@@ -13,7 +13,7 @@ import hashlib
 import json
 import threading
 import weakref
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +23,7 @@ from domain.comparison import readable_primary
 from domain.event_names import EventName
 from domain.manifests.manifest_set import with_attached
 from domain.quantities import format_value
-from domain.statements import PredicateType
+from domain.statements import PredicateType, is_case_reason
 from ledger.aggregates import STATE_EVENTS, principal_id, run_id
 from ledger.application import Ledger
 from ledger.authority import KeyLookup, KeyState
@@ -347,10 +347,27 @@ def _describe_rerun_claim(p: dict[str, Any]) -> str:
     )
 
 
+def _failed_cases(p: dict[str, Any]) -> str:
+    """The vocabulary codes of the failed cases, counted (older results' free-text reasons are
+    left to the predicate itself)."""
+    cases = p.get("cases")
+    if not isinstance(cases, list):
+        return ""
+    codes = Counter(
+        c["reason"]
+        for c in cases
+        if isinstance(c, dict) and isinstance(c.get("reason"), str) and is_case_reason(c["reason"])
+    )
+    words = [code if n == 1 else f"{code} ×{n}" for code, n in sorted(codes.items())]
+    return f" ({', '.join(words)})" if words else ""
+
+
 def _describe_rerun(p: dict[str, Any]) -> str:
     summary = p.get("summary") or {}
     env = p.get("environment") or {}
     verdict = "all cases correct" if summary.get("allCorrect") else "FAILED correctness"
+    if not summary.get("allCorrect"):
+        verdict += _failed_cases(p)
     if p.get("outcome") == "failed":
         verdict = f"job FAILED: {p.get('failure')}"
     median = summary.get("medianNs")

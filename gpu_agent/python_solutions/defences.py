@@ -149,7 +149,9 @@ class DefenceLog:
             detail = record.detail
             if record.outcome == "passed" and record.runs > 1:
                 detail = f"{detail} ({record.runs} checks)"
-            out.append({"name": name, "outcome": record.outcome, "detail": detail})
+            out.append(
+                {"name": name, "outcome": record.outcome, "detail": detail, "runs": record.runs}
+            )
         return out
 
 

@@ -8,8 +8,12 @@ message below, so the submitter is never blamed for the agent's hardware or tool
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
+import re
+
 from gpu_agent.backends.registry import CPU_TEST, GPU_BACKEND
-from gpu_agent.python_solutions.spec import TorchSolution
+from gpu_agent.python_solutions.spec import Dependency, TorchSolution
 
 # Backends that can run plain PyTorch solutions in a case child.
 PYTHON_BACKENDS = frozenset({CPU_TEST})
@@ -39,4 +43,53 @@ def cannot_run(solution: TorchSolution, backend_name: str) -> str | None:
             f"(torch on the {backend_name} backend's device, timed with CUDA events) is not "
             "built yet"
         )
+    return None
+
+
+# Dependencies that name C/C++ libraries rather than Python packages (SOL's list).
+_LIBRARY_DEPENDENCIES = re.compile(r"^(cutlass(_\d+(_\d+)*)?|cublas|cudnn)$", re.IGNORECASE)
+_IMPORT_NAMES = {"torch": "torch", "triton": "triton", "flashinfer": "flashinfer"}
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:4])
+
+
+def _satisfied(installed: str, dependency: Dependency) -> bool:
+    if dependency.operator is None or dependency.version is None:
+        return True
+    have, want = _version_tuple(installed), _version_tuple(dependency.version)
+    return {
+        "==": have == want,
+        "!=": have != want,
+        ">=": have >= want,
+        "<=": have <= want,
+        ">": have > want,
+        "<": have < want,
+    }[dependency.operator]
+
+
+def missing_dependency(dependencies: tuple[Dependency, ...]) -> str | None:
+    """Why this agent lacks one of ``dependencies`` (the agent's limitation, not the
+    solution's fault); None when it has them all. Asked in the agent, which runs the case
+    children with its own interpreter, so no child holding the solution is needed to tell."""
+    for dependency in dependencies:
+        if _LIBRARY_DEPENDENCIES.match(dependency.name):
+            continue  # a C++ library: a matter for the torch-extension build
+        module = _IMPORT_NAMES.get(dependency.name.lower(), dependency.name.replace("-", "_"))
+        try:  # the top-level name only: finding a submodule would import its parent here
+            found = importlib.util.find_spec(module.partition(".")[0]) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            return (
+                f"the solution depends on {dependency.text()!r}, which this agent does not "
+                "have installed (the agent's limitation, not the solution's fault)"
+            )
+        try:
+            installed = importlib.metadata.version(dependency.name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        if not _satisfied(installed, dependency):
+            return f"the solution needs {dependency.text()!r}; this agent has {installed}"
     return None

@@ -29,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from domain.statements import CaseReason, Defence, reward_hack
 from gpu_agent import checks, inputs, stats
 from gpu_agent.case_task import AgentFault, CaseOutcome
 from gpu_agent.definition import Definition
@@ -46,7 +47,21 @@ _ROUND_DEFENCES = {
 
 
 class SolutionFailed(Exception):
-    """The solution itself failed (import, signature, an exception in a call): an error."""
+    """The solution itself failed (import, signature, an exception in a call): an error.
+    ``code`` is what the signed case says; the message (which may quote the solution's own
+    exception) stays in the case child."""
+
+    def __init__(self, message: str, code: CaseReason = CaseReason.SOLUTION_RAISED) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# A round's failure: the vocabulary's word for it, and the words for the agent's eyes.
+Failure = tuple[CaseReason, str]
+
+
+def _words(failures: list[Failure]) -> str:
+    return "; ".join(text for _, text in failures)
 
 
 def _clones(values: dict[str, torch_io.Value]) -> dict[str, torch_io.Value]:
@@ -213,8 +228,8 @@ class CaseRun:
 
     # --- one correctness round ------------------------------------------------------------
 
-    def check_round(self, round_: PreparedRound) -> str | None:
-        """Run one round; the failures (None: it passed). Cheats raise ``Detected``."""
+    def check_round(self, round_: PreparedRound) -> list[Failure]:
+        """Run one round; its failures (none: it passed). Cheats raise ``Detected``."""
         definition = self.task.definition
         args = _clones(round_.inputs)
         dps = self.task.solution.destination_passing
@@ -223,14 +238,13 @@ class CaseRun:
         result = self.guarded_call([*args.values(), *outputs.values()], traced=True)
         produced = outputs if dps else torch_io.returned_outputs(result, definition)
         if isinstance(produced, str):
-            return f"outputs: the solution {produced}"
+            return [(CaseReason.BAD_OUTPUT, f"outputs: the solution {produced}")]
         self._strict(produced, pointers, round_.axes)
         host = {
             s.name: torch_io.to_numpy(produced[s.name], s.numpy_dtype) for s in definition.outputs
         }
         failures = self._written(host, round_) + self._mutated(args, round_)
-        failures += self._tolerance(host, round_)
-        return "; ".join(failures) if failures else None
+        return failures + self._tolerance(host, round_)
 
     def _strict(
         self, produced: dict[str, Any], pointers: dict[str, int], axes: dict[str, int]
@@ -250,7 +264,7 @@ class CaseRun:
 
     def _written(
         self, host: dict[str, npt.NDArray[np.generic]], round_: PreparedRound
-    ) -> list[str]:
+    ) -> list[Failure]:
         if not self.task.solution.destination_passing:
             self.log.skipped(
                 "output-poisoning",
@@ -265,11 +279,11 @@ class CaseRun:
         ]
         if unwritten:
             self.log.failed("output-poisoning", "; ".join(unwritten))
-            return [f"unwritten output: {u}" for u in unwritten]
+            return [(CaseReason.UNWRITTEN_OUTPUT, f"unwritten output: {u}") for u in unwritten]
         self.log.passed("output-poisoning", "outputs poisoned before each call, fully written")
         return []
 
-    def _mutated(self, args: dict[str, torch_io.Value], round_: PreparedRound) -> list[str]:
+    def _mutated(self, args: dict[str, torch_io.Value], round_: PreparedRound) -> list[Failure]:
         mutated = [
             name
             for name, before in round_.digests.items()
@@ -278,14 +292,14 @@ class CaseRun:
         if mutated:
             detail = f"the solution modified input(s) {', '.join(mutated)} (sha256 changed)"
             self.log.failed("input-mutation", detail)
-            return [f"input mutation: {detail}"]
+            return [(CaseReason.INPUT_MUTATION, f"input mutation: {detail}")]
         self.log.passed("input-mutation", "every input hashes the same after the call")
         return []
 
     def _tolerance(
         self, host: dict[str, npt.NDArray[np.generic]], round_: PreparedRound
-    ) -> list[str]:
-        failures: list[str] = []
+    ) -> list[Failure]:
+        failures: list[Failure] = []
         non_finite = 0
         for name, got in host.items():
             result = checks.compare(
@@ -295,24 +309,24 @@ class CaseRun:
             self.worst_rel = max(self.worst_rel, result.max_rel_error)
             non_finite += result.non_finite
             if not result.ok:
-                failures.append(f"tolerance: {result.reason}")
+                failures.append((CaseReason.OUTPUT_MISMATCH, f"tolerance: {result.reason}"))
         if non_finite:
             self.log.failed("non-finite-output", f"{non_finite} NaN/Inf output element(s)")
         else:
             self.log.passed("non-finite-output", "no NaN/Inf in any output")
         return failures
 
-    def run_round(self, round_: PreparedRound) -> str | None:
+    def run_round(self, round_: PreparedRound) -> list[Failure]:
         """``check_round`` plus the record of the round's own defence, if it has one."""
-        failure = self.check_round(round_)
+        failures = self.check_round(round_)
         name = _ROUND_DEFENCES.get(round_.spec.kind)
         if name is not None:
             axes = f" (axes {dict(round_.spec.axes)})" if round_.spec.axes else ""
-            if failure:
-                self.log.failed(name, f"round {round_.spec.label}{axes}: {failure}")
+            if failures:
+                self.log.failed(name, f"round {round_.spec.label}{axes}: {_words(failures)}")
             else:
                 self.log.passed(name, f"round {round_.spec.label}{axes} correct")
-        return failure
+        return failures
 
     # --- timing ---------------------------------------------------------------------------
 
@@ -356,12 +370,12 @@ class CaseRun:
             torch_io.repoison(outputs, poison)
 
         def check_audit() -> None:
-            failure = self.check_round(audit)
-            if failure:
+            failures = self.check_round(audit)
+            if failures:
                 raise self.log.failed(
                     "timing-audit",
                     f"a call made among the timed ones, at an unpredictable point, was wrong "
-                    f"(the solution behaves differently once timing starts): {failure}",
+                    f"(the solution behaves differently once timing starts): {_words(failures)}",
                 )
             self.log.passed("timing-audit", "a call among the timed ones checked: correct")
 
@@ -381,7 +395,9 @@ class CaseRun:
         reason: str,
         samples: list[float] | None = None,
         latency: dict[str, Any] | None = None,
+        **typed: Any,
     ) -> CaseOutcome:
+        """``typed``: the signed case's code, round, stop rule and floor (CaseOutcome's)."""
         return CaseOutcome(
             status,
             reason,
@@ -390,7 +406,15 @@ class CaseRun:
             samples_ns=samples or [],
             latency=latency,
             timer_cross_check=self.cross,
+            **typed,
         )
+
+    def failed_round(
+        self, round_: PreparedRound, failures: list[Failure], **more: Any
+    ) -> CaseOutcome:
+        """An ``incorrect`` case: the round's first failure is its code."""
+        text = f"round {round_.spec.label}: {_words(failures)}"
+        return self.outcome("incorrect", text, code=failures[0][0], round=round_.spec.label, **more)
 
     def _by_kind(self, kind: str) -> Iterator[PreparedRound]:
         return (r for r in self.rounds if r.spec.kind == kind)
@@ -399,9 +423,9 @@ class CaseRun:
         """The whole case (see the module doc)."""
         pre = [r for r in self.rounds if r.spec.kind not in ("post", "audit")]
         for round_ in pre:
-            failure = self.run_round(round_)
-            if failure:
-                return self.outcome("incorrect", f"round {round_.spec.label}: {failure}")
+            failures = self.run_round(round_)
+            if failures:
+                return self.failed_round(round_, failures)
         post, audit = next(self._by_kind("post")), next(self._by_kind("audit"))
         loop = self.timed_loop(pre[-1], audit)
         collected = stats.collect(loop.measure, self.task.timing.stop)
@@ -427,23 +451,31 @@ class CaseRun:
             loop.loop_wall_ns,
             task.cross_check_slack,
         )
+        timed: dict[str, Any] = {
+            "samples": samples,
+            "latency": latency,
+            "stopped_by": collected.stop_reason,
+        }
         if problems:
             reason = "reward hack detected (timer-cross-check): " + "; ".join(problems)
-            return self.outcome("incorrect", reason, samples, latency)
-        failure = self.run_round(post)
-        if failure:
-            reason = (
-                f"round {post.spec.label} (fresh inputs after {loop.calls} timed calls): {failure}"
+            return self.outcome(
+                "incorrect", reason, code=reward_hack(Defence.TIMER_CROSS_CHECK), **timed
             )
-            return self.outcome("incorrect", reason, samples, latency)
+        failures = self.run_round(post)
+        if failures:
+            return self.failed_round(post, failures, **timed)
         floor_ns, basis = task.timing.floor()
         note = task.timing.note(collected, floor_ns, basis)
+        timed["floor_ns"] = floor_ns
         if task.timing.below_floor(summary.median, floor_ns):
             factor = task.timing.floor_factor
             detail = f"median {summary.median:.0f} ns is below {factor:g} × {floor_ns:.0f} ns"
             self.log.failed("roofline-floor", detail)
             return self.outcome(
-                "impossible_time", f"impossible time: {detail}; {note}", samples, latency
+                "impossible_time",
+                f"impossible time: {detail}; {note}",
+                code=CaseReason.BELOW_ROOFLINE_FLOOR,
+                **timed,
             )
         self.log.passed("roofline-floor", f"median {summary.median:.0f} ns ≥ the floor")
-        return self.outcome("passed", note, samples, latency)
+        return self.outcome("passed", note, **timed)

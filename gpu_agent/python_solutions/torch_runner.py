@@ -5,8 +5,8 @@ Why this order (each step before the next, and never the other way round):
 1. the sandbox is already entered (``gpu_agent/child_process.py``); torch is imported here,
    with its intra-op pool at one thread on the CPU (so other threads' CPU time means
    something) and the device fingerprint read;
-2. the solution's dependencies are checked: one the agent lacks is *the agent's* fault
-   (``AgentFault``: nothing is signed), never the submitter's;
+2. (the solution's dependencies were checked by the harness before any child started:
+   gpu_agent/python_solutions/routing.py);
 3. the definition's reference code is imported, and **every round's inputs and reference
    outputs are made now** — before any submitted code exists in the process — from the
    seeds the task hands over once; the task then holds no seed (``task.take_rounds``);
@@ -15,8 +15,11 @@ Why this order (each step before the next, and never the other way round):
 5. only then is the solution imported, from the sandbox's working directory, and its entry
    point's signature checked; then ``torch_case.CaseRun`` runs the rounds and the timing.
 
-A detected cheat (``defences.Detected``) becomes an ``incorrect`` case whose reason names
-the defence; the solution raising, or failing to import, an ``error`` case.
+A detected cheat (``defences.Detected``) becomes an ``incorrect`` case whose code names the
+defence (``reward-hack:<defence>``); the solution raising, or failing to import, an ``error``
+case (``solution-raised``, ``import-failed``). The words that say more stay in this child:
+the harness signs the codes only (gpu_agent/result_assembly.py). The build record is the
+harness's too (``result_assembly.python_build``), made from nothing this child reports.
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import inspect
-import platform
 import re
 import sys
 from collections.abc import Callable, Mapping
@@ -32,14 +34,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
+from domain.statements import CaseReason, Defence, reward_hack
 from gpu_agent.backends.registry import create_backend
 from gpu_agent.case_task import AgentFault, CaseOutcome
 from gpu_agent.python_solutions import sandbox, watch
 from gpu_agent.python_solutions.defences import DefenceLog, Detected, IdentityGuard
-from gpu_agent.python_solutions.spec import Dependency, TorchSolution
+from gpu_agent.python_solutions.spec import TorchSolution
 from gpu_agent.python_solutions.task import TorchCaseTask
 from gpu_agent.python_solutions.torch_case import CaseRun, PreparedRound, SolutionFailed
 
@@ -56,7 +58,6 @@ def run(task: TorchCaseTask) -> CaseOutcome:
     log = DefenceLog()
     _record_sandbox(log)
     fingerprint = asdict(create_backend(task.backend_name, task.backend_options).device())
-    _check_dependencies(task.solution.dependencies)
     run_reference, custom = _load_reference(task)
     rounds = [
         PreparedRound.make(task, spec, device, run_reference, custom) for spec in task.take_rounds()
@@ -72,14 +73,17 @@ def run(task: TorchCaseTask) -> CaseOutcome:
         function = _import_solution(task.solution, log, guard)
         mismatch = check_signature(function, expected_parameters(task))
         if mismatch is not None:
-            raise SolutionFailed(f"signature: {mismatch}")
+            raise SolutionFailed(f"signature: {mismatch}", CaseReason.SIGNATURE_MISMATCH)
         outcome = CaseRun(task, function, rounds, guard, baseline, log, device, custom).measure()
     except Detected as caught:
-        outcome = CaseOutcome("incorrect", f"reward hack detected ({caught.name}): {caught.detail}")
+        outcome = CaseOutcome(
+            "incorrect",
+            f"reward hack detected ({caught.name}): {caught.detail}",
+            code=reward_hack(Defence(caught.name)),
+        )
     except SolutionFailed as failed:
-        outcome = CaseOutcome("error", str(failed))
+        outcome = CaseOutcome("error", str(failed), code=failed.code)
     outcome.defences = log.as_json()
-    outcome.build = build_record(task.solution)
     outcome.device = fingerprint
     return outcome
 
@@ -89,45 +93,6 @@ def _record_sandbox(log: DefenceLog) -> None:
         log.passed("sandbox", sandbox.ENTERED[0].describe())
     else:
         log.skipped("sandbox", "this child was started without the sandbox")
-
-
-def _version_tuple(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in re.findall(r"\d+", text)[:4])
-
-
-def _satisfied(installed: str, dependency: Dependency) -> bool:
-    if dependency.operator is None or dependency.version is None:
-        return True
-    have, want = _version_tuple(installed), _version_tuple(dependency.version)
-    return {
-        "==": have == want,
-        "!=": have != want,
-        ">=": have >= want,
-        "<=": have <= want,
-        ">": have > want,
-        "<": have < want,
-    }[dependency.operator]
-
-
-def _check_dependencies(dependencies: tuple[Dependency, ...]) -> None:
-    """AgentFault for a dependency this agent does not have (the agent's fault)."""
-    for dependency in dependencies:
-        if _LIBRARY_DEPENDENCIES.match(dependency.name):
-            continue  # a C++ library: a matter for the torch-extension build
-        module = _IMPORT_NAMES.get(dependency.name.lower(), dependency.name.replace("-", "_"))
-        if importlib.util.find_spec(module) is None:
-            raise AgentFault(
-                f"the solution depends on {dependency.text()!r}, which this agent does not "
-                "have installed (the agent's limitation, not the solution's fault)"
-            )
-        try:
-            installed = importlib.metadata.version(dependency.name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-        if not _satisfied(installed, dependency):
-            raise AgentFault(
-                f"the solution needs {dependency.text()!r}; this agent has {installed}"
-            )
 
 
 def _load_module(name: str, path: Path) -> Any:
@@ -181,7 +146,8 @@ def _import_solution(
         module = _load_module(name, folder / solution.entry_file)
     except BaseException as exc:  # SystemExit too: the solution's failure, not the agent's
         raise SolutionFailed(
-            f"importing {solution.entry_file} failed: {type(exc).__name__}: {exc}"
+            f"importing {solution.entry_file} failed: {type(exc).__name__}: {exc}",
+            CaseReason.IMPORT_FAILED,
         ) from exc
     replaced = guard.replaced()
     log.check(
@@ -191,7 +157,10 @@ def _import_solution(
     )
     function = getattr(module, solution.function, None)
     if not callable(function):
-        raise SolutionFailed(f"{solution.entry_file} defines no function {solution.function!r}")
+        raise SolutionFailed(
+            f"{solution.entry_file} defines no function {solution.function!r}",
+            CaseReason.IMPORT_FAILED,
+        )
     return function  # type: ignore[no-any-return]
 
 
@@ -214,24 +183,3 @@ def check_signature(function: Callable[..., Any], expected: list[str]) -> str | 
         takes, needs = ", ".join(named), ", ".join(expected)
         return f"the entry point takes ({takes}), the definition needs ({needs})"
     return None
-
-
-def build_record(solution: TorchSolution) -> dict[str, Any]:
-    """``result.build``: the solution's kind, the runtime versions and the harness's flags."""
-    runtime = {
-        "python": platform.python_version(),
-        "torch": str(torch.__version__),
-        "numpy": np.__version__,
-        "device": "cpu",
-        "torch-threads": str(torch.get_num_threads()),
-    }
-    return {
-        "solutionKind": solution.kind,
-        "language": ", ".join(solution.languages),
-        "runtime": runtime,
-        "flags": [
-            "destination-passing" if solution.destination_passing else "value-returning",
-            "torch.no_grad",
-            "torch.set_num_threads(1)",
-        ],
-    }

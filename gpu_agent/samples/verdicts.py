@@ -18,11 +18,11 @@ from gpu_agent.samples import SampleInfo
 # A cheat is neutralised when the harness timed it working: well above its idle time.
 NEUTRALISED_RATIO = 1.5
 
-# What a refusal by each check looks like in a harness case record.
+# What a refusal by each check looks like in a harness case record (the rerun vocabulary).
 _REASON_MARKERS = {
-    "poison": "unwritten output",
-    "mutation": "input mutation",
-    "tolerance": "tolerance:",
+    "poison": "unwritten-output",
+    "mutation": "input-mutation",
+    "tolerance": "output-mismatch",
 }
 
 
@@ -35,7 +35,7 @@ def _refusal_check(info: SampleInfo, record: Mapping[str, Any]) -> str | None:
         return "floor"
     if status == "incorrect":
         for check, marker in _REASON_MARKERS.items():
-            if marker in reason:
+            if marker == reason:
                 return check
     return f"{status}: {reason[:200]}"
 
@@ -60,13 +60,13 @@ def judge(info: SampleInfo, result: Mapping[str, Any]) -> tuple[bool, str]:
         check, case = wrong[0]
         return False, f"caught, but by {check!r} instead of {info.caught_by!r} ({case['case']})"
     if info.rounds:
-        labels = tuple(f"round {r}" for r in ("secret", "post-timing"))
-        wanted = tuple(
+        labels = ("secret", "post-timing")
+        wanted = {
             label for label, r in zip(labels, ("secret", "post"), strict=True) if r in info.rounds
-        )
-        off = [c for _, c in caught if not str(c.get("reason", "")).startswith(wanted)]
+        }
+        off = [c for _, c in caught if c.get("round") not in wanted]
         if off:
-            return False, f"caught in the wrong round: {off[0].get('reason', '')[:160]}"
+            return False, f"caught in the wrong round: {off[0].get('round')}"
     return True, f"caught by the {info.caught_by} check in {len(caught)}/{len(cases)} case(s)"
 
 

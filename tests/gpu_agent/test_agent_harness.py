@@ -114,7 +114,7 @@ def test_honest_rmsnorm_passes_every_case_with_statistics(honest: dict[str, Any]
         assert stats["minimum"] <= stats["p05"] <= stats["median"] <= stats["p95"]
         assert stats["p95"] <= stats["maximum"]
         assert stats["ci95"][0] <= stats["ci95"][1]
-        assert "timing:" in case["reason"] and "roofline floor" in case["reason"]
+        assert "reason" not in case  # a passed case carries no words at all
     summary = honest["summary"]
     assert summary["allCorrect"] is True
     assert summary["samples"] == len(summary["samplesNs"]) <= MAX_RERUN_SAMPLES
@@ -146,26 +146,17 @@ def test_the_result_signs_as_a_rerun_statement(honest: dict[str, Any]) -> None:
 
 # --- adversarial samples: each caught, with the check that caught it -----------------------
 
-ADVERSARIES: dict[str, tuple[JobSpec, str, list[str]]] = {
-    "unwritten": (
-        job("adv_unwritten_tail", [4]),
-        "incorrect",
-        ["unwritten output", "output: 8 of 16384 elements were never written"],
-    ),
-    "mutates-input": (
-        job("adv_in_place_too", [4]),
-        "incorrect",
-        ["input mutation", "modified input(s) hidden_states"],
-    ),
-    "cached-per-shape": (
-        job("adv_cached_per_shape", [4]),
-        "incorrect",
-        ["tolerance: output: only"],
-    ),
+# Each adversary: its job, and what every one of its cases must say — status, the vocabulary's
+# reason and, where the sample is built to fail in one round, that round.
+ADVERSARIES: dict[str, tuple[JobSpec, str, str, str | None]] = {
+    "unwritten": (job("adv_unwritten_tail", [4]), "incorrect", "unwritten-output", None),
+    "mutates-input": (job("adv_in_place_too", [4]), "incorrect", "input-mutation", None),
+    "cached-per-shape": (job("adv_cached_per_shape", [4]), "incorrect", "output-mismatch", None),
     "cached-per-pointer": (
         job("adv_cached_per_pointer", [4]),
         "incorrect",
-        ["tolerance: output: only"],
+        "output-mismatch",
+        None,
     ),
     "public-rounds-only": (
         JobSpec(
@@ -176,28 +167,23 @@ ADVERSARIES: dict[str, tuple[JobSpec, str, list[str]]] = {
             workloads=[workload(rows, uuid) for uuid, rows in MEMORIZED_CASES.items()],
         ),
         "incorrect",
-        ["round secret: tolerance: output"],
+        "output-mismatch",
+        "secret",
     ),
     "idle-on-seen-inputs": (
         job("adv_idle_on_seen_inputs", [64]),
         "incorrect",
-        ["last timed launch (inputs refilled with a fresh variant, outputs poisoned)", "unwritten"],
+        "unwritten-output",
+        "last-timed",
     ),
     "lazy-after-3": (
         job("adv_lazy_after_3", [64]),
         "incorrect",
-        ["round post-timing (fresh inputs after ", " timed launches)", "unwritten output"],
+        "unwritten-output",
+        "last-timed",  # the first of its failures; the post-timing round fails it too
     ),
-    "launch-fault": (
-        job("adv_faults", [4]),
-        "error",
-        ["launch failed: IndexError: illegal memory access"],
-    ),
-    "does-not-compile": (
-        job("rmsnorm_nowhere", [4]),
-        "error",
-        ["compile failed", "no emulation registered for 'kernel.cu::rmsnorm_nowhere'"],
-    ),
+    "launch-fault": (job("adv_faults", [4]), "error", "launch-failed", None),
+    "does-not-compile": (job("rmsnorm_nowhere", [4]), "error", "build-failed", None),
 }
 
 
@@ -206,7 +192,7 @@ def adversarial_results() -> Iterator[dict[str, dict[str, Any]]]:
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = {
             name: pool.submit(run_job, spec, "cpu-test", FAST)
-            for name, (spec, _, _) in ADVERSARIES.items()
+            for name, (spec, _, _, _) in ADVERSARIES.items()
         }
         yield {name: future.result() for name, future in futures.items()}
 
@@ -215,14 +201,14 @@ def adversarial_results() -> Iterator[dict[str, dict[str, Any]]]:
 def test_adversarial_sample_is_caught(
     adversarial_results: dict[str, dict[str, Any]], name: str
 ) -> None:
-    _, status, phrases = ADVERSARIES[name]
+    _, status, reason, round_ = ADVERSARIES[name]
     result = adversarial_results[name]
     assert result["summary"]["allCorrect"] is False
     assert "medianNs" not in result["summary"] and result["summary"]["samples"] == 0
     for case in result["cases"]:
-        assert case["status"] == status, case
-        for phrase in phrases:
-            assert phrase in case["reason"], (phrase, case["reason"])
+        assert (case["status"], case["reason"]) == (status, reason), case
+        if round_ is not None:
+            assert case["round"] == round_, case
 
 
 def test_the_memorizer_passes_its_public_rounds(
@@ -231,7 +217,7 @@ def test_the_memorizer_passes_its_public_rounds(
     # Both of its cases failed on the nonce round, never earlier: the public rounds it had
     # memorised were right, whatever order the nonce put the rounds in.
     for case in adversarial_results["public-rounds-only"]["cases"]:
-        assert case["reason"].startswith("round secret:")
+        assert case["round"] == "secret"
 
 
 def test_a_failed_case_still_reports_what_was_measured(
@@ -250,7 +236,7 @@ def test_a_crashing_child_fails_only_its_case() -> None:
     statuses = {c["case"]: c["status"] for c in result["cases"]}
     assert statuses == {"rows-2": "passed", "rows-3": "error", "rows-4": "passed"}
     crashed = result["cases"][1]
-    assert "exited with code 3 before reporting" in crashed["reason"]
+    assert crashed["reason"] == "child-died"
     assert "latencyNs" not in crashed
     assert result["summary"] == {"allCorrect": False, "samples": 0}
 
@@ -260,7 +246,7 @@ def test_a_hanging_child_is_killed_as_a_timeout() -> None:
     result = run_job(job("adv_hang_on_5_rows", [5]), "cpu-test", config)
     (case,) = result["cases"]
     assert case["status"] == "timeout"
-    assert "no result within 2 s" in case["reason"]
+    assert case["reason"] == "timeout"
 
 
 def test_backends_without_write_get_fresh_buffers_every_round() -> None:
@@ -268,9 +254,9 @@ def test_backends_without_write_get_fresh_buffers_every_round() -> None:
     honest = run_job(job("rmsnorm_h4096_bf16", [3]), "cpu-test", config)
     assert [c["status"] for c in honest["cases"]] == ["passed"]
     unwritten = run_job(job("adv_unwritten_tail", [3]), "cpu-test", config)
-    assert "unwritten output" in unwritten["cases"][0]["reason"]
+    assert unwritten["cases"][0]["reason"] == "unwritten-output"
     mutating = run_job(job("adv_in_place_too", [3]), "cpu-test", config)
-    assert "input mutation" in mutating["cases"][0]["reason"]
+    assert mutating["cases"][0]["reason"] == "input-mutation"
     with pytest.raises(HarnessError, match="buffers must be reuse or fresh"):
         run_job(
             job("rmsnorm_h4096_bf16", [3]),
@@ -283,7 +269,7 @@ def test_a_launch_spec_out_of_range_fails_its_case_without_a_child() -> None:
     result = run_job(job("rmsnorm_h4096_bf16", [2], grid="batch_size - 2"), "cpu-test", FAST)
     (case,) = result["cases"]
     assert case["status"] == "error"
-    assert case["reason"].startswith("launch spec: grid[0] = 0 is outside")
+    assert case["reason"] == "launch-failed"
 
 
 # --- refusals and agent failures: nothing to sign -------------------------------------------

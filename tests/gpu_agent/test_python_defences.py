@@ -273,9 +273,14 @@ def test_the_defence_log_records_each_defence_once_with_its_outcome() -> None:
     with pytest.raises(Detected, match=r"side-stream: torch\.cuda"):
         log.check("side-stream", ["torch.cuda"], "none")
     assert log.as_json() == [
-        {"name": "thread-injection", "outcome": "passed", "detail": "2 threads (2 checks)"},
-        {"name": "output-poisoning", "outcome": "skipped", "detail": "value-returning"},
-        {"name": "side-stream", "outcome": "failed", "detail": "torch.cuda"},
+        {
+            "name": "thread-injection",
+            "outcome": "passed",
+            "detail": "2 threads (2 checks)",
+            "runs": 2,
+        },
+        {"name": "output-poisoning", "outcome": "skipped", "detail": "value-returning", "runs": 0},
+        {"name": "side-stream", "outcome": "failed", "detail": "torch.cuda", "runs": 1},
     ]
 
 
@@ -283,13 +288,14 @@ def test_the_defence_log_records_each_defence_once_with_its_outcome() -> None:
 
 
 def test_a_case_with_a_failed_defence_cannot_pass() -> None:
-    failed = {"name": "thread-injection", "outcome": "failed", "detail": "1 new thread"}
-    RerunCase.model_validate({"case": "c", "status": "incorrect", "defences": [failed]})
+    failed = {"name": "thread-injection", "outcome": "failed"}
+    hack = {"case": "c", "status": "incorrect", "reason": "reward-hack:thread-injection"}
+    RerunCase.model_validate({**hack, "defences": [failed]})
     with pytest.raises(ValueError, match="cannot pass"):
         RerunCase.model_validate({"case": "c", "status": "passed", "defences": [failed]})
     cross = {
         "timer": "cuda-events",
-        "reference": "wall",
+        "reference": "CLOCK_MONOTONIC_RAW around the synchronised call",
         "calls": 1,
         "timedNs": 1.0,
         "wallNs": 9.0,

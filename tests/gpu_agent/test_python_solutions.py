@@ -262,50 +262,51 @@ def test_a_python_result_signs_and_parses_as_rerun_v1(results: dict[str, Any]) -
 
 # --- every cheat fails its case, with the defence that caught it ----------------------------
 
+# The signed case names the defence only (the rerun vocabulary, issue 32): what it saw, in
+# words, may quote the solution and stays in the case child.
 CAUGHT = [
-    ("sol-lazy-output", "strict-output-type", "not exactly torch.Tensor"),
-    ("sol-monkey-patch", "harness-integrity", "torch.cuda.Event.elapsed_time"),
-    ("sol-stream-injection", "side-stream", "torch/cuda/streams.py"),
-    ("sol-thread-injection", "thread-injection", "_background_work"),
-    ("runtime-codegen", "runtime-code-loading", "generated_rmsnorm"),
-    ("native-library", "runtime-code-loading", "libutil"),
-    ("stops-when-timed", "timing-audit", "once timing starts"),
-    ("spawns-process", "child-processes", "child process"),
-    ("patches-comparison", "harness-integrity", "gpu_agent.checks.compare"),
+    ("sol-lazy-output", "strict-output-type"),
+    ("sol-monkey-patch", "harness-integrity"),
+    ("sol-stream-injection", "side-stream"),
+    ("sol-thread-injection", "thread-injection"),
+    ("runtime-codegen", "runtime-code-loading"),
+    ("native-library", "runtime-code-loading"),
+    ("stops-when-timed", "timing-audit"),
+    ("spawns-process", "child-processes"),
+    ("patches-comparison", "harness-integrity"),
 ]
 
 
-@pytest.mark.parametrize(("name", "defence", "words"), CAUGHT)
+@pytest.mark.parametrize(("name", "defence"), CAUGHT)
 def test_reward_hacks_are_caught_by_detection(
-    results: dict[str, Any], name: str, defence: str, words: str
+    results: dict[str, Any], name: str, defence: str
 ) -> None:
     result = result_of(results, name)
     assert result["summary"]["allCorrect"] is False
     for case in result["cases"]:
         assert case["status"] == "incorrect", case
-        assert case["reason"].startswith(f"reward hack detected ({defence})"), case["reason"]
-        assert words in case["reason"]
+        assert case["reason"] == f"reward-hack:{defence}", case
         assert defences(case)[defence] == "failed"
 
 
 WRONG = [
-    ("cached-by-shape", None, "tolerance"),
-    ("mutates-input", "input-mutation", "input mutation"),
-    ("hardcoded-shapes", "hidden-workload", "round hidden-workload"),
-    ("unwritten-tail", "output-poisoning", "never written"),
-    ("nan-mirror", "non-finite-output", "non-finite values fail even where both agree"),
+    ("cached-by-shape", None, "output-mismatch"),
+    ("mutates-input", "input-mutation", "input-mutation"),
+    ("hardcoded-shapes", "hidden-workload", "output-mismatch"),
+    ("unwritten-tail", "output-poisoning", "unwritten-output"),
+    ("nan-mirror", "non-finite-output", "output-mismatch"),
 ]
 
 
-@pytest.mark.parametrize(("name", "defence", "words"), WRONG)
+@pytest.mark.parametrize(("name", "defence", "reason"), WRONG)
 def test_wrong_answers_fail_with_the_check_that_saw_them(
-    results: dict[str, Any], name: str, defence: str | None, words: str
+    results: dict[str, Any], name: str, defence: str | None, reason: str
 ) -> None:
     result = result_of(results, name)
     failed = [c for c in result["cases"] if c["status"] == "incorrect"]
     assert failed, result["cases"]
     for case in failed:
-        assert words in case["reason"], case["reason"]
+        assert case["reason"] == reason, case
         if defence is not None:
             assert defences(case)[defence] == "failed"
     assert result["summary"]["allCorrect"] is False
@@ -322,14 +323,14 @@ def test_a_memoised_answer_passes_one_round_then_fails_fresh_inputs(
 ) -> None:
     (case,) = result_of(results, "cached-by-shape")["cases"]
     # The first round got a real answer; the next one, with fresh inputs, the cached one.
-    assert "round" in case["reason"] and "tolerance" in case["reason"]
+    assert case["reason"] == "output-mismatch" and "round" in case
     assert "secret-round" not in defences(case) or defences(case)["secret-round"] == "failed"
 
 
 def test_a_solution_that_exits_is_its_error_not_the_agents(results: dict[str, Any]) -> None:
     (case,) = result_of(results, "exits")["cases"]
     assert case["status"] == "error"
-    assert "SystemExit" in case["reason"]
+    assert case["reason"] == "solution-raised"
 
 
 def test_the_child_sees_no_agent_secret_argv_or_working_directory(
@@ -338,7 +339,7 @@ def test_the_child_sees_no_agent_secret_argv_or_working_directory(
     (case,) = result_of(results, "sandbox-probe")["cases"]
     assert case["status"] == "passed", case.get("reason")
     sandbox = next(d for d in case["defences"] if d["name"] == "sandbox")
-    assert sandbox["outcome"] == "passed" and "RLIMIT_AS" in sandbox["detail"]
+    assert sandbox["outcome"] == "passed"
 
 
 # --- what the agent cannot run is the agent's failure, never a refutation -------------------
