@@ -211,7 +211,11 @@ class _Watch:
             self.process.stdin.close()
         except BrokenPipeError:
             pass  # the child is already gone: its exit says why
-        if not self._wait_for_frames(1) or self.frames[0] != READY:
+        try:
+            started = self._wait_for_frames(1) and self.frames[0] == READY
+        except ProtocolError:
+            started = False
+        if not started:
             return self._not_started()
         self.deadline = time.monotonic() + timeout_s  # the case's own time starts now
         try:

@@ -92,7 +92,8 @@ def readonly_roots(gpu: bool) -> list[Path]:
         roots.update(
             Path(p).resolve() for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p
         )
-    return sorted(r for r in roots if r.is_dir() and r != Path("/"))
+    found = sorted(r for r in roots if r.is_dir() and r != Path("/"))
+    return [r for r in found if not any(o != r and r.is_relative_to(o) for o in found)]
 
 
 def _mounts(gpu: bool, modules: Iterable[str]) -> list[str]:

@@ -21,6 +21,8 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -38,11 +40,14 @@ from domain.statements import Role
 from domain.timestamps import utc_now
 from gpu_agent.agent import probe
 from gpu_agent.backends.registry import CPU_TEST
+from gpu_agent.child_process import in_child
 from gpu_agent.harness import HarnessConfig, JobSpec, run_job
+from gpu_agent.jailed_child import FrameReader, ProtocolError, parse_report
+from gpu_agent.python_solutions.sandbox import scrubbed_environment
 from gpu_agent.stats import StopPolicy
 from ledger.home import LedgerHome
 from ledger.signing.authoring import key_registration_envelope, rerun_request_envelope
-from ledger.signing.keys import SigningKey
+from ledger.signing.keys import SigningKey, key_id_of
 from ledger.submission import read_submission_folder, submit_solution
 from tests.paths import FIXTURES
 
@@ -371,3 +376,114 @@ def test_without_a_working_jail_the_agent_runs_no_submitted_code(
     assert recorded["event"] == "Run.RerunRecorded"
     assert recorded["predicate"]["outcome"] == "failed"
     attacked.assert_nothing_stolen_in(ledger.history_text(run))
+
+
+# --- the jail's edges ------------------------------------------------------------------------
+
+LINGERS = r"""
+import os, subprocess, sys, time
+subprocess.Popen(
+    [sys.executable, "-c", "import time; time.sleep(600)", {marker!r}], start_new_session=True
+)
+time.sleep(2)  # long enough for the test to see it from outside
+raise RuntimeError("left a process behind")
+"""
+
+FORGES = r"""
+import os
+for fd in map(int, os.listdir("/proc/self/fd")):
+    if fd > 2 and os.path.realpath(f"/proc/self/fd/{fd}").startswith("pipe:"):
+        try:
+            os.write(fd, b"\xff\xff\xff\xff" + b"x" * 4096)  # a frame far over any bound
+        except OSError:
+            pass
+os._exit(0)
+"""
+
+
+def one_case_job(source: str) -> JobSpec:
+    solution = hostile_solution(Path("/none"), Path("/none"), 1, Path("/none"), raise_=True)
+    solution["sources"] = [{"path": "kernel.py", "content": source}]
+    return JobSpec(
+        "0b0b0b0b-1111-4222-8333-444455556666",
+        "c3" * 32,
+        solution,
+        json.loads(RMSNORM.read_text()),
+        workloads(2),
+    )
+
+
+def processes_with(marker: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if marker.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                    found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+def test_a_case_child_takes_every_process_it_started_with_it(tmp_path: Path) -> None:
+    marker = f"kernelindex-lingering-{tmp_path.name}"
+    seen: list[int] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            seen.extend(processes_with(marker))
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        result = run_job(one_case_job(LINGERS.format(marker=marker)), "cpu-test", FAST)
+    finally:
+        done.set()
+        watcher.join()
+    assert seen, "the solution's process never ran"
+    assert result["cases"][0]["status"] == "error"
+    deadline = time.monotonic() + 10
+    while processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_with(marker) == []
+
+
+def test_a_forged_report_is_the_cases_error_never_read_beyond_its_bound() -> None:
+    result = run_job(one_case_job(FORGES), "cpu-test", FAST)
+    (case,) = result["cases"]
+    assert case["status"] == "error"
+
+
+def test_a_child_that_fails_before_it_is_ready_is_the_agents_failure() -> None:
+    """The jail mounts only what a case imports: a task naming the ledger's code cannot even
+    be read in there — before any submitted code could run, so the agent's failure."""
+    child = in_child(key_id_of, b"x", 60, sandboxed=True)
+    assert child.kind == "agent-error"
+    assert "before it was ready" in child.value and "No module named 'ledger'" in child.value
+
+
+def test_the_report_is_read_as_data_and_checked_field_by_field() -> None:
+    good = {"status": "passed", "reason": None, "max_abs_error": 0, "samples_ns": [1.5, 2]}
+    assert (
+        parse_report(json.dumps({"kind": "ok", "outcome": good}).encode())[1].max_abs_error == 0.0
+    )
+    for bad in (
+        b"\x80not json",
+        b"[]",
+        json.dumps({"kind": "ok", "outcome": {"status": 1}}).encode(),
+        json.dumps({"kind": "ok", "outcome": {**good, "samples_ns": ["1"]}}).encode(),
+        json.dumps({"kind": "ok", "outcome": {**good, "__class__": "x"}}).encode(),
+        json.dumps({"kind": "pickle", "outcome": good}).encode(),
+    ):
+        with pytest.raises(ProtocolError):
+            parse_report(bad)
+    with pytest.raises(ProtocolError):
+        FrameReader(limit=16).feed((17).to_bytes(4, "big"))
+
+
+def test_the_jail_passes_the_agents_nvcc_and_no_other_agent_variable() -> None:
+    environ = {"KERNELINDEX_NVCC": "/opt/cuda/bin/nvcc", "KERNELINDEX_AGENT_KEY": "/k.pem"}
+    assert scrubbed_environment(environ, "/case").get("KERNELINDEX_NVCC") == "/opt/cuda/bin/nvcc"
+    assert "KERNELINDEX_AGENT_KEY" not in scrubbed_environment(environ, "/case")
