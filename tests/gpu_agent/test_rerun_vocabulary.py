@@ -26,6 +26,8 @@ from domain.statements import (
     make_statement,
 )
 from domain.timestamps import format_time, utc_now
+from gpu_agent.case_task import CaseOutcome
+from gpu_agent.result_assembly import case_record
 from ledger import admission
 from ledger.aggregates import run_id
 from ledger.signing.authoring import rerun_claim_envelope
@@ -85,6 +87,7 @@ def test_a_solutions_exception_text_is_never_signed_stored_or_shown(
     assert recorded["event"] == "Run.RerunRecorded" and recorded["verified"]
     cases = recorded["predicate"]["cases"]
     assert {c["reason"] for c in cases} == {"solution-raised"}, cases
+    assert "FAILED correctness (solution-raised ×2)" in recorded["says"]
 
 
 # --- admission: a hand-built result with free text is refused, and nothing is stored --------
@@ -261,3 +264,51 @@ def test_a_passed_case_carries_no_reason() -> None:
         passed["cases"][0]["reason"] = words
         assert not _admits(passed)
     assert _admits(_with_case_reason(str(CaseReason.TIMEOUT)))
+
+
+# --- the agent: what a case child reports is taken in the vocabulary's terms only -----------
+
+
+def test_a_child_report_outside_the_vocabulary_becomes_an_invalid_report() -> None:
+    """A case child holds the solution, so its report may be forged: a code, defence name or
+    timer that is not a word of the vocabulary makes the case an ``invalid-report`` error,
+    and the child's words never reach the record."""
+    secret = secrets.token_hex(16)
+    forged = [
+        CaseOutcome("error", secret, code=secret),
+        CaseOutcome(secret),
+        CaseOutcome(
+            "incorrect",
+            secret,
+            code="output-mismatch",
+            defences=[{"name": secret, "outcome": "failed", "detail": secret}],
+        ),
+        CaseOutcome(
+            "passed",
+            secret,
+            timer_cross_check={"timer": secret, "reference": "x", "outcome": "passed"},
+        ),
+    ]
+    for outcome in forged:
+        record = case_record("c", outcome)
+        assert record == {"case": "c", "status": "error", "reason": "invalid-report"}
+
+
+def test_a_child_report_in_the_vocabulary_keeps_its_numbers_and_drops_its_words() -> None:
+    outcome = CaseOutcome(
+        "incorrect",
+        "round secret: tolerance: output: only 9 of 16 elements within tolerance " + "x" * 50,
+        max_abs_error=0.5,
+        defences=[{"name": "secret-round", "outcome": "failed", "detail": "words", "runs": 1}],
+    )
+    record = case_record("c", outcome)
+    assert record == {
+        "case": "c",
+        "status": "incorrect",
+        "maxAbsError": 0.5,
+        "reason": "output-mismatch",  # read from the declarative child's agent-made words
+        "round": "secret",
+        "defences": [{"name": "secret-round", "outcome": "failed", "checks": 1}],
+    }
+    passed = case_record("c", CaseOutcome("passed", "timing: 50 samples", stopped_by="rse"))
+    assert passed == {"case": "c", "status": "passed", "stoppedBy": "rse"}
