@@ -11,11 +11,13 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 import pytest
-from served_app import Served
+from litestar.testing import TestClient
+from served_app import TEST_CONFIG, Served
 from test_read_cost import Calls
 
 import api.server.pages.feeds as feeds
 from api.demo import COHORT_FILE, _data
+from api.server.app import create_app
 from api.server.pages.feeds import NEVER, records_feed
 from api.server.read_cache import ReadCache
 from ledger.signing.authoring import ingestion_envelope, lifecycle_envelope
@@ -244,3 +246,18 @@ def test_an_empty_feed_is_still_valid_atom_with_a_fixed_updated() -> None:
     feed = ET.fromstring(records_feed("", RecordPage([], None, False), {}))
     check_atom(feed)
     assert text(feed, "updated") == NEVER and entries(feed) == []
+
+
+def test_a_write_through_one_worker_is_in_the_next_answer_of_another(served: Served) -> None:
+    """``serve --workers N``: each worker keeps its own answers, keyed by the views position
+    read from the shared database, so another worker's write is in this one's next answer."""
+    ledger = served.home.open()
+    try:
+        with TestClient(create_app(ledger, TEST_CONFIG)) as worker:
+            before = worker.get(FEED).content
+            assert worker.get(FEED).content == before
+            post_run(served, "demo-faster", 1_400_000)  # through the other worker
+            newest = entries(ET.fromstring(worker.get(FEED).content))[0]
+            assert "demo-faster" in text(newest, "title")
+    finally:
+        ledger.close()
