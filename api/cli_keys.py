@@ -124,6 +124,9 @@ def keys_register(
     """Register a key with roles (admin-signed, or --self for an attester), in a local
     ledger or on a server (--server: signed here, only the envelope is sent). An agent key
     is bound to the device classes it names (--device): it may claim and report no other."""
+    remote = remote_server(server, home, db)
+    if remote is not None and not self_signed and admin_key is None:
+        raise typer.BadParameter("with --server, sign with --self or --admin-key")
     devices = [parse_device_class(d) for d in device or ()]
     if (Role.AGENT in role) != bool(devices):
         raise typer.BadParameter(
@@ -131,9 +134,6 @@ def keys_register(
             'does: give --device "PRODUCT/ARCH" (a GPU) or --device cpu-test with --role agent',
             param_hint="--device",
         )
-    remote = remote_server(server, home, db)
-    if remote is not None and not self_signed and admin_key is None:
-        raise typer.BadParameter("with --server, sign with --self or --admin-key")
     target = LedgerHome.at(home, db)
     until: datetime | None = parse_time(valid_until, "--valid-until") if valid_until else None
     if self_signed:
@@ -221,7 +221,7 @@ def keys_list(home: HomeOption = None, db: DbOption = None, as_json: JsonOption 
         table.add_row(
             row["keyId"],
             row["label"] or "",
-            ",".join(row["roles"]),
+            ",".join(row["roles"]) + (f" ({', '.join(row['devices'])})" if row["devices"] else ""),
             row["registeredAt"],
             row["status"] if row["status"] == "active" else f"[red]revoked {row['revokedAt']}[/]",
             "[green]verified[/]" if row["verified"] else "[bold red]FAILED[/]",
