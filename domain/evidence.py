@@ -77,7 +77,9 @@ from domain.comparison import MAPPINGS, PrimaryMeasurement, readable_primary
 from domain.errors import DomainError
 from domain.frozen import made
 
-POLICY_VERSION = "evidence-v1"
+# v2 (issue 32): a rerun counts only for a job bound to its run's code, from a key bound to
+# its device (domain.rerun_binding); v1 counted any admitted agent result.
+POLICY_VERSION = "evidence-v2"
 DEFAULT_TOLERANCE = 1.10
 PASSED = "passed"
 

@@ -50,7 +50,7 @@ def test_run_bundle_claims_level_and_rank_and_they_verify(bundle: Path) -> None:
     claims = [r for r in records(bundle) if r["type"] == "claim"]
     seed = next(c for c in claims if c["run"] == SEED)
     assert seed["comparisonKey"] == GROUP
-    assert seed["evidence"] == {"level": "reported", "policyVersion": "evidence-v1"}
+    assert seed["evidence"] == {"level": "reported", "policyVersion": "evidence-v2"}
     assert seed["standings"] == {"source-native": {"rank": 3, "of": 3}}
     code, report = verify(bundle)
     assert code == 0, report

@@ -305,7 +305,7 @@ def test_the_run_tracker_folds_the_same_events_in_leaf_order(bundle: Bundle) -> 
         "type": "claim",
         "run": run,
         "comparisonKey": None,
-        "evidence": {"level": "verified", "policyVersion": "evidence-v1"},
+        "evidence": {"level": "verified", "policyVersion": "evidence-v2"},
         "standings": {},
     }
     lines.insert(3, json.dumps(claim) + "\n")  # after the checkpoint, before the events

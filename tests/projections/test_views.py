@@ -84,13 +84,13 @@ def test_every_ingested_run_is_reported_with_reasons_and_its_ingestion_as_cause(
         assert row.evidence_level == "reported"
         assert row.evidence_reasons == REPORTED_REASONS
         assert row.evidence_caused_by == positions[run]
-        assert row.policy_version == "evidence-v1"
+        assert row.policy_version == "evidence-v2"
     evidence = run_record(cohort.ledger, SEED)["evidence"]
     assert evidence == {
         "level": "reported",
         "reasons": REPORTED_REASONS,
         "causedBy": positions[SEED],
-        "policyVersion": "evidence-v1",
+        "policyVersion": "evidence-v2",
     }
 
 
