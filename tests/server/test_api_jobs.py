@@ -383,3 +383,31 @@ def test_an_agent_key_names_its_device_classes(served: Served) -> None:
     assert record["devices"] == [
         {"backend": "cuda", "product": "NVIDIA B200", "architecture": "sm_100"}
     ]
+
+
+def test_an_unbound_job_an_older_ledger_admitted_is_offered_to_no_agent(
+    served: Served, monkeypatch: Any
+) -> None:
+    """A request admitted before jobs were bound to their run's code (admission's check
+    switched off here) names another solution: its result could never count, so no agent
+    is offered the job."""
+    import ledger.admission as admission
+
+    run, name = the_run(served)
+    own = json.loads(base64.b64decode(rerun_request(served, run, name)["payload"]))["predicate"]
+    monkeypatch.setattr(admission, "check_job_code", lambda *_, **__: None)
+    old = rerun_request_envelope(
+        run,
+        name,
+        served.home.key("admin"),
+        artifact_digest="sha256:" + "cd" * 32,
+        workload_digest=own["workloadDigest"],
+        product=B200,
+        architecture=SM100,
+        expires_at=utc_now() + timedelta(hours=1),
+    )
+    served.ledger.append(old)
+    monkeypatch.undo()
+    job_id = json.loads(base64.b64decode(old["payload"]))["predicate"]["jobId"]
+    assert served.client.get("/v1/jobs").json() == []
+    problem_of(served.client.get(f"/v1/jobs/{job_id}"), 404, "not-found")

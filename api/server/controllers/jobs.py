@@ -2,7 +2,9 @@
 
 A claim and a result are signed statements about the run (agent role); the ledger accepts a
 result only from the claimant, before the job expires, with the job's nonce, measured on
-the hardware the job requires.
+the hardware the job requires, on a device class the agent key's registration names (403
+``device-not-bound`` otherwise). A job is offered only when it measures the run's own code
+(``domain.rerun_binding``): the solution and workload the run's manifests name.
 """
 
 from __future__ import annotations
