@@ -390,13 +390,21 @@ raise RuntimeError("left a process behind")
 """
 
 FORGES = r"""
-import os
+import os, pickle
+
+
+class Runs:  # unpickling this runs a command in whoever unpickles it
+    def __reduce__(self):
+        return (os.system, ({command!r},))
+
+
+forged = pickle.dumps(("ok", Runs()))
 for fd in map(int, os.listdir("/proc/self/fd")):
-    if fd > 2 and os.path.realpath(f"/proc/self/fd/{fd}").startswith("pipe:"):
-        try:
-            os.write(fd, b"\xff\xff\xff\xff" + b"x" * 4096)  # a frame far over any bound
-        except OSError:
-            pass
+    try:  # a length-prefixed frame on every pipe, as the agent reads its child's report
+        if fd > 2 and os.readlink(f"/proc/self/fd/{{fd}}").startswith("pipe:"):
+            os.write(fd, len(forged).to_bytes(4, "big") + forged)
+    except OSError:
+        pass
 os._exit(0)
 """
 
@@ -450,10 +458,15 @@ def test_a_case_child_takes_every_process_it_started_with_it(tmp_path: Path) -> 
     assert processes_with(marker) == []
 
 
-def test_a_forged_report_is_the_cases_error_never_read_beyond_its_bound() -> None:
-    result = run_job(one_case_job(FORGES), "cpu-test", FAST)
+def test_a_forged_report_runs_nothing_in_the_agent(tmp_path: Path) -> None:
+    """The child's report is data: a pickle that would run a command when unpickled is a
+    malformed report (the case's error), and the command never runs."""
+    pwned = tmp_path / "pwned"
+    command = f"touch {pwned}"
+    result = run_job(one_case_job(FORGES.format(command=command)), "cpu-test", FAST)
     (case,) = result["cases"]
     assert case["status"] == "error"
+    assert not pwned.exists()
 
 
 def test_a_child_that_fails_before_it_is_ready_is_the_agents_failure() -> None:
