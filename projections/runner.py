@@ -29,6 +29,7 @@ from domain.canonical import canonical_json
 from domain.errors import DomainError
 from domain.event_names import EventName
 from domain.ranking import RankEntry, View, rank_group
+from domain.rerun_binding import DeviceClass
 from domain.run_facts import (
     RunFold,
 )
@@ -497,6 +498,12 @@ class ProjectionRunner:
         connection = connection_of(session)
         connection.exec_driver_sql(positional_insert(table, connection.dialect), rows)
 
+    def _devices_of(self, key_id: str) -> frozenset[DeviceClass]:
+        """A signer's device classes, as its registration names them: a rerun counts only on
+        one of its key's (``domain.rerun_binding``). Read when a run's rerun is folded."""
+        state = self.ledger.key_states([key_id]).get(key_id)
+        return frozenset() if state is None else state.devices
+
     def _recompute_evidence(self, session: StoreSession, digest: str, up_to: int) -> str | None:
         """Evidence from the run's events (only reruns move it), the verified value, and the
         profile (an attached workload gives the run its comparison group). Read from its
@@ -517,6 +524,7 @@ class ProjectionRunner:
             predicate = event.statement["predicate"]
             if event.name == EventName.RUN_INGESTED:
                 fold = RunFold.ingested(event.position, digest, predicate)
+                fold.devices_of = self._devices_of  # as the offline verifier reads them
             elif fold is not None:
                 fold.apply(event.name, event.position, str(event.signer), predicate)
         if fold is None:

@@ -23,7 +23,8 @@ import ledger.admission as admission
 from domain.evidence import EvidenceLevel
 from domain.importers.records import rerun_artifacts
 from domain.rerun_binding import DeviceClass
-from domain.statements import Role
+from domain.statements import PredicateType, Role
+from domain.timestamps import format_time
 from ledger.application import Ledger
 from ledger.signing.authoring import (
     key_registration_envelope,
@@ -46,7 +47,7 @@ from tests.projections.projection_world import (
     World,
     rerun_result,
 )
-from tests.unchecked_signing import unchecked_rerun_envelope
+from tests.unchecked_signing import signed_as_given, unchecked_rerun_envelope
 
 Records = list[dict[str, Any]]
 
@@ -190,3 +191,36 @@ def test_a_forged_bundle_with_a_test_backend_keys_gpu_result_does_not_verify(
 def _claimed_level(w: World) -> str:
     claim = next(r for r in _bundle(w, claimed=None) if r["type"] == "claim")
     return str(claim["evidence"]["level"])
+
+
+def test_an_older_ledgers_agent_key_without_device_classes_moves_nothing(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Registered before keys named their devices (admission's checks switched off here),
+    an agent key is bound to none: the ledger's views and the verifier agree its GPU result
+    counts for nothing, and the bundle as the ledger exports it verifies."""
+    older = SigningKey.generate()
+    monkeypatch.setattr(admission, "check_agent_registration", lambda *_: None)
+    monkeypatch.setattr(admission, "check_device", lambda *_: None)
+    world.append(unchecked_key_registration(older, world.keys.admin, now=world.clock.now))
+    code = rerun_artifacts(MANIFESTS[SEED])
+    assert code.solution is not None and code.workload is not None
+    _measure(world, _request(world, code.solution, code.workload), older)
+    monkeypatch.undo()
+    assert _claimed_level(world) == "reported"
+    as_exported = _verify(world, _bundle(world, claimed=None))
+    assert outcome_of(as_exported) is Outcome.VERIFIED, as_exported.to_json()
+    _failed(_verify(world, _bundle(world)), "claim", "claims evidence level 'verified'")
+
+
+def unchecked_key_registration(key: SigningKey, admin: SigningKey, now: Any) -> dict[str, Any]:
+    """An agent key's registration as an older client signed it: no device classes."""
+    predicate = {
+        "action": "register",
+        "keyId": key.key_id,
+        "publicKey": key.public.b64,
+        "roles": ["agent"],
+        "validFrom": format_time(now),
+        "issuedAt": format_time(now),
+    }
+    return signed_as_given(key.key_id, key.key_id, PredicateType.KEY, predicate, admin)
