@@ -174,8 +174,8 @@ def rerun_facts(
 
     ``bound``: its job measures the run's own code (``domain.rerun_binding``). ``signer_devices``:
     the device classes the signer's key registration names, where the caller reads them (the
-    offline verifier, from the bundle's key events); None trusts admission, which refused any
-    result whose device is not one of them.
+    views, and the offline verifier from the bundle's key events); None trusts admission,
+    which refused any result whose device is not one of them.
     """
     summary = predicate["summary"]
     environment = predicate["environment"]
@@ -251,8 +251,9 @@ class RunFold:
     # The code each counted rerun measured, by the rerun's position (a verifier checks the
     # bundle carries it).
     measured: dict[int, tuple[str, str]] = field(default_factory=dict)
-    # Where set (the offline verifier): a key id's registered device classes, read from the
-    # key events; a result counts only on one of its key's measuring classes.
+    # A key id's registered device classes (the views read them from the ledger's keys, the
+    # offline verifier from the bundle's key events): a result counts only on one of its
+    # key's measuring classes. None (a run's history, event by event) trusts admission.
     devices_of: Callable[[str], frozenset[DeviceClass]] | None = None
 
     @classmethod
