@@ -13,7 +13,7 @@ Two figures (issue 32 §7), neither of which a unit test may assert (the machine
   itself (silu_and_mul's largest case), best of 3 (it once took ~9 s with float64
   temporaries; the unit test keeps only that the comparison is right).
 
-    python -m benchmarks.bench_agent [--cases N] [--phases] [--only rerun|compare]
+    python -m benchmarks.bench_agent [--cases N] [--phases] [--only rerun|compare] [--gpu-stop]
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import numpy as np
 
 from gpu_agent.checks import Tolerance, compare
 from gpu_agent.harness import HarnessConfig, JobSpec, run_job
+from gpu_agent.stats import StopPolicy
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "conformance" / "fixtures" / "sol-execbench" / "triton-rmsnorm"
@@ -69,7 +70,7 @@ def rmsnorm_job(cases: int | None = None) -> JobSpec:
     return JobSpec(JOB_ID, NONCE, solution, definition, workloads)
 
 
-def rerun(cases: int | None) -> dict[str, Any]:
+def rerun(cases: int | None, stop: StopPolicy | None = None) -> dict[str, Any]:
     job = rmsnorm_job(cases)
     rows: list[dict[str, Any]] = []
     last = time.perf_counter()
@@ -89,7 +90,7 @@ def rerun(cases: int | None) -> dict[str, Any]:
         last = now
 
     started = time.perf_counter()
-    result = run_job(job, "cpu-test", HarnessConfig(), on_case=on_case)
+    result = run_job(job, "cpu-test", HarnessConfig(stop=stop), on_case=on_case)
     total = time.perf_counter() - started
     return {
         "cases": rows,
@@ -126,6 +127,7 @@ def phases() -> dict[str, float]:
     exec(compile(SOLUTION_SOURCE, "solution", "exec"), namespace)  # noqa: S102
     values = torch_io.make_inputs(definition, workload, 1, device, None)
     x, w = values["hidden_states"], values["weight"]
+    assert isinstance(x, torch.Tensor) and isinstance(w, torch.Tensor)
     child = [sys.executable, "-c", "import torch"]
     return {
         "child start + import torch, s": _seconds(
@@ -154,6 +156,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", type=int, default=None, help="the first N workloads only")
     parser.add_argument("--phases", action="store_true", help="also time one case's parts")
     parser.add_argument("--only", choices=("rerun", "compare"), default=None)
+    parser.add_argument(
+        "--gpu-stop",
+        action="store_true",
+        help="time by the GPU's stop rule (what cpu-test used before it had its own)",
+    )
     args = parser.parse_args(argv)
     report: dict[str, Any] = {}
     if args.only in (None, "compare"):
@@ -163,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         report["phases"] = {k: round(v, 3) for k, v in phases().items()}
         print(json.dumps(report["phases"]), flush=True)
     if args.only in (None, "rerun"):
-        report["rerun"] = rerun(args.cases)
+        report["rerun"] = rerun(args.cases, StopPolicy() if args.gpu_stop else None)
     print(json.dumps(report, indent=1))
     return 0 if report.get("rerun", {}).get("all_correct", True) else 1
 
