@@ -26,6 +26,7 @@ from domain.rerun_binding import (
 from domain.run_facts import RunFold
 from domain.statements import KeyPredicate, PredicateType, StatementError, build_predicate
 from domain.timestamps import parse_time
+from ledger.authority.job_code import UnboundJobError, check_job_code
 from ledger.authority.key_book import DeviceNotBoundError, check_device, registered_state
 from ledger.signing.keys import SigningKey
 from tests.projections.projection_world import (
@@ -212,3 +213,48 @@ def test_admission_and_the_verifier_agree_on_what_a_key_may_measure(
     assert counted == (admitted and on_the_runs_gpu)
     if backend == "cpu-test":
         assert not counted  # a test backend never raises a level, whatever the key
+
+
+CODES = {
+    "own": rerun_artifacts(MANIFESTS[SEED]),
+    "other": rerun_artifacts(MANIFESTS[RUN_21613]),
+}
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    solution=st.sampled_from(["own", "other", "made-up"]),
+    workload=st.sampled_from(["own", "other", "made-up"]),
+    held=st.sets(st.sampled_from(["solution", "workload"])),
+)
+def test_admission_and_the_verifier_agree_on_what_a_job_measures(
+    solution: str, workload: str, held: set[str]
+) -> None:
+    """Admission's rule (the ledger's store holding what it holds) and the verifier's (the
+    fold, then the bundle carrying the same): a job admission admits is one whose result
+    the verifier counts and finds carried; one it refuses, the verifier never counts, or
+    finds its code missing from the bundle."""
+
+    def digest(choice: str, role: str) -> str:
+        if choice == "made-up":
+            return "sha256:" + ("1" if role == "solution" else "2") * 64
+        found = getattr(CODES[choice], role)
+        assert found is not None
+        return str(found)
+
+    asked = (digest(solution, "solution"), digest(workload, "workload"))
+    stored = {asked[0] if "solution" in held else "", asked[1] if "workload" in held else ""}
+    try:
+        check_job_code(MANIFESTS[SEED], *asked, stored.__contains__)
+        admitted = True
+    except UnboundJobError:
+        admitted = False
+    fold = _fold(*asked)
+    carried = True
+    for code in fold.measured.values():
+        try:
+            check_job_code(MANIFESTS[SEED], *code, stored.__contains__, held_by="the bundle")
+        except UnboundJobError:
+            carried = False
+    verified = fold.evidence.level is EvidenceLevel.VERIFIED and carried
+    assert verified == admitted
