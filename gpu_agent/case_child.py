@@ -199,7 +199,7 @@ class _CaseRun:
         """The rounds before timing: the last one's result, or the case's failed outcome."""
         task = self.task
         last: RoundResult | None = None
-        for round_ in inputs.correctness_rounds(task.job_id, task.nonce, task.workload.uuid):
+        for round_ in task.seeds.pre_timing:
             try:
                 last = self.round(round_, None if last is None else last.buffers)
             except BackendError as exc:
@@ -243,7 +243,7 @@ class _CaseRun:
         task = self.task
         floor_ns, basis = task.timing.floor()
         timing_note = task.timing.note(collected, floor_ns, basis)
-        post = inputs.post_timing_round(task.nonce, task.workload.uuid)
+        post = task.seeds.post_timing
         try:
             after = self.round(post, buffers)
         except BackendError as exc:

@@ -1,7 +1,10 @@
 """What crosses between the harness and a case child: the task in, the outcome back.
 
 Both are plain dataclasses (picklable), since the harness starts every case in a child
-process of its own (``gpu_agent/child_process.py``).
+process of its own (``gpu_agent/child_process.py``). A task carries *seeds*, never the job's
+nonce: the child holds submitted code (on a GPU the kernel shares its CUDA context and may
+read its memory), and the nonce would tell it the secret and timed inputs from the public
+ones. The agent derives every seed (:class:`CaseSeeds`) before the child starts.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import numpy.typing as npt
 
 from gpu_agent import stats
 from gpu_agent.definition import Definition
+from gpu_agent.inputs import Round
 from gpu_agent.launch_spec import ResolvedLaunch
 from gpu_agent.workload import Workload
 
@@ -57,12 +61,21 @@ class TimingTerms:
 
 
 @dataclass(frozen=True)
+class CaseSeeds:
+    """A declarative case's rounds and timed-input variants, derived from the job's id and
+    nonce by the agent (``correctness_round.case_seeds``)."""
+
+    pre_timing: tuple[Round, ...]  # two public, one secret, in the order they run
+    post_timing: Round
+    timing_variants: tuple[int, ...]  # the fresh inputs the timed launches rotate through
+
+
+@dataclass(frozen=True)
 class CaseTask:
     backend_name: str
     backend_options: Mapping[str, str]
     reference_module: str
-    job_id: str
-    nonce: str
+    seeds: CaseSeeds
     definition: Definition
     workload: Workload
     sources: Mapping[str, str]

@@ -10,7 +10,8 @@ Timed launches (:func:`timing_plan`) start from what a checked launch starts fro
 round's buffers, outputs re-poisoned and inputs replaced by one of :data:`TIMING_VARIANTS`
 fresh variants (nonce-seeded, uploaded once) before every launch (``TimingRefill``). When
 cheap, the output of the last timed launch is checked against the reference of the variant
-its inputs still hold (:func:`last_timed_launch_failures`).
+its inputs still hold (:func:`last_timed_launch_failures`). Every seed here comes from
+:func:`case_seeds`, which the agent calls: the case child never holds the nonce.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import numpy.typing as npt
 from gpu_agent import checks, inputs
 from gpu_agent.backends.base import Backend, Buffer, CompiledKernel, KernelArg
 from gpu_agent.backends.timing_refill import TimingRefill
-from gpu_agent.case_task import AgentFault, CaseTask, ReferenceFn
+from gpu_agent.case_task import AgentFault, CaseSeeds, CaseTask, ReferenceFn
 from gpu_agent.checks import Tolerance
 from gpu_agent.launch_spec import ResolvedLaunch
 
@@ -240,6 +241,16 @@ def timing_variant_seed(nonce: str, case: str, index: int) -> int:
     return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big")
 
 
+def case_seeds(job_id: str, nonce: str, case: str) -> CaseSeeds:
+    """Every seed a declarative case runs on. Called by the agent, never in a case child:
+    the child gets these, not the nonce (see gpu_agent/case_task.py)."""
+    return CaseSeeds(
+        pre_timing=tuple(inputs.correctness_rounds(job_id, nonce, case)),
+        post_timing=inputs.post_timing_round(nonce, case),
+        timing_variants=tuple(timing_variant_seed(nonce, case, i) for i in range(TIMING_VARIANTS)),
+    )
+
+
 Values = dict[str, npt.NDArray[np.generic] | np.generic]
 
 
@@ -260,10 +271,7 @@ def timing_plan(backend: Backend, task: CaseTask, buffers: DeviceSet) -> TimingP
     outputs = tuple(
         (buffers.outputs[name], checks.poison_pattern(dtype)) for name, (_, dtype) in shapes.items()
     )
-    values = [
-        inputs.generate(definition, workload, timing_variant_seed(task.nonce, workload.uuid, i))
-        for i in range(TIMING_VARIANTS)
-    ]
+    values = [inputs.generate(definition, workload, seed) for seed in task.seeds.timing_variants]
     staged = tuple(
         (buffer, tuple(backend.upload(_array(v[name])) for v in values))
         for name, buffer in buffers.inputs.items()

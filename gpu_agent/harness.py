@@ -6,10 +6,12 @@ Entry point: :func:`run_job` → the ``result`` dict for ``ledger.signing.author
 
 Process model. The agent loop never touches the device: a *probe* child
 (:func:`probe_device`) reads the device fingerprint and calibrates the copy bandwidth, then
-every workload case runs in a child of its own (``spawn`` by default: a fresh interpreter,
-hence a fresh CUDA context; ``forkserver`` gives the same isolation, faster), so a sticky
-CUDA error, a crash or a hang loses that case only. A case child that dies fails its case
-(``error``), one that outlives ``case_timeout_s`` is killed (``timeout``).
+every workload case runs in a child of its own, exec'd fresh in the jail of
+gpu_agent/jail.py (a fresh interpreter, hence a fresh CUDA context), so a sticky CUDA error,
+a crash or a hang loses that case only. A case child that dies fails its case (``error``),
+one that outlives ``case_timeout_s`` is killed (``timeout``). A case child holds submitted
+code, so it is sent seeds, never the job's nonce: the agent derives every nonce-seeded value
+(:func:`~gpu_agent.correctness_round.case_seeds`, ``python_solutions.job.case_rounds``).
 
 Per case, in the child: compile once; three correctness rounds (two public seeds, one from
 the nonce, in a nonce-shuffled order; see gpu_agent/inputs.py), each with fresh inputs and
@@ -68,6 +70,7 @@ from gpu_agent.backends.registry import CPU_TEST
 from gpu_agent.case_child import probe, run_case
 from gpu_agent.case_task import CaseOutcome, CaseTask, TimingTerms
 from gpu_agent.child_process import ChildResult, in_child
+from gpu_agent.correctness_round import case_seeds
 from gpu_agent.definition import Definition, parse_definition
 from gpu_agent.expressions import LaunchSpecError
 from gpu_agent.launch_spec import ResolvedLaunch, resolve_launch
@@ -161,11 +164,11 @@ class HarnessConfig:
     backend_options: Mapping[str, str] = field(default_factory=dict)
     # Module whose ``reference_for(definition_name)`` returns the trusted numpy reference.
     reference_module: str = "gpu_agent.references"
-    # How children start. "spawn" (the default): a fresh interpreter per case. "forkserver":
-    # children are forked from a clean server process that preloaded this module and never
-    # touched a device, so each child still creates its own CUDA context (CUDA only forbids
-    # forking a process that already initialised it) — the same isolation, ~20× faster to
-    # start; the CPU test suite uses it.
+    # How the device probe's child starts (it runs only the agent's own code; every case
+    # child is exec'd fresh in the jail, whatever this says). "spawn" (the default): a fresh
+    # interpreter. "forkserver": forked from a clean server process that preloaded this
+    # module and never touched a device, so the child still creates its own CUDA context —
+    # the same isolation, faster to start.
     start_method: Literal["spawn", "forkserver"] = "spawn"
 
 
@@ -277,8 +280,7 @@ def _case_task(
         backend_name=backend_name,
         backend_options=dict(config.backend_options),
         reference_module=config.reference_module,
-        job_id=job.job_id,
-        nonce=job.nonce,
+        seeds=case_seeds(job.job_id, job.nonce, workload.uuid),
         definition=prepared.definition,
         workload=workload,
         sources=dict(prepared.solution.sources),
@@ -417,7 +419,6 @@ def _declarative_case(
         run_case,
         task,
         config.case_timeout_s,
-        config.start_method,
         sandboxed=True,  # the jail: nvcc and the kernel see nothing of the agent's
         limits=python_job.case_limits(backend_name, config.case_timeout_s),
     )
@@ -450,7 +451,6 @@ def _python_case(
         python_job.run_torch_case,
         task,
         config.case_timeout_s,
-        config.start_method,
         sandboxed=True,
         limits=python_job.case_limits(backend_name, config.case_timeout_s),
     )
