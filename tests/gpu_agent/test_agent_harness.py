@@ -44,9 +44,10 @@ from ledger.signing.keys import SigningKey
 JOB_ID = "0a0a0a0a-1111-4222-8333-444455556666"
 NONCE = "5e" * 32
 STOP = StopPolicy(warmup=2, batch=25, min_samples=50, max_samples=100, time_budget_s=0.5)
-# The production start method (a fresh interpreter per child)...
+# The production start method of the device probe's child (case children are always exec'd
+# fresh in the jail)...
 SPAWN = HarnessConfig(stop=STOP, bootstrap_resamples=200, case_timeout_s=60)
-# ...and the equally isolating, much faster one, for the many small jobs below.
+# ...and the equally isolating, faster one, for the many small jobs below.
 FAST = dataclasses.replace(SPAWN, start_method="forkserver")
 
 

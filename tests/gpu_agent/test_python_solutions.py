@@ -1,9 +1,9 @@
 """Python solutions end to end on the cpu-test backend: each cheat caught, with its reason.
 
-Every job runs exactly as in production (each case in a sandboxed child, the solution
-imported only there), with the fast ``forkserver`` start method — its server preloads torch,
-so a child costs ~0.3 s instead of ~2.5 s — and small stop-rule settings. All jobs are
-independent, so one module fixture runs them two at a time and the tests read the results.
+Every job runs exactly as in production (each case in a fresh child exec'd in the jail, the
+solution imported only there; ``start_method`` only picks how the device probe starts) and
+with small stop-rule settings. All jobs are independent, so one module fixture runs them two
+at a time and the tests read the results.
 The cheats are the SOL-ExecBench reward-hack fixtures (lazy output, monkey patch, stream
 injection, thread injection) and tests/gpu_agent/data/python_solutions/*.py.
 """
