@@ -12,7 +12,11 @@ SHA-256 seeding a numpy ``Generator(PCG64)``:
 
 ``case`` is the workload uuid. Anyone holding the job (its id and nonce, both in the signed
 rerun request) can regenerate every input; nobody could before the job existed, since the
-admin draws the nonce then.
+admin draws the nonce then. The timed launches' input variants
+(``correctness_round.timing_variant_seed``) and the Python path's audit and hidden rounds
+below are seeded the same way. Only the agent calls these functions: a case child, which
+holds submitted code, is sent the seeds, never the nonce (``correctness_round.case_seeds``,
+``python_solutions.job.case_rounds``).
 
 Generation per dtype (mirroring SOL's ``torch.randn`` "or appropriate random for the dtype"):
 float types: standard normal in float64, rounded to the dtype; integers: uniform in
