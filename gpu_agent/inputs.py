@@ -14,7 +14,7 @@ SHA-256 seeding a numpy ``Generator(PCG64)``:
 rerun request) can regenerate every input; nobody could before the job existed, since the
 admin draws the nonce then. The timed launches' input variants
 (``correctness_round.timing_variant_seed``) and the Python path's audit and hidden rounds
-below are seeded the same way. Only the agent calls these functions: a case child, which
+below are seeded the same way. Only the agent derives seeds from the nonce: a case child, which
 holds submitted code, is sent the seeds, never the nonce (``correctness_round.case_seeds``,
 ``python_solutions.job.case_rounds``).
 
