@@ -4,6 +4,10 @@ The agent's code (numpy, and PyCUDA on a GPU machine) is imported only when the 
 runs, so the ledger's own install (`pip install -e .`) does not need those packages. This
 process holds the key and runs no submitted code: every case runs in a jailed child
 (gpu_agent/jail.py, bubblewrap), exec'd fresh.
+
+One key per backend: the agent starts only with an active agent key whose registration binds
+it to the probed device's class (``--device 'PRODUCT/ARCH'`` for a GPU, ``--device cpu-test``
+for the CPU double), and stops with the ledger's code when the ledger refuses the agent itself.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import Annotated
 import typer
 
 from api.cli_common import err, fail, handles_errors, load_key, out
+from domain.rerun_binding import describe_classes
 
 AGENT_EXTRA_HINT = "install the agent's extra: pip install -e '.[gpu]' (or '.[agent]' on CPU)"
 
@@ -25,7 +30,14 @@ def register(app: typer.Typer) -> None:
 @handles_errors
 def agent(
     server: Annotated[str, typer.Option("--server", help="The ledger's base URL.")],
-    key: Annotated[Path, typer.Option("--key", help="This agent's registered key (PEM).")],
+    key: Annotated[
+        Path,
+        typer.Option(
+            "--key",
+            help="This agent's registered key (PEM), bound to this backend's device class: "
+            "one key per backend.",
+        ),
+    ],
     once: Annotated[
         bool, typer.Option("--once", help="Take at most one job, then exit (0 if none).")
     ] = False,
@@ -36,7 +48,13 @@ def agent(
     poll: Annotated[float, typer.Option(help="Seconds between polls when idle.")] = 10.0,
     lease: Annotated[int, typer.Option(help="Lease to ask for, in seconds.")] = 3600,
 ) -> None:
-    """Poll the ledger for rerun jobs on this GPU, measure them and post signed results."""
+    """Poll the ledger for rerun jobs on this GPU, measure them and post signed results.
+
+    One key per backend: the key must be registered as an agent key bound to this device's
+    class (kernelindex keys register agent.pem --role agent --device 'NVIDIA B200/sm_100', or
+    --device cpu-test for the CPU double, which runs submitted code on the CPU: never give
+    that key a GPU). The agent checks this before it polls and refuses to run otherwise.
+    """
     try:
         from gpu_agent.agent import Agent, LedgerApi  # noqa: PLC0415 - needs the agent extra
         from gpu_agent.backends.registry import BACKEND_NAMES, GPU_BACKEND  # noqa: PLC0415
@@ -55,7 +73,13 @@ def agent(
         lease_seconds=lease,
         log=lambda line: err.print(line, markup=False),
     )
+    # Before any poll: a key not bound to this device would have every claim refused.
+    classes = worker.start()
     device = worker.device
+    out.print(
+        f"agent key {worker.key.key_id} is bound to {describe_classes(classes)} "
+        "(one key per backend)"
+    )
     out.print(
         f"agent {worker.key.key_id} on {device.product} ({device.architecture}, "
         f"backend {device.backend}) polling {server}"

@@ -1,6 +1,12 @@
 """The rerun agent's loop: fingerprint the device, poll, claim, fetch, measure, sign, post.
 
-The agent is a client of the ledger's HTTP API and holds an agent-role key. Every job it
+The agent is a client of the ledger's HTTP API and holds an agent-role key, bound by its
+registration to device classes: one key per backend. Before it polls, the agent reads its
+key's registration and refuses to run on a device the key is not bound to (:meth:`Agent.start`):
+the CPU double runs submitted code on the CPU, so a key that ever did must never sign GPU
+results, nor a GPU key be pointed at the CPU double. A refusal about the agent itself (its
+key, role or device: no retry can fix it) stops the agent with the ledger's code
+(:class:`AgentConfigError`); anything else about a job is retried or ends the job. Every job it
 claims ends in a signed result: measured (correct or not), or ``outcome: failed`` with the
 reason (unsupported solution, build error, device fault...) — a claimed job is never
 silently dropped. The solution and workload are fetched by digest and re-hashed before use;
@@ -20,7 +26,9 @@ import httpx
 
 from domain.content_coding import ACCEPT_ENCODING, BadReplyError, SlowReplyError, reply_body
 from domain.errors import DomainError
-from domain.statements import MAX_LEASE_SECONDS, CaseReason
+from domain.rerun_binding import DeviceClass, describe_classes, device_classes, may_measure
+from domain.statements import MAX_LEASE_SECONDS, MEASURING_BACKENDS, CaseReason, Role
+from domain.timestamps import parse_time, utc_now
 from gpu_agent import harness
 from gpu_agent.harness import HarnessConfig, HarnessError, JobSpec
 from gpu_agent.sol_parsing import SolutionError
@@ -39,6 +47,26 @@ class AgentError(DomainError):
     """The ledger or an artifact could not be used (not a failure of the job itself)."""
 
     code = "agent-error"
+
+
+class AgentConfigError(AgentError):
+    """The ledger refuses this agent itself (its key, role, clock or device), or will: only
+    the operator can fix that, so the agent stops with the problem's code, never retrying it
+    or failing job after job."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# Refusals of a write that are about the agent, not the job: its key (unknown, revoked,
+# expired, another role), its device (not bound to the key) or an envelope this agent cannot
+# make acceptable (its signature, clock or form). A job taken, expired or gone (404, 409, 422
+# rerun-rejected) or a busy ledger (429, 5xx) is not: the agent polls on.
+CONFIG_STATUSES = frozenset({401, 403})
+CONFIG_CODES = frozenset(
+    {"bad-signature", "bad-timestamp", "schema-violation", "malformed-document"}
+)
 
 
 @dataclass(frozen=True)
@@ -101,13 +129,33 @@ class LedgerApi:
 
     def _json(self, response: httpx.Response) -> Any:
         if response.status_code >= 400:
+            code: object = None
             try:
                 problem = response.json()
-                detail = f"{problem.get('code')}: {problem.get('detail')}"
-            except ValueError:
+                code = problem.get("code")
+                detail = f"{code}: {problem.get('detail')}"
+            except (ValueError, AttributeError):
                 detail = response.text[:500]
-            raise AgentError(f"{response.request.method} {response.request.url.path}: {detail}")
+            where = f"{response.request.method} {response.request.url.path}"
+            if isinstance(code, str) and (
+                response.status_code in CONFIG_STATUSES or code in CONFIG_CODES
+            ):
+                raise AgentConfigError(
+                    code,
+                    f"the ledger refuses this agent ({where}: {problem.get('detail')}); "
+                    "no retry can fix this: check the agent's key and device "
+                    "(one key per backend)",
+                )
+            raise AgentError(f"{where}: {detail}")
         return response.json()
+
+    def key(self, key_id: str) -> dict[str, Any] | None:
+        """A key's registration as the ledger holds it (None: no such key is registered)."""
+        response = self._call("GET", f"/v1/keys/{key_id}")
+        if response.status_code == 404:
+            return None
+        record: dict[str, Any] = self._json(response)
+        return record
 
     def open_jobs(self, device: Device, agent: str) -> list[dict[str, Any]]:
         params = {"product": device.product, "architecture": device.architecture, "agent": agent}
@@ -152,6 +200,56 @@ def probe(backend: str, config: HarnessConfig) -> tuple[Device, dict[str, Any]]:
     return device, info
 
 
+def device_class(device: Device) -> DeviceClass:
+    """The class a key must be bound to for this device, as ``keys register --device``
+    names it: product and architecture for a GPU, the backend alone for a test double."""
+    if device.backend in MEASURING_BACKENDS:
+        return DeviceClass(device.backend, device.product, device.architecture)
+    return DeviceClass(device.backend)
+
+
+def check_key(
+    key_id: str, record: Mapping[str, Any] | None, device: Device
+) -> frozenset[DeviceClass]:
+    """The device classes of an active agent key bound to ``device``; otherwise why not, as
+    the code admission would refuse its claims with (so the operator sees one vocabulary)."""
+    if record is None:
+        raise AgentConfigError(
+            "unknown-key",
+            f"key {key_id} is not registered with this ledger: register it as an agent key "
+            f"bound to this device (kernelindex keys register KEY.pem --role agent "
+            f"--device {_quoted(device_class(device).label())})",
+        )
+    if record.get("status") != "active":
+        raise AgentConfigError(
+            "revoked-key", f"key {key_id} was revoked: it may not claim or report anything"
+        )
+    until = record.get("validUntil")
+    if isinstance(until, str) and parse_time(until) <= utc_now():
+        raise AgentConfigError("expired-key", f"key {key_id} expired at {until}")
+    roles = record.get("roles")
+    if not isinstance(roles, list) or Role.AGENT.value not in roles:
+        raise AgentConfigError(
+            "wrong-role", f"key {key_id} is not an agent key (its roles: {roles})"
+        )
+    classes = device_classes(record.get("devices"))
+    if not may_measure(classes, device.product, device.architecture, device.backend):
+        wanted = device_class(device).label()
+        raise AgentConfigError(
+            "device-not-bound",
+            f"key {key_id} is bound to {describe_classes(classes)}, not to this device: "
+            f"{device.product} ({device.architecture}, backend {device.backend}), of class "
+            f"{wanted}. Use one key per backend: register another key for this device "
+            f"(kernelindex keys register KEY.pem --role agent --device {_quoted(wanted)}) and "
+            "start the agent with it",
+        )
+    return classes
+
+
+def _quoted(label: str) -> str:
+    return f"'{label}'" if " " in label else label
+
+
 def _failed_result(job: Mapping[str, Any], device: Device, reason: str) -> dict[str, Any]:
     """A signed record that the claimed job could not be measured, and why."""
     return {
@@ -186,6 +284,13 @@ class Agent:
         if self._device is None:
             self._device, _ = probe(self.backend, self.config)
         return self._device
+
+    def start(self) -> frozenset[DeviceClass]:
+        """Probe the device, then read this agent's key registration from the ledger: the
+        key's device classes if it is an active agent key bound to this device, else
+        :class:`AgentConfigError` (one key per backend). Call it before polling."""
+        device = self.device
+        return check_key(self.key.key_id, self.api.key(self.key.key_id), device)
 
     def run_once(self) -> JobOutcome | None:
         """Take one open job for this device, if any, and see it through."""
@@ -241,6 +346,8 @@ class Agent:
         while True:
             try:
                 done = self.run_once()
+            except AgentConfigError:
+                raise  # the operator's to fix: polling on would be refused the same way
             except AgentError as exc:
                 self.log(f"ledger unavailable or refused: {exc}; retrying")
                 done = None

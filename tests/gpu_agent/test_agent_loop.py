@@ -22,12 +22,16 @@ from api.server.config import ServerConfig
 from domain.rerun_binding import DeviceClass
 from domain.statements import Role
 from domain.timestamps import utc_now
-from gpu_agent.agent import Agent, LedgerApi, probe
+from gpu_agent.agent import Agent, AgentConfigError, LedgerApi, probe
 from gpu_agent.backends.registry import CPU_TEST
 from gpu_agent.harness import HarnessConfig
 from gpu_agent.stats import StopPolicy
 from ledger.home import LedgerHome
-from ledger.signing.authoring import key_registration_envelope, rerun_request_envelope
+from ledger.signing.authoring import (
+    key_registration_envelope,
+    key_revocation_envelope,
+    rerun_request_envelope,
+)
 from ledger.signing.keys import SigningKey
 from ledger.submission import read_submission_folder, submit_solution
 from tests.paths import FIXTURES
@@ -280,3 +284,49 @@ def test_a_reply_that_breaks_off_still_ends_the_claimed_job_in_a_signed_result(
     assert last["event"] == "Run.RerunRecorded" and last["verified"]
     assert "job FAILED" in last["says"]
     assert agent.run_once() is None  # the job is done, not claimed and left
+
+
+# --- one key per backend: the agent's key must be bound to the device it runs on ----------
+
+
+def _registered_agent(loop: Loop, roles: list[Role], devices: list[DeviceClass]) -> Agent:
+    key = SigningKey.generate()
+    loop.home.open().append(
+        key_registration_envelope(key.public, roles, loop.home.key("admin"), devices=devices)
+    )
+    return Agent(LedgerApi(loop.url), key, "cpu-test", CONFIG, log=lambda _: None)
+
+
+def test_the_agent_starts_with_a_key_bound_to_its_device(loop: Loop) -> None:
+    assert loop.agent.start() == frozenset({DeviceClass(CPU_TEST)})
+
+
+def test_the_agent_refuses_to_start_with_a_revoked_or_non_agent_key(loop: Loop) -> None:
+    loop.home.open().append(key_revocation_envelope(loop.agent.key.public, loop.home.key("admin")))
+    with pytest.raises(AgentConfigError, match="was revoked") as revoked:
+        loop.agent.start()
+    assert revoked.value.code == "revoked-key"
+    ingester = Agent(LedgerApi(loop.url), loop.home.key("ingester"), "cpu-test", CONFIG)
+    with pytest.raises(AgentConfigError, match="not an agent key") as wrong:
+        ingester.start()
+    assert wrong.value.code == "wrong-role"
+
+
+def test_a_claim_refused_for_the_key_stops_the_agent_instead_of_retrying(loop: Loop) -> None:
+    """An agent whose key is not bound to its device (started without ``start``): the ledger
+    refuses its claim with 403 ``device-not-bound``, which no retry can fix. The agent stops
+    with that code; it neither polls on nor records the job as failed."""
+    run = loop.submit_and_request("rmsnorm_h4096_bf16")
+    agent = _registered_agent(loop, [Role.AGENT], [DeviceClass("cuda", "NVIDIA B200", "sm_100")])
+    lines: list[str] = []
+
+    def log(line: str) -> None:
+        lines.append(line)
+        if sum("retrying" in seen for seen in lines) >= 3:
+            raise RuntimeError(f"the agent retried a refusal no retry can fix: {lines}")
+
+    agent.log = log
+    with pytest.raises(AgentConfigError, match="NVIDIA B200/sm_100") as stopped:
+        agent.run_forever(poll_seconds=0.01)
+    assert stopped.value.code == "device-not-bound"
+    assert [e["event"] for e in loop.history(run)][-1] == "Run.RerunRequested"
