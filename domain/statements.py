@@ -642,7 +642,13 @@ class RerunBuild(_Strict):
     def _vocabulary(self, info: ValidationInfo) -> RerunBuild:
         if not _admitting(info):
             return self
-        if self.language is not None and not set(self.language.split(", ")) <= BUILD_LANGUAGES:
+        # A list of SOL's names ("pytorch, triton"), or the declarative binding's one label,
+        # which holds a comma of its own.
+        if (
+            self.language is not None
+            and self.language not in BUILD_LANGUAGES
+            and not set(self.language.split(", ")) <= BUILD_LANGUAGES
+        ):
             raise ValueError("language must list languages of the rerun vocabulary")
         tokens = [*self.runtime.values(), *self.flags]
         if not all(_TOKEN.fullmatch(token) for token in tokens):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from gpu_agent import build, inputs, stats
@@ -192,8 +192,10 @@ class _CaseRun:
             return self.outcome("error", f"timing: {exc}")
         summary = task.timing.summarize(collected.samples)
         status, reason = self.post_timing_verdict(last.buffers, collected, summary, timed)
-        # The measurement is reported whatever the verdict: it is what the agent observed.
-        return self.outcome(status, reason, collected.samples, summary.to_json())
+        # The measurement is reported whatever the verdict: it is what the agent observed,
+        # with the floor it was held to as a number (the signed case carries no text).
+        outcome = self.outcome(status, reason, collected.samples, summary.to_json())
+        return replace(outcome, floor_ns=task.timing.floor()[0])
 
     def pre_timing_rounds(self) -> RoundResult | CaseOutcome:
         """The rounds before timing: the last one's result, or the case's failed outcome."""

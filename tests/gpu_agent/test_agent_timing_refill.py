@@ -142,11 +142,15 @@ def test_a_kernel_that_works_only_when_watched_is_timed_working() -> None:
 
 def test_the_floor_counts_bytes_written_less_the_l2() -> None:
     # Any honest time is "impossible" under a floor factor of 10^9: the check is wired, and
-    # it says what the floor is made of (outputs only: 4 rows × 4096 bf16 = 32768 bytes).
+    # the floor it states is made of the outputs only (4 rows × 4096 bf16 = 32768 bytes, no
+    # L2 on the CPU double), as a number the agent computed, beside a reason code.
     config = dataclasses.replace(FAST, floor_factor=1e9)
-    (case,) = run_job(job("rmsnorm_h4096_bf16", [4]), "cpu-test", config)["cases"]
+    result = run_job(job("rmsnorm_h4096_bf16", [4]), "cpu-test", config)
+    (case,) = result["cases"]
     assert case["status"] == "impossible_time"
-    assert "32768 bytes written less 0 bytes of L2, at 1.5 × 2 ×" in case["reason"]
+    assert case["reason"] == "below-roofline-floor"
+    bandwidth = result["calibration"]["copyBandwidthBytesPerS"]
+    assert case["floorNs"] == pytest.approx(stats.roofline_floor_ns(4 * HIDDEN * 2, bandwidth))
 
 
 @pytest.fixture(scope="module")
