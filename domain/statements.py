@@ -681,6 +681,15 @@ class RerunSummary(_Strict):
         return self
 
 
+# environment.clocks keys: ``<clock>.<when>``, each a reading the agent names itself (a case
+# child's clock names are never signed). start/end: the device fingerprint's clocks; timed:
+# the range read during the timed batches.
+RERUN_CLOCK_KEYS = frozenset(
+    {f"{c}.{w}" for c in ("sm", "memory", "sm_max", "memory_max") for w in ("start", "end")}
+    | {f"{c}.timed.{m}" for c in ("sm", "memory") for m in ("min", "max")}
+)
+
+
 class RerunEnvironment(_Strict):
     product: Label
     architecture: Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=50)]
@@ -691,6 +700,16 @@ class RerunEnvironment(_Strict):
     cuda: Annotated[StrictStr, Field(max_length=100), VISIBLE] | None = None
     clocks: dict[str, Annotated[float, Field(allow_inf_nan=False)]] | None = None
     temperatureC: dict[str, Annotated[float, Field(allow_inf_nan=False)]] | None = None
+
+    @model_validator(mode="after")
+    def _clock_names(self, info: ValidationInfo) -> RerunEnvironment:
+        # Stored results admitted before this rule still read (their keys were free).
+        if _admitting(info) and self.clocks and not set(self.clocks) <= RERUN_CLOCK_KEYS:
+            raise ValueError(
+                "clocks keys must be <clock>.<when> of the rerun vocabulary "
+                f"({', '.join(sorted(RERUN_CLOCK_KEYS))})"
+            )
+        return self
 
 
 class RerunPredicate(SignedPredicate):

@@ -10,7 +10,11 @@ network namespaces), in a fresh working directory the parent makes and removes o
 is gone, however it ended; it enters the sandbox of ``gpu_agent/python_solutions/sandbox.py``
 (scrubbed environment, resource limits) before anything else, and talks to the agent only
 through the framed pipe of ``gpu_agent/jailed_child.py``: the task in, a bounded JSON outcome
-back, never unpickled. Where the jail does not work, such a child is never started: the
+back, never unpickled. A child that fails before READY is the agent's failure
+(``agent-error``); after READY a solution that runs in the child's process may write the
+report itself, so a malformed report is ``invalid-report`` (the case's error) and a reported
+agent failure is ``late-agent-error``, which the harness believes only where no submitted
+code ran on the host. Where the jail does not work, such a child is never started: the
 result is the agent's failure (``agent-error``, "no sandbox available").
 
 Without ``sandboxed`` (the device probe: the agent's own code only) the child is a
@@ -62,9 +66,16 @@ STARTUP_TIMEOUT_S = 120.0
 _READ_CHUNK = 1 << 16
 
 
+# What the agent says of a jailed child's malformed report (fixed: no child's text).
+INVALID_REPORT = "sent a malformed report after it was ready: the case is an invalid report"
+
+
 @dataclass(frozen=True)
 class ChildResult:
-    kind: str  # "ok", "agent-error", "died", "timeout"
+    # "ok", "agent-error", "died", "timeout"; for a jailed child, "invalid-report" (a
+    # malformed report) and "late-agent-error" (it reported an agent failure after READY,
+    # when submitted code may have been writing the report: see harness.child_outcome).
+    kind: str
     value: Any = None
     detail: str = ""
 
@@ -171,8 +182,14 @@ def run_jailed(
         try:
             roots = jail.import_roots(modules)
             argv = jail.python_argv(roots, "gpu_agent.jailed_child", str(report_write))
+            jailed = jail.command(argv, workdir, gpu=gpu, modules=modules)
+        except jail.UnsafeMount as exc:  # nothing started: the agent's own setup is at fault
+            os.close(report_read)
+            os.close(report_write)
+            return ChildResult("agent-error", f"{jail.NO_SANDBOX}: {exc}")
+        try:
             process = subprocess.Popen(  # noqa: S603 - argv built here, no shell
-                jail.command(argv, workdir, gpu=gpu, modules=modules),
+                jailed,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
@@ -224,8 +241,12 @@ class _Watch:
                     return ChildResult("timeout", detail=f"no result within {timeout_s:g} s")
                 return ChildResult("died", detail=describe_exit(self._exit_code()))
             kind, value = parse_report(self.frames[1])
-        except ProtocolError as exc:
-            return ChildResult("died", detail=f"sent a malformed report ({exc})")
+        except ProtocolError:
+            return ChildResult("invalid-report", detail=INVALID_REPORT)
+        if kind != "ok":
+            # After READY, submitted host code (a Python solution) may have written it: the
+            # caller decides whether this child's word on an agent failure can be taken.
+            return ChildResult("late-agent-error", value)
         return ChildResult(kind, value)
 
     def _wait_for_frames(self, count: int) -> bool:

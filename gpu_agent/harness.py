@@ -60,7 +60,7 @@ import hashlib
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from domain.errors import DomainError
@@ -83,7 +83,9 @@ from gpu_agent.python_solutions.spec import (
 )
 from gpu_agent.result_assembly import (
     case_record,
+    checked_timing,
     environment,
+    invalid_report,
     job_build,
     python_build,
     suite_summary,
@@ -290,12 +292,28 @@ def _case_task(
     )
 
 
-def _child_outcome(child: ChildResult, case: str) -> CaseOutcome:
-    """The case's outcome from how its child ended; HarnessError for the agent's failures."""
+# What the agent logs of a Python-solution child's claim of an agent failure (none of its text).
+UNTRUSTED_AGENT_ERROR = "the case child claimed an agent failure after it was ready"
+
+
+def child_outcome(
+    child: ChildResult, case: str, timing: TimingTerms, *, host_code: bool
+) -> CaseOutcome:
+    """The case's outcome from how its child ended, its timing judged by the agent against
+    the terms it sent (``checked_timing``); HarnessError for the agent's failures.
+
+    ``host_code``: submitted code ran in the child's own process (a Python solution), so
+    it may have written the report, a claimed agent failure included: that is the case's
+    ``invalid-report``, and its text is dropped — the job does not close as the agent's
+    failure on the solution's word. A declarative child runs submitted code only on the
+    device (a cubin), so its agent failures are the agent's."""
     if child.kind == "ok":
-        outcome: CaseOutcome = child.value
-        return outcome
-    if child.kind == "agent-error":
+        return checked_timing(child.value, timing)
+    if child.kind == "invalid-report":
+        return replace(invalid_report(), reason=f"the case child {child.detail}")
+    if child.kind == "late-agent-error" and host_code:
+        return replace(invalid_report(), reason=UNTRUSTED_AGENT_ERROR)
+    if child.kind in ("agent-error", "late-agent-error"):
         raise HarnessError(f"case {case}: agent failure: {child.value}")
     if child.kind == "timeout":
         return CaseOutcome(
@@ -422,7 +440,7 @@ def _declarative_case(
         sandboxed=True,  # the jail: nvcc and the kernel see nothing of the agent's
         limits=python_job.case_limits(backend_name, config.case_timeout_s),
     )
-    return _child_outcome(child, workload.uuid)
+    return child_outcome(child, workload.uuid, task.timing, host_code=False)
 
 
 def _python_case(
@@ -454,7 +472,7 @@ def _python_case(
         sandboxed=True,
         limits=python_job.case_limits(backend_name, config.case_timeout_s),
     )
-    return _child_outcome(child, workload.uuid)
+    return child_outcome(child, workload.uuid, task.timing, host_code=True)
 
 
 def validate_result(result: Mapping[str, Any]) -> None:

@@ -11,6 +11,9 @@ stdout, which the solution may write to). The child writes two: :data:`READY` on
 read its task and entered the sandbox — before it runs anything submitted, so a child that
 dies before it is the agent's failure, one that dies after it the case's — and then its
 report, ``{"kind": "ok", "outcome": {...}}`` or ``{"kind": "agent-error", "detail": "..."}``.
+The agent believes neither blindly: it takes an agent-error after READY as the case's invalid
+report (the solution could have written it), and judges an ok outcome's timing itself
+(``result_assembly.checked_timing``).
 After READY the child's stdout and stderr go to /dev/null: the agent reads nothing the
 solution prints.
 

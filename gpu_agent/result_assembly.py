@@ -13,12 +13,14 @@ import importlib.metadata
 import platform
 import statistics
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from pydantic import ValidationError
 
 from domain.statements import (
     MAX_RERUN_SAMPLES,
+    RERUN_CLOCK_KEYS,
     TIMER_REFERENCES,
     CaseReason,
     CaseStatus,
@@ -31,7 +33,7 @@ from domain.statements import (
     is_case_reason,
 )
 from gpu_agent import stats
-from gpu_agent.case_task import CaseOutcome
+from gpu_agent.case_task import CaseOutcome, TimingTerms
 from gpu_agent.python_solutions.spec import TorchSolution
 
 # Signed words come from the rerun vocabulary (domain/statements.py), never from a case
@@ -100,6 +102,57 @@ def _cross_check(check: Mapping[str, Any]) -> dict[str, Any] | None:
     record |= {k: check[k] for k in _CROSS_NUMBERS if k in check}
     record["outcome"] = check["outcome"]
     return record
+
+
+# The agent's own words for a case whose report it does not believe (never the child's).
+INVALID_REPORT_REASON = "the case child's report is not one the agent's harness could make"
+
+
+def invalid_report() -> CaseOutcome:
+    """A case the agent signs as ``invalid-report``: nothing of the child's report kept."""
+    return CaseOutcome(
+        CaseStatus.ERROR.value, INVALID_REPORT_REASON, code=CaseReason.INVALID_REPORT
+    )
+
+
+def checked_timing(outcome: CaseOutcome, timing: TimingTerms) -> CaseOutcome:
+    """``outcome`` as the agent signs it: its timing judged by the agent, not the child.
+
+    A case child holds submitted code, which can write the report itself (a Python solution
+    finds the pipe in /proc/self/fd). So the agent keeps only the samples and recomputes from
+    them, with the very terms it sent, what the child computed: the latency summary
+    (``timing.summarize``, the child's rule), the roofline floor and its check — a passed
+    case whose median is under ``factor × floor`` is an impossible time, whatever the child
+    said. A passed case needs the stop rule's sample count (``min_samples`` to
+    ``max_samples``); samples the stop rule cannot give (too few or many, not finite,
+    negative) make the case an ``invalid-report`` error."""
+    passed = outcome.status == CaseStatus.PASSED.value
+    samples = outcome.samples_ns
+    if not samples:
+        return invalid_report() if passed else replace(outcome, latency=None, floor_ns=None)
+    stop = timing.stop
+    if passed and not stop.min_samples <= len(samples) <= stop.max_samples:
+        return invalid_report()
+    try:
+        summary = timing.summarize(samples)
+    except ValueError:  # not finite, or negative: no timer gives such a sample
+        return invalid_report()
+    floor_ns = timing.floor()[0]
+    checked = replace(
+        outcome,
+        latency=summary.to_json(),
+        # Where the child held the case to the floor (always, for a passed one): the agent's.
+        floor_ns=floor_ns if passed or outcome.floor_ns is not None else None,
+    )
+    if passed and timing.below_floor(summary.median, floor_ns):
+        return replace(
+            checked,
+            status=CaseStatus.IMPOSSIBLE_TIME.value,
+            reason="impossible time: the median is under the agent's roofline floor check",
+            code=CaseReason.BELOW_ROOFLINE_FLOOR,
+            round=None,
+        )
+    return checked
 
 
 def _invalid(case: str) -> dict[str, Any]:
@@ -224,13 +277,18 @@ def suite_summary(outcomes: Sequence[CaseOutcome], seed: int, resamples: int) ->
     }
 
 
+# The clocks a case child reads while timing (case_child.clocks_by_name): only these names
+# are taken from its report, whatever other names it sends.
+TIMED_CLOCKS = ("sm", "memory")
+
+
 def timing_clocks(outcomes: Sequence[CaseOutcome]) -> dict[str, list[float]]:
     """Every clock reading taken during the cases' timed batches, by clock name."""
     merged: dict[str, list[float]] = {}
     for outcome in outcomes:
-        for name, readings in outcome.timing_clocks_mhz.items():
-            merged.setdefault(name, []).extend(readings)
-    return merged
+        for name in TIMED_CLOCKS:
+            merged.setdefault(name, []).extend(outcome.timing_clocks_mhz.get(name, []))
+    return {name: readings for name, readings in merged.items() if readings}
 
 
 def environment(
@@ -256,6 +314,8 @@ def environment(
         if readings:
             clocks[f"{name}.timed.min"] = float(min(readings))
             clocks[f"{name}.timed.max"] = float(max(readings))
+    # The end fingerprint comes from a case child's report: only the vocabulary's names.
+    clocks = {key: value for key, value in clocks.items() if key in RERUN_CLOCK_KEYS}
     if clocks:
         env["clocks"] = clocks
     temperature = {
