@@ -59,9 +59,11 @@ def agent(
         from gpu_agent.agent import Agent, LedgerApi  # noqa: PLC0415 - needs the agent extra
         from gpu_agent.backends.registry import BACKEND_NAMES, GPU_BACKEND  # noqa: PLC0415
         from gpu_agent.harness import HarnessConfig  # noqa: PLC0415
-        from gpu_agent.jail import unavailable  # noqa: PLC0415
+        from gpu_agent.jail import protect, unavailable  # noqa: PLC0415
     except ImportError as exc:
         raise fail("missing-extra", f"{exc}; {AGENT_EXTRA_HINT}") from None
+    # No jail may mount a folder holding the key (its home and working directory neither).
+    protect(key)
     backend = backend or GPU_BACKEND
     if backend not in BACKEND_NAMES:
         raise typer.BadParameter(f"unknown backend {backend!r} (known: {', '.join(BACKEND_NAMES)})")

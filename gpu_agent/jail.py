@@ -23,12 +23,18 @@ working bwrap exists (:func:`unavailable` probes once per process by jailing a t
 interpreter), nothing that holds submitted code runs at all: there is no unjailed mode.
 
 On the GPU backend the jail also gets the NVIDIA device nodes, ``/sys`` (read-only; the
-driver reads PCI topology there) and the CUDA toolkit's directory, so that nvcc and the
-CUDA context both live inside it.
+driver reads PCI topology there), the CUDA toolkit's ``bin``, ``lib64``, ``include`` and
+``nvvm`` folders (never its root, which the environment names: ``KERNELINDEX_NVCC=/root/bin/nvcc``
+once mounted ``/root``) and the absolute entries of ``LD_LIBRARY_PATH``, so that nvcc and the
+CUDA context both live inside it. No relative path is ever mounted, and a jail that would
+mount a folder holding the agent's key file (:func:`protect`), home or working directory is
+not started (:class:`UnsafeMount`, the agent's failure): inside the jail the agent's files
+are readable by the jailed user.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import glob
 import os
@@ -78,22 +84,104 @@ def import_roots(modules: Iterable[str]) -> list[Path]:
     return [root for root in map(package_root, names) if root is not None]
 
 
-def readonly_roots(gpu: bool) -> list[Path]:
-    """Every folder the jail mounts read-only, besides the import roots."""
+# The CUDA toolkit's folders nvcc and a CUDA context need: never the toolkit's whole root,
+# which may be any folder (a KERNELINDEX_NVCC of /root/bin/nvcc names /root).
+TOOLKIT_FOLDERS = ("bin", "lib64", "include", "nvvm")
+# (source on the host, where it appears in the jail): the same path, but for a toolkit
+# folder that is a symlink (lib64 → targets/…/lib), also bound at the symlink's path.
+Mount = tuple[Path, Path]
+
+# Paths no mounted folder may hold, besides the agent's home and working directory: the
+# agent's key file, told by the agent at start (:func:`protect`). Process-wide: one agent,
+# one key.
+_PROTECTED: list[Path] = []
+
+
+class UnsafeMount(Exception):
+    """A folder the jail would mount holds the agent's key, home or working directory."""
+
+
+def protect(path: str | os.PathLike[str]) -> None:
+    """Refuse every jail that would mount a folder holding ``path`` (the agent's key file;
+    the agent calls this once at start, before any case)."""
+    _PROTECTED.append(Path(path).resolve())
+
+
+def protected_paths() -> list[Path]:
+    """The agent's key file(s), home and working directory, resolved."""
+    paths = list(_PROTECTED)
+    with contextlib.suppress(OSError, RuntimeError):  # no HOME and no passwd entry
+        paths.append(Path.home().resolve())
+    with contextlib.suppress(OSError):
+        paths.append(Path.cwd().resolve())
+    return paths
+
+
+def _absolute(text: str | None) -> Path | None:
+    """``text`` as a path, or None when it is empty or relative: a relative path would be
+    resolved against the agent's working directory, where its key often sits."""
+    if not text or not os.path.isabs(text):
+        return None
+    return Path(os.path.normpath(text))
+
+
+def _toolkit(root: Path) -> list[Mount]:
+    mounts: list[Mount] = []
+    for name in TOOLKIT_FOLDERS:
+        folder = root / name
+        if folder.is_dir():
+            real = folder.resolve()
+            mounts.append((real, real))
+            if real != folder:
+                mounts.append((real, folder))
+    return mounts
+
+
+def readonly_mounts(gpu: bool) -> list[Mount]:
+    """Every read-only mount of the jail, besides the import roots: system and Python paths,
+    and on a GPU the CUDA toolkit's folders and the library path's absolute entries.
+    UnsafeMount when one of them holds a path of :func:`protected_paths`."""
     roots = {Path("/usr"), Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}
     roots.add(Path(sys.executable).resolve().parent)
+    extra: list[Mount] = []
     if gpu:
-        for name in ("CUDA_HOME", "CUDA_PATH"):
-            if os.environ.get(name):
-                roots.add(Path(os.environ[name]).resolve())
-        nvcc = os.environ.get("KERNELINDEX_NVCC") or shutil.which("nvcc")
-        if nvcc:
-            roots.add(Path(nvcc).resolve().parent.parent)
-        roots.update(
-            Path(p).resolve() for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p
-        )
+        toolkits = [_absolute(os.environ.get(name)) for name in ("CUDA_HOME", "CUDA_PATH")]
+        nvcc = _absolute(os.environ.get("KERNELINDEX_NVCC") or shutil.which("nvcc"))
+        toolkits.append(nvcc.parent.parent if nvcc is not None else None)
+        for toolkit in filter(None, toolkits):
+            extra += _toolkit(toolkit)
+        for entry in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
+            folder = _absolute(entry)
+            if folder is not None:
+                roots.add(folder.resolve())
+    roots.update(source for source, target in extra if source == target)
     found = sorted(r for r in roots if r.is_dir() and r != Path("/"))
-    return [r for r in found if not any(o != r and r.is_relative_to(o) for o in found)]
+    kept = [r for r in found if not any(o != r and r.is_relative_to(o) for o in found)]
+    # A symlinked toolkit folder already visible through a kept root needs no bind of its own.
+    links = sorted(
+        {(s, t) for s, t in extra if s != t and not any(t.is_relative_to(r) for r in kept)}
+    )
+    mounts = [(r, r) for r in kept] + links
+    refuse_unsafe(source for source, _ in mounts)
+    return mounts
+
+
+def readonly_roots(gpu: bool) -> list[Path]:
+    """The host folders the jail mounts read-only, besides the import roots."""
+    return sorted({source for source, _ in readonly_mounts(gpu)})
+
+
+def refuse_unsafe(sources: Iterable[Path]) -> None:
+    """UnsafeMount when a folder of ``sources`` is, or holds, a protected path."""
+    protected = protected_paths()
+    for source in sources:
+        held = [p for p in protected if p.is_relative_to(source)]
+        if held:
+            raise UnsafeMount(
+                f"the jail would mount {source}, which holds {held[0]} (the agent's key, home "
+                "or working directory); point CUDA_HOME, KERNELINDEX_NVCC and LD_LIBRARY_PATH "
+                "at folders that hold none of them, and run the agent elsewhere"
+            )
 
 
 def _mounts(gpu: bool, modules: Iterable[str]) -> list[str]:
@@ -103,8 +191,10 @@ def _mounts(gpu: bool, modules: Iterable[str]) -> list[str]:
             args += ["--symlink", os.readlink(link), link]
         elif os.path.isdir(link):
             args += ["--ro-bind", link, link]
-    for root in [*readonly_roots(gpu), *import_roots(modules)]:
-        args += ["--ro-bind", str(root), str(root)]
+    roots = import_roots(modules)
+    refuse_unsafe(roots)
+    for source, target in [*readonly_mounts(gpu), *((r, r) for r in roots)]:
+        args += ["--ro-bind", str(source), str(target)]
     for path in _SYSTEM_FILES:
         args += ["--ro-bind-try", path, path]
     args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]  # noqa: S108 - its own
@@ -120,7 +210,8 @@ def command(
 ) -> list[str]:
     """``argv`` run in the jail (see the module doc), ``workdir`` mounted writable at
     :data:`WORKDIR`. ``modules``: further modules the child imports (their packages are
-    mounted). Raises FileNotFoundError when there is no bwrap."""
+    mounted). Raises FileNotFoundError when there is no bwrap, UnsafeMount when a folder it
+    would mount holds the agent's key, home or working directory."""
     bwrap = bwrap_path()
     if bwrap is None:
         raise FileNotFoundError("bwrap is not on PATH")
@@ -180,7 +271,10 @@ def unavailable() -> str | None:
         "import os; print(os.getuid(), sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))"
     )
     with tempfile.TemporaryDirectory(prefix="kernelindex-jail-") as workdir:
-        argv = command([sys.executable, "-I", "-c", check], workdir)
+        try:
+            argv = command([sys.executable, "-I", "-c", check], workdir)
+        except UnsafeMount as exc:
+            return f"{NO_SANDBOX}: {exc}"
         try:
             done = subprocess.run(  # noqa: S603 - argv built here, no shell
                 argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False
