@@ -3,13 +3,17 @@
 Two bindings, each written once here and called by admission, by the evidence policy's fold
 (``domain.run_facts.RunFold``) and by the offline verifier:
 
-* **A job is bound to its run's code.** Its solution (``artifactDigest``) and workload
-  (``workloadDigest``) are exactly the artifacts the run's own signed manifests name
-  (:func:`domain.importers.records.rerun_artifacts`: the implementation's artifact reference
-  or pinned source, and the workload's artifact reference). A run whose manifests name no
-  solution or no workload artifact cannot be rerun: a job that measures code the run does not
-  name says nothing about the run. (Admission and the verifier also require both artifacts to
-  be held: by the ledger's store, or carried in the bundle.)
+* **A job is bound to its run's code,** by the run's digests alone (never by
+  ``metadata.sourceRefs``, which no digest covers and an ingester or attachment may write):
+  its solution (``artifactDigest``) is exactly the implementation's digested
+  ``spec.source.contentDigest``, and a run whose implementation pins none, or references an
+  artifact other than the one it pins, cannot be rerun (:func:`job_code_problem`, which needs
+  no bytes: the fold applies it). Its workload (``workloadDigest``) is the artifact the
+  workload manifest references, and that artifact's content must rebuild the run's workload
+  manifest digest exactly (:func:`workload_content_problem`: the suite of all its workloads
+  for a suite, the one workload alone for a case). Admission (the ledger's store) and the
+  offline verifier (the bundle's artifacts) check the content too, and that both are held
+  (``ledger.authority.job_code.check_job_code``).
 * **An agent key is bound to device classes.** Its registration names them: a GPU class
   (backend ``cuda``, a product and an architecture, e.g. ``NVIDIA B200/sm_100``) or a test
   backend class (``cpu-test``). A claim or result must come from a device of one of the key's
@@ -21,11 +25,16 @@ Two bindings, each written once here and called by admission, by the evidence po
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
+from domain.documents import parse_json
 from domain.errors import DomainError, ManifestError
+from domain.importers.fields import RECORD_ERRORS
+from domain.importers.flashinfer_trace import workload_case_digests
 from domain.importers.records import rerun_artifacts
+from domain.importers.sol_execbench import map_definition
 from domain.statements import MEASURING_BACKENDS, TEST_BACKENDS, KeyPredicate, Role
 
 
@@ -134,12 +143,20 @@ def check_agent_registration(predicate: KeyPredicate) -> None:
 def job_code_problem(
     manifests: Mapping[str, Any], artifact_digest: str, workload_digest: str
 ) -> str | None:
-    """Why a job naming these artifacts does not measure the run's own code (None: it does)."""
+    """Why a job naming these artifacts does not measure the run's own code (None: it does),
+    as far as digests tell: the workload's content is :func:`workload_content_problem`'s."""
     named = rerun_artifacts(manifests)
+    if named.unpinned_solution is not None:
+        return (
+            f"the run's implementation references the solution artifact "
+            f"{named.unpinned_solution}, which is not the source it pins "
+            "(spec.source.contentDigest): a reference enters no digest, so no job can be bound "
+            "to the run's own code"
+        )
     if named.solution is None:
         return (
-            "the run's manifests name no solution artifact (its implementation references none "
-            "and pins no source), so no job can measure the run's own code"
+            "the run's manifests name no solution artifact (its implementation pins no source "
+            "by spec.source.contentDigest), so no job can measure the run's own code"
         )
     if named.workload is None:
         return (
@@ -149,11 +166,56 @@ def job_code_problem(
     if artifact_digest != named.solution:
         return (
             f"the job's solution artifact {artifact_digest} is not the run's own: its "
-            f"manifests name {named.solution}"
+            f"manifests name {named.solution} (the implementation's pinned source)"
         )
     if workload_digest != named.workload:
         return (
             f"the job's workload artifact {workload_digest} is not the run's own: its "
             f"manifests name {named.workload}"
+        )
+    return None
+
+
+def _rebuilt_workloads(definition: Mapping[str, Any], workloads: list[Any]) -> set[str]:
+    """The workload manifest digests an artifact's definition and workloads rebuild, under
+    each mapping a rerunnable source uses: the suite of all of them (SOL-ExecBench, direct
+    submissions) and, for a single workload, that case (SOL-ExecBench's and
+    FlashInfer-Bench's). A definition a mapping cannot read rebuilds nothing under it."""
+    rebuilt: set[str] = set()
+    try:
+        mapped = map_definition(definition, workloads)
+        rebuilt.add(mapped.suite_digest or "")
+        if len(workloads) == 1:
+            rebuilt.update(mapped.case_digests.values())
+    except DomainError:
+        pass
+    if len(workloads) == 1:
+        with contextlib.suppress(*RECORD_ERRORS):
+            rebuilt.update(workload_case_digests(definition, workloads))
+    return rebuilt - {""}
+
+
+def workload_content_problem(content: bytes, workload_manifest_digest: str) -> str | None:
+    """Why a workload artifact is not exactly the run's workload (None: it is).
+
+    The run names its workload by manifest digest (``run.spec.workloadDigest``); the artifact
+    is what the agent runs. Mapped as the importer maps it, the artifact must rebuild that
+    digest: as a suite, from all of its workloads, nothing more or less; as a case, from its
+    one workload alone. One case of a suite, or a suite holding the run's case among others,
+    is not what the run measured.
+    """
+    try:
+        document = parse_json(content)
+    except DomainError as exc:
+        return f"the workload artifact is not JSON: {exc.message}"
+    if not isinstance(document, dict) or not isinstance(document.get("definition"), dict):
+        return "the workload artifact is not {definition, workloads}"
+    workloads = document.get("workloads")
+    if not isinstance(workloads, list) or not workloads:
+        return "the workload artifact holds no workloads"
+    if workload_manifest_digest not in _rebuilt_workloads(document["definition"], workloads):
+        return (
+            f"the workload artifact does not describe the run's workload "
+            f"{workload_manifest_digest}: mapped as its source maps it, it rebuilds another"
         )
     return None

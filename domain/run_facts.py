@@ -279,7 +279,9 @@ class RunFold:
             self.samples[position] = rerun_samples(predicate)
             self.state = self.state.apply(facts)
         elif event == EventName.RUN_RERUN_REQUESTED:
-            # Judged against the manifests as they stand at the request, as admission did.
+            # Judged against the manifests as they stand at the request, as admission did,
+            # by digests only (the pinned solution, the named workload): the workload's bytes
+            # are checked by admission and, offline, by the verifier (check_job_code).
             code = (str(predicate["artifactDigest"]), str(predicate["workloadDigest"]))
             problem = job_code_problem(self.ingestion["manifests"], *code)
             self.jobs[str(predicate["jobId"])] = code if problem is None else None

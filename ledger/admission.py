@@ -487,9 +487,16 @@ class Admission:
 
     def _rerun_request(self, envelope: Envelope, statement: Statement) -> Outcome:
         def request(run: Run, signed: Signed, job: RerunRequestPredicate, now: datetime) -> None:
-            # The job measures the run's own code, held here (domain.rerun_binding).
-            held = ArtifactStore(self.store).has
-            check_job_code(run.manifests(), job.artifactDigest, job.workloadDigest, held)
+            # The job measures the run's own code, held here (domain.rerun_binding): the
+            # workload's bytes are checked too, since no digest covers its reference.
+            store = ArtifactStore(self.store)
+            check_job_code(
+                run.manifests(),
+                job.artifactDigest,
+                job.workloadDigest,
+                store.has,
+                lambda digest: store.get(digest).content if store.has(digest) else None,
+            )
             run.request_rerun(signed, job, now)
 
         return self._about_run(envelope, statement, RerunRequestPredicate, request)

@@ -1,9 +1,10 @@
 """Rerun requests: what a request for a run asks an agent to fetch, and the checks before it.
 
 A request names the solution and workload artifacts by digest (the agent fetches and re-hashes
-them) and the hardware. The artifacts are always the ones the run's own manifests name
-(:func:`domain.importers.records.rerun_artifacts`: direct submissions, SOL-ExecBench folder and
-FlashInfer-Bench imports name them): a job is bound to its run's code
+them) and the hardware. The artifacts are always the ones the run's own digests bind
+(:func:`domain.importers.records.rerun_artifacts`: direct submissions and SOL-ExecBench folder
+imports pin their solution; a FlashInfer-Bench implementation pins only its entry file, so
+such a run cannot be rerun): a job is bound to its run's code
 (:mod:`domain.rerun_binding`), and :func:`check_job_code` is that rule with the artifacts held,
 as admission, the CLI and the offline verifier apply it. A run whose manifests name no
 solution cannot be rerun: there is no override, since a job measuring code the run does not
@@ -12,19 +13,16 @@ name could not verify the run. Only the hardware may be chosen.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from domain.documents import parse_json
 from domain.errors import DomainError
-from domain.importers.fields import RECORD_ERRORS
-from domain.importers.flashinfer_trace import workload_case_digests
 from domain.importers.records import rerun_artifacts
-from domain.importers.sol_execbench import map_definition
 from domain.importers.sol_execbench.vocabulary import architecture_of_product
 from domain.manifests.manifest_set import check_manifest_set
+from domain.rerun_binding import job_code_problem, workload_content_problem
 from ledger.authority.job_code import UnboundJobError, check_job_code
 from ledger.errors import NotFoundError
 from ledger.store.artifacts import ArtifactNotFound, ArtifactStore
@@ -57,7 +55,7 @@ def _source_of(manifests: Mapping[str, Any]) -> str:
 def _missing(manifests: Mapping[str, Any], solution: bool, workload: bool) -> RerunRequestError:
     """Why a request cannot be made from the run alone: what its source did not publish."""
     lacking = [
-        *(["solution (its implementation names no source artifact)"] if not solution else []),
+        *(["solution (its implementation pins no source)"] if not solution else []),
         *(["definition and workloads"] if not workload else []),
     ]
     return RerunRequestError(
@@ -107,6 +105,8 @@ def rerun_target(
             "the run's environment does not state its GPU product and architecture; "
             "give --gpu and --arch"
         )
+    if named.unpinned_solution is not None:
+        raise RerunRequestError(str(job_code_problem(manifests, "", "")))
     if not chosen_solution or not chosen_workload:
         raise _missing(manifests, bool(chosen_solution), bool(chosen_workload))
     return RerunTarget(
@@ -120,39 +120,13 @@ def rerun_target(
     )
 
 
-def _described_workloads(definition: Mapping[str, Any], workloads: list[Any]) -> set[str]:
-    """The workload manifest digests an artifact's definition and workloads map to, under
-    each mapping a rerunnable source uses (SOL-ExecBench's suite and cases, FlashInfer-Bench's
-    cases): a definition one of them cannot read simply describes nothing under it."""
-    described: set[str] = set()
-    try:
-        mapped = map_definition(definition, workloads)
-        described.update({mapped.suite_digest or "", *mapped.case_digests.values()})
-    except DomainError:
-        pass
-    with contextlib.suppress(*RECORD_ERRORS):
-        described.update(workload_case_digests(definition, workloads))
-    return described - {""}
-
-
 def check_workload_artifact(content: bytes, workload_manifest_digest: str) -> None:
-    """Refuse a workload artifact that does not rebuild the run's workload manifest.
-
-    The run names its workload by manifest digest; the artifact is what the agent will run.
-    Mapping the artifact's definition and workloads as the importer does must give that
-    digest (as the suite of all of them, or as one of their cases), else the rerun would
-    measure something other than what the run claims.
-    """
-    document = parse_json(content)
-    if not isinstance(document, dict) or not isinstance(document.get("definition"), dict):
-        raise RerunRequestError("the workload artifact is not {definition, workloads}")
-    workloads = document.get("workloads")
-    if not isinstance(workloads, list) or not workloads:
-        raise RerunRequestError("the workload artifact holds no workloads")
-    if workload_manifest_digest not in _described_workloads(document["definition"], workloads):
-        raise RerunRequestError(
-            f"the workload artifact does not describe the run's workload {workload_manifest_digest}"
-        )
+    """Refuse a workload artifact that does not rebuild the run's workload manifest exactly
+    (``domain.rerun_binding.workload_content_problem``, the rule admission and the verifier
+    hold a job to): checked here before anything is signed."""
+    problem = workload_content_problem(content, workload_manifest_digest)
+    if problem is not None:
+        raise RerunRequestError(problem)
 
 
 ArtifactFetch = Callable[[str], bytes | None]

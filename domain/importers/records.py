@@ -68,11 +68,12 @@ class Skipped(Rejection):
 # One rule for every source that publishes a runnable solution (direct submissions,
 # SOL-ExecBench folders, FlashInfer-Bench traces): the workload the agent runs is the JSON of
 # ``{"definition": ..., "workloads": [...]}`` (:func:`workload_artifact`), and the run names
-# it — and, where the implementation's ``spec.source`` is not itself the solution document,
-# the solution too — as a ``kernelindex:artifact/<digest>`` entry of that manifest's
+# it as a ``kernelindex:artifact/<digest>`` entry of the workload manifest's
 # ``metadata.sourceRefs`` (:func:`referencing`; read back by :func:`rerun_artifacts`).
-# Metadata never enters a digest, so the reference is signed (it is in the ingestion
-# statement) without changing which workload or implementation the run is about.
+# Metadata never enters a digest, so a reference is only a name: a job's solution is the
+# implementation's digested ``spec.source`` and its workload must rebuild the run's workload
+# digest (``domain.rerun_binding``). FlashInfer-Bench also references its solution document,
+# which its implementation does not pin (only the entry file): such a run cannot be rerun.
 
 ARTIFACT_URI_PREFIX: Final = "kernelindex:artifact/"
 WORKLOAD_MEDIA_TYPE: Final = "application/vnd.kernelindex.rerun-workload+json"
@@ -138,18 +139,37 @@ class RerunArtifacts:
 
     solution: str | None
     workload: str | None
+    # An artifact the implementation's ``sourceRefs`` name that its pinned source is not
+    # (a FlashInfer-Bench solution document, whose implementation pins only the entry file;
+    # or a reference added to redirect a job): no digest of the run binds it.
+    unpinned_solution: str | None = None
 
 
 def rerun_artifacts(manifests: Mapping[str, Any]) -> RerunArtifacts:
     """The solution and workload artifacts a run's manifest set names (None: not named).
 
-    The solution is the one the implementation references, else its ``spec.source``
-    content digest (a SOL solution document pinned whole, a submission's solution.json).
+    The solution is the implementation's ``spec.source.contentDigest`` (a SOL solution
+    document pinned whole, a submission's solution.json as submitted): a digested field, so
+    the run's digests name it. ``metadata.sourceRefs`` enters no digest: an artifact reference
+    there that is not the pinned source leaves the run with no solution (``unpinned_solution``
+    says which), never one an ingester chose. The workload is the workload manifest's artifact
+    reference, a name only: its content is bound by rebuilding the run's workload digest
+    (``domain.rerun_binding.workload_content_problem``).
     """
-    implementation = manifests.get("implementation")
-    source = (implementation or {}).get("spec", {}).get("source") or {}
+    implementation = manifests.get("implementation") or {}
+    source = implementation.get("spec", {}).get("source") or {}
     content = source.get("contentDigest") if isinstance(source, Mapping) else None
-    solution = referenced_artifact(implementation) or (
-        str(content) if isinstance(content, str) else None
+    pinned = str(content) if isinstance(content, str) else None
+    metadata = implementation.get("metadata")
+    refs = metadata.get("sourceRefs") if isinstance(metadata, Mapping) else None
+    referenced = [
+        str(ref["url"])[len(ARTIFACT_URI_PREFIX) :]
+        for ref in (refs if isinstance(refs, list) else [])
+        if is_artifact_reference(ref)
+    ]
+    unpinned = next((digest for digest in referenced if digest != pinned), None)
+    return RerunArtifacts(
+        pinned if unpinned is None else None,
+        referenced_artifact(manifests.get("workload")),
+        unpinned,
     )
-    return RerunArtifacts(solution, referenced_artifact(manifests.get("workload")))

@@ -43,11 +43,13 @@ module holds the state between lines and the verdict's assembly.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from domain.errors import DomainError
+from domain.importers.records import WORKLOAD_MEDIA_TYPE
 from domain.rerun_binding import DeviceClass
 from ledger.authority import KeyBook
 from ledger.event_verification import EventVerification, learn_key
@@ -109,6 +111,8 @@ class BundleVerifier:
         self.keys = KeyBook()
         self.runs = RunTracker(self._devices_of)
         self.artifacts: set[str] = set()  # the digests of the artifacts the bundle carries
+        # The bytes of its rerun workloads (small), whose content a job's binding checks.
+        self.workloads: dict[str, bytes] = {}
         self.complete = Completeness()
         self.consistency: dict[int, list[bytes]] = {}
         self.scope: dict[str, Any] | None = None
@@ -225,7 +229,7 @@ class BundleVerifier:
             check_scope(self.scope, heads, report)
         try:
             self.runs.check_groups(report, heads)
-            self.runs.check_measured_code(report, self.artifacts.__contains__)
+            self.runs.check_measured_code(report, self.artifacts.__contains__, self.workloads.get)
             self.runs.check_claims(report, heads)
             if self.policy.expect is not None:
                 self.runs.check_expectation(report, self.policy.expect, heads)
@@ -367,6 +371,9 @@ class BundleVerifier:
         digest = check_artifact(where, record, self.report)
         if digest is not None:
             self.artifacts.add(digest)
+            if record.get("mediaType") == WORKLOAD_MEDIA_TYPE:
+                # Checked above: it decodes, to these bytes' digest.
+                self.workloads[digest] = base64.b64decode(str(record["content"]))
 
     def _devices_of(self, key_id: str) -> frozenset[DeviceClass]:
         """A key's device classes as its registration in the bundle names them."""

@@ -146,15 +146,29 @@ class RunTracker:
 
     # ------------------------------------------------------------------ checks
 
-    def check_measured_code(self, report: Report, carried: Callable[[str], bool]) -> None:
+    def check_measured_code(
+        self,
+        report: Report,
+        carried: Callable[[str], bool],
+        workload: Callable[[str], bytes | None],
+    ) -> None:
         """Each rerun that moved a run's level measured the run's own code, and the bundle
         carries it (``check_job_code``, as admission held it to the ledger's store): a result
-        for a job whose artifacts nobody can fetch shows nothing about the run."""
+        for a job whose artifacts nobody can fetch shows nothing about the run. The fold
+        checked the digests; here the carried workload's bytes must rebuild the run's workload
+        digest too (a request an older ledger admitted without that check fails here)."""
         for run, fold in sorted(self.runs.items()):
             manifests = fold.ingestion["manifests"]
-            for position, (solution, workload) in sorted(fold.measured.items()):
+            for position, (solution, workload_digest) in sorted(fold.measured.items()):
                 try:
-                    check_job_code(manifests, solution, workload, carried, held_by="the bundle")
+                    check_job_code(
+                        manifests,
+                        solution,
+                        workload_digest,
+                        carried,
+                        workload,
+                        held_by="the bundle",
+                    )
                 except DomainError as exc:
                     report.fail(
                         Check.ARTIFACT, f"rerun at position {position} of {run}", exc.message

@@ -4,7 +4,8 @@ A SOL-ExecBench folder with a trace and the FlashInfer-Bench fixture are importe
 home; the import stores the rerun artifacts (the solution document, and the definition with
 the run's workload), so a request needs no ``--solution`` or ``--workload``, and the job names
 digests whose bytes the agent fetches over HTTP. A run whose source published no solution is
-refused with what is missing, and nothing is appended.
+refused with what is missing, and nothing is appended; so is a FlashInfer-Bench run, whose
+implementation pins only its entry file, not the solution document an agent would run.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from domain.importers.records import WORKLOAD_MEDIA_TYPE, ImportRecord, rerun_ar
 from domain.importers.sol_execbench import map_sol_execbench
 from domain.importers.sol_leaderboard import map_sol_leaderboard
 from domain.manifests.manifest_set import check_manifest_set
-from gpu_agent.agent import Device, LedgerApi
 from ledger.home import LedgerHome
 from ledger.jobs import job
 from ledger.store.artifacts import ArtifactStore, artifacts
@@ -133,28 +133,27 @@ def test_importing_a_folder_again_appends_and_stores_nothing_new(cli: Cli, tmp_p
 # ---------------------------------------------------------------------- FlashInfer-Bench
 
 
-def test_an_imported_flashinfer_run_is_rerun_and_the_agent_fetches_its_bytes(cli: Cli) -> None:
+def test_an_imported_flashinfer_run_cannot_be_rerun_its_solution_is_pinned_by_no_digest(
+    cli: Cli,
+) -> None:
+    """A FlashInfer-Bench implementation pins only its entry file; the solution document an
+    agent would run is named by a reference no digest covers, so no job is bound to the run:
+    refused with why, locally and through a server, and nothing is appended."""
     assert cli.json("import", "flashinfer-trace", FLASHINFER)["new"] == 5
     record = _flashinfer_record("flashinfer_wrapper_74a870", "906efdc6")
-    requested = cli.json("rerun", "request", _digest(record))
-    _assert_request_names_the_imported_artifacts(cli, record, requested)
-    trace = json.loads(record.snapshot.content)
-    definition = json.loads((FLASHINFER / "definition.json").read_text())
-
+    named = rerun_artifacts(record.manifests)
+    assert named.solution is None and named.unpinned_solution is not None
+    count = cli.event_count()
+    refused = cli("rerun", "request", _digest(record), ok=False)
+    assert refused.exit_code == 1 and "Traceback" not in refused.output
+    assert "error[bad-rerun-request]" in refused.output
+    assert f"references the solution artifact {named.unpinned_solution}" in refused.output
+    assert "not the source it pins" in refused.output
     ledger = LedgerHome.at(cli.home, cli.db_url).open()
     with live_server(create_app(ledger, TEST_CONFIG)) as server:
-        api = LedgerApi(server.url)  # the agent's own client: fetch by digest, re-hash
-        device = Device(B200["product"], B200["architecture"], "sha256:" + "0" * 64, "cpu")
-        [listed] = [j for j in api.open_jobs(device, "agent") if j["jobId"] == requested["jobId"]]
-        package = json.loads(api.artifact(listed["workloadDigest"]))
-        assert package == {"definition": definition, "workloads": [trace["workload"]]}
-        solution = json.loads(api.artifact(listed["artifactDigest"]))
-        assert solution["name"] == "flashinfer_wrapper_74a870" and solution["sources"]
-
-        # And through the server: the CLI reads the run there and posts the signed request.
-        other = _flashinfer_record("claude-opus-4-1_triton_c9eea2", "1526086b")
-        remote = cli.json("rerun", "request", _digest(other)[:20], "--server", server.url)
-        _assert_request_names_the_imported_artifacts(cli, other, remote)
+        remote = cli("rerun", "request", _digest(record)[:20], "--server", server.url, ok=False)
+        assert "not the source it pins" in remote.output
+    assert cli.event_count() == count
 
 
 # ---------------------------------------------------------------- no solution, no request

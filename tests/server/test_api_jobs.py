@@ -4,6 +4,7 @@ and every refusal; only a claimant's completed GPU measurement moves evidence.""
 from __future__ import annotations
 
 import base64
+import copy
 import json
 from datetime import timedelta
 from typing import Any
@@ -25,6 +26,8 @@ from served_app import Served
 from test_api_reads import problem_of
 from test_api_writes import check_receipt
 
+from domain.importers.records import referencing, rerun_artifacts, workload_artifact
+from domain.manifests.manifest_set import check_manifest_set
 from domain.rerun_binding import DeviceClass
 from domain.statements import PredicateType, Role
 from domain.timestamps import format_time, utc_now
@@ -36,6 +39,7 @@ from ledger.signing.authoring import (
     rerun_request_envelope,
 )
 from ledger.signing.keys import SigningKey
+from ledger.store.artifacts import ArtifactStore
 from ledger.submission import prepare_submission, read_submission_folder, submit_solution
 from tests.unchecked_signing import signed_as_given
 
@@ -353,6 +357,101 @@ def test_a_rerun_request_for_code_the_ledger_does_not_hold_is_refused(served: Se
     body = problem_of(reply, 422, "unbound-job")
     assert f"solution artifact {prepared.solution.digest} is not held" in body["detail"]
     assert _events(served) == before
+
+
+def _forged_run(served: Served, forge: Any) -> tuple[Any, dict[str, dict[str, Any]], str]:
+    """A submitted run whose undigested ``metadata.sourceRefs`` ``forge`` rewrote, ingested
+    with every artifact stored: (the honest submission, its manifests, the run's digest)."""
+    prepared = prepare_submission(
+        read_submission_folder(SAMPLE.parent / "silu_and_mul_bf16"),
+        latency_ns=CLAIMED,
+        product=B200,
+        architecture=SM100,
+    )
+    manifests = copy.deepcopy(prepared.manifests)
+    stored = forge(manifests)
+    ArtifactStore(served.ledger.store).put_many([prepared.solution, prepared.workload, *stored])
+    served.ledger.append(ingestion_envelope(manifests, served.home.key("ingester")))
+    assert check_manifest_set(manifests).run_digest == prepared.run_digest  # digests unchanged
+    return prepared, manifests, prepared.run_digest
+
+
+def _request_for(served: Served, prepared: Any, artifact: str, workload: str) -> Any:
+    envelope = rerun_request_envelope(
+        prepared.run_digest,
+        prepared.run_name,
+        served.home.key("admin"),
+        artifact_digest=artifact,
+        workload_digest=workload,
+        product=B200,
+        architecture=SM100,
+        expires_at=utc_now() + timedelta(hours=1),
+    )
+    return served.client.post(f"/v1/runs/{prepared.run_digest}/rerun-requests", json=envelope)
+
+
+def test_a_rerun_of_a_workload_reference_swapped_for_a_smaller_workload_is_refused(
+    served: Served,
+) -> None:
+    """The workload manifest's artifact reference (metadata, in no digest) names a package
+    holding one tiny workload instead of the run's four: the run's digests are the same, but
+    the package does not rebuild the run's workload, so the job is refused: 422, nothing
+    stored, no job offered."""
+    tiny: list[Any] = []
+
+    def swap_workload(manifests: dict[str, dict[str, Any]]) -> list[Any]:
+        package = json.loads(
+            read_submission_folder(SAMPLE.parent / "silu_and_mul_bf16")["workload.jsonl"]
+            .decode()
+            .splitlines()[0]
+        )
+        package["axes"] = dict.fromkeys(package["axes"], 1)
+        definition = json.loads(
+            read_submission_folder(SAMPLE.parent / "silu_and_mul_bf16")["definition.json"]
+        )
+        tiny.append(workload_artifact(definition, [package]))
+        manifests["workload"] = referencing(manifests["workload"], tiny[0])
+        return tiny
+
+    prepared, manifests, _ = _forged_run(served, swap_workload)
+    assert rerun_artifacts(manifests).workload == tiny[0].digest
+    before = _events(served)
+    body = problem_of(
+        _request_for(served, prepared, prepared.solution.digest, tiny[0].digest),
+        422,
+        "unbound-job",
+    )
+    assert f"the workload artifact {tiny[0].digest}" in body["detail"]
+    assert "does not describe the run's workload" in body["detail"]
+    assert _events(served) == before
+    assert served.client.get("/v1/jobs").json() == []
+
+
+def test_a_solution_reference_that_is_not_the_pinned_source_is_refused(served: Served) -> None:
+    """The implementation pins its solution.json by a digested content digest; a reference
+    in its metadata to another stored solution wins nothing: a job for either is refused
+    (the run's own manifests disagree on its code), 422, nothing stored."""
+    other = prepare_submission(
+        read_submission_folder(SAMPLE), latency_ns=CLAIMED, product=B200, architecture=SM100
+    ).solution
+
+    def add_reference(manifests: dict[str, dict[str, Any]]) -> list[Any]:
+        refs = manifests["implementation"].setdefault("metadata", {}).setdefault("sourceRefs", [])
+        refs.append({"url": "kernelindex:artifact/" + other.digest})
+        return [other]
+
+    prepared, _, _ = _forged_run(served, add_reference)
+    before = _events(served)
+    for artifact in (other.digest, prepared.solution.digest):
+        body = problem_of(
+            _request_for(served, prepared, artifact, prepared.workload.digest),
+            422,
+            "unbound-job",
+        )
+        assert f"references the solution artifact {other.digest}" in body["detail"]
+        assert "not the source it pins" in body["detail"]
+    assert _events(served) == before
+    assert served.client.get("/v1/jobs").json() == []
 
 
 def test_an_agent_key_names_its_device_classes(served: Served) -> None:
