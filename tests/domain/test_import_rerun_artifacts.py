@@ -121,10 +121,11 @@ def test_flashinfer_traces_name_the_solution_document_and_their_workload() -> No
             "workloads": [trace["workload"]],
         }
         check_workload_artifact(workload.content, digests["workload"])
-        # Not the entry file the implementation's source names: the document that runs it.
-        solution = json.loads(_artifact(record, named.solution).content)
+        # The document that runs it is referenced, but the implementation pins only its entry
+        # file: no digest binds the document, so the run names no solution to rerun.
         source = record.manifests["implementation"]["spec"]["source"]["contentDigest"]
-        assert named.solution != source
+        assert named.solution is None and named.unpinned_solution not in (None, source)
+        solution = json.loads(_artifact(record, named.unpinned_solution).content)
         assert solution["name"] == trace["solution"] and solution["sources"]
 
 
