@@ -17,7 +17,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from typer.testing import CliRunner
 
+from api.cli import app
 from gpu_agent import jail
 from gpu_agent.case_child import run_case
 from gpu_agent.child_process import in_child
@@ -115,3 +117,20 @@ def test_relative_paths_are_never_mounted(
     assert not any(root.is_relative_to(agent_folder) for root in roots)
     out = jailed_read(agent_folder / ".kernelindex" / "agent.pem", tmp_path_factory.mktemp("w"))
     assert "not-for-the-jail" not in out
+
+
+def test_the_agent_command_protects_its_key_before_anything_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``kernelindex agent --key FILE`` protects FILE from every jail before it even loads
+    the key (here a missing file: the command fails, the protection is already set)."""
+    monkeypatch.setattr(jail, "_PROTECTED", [])
+    key = tmp_path / "keys" / "agent.pem"
+    args = ["agent", "--server", "http://127.0.0.1:9", "--key", str(key), "--once"]
+    result = CliRunner().invoke(app, [*args, "--backend", "cpu-test"])
+    assert result.exit_code != 0
+    assert key.resolve() in jail.protected_paths()
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(tmp_path / "keys"))
+    key.parent.mkdir()
+    with pytest.raises(jail.UnsafeMount, match=r"agent\.pem"):
+        jail.readonly_roots(gpu=True)
