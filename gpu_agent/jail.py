@@ -107,6 +107,30 @@ def protect(path: str | os.PathLike[str]) -> None:
     _PROTECTED.append(Path(path).resolve())
 
 
+def library_paths() -> list[Path]:
+    """The agent's own import path entries that hold its dependencies (a venv's or a private
+    ``pip --target`` folder's site-packages, as selfcheck.sh makes): absolute folders holding
+    none of this project's packages (those are mounted one by one, never their parent, which
+    may be a checkout with a key in it) and no protected path. The jail's ``-I`` interpreter
+    ignores PYTHONPATH, so these are mounted and put on its path explicitly."""
+    protected = protected_paths()
+    found: list[Path] = []
+    for text in sys.path:
+        if not text or not os.path.isabs(text) or not os.path.isdir(text):
+            continue
+        entry = Path(text).resolve()
+        if any(
+            (entry / name).exists() or (entry / f"{name}.py").exists() for name in PROJECT_PACKAGES
+        ) or any(p.is_relative_to(entry) for p in protected):
+            continue
+        # A folder of links to installed distributions: where they point must be there too.
+        linked = {Path(e.path).resolve().parent for e in os.scandir(entry) if e.is_symlink()}
+        for folder in [entry, *sorted(linked)]:
+            if folder not in found and not any(p.is_relative_to(folder) for p in protected):
+                found.append(folder)
+    return found
+
+
 def protected_paths() -> list[Path]:
     """The agent's key file(s), home and working directory, resolved."""
     paths = list(_PROTECTED)
@@ -143,6 +167,10 @@ def readonly_mounts(gpu: bool) -> list[Mount]:
     UnsafeMount when one of them holds a path of :func:`protected_paths`."""
     roots = {Path("/usr"), Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}
     roots.add(Path(sys.executable).resolve().parent)
+    # The interpreter as the agent names it (a venv's bin/python3 is a symlink; under
+    # ``python -S`` the venv is not sys.prefix), and the folders its dependencies live in.
+    roots.add(Path(sys.executable).absolute().parent)
+    roots.update(library_paths())
     extra: list[Mount] = []
     if gpu:
         toolkits = [_absolute(os.environ.get(name)) for name in ("CUDA_HOME", "CUDA_PATH")]
@@ -185,7 +213,9 @@ def refuse_unsafe(sources: Iterable[Path]) -> None:
 
 
 def _mounts(gpu: bool, modules: Iterable[str]) -> list[str]:
-    args: list[str] = []
+    # The private /tmp first: a folder mounted below it (selfcheck.sh's private site under
+    # /tmp) must land on top of it, not be hidden by it.
+    args: list[str] = ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]  # noqa: S108
     for link in _ROOT_LINKS:
         if os.path.islink(link):
             args += ["--symlink", os.readlink(link), link]
@@ -197,7 +227,6 @@ def _mounts(gpu: bool, modules: Iterable[str]) -> list[str]:
         args += ["--ro-bind", str(source), str(target)]
     for path in _SYSTEM_FILES:
         args += ["--ro-bind-try", path, path]
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]  # noqa: S108 - its own
     if gpu:
         for node in sorted(glob.glob("/dev/nvidia*")):
             args += ["--dev-bind", node, node]
@@ -253,6 +282,7 @@ def python_argv(roots: Iterable[Path], module: str, *args: str) -> list[str]:
     folder on the path; ``-B``: no bytecode written), running ``module`` with the parents
     of ``roots`` first on its path (only those packages are mounted in them)."""
     parents = sorted({str(root.parent) for root in roots})
+    parents += [str(entry) for entry in library_paths() if str(entry) not in parents]
     boot = (
         f"import sys, runpy; sys.path[:0] = {parents!r}; "
         f"runpy.run_module({module!r}, run_name='__main__')"
