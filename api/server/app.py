@@ -35,7 +35,13 @@ from api.server.rate_limits import (
     retry_after_header,
     self_registered_key,
 )
-from api.server.read_cache import CostedReads, PositionReads, ReadCache
+from api.server.read_cache import (
+    ComputeSlots,
+    CostedReads,
+    PositionReads,
+    ReadCache,
+    costed_routes,
+)
 from api.server.service import LedgerService
 from domain.manifests.registry import build_validators
 from ledger.application import Ledger
@@ -126,10 +132,7 @@ def create_app(
                 settings.registration_rate if settings.address_rate > 0 else 0,
                 settings.registration_burst,
             ),
-            "computed_limiter": TokenBuckets(
-                settings.computed_rate if settings.address_rate > 0 else 0,
-                settings.computed_burst,
-            ),
+            "compute_slots": ComputeSlots(settings.compute_slots, settings.compute_wait),
             "read_cache": ReadCache(settings.read_cache_bytes),
             "position_reads": PositionReads(service.fresh),
         }
@@ -176,6 +179,8 @@ def create_app(
     app.asgi_handler = RequestContextMiddleware(
         BodyDeadlineMiddleware(app.asgi_handler, settings.body_timeout)
     )
+    # Each costed route with the query parameters its handler reads (its answers' keys).
+    app.state.costed_routes = costed_routes(app)
     document_problems(app)  # before the document is generated, once, and cached
     finish_document(app.openapi_schema)  # what /schema serves
     add_links(app.openapi_schema)

@@ -22,11 +22,14 @@ class ServerConfig:
     # keys a client mints. A per-address limit: off, like the one above, when address_rate is 0.
     registration_rate: float = 1 / 60
     registration_burst: int = 5
-    # Expensive answers computed (not from the read cache), in ROUTE_COSTS tokens, per second
-    # and burst, per process and whoever asks (the per-address limit alone lets a few
-    # addresses share out the CPU between them). Off, like the above, when address_rate is 0.
-    computed_rate: float = 500.0
-    computed_burst: int = 2000
+    # Expensive answers (ROUTE_COSTS routes, not from the read cache) each process computes
+    # at once, whoever asks; 0: no bound. The rest wait for a slot up to compute_wait seconds,
+    # then answer 503 with Retry-After: a busy server slows everyone a little, it never
+    # refuses an address for what other addresses asked (the address limit is their own).
+    # compute_wait is also how long a request waits for the same answer being computed by
+    # another before computing it itself.
+    compute_slots: int = 4
+    compute_wait: float = 10.0
     # Bytes of expensive answers (feed, search, operations, exports) each process keeps, by
     # request and views position (``api.server.read_cache``); 0: none kept.
     read_cache_bytes: int = 64 * MIB

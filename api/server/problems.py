@@ -134,6 +134,7 @@ def http_error_handler(request: Request[Any, Any, Any], exc: Exception) -> Respo
         413: "too-large",
         415: "unsupported-media-type",
         429: "rate-limited",
+        503: "unavailable",
     }.get(status, "malformed-request" if status < 500 else "internal")
     headers = dict(exc.headers or {})
     return problem(request, code, str(exc.detail), status, headers=headers)

@@ -6,9 +6,10 @@ client by workers × rate. Refusals answer 429 with Retry-After; nothing is appe
 A request costs its client address ``CHEAP`` tokens, except an expensive read that the read
 cache (``api.server.read_cache``) has no answer for at the current position: that costs its
 route's ``ROUTE_COSTS`` entry, so a client asking for new expensive answers in a loop runs out
-long before it holds the server's CPU. Self-registrations of keys (anyone may mint attester
-keys) have their own, much smaller, per-address bucket: minting keys cannot multiply the
-per-key write limit.
+long before it holds the server's CPU. What all clients together may compute at once is
+bounded apart, by slots, never by refusing an address for what others asked.
+Self-registrations of keys (anyone may mint attester keys) have their own, much smaller,
+per-address bucket: minting keys cannot multiply the per-key write limit.
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ MAX_TRACKED = 100_000  # clients remembered; the least recently seen are forgott
 
 CHEAP = 1  # tokens a request costs (a cached answer too)
 
-# Tokens an expensive read costs when it must be computed (GET, by route path template), the
-# one place they are declared. A cheap read (a run record, ~10 ms of CPU on the catalog) is 1;
+# Tokens an expensive read costs when it must be computed (GET, by Litestar's route path
+# template: parameters by name alone, no type), the one place they are declared; the app
+# refuses to start with one that is no GET route of it (``read_cache.costed_routes``).
+# A cheap read (a run record, ~10 ms of CPU on the catalog) is 1;
 # these are set well above their CPU share (the feed ~700 ms, search ~150 ms, the index page
 # and the group list ~50 ms, an export or an operation ~20-60 ms on the 7,857-run catalog) so
 # that at the default 500 tokens/s an address gets at most a few new expensive answers a
@@ -44,21 +47,14 @@ ROUTE_COSTS: dict[str, int] = {
     "/v1/bundle": 200,
     "/v1/operations": 50,
     "/operations": 50,
-    "/v1/operations/{name:path}": 50,
-    "/operations/{name:path}": 50,
-    "/v1/leaderboards/{key:str}": 20,
-    "/leaderboards/{key:str}": 20,
+    "/v1/operations/{name}": 50,
+    "/operations/{name}": 50,
+    "/v1/leaderboards/{key}": 20,
+    "/leaderboards/{key}": 20,
 }
 
 # The route a key is registered (or self-registered) at.
 KEY_REGISTRATION = "/v1/keys"
-
-
-def route_cost(method: str, path_template: str | None) -> int | None:
-    """What a computed answer of this route costs, or None for a cheap, uncached route."""
-    if method != "GET" or path_template is None:
-        return None
-    return ROUTE_COSTS.get(path_template)
 
 
 @dataclass

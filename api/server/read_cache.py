@@ -6,39 +6,51 @@ the log up to that position (the Atom feed, search, operations, groups, leaderbo
 exports, and their pages) is fixed by its request and that position: a second identical
 request at the same position gets the bytes the first one computed. A request learns the
 position from the catch-up it makes anyway before such a read (``LedgerService.fresh``: with
-nothing new to fold, one small read transaction).
+nothing new to fold, one small read transaction). A request is its path and the query
+parameters its route's handler reads, sorted by name: parameters it ignores, or another
+order, make no new answer to compute.
 
 Each process keeps its own cache; the position comes from the shared database, so with
 ``serve --workers N`` each worker computes an answer at most once per position and never
 serves one older than what it has seen. An answer is stored under the position read *before*
 it was computed, so it holds at least what that position holds (never less): a client that
-wrote, then reads, sees its write. Only 200 answers are kept, within a byte budget (least
-recently used first out); entries of older positions go as soon as a newer one is stored.
+wrote, then reads, sees its write. At most ``MAX_ENTRIES`` answers are kept, within a byte
+budget counting their keys, headers and bodies (least recently used first out); entries of
+older positions go as soon as a newer one is stored.
 
 The same middleware charges each request to its client address: ``CHEAP`` tokens, or the
-route's ``ROUTE_COSTS`` when its answer has to be computed (``api.server.rate_limits``); a
-computed answer is charged to the process's budget for them too, whoever asks, so that a
-few addresses cannot share out the server's CPU between them either.
-Concurrent requests for an answer being computed wait for it instead of computing it again.
+route's ``ROUTE_COSTS`` when its answer has to be computed (``api.server.rate_limits``). What
+the process computes at once, whoever asks, is bounded by ``ComputeSlots``: the rest wait
+(503 with Retry-After after ``compute_wait``), so no address is refused for what others asked.
+Concurrent requests for an answer being computed wait for it (up to ``compute_wait``, then
+compute it themselves) instead of computing it again. An answer is kept, and those waiting
+for it released, as soon as its body is complete, before it is sent on: a client that does
+not read its reply holds no one else.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote_plus
 
 import anyio.to_thread
 from litestar.enums import ScopeType
 from litestar.exceptions import HTTPException
+from litestar.routes import HTTPRoute
 
-from api.server.rate_limits import CHEAP, TokenBuckets, retry_after_header, route_cost
+from api.server.rate_limits import CHEAP, ROUTE_COSTS, TokenBuckets, retry_after_header
 
 if TYPE_CHECKING:
+    from litestar import Litestar
     from litestar.types import ASGIApp, Message, Receive, Scope, Send
+
+MAX_ENTRIES = 200  # answers kept per process, whatever their size
 
 
 @dataclass(frozen=True)
@@ -49,12 +61,19 @@ class CachedReply:
     body: bytes
 
 
+def _footprint(key: bytes, reply: CachedReply) -> int:
+    """The bytes an entry holds: its key, headers and body."""
+    return len(key) + sum(len(k) + len(v) for k, v in reply.headers) + len(reply.body)
+
+
 class ReadCache:
     """Replies by request key, each valid for any request that saw its position or an
-    earlier one; at most ``max_bytes`` of bodies, one reply at most a quarter of it."""
+    earlier one; at most ``max_entries`` of them and ``max_bytes`` of keys, headers and
+    bodies, one entry at most a quarter of it."""
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, max_entries: int = MAX_ENTRIES) -> None:
         self.max_bytes = max(0, max_bytes)
+        self.max_entries = max_entries
         self.max_entry = self.max_bytes // 4
         self._entries: OrderedDict[bytes, CachedReply] = OrderedDict()
         self._bytes = 0
@@ -81,7 +100,8 @@ class ReadCache:
             return reply
 
     def put(self, key: bytes, reply: CachedReply) -> None:
-        if len(reply.body) > self.max_entry:
+        size = _footprint(key, reply)
+        if size > self.max_entry:
             return
         with self._lock:
             if reply.position > self._newest:
@@ -95,12 +115,12 @@ class ReadCache:
             if current is not None:
                 self._drop(key)
             self._entries[key] = reply
-            self._bytes += len(reply.body)
-            while self._bytes > self.max_bytes:
+            self._bytes += size
+            while self._bytes > self.max_bytes or len(self._entries) > self.max_entries:
                 self._drop(next(iter(self._entries)))
 
     def _drop(self, key: bytes) -> None:
-        self._bytes -= len(self._entries.pop(key).body)
+        self._bytes -= _footprint(key, self._entries.pop(key))
 
     def flight(self, key: bytes) -> asyncio.Event | None:
         return self._flights.get(key)
@@ -158,40 +178,116 @@ class PositionReads:
                     raise
 
 
-def request_key(scope: Scope) -> bytes:
-    path = scope.get("raw_path") or scope["path"].encode()
-    return bytes(path) + b"?" + bytes(scope.get("query_string", b""))
+class ComputeSlots:
+    """At most ``slots`` expensive answers computed at once in this process, whoever asks;
+    a request waits up to ``wait`` seconds for a slot. Event-loop only (one semaphore per
+    loop: a test client runs its own)."""
+
+    def __init__(self, slots: int, wait: float) -> None:
+        self.slots = slots
+        self.wait = wait
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._semaphore: asyncio.Semaphore | None = None
+
+    async def acquire(self) -> bool:
+        """Take a slot; False if none came free within the wait."""
+        if self.slots <= 0:
+            return True
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop or self._semaphore is None:
+            self._loop, self._semaphore = loop, asyncio.Semaphore(self.slots)
+        try:
+            await asyncio.wait_for(self._semaphore.acquire(), self.wait)
+        except TimeoutError:
+            return False
+        return True
+
+    def release(self) -> None:
+        if self.slots > 0 and self._semaphore is not None:
+            self._semaphore.release()
+
+
+@dataclass(frozen=True)
+class CostedRoute:
+    cost: int
+    query: frozenset[str]  # the query parameters its handler reads, by their names in a URL
+
+
+def costed_routes(app: Litestar) -> dict[str, CostedRoute]:
+    """The GET routes of ``ROUTE_COSTS``, by path template, with the query parameters their
+    handlers read. A template that is no GET route of ``app`` is an error: a typo would leave
+    its route neither cached nor charged."""
+    routes: dict[str, CostedRoute] = {}
+    for route in app.routes:
+        if isinstance(route, HTTPRoute) and route.path_format in ROUTE_COSTS:
+            handled = route.route_handler_map.get("GET")
+            if handled is not None:
+                names = frozenset(p.field_alias for p in handled[1].expected_query_params)
+                routes[route.path_format] = CostedRoute(ROUTE_COSTS[route.path_format], names)
+    unknown = sorted(set(ROUTE_COSTS) - set(routes))
+    if unknown:
+        raise ValueError(f"ROUTE_COSTS names no GET route of the app: {unknown}")
+    return routes
+
+
+def request_key(scope: Scope, names: frozenset[str]) -> bytes:
+    """The path and the query parameters in ``names``, sorted by name (stable: a repeated
+    parameter keeps its values' order), values as sent."""
+    # The decoded path, which routing reads (a client's raw_path may hold its query too).
+    path = str(scope["path"]).encode("utf-8", "surrogateescape")
+    kept = []
+    for pair in bytes(scope.get("query_string", b"")).split(b"&"):
+        name = unquote_plus(pair.partition(b"=")[0].decode("latin-1"))
+        if name in names:
+            kept.append((name, pair))
+    kept.sort(key=lambda item: item[0])
+    return path + b"?" + b"&".join(pair for _, pair in kept)
 
 
 class _Capture:
-    """Forwards a reply to the client and keeps a copy, up to ``limit`` bytes of body."""
+    """Keeps a reply up to ``limit`` bytes of body before sending it on: ``done`` is called
+    once, with the whole reply (or None: not a 200, or over the limit), before the client
+    is sent anything of it, so a client that does not read holds no one else."""
 
-    def __init__(self, send: Send, limit: int) -> None:
+    def __init__(
+        self, send: Send, limit: int, done: Callable[[CachedReply | None], None], position: int
+    ) -> None:
         self.send = send
         self.limit = limit
-        self.status = 0
-        self.headers: tuple[tuple[bytes, bytes], ...] = ()
-        self.parts: list[bytes] = []
+        self.done = done
+        self.position = position
+        self.held: list[Message] = []
         self.kept = 0
-        self.whole = True
+        self.passing = False  # sending on as it comes: over the limit
 
     async def __call__(self, message: Message) -> None:
-        if message["type"] == "http.response.start":
-            self.status = int(message["status"])
-            self.headers = tuple((bytes(k), bytes(v)) for k, v in message.get("headers", []))
-        elif message["type"] == "http.response.body" and self.whole:
-            body = bytes(message.get("body", b""))
-            self.kept += len(body)
+        if self.passing:
+            await self.send(message)
+            return
+        self.held.append(message)
+        if message["type"] == "http.response.body":
+            self.kept += len(message.get("body", b""))
             if self.kept > self.limit:
-                self.whole, self.parts = False, []
-            else:
-                self.parts.append(body)
-        await self.send(message)
+                self.done(None)
+                await self._send_held()
+            elif not message.get("more_body", False):
+                self.done(self._reply())
+                await self._send_held()
 
-    def reply(self, position: int) -> CachedReply | None:
-        if self.status != 200 or not self.whole:
+    async def _send_held(self) -> None:
+        self.passing = True
+        held, self.held = self.held, []
+        for message in held:
+            await self.send(message)
+
+    def _reply(self) -> CachedReply | None:
+        start: Any = self.held[0]
+        if start["type"] != "http.response.start" or int(start["status"]) != 200:
             return None
-        return CachedReply(position, self.status, self.headers, b"".join(self.parts))
+        headers = tuple((bytes(k), bytes(v)) for k, v in start.get("headers", []))
+        parts: list[Any] = self.held[1:]
+        body = b"".join(bytes(m.get("body", b"")) for m in parts)
+        return CachedReply(self.position, 200, headers, body)
 
 
 async def _replay(reply: CachedReply, send: Send) -> None:
@@ -199,9 +295,6 @@ async def _replay(reply: CachedReply, send: Send) -> None:
         {"type": "http.response.start", "status": reply.status, "headers": list(reply.headers)}
     )
     await send({"type": "http.response.body", "body": reply.body, "more_body": False})
-
-
-COMPUTED = "computed"  # the one key of the server-wide budget
 
 
 def _charge(limiter: TokenBuckets, address: str, cost: int) -> None:
@@ -229,12 +322,15 @@ class CostedReads:
         address = str(client[0]) if client else "unknown"
         limiter: TokenBuckets = state.address_limiter
         _charge(limiter, address, CHEAP)
-        cost = route_cost(str(scope.get("method", "")), scope.get("path_template"))
-        if cost is None:
+        routes: dict[str, CostedRoute] = state.costed_routes
+        template = scope.get("path_template")
+        route = routes.get(template) if scope.get("method") == "GET" and template else None
+        if route is None:
             await self.app(scope, receive, send)
             return
         cache: ReadCache = state.read_cache
-        key = request_key(scope)
+        slots: ComputeSlots = state.compute_slots
+        key = request_key(scope, route.query)
         # The views' position after folding what is new (None: they could not be folded,
         # so no answer is keyed by it).
         reads: PositionReads = state.position_reads
@@ -243,30 +339,39 @@ class CostedReads:
             reply = cache.get(key, position)
             flight = cache.flight(key) if reply is None else None
             if flight is not None:
-                await flight.wait()
+                # Past the wait the request computes the answer itself (its first may stall).
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(flight.wait(), slots.wait)
                 reply = cache.get(key, position)
             if reply is not None:
                 await _replay(reply, send)
                 return
-        # The rest of its cost (at most a full bucket: every route stays reachable), then
-        # the same cost of the process's budget for computed answers, whoever asks.
-        _charge(limiter, address, max(0, min(cost, limiter.burst) - CHEAP))
-        computed: TokenBuckets = state.computed_limiter
-        wait = computed.take(COMPUTED, cost=cost)
-        if wait is not None:
-            raise HTTPException(
-                status_code=429,
-                detail=f"too many new answers to compute here; retry in {wait:.1f} s",
-                headers=retry_after_header(wait),
-            )
-        cache.computed += 1
+        # The rest of its cost (at most a full bucket: every route stays reachable).
+        _charge(limiter, address, max(0, min(route.cost, limiter.burst) - CHEAP))
         event = cache.take_off(key) if position is not None else None
-        try:
-            capture = _Capture(send, cache.max_entry)
-            await self.app(scope, receive, capture)
-            reply = capture.reply(position) if position is not None else None
-            if reply is not None:
-                cache.put(key, reply)
-        finally:
+        if not await slots.acquire():
             if event is not None:
                 cache.land(key, event)
+            raise HTTPException(
+                status_code=503,
+                detail="the server is busy computing other answers; retry shortly",
+                headers=retry_after_header(1),
+            )
+        cache.computed += 1
+        finished = False
+
+        def done(reply: CachedReply | None) -> None:
+            nonlocal finished
+            if finished:
+                return
+            finished = True
+            slots.release()
+            if reply is not None and position is not None:
+                cache.put(key, reply)
+            if event is not None:
+                cache.land(key, event)
+
+        try:
+            await self.app(scope, receive, _Capture(send, cache.max_entry, done, position or 0))
+        finally:
+            done(None)

@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from litestar.routes import HTTPRoute
 from served_app import TEST_CONFIG, Served, serve
 
+import api.server.pages.feeds as feeds_module
 import api.server.service as service_module
 from api.server.config import ServerConfig
 from api.server.rate_limits import ROUTE_COSTS
@@ -125,39 +127,245 @@ def test_what_cheap_reads_leave_is_too_little_for_a_new_feed(limited: Served) ->
 
 
 def test_the_cache_holds_its_byte_budget_and_only_the_newest_position() -> None:
-    cache = ReadCache(4000)  # a reply at most 1,000 bytes
+    cache = ReadCache(4000)  # an entry (key, headers, body) at most 1,000 bytes
 
     def reply(position: int, size: int) -> CachedReply:
         return CachedReply(position, 200, (), b"x" * size)
 
-    cache.put(b"big", reply(1, 1001))
+    cache.put(b"big", reply(1, 998))
     assert cache.get(b"big", 1) is None  # over a quarter of the budget: never kept
     for i in range(6):
-        cache.put(b"%d" % i, reply(1, 1000))
+        cache.put(b"%d" % i, reply(1, 999))
     assert cache.size == 4000
     assert cache.get(b"0", 1) is None and cache.get(b"1", 1) is None  # least recent out
     assert cache.get(b"5", 1) is not None
     # A reply at position 1 answers a request that saw position 1 or earlier, not later.
     assert cache.get(b"5", 0) is not None and cache.get(b"5", 2) is None
     cache.put(b"new", reply(2, 10))  # a newer position: what was kept at 1 goes
-    assert cache.size == 10 and cache.get(b"5", 1) is None
+    assert cache.size == 13 and cache.get(b"5", 1) is None
     assert cache.get(b"new", 2) is not None
 
 
-def test_new_expensive_answers_share_one_budget_per_server(tmp_path: Path) -> None:
-    """However many addresses ask, the process computes a bounded rate of new expensive
-    answers; cached answers and cheap reads are not held back by it."""
-    settings = {"address_rate": 1000.0, "computed_rate": 0.01, "computed_burst": ROUTE_COSTS[FEED]}
+def test_the_cache_counts_keys_and_headers_and_caps_its_entries() -> None:
+    cache = ReadCache(64 * 1024, max_entries=10)
+    headers = ((b"content-type", b"application/json"),)
+    for i in range(50):  # long keys, small bodies
+        cache.put(b"/v1/search?q=%d" % i + b"x" * 1000, CachedReply(1, 200, headers, b"[]"))
+    assert len(cache._entries) == 10
+    assert cache.size == 10 * (1000 + len(b"/v1/search?q=00") + 28 + 2)
+    assert cache.get(b"/v1/search?q=49" + b"x" * 1000, 1) is not None
+
+
+def _by_header(inner: Any) -> Any:
+    """The app, seeing each request's client address in its X-Test-Address header (the test
+    client has one address)."""
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        for name, value in scope.get("headers", []):
+            if name == b"x-test-address":
+                scope = {**scope, "client": (value.decode(), 1)}
+        await inner(scope, receive, send)
+
+    return app
+
+
+def test_one_address_within_its_limit_leaves_every_other_address_served(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Junk query parameters make no new answer to compute, and no address is refused for
+    what other addresses asked (the defaults serve runs with)."""
+    search = Calls(service_module.search_groups)
+    monkeypatch.setattr(service_module, "search_groups", search)
+    for served in serve(LedgerHome.at(tmp_path / "home"), ServerConfig(json_logs=False)):
+        served.app.asgi_handler = _by_header(served.app.asgi_handler)
+        c = served.client
+        attacker = {"x-test-address": "10.0.0.66"}
+        codes = [
+            c.get("/v1/search", params={"q": "b200", "n": str(i)}, headers=attacker).status_code
+            for i in range(9)
+        ]
+        assert codes == [200] * 9 and search.count == 1
+        honest = {"x-test-address": "10.0.0.7"}
+        for path, params in [
+            ("/v1/search", {"q": "fp8"}),
+            ("/", {}),
+            (FEED, {}),
+            ("/v1/groups", {}),
+        ]:
+            assert c.get(path, params=params, headers=honest).status_code == 200, path
+
+
+def test_the_order_and_unknown_query_parameters_make_no_new_key(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    feed = Calls(feeds_module.records_feed)
+    monkeypatch.setattr(feeds_module, "records_feed", feed)
+    c = served.client
+    first = c.get(f"{FEED}?limit=5&before=100000")
+    assert first.status_code == 200
+    assert c.get(f"{FEED}?before=100000&utm=x&limit=5").content == first.content
+    assert feed.count == 1
+    assert c.get(f"{FEED}?limit=6&before=100000").status_code == 200  # another answer
+    assert feed.count == 2
+
+
+def _scope(path: str, query: bytes, client: str) -> dict[str, Any]:
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": query,
+        "root_path": "",
+        "headers": [(b"host", b"testserver")],
+        "client": (client, 1),
+        "server": ("testserver", 80),
+    }
+
+
+async def _no_body() -> dict[str, Any]:
+    return {"type": "http.request", "body": b"", "more_body": False}
+
+
+class Reply:
+    """What an ASGI client was sent."""
+
+    def __init__(self) -> None:
+        self.status = 0
+        self.headers: dict[str, str] = {}
+        self.body = b""
+
+    async def __call__(self, message: Any) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+            self.headers = {k.decode(): v.decode() for k, v in message.get("headers", [])}
+        else:
+            self.body += message.get("body", b"")
+
+
+def test_a_reader_that_never_reads_its_reply_holds_no_one_else(served: Served) -> None:
+    """The answer is kept, and those waiting for it released, before it is sent on."""
+    attest(served, "a new position")
+    app = served.app
+
+    async def requests() -> int:
+        stalled = asyncio.Event()
+
+        async def never_drained(message: Any) -> None:
+            if message["type"] == "http.response.body":
+                await stalled.wait()
+
+        slow = asyncio.create_task(app(_scope(FEED, b"", "10.0.0.66"), _no_body, never_drained))
+        await asyncio.sleep(0.5)
+        reply = Reply()
+        await asyncio.wait_for(app(_scope(FEED, b"", "10.0.0.7"), _no_body, reply), 60)
+        slow.cancel()
+        return reply.status
+
+    assert asyncio.run(requests()) == 200
+
+
+@pytest.fixture
+def one_slot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Served, Any]]:
+    """One expensive computation at a time, a short wait for it; the first search blocks
+    until the test lets it go."""
+    release = threading.Event()
+    started = threading.Event()
+    real = service_module.search_groups
+
+    def search(*args: Any, **kwargs: Any) -> Any:
+        if not started.is_set():
+            started.set()
+            release.wait(60)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(service_module, "search_groups", search)
+    settings = {"compute_slots": 1, "compute_wait": 0.3}
     config = ServerConfig(**(TEST_CONFIG.__dict__ | settings))
     for served in serve(LedgerHome.at(tmp_path / "home"), config):
-        c = served.client
-        assert c.get(FEED).status_code == 200
-        refused = c.get(FEED, params={"limit": 5})
-        assert refused.status_code == 429 and refused.json()["code"] == "rate-limited"
-        assert "new answers" in refused.json()["detail"]
-        assert int(refused.headers["retry-after"]) > 1000
-        assert c.get(FEED).status_code == 200  # the answer computed before
-        assert c.get(f"/v1/runs/{SEED}").status_code == 200
+        yield served, (started, release)
+        release.set()
+
+
+def test_a_server_busy_computing_answers_503_after_a_bounded_wait(
+    one_slot: tuple[Served, Any],
+) -> None:
+    served, (started, release) = one_slot
+    app = served.app
+
+    async def requests() -> tuple[Reply, Reply, Reply]:
+        first, other, cached = Reply(), Reply(), Reply()
+        blocked = asyncio.create_task(app(_scope("/v1/search", b"q=b200", "a"), _no_body, first))
+        await asyncio.to_thread(started.wait, 30)
+        # Another answer to compute: no slot within the wait.
+        await asyncio.wait_for(app(_scope("/v1/search", b"q=fp8", "b"), _no_body, other), 30)
+        # The same answer as the blocked one: it waits for it, then may compute itself.
+        waiting = asyncio.create_task(app(_scope("/v1/search", b"q=b200", "c"), _no_body, cached))
+        release.set()
+        await asyncio.wait_for(blocked, 30)
+        await asyncio.wait_for(waiting, 30)
+        return first, other, cached
+
+    first, other, cached = asyncio.run(requests())
+    assert first.status == 200 and cached.status == 200 and cached.body == first.body
+    assert other.status == 503 and int(other.headers["retry-after"]) >= 1
+    assert b"unavailable" in other.body
+
+
+def test_every_costed_route_is_a_route_and_every_get_route_is_costed_or_cheap(
+    served: Served,
+) -> None:
+    routes = {
+        route.path_format
+        for route in served.app.routes
+        if isinstance(route, HTTPRoute) and "GET" in route.route_handler_map
+    }
+    assert set(ROUTE_COSTS) <= routes
+    # Reads of one record, a bounded page or a few named runs, or static text: cheap. A new
+    # GET route must be added to one side or the other.
+    cheap = {
+        "/health",
+        "/schema",
+        "/schema/openapi.json",
+        "/schema/{path}",
+        "/static/style.css",
+        "/artifacts/{digest}",
+        "/v1/artifacts/{digest}",
+        "/compare",
+        "/v1/compare",
+        "/v1/comparisons",
+        "/runs/{digest}",
+        "/runs/{digest}/badge.svg",
+        "/runs/{digest}/history",
+        "/v1/runs",
+        "/v1/runs/{digest}",
+        "/v1/runs/{digest}/history",
+        "/v1/jobs",
+        "/v1/jobs/{job_id}",
+        "/v1/keys",
+        "/v1/keys/{key_id}",
+        "/v1/keys/{key_id}/history",
+        "/v1/log/checkpoint",
+        "/v1/log/entries",
+        "/v1/log/proofs/consistency",
+        "/v1/log/proofs/inclusion",
+        "/v1/trust-root",
+    }
+    assert routes - set(ROUTE_COSTS) - cheap == set(), sorted(routes - set(ROUTE_COSTS))
+
+
+def test_leaderboards_and_operations_are_computed_once_per_position(served: Served) -> None:
+    c = served.client
+    cache: ReadCache = served.app.state.read_cache
+    key = c.get("/v1/groups").json()[0]["comparisonKey"]
+    operation = c.get("/v1/operations").json()[0]["operation"]
+    for path in [f"/v1/leaderboards/{key}", f"/leaderboards/{key}", f"/v1/operations/{operation}"]:
+        before = cache.computed
+        assert [c.get(path).status_code for _ in range(3)] == [200] * 3
+        assert cache.computed == before + 1, path
 
 
 def test_requests_arriving_during_a_catch_up_share_the_next_one_not_that_one() -> None:
