@@ -268,10 +268,11 @@ def test_a_reader_that_never_reads_its_reply_holds_no_one_else(served: Served) -
     assert asyncio.run(requests()) == 200
 
 
-@pytest.fixture
-def one_slot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Served, Any]]:
-    """One expensive computation at a time, a short wait for it; the first search blocks
-    until the test lets it go."""
+def _blocked_search(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slots: int
+) -> Iterator[tuple[Served, Any]]:
+    """``slots`` expensive computations at once, a short wait for one; the first search
+    blocks until the test lets it go."""
     release = threading.Event()
     started = threading.Event()
     real = service_module.search_groups
@@ -283,11 +284,43 @@ def one_slot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[
         return real(*args, **kwargs)
 
     monkeypatch.setattr(service_module, "search_groups", search)
-    settings = {"compute_slots": 1, "compute_wait": 0.3}
+    settings = {"compute_slots": slots, "compute_wait": 0.3}
     config = ServerConfig(**(TEST_CONFIG.__dict__ | settings))
     for served in serve(LedgerHome.at(tmp_path / "home"), config):
         yield served, (started, release)
         release.set()
+
+
+@pytest.fixture
+def one_slot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Served, Any]]:
+    yield from _blocked_search(tmp_path, monkeypatch, 1)
+
+
+@pytest.fixture
+def two_slots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Served, Any]]:
+    yield from _blocked_search(tmp_path, monkeypatch, 2)
+
+
+def test_a_request_waiting_on_a_stalled_computation_computes_it_itself(
+    two_slots: tuple[Served, Any],
+) -> None:
+    served, (started, release) = two_slots
+    app = served.app
+
+    async def requests() -> tuple[Reply, Reply]:
+        first, second = Reply(), Reply()
+        blocked = asyncio.create_task(app(_scope("/v1/search", b"q=b200", "a"), _no_body, first))
+        await asyncio.to_thread(started.wait, 30)
+        # The same request: past the wait it computes its own answer, the first still held.
+        await asyncio.wait_for(app(_scope("/v1/search", b"q=b200", "b"), _no_body, second), 30)
+        held = not blocked.done()
+        release.set()
+        await asyncio.wait_for(blocked, 30)
+        assert held
+        return first, second
+
+    first, second = asyncio.run(requests())
+    assert second.status == 200 and first.status == 200 and second.body == first.body
 
 
 def test_a_server_busy_computing_answers_503_after_a_bounded_wait(
