@@ -162,12 +162,16 @@ def test_a_job_is_bound_only_to_the_code_its_run_names() -> None:
 
 
 def test_a_reference_is_never_the_solution_only_the_pinned_source_is() -> None:
-    """The world's seed names its solution by a reference alone, and a submission with a
-    reference beside its pinned source contradicts itself: neither binds any job."""
-    seed = rerun_artifacts(MANIFESTS[SEED])
-    assert seed.solution is None and seed.unpinned_solution is not None
+    """The world's seed naming its solution by a reference alone (its pinned source dropped),
+    and a submission with a reference beside its pinned source contradict themselves: neither
+    binds any job."""
+    referenced = copy.deepcopy(MANIFESTS[SEED])
+    del referenced["implementation"]["spec"]["source"]
+    referenced["implementation"] = referencing(referenced["implementation"], OTHER.solution)
+    seed = rerun_artifacts(referenced)
+    assert seed.solution is None and seed.unpinned_solution == OTHER.solution.digest
     assert "not the source it pins" in str(
-        job_code_problem(MANIFESTS[SEED], seed.unpinned_solution, str(seed.workload))
+        job_code_problem(referenced, seed.unpinned_solution, str(seed.workload))
     )
     extra = copy.deepcopy(OWN.manifests)
     refs = extra["implementation"].setdefault("metadata", {}).setdefault("sourceRefs", [])

@@ -1,8 +1,9 @@
 """Issue 17's "must show", on CPU: imported runs are rerun as their authors wrote them.
 
-An SOL-ExecBench example run (a PyTorch solution, with a trace) and a FlashInfer-Bench run
-are imported into a fresh home with ``kernelindex import``; ``kernelindex rerun request``
-asks for a rerun of each without naming a solution or a workload (the import stored both),
+An SOL-ExecBench example run (a PyTorch solution, with a trace) is imported into a fresh home
+with ``kernelindex import``, and a solution that needs a package the agent lacks is submitted
+with ``kernelindex submit``; ``kernelindex rerun request`` asks for a rerun of each without
+naming a solution or a workload (the run's digests bind both, and the home stored both),
 on the CPU test backend's "hardware"; the agent then claims the job over HTTP from a live
 server, fetches the artifacts by digest, measures with the cpu-test backend and posts the
 signed result. The ledger accepts it; the run's history and page show it; the evidence does
@@ -24,7 +25,6 @@ from live_server import live_server
 
 from api.server.app import create_app
 from api.server.config import ServerConfig
-from domain.importers.flashinfer_trace import map_flashinfer_trace
 from domain.importers.records import ImportRecord
 from domain.importers.sol_execbench import map_sol_execbench
 from domain.manifests.manifest_set import check_manifest_set
@@ -36,7 +36,7 @@ from gpu_agent.stats import StopPolicy
 from ledger.home import LedgerHome
 from ledger.signing.authoring import key_registration_envelope
 from ledger.signing.keys import SigningKey
-from tests.sol_traces import FLASHINFER, folder_files, traced_files, traced_folder
+from tests.sol_traces import SOL_EXAMPLES, traced_files, traced_folder
 
 CONFIG = HarnessConfig(
     stop=StopPolicy(warmup=1, batch=10, min_samples=20, max_samples=40, time_budget_s=0.5),
@@ -44,6 +44,8 @@ CONFIG = HarnessConfig(
     bootstrap_resamples=200,
 )
 SERVER = ServerConfig(key_rate=0, address_rate=0, json_logs=False)
+# A Python package no agent has: the dependency a solution names and the agent lacks.
+ABSENT_PACKAGE = "kernelindex-absent-package"
 
 
 @dataclass
@@ -96,8 +98,8 @@ def rerun(tmp_path: Path, db_url: str) -> Iterator[Rerun]:
         yield Rerun(cli, server.url, agent, device)
 
 
-def _run_digest(records: Any, keep: Any = lambda _: True) -> str:
-    [record] = [r for r in records if isinstance(r, ImportRecord) and keep(r)]
+def _run_digest(records: Any) -> str:
+    [record] = [r for r in records if isinstance(r, ImportRecord)]
     return check_manifest_set(record.manifests).run_digest
 
 
@@ -154,23 +156,34 @@ def test_an_imported_sol_example_run_is_rerun_with_its_defences_and_build(
     assert check["outcome"] == "passed" and check["calls"] > 0 and check["wallNs"] > 0
 
 
-def test_an_imported_flashinfer_run_fails_as_the_agents_for_a_missing_dependency(
-    rerun: Rerun,
+def test_a_submitted_run_fails_as_the_agents_for_a_missing_dependency(
+    rerun: Rerun, tmp_path: Path
 ) -> None:
-    assert rerun.cli.json("import", "flashinfer-trace", FLASHINFER)["new"] == 5
-
-    def wrapper_on_906(record: ImportRecord) -> bool:
-        trace = json.loads(record.snapshot.content)
-        return bool(
-            trace["solution"] == "flashinfer_wrapper_74a870"
-            and trace["workload"]["uuid"].startswith("906efdc6")
-        )
-
-    run = _run_digest(map_flashinfer_trace(folder_files(FLASHINFER)), wrapper_on_906)
+    """A direct submission (its implementation pins the solution, its workload artifact
+    rebuilds its suite: a job can be bound to it) whose solution needs a package this agent
+    lacks. A FlashInfer-Bench import is no longer rerunnable: its implementation pins the
+    entry file, not the solution document the agent would run."""
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    example = SOL_EXAMPLES / "pytorch-linear_backward"
+    for name in ("definition.json", "workload.jsonl"):
+        (folder / name).write_bytes((example / name).read_bytes())
+    solution = json.loads((example / "solution_python.json").read_bytes())
+    solution["spec"]["dependencies"] = ["torch", ABSENT_PACKAGE]
+    (folder / "solution.json").write_text(json.dumps(solution))
+    submitted = rerun.cli.json(
+        "submit", folder, "--latency-ns", "12000", "--gpu", "NVIDIA H200", "--arch", "sm_90"
+    )
+    run = submitted["run"]
     level = rerun.record(run)["evidence"]["level"]
     requested = rerun.request(run)
+    assert (requested["artifactDigest"], requested["workloadDigest"]) == (
+        submitted["solutionDigest"],
+        submitted["workloadDigest"],
+    )
 
     outcome = rerun.measure()
+    assert (outcome.job_id, outcome.run_digest) == (requested["jobId"], run)
     assert outcome.outcome == "failed" and outcome.all_correct is False
     # The vocabulary's word (issue 32): the package's name came from the solution.
     assert outcome.reason == "missing-dependency"

@@ -20,15 +20,17 @@ from sqlalchemy import select
 
 from domain.errors import DomainError
 from domain.importers.records import (
-    WORKLOAD_MEDIA_TYPE,
     Artifact,
     referencing,
     rerun_artifacts,
+    workload_artifact,
 )
+from domain.importers.sol_execbench import map_definition
 from domain.manifests.canonical_form import manifest_digest
 from domain.manifests.manifest_set import check_manifest_set
 from domain.ranking import View
 from domain.rerun_binding import DeviceClass
+from domain.run_facts import comparison_key_of
 from domain.statements import Role
 from domain.timestamps import format_time, utc_now
 from ledger.application import Ledger
@@ -51,11 +53,7 @@ from projections.runner import ProjectionRunner
 from projections.tables import ranks, runs
 from tests.unchecked_signing import unchecked_rerun_envelope
 
-RUN_15149 = "sha256:782ac3cd877051835cf05fa2ce71666733f6016234975fcf38a679ebe2bd13c2"
-RUN_21613 = "sha256:7d1516c14ea952d53ea9d4646926919b9449e6029ea769059b6ce32c0ab9889b"
-RUN_36818 = "sha256:b2f0e91856873b1733ce301704de66e75276b2a348a3d71f37cbac9e11198681"
 B200, SM100 = "NVIDIA B200", "sm_100"
-GROUP = "sha256:5cd4617efda4cb445cf7a71560098124df3a89c27d0ed74bc852d46e306c1e62"
 # Keys are registered (valid from) a day before the tests' clocks start.
 BASE_TIME = utc_now().replace(microsecond=0) - timedelta(days=1)
 
@@ -65,48 +63,84 @@ def _demo(name: str) -> Any:
 
 
 _COHORT = _demo("sol-056-cohort.json")
+_BENCHMARK = _COHORT["cohort"][0]["run"]["spec"]["sourceNative"]["benchmark"]
+
+
+def _workload_source() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A SOL-ExecBench definition of the demo's benchmark, with one workload entry per case
+    of the demo's suite (its axes, its id): what an agent runs for any of the world's runs."""
+    cases = _COHORT["seedWorkload"]["spec"]["cases"]
+    tensor = ["batch_size", "seq_len", "hidden_size"]
+    definition = {
+        "name": _BENCHMARK,
+        "op_type": "decoder_layer_backward",
+        "axes": {axis: {"type": "var"} for axis in cases[0]["axes"]},
+        "inputs": {"hidden_states": {"shape": tensor, "dtype": "bfloat16"}},
+        "outputs": {"grad_hidden_states": {"shape": tensor, "dtype": "bfloat16"}},
+        "reference": "def run(hidden_states):\n    return hidden_states\n",
+    }
+    return definition, [{"uuid": case["externalId"], "axes": case["axes"]} for case in cases]
+
+
+_DEFINITION, _WORKLOADS = _workload_source()
+# The world's workload, mapped from the artifact by the importer's own mapping: the artifact
+# rebuilds the runs' workload digest by construction (domain.rerun_binding).
+_MAPPED = map_definition(_DEFINITION, _WORKLOADS)
+assert _MAPPED.suite is not None and not _MAPPED.problems
+WORKLOAD_ARTIFACT = workload_artifact(_DEFINITION, _WORKLOADS)
+_WORKLOAD = referencing(_MAPPED.suite, WORKLOAD_ARTIFACT)
 
 
 def _seed_manifests() -> dict[str, Any]:
     """The demo's seed run with an implementation manifest of its own (the demo names its
     implementation by digest only, and a run that names no code cannot be rerun)."""
-    seed = copy.deepcopy(_demo("run-38823.manifest.json") | {"workload": _COHORT["seedWorkload"]})
+    seed = copy.deepcopy(_demo("run-38823.manifest.json"))
     implementation = copy.deepcopy(_COHORT["cohort"][0]["implementation"])
     implementation["spec"]["projectRevision"] = {"version": "submission-38823"}
     implementation["metadata"] = {"name": "sol-submission-38823"}
-    seed["implementation"] = implementation
-    seed["run"]["spec"]["implementationDigest"] = manifest_digest(implementation)
-    return seed
+    return seed | {"implementation": implementation}
 
 
 def _rerunnable(manifests: dict[str, Any]) -> tuple[dict[str, Any], list[Artifact]]:
-    """The manifests naming a solution and a workload artifact (as an importer of a source
-    that publishes them does), and those artifacts, which the world stores."""
+    """The demo run bound by its digests to code an agent can fetch: its implementation pins
+    a solution artifact of its own (``spec.source.contentDigest``) and its workload is the
+    world's (mapped from the shared workload artifact); the run names both by digest. Returns
+    the manifests and the solution artifact, which the world stores."""
     name = manifests["run"]["metadata"]["name"]
     solution = Artifact(
-        json.dumps({"name": name, "sources": [{"path": "k.py", "content": name}]}).encode(),
+        json.dumps(
+            {
+                "name": name,
+                "definition": _BENCHMARK,
+                "sources": [{"path": "k.py", "content": f"# {name}"}],
+            }
+        ).encode(),
         "application/json",
-        f"{name}.solution.json",
+        "solution.json",
     )
-    workload = Artifact(
-        json.dumps({"definition": {"name": name}, "workloads": [{"uuid": name}]}).encode(),
-        WORKLOAD_MEDIA_TYPE,
-        f"{name}.workload.json",
-    )
-    named = manifests | {
-        "implementation": referencing(manifests["implementation"], solution),
-        "workload": referencing(manifests["workload"], workload),
+    implementation = copy.deepcopy(manifests["implementation"])
+    implementation["spec"]["operation"] = {"specDigest": _MAPPED.operation_digest}
+    implementation["spec"]["source"] = {
+        "contentDigest": solution.digest,
+        "fileName": "solution.json",
+        "sizeBytes": len(solution.content),
     }
-    return named, [solution, workload]
+    run = copy.deepcopy(manifests["run"])
+    run["spec"]["workloadDigest"] = _MAPPED.suite_digest
+    run["spec"]["implementationDigest"] = manifest_digest(implementation)
+    named = manifests | {"run": run, "implementation": implementation, "workload": _WORKLOAD}
+    return named, [solution]
 
 
 _RUNS = [_rerunnable(m) for m in (_seed_manifests(), *_COHORT["cohort"])]
-SEED, RUN_15149_, RUN_21613_, RUN_36818_ = (check_manifest_set(m).run_digest for m, _ in _RUNS)
-assert (RUN_15149_, RUN_21613_, RUN_36818_) == (RUN_15149, RUN_21613, RUN_36818)
+SEED, RUN_15149, RUN_21613, RUN_36818 = (check_manifest_set(m).run_digest for m, _ in _RUNS)
 ALL_RUNS = (SEED, RUN_15149, RUN_21613, RUN_36818)
 MANIFESTS: dict[str, dict[str, Any]] = {d: m for d, (m, _) in zip(ALL_RUNS, _RUNS, strict=True)}
+# The comparison group of the seed, 21613 and 36818 (stack v1.1; 15149 ran v1.0: a group alone).
+GROUP = str(comparison_key_of(MANIFESTS[SEED]))
+assert {comparison_key_of(MANIFESTS[r]) for r in (RUN_21613, RUN_36818)} == {GROUP}
 # What an agent fetches for each run's jobs, stored in every world's ledger.
-ARTIFACTS: list[Artifact] = [a for _, found in _RUNS for a in found]
+ARTIFACTS: list[Artifact] = [WORKLOAD_ARTIFACT, *(a for _, found in _RUNS for a in found)]
 NAMES = {
     SEED: "sol-submission-38823",
     RUN_15149: "sol-submission-15149",

@@ -72,11 +72,12 @@ def test_a_group_is_found_by_its_key_or_a_unique_prefix(cohort: World) -> None:
 def test_a_source_id_that_is_also_hex_names_its_run_not_a_digest_prefix(cohort: World) -> None:
     """`1234`-like ids are valid hex: a name or id is tried first, a prefix only after."""
     copy = json.loads(json.dumps(MANIFESTS[SEED]))
-    copy["run"]["metadata"]["name"] = "sol-submission-7d15"
-    copy["run"]["spec"]["sourceNative"]["externalId"] = "7d15"  # also RUN_21613's prefix
+    hex_id = RUN_21613[7:11]  # RUN_21613's prefix, and a plausible source id
+    copy["run"]["metadata"]["name"] = f"sol-submission-{hex_id}"
+    copy["run"]["spec"]["sourceNative"]["externalId"] = hex_id
     copy["run"]["spec"]["observedAt"] = "2026-08-24T00:00:00.000Z"
     other = cohort.append(
         ingestion_envelope(copy, cohort.keys.ingester, now=cohort.clock.now)
     ).subject_digest
-    assert resolve_run_in(cohort.ledger, "7d15") == other
-    assert resolve_run_in(cohort.ledger, "sha256:7d15") == RUN_21613  # a prefix, said so
+    assert resolve_run_in(cohort.ledger, hex_id) == other
+    assert resolve_run_in(cohort.ledger, f"sha256:{hex_id}") == RUN_21613  # a prefix, said so

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from projection_world import MANIFESTS, RUN_15149, SEED, World
+from projection_world import GROUP, MANIFESTS, RUN_15149, SEED, World
 from sqlalchemy import Engine, create_engine, insert
 from sqlalchemy.orm import Session
 
@@ -32,7 +32,7 @@ from projections.search import fold, manifest_values, rough_text, search_groups,
 from projections.tables import manifests, runs
 
 # What the cohort's groups are told apart by: the SOL stack version of their protocol.
-V1_1 = "sha256:5cd4617efda4cb445cf7a71560098124df3a89c27d0ed74bc852d46e306c1e62"
+V1_1 = GROUP
 
 # Keys of the cohort's manifests that no value contains: as words they must find nothing.
 JSON_KEYS = (

@@ -41,7 +41,8 @@ from projections.run_record import run_record
 
 REPORTED_REASONS = [
     "source marked the run passed",
-    "no pinned source (no implementation artifact digest)",
+    # The world's runs pin their solution (a job must be bound to it by digest).
+    "pinned source: implementation artifact digest present",
     "no raw evidence (trace, logs or samples)",
 ]
 
