@@ -5,7 +5,7 @@ run verified, whatever its claim says.
 
 The run rerun here is a direct submission of the SOL-ExecBench rmsnorm fixture (14 cases):
 its implementation pins the solution, and its workload artifact rebuilds its suite, as a
-run must for a job to be bound to it (the world's demo cohort names neither by a digest).
+run must for a job to be bound to it (real code, where the world's cohort has stand-ins).
 
 Each bundle is forged past admission the only way a signed bundle can be: by a ledger that
 admitted what today's admission refuses (an older ledger, or an operator who skipped the
