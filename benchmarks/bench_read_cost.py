@@ -10,8 +10,9 @@ KernelIndex catalog (7,857 runs, imported with ``kernelindex import kernelindex-
    the most expensive anonymous read (~0.7 s of CPU computed, on the catalog);
 3. ``bust``: while six clients loop on the feed with a different ``limit`` each request, so
    that an answer seldom comes from the read cache: each is a new, expensive answer, charged
-   the feed's cost to the client's address, and computed in one of the server's few compute
-   slots (``compute_slots``; the rest wait, 503 past ``compute_wait``); refused (429), a client waits its Retry-After (one that does not is a plain request flood,
+   the feed's cost to the client's address, and computed in one of the server's few
+   compute slots (``compute_slots``; the rest wait, 503 past ``compute_wait``).
+   Refused (429), a client waits its Retry-After (one that does not is a plain request flood,
    which the per-address limit is for).
 
 Target: the run read's p99 under load ≤ 3 × its quiet p99, in each loaded phase. Beside each
