@@ -161,7 +161,7 @@ class Loopers:
                     self.statuses[reply.status_code] += 1
                     if reply.status_code == 200:
                         self.feed_walls.append(time.perf_counter() - started)
-                if reply.status_code == 429:  # as a client should (else: a plain flood)
+                if reply.status_code in (429, 503):  # as a client should (else: a flood)
                     self._stop.wait(float(reply.headers.get("retry-after", "1")))
 
     def __enter__(self) -> Loopers:
