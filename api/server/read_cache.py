@@ -349,29 +349,31 @@ class CostedReads:
         # The rest of its cost (at most a full bucket: every route stays reachable).
         _charge(limiter, address, max(0, min(route.cost, limiter.burst) - CHEAP))
         event = cache.take_off(key) if position is not None else None
-        if not await slots.acquire():
-            if event is not None:
-                cache.land(key, event)
-            raise HTTPException(
-                status_code=503,
-                detail="the server is busy computing other answers; retry shortly",
-                headers=retry_after_header(1),
-            )
-        cache.computed += 1
-        finished = False
+        acquired = finished = False
 
         def done(reply: CachedReply | None) -> None:
+            # Once, whatever happens (a refusal, a failure, a client gone while it waited):
+            # the slot back, and those waiting for this answer released.
             nonlocal finished
             if finished:
                 return
             finished = True
-            slots.release()
+            if acquired:
+                slots.release()
             if reply is not None and position is not None:
                 cache.put(key, reply)
             if event is not None:
                 cache.land(key, event)
 
         try:
+            acquired = await slots.acquire()
+            if not acquired:
+                raise HTTPException(
+                    status_code=503,
+                    detail="the server is busy computing other answers; retry shortly",
+                    headers=retry_after_header(1),
+                )
+            cache.computed += 1
             await self.app(scope, receive, _Capture(send, cache.max_entry, done, position or 0))
         finally:
             done(None)

@@ -425,3 +425,27 @@ def test_requests_arriving_during_a_catch_up_share_the_next_one_not_that_one() -
 
     first, later = asyncio.run(requests())
     assert first == 1 and later == [2, 2, 2] and len(calls) == 2
+
+
+def test_a_client_gone_while_waiting_for_a_slot_leaves_no_one_waiting_on_it(
+    one_slot: tuple[Served, Any],
+) -> None:
+    served, (started, release) = one_slot
+    app = served.app
+    cache: ReadCache = app.state.read_cache
+
+    async def requests() -> Reply:
+        first, gone, later = Reply(), Reply(), Reply()
+        blocked = asyncio.create_task(app(_scope("/v1/search", b"q=b200", "a"), _no_body, first))
+        await asyncio.to_thread(started.wait, 30)
+        leaving = asyncio.create_task(app(_scope("/v1/search", b"q=fp8", "b"), _no_body, gone))
+        await asyncio.sleep(0.05)  # waiting for the slot
+        leaving.cancel()
+        await asyncio.gather(leaving, return_exceptions=True)
+        assert cache.flight(b"/v1/search?q=fp8") is None
+        release.set()
+        await asyncio.wait_for(blocked, 30)
+        await asyncio.wait_for(app(_scope("/v1/search", b"q=fp8", "c"), _no_body, later), 30)
+        return later
+
+    assert asyncio.run(requests()).status == 200
