@@ -31,10 +31,7 @@ from typing import Any, NamedTuple
 
 from domain.documents import parse_json
 from domain.errors import DomainError, ManifestError
-from domain.importers.fields import RECORD_ERRORS
-from domain.importers.flashinfer_trace import workload_case_digests
 from domain.importers.records import rerun_artifacts
-from domain.importers.sol_execbench import map_definition
 from domain.statements import MEASURING_BACKENDS, TEST_BACKENDS, KeyPredicate, Role
 
 
@@ -181,6 +178,12 @@ def _rebuilt_workloads(definition: Mapping[str, Any], workloads: list[Any]) -> s
     each mapping a rerunnable source uses: the suite of all of them (SOL-ExecBench, direct
     submissions) and, for a single workload, that case (SOL-ExecBench's and
     FlashInfer-Bench's). A definition a mapping cannot read rebuilds nothing under it."""
+    # The importers' mappings load only when a workload artifact is checked (admission, the
+    # verifier), never for the fold's digest checks that every read command runs.
+    from domain.importers.fields import RECORD_ERRORS  # noqa: PLC0415
+    from domain.importers.flashinfer_trace import workload_case_digests  # noqa: PLC0415
+    from domain.importers.sol_execbench import map_definition  # noqa: PLC0415
+
     rebuilt: set[str] = set()
     try:
         mapped = map_definition(definition, workloads)
