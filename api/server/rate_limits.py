@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from litestar.exceptions import HTTPException
+
 from domain.documents import parse_json
 from domain.errors import DomainError
 from ledger.signing.dsse import MAX_ENVELOPE_BYTES, parse_envelope
@@ -98,6 +100,15 @@ class TokenBuckets:
 
 def retry_after_header(wait: float) -> dict[str, str]:
     return {"Retry-After": str(max(1, math.ceil(wait)))}
+
+
+def rate_limited(who: str, wait: float) -> HTTPException:
+    """The 429 every limiter answers: ``too many <who>; retry in N s``, with Retry-After."""
+    return HTTPException(
+        status_code=429,
+        detail=f"too many {who}; retry in {wait:.1f} s",
+        headers=retry_after_header(wait),
+    )
 
 
 def self_registered_key(body: bytes) -> str | None:

@@ -44,7 +44,13 @@ from litestar.enums import ScopeType
 from litestar.exceptions import HTTPException
 from litestar.routes import HTTPRoute
 
-from api.server.rate_limits import CHEAP, ROUTE_COSTS, TokenBuckets, retry_after_header
+from api.server.rate_limits import (
+    CHEAP,
+    ROUTE_COSTS,
+    TokenBuckets,
+    rate_limited,
+    retry_after_header,
+)
 
 if TYPE_CHECKING:
     from litestar import Litestar
@@ -300,11 +306,7 @@ async def _replay(reply: CachedReply, send: Send) -> None:
 def _charge(limiter: TokenBuckets, address: str, cost: int) -> None:
     wait = limiter.take(address, cost=cost)
     if wait is not None:
-        raise HTTPException(
-            status_code=429,
-            detail=f"too many requests from {address}; retry in {wait:.1f} s",
-            headers=retry_after_header(wait),
-        )
+        raise rate_limited(f"requests from {address}", wait)
 
 
 class CostedReads:

@@ -10,10 +10,9 @@ import msgspec
 from litestar import Request, Response
 from litestar.datastructures import State
 from litestar.di import NamedDependency
-from litestar.exceptions import HTTPException
 
 from api.server.config import ServerConfig
-from api.server.rate_limits import TokenBuckets, retry_after_header
+from api.server.rate_limits import TokenBuckets, rate_limited
 from api.server.responses import to_response
 from api.server.responses.log import Receipt
 from api.server.service import LedgerService
@@ -72,11 +71,7 @@ async def admit(
         # write), so nobody can drain it for them.
         wait = limiter.take(named, spend=False)
         if wait is not None:
-            raise HTTPException(
-                status_code=429,
-                detail=f"too many writes signed by {named}; retry in {wait:.1f} s",
-                headers=retry_after_header(wait),
-            )
+            raise rate_limited(f"writes signed by {named}", wait)
 
     receipt = await deep_payload_is_malformed(
         service.append_async(body, accepts, subject, before_queue=within_rate)
