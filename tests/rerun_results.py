@@ -17,6 +17,7 @@ from served_app import Served
 from domain.importers.records import rerun_artifacts
 from domain.rerun_binding import DeviceClass
 from domain.timestamps import utc_now
+from ledger.home import LedgerHome
 from ledger.signing.authoring import rerun_request_envelope
 from ledger.submission import read_submission_folder, submit_solution
 
@@ -43,6 +44,43 @@ def submitted_run(served: Served, latency_ns: int = CLAIMED) -> tuple[str, str]:
         architecture=SM100,
     )
     return submitted.run_digest, submitted.run_name
+
+
+def submit_with_job(
+    home: LedgerHome,
+    folder: Path,
+    device: Any,
+    latency_ns: int,
+    nonce: str | None = None,
+) -> str:
+    """Submit the solution in ``folder`` on ``device``'s product and architecture, then
+    request a rerun of its run for an hour (as admin, naming the run's own code): its digest.
+    ``nonce``: the job's secret, when a test must know it (else a fresh one)."""
+    ledger = home.open()
+    submitted = submit_solution(
+        ledger,
+        home.key("ingester"),
+        read_submission_folder(folder),
+        latency_ns=latency_ns,
+        product=device.product,
+        architecture=device.architecture,
+    )
+    run = ledger.run(submitted.run_digest)
+    assert run is not None
+    ledger.append(
+        rerun_request_envelope(
+            submitted.run_digest,
+            run.run_name,
+            home.key("admin"),
+            artifact_digest=submitted.solution_digest,
+            workload_digest=submitted.workload_digest,
+            product=device.product,
+            architecture=device.architecture,
+            expires_at=utc_now() + timedelta(hours=1),
+            **({"nonce": nonce} if nonce is not None else {}),
+        )
+    )
+    return submitted.run_digest
 
 
 def result(job: dict[str, Any], **overrides: Any) -> dict[str, Any]:

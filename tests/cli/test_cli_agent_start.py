@@ -13,26 +13,24 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from live_server import live_server
+from rerun_results import submit_with_job
 
 from api.server.app import create_app
 from api.server.config import ServerConfig
 from domain.rerun_binding import DeviceClass
 from domain.statements import Role
-from domain.timestamps import utc_now
 from gpu_agent.agent import probe
 from gpu_agent.backends.registry import CPU_TEST
 from gpu_agent.harness import HarnessConfig
 from ledger.home import LedgerHome
-from ledger.signing.authoring import key_registration_envelope, rerun_request_envelope
+from ledger.signing.authoring import key_registration_envelope
 from ledger.signing.keys import SigningKey
-from ledger.submission import read_submission_folder, submit_solution
 
 SAMPLE = Path(__file__).resolve().parents[2] / "gpu_agent" / "samples" / "rmsnorm_h4096_bf16"
 B200 = DeviceClass("cuda", "NVIDIA B200", "sm_100")
@@ -60,30 +58,7 @@ class Ledger:
 
     def open_job(self) -> str:
         """A rerun job for the CPU double's device: the run's digest."""
-        ledger = self.home.open()
-        submitted = submit_solution(
-            ledger,
-            self.home.key("ingester"),
-            read_submission_folder(SAMPLE),
-            latency_ns=50_000_000,
-            product=self.device.product,
-            architecture=self.device.architecture,
-        )
-        run = ledger.run(submitted.run_digest)
-        assert run is not None
-        ledger.append(
-            rerun_request_envelope(
-                submitted.run_digest,
-                run.run_name,
-                self.home.key("admin"),
-                artifact_digest=submitted.solution_digest,
-                workload_digest=submitted.workload_digest,
-                product=self.device.product,
-                architecture=self.device.architecture,
-                expires_at=utc_now() + timedelta(hours=1),
-            )
-        )
-        return submitted.run_digest
+        return submit_with_job(self.home, SAMPLE, self.device, 50_000_000)
 
     def events(self, run: str) -> list[str]:
         """The run's stored events, as its public history shows them."""

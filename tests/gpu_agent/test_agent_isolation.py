@@ -25,19 +25,18 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from live_server import live_server
+from rerun_results import submit_with_job
 
 from api.server.app import create_app
 from api.server.config import ServerConfig
 from domain.rerun_binding import DeviceClass
 from domain.statements import Role
-from domain.timestamps import utc_now
 from gpu_agent.agent import probe
 from gpu_agent.backends.registry import CPU_TEST
 from gpu_agent.child_process import in_child
@@ -46,9 +45,8 @@ from gpu_agent.jailed_child import FrameReader, ProtocolError, parse_report
 from gpu_agent.python_solutions.sandbox import scrubbed_environment
 from gpu_agent.stats import StopPolicy
 from ledger.home import LedgerHome
-from ledger.signing.authoring import key_registration_envelope, rerun_request_envelope
+from ledger.signing.authoring import key_registration_envelope
 from ledger.signing.keys import SigningKey, key_id_of
-from ledger.submission import read_submission_folder, submit_solution
 from tests.paths import FIXTURES
 
 RMSNORM = FIXTURES / "sol-execbench" / "triton-rmsnorm" / "definition.json"
@@ -266,31 +264,8 @@ class Ledger:
 
     def submit_and_request(self, folder: Path) -> tuple[str, str]:
         """Submit the solution in ``folder`` and request its rerun: (run digest, nonce)."""
-        ledger = self.home.open()
-        submitted = submit_solution(
-            ledger,
-            self.home.key("ingester"),
-            read_submission_folder(folder),
-            latency_ns=40_000_000,
-            product=self.device.product,
-            architecture=self.device.architecture,
-        )
-        run = ledger.run(submitted.run_digest)
-        assert run is not None
         nonce = secrets.token_hex(32)
-        request = rerun_request_envelope(
-            submitted.run_digest,
-            run.run_name,
-            self.home.key("admin"),
-            artifact_digest=submitted.solution_digest,
-            workload_digest=submitted.workload_digest,
-            product=self.device.product,
-            architecture=self.device.architecture,
-            expires_at=utc_now() + timedelta(hours=1),
-            nonce=nonce,
-        )
-        ledger.append(request)
-        return submitted.run_digest, nonce
+        return submit_with_job(self.home, folder, self.device, 40_000_000, nonce), nonce
 
     def history_text(self, run: str) -> str:
         reply = httpx.get(f"{self.url}/v1/runs/{run}/history")

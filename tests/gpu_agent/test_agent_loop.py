@@ -9,19 +9,18 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from live_server import live_server
+from rerun_results import submit_with_job
 
 from api.server.app import create_app
 from api.server.config import ServerConfig
 from domain.rerun_binding import DeviceClass
 from domain.statements import Role
-from domain.timestamps import utc_now
 from gpu_agent.agent import Agent, AgentConfigError, LedgerApi, probe
 from gpu_agent.backends.registry import CPU_TEST
 from gpu_agent.harness import HarnessConfig
@@ -30,10 +29,8 @@ from ledger.home import LedgerHome
 from ledger.signing.authoring import (
     key_registration_envelope,
     key_revocation_envelope,
-    rerun_request_envelope,
 )
 from ledger.signing.keys import SigningKey
-from ledger.submission import read_submission_folder, submit_solution
 from tests.paths import FIXTURES
 
 SAMPLES = Path(__file__).resolve().parents[2] / "gpu_agent" / "samples"
@@ -57,30 +54,7 @@ class Loop:
 
     def submit_folder_and_request(self, folder: Path, latency_ns: int) -> str:
         """Submit the solution in ``folder``, then request a rerun of its run (as admin)."""
-        ledger = self.home.open()
-        submitted = submit_solution(
-            ledger,
-            self.home.key("ingester"),
-            read_submission_folder(folder),
-            latency_ns=latency_ns,
-            product=self.device.product,
-            architecture=self.device.architecture,
-        )
-        run = ledger.run(submitted.run_digest)
-        assert run is not None
-        ledger.append(
-            rerun_request_envelope(
-                submitted.run_digest,
-                run.run_name,
-                self.home.key("admin"),
-                artifact_digest=submitted.solution_digest,
-                workload_digest=submitted.workload_digest,
-                product=self.device.product,
-                architecture=self.device.architecture,
-                expires_at=utc_now() + timedelta(hours=1),
-            )
-        )
-        return submitted.run_digest
+        return submit_with_job(self.home, folder, self.device, latency_ns)
 
     def history(self, run: str) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = httpx.get(f"{self.url}/v1/runs/{run}/history").json()[
