@@ -1,8 +1,9 @@
 """The history of #1 records: every time a run took first place in its comparison group.
 
-A pure walk (:func:`record_history`) over one group's runs in log order, and the read
-(:func:`record_entries`) that feeds it from the runs view. Both are functions of the views
-alone, so the history is rebuilt identically from the same events every time.
+A pure walk (:func:`record_history`) over one group's runs in log order, which the fold
+runs whenever it re-ranks a group and keeps in the records view, and the read
+(:func:`record_entries`) of a page of that view. Both are functions of the views alone, so
+the history is rebuilt identically from the same events every time.
 
 What "took first place" means is the ranking's own decision (``domain.ranking``,
 source-native view): a run sets a record when, ranked against the standing #1 alone, it
@@ -20,8 +21,7 @@ from sqlalchemy import select, tuple_
 from domain.ranking import RankEntry, RankingError, View, rank_group
 from ledger.store.event_store import StoreSession
 from projections.group_labels import GroupLabel, group_labels
-from projections.tables import runs
-from projections.view_rows import rank_entry
+from projections.tables import records, runs
 
 # Records are those of the board a group's #1 is read from (``queries.leaders``).
 VIEW = View.SOURCE_NATIVE
@@ -140,34 +140,63 @@ class RecordPage:
     more: bool  # older records follow the page
 
 
+def record_row(key: str, record: Record) -> dict[str, Any]:
+    """A record as the records view holds it (the fold writes these with the group's ranks)."""
+    return {
+        "comparison_key": key,
+        "position": record.position,
+        "run_digest": record.run,
+        "value": record.value,
+        "previous_run": record.previous,
+        "previous_value": record.previous_value,
+        "withdrawn": record.withdrawn,
+    }
+
+
+def _record(row: Any) -> Record:
+    return Record(
+        position=int(row["position"]),
+        run=str(row["run_digest"]),
+        value=float(row["value"]),
+        previous=row["previous_run"],
+        previous_value=row["previous_value"],
+        withdrawn=row["withdrawn"],
+    )
+
+
 def record_entries(
     session: StoreSession, key: str | None = None, before: int | None = None, limit: int = FEED_MAX
 ) -> RecordPage:
     """Records of every group (or of group ``key``), newest first: those set before log
     position ``before`` when given, ``limit`` at most.
 
-    Every run of the groups is read, as a record depends on all that came before it in
-    its group (a few thousand rows for the whole public catalog).
-    """
-    query = select(runs).where(runs.c.comparison_key.is_not(None))
+    Read from the records view, which the fold keeps with each group's ranks: a page costs
+    its own rows and their runs, whatever the size of the ledger."""
+    scope = select(records)
     if key is not None:
-        query = query.where(runs.c.comparison_key == key)
-    rows: dict[str, dict[str, Any]] = {}
-    groups: dict[str, list[Arrival]] = {}
-    for row in session.execute(query).mappings():
-        rows[str(row["run_digest"])] = dict(row)
-        arrival = Arrival(int(row["ingested_position"]), rank_entry(row))
-        groups.setdefault(str(row["comparison_key"]), []).append(arrival)
-    history = [record for group in groups.values() for record in record_history(group)]
-    history.sort(key=lambda r: r.position, reverse=True)  # positions are unique in the log
-    newest = str(rows[history[0].run]["ingested_at"]) if history else None
-    shown = [r for r in history if before is None or r.position < before]
+        scope = scope.where(records.c.comparison_key == key)
+    newest_first = records.c.position.desc()
+    top = session.execute(scope.order_by(newest_first).limit(1)).mappings().first()
+    page = scope if before is None else scope.where(records.c.position < before)
+    shown = [
+        _record(row)
+        for row in session.execute(page.order_by(newest_first).limit(limit + 1)).mappings()
+    ]
+    wanted = {r.run for r in shown[:limit]} | {r.previous for r in shown[:limit] if r.previous}
+    if top is not None:
+        wanted.add(str(top["run_digest"]))
+    rows = {
+        str(row["run_digest"]): dict(row)
+        for row in session.execute(select(runs).where(runs.c.run_digest.in_(sorted(wanted))))
+        .mappings()
+        .all()
+    }
     return RecordPage(
         entries=[
             RecordEntry(r, rows[r.run], None if r.previous is None else rows[r.previous])
             for r in shown[:limit]
         ],
-        newest=newest,
+        newest=None if top is None else str(rows[str(top["run_digest"])]["ingested_at"]),
         more=len(shown) > limit,
     )
 

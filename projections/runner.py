@@ -28,7 +28,7 @@ from sqlalchemy import Table, bindparam, create_engine, delete, func, insert, se
 from domain.canonical import canonical_json
 from domain.errors import DomainError
 from domain.event_names import EventName
-from domain.ranking import RankEntry, View, rank_group
+from domain.ranking import View, rank_group
 from domain.rerun_binding import DeviceClass
 from domain.run_facts import (
     RunFold,
@@ -39,6 +39,7 @@ from ledger.errors import is_store_failure
 from ledger.store.connections import begin_snapshot
 from ledger.store.event_store import StoreSession, connection_of, hold_sqlite_write_lock
 from projections.fold_pool import FoldPool, shared_database
+from projections.records import Arrival, record_history, record_row
 from projections.run_views import (
     RUN_TOPICS,
     RUNNER_NAME,
@@ -55,6 +56,7 @@ from projections.tables import (
     positional_insert,
     positional_rows,
     ranks,
+    records,
     recreate_views,
     runs,
     stale_groups,
@@ -76,6 +78,7 @@ _log = logging.getLogger(__name__)
 # Re-ranking more groups than this reads the whole runs view once (ranking needs the members
 # of every group it ranks, whatever order they come in).
 _SCAN_GROUPS = 500
+_RANKED = len(RANKED_BY)
 _RANK_KEY = operator.itemgetter("run_digest", "view")
 DEFAULT_BATCH = 1000
 # A rebuild folds in larger batches: fewer commits, and each index page it touches is
@@ -544,28 +547,19 @@ class ProjectionRunner:
         return fold.profile.comparison_key
 
     def _rerank(self, session: StoreSession, keys: set[str]) -> None:
-        """Recompute both views' ranks of the touched groups."""
+        """Recompute both views' ranks, and the #1 history, of the touched groups."""
         if not keys:
             return
-        members: dict[str, list[RankEntry]] = {key: [] for key in keys}
-        ranked_by = select(*(runs.c[name] for name in RANKED_BY))
-        if len(keys) > _SCAN_GROUPS:
-            # Many groups (a rebuild re-ranks them all): one pass over the runs in table
-            # order, not an index lookup and a random read per run.
-            for row in session.execute(ranked_by).all():
-                group = members.get(row[1])
-                if group is not None:
-                    group.append(ranked_entry(row))
-        else:
-            for chunk in chunks(sorted(keys), 500):
-                for row in session.execute(ranked_by.where(runs.c.comparison_key.in_(chunk))).all():
-                    members[str(row[1])].append(ranked_entry(row))
+        members = self._members(session, keys)
         for chunk in chunks(sorted(keys), 500):
             session.execute(delete(ranks).where(ranks.c.comparison_key.in_(chunk)))
+            session.execute(delete(records).where(records.c.comparison_key.in_(chunk)))
         new_rows = []
+        new_records: list[dict[str, Any]] = []
         for key in sorted(keys):
+            entries = [arrival.entry for arrival in members[key]]
             for view in (View.SOURCE_NATIVE, View.VERIFIED):
-                for ranked in rank_group(members[key], view):
+                for ranked in rank_group(entries, view):
                     new_rows.append(
                         {
                             "view": str(view),
@@ -578,11 +572,32 @@ class ProjectionRunner:
                             "policy_version": ranked.policy_version,
                         }
                     )
+            new_records.extend(record_row(key, r) for r in record_history(members[key]))
         if new_rows:
             # In the ranks view's key order: its key index is then written in order. (Where a
             # rank row sits in the table says nothing: reads order by rank and run.)
             new_rows.sort(key=_RANK_KEY)
             self._insert_rows(session, ranks, new_rows)
+        if new_records:
+            self._insert_rows(session, records, new_records)
+
+    @staticmethod
+    def _members(session: StoreSession, keys: set[str]) -> dict[str, list[Arrival]]:
+        """The runs of each of these groups, as ranking and the record history see them."""
+        members: dict[str, list[Arrival]] = {key: [] for key in keys}
+        ranked_by = select(*(runs.c[name] for name in RANKED_BY), runs.c.ingested_position)
+        if len(keys) > _SCAN_GROUPS:
+            # Many groups (a rebuild re-ranks them all): one pass over the runs in table
+            # order, not an index lookup and a random read per run.
+            for row in session.execute(ranked_by).all():
+                group = members.get(row[1])
+                if group is not None:
+                    group.append(_arrival(row))
+        else:
+            for chunk in chunks(sorted(keys), 500):
+                for row in session.execute(ranked_by.where(runs.c.comparison_key.in_(chunk))).all():
+                    members[str(row[1])].append(_arrival(row))
+        return members
 
     # ------------------------------------------------------------- rebuild
 
@@ -702,3 +717,9 @@ class ProjectionRunner:
                     hasher.update(canonical_json(jsonable(dict(row))) + b"\n")
                 digests[table.name] = "sha256:" + hasher.hexdigest()
         return digests
+
+
+def _arrival(row: Sequence[Any]) -> Arrival:
+    """A group member as ``_rerank`` selects it: the ``RANKED_BY`` columns, then where the
+    log put the run."""
+    return Arrival(int(row[_RANKED]), ranked_entry(row[:_RANKED]))

@@ -36,7 +36,8 @@ metadata = MetaData()
 # Bump when a table or what is folded into it changes: every view is then refolded once.
 # 3: the views of ledger schema version 3 (manifests by digest), the first stamped here.
 # 4: evidence-v2 (a rerun counts only for a job bound to its run's code, issue 32).
-VIEWS_VERSION = 4
+# 5: the records view (each group's #1 history, kept by the fold).
+VIEWS_VERSION = 5
 
 runs = Table(
     "kernelindex_view_runs",
@@ -93,6 +94,21 @@ ranks = Table(
     Index("kernelindex_view_ranks_board", "comparison_key", "view", "rank"),
 )
 
+# Every time a run took #1 in its group on arrival (``projections.records.record_history``),
+# rewritten with the group's ranks: the record feed reads a page of it, not every run.
+records = Table(
+    "kernelindex_view_records",
+    metadata,
+    Column("comparison_key", String(71), primary_key=True),
+    Column("position", BigInteger, primary_key=True),
+    Column("run_digest", String(71), nullable=False),
+    Column("value", Float, nullable=False),
+    Column("previous_run", String(71)),
+    Column("previous_value", Float),
+    Column("withdrawn", String(20)),
+    Index("kernelindex_view_records_position", "position"),
+)
+
 # Groups whose ranks are stale: marked in the batch that changed them, cleared when re-ranked
 # (so a crash between the two leaves the mark, and the next catch-up re-ranks).
 stale_groups = Table(
@@ -121,7 +137,7 @@ manifests = Table(
     Column("position", BigInteger, nullable=False),
 )
 
-VIEW_TABLES = (runs, ranks, manifests)
+VIEW_TABLES = (runs, ranks, records, manifests)
 
 
 view_schema = Table(

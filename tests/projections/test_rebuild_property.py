@@ -42,7 +42,9 @@ from projection_world import (
 from sqlalchemy import select
 
 from domain.errors import DomainError
-from projections.tables import runs
+from projections.records import Arrival, record_history, record_row
+from projections.tables import records, runs
+from projections.view_rows import rank_entry
 
 RUNS = (SEED, RUN_21613, RUN_36818, RUN_15149)
 KEYS = Keys.generate(agents=2)
@@ -188,9 +190,37 @@ def per_run(outcomes: Sequence[tuple[int, str, str]]) -> dict[int, list[tuple[st
     return by_run
 
 
+def assert_records_are_the_history(world: World) -> None:
+    """The records view the fold keeps is the pure rule (``record_history``) applied to
+    each group's runs as the runs view holds them now."""
+    with world.ledger.store.transaction(commit=False) as session:
+        groups: dict[str, list[Arrival]] = {}
+        for row in session.execute(
+            select(runs).where(runs.c.comparison_key.is_not(None))
+        ).mappings():
+            arrival = Arrival(int(row["ingested_position"]), rank_entry(row))
+            groups.setdefault(str(row["comparison_key"]), []).append(arrival)
+        expected = sorted(
+            (
+                record_row(key, r)
+                for key, arrivals in groups.items()
+                for r in record_history(arrivals)
+            ),
+            key=lambda r: (r["comparison_key"], r["position"]),
+        )
+        stored = [
+            dict(r)
+            for r in session.execute(
+                select(records).order_by(records.c.comparison_key, records.c.position)
+            ).mappings()
+        ]
+    assert stored == expected, "the records view is not the history of the runs view"
+
+
 def assert_rebuild_equals_incremental(world: World) -> dict[str, str]:
     runner = world.runner()
     runner.catch_up()
+    assert_records_are_the_history(world)
     incremental = runner.table_digests()
     runner.rebuild()
     rebuilt = runner.table_digests()
