@@ -1,7 +1,9 @@
-# KernelIndex Ledger. Build: docker build -t kernelindex .
-# Run:   docker run -p 8000:8000 -v kernelindex-data:/data kernelindex   (demo ledger, served)
-#        docker run -v kernelindex-data:/data kernelindex demo --home /data   (print the demo)
-# On PostgreSQL with several workers, a projector and a sequencer: see compose.yaml.
+# KernelIndex Ledger, one image for every process (image name: kernelindex-ledger).
+# Build: docker build -t kernelindex-ledger .
+# Run:   docker run -p 8000:8000 -v kernelindex-data:/data kernelindex-ledger   (demo ledger, served)
+#        docker run -v kernelindex-data:/data kernelindex-ledger demo --home /data   (print the demo)
+# On PostgreSQL with several workers, a projector and a sequencer: compose.yaml, and
+# docs/deployment.md. .dockerignore keeps the context to what is copied below.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
