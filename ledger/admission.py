@@ -79,7 +79,7 @@ from ledger.errors import (
     UnprocessableEnvelopeError,
     is_store_failure,
 )
-from ledger.receipt import Receipt
+from ledger.logged_event import LoggedEvent
 from ledger.signing import dsse
 from ledger.signing.dsse import Envelope, SignatureError
 from ledger.signing.trust import TrustRoot
@@ -92,7 +92,7 @@ KEY_CACHE_SIZE = 10_000
 _ONE_MS = timedelta(milliseconds=1)
 A = TypeVar("A", bound=Aggregate)
 P = TypeVar("P", bound=SignedPredicate)
-Outcome = Receipt | Run | Principal  # a duplicate's receipt, or an aggregate to store
+Outcome = LoggedEvent | Run | Principal  # a duplicate's receipt, or an aggregate to store
 parse_envelope = timed(Stage.PARSE)(dsse.parse_envelope)
 parse_predicate = timed(Stage.PREDICATE)(_parse_predicate)
 signed_by = timed(Stage.VERIFY)(dsse.signed_by)
@@ -114,7 +114,7 @@ class AdmittedGroup:
     """A group's outcome before it is stored: per envelope its receipt (a duplicate), its
     refusal or its admission; the new events in order; what they change."""
 
-    results: list[Receipt | DomainError | Admitted] = field(default_factory=list)
+    results: list[LoggedEvent | DomainError | Admitted] = field(default_factory=list)
     events: list[Any] = field(default_factory=list)
     touched: dict[UUID, Aggregate] = field(default_factory=dict)
     # The stored version of each stored key that authorised an envelope (not one the group
@@ -226,7 +226,7 @@ class Admission:
                     _log.exception("could not judge an envelope; it is refused, its group goes on")
                     out.results.append(_unprocessable("judge", exc))
                     continue
-                if isinstance(outcome, Receipt):
+                if isinstance(outcome, LoggedEvent):
                     out.results.append(outcome)
                     continue
                 out.touched[outcome.id] = outcome
@@ -627,12 +627,12 @@ class Admission:
 
     def _duplicate(
         self, aggregate: Run | Principal, envelope: Envelope, statement: Statement
-    ) -> Receipt:
+    ) -> LoggedEvent:
         version = aggregate.envelopes[envelope.signed_digest]
         record = self._record_at(aggregate.id, version)
         state = json.loads(record.state)
         self._check_resubmission(envelope, str(state.get("signer", "")))
-        return Receipt(
+        return LoggedEvent(
             position=record.position,
             aggregate_id=aggregate.id,
             version=version,

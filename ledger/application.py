@@ -40,18 +40,20 @@ from ledger.aggregates import Principal, Run, RunState, principal_id, run_id, to
 from ledger.authority import KeyState
 from ledger.errors import (
     ConflictError,
+    LogIntegrityError,
     NotFoundError,
     StoreError,
     is_transient,
     lost_connection,
     write_refusal,
 )
-from ledger.receipt import Receipt
+from ledger.logged_event import LoggedEvent
 from ledger.signing.keys import SigningKey
 from ledger.signing.trust import TrustRoot
 from ledger.store.connections import ping_on_checkout
 from ledger.store.event_store import EventStore
 from ledger.store.group_index import record_members
+from ledger.store.log_watch import LogWatch
 from ledger.store.schema import APPLICATION_NAME, SchemaError, require_current
 from ledger.store.stored_events import (
     StoredRecord,
@@ -61,13 +63,7 @@ from ledger.store.stored_events import (
     stored_states,
     stored_versions,
 )
-from ledger.store.transparency_log import (
-    InclusionProof,
-    LogIntegrityError,
-    LogWatch,
-    Sequenced,
-    TransparencyLog,
-)
+from ledger.store.transparency_log import InclusionProof, Sequenced, TransparencyLog
 from ledger.timing import GROUP_SIZE, Stage, note, timed, timed_block
 
 MAX_APPEND_ATTEMPTS = 20
@@ -152,7 +148,7 @@ class Ledger(Application[UUID]):
 
     # ---------------------------------------------------------------- writes
 
-    def append(self, envelope_json: object) -> Receipt:
+    def append(self, envelope_json: object) -> LoggedEvent:
         """Admit one signed envelope; return its receipt or raise a DomainError saying why."""
         result = self.append_many([envelope_json])[0]
         if isinstance(result, DomainError):
@@ -160,7 +156,7 @@ class Ledger(Application[UUID]):
         return result
 
     @timed(Stage.GROUP)
-    def append_many(self, envelopes: Sequence[object]) -> list[Receipt | DomainError]:
+    def append_many(self, envelopes: Sequence[object]) -> list[LoggedEvent | DomainError]:
         """Admit envelopes in order and commit the accepted ones in one transaction.
 
         Each envelope gets its receipt or the reason it was refused; a refusal does not affect
@@ -202,10 +198,10 @@ class Ledger(Application[UUID]):
                     time.sleep(random.uniform(0, min(0.001 * 2**attempt, 0.2)))  # noqa: S311
         # Outside the retry: once committed, a group is never admitted again (its envelopes
         # would come back as duplicates of themselves).
-        replayed = self._replayed_inclusions([r for r in results if isinstance(r, Receipt)])
+        replayed = self._replayed_inclusions([r for r in results if isinstance(r, LoggedEvent)])
         return [self._settled_receipt(r, committed, replayed) for r in results]
 
-    def _replayed_inclusions(self, receipts: list[Receipt]) -> dict[int, InclusionProof]:
+    def _replayed_inclusions(self, receipts: list[LoggedEvent]) -> dict[int, InclusionProof]:
         """The inclusion proofs of a group's duplicates (envelopes stored before), with one
         root and one node query for all of them: a replay of many envelopes costs the writer
         one read, not one per envelope. Empty when there is one or none, or when any is not
@@ -222,13 +218,13 @@ class Ledger(Application[UUID]):
 
     def _settled_receipt(
         self,
-        result: Receipt | DomainError | Admitted,
+        result: LoggedEvent | DomainError | Admitted,
         committed: Committed,
         replayed: dict[int, InclusionProof],
-    ) -> Receipt | DomainError:
+    ) -> LoggedEvent | DomainError:
         """The group is committed: a failure now (reading a duplicate's proof) concerns that
         envelope alone, and never means that nothing was stored."""
-        if isinstance(result, Receipt) and result.position in replayed:
+        if isinstance(result, LoggedEvent) and result.position in replayed:
             return dataclasses.replace(result, inclusion=replayed[result.position])
         try:
             return self._receipt(result, committed)
@@ -240,7 +236,7 @@ class Ledger(Application[UUID]):
 
     def _append_group(
         self, envelopes: Sequence[object], *, locked: bool = False
-    ) -> tuple[list[Receipt | DomainError | Admitted], Committed]:
+    ) -> tuple[list[LoggedEvent | DomainError | Admitted], Committed]:
         """Admit a group, then store and sequence it. ``locked``: in one transaction that
         holds the event table's lock from before the first read (after lost races)."""
         group: AdmittedGroup | None = None
@@ -339,18 +335,18 @@ class Ledger(Application[UUID]):
         return recordings
 
     def _receipt(
-        self, result: Receipt | DomainError | Admitted, committed: Committed
-    ) -> Receipt | DomainError:
+        self, result: LoggedEvent | DomainError | Admitted, committed: Committed
+    ) -> LoggedEvent | DomainError:
         if isinstance(result, DomainError):
             return result
-        if isinstance(result, Receipt):
+        if isinstance(result, LoggedEvent):
             return self._with_inclusion(result)
         recordings, logged = committed
         assert logged is not None
         recording = recordings[result.first_event]
         event = recording.domain_event
         position = recording.notification.id  # the event's place in the notification log
-        return Receipt(
+        return LoggedEvent(
             position=position,
             aggregate_id=UUID(str(recording.notification.originator_id)),
             version=recording.notification.originator_version,
@@ -363,7 +359,7 @@ class Ledger(Application[UUID]):
             signer=str(getattr(event, "signer", "")),
         )
 
-    def _with_inclusion(self, receipt: Receipt) -> Receipt:
+    def _with_inclusion(self, receipt: LoggedEvent) -> LoggedEvent:
         """A duplicate's receipt, with the inclusion proof of the original event."""
         with self.store.transaction(commit=False) as session:
             leaf = self.tlog.leaf_for_position(session, receipt.position)

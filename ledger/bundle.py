@@ -260,8 +260,11 @@ def export_bundle(
     of a rank names its comparison group, which must be among ``groups``. ``held``: tree
     sizes of checkpoints the requester holds; the bundle proves it extends each of them.
     """
-    checkpoint = ledger.tlog.sign_checkpoint(size)
+    # Read, not signed here: each size a commit left the tree at was signed in that commit.
+    checkpoint = ledger.tlog.checkpoint(size)
     size = checkpoint.size
+    # A scoped bundle's heads are signed now: without the log key, refuse before writing.
+    heads_key = ledger.tlog.signing_key() if runs is not None else None
     scope: _Scope | None = None
     proofs: list[tuple[int, list[bytes]]] = []
     with ledger.store.transaction(commit=False) as session:
@@ -292,14 +295,11 @@ def export_bundle(
     out.write(_line({"type": "checkpoint", "note": checkpoint.note}))
     for older, proof in proofs:
         out.write(_line({"type": "consistency", "from": older, "proof": [_b64(h) for h in proof]}))
-    if scope is not None:
-        assert ledger.tlog.log_key is not None  # sign_checkpoint above required it
+    if scope is not None and heads_key is not None:
         heads = Heads(
             ledger.trust_root.origin, size, checkpoint.root, scope.runs, scope.keys, scope.groups
         )
-        out.write(
-            _line({"type": "heads", "note": sign_heads(heads, ledger.tlog.log_key.private_key())})
-        )
+        out.write(_line({"type": "heads", "note": sign_heads(heads, heads_key.private_key())}))
     for claim in claims:
         out.write(_line(claim))
     count = 0

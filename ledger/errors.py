@@ -74,6 +74,13 @@ class ConflictError(AdmissionError):
     status = 409
 
 
+class LogIntegrityError(DomainError):
+    """The stored log disagrees with itself; the ledger stops rather than sign over it."""
+
+    code = "log-integrity"
+    status = 500
+
+
 class NotFoundError(DomainError):
     code = "not-found"
     status = 404

@@ -17,7 +17,7 @@ from typing import Protocol
 from domain.errors import DomainError
 from ledger.application import Ledger
 from ledger.errors import store_error
-from ledger.receipt import Receipt
+from ledger.logged_event import LoggedEvent
 
 MAX_GROUP = 256
 _STOP = object()
@@ -32,9 +32,9 @@ class Writer(Protocol):
     """What takes a process's writes: this module's writer thread, or a handle on the
     writer process (``ledger.writer_process.RemoteWriter``)."""
 
-    def submit(self, envelope: object) -> Future[Receipt]: ...
+    def submit(self, envelope: object) -> Future[LoggedEvent]: ...
 
-    def append(self, envelope: object) -> Receipt: ...
+    def append(self, envelope: object) -> LoggedEvent: ...
 
     def close(self, timeout: float = 30.0) -> None: ...
 
@@ -42,7 +42,7 @@ class Writer(Protocol):
 @dataclass
 class _Request:
     envelope: object
-    reply: Future[Receipt] = field(default_factory=Future)
+    reply: Future[LoggedEvent] = field(default_factory=Future)
 
 
 class GroupCommitWriter:
@@ -55,11 +55,11 @@ class GroupCommitWriter:
         self._thread = threading.Thread(target=self._run, name="kernelindex-writer", daemon=True)
         self._thread.start()
 
-    def append(self, envelope: object) -> Receipt:
+    def append(self, envelope: object) -> LoggedEvent:
         """Admit one envelope (from any thread); its receipt, or raise why it was refused."""
         return self.submit(envelope).result()
 
-    def submit(self, envelope: object) -> Future[Receipt]:
+    def submit(self, envelope: object) -> Future[LoggedEvent]:
         """Queue one envelope; the future resolves to its receipt or the refusal. An async
         caller awaits it without holding a thread, so every waiting request joins a group."""
         request = _Request(envelope)
@@ -120,13 +120,13 @@ class GroupCommitWriter:
                 request.reply.set_result(result)
 
 
-def commit_group(ledger: Ledger, envelopes: list[object]) -> list[Receipt | BaseException]:
+def commit_group(ledger: Ledger, envelopes: list[object]) -> list[LoggedEvent | BaseException]:
     """``append_many`` for a group of callers: each envelope's receipt or refusal. A store
     failure is every caller's answer, as a refusal with a stable code (store-full,
     read-only-store...) when it is the database's: the whole group rolled back, so nothing
     of it was stored. The writer thread and the writer process both settle groups here."""
     try:
-        results: list[Receipt | BaseException] = list(ledger.append_many(envelopes))
+        results: list[LoggedEvent | BaseException] = list(ledger.append_many(envelopes))
     except Exception as exc:
         refused = exc if isinstance(exc, DomainError) else store_error(exc)
         return [refused or exc] * len(envelopes)

@@ -30,8 +30,8 @@ from ledger.authority import KeyLookup, KeyState
 from ledger.event_verification import EventVerification, verify_stored_event
 from ledger.signing.dsse import named_keyid
 from ledger.signing.trust import TrustRoot
+from ledger.store.log_watch import LogWatch
 from ledger.store.stored_events import StoredRecord
-from ledger.store.transparency_log import LogWatch
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 500

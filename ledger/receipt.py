@@ -1,39 +1,10 @@
-"""What the ledger acknowledges for an accepted (or already stored) envelope."""
+"""The old name of ``ledger.logged_event.LoggedEvent``, for callers outside ``ledger`` until
+they import that name (one ``Receipt`` in the code base: the HTTP reply's)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-from uuid import UUID
+from ledger.logged_event import LoggedEvent
 
-from ledger.store.transparency_log import InclusionProof
+__all__ = ["Receipt"]
 
-
-@dataclass(frozen=True)
-class Receipt:
-    """An event's place in the log, what it was admitted from, and its inclusion proof."""
-
-    position: int
-    aggregate_id: UUID
-    version: int
-    event: str
-    subject_digest: str
-    envelope_digest: str
-    received_at: str
-    duplicate: bool
-    inclusion: InclusionProof | None = None
-    signer: str = ""  # the key id whose signature admitted the event
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "position": self.position,
-            "aggregateId": str(self.aggregate_id),
-            "version": self.version,
-            "event": self.event,
-            "subjectDigest": self.subject_digest,
-            "envelopeDigest": self.envelope_digest,
-            "receivedAt": self.received_at,
-            "duplicate": self.duplicate,
-            "signer": self.signer,
-            "log": self.inclusion.to_json() if self.inclusion else None,
-        }
+Receipt = LoggedEvent

@@ -49,7 +49,7 @@ from domain.timestamps import format_time, utc_now
 from ledger.aggregates import Run
 from ledger.application import Ledger
 from ledger.errors import AlreadyExistsError
-from ledger.receipt import Receipt
+from ledger.logged_event import LoggedEvent
 from ledger.signing.authoring import ingestion_envelope
 from ledger.signing.keys import SigningKey
 from ledger.store.artifacts import ArtifactStore
@@ -77,7 +77,7 @@ class Submission:
     run_name: str
     solution_digest: str
     workload_digest: str
-    receipt: Receipt | None  # None: the run was already in the ledger, nothing was appended
+    receipt: LoggedEvent | None  # None: the run was already in the ledger, nothing was appended
 
     @property
     def appended(self) -> bool:
@@ -331,7 +331,7 @@ def submit_solution(
     # Stored first: a run must never name an artifact the agent cannot fetch.
     ArtifactStore(ledger.store).put_many([prepared.solution, prepared.workload])
 
-    def result(run_digest: str, receipt: Receipt | None) -> Submission:
+    def result(run_digest: str, receipt: LoggedEvent | None) -> Submission:
         return Submission(
             run_digest=run_digest,
             run_name=prepared.run_name,

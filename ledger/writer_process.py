@@ -53,8 +53,8 @@ from typing import TYPE_CHECKING, Any
 from domain.errors import DomainError
 from ledger.errors import StoreError, store_error
 from ledger.group_commit import MAX_GROUP, WriterClosedError, commit_group
+from ledger.logged_event import LoggedEvent
 from ledger.long_lived import freeze_long_lived
-from ledger.receipt import Receipt
 
 if TYPE_CHECKING:
     from ledger.application import Ledger
@@ -67,11 +67,11 @@ KEY_ENV = "KERNELINDEX_WRITER_KEY"
 _START_TIMEOUT = 120.0
 
 
-def _answer(result: Receipt | BaseException) -> tuple[bool, object]:
+def _answer(result: LoggedEvent | BaseException) -> tuple[bool, object]:
     """What goes back for one envelope: its receipt, or the refusal. A failure that is not
     the ledger's word (a bug, a store failure it did not name) is named here, as the store
     failure it is: the worker answers it as any refused write, and nothing was stored."""
-    if isinstance(result, Receipt):
+    if isinstance(result, LoggedEvent):
         return True, result
     if isinstance(result, DomainError):
         return False, result
@@ -710,7 +710,7 @@ class RemoteWriter:
         self._address = address
         self._key = key
         self._numbers = itertools.count()
-        self._waiting: dict[int, Future[Receipt]] = {}
+        self._waiting: dict[int, Future[LoggedEvent]] = {}
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._connection: Connection | None = None
@@ -743,11 +743,11 @@ class RemoteWriter:
         with self._lock:
             return self._connection is not None and not self._closing.is_set()
 
-    def append(self, envelope: object) -> Receipt:
+    def append(self, envelope: object) -> LoggedEvent:
         return self.submit(envelope).result()
 
-    def submit(self, envelope: object) -> Future[Receipt]:
-        reply: Future[Receipt] = Future()
+    def submit(self, envelope: object) -> Future[LoggedEvent]:
+        reply: Future[LoggedEvent] = Future()
         with self._lock:
             connection = self._connection
             if connection is None or self._closing.is_set():
@@ -816,7 +816,7 @@ class RemoteWriter:
                 orphaned = self._lost(connection)
             _tell_writer_gone(orphaned)
 
-    def _lost(self, connection: Connection) -> list[Future[Receipt]]:
+    def _lost(self, connection: Connection) -> list[Future[LoggedEvent]]:
         """The connection to the writer is gone (caller holds the lock, and settles the
         futures returned once it has let go of it: a future's callbacks run as it settles).
         Its reader wakes (a shut-down socket reads as EOF)."""
@@ -836,7 +836,7 @@ class RemoteWriter:
         self._reader.join(timeout)
 
 
-def _tell_writer_gone(replies: list[Future[Receipt]]) -> None:
+def _tell_writer_gone(replies: list[Future[LoggedEvent]]) -> None:
     """Whether an envelope sent before the connection went was stored, its receipt would
     have said: sending it again returns the original's receipt if it was (appends are
     idempotent)."""

@@ -1,14 +1,25 @@
-"""Reading the transparency log as JSON: checkpoint, proofs, entries (for the CLI and the API)."""
+"""Reading the transparency log as JSON: checkpoint, proofs, entries (for the CLI and the API).
+
+Each takes what holds the log (the ledger, named by its shape only: the store does not reach
+up to the application), and none of them writes.
+"""
 
 from __future__ import annotations
 
 import base64
-from typing import Any
+from typing import Any, Protocol
 
 from domain.errors import DomainError
-from ledger.application import Ledger
 from ledger.errors import NotFoundError
 from ledger.proofs.signed_note import NoteError, open_checkpoint
+from ledger.store.transparency_log import TransparencyLog
+
+
+class HoldsLog(Protocol):
+    """What these reads need of a ledger: its transparency log."""
+
+    @property
+    def tlog(self) -> TransparencyLog: ...
 
 
 class CheckpointMismatchError(DomainError):
@@ -23,11 +34,12 @@ def _b64(value: bytes) -> str:
     return base64.b64encode(value).decode()
 
 
-def checkpoint_json(ledger: Ledger) -> dict[str, Any]:
-    """Sign (or reuse the already signed) checkpoint of the current tree."""
-    signed = ledger.tlog.sign_checkpoint()
+def checkpoint_json(ledger: HoldsLog) -> dict[str, Any]:
+    """The signed checkpoint of the current tree, as the commit that made the tree stored it
+    (read only: ``TransparencyLog.checkpoint``)."""
+    signed = ledger.tlog.checkpoint()
     return {
-        "origin": ledger.trust_root.origin,
+        "origin": ledger.tlog.origin,
         "size": signed.size,
         "rootHash": _b64(signed.root),
         "note": signed.note,
@@ -35,16 +47,16 @@ def checkpoint_json(ledger: Ledger) -> dict[str, Any]:
     }
 
 
-def held_checkpoint_size(ledger: Ledger, note: str) -> int:
+def held_checkpoint_size(ledger: HoldsLog, note: str) -> int:
     """The size of a checkpoint someone holds, once it is shown to be this log's: signed by
     its log key, and its root the root of the tree of that size here (else: a fork)."""
     try:
-        held, _ = open_checkpoint(note, [ledger.tlog.verifier], origin=ledger.trust_root.origin)
+        held, _ = open_checkpoint(note, [ledger.tlog.verifier], origin=ledger.tlog.origin)
     except NoteError as exc:
         raise CheckpointMismatchError(
             f"the checkpoint is not signed by this ledger's log key: {exc}"
         ) from None
-    with ledger.store.transaction(commit=False) as session:
+    with ledger.tlog.store.transaction(commit=False) as session:
         current = ledger.tlog.tree_size(session)
         if held.size > current:
             raise CheckpointMismatchError(
@@ -58,8 +70,8 @@ def held_checkpoint_size(ledger: Ledger, note: str) -> int:
     return held.size
 
 
-def inclusion_json(ledger: Ledger, leaf: int, size: int | None = None) -> dict[str, Any]:
-    with ledger.store.transaction(commit=False) as session:
+def inclusion_json(ledger: HoldsLog, leaf: int, size: int | None = None) -> dict[str, Any]:
+    with ledger.tlog.store.transaction(commit=False) as session:
         current = ledger.tlog.tree_size(session)
         tree = current if size is None else size
         if not 0 < tree <= current:
@@ -69,8 +81,8 @@ def inclusion_json(ledger: Ledger, leaf: int, size: int | None = None) -> dict[s
         return ledger.tlog.inclusion(session, leaf, tree).to_json()
 
 
-def consistency_json(ledger: Ledger, old: int, new: int | None = None) -> dict[str, Any]:
-    with ledger.store.transaction(commit=False) as session:
+def consistency_json(ledger: HoldsLog, old: int, new: int | None = None) -> dict[str, Any]:
+    with ledger.tlog.store.transaction(commit=False) as session:
         current = ledger.tlog.tree_size(session)
         newer = current if new is None else new
         if not 0 <= old <= newer <= current:
@@ -85,11 +97,11 @@ def consistency_json(ledger: Ledger, old: int, new: int | None = None) -> dict[s
         }
 
 
-def entries_json(ledger: Ledger, start: int, end: int | None = None) -> list[dict[str, Any]]:
+def entries_json(ledger: HoldsLog, start: int, end: int | None = None) -> list[dict[str, Any]]:
     """Leaves [start, end) — at most MAX_ENTRIES — with the event position each one logs."""
     if start < 0:
         raise NotFoundError("start must be >= 0")
-    with ledger.store.transaction(commit=False) as session:
+    with ledger.tlog.store.transaction(commit=False) as session:
         stop = ledger.tlog.tree_size(session) if end is None else end
         rows = ledger.tlog.entries(session, start, min(stop, start + MAX_ENTRIES))
     return [{"leafIndex": r[0], "position": r[1], "leafHash": _b64(bytes(r[2]))} for r in rows]

@@ -7,39 +7,22 @@ transaction per batch). One sequencer runs at a time, from before it reads the t
 commit: a transaction-scoped advisory lock on PostgreSQL, the database's write lock on SQLite.
 
 Complete subtree hashes are stored as they are created, so roots and proofs cost O(log n)
-lookups, fetched in one query. Checkpoints are C2SP signed notes; the size is the primary key
-of the checkpoint table, so the ledger can never sign two roots for one size.
+lookups, fetched in one query. A pass that grows the tree signs a checkpoint of the new tree in
+its own transaction (``signed_checkpoints``), so every size the log is ever seen at has one,
+and reading a checkpoint writes nothing.
 """
 
 from __future__ import annotations
 
 import base64
-import functools
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
-from sqlalchemy import (
-    BigInteger,
-    Column,
-    Integer,
-    LargeBinary,
-    MetaData,
-    SmallInteger,
-    Table,
-    Text,
-    and_,
-    bindparam,
-    func,
-    or_,
-    select,
-    text,
-)
+from sqlalchemy import bindparam, func, select, text
 
 from domain.errors import DomainError
-from domain.timestamps import format_time, utc_now
-from ledger.errors import ReadOnlyStoreError, StoreFullError, store_error
+from ledger.errors import LogIntegrityError, ReadOnlyStoreError, StoreFullError, store_error
 from ledger.proofs.log_entries import LogEntry
 from ledger.proofs.merkle import (
     CompactRange,
@@ -47,39 +30,31 @@ from ledger.proofs.merkle import (
     inclusion_proof_from_nodes,
     root_from_nodes,
 )
-from ledger.proofs.signed_note import Verifier, format_checkpoint, sign_note
+from ledger.proofs.signed_note import Verifier
 from ledger.signing.keys import PublicKey, SigningKey
+from ledger.store import signed_checkpoints
 from ledger.store.event_store import EventStore, StoreSession, hold_sqlite_write_lock
+from ledger.store.log_tables import checkpoints, leaves, metadata, nodes
+from ledger.store.log_watch import LogHead
+from ledger.store.signed_checkpoints import SignedCheckpoint
+from ledger.store.tree_nodes import NodeKey, with_prefetch
 from ledger.timing import Stage, timed
 
-T = TypeVar("T")
+# The tables live in ``log_tables``; they are named here too, where callers look for them.
+__all__ = [
+    "InclusionProof",
+    "NoLogKeyError",
+    "Sequenced",
+    "SignedCheckpoint",
+    "TransparencyLog",
+    "checkpoints",
+    "leaves",
+    "metadata",
+    "nodes",
+]
+
 _ADVISORY_LOCK_ID = 0x4B49_4C4F_47  # "KILOG"
 _SEQUENCE_BATCH = 1000
-_ZERO = b"\x00" * 32
-
-metadata = MetaData()
-leaves = Table(
-    "kernelindex_log_leaves",
-    metadata,
-    Column("leaf_index", BigInteger().with_variant(Integer(), "sqlite"), primary_key=True),
-    Column("position", BigInteger, nullable=False, unique=True),
-    Column("leaf_hash", LargeBinary, nullable=False),
-)
-nodes = Table(
-    "kernelindex_log_nodes",
-    metadata,
-    Column("level", SmallInteger, primary_key=True),
-    Column("idx", BigInteger, primary_key=True),
-    Column("hash", LargeBinary, nullable=False),
-)
-checkpoints = Table(
-    "kernelindex_log_checkpoints",
-    metadata,
-    Column("size", BigInteger, primary_key=True),
-    Column("root", LargeBinary, nullable=False),
-    Column("note", Text, nullable=False),
-    Column("signed_at", Text, nullable=False),
-)
 
 
 # Statements every write runs, built once (building one costs about what running it does).
@@ -89,51 +64,8 @@ _LAST_LEAF = (
     .limit(1)
 )
 _LEAF_HASH = select(leaves.c.leaf_hash).where(leaves.c.leaf_index == bindparam("index"))
-# A log's head as a process saw it: its size and its last leaf's hash (None when empty).
-LogHead = tuple[int, bytes | None]
 _INSERT_LEAVES = leaves.insert()
 _INSERT_NODES = nodes.insert()
-
-
-class LogWatch:
-    """The newest head of the log a cache was filled under. Version numbers and tree sizes
-    come back under other content when the database goes back (a backup restored, a
-    failover to a standby that lacked the last commits), so whatever a process caches by
-    them asks this first, and is dropped when the log no longer holds what it had seen.
-    ``generation`` counts the times it went back: a cache filled by a reader that started
-    before one must not keep what it read (another reader may have dropped it meanwhile)."""
-
-    def __init__(self, tlog: TransparencyLog) -> None:
-        self._tlog = tlog
-        self.seen: LogHead = (0, None)
-        self.generation = 0
-        self._lock = threading.Lock()
-
-    def still_holds(self, session: StoreSession) -> bool:
-        """Whether the log, read now in ``session``, still holds the newest head seen; the
-        head read becomes the one seen. One primary-key lookup (two if it grew)."""
-        seen = self.seen
-        now = self._tlog.head(session)
-        holds = self._tlog.extends(session, now, seen)
-        with self._lock:
-            if not holds:
-                self.generation += 1
-            # Threads may race: the larger head wins unless the log went back.
-            if not holds or now[0] >= self.seen[0]:
-                self.seen = now
-        return holds
-
-    def committed(self, head: LogHead) -> None:
-        """This process committed the log up to ``head``: it is the newest seen."""
-        with self._lock:
-            self.seen = head
-
-
-class LogIntegrityError(DomainError):
-    """The stored log disagrees with itself; the ledger stops rather than sign over it."""
-
-    code = "log-integrity"
-    status = 500
 
 
 class NoLogKeyError(DomainError):
@@ -157,15 +89,6 @@ class InclusionProof:
         }
 
 
-@dataclass(frozen=True)
-class SignedCheckpoint:
-    size: int
-    root: bytes
-    note: str
-    signed_at: str
-
-
-NodeKey = tuple[int, int]  # (level, index)
 # An event row as stored: position, originator id, version, topic, state bytes.
 StoredRow = tuple[int, Any, int, str, bytes] | Sequence[Any]
 
@@ -183,72 +106,6 @@ class Sequenced:
     nodes: dict[NodeKey, bytes] = field(default_factory=dict)
     leaf_of: dict[int, int] = field(default_factory=dict)
     head: LogHead = (0, None)  # the compact range's: its size and last leaf
-
-
-class _NotHeldError(LookupError):
-    """A node the nodes held do not include (the caller reads it from the table)."""
-
-
-def _held_node(held: dict[NodeKey, bytes], level: int, index: int) -> bytes:
-    found = held.get((level, index))
-    if found is None:
-        raise _NotHeldError
-    return found
-
-
-def _with_prefetch(
-    session: StoreSession,
-    compute: Callable[[Callable[[int, int], bytes]], T],
-    known: dict[NodeKey, bytes] | None = None,
-) -> T:
-    """Run a proof/root computation with all its node lookups fetched in one query (none for
-    the nodes in ``known``: those this transaction wrote).
-
-    The computations choose which nodes to read from sizes and indices only, never from hash
-    values, so a dry run with placeholder hashes names exactly the nodes needed.
-    """
-    held = known or {}
-    if held:
-        # Most often (a group's receipts) the nodes held are all it needs: compute once.
-        try:
-            return compute(functools.partial(_held_node, held))
-        except _NotHeldError:
-            pass
-    wanted: list[tuple[int, int]] = []
-
-    def record(level: int, index: int) -> bytes:
-        if (level, index) not in held:
-            wanted.append((level, index))
-        return _ZERO
-
-    compute(record)
-    found: dict[tuple[int, int], bytes] = dict(held)
-    if wanted:
-        by_level: dict[int, set[int]] = {}
-        for level, index in wanted:
-            by_level.setdefault(level, set()).add(index)
-        # One equality-plus-IN term per level: both SQLite and PostgreSQL answer it from the
-        # primary key. A row-value IN ((level, idx), ...) made SQLite scan the whole node
-        # table, so every append cost O(n) instead of O(log n).
-        rows = session.execute(
-            select(nodes.c.level, nodes.c.idx, nodes.c.hash).where(
-                or_(
-                    *(
-                        and_(nodes.c.level == level, nodes.c.idx.in_(sorted(indices)))
-                        for level, indices in sorted(by_level.items())
-                    )
-                )
-            )
-        )
-        found.update({(r[0], r[1]): bytes(r[2]) for r in rows})
-
-    def lookup(level: int, index: int) -> bytes:
-        try:
-            return found[(level, index)]
-        except KeyError:
-            raise LogIntegrityError(f"stored tree node ({level}, {index}) is missing") from None
-
-    return compute(lookup)
 
 
 class TransparencyLog:
@@ -316,13 +173,14 @@ class TransparencyLog:
         if self._compact is not None and self._compact_head == head:
             return self._compact.copy()
         size = head[0]
-        return _with_prefetch(session, lambda get: CompactRange.from_nodes(size, get))
+        return with_prefetch(session, lambda get: CompactRange.from_nodes(size, get))
 
     @timed(Stage.SEQUENCE)
     def sequence(
         self, session: StoreSession, written: Sequence[StoredRow] | None = None
     ) -> Sequenced:
-        """Give every not-yet-sequenced event a leaf, in position order (caller commits).
+        """Give every not-yet-sequenced event a leaf, in position order, and sign the tree
+        that makes (caller commits).
 
         ``written``: the rows this transaction has just stored, as stored (position order).
         When they are exactly the events after the last leaf (an id-only query says so),
@@ -330,6 +188,25 @@ class TransparencyLog:
         (events another writer stored unsequenced, a crash's leftovers) everything pending
         is read from the table."""
         self.lock(session)
+        result = self._add_pending(session, written)
+        self._sign_grown(session, result)
+        return result
+
+    def _sign_grown(self, session: StoreSession, result: Sequenced) -> None:
+        """Store the checkpoint of the tree this pass grew, in the pass's transaction: the
+        new size is never visible without its checkpoint, so a read of one never has to
+        sign (or write). One signature a commit, however many events it carries. A ledger
+        opened without the log key signs nothing (a read then signs, unstored)."""
+        if result.new_leaves and self.log_key is not None:
+            compact = result.compact
+            signed = signed_checkpoints.sign(
+                self.origin, self.log_key, compact.size, compact.root()
+            )
+            dialect = self.store.engine.dialect.name
+            signed_checkpoints.store_unless_signed(session, signed, dialect)
+
+    def _add_pending(self, session: StoreSession, written: Sequence[StoredRow] | None) -> Sequenced:
+        """``sequence``'s leaves and nodes, under the sequencers' lock."""
         head, last_position = self._last_leaf(session)
         compact = self._compact_range(session, head)
         held = {(n.level, n.index): n.hash for n in compact.nodes()}
@@ -453,12 +330,10 @@ class TransparencyLog:
         return None if value is None else int(value)
 
     def root(self, session: StoreSession, size: int) -> bytes:
-        return _with_prefetch(session, lambda get: root_from_nodes(size, get))
+        return with_prefetch(session, lambda get: root_from_nodes(size, get))
 
     def proof_hashes(self, session: StoreSession, leaf_index: int, size: int) -> list[bytes]:
-        return _with_prefetch(
-            session, lambda get: inclusion_proof_from_nodes(leaf_index, size, get)
-        )
+        return with_prefetch(session, lambda get: inclusion_proof_from_nodes(leaf_index, size, get))
 
     def proofs(
         self, session: StoreSession, leaf_indices: Sequence[int], size: int
@@ -466,7 +341,7 @@ class TransparencyLog:
         """Inclusion proofs of these leaves in the tree of ``size``, with one node query for
         all of them (an export's batch)."""
         wanted = sorted(set(leaf_indices))
-        return _with_prefetch(
+        return with_prefetch(
             session,
             lambda get: {leaf: inclusion_proof_from_nodes(leaf, size, get) for leaf in wanted},
         )
@@ -502,11 +377,11 @@ class TransparencyLog:
             }
 
         held = sequenced.nodes if sequenced is not None else None
-        root, proofs = _with_prefetch(session, compute, held)
+        root, proofs = with_prefetch(session, compute, held)
         return {p: InclusionProof(leaf_of[p], size, root, tuple(h)) for p, h in proofs.items()}
 
     def consistency(self, session: StoreSession, size1: int, size2: int) -> list[bytes]:
-        return _with_prefetch(session, lambda get: consistency_proof_from_nodes(size1, size2, get))
+        return with_prefetch(session, lambda get: consistency_proof_from_nodes(size1, size2, get))
 
     def entries(self, session: StoreSession, start: int, end: int) -> Sequence[Any]:
         """Leaves ``[start, end)`` with their event positions and hashes."""
@@ -522,57 +397,62 @@ class TransparencyLog:
     def verifier(self) -> Verifier:
         return Verifier.from_public_key(self.origin, self.log_public_key.raw)
 
-    def sign_checkpoint(self, size: int | None = None) -> SignedCheckpoint:
-        """Sign (or return the already signed) checkpoint for the current tree size, or for
-        an earlier ``size`` (a tree of that size has one root forever, so this never makes
-        two roots for one size).
-
-        Reads first, without the log's lock: a checkpoint already signed (the common case for
-        readers and exports) costs no write and never waits for writers. A new one is stored
-        under the lock; on a store that refuses writes (read-only, full) it is returned
-        unstored — Ed25519 is deterministic, so it is the very note storing would keep."""
+    def signing_key(self) -> SigningKey:
+        """The log key, or refuse: what is signed now (a checkpoint, heads) needs it."""
         if self.log_key is None:
             raise NoLogKeyError("signing a checkpoint needs the log key (keys/log.pem)")
+        return self.log_key
+
+    def _size_and_root(self, session: StoreSession, size: int | None) -> tuple[int, bytes]:
+        current = self.tree_size(session)
+        if size is None:
+            size = current
+        elif not 0 <= size <= current:
+            raise LogIntegrityError(f"tree size {size} is beyond the log's {current} leaves")
+        return size, self.root(session, size)
+
+    def checkpoint(self, size: int | None = None) -> SignedCheckpoint:
+        """The signed checkpoint of the current tree, or of an earlier ``size``: read, never
+        written (one read-only transaction).
+
+        Every size a commit left the tree at was signed in that commit (``sequence``). A
+        size without a stored checkpoint (an empty log, a size inside a commit, a tree grown
+        by a writer without the log key or by an older build) is signed here and returned
+        unstored: Ed25519 is deterministic, so it is the very note storing would keep; only
+        ``signed_at`` is this read's."""
         with self.store.transaction(commit=False) as session:
-            current = self.tree_size(session)
-            if size is None:
-                size = current
-            elif not 0 <= size <= current:
-                raise LogIntegrityError(f"tree size {size} is beyond the log's {current} leaves")
-            root = self.root(session, size)
-            existing = self._stored_checkpoint(session, size, root)
+            size, root = self._size_and_root(session, size)
+            existing = signed_checkpoints.stored(session, size, root)
         if existing is not None:
             return existing
-        body = format_checkpoint(self.origin, size, root)
-        note = sign_note(body, self.origin, self.log_key.private_key())
-        signed_at = format_time(utc_now())
+        return signed_checkpoints.sign(self.origin, self.signing_key(), size, root)
+
+    def sign_checkpoint(self, size: int | None = None) -> SignedCheckpoint:
+        """``checkpoint``, and store it if it was not: for a process that writes (the
+        sequencer, signing a tree grown by writers without the log key).
+
+        Reads first, without the log's lock: a checkpoint already signed (the common case)
+        costs no write and never waits for writers. A new one is stored under the lock; on a
+        store that refuses writes (read-only, full) it is returned unstored."""
+        key = self.signing_key()
+        with self.store.transaction(commit=False) as session:
+            size, root = self._size_and_root(session, size)
+            existing = signed_checkpoints.stored(session, size, root)
+        if existing is not None:
+            return existing
+        signed = signed_checkpoints.sign(self.origin, key, size, root)
         try:
             with self.store.transaction(commit=True) as session:
                 self.lock(session)
-                existing = self._stored_checkpoint(session, size, root)
+                existing = signed_checkpoints.stored(session, size, root)
                 if existing is not None:  # signed meanwhile by another process
                     return existing
-                session.execute(
-                    checkpoints.insert().values(
-                        size=size, root=root, note=note, signed_at=signed_at
-                    )
-                )
+                signed_checkpoints.store(session, signed)
         except Exception as exc:
             if not isinstance(store_error(exc), ReadOnlyStoreError | StoreFullError):
                 raise
-        return SignedCheckpoint(size, root, note, signed_at)
+        return signed
 
     @staticmethod
-    def _stored_checkpoint(
-        session: StoreSession, size: int, root: bytes
-    ) -> SignedCheckpoint | None:
-        existing = session.execute(select(checkpoints).where(checkpoints.c.size == size)).first()
-        if existing is None:
-            return None
-        if bytes(existing.root) != root:
-            raise LogIntegrityError(f"the tree of size {size} no longer has the root signed for it")
-        return SignedCheckpoint(size, root, existing.note, existing.signed_at)
-
-    def checkpoints(self, session: StoreSession) -> list[SignedCheckpoint]:
-        rows = session.execute(select(checkpoints).order_by(checkpoints.c.size)).all()
-        return [SignedCheckpoint(int(r.size), bytes(r.root), r.note, r.signed_at) for r in rows]
+    def checkpoints(session: StoreSession) -> list[SignedCheckpoint]:
+        return signed_checkpoints.stored_all(session)

@@ -34,8 +34,8 @@ from ledger.errors import (
 )
 from ledger.group_commit import GroupCommitWriter
 from ledger.history import run_history
+from ledger.logged_event import LoggedEvent
 from ledger.proofs.merkle import verify_inclusion
-from ledger.receipt import Receipt
 from ledger.signing.authoring import (
     attestation_envelope,
     ingestion_envelope,
@@ -61,9 +61,9 @@ def test_a_group_sees_its_own_earlier_envelopes_in_order(world: World) -> None:
     ]
     before = world.count()
     results = world.ledger.append_many(envelopes)
-    assert [type(r) for r in results[:3]] == [Receipt, Receipt, Receipt]
+    assert [type(r) for r in results[:3]] == [LoggedEvent, LoggedEvent, LoggedEvent]
     assert isinstance(results[3], RevokedKeyError)
-    receipts = [r for r in results if isinstance(r, Receipt)]
+    receipts = [r for r in results if isinstance(r, LoggedEvent)]
     assert [r.event for r in receipts] == [
         "Principal.Registered",
         "Run.Attested",
@@ -89,9 +89,9 @@ def test_refusals_and_duplicates_inside_a_group(world: World) -> None:
     )
     results = world.ledger.append_many([good, unknown, good, ingester_note, {"bad": 1}])
     first, refused, again, wrong_role, malformed = results
-    assert isinstance(first, Receipt) and not first.duplicate
+    assert isinstance(first, LoggedEvent) and not first.duplicate
     assert isinstance(refused, UnknownKeyError)
-    assert isinstance(again, Receipt) and again.duplicate
+    assert isinstance(again, LoggedEvent) and again.duplicate
     assert again.position == first.position
     assert isinstance(wrong_role, WrongRoleError)
     assert isinstance(malformed, DomainError) and malformed.code == "malformed-envelope"
@@ -154,7 +154,7 @@ def test_a_malformed_envelope_is_refused_alone_and_its_group_is_admitted(
     bad = _MALFORMED[edit](note("edited"))
     before = world.count()
     first, refused, last = world.ledger.append_many([note("before"), bad, note("after")])
-    assert isinstance(first, Receipt) and isinstance(last, Receipt)
+    assert isinstance(first, LoggedEvent) and isinstance(last, LoggedEvent)
     assert isinstance(refused, DomainError)
     if edit == "no keyid":  # optional in DSSE, required in this ledger's profile
         assert refused.code == "malformed-envelope"
@@ -243,7 +243,7 @@ def test_a_hostile_timestamp_anywhere_is_refused_alone(world: World) -> None:
                 before = world.count()
                 first, refused, last = world.ledger.append_many([notes[0], bad, notes[1]])
                 where = (statement["predicateType"], path, hostile)
-                assert isinstance(first, Receipt) and isinstance(last, Receipt), where
+                assert isinstance(first, LoggedEvent) and isinstance(last, LoggedEvent), where
                 assert isinstance(refused, DomainError), where
                 # By name: the time and its field, not some other refusal, nor "could not".
                 assert "is not a valid date-time" in refused.message, (where, refused.message)
@@ -281,7 +281,7 @@ def test_a_failure_of_ours_judging_one_envelope_is_its_refusal_alone(
     monkeypatch.setattr(Run, "attest", broken)
     before = world.count()
     first, refused, last = world.ledger.append_many(notes)
-    assert isinstance(first, Receipt) and isinstance(last, Receipt)
+    assert isinstance(first, LoggedEvent) and isinstance(last, LoggedEvent)
     assert isinstance(refused, UnprocessableEnvelopeError)
     assert "could not judge this envelope (OverflowError)" in refused.message
     assert world.count() == before + 2
@@ -308,7 +308,7 @@ def test_a_failure_of_ours_judging_one_envelope_is_its_refusal_alone(
         assert world.count() == before + 2
     monkeypatch.setattr(Run, "attest", original)
     stored = world.ledger.append_many(_notes(world, run, "x", "y"))
-    assert [r.version for r in stored if isinstance(r, Receipt)] == [4, 5]
+    assert [r.version for r in stored if isinstance(r, LoggedEvent)] == [4, 5]
 
 
 def test_a_failure_of_ours_reading_one_envelope_is_its_refusal_alone(
@@ -329,7 +329,7 @@ def test_a_failure_of_ours_reading_one_envelope_is_its_refusal_alone(
     monkeypatch.setattr(admission, "parse_envelope", broken)
     before = world.count()
     first, refused, last = world.ledger.append_many(notes)
-    assert isinstance(first, Receipt) and isinstance(last, Receipt)
+    assert isinstance(first, LoggedEvent) and isinstance(last, LoggedEvent)
     assert isinstance(refused, UnprocessableEnvelopeError)
     assert "could not read this envelope (KeyError)" in refused.message
     assert world.count() == before + 2
@@ -352,21 +352,21 @@ def test_a_replayed_group_gets_each_original_receipt_with_a_proof_that_verifies(
     ]
     originals = world.ledger.append_many(notes)
     fresh = attestation_envelope(run, SEED_NAME, world.attester, type_="note", body="new", now=now)
-    one_by_one: list[Receipt] = []
+    one_by_one: list[LoggedEvent] = []
     lone_path = Ledger._with_inclusion
 
-    def counted(self: Ledger, receipt: Receipt) -> Receipt:
+    def counted(self: Ledger, receipt: LoggedEvent) -> LoggedEvent:
         one_by_one.append(receipt)
         return lone_path(self, receipt)
 
     monkeypatch.setattr(Ledger, "_with_inclusion", counted)
     replayed = world.ledger.append_many([*notes, fresh, notes[0]])
     assert one_by_one == []  # the group's proofs were read together
-    assert all(isinstance(r, Receipt) for r in [*originals, *replayed])
-    receipts = [r for r in replayed if isinstance(r, Receipt)]
+    assert all(isinstance(r, LoggedEvent) for r in [*originals, *replayed])
+    receipts = [r for r in replayed if isinstance(r, LoggedEvent)]
     assert [r.duplicate for r in receipts] == [True] * 5 + [False, True]
     assert [r.position for r in receipts[:5]] == [
-        r.position for r in originals if isinstance(r, Receipt)
+        r.position for r in originals if isinstance(r, LoggedEvent)
     ]
     size = world.count()
     with world.ledger.store.transaction(commit=False) as session:
@@ -387,7 +387,7 @@ def test_a_revocation_by_another_process_applies_to_the_next_group(world: World)
     run = ingest_seed(world)
     now = world.clock.now
     note = attestation_envelope(run, SEED_NAME, world.attester, type_="note", body="1", now=now)
-    assert isinstance(world.ledger.append_many([note])[0], Receipt)  # the key is now cached
+    assert isinstance(world.ledger.append_many([note])[0], LoggedEvent)  # the key is now cached
     other = world.open_ledger()
     other.append(key_revocation_envelope(world.attester.public, world.admin, now=now))
     world.clock.advance(seconds=1)

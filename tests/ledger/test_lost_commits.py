@@ -19,7 +19,7 @@ from ledger.application import Ledger
 from ledger.audit import audit_ledger
 from ledger.errors import WrongRoleError
 from ledger.history import run_history
-from ledger.receipt import Receipt
+from ledger.logged_event import LoggedEvent
 from ledger.signing.authoring import (
     attestation_envelope,
     key_registration_envelope,
@@ -87,7 +87,7 @@ def test_a_lost_commit_is_not_taken_for_stored_and_the_log_stays_whole(world: Wo
         again = a.append(lost)  # sent again, as a receipt-less client is told to
         assert not again.duplicate and again.envelope_digest == first.envelope_digest
         assert again.position != other.position
-        assert isinstance(a.append(_note(world, "and one more")), Receipt)
+        assert isinstance(a.append(_note(world, "and one more")), LoggedEvent)
         assert b.append(lost).duplicate  # the other writer agrees
         report = audit_ledger(world.open_ledger())
         assert report.verified, report.to_json()["findings"]

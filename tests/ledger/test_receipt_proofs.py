@@ -15,8 +15,8 @@ from api.demo import build_demo
 from domain.statements import Role
 from ledger.application import Ledger
 from ledger.home import LedgerHome
+from ledger.logged_event import LoggedEvent
 from ledger.proofs.reference import inclusion_proof, root
-from ledger.receipt import Receipt
 from ledger.signing.authoring import attestation_envelope, key_registration_envelope
 from ledger.signing.keys import SigningKey
 from ledger.store.transparency_log import leaves
@@ -38,14 +38,14 @@ def ledger(db_url: str, tmp_path: Path) -> Iterator[tuple[Ledger, str, SigningKe
 
 def test_every_receipt_proof_is_the_stored_logs_proof(ledger: Any) -> None:
     built, seed, key = ledger
-    receipts: list[Receipt] = []
+    receipts: list[LoggedEvent] = []
     for n, size in enumerate(GROUPS):
         envelopes = [
             attestation_envelope(seed, NAME, key, type_="note", body=f"g{n} e{i}")
             for i in range(size)
         ]
         for got in built.append_many(envelopes):
-            assert isinstance(got, Receipt), got
+            assert isinstance(got, LoggedEvent), got
             receipts.append(got)
     with built.store.transaction() as session:
         hashes = [

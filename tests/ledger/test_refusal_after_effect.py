@@ -34,7 +34,7 @@ from domain.errors import DomainError
 from ledger.aggregates import Principal, Run
 from ledger.audit import audit_ledger
 from ledger.history import run_history
-from ledger.receipt import Receipt
+from ledger.logged_event import LoggedEvent
 from ledger.signing.authoring import attestation_envelope, lifecycle_envelope
 
 
@@ -132,9 +132,9 @@ def test_a_refused_attestation_between_two_admitted_ones_is_not_stored(world: Wo
         results = world.ledger.append_many([notes[0], notes[1], retract, notes[2], retract])
     first, refused, retract_refused, third, retracted = results
     assert isinstance(refused, AfterEffectError) and isinstance(retract_refused, AfterEffectError)
-    assert isinstance(first, Receipt) and isinstance(third, Receipt)
+    assert isinstance(first, LoggedEvent) and isinstance(third, LoggedEvent)
     # The second retraction was judged on the run as stored: not "already retracted".
-    assert isinstance(retracted, Receipt) and not retracted.duplicate
+    assert isinstance(retracted, LoggedEvent) and not retracted.duplicate
     assert [first.position, third.position, retracted.position] == [
         before + 1,
         before + 2,
@@ -154,7 +154,7 @@ def test_a_refused_attestation_between_two_admitted_ones_is_not_stored(world: Wo
     again = world.ledger.append(
         attestation_envelope(run, SEED_NAME, world.attester, type_="note", body="4", now=now)
     )
-    assert isinstance(again, Receipt) and again.version == 5
+    assert isinstance(again, LoggedEvent) and again.version == 5
 
 
 @pytest.mark.parametrize("earlier", [False, True], ids=["alone", "after-another"])
@@ -177,7 +177,7 @@ def test_a_refusal_after_the_effect_on_a_cached_run_leaves_it_as_stored(
     assert isinstance(results[-1], AfterEffectError)
     assert world.count() == 5 + earlier  # three keys, the run, a (and c)
     after = world.ledger.append(b)
-    assert isinstance(after, Receipt) and not after.duplicate
+    assert isinstance(after, LoggedEvent) and not after.duplicate
     assert after.version == 3 + earlier
     assert audit_ledger(world.ledger).verified
 
@@ -212,7 +212,7 @@ def test_a_run_taken_back_while_another_writer_commits_to_it(world: World) -> No
     finally:
         Run.trigger_event = original  # type: ignore[method-assign]
         other.close()
-    assert isinstance(first, Receipt) and isinstance(last, Receipt)
+    assert isinstance(first, LoggedEvent) and isinstance(last, LoggedEvent)
     assert isinstance(refused, AfterEffectError)
     assert refusals[0] >= 2  # admitted again after the conflict
     history = run_history(world.ledger, run)
@@ -236,7 +236,7 @@ def test_an_event_whose_apply_fails_leaves_no_trace(
         attestation_envelope(run, SEED_NAME, world.attester, type_="note", body=b, now=now)
         for b in ("x", "y", "warm")
     )
-    assert isinstance(world.ledger.append(warm), Receipt)  # the run is the writer's cached one
+    assert isinstance(world.ledger.append(warm), LoggedEvent)  # the run is the writer's cached one
     original = Run.Attested.apply_to
     failures = [1]
 

@@ -17,7 +17,7 @@ from ledger.admission import Admission
 from ledger.aggregates import run_id
 from ledger.application import Ledger
 from ledger.home import LedgerHome
-from ledger.receipt import Receipt
+from ledger.logged_event import LoggedEvent
 from ledger.signing.authoring import (
     attestation_envelope,
     ingestion_envelope,
@@ -89,7 +89,7 @@ def test_a_run_another_writer_ingests_after_the_group_looked_is_not_ingested_twi
     try:
         envelope = ingestion_envelope(MANIFESTS[RUN_21613], home.key("ingester"))
         read_versions = Admission._read_versions
-        raced: list[Receipt] = []
+        raced: list[LoggedEvent] = []
 
         def then_another_writer(self: Admission, *args: Any) -> None:
             read_versions(self, *args)

@@ -22,7 +22,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from typer.testing import CliRunner
 
-from api.cli import app
+from api.cli.main import app
 from domain.errors import DomainError
 from domain.statements import Role
 from domain.timestamps import format_time, utc_now
@@ -30,8 +30,8 @@ from ledger.aggregates import principal_id, run_id
 from ledger.application import Ledger
 from ledger.audit import audit_ledger
 from ledger.bundle import export_bundle
+from ledger.logged_event import LoggedEvent
 from ledger.proofs.signed_note import format_checkpoint, sign_note
-from ledger.receipt import Receipt
 from ledger.signing.authoring import (
     attestation_envelope,
     ingestion_envelope,
@@ -63,10 +63,10 @@ class World:
     attester: SigningKey
     log: SigningKey
     open_ledger: Callable[[], Ledger]
-    receipts: list[Receipt]
+    receipts: list[LoggedEvent]
     other_run: str
 
-    def attest(self, body: str) -> Receipt:
+    def attest(self, body: str) -> LoggedEvent:
         receipt = self.ledger.append(
             attestation_envelope(SEED_RUN, SEED_NAME, self.attester, type_="note", body=body)
         )
@@ -212,12 +212,12 @@ def insert_forged_attestation(w: World) -> SigningKey:
 
 
 def test_clean_ledger_audits_as_verified(world: World) -> None:
-    world.ledger.tlog.sign_checkpoint()
     world.attest("after the first checkpoint")
-    checkpoint = world.ledger.tlog.sign_checkpoint()
+    checkpoint = world.ledger.tlog.checkpoint()
     report = world.audit(known_checkpoints=[checkpoint.note])
     assert_clean(report)
-    assert report.facts == {"events": 8, "treeSize": 8, "checkpoints": 2}
+    # Each of the eight appends was one commit, and each commit signed the tree it made.
+    assert report.facts == {"events": 8, "treeSize": 8, "checkpoints": 8}
     for check in ("sequenced", "leaf", "tree", "checkpoint", "signature", "role"):
         assert report.passed[check] > 0, check
     # Rewriting a record without changing what it holds is not tampering.
@@ -364,10 +364,9 @@ def test_audit_detects_equivocation(world: World) -> None:
 
 def test_audit_detects_a_rewritten_log_against_a_held_checkpoint(world: World) -> None:
     # A witness keeps the checkpoint of the 7-event log.
-    witnessed = world.ledger.tlog.sign_checkpoint()
+    witnessed = world.ledger.tlog.checkpoint()
     # The operator deletes an attestation, rebuilds the log from the remaining events,
-    # drops the signed checkpoints and writes one more event so the size is 7 again (and
-    # signs nothing new: re-signing size 7 would show as equivocation).
+    # drops the signed checkpoints and writes one more event so the size is 7 again.
     events = world.ledger.recorder.events_record_cls  # type: ignore[attr-defined]
     with raw_session(world) as session:
         session.query(events).filter(events.id == world.position(2)).delete()
@@ -380,6 +379,12 @@ def test_audit_detects_a_rewritten_log_against_a_held_checkpoint(world: World) -
     )
     with ledger.store.transaction(commit=False) as session:
         assert ledger.tlog.tree_size(session) == witnessed.size
+    # The rebuilt log's commits signed its sizes again: size 7 now has two signed roots.
+    report = world.audit(known_checkpoints=[witnessed.note])
+    assert_detected(report, "checkpoint", "two different roots signed for tree size 7")
+    # Dropping those checkpoints too hides the second signature, not the rewrite.
+    with raw_session(world) as session:
+        session.execute(checkpoints.delete())
     # The log is self-consistent again, but the run's versions now skip the deleted one...
     alone = world.audit()
     assert_detected(alone, "versions", "deleted")

@@ -1,7 +1,7 @@
 """The transparency log behind the ledger (DESIGN.md §6), on SQLite and PostgreSQL: every
 stored event gets exactly one dense leaf, every write comes back with an inclusion proof
-that verifies, checkpoints are signed once per size and consistent with each other, and a
-crash between storing and sequencing is caught up exactly once."""
+that verifies, checkpoints are signed by each commit, once per size, and consistent with
+each other, and a crash between storing and sequencing is caught up exactly once."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from domain.timestamps import format_time, utc_now
 from ledger.aggregates import Signed
 from ledger.application import Ledger
 from ledger.audit import audit_ledger
+from ledger.logged_event import LoggedEvent
 from ledger.proofs.log_entries import LogEntry
 from ledger.proofs.merkle import ProofError, root, verify_consistency, verify_inclusion
 from ledger.proofs.signed_note import NoteError, Verifier, open_checkpoint
-from ledger.receipt import Receipt
 from ledger.signing.authoring import (
     attestation_envelope,
     ingestion_envelope,
@@ -47,9 +47,9 @@ class World:
     log: SigningKey
     seed: dict[str, Any]
     open_ledger: Callable[[], Ledger]
-    receipts: list[Receipt]
+    receipts: list[LoggedEvent]
 
-    def attest(self, body: str, ledger: Ledger | None = None) -> Receipt:
+    def attest(self, body: str, ledger: Ledger | None = None) -> LoggedEvent:
         envelope = attestation_envelope(SEED_RUN, SEED_NAME, self.attester, type_="note", body=body)
         receipt = (ledger or self.ledger).append(envelope)
         self.receipts.append(receipt)
@@ -82,7 +82,7 @@ def world(db_url: str, seed_path: Path) -> World:
     return World(ledger, trust, admin, ingester, attester, log, seed, open_ledger, receipts)
 
 
-def stored_leaf_hash(ledger: Ledger, receipt: Receipt) -> bytes:
+def stored_leaf_hash(ledger: Ledger, receipt: LoggedEvent) -> bytes:
     """The leaf hash recomputed from the event as the database holds it."""
     (record,) = ledger.stored_records(receipt.aggregate_id, version=receipt.version)
     assert record.position == receipt.position
@@ -91,7 +91,7 @@ def stored_leaf_hash(ledger: Ledger, receipt: Receipt) -> bytes:
     ).leaf_hash()
 
 
-def assert_receipt_proves_inclusion(ledger: Ledger, receipt: Receipt) -> None:
+def assert_receipt_proves_inclusion(ledger: Ledger, receipt: LoggedEvent) -> None:
     proof = receipt.inclusion
     assert proof is not None, "every receipt carries an inclusion proof"
     verify_inclusion(
@@ -216,10 +216,10 @@ def test_identical_envelope_returns_the_original_leaf(world: World) -> None:
 
 def test_checkpoints_are_signed_once_per_size_and_consistent(world: World) -> None:
     tlog = world.ledger.tlog
-    first = tlog.sign_checkpoint()
+    first = tlog.checkpoint()
     assert first.size == 4
     again = world.open_ledger().tlog.sign_checkpoint()
-    assert again == first, "signing twice at one size returns the same note"
+    assert again == first, "the commit that made size 4 signed it; it is never signed again"
 
     # The note is a C2SP checkpoint signed by the trust root's log key, for its origin.
     body, _ = open_checkpoint(first.note, [verifier(world)], origin=ORIGIN)
@@ -232,13 +232,14 @@ def test_checkpoints_are_signed_once_per_size_and_consistent(world: World) -> No
 
     for i in range(3):
         world.attest(f"note {i}")
-    second = tlog.sign_checkpoint()
+    second = tlog.checkpoint()
     assert second.size == 7 and second.root != first.root
     new_body, _ = open_checkpoint(second.note, [verifier(world)], origin=ORIGIN)
     assert new_body.root == second.root
     with world.ledger.store.transaction(commit=False) as session:
         proof = tlog.consistency(session, first.size, second.size)
-        assert [c.size for c in tlog.checkpoints(session)] == [4, 7]
+        # One checkpoint a commit, each of the size it left the tree at.
+        assert [c.size for c in tlog.checkpoints(session)] == [1, 2, 3, 4, 5, 6, 7]
     verify_consistency(body.size, new_body.size, proof, body.root, new_body.root)
     with pytest.raises(ProofError):
         verify_consistency(body.size, new_body.size, proof, b"\x02" * 32, new_body.root)
@@ -311,7 +312,7 @@ def test_pending_event_is_sequenced_by_the_next_append_or_its_retry(world: World
 def test_concurrent_appends_leave_dense_unique_leaves(world: World) -> None:
     writers, per_writer = 4, 5
     ledgers = [world.open_ledger() for _ in range(writers)]
-    receipts: list[Receipt] = []
+    receipts: list[LoggedEvent] = []
     errors: list[BaseException] = []
     lock = threading.Lock()
     envelopes = [
@@ -359,7 +360,8 @@ def test_proof_node_lookups_use_the_primary_key_not_a_scan(tmp_path: Path) -> No
     from sqlalchemy.orm import Session
 
     from ledger.proofs.merkle import inclusion_proof_from_nodes
-    from ledger.store.transparency_log import _with_prefetch, metadata, nodes
+    from ledger.store.transparency_log import metadata, nodes
+    from ledger.store.tree_nodes import with_prefetch
 
     engine = create_engine(f"sqlite:///{tmp_path / 'nodes.db'}")
     metadata.create_all(engine)
@@ -381,7 +383,7 @@ def test_proof_node_lookups_use_the_primary_key_not_a_scan(tmp_path: Path) -> No
 
     event.listen(engine, "before_cursor_execute", capture)
     with Session(engine) as session:
-        proof = _with_prefetch(session, lambda get: inclusion_proof_from_nodes(1234, size - 3, get))
+        proof = with_prefetch(session, lambda get: inclusion_proof_from_nodes(1234, size - 3, get))
     event.remove(engine, "before_cursor_execute", capture)
     assert len(proof) > 5 and len(statements) == 1
     with engine.connect() as conn:
