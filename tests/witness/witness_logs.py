@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from ledger.proofs.hasher import leaf_hash
 from ledger.proofs.reference import consistency_proof, root
-from ledger.proofs.signed_note import format_checkpoint, sign_note, verifier_key_string
+from ledger.proofs.signed_note import Verifier, format_checkpoint, sign_note, verifier_key_string
 from ledger.signing.keys import SigningKey
 
 
@@ -40,6 +40,9 @@ class ToyLog:
     @property
     def vkey(self) -> str:
         return verifier_key_string(self.origin, self.key.public.raw)
+
+    def key_verifier(self) -> Verifier:
+        return Verifier.from_public_key(self.origin, self.key.public.raw)
 
     def root(self, size: int | None = None) -> bytes:
         return root(self.leaves[: self.size if size is None else size])
