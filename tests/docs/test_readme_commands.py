@@ -113,14 +113,13 @@ def script_of(doc: Path) -> str:
 def tour_env(tmp_path: Path) -> dict[str, str]:
     # Nothing of the caller's ledger leaks in: no KERNELINDEX_* but the fresh ones below.
     env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELINDEX_")}
-    for folder in ("home", "tmp", "user"):
+    for folder in ("home", "user"):
         (tmp_path / folder).mkdir()
     bin_dir = Path(sys.executable).parent
     assert (bin_dir / "kernelindex").exists(), f"no kernelindex beside {sys.executable}"
     env.update(
         KERNELINDEX_HOME=str(tmp_path / "home"),
         KERNELINDEX_DB=f"sqlite:///{tmp_path / 'ledger.db'}",
-        TMPDIR=str(tmp_path / "tmp"),
         HOME=str(tmp_path / "user"),
         PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
         COLUMNS="120",
@@ -168,7 +167,14 @@ def test_tour_runs_top_to_bottom_in_a_fresh_home(doc: Path, tmp_path: Path) -> N
     finally:
         end_group(process)
     if process.returncode != 0:
-        pytest.fail(f"{doc.name}: the tour failed (exit {process.returncode})\n" + tail(out))
+        logs = "".join(log_tail(log) for log in sorted((tmp_path / "home").glob("*.log")))
+        pytest.fail(f"{doc.name}: the tour failed (exit {process.returncode})\n" + tail(out) + logs)
+
+
+def log_tail(log: Path) -> str:
+    """What a server the tour started wrote to its log (the tours send it to the home)."""
+    lines = log.read_text("utf-8", "replace").splitlines()[-30:]
+    return f"\n--- {log.name} (last lines) ---\n" + "\n".join(lines)
 
 
 def tail(out: bytes) -> str:
