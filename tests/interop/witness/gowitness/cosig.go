@@ -76,7 +76,7 @@ func (v *cosignatureVerifier) Verify(text, sig []byte) bool {
 
 // parseCosignerKey reads a vkey of signature type 0x04.
 func parseCosignerKey(vkey string) (*cosignatureVerifier, error) {
-	parts := strings.Split(vkey, "+")
+	parts := strings.SplitN(vkey, "+", 3) // the base64 key may hold a "+"
 	if len(parts) != 3 || len(parts[1]) != 8 {
 		return nil, errors.New("malformed cosigner vkey")
 	}
