@@ -165,7 +165,7 @@ MALFORMED = [
 ]
 
 
-@pytest.mark.parametrize(("text", "message"), MALFORMED)
+@pytest.mark.parametrize(("text", "message"), MALFORMED, ids=[m for _, m in MALFORMED])
 def test_malformed_policies_are_refused_saying_where_and_why(text: str, message: str) -> None:
     with pytest.raises(PolicyError) as raised:
         parse_policy(text)
