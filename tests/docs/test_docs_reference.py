@@ -8,6 +8,8 @@ import re
 import subprocess
 from pathlib import Path
 
+from ruamel.yaml import YAML
+
 from ledger.verification_report import Check
 from ledger.verify import EXIT_CODES
 
@@ -97,3 +99,14 @@ def test_nothing_refers_to_a_design_outside_the_repository() -> None:
         if any(needle in line for needle in outside)
     ]
     assert hits == []
+
+
+def test_one_image_name_in_the_dockerfile_compose_and_the_docs() -> None:
+    compose = YAML(typ="safe").load((REPO / "compose.yaml").read_text("utf-8"))
+    image = compose["x-kernelindex"]["image"]
+    text = "\n".join(p.read_text("utf-8") for p in [REPO / "Dockerfile", *PAGES])
+    built = re.findall(r"docker build -t (\S+)", text)
+    # `docker run [-p X] [-v X] IMAGE ...`: every option the docs use takes one value.
+    run = [m[-1] for m in re.findall(r"docker run((?: -{1,2}[a-z]+ \S+)*) (\S+)", text)]
+    assert built and run
+    assert set(built) | set(run) == {image}
