@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import create_engine, text
 from typer.testing import CliRunner
 
-from api.cli import app
+from api.cli.main import app
 
 
 class Cli:

@@ -81,16 +81,18 @@ def test_domain_is_pure() -> None:
 
 
 def test_the_cli_runs_without_the_agent_extra() -> None:
-    """README command 1 installs the ledger without numpy/PyCUDA: the CLI must still start."""
-    blocked = (
-        "import sys; sys.modules['numpy'] = None; sys.modules['ml_dtypes'] = None; "
-        "sys.argv = ['kernelindex', '--help']; from api.cli import main; main()"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", blocked], capture_output=True, text=True, check=False, cwd=REPO
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "agent" in result.stdout
+    """README command 1 installs the ledger without numpy/PyCUDA: the CLI must still start,
+    and the agent command still say how it is used."""
+    for argv in (["--help"], ["agent", "--help"]):
+        blocked = (
+            "import sys; sys.modules['numpy'] = None; sys.modules['ml_dtypes'] = None; "
+            f"sys.argv = ['kernelindex', *{argv!r}]; from api.cli.main import main; main()"
+        )
+        result = subprocess.run(
+            [sys.executable, "-c", blocked], capture_output=True, text=True, check=False, cwd=REPO
+        )
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert "agent" in result.stdout
 
 
 def test_the_offline_verifier_and_the_authority_load_no_database_code() -> None:
@@ -110,12 +112,30 @@ def test_the_offline_verifier_and_the_authority_load_no_database_code() -> None:
     assert result.stdout.strip() == ""
 
 
+def test_the_cli_verify_path_loads_no_database_code() -> None:
+    """``kernelindex verify`` needs no database: the CLI's entry point, the verify command's
+    module and the command Typer builds from it load no SQLAlchemy, eventsourcing, web,
+    store or read-model module (tests/cli/test_cli_start.py runs the command itself)."""
+    probe = (
+        "import sys, typer.main, api.cli.main, api.cli.verify; "
+        "typer.main.get_group(api.cli.verify.app); "
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "{'sqlalchemy', 'eventsourcing', 'eventsourcing_sqlalchemy', 'psycopg', 'litestar', "
+        "'uvicorn', 'projections'} or m.startswith(('ledger.store', 'ledger.application', "
+        "'ledger.aggregates'))); print(' '.join(bad))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO
+    )
+    assert result.stdout.strip() == ""
+
+
 def test_a_read_only_command_loads_no_writer() -> None:
     """``kernelindex show``, ``leaderboard`` and ``history`` open the ledger read-only: the
     writing persistence (eventsourcing-sqlalchemy and its ORM, ``ledger.store.batched_writes``)
     is named by a string and loaded only by a ledger that writes (start-up budget, §13)."""
     probe = (
-        "import sys, api.cli, api.cli_common, ledger.application; "
+        "import sys, api.cli.main, api.cli.runs, api.cli.boards, ledger.application; "
         "bad = sorted(m for m in sys.modules if m.split('.')[0] == 'eventsourcing_sqlalchemy' "
         "or m == 'ledger.store.batched_writes'); print(' '.join(bad))"
     )
@@ -190,3 +210,40 @@ def test_imports_point_inward() -> None:
         if _imports(path) & forbidden
     }
     assert found == _KNOWN_BACK_ARROWS
+
+
+def _ledger_modules_named(path: Path) -> set[str]:
+    """Every ``ledger`` module a file imports, however spelled: ``import ledger.x``,
+    ``from ledger.x import y``, ``from ledger import x`` and relative imports."""
+    import ast
+
+    package = ".".join(path.relative_to(REPO).with_suffix("").parts[:-1])
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parent, *([base] if base else [])])
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    return {n for n in names if n.split(".")[0] == "ledger"}
+
+
+def test_the_store_imports_neither_the_application_nor_the_aggregates() -> None:
+    """``ledger/store`` is the persistence under the application: it imports no
+    ``ledger.application`` or ``ledger.aggregates`` module (a stored topic string such as
+    ``"ledger.aggregates:Run.Ingested"`` is data, not an import)."""
+    found = {
+        str(path.relative_to(REPO)): sorted(
+            m
+            for m in _ledger_modules_named(path)
+            if m in {"ledger.application", "ledger.aggregates"}
+            or m.startswith(("ledger.application.", "ledger.aggregates."))
+        )
+        for path in (REPO / "ledger" / "store").rglob("*.py")
+    }
+    assert {k: v for k, v in found.items() if v} == {}
+    assert len(found) >= 5  # the store exists where this test looks

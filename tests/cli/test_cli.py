@@ -15,7 +15,7 @@ from cli_session import Cli
 from sqlalchemy import create_engine, text
 from typer.testing import CliRunner
 
-from api.cli import app
+from api.cli.main import app
 
 SEED_DIGESTS = {
     "run": "sha256:7e18c26ca3b60572c4fc8589c4b3b9a86b548ef031df4242ea2483b649bd6a47",

@@ -12,7 +12,7 @@ import pytest
 import zstandard
 from typer.testing import CliRunner
 
-from api.cli import app
+from api.cli.main import app
 from domain.importers.sol_execbench import MappedSolution, map_sol_execbench_solutions
 
 SEED_PROTOCOL = "sha256:6383f62490dad270ad2146a94f67b48fba5cfcbc0b9b180f02665c69cc4433a0"

@@ -26,12 +26,13 @@ SEED = "sol-submission-38823"  # the demo's seed run, by name
 MODELS = "domain.manifests.models"
 DEMO = [sys.executable, "-m", "api.cli", "demo"]
 
-# Runs the command argv names in-process, then prints the modules it loaded, as JSON.
+# Loads the command argv names as main() does (and with "run" runs it in-process), then prints
+# the modules it loaded, as JSON.
 PROBE = """\
 import json, sys
-from api.cli import build_app
+from api.cli.main import app, preload
 argv = sys.argv[2:]
-app = build_app(argv)
+preload(argv)
 code = app(argv, standalone_mode=False) if sys.argv[1] == "run" else 0
 print("LOADED" + json.dumps(sorted(sys.modules)))
 sys.exit(code if isinstance(code, int) else 0)

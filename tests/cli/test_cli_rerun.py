@@ -19,7 +19,7 @@ from cli_session import Cli
 from live_server import live_server
 from sqlalchemy import delete
 
-from api.cli_rerun import parse_duration
+from api.cli.rerun import parse_duration
 from api.server.app import create_app
 from api.server.config import ServerConfig
 from domain.importers.records import WORKLOAD_MEDIA_TYPE

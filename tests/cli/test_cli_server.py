@@ -25,8 +25,8 @@ from cli_session import Cli
 from live_server import free_port, live_server, wait_for_health
 from typer.testing import CliRunner
 
-import api.cli_remote
-from api.cli import app
+import api.cli.remote
+from api.cli.main import app
 from api.client import LedgerClient
 from api.demo import build_demo
 from api.server.app import create_app
@@ -229,7 +229,7 @@ def lying(remote: Remote, monkeypatch: pytest.MonkeyPatch, on_bundle: Tamper) ->
     def client(base_url: str, timeout: float = 30.0) -> LedgerClient:
         return LedgerClient(base_url, timeout, transport=transport)
 
-    monkeypatch.setattr(api.cli_remote, "LedgerClient", client)
+    monkeypatch.setattr(api.cli.remote, "LedgerClient", client)
     try:
         yield
     finally:

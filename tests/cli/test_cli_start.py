@@ -1,111 +1,214 @@
-"""The CLI loads only the module of the command it runs (issue 14: read commands start fast)."""
+"""The CLI loads only the module of the command it runs (issue 14: read commands start fast;
+issue 33: lazy command groups, and an offline verifier that loads no database code).
+
+What a process loads is read from the real command: its entry point run in a fresh process,
+which lists ``sys.modules`` as it ends. Exact, where a timing would be noise on a shared
+machine (the times are benchmarks/bench_startup.py's).
+"""
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import typer
+from cli_session import Cli
+from typer.testing import CliRunner
 
-from api.cli import COMMANDS, build_app
+from api.cli.main import COMMANDS, app
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = "sol-submission-38823"  # the demo's seed run, by name
+KERNELINDEX = [sys.executable, "-m", "api.cli"]
+
+# What the offline verifier must never load: the database stack and the read models.
+DATABASE_STACK = {
+    "sqlalchemy",
+    "eventsourcing",
+    "eventsourcing_sqlalchemy",
+    "litestar",
+    "psycopg",
+    "projections",
+}
 
 
-def _names(app: typer.Typer) -> list[str]:
-    commands = [
-        c.name or (c.callback.__name__ if c.callback else "") for c in app.registered_commands
-    ]
-    groups = [g.name or "" for g in app.registered_groups]
-    return [n.replace("_", "-") for n in commands + groups]
+def _database_modules(loaded: set[str]) -> set[str]:
+    return {
+        m
+        for m in loaded
+        if m.split(".")[0] in DATABASE_STACK
+        or m.startswith(("ledger.store", "ledger.application", "ledger.aggregates"))
+    }
 
 
-def test_each_module_registers_exactly_the_commands_the_table_gives_it() -> None:
-    for module in dict.fromkeys(COMMANDS.values()):
-        app = typer.Typer()
-        importlib.import_module(module).register(app)
-        assert sorted(_names(app)) == sorted(c for c, m in COMMANDS.items() if m == module)
+# Runs the real entry point (api.cli.main:main, as the console script does) with the
+# arguments after the file name; as the process ends, writes every module it holds to the file.
+ENTRY_POINT = """\
+import json, os, sys
+listing, end = sys.argv[1], os._exit
+def exit_after_listing(code):
+    with open(listing, "w") as handle:
+        json.dump(sorted(sys.modules), handle)
+    end(code)
+os._exit = exit_after_listing
+sys.argv = ["kernelindex", *sys.argv[2:]]
+from api.cli.main import main
+main()
+"""
 
 
-def test_help_lists_every_command_and_one_command_builds_only_its_module() -> None:
-    assert sorted(_names(build_app())) == sorted(COMMANDS)
-    assert sorted(_names(build_app(["show", "run", "--home", "x"]))) == sorted(
-        c for c, m in COMMANDS.items() if m == "api.cli_runs"
+def _imported(
+    argv: list[str], tmp_path: Path, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """Run ``kernelindex ARGV`` as a user does, in a fresh process: its result, and every
+    module the process held when it ended."""
+    listing = tmp_path / "modules.json"
+    listing.unlink(missing_ok=True)
+    done = subprocess.run(
+        [sys.executable, "-c", ENTRY_POINT, str(listing), *argv],
+        cwd=REPO,
+        env={**(env or os.environ), "COLUMNS": "100"},
+        capture_output=True,
+        text=True,
+        check=False,
     )
-    assert sorted(_names(build_app(["no-such-command"]))) == sorted(COMMANDS)
+    assert listing.exists(), done.stderr[-2000:]
+    return done, set(json.loads(listing.read_text("utf-8")))
 
 
-def _loaded_by(argv: list[str]) -> set[str]:
-    probe = (
-        "import sys; from api.cli import build_app; "
-        f"build_app({argv!r}); print(' '.join(sorted(sys.modules)))"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO
-    )
-    return set(result.stdout.split())
+def _names(group: Any) -> set[str]:
+    return set(group.commands)
 
 
-def test_read_commands_load_no_importer_server_or_agent_module() -> None:
-    for command in ("show", "history", "leaderboard", "search"):
-        loaded = _loaded_by([command, "x"])
-        heavy = {
-            m
-            for m in loaded
-            if m.split(".")[0] in {"litestar", "uvicorn", "gpu_agent"}
-            or m.startswith(("domain.importers.sol_", "domain.importers.flashinfer", "api.server"))
-            or m == "domain.manifests.models"  # built on first validation only
-        }
-        assert heavy == set(), command
+def test_each_module_holds_exactly_the_commands_the_table_gives_it() -> None:
+    for module in dict.fromkeys(entry.module for entry in COMMANDS.values()):
+        held = typer.main.get_group(importlib.import_module(module).app)
+        assert _names(held) == {c for c, e in COMMANDS.items() if e.module == module}, module
 
 
-def test_read_commands_open_the_ledger_without_eventsourcing_sqlalchemy(tmp_path: Path) -> None:
-    """show, history, leaderboard and search read through ledger/store/read_only.py: the writers'
-    persistence module (and the SQL dialects its sqlalchemy_utils loads) is never imported,
-    nor SQLAlchemy's ORM (the read store and the read models use Core only)."""
+def test_each_listing_line_is_the_commands_own_first_help_paragraph() -> None:
+    """``--help`` lists each command by the table's line, loading none of them: the line is
+    what the command's own help says first (what Typer would list, had it loaded it)."""
+    root = typer.main.get_command(app)
+    ctx = root.make_context("kernelindex", ["--help"], resilient_parsing=True)
+    for name, entry in COMMANDS.items():
+        command = root.get_command(ctx, name)  # loaded: it is about to run
+        assert command is not None and command.name == name
+        own = inspect.cleandoc(command.short_help or command.help or "").split("\n\n")[0]
+        assert own.strip() == entry.help, name
+
+
+def test_help_and_a_typo_read_as_before_and_load_no_command(tmp_path: Path) -> None:
+    listed = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "100"})
+    assert listed.exit_code == 0
+    panel = listed.stdout.split("─ Commands ─", 1)[1]
+    assert re.findall(r"^│ (\S+) ", panel, re.MULTILINE) == list(COMMANDS)
+    typo = CliRunner().invoke(app, ["shwo"])
+    assert typo.exit_code == 2
+    assert "No such command 'shwo'. Did you mean 'show'?" in typo.output
+
+    done, loaded = _imported(["--help"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert all(f"│ {name} " in done.stdout for name in COMMANDS)
+    assert {m for m in loaded if m.split(".")[0] == "api"} == {
+        "api",
+        "api.cli",
+        "api.cli.lazy",
+        "api.cli.main",
+    }
+    assert not {m for m in loaded if m.split(".")[0] in {"domain", "ledger", "projections"}}
+    assert _database_modules(loaded) == set()
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The demo ledger on SQLite, and a bundle of its seed run (the environment's values)."""
+    root = tmp_path_factory.mktemp("cli-start")
     env = {
         **os.environ,
-        "KERNELINDEX_HOME": str(tmp_path / "home"),
-        "KERNELINDEX_DB": f"sqlite:///{tmp_path / 'ledger.db'}",
+        "KERNELINDEX_HOME": str(root / "home"),
+        "KERNELINDEX_DB": f"sqlite:///{root / 'ledger.db'}",
     }
     demo = ["demo", "--home", env["KERNELINDEX_HOME"], "--db", env["KERNELINDEX_DB"]]
-    subprocess.run(
-        [sys.executable, "-m", "api.cli", *demo],
-        env=env,
-        cwd=REPO,
-        check=True,
-        capture_output=True,
+    bundle = root / "seed.bundle.jsonl"
+    for argv in (demo, ["export", "--run", SEED, "-o", str(bundle)]):
+        subprocess.run([*KERNELINDEX, *argv], env=env, cwd=REPO, check=True, capture_output=True)
+    return env | {"BUNDLE": str(bundle), "ROOT": str(root / "home" / "trust-root.json")}
+
+
+def test_verify_loads_none_of_the_database_stack_and_still_verifies(
+    demo: dict[str, str], tmp_path: Path
+) -> None:
+    """``kernelindex verify`` checks a bundle offline: the running command imports no
+    SQLAlchemy, eventsourcing, Litestar, psycopg, read model or store module, and says
+    what the same command says in-process with the whole CLI loaded."""
+    argv = ["verify", demo["BUNDLE"], "--trust-root", demo["ROOT"]]
+    done, loaded = _imported(argv, tmp_path, demo)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"VERIFIED  {demo['BUNDLE']}: events ")
+    assert _database_modules(loaded) == set()
+    assert "ledger.verify" in loaded and "api.cli.verify" in loaded
+
+    in_process = CliRunner().invoke(app, argv, env={"COLUMNS": "100"})
+    assert in_process.exit_code == 0 and in_process.stdout == done.stdout
+
+    done, loaded = _imported([*argv, "--json"], tmp_path, demo)
+    assert done.returncode == 0 and json.loads(done.stdout)["outcome"] == "VERIFIED"
+    assert _database_modules(loaded) == set()
+
+
+def test_a_tampered_bundle_still_fails_without_the_database_stack(
+    demo: dict[str, str], tmp_path: Path
+) -> None:
+    lines = Path(demo["BUNDLE"]).read_text("utf-8").splitlines()
+    event = next(i for i, line in enumerate(lines) if '"type":"event"' in line.replace(" ", ""))
+    record = json.loads(lines[event])
+    record["envelope"]["payload"] = record["envelope"]["payload"][::-1]
+    lines[event] = json.dumps(record)
+    tampered = tmp_path / "tampered.jsonl"
+    tampered.write_text("\n".join(lines) + "\n", "utf-8")
+    done, loaded = _imported(
+        ["verify", str(tampered), "--trust-root", demo["ROOT"]], tmp_path, demo
     )
-    probe = (
-        "import sys; from api.cli import build_app; argv = sys.argv[1:]\n"
-        "code = build_app(argv)(argv, standalone_mode=False)\n"
-        "print('LOADED', ' '.join(sorted(sys.modules)))\n"
-        "sys.exit(code if isinstance(code, int) else 0)"
-    )
+    assert done.returncode == 1 and done.stdout.startswith("FAILED"), done.stdout
+    assert _database_modules(loaded) == set()
+
+
+def test_read_commands_load_no_importer_server_or_agent_and_no_writer(
+    demo: dict[str, str], tmp_path: Path
+) -> None:
+    """show, history, leaderboard and search read through ledger/store/read_only.py: no
+    importer, server or agent module, nor the writers' persistence (and the SQL dialects its
+    sqlalchemy_utils loads), nor SQLAlchemy's ORM (the read store uses Core only)."""
     for argv in (
         ["show", SEED],
         ["history", SEED],
         ["leaderboard", "--gpu", "NVIDIA B200"],
         ["search", "B200"],
     ):
-        done = subprocess.run(
-            [sys.executable, "-c", probe, *argv],
-            env=env,
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr[-2000:]
-        loaded = set(done.stdout.rsplit("LOADED", 1)[1].split())
+        done, loaded = _imported(argv, tmp_path, demo)
+        assert done.returncode == 0, (argv, done.stderr[-2000:])
         assert "ledger.store.read_only" in loaded, argv
-        assert not {"eventsourcing_sqlalchemy", "sqlalchemy_utils", "sqlalchemy.orm"} & loaded, argv
+        heavy = {
+            m
+            for m in loaded
+            if m.split(".")[0] in {"litestar", "uvicorn", "gpu_agent", "eventsourcing_sqlalchemy"}
+            or m.startswith(("domain.importers.sol_", "domain.importers.flashinfer", "api.server"))
+            or m in {"sqlalchemy_utils", "sqlalchemy.orm", "api.client"}
+        }
+        assert heavy == set(), argv
+        other_commands = {e.module for c, e in COMMANDS.items() if c != argv[0]} - {
+            COMMANDS[argv[0]].module
+        }
+        assert not other_commands & loaded, argv
 
 
 def test_the_process_ends_with_the_commands_exit_code_and_its_output_flushed(
@@ -119,11 +222,16 @@ def test_the_process_ends_with_the_commands_exit_code_and_its_output_flushed(
         "KERNELINDEX_HOME": str(tmp_path / "home"),
         "KERNELINDEX_DB": f"sqlite:///{tmp_path / 'ledger.db'}",
     }
-    main = [sys.executable, "-m", "api.cli"]
 
     def run(*argv: str, **kw: Any) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [*main, *argv], env=env, cwd=REPO, capture_output=True, text=True, check=False, **kw
+            [*KERNELINDEX, *argv],
+            env=env,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=False,
+            **kw,
         )
 
     init = run("init", "--json")
@@ -135,6 +243,16 @@ def test_the_process_ends_with_the_commands_exit_code_and_its_output_flushed(
     listed = run("keys", "list", "--json")
     assert listed.returncode == 0 and len(json.loads(listed.stdout)) == 3  # all of it flushed
     closed = subprocess.run(
-        [*main, "keys", "list"], env=env, cwd=REPO, stdout=subprocess.DEVNULL, check=False
+        [*KERNELINDEX, "keys", "list"], env=env, cwd=REPO, stdout=subprocess.DEVNULL, check=False
     )
     assert closed.returncode == 0
+
+
+def test_the_cli_runs_in_process_with_every_command_loaded(tmp_path: Path) -> None:
+    """Tests drive ``app`` in-process, one command after another: each loads its module on
+    first use and the rest keep working."""
+    cli = Cli(tmp_path / "home", f"sqlite:///{tmp_path / 'ledger.db'}")
+    assert json.loads(cli("init", "--json").stdout)["keys"]["log"]
+    assert len(json.loads(cli("keys", "list", "--json").stdout)) == 3
+    assert cli("log", "checkpoint").stdout.startswith("kernelindex.local/")
+    assert "Usage: kernelindex db" in cli("db", "--help").stdout

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from api.cli import app
+from api.cli.main import app
 from api.demo import COHORT_FILE, _data
 from ledger.home import LedgerHome
 from ledger.signing.authoring import ingestion_envelope
@@ -146,6 +146,7 @@ def test_projections_rebuild_is_identical_to_incremental(demo: Demo) -> None:
         "kernelindex_view_runs",
         "kernelindex_view_ranks",
         "kernelindex_view_manifests",
+        "kernelindex_view_records",
     }
     again = demo.json("projections", "status")
     assert (again["folded"], again["tables"]) == (0, status["tables"])

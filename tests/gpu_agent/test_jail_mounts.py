@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import pytest
 from typer.testing import CliRunner
 
-from api.cli import app
+from api.cli.main import app
 from gpu_agent import jail
 from gpu_agent.case_child import run_case
 from gpu_agent.child_process import in_child

@@ -21,7 +21,7 @@ from projection_world import RUN_15149, RUN_21613, RUN_36818, SEED, World
 from sqlalchemy import create_engine, func, select
 from sqlalchemy.exc import OperationalError
 
-from api.cli_common import _first_line
+from api.cli.common import _first_line
 from domain.errors import DomainError
 from ledger.errors import CorruptRecordError, ReadOnlyStoreError, store_error
 from ledger.group_commit import WriterClosedError

@@ -13,7 +13,7 @@ from rich.markup import escape
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from api.cli_common import DbOption, HomeOption, err, handles_errors, out
+from api.cli.common import DbOption, HomeOption, err, handles_errors, out
 from api.demo import DEMO_HOME, build_demo, demo_home
 from ledger.errors import StoreError
 from ledger.home import DB_ENV, HOME_ENV, LedgerHome
@@ -32,10 +32,6 @@ LOG_FORMAT_ENV = "KERNELINDEX_LOG_FORMAT"
 class LogFormat(StrEnum):
     json = "json"
     console = "console"
-
-
-def register(app: typer.Typer) -> None:
-    app.command("serve")(serve)
 
 
 def _is_sqlite(db_url: str) -> bool:
@@ -218,3 +214,8 @@ def _serve(
     server.run()
     if not server.started and stop.reason is None:
         raise typer.Exit(STARTUP_FAILURE)  # uvicorn said why (the port taken, say)
+
+
+# What this module adds to `kernelindex` (api/cli/main.py lists it).
+app = typer.Typer()
+app.command("serve")(serve)

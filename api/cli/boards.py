@@ -1,25 +1,16 @@
-"""`kernelindex leaderboard`, `compare` and `projections`: the read-model side of the CLI."""
+"""`kernelindex leaderboard`, `compare` and `search`: comparison groups and their rankings."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from api.cli_common import (
-    DbOption,
-    HomeOption,
-    JsonOption,
-    handles_errors,
-    open_ledger,
-    out,
-    print_json,
-    progress_bar,
-)
+from api.cli.common import DbOption, HomeOption, JsonOption, handles_errors, out, print_json
+from api.cli.local import open_ledger
 from domain.evidence import EvidenceLevel
 from domain.quantities import format_fixed, format_value
 from domain.ranking import View
@@ -32,15 +23,8 @@ from projections.run_record import compare_runs
 from projections.runner import ProjectionRunner
 from projections.search import search_groups, search_result
 
-projections_app = typer.Typer(help="Rebuild and inspect the read models.", no_args_is_help=True)
+app = typer.Typer()
 BAR_WIDTH = 40
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(projections_app, name="projections")
-    app.command("leaderboard")(leaderboard)
-    app.command("compare")(compare)
-    app.command("search")(search)
 
 
 def _print_board(key: str, view: View, rows: list[BoardRow]) -> None:
@@ -68,6 +52,7 @@ def _print_board(key: str, view: View, rows: list[BoardRow]) -> None:
     out.print(table)
 
 
+@app.command("leaderboard")
 @handles_errors
 def leaderboard(
     key: Annotated[
@@ -130,6 +115,7 @@ def leaderboard(
         _print_board(label.key, view, rows)
 
 
+@app.command("compare")
 @handles_errors
 def compare(
     a: Annotated[str, typer.Argument(help="Run digest or prefix.")],
@@ -166,56 +152,7 @@ def compare(
     out.print(table)
 
 
-@projections_app.command("rebuild")
-@handles_errors
-def projections_rebuild(
-    home: HomeOption = None, db: DbOption = None, as_json: JsonOption = False
-) -> None:
-    """Drop every read model and rebuild it from the events; print each table's digest."""
-    ledger = open_ledger(home, db)
-    runner = ProjectionRunner(ledger)
-    before = runner.table_digests()
-    started = time.perf_counter()
-    with progress_bar("refolding") as bar:
-        task = bar.add_task("", total=ledger.store.last_position())
-        done = runner.rebuild(progress=lambda position: bar.update(task, completed=position))
-    elapsed = time.perf_counter() - started
-    after = runner.table_digests()
-    result = {
-        "events": done.events,
-        "seconds": round(elapsed, 3),
-        "eventsPerSecond": round(done.events / elapsed) if elapsed > 0 else None,
-        "tables": after,
-        "identicalToIncremental": before == after,
-    }
-    if as_json:
-        print_json(result)
-        return
-    out.print(f"rebuilt from {done.events} events in {elapsed:.2f} s")
-    for name, digest in after.items():
-        same = "same as before" if before.get(name) == digest else "[yellow]CHANGED[/]"
-        out.print(f"  {name:<28} {digest}  {same}")
-
-
-@projections_app.command("status")
-@handles_errors
-def projections_status(
-    home: HomeOption = None, db: DbOption = None, as_json: JsonOption = False
-) -> None:
-    """Catch up, then show how far the views have folded the log and their digests."""
-    ledger = open_ledger(home, db, read_only=True)
-    runner = ProjectionRunner(ledger)
-    done = runner.catch_up()
-    tables = runner.table_digests()
-    result: dict[str, Any] = {"folded": done.events, "position": done.position, "tables": tables}
-    if as_json:
-        print_json(result)
-    else:
-        out.print(f"views at position {done.position} ({done.events} new events folded)")
-        for name, digest in tables.items():
-            out.print(f"  {name:<28} {digest}")
-
-
+@app.command("search")
 @handles_errors
 def search(
     words: Annotated[

@@ -22,7 +22,8 @@ import typer
 from eventsourcing.persistence import PersistenceError
 from sqlalchemy.exc import DBAPIError
 
-from api.cli_common import DbOption, HomeOption, err, handles_errors, open_ledger, out
+from api.cli.common import DbOption, HomeOption, err, handles_errors, out
+from api.cli.local import open_ledger
 from ledger.application import Ledger
 from ledger.errors import StoreError, is_outage
 from projections.runner import DEFAULT_BATCH, ProjectionRunner
@@ -32,11 +33,6 @@ IntervalOption = Annotated[
 ]
 MAX_BACKOFF = 30.0  # seconds between attempts while the store is down
 OnceOption = Annotated[bool, typer.Option("--once", help="Catch up once, then exit.")]
-
-
-def register(app: typer.Typer) -> None:
-    app.command("projector")(projector)
-    app.command("sequencer")(sequencer)
 
 
 class _Stop:
@@ -169,3 +165,9 @@ def _sequence(
         return added
 
     _loop(step, interval, once, "sequencer", stop)
+
+
+# What this module adds to `kernelindex` (api/cli/main.py lists it).
+app = typer.Typer()
+app.command("projector")(projector)
+app.command("sequencer")(sequencer)

@@ -17,14 +17,11 @@ from typing import Annotated
 
 import typer
 
-from api.cli_common import err, fail, handles_errors, load_key, out
+from api.cli.common import err, fail, handles_errors, out
+from api.cli.local import load_key
 from domain.rerun_binding import describe_classes
 
 AGENT_EXTRA_HINT = "install the agent's extra: pip install -e '.[gpu]' (or '.[agent]' on CPU)"
-
-
-def register(app: typer.Typer) -> None:
-    app.command("agent")(agent)
 
 
 @handles_errors
@@ -103,3 +100,8 @@ def agent(
             out.print("no open job for this device")
         return
     worker.run_forever(poll)
+
+
+# What this module adds to `kernelindex` (api/cli/main.py lists it).
+app = typer.Typer()
+app.command("agent")(agent)

@@ -7,18 +7,18 @@ from typing import Annotated, Any
 
 import typer
 
-from api.cli_common import (
+from api.cli.common import (
     EXIT_REJECTED,
     DbOption,
     HomeOption,
     JsonOption,
     handles_errors,
     out,
-    passphrase,
     print_error,
     print_json,
 )
-from api.cli_runs import print_history, print_summary  # the demo shows what `show` does
+from api.cli.local import passphrase
+from api.cli.runs import print_history, print_summary  # the demo shows what `show` does
 from api.demo import DEMO_HOME, build_demo, demo_home
 from domain.documents import parse_document
 from domain.errors import DomainError
@@ -29,14 +29,10 @@ from ledger.home import LedgerHome
 from projections.run_record import run_record
 from projections.runner import prepare_views
 
-_commands = typer.Typer()  # collects this module's commands; `register` adds them
+app = typer.Typer()
 
 
-def register(app: typer.Typer) -> None:
-    app.registered_commands.extend(_commands.registered_commands)
-
-
-@_commands.command()
+@app.command()
 @handles_errors
 def init(
     home: HomeOption = None,
@@ -67,7 +63,7 @@ def init(
         out.print(f"  {name:<10}  {key_id}  ({target.key_path(name)})")
 
 
-@_commands.command()
+@app.command()
 def digest(
     files: Annotated[list[Path], typer.Argument(help="Manifest files (JSON or YAML).")],
     as_json: JsonOption = False,
@@ -107,7 +103,7 @@ def digest(
         raise typer.Exit(EXIT_REJECTED)
 
 
-@_commands.command()
+@app.command()
 @handles_errors
 def demo(
     home: Annotated[

@@ -16,15 +16,8 @@ from typing import Annotated, Any
 
 import typer
 
-from api.cli_common import (
-    DbOption,
-    HomeOption,
-    JsonOption,
-    handles_errors,
-    load_key,
-    out,
-    print_json,
-)
+from api.cli.common import DbOption, HomeOption, JsonOption, handles_errors, out, print_json
+from api.cli.local import load_key
 from api.client import LedgerClient, remote_run
 from domain.timestamps import format_time, utc_now
 from ledger.errors import NotFoundError
@@ -47,11 +40,6 @@ rerun_app = typer.Typer(help="Controlled reruns of a run's kernel.", no_args_is_
 DEFAULT_EXPIRY = "24h"
 _DURATION_PART = re.compile(r"(\d+)([smhd])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def register(app: typer.Typer) -> None:
-    app.command("submit")(submit)
-    app.add_typer(rerun_app, name="rerun")
 
 
 def parse_duration(text: str) -> timedelta:
@@ -219,3 +207,9 @@ def _print_request(summary: dict[str, Any], receipt: dict[str, Any], as_json: bo
     out.print(f"  solution  {summary['artifactDigest']}")
     out.print(f"  workload  {summary['workloadDigest']}")
     out.print(f"  event     {receipt.get('event')} at position {receipt.get('position')}")
+
+
+# What this module adds to `kernelindex` (api/cli/main.py lists it).
+app = typer.Typer()
+app.command("submit")(submit)
+app.add_typer(rerun_app, name="rerun")

@@ -1,6 +1,7 @@
 """The ``--server`` halves of ``kernelindex attest`` and ``history``: signed here, sent to a
 ledger over HTTP, and for history verified here against the trust root the user pins. Apart
-from ``api.cli_runs`` so that a local read never loads the HTTP client."""
+from ``api.cli.runs`` and ``api.cli.statements`` so that a local command never loads the
+HTTP client."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from typing import Any
 
 import typer
 
-from api.cli_common import EXIT_REJECTED, out, print_json, print_remote_receipt
-from api.cli_log import print_report
-from api.cli_runs import print_history
+from api.cli.common import EXIT_REJECTED, out, print_json, print_remote_receipt
+from api.cli.report import print_report
+from api.cli.runs import print_history
 from api.client import LedgerClient, RemoteHistory, remote_history, remote_run
 from ledger.history import describe
 from ledger.signing.trust import TrustRoot

@@ -1,10 +1,13 @@
-"""Shared pieces of the CLI: consoles, options, error handling and key loading."""
+"""Shared pieces of the CLI: consoles, options, error handling and output.
+
+Light on purpose: every command imports this module, ``kernelindex verify`` included, so it
+imports nothing of the database stack (the local ledger's helpers are in ``api.cli.local``).
+"""
 
 from __future__ import annotations
 
 import functools
 import json
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -15,11 +18,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from domain.errors import DomainError
-from ledger.application import Ledger
 from ledger.errors import store_error
-from ledger.home import PASSPHRASE_ENV, LedgerHome
-from ledger.receipt import Receipt
-from ledger.signing.keys import KeyFileError, SigningKey
+from ledger.signing.keys import KeyFileError
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -44,6 +44,12 @@ DbOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
+CheckpointOption = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--checkpoint", help="A signed checkpoint you hold (e.g. from a witness); repeatable."
+    ),
+]
 
 
 def print_error(code: str, message: str) -> None:
@@ -95,28 +101,9 @@ def print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
 
 
-def open_ledger(home: Path | None, db: str | None, *, read_only: bool = False) -> Ledger:
-    return LedgerHome.at(home, db).open(read_only=read_only)
-
-
-def passphrase() -> bytes | None:
-    value = os.environ.get(PASSPHRASE_ENV)
-    return value.encode() if value else None
-
-
-def load_key(path: Path) -> SigningKey:
-    return SigningKey.load(path, passphrase())
-
-
-def print_receipt(receipt: Receipt, as_json: bool, what: str) -> None:
-    if as_json:
-        print_json(receipt.to_json())
-        return
-    verb = "already recorded" if receipt.duplicate else "appended"
-    out.print(
-        f"{what} {verb}: {receipt.event} at position {receipt.position} "
-        f"(subject {receipt.subject_digest}, received {receipt.received_at})"
-    )
+def read_notes(paths: list[Path] | None) -> list[str]:
+    """The signed notes (checkpoints) in the files given."""
+    return [p.read_text("utf-8") for p in paths or []]
 
 
 # ------------------------------------------------------------------ commands

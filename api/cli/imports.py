@@ -1,9 +1,8 @@
-"""`kernelindex import ...` and `kernelindex artifact get`: bringing source results in."""
+"""`kernelindex import ...`: bringing a source's published results in."""
 
 from __future__ import annotations
 
 import io
-import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Annotated
@@ -14,7 +13,7 @@ from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from api.cli_common import (
+from api.cli.common import (
     DbOption,
     HomeOption,
     JsonOption,
@@ -44,16 +43,12 @@ from projections.runner import ProjectionRunner
 import_app = typer.Typer(
     help="Import results from a source's saved responses.", no_args_is_help=True
 )
-artifact_app = typer.Typer(help="Content-addressed artifacts.", no_args_is_help=True)
+app = typer.Typer()
+app.add_typer(import_app, name="import")
 MAX_INPUT_FILE = 64 * 1024 * 1024
 MANIFEST_MEDIA_TYPE = "application/vnd.kernelindex.manifest+json"
 
 Items = Iterable[ImportRecord | Rejection]
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(import_app, name="import")
-    app.add_typer(artifact_app, name="artifact")
 
 
 def _read_dir(directory: Path) -> dict[str, bytes]:
@@ -279,23 +274,3 @@ def _keep_catalog_manifests(
             batch = []
     store.put_many(batch)
     return kept, refused
-
-
-@artifact_app.command("get")
-@handles_errors
-def artifact_get(
-    digest: Annotated[str, typer.Argument(help="sha256:… digest of the artifact.")],
-    output: Annotated[
-        Path | None, typer.Option("-o", "--output", help="File to write (default stdout).")
-    ] = None,
-    home: HomeOption = None,
-    db: DbOption = None,
-) -> None:
-    """Write an artifact's bytes (re-hashed on read: a damaged one is refused)."""
-    ledger = LedgerHome.at(home, db).open()
-    stored = ArtifactStore(ledger.store).get(digest)
-    if output is None:
-        sys.stdout.buffer.write(stored.content)
-    else:
-        output.write_bytes(stored.content)
-        err.print(f"wrote {output} ({len(stored.content)} bytes, {stored.media_type})")

@@ -11,15 +11,8 @@ from typing import Annotated, Any
 
 import typer
 
-from api.cli_common import (
-    DbOption,
-    HomeOption,
-    JsonOption,
-    handles_errors,
-    load_key,
-    out,
-    print_receipt,
-)
+from api.cli.common import DbOption, HomeOption, JsonOption, handles_errors, out
+from api.cli.local import load_key, print_receipt
 from api.run_intake import attach_lacking, ingest_run
 from domain.documents import parse_document
 from domain.manifests.collection import as_manifest_set
@@ -36,11 +29,6 @@ def _say(documents: dict[str, JsonObject], how: str, as_json: bool) -> None:
     for role, document in sorted(documents.items()):
         name = (document.get("metadata") or {}).get("name")
         out.print(f"{role} {name} {how}")
-
-
-def register(app: typer.Typer) -> None:
-    app.command()(handles_errors(ingest))
-    app.command()(handles_errors(attach))
 
 
 def ingest(
@@ -119,3 +107,9 @@ def attach(
         )
     _say(intake.taken, "attached", as_json)
     print_receipt(intake.receipt, as_json, "attachment")
+
+
+# What this module adds to `kernelindex` (api/cli/main.py lists it).
+app = typer.Typer()
+app.command()(handles_errors(ingest))
+app.command()(handles_errors(attach))

@@ -9,21 +9,18 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from api.cli_common import (
+from api.cli.common import (
     DbOption,
     HomeOption,
     JsonOption,
     ServerOption,
     handles_errors,
-    load_key,
-    open_ledger,
     out,
-    passphrase,
     print_json,
-    print_receipt,
     print_remote_receipt,
     remote_server,
 )
+from api.cli.local import load_key, open_ledger, passphrase, print_receipt
 from api.client import LedgerClient
 from domain.rerun_binding import parse_device_class
 from domain.statements import Role
@@ -39,10 +36,6 @@ from ledger.signing.keys import PublicKey, SigningKey, load_public_key, save_pub
 keys_app = typer.Typer(
     help="Generate, register, revoke and list signing keys.", no_args_is_help=True
 )
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(keys_app, name="keys")
 
 
 @keys_app.command("generate")
@@ -227,3 +220,8 @@ def keys_list(home: HomeOption = None, db: DbOption = None, as_json: JsonOption 
             "[green]verified[/]" if row["verified"] else "[bold red]FAILED[/]",
         )
     out.print(table)
+
+
+# What this module adds to `kernelindex` (api/cli/main.py lists it).
+app = typer.Typer()
+app.add_typer(keys_app, name="keys")

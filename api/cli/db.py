@@ -7,16 +7,12 @@ from typing import Any
 import typer
 from sqlalchemy.engine import make_url
 
-from api.cli_common import DbOption, HomeOption, JsonOption, fail, handles_errors, out, print_json
+from api.cli.common import DbOption, HomeOption, JsonOption, fail, handles_errors, out, print_json
 from ledger.home import LedgerHome
 from ledger.store.schema import SCHEMA_VERSION, SchemaStatus, read_status, upgrade
 from projections.runner import prepare_views
 
 db_app = typer.Typer(help="Database schema: status and explicit upgrades.", no_args_is_help=True)
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(db_app, name="db")
 
 
 def _shown(url: str) -> str:
@@ -83,3 +79,8 @@ def db_status(home: HomeOption = None, db: DbOption = None, as_json: JsonOption 
             if (status.version or 0) < SCHEMA_VERSION
             else "the database is newer than this build: upgrade the software",
         )
+
+
+# What this module adds to `kernelindex` (api/cli/main.py lists it).
+app = typer.Typer()
+app.add_typer(db_app, name="db")

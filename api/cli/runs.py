@@ -1,4 +1,4 @@
-"""`kernelindex show`, `history`, `attest` and `retract`: a run's record and what is said of it."""
+"""`kernelindex show` and `history`: a run's record and the events of it, verified."""
 
 from __future__ import annotations
 
@@ -9,127 +9,29 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from api.cli_common import (
+from api.cli.common import (
     EXIT_REJECTED,
     DbOption,
     HomeOption,
     JsonOption,
     ServerOption,
     handles_errors,
-    load_key,
-    open_ledger,
     out,
     print_json,
-    print_receipt,
     remote_server,
 )
+from api.cli.local import open_ledger
 from api.display import format_measurement, unranked_reason
-from domain.statements import AttestationType, ReportReason
-from ledger.application import Ledger
-from ledger.errors import NotFoundError
 from ledger.event_verification import EventVerification
 from ledger.history import DEFAULT_PAGE, MAX_PAGE, describe, history_page
-from ledger.home import LedgerHome
 from ledger.ids import run_id
-from ledger.signing.authoring import (
-    attestation_envelope,
-    lifecycle_envelope,
-)
 from projections.references import resolve_run_in
 from projections.run_record import run_record
 
-_commands = typer.Typer()  # collects this module's commands; `register` adds them
+app = typer.Typer()
 
 
-def register(app: typer.Typer) -> None:
-    app.registered_commands.extend(_commands.registered_commands)
-
-
-def _named_run(ledger: Ledger, reference: str) -> tuple[str, str]:
-    """(digest, name) of the run a digest or prefix names: statements about it need both."""
-    run_digest = resolve_run_in(ledger, reference)
-    record = ledger.run_state(run_digest)
-    if record is None:
-        raise NotFoundError(f"no run with digest {run_digest}")
-    return run_digest, record.run_name
-
-
-@_commands.command()
-@handles_errors
-def attest(
-    run: Annotated[str, typer.Argument(help="Run digest or unique prefix.")],
-    type_: Annotated[AttestationType, typer.Option("--type", help="What you observed.")],
-    body: Annotated[str, typer.Option(help="What you did and saw (at most 2000 characters).")],
-    key: Annotated[Path, typer.Option(help="Your registered attester key (PEM).")],
-    evidence_url: Annotated[
-        str | None, typer.Option("--evidence-url", help="https:// link to evidence.")
-    ] = None,
-    observed_ns: Annotated[
-        int | None, typer.Option("--observed-ns", help="Latency you measured, in ns.")
-    ] = None,
-    environment: Annotated[
-        str | None, typer.Option(help="Short summary of your environment.")
-    ] = None,
-    reason: Annotated[
-        ReportReason | None,
-        typer.Option(help="Why you report the run (only with --type issue_report)."),
-    ] = None,
-    home: HomeOption = None,
-    db: DbOption = None,
-    server: ServerOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Append a signed attestation about a run. It never changes the run's evidence level.
-
-    To report an issue with a run: --type issue_report --reason incorrect_result |
-    wrong_attribution | license | comparability | other."""
-    remote = remote_server(server, home, db)
-    signer = load_key(key)
-
-    def signed(run_digest: str, run_name: str) -> dict[str, Any]:
-        return attestation_envelope(
-            run_digest,
-            run_name,
-            signer,
-            type_=type_.value,
-            body=body,
-            evidence_url=evidence_url,
-            observed_ns=observed_ns,
-            environment_summary=environment,
-            reason=reason.value if reason is not None else None,
-        )
-
-    if remote is not None:
-        from api import cli_remote  # noqa: PLC0415 - HTTP client only when --server is given
-
-        cli_remote.attest(remote, run, signed, as_json)
-        return
-    ledger = open_ledger(home, db)
-    print_receipt(ledger.append(signed(*_named_run(ledger, run))), as_json, "attestation")
-
-
-@_commands.command()
-@handles_errors
-def retract(
-    run: Annotated[str, typer.Argument(help="Run digest or unique prefix.")],
-    reason: Annotated[str, typer.Option(help="Why the run is withdrawn from ranking.")],
-    key: Annotated[
-        Path | None, typer.Option(help="Admin key (default: the home's admin key).")
-    ] = None,
-    home: HomeOption = None,
-    db: DbOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Retract a run (admin): it leaves rankings; its history and level stay visible."""
-    target = LedgerHome.at(home, db)
-    ledger = target.open()
-    run_digest, run_name = _named_run(ledger, run)
-    signer = load_key(key) if key else target.key("admin")
-    envelope = lifecycle_envelope(run_digest, run_name, signer, action="retract", reason=reason)
-    print_receipt(ledger.append(envelope), as_json, "retraction")
-
-
-@_commands.command()
+@app.command()
 @handles_errors
 def show(
     run: Annotated[str, typer.Argument(help="Run digest or unique prefix.")],
@@ -232,7 +134,7 @@ def print_history(entries: list[EventVerification], title: str) -> None:
         out.print(f"    {escape(describe(h))}")
 
 
-@_commands.command()
+@app.command()
 @handles_errors
 def history(
     run: Annotated[str, typer.Argument(help="Run digest or unique prefix.")],
@@ -278,9 +180,9 @@ def history(
     """
     remote = remote_server(server, home, db)
     if remote is not None:
-        from api import cli_remote  # noqa: PLC0415 - HTTP client only when --server is given
+        from api.cli import remote as over_http  # noqa: PLC0415 - HTTP client only with --server
 
-        cli_remote.history(remote, run, trust_root, checkpoint, unanchored, start, limit, as_json)
+        over_http.history(remote, run, trust_root, checkpoint, unanchored, start, limit, as_json)
         return
     if trust_root is not None or checkpoint is not None or unanchored:
         raise typer.BadParameter("--trust-root and --checkpoint go with --server")

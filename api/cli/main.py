@@ -1,0 +1,172 @@
+"""The ``kernelindex`` command line: a thin edge over the ledger services.
+
+Every refusal prints ``error[<code>]: <reason>`` on stderr and exits non-zero; ``--json``
+prints machine-readable output on stdout.
+
+Each command lives in the ``api.cli`` module that ``COMMANDS`` names, and a run imports only
+the module of the command it runs (``kernelindex show`` never loads the importers, the server
+or the agent; ``kernelindex verify`` no database code): start-up is most of a short command's
+time. ``--help`` imports none of them (api/cli/lazy.py).
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+import typer
+
+from api.cli.lazy import Lazy, LazyGroup
+
+_HELP = "KernelIndex Ledger: signed, append-only, offline-verifiable GPU-kernel benchmarks."
+
+# Top-level command (or group) → the module whose ``app`` holds it and its first help
+# paragraph, in the order ``--help`` lists them. tests/cli/test_cli_start.py checks each
+# module holds exactly these and each line is the command's own.
+COMMANDS: dict[str, Lazy] = {
+    "init": Lazy(
+        "api.cli.home",
+        "Create a ledger home: database, admin/ingester/log keys and trust-root.json.",
+    ),
+    "digest": Lazy(
+        "api.cli.home", "Print the kind, name and sha256 digest of every manifest in FILES."
+    ),
+    "demo": Lazy(
+        "api.cli.home",
+        "Build (or reuse) a demo ledger with the seed run, then show its record and history.",
+    ),
+    "attest": Lazy(
+        "api.cli.statements",
+        "Append a signed attestation about a run. It never changes the run's evidence level.",
+    ),
+    "retract": Lazy(
+        "api.cli.statements",
+        "Retract a run (admin): it leaves rankings; its history and level stay visible.",
+    ),
+    "show": Lazy("api.cli.runs", "Summarise one run record."),
+    "history": Lazy(
+        "api.cli.runs",
+        "The events of a run, a page at a time: time, type, signer and role, signature check,"
+        "\nwhat it says.",
+    ),
+    "export": Lazy(
+        "api.cli.export", "Write a self-contained bundle that `kernelindex verify` checks offline."
+    ),
+    "verify": Lazy(
+        "api.cli.verify",
+        "Verify a bundle offline (no network, no database) against the policy you state.",
+    ),
+    "audit": Lazy(
+        "api.cli.audit",
+        "Recompute every leaf, the tree and every checkpoint from the stored events; and any"
+        "\nbundle's signed heads given, from the log at their size.",
+    ),
+    "submit": Lazy(
+        "api.cli.rerun",
+        "Submit a solution with its measured latency: store its artifacts and ingest the run.",
+    ),
+    "leaderboard": Lazy(
+        "api.cli.boards",
+        "A comparison group's ranking, with a chart: by key (or a unique prefix), or every group"
+        "\nof --definition and/or --gpu, each labelled by what separates it from the others.",
+    ),
+    "compare": Lazy(
+        "api.cli.boards",
+        "Field-by-field differences between two runs and the ratio of their primary values.",
+    ),
+    "search": Lazy(
+        "api.cli.boards",
+        "Find comparison groups: every word must match a run's operation, GPU, dtype or"
+        "\nworkload axes, source, stack version, evidence level, author, name or id.",
+    ),
+    "agent": Lazy(
+        "api.cli.agent",
+        "Poll the ledger for rerun jobs on this GPU, measure them and post signed results.",
+    ),
+    "serve": Lazy(
+        "api.cli.serve", "Serve the HTTP API (/v1, OpenAPI at /schema) and the pages for a ledger."
+    ),
+    "ingest": Lazy("api.cli.ingest", "Sign an ingestion statement for a run and append it."),
+    "attach": Lazy(
+        "api.cli.ingest",
+        "Attach the implementation or workload manifest a run names by digest but lacks"
+        "\n(signed by an ingester; never changes the evidence level).",
+    ),
+    "projector": Lazy(
+        "api.cli.workers",
+        "Fold new events into the read models, batch by batch, until stopped (SIGTERM/SIGINT).",
+    ),
+    "sequencer": Lazy(
+        "api.cli.workers",
+        "Sequence events stored without a log leaf and sign checkpoints as the tree grows.",
+    ),
+    "keys": Lazy("api.cli.keys", "Generate, register, revoke and list signing keys."),
+    "log": Lazy("api.cli.log", "The transparency log: checkpoints, proofs, entries."),
+    "rerun": Lazy("api.cli.rerun", "Controlled reruns of a run's kernel."),
+    "projections": Lazy("api.cli.views", "Rebuild and inspect the read models."),
+    "import": Lazy("api.cli.imports", "Import results from a source's saved responses."),
+    "artifact": Lazy("api.cli.artifacts", "Content-addressed artifacts."),
+    "db": Lazy("api.cli.db", "Database schema: status and explicit upgrades."),
+}
+
+
+class KernelindexGroup(LazyGroup):
+    table = COMMANDS
+
+
+app = typer.Typer(
+    name="kernelindex",
+    cls=KernelindexGroup,
+    help=_HELP,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _root() -> None:
+    """KernelIndex Ledger: signed, append-only, offline-verifiable GPU-kernel benchmarks."""
+
+
+def preload(argv: Sequence[str]) -> None:
+    """Import the module of the command ``argv`` names, if it names one."""
+    named = next((a for a in argv if not a.startswith("-")), None)
+    if named in COMMANDS:
+        importlib.import_module(COMMANDS[named].module)
+
+
+def main() -> None:
+    # The modules a command imports live as long as the process: collecting garbage while
+    # they load only walks them again and again, so the collector waits until they are
+    # loaded and frozen.
+    gc.disable()
+    preload(sys.argv[1:])
+    gc.freeze()
+    gc.enable()
+    try:
+        app()
+    except SystemExit as exc:
+        code = exc.code
+    else:
+        code = 0
+    if isinstance(code, str):  # sys.exit("message"): say it, as the interpreter would
+        print(code, file=sys.stderr)
+    # The command's work is done: what it wrote is committed and its files are closed. Tearing
+    # down the interpreter (every module, the connection pools) would only add a sixth of a
+    # second, so the process ends here, once what it printed is flushed.
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):  # closed, or a reader that went away (a broken pipe)
+            code = code or 1
+    os._exit(code if isinstance(code, int) else 0 if code is None else 1)
+
+
+if __name__ == "__main__":
+    main()
