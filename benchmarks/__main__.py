@@ -28,7 +28,10 @@ Figures (``--only`` names), each measured by its own module:
   bare parse of the file, and
 - ``startup``: ``kernelindex show`` / ``leaderboard`` / ``history`` on that ledger, each a
   fresh process, vs ``python -c pass`` (``bench_cli``; ``--quick``: the catalog with
-  300 of its runs).
+  300 of its runs);
+- ``startup-ratio``: ``kernelindex --help``, ``show``, ``leaderboard`` and ``verify`` on the
+  demo ledger, each a fresh process, as a multiple of ``python -c pass`` measured in the same
+  run (``bench_startup``; ``--quick``: 3 runs of each instead of 11).
 
 Prints one table (figure, value, anchor, ratio, target, pass/fail), then by how much each
 missed target is missed; writes ``benchmarks/results/suite-<date>.json`` (``--quick``:
@@ -62,6 +65,7 @@ from benchmarks import (
     bench_ingest,
     bench_projections,
     bench_read_cost,
+    bench_startup,
     bench_verify,
 )
 from benchmarks.suite import Context, FigureResult, Row
@@ -79,6 +83,7 @@ FIGURES = (
     "growth",
     "catalog",
     "startup",
+    "startup-ratio",
 )
 TITLES = {
     "ingest": "signed ingestion",
@@ -91,6 +96,7 @@ TITLES = {
     "growth": "growth",
     "catalog": "catalog import",
     "startup": "CLI start-up",
+    "startup-ratio": "CLI start-up against python -c pass",
 }
 
 Runner = Callable[[Context], list[FigureResult]]
@@ -131,6 +137,8 @@ def _plan(selected: list[str]) -> list[tuple[tuple[str, ...], Runner]]:
                 ),
             )
         )
+    if "startup-ratio" in selected:
+        plan.append((("startup-ratio",), lambda ctx: [bench_startup.figure(ctx)]))
     return plan
 
 
