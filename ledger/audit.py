@@ -417,18 +417,21 @@ def _check_successive_consistency(
     """Each signed checkpoint extends the one before: a consistency proof built from the
     stored tree verifies between every successive pair (what a witness would ask for)."""
     within = [c for c in signed if c.size <= size]
-    for older, newer in itertools.pairwise(within):
-        where = f"checkpoints {older.size} → {newer.size}"
-        try:
-            with ledger.store.transaction(commit=False) as session:
+    # One read transaction for them all: each commit signs, so there is a pair per commit.
+    with ledger.store.transaction(commit=False) as session:
+        for older, newer in itertools.pairwise(within):
+            where = f"checkpoints {older.size} → {newer.size}"
+            try:
                 proof = ledger.tlog.consistency(session, older.size, newer.size)
-            verify_consistency(older.size, newer.size, proof, older.root, newer.root)
-        except (ProofError, DomainError) as exc:
-            report.fail(
-                Check.CONSISTENCY, where, f"the newer checkpoint does not extend the older: {exc}"
-            )
-        else:
-            report.ok(Check.CONSISTENCY)
+                verify_consistency(older.size, newer.size, proof, older.root, newer.root)
+            except (ProofError, DomainError) as exc:
+                report.fail(
+                    Check.CONSISTENCY,
+                    where,
+                    f"the newer checkpoint does not extend the older: {exc}",
+                )
+            else:
+                report.ok(Check.CONSISTENCY)
 
 
 def _expected_node_count(size: int) -> int:
