@@ -16,7 +16,7 @@ from ledger.signing.keys import SigningKey
 
 if TYPE_CHECKING:
     from ledger.application import Ledger
-    from ledger.receipt import Receipt
+    from ledger.logged_event import LoggedEvent
 
 
 def open_ledger(home: Path | None, db: str | None, *, read_only: bool = False) -> Ledger:
@@ -32,7 +32,7 @@ def load_key(path: Path) -> SigningKey:
     return SigningKey.load(path, passphrase())
 
 
-def print_receipt(receipt: Receipt, as_json: bool, what: str) -> None:
+def print_receipt(receipt: LoggedEvent, as_json: bool, what: str) -> None:
     if as_json:
         print_json(receipt.to_json())
         return
