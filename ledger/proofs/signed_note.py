@@ -54,6 +54,7 @@ __all__ = [
     "parse_checkpoint",
     "parse_verifier_key",
     "sign_note",
+    "split_note",
     "verifier_key_string",
 ]
 
@@ -211,8 +212,11 @@ def verifier_key_string(name: str, public_key: bytes) -> str:
 
 
 def parse_verifier_key(text: str) -> Verifier:
-    """Parse a verifier key string, checking the name, the key type and the key id."""
-    parts = text.split("+")
+    """Parse a verifier key string, checking the name, the key type and the key id.
+
+    Split at the first two ``+`` only: a name holds none, the key id is hex, and the base64
+    key after them may itself hold ``+`` (about half of all keys do)."""
+    parts = text.split("+", 2)
     if len(parts) != 3:
         raise MalformedVerifierKey(
             f"verifier key must be <name>+<hex key id>+<base64 key>, got {text!r}"
@@ -329,7 +333,10 @@ def _parse_signature_line(line: str, number: int) -> NoteSignature:
     return NoteSignature(name, raw[:_KEY_ID_SIZE], raw[_KEY_ID_SIZE:])
 
 
-def _split_note(note: str | bytes) -> tuple[str, list[NoteSignature]]:
+def split_note(note: str | bytes) -> tuple[str, list[NoteSignature]]:
+    """A signed note's text and its signature lines, parsed but not verified (the text is
+    everything up to the last blank line). Raises :class:`MalformedNote` (or
+    :class:`TooManySignatures`) for a malformed note."""
     if isinstance(note, bytes | bytearray | memoryview):
         try:
             note = bytes(note).decode("utf-8")
@@ -364,7 +371,7 @@ def open_note(note: str | bytes, verifiers: Iterable[Verifier]) -> VerifiedNote:
     :class:`InvalidSignature` if a signature by a known key (same name *and* key id) does
     not verify, and :class:`UnverifiedNote` if no signature is by a known key.
     """
-    text, signatures = _split_note(note)
+    text, signatures = split_note(note)
     known: dict[tuple[str, bytes], Verifier] = {(v.name, v.key_id): v for v in verifiers}
     message = text.encode("utf-8")
     verified: list[NoteSignature] = []

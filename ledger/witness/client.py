@@ -28,13 +28,12 @@ from typing import Literal
 
 import httpx
 
-from ledger.proofs.signed_note import MalformedNote, NoteError, parse_checkpoint
+from ledger.proofs.signed_note import MalformedNote, NoteError, parse_checkpoint, split_note
 from ledger.witness.cosignature import (
     Cosignature,
     CosignerKey,
     add_signature_lines,
     signature_lines,
-    split_note,
     verify_cosignature,
 )
 

@@ -27,13 +27,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from domain.canonical import canonical_b64decode
 from domain.errors import CanonicalizationError
 from ledger.proofs.signed_note import (
-    ALG_ED25519,
     InvalidKeyName,
     MalformedVerifierKey,
     NoteSignature,
     Verifier,
-    _split_note,  # the signed-note parser itself, not a second one (see report)
     check_key_name,
+    split_note,
 )
 
 __all__ = [
@@ -44,10 +43,8 @@ __all__ = [
     "cosigned_message",
     "cosigner_key_id",
     "parse_cosigner_key",
-    "parse_log_key",
     "sign_cosignature",
     "signature_lines",
-    "split_note",
     "verify_cosignature",
 ]
 
@@ -148,20 +145,6 @@ def parse_cosigner_key(text: str) -> CosignerKey:
     return key
 
 
-def parse_log_key(text: str) -> Verifier:
-    """Parse a log's Ed25519 note vkey (signature type 0x01), as
-    :func:`~ledger.proofs.signed_note.parse_verifier_key` does, but also when the base64
-    part holds a ``+`` (which that function refuses today; see the report)."""
-    name, kid, raw = _split_vkey(text, "log key")
-    if raw[0] != ALG_ED25519:
-        raise MalformedVerifierKey(
-            f"log key {name} has signature type 0x{raw[0]:02x}; note keys are Ed25519, 0x01"
-        )
-    key = Verifier.from_public_key(name, raw[1:])
-    _check_key_id("log key", kid, key.key_id)
-    return key
-
-
 def cosigned_message(checkpoint_text: str, timestamp: int) -> bytes:
     """``cosignature/v1\\ntime <timestamp>\\n`` followed by the checkpoint body."""
     _check_timestamp(timestamp)
@@ -219,25 +202,19 @@ def verify_cosignature(
     return Cosignature(key.name, key.key_id, timestamp, sig)
 
 
-def split_note(note: str | bytes) -> tuple[str, list[NoteSignature]]:
-    """A signed note's text and its signature lines, parsed but not verified (raises
-    :class:`~ledger.proofs.signed_note.MalformedNote` for a malformed note)."""
-    return _split_note(note)
-
-
 def signature_lines(checkpoint_text: str, body: str | bytes) -> list[NoteSignature]:
     """Parse a witness's reply (signature lines only) the way tlog-witness suggests: as the
     signature block of the checkpoint it answers. Raises ``MalformedNote``."""
     if isinstance(body, bytes | bytearray):
         body = bytes(body).decode("utf-8", errors="strict")
-    _, signatures = _split_note(checkpoint_text + "\n" + body)
+    _, signatures = split_note(checkpoint_text + "\n" + body)
     return signatures
 
 
 def add_signature_lines(note: str, added: Iterable[NoteSignature]) -> str:
     """``note`` with ``added`` signature lines appended; a line by the same key (name and key
     id) already on the note is replaced, as a re-signature supersedes the old one."""
-    text, existing = _split_note(note)
+    text, existing = split_note(note)
     new = list(added)
     keys = {(s.name, s.key_id) for s in new}
     kept: Sequence[NoteSignature] = [s for s in existing if (s.name, s.key_id) not in keys]

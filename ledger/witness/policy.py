@@ -28,12 +28,12 @@ from ledger.proofs.signed_note import (
     UnverifiedNote,
     Verifier,
     open_checkpoint,
+    parse_verifier_key,
+    split_note,
 )
 from ledger.witness.cosignature import (
     CosignerKey,
     parse_cosigner_key,
-    parse_log_key,
-    split_note,
     verify_cosignature,
 )
 
@@ -160,7 +160,7 @@ def _parse_log(built: _Builder, number: int, args: list[str]) -> None:
     if len(args) not in (1, 2):
         raise _error(number, "expected 'log <vkey> [<url>]'")
     try:
-        key = parse_log_key(_vkey(number, args[0], "log"))
+        key = parse_verifier_key(_vkey(number, args[0], "log"))
     except NoteError as exc:
         raise _error(number, f"log key: {exc.message}") from None
     if key.public_key in built.log_keys:

@@ -49,12 +49,12 @@ from ledger.proofs.signed_note import (
     UnverifiedNote,
     Verifier,
     open_checkpoint,
+    parse_verifier_key,
 )
 from ledger.proofs.verify import verify_consistency
 from ledger.witness.cosignature import (
     CosignerKey,
     add_signature_lines,
-    parse_log_key,
     sign_cosignature,
 )
 
@@ -120,7 +120,7 @@ def parse_follow(text: str) -> FollowedLog:
     if not sep:
         origin, vkey = "", text
     try:
-        key = parse_log_key(vkey)
+        key = parse_verifier_key(vkey)
     except MalformedVerifierKey as exc:
         raise ValueError(f"--follow {text!r}: {exc.message}") from None
     return FollowedLog(origin or key.name, (key,))

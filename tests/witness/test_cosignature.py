@@ -10,17 +10,21 @@ import hashlib
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from ledger.proofs.signed_note import MalformedVerifierKey, NoteSignature, verifier_key_string
+from ledger.proofs.signed_note import (
+    MalformedVerifierKey,
+    NoteSignature,
+    parse_verifier_key,
+    split_note,
+    verifier_key_string,
+)
 from ledger.signing.keys import SigningKey
 from ledger.witness.cosignature import (
     CosignerKey,
     add_signature_lines,
     cosigned_message,
     parse_cosigner_key,
-    parse_log_key,
     sign_cosignature,
     signature_lines,
-    split_note,
     verify_cosignature,
 )
 from tests.witness.witness_logs import ToyLog
@@ -87,7 +91,7 @@ def test_vkeys_of_the_wrong_type_or_key_id_are_refused() -> None:
         parse_cosigner_key(note_vkey)
     cosigner_vkey = CosignerKey.from_public_key(NAME, key.public.raw).key_string()
     with pytest.raises(MalformedVerifierKey, match="0x01"):
-        parse_log_key(cosigner_vkey)
+        parse_verifier_key(cosigner_vkey)
     name, kid, b64 = cosigner_vkey.split("+", 2)
     with pytest.raises(MalformedVerifierKey, match="does not match"):
         parse_cosigner_key(f"{name}+{(int(kid, 16) ^ 1):08x}+{b64}")
@@ -100,7 +104,9 @@ def test_vkeys_whose_base64_holds_a_plus_are_read() -> None:
     with_plus = [k for k in keys if "+" in verifier_key_string(NAME, k.public.raw).split("+", 2)[2]]
     assert with_plus  # about half of all keys
     for k in with_plus:
-        assert parse_log_key(verifier_key_string(NAME, k.public.raw)).public_key == k.public.raw
+        assert (
+            parse_verifier_key(verifier_key_string(NAME, k.public.raw)).public_key == k.public.raw
+        )
         cosigner = CosignerKey.from_public_key(NAME, k.public.raw)
         assert parse_cosigner_key(cosigner.key_string()) == cosigner
 

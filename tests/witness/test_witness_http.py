@@ -13,9 +13,9 @@ import httpx
 import pytest
 from live_server import live_server
 
-from ledger.proofs.signed_note import format_checkpoint, sign_note
+from ledger.proofs.signed_note import format_checkpoint, sign_note, split_note
 from ledger.signing.keys import SigningKey
-from ledger.witness.cosignature import CosignerKey, signature_lines, split_note
+from ledger.witness.cosignature import CosignerKey, signature_lines
 from ledger.witness.policy import parse_policy, quorum_met
 from ledger.witness.server import WitnessApp, WitnessServeConfig, build_witness, serve
 from ledger.witness.witness import Witness, origin_hash, parse_follow
