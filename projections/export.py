@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import asdict
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from sqlalchemy import select
 
@@ -23,6 +23,10 @@ from projections.queries import run_row, standings
 from projections.runner import ProjectionRunner
 from projections.tables import runs as runs_table
 
+T = TypeVar("T")
+# How a caller reads the views (``ProjectionRunner.snapshot``, or its own freshness first).
+ViewsReader = Callable[[Callable[[StoreSession], T]], tuple[int, T]]
+
 
 def export_runs(
     ledger: Ledger,
@@ -32,20 +36,22 @@ def export_runs(
     cohort: str | None = None,
     held: Iterable[int] = (),
     progress: Callable[[int], None] | None = None,
-    fold: bool = True,
     group: bool = True,
+    read_views: ViewsReader[tuple[set[str], list[dict[str, Any]]]] | None = None,
 ) -> ExportSummary:
     """Bundle the given runs (or a whole comparison group, or everything) with claims.
 
     A run's bundle also carries every other run of its comparison group, with the group's
     head, so its rank can be recomputed offline. A whole-ledger bundle (``runs=None``)
-    carries no claims. ``held``: tree sizes of checkpoints the requester holds. ``fold``:
-    catch the views up first (a caller that just did may skip it). ``group=False``: the
-    runs and their signers only, without their groups and so without claims (a history).
+    carries no claims. ``held``: tree sizes of checkpoints the requester holds.
+    ``group=False``: the runs and their signers only, without their groups and so without
+    claims (a history). ``read_views``: how the caller reads the views, brought up to date
+    as it decides (the service's freshness); by default the views are caught up first.
     """
-    runner = ProjectionRunner(ledger)
-    if fold:
+    if read_views is None:
+        runner = ProjectionRunner(ledger)
         runner.catch_up()
+        read_views = runner.snapshot
     if runs is None and cohort is None:
         return export_bundle(ledger, out, runs=None, held=held, progress=progress)
     asked = sorted(set(runs or []))
@@ -71,7 +77,7 @@ def export_runs(
                 claims.append(make_claim(digest, asdict(row), standings(session, digest)))
         return groups, claims
 
-    position, (groups, claims) = runner.snapshot(read)
+    position, (groups, claims) = read_views(read)
     with ledger.store.transaction(commit=False) as session:
         size = ledger.tlog.size_at_position(session, position)
     return export_bundle(

@@ -117,6 +117,10 @@ class ViewsStalledError(DomainError):
     status = 500
 
 
+class RanksBehindError(Exception):
+    """A snapshot found groups whose ranks a fold has still to redo (``snapshot``)."""
+
+
 @dataclass(frozen=True)
 class CatchUp:
     events: int
@@ -295,7 +299,9 @@ class ProjectionRunner:
         ).scalar_one()
         return int(found)
 
-    def snapshot(self, read: Callable[[StoreSession], T]) -> tuple[int, T]:
+    def snapshot(
+        self, read: Callable[[StoreSession], T], *, rerank: bool | None = True
+    ) -> tuple[int, T]:
         """``read`` the views as they stand at one position of the log; return the position
         and what ``read`` returned.
 
@@ -307,14 +313,19 @@ class ProjectionRunner:
         Ranks must agree with the runs they rank. Every fold that reaches the log's end
         re-ranks what it touched in its own transaction, so a snapshot finds groups marked
         to re-rank only between the batches of a long catch-up or after a folder stopped
-        there. Then, once: the marked groups are re-ranked and ``read`` reads in the same
-        transaction, under the folders' lock (which waits for at most one batch)."""
-        self.ensure_views()
+        there. Then, once (``rerank``): the marked groups are re-ranked and ``read`` reads in
+        the same transaction, under the folders' lock (which waits for at most one batch).
+        A reader that must not write says ``rerank=False`` (``RanksBehindError`` instead: its
+        folder will re-rank them) or ``None`` (read them as they stand)."""
+        if rerank:  # else a server's reader: its folder made the views as this build folds them
+            self.ensure_views()
         with self.ledger.store.transaction(commit=False) as session:
             begin_snapshot(connection_of(session))
             position = self._position(session)
-            if self._marked(session) is None:
+            if rerank is None or self._marked(session) is None:
                 return position, read(session)
+            if rerank is False:
+                raise RanksBehindError("groups marked to re-rank: a fold is under way")
         with paused_gc(), self.ledger.store.transaction(commit=True) as session:
             self._lock(session)
             self._rerank_marked(session)

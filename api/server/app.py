@@ -42,7 +42,7 @@ from api.server.read_cache import (
     ReadCache,
     costed_routes,
 )
-from api.server.service import LedgerService
+from api.service.ledger_service import LedgerService
 from domain.manifests.registry import build_validators
 from ledger.application import Ledger
 from ledger.group_commit import Writer
@@ -120,7 +120,7 @@ def create_app(
     settings = config or ServerConfig()
     configure_logging(settings.json_logs)
     build_validators()  # deferred to first use elsewhere; handlers validate from many threads
-    service = LedgerService(ledger, writer)
+    service = LedgerService(ledger, writer, public_url=settings.public_url)
     state = State(
         {
             "service": service,
@@ -134,7 +134,7 @@ def create_app(
             ),
             "compute_slots": ComputeSlots(settings.compute_slots, settings.compute_wait),
             "read_cache": ReadCache(settings.read_cache_bytes),
-            "position_reads": PositionReads(service.fresh),
+            "position_reads": PositionReads(service.views.position),
         }
     )
     app = Litestar(

@@ -22,7 +22,7 @@ from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Message, Receive, ReceiveMessage, Scope, Send
 
 from api.server.problems import PROBLEM_BASE, PROBLEM_JSON
-from api.server.responses.problem import Problem
+from api.service.models.problem import Problem
 
 _log = structlog.get_logger("kernelindex.api")
 

@@ -20,7 +20,7 @@ import msgspec
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from api.server.problems import PROBLEM_BASE, PROBLEM_JSON
-from api.server.responses.problem import Problem
+from api.service.models.problem import Problem
 
 HEADER_TIMEOUT = 30.0
 

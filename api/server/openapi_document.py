@@ -28,7 +28,7 @@ from litestar.openapi.spec import (
     Schema,
 )
 
-from api.server.responses.views import Comparison
+from api.service.models.views import Comparison
 
 _TEXT = Schema(type=OpenAPIType.STRING)
 # path, method -> the success's body per media type.

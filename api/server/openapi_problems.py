@@ -29,7 +29,8 @@ from litestar.openapi.datastructures import ResponseSpec
 
 from api.server.controllers.common import DsseEnvelope
 from api.server.problems import PROBLEM_JSON, status_of
-from api.server.responses.problem import Problem
+from api.service.errors import NoLogKeyError, WriterClosedError
+from api.service.models.problem import Problem
 from domain.comparison import ComparisonKeyError
 from domain.errors import (
     CanonicalizationError,
@@ -48,9 +49,7 @@ from ledger.errors import (
     StoreError,
     StoreFullError,
 )
-from ledger.group_commit import WriterClosedError
 from ledger.signing.dsse import EnvelopeError, SignatureError
-from ledger.store.transparency_log import NoLogKeyError
 
 REFUSES = "refuses"  # the handler option naming the domain errors of its reads
 

@@ -17,7 +17,7 @@ from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 from litestar.types import ExceptionHandlersMap
 from msgspec import UNSET
 
-from api.server.responses.problem import Problem
+from api.service.models.problem import Problem
 from domain.errors import DomainError
 from ledger.errors import store_error
 

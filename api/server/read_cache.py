@@ -5,8 +5,9 @@ folded) says which events they hold. So the answer of a read computed from the v
 the log up to that position (the Atom feed, search, operations, groups, leaderboards,
 exports, and their pages) is fixed by its request and that position: a second identical
 request at the same position gets the bytes the first one computed. A request learns the
-position from the catch-up it makes anyway before such a read (``LedgerService.fresh``: with
-nothing new to fold, one small read transaction). A request is its path and the query
+position from the freshness check it makes anyway before such a read
+(``api.service.freshness``), asked once for all the requests that wait on it, and the
+request's reads ask no more. A request is its path and the query
 parameters its route's handler reads, sorted by name: parameters it ignores, or another
 order, make no new answer to compute.
 
@@ -51,6 +52,7 @@ from api.server.rate_limits import (
     rate_limited,
     retry_after_header,
 )
+from api.service.freshness import known_position, one_request
 
 if TYPE_CHECKING:
     from litestar import Litestar
@@ -145,13 +147,14 @@ class ReadCache:
 
 
 class PositionReads:
-    """The views' position for requests, one catch-up (``fresh``) for all that wait on it.
+    """The views' position for requests, one freshness check (``fresh``) for all that wait
+    on it.
 
-    A request's position must come from a catch-up that started after the request arrived
+    A request's position must come from a check that started after the request arrived
     (else a write acknowledged before it could be missing). So a request arriving while one
     runs waits for the next, which starts as soon as that one ends and answers every request
-    that arrived meanwhile: under load, one catch-up per round instead of one per request
-    (they queued on the service's lock one by one anyway). Event-loop only."""
+    that arrived meanwhile: under load, one check per round instead of one per request.
+    Event-loop only."""
 
     def __init__(self, fresh: Callable[[], int | None]) -> None:
         self._fresh = fresh
@@ -319,6 +322,10 @@ class CostedReads:
         if scope["type"] != ScopeType.HTTP:
             await self.app(scope, receive, send)
             return
+        with one_request():  # the request's reads check the views' freshness once
+            await self._costed(scope, receive, send)
+
+    async def _costed(self, scope: Scope, receive: Receive, send: Send) -> None:
         state: Any = scope["litestar_app"].state
         client = scope.get("client")
         address = str(client[0]) if client else "unknown"
@@ -338,6 +345,7 @@ class CostedReads:
         reads: PositionReads = state.position_reads
         position = await reads.position() if cache.enabled else None
         if position is not None:
+            known_position(position)
             reply = cache.get(key, position)
             flight = cache.flight(key) if reply is None else None
             if flight is not None:

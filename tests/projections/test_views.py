@@ -28,6 +28,9 @@ from projection_world import (
 )
 
 import domain.manifests.manifest_set as manifest_set
+from api.service.freshness import Views
+from api.service.models import to_builtins
+from api.service.runs import Runs
 from domain.errors import DomainError
 from domain.manifests.canonical_form import manifest_digest
 from domain.ranking import View
@@ -36,8 +39,13 @@ from ledger.signing.authoring import attachment_envelope, ingestion_envelope
 from ledger.signing.dsse import UnknownKeyError
 from ledger.signing.keys import SigningKey
 from ledger.store.group_index import group_of
-from projections.run_page import run_page
-from projections.run_record import run_record
+
+
+def run_record(ledger: Any, digest: str) -> dict[str, Any]:
+    """The service's record of a run (every section of its page), as the API sends it."""
+    document: dict[str, Any] = to_builtins(Runs(Views(ledger)).record(digest))
+    return document
+
 
 REPORTED_REASONS = [
     "source marked the run passed",
@@ -362,7 +370,7 @@ def test_a_run_admitted_before_its_claim_had_to_read_as_one_value_stops_no_view(
     row = world.row(legacy)
     assert row.claimed is None and row.comparison_key is None
     world.row(RUN_36818)
-    page = run_page(world.ledger, legacy)
+    page = run_record(world.ledger, legacy)
     assert page["identity"]["runDigest"] == legacy and page["identity"]["name"] == name
     rebuilt = world.runner()
     rebuilt.rebuild()

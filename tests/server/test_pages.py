@@ -29,6 +29,9 @@ from api.server.pages.format import (
     safe_url,
     short_digest,
 )
+from api.service.models import to_response
+from api.service.models.history import RunHistory
+from api.service.models.runs import RunRecord
 from domain.evidence import EvidenceLevel
 from domain.statements import Role
 from ledger.signing.authoring import (
@@ -352,7 +355,7 @@ def test_history_page_names_the_checks_an_event_fails(served_sqlite: Served) -> 
     history["allVerified"] = False
     text, page = render(
         "history.html",
-        history=history,
+        history=to_response(history, RunHistory),
         run={"name": SEED_NAME},
         json_href="/v1/x",
         run_href="/runs/x",
@@ -396,11 +399,17 @@ def test_run_page_lists_reruns_and_replications(served_sqlite: Served) -> None:
             "observedNs": 2_000_000,
             "environmentSummary": None,
             "evidenceUrl": "javascript:alert(1)",
+            "reason": None,
         }
     ]
     record["standings"] = {}
     del record["compareWithFirst"]
-    text, page = render("run.html", run=record, json_href="/v1/x", history_href="/runs/x/history")
+    text, page = render(
+        "run.html",
+        run=to_response(record, RunRecord),
+        json_href="/v1/x",
+        history_href="/runs/x/history",
+    )
     check_markup(text, page)
     assert "<code>job-1</code>" in text and "✓ all cases" in text
     assert "1.701 ms" in text and "1.690 ms – 1.712 ms" in text
@@ -543,7 +552,8 @@ def test_the_workload_reads_as_a_suite_of_cases_with_their_axes(served: Served) 
 
 
 def test_a_single_case_workload_shows_its_axes_and_tensors() -> None:
-    from projections.run_page import workload_summary
+    from api.service.models import to_builtins
+    from api.service.run_record import workload_section
 
     case = {
         "kind": "WorkloadCase",
@@ -554,7 +564,7 @@ def test_a_single_case_workload_shows_its_axes_and_tensors() -> None:
             "tensors": {"a": {"dtype": "fp8_e4m3fnuz", "shape": [6144, 7168]}},
         },
     }
-    summary = workload_summary(case)
+    summary = to_builtins(workload_section(None, case))
     assert summary["description"] == "a single case" and summary["cases"] == 1
     assert summary["axes"] == ["k", "m"] and summary["rows"][0]["axes"] == [7168, 6144]
     assert summary["tensors"] == [{"name": "a", "dtype": "fp8_e4m3fnuz", "shape": [6144, 7168]}]

@@ -18,7 +18,7 @@ from litestar.routes import HTTPRoute
 from served_app import TEST_CONFIG, Served, serve
 
 import api.server.pages.feeds as feeds_module
-import api.server.service as service_module
+import api.service.boards as service_module
 from api.server.config import ServerConfig
 from api.server.rate_limits import ROUTE_COSTS
 from api.server.read_cache import CachedReply, PositionReads, ReadCache

@@ -15,11 +15,12 @@ from litestar.testing import TestClient
 from served_app import TEST_CONFIG, Served
 from test_read_cost import Calls
 
-import api.server.pages.feeds as feeds
+import api.service.boards as boards
 from api.demo import COHORT_FILE, _data
 from api.server.app import create_app
 from api.server.pages.feeds import NEVER, records_feed
 from api.server.read_cache import ReadCache
+from api.service.boards import RecordFeed
 from ledger.signing.authoring import ingestion_envelope, lifecycle_envelope
 from projections.records import RecordPage
 
@@ -141,15 +142,15 @@ def test_the_feed_is_rebuilt_identically(served: Served) -> None:
     first = served.client.get(FEED).content
     served.app.state.read_cache = ReadCache(0)  # each read computed from the views
     assert served.client.get(FEED).content == first
-    served.app.state.service.runner.rebuild()
+    served.app.state.service.views.runner.rebuild()
     assert served.client.get(FEED).content == first
 
 
 def test_the_feed_is_computed_once_per_position_and_a_write_makes_a_new_one(
     served: Served, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    computed = Calls(feeds.record_entries)
-    monkeypatch.setattr(feeds, "record_entries", computed)
+    computed = Calls(boards.record_entries)
+    monkeypatch.setattr(boards, "record_entries", computed)
     first = served.client.get(FEED)
     assert first.status_code == 200
     for _ in range(3):
@@ -243,7 +244,7 @@ def test_bad_group_keys_and_limits_are_refused_as_elsewhere(served: Served) -> N
 
 
 def test_an_empty_feed_is_still_valid_atom_with_a_fixed_updated() -> None:
-    feed = ET.fromstring(records_feed("", RecordPage([], None, False), {}))
+    feed = ET.fromstring(records_feed("", RecordFeed(None, RecordPage([], None, False), {})))
     check_atom(feed)
     assert text(feed, "updated") == NEVER and entries(feed) == []
 

@@ -13,12 +13,12 @@ from litestar.di import NamedDependency
 
 from api.server.config import ServerConfig
 from api.server.rate_limits import TokenBuckets, rate_limited
-from api.server.responses import to_response
-from api.server.responses.log import Receipt
-from api.server.service import LedgerService
+from api.service.errors import NotFoundError
+from api.service.ledger_service import LedgerService
+from api.service.models import to_response
+from api.service.models.log import Receipt
 from domain.statements import PredicateType
-from ledger.errors import NotFoundError
-from ledger.receipt import Receipt as LedgerReceipt
+from ledger.logged_event import LoggedEvent
 from ledger.signing.dsse import EnvelopeError
 
 T = TypeVar("T")
@@ -61,7 +61,7 @@ async def admit(
     body: bytes,
     accepts: set[PredicateType],
     subject: str | None = None,
-) -> LedgerReceipt:
+) -> LoggedEvent:
     """Admit a posted envelope under its signer's write rate limit."""
     limiter: TokenBuckets = request.app.state.key_limiter
 
@@ -82,11 +82,11 @@ async def admit(
     return receipt
 
 
-def receipt_body(receipt: LedgerReceipt) -> Receipt:
+def receipt_body(receipt: LoggedEvent) -> Receipt:
     return to_response(receipt.to_json(), Receipt)
 
 
-def receipt_reply(receipt: LedgerReceipt, reply: R) -> Response[R]:
+def receipt_reply(receipt: LoggedEvent, reply: R) -> Response[R]:
     """201 with ``reply`` for a new event, 200 for a duplicate; Location names its history."""
     location = f"/v1/runs/{receipt.subject_digest}/history"
     if receipt.event.startswith("Principal."):

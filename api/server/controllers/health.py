@@ -6,9 +6,8 @@ from litestar import Controller, get
 
 from api.server.controllers.common import Service
 from api.server.openapi_problems import refuses
-from api.server.responses.log import Health
-from ledger.group_commit import WriterClosedError
-from ledger.writer_process import RemoteWriter
+from api.service.errors import WriterClosedError
+from api.service.models.log import Health
 
 
 class HealthController(Controller):
@@ -22,12 +21,4 @@ class HealthController(Controller):
         opt=refuses(WriterClosedError),
     )
     def health(self, service: Service) -> Health:
-        # A server that hands its writes to the ledger's writer process (SQLite) cannot take
-        # one while it does not reach that process: not healthy, whatever the reads say.
-        writer = service.writer
-        if isinstance(writer, RemoteWriter) and not writer.connected:
-            raise WriterClosedError(
-                "the ledger's writer process is not reachable: writes are refused until it "
-                "runs again (the server starts it again, or exits saying why)"
-            )
         return service.health()

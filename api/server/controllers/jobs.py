@@ -24,10 +24,9 @@ from api.server.controllers.common import (
     receipt_reply,
 )
 from api.server.openapi_problems import refuses
-from api.server.responses.jobs import ClaimReceipt, Job
-from api.server.service import WrongEndpointError
+from api.service.errors import NotFoundError, WrongEndpointError
+from api.service.models.jobs import ClaimReceipt, Job
 from domain.statements import PredicateType
-from ledger.errors import NotFoundError
 
 
 class JobController(Controller):
@@ -44,11 +43,11 @@ class JobController(Controller):
             str | None, QueryParameter(description="Your key id: include jobs you hold.")
         ] = None,
     ) -> list[Job]:
-        return service.open_jobs(product, architecture, agent)
+        return service.jobs.open(product, architecture, agent)
 
     @get("/{job_id:str}", sync_to_thread=True, summary="One rerun job", opt=refuses(NotFoundError))
     def job(self, service: Service, job_id: Annotated[str, PathParameter(max_length=36)]) -> Job:
-        return service.job(job_id)
+        return service.jobs.get(job_id)
 
     @post("/{job_id:str}/claims", summary="Claim a job (agent-signed)")
     async def claim(
@@ -59,10 +58,10 @@ class JobController(Controller):
         data: JSONBody[DsseEnvelope],
         body: RawBody,
     ) -> Response[ClaimReceipt]:
-        job = await asyncio.to_thread(service.job, job_id)
+        job = await asyncio.to_thread(service.jobs.get, job_id)
         claimed = await deep_payload_is_malformed(asyncio.to_thread(service.job_claimed_in, body))
         if claimed != job_id:
             raise WrongEndpointError(f"the claim is for job {claimed}, not {job_id}")
         receipt = await admit(request, service, body, {PredicateType.RERUN_CLAIM}, job.run_digest)
-        claimed_job = await asyncio.to_thread(service.job, job_id)
+        claimed_job = await asyncio.to_thread(service.jobs.get, job_id)
         return receipt_reply(receipt, ClaimReceipt.of(receipt_body(receipt), claimed_job))

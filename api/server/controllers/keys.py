@@ -9,12 +9,12 @@ from litestar.params import JSONBody, PathParameter, QueryParameter, RawBody
 
 from api.server.controllers.common import DsseEnvelope, Service, write
 from api.server.openapi_problems import refuses
-from api.server.responses.history import KeyHistory
-from api.server.responses.keys import KeyList, KeyRecord
-from api.server.responses.log import Receipt
-from api.server.service import MAX_PAGE
+from api.service.errors import NotFoundError
+from api.service.models.history import KeyHistory
+from api.service.models.keys import KeyList, KeyRecord
+from api.service.models.log import Receipt
+from api.service.paging import MAX_PAGE
 from domain.statements import PredicateType
-from ledger.errors import NotFoundError
 
 KeyIdPath = Annotated[
     str, PathParameter(description="Key id, sha256:<64 hex> of the raw public key.", max_length=71)
@@ -37,11 +37,11 @@ class KeyController(Controller):
         cursor: Annotated[str | None, QueryParameter(max_length=100)] = None,
         limit: Annotated[int, QueryParameter(ge=1, le=MAX_PAGE)] = 50,
     ) -> KeyList:
-        return service.keys(cursor, limit)
+        return service.keys.list_page(cursor, limit)
 
     @get("/{key_id:str}", sync_to_thread=True, summary="One key", opt=refuses(NotFoundError))
     def key(self, service: Service, key_id: KeyIdPath) -> KeyRecord:
-        return service.key(key_id)
+        return service.keys.get(key_id)
 
     @get(
         "/{key_id:str}/history",
@@ -50,7 +50,7 @@ class KeyController(Controller):
         opt=refuses(NotFoundError),
     )
     def history(self, service: Service, key_id: KeyIdPath) -> KeyHistory:
-        return service.key_history(key_id)
+        return service.history.key(key_id)
 
     @post("/", summary="Register a key (admin- or self-signed)")
     async def register(

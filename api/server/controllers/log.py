@@ -9,19 +9,22 @@ from litestar.params import PathParameter, QueryParameter
 
 from api.server.controllers.common import Service
 from api.server.openapi_problems import refuses
-from api.server.responses import to_response
-from api.server.responses.log import (
+from api.service.errors import (
+    AmbiguousReferenceError,
+    ArtifactError,
+    ArtifactNotFound,
+    BadQueryError,
+    NoLogKeyError,
+    NotFoundError,
+)
+from api.service.models.log import (
     Checkpoint,
     ConsistencyProof,
     InclusionProof,
     LogEntry,
     TrustRootDocument,
 )
-from api.server.service import BadQueryError
 from domain.documents import MAX_SAFE_INTEGER
-from ledger.errors import AmbiguousReferenceError, NotFoundError
-from ledger.store.artifacts import ArtifactError, ArtifactNotFound
-from ledger.store.transparency_log import NoLogKeyError
 
 NDJSON = "application/x-ndjson"
 
@@ -32,7 +35,7 @@ class LogController(Controller):
 
     @get("/trust-root", sync_to_thread=True, summary="The trust root verifiers start from")
     def trust_root(self, service: Service) -> TrustRootDocument:
-        return service.trust_root()
+        return service.log.trust_root()
 
     @get(
         "/log/checkpoint",
@@ -41,7 +44,7 @@ class LogController(Controller):
         opt=refuses(NoLogKeyError),
     )
     def checkpoint(self, service: Service) -> Checkpoint:
-        return to_response(service.checkpoint(), Checkpoint)
+        return service.log.checkpoint()
 
     # Proofs for a leaf or size the tree does not have are refused as not found.
     @get(
@@ -56,7 +59,7 @@ class LogController(Controller):
         leaf: Annotated[int, QueryParameter(ge=0, le=MAX_SAFE_INTEGER)],
         size: Annotated[int | None, QueryParameter(ge=1, le=MAX_SAFE_INTEGER)] = None,
     ) -> InclusionProof:
-        return service.inclusion(leaf, size)
+        return service.log.inclusion(leaf, size)
 
     @get(
         "/log/proofs/consistency",
@@ -70,7 +73,7 @@ class LogController(Controller):
         old: Annotated[int, QueryParameter(ge=0, le=MAX_SAFE_INTEGER)],
         new: Annotated[int | None, QueryParameter(ge=0, le=MAX_SAFE_INTEGER)] = None,
     ) -> ConsistencyProof:
-        return service.consistency(old, new)
+        return service.log.consistency(old, new)
 
     @get("/log/entries", sync_to_thread=True, summary="Log leaves [start, end), at most 1000")
     def entries(
@@ -79,7 +82,7 @@ class LogController(Controller):
         start: Annotated[int, QueryParameter(ge=0, le=MAX_SAFE_INTEGER)] = 0,
         end: Annotated[int | None, QueryParameter(ge=0, le=MAX_SAFE_INTEGER)] = None,
     ) -> list[LogEntry]:
-        return service.entries(start, end)
+        return service.log.entries(start, end)
 
     @get(
         "/bundle",
@@ -111,7 +114,7 @@ class LogController(Controller):
         sizes = list(checkpoint or [])
         if any(not 0 <= s <= MAX_SAFE_INTEGER for s in sizes):
             raise BadQueryError("checkpoint= takes tree sizes (0 to 2^53 - 1)")
-        text = service.bundle(run or [], cohort, group=group, held=sizes)
+        text = service.log.bundle(run or [], cohort, group=group, held=sizes)
         return Response(
             text,
             media_type=NDJSON,
@@ -128,7 +131,7 @@ class LogController(Controller):
     def artifact(
         self, service: Service, digest: Annotated[str, PathParameter(max_length=71)]
     ) -> Response[bytes]:
-        stored = service.artifact(digest)
+        stored = service.log.artifact(digest)
         return Response(
             stored.content,
             media_type=stored.media_type or "application/octet-stream",

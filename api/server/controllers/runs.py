@@ -2,24 +2,21 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from litestar import Controller, Request, Response, get, post
 from litestar.params import JSONBody, PathParameter, QueryParameter, RawBody
 
-from api.display import format_measurement
 from api.server.controllers.common import DsseEnvelope, Service, write
 from api.server.openapi_problems import refuses
-from api.server.responses import to_response
-from api.server.responses.history import RunHistory
-from api.server.responses.log import Receipt
-from api.server.responses.runs import RunList, RunRecord
-from api.server.service import MAX_PAGE, BadQueryError
+from api.service.errors import AmbiguousReferenceError, BadQueryError, NotFoundError
+from api.service.models.history import RunHistory
+from api.service.models.log import Receipt
+from api.service.models.runs import RunList, RunRecord
+from api.service.paging import MAX_PAGE
 from domain.documents import MAX_SAFE_INTEGER
 from domain.evidence import EvidenceLevel
 from domain.statements import PredicateType
-from ledger.errors import AmbiguousReferenceError, NotFoundError
 from ledger.history import DEFAULT_PAGE as HISTORY_PAGE
 from ledger.history import MAX_PAGE as HISTORY_MAX
 
@@ -77,7 +74,7 @@ class RunController(Controller):
         cursor: Annotated[str | None, QueryParameter(max_length=100)] = None,
         limit: Annotated[int, QueryParameter(ge=1, le=MAX_PAGE)] = 50,
     ) -> RunList:
-        return service.list_runs(
+        return service.runs.list_page(
             comparison_key=comparison_key,
             source=source,
             level=parse_level(level),
@@ -93,11 +90,8 @@ class RunController(Controller):
         summary="One run record (every section of its page)",
         opt=refuses(*RUN_REFERENCE),
     )
-    def record(
-        self, request: Request[Any, Any, Any], service: Service, digest: DigestPath
-    ) -> RunRecord:
-        record = service.run_record(digest)
-        return to_response(record | {"citation": citation(request, record)}, RunRecord)
+    def record(self, service: Service, digest: DigestPath) -> RunRecord:
+        return service.runs.record(digest)
 
     @get(
         "/{digest:str}/history",
@@ -117,7 +111,7 @@ class RunController(Controller):
         ] = 1,
         limit: Annotated[int, QueryParameter(ge=1, le=HISTORY_MAX)] = HISTORY_PAGE,
     ) -> RunHistory:
-        return to_response(service.run_history(digest, start, limit), RunHistory)
+        return service.history.run(digest, start, limit)
 
     @post("/", summary="Ingest a run (ingester-signed ingestion statement)")
     async def ingest(
@@ -193,39 +187,3 @@ def parse_level(level: str | None) -> EvidenceLevel | None:
     except KeyError:
         names = ", ".join(e.name.lower() for e in EvidenceLevel)
         raise BadQueryError(f"unknown evidence level {level!r}; one of {names}") from None
-
-
-def citation(request: Request[Any, Any, Any], record: dict[str, Any]) -> dict[str, Any]:
-    """A citation of the run. Its permalink is absolute only under the configured public
-    URL: the request's Host header is the client's to choose, so it is never reflected
-    (``kernelindex serve`` sets the public URL to its own address unless told one)."""
-    base = request.app.state.config.public_url or ""
-    permalink = f"{base.rstrip('/')}/runs/{record['digest']}"
-    accessed = datetime.now(UTC).date().isoformat()
-    title = record.get("title") or record["name"]
-    value = format_measurement(record.get("primary") or {})
-    source = record.get("source") or "unknown source"
-    published = str(record.get("ingestedAt") or "")[:4] or accessed[:4]
-    key = f"kernelindex-{record['digest'][7:19]}"
-    # BibTeX: braces keep the title's case; its own braces and backslashes are dropped.
-    safe = "".join(c for c in f"{title}" if c not in "{}\\")
-    return {
-        "permalink": permalink,
-        "digest": record["digest"],
-        "accessed": accessed,
-        "value": value,
-        "source": source,
-        "text": (
-            f"{title} ({value}; source {source}). KernelIndex Ledger, run {record['digest']}. "
-            f"{permalink} (accessed {accessed})."
-        ),
-        "bibtex": (
-            f"@misc{{{key},\n"
-            f"  title = {{{{{safe}}}}},\n"
-            f"  howpublished = {{KernelIndex Ledger, source {source}}},\n"
-            f"  year = {{{published}}},\n"
-            f"  note = {{{value}; run digest {record['digest']}; accessed {accessed}}},\n"
-            f"  url = {{{permalink}}}\n"
-            "}"
-        ),
-    }

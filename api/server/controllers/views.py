@@ -12,8 +12,10 @@ from api.display import comparison_csv, comparison_markdown
 from api.server.controllers.common import Service, operation_name
 from api.server.controllers.runs import parse_level
 from api.server.openapi_problems import refuses
-from api.server.responses import to_response
-from api.server.responses.views import (
+from api.service.boards import BOARD_MAX, BOARD_PAGE
+from api.service.errors import AmbiguousReferenceError, BadQueryError, NotFoundError
+from api.service.models import to_builtins
+from api.service.models.views import (
     Comparison,
     GroupSummary,
     Leaderboard,
@@ -22,11 +24,9 @@ from api.server.responses.views import (
     RunComparison,
     SearchResult,
 )
-from api.server.service import BOARD_MAX, BOARD_PAGE, BadQueryError
 from domain.documents import MAX_SAFE_INTEGER
 from domain.errors import DomainError
 from domain.ranking import View
-from ledger.errors import AmbiguousReferenceError, NotFoundError
 
 CSV = "text/csv; charset=utf-8"
 MARKDOWN = "text/markdown; charset=utf-8"
@@ -51,7 +51,7 @@ class ViewController(Controller):
         benchmark: Annotated[str | None, QueryParameter(max_length=300)] = None,
         gpu: Annotated[str | None, QueryParameter(max_length=200)] = None,
     ) -> list[GroupSummary]:
-        return to_response(service.groups(benchmark, gpu), list[GroupSummary])
+        return service.boards.groups(benchmark, gpu)
 
     @get(
         "/leaderboards/{key:str}",
@@ -70,14 +70,11 @@ class ViewController(Controller):
         start: Annotated[int, QueryParameter(ge=1, le=MAX_SAFE_INTEGER)] = 1,
         limit: Annotated[int, QueryParameter(ge=1, le=BOARD_MAX)] = BOARD_PAGE,
     ) -> Leaderboard:
-        board = service.leaderboard(
-            service.resolve_group(key), view, parse_level(min_level), start, limit
-        )
-        return to_response(board, Leaderboard)
+        return service.boards.leaderboard(key, view, parse_level(min_level), start, limit)
 
     @get("/operations", sync_to_thread=True, summary="Operations, most runs first")
     def operations(self, service: Service) -> list[OperationSummary]:
-        return to_response(service.operations(), list[OperationSummary])
+        return service.boards.operations()
 
     # A path parameter: GPU MODE operations are named like amd-fp8-mm/10.
     @get(
@@ -91,7 +88,7 @@ class ViewController(Controller):
         service: Service,
         name: Annotated[Path, PathParameter(description="The operation (benchmark) name.")],
     ) -> Operation:
-        return to_response(service.operation(operation_name(name)), Operation)
+        return service.boards.operation(operation_name(name))
 
     @get("/search", sync_to_thread=True, summary="Comparison groups every word matches")
     def search(
@@ -106,7 +103,7 @@ class ViewController(Controller):
         ],
         limit: Annotated[int, QueryParameter(ge=1, le=500)] = 50,
     ) -> SearchResult:
-        return to_response(service.search(q, limit), SearchResult)
+        return service.boards.search(q, limit)
 
     @get(
         "/comparisons",
@@ -128,12 +125,12 @@ class ViewController(Controller):
             str, QueryParameter(pattern="^(json|csv|md)$", description="json, csv or md")
         ] = "json",
     ) -> Response[Comparison | str]:
-        result = service.compare_many([r for r in runs.split(",") if r.strip()])
+        result = service.compare.many([r for r in runs.split(",") if r.strip()])
         if format == "csv":
-            return Response(comparison_csv(result), media_type=CSV)
+            return Response(comparison_csv(to_builtins(result)), media_type=CSV)
         if format == "md":
-            return Response(comparison_markdown(result), media_type=MARKDOWN)
-        return Response(to_response(result, Comparison))
+            return Response(comparison_markdown(to_builtins(result)), media_type=MARKDOWN)
+        return Response(result)
 
     @get(
         "/compare",
@@ -147,4 +144,4 @@ class ViewController(Controller):
         a: Annotated[str, QueryParameter(max_length=300)],
         b: Annotated[str, QueryParameter(max_length=300)],
     ) -> RunComparison:
-        return service.compare(a, b)
+        return service.compare.two(a, b)

@@ -8,6 +8,7 @@ small HTML pages with the right status; the JSON API keeps problem+json.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -21,10 +22,9 @@ from litestar.template.config import TemplateConfig
 from markupsafe import Markup
 
 from api.server.controllers.common import Service, operation_name
-from api.server.controllers.runs import citation
 from api.server.pages.chart import Bar, bar_chart
 from api.server.pages.errors import PAGE_EXCEPTION_HANDLERS, error_page
-from api.server.pages.feeds import badge_of
+from api.server.pages.feeds import run_badge_svg
 from api.server.pages.format import FILTERS, badge_rules, path_segment
 from api.server.pages.source import (
     MAX_INLINE_BYTES,
@@ -37,13 +37,14 @@ from api.server.pages.source import (
     size_text,
     source_preview,
 )
-from api.server.service import BadQueryError, LedgerService
+from api.service.errors import ArtifactError, ArtifactNotFound, BadQueryError
+from api.service.ledger_service import LedgerService
+from api.service.models.runs import RunRecord
+from api.service.models.views import Leaderboard, SearchResult
+from api.service.runs import StoredFacts
 from domain.documents import MAX_SAFE_INTEGER
 from domain.quantities import format_value
 from domain.ranking import View
-from ledger.store.artifacts import ArtifactError, ArtifactNotFound, ArtifactStore
-from projections import queries
-from projections.rows import GroupHeading, RecentRunRow, RunNames, SourceRow
 
 HERE = Path(__file__).parent
 # The badge colours come from the one table the chart uses too (the pages' CSP forbids
@@ -67,75 +68,50 @@ PAGE_BOARD = 50  # entries (and chart bars) per leaderboard page
 INDEX_GROUPS = 20  # the biggest comparison groups on the index page
 INDEX_OPERATIONS = 30
 
-# ------------------------------------------------------------------------------ reads
-# Small reads only pages make (runs per source, newest runs, a group's heading, a run's
-# name, which artifacts are stored): the queries are the projections' and the store's.
+
+@dataclass(frozen=True)
+class ArtifactFile:
+    """A stored artifact as a page lists it: its facts, and whether (and as what) it reads
+    as text."""
+
+    name: str | None
+    media_type: str | None
+    size: int
+    text: bool
+    language: str | None
 
 
-def sources(service: LedgerService) -> list[SourceRow]:
-    service.fresh()
-    with service.ledger.store.transaction(commit=False) as session:
-        return queries.sources(session)
-
-
-def recent_runs(service: LedgerService, limit: int = RECENT_RUNS) -> list[RecentRunRow]:
-    service.fresh()
-    with service.ledger.store.transaction(commit=False) as session:
-        return queries.recent_runs(session, limit)
-
-
-def group_of(service: LedgerService, key: str) -> GroupHeading | None:
-    """Benchmark, GPU and metric of one comparison group (the leaderboard's heading)."""
-    with service.ledger.store.transaction(commit=False) as session:
-        return queries.group_heading(session, key)
-
-
-def run_names(service: LedgerService, digest: str) -> RunNames:
-    service.fresh()
-    with service.ledger.store.transaction(commit=False) as session:
-        return queries.run_names(session, digest)
-
-
-MAX_FACTS = 500
-
-
-def artifact_facts(service: LedgerService, digests: list[str]) -> dict[str, dict[str, Any]]:
-    """Name, media type and size of the stored artifacts among ``digests``, by digest. Read
-    without their content: the run page only decides which get a "View source" link (the
-    artifact page reads, and re-hashes, the content itself)."""
-    digests = digests[:MAX_FACTS]  # one IN list; a page names no more than this
-    if not digests:
-        return {}
+def artifact_files(stored: dict[str, StoredFacts]) -> dict[str, ArtifactFile]:
+    """The facts the service read of stored artifacts, with what the page shows of them: a
+    "View source" link only for text (the artifact page reads, and re-hashes, the content)."""
     return {
-        str(r["digest"]): r
-        | {
-            "text": is_text_media_type(r["media_type"]),
-            "language": language_of(r["media_type"], r["name"]),
-        }
-        for r in ArtifactStore(service.ledger.store).facts(digests)
+        digest: ArtifactFile(
+            name=f.name,
+            media_type=f.media_type,
+            size=f.size,
+            text=is_text_media_type(f.media_type),
+            language=language_of(f.media_type, f.name),
+        )
+        for digest, f in stored.items()
     }
 
 
 def implementation_preview(
-    service: LedgerService, record: dict[str, Any], facts: dict[str, dict[str, Any]]
+    service: LedgerService, record: RunRecord, files: dict[str, ArtifactFile]
 ) -> dict[str, Any] | None:
     """The head of the run's implementation source for the run page, or None when it is not
     stored here or not text. A damaged source says so in place of the preview: the rest of
     the run record is still worth reading, so the page does not fail with it."""
     digest = next(
-        (
-            a["digest"]
-            for a in record.get("artifacts") or []
-            if a.get("role") == "implementationSource" and a.get("stored")
-        ),
+        (a.digest for a in record.artifacts if a.role == "implementationSource" and a.stored),
         None,
     )
-    if digest is None or not facts.get(digest, {}).get("text"):
+    if digest is None or digest not in files or not files[digest].text:
         return None
-    manifest = (record.get("implementation") or {}).get("manifest") or {}
+    manifest = (record.implementation.manifest if record.implementation else None) or {}
     entry = ((manifest.get("spec") or {}).get("callable") or {}).get("path")
     try:
-        stored = service.artifact(digest)
+        stored = service.log.artifact(digest)
     except ArtifactError as exc:
         _log.warning("artifact_refused", digest=digest, detail=exc.message)
         return {"error": exc.message}
@@ -145,7 +121,7 @@ def implementation_preview(
     # A bundle's file is read on its own page when it was stored on its own too (importers
     # keep each file of a solution), else on the bundle's page, which lists its files.
     target = (
-        shown.digest if shown.digest == digest or service.artifacts.has(shown.digest) else digest
+        shown.digest if shown.digest == digest or service.log.has_artifact(shown.digest) else digest
     )
     return {
         "file": shown,
@@ -157,28 +133,28 @@ def implementation_preview(
 # ---------------------------------------------------------------------------- helpers
 
 
-def board_chart(board: dict[str, Any], view: View) -> Markup | None:
-    entries = board["entries"]
+def board_chart(board: Leaderboard, view: View) -> Markup | None:
+    entries = board.entries
     if not entries:
         return None
-    unit = entries[0]["unit"] if view is View.SOURCE_NATIVE else "ns"
-    statistic = entries[0]["statistic"] if view is View.SOURCE_NATIVE else "rerun median"
-    metric = entries[0]["metric"] if view is View.SOURCE_NATIVE else "latency"
+    unit = entries[0].unit if view is View.SOURCE_NATIVE else "ns"
+    statistic = entries[0].statistic if view is View.SOURCE_NATIVE else "rerun median"
+    metric = entries[0].metric if view is View.SOURCE_NATIVE else "latency"
     lower = "shorter is faster" if metric == "latency" else "shorter is better"
     bars = [
         Bar(
-            label=f"#{e['rank']} {e['name']}",
-            value=float(e["value"]),
-            value_text=format_value(e["value"], unit),
-            level=e["evidenceLevel"],
+            label=f"#{e.rank} {e.name}",
+            value=float(e.value),
+            value_text=format_value(e.value, unit),
+            level=e.evidence_level,
         )
         for e in entries
     ]
     summary = "; ".join(f"{b.label}: {b.value_text}" for b in bars)
     svg = bar_chart(
         bars,
-        title=f"{statistic.capitalize()} {metric} per run, {view} view ({lower})",
-        description=f"{len(bars)} runs in rank order from rank {entries[0]['rank']}. {summary}.",
+        title=f"{(statistic or '').capitalize()} {metric} per run, {view} view ({lower})",
+        description=f"{len(bars)} runs in rank order from rank {entries[0].rank}. {summary}.",
         chart_id="latency-chart",
     )
     # bar_chart escapes every text it writes, so its markup is safe to insert as is.
@@ -199,46 +175,46 @@ class PageController(Controller):
 
     @get("/", sync_to_thread=True, name="page-index")
     def index(self, service: Service) -> Template:
-        groups = service.groups(None, None)
+        # A summary, not every group: the biggest, and the way to the rest.
+        front = service.boards.front_page(INDEX_GROUPS, INDEX_OPERATIONS, RECENT_RUNS)
         return _page(
             "index.html",
-            sources=sources(service),
-            # A summary, not every group: the biggest, and the way to the rest.
-            groups=sorted(groups, key=lambda g: (-int(g["runs"]), str(g["comparisonKey"])))[
-                :INDEX_GROUPS
-            ],
-            group_count=len(groups),
-            operations=service.operations(INDEX_OPERATIONS),
-            recent=recent_runs(service),
-            checkpoint=service.checkpoint(),
+            sources=front.sources,
+            groups=front.groups,
+            group_count=front.group_count,
+            operations=front.operations,
+            recent=front.recent,
+            checkpoint=service.log.checkpoint(),
             json_href="/v1/groups",
         )
 
     @get("/operations", sync_to_thread=True, name="page-operations")
     def operations(self, service: Service) -> Template:
-        return _page("operations.html", operations=service.operations(), json_href="/v1/operations")
+        return _page(
+            "operations.html", operations=service.boards.operations(), json_href="/v1/operations"
+        )
 
     @get("/operations/{name:path}", sync_to_thread=True, name="page-operation")
     def operation(self, service: Service, name: Annotated[Path, PathParameter()]) -> Template:
         operation = operation_name(name)
-        found = service.operation(operation)
+        found = service.boards.operation(operation)
+        first = found.groups[0]
         bars = [
             Bar(
-                label=" · ".join(str(x) for x in (g["gpu"], g["apartShort"]) if x),
-                value=float(g["top"]["value"]),
-                value_text=format_value(g["top"]["value"], g["unit"]),
+                label=" · ".join(str(x) for x in (g.gpu, g.apart_short) if x),
+                value=float(g.top.value),
+                value_text=format_value(g.top.value, g.unit),
             )
-            for g in found["groups"]
+            for g in found.groups
             # One axis: only the groups measured as the first is (metric, statistic, unit).
-            if g["top"]["value"] is not None
-            and (g["metric"], g["statistic"], g["unit"])
-            == tuple(found["groups"][0][k] for k in ("metric", "statistic", "unit"))
+            if g.top.value is not None
+            and (g.metric, g.statistic, g.unit) == (first.metric, first.statistic, first.unit)
         ]
         chart = (
             Markup(  # noqa: S704 - bar_chart escapes every text it writes
                 bar_chart(
                     bars,
-                    title=f"Each group's #1, {operation} ({found['groups'][0]['metric']})",
+                    title=f"Each group's #1, {operation} ({first.metric})",
                     description=f"{len(bars)} groups. "
                     + "; ".join(f"{b.label}: {b.value_text}" for b in bars),
                     chart_id="operation-chart",
@@ -259,7 +235,7 @@ class PageController(Controller):
         self, service: Service, runs: Annotated[str, QueryParameter(max_length=2500)] = ""
     ) -> Template:
         references = [r.strip() for r in runs.split(",") if r.strip()]
-        result = service.compare_many(references) if references else None
+        result = service.compare.many(references) if references else None
         query = quote(",".join(references))
         return _page(
             "compare.html",
@@ -277,7 +253,7 @@ class PageController(Controller):
     def search(
         self, service: Service, q: Annotated[str, QueryParameter(max_length=300)] = ""
     ) -> Template:
-        found = service.search(q) if q.strip() else {"query": q, "groups": []}
+        found = service.boards.search(q) if q.strip() else SearchResult(query=q, groups=[])
         return _page(
             "search.html",
             found=found,
@@ -289,22 +265,26 @@ class PageController(Controller):
     def run(
         self, request: Request[Any, Any, Any], service: Service, digest: DigestPath
     ) -> Template:
-        record = service.run_record(digest)
-        record = record | {"citation": citation(request, record)}
-        segment = path_segment(record["digest"])
-        facts = artifact_facts(
-            service, [a["digest"] for a in record.get("artifacts") or [] if a.get("stored")]
-        )
+        page = service.runs.page(digest)
+        record = page.record
+        segment = path_segment(record.digest)
+        files = artifact_files(page.artifacts)
+        native = record.standings.get(str(View.SOURCE_NATIVE)) if record.standings else None
         return _page(
             "run.html",
             run=record,
-            artifact_facts=facts,
-            source_preview=implementation_preview(service, record, facts),
+            artifact_facts=files,
+            source_preview=implementation_preview(service, record, files),
             json_href=f"/v1/runs/{segment}",
             history_href=f"/runs/{segment}/history",
             # Drawn here and escaped by run_badge, like the chart: safe to insert as markup.
-            badge_svg=Markup(badge_of(record)),  # noqa: S704
-            checkpoint=service.checkpoint(),
+            badge_svg=Markup(  # noqa: S704
+                run_badge_svg(
+                    record.evidence.level if record.evidence else None,
+                    (native.rank, native.of) if native is not None else None,
+                )
+            ),
+            checkpoint=page.checkpoint,
             # Where the copyable commands post: the configured public URL only (never the
             # client's Host header).
             server_url=(request.app.state.config.public_url or "").rstrip("/") or None,
@@ -317,17 +297,17 @@ class PageController(Controller):
         digest: DigestPath,
         start: Annotated[int, QueryParameter(ge=1, le=MAX_SAFE_INTEGER)] = 1,
     ) -> Template:
-        history = service.run_history(digest, start)
-        segment = path_segment(history["run"])
-        following = history["next"]
+        history = service.history.run(digest, start)
+        segment = path_segment(history.run)
+        following = history.next
         return _page(
             "history.html",
             history=history,
-            run=run_names(service, history["run"]),
-            json_href=f"/v1/runs/{segment}/history?start={history['start']}",
+            run=service.runs.names(history.run),
+            json_href=f"/v1/runs/{segment}/history?start={history.start}",
             run_href=f"/runs/{segment}",
             next_href=f"/runs/{segment}/history?start={following}" if following else None,
-            first_href=f"/runs/{segment}/history" if history["start"] > 1 else None,
+            first_href=f"/runs/{segment}/history" if history.start > 1 else None,
         )
 
     @get("/leaderboards/{key:str}", sync_to_thread=True, name="page-leaderboard")
@@ -338,9 +318,8 @@ class PageController(Controller):
         view: ViewQuery = View.SOURCE_NATIVE,
         start: Annotated[int, QueryParameter(ge=1, le=MAX_SAFE_INTEGER)] = 1,
     ) -> Template:
-        key = service.resolve_group(key)
-        board = service.leaderboard(key, view, start=start, limit=PAGE_BOARD)
-        group = group_of(service, key)
+        board, group = service.boards.board_page(key, view, start, PAGE_BOARD)
+        key = board.comparison_key
         return _page(
             "leaderboard.html",
             board=board,
@@ -363,7 +342,7 @@ class PageController(Controller):
                 "digest, sha256: and 64 hex digits"
             )
         try:
-            stored = service.artifact(digest)  # re-hashed: damaged content is refused
+            stored = service.log.artifact(digest)  # re-hashed: damaged content is refused
         except ArtifactNotFound:
             raise
         except ArtifactError as exc:
@@ -389,7 +368,7 @@ class PageController(Controller):
             max_lines=MAX_INLINE_LINES,
             max_bytes=MAX_INLINE_BYTES,
             # A solution bundle's files that were also stored on their own get a page each.
-            stored_files=artifact_facts(service, [f.digest for f in view.files]),
+            stored_files=service.runs.stored_facts([f.digest for f in view.files]),
         )
 
     @get("/static/style.css", sync_to_thread=False, name="page-style", media_type="text/css")

@@ -17,18 +17,10 @@ from litestar.params import QueryParameter
 from api.server.controllers.common import Service
 from api.server.controllers.runs import DigestPath
 from api.server.pages.format import format_ratio, level_colour
-from api.server.service import LedgerService
+from api.service.boards import FEED_MAX, GroupName, RecordEntry, RecordFeed
+from api.service.ledger_service import LedgerService
 from domain.documents import MAX_SAFE_INTEGER
 from domain.quantities import format_value
-from projections.queries import run_row, standings
-from projections.records import (
-    FEED_MAX,
-    GroupName,
-    RecordEntry,
-    RecordPage,
-    group_names,
-    record_entries,
-)
 
 ATOM = "http://www.w3.org/2005/Atom"
 ATOM_TYPE = "application/atom+xml"
@@ -85,15 +77,10 @@ def record_summary(item: RecordEntry, group: GroupName | None) -> str:
     return " · ".join(parts)
 
 
-def records_feed(
-    base: str,
-    page: RecordPage,
-    names: dict[str, GroupName],
-    key: str | None = None,
-    limit: int = FEED_MAX,
-) -> bytes:
-    """An Atom 1.0 document (RFC 4287) of new #1 records, newest first; ``key`` for one
-    group's feed. Ids are URNs of group and run, so they stay put whatever the host."""
+def records_feed(base: str, records: RecordFeed, limit: int = FEED_MAX) -> bytes:
+    """An Atom 1.0 document (RFC 4287) of new #1 records, newest first (of one group's when
+    the feed has a key). Ids are URNs of group and run, so they stay put whatever the host."""
+    page, names, key = records.page, records.names, records.key
     ET.register_namespace("", ATOM)
     feed = ET.Element(f"{{{ATOM}}}feed")
     named = names.get(key) if key is not None else None
@@ -137,32 +124,19 @@ def feed_of(
     limit: int = FEED_MAX,
 ) -> bytes:
     """The feed's document as ``GET /feeds/records.atom`` answers it (computed: the read
-    cache keeps what it answers)."""
-    # A key or a unique prefix, resolved as leaderboards do (404 unknown, 400 ambiguous).
-    # (resolving brings the views up to date; without a group, do it here).
-    key = service.resolve_group(group) if group is not None else None
-    if key is None:
-        service.fresh()
-
-    def read(session: Any) -> tuple[RecordPage, dict[str, GroupName]]:
-        page = record_entries(session, key, before, limit)
-        keys = {str(e.run["comparison_key"]) for e in page.entries}
-        return page, group_names(session, keys | ({key} if key is not None else set()))
-
-    _, (page, names) = service.runner.snapshot(read)
-    return records_feed(base, page, names, key, limit)
+    cache keeps what it answers). ``group``: a key or a unique prefix, resolved as
+    leaderboards do (404 unknown, 400 ambiguous)."""
+    return records_feed(base, service.boards.records(group, before, limit), limit)
 
 
 def _href(base: str, path: str, query: dict[str, str]) -> str:
     return f"{base}{path}" + (f"?{urlencode(query)}" if query else "")
 
 
-def badge_of(record: dict[str, Any]) -> str:
-    """The badge of a run record (``run_record``/``run_page``): its level and standing."""
-    level = str((record.get("evidence") or {}).get("level") or "unknown")
-    standing = (record.get("standings") or {}).get("source-native")
-    rank = f"#{standing['rank']} of {standing['of']}" if standing else "not ranked"
-    return run_badge(level, rank)
+def run_badge_svg(level: str | None, standing: tuple[int, int] | None) -> str:
+    """The badge of a run: its evidence level and source-native standing (rank, of)."""
+    rank = f"#{standing[0]} of {standing[1]}" if standing else "not ranked"
+    return run_badge(str(level or "unknown"), rank)
 
 
 def run_badge(level: str, rank: str) -> str:
@@ -203,20 +177,11 @@ class FeedController(Controller):
 
     @get("/runs/{digest:str}/badge.svg", sync_to_thread=True, name="run-badge")
     def badge(self, service: Service, digest: DigestPath) -> Response[str]:
-        run = service.resolve(digest)
-
-        def read(session: Any) -> dict[str, Any]:
-            # The few fields of a run record a badge shows (not the whole record).
-            row = run_row(session, run)
-            places = standings(session, run)
-            return {
-                "evidence": {"level": row.evidence_level if row else None},
-                "standings": {v: {"rank": s.rank, "of": s.of} for v, s in places.items()},
-            }
-
-        _, record = service.runner.snapshot(read)
+        # The few fields of a run record a badge shows (not the whole record).
+        badge = service.runs.badge(digest)
+        standing = (badge.rank, badge.of) if badge.rank is not None and badge.of else None
         return Response(
-            badge_of(record),
+            run_badge_svg(badge.level, standing),
             media_type=SVG_TYPE,
             headers={"Cache-Control": "public, max-age=300"},
         )

@@ -8,6 +8,8 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from api.display import format_measurement, source_summary, unranked_reason
+from api.service.models import to_builtins
+from api.service.models.runs import RunRecord
 from domain.evidence import EvidenceLevel
 from domain.quantities import format_fixed, format_ns, format_number, format_value
 
@@ -78,14 +80,36 @@ def path_segment(text: str) -> str:
     return quote(text, safe=":")
 
 
+def measurement_text(primary: Any) -> str:
+    """A reply's primary measurement (a model) as people read it (``api.display``, which
+    reads the documents the models encode to)."""
+    return format_measurement(to_builtins(primary))
+
+
+def unranked_text(record: RunRecord) -> str:
+    """Why a run record has no source-native rank (``api.display.unranked_reason``)."""
+    key = record.comparison_key if isinstance(record.comparison_key, str) else None
+    return unranked_reason(
+        {
+            "digest": record.digest,
+            "primary": {"value": record.primary.value},
+            "comparisonKey": key,
+            "status": record.status,
+            "retracted": record.retracted,
+            "supersededBy": record.superseded_by,
+            "workloadDigest": record.workload_digest,
+        }
+    )
+
+
 FILTERS: dict[str, Any] = {
     "ns": format_ns,
     "value": format_value,
     "ratio": format_ratio,
     "number": format_number,
-    "measurement": format_measurement,
+    "measurement": measurement_text,
     "source_summary": source_summary,
-    "unranked_reason": unranked_reason,
+    "unranked_reason": unranked_text,
     "short": short_digest,
     "pretty_json": pretty_json,
     "level_colour": level_colour,

@@ -12,8 +12,10 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ledger.store.artifacts import StoredArtifact
+if TYPE_CHECKING:
+    from api.service.log import StoredArtifact
 
 # What one artifact page renders inline, at most; the rest is a download away. 512 KiB of
 # source is far more than a kernel, and keeps a page a browser renders without stalling.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from msgspec import UNSET, UnsetType, field
 
-from api.server.responses import ApiModel, Document
+from api.service.models import ApiModel, Document
 
 
 class CheckResult(ApiModel, kw_only=True):

@@ -6,7 +6,7 @@ import base64
 from datetime import datetime
 from typing import Literal
 
-from api.server.responses import ApiModel
+from api.service.models import ApiModel
 from ledger.authority import KeyState
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.server.responses import ApiModel, Number
+from api.service.models import ApiModel, Number
 
 
 class GroupSummary(ApiModel, kw_only=True):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from msgspec import structs
 
-from api.server.responses import ApiModel
-from api.server.responses.log import Receipt
+from api.service.models import ApiModel
+from api.service.models.log import Receipt
 
 
 class JobRequirements(ApiModel, kw_only=True):

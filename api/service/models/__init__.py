@@ -1,11 +1,12 @@
-"""Typed bodies of every JSON reply the HTTP API sends, so the OpenAPI document describes them.
+"""Typed replies of the service: one model per reply, which the HTTP API encodes (and its
+OpenAPI document describes), the pages render and the CLI prints.
 
 Each model is a msgspec ``Struct`` whose fields are declared in wire order and renamed to
 camelCase, so encoding a model gives the same bytes the API sent when it answered dicts. A
 field that is sometimes absent (not null) on the wire defaults to ``UNSET``, which msgspec
 leaves out when encoding.
 
-Bodies the API assembles itself are built as models directly. Bodies that arrive as JSON
+Replies the service assembles itself are built as models directly. Those that arrive as JSON
 documents from the layers below (a projection's read model, a ledger ``to_json``) are
 converted with :func:`to_response`, strictly: a field the model does not declare, or a value
 of another type, is an error here and never a field silently dropped from a reply.
@@ -39,3 +40,9 @@ def to_response(data: object, model: type[T]) -> T:
         # A reply that does not fit its documented model is a server fault (a 500 naming the
         # model), never a body sent in a shape the document does not describe.
         raise TypeError(f"reply does not fit {model!r}: {exc}") from exc
+
+
+def to_builtins(model: object) -> Any:
+    """A reply as the JSON document it encodes to (camelCase names, absent fields left out),
+    for what reads documents (a comparison's CSV and Markdown)."""
+    return msgspec.to_builtins(model)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from api.server.responses import ApiModel
+from api.service.models import ApiModel
 
 
 class InclusionProof(ApiModel, kw_only=True):

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from msgspec import UNSET, Meta, UnsetType
 
-from api.server.responses import ApiModel
+from api.service.models import ApiModel
 
 
 class Problem(ApiModel, kw_only=True):

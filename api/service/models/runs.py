@@ -6,8 +6,8 @@ from typing import Any
 
 from msgspec import UNSET, UnsetType
 
-from api.server.responses import ApiModel, Document, Number
-from api.server.responses.views import RunComparison
+from api.service.models import ApiModel, Document, Number
+from api.service.models.views import RunComparison
 
 
 class RunSummary(ApiModel, kw_only=True):

@@ -1,0 +1,182 @@
+"""How fresh the read models are when the service reads them: decided here, once per request.
+
+Two ways, one per kind of caller:
+
+- A server (``background=True``) never folds the views on a read: one thread of its own
+  does (``projections.folder``), and a read waits, a few seconds at most and writing
+  nothing, until the views hold every event the log held when the read began (so a client
+  that wrote, then reads, sees its write). A write this process admits wakes the folder.
+- A command (the CLI, a script) folds what is new itself before it reads, as it always did.
+
+Either way a request asks once: the faces open ``one_request()`` around a request (the
+HTTP server does, in its read-cache middleware) and every service call inside it reuses the
+position the first one reached, however many reads it makes.
+
+A store that refuses the fold (full, read-only) leaves the views as they stand: reads are
+answered from them rather than refused. A fold that fails otherwise is the ledger's fault
+(``ViewsStalledError``) and is what the read answers.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TypeVar
+
+import structlog
+
+from ledger.application import Ledger
+from ledger.errors import StoreError, store_error
+from ledger.signing.trust import TrustRoot
+from ledger.store.event_store import StoreSession
+from projections.fold_pool import shared_database
+from projections.folder import ViewsFolder
+from projections.runner import ProjectionRunner, RanksBehindError
+
+T = TypeVar("T")
+# How long a read waits for the folder before it answers from the views as they stand.
+WAIT_S = 5.0
+_log = structlog.get_logger("kernelindex.views")
+
+
+@dataclass
+class _Request:
+    """What one request learnt of the views: the position its first read reached."""
+
+    asked: bool = False
+    position: int | None = None
+
+
+_REQUEST: ContextVar[_Request | None] = ContextVar("kernelindex_request_views", default=None)
+
+
+@contextmanager
+def one_request() -> Iterator[None]:
+    """Every service read inside this block (this task, and the threads it hands work to)
+    shares one freshness check: the first one's."""
+    token = _REQUEST.set(_Request())
+    try:
+        yield
+    finally:
+        _REQUEST.reset(token)
+
+
+def known_position(position: int | None) -> None:
+    """Record the position a request's views were brought to by its caller (the read cache's
+    shared catch-up), so the request's reads ask no more."""
+    request = _REQUEST.get()
+    if request is not None:
+        request.asked, request.position = True, position
+
+
+class Views:
+    """The read models of one ledger, as the service reads them."""
+
+    def __init__(self, ledger: Ledger, *, background: bool = False, wait: float = WAIT_S) -> None:
+        self.ledger = ledger
+        self.runner = ProjectionRunner(ledger)
+        self.wait = wait
+        self.folder: ViewsFolder | None = None
+        self._folder_ledger: Ledger | None = None
+        if background:
+            # Its own connections where the database allows it: the serving engine's
+            # statements are then the reads' own, and a fold never queues behind them.
+            url = shared_database(ledger)
+            if url is not None:
+                self._folder_ledger = Ledger(
+                    url, TrustRoot.from_json(ledger.trust_root.to_json()), read_only=True
+                )
+            self.folder = ViewsFolder(ProjectionRunner(self._folder_ledger or ledger))
+        self._inline = threading.Lock()
+
+    # -------------------------------------------------------------- the folder
+
+    def start(self) -> None:
+        if self.folder is not None and not self.folder.running:
+            self.folder.start()
+
+    def stop(self) -> None:
+        if self.folder is not None:
+            self.folder.stop()
+        if self._folder_ledger is not None:
+            self._folder_ledger.close()
+
+    def written(self) -> None:
+        """This process admitted a write: fold it now rather than at the next idle round."""
+        if self.folder is not None:
+            self.folder.poke()
+
+    # -------------------------------------------------------------- the reads
+
+    def fresh(self) -> int | None:
+        """The views' position once they hold what the log held when this request began
+        (None: they could not be brought there, and are read as they stand); asked once
+        per request (``one_request``)."""
+        request = _REQUEST.get()
+        if request is not None and request.asked:
+            return request.position
+        position = self.position()
+        if request is not None:
+            request.asked, request.position = True, position
+        return position
+
+    def position(self) -> int | None:
+        """``fresh``, asked now whatever the request asked before (the read cache asks it
+        once for every request that waits on it)."""
+        return self._waited() if self.folder is not None else self._caught_up()
+
+    def read(self, read: Callable[[StoreSession], T]) -> T:
+        """``read`` over fresh views, in one snapshot."""
+        return self.read_at(read)[1]
+
+    def read_at(self, read: Callable[[StoreSession], T]) -> tuple[int, T]:
+        """``read`` over fresh views in one snapshot, and the position it read at.
+
+        A server's read never writes: ranks a fold has still to redo (between the batches
+        of a long fold) are waited for, not redone here."""
+        self.fresh()
+        if self.folder is None:
+            return self.runner.snapshot(read)
+        for _ in range(3):
+            try:
+                return self.runner.snapshot(read, rerank=False)
+            except RanksBehindError:
+                self.folder.after(0, self.wait)  # the fold under way ends by re-ranking
+        return self.runner.snapshot(read, rerank=None)  # as they stand: still no write
+
+    def _waited(self) -> int | None:
+        assert self.folder is not None
+        target = self.ledger.store.last_position()
+        folded = self.folder.after(target, self.wait)
+        if folded is None:
+            _log.warning("views_behind", waited_s=self.wait, log_position=target)
+            return None
+        if folded.error is None:
+            return folded.position
+        if not _store_refused(folded.error):
+            # A copy: the folder's error may be raised by many reads at once.
+            raise copy.copy(folded.error) from folded.error
+        return None
+
+    def _caught_up(self) -> int | None:
+        with self._inline:
+            try:
+                return self.runner.catch_up().position
+            except Exception as exc:
+                if not _store_refused(exc):
+                    raise
+                return None
+
+
+def _store_refused(error: Exception) -> bool:
+    """Whether the store refused the fold (full, read-only): the views then stand as they
+    are and reads go on from them; any other failure is what the read answers."""
+    refused = error if isinstance(error, StoreError) else store_error(error)
+    if refused is None:
+        return False
+    _log.warning("views_not_refreshed", code=refused.code, detail=refused.message)
+    return True

@@ -1,0 +1,169 @@
+"""The one door to a ledger that every face calls: the CLI, the HTTP API and the pages.
+
+Plain Python calls that answer the typed reply models (``api.service.models``), grouped by
+feature: ``runs``, ``history``, ``boards``, ``compare``, ``keys``, ``log``, ``jobs``; the
+writes are the service's own methods. The service owns the rules of the edge: which
+statement a write endpoint accepts, one writer per process, and how fresh the read models
+are when it reads them (``api.service.freshness``: decided there, once per request).
+
+A server makes its service with ``background=True``: its views are folded by a thread of
+their own and its reads never write. A command makes it without: its reads fold what is new
+first, as commands always did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import structlog
+
+from api.service.boards import Boards
+from api.service.compare import Comparisons
+from api.service.errors import WriterClosedError, WrongEndpointError
+from api.service.freshness import Views
+from api.service.history import History
+from api.service.jobs import Jobs
+from api.service.keys import Keys
+from api.service.log import Log
+from api.service.models.log import Health
+from api.service.runs import Runs
+from domain.documents import parse_json
+from domain.statements import PredicateType
+from ledger.application import Ledger
+from ledger.group_commit import GroupCommitWriter, Writer
+from ledger.logged_event import LoggedEvent
+from ledger.signing.dsse import MAX_ENVELOPE_BYTES, Envelope, parse_envelope
+from ledger.writer_process import RemoteWriter
+from projections.runner import ProjectionRunner
+from projections.subscription import ViewsFollower
+
+# Bodies up to this size are parsed on the event loop (an attestation is ~2 KiB, an
+# ingestion of a typical run ~5 KiB); larger ones, up to the 2 MiB cap, on a thread.
+INLINE_PARSE_BYTES = 64 * 1024
+_log = structlog.get_logger("kernelindex.api")
+
+
+class LedgerService:
+    def __init__(
+        self,
+        ledger: Ledger,
+        writer: Writer | None = None,
+        *,
+        public_url: str | None = None,
+        background: bool = False,
+    ) -> None:
+        self.ledger = ledger
+        # One writer commits concurrent requests in groups: the ledger's writer process
+        # (``kernelindex serve``: ``writer``), else a writer thread of this process; across
+        # processes (PostgreSQL) the ledger's own retry and log lock keep writers consistent.
+        self.writer: Writer = writer if writer is not None else GroupCommitWriter(ledger)
+        self.views = Views(ledger, background=background)
+        self.runs = Runs(self.views, public_url or "")
+        self.history = History(self.views, self.runs)
+        self.boards = Boards(self.views, self.runs)
+        self.compare = Comparisons(self.views, self.runs)
+        self.keys = Keys(self.views)
+        self.log = Log(self.views, self.runs)
+        self.jobs = Jobs(self.views)
+        self.follower: ViewsFollower | None = None
+
+    def start(self) -> None:
+        """Start what serves in the background (a server's views folder). On PostgreSQL,
+        follow the ledger: the views fold each commit as it lands
+        (``projections.subscription``); reads still catch up for what they wrote."""
+        self.views.start()
+        if self.ledger.store.postgres and self.follower is None:
+            self.follower = ViewsFollower(ProjectionRunner(self.ledger)).start()
+
+    def close(self) -> None:
+        self.writer.close()
+        self.views.stop()
+        if self.follower is not None:
+            self.follower.stop()
+            if self.follower.error is not None:
+                _log.warning("views_follower_failed", detail=str(self.follower.error))
+
+    # ---------------------------------------------------------------- writes
+
+    def append(
+        self, body: bytes, accepts: set[PredicateType], subject: str | None = None
+    ) -> LoggedEvent:
+        """Admit a signed envelope posted to an endpoint for ``accepts`` about ``subject``."""
+        logged = self.writer.append(self._checked(body, accepts, subject))
+        self.views.written()
+        return logged
+
+    async def append_async(
+        self,
+        body: bytes,
+        accepts: set[PredicateType],
+        subject: str | None = None,
+        *,
+        before_queue: Callable[[str], None] | None = None,
+    ) -> LoggedEvent:
+        """The same, awaiting the group commit instead of blocking a worker thread (the
+        parse of a large body runs off the event loop; a small one, a fraction of a
+        millisecond, on it: the thread hop cost more than the parse). The body is parsed
+        once: the ledger admits the parsed envelope as it is. ``before_queue`` sees the key id
+        the envelope names (not yet verified) before it is queued: the rate limit's check."""
+        if len(body) <= INLINE_PARSE_BYTES:
+            envelope = self._checked(body, accepts, subject)
+        else:
+            envelope = await asyncio.to_thread(self._checked, body, accepts, subject)
+        if before_queue is not None:
+            before_queue(envelope.keyid)
+        logged = await asyncio.wrap_future(self.writer.submit(envelope))
+        self.views.written()
+        return logged
+
+    @staticmethod
+    def signer_of_receipt(receipt: LoggedEvent) -> str | None:
+        """Who really signed an accepted write (a fresh one: replays cost nothing)."""
+        if receipt.duplicate or not receipt.signer:
+            return None
+        return receipt.signer
+
+    @staticmethod
+    def _checked(body: bytes, accepts: set[PredicateType], subject: str | None) -> Envelope:
+        """The envelope, if it is well formed and belongs to this endpoint."""
+        envelope = parse_envelope(parse_json(body, max_bytes=MAX_ENVELOPE_BYTES))
+        statement = envelope.statement()
+        if statement.predicateType not in accepts:
+            wanted = " or ".join(sorted(str(p) for p in accepts))
+            raise WrongEndpointError(
+                f"this endpoint takes {wanted} statements, not {statement.predicateType}"
+            )
+        if subject is not None and statement.subject_digest != subject:
+            raise WrongEndpointError(
+                f"the statement is about {statement.subject_digest}, not {subject}"
+            )
+        return envelope
+
+    @staticmethod
+    def job_claimed_in(body: bytes) -> str | None:
+        """The job id a posted claim names (its full admission happens in the ledger)."""
+        envelope = parse_envelope(parse_json(body, max_bytes=MAX_ENVELOPE_BYTES))
+        predicate = envelope.statement().predicate
+        job_id = predicate.get("jobId") if isinstance(predicate, dict) else None
+        return job_id if isinstance(job_id, str) else None
+
+    # ---------------------------------------------------------------- health
+
+    def health(self) -> Health:
+        """The database answers, the log is readable and writes can be taken."""
+        # A server that hands its writes to the ledger's writer process (SQLite) cannot take
+        # one while it does not reach that process: not healthy, whatever the reads say.
+        if isinstance(self.writer, RemoteWriter) and not self.writer.connected:
+            raise WriterClosedError(
+                "the ledger's writer process is not reachable: writes are refused until it "
+                "runs again (the server starts it again, or exits saying why)"
+            )
+        with self.ledger.store.transaction(commit=False) as session:
+            size = self.ledger.tlog.tree_size(session)
+        return Health(
+            status="ok",
+            origin=self.ledger.trust_root.origin,
+            tree_size=size,
+            database=self.ledger.store.engine.dialect.name,
+        )

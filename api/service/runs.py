@@ -1,0 +1,200 @@
+"""Runs: resolving what a person types, the runs list, a run's record and what its page adds.
+
+A run's record reads the run's events once and the views once, in one database snapshot
+(the run named, its row, standings and group's #1, which of its artifacts are stored), and
+its group's #1's manifest set when the run is not #1 (``api.service.compare``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from api.service.compare import compare_runs, manifests_of
+from api.service.freshness import Views
+from api.service.models import to_response
+from api.service.models.log import Checkpoint
+from api.service.models.runs import RunList, RunRecord, RunSummary
+from api.service.paging import Cursor, page_size
+from api.service.run_record import RunInViews, artifact_digests, compose
+from domain.evidence import EvidenceLevel
+from domain.ranking import View
+from ledger.errors import NotFoundError
+from ledger.history import run_events
+from ledger.store.artifacts import ArtifactStore
+from ledger.store.event_store import StoreSession
+from ledger.store.log_queries import checkpoint_json
+from projections import queries
+from projections.references import full_digest, resolve_run
+from projections.rows import RecentRunRow, RunListRow, RunNames, SourceRow
+
+
+@dataclass(frozen=True)
+class StoredFacts:
+    """Name, media type and size of a stored artifact (read without its content)."""
+
+    digest: str
+    name: str | None
+    media_type: str | None
+    size: int
+
+
+@dataclass(frozen=True)
+class RunPage:
+    """What a run's page shows: its record, the facts of the artifacts stored here, and the
+    log's checkpoint it can be checked against."""
+
+    record: RunRecord
+    artifacts: dict[str, StoredFacts]
+    checkpoint: Checkpoint
+
+
+@dataclass(frozen=True)
+class RunBadge:
+    """What a run's badge says: its evidence level and its source-native standing."""
+
+    level: str | None
+    rank: int | None
+    of: int | None
+
+
+class Runs:
+    def __init__(self, views: Views, public_url: str = "") -> None:
+        self.views = views
+        self.ledger = views.ledger
+        self.public_url = public_url
+        self.artifacts = ArtifactStore(views.ledger.store)
+
+    def resolve(self, reference: str) -> str:
+        """A run by digest, prefix, name or external id (``projections.references``); a full
+        digest is looked up in the log itself (a run whose record is damaged is still found,
+        for its audit)."""
+        digest = full_digest(reference)
+        if digest is not None:
+            return self.ledger.require_run(digest)
+        return self.views.read(lambda session: resolve_run(session, reference))
+
+    def list_page(
+        self,
+        *,
+        comparison_key: str | None = None,
+        source: str | None = None,
+        level: EvidenceLevel | None = None,
+        gpu: str | None = None,
+        benchmark: str | None = None,
+        cursor: str | None = None,
+        limit: int = 50,
+    ) -> RunList:
+        where = queries.RunFilter(
+            comparison_key=comparison_key,
+            source=source,
+            level=level,
+            gpu=gpu,
+            benchmark=benchmark,
+            after=Cursor.decode(cursor).after if cursor is not None else None,
+        )
+        size = page_size(limit)
+        rows = self.views.read(lambda session: queries.list_runs(session, where, size + 1))
+        more = len(rows) > size
+        rows = rows[:size]
+        next_cursor = Cursor(rows[-1].ingested_position).encode() if more and rows else None
+        return RunList(items=[run_summary(r) for r in rows], next=next_cursor)
+
+    def record(self, reference: str) -> RunRecord:
+        """Every section of the run's page (``api.service.run_record``)."""
+        record, _, _ = self._read(reference, checkpoint=False)
+        return record
+
+    def page(self, reference: str) -> RunPage:
+        record, facts, checkpoint = self._read(reference, checkpoint=True)
+        assert checkpoint is not None
+        return RunPage(record, facts, checkpoint)
+
+    def _read(
+        self, reference: str, *, checkpoint: bool
+    ) -> tuple[RunRecord, dict[str, StoredFacts], Checkpoint | None]:
+        full = full_digest(reference)
+
+        def read(session: StoreSession) -> tuple[Any, ...]:
+            digest = full or resolve_run(session, reference)
+            events = run_events(self.ledger, digest)
+            if events.ingestion is None:
+                raise NotFoundError(f"no run with digest {digest}")
+            row = queries.run_row(session, digest)
+            places = queries.standings(session, digest)
+            key = row.comparison_key if row is not None else None
+            first = queries.top_of_group(session, key, View.SOURCE_NATIVE) if key else None
+            wanted = artifact_digests(events)
+            facts = self.artifacts.facts(wanted) if wanted else []
+            signed = checkpoint_json(self.ledger) if checkpoint else None
+            return digest, events, row, places, first, facts, signed
+
+        digest, events, row, places, first, facts, signed = self.views.read(read)
+        stored = {str(f["digest"]): StoredFacts(**f) for f in facts}
+        seen = None
+        if row is not None:
+            compared = None
+            if first is not None and first != digest:
+                compared = compare_runs(
+                    digest, events.manifests, first, manifests_of(self.ledger, first)
+                )
+            seen = RunInViews(row, places, compared)
+        record = compose(digest, events, seen, set(stored), self.public_url)
+        return record, stored, (to_response(signed, Checkpoint) if signed is not None else None)
+
+    def names(self, digest: str) -> RunNames:
+        """A run's name and title (both None for a run the views do not hold)."""
+        return self.views.read(lambda session: queries.run_names(session, digest))
+
+    def badge(self, reference: str) -> RunBadge:
+        digest = self.resolve(reference)
+
+        def read(session: StoreSession) -> RunBadge:
+            row = queries.run_row(session, digest)
+            native = queries.standings(session, digest).get(str(View.SOURCE_NATIVE))
+            return RunBadge(
+                row.evidence_level if row is not None else None,
+                native.rank if native is not None else None,
+                native.of if native is not None else None,
+            )
+
+        return self.views.read(read)
+
+    def recent(self, limit: int) -> list[RecentRunRow]:
+        return self.views.read(lambda session: queries.recent_runs(session, limit))
+
+    def sources(self) -> list[SourceRow]:
+        return self.views.read(queries.sources)
+
+    def stored_facts(self, digests: list[str]) -> dict[str, StoredFacts]:
+        """The facts of those of ``digests`` stored here (at most ``MAX_FACTS``, one query)."""
+        digests = digests[:MAX_FACTS]
+        if not digests:
+            return {}
+        return {str(f["digest"]): StoredFacts(**f) for f in self.artifacts.facts(digests)}
+
+
+MAX_FACTS = 500  # one IN list; a page names no more than this
+
+
+def run_summary(row: RunListRow) -> RunSummary:
+    return RunSummary(
+        digest=row.run_digest,
+        name=row.name,
+        title=row.title,
+        source=row.source,
+        external_id=row.external_id,
+        benchmark=row.benchmark,
+        status=row.status,
+        comparison_key=row.comparison_key,
+        metric=row.metric,
+        claimed=row.claimed,
+        unit=row.unit,
+        gpu=row.product,
+        evidence_level=row.evidence_level,
+        retracted=bool(row.retracted),
+        superseded_by=row.superseded_by,
+        attestations=row.attestations,
+        ingested_at=row.ingested_at,
+        position=row.ingested_position,
+    )
