@@ -27,12 +27,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from domain.documents import parse_json
 from domain.errors import DomainError, ManifestError
 from domain.importers.records import rerun_artifacts
-from domain.statements import MEASURING_BACKENDS, TEST_BACKENDS, KeyPredicate, Role
+from domain.statements import MEASURING_BACKENDS, TEST_BACKENDS, Role
+
+if TYPE_CHECKING:
+    from domain.statements import KeyPredicate
 
 
 class DeviceClass(NamedTuple):

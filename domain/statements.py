@@ -1,35 +1,156 @@
-"""in-toto Statement v1 and the KernelIndex predicates (DESIGN.md §5).
+"""in-toto Statement v1 and the KernelIndex predicates (docs/design.md §5): the vocabulary.
 
-These models are gates for what signers put inside a DSSE envelope. Like manifests, the
-statement is hashed and signed as the signer serialised it; models never re-serialise it.
+The predicate types, the roles that may sign them, and the words a predicate may use live
+here, without pydantic. The models that gate what signers put inside a DSSE envelope live in
+:mod:`domain.statement_models`, one module per predicate type, and are made on first use:
+``from domain.statements import KeyPredicate`` (or :func:`parse_statement`) imports the
+model's module then. So a process that reads the vocabulary (a read command, the offline
+verifier before its first statement) does not pay the tenth of a second that importing
+pydantic and making the classes costs. Like manifests, the statement is hashed and signed as
+the signer serialised it; models never re-serialise it.
 """
 
 from __future__ import annotations
 
-import math
-import re
-import statistics
-import unicodedata
-from collections.abc import Mapping
+import importlib
+from collections.abc import Iterator, Mapping
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any, Final
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    StrictBool,
-    StrictInt,
-    StrictStr,
-    ValidationError,
-    ValidationInfo,
-    model_validator,
-)
-
-from domain.canonical import canonical_b64decode
 from domain.errors import DomainError
-from domain.timestamps import parse_time
+
+if TYPE_CHECKING:
+    from domain.statement_models.attestation import (
+        AttestationPredicate,
+    )
+    from domain.statement_models.common import (
+        VISIBLE,
+        Digest,
+        HttpsUrl,
+        KeyId,
+        Sha256Hex,
+        SignedPredicate,
+        Slug,
+        Timestamp,
+    )
+    from domain.statement_models.ingestion import (
+        AttachedManifests,
+        AttachmentPredicate,
+        IngestionPredicate,
+        ManifestSet,
+    )
+    from domain.statement_models.keys import (
+        Architecture,
+        KeyDevice,
+        KeyPredicate,
+    )
+    from domain.statement_models.lifecycle import (
+        LifecyclePredicate,
+    )
+    from domain.statement_models.rerun import (
+        DefenceName,
+        HardwareRequirement,
+        JobId,
+        Label,
+        LatencyStats,
+        Nanoseconds,
+        Nonce,
+        RerunBuild,
+        RerunCase,
+        RerunClaimPredicate,
+        RerunDefence,
+        RerunDevice,
+        RerunEnvironment,
+        RerunPredicate,
+        RerunRequestPredicate,
+        RerunSummary,
+        ShortText,
+        TimerCrossCheck,
+        Uint53,
+    )
+    from domain.statement_models.statement import (
+        Statement,
+        Subject,
+    )
+
+__all__ = [
+    "BUILD_LANGUAGES",
+    "CASE_REASONS",
+    "DEFENCE_NAMES",
+    "MAX_DEFENCES",
+    "MAX_LEASE_SECONDS",
+    "MAX_RERUN_SAMPLES",
+    "MEASURING_BACKENDS",
+    "MIN_LEASE_SECONDS",
+    "PAYLOAD_TYPE",
+    "PREDICATE_MODELS",
+    "RERUN_CLOCK_KEYS",
+    "REWARD_HACK",
+    "SIGNER_ROLES",
+    "STATEMENT_TYPE",
+    "STORED",
+    "TEST_BACKENDS",
+    "TIMER_REFERENCES",
+    "VISIBLE",
+    "Architecture",
+    "AttachedManifests",
+    "AttachmentPredicate",
+    "AttestationPredicate",
+    "AttestationType",
+    "CaseReason",
+    "CaseStatus",
+    "Defence",
+    "DefenceName",
+    "DefenceOutcome",
+    "Digest",
+    "HardwareRequirement",
+    "HttpsUrl",
+    "IngestionPredicate",
+    "JobFailure",
+    "JobId",
+    "KeyAction",
+    "KeyDevice",
+    "KeyId",
+    "KeyPredicate",
+    "Label",
+    "LatencyStats",
+    "LifecycleAction",
+    "LifecyclePredicate",
+    "ManifestSet",
+    "Nanoseconds",
+    "Nonce",
+    "PredicateType",
+    "ReportReason",
+    "RerunBuild",
+    "RerunCase",
+    "RerunClaimPredicate",
+    "RerunDefence",
+    "RerunDevice",
+    "RerunEnvironment",
+    "RerunPredicate",
+    "RerunRequestPredicate",
+    "RerunSummary",
+    "Role",
+    "RoundLabel",
+    "Sha256Hex",
+    "ShortText",
+    "SignedPredicate",
+    "Slug",
+    "Statement",
+    "StatementError",
+    "StopRule",
+    "Subject",
+    "TimerCrossCheck",
+    "TimerName",
+    "Timestamp",
+    "Uint53",
+    "build_predicate",
+    "is_case_reason",
+    "make_statement",
+    "parse_predicate",
+    "parse_statement",
+    "reward_hack",
+]
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
@@ -68,134 +189,6 @@ SIGNER_ROLES: dict[PredicateType, frozenset[Role]] = {
 }
 
 
-def _rfc3339(value: str) -> str:
-    parse_time(value)
-    return value
-
-
-# Signed text may not carry characters that change how it displays without being seen:
-# Unicode's format characters (bidirectional overrides and isolates, zero-width joiners and
-# spaces, tag characters, the soft hyphen...: category Cf), controls other than tab,
-# newline and carriage return (Cc), line and paragraph separators (Zl, Zp), surrogates and
-# private-use characters. In a label, a note or a link they make text read as something
-# other than what it is (a URL that displays as another, "Trojan Source").
-_ASCII_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co"})
-_ALLOWED_CONTROLS = frozenset("\t\n\r")
-
-
-def _visible(value: str) -> str:
-    if value.isascii():  # the common case, at regex speed
-        found = _ASCII_CONTROL.search(value)
-        hidden = found.group() if found is not None else None
-    else:
-        hidden = next(
-            (
-                c
-                for c in value
-                if c not in _ALLOWED_CONTROLS and unicodedata.category(c) in _HIDDEN_CATEGORIES
-            ),
-            None,
-        )
-    if hidden is not None:
-        raise ValueError(
-            f"must not contain the invisible or bidirectional control character U+{ord(hidden):04X}"
-        )
-    return value
-
-
-def _https_url(value: str) -> str:
-    if not value.startswith("https://") or len(value) <= len("https://"):
-        raise ValueError("must be an https:// URL")
-    # Printable ASCII only: a link reads as what it is (non-ASCII is percent-encoded).
-    if not all("!" <= c <= "~" for c in value):
-        raise ValueError("must be printable ASCII without spaces (percent-encode the rest)")
-    return value
-
-
-# Free text a signer writes: bounded, and without hidden or bidirectional controls.
-VISIBLE = AfterValidator(_visible)
-
-
-Timestamp = Annotated[StrictStr, AfterValidator(_rfc3339)]
-HttpsUrl = Annotated[StrictStr, Field(max_length=2000), AfterValidator(_https_url)]
-Sha256Hex = Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{64}$")]
-Digest = Annotated[StrictStr, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
-KeyId = Digest
-Slug = Annotated[StrictStr, Field(pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=100)]
-
-
-class _Strict(BaseModel):
-    # Strict: a JSON string is never coerced into a number or bool. Enum fields opt out
-    # (Field(strict=False)) only so that their JSON string values are accepted.
-    # defer_build: a predicate type's validator is built when first used (start-up time).
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
-
-
-class SignedPredicate(_Strict):
-    """Every predicate says when its signer issued it (checked against the key's validity)."""
-
-    issuedAt: Timestamp
-
-
-class Subject(_Strict):
-    name: Annotated[StrictStr, Field(min_length=1, max_length=500), VISIBLE]
-    # Exactly {"sha256": hex}: an empty object passed, and every reader of the digest
-    # failed with a KeyError (the verifier, and a 500 from the API; an attack review).
-    digest: Annotated[dict[Literal["sha256"], Sha256Hex], Field(min_length=1)]
-
-
-class Statement(_Strict):
-    type_: Literal["https://in-toto.io/Statement/v1"] = Field(alias="_type")
-    subject: Annotated[list[Subject], Field(min_length=1, max_length=1)]
-    predicateType: Annotated[PredicateType, Field(strict=False)]
-    predicate: dict[str, Any]
-
-    @property
-    def subject_digest(self) -> str:
-        return "sha256:" + self.subject[0].digest["sha256"]
-
-    @property
-    def subject_name(self) -> str:
-        return self.subject[0].name
-
-
-class ManifestSet(_Strict):
-    run: dict[str, Any]
-    protocol: dict[str, Any]
-    environment: dict[str, Any]
-    implementation: dict[str, Any] | None = None
-    workload: dict[str, Any] | None = None
-
-
-class IngestionPredicate(SignedPredicate):
-    source: Slug
-    externalId: Annotated[StrictStr, Field(max_length=500), VISIBLE] | None = None
-    fetchedAt: Timestamp
-    manifests: ManifestSet
-    sourceNative: dict[str, Any] | None = None
-    # sha256 of the raw bytes the importer read (API response, file), so the mapping is auditable.
-    snapshotDigest: Digest | None = None
-
-
-class AttachedManifests(_Strict):
-    """Manifests a run names by digest but was ingested without (a leaderboard import often
-    has only the digests; the catalog or a later import brings the documents)."""
-
-    implementation: dict[str, Any] | None = None
-    workload: dict[str, Any] | None = None
-
-    @model_validator(mode="after")
-    def _not_empty(self) -> AttachedManifests:
-        if self.implementation is None and self.workload is None:
-            raise ValueError("an attachment carries an implementation or a workload manifest")
-        return self
-
-
-class AttachmentPredicate(SignedPredicate):
-    manifests: AttachedManifests
-
-
 class AttestationType(StrEnum):
     REPRODUCED = "reproduced"
     COULD_NOT_REPRODUCE = "could_not_reproduce"
@@ -217,55 +210,10 @@ class ReportReason(StrEnum):
     OTHER = "other"
 
 
-class AttestationPredicate(SignedPredicate):
-    type: Annotated[AttestationType, Field(strict=False)]
-    body: Annotated[StrictStr, Field(min_length=1, max_length=2000), VISIBLE]
-    observedNs: Annotated[StrictInt, Field(ge=0, le=2**53 - 1)] | None = None
-    environmentSummary: Annotated[StrictStr, Field(max_length=500), VISIBLE] | None = None
-    evidenceUrl: HttpsUrl | None = None
-    reason: Annotated[ReportReason, Field(strict=False)] | None = None
-
-    @model_validator(mode="after")
-    def _reason_with_reports(self) -> AttestationPredicate:
-        if (self.reason is not None) != (self.type is AttestationType.ISSUE_REPORT):
-            raise ValueError("an issue_report names its reason, and only an issue_report does")
-        return self
-
-
-def _canonical_b64(text: str) -> str:
-    # One key, one spelling: "...F4=" and "...F5=" decode alike but sign differently.
-    canonical_b64decode(text, "publicKey")
-    return text
-
-
 # The environment.backend values whose measurements may move evidence: "cuda" is a real GPU
 # timed with CUDA events. Test backends (the "cpu-test" double) are on the record only.
 MEASURING_BACKENDS = frozenset({"cuda"})
 TEST_BACKENDS = frozenset({"cpu-test"})
-Architecture = Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=50)]
-
-
-class KeyDevice(_Strict):
-    """A device class an agent key may measure on: a GPU (backend ``cuda``, its product and
-    architecture) or a test backend (its name alone)."""
-
-    backend: Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_-]*$", max_length=50)]
-    product: Annotated[StrictStr, Field(min_length=1, max_length=200), VISIBLE] | None = None
-    architecture: Architecture | None = None
-
-    @model_validator(mode="after")
-    def _known_backend(self) -> KeyDevice:
-        hardware = (self.product, self.architecture)
-        if self.backend in MEASURING_BACKENDS:
-            if None in hardware:
-                raise ValueError(f"a {self.backend} device class names product and architecture")
-        elif self.backend in TEST_BACKENDS:
-            if hardware != (None, None):
-                raise ValueError("a test backend names no product or architecture")
-        else:
-            known = ", ".join(sorted(MEASURING_BACKENDS | TEST_BACKENDS))
-            raise ValueError(f"unknown backend {self.backend!r}: one of {known}")
-        return self
 
 
 class KeyAction(StrEnum):
@@ -273,118 +221,14 @@ class KeyAction(StrEnum):
     REVOKE = "revoke"
 
 
-class KeyPredicate(SignedPredicate):
-    action: Annotated[KeyAction, Field(strict=False)]
-    keyId: KeyId
-    # Canonical standard base64 of the raw 32-byte Ed25519 public key.
-    publicKey: Annotated[
-        StrictStr, Field(pattern=r"^[A-Za-z0-9+/]{43}=$"), AfterValidator(_canonical_b64)
-    ]
-    # Required to register; a revocation names the key by keyId and publicKey only.
-    roles: (
-        Annotated[list[Annotated[Role, Field(strict=False)]], Field(min_length=1, max_length=5)]
-        | None
-    ) = None
-    validFrom: Timestamp | None = None
-    validUntil: Timestamp | None = None
-    reason: Annotated[StrictStr, Field(max_length=2000), VISIBLE] | None = None
-    label: Annotated[StrictStr, Field(max_length=200), VISIBLE] | None = None
-    # An agent key's device classes (domain.rerun_binding): what it may claim and report on.
-    devices: Annotated[list[KeyDevice], Field(min_length=1, max_length=64)] | None = None
-
-    @model_validator(mode="after")
-    def _devices_with_agents(self) -> KeyPredicate:
-        if self.devices is None:
-            return self  # an agent registration without them is refused at admission
-        if self.action is not KeyAction.REGISTER or Role.AGENT not in (self.roles or ()):
-            raise ValueError("only an agent key's registration names device classes")
-        seen = [(d.backend, d.product, d.architecture) for d in self.devices]
-        if len(set(seen)) != len(seen):
-            raise ValueError("devices must not name a device class twice")
-        if len({d.backend in MEASURING_BACKENDS for d in self.devices}) > 1:
-            raise ValueError(
-                "a key names GPU device classes or test backends, never both: a key that runs "
-                "code on a test backend must not be able to sign GPU results (use one key each)"
-            )
-        return self
-
-
 class LifecycleAction(StrEnum):
     RETRACT = "retract"
     SUPERSEDE = "supersede"
 
 
-class LifecyclePredicate(SignedPredicate):
-    action: Annotated[LifecycleAction, Field(strict=False)]
-    reason: Annotated[StrictStr, Field(min_length=1, max_length=2000), VISIBLE]
-    supersededBy: Digest | None = None
-
-
-Uint53 = Annotated[StrictInt, Field(ge=0, le=2**53 - 1)]
 MAX_RERUN_SAMPLES = 2_000
-# Numbers are strict: a JSON number (an integer is one), never a string or a boolean —
-# the folds read the signed predicate as it is, so what admission takes must be numbers.
-Nanoseconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-JobId = Annotated[
-    StrictStr, Field(pattern=r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
-]
-Nonce = Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{64}$")]
-Label = Annotated[StrictStr, Field(min_length=1, max_length=200), VISIBLE]
-
-
-class HardwareRequirement(_Strict):
-    product: Label
-    architecture: Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=50)]
-
-
-class RerunDevice(_Strict):
-    product: Label
-    architecture: Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=50)]
-    gpuUuidHash: Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{64}$")]
-    backend: Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_-]*$", max_length=50)]
-
-
-class RerunRequestPredicate(SignedPredicate):
-    """An admin asks for a controlled rerun of the subject run on given hardware."""
-
-    jobId: JobId
-    # Seeds one correctness round; unknown to the submitter before the job exists.
-    nonce: Nonce
-    runDigest: Digest
-    artifactDigest: Digest
-    workloadDigest: Digest
-    requirements: HardwareRequirement
-    expiresAt: Timestamp
-
-
 MIN_LEASE_SECONDS = 30
 MAX_LEASE_SECONDS = 6 * 3600
-
-
-class RerunClaimPredicate(SignedPredicate):
-    """An agent takes an open rerun job for a while (its lease), on the device it names."""
-
-    jobId: JobId
-    runDigest: Digest
-    leaseSeconds: Annotated[StrictInt, Field(ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)]
-    device: RerunDevice
-
-
-class LatencyStats(_Strict):
-    @model_validator(mode="after")
-    def _ordered(self) -> LatencyStats:
-        if self.ci95[0] > self.ci95[1] or self.minimum > self.maximum:
-            raise ValueError("ci95 and minimum/maximum must be ordered low <= high")
-        return self
-
-    median: Nanoseconds
-    mean: Nanoseconds
-    p05: Nanoseconds
-    p95: Nanoseconds
-    minimum: Nanoseconds
-    maximum: Nanoseconds
-    mad: Nanoseconds
-    ci95: Annotated[list[Nanoseconds], Field(min_length=2, max_length=2)]
 
 
 class CaseStatus(StrEnum):
@@ -402,8 +246,6 @@ class DefenceOutcome(StrEnum):
 
 
 MAX_DEFENCES = 64
-DefenceName = Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9-]*$", max_length=60)]
-ShortText = Annotated[StrictStr, Field(max_length=500), VISIBLE]
 
 
 # --- what an agent may say in words (issue 32) ---------------------------------------------
@@ -467,9 +309,9 @@ def reward_hack(defence: Defence) -> str:
     return REWARD_HACK + defence.value
 
 
-_DEFENCES = frozenset(d.value for d in Defence)
+DEFENCE_NAMES = frozenset(d.value for d in Defence)
 CASE_REASONS = frozenset(
-    {r.value for r in CaseReason} | {REWARD_HACK + d for d in sorted(_DEFENCES)}
+    {r.value for r in CaseReason} | {REWARD_HACK + d for d in sorted(DEFENCE_NAMES)}
 )
 
 
@@ -532,153 +374,7 @@ BUILD_LANGUAGES = frozenset(
         'CUDA C++ (extern "C" kernel, declarative launch)',
     }
 )
-# A version, a target or a flag: one printable ASCII token, no spaces.
-_TOKEN = re.compile(r"[!-~]{1,200}")
 STORED = "stored"  # validation context key: the predicate is read from the log, not admitted
-
-
-def _admitting(info: ValidationInfo) -> bool:
-    """Whether this validation is of a new predicate (admission, or an agent before it signs),
-    where only the vocabulary is accepted; False when reading a stored one."""
-    return not (isinstance(info.context, Mapping) and info.context.get(STORED))
-
-
-class RerunDefence(_Strict):
-    """One reward-hack defence the agent ran on a case, and what it found."""
-
-    name: DefenceName
-    outcome: Annotated[DefenceOutcome, Field(strict=False)]
-    # Free text, in results admitted before the vocabulary only (a new one is refused).
-    detail: ShortText | None = None
-    checks: Uint53 | None = None  # how many times it ran on the case
-
-    @model_validator(mode="after")
-    def _vocabulary(self, info: ValidationInfo) -> RerunDefence:
-        if _admitting(info):
-            if self.name not in _DEFENCES:
-                raise ValueError("name must be one of the defences of the rerun vocabulary")
-            if self.detail is not None:
-                raise ValueError("detail is free text, which a new result may not carry")
-        return self
-
-
-class TimerCrossCheck(_Strict):
-    """The timed calls measured twice: by the timer, and by a host clock around a
-    synchronised call (work on another stream or thread shows up as wall ≫ timed)."""
-
-    timer: Label  # e.g. "perf_counter_ns", "cuda-events"
-    reference: Label  # e.g. "CLOCK_MONOTONIC_RAW around a synchronised call"
-    calls: Uint53
-    timedNs: Nanoseconds
-    wallNs: Nanoseconds
-    ratio: Annotated[float, Field(ge=0, allow_inf_nan=False)]  # wallNs / timedNs
-    otherThreadsCpuNs: Nanoseconds | None = None
-    outcome: Annotated[DefenceOutcome, Field(strict=False)]
-
-    @model_validator(mode="after")
-    def _vocabulary(self, info: ValidationInfo) -> TimerCrossCheck:
-        if _admitting(info) and (
-            self.timer not in {t.value for t in TimerName} or self.reference not in TIMER_REFERENCES
-        ):
-            raise ValueError("timer and reference must be named from the rerun vocabulary")
-        return self
-
-
-class RerunCase(_Strict):
-    case: Annotated[StrictStr, Field(min_length=1, max_length=200), VISIBLE]
-    status: Annotated[CaseStatus, Field(strict=False)]
-    maxAbsError: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
-    maxRelError: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
-    latencyNs: LatencyStats | None = None
-    samples: Uint53 | None = None
-    # A CaseReason or reward-hack:<defence> (free text only in results admitted before).
-    reason: Annotated[StrictStr, Field(max_length=2000), VISIBLE] | None = None
-    # Optional (older results have neither): every defence that ran, and the timer check.
-    defences: Annotated[list[RerunDefence], Field(max_length=MAX_DEFENCES)] | None = None
-    timerCrossCheck: TimerCrossCheck | None = None
-    # What the agent computed about the case, typed (never the child's words).
-    round: Annotated[RoundLabel, Field(strict=False)] | None = None  # the round that failed
-    stoppedBy: Annotated[StopRule, Field(strict=False)] | None = None
-    floorNs: Nanoseconds | None = None  # the roofline floor the median was held to
-
-    @model_validator(mode="after")
-    def _vocabulary(self, info: ValidationInfo) -> RerunCase:
-        if not _admitting(info) or self.reason is None:
-            return self
-        if self.status is CaseStatus.PASSED:
-            raise ValueError("a passed case carries no reason")
-        if not is_case_reason(self.reason):
-            # Never echo the text: it may be what a solution wanted published.
-            raise ValueError(
-                "reason must be a word of the rerun vocabulary (a CaseReason, or "
-                "reward-hack:<defence>), not free text"
-            )
-        return self
-
-    @model_validator(mode="after")
-    def _cheats_never_pass(self) -> RerunCase:
-        failed = [d.name for d in self.defences or () if d.outcome is DefenceOutcome.FAILED]
-        if self.timerCrossCheck is not None and (
-            self.timerCrossCheck.outcome is DefenceOutcome.FAILED
-        ):
-            failed.append("timer-cross-check")
-        if failed and self.status is CaseStatus.PASSED:
-            raise ValueError(f"a case whose defences failed ({', '.join(failed)}) cannot pass")
-        return self
-
-
-class RerunBuild(_Strict):
-    """How the agent built and ran the solution: its kind, the runtime versions, the flags."""
-
-    solutionKind: Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_-]*$", max_length=50)]
-    language: Label | None = None
-    runtime: Annotated[
-        dict[Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_.-]*$", max_length=50)], ShortText],
-        Field(max_length=32),
-    ] = Field(default_factory=dict)
-    flags: Annotated[list[ShortText], Field(max_length=64)] = Field(default_factory=list)
-
-    @model_validator(mode="after")
-    def _vocabulary(self, info: ValidationInfo) -> RerunBuild:
-        if not _admitting(info):
-            return self
-        # A list of SOL's names ("pytorch, triton"), or the declarative binding's one label,
-        # which holds a comma of its own.
-        if (
-            self.language is not None
-            and self.language not in BUILD_LANGUAGES
-            and not set(self.language.split(", ")) <= BUILD_LANGUAGES
-        ):
-            raise ValueError("language must list languages of the rerun vocabulary")
-        tokens = [*self.runtime.values(), *self.flags]
-        if not all(_TOKEN.fullmatch(token) for token in tokens):
-            raise ValueError("runtime versions and flags must be single printable tokens")
-        return self
-
-
-class RerunSummary(_Strict):
-    allCorrect: StrictBool
-    medianNs: Nanoseconds | None = None
-    meanNs: Nanoseconds | None = None
-    ci95Ns: Annotated[list[Nanoseconds], Field(min_length=2, max_length=2)] | None = None
-    samples: Uint53
-    # The suite latency of every timed sample, so rankings can bootstrap from the events.
-    # Bounded: the projection bootstraps over them (cost grows with the count).
-    samplesNs: Annotated[list[Nanoseconds], Field(max_length=MAX_RERUN_SAMPLES)] | None = None
-
-    @model_validator(mode="after")
-    def _consistent(self) -> RerunSummary:
-        if self.ci95Ns is not None and self.ci95Ns[0] > self.ci95Ns[1]:
-            raise ValueError("ci95Ns must be [low, high] with low <= high")
-        if self.samplesNs:
-            # Ranking reads the samples, the evidence policy the median: they must agree.
-            if self.medianNs is None or not math.isclose(
-                statistics.median(self.samplesNs), self.medianNs, rel_tol=1e-9, abs_tol=0.5
-            ):
-                raise ValueError("medianNs must be the median of samplesNs")
-            if len(self.samplesNs) != self.samples:
-                raise ValueError("samples must equal the number of samplesNs")
-        return self
 
 
 # environment.clocks keys: ``<clock>.<when>``, each a reading the agent names itself (a case
@@ -690,97 +386,115 @@ RERUN_CLOCK_KEYS = frozenset(
 )
 
 
-class RerunEnvironment(_Strict):
-    product: Label
-    architecture: Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=50)]
-    # sha256 of the GPU UUID: distinguishes GPUs without publishing their serials.
-    gpuUuidHash: Sha256Hex
-    backend: Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_-]*$", max_length=50)]
-    driver: Annotated[StrictStr, Field(max_length=100), VISIBLE] | None = None
-    cuda: Annotated[StrictStr, Field(max_length=100), VISIBLE] | None = None
-    clocks: dict[str, Annotated[float, Field(allow_inf_nan=False)]] | None = None
-    temperatureC: dict[str, Annotated[float, Field(allow_inf_nan=False)]] | None = None
-
-    @model_validator(mode="after")
-    def _clock_names(self, info: ValidationInfo) -> RerunEnvironment:
-        # Stored results admitted before this rule still read (their keys were free).
-        if _admitting(info) and self.clocks and not set(self.clocks) <= RERUN_CLOCK_KEYS:
-            raise ValueError(
-                "clocks keys must be <clock>.<when> of the rerun vocabulary "
-                f"({', '.join(sorted(RERUN_CLOCK_KEYS))})"
-            )
-        return self
-
-
-class RerunPredicate(SignedPredicate):
-    """An agent's measured result for a rerun job (protocol kernelindex-rerun-v1)."""
-
-    jobId: JobId
-    nonce: Nonce
-    protocol: Literal["kernelindex-rerun-v1"]
-    cases: Annotated[list[RerunCase], Field(min_length=1, max_length=1000)]
-    summary: RerunSummary
-    environment: RerunEnvironment
-    calibration: dict[str, Annotated[float, Field(allow_inf_nan=False)]]
-    # "failed": the job could not be measured (build error, device fault...); it closes the
-    # job with its reason and moves no evidence. "completed": measured, pass or fail.
-    outcome: Literal["completed", "failed"] = "completed"
-    # A JobFailure (free text only in results admitted before the vocabulary).
-    failure: Annotated[StrictStr, Field(min_length=1, max_length=2000), VISIBLE] | None = None
-    build: RerunBuild | None = None  # optional: older results do not record it
-
-    @model_validator(mode="after")
-    def _failure_has_reason(self, info: ValidationInfo) -> RerunPredicate:
-        if (self.outcome == "failed") != (self.failure is not None):
-            raise ValueError("a failed rerun needs a failure reason, and only a failed one has it")
-        if (
-            _admitting(info)
-            and self.failure is not None
-            and self.failure not in {f.value for f in JobFailure}
-        ):
-            raise ValueError("failure must be a JobFailure of the rerun vocabulary, not free text")
-        # The evidence policy reads the summary; the cases are what was measured.
-        passed = all(case.status is CaseStatus.PASSED for case in self.cases)
-        if self.summary.allCorrect != passed:
-            raise ValueError(
-                "summary.allCorrect must say whether every case passed "
-                f"({'they all did' if passed else 'not every case passed'})"
-            )
-        if self.summary.allCorrect and self.outcome == "failed":
-            raise ValueError("a failed rerun cannot be all correct")
-        return self
-
-
-PREDICATE_MODELS: dict[PredicateType, type[SignedPredicate]] = {
-    PredicateType.RERUN_REQUEST: RerunRequestPredicate,
-    PredicateType.RERUN: RerunPredicate,
-    PredicateType.RERUN_CLAIM: RerunClaimPredicate,
-    PredicateType.INGESTION: IngestionPredicate,
-    PredicateType.ATTESTATION: AttestationPredicate,
-    PredicateType.KEY: KeyPredicate,
-    PredicateType.LIFECYCLE: LifecyclePredicate,
-    PredicateType.ATTACHMENT: AttachmentPredicate,
-}
-
-
 class StatementError(DomainError):
     code = "schema-violation"
 
 
-def _describe(exc: ValidationError, prefix: str) -> str:
-    parts = []
-    for error in exc.errors():
-        loc = ".".join(str(p) for p in error["loc"])
-        msg = "unknown field" if error["type"] == "extra_forbidden" else error["msg"]
-        parts.append(f"{prefix}{loc}: {msg}" if loc else f"{prefix.rstrip('.')}: {msg}")
-    return "; ".join(parts)
+# --- the models, made on first use ------------------------------------------------------------
+
+# Model (or field type) → the module of ``domain.statement_models`` that makes it.
+_MODEL_MODULES: Final = {
+    **dict.fromkeys(
+        ("VISIBLE", "Digest", "HttpsUrl", "KeyId", "Sha256Hex", "SignedPredicate", "Slug"),
+        "common",
+    ),
+    "Timestamp": "common",
+    **dict.fromkeys(("Statement", "Subject"), "statement"),
+    **dict.fromkeys(
+        ("ManifestSet", "IngestionPredicate", "AttachedManifests", "AttachmentPredicate"),
+        "ingestion",
+    ),
+    "AttestationPredicate": "attestation",
+    **dict.fromkeys(("Architecture", "KeyDevice", "KeyPredicate"), "keys"),
+    "LifecyclePredicate": "lifecycle",
+    **dict.fromkeys(
+        (
+            "DefenceName",
+            "HardwareRequirement",
+            "JobId",
+            "Label",
+            "LatencyStats",
+            "Nanoseconds",
+            "Nonce",
+            "RerunBuild",
+            "RerunCase",
+            "RerunClaimPredicate",
+            "RerunDefence",
+            "RerunDevice",
+            "RerunEnvironment",
+            "RerunPredicate",
+            "RerunRequestPredicate",
+            "RerunSummary",
+            "ShortText",
+            "TimerCrossCheck",
+            "Uint53",
+        ),
+        "rerun",
+    ),
+}
+
+# Predicate type → (module, model): what admission and the verifier validate a predicate with.
+_PREDICATE_MODELS: Final = {
+    PredicateType.RERUN_REQUEST: ("rerun", "RerunRequestPredicate"),
+    PredicateType.RERUN: ("rerun", "RerunPredicate"),
+    PredicateType.RERUN_CLAIM: ("rerun", "RerunClaimPredicate"),
+    PredicateType.INGESTION: ("ingestion", "IngestionPredicate"),
+    PredicateType.ATTESTATION: ("attestation", "AttestationPredicate"),
+    PredicateType.KEY: ("keys", "KeyPredicate"),
+    PredicateType.LIFECYCLE: ("lifecycle", "LifecyclePredicate"),
+    PredicateType.ATTACHMENT: ("ingestion", "AttachmentPredicate"),
+}
+
+
+def _made(module: str, name: str) -> Any:
+    return getattr(importlib.import_module(f"domain.statement_models.{module}"), name)
+
+
+class _PredicateModels(Mapping[PredicateType, "type[SignedPredicate]"]):
+    """Predicate type → its model, the model's module imported when it is first looked up
+    (verifying a run without reruns never makes the rerun models)."""
+
+    def __init__(self) -> None:
+        self._models: dict[PredicateType, type[SignedPredicate]] = {}
+
+    def __getitem__(self, predicate_type: PredicateType) -> type[SignedPredicate]:
+        model = self._models.get(predicate_type)
+        if model is None:  # first use: every admission and verify looks a model up here
+            module, name = _PREDICATE_MODELS[predicate_type]
+            model = self._models[predicate_type] = _made(module, name)
+        return model
+
+    def __contains__(self, predicate_type: object) -> bool:  # without making the model
+        return predicate_type in _PREDICATE_MODELS
+
+    def __iter__(self) -> Iterator[PredicateType]:
+        return iter(_PREDICATE_MODELS)
+
+    def __len__(self) -> int:
+        return len(_PREDICATE_MODELS)
+
+
+PREDICATE_MODELS: Final[Mapping[PredicateType, type[SignedPredicate]]] = _PredicateModels()
+
+
+def __getattr__(name: str) -> object:
+    """A model (or field type) of ``domain.statement_models``, made on first use (PEP 562)."""
+    module = _MODEL_MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value: object = _made(module, name)
+    globals()[name] = value  # the next lookup finds it without calling this
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_MODEL_MODULES})
 
 
 def parse_statement(value: object) -> Statement:
-    try:
-        return Statement.model_validate(value)
-    except ValidationError as exc:
-        raise StatementError("statement " + _describe(exc, "")) from None
+    from domain.statement_models import statement  # noqa: PLC0415 - the models, on first use
+
+    return statement.parse_statement(value)
 
 
 def parse_predicate(statement: Statement, *, stored: bool = False) -> SignedPredicate:
@@ -797,10 +511,9 @@ def build_predicate(
     model = PREDICATE_MODELS.get(predicate_type)
     if model is None:
         raise StatementError(f"predicate type {predicate_type} is not accepted yet")
-    try:
-        return model.model_validate(fields, context={STORED: True} if stored else None)
-    except ValidationError as exc:
-        raise StatementError(_describe(exc, "predicate.")) from None
+    from domain.statement_models import common  # noqa: PLC0415 - loaded with the model
+
+    return common.validate_predicate(model, fields, stored=stored)
 
 
 def make_statement(

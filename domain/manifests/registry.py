@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator, Mapping
-from typing import Final
-
-from pydantic import BaseModel, ValidationError
-from pydantic_core import ErrorDetails
+from typing import TYPE_CHECKING, Final
 
 from domain.errors import ManifestError
 from domain.manifests.kinds import API_VERSION, MANIFEST_KINDS
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel, ValidationError
+    from pydantic_core import ErrorDetails
 
 __all__ = ["API_VERSION", "MANIFEST_KINDS", "manifest_models", "validate_manifest"]
 
@@ -31,7 +32,7 @@ def manifest_models() -> Mapping[str, type[BaseModel]]:
     return _KindModels()
 
 
-class _KindModels(Mapping[str, type[BaseModel]]):
+class _KindModels(Mapping[str, "type[BaseModel]"]):
     """The models of ``MANIFEST_KINDS``, each imported when it is first looked up."""
 
     def __getitem__(self, kind: str) -> type[BaseModel]:
@@ -85,6 +86,9 @@ def validate_manifest(obj: object) -> BaseModel:
         raise ManifestError(f"manifest: kind: unknown kind {kind!r} (known: {known})")
     if obj.get("apiVersion") != API_VERSION:
         raise ManifestError(f"{kind}: apiVersion: must be {API_VERSION!r}")
+    # Loaded with the models (a process that validates no manifest never imports pydantic).
+    from pydantic import ValidationError  # noqa: PLC0415
+
     try:
         return model.model_validate(obj)
     except ValidationError as exc:
