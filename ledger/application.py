@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from eventsourcing.application import Application, ProcessingEvent
@@ -65,6 +65,10 @@ from ledger.store.stored_events import (
 )
 from ledger.store.transparency_log import InclusionProof, Sequenced, TransparencyLog
 from ledger.timing import GROUP_SIZE, Stage, note, timed, timed_block
+
+if TYPE_CHECKING:
+    from ledger.witness.client import WitnessEndpoint
+    from ledger.witnessing import Witnessing
 
 MAX_APPEND_ATTEMPTS = 20
 # Races lost (another writer committed to the same runs or keys between this group's reads
@@ -107,6 +111,9 @@ class Ledger(Application[UUID]):
     ) -> None:
         # read_only: for commands that never append (ledger/store/read_only.py says why it exists).
         self.read_only = read_only
+        # Asks the witnesses to cosign each new checkpoint, after its commit (a writer's).
+        # Set first: ``close`` reads it, and a refused open closes what it opened.
+        self.witnessing: Witnessing | None = None
         super().__init__(
             env={
                 "PERSISTENCE_MODULE": (
@@ -145,6 +152,24 @@ class Ledger(Application[UUID]):
         # The newest head of the log this object has seen (read or committed): its caches
         # were filled from a database that held it.
         self._watch = LogWatch(self.tlog)
+
+    def start_witnessing(self, witnesses: Sequence[WitnessEndpoint], **options: Any) -> Witnessing:
+        """Ask these witnesses to cosign each checkpoint this ledger's commits sign, in the
+        background (``ledger.witnessing``); ``options`` go to :class:`Witnessing`."""
+        if self.read_only or self.tlog.log_key is None:
+            raise StoreError("witnessing needs a ledger opened to write, with the log key")
+        # Imported here: the HTTP client it needs is no part of a ledger that only reads.
+        from ledger.witnessing import Witnessing  # noqa: PLC0415
+
+        if self.witnessing is None:
+            self.witnessing = Witnessing(self.tlog, witnesses, **options).start()
+        return self.witnessing
+
+    def close(self) -> None:
+        if self.witnessing is not None:
+            self.witnessing.close()
+            self.witnessing = None
+        super().close()
 
     # ---------------------------------------------------------------- writes
 
@@ -253,6 +278,8 @@ class Ledger(Application[UUID]):
         self.tlog.committed(sequenced)  # only now: the transaction that made it committed
         self._watch.committed(sequenced.head)
         self.admission.stored(group)
+        if self.witnessing is not None:
+            self.witnessing.poke()  # cosigned after the commit, never inside it
         return group.results, committed
 
     def _watch_log(self) -> None:

@@ -4,7 +4,12 @@ Line types, in this order (format ``kernelindex-bundle/v2``; docs/verification.m
 
 ``header``       format, origin, creation time, scope (runs, or the whole log)
 ``trustRoot``    the trust root the ledger was created with (a verifier pins its own)
-``checkpoint``   the signed C2SP checkpoint every proof in the bundle is against
+``checkpoint``   the signed C2SP checkpoint every proof in the bundle is against, with the
+                 witnesses' cosignature/v1 lines the ledger holds for its size (a valid
+                 signed note still: a reader that knows no witness key ignores them)
+``witnessed``    (optional) when a later checkpoint has more cosignatures than this one: that
+                 cosigned checkpoint, and the consistency proof that it extends this one
+                 (so the witnesses' quorum covers every proof against the older tree)
 ``consistency``  (any number) a consistency proof from an older tree size to the checkpoint,
                  for checkpoints the requester holds (``export --checkpoint``)
 ``heads``        (scoped bundles) the log key's signed note of each run's and key's event
@@ -45,9 +50,12 @@ from ledger.ids import principal_id, run_id
 from ledger.proofs.heads import GroupHead, Head, Heads, sign_heads
 from ledger.proofs.log_entries import LogEntry
 from ledger.signing.dsse import stored_statement
+from ledger.store import cosignatures, signed_checkpoints
 from ledger.store.artifacts import ArtifactStore
+from ledger.store.cosignatures import CosignedCheckpoint
 from ledger.store.event_store import StoreSession
 from ledger.store.group_index import members_at
+from ledger.store.signed_checkpoints import SignedCheckpoint
 from ledger.store.transparency_log import leaves
 from ledger.verify.format import BUNDLE_FORMAT
 
@@ -60,6 +68,8 @@ class ExportSummary:
     tree_size: int
     runs: int | None
     keys: int | None = None
+    cosigned_size: int | None = None  # the size of the cosigned checkpoint the bundle carries
+    cosignatures: int = 0  # how many witnesses cosigned it
 
 
 # The events that carry manifests (and so name artifacts a bundle includes).
@@ -242,6 +252,41 @@ def _referenced_artifacts(envelope: dict[str, Any]) -> set[str]:
     return {d for d in found if isinstance(d, str)}
 
 
+@dataclass(frozen=True)
+class Witnessed:
+    """What a bundle of the tree of one size carries of the witnesses: that checkpoint with
+    its cosignatures, and the later cosigned checkpoint that extends it, if one has more."""
+
+    checkpoint: CosignedCheckpoint
+    later: CosignedCheckpoint | None = None
+    proof: tuple[bytes, ...] = ()  # consistency proof from ``checkpoint`` to ``later``
+
+    @property
+    def best(self) -> CosignedCheckpoint:
+        return self.later or self.checkpoint
+
+
+def witnessed(ledger: Ledger, session: StoreSession, signed: SignedCheckpoint) -> Witnessed:
+    """The cosigned checkpoints a bundle against ``signed`` carries: its own cosignatures,
+    and the later checkpoint with the most cosignatures (newest of those) if it has more."""
+    own = cosignatures.cosigned_checkpoint(session, signed.size, signed.root, signed.note)
+    best = cosignatures.best_from(session, signed.size)
+    if best is None or best == signed.size:
+        return Witnessed(own)
+    root = ledger.tlog.root(session, best)
+    stored = signed_checkpoints.stored(session, best, root)
+    if stored is None:
+        if ledger.tlog.log_key is None:
+            return Witnessed(own)
+        # Signed unstored by a witnessing process: Ed25519 signs it again to the same note.
+        stored = signed_checkpoints.sign(ledger.tlog.origin, ledger.tlog.log_key, best, root)
+    later = cosignatures.cosigned_checkpoint(session, best, root, stored.note)
+    if later.cosignatures <= own.cosignatures:
+        return Witnessed(own)
+    proof = ledger.tlog.consistency(session, signed.size, best)
+    return Witnessed(own, later, tuple(proof))
+
+
 def export_bundle(
     ledger: Ledger,
     out: IO[str],
@@ -277,6 +322,7 @@ def export_bundle(
                     f"{size}: the ledger has not reached it (or you hold another log's)"
                 )
             proofs.append((older, ledger.tlog.consistency(session, older, size)))
+        cosigned = witnessed(ledger, session, checkpoint)
     header_scope: dict[str, Any] = {"all": True}
     if scope is not None:
         header_scope = {"runs": sorted(scope.runs), "groups": sorted(scope.groups)}
@@ -292,9 +338,7 @@ def export_bundle(
         )
     )
     out.write(_line({"type": "trustRoot", "trustRoot": ledger.trust_root.to_json()}))
-    out.write(_line({"type": "checkpoint", "note": checkpoint.note}))
-    for older, proof in proofs:
-        out.write(_line({"type": "consistency", "from": older, "proof": [_b64(h) for h in proof]}))
+    _write_checkpoint(out, cosigned, proofs)
     if scope is not None and heads_key is not None:
         heads = Heads(
             ledger.trust_root.origin, size, checkpoint.root, scope.runs, scope.keys, scope.groups
@@ -322,12 +366,34 @@ def export_bundle(
                 progress(count)
     _write_artifacts(ledger, out, referenced)
     out.write(_line({"type": "footer", "events": count}))
+    best = cosigned.best
     return ExportSummary(
         events=count,
         tree_size=size,
         runs=len(scope.runs) if scope is not None else None,
         keys=len(scope.keys) if scope is not None else None,
+        cosigned_size=best.size if best.cosignatures else None,
+        cosignatures=best.cosignatures,
     )
+
+
+def _write_checkpoint(
+    out: IO[str], cosigned: Witnessed, proofs: list[tuple[int, list[bytes]]]
+) -> None:
+    """The checkpoint line, the witnessed line (if any), and the held checkpoints' proofs."""
+    out.write(_line({"type": "checkpoint", "note": cosigned.checkpoint.note}))
+    if cosigned.later is not None:
+        out.write(
+            _line(
+                {
+                    "type": "witnessed",
+                    "note": cosigned.later.note,
+                    "proof": [_b64(h) for h in cosigned.proof],
+                }
+            )
+        )
+    for older, proof in proofs:
+        out.write(_line({"type": "consistency", "from": older, "proof": [_b64(h) for h in proof]}))
 
 
 def _write_event(out: IO[str], leaf_index: int, entry: LogEntry, proof: list[bytes]) -> None:

@@ -4,30 +4,44 @@ Layout (``KERNELINDEX_HOME``, default ``~/.kernelindex``)::
 
     ledger.db            SQLite event store (unless KERNELINDEX_DB / --db names another)
     trust-root.json      admin and log public keys: what verifiers start from
+    witness-policy       (optional) the witnesses the log asks to cosign its checkpoints,
+                         with their URLs, and the default quorum: a C2SP tlog-policy file
     keys/admin.pem       registers and revokes keys, requests reruns, retracts runs
     keys/ingester.pem    signs ingestion statements
     keys/log.pem         signs log checkpoints
+
+A home without a witness policy works as it always did: nothing is asked of anyone.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from domain.errors import DomainError
 from domain.statements import Role
 from domain.timestamps import format_time, utc_now
 from ledger.application import Ledger
+from ledger.proofs.signed_note import NoteError, verifier_key_string
 from ledger.signing.authoring import key_registration_envelope
-from ledger.signing.keys import SigningKey
+from ledger.signing.keys import PublicKey, SigningKey
 from ledger.signing.trust import TrustRoot
 from ledger.store.schema import upgrade
+from ledger.witness.cosignature import parse_cosigner_key
+from ledger.witness.policy import Policy, PolicyError, parse_policy
+
+if TYPE_CHECKING:
+    from ledger.witness.client import WitnessEndpoint
 
 HOME_ENV = "KERNELINDEX_HOME"
 DB_ENV = "KERNELINDEX_DB"
 PASSPHRASE_ENV = "KERNELINDEX_KEY_PASSPHRASE"  # noqa: S105 - a variable name, not a secret
+WITNESS_POLICY_FILE = "witness-policy"
+WITNESS_GROUP = "witnesses"
 
 
 class HomeError(DomainError):
@@ -53,6 +67,34 @@ class LedgerHome:
     def trust_root_path(self) -> Path:
         return self.path / "trust-root.json"
 
+    @property
+    def witness_policy_path(self) -> Path:
+        return self.path / WITNESS_POLICY_FILE
+
+    def witness_policy_text(self) -> str | None:
+        """The home's witness policy file, else the one its trust root names, else None."""
+        if self.witness_policy_path.exists():
+            return self.witness_policy_path.read_text("utf-8")
+        return self.trust_root().witness_policy
+
+    def witness_policy(self) -> Policy | None:
+        text = self.witness_policy_text()
+        if text is None:
+            return None
+        try:
+            return parse_policy(text)
+        except PolicyError as exc:
+            raise HomeError(f"the witness policy of {self.path}: {exc.message}") from None
+
+    def witnesses(self) -> list[WitnessEndpoint]:
+        """The witnesses the log asks: the policy's witness lines that give a URL."""
+        from ledger.witness.client import WitnessEndpoint  # noqa: PLC0415 - loads httpx
+
+        policy = self.witness_policy()
+        if policy is None:
+            return []
+        return [WitnessEndpoint(w.url, w.key) for w in policy.witnesses if w.url]
+
     def key_path(self, name: str) -> Path:
         return self.path / "keys" / f"{name}.pem"
 
@@ -69,25 +111,53 @@ class LedgerHome:
         passphrase = os.environ.get(PASSPHRASE_ENV)
         return SigningKey.load(self.key_path(name), passphrase.encode() if passphrase else None)
 
-    def open(self, *, read_only: bool = False) -> Ledger:
-        """The ledger; ``read_only`` for a command that never appends (it starts faster)."""
+    def open(self, *, read_only: bool = False, witnessing: bool = False, **options: Any) -> Ledger:
+        """The ledger; ``read_only`` for a command that never appends (it starts faster).
+        ``witnessing``: the process that writes asks the home's witnesses to cosign each
+        checkpoint, in the background (``options`` go to ``ledger.witnessing.Witnessing``);
+        a home without witnesses ignores it."""
         log_key = self.key("log") if self.key_path("log").exists() else None
-        return Ledger(self.db_url, self.trust_root(), log_key=log_key, read_only=read_only)
+        ledger = Ledger(self.db_url, self.trust_root(), log_key=log_key, read_only=read_only)
+        if witnessing and not read_only and log_key is not None:
+            endpoints = self.witnesses()
+            if endpoints:
+                ledger.start_witnessing(endpoints, **options)
+        return ledger
 
-    def initialise(self, origin: str | None = None, passphrase: bytes | None = None) -> Ledger:
-        """Create keys and trust root, then register the operator keys in the ledger itself."""
+    def initialise(
+        self,
+        origin: str | None = None,
+        passphrase: bytes | None = None,
+        *,
+        witnesses: Sequence[tuple[str, str]] = (),
+        quorum: int | None = None,
+    ) -> Ledger:
+        """Create keys and trust root, then register the operator keys in the ledger itself.
+
+        ``witnesses``: (cosigner vkey, URL) of each witness the log will ask; they and the
+        ``quorum`` (default: a majority) are written as the home's witness policy, which the
+        trust root names as the default a verifier holds bundles to."""
         if self.exists:
             raise HomeError(f"{self.path} already holds a ledger (trust-root.json exists)")
+        if quorum is not None and not witnesses:
+            raise HomeError("a witness quorum needs witnesses (--witness VKEY URL)")
         (self.path / "keys").mkdir(parents=True, exist_ok=True, mode=0o700)
         keys = {name: SigningKey.generate() for name in ("admin", "ingester", "log")}
+        origin = origin or f"kernelindex.local/{keys['log'].key_id[7:19]}"
+        policy = (
+            witness_policy_text(origin, keys["log"].public, witnesses, quorum)
+            if witnesses
+            else None
+        )
         for name, key in keys.items():
             key.save(self.key_path(name), passphrase)
         now = utc_now()
         root = TrustRoot(
-            origin=origin or f"kernelindex.local/{keys['log'].key_id[7:19]}",
+            origin=origin,
             admin_keys=(keys["admin"].public,),
             log_key=keys["log"].public,
             created_at=format_time(now),
+            witness_policy=policy,
         )
         try:
             ledger = self._register_operators(root, keys, now)
@@ -97,6 +167,8 @@ class LedgerHome:
             for name in keys:
                 self.key_path(name).unlink(missing_ok=True)
             raise
+        if policy is not None:
+            self.witness_policy_path.write_text(policy, "utf-8")
         root.save(self.trust_root_path)  # last: it is what marks the home as initialised
         return ledger
 
@@ -122,3 +194,35 @@ class LedgerHome:
             ledger.close()
             raise refused[0]
         return ledger
+
+
+def witness_policy_text(
+    origin: str, log_key: PublicKey, witnesses: Sequence[tuple[str, str]], quorum: int | None
+) -> str:
+    """A C2SP tlog-policy: this log, each witness (named by its key's name, with its URL),
+    and a group of them all with the quorum as its threshold (default: a majority)."""
+    lines = [
+        "# The witnesses this ledger's log asks to cosign its checkpoints, and the quorum a",
+        "# verifier holds its bundles to unless told otherwise (https://c2sp.org/tlog-policy).",
+        f"log {verifier_key_string(origin, log_key.raw)}",
+    ]
+    names: list[str] = []
+    for vkey, url in witnesses:
+        try:
+            key = parse_cosigner_key(vkey)
+        except NoteError as exc:
+            raise HomeError(f"witness key {vkey!r}: {exc.message}") from None
+        if not url.startswith(("http://", "https://")):
+            raise HomeError(f"witness {key.name}: {url!r} is not an http(s) URL")
+        names.append(key.name)
+        lines.append(f"witness {key.name} {key.key_string()} {url.rstrip('/')}")
+    threshold = len(names) // 2 + 1 if quorum is None else quorum
+    if not 1 <= threshold <= len(names):
+        raise HomeError(f"a quorum of {threshold} of {len(names)} witnesses cannot be met")
+    lines += [f"group {WITNESS_GROUP} {threshold} {' '.join(names)}", f"quorum {WITNESS_GROUP}"]
+    text = "".join(line + "\n" for line in lines)
+    try:
+        parse_policy(text)
+    except PolicyError as exc:
+        raise HomeError(f"the witnesses given do not make a policy: {exc.message}") from None
+    return text

@@ -22,6 +22,7 @@ class Check(StrEnum):
     CHECKPOINT = "checkpoint"  # signed by the log key; agrees with checkpoints the caller holds
     CONSISTENCY = "consistency"  # the checkpoint extends the older ones the caller holds
     FRESHNESS = "freshness"  # the bundle reaches every checkpoint the caller holds (else STALE)
+    WITNESSED = "witnessed"  # the checkpoint (or a later one it extends) meets the witness quorum
     INCLUSION = "inclusion"  # each event's leaf is in the checkpoint's tree
     ORDER = "order"  # leaf indices strictly increase
     # --- each event (history, audit, verify)

@@ -491,7 +491,8 @@ def _serve_writer(home: str, db_url: str, address: str, key: bytes, parent: Conn
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's ^C reaches the parent's stop
     from ledger.home import LedgerHome  # noqa: PLC0415 - the child imports what it runs
 
-    ledger = LedgerHome.at(Path(home), db_url).open()
+    # The process that writes asks the home's witnesses (if any) to cosign each checkpoint.
+    ledger = LedgerHome.at(Path(home), db_url).open(witnessing=True)
     listener = _Listener(address, key)
     serving = _Serving(ledger, listener, parent)
     threading.Thread(target=serving.accept, daemon=True).start()

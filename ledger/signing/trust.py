@@ -1,7 +1,10 @@
 """The trust root: the keys a verifier starts from.
 
 ``trust-root.json`` names the admin keys (which may register every other key, themselves
-included at bootstrap) and the log key that signs checkpoints. It holds public keys only.
+included at bootstrap) and the log key that signs checkpoints. It holds public keys only,
+and, for a ledger made with witnesses, the C2SP tlog-policy that ``verify`` holds a bundle's
+checkpoint to when the caller names none (``witnessPolicy``, the policy file's text: parsed
+by ``ledger.witness.policy`` where it is used, as this module stays free of it).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ class TrustRoot:
     admin_keys: tuple[PublicKey, ...]
     log_key: PublicKey
     created_at: str
+    witness_policy: str | None = None  # a tlog-policy file's text: the default quorum
 
     def is_admin(self, key_id: str) -> bool:
         return any(k.key_id == key_id for k in self.admin_keys)
@@ -36,13 +40,17 @@ class TrustRoot:
         return next((k for k in self.admin_keys if k.key_id == key_id), None)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        found: dict[str, Any] = {
             "version": TRUST_ROOT_VERSION,
             "origin": self.origin,
             "createdAt": self.created_at,
             "adminKeys": [{"keyId": k.key_id, "publicKey": k.b64} for k in self.admin_keys],
             "logKey": {"keyId": self.log_key.key_id, "publicKey": self.log_key.b64},
         }
+        # Only when set: a ledger without witnesses keeps the trust root it always had.
+        if self.witness_policy is not None:
+            found["witnessPolicy"] = self.witness_policy
+        return found
 
     @classmethod
     def from_json(cls, data: object) -> TrustRoot:
@@ -50,7 +58,11 @@ class TrustRoot:
             raise TrustRootError(f"trust root must be an object with version {TRUST_ROOT_VERSION}")
         # Unknown fields are refused, not ignored: what a verifier trusts must be exactly
         # what it was shown, with nothing a reader might interpret differently.
-        _only(data, {"version", "origin", "createdAt", "adminKeys", "logKey"}, "trust root")
+        _only(
+            data,
+            {"version", "origin", "createdAt", "adminKeys", "logKey", "witnessPolicy"},
+            "trust root",
+        )
         try:
             admins = tuple(_key(entry) for entry in data["adminKeys"])
             log_key = _key(data["logKey"])
@@ -68,7 +80,16 @@ class TrustRoot:
             check_key_name(origin)  # the origin names the log's checkpoint key
         except InvalidKeyName as exc:
             raise TrustRootError(f"trust root origin: {exc}") from None
-        return cls(origin=origin, admin_keys=admins, log_key=log_key, created_at=str(created))
+        policy = data.get("witnessPolicy")
+        if policy is not None and not isinstance(policy, str):
+            raise TrustRootError("trust root witnessPolicy must be a tlog-policy file's text")
+        return cls(
+            origin=origin,
+            admin_keys=admins,
+            log_key=log_key,
+            created_at=str(created),
+            witness_policy=policy,
+        )
 
     @classmethod
     def load(cls, path: Path) -> TrustRoot:

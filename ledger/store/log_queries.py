@@ -12,7 +12,9 @@ from typing import Any, Protocol
 from domain.errors import DomainError
 from ledger.errors import NotFoundError
 from ledger.proofs.signed_note import NoteError, open_checkpoint
+from ledger.store import cosignatures
 from ledger.store.transparency_log import TransparencyLog
+from ledger.witness.policy import Policy, meets_quorum
 
 
 class HoldsLog(Protocol):
@@ -45,6 +47,49 @@ def checkpoint_json(ledger: HoldsLog) -> dict[str, Any]:
         "note": signed.note,
         "signedAt": signed.signed_at,
     }
+
+
+def cosigned_checkpoint_json(ledger: HoldsLog, policy: Policy | None = None) -> dict[str, Any]:
+    """The newest cosigned checkpoint beside the newest signed one: what a reader tells a
+    lagging witness quorum by (read only).
+
+    ``size`` is the log's (its newest signed checkpoint); ``cosigned`` (None until a witness
+    has cosigned anything) is the log's note with the witnesses' lines for the newest size
+    that meets ``policy`` (the ledger's witness policy), else the newest with the most
+    cosignatures; ``witnessLag`` (None with nothing cosigned) is how many leaves it trails
+    ``size`` by: the witnesses are being asked, or are down. ``newestByWitness``: the
+    largest size each witness key (``name+keyid``) has cosigned."""
+    signed = ledger.tlog.checkpoint()
+    found: dict[str, Any] = {
+        "origin": ledger.tlog.origin,
+        "size": signed.size,
+        "cosigned": None,
+        "witnessLag": None,
+        "newestByWitness": {},
+    }
+    meets = None if policy is None else (lambda keys: meets_quorum(policy, keys))
+    with ledger.tlog.store.transaction(commit=False) as session:
+        by_witness = cosignatures.newest_by_witness(session)
+        found["newestByWitness"] = {
+            f"{n}+{kid}": size for (n, kid), size in sorted(by_witness.items())
+        }
+        size = cosignatures.newest_cosigned(session, meets)
+        if size is None or size > signed.size:
+            return found
+        root = ledger.tlog.root(session, size)
+        note = signed.note if size == signed.size else None
+        try:
+            cosigned = cosignatures.cosigned_checkpoint(session, size, root, note)
+        except LookupError:  # cosigned, but its note was never stored: nothing to serve
+            return found
+    found["cosigned"] = {
+        "size": cosigned.size,
+        "rootHash": _b64(cosigned.root),
+        "note": cosigned.note,
+        "witnesses": list(cosigned.witnesses),
+    }
+    found["witnessLag"] = signed.size - cosigned.size
+    return found
 
 
 def held_checkpoint_size(ledger: HoldsLog, note: str) -> int:

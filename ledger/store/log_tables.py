@@ -1,9 +1,11 @@
-"""The transparency log's tables: leaves, stored subtree hashes (nodes) and signed checkpoints.
+"""The transparency log's tables: leaves, stored subtree hashes (nodes), signed checkpoints and
+the witnesses' cosignatures of them.
 
 One leaf per stored event, unique on both its index and the event's position; every complete
 subtree hash, stored once as it is created; one checkpoint per tree size (the primary key:
-the ledger can never store two roots for one size). ``kernelindex db upgrade`` creates them
-(``ledger.store.schema``).
+the ledger can never store two roots for one size); one cosignature per tree size and
+witness key, kept apart from the log's own note, which never changes once signed.
+``kernelindex db upgrade`` creates them (``ledger.store.schema``).
 """
 
 from __future__ import annotations
@@ -32,4 +34,13 @@ checkpoints = Table(
     Column("root", LargeBinary, nullable=False),
     Column("note", Text, nullable=False),
     Column("signed_at", Text, nullable=False),
+)
+cosignatures = Table(
+    "kernelindex_log_cosignatures",
+    metadata,
+    Column("size", BigInteger, primary_key=True),
+    Column("witness", Text, primary_key=True),  # the cosigner key's name
+    Column("key_id", Text, primary_key=True),  # its 4-byte key id, hex
+    Column("cosigned_at", BigInteger, nullable=False),  # the cosignature's own timestamp
+    Column("line", Text, nullable=False),  # the note signature line, as the witness sent it
 )

@@ -41,9 +41,9 @@ from domain.errors import DomainError
 from domain.run_facts import comparison_key_of
 from domain.timestamps import format_time, utc_now
 from ledger.signing.dsse import stored_statement
-from ledger.store import artifacts, group_index, transparency_log
+from ledger.store import artifacts, group_index, log_tables, transparency_log
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 APPLICATION_NAME = "KernelIndex"  # eventsourcing names the event table after it
 EVENTS_TABLE = APPLICATION_NAME.lower() + "_events"
 # The topic ingestions are stored under, as the builds that wrote them stored it: a schema
@@ -168,11 +168,18 @@ def _version_3(db_url: str, conn: Connection) -> None:
     version changes: projections.tables.VIEWS_VERSION.)"""
 
 
+def _version_4(db_url: str, conn: Connection) -> None:
+    """The witnesses' cosignatures of the log's checkpoints (``ledger.witnessing``), one row
+    per tree size and witness key; empty until witnesses are configured and answer."""
+    log_tables.cosignatures.create(conn, checkfirst=True)
+
+
 # version -> the step that brings the schema from version - 1 to it. Append, never edit.
 STEPS: dict[int, Callable[[str, Connection], None]] = {
     1: _version_1,
     2: _version_2,
     3: _version_3,
+    4: _version_4,
 }
 
 

@@ -10,6 +10,9 @@ Checks, each named in the report (``ledger.verification_report.Check``):
                      among the checkpoints the caller holds (else the log equivocated);
 - ``consistency``    the bundle's checkpoint extends each older one the caller holds;
 - ``freshness``      no checkpoint the caller holds is newer than the bundle's (else STALE);
+- ``witnessed``      the checkpoint, or a later one the bundle proves extends it, is cosigned
+                     by the quorum of the caller's witness policy (``--policy``, else the
+                     pinned trust root's); without one the report says it is unwitnessed;
 - ``heads``          the log key's signed heads are for the bundle's checkpoint;
 - ``inclusion``      every event's leaf, recomputed from its contents, is in the tree;
 - ``order``          leaf indices strictly increase;
@@ -72,11 +75,13 @@ from ledger.verify.lines import (
     open_bundle_heads,
     read_consistency,
     read_trust_root,
+    read_witnessed,
     stage_name,
 )
 from ledger.verify.policy import VerificationPolicy
 from ledger.verify.pool import BATCH_EVENTS, BatchPool, default_workers
 from ledger.verify.runs import RunTracker
+from ledger.verify.witnessed import check_witnessed, policy_of
 
 __all__ = ["BundleVerifier", "verify_bundle_lines"]
 
@@ -115,6 +120,9 @@ class BundleVerifier:
         self.workloads: dict[str, bytes] = {}
         self.complete = Completeness()
         self.consistency: dict[int, list[bytes]] = {}
+        self.witnessed_line: tuple[str, list[bytes]] | None = None
+        # The cosigned checkpoint that met the witness policy (what a caller keeps).
+        self.cosigned_note: str | None = None
         self.scope: dict[str, Any] | None = None
         self.last_leaf = -1
         self.events = 0
@@ -129,6 +137,7 @@ class BundleVerifier:
             "header": self._header,
             "trustRoot": self._trust_root,
             "checkpoint": self._checkpoint,
+            "witnessed": self._witnessed,
             "consistency": self._consistency,
             "heads": self._heads,
             "event": self._event,
@@ -220,6 +229,15 @@ class BundleVerifier:
                 self.checkpoint,
                 self.verifier,
                 self.consistency,
+                report,
+            )
+            assert self.checkpoint_note is not None
+            self.cosigned_note = check_witnessed(
+                policy_of(self.policy.witness_policy, self.policy.trust_root),
+                self.checkpoint,
+                self.checkpoint_note,
+                self.witnessed_line,
+                self.verifier,
                 report,
             )
         # The header is unsigned: only a whole-log bundle (every leaf) goes without heads.
@@ -329,6 +347,12 @@ class BundleVerifier:
         self.checkpoint, self.verifier = opened
         self.checkpoint_note = str(record.get("note"))
         self.complete.size = self.checkpoint.size
+
+    def _witnessed(self, where: str, record: dict[str, Any]) -> None:
+        if self.witnessed_line is not None:
+            self.report.fail(Check.FORMAT, where, "second witnessed line")
+            return
+        self.witnessed_line = read_witnessed(where, record, self.report)
 
     def _consistency(self, where: str, record: dict[str, Any]) -> None:
         read = read_consistency(where, record, self.report)

@@ -28,6 +28,7 @@ __all__ = [
     "open_bundle_heads",
     "read_consistency",
     "read_trust_root",
+    "read_witnessed",
     "stage_name",
 ]
 
@@ -36,12 +37,13 @@ LINE_ORDER: dict[str, int] = {
     "header": 0,
     "trustRoot": 1,
     "checkpoint": 2,
-    "consistency": 3,
-    "heads": 4,
-    "claim": 5,
-    "event": 6,
-    "artifact": 7,
-    "footer": 8,
+    "witnessed": 3,
+    "consistency": 4,
+    "heads": 5,
+    "claim": 6,
+    "event": 7,
+    "artifact": 8,
+    "footer": 9,
 }
 
 
@@ -128,6 +130,22 @@ def read_consistency(
         report.fail(Check.FORMAT, where, f"malformed consistency line: {exc}")
         return None
     return older, proof
+
+
+def read_witnessed(
+    where: str, record: dict[str, Any], report: Report
+) -> tuple[str, list[bytes]] | None:
+    """A witnessed line: a later cosigned checkpoint's note and the consistency proof that
+    it extends the bundle's (both checked at the end, against the caller's witness policy)."""
+    note = record.get("note")
+    try:
+        if not isinstance(note, str):
+            raise ValueError("note must be a signed checkpoint")
+        proof = decode_proof(record.get("proof"))
+    except ValueError as exc:
+        report.fail(Check.FORMAT, where, f"malformed witnessed line: {exc}")
+        return None
+    return note, proof
 
 
 def open_bundle_heads(

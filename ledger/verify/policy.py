@@ -4,7 +4,10 @@ As in sigstore-python's verifier, the caller states the policy and verification 
 against it: with no pinned trust root a bundle only vouches for itself (UNANCHORED, unless
 the caller says it accepts that, explicitly); a checkpoint the caller holds that the bundle
 does not reach makes it STALE; ``--run``, ``--min-level`` and ``--rank`` state what the bundle
-must prove about one run, and it FAILS when it does not.
+must prove about one run, and it FAILS when it does not; a witness policy (``--policy``, or
+the one the pinned trust root names) states which witnesses must have cosigned the bundle's
+checkpoint, and it FAILS (``witnessed``) when they have not. Without one the report says the
+bundle is unwitnessed: it proves what the log key signed, not that everyone sees that log.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from domain.evidence import EvidenceLevel
 from domain.ranking import View
 from ledger.signing.trust import TrustRoot
 from ledger.verification_report import Check, Report
+from ledger.witness.policy import Policy
 
 
 class Outcome(StrEnum):
@@ -53,6 +57,9 @@ class VerificationPolicy:
     # Signed checkpoint notes the caller already holds (from a witness, an earlier bundle).
     held_checkpoints: Sequence[str] = field(default_factory=tuple)
     expect: Expectation | None = None
+    # C2SP tlog-policy: the witnesses whose quorum must have cosigned the checkpoint (None:
+    # the pinned trust root's, if it names one; else the bundle is reported unwitnessed).
+    witness_policy: Policy | None = None
 
 
 def outcome_of(report: Report) -> Outcome:

@@ -21,7 +21,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Literal
@@ -125,11 +125,16 @@ class WitnessClient:
         backoff: float = 0.05,
         http: httpx.Client | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        sizes: Mapping[str, int] | None = None,
     ) -> None:
+        """``sizes``: what each witness (by name) is known to have cosigned already (the
+        log's stored cosignatures), so a new client does not start every witness at 0 and
+        learn its size from a 409 first; a wrong size costs only that 409."""
         urls = [w.url.rstrip("/") for w in witnesses]
         if len(set(urls)) != len(urls):
             raise ValueError("a witness URL is listed twice")
-        self._witnesses = [_Tracked(w) for w in witnesses]
+        known = sizes or {}
+        self._witnesses = [_Tracked(w, max(0, known.get(w.name, 0))) for w in witnesses]
         self._timeout = timeout
         self._attempts = max(1, attempts)
         self._backoff = backoff
@@ -137,7 +142,7 @@ class WitnessClient:
         self._http = http or httpx.Client(timeout=timeout)
         self._own_http = http is None
         self._pool = ThreadPoolExecutor(max(1, len(witnesses)), thread_name_prefix="witness")
-        self._largest = 0  # the largest size this log has asked to cosign
+        self._largest = max([0, *(t.size for t in self._witnesses)])
         self._largest_lock = threading.Lock()
 
     def __enter__(self) -> WitnessClient:
@@ -150,6 +155,13 @@ class WitnessClient:
         self._pool.shutdown(wait=True)
         if self._own_http:
             self._http.close()
+
+    def log_size(self, size: int) -> None:
+        """The log has grown to ``size`` (read from its store): a witness that has cosigned
+        up to it is not ahead of the log, even if this client never asked for that size
+        (another process of the same log did)."""
+        with self._largest_lock:
+            self._largest = max(self._largest, size)
 
     def sizes(self) -> dict[str, int]:
         """The size each witness is believed to have cosigned last, by witness name."""

@@ -46,6 +46,7 @@ __all__ = [
     "PolicyWitness",
     "QuorumVerdict",
     "format_policy",
+    "meets_quorum",
     "parse_policy",
     "quorum_met",
     "satisfied_names",
@@ -259,6 +260,13 @@ def satisfied_names(policy: Policy, cosigned: Iterable[str]) -> frozenset[str]:
         if sum(member in done for member in group.members) >= group.threshold:
             done.add(group.name)
     return frozenset(done)
+
+
+def meets_quorum(policy: Policy, cosigners: Iterable[tuple[str, bytes]]) -> bool:
+    """Whether cosignatures already verified, by these keys (name, key id), meet the quorum."""
+    keys = set(cosigners)
+    names = [w.name for w in policy.witnesses if (w.key.name, w.key.key_id) in keys]
+    return policy.quorum == NONE or policy.quorum in satisfied_names(policy, names)
 
 
 @dataclass(frozen=True, slots=True)

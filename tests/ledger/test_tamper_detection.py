@@ -43,6 +43,7 @@ from ledger.signing.trust import TrustRoot
 from ledger.store.transparency_log import checkpoints, leaves, nodes
 from ledger.verification_report import Report
 from ledger.verify import Outcome, VerificationPolicy, outcome_of, verify_bundle_lines
+from ledger.verify.witnessed import UNWITNESSED
 
 SEED_RUN = "sha256:7e18c26ca3b60572c4fc8589c4b3b9a86b548ef031df4242ea2483b649bd6a47"
 SEED_NAME = "sol-submission-38823"
@@ -487,7 +488,10 @@ def test_clean_run_and_ledger_bundles_verify(world: World) -> None:
         assert report.facts["treeSize"] == 7
         pinned = verify(records, pinned_root=world.root)
         assert_clean(pinned)
-        assert not pinned.notes, "a pinned root needs no warning"
+        # A pinned root needs no warning about itself; the ledger has no witnesses, and the
+        # report says so rather than pass as witnessed.
+        assert pinned.notes == [UNWITNESSED]
+        assert pinned.facts["witnessed"] == "no (no witness policy given)"
     # Each event's proof is a plain RFC 6962 inclusion proof anyone can check.
     report = verify(whole, known_checkpoints=[whole[2]["note"]])
     assert_clean(report)
