@@ -195,7 +195,7 @@ def recompute_heads(ledger: Ledger, session: StoreSession, heads: Heads) -> Head
     )
 
 
-def _event_rows(ledger: Ledger, size: int, wanted: list[int] | None) -> Iterator[list[Any]]:
+def event_rows(ledger: Ledger, size: int, wanted: list[int] | None) -> Iterator[list[Any]]:
     """Batches of (leaf_index, position, aggregate, version, topic, state), in leaf order."""
     events = ledger.store.events.c
     columns = (
@@ -348,7 +348,7 @@ def export_bundle(
         out.write(_line(claim))
     count = 0
     referenced: set[str] = set()
-    for batch in _event_rows(ledger, size, scope.leaves if scope is not None else None):
+    for batch in event_rows(ledger, size, scope.leaves if scope is not None else None):
         with ledger.store.transaction(commit=False) as session:
             paths = ledger.tlog.proofs(session, [int(r[0]) for r in batch], size)
         for leaf_index, position, aggregate, version, topic, state in batch:

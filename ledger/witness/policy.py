@@ -17,7 +17,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from domain.errors import DomainError
 from ledger.proofs.errors import CodedError
 from ledger.proofs.signed_note import (
     Checkpoint,
@@ -41,6 +43,7 @@ __all__ = [
     "NONE",
     "Policy",
     "PolicyError",
+    "PolicyFileError",
     "PolicyGroup",
     "PolicyLog",
     "PolicyWitness",
@@ -49,6 +52,7 @@ __all__ = [
     "meets_quorum",
     "parse_policy",
     "quorum_met",
+    "read_policy_file",
     "satisfied_names",
 ]
 
@@ -65,6 +69,25 @@ class PolicyError(CodedError, ValueError):
     """A policy file is malformed; the message names the line and the reason."""
 
     code = "malformed-policy"
+
+
+class PolicyFileError(DomainError):
+    """A policy file the caller named cannot be read, or is not a policy (a refusal the
+    command line reports as such)."""
+
+    code = "bad-witness-policy"
+
+
+def read_policy_file(path: Path) -> Policy:
+    """The policy in the file at ``path``; :class:`PolicyFileError` saying why not."""
+    try:
+        text = path.read_bytes()
+    except OSError as exc:
+        raise PolicyFileError(f"cannot read the witness policy {path}: {exc.strerror}") from None
+    try:
+        return parse_policy(text)
+    except PolicyError as exc:
+        raise PolicyFileError(f"{path}: {exc.message}") from None
 
 
 @dataclass(frozen=True, slots=True)
