@@ -1,5 +1,6 @@
 """Our witnesses, served on loopback for a real ledger: keys and ports chosen first (a ledger's
-witness policy names both), each witness started once the log it follows has a key."""
+witness policy names both), each witness started once the log it follows has a key; and an
+operator who can run two ledgers under one origin and log key (a split view)."""
 
 from __future__ import annotations
 
@@ -8,18 +9,66 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import uvicorn
 from live_server import free_port
 
-from ledger.proofs.signed_note import Verifier
+from domain.statements import Role
+from ledger.application import Ledger
+from ledger.proofs.signed_note import Verifier, verifier_key_string
+from ledger.signing.authoring import key_registration_envelope
 from ledger.signing.keys import SigningKey
 from ledger.signing.trust import TrustRoot
 from ledger.witness.client import WitnessEndpoint
 from ledger.witness.cosignature import CosignerKey
 from ledger.witness.server import WitnessApp
 from ledger.witness.witness import FollowedLog, Witness
+
+ORIGIN = "split.example/log"
+NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+
+
+def clock() -> datetime:
+    return NOW  # two ledgers that log the same envelopes log the same leaves
+
+
+@dataclass
+class Operator:
+    """One log key and trust root, as a (misbehaving) operator holds them."""
+
+    admin: SigningKey
+    log: SigningKey
+    root: TrustRoot
+
+    @classmethod
+    def make(cls) -> Operator:
+        admin, log = SigningKey.generate(), SigningKey.generate()
+        root = TrustRoot(ORIGIN, (admin.public,), log.public, "2026-05-01T12:00:00Z")
+        return cls(admin, log, root)
+
+    def ledger(self, db_url: str) -> Ledger:
+        ledger = Ledger(db_url, self.root, log_key=self.log, clock=clock)
+        ledger.append_many(
+            [
+                key_registration_envelope(self.admin.public, [Role.ADMIN], self.admin, now=NOW),
+                key_registration_envelope(self.log.public, [Role.LOG], self.admin, now=NOW),
+            ]
+        )
+        return ledger
+
+    @property
+    def log_vkey(self) -> str:
+        return verifier_key_string(ORIGIN, self.log.public.raw)
+
+    def register(self, ledger: Ledger, count: int = 1) -> None:
+        """Something more in the log: attester keys, registered by the admin."""
+        for _ in range(count):
+            newcomer = SigningKey.generate()
+            ledger.append(
+                key_registration_envelope(newcomer.public, [Role.ATTESTER], self.admin, now=NOW)
+            )
 
 
 @dataclass(frozen=True)

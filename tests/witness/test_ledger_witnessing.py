@@ -10,8 +10,6 @@ import io
 import json
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,47 +27,14 @@ from ledger.verification_report import Check, Report
 from ledger.verify import Outcome, VerificationPolicy, outcome_of, verify_bundle_lines
 from ledger.witness.policy import Policy, parse_policy
 from ledger.witness.witness import Witness, origin_hash
-from tests.witness.ledger_witnesses import LocalWitness, all_serving, follows, local_witnesses
-
-ORIGIN = "split.example/log"
-NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
-
-
-def clock() -> datetime:
-    return NOW  # two ledgers that log the same envelopes log the same leaves
-
-
-@dataclass
-class Operator:
-    """One log key and trust root, as a (misbehaving) operator holds them."""
-
-    admin: SigningKey
-    log: SigningKey
-    root: TrustRoot
-
-    @classmethod
-    def make(cls) -> Operator:
-        admin, log = SigningKey.generate(), SigningKey.generate()
-        root = TrustRoot(ORIGIN, (admin.public,), log.public, "2026-05-01T12:00:00Z")
-        return cls(admin, log, root)
-
-    def ledger(self, db_url: str) -> Ledger:
-        ledger = Ledger(db_url, self.root, log_key=self.log, clock=clock)
-        ledger.append_many(
-            [
-                key_registration_envelope(self.admin.public, [Role.ADMIN], self.admin, now=NOW),
-                key_registration_envelope(self.log.public, [Role.LOG], self.admin, now=NOW),
-            ]
-        )
-        return ledger
-
-    def register(self, ledger: Ledger, count: int = 1) -> None:
-        """Something more in the log: attester keys, registered by the admin."""
-        for _ in range(count):
-            newcomer = SigningKey.generate()
-            ledger.append(
-                key_registration_envelope(newcomer.public, [Role.ATTESTER], self.admin, now=NOW)
-            )
+from tests.witness.ledger_witnesses import (
+    ORIGIN,
+    LocalWitness,
+    Operator,
+    all_serving,
+    follows,
+    local_witnesses,
+)
 
 
 def policy_text(root: TrustRoot, witnesses: list[LocalWitness], rule: str) -> str:

@@ -227,3 +227,56 @@ def aics_check(python: Path, items: list[dict[str, Any]]) -> list[dict[str, Any]
     assert run.returncode == 0, run.stderr
     results: list[dict[str, Any]] = json.loads(run.stdout)
     return results
+
+
+def go_proofs(binary: Path, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``gowitness proof``: one result per {proof, log, witnesses} item (a tlog-proof file)."""
+    run = subprocess.run(
+        [str(binary), "proof"],
+        input=json.dumps({"items": items}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    results: list[dict[str, Any]] = json.loads(run.stdout)
+    return results
+
+
+# The tlog-proof file read here from the specification (not by our parser), then handed to
+# aics-tlog's offline bundle verifier: it hashes the extra data as the leaf, opens the
+# checkpoint under the log key and the witnesses' keys with the quorum, and checks inclusion.
+_AICS_PROOF = """
+import base64, json, sys
+from aics_tlog import parse_vkey
+from aics_tlog.bundle import Bundle, verify_bundle
+out = []
+for item in json.load(sys.stdin)["items"]:
+    head, _, note = item["proof"].partition("\\n\\n")
+    lines = head.split("\\n")
+    assert lines[0] == "c2sp.org/tlog-proof@v1"
+    extra = base64.b64decode(lines[1].removeprefix("extra "))
+    index = int(lines[2].removeprefix("index "))
+    path = tuple(base64.b64decode(h) for h in lines[3:])
+    bundle = Bundle(extra, index, path, note)
+    r = verify_bundle(bundle, parse_vkey(item["log"]), [parse_vkey(w) for w in item["witnesses"]],
+                      item["quorum"], expected_origin=item["origin"])
+    out.append({"ok": r.ok, "error": r.error, "index": r.index, "size": r.size})
+json.dump(out, sys.stdout)
+"""
+
+
+def aics_proofs(python: Path, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """aics-tlog's ``verify_bundle`` on each {proof, log, witnesses, quorum, origin} item."""
+    run = subprocess.run(
+        [str(python), "-c", _AICS_PROOF],
+        input=json.dumps({"items": items}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    results: list[dict[str, Any]] = json.loads(run.stdout)
+    return results

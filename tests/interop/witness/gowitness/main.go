@@ -11,7 +11,12 @@
 //
 // opens each checkpoint note with note.Open under the log key and the witnesses'
 // cosignature/v1 keys and prints one JSON result per item: ok, error, the witnesses whose
-// cosignatures verified and their timestamps.
+// cosignatures verified and their timestamps; and
+//
+//	gowitness proof < {"items": [{"proof": "<tlog-proof file>", "log": "<vkey>", "witnesses": [...]}]}
+//
+// checks each C2SP tlog-proof@v1 file: its checkpoint opened as above, and the leaf hash of
+// its extra data included at its index (tlog.CheckRecord).
 package main
 
 import (
@@ -21,7 +26,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: gowitness serve|check ...")
+		fmt.Fprintln(os.Stderr, "usage: gowitness serve|check|proof ...")
 		os.Exit(2)
 	}
 	var err error
@@ -30,6 +35,8 @@ func main() {
 		err = serve(os.Args[2:])
 	case "check":
 		err = check(os.Stdin, os.Stdout)
+	case "proof":
+		err = proofs(os.Stdin, os.Stdout)
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
