@@ -9,6 +9,7 @@ import base64
 import io
 import json
 import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from ledger.verification_report import Check, Report
 from ledger.verify import Outcome, VerificationPolicy, outcome_of, verify_bundle_lines
 from ledger.witness.policy import Policy, parse_policy
 from ledger.witness.witness import Witness, origin_hash
+from ledger.writer_process import RemoteWriter, WriterProcess
 from tests.witness.ledger_witnesses import (
     ORIGIN,
     LocalWitness,
@@ -195,3 +197,35 @@ def test_a_witness_that_is_down_never_blocks_a_write_and_the_cosigned_size_lags(
         assert cosigned.facts["witnessed"].startswith("yes: quorum witnesses of --policy met at 6")
     finally:
         ledger.close()
+
+
+def test_the_writer_process_asks_the_homes_witnesses_after_each_commit(
+    db_url: str, tmp_path: Path
+) -> None:
+    """`kernelindex serve`'s writer process opens the ledger with witnessing: a write handed
+    to it gets its receipt at once, and the checkpoint it signed is cosigned soon after,
+    readable by any other process."""
+    witnesses = local_witnesses(tmp_path / "witnesses", 3)
+    home = LedgerHome.at(tmp_path / "home", db_url)
+    home.initialise(witnesses=[(w.vkey, w.url) for w in witnesses]).close()
+    policy = home.witness_policy()
+    with all_serving(witnesses, [follows(home.trust_root())]):
+        process = WriterProcess(home.path, home.db_url).start()
+        remote = RemoteWriter(process.address, process.key)
+        try:
+            alice = SigningKey.generate()
+            receipt = remote.append(key_registration_envelope(alice.public, [Role.ATTESTER], alice))
+            assert receipt.inclusion is not None and receipt.inclusion.tree_size == 4
+            reader = home.open(read_only=True)
+            try:
+                deadline = time.monotonic() + 60
+                while (read := cosigned_checkpoint_json(reader, policy))["witnessLag"] != 0:
+                    assert time.monotonic() < deadline, read
+                    time.sleep(0.05)
+            finally:
+                reader.close()
+            assert read["cosigned"]["size"] == 4
+            assert read["cosigned"]["witnesses"] == [w.name for w in witnesses]
+        finally:
+            remote.close()
+            process.stop()
