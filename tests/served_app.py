@@ -27,13 +27,14 @@ class Served:
     app: Litestar
     client: TestClient[Litestar]
 
-    def stop_follower(self) -> None:
-        """Stop the views' follower (PostgreSQL), whose thread decodes each new event as it
-        is committed: a test counting what a read decodes must count the read's alone (reads
-        catch the views up themselves)."""
-        follower = self.app.state.service.follower
-        if follower is not None:
-            follower.stop()
+    def settle_views(self) -> None:
+        """Let the server's views folder fold what the log holds now. It folds on a thread
+        (and connections) of its own, and decodes each new event as it folds it: a test
+        counting what a read decodes then counts the read's alone (the folds of later
+        writes are the waits of the reads that follow them)."""
+        self.app.state.service.views.position()
+
+    stop_follower = settle_views  # its name from when PostgreSQL alone had a follower
 
 
 def serve(home: LedgerHome, config: ServerConfig = TEST_CONFIG) -> Iterator[Served]:

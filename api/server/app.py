@@ -120,7 +120,8 @@ def create_app(
     settings = config or ServerConfig()
     configure_logging(settings.json_logs)
     build_validators()  # deferred to first use elsewhere; handlers validate from many threads
-    service = LedgerService(ledger, writer, public_url=settings.public_url)
+    # A server's reads never write: its views are folded by a thread of their own.
+    service = LedgerService(ledger, writer, public_url=settings.public_url, background=True)
     state = State(
         {
             "service": service,

@@ -16,8 +16,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-import structlog
-
 from api.service.boards import Boards
 from api.service.compare import Comparisons
 from api.service.errors import WriterClosedError, WrongEndpointError
@@ -35,13 +33,10 @@ from ledger.group_commit import GroupCommitWriter, Writer
 from ledger.logged_event import LoggedEvent
 from ledger.signing.dsse import MAX_ENVELOPE_BYTES, Envelope, parse_envelope
 from ledger.writer_process import RemoteWriter
-from projections.runner import ProjectionRunner
-from projections.subscription import ViewsFollower
 
 # Bodies up to this size are parsed on the event loop (an attestation is ~2 KiB, an
 # ingestion of a typical run ~5 KiB); larger ones, up to the 2 MiB cap, on a thread.
 INLINE_PARSE_BYTES = 64 * 1024
-_log = structlog.get_logger("kernelindex.api")
 
 
 class LedgerService:
@@ -66,23 +61,14 @@ class LedgerService:
         self.keys = Keys(self.views)
         self.log = Log(self.views, self.runs)
         self.jobs = Jobs(self.views)
-        self.follower: ViewsFollower | None = None
 
     def start(self) -> None:
-        """Start what serves in the background (a server's views folder). On PostgreSQL,
-        follow the ledger: the views fold each commit as it lands
-        (``projections.subscription``); reads still catch up for what they wrote."""
+        """Start what serves in the background: a server's views folder."""
         self.views.start()
-        if self.ledger.store.postgres and self.follower is None:
-            self.follower = ViewsFollower(ProjectionRunner(self.ledger)).start()
 
     def close(self) -> None:
         self.writer.close()
         self.views.stop()
-        if self.follower is not None:
-            self.follower.stop()
-            if self.follower.error is not None:
-                _log.warning("views_follower_failed", detail=str(self.follower.error))
 
     # ---------------------------------------------------------------- writes
 

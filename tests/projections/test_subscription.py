@@ -67,30 +67,6 @@ def test_views_follow_the_ledger_where_the_store_notifies_and_say_why_not_elsewh
     assert followed == fresh_rebuild(cohort)
 
 
-def test_the_server_follows_the_ledger_on_postgresql_only(cohort: World) -> None:
-    from litestar.testing import TestClient
-
-    from api.server.app import create_app
-
-    app = create_app(cohort.ledger)
-    service = app.state["service"]
-    with TestClient(app) as client:
-        assert client.get("/health").status_code == 200
-        follower = service.follower
-        assert (follower is not None) == cohort.ledger.store.postgres
-        assert follower is None or follower.running
-        if follower is not None:
-            other = Ledger(cohort.db_url, cohort.root, clock=cohort.clock)
-            try:
-                other.append(cohort.attest_envelope(SEED, "seen by the server's follower"))
-            finally:
-                other.close()
-            _until(lambda: _attestations(cohort, SEED) == 1)
-    if follower is not None:
-        assert follower.error is None
-        assert not follower.running  # stopped with the server
-
-
 def _delivery(world: World, after: int) -> list[tuple[object, object]]:
     """What the follower's subscription would deliver: the run events past ``after``."""
     e = world.ledger.store.events.c

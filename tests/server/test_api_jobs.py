@@ -212,7 +212,7 @@ def test_polling_jobs_of_a_flooded_run_decodes_no_more_of_it(
     (agent, _), job = setup(served)
     assert claim(served, agent, job).status_code == 201
     c = served.client
-    served.stop_follower()
+    served.settle_views()
     measure = decode_counter(served.ledger.mapper, monkeypatch)
     polls = ("/v1/jobs", f"/v1/jobs?agent={agent.key_id}", f"/v1/jobs/{job['jobId']}")
 

@@ -322,7 +322,7 @@ def test_reads_that_compare_with_a_flooded_run_decode_no_more_of_it(
     board = c.get(f"/v1/leaderboards/{seed['comparisonKey']}").json()
     digests = [e["run"] for e in board["entries"]]
     first, other = digests[0], digests[1]
-    served.stop_follower()
+    served.settle_views()
     measure = decode_counter(served.ledger.mapper, monkeypatch)
     reads = (
         f"/v1/runs/{other}",
