@@ -1,1 +1,1 @@
-"""Performance benchmarks (DESIGN.md §13); see README.md. Not collected by pytest."""
+"""Performance benchmarks (docs/design.md §13); see README.md. Not collected by pytest."""

@@ -1,4 +1,4 @@
-"""The benchmark suite: every figure of DESIGN.md §13, each against an anchor measured in
+"""The benchmark suite: every figure of docs/design.md §13, each against an anchor measured in
 the same run, in one table.
 
     python -m benchmarks                          # every figure, default sizes
@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()[0]
     figures, wall = run(selected, args.quick, args.large, console)
     command = "python -m benchmarks " + " ".join(argv)
-    title = f"DESIGN.md §13 figures, {today}, {os.cpu_count()} cores: {command.strip()}"
+    title = f"docs/design.md §13 figures, {today}, {os.cpu_count()} cores: {command.strip()}"
     console.print(table(figures, title))
     missed = misses(figures)
     for line in missed:

@@ -1,4 +1,4 @@
-"""Reads that do not grow with anyone's writes (DESIGN.md §13, issue 13 §7).
+"""Reads that do not grow with anyone's writes (docs/design.md §13, issue 13 §7).
 
 Anyone may self-register an attester key and attest to any run, so a run's events are not
 bounded by anything its owner controls. The figure: a run with 2,000 attestations (from 40

@@ -1,4 +1,4 @@
-"""Growth (DESIGN.md §13): append latency and proof size as the ledger grows.
+"""Growth (docs/design.md §13): append latency and proof size as the ledger grows.
 
 Target: both O(log n), i.e. flat from 10^3 to 10^6 events. One ledger home (SQLite file) is
 filled to each size in turn, quickly: really signed ingestion envelopes of distinct runs saved

@@ -1,4 +1,4 @@
-"""HTTP write benchmark (DESIGN.md §13): signed attestation appends from concurrent clients.
+"""HTTP write benchmark (docs/design.md §13): signed attestation appends from concurrent clients.
 
 Target: ≥ 1,000 appends/s from 32 clients on loopback, p99 ≤ 50 ms, every reply carrying an
 inclusion proof. Measured in one run, per backend (SQLite file; PostgreSQL with 1 and with 4

@@ -1,4 +1,4 @@
-"""Signed ingestion, one process, SQLite file (DESIGN.md §13).
+"""Signed ingestion, one process, SQLite file (docs/design.md §13).
 
 Target: ingestion through the ledger at ≥ 0.5 × the rate of bare Ed25519 verification of the
 same envelopes. Measured in one run:

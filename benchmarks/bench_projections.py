@@ -1,4 +1,4 @@
-"""Projection benchmark: rebuild throughput and read latency at scale (DESIGN.md §13).
+"""Projection benchmark: rebuild throughput and read latency at scale (docs/design.md §13).
 
 Builds (once, cached under benchmarks/.cache) a ledger of N signed runs in G comparison
 groups plus attestations, then measures in one run:

@@ -1,4 +1,4 @@
-"""Offline verification benchmark (DESIGN.md §13): throughput against bare Ed25519, and memory.
+"""Offline verification benchmark (docs/design.md §13): throughput against bare Ed25519, and memory.
 
 Target: verify ≥ 0.8 × (cores × single-core Ed25519 verify rate) events/s, with peak memory
 flat in bundle size. Measured in one run, on bundles of a synthetic, really signed ledger

@@ -1,4 +1,4 @@
-"""Compiling a solution's CUDA C++ for one exact GPU architecture with nvcc (DESIGN.md §11).
+"""Compiling a solution's CUDA C++ for one exact GPU architecture with nvcc (docs/design.md §11).
 
 The agent builds every solution the same way: one ``nvcc`` invocation on the entry-point file,
 for the device's exact target (machine code only, no PTX for the driver to JIT), with the

@@ -5,7 +5,7 @@ All of them are pure numpy over host copies, so each one is tested on CPU.
 * **Tolerance** (SOL-ExecBench semantics, docs/workload.md): an element matches when
   ``|out − ref| ≤ atol + rtol·|ref|``; the case passes when the matched fraction is at least
   ``required_matched_ratio`` and, with ``max_error_cap``, the largest absolute error is at
-  most the cap. Stricter than SOL in one way, as DESIGN.md §11 asks: a NaN or ±Inf in the
+  most the cap. Stricter than SOL in one way, as docs/design.md §11 asks: a NaN or ±Inf in the
   output or the reference fails the case outright, whatever the ratio — also where both
   hold the same non-finite value (SOL counts such an element as unmatched: its
   ``|out − ref|`` is not finite). The one exception is SOL's ``allow_negative_inf``: with it,

@@ -1,4 +1,4 @@
-"""Run one rerun job (protocol ``kernelindex-rerun-v1``, DESIGN.md §11) on a backend.
+"""Run one rerun job (protocol ``kernelindex-rerun-v1``, docs/design.md §11) on a backend.
 
 Entry point: :func:`run_job` → the ``result`` dict for ``ledger.signing.authoring.rerun_envelope``
 (jobId, nonce, cases, summary, environment, calibration), already validated against

@@ -1,4 +1,4 @@
-"""Self-check of the rerun agent on a real device: every sample, end to end (DESIGN.md §11).
+"""Self-check of the rerun agent on a real device: every sample, end to end (docs/design.md §11).
 
 ``python -m gpu_agent.selfcheck`` (what ``gpu_agent/selfcheck.sh`` runs after installing what
 it needs) runs each sample of ``gpu_agent/samples`` as a rerun job through the production

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The rerun agent's GPU self-check, one command (DESIGN.md §11):
+# The rerun agent's GPU self-check, one command (docs/design.md §11):
 #
 #     gpu_agent/selfcheck.sh [selfcheck options, e.g. --samples rmsnorm_h4096_bf16]
 #

@@ -28,7 +28,7 @@ def test_suite_quick_run(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     text = done.stdout
-    assert "DESIGN.md §13 figures" in text
+    assert "docs/design.md §13 figures" in text
     for column in ("figure", "value", "anchor", "ratio", "target", "pass/fail"):
         assert column in text
     for row in (

@@ -56,7 +56,7 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_domain_is_pure() -> None:
-    """DESIGN.md §2: domain imports no database, web, CLI or CUDA code, and no other layer."""
+    """docs/design.md §2: domain imports no database, web, CLI or CUDA code, and no other layer."""
     forbidden = {
         "sqlalchemy",
         "eventsourcing",
@@ -96,7 +96,7 @@ def test_the_cli_runs_without_the_agent_extra() -> None:
 
 
 def test_the_offline_verifier_and_the_authority_load_no_database_code() -> None:
-    """DESIGN.md §2: ``ledger.verify`` (and the one authorization rule it shares with
+    """docs/design.md §2: ``ledger.verify`` (and the one authorization rule it shares with
     admission) is pure: importing it loads no SQLAlchemy, eventsourcing, web or projection
     module, so a verifier needs none of them and its worker processes start light."""
     probe = (
@@ -145,7 +145,7 @@ def test_a_read_only_command_loads_no_writer() -> None:
     assert result.stdout.strip() == ""
 
 
-# Arrows point inward (DESIGN.md §2, README "Layout"): what each outer package may not import.
+# Arrows point inward (docs/design.md §2, docs/design.md): what each outer package may not import.
 # The one known exception is named with its reason, so a new one fails here.
 _LAYERS: dict[str, set[str]] = {
     "ledger": {"projections", "api", "gpu_agent", "litestar", "uvicorn", "typer"},

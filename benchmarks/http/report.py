@@ -153,7 +153,9 @@ def _breakdown_table(s: dict[str, Any]) -> Table:
 def print_report(result: dict[str, Any]) -> None:
     echo = result["echo"]
     clients = result["config"]["clients"]
-    table = Table(title=f"HTTP attestation appends, {clients} clients on loopback (DESIGN.md §13)")
+    table = Table(
+        title=f"HTTP attestation appends, {clients} clients on loopback (docs/design.md §13)"
+    )
     for column in ("figure", "value", "anchor", "ratio", "target", ""):
         table.add_column(column, justify="left" if column in ("figure", "target") else "right")
     if echo:

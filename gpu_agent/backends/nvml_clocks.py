@@ -1,4 +1,4 @@
-"""The GPU's clocks read through NVML while timed launches run (DESIGN.md §11).
+"""The GPU's clocks read through NVML while timed launches run (docs/design.md §11).
 
 ``nvidia-smi`` (gpu_agent/backends/cuda_fingerprint.py) takes tens of milliseconds a call and
 is read idle, before and after a case. Timing needs the clock *during* the timed batches —

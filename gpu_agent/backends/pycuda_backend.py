@@ -1,4 +1,4 @@
-"""The measuring backend: CUDA through PyCUDA (DESIGN.md §11).
+"""The measuring backend: CUDA through PyCUDA (docs/design.md §11).
 
 PyCUDA is imported lazily, in :func:`load_pycuda` only, so that this module imports (and is
 type-checked and tested) on machines without it; constructing a backend there raises

@@ -1,4 +1,4 @@
-"""The project's formats checked by other people's code (issue 13, DESIGN.md §3).
+"""The project's formats checked by other people's code (issue 13, docs/design.md §3).
 
 - Go's reference implementation of signed notes and transparency-log proofs
   (``golang.org/x/mod/sumdb/note`` and ``sumdb/tlog``, the Go checksum database's own
