@@ -20,7 +20,7 @@ from api.service.run_record import RunInViews, artifact_digests, compose
 from domain.evidence import EvidenceLevel
 from domain.ranking import View
 from ledger.errors import NotFoundError
-from ledger.history import run_events
+from ledger.history import RunEvents, run_events
 from ledger.store.artifacts import ArtifactStore
 from ledger.store.event_store import StoreSession
 from ledger.store.log_queries import checkpoint_json
@@ -56,6 +56,22 @@ class RunBadge:
     level: str | None
     rank: int | None
     of: int | None
+
+
+@dataclass(frozen=True)
+class _RunRead:
+    """What one snapshot read of a run: its events, what the views say of it, its stored
+    artifacts' facts and (for its page) the log's checkpoint."""
+
+    digest: str
+    events: RunEvents
+    views: RunInViews | None
+    stored: dict[str, StoredFacts]
+    checkpoint: dict[str, Any] | None
+    public_url: str
+
+    def record(self) -> RunRecord:
+        return compose(self.digest, self.events, self.views, set(self.stored), self.public_url)
 
 
 class Runs:
@@ -102,45 +118,47 @@ class Runs:
 
     def record(self, reference: str) -> RunRecord:
         """Every section of the run's page (``api.service.run_record``)."""
-        record, _, _ = self._read(reference, checkpoint=False)
-        return record
+        return self._read(reference, checkpoint=False).record()
 
     def page(self, reference: str) -> RunPage:
-        record, facts, checkpoint = self._read(reference, checkpoint=True)
-        assert checkpoint is not None
-        return RunPage(record, facts, checkpoint)
+        """The record, the facts of the artifacts it names that are stored here, and the
+        checkpoint: all read in one snapshot."""
+        found = self._read(reference, checkpoint=True)
+        assert found.checkpoint is not None
+        return RunPage(found.record(), found.stored, to_response(found.checkpoint, Checkpoint))
 
-    def _read(
-        self, reference: str, *, checkpoint: bool
-    ) -> tuple[RunRecord, dict[str, StoredFacts], Checkpoint | None]:
+    def _read(self, reference: str, *, checkpoint: bool) -> _RunRead:
+        """The run named, its events (read once) and what the views say of it (read once),
+        in one snapshot; with the log's checkpoint when asked."""
         full = full_digest(reference)
 
-        def read(session: StoreSession) -> tuple[Any, ...]:
+        def read(session: StoreSession) -> _RunRead:
             digest = full or resolve_run(session, reference)
             events = run_events(self.ledger, digest)
             if events.ingestion is None:
                 raise NotFoundError(f"no run with digest {digest}")
             row = queries.run_row(session, digest)
-            places = queries.standings(session, digest)
-            key = row.comparison_key if row is not None else None
-            first = queries.top_of_group(session, key, View.SOURCE_NATIVE) if key else None
+            seen = None
+            if row is not None:
+                key = row.comparison_key
+                first = queries.top_of_group(session, key, View.SOURCE_NATIVE) if key else None
+                compared = None
+                if first is not None and first != digest:
+                    theirs = manifests_of(self.ledger, first)
+                    compared = compare_runs(digest, events.manifests, first, theirs)
+                seen = RunInViews(row, queries.standings(session, digest), compared)
             wanted = artifact_digests(events)
             facts = self.artifacts.facts(wanted) if wanted else []
-            signed = checkpoint_json(self.ledger) if checkpoint else None
-            return digest, events, row, places, first, facts, signed
+            return _RunRead(
+                digest,
+                events,
+                seen,
+                {str(f["digest"]): StoredFacts(**f) for f in facts},
+                checkpoint_json(self.ledger) if checkpoint else None,
+                self.public_url,
+            )
 
-        digest, events, row, places, first, facts, signed = self.views.read(read)
-        stored = {str(f["digest"]): StoredFacts(**f) for f in facts}
-        seen = None
-        if row is not None:
-            compared = None
-            if first is not None and first != digest:
-                compared = compare_runs(
-                    digest, events.manifests, first, manifests_of(self.ledger, first)
-                )
-            seen = RunInViews(row, places, compared)
-        record = compose(digest, events, seen, set(stored), self.public_url)
-        return record, stored, (to_response(signed, Checkpoint) if signed is not None else None)
+        return self.views.read(read)
 
     def names(self, digest: str) -> RunNames:
         """A run's name and title (both None for a run the views do not hold)."""
