@@ -1,4 +1,5 @@
-"""`kernelindex artifact get`: a stored artifact's bytes, re-hashed on read."""
+"""`kernelindex artifact get`: a stored artifact's bytes, re-hashed on read (the service's
+``log.artifact``, as ``GET /v1/artifacts/{digest}``); a file is written whole or not at all."""
 
 from __future__ import annotations
 
@@ -9,8 +10,7 @@ from typing import Annotated
 import typer
 
 from api.cli.common import DbOption, HomeOption, err, handles_errors
-from ledger.home import LedgerHome
-from ledger.store.artifacts import ArtifactStore
+from api.cli.files import written_whole
 
 artifact_app = typer.Typer(help="Content-addressed artifacts.", no_args_is_help=True)
 app = typer.Typer()
@@ -28,10 +28,13 @@ def artifact_get(
     db: DbOption = None,
 ) -> None:
     """Write an artifact's bytes (re-hashed on read: a damaged one is refused)."""
-    ledger = LedgerHome.at(home, db).open()
-    stored = ArtifactStore(ledger.store).get(digest)
+    from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
+
+    with local_service(home, db) as service:
+        stored = service.log.artifact(digest)
     if output is None:
         sys.stdout.buffer.write(stored.content)
     else:
-        output.write_bytes(stored.content)
+        with written_whole(output) as partial:
+            partial.write_bytes(stored.content)
         err.print(f"wrote {output} ({len(stored.content)} bytes, {stored.media_type})")

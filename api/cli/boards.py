@@ -1,55 +1,124 @@
-"""`kernelindex leaderboard`, `compare` and `search`: comparison groups and their rankings."""
+"""`kernelindex leaderboard`, `compare` and `search`: comparison groups and their rankings.
+
+Each asks the service (``api.service``): ``--json`` prints its reply as the API sends it for
+the same query (``GET /v1/leaderboards/{key}``, ``/v1/compare``, ``/v1/search``); the tables
+and charts are drawn from the same reply. A leaderboard of every group of ``--definition``
+and/or ``--gpu`` is the API's leaderboard of each, labelled by what sets it apart.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+from msgspec import structs
 from rich.markup import escape
 from rich.table import Table
 
-from api.cli.common import DbOption, HomeOption, JsonOption, handles_errors, out, print_json
-from api.cli.local import open_ledger
+from api.cli.common import DbOption, HomeOption, JsonOption, handles_errors, out, print_reply
+from api.service.models import ApiModel
+from api.service.models.views import Leaderboard
 from domain.evidence import EvidenceLevel
 from domain.quantities import format_fixed, format_value
 from domain.ranking import View
 from ledger.errors import NotFoundError
-from projections import queries
-from projections.group_labels import group_labels
-from projections.references import resolve_group, resolve_run_in
-from projections.rows import BoardRow
-from projections.run_record import compare_runs
-from projections.runner import ProjectionRunner
-from projections.search import search_groups, search_result
+
+if TYPE_CHECKING:
+    from api.service.ledger_service import LedgerService
+    from api.service.models.views import OperationGroup
 
 app = typer.Typer()
 BAR_WIDTH = 40
 
 
-def _print_board(key: str, view: View, rows: list[BoardRow]) -> None:
+class LabelledBoard(Leaderboard, kw_only=True):
+    """A group's leaderboard (the API's) with what sets the group apart from the others
+    shown: the parts of its comparison key that differ from its lookalikes' (same
+    definition and GPU), or every part when it has none."""
+
+    label: str
+
+
+class Boards(ApiModel, kw_only=True):
+    groups: list[LabelledBoard]
+
+
+def _print_board(board: Leaderboard) -> None:
     """The ranking with a latency bar per run: shorter bar, faster kernel."""
-    out.print(f"[bold]Leaderboard[/] {key} · {view} comparison · {len(rows)} ranked")
-    if not rows:
+    view = View(board.view)
+    out.print(
+        f"[bold]Leaderboard[/] {board.comparison_key} · {view} comparison · {board.total} ranked"
+    )
+    if not board.entries:
         out.print("  (no run is ranked in this view)")
         return
-    top = max(r.value for r in rows) or 1.0
-    first = rows[0].value or 1.0
+    top = max(e.value for e in board.entries) or 1.0
     table = Table(box=None, pad_edge=False)
     for column in ("rank", "run", "evidence", "value", "× #1", "latency"):
         table.add_column(column, no_wrap=column != "run", overflow="fold")
-    for r in rows:
+    for e in board.entries:
         # The ratio first: a value near the float's top (1e308) times the width overflows.
-        filled = max(1, round(BAR_WIDTH * (r.value / top)))
+        filled = max(1, round(BAR_WIDTH * (e.value / top)))
         table.add_row(
-            str(r.rank),
-            f"{escape(r.name)} [dim]{r.run_digest[7:19]}[/]",
-            r.evidence_level,
-            format_value(r.value, r.unit if view is View.SOURCE_NATIVE else "ns"),
-            format_fixed(r.value / first, 3),
+            str(e.rank),
+            f"{escape(e.name)} [dim]{e.run[7:19]}[/]",
+            e.evidence_level,
+            format_value(e.value, e.unit if view is View.SOURCE_NATIVE else "ns"),
+            format_fixed(e.ratio_to_first, 3) if e.ratio_to_first is not None else "—",
             "[cyan]" + "█" * filled + "[/]",
         )
     out.print(table)
+    if board.next is not None:
+        out.print(
+            f"{board.total - board.next + 1} more: kernelindex leaderboard "
+            f"{board.comparison_key[:19]} --from {board.next}"
+        )
+
+
+def _every_part(group: OperationGroup | None) -> str:
+    if group is None:
+        return ""
+    return " · ".join(f"{part} {name}" for part, name in group.parts.items())
+
+
+def _operation_groups(service: LedgerService, names: list[str | None]) -> dict[str, OperationGroup]:
+    """Every group of the operations named, by key: each with its parts and what sets it
+    apart from its lookalikes (``Boards.operation``)."""
+    found: dict[str, OperationGroup] = {}
+    for name in dict.fromkeys(n for n in names if n):
+        found.update((g.comparison_key, g) for g in service.boards.operation(name).groups)
+    return found
+
+
+def _chosen_groups(
+    service: LedgerService, definition: str | None, gpu: str | None
+) -> list[tuple[str, str]]:
+    """Every group of ``definition`` and/or ``gpu``, in the groups list's order, each with
+    its label."""
+    listed = service.boards.groups(definition, gpu)
+    if not listed:
+        raise NotFoundError(
+            "no comparison group has "
+            + " on ".join(
+                f"{what} {value!r}"
+                for what, value in (("definition", definition), ("GPU", gpu))
+                if value
+            )
+        )
+    groups = _operation_groups(service, [g.benchmark for g in listed])
+    labelled = []
+    for g in listed:
+        group = groups.get(g.comparison_key)
+        apart = group.apart_by if group is not None else None
+        labelled.append((g.comparison_key, apart or _every_part(group)))
+    return labelled
+
+
+def _group_label(service: LedgerService, key: str) -> str:
+    """What one group is made of (every part of its key), for its heading."""
+    runs = service.runs.list_page(comparison_key=key, limit=1).items
+    groups = _operation_groups(service, [runs[0].benchmark] if runs else [])
+    return _every_part(groups.get(key))
 
 
 @app.command("leaderboard")
@@ -68,51 +137,48 @@ def leaderboard(
     min_level: Annotated[
         str | None, typer.Option("--min-level", help="Only runs at or above this evidence level.")
     ] = None,
+    start: Annotated[
+        int, typer.Option("--from", min=1, help="The place to start at (1: the first).")
+    ] = 1,
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", min=1, help="Places to show at most (default: the API's page)."),
+    ] = None,
     home: HomeOption = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """A comparison group's ranking, with a chart: by key (or a unique prefix), or every group
     of --definition and/or --gpu, each labelled by what separates it from the others."""
-    ledger = open_ledger(home, db, read_only=True)
-    ProjectionRunner(ledger).catch_up()
+    from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
+
+    if key is None and definition is None and gpu is None:
+        raise NotFoundError("give a comparison key, or --definition and/or --gpu")
     floor = EvidenceLevel.parse(min_level) if min_level else None
-    with ledger.store.transaction(commit=False) as session:
+    with local_service(home, db) as service:
+
+        def board_of(reference: str) -> Leaderboard:
+            if limit is None:  # the API's own page size
+                return service.boards.leaderboard(reference, view, floor, start)
+            return service.boards.leaderboard(reference, view, floor, start, limit)
+
         if key is not None:
-            keys = [resolve_group(session, key)]
-        elif definition is None and gpu is None:
-            raise NotFoundError("give a comparison key, or --definition and/or --gpu")
+            board = board_of(key)
+            if as_json:
+                print_reply(board)
+                return
+            chosen = [(board, _group_label(service, board.comparison_key))]
         else:
-            keys = [g.comparison_key for g in queries.groups(session, definition, gpu)]
-            if not keys:
-                raise NotFoundError(
-                    "no comparison group has "
-                    + " on ".join(
-                        f"{what} {value!r}"
-                        for what, value in (("definition", definition), ("GPU", gpu))
-                        if value
-                    )
-                )
-        labels = group_labels(session, keys)
-        boards = [(label, queries.leaderboard(session, label.key, view, floor)) for label in labels]
+            chosen = [(board_of(k), label) for k, label in _chosen_groups(service, definition, gpu)]
+        boards = [LabelledBoard(**structs.asdict(b), label=label) for b, label in chosen]
     if as_json:
-        entries = [
-            {
-                "comparisonKey": label.key,
-                "label": label.separated_by([o for o in labels if o is not label]),
-                "view": str(view),
-                "entries": [asdict(r) for r in rows],  # the board's columns, as stored
-            }
-            for label, rows in boards
-        ]
-        print_json(entries[0] if key is not None else {"groups": entries})
+        print_reply(Boards(groups=boards))
         return
     if len(boards) > 1:
         out.print(f"[bold]{len(boards)} comparison groups[/] match; each says what sets it apart")
-    for label, rows in boards:
-        others = [o for o in labels if o is not label]
-        out.print(f"\n[dim]{escape(label.separated_by(others))}[/]")
-        _print_board(label.key, view, rows)
+    for board in boards:
+        out.print(f"\n[dim]{escape(board.label)}[/]")
+        _print_board(board)
 
 
 @app.command("compare")
@@ -125,29 +191,31 @@ def compare(
     as_json: JsonOption = False,
 ) -> None:
     """Field-by-field differences between two runs and the ratio of their primary values."""
-    ledger = open_ledger(home, db, read_only=True)
-    result = compare_runs(ledger, resolve_run_in(ledger, a), resolve_run_in(ledger, b))
+    from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
+
+    with local_service(home, db) as service:
+        result = service.compare.two(a, b)
     if as_json:
-        print_json(result)
+        print_reply(result)
         return
-    ratio = result["ratio"]
+    ratio = result.ratio
     out.print(
-        f"{result['a']}\n  vs {result['b']}\n  primary {result['metric']}: "
+        f"{result.a}\n  vs {result.b}\n  primary {result.metric}: "
         + (f"ratio {ratio:.4f}" if ratio is not None else "not comparable")
     )
-    if not result["comparable"]:
+    if not result.comparable:
         out.print(
             f"[yellow]not in one comparison group[/]: they differ in "
-            f"{escape(str(result['notComparableBy']))}, so the ratio ranks nothing"
+            f"{escape(str(result.not_comparable_by))}, so the ratio ranks nothing"
         )
     table = Table(box=None, pad_edge=False)
     for column in ("field", "a", "b"):
         table.add_column(column, overflow="fold")
-    for d in result["differences"]:
+    for d in result.differences:
         table.add_row(
-            d["path"],
-            escape(str(d["a"])) if d["inA"] else "[dim]absent[/]",
-            escape(str(d["b"])) if d["inB"] else "[dim]absent[/]",
+            d.path,
+            escape(str(d.a)) if d.in_a else "[dim]absent[/]",
+            escape(str(d.b)) if d.in_b else "[dim]absent[/]",
         )
     out.print(table)
 
@@ -165,30 +233,29 @@ def search(
 ) -> None:
     """Find comparison groups: every word must match a run's operation, GPU, dtype or
     workload axes, source, stack version, evidence level, author, name or id."""
-    ledger = open_ledger(home, db, read_only=True)
-    runner = ProjectionRunner(ledger)
-    runner.catch_up()
+    from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
+
     query = " ".join(words)
-    _, found = runner.snapshot(lambda session: search_groups(session, query, limit))
+    with local_service(home, db) as service:
+        found = service.boards.search(query, limit)
     if as_json:
-        print_json(search_result(query, found))
+        print_reply(found)
         return
-    if not found:
+    if not found.groups:
         out.print(f"no comparison group matches {query!r}")
         raise typer.Exit(1)
-    labels = [f.label for f in found]
     table = Table(box=None, pad_edge=False)
     table.add_column("group", no_wrap=True)
     for column in ("benchmark · GPU", "runs", "#1", "apart from its lookalikes by"):
         table.add_column(column, overflow="fold")
-    for f in found:
-        alike = f.label.lookalikes(labels)
+    for g in found.groups:
+        top = g.top
         table.add_row(
-            f.label.key[:19],
-            escape(f"{f.label.benchmark} · {f.label.product}"),
-            f"{f.runs}/{f.label.runs}",
-            escape(f"{f.top_name} {format_value(f.top_value, f.unit)}") if f.top_name else "—",
-            escape(f.label.separated_by(alike)) if alike else "",
+            g.comparison_key[:19],
+            escape(f"{g.benchmark} · {g.product}"),
+            f"{g.matching_runs}/{g.runs}",
+            escape(f"{top.name} {format_value(top.value, top.unit)}") if top.name else "—",
+            escape(g.apart_by or ""),
         )
-    out.print(f"[bold]{len(found)} comparison groups[/] match {escape(query)!r}")
+    out.print(f"[bold]{len(found.groups)} comparison groups[/] match {escape(query)!r}")
     out.print(table)

@@ -101,6 +101,16 @@ def print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
 
 
+def print_reply(reply: object) -> None:
+    """A service reply (``api.service.models``) as the HTTP API sends it, byte for byte, on
+    one line: msgspec's JSON encoder, which Litestar's ``encode_json`` is (its ``enc_hook`` is
+    asked only for types msgspec does not encode itself, and the reply models hold none).
+    tests/cli/test_cli_json_is_the_apis.py holds the bytes equal."""
+    import msgspec  # noqa: PLC0415 - only a command that prints a reply needs it
+
+    sys.stdout.write(msgspec.json.encode(reply).decode("utf-8") + "\n")
+
+
 def read_notes(paths: list[Path] | None) -> list[str]:
     """The signed notes (checkpoints) in the files given."""
     return [p.read_text("utf-8") for p in paths or []]

@@ -1,5 +1,10 @@
 """`kernelindex export`: a self-contained bundle of runs (or the whole ledger) for offline
-verification."""
+verification.
+
+Runs and groups are named as everywhere else, through the service (a digest, a unique prefix,
+a name): ``--cohort sha256:5cd4617e`` is the group ``leaderboard sha256:5cd4617e`` shows. The
+bundle is written whole or not at all (``api.cli.files``): a refusal leaves no file behind.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +14,8 @@ from typing import Annotated
 import typer
 
 from api.cli.common import DbOption, HomeOption, err, handles_errors, progress_bar
-from api.cli.local import open_ledger
+from api.cli.files import written_whole
 from ledger.errors import NotFoundError
-from ledger.store.log_queries import held_checkpoint_size
-from projections.export import export_runs
-from projections.references import resolve_run_in
 
 app = typer.Typer()
 
@@ -53,20 +55,35 @@ def export(
     """
     if sum((bool(run), bool(cohort), all_events)) != 1:
         raise NotFoundError("give one of --run RUN (repeatable), --cohort KEY or --all")
-    ledger = open_ledger(home, db)
-    runs = [resolve_run_in(ledger, r) for r in run] if run else None
-    held = [held_checkpoint_size(ledger, p.read_text("utf-8")) for p in checkpoint or []]
-    held += list(size or [])
-    with output.open("w", encoding="utf-8") as handle, progress_bar("exporting") as bar:
-        task = bar.add_task("export", total=None)
-        summary = export_runs(
-            ledger,
-            handle,
-            runs,
-            cohort=cohort,
-            held=held,
-            progress=lambda n: bar.update(task, completed=n),
-        )
+    # The service has no call that writes a bundle to a file with its progress, of the whole
+    # ledger, or against checkpoints held as notes (``LedgerService.log.bundle`` answers a
+    # run's or a group's as text): until it has, the export is made here from the service's
+    # ledger, with the service's freshness (its views read through ``views.read_at``).
+    from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
+    from ledger.store.log_queries import held_checkpoint_size  # noqa: PLC0415
+    from projections.export import export_runs  # noqa: PLC0415
+
+    with local_service(home, db, read_only=False) as service:
+        runs = [service.runs.resolve(r) for r in run] if run else None
+        group = service.boards.resolve(cohort) if cohort else None
+        notes = [p.read_text("utf-8") for p in checkpoint or []]
+        held = [held_checkpoint_size(service.ledger, note) for note in notes]
+        held += list(size or [])
+        with (
+            written_whole(output) as partial,
+            partial.open("w", encoding="utf-8") as handle,
+            progress_bar("exporting") as bar,
+        ):
+            task = bar.add_task("export", total=None)
+            summary = export_runs(
+                service.ledger,
+                handle,
+                runs,
+                cohort=group,
+                held=held,
+                progress=lambda n: bar.update(task, completed=n),
+                read_views=service.views.read_at,
+            )
     scope = "" if summary.runs is None else f" ({summary.runs} runs, {summary.keys} keys)"
     err.print(
         f"wrote {output}: {summary.events} events{scope}, proofs against a signed checkpoint of "

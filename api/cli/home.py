@@ -24,9 +24,7 @@ from domain.documents import parse_document
 from domain.errors import DomainError
 from domain.manifests.canonical_form import manifest_digest
 from domain.manifests.collection import manifests_in
-from ledger.history import run_history
 from ledger.home import LedgerHome
-from projections.run_record import run_record
 from projections.runner import prepare_views
 
 app = typer.Typer()
@@ -120,7 +118,12 @@ def demo(
     target = demo_home(home, db)
     ledger, run_digest = build_demo(target)
     out.print(f"Demo ledger at [bold]{target.path}[/] ({target.db_url})\n")
-    print_summary(run_record(ledger, run_digest))
+    from api.cli.service import service_over  # noqa: PLC0415 - the database, when it runs
+
+    with service_over(ledger) as service:
+        record = service.runs.record(run_digest)
+        history = service.history.run(run_digest)
+    print_summary(record)
     out.print()
-    print_history(run_history(ledger, run_digest), f"History of {run_digest}")
+    print_history(history.events, f"History of {run_digest}")
     out.print(f"\nTry: kernelindex --help;  KERNELINDEX_HOME={target.path} kernelindex keys list")

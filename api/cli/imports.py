@@ -38,7 +38,6 @@ from ledger.errors import NotFoundError
 from ledger.home import LedgerHome
 from ledger.importing import Importer, ImportSummary
 from ledger.store.artifacts import ArtifactStore
-from projections.runner import ProjectionRunner
 
 import_app = typer.Typer(
     help="Import results from a source's saved responses.", no_args_is_help=True
@@ -90,7 +89,11 @@ def _run_import(home: Path | None, db: str | None, items: Items, as_json: bool) 
             )
 
         summary = importer.run(items, progress=show)
-    ProjectionRunner(ledger).catch_up()
+    # The views fold what the import added now, once, rather than at the next read.
+    from api.cli.service import service_over  # noqa: PLC0415 - the database, when it runs
+
+    with service_over(ledger) as service:
+        service.views.position()
     if as_json:
         print_json(summary.to_json())
         return

@@ -18,7 +18,6 @@ from domain.documents import parse_document
 from domain.manifests.collection import as_manifest_set
 from ledger.errors import NotFoundError
 from ledger.home import LedgerHome
-from projections.references import resolve_run_in
 
 JsonObject = dict[str, Any]
 
@@ -91,14 +90,16 @@ def attach(
 ) -> None:
     """Attach the implementation or workload manifest a run names by digest but lacks
     (signed by an ingester; never changes the evidence level)."""
+    from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
+
     target = LedgerHome.at(home, db)
-    ledger = target.open()
-    run_digest = resolve_run_in(ledger, run)
     supplied = (
         as_manifest_set(parse_document(file.read_bytes(), filename=file.name)) if file else {}
     )
     signer = load_key(key) if key else target.key("ingester")
-    intake = attach_lacking(ledger, run_digest, signer, supplied)
+    with local_service(home, db, read_only=False) as service:
+        run_digest = service.runs.resolve(run)
+        intake = attach_lacking(service.ledger, run_digest, signer, supplied)
     if intake is None:
         raise NotFoundError(
             f"run {run_digest} lacks no manifest that "

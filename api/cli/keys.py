@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -18,20 +18,27 @@ from api.cli.common import (
     out,
     print_json,
     print_remote_receipt,
+    print_reply,
     remote_server,
 )
-from api.cli.local import load_key, open_ledger, passphrase, print_receipt
+from api.cli.files import FileExistsRefusal, written_whole
+from api.cli.local import load_key, passphrase, print_receipt
 from api.client import LedgerClient
-from domain.rerun_binding import parse_device_class
+from domain.rerun_binding import DeviceClass, parse_device_class
 from domain.statements import Role
 from domain.timestamps import parse_time
-from ledger.history import key_history
 from ledger.home import HomeError, LedgerHome
 from ledger.signing.authoring import (
     key_registration_envelope,
     key_revocation_envelope,
 )
-from ledger.signing.keys import PublicKey, SigningKey, load_public_key, save_public_key
+from ledger.signing.keys import (
+    KeyFileError,
+    PublicKey,
+    SigningKey,
+    load_public_key,
+    save_public_key,
+)
 
 keys_app = typer.Typer(
     help="Generate, register, revoke and list signing keys.", no_args_is_help=True
@@ -48,9 +55,15 @@ def keys_generate(
 ) -> None:
     """Generate an Ed25519 key (and FILE.pub to share). $KERNELINDEX_KEY_PASSPHRASE encrypts it."""
     key = SigningKey.generate()
-    key.save(out_file, passphrase())
+    # Each file whole or not at all; a key never replaces one that is there.
+    try:
+        with written_whole(out_file, replace=False) as partial:
+            key.save(partial, passphrase())
+    except FileExistsRefusal:
+        raise KeyFileError(f"{out_file} already exists; refusing to overwrite a key") from None
     public_file = out_file.with_name(out_file.name + ".pub")
-    save_public_key(public_file, key.public)
+    with written_whole(public_file) as partial:
+        save_public_key(partial, key.public)
     if as_json:
         print_json(
             {
@@ -181,45 +194,51 @@ def keys_revoke(
 
 @keys_app.command("list")
 @handles_errors
-def keys_list(home: HomeOption = None, db: DbOption = None, as_json: JsonOption = False) -> None:
-    """Every registered key with its roles, validity and status."""
-    ledger = open_ledger(home, db)
-    rows: list[dict[str, Any]] = []
-    for key_id in ledger.key_ids():
-        record = ledger.key_state(key_id)
-        if record is None:
-            continue
-        verified = all(h.ok for h in key_history(ledger, key_id))
-        rows.append(
-            {
-                "keyId": record.key_id,
-                "label": record.label,
-                "roles": sorted(record.roles),
-                "devices": sorted(d.label() for d in record.devices),
-                "validFrom": record.valid_from.isoformat(),
-                "validUntil": record.valid_until.isoformat() if record.valid_until else None,
-                "registeredAt": record.registered_at.isoformat(),
-                "revokedAt": record.revoked_at.isoformat() if record.revoked_at else None,
-                "status": "revoked" if record.revoked_at else "active",
-                "verified": verified,
-            }
+def keys_list(
+    cursor: Annotated[
+        str | None,
+        typer.Option("--cursor", help="Start after the page this cursor ended (from the last)."),
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", min=1, help="Keys to show at most (default: the API's page)."),
+    ] = None,
+    home: HomeOption = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Registered keys with their roles, validity and status, in registration order, a page
+    at a time; --json prints the page as GET /v1/keys/ sends it."""
+    from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
+
+    with local_service(home, db) as service:
+        page = (
+            service.keys.list_page(cursor)
+            if limit is None  # the API's own page size
+            else service.keys.list_page(cursor, limit)
         )
-    if as_json:
-        print_json(rows)
-        return
+        if as_json:
+            print_reply(page)
+            return
+        # Each key's events re-verified, as its history shows them (at most two each).
+        verified = {k.key_id: service.history.key(k.key_id).all_verified for k in page.items}
     table = Table(title="Registered keys", title_justify="left")
     for column in ("key id", "label", "roles", "registered", "status", "events"):
         table.add_column(column, overflow="fold")
-    for row in rows:
+    for k in page.items:
+        devices = sorted(DeviceClass(**d).label() for d in k.devices)
+        revoked = k.revoked_at.isoformat() if k.revoked_at is not None else ""
         table.add_row(
-            row["keyId"],
-            row["label"] or "",
-            ",".join(row["roles"]) + (f" ({', '.join(row['devices'])})" if row["devices"] else ""),
-            row["registeredAt"],
-            row["status"] if row["status"] == "active" else f"[red]revoked {row['revokedAt']}[/]",
-            "[green]verified[/]" if row["verified"] else "[bold red]FAILED[/]",
+            k.key_id,
+            k.label or "",
+            ",".join(k.roles) + (f" ({', '.join(devices)})" if devices else ""),
+            k.registered_at.isoformat(),
+            k.status if k.status == "active" else f"[red]revoked {revoked}[/]",
+            "[green]verified[/]" if verified[k.key_id] else "[bold red]FAILED[/]",
         )
     out.print(table)
+    if page.next is not None:
+        out.print(f"more: kernelindex keys list --cursor {page.next}")
 
 
 # What this module adds to `kernelindex` (api/cli/main.py lists it).

@@ -1,20 +1,23 @@
-"""`kernelindex log ...`: the transparency log's checkpoints, proofs and entries."""
+"""`kernelindex log ...`: the transparency log's checkpoints, proofs and entries.
+
+Each asks the service (``LedgerService.log``) and prints its reply as ``GET /v1/log/...``
+sends it.
+"""
 
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from api.cli.common import DbOption, HomeOption, JsonOption, handles_errors, print_json
-from api.cli.local import open_ledger
-from ledger.store.log_queries import (
-    checkpoint_json,
-    consistency_json,
-    entries_json,
-    inclusion_json,
-)
+from api.cli.common import DbOption, HomeOption, JsonOption, handles_errors, print_reply
+
+if TYPE_CHECKING:
+    from api.service.ledger_service import LedgerService
 
 log_app = typer.Typer(
     help="The transparency log: checkpoints, proofs, entries.", no_args_is_help=True
@@ -23,17 +26,33 @@ app = typer.Typer()
 app.add_typer(log_app, name="log")
 
 
+@contextmanager
+def _service(home: Path | None, db: str | None) -> Iterator[LedgerService]:
+    from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
+
+    with local_service(home, db) as service:
+        yield service
+
+
+def _reply(home: Path | None, db: str | None, ask: Callable[[LedgerService], object]) -> None:
+    with _service(home, db) as service:
+        reply = ask(service)
+    print_reply(reply)
+
+
 @log_app.command("checkpoint")
 @handles_errors
 def log_checkpoint(
     home: HomeOption = None, db: DbOption = None, as_json: JsonOption = False
 ) -> None:
-    """Sign (or show the already signed) checkpoint of the current tree."""
-    signed = checkpoint_json(open_ledger(home, db))
+    """The log's signed checkpoint of the current tree (the note; --json: with its size,
+    root and time)."""
+    with _service(home, db) as service:
+        signed = service.log.checkpoint()
     if as_json:
-        print_json({k: signed[k] for k in ("size", "rootHash", "note", "signedAt")})
+        print_reply(signed)
     else:
-        sys.stdout.write(signed["note"])
+        sys.stdout.write(signed.note)
 
 
 @log_app.command("proof")
@@ -45,7 +64,7 @@ def log_proof(
     db: DbOption = None,
 ) -> None:
     """Inclusion proof of a leaf (JSON)."""
-    print_json(inclusion_json(open_ledger(home, db), leaf, size))
+    _reply(home, db, lambda service: service.log.inclusion(leaf, size))
 
 
 @log_app.command("consistency")
@@ -57,7 +76,7 @@ def log_consistency(
     db: DbOption = None,
 ) -> None:
     """Consistency proof between two tree sizes (JSON)."""
-    print_json(consistency_json(open_ledger(home, db), old, new))
+    _reply(home, db, lambda service: service.log.consistency(old, new))
 
 
 @log_app.command("entries")
@@ -69,4 +88,4 @@ def log_entries(
     db: DbOption = None,
 ) -> None:
     """Log entries by leaf range: leaf index, event position, leaf hash (JSON)."""
-    print_json(entries_json(open_ledger(home, db), start, end))
+    _reply(home, db, lambda service: service.log.entries(start, end))

@@ -12,9 +12,11 @@ from typing import Any
 import typer
 
 from api.cli.common import EXIT_REJECTED, out, print_json, print_remote_receipt
+from api.cli.files import written_whole
 from api.cli.report import print_report
 from api.cli.runs import print_history
-from api.client import LedgerClient, RemoteHistory, remote_history, remote_run
+from api.client import LedgerClient, RemoteEvent, RemoteHistory, remote_history, remote_run
+from api.service.models.history import CheckResult, HistoryEvent
 from ledger.history import describe
 from ledger.signing.trust import TrustRoot
 from ledger.verify import EXIT_CODES, Outcome, VerificationPolicy
@@ -49,14 +51,14 @@ def history(
     with LedgerClient(server) as client:
         found = remote_history(client, run, policy)
     if checkpoint is not None and found.ok and found.checkpoint is not None:
-        checkpoint.write_text(found.checkpoint, "utf-8")
+        with written_whole(checkpoint) as partial:  # the one you held, or the new one whole
+            partial.write_text(found.checkpoint, "utf-8")
     _show_remote_history(found, as_json, start, limit)
 
 
 def _show_remote_history(found: RemoteHistory, as_json: bool, start: int, limit: int) -> None:
     """The page asked for; the verification (and its verdict) covered the whole run."""
     shown = [e for e in found.events if start <= e.entry.version < start + limit]
-    entries = [e.entry for e in shown]
     outcome = found.outcome
     if as_json:
         print_json(
@@ -77,10 +79,31 @@ def _show_remote_history(found: RemoteHistory, as_json: bool, start: int, limit:
             }
         )
     else:
-        print_history(entries, f"History of {found.run}")
+        print_history([_as_shown(e) for e in shown], f"History of {found.run}")
         out.print()
         print_report(found.report, outcome)
     if outcome is not Outcome.VERIFIED:
         raise typer.Exit(EXIT_CODES[outcome])
     if not found.ok:
         raise typer.Exit(EXIT_REJECTED)
+
+
+def _as_shown(found: RemoteEvent) -> HistoryEvent:
+    """An event verified here, as the local history shows one (the service's event model)."""
+    e = found.entry
+    return HistoryEvent(
+        position=e.position,
+        version=e.version,
+        event=e.event,
+        received_at=e.received_at,
+        signer=e.signer,
+        role=e.role,
+        predicate_type=e.predicate_type,
+        predicate=e.predicate,
+        envelope=e.envelope,
+        verified=e.ok,
+        checks=[CheckResult(name=c.name, ok=c.ok, detail=c.detail) for c in e.checks],
+        says=describe(e),
+        leaf_index=found.leaf_index,
+        changed=None,
+    )

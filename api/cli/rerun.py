@@ -19,21 +19,14 @@ import typer
 from api.cli.common import DbOption, HomeOption, JsonOption, handles_errors, out, print_json
 from api.cli.local import load_key
 from api.client import LedgerClient, remote_run
+from domain.statements import PredicateType
 from domain.timestamps import format_time, utc_now
 from ledger.errors import NotFoundError
 from ledger.home import LedgerHome
-from ledger.rerun_request import (
-    RerunTarget,
-    check_rerun_artifacts,
-    rerun_target,
-    stored_artifacts,
-)
+from ledger.rerun_request import RerunTarget, check_rerun_artifacts, rerun_target
 from ledger.signing.authoring import rerun_request_envelope
 from ledger.signing.keys import SigningKey
-from ledger.store.artifacts import ArtifactStore
 from ledger.submission import read_submission_folder, submit_solution
-from projections.references import resolve_run_in
-from projections.run_record import ingested_manifests
 
 rerun_app = typer.Typer(help="Controlled reruns of a run's kernel.", no_args_is_help=True)
 
@@ -182,17 +175,21 @@ def request(
             reply = client.post_rerun_request(run_digest, envelope)
         _print_request(summary, reply, as_json)
         return
-    home_target = LedgerHome.at(home, db)
-    ledger = home_target.open()
-    run_digest = resolve_run_in(ledger, run)
-    manifests = ingested_manifests(ledger, run_digest)
-    if not manifests:
-        raise NotFoundError(f"no run with digest {run_digest}")
-    target = rerun_target(run_digest, manifests, **overrides)
-    check_rerun_artifacts(stored_artifacts(ArtifactStore(ledger.store)), target)
-    signer = load_key(key) if key else home_target.key("admin")
-    envelope, summary = _request(target, signer, lifetime)
-    receipt = ledger.append(envelope)
+    from api.cli.service import append_signed, local_service  # noqa: PLC0415 - when it runs
+
+    signer = load_key(key) if key else LedgerHome.at(home, db).key("admin")
+    with local_service(home, db, read_only=False) as service:
+        run_digest = service.runs.resolve(run)
+        manifests = service.ledger.run_manifests(run_digest)
+        if not manifests:
+            raise NotFoundError(f"no run with digest {run_digest}")
+        target = rerun_target(run_digest, manifests, **overrides)
+        log = service.log
+        check_rerun_artifacts(
+            lambda d: log.artifact(d).content if log.has_artifact(d) else None, target
+        )
+        envelope, summary = _request(target, signer, lifetime)
+        receipt = append_signed(service, envelope, {PredicateType.RERUN_REQUEST}, run_digest)
     _print_request(summary, receipt.to_json(), as_json)
 
 

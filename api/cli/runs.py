@@ -1,9 +1,13 @@
-"""`kernelindex show` and `history`: a run's record and the events of it, verified."""
+"""`kernelindex show` and `history`: a run's record and the events of it, verified.
+
+Both ask the service (``api.service``): ``--json`` prints its reply as ``GET /v1/runs/{run}``
+and ``GET /v1/runs/{run}/history`` send it; the tables are drawn from the same reply.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -17,16 +21,17 @@ from api.cli.common import (
     ServerOption,
     handles_errors,
     out,
-    print_json,
+    print_reply,
     remote_server,
 )
-from api.cli.local import open_ledger
 from api.display import format_measurement, unranked_reason
-from ledger.event_verification import EventVerification
-from ledger.history import DEFAULT_PAGE, MAX_PAGE, describe, history_page
-from ledger.ids import run_id
-from projections.references import resolve_run_in
-from projections.run_record import run_record
+from ledger.history import DEFAULT_PAGE, MAX_PAGE
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from api.service.models.history import HistoryEvent
+    from api.service.models.runs import RunRecord
 
 app = typer.Typer()
 
@@ -40,71 +45,70 @@ def show(
     as_json: JsonOption = False,
 ) -> None:
     """Summarise one run record."""
-    ledger = open_ledger(home, db, read_only=True)
-    summary = run_record(ledger, resolve_run_in(ledger, run))
+    from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
+
+    with local_service(home, db) as service:
+        record = service.runs.record(run)
     if as_json:
-        print_json(summary)
+        print_reply(record)
         return
-    print_summary(summary)
+    print_summary(record)
 
 
-def print_summary(summary: dict[str, Any]) -> None:
-    primary = summary["primary"]
+def print_summary(record: RunRecord) -> None:
+    # Imported here: the record's document is what api.display reads (as the pages do).
+    from api.service.models import to_builtins  # noqa: PLC0415
+
+    document: dict[str, Any] = to_builtins(record)
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")
     rows: list[tuple[str, Any]] = [
-        ("run", f"{summary['name']}  {summary['title'] or ''}"),
-        ("digest", summary["digest"]),
+        ("run", f"{record.name}  {record.title or ''}"),
+        ("digest", record.digest),
         (
             "source",
-            f"{summary['source']} #{summary['externalId']}"
-            if summary["externalId"]
-            else summary["source"],
+            f"{record.source} #{record.external_id}" if record.external_id else record.source,
         ),
-        ("status", summary["status"]),
-        ("primary", format_measurement(primary)),
-        ("observed", summary["observedAt"]),
-        ("protocol", f"{summary['protocol']['title'] or ''}  {summary['protocol']['digest']}"),
-        (
-            "environment",
-            f"{summary['environment']['title'] or ''}  {summary['environment']['digest']}",
-        ),
-        ("implementation", summary["implementationDigest"]),
-        ("workload", summary["workloadDigest"]),
-        ("ingested", summary["ingestedAt"]),
-        ("attestations", str(summary["attestationCount"])),
+        ("status", record.status),
+        ("primary", format_measurement(document["primary"])),
+        ("observed", record.observed_at),
+        ("protocol", f"{record.protocol.title or ''}  {record.protocol.digest}"),
+        ("environment", f"{record.environment.title or ''}  {record.environment.digest}"),
+        ("implementation", record.implementation_digest),
+        ("workload", record.workload_digest),
+        ("ingested", record.ingested_at),
+        ("attestations", str(record.attestation_count)),
         (
             "lifecycle",
             "retracted"
-            if summary["retracted"]
-            else f"superseded by {summary['supersededBy']}"
-            if summary["supersededBy"]
+            if record.retracted
+            else f"superseded by {record.superseded_by}"
+            if record.superseded_by
             else "active",
         ),
         (
             "events",
-            f"{summary['events']} "
+            f"{record.events} "
             + (
-                f"(the {summary['eventsShown']} read for this record verified; all: history)"
-                if summary["shownEventsVerified"]
+                f"(the {record.events_shown} read for this record verified; all: history)"
+                if record.shown_events_verified
                 else "(FAILURES: see history)"
             ),
         ),
     ]
-    evidence = summary.get("evidence")
+    evidence = document.get("evidence")
     if evidence is not None:
         reasons = "; ".join(evidence["reasons"])
         rows.insert(
             4,
             ("evidence", f"{evidence['level']} — {reasons} (event {evidence['causedBy']})"),
         )
-    standings = summary.get("standings") or {}
-    rank_lines = [s["label"] for s in standings.values()]
-    if summary.get("evidence") is not None:
-        unranked = f"not ranked: {unranked_reason(summary)}"
+        standings = document.get("standings") or {}
+        rank_lines = [s["label"] for s in standings.values()]
+        unranked = f"not ranked: {unranked_reason(document)}"
         rows.insert(5, ("rank", "\n".join(rank_lines) if rank_lines else unranked))
-    first = summary.get("compareWithFirst")
+    first = document.get("compareWithFirst")
     if first is not None:
         ratio = f"{first['ratio']:.3f} × #1's latency" if first["ratio"] is not None else "—"
         rows.insert(
@@ -119,19 +123,20 @@ def print_summary(summary: dict[str, Any]) -> None:
     out.print(table)
 
 
-def print_history(entries: list[EventVerification], title: str) -> None:
+def print_history(events: Sequence[HistoryEvent], title: str) -> None:
     """One block per event; reads at any terminal width, unlike a seven-column table."""
     out.print(f"[bold]{escape(title)}[/]")
-    for h in entries:
+    for h in events:
+        failures = [c for c in h.checks if not c.ok]
         verdict = (
             "[green]✓ verified[/]"
-            if h.ok
+            if h.verified
             else "[bold red]✗ FAILED[/] "
-            + escape("; ".join(f"{c.name}: {c.detail}" for c in h.failures))
+            + escape("; ".join(f"{c.name}: {c.detail}" for c in failures))
         )
         out.print(f"\n#{h.position}  {h.received_at or '?'}  [bold]{h.event}[/]  {verdict}")
         out.print(f"    signer {h.signer or 'unknown'} ({h.role or 'no verified role'})")
-        out.print(f"    {escape(describe(h))}")
+        out.print(f"    {escape(h.says)}")
 
 
 @app.command()
@@ -186,26 +191,18 @@ def history(
         return
     if trust_root is not None or checkpoint is not None or unanchored:
         raise typer.BadParameter("--trust-root and --checkpoint go with --server")
-    ledger = open_ledger(home, db, read_only=True)
-    run_digest = resolve_run_in(ledger, run)
-    page = history_page(ledger, run_id(run_digest), start, limit)
-    entries = page.entries
+    from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
+
+    with local_service(home, db) as service:
+        page = service.history.run(run, start, limit)
     if as_json:
-        print_json(
-            {
-                "run": run_digest,
-                "events": [h.to_json() | {"says": describe(h)} for h in entries],
-                "start": page.start,
-                "next": page.next_start,
-                "total": page.total,
-            }
-        )
+        print_reply(page)
     else:
-        print_history(entries, f"History of {run_digest}")
-        if page.next_start is not None:
+        print_history(page.events, f"History of {page.run}")
+        if page.next is not None:
             out.print(
-                f"\n{page.total - page.next_start + 1} more events: "
-                f"kernelindex history {run_digest[:19]} --from {page.next_start}"
+                f"\n{page.total - page.next + 1} more events: "
+                f"kernelindex history {page.run[:19]} --from {page.next}"
             )
-    if not all(h.ok for h in entries):
+    if not page.all_verified:
         raise typer.Exit(EXIT_REJECTED)

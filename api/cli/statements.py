@@ -4,7 +4,7 @@ an attestation) sent to a server."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -16,21 +16,23 @@ from api.cli.common import (
     handles_errors,
     remote_server,
 )
-from api.cli.local import load_key, open_ledger, print_receipt
-from domain.statements import AttestationType, ReportReason
-from ledger.application import Ledger
+from api.cli.local import load_key, print_receipt
+from domain.statements import AttestationType, PredicateType, ReportReason
 from ledger.errors import NotFoundError
 from ledger.home import LedgerHome
 from ledger.signing.authoring import attestation_envelope, lifecycle_envelope
-from projections.references import resolve_run_in
+
+if TYPE_CHECKING:
+    from api.service.ledger_service import LedgerService
 
 app = typer.Typer()
 
 
-def _named_run(ledger: Ledger, reference: str) -> tuple[str, str]:
-    """(digest, name) of the run a digest or prefix names: statements about it need both."""
-    run_digest = resolve_run_in(ledger, reference)
-    record = ledger.run_state(run_digest)
+def _named_run(service: LedgerService, reference: str) -> tuple[str, str]:
+    """(digest, name) of the run a digest, prefix or name names: statements about it need
+    both."""
+    run_digest = service.runs.resolve(reference)
+    record = service.ledger.run_state(run_digest)
     if record is None:
         raise NotFoundError(f"no run with digest {run_digest}")
     return run_digest, record.run_name
@@ -86,8 +88,13 @@ def attest(
 
         over_http.attest(remote, run, signed, as_json)
         return
-    ledger = open_ledger(home, db)
-    print_receipt(ledger.append(signed(*_named_run(ledger, run))), as_json, "attestation")
+    from api.cli.service import append_signed, local_service  # noqa: PLC0415 - when it runs
+
+    with local_service(home, db, read_only=False) as service:
+        run_digest, run_name = _named_run(service, run)
+        envelope = signed(run_digest, run_name)
+        receipt = append_signed(service, envelope, {PredicateType.ATTESTATION}, run_digest)
+    print_receipt(receipt, as_json, "attestation")
 
 
 @app.command()
@@ -103,9 +110,11 @@ def retract(
     as_json: JsonOption = False,
 ) -> None:
     """Retract a run (admin): it leaves rankings; its history and level stay visible."""
-    target = LedgerHome.at(home, db)
-    ledger = target.open()
-    run_digest, run_name = _named_run(ledger, run)
-    signer = load_key(key) if key else target.key("admin")
-    envelope = lifecycle_envelope(run_digest, run_name, signer, action="retract", reason=reason)
-    print_receipt(ledger.append(envelope), as_json, "retraction")
+    from api.cli.service import append_signed, local_service  # noqa: PLC0415 - when it runs
+
+    signer = load_key(key) if key else LedgerHome.at(home, db).key("admin")
+    with local_service(home, db, read_only=False) as service:
+        run_digest, run_name = _named_run(service, run)
+        envelope = lifecycle_envelope(run_digest, run_name, signer, action="retract", reason=reason)
+        receipt = append_signed(service, envelope, {PredicateType.LIFECYCLE}, run_digest)
+    print_receipt(receipt, as_json, "retraction")

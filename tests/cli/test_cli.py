@@ -155,7 +155,7 @@ def test_round_trip_init_ingest_attest_history(ledger_with_seed: Cli, tmp_path: 
     assert shown["shownEventsVerified"]
     assert "sol-submission-38823" in cli("show", SEED_RUN[7:17]).stdout
 
-    keys = cli.json("keys", "list")
+    keys = cli.json("keys", "list")["items"]
     assert {tuple(k["roles"]) for k in keys} == {("admin",), ("ingester",), ("log",), ("attester",)}
 
 
@@ -249,7 +249,7 @@ def test_unknown_and_revoked_keys_cannot_attest(ledger_with_seed: Cli, tmp_path:
     result = cli("attest", SEED_RUN, "--type", "note", "--body", "hi", "--key", mallory, ok=False)
     assert "error[revoked-key]" in result.output
     assert cli.event_count() == before
-    listed = {k["keyId"]: k["status"] for k in cli.json("keys", "list")}
+    listed = {k["keyId"]: k["status"] for k in cli.json("keys", "list")["items"]}
     assert "revoked" in listed.values()
 
 
@@ -380,7 +380,7 @@ def test_generated_public_key_file_registers_the_same_key(cli: Cli, tmp_path: Pa
     assert key["publicFile"].endswith("bob.pem.pub")
     # Someone else (the admin) registers Bob from the shared .pub file alone.
     cli("keys", "register", key["publicFile"], "--role", "attester")
-    listed = {k["keyId"] for k in cli.json("keys", "list")}
+    listed = {k["keyId"] for k in cli.json("keys", "list")["items"]}
     assert key["keyId"] in listed
 
 

@@ -31,8 +31,11 @@ def test_an_agent_key_is_registered_with_its_device_classes(cli: Cli) -> None:
     gpu, cpu = _key(cli, "gpu-agent"), _key(cli, "cpu-agent")
     cli("keys", "register", gpu, "--role", "agent", "--device", "NVIDIA B200/sm_100")
     cli("keys", "register", cpu, "--role", "agent", "--device", "cpu-test")
-    listed = {tuple(k["devices"]) for k in cli.json("keys", "list") if "agent" in k["roles"]}
-    assert listed == {("NVIDIA B200/sm_100",), ("cpu-test",)}
+    agents = [k for k in cli.json("keys", "list")["items"] if "agent" in k["roles"]]
+    assert sorted((k["devices"] for k in agents), key=str) == [
+        [{"backend": "cpu-test"}],
+        [{"backend": "cuda", "product": "NVIDIA B200", "architecture": "sm_100"}],
+    ]
 
 
 def test_an_agent_key_without_devices_or_with_both_kinds_is_refused(cli: Cli) -> None:

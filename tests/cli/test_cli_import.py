@@ -62,7 +62,7 @@ def test_importing_fixtures_twice_adds_nothing_the_second_time(
 def test_sol_leaderboard_runs_use_the_seed_protocol_and_environment(cli: Cli, shared: Path) -> None:
     cli.json("import", "sol-leaderboard", shared / "fixtures/sol-leaderboard")
     board = cli.json("leaderboard", "--gpu", "NVIDIA B200", "--view", "source-native")
-    run = board["groups"][0]["entries"][0]["run_digest"]
+    run = board["groups"][0]["entries"][0]["run"]
     shown = cli.json("show", run)
     assert shown["protocol"]["digest"] == SEED_PROTOCOL
     assert shown["environment"]["digest"] == SEED_ENVIRONMENT

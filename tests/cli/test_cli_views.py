@@ -96,14 +96,15 @@ def test_leaderboard_by_key(demo: Demo) -> None:
     board = demo.json("leaderboard", KEY)
     assert (board["comparisonKey"], board["view"]) == (KEY, "source-native")
     entries = board["entries"]
-    assert [(e["run_digest"], e["rank"], e["of_count"]) for e in entries] == [
+    assert [(e["run"], e["rank"], e["of"]) for e in entries] == [
         (RUN_21613, 1, 3),
         (RUN_36818, 2, 3),
         (SEED, 3, 3),
     ]
     assert [e["value"] for e in entries] == [1499085, 1541431, 1750693]
-    assert [e["external_id"] for e in entries] == ["21613", "36818", "38823"]
-    assert {e["evidence_level"] for e in entries} == {"reported"}
+    assert [e["externalId"] for e in entries] == ["21613", "36818", "38823"]
+    assert {e["evidenceLevel"] for e in entries} == {"reported"}
+    assert [e["tiedWith"] for e in entries] == [[], [], []]  # lists, as the API sends them
     # The chart: one bar per run, the slowest the longest.
     text = demo("leaderboard", KEY).stdout
     assert "source-native comparison · 3 ranked" in text
