@@ -1,4 +1,4 @@
-"""Comparison keys: which runs may be ranked against each other (DESIGN.md §8).
+"""Comparison keys: which runs may be ranked against each other (docs/design.md §8).
 
 The recipe is KernelIndex's (its ``comparison.ts``), pinned against every one of the 7,857
 benchmark runs of the public catalog export (``tests/domain/test_comparison_keys.py``)::
@@ -16,7 +16,7 @@ benchmark runs of the public catalog export (``tests/domain/test_comparison_keys
 
 Every value is a ``sha256:<hex>`` string except ``v`` (the integer 1) and ``metric``.
 
-Two details are not what a first reading of DESIGN.md §8 suggests:
+Two details are not what a first reading of docs/design.md §8 suggests:
 
 * ``correctness`` hashes the block *wrapped* in an object, ``{"correctness": block}``, not the
   block itself;

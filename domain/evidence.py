@@ -1,4 +1,4 @@
-"""Evidence levels: a pure function of a run's events (DESIGN.md §7).
+"""Evidence levels: a pure function of a run's events (docs/design.md §7).
 
 Order: ``refuted < reported < reproducible < verified < replicated``.
 

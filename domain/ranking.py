@@ -1,4 +1,4 @@
-"""Ranks within a comparison group, and "Compare with #1" (DESIGN.md §8).
+"""Ranks within a comparison group, and "Compare with #1" (docs/design.md §8).
 
 Eligibility (both views): source status ``passed``, not retracted, not superseded.
 

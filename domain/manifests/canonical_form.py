@@ -1,4 +1,4 @@
-"""Canonical form and digest of a KernelIndex manifest (DESIGN.md §4).
+"""Canonical form and digest of a KernelIndex manifest (docs/design.md §4).
 
 The digest is computed from the *input document*, transformed only by the documented
 authoring conveniences; never from a model round trip, which could add defaults or reorder
@@ -121,7 +121,7 @@ def canonical_manifest(document: object) -> dict[str, Any]:
     the conversions leave unchanged with ``document`` (read both as read-only; a deep copy
     was a fifth of a manifest's digest, issue 16).
 
-    Steps 2–4 of DESIGN.md §4: strict schema validation, duration conversion, set-like
+    Steps 2–4 of docs/design.md §4: strict schema validation, duration conversion, set-like
     lists sorted and de-duplicated. Absent fields stay absent.
     """
     validate_manifest(document)

@@ -1,7 +1,7 @@
 """The manifest kinds we know, and the schema gate every manifest passes through.
 
 :func:`validate_manifest` accepts exactly what the normative KernelIndex JSON Schema of the
-manifest's kind accepts (DESIGN.md §4, step 2). It only *checks*: the input is not modified and
+manifest's kind accepts (docs/design.md §4, step 2). It only *checks*: the input is not modified and
 the validated model must not be dumped for hashing (a round trip could add or reorder things).
 """
 

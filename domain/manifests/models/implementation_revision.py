@@ -44,7 +44,7 @@ class CallableEntry(StrictModel):
 
 
 class Support(StrictModel):
-    """Set-like lists (canonicalisation sorts and de-duplicates them; DESIGN.md §4)."""
+    """Set-like lists (canonicalisation sorts and de-duplicates them; docs/design.md §4)."""
 
     hardware_architectures: list[Identifier]
     products_tested: list[Text100] | None = None
