@@ -17,10 +17,14 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
+from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import make_url
+
+from projections.view_writes import CatchUp, paused_gc
 
 if TYPE_CHECKING:
     from ledger.application import Ledger
@@ -92,3 +96,45 @@ class FoldPool:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def fold_ahead(
+    runner: ProjectionRunner, batch: int, progress: Callable[[int], None] | None, pool: FoldPool
+) -> CatchUp:
+    """The runner's ``_fold_batches`` with the folding done by ``pool``'s workers, batches
+    ahead of the writing (``runner``: the writer). A batch is the events at the ``batch``
+    positions after the previous one's end, up to the last stored event (positions left by
+    a rolled-back write hold none, then a batch has fewer); the writer records the batch's
+    end as its position."""
+    with runner.ledger.store.transaction(commit=False) as session:
+        position = runner._position(session)
+    ahead: deque[tuple[int, int, Future[tuple[int, Pending]]]] = deque()
+    after, last, total = position, position, 0
+    try:
+        while True:
+            while len(ahead) < pool.ahead:
+                if after >= last:
+                    last = int(runner.ledger.store.last_position())  # any new since?
+                    if after >= last:
+                        break
+                upto = min(after + batch, last)
+                ahead.append((after, upto, pool.submit(after, upto)))
+                after = upto
+            if not ahead:
+                return CatchUp(total, position)
+            start, upto, folding = ahead.popleft()
+            folded, pending = folding.result()
+            with paused_gc(), runner.ledger.store.transaction(commit=True) as session:
+                runner._lock(session)
+                moved = runner._position(session) != start
+                if not moved:
+                    runner._write(session, pending, upto)
+            if moved:  # another folder wrote batches meanwhile: go on from where it left
+                rest = runner._fold_batches(batch, None, progress)
+                return CatchUp(total + rest.events, rest.position)
+            total, position = total + folded, upto
+            if progress is not None:
+                progress(position)
+    finally:
+        for _, _, left in ahead:
+            left.cancel()

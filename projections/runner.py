@@ -2,58 +2,43 @@
 
 Each batch is one transaction: the view updates and the tracking row (last event position
 folded in) commit together, so a crash between batches neither skips nor double-counts an
-event, and a crash inside a batch leaves nothing of it. SQLite has no subscriptions, so the
-runner is called in-process after writes and before reads (it is cheap when nothing is new);
-on PostgreSQL the same loop runs, serialised by an advisory lock.
+event, and a crash inside a batch leaves nothing of it. A server runs it on a thread of its
+own (``projections.folder``), so its reads never fold; a command catches up before it reads
+(it is cheap when nothing is new). Folders are serialised by SQLite's write lock, or by an
+advisory lock on PostgreSQL. How a batch's rows are written is ``projections.view_writes``.
 """
 
 from __future__ import annotations
 
-import gc
-import hashlib
 import logging
 import operator
 import os
 import weakref
-from collections import deque
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from eventsourcing.persistence import Tracking
-from sqlalchemy import Table, bindparam, create_engine, delete, func, insert, select, text, update
+from sqlalchemy import Table, create_engine, delete, func, select, text
 
-from domain.canonical import canonical_json
 from domain.errors import DomainError
-from domain.event_names import EventName
 from domain.ranking import View, rank_group
-from domain.rerun_binding import DeviceClass
-from domain.run_facts import (
-    RunFold,
-)
-from ledger.aggregates import STATE_TOPICS, run_id
 from ledger.application import Ledger
 from ledger.errors import is_store_failure
 from ledger.store.connections import begin_snapshot
 from ledger.store.event_store import StoreSession, connection_of, hold_sqlite_write_lock
-from projections.fold_pool import FoldPool, shared_database
-from projections.records import Arrival, record_history, record_row
+from projections.fold_pool import FoldPool, fold_ahead, shared_database
+from projections.records import record_history, record_row
 from projections.run_views import (
     RUN_TOPICS,
     RUNNER_NAME,
     RunViews,
     ViewsTracking,
     field_reader,
-    stored_fold_events,
 )
 from projections.tables import (
     VIEW_TABLES,
     create_indexes,
     ensure_views,
-    manifests,
-    positional_insert,
     positional_rows,
     ranks,
     records,
@@ -63,22 +48,14 @@ from projections.tables import (
     views_current,
 )
 from projections.view_rows import (
-    RANKED_BY,
     Pending,
     chunks,
-    evidence_columns,
-    jsonable,
-    profile_columns,
-    ranked_entry,
     tied_json,
 )
+from projections.view_writes import CatchUp, ViewWriter, paused_gc, view_digests
 
 T = TypeVar("T")
 _log = logging.getLogger(__name__)
-# Re-ranking more groups than this reads the whole runs view once (ranking needs the members
-# of every group it ranks, whatever order they come in).
-_SCAN_GROUPS = 500
-_RANKED = len(RANKED_BY)
 _RANK_KEY = operator.itemgetter("run_digest", "view")
 DEFAULT_BATCH = 1000
 # A rebuild folds in larger batches: fewer commits, and each index page it touches is
@@ -87,24 +64,6 @@ REBUILD_BATCH = 5000
 # A rebuild of a log this long has worker processes fold its batches (``rebuild``'s default).
 POOL_MIN_EVENTS = 20_000
 _ADVISORY_LOCK_ID = 0x4B49_5649_4557  # "KIVIEW"
-
-
-@contextmanager
-def paused_gc() -> Iterator[None]:
-    """The cyclic garbage collector paused for the duration (restored as it was).
-
-    A batch's fold and a re-ranking make tens of thousands of short-lived objects (decoded
-    statements, rows, rank entries) and hold thousands at once; none of them is part of a
-    reference cycle, so reference counting frees them all, while the collector's passes over
-    them cost about a fifth of the fold's time. Anything cyclic made meanwhile is collected
-    once it runs again."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 class ViewsStalledError(DomainError):
@@ -119,12 +78,6 @@ class ViewsStalledError(DomainError):
 
 class RanksBehindError(Exception):
     """A snapshot found groups whose ranks a fold has still to redo (``snapshot``)."""
-
-
-@dataclass(frozen=True)
-class CatchUp:
-    events: int
-    position: int
 
 
 # The engines whose views this process has brought to this build's VIEWS_VERSION (one check
@@ -173,6 +126,7 @@ class ProjectionRunner:
         self._is_postgres = ledger.store.postgres
         self.tracking = ViewsTracking(ledger.store, RUNNER_NAME)
         self._reader = field_reader(ledger.mapper)
+        self._writes = ViewWriter(ledger)
 
     def ensure_views(self) -> None:
         """The read-model tables as this build folds them (``tables.ensure_views``): made
@@ -357,11 +311,11 @@ class ProjectionRunner:
         ranks each group once, at its end, not once per batch."""
         self._lock(session)
         start = self._position(session)  # again, under the lock: what to fold from
-        rows = self._read_rows(session, self._events.id > start, batch)
+        rows = self._writes.read_rows(session, self._events.id > start, batch)
         if not rows:
             return 0, start
         views = RunViews(self.tracking)
-        views.fold_stored(rows, self.ledger.mapper, self._reader, self._originator(session))
+        views.fold_stored(rows, self.ledger.mapper, self._reader, self._writes.originator(session))
         pending, _ = views.take()
         last = int(rows[-1][0])
         self._write(session, pending, last)
@@ -369,33 +323,12 @@ class ProjectionRunner:
             self._rerank_marked(session)
         return len(rows), last
 
-    def _read_rows(
-        self, session: StoreSession, where: Any, limit: int | None = None
-    ) -> Sequence[Any]:
-        """``(position, topic, state)`` of the events ``where`` says, in log order."""
-        e = self._events
-        query = select(e.id, e.topic, e.state).where(where).order_by(e.id)
-        return session.execute(query if limit is None else query.limit(limit)).all()
-
-    def _originator(self, session: StoreSession) -> Callable[[int], tuple[Any, int]]:
-        """(aggregate id, version) of the event at a position, for the rows the field reader
-        leaves to the mapper (the key book's events, mostly)."""
-        e = self._events
-
-        def originator(position: int) -> tuple[Any, int]:
-            found = session.execute(
-                select(e.originator_id, e.originator_version).where(e.id == position)
-            ).one()
-            return found[0], int(found[1])
-
-        return originator
-
     def _write(self, session: StoreSession, pending: Pending, last: int) -> None:
         """A batch's view changes, the groups they leave to re-rank and the position
         reached, in the batch's transaction."""
-        self._flush(session, pending)
+        self._writes.flush(session, pending)
         for digest in sorted(pending.dirty_evidence):
-            key = self._recompute_evidence(session, digest, last)
+            key = self._writes.recompute_evidence(session, digest, last, self._reader)
             if key is not None:
                 pending.touched_groups.add(key)
         self._mark_stale(session, pending.touched_groups)
@@ -430,138 +363,11 @@ class ProjectionRunner:
             self._rerank(session, keys)
             session.execute(delete(stale_groups))
 
-    def _flush(self, session: StoreSession, pending: Pending) -> None:
-        """Write the batch's new runs and changes with a few multi-row statements."""
-        made = pending.run_rows()  # a worker's batch: its rows made already
-        if made:
-            self._insert_positional(session, runs, made)
-        if pending.new_rows:
-            self._insert_rows(session, runs, list(pending.new_rows.values()))
-        self._insert_manifests(session, pending)
-        pending.touch_regrouped()
-        if not pending.changes:
-            return
-        current = {
-            r["run_digest"]: r
-            for chunk in chunks(sorted(pending.changes), 500)
-            for r in session.execute(
-                select(
-                    runs.c.run_digest, runs.c.attestations, runs.c.reruns, runs.c.comparison_key
-                ).where(runs.c.run_digest.in_(chunk))
-            ).mappings()
-        }
-        shapes: dict[tuple[str, ...], list[dict[str, Any]]] = {}
-        for digest, change in pending.changes.items():
-            now = current.get(digest)
-            if now is None:
-                continue  # an event for a run the views never saw ingested: nothing to update
-            if digest in pending.regroup and now["comparison_key"] is not None:
-                pending.touched_groups.add(str(now["comparison_key"]))
-            values = {
-                "key": digest,
-                "new_attestations": now["attestations"] + change.get("attestations", 0),
-                "new_reruns": now["reruns"] + change.get("reruns", 0),
-                "new_last_position": change["last_position"],
-                **{f"new_{k}": change[k] for k in ("retracted", "superseded_by") if k in change},
-            }
-            shapes.setdefault(tuple(sorted(values)), []).append(values)
-        # One executemany per shape of change (a lifecycle change sets extra columns).
-        for shape, group in shapes.items():
-            columns: dict[str, Any] = {
-                c.removeprefix("new_"): bindparam(c) for c in shape if c != "key"
-            }
-            session.execute(
-                update(runs).where(runs.c.run_digest == bindparam("key")).values(**columns),
-                group,
-                execution_options={"synchronize_session": False},
-            )
-
-    def _insert_manifests(self, session: StoreSession, pending: Pending) -> None:
-        """Manifests not seen before (the first event that carried one keeps it)."""
-        found = pending.manifest_digests()
-        if not found:
-            return
-        known: set[str] = set()
-        for chunk in chunks(found, 500):
-            known.update(
-                session.execute(
-                    select(manifests.c.digest).where(manifests.c.digest.in_(chunk))
-                ).scalars()
-            )
-        fresh = [pending.manifest_row(digest) for digest in found if digest not in known]
-        if fresh:
-            self._insert_rows(session, manifests, fresh)
-
-    def _insert_rows(self, session: StoreSession, table: Table, rows: list[dict[str, Any]]) -> None:
-        """Insert rows (dicts with every column of ``table``) with one executemany. On SQLite
-        the driver takes them as tuples, converted by the columns' own bind processors (as
-        SQLAlchemy would), without SQLAlchemy's per-row parameter handling."""
-        if self._is_postgres:
-            session.execute(insert(table), rows)
-            return
-        connection = connection_of(session)
-        row_of = positional_rows(table, connection.dialect)
-        connection.exec_driver_sql(
-            positional_insert(table, connection.dialect), list(map(row_of, rows))
-        )
-
-    def _insert_positional(
-        self, session: StoreSession, table: Table, rows: list[tuple[Any, ...]]
-    ) -> None:
-        """Insert rows made by ``positional_rows`` for this store's dialect."""
-        connection = connection_of(session)
-        connection.exec_driver_sql(positional_insert(table, connection.dialect), rows)
-
-    def _devices_of(self, key_id: str) -> frozenset[DeviceClass]:
-        """A signer's device classes, as its registration names them: a rerun counts only on
-        one of its key's (``domain.rerun_binding``). Read when a run's rerun is folded."""
-        state = self.ledger.key_states([key_id]).get(key_id)
-        return frozenset() if state is None else state.devices
-
-    def _recompute_evidence(self, session: StoreSession, digest: str, up_to: int) -> str | None:
-        """Evidence from the run's events (only reruns move it), the verified value, and the
-        profile (an attached workload gives the run its comparison group). Read from its
-        state events alone: attestations, which anyone may add by the thousand, move none of
-        these (``RunFold``), so their number costs this nothing."""
-        fold: RunFold | None = None
-        e = self._events
-        rows = self._read_rows(
-            session,
-            (e.originator_id == run_id(digest)) & e.topic.in_(STATE_TOPICS) & (e.id <= up_to),
-        )
-        events = stored_fold_events(
-            rows, self.ledger.mapper, self._reader, self._originator(session)
-        )
-        for _, event in events:
-            if event is None:
-                continue
-            predicate = event.statement["predicate"]
-            if event.name == EventName.RUN_INGESTED:
-                fold = RunFold.ingested(event.position, digest, predicate)
-                fold.devices_of = self._devices_of  # as the offline verifier reads them
-            elif fold is not None:
-                fold.apply(event.name, event.position, str(event.signer), predicate)
-        if fold is None:
-            return None
-        median, interval = fold.verified()
-        session.execute(
-            update(runs)
-            .where(runs.c.run_digest == digest)
-            .values(
-                **profile_columns(fold),
-                **evidence_columns(fold.evidence),
-                rerun_median_ns=median,
-                rerun_ci95_low=interval[0] if interval else None,
-                rerun_ci95_high=interval[1] if interval else None,
-            )
-        )
-        return fold.profile.comparison_key
-
     def _rerank(self, session: StoreSession, keys: set[str]) -> None:
         """Recompute both views' ranks, and the #1 history, of the touched groups."""
         if not keys:
             return
-        members = self._members(session, keys)
+        members = ViewWriter.members(session, keys)
         for chunk in chunks(sorted(keys), 500):
             session.execute(delete(ranks).where(ranks.c.comparison_key.in_(chunk)))
             session.execute(delete(records).where(records.c.comparison_key.in_(chunk)))
@@ -588,27 +394,9 @@ class ProjectionRunner:
             # In the ranks view's key order: its key index is then written in order. (Where a
             # rank row sits in the table says nothing: reads order by rank and run.)
             new_rows.sort(key=_RANK_KEY)
-            self._insert_rows(session, ranks, new_rows)
+            self._writes.insert_rows(session, ranks, new_rows)
         if new_records:
-            self._insert_rows(session, records, new_records)
-
-    @staticmethod
-    def _members(session: StoreSession, keys: set[str]) -> dict[str, list[Arrival]]:
-        """The runs of each of these groups, as ranking and the record history see them."""
-        members: dict[str, list[Arrival]] = {key: [] for key in keys}
-        ranked_by = select(*(runs.c[name] for name in RANKED_BY), runs.c.ingested_position)
-        if len(keys) > _SCAN_GROUPS:
-            # Many groups (a rebuild re-ranks them all): one pass over the runs in table
-            # order, not an index lookup and a random read per run.
-            for row in session.execute(ranked_by).all():
-                group = members.get(row[1])
-                if group is not None:
-                    group.append(_arrival(row))
-        else:
-            for chunk in chunks(sorted(keys), 500):
-                for row in session.execute(ranked_by.where(runs.c.comparison_key.in_(chunk))).all():
-                    members[str(row[1])].append(_arrival(row))
-        return members
+            self._writes.insert_rows(session, records, new_records)
 
     # ------------------------------------------------------------- rebuild
 
@@ -639,7 +427,7 @@ class ProjectionRunner:
                 if pool is None:
                     done = self._fold_batches(batch, None, progress)
                 else:
-                    done = self._fold_batches_ahead(batch, progress, pool)
+                    done = fold_ahead(self, batch, progress, pool)
             finally:
                 if pool is not None:
                     pool.close()
@@ -659,54 +447,16 @@ class ProjectionRunner:
             workers = cores if cores > 1 and long_log else 0
         return FoldPool(url, self.ledger, workers) if workers > 0 else None
 
-    def _fold_batches_ahead(
-        self, batch: int, progress: Callable[[int], None] | None, pool: FoldPool
-    ) -> CatchUp:
-        """``_fold_batches`` with the folding done by ``pool``'s workers, batches ahead of
-        the writing. A batch is the events at the ``batch`` positions after the previous
-        one's end, up to the last stored event (positions left by a rolled-back write hold
-        none, then a batch has fewer); the writer records the batch's end as its position."""
-        with self.ledger.store.transaction(commit=False) as session:
-            position = self._position(session)
-        ahead: deque[tuple[int, int, Future[tuple[int, Pending]]]] = deque()
-        after, last, total = position, position, 0
-        try:
-            while True:
-                while len(ahead) < pool.ahead:
-                    if after >= last:
-                        last = int(self.ledger.store.last_position())  # any new since?
-                        if after >= last:
-                            break
-                    upto = min(after + batch, last)
-                    ahead.append((after, upto, pool.submit(after, upto)))
-                    after = upto
-                if not ahead:
-                    return CatchUp(total, position)
-                start, upto, folding = ahead.popleft()
-                folded, pending = folding.result()
-                with paused_gc(), self.ledger.store.transaction(commit=True) as session:
-                    self._lock(session)
-                    moved = self._position(session) != start
-                    if not moved:
-                        self._write(session, pending, upto)
-                if moved:  # another folder wrote batches meanwhile: go on from where it left
-                    rest = self._fold_batches(batch, None, progress)
-                    return CatchUp(total + rest.events, rest.position)
-                total, position = total + folded, upto
-                if progress is not None:
-                    progress(position)
-        finally:
-            for _, _, left in ahead:
-                left.cancel()
-
     def fold_range(self, after: int, upto: int) -> tuple[int, Pending]:
         """The events after position ``after`` up to ``upto`` folded, and prepared for a
         writer in another process (a fold worker's task): (how many, the batch)."""
         e = self._events
         with paused_gc(), self.ledger.store.transaction(commit=False) as session:
-            rows = self._read_rows(session, (e.id > after) & (e.id <= upto))
+            rows = self._writes.read_rows(session, (e.id > after) & (e.id <= upto))
             views = RunViews(self.tracking)
-            views.fold_stored(rows, self.ledger.mapper, self._reader, self._originator(session))
+            views.fold_stored(
+                rows, self.ledger.mapper, self._reader, self._writes.originator(session)
+            )
             pending, _ = views.take()
             run_row = None if self._is_postgres else positional_rows(runs, self._engine.dialect)
             pending.prepare(run_row)
@@ -719,18 +469,4 @@ class ProjectionRunner:
 
     def table_digests(self) -> dict[str, str]:
         """sha256 over the canonical rows of each view, in key order: equal views, equal digests."""
-        digests: dict[str, str] = {}
-        with self.ledger.store.transaction(commit=False) as session:
-            for table in VIEW_TABLES:
-                order = [c for c in table.primary_key.columns]
-                hasher = hashlib.sha256()
-                for row in session.execute(select(table).order_by(*order)).mappings():
-                    hasher.update(canonical_json(jsonable(dict(row))) + b"\n")
-                digests[table.name] = "sha256:" + hasher.hexdigest()
-        return digests
-
-
-def _arrival(row: Sequence[Any]) -> Arrival:
-    """A group member as ``_rerank`` selects it: the ``RANKED_BY`` columns, then where the
-    log put the run."""
-    return Arrival(int(row[_RANKED]), ranked_entry(row[:_RANKED]))
+        return view_digests(self.ledger.store)
