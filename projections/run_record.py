@@ -1,4 +1,8 @@
-"""One run's full record: what its events say, plus its projected evidence and standing."""
+"""One run's full record as the CLI still reads it: what its events say, plus its projected
+evidence and standing, as a JSON-ready dict.
+
+The server's record is composed once, typed, by the service (``api.service.run_record``); this
+module (and ``ledger.run_summary``) goes once the CLI calls the service too."""
 
 from __future__ import annotations
 

@@ -25,10 +25,10 @@ from domain.event_names import EventName
 from domain.run_facts import RunFold
 from ledger.errors import NotFoundError
 from ledger.event_verification import EventVerification
-from ledger.history import DEFAULT_PAGE, describe, history_page, state_events_before
+from ledger.history import DEFAULT_PAGE, MAX_PAGE, describe, history_page, state_events_before
 from ledger.ids import principal_id, run_id
 
-__all__ = ["DEFAULT_PAGE", "History", "changes_by_event"]
+__all__ = ["DEFAULT_PAGE", "MAX_PAGE", "History", "changes_by_event"]
 
 
 def _level(fold: RunFold) -> str:

@@ -10,6 +10,8 @@ from litestar.params import JSONBody, PathParameter, QueryParameter, RawBody
 from api.server.controllers.common import DsseEnvelope, Service, write
 from api.server.openapi_problems import refuses
 from api.service.errors import AmbiguousReferenceError, BadQueryError, NotFoundError
+from api.service.history import DEFAULT_PAGE as HISTORY_PAGE
+from api.service.history import MAX_PAGE as HISTORY_MAX
 from api.service.models.history import RunHistory
 from api.service.models.log import Receipt
 from api.service.models.runs import RunList, RunRecord
@@ -17,8 +19,6 @@ from api.service.paging import MAX_PAGE
 from domain.documents import MAX_SAFE_INTEGER
 from domain.evidence import EvidenceLevel
 from domain.statements import PredicateType
-from ledger.history import DEFAULT_PAGE as HISTORY_PAGE
-from ledger.history import MAX_PAGE as HISTORY_MAX
 
 DigestPath = Annotated[
     str,
