@@ -1,5 +1,5 @@
-"""docs/design.md §12, "nothing acknowledged is lost": `kernelindex serve` is SIGKILLed while several
-clients append signed attestations as fast as it answers, then restarted on the same store.
+"""docs/design.md §12, "nothing acknowledged is lost": `kernelindex serve` is SIGKILLed while
+several clients append signed attestations as fast as it answers, then restarted on the same store.
 
 Every acknowledged append (201 with its receipt) must be stored at its position as the
 envelope sent, with an inclusion proof that verifies against the log recomputed from the
