@@ -20,41 +20,19 @@ from typing import TYPE_CHECKING, Any, Final
 from domain.errors import DomainError
 
 if TYPE_CHECKING:
-    from domain.statement_models.attestation import (
-        AttestationPredicate,
-    )
-    from domain.statement_models.common import (
-        VISIBLE,
-        Digest,
-        HttpsUrl,
-        KeyId,
-        Sha256Hex,
-        SignedPredicate,
-        Slug,
-        Timestamp,
-    )
+    from domain.statement_models.attestation import AttestationPredicate
+    from domain.statement_models.common import SignedPredicate
     from domain.statement_models.ingestion import (
         AttachedManifests,
         AttachmentPredicate,
         IngestionPredicate,
         ManifestSet,
     )
-    from domain.statement_models.keys import (
-        Architecture,
-        KeyDevice,
-        KeyPredicate,
-    )
-    from domain.statement_models.lifecycle import (
-        LifecyclePredicate,
-    )
+    from domain.statement_models.keys import KeyDevice, KeyPredicate
+    from domain.statement_models.lifecycle import LifecyclePredicate
     from domain.statement_models.rerun import (
-        DefenceName,
         HardwareRequirement,
-        JobId,
-        Label,
         LatencyStats,
-        Nanoseconds,
-        Nonce,
         RerunBuild,
         RerunCase,
         RerunClaimPredicate,
@@ -64,14 +42,9 @@ if TYPE_CHECKING:
         RerunPredicate,
         RerunRequestPredicate,
         RerunSummary,
-        ShortText,
         TimerCrossCheck,
-        Uint53,
     )
-    from domain.statement_models.statement import (
-        Statement,
-        Subject,
-    )
+    from domain.statement_models.statement import Statement, Subject
 
 __all__ = [
     "BUILD_LANGUAGES",
@@ -91,8 +64,6 @@ __all__ = [
     "STORED",
     "TEST_BACKENDS",
     "TIMER_REFERENCES",
-    "VISIBLE",
-    "Architecture",
     "AttachedManifests",
     "AttachmentPredicate",
     "AttestationPredicate",
@@ -100,25 +71,17 @@ __all__ = [
     "CaseReason",
     "CaseStatus",
     "Defence",
-    "DefenceName",
     "DefenceOutcome",
-    "Digest",
     "HardwareRequirement",
-    "HttpsUrl",
     "IngestionPredicate",
     "JobFailure",
-    "JobId",
     "KeyAction",
     "KeyDevice",
-    "KeyId",
     "KeyPredicate",
-    "Label",
     "LatencyStats",
     "LifecycleAction",
     "LifecyclePredicate",
     "ManifestSet",
-    "Nanoseconds",
-    "Nonce",
     "PredicateType",
     "ReportReason",
     "RerunBuild",
@@ -132,18 +95,13 @@ __all__ = [
     "RerunSummary",
     "Role",
     "RoundLabel",
-    "Sha256Hex",
-    "ShortText",
     "SignedPredicate",
-    "Slug",
     "Statement",
     "StatementError",
     "StopRule",
     "Subject",
     "TimerCrossCheck",
     "TimerName",
-    "Timestamp",
-    "Uint53",
     "build_predicate",
     "is_case_reason",
     "make_statement",
@@ -392,45 +350,24 @@ class StatementError(DomainError):
 
 # --- the models, made on first use ------------------------------------------------------------
 
-# Model (or field type) → the module of ``domain.statement_models`` that makes it.
+# Model → the module of ``domain.statement_models`` that makes it.
 _MODEL_MODULES: Final = {
-    **dict.fromkeys(
-        ("VISIBLE", "Digest", "HttpsUrl", "KeyId", "Sha256Hex", "SignedPredicate", "Slug"),
-        "common",
-    ),
-    "Timestamp": "common",
-    **dict.fromkeys(("Statement", "Subject"), "statement"),
-    **dict.fromkeys(
-        ("ManifestSet", "IngestionPredicate", "AttachedManifests", "AttachmentPredicate"),
-        "ingestion",
-    ),
-    "AttestationPredicate": "attestation",
-    **dict.fromkeys(("Architecture", "KeyDevice", "KeyPredicate"), "keys"),
-    "LifecyclePredicate": "lifecycle",
-    **dict.fromkeys(
+    name: module
+    for module, names in (
+        ("common", "SignedPredicate"),
+        ("statement", "Statement Subject"),
+        ("ingestion", "ManifestSet IngestionPredicate AttachedManifests AttachmentPredicate"),
+        ("attestation", "AttestationPredicate"),
+        ("keys", "KeyDevice KeyPredicate"),
+        ("lifecycle", "LifecyclePredicate"),
         (
-            "DefenceName",
-            "HardwareRequirement",
-            "JobId",
-            "Label",
-            "LatencyStats",
-            "Nanoseconds",
-            "Nonce",
-            "RerunBuild",
-            "RerunCase",
-            "RerunClaimPredicate",
-            "RerunDefence",
-            "RerunDevice",
-            "RerunEnvironment",
-            "RerunPredicate",
-            "RerunRequestPredicate",
-            "RerunSummary",
-            "ShortText",
-            "TimerCrossCheck",
-            "Uint53",
+            "rerun",
+            "HardwareRequirement RerunDevice RerunRequestPredicate RerunClaimPredicate "
+            "LatencyStats RerunDefence TimerCrossCheck RerunCase RerunBuild RerunSummary "
+            "RerunEnvironment RerunPredicate",
         ),
-        "rerun",
-    ),
+    )
+    for name in names.split()
 }
 
 # Predicate type → (module, model): what admission and the verifier validate a predicate with.
@@ -478,7 +415,7 @@ PREDICATE_MODELS: Final[Mapping[PredicateType, type[SignedPredicate]]] = _Predic
 
 
 def __getattr__(name: str) -> object:
-    """A model (or field type) of ``domain.statement_models``, made on first use (PEP 562)."""
+    """A model of ``domain.statement_models``, made on first use (PEP 562)."""
     module = _MODEL_MODULES.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
