@@ -10,15 +10,12 @@ an ambiguous one is refused with the candidates and what tells them apart.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import and_, or_, select
 
-from ledger.application import Ledger
 from ledger.errors import AmbiguousReferenceError, NotFoundError
 from ledger.store.event_store import StoreSession
-from projections.runner import ProjectionRunner
 from projections.tables import runs
 
 MIN_PREFIX = 4
@@ -120,31 +117,3 @@ def resolve_group(session: StoreSession, reference: str) -> str:
             " comparison keys: " + ", ".join(k[:23] + "…" for k in keys[:_SHOWN])
         )
     return str(keys[0])
-
-
-def resolve_run_in(
-    ledger: Ledger,
-    reference: str,
-    runner: ProjectionRunner | None = None,
-    refresh: Callable[[], object] | None = None,
-) -> str:
-    """:func:`resolve_run` over ``ledger``'s views, brought up to date first (``refresh``,
-    by default the runner's catch-up); a full digest is looked up in the log itself (a run
-    whose record is damaged is still found, for its audit)."""
-    digest = full_digest(reference)
-    if digest is not None:
-        return ledger.require_run(digest)
-    runner = runner or ProjectionRunner(ledger)
-    (refresh or runner.catch_up)()
-    return runner.snapshot(lambda session: resolve_run(session, reference))[1]
-
-
-def resolve_group_in(
-    ledger: Ledger,
-    reference: str,
-    runner: ProjectionRunner | None = None,
-    refresh: Callable[[], object] | None = None,
-) -> str:
-    runner = runner or ProjectionRunner(ledger)
-    (refresh or runner.catch_up)()
-    return runner.snapshot(lambda session: resolve_group(session, reference))[1]

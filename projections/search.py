@@ -305,26 +305,3 @@ def search_groups(session: StoreSession, query: str, limit: int = MAX_GROUPS) ->
             )
         )
     return found
-
-
-def search_result(query: str, found: list[Found]) -> dict[str, Any]:
-    """What ``kernelindex search --json`` and ``GET /v1/search`` answer."""
-    labels = [f.label for f in found]
-    return {
-        "query": query,
-        "groups": [
-            {
-                "comparisonKey": f.label.key,
-                "benchmark": f.label.benchmark,
-                "product": f.label.product,
-                "parts": f.label.parts,
-                "apartBy": (
-                    f.label.separated_by(alike) if (alike := f.label.lookalikes(labels)) else None
-                ),
-                "runs": f.label.runs,
-                "matchingRuns": f.runs,
-                "top": {"run": f.top_run, "name": f.top_name, "value": f.top_value, "unit": f.unit},
-            }
-            for f in found
-        ],
-    }

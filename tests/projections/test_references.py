@@ -12,9 +12,22 @@ import json
 import pytest
 from projection_world import ALL_RUNS, GROUP, MANIFESTS, NAMES, RUN_21613, SEED, World
 
+from api.service.boards import Boards
+from api.service.freshness import Views
+from api.service.runs import Runs
+from ledger.application import Ledger
 from ledger.errors import AmbiguousReferenceError, NotFoundError
 from ledger.signing.authoring import ingestion_envelope
-from projections.references import resolve_group_in, resolve_run_in
+
+
+def resolve_run_in(ledger: Ledger, reference: str) -> str:
+    """A run as every face resolves it (the service, over fresh views)."""
+    return Runs(Views(ledger)).resolve(reference)
+
+
+def resolve_group_in(ledger: Ledger, reference: str) -> str:
+    views = Views(ledger)
+    return Boards(views, Runs(views)).resolve(reference)
 
 
 def _shortest_unique(run: str) -> int:

@@ -26,9 +26,13 @@ from projection_world import GROUP, MANIFESTS, RUN_15149, SEED, World
 from sqlalchemy import Engine, create_engine, insert
 from sqlalchemy.orm import Session
 
+from api.service.boards import Boards
+from api.service.freshness import Views
+from api.service.models import to_builtins
+from api.service.runs import Runs
 from domain.manifests.canonical_form import manifest_digest
 from ledger.signing.authoring import ingestion_envelope
-from projections.search import fold, manifest_values, rough_text, search_groups, search_result
+from projections.search import fold, manifest_values, rough_text, search_groups
 from projections.tables import manifests, runs
 
 # What the cohort's groups are told apart by: the SOL stack version of their protocol.
@@ -53,10 +57,8 @@ JSON_KEYS = (
 
 def search(world: World, query: str) -> list[dict[str, Any]]:
     """The groups ``kernelindex search --json`` answers with (after catching up)."""
-    runner = world.runner()
-    runner.catch_up()
-    _, found = runner.snapshot(lambda session: search_groups(session, query))
-    return list(search_result(query, found)["groups"])
+    views = Views(world.ledger)
+    return list(to_builtins(Boards(views, Runs(views)).search(query))["groups"])
 
 
 def keys(world: World, query: str) -> list[str]:
