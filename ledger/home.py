@@ -196,6 +196,15 @@ class LedgerHome:
         return ledger
 
 
+def parse_witness_option(text: str) -> tuple[str, str]:
+    """``URL=VKEY`` (``init --witness``) as (vkey, URL): split at the last ``=``, which a
+    cosigner vkey (33 bytes of base64, unpadded) never holds."""
+    url, sep, vkey = text.rpartition("=")
+    if not sep or not url or not vkey:
+        raise HomeError(f"--witness {text!r}: expected URL=VKEY")
+    return vkey, url
+
+
 def witness_policy_text(
     origin: str, log_key: PublicKey, witnesses: Sequence[tuple[str, str]], quorum: int | None
 ) -> str:

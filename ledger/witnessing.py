@@ -6,18 +6,19 @@ and its receipts carry inclusion proofs against that log-signed checkpoint at on
 the commit, the ledger *pokes* this loop: its thread reads the newest stored checkpoint and
 offers that one checkpoint to every witness at once (``ledger.witness.client``: ``old
 <size>``, the consistency proof, the note), so that the witnesses' cosignatures fall on the
-same sizes and a quorum can form; each ``cosignature/v1`` line that verifies under its
-witness's configured key is stored as it arrives, in ``kernelindex_log_cosignatures``
-(``ledger.store.cosignatures``). Readers then serve the cosigned checkpoint: the log's note
-with those lines appended.
+same sizes and a quorum can form; the ``cosignature/v1`` lines that verify under their
+witnesses' configured keys are stored together once the round's answers are in, in
+``kernelindex_log_cosignatures`` (``ledger.store.cosignatures``). Readers then serve the
+cosigned checkpoint: the log's note with those lines appended.
 
-Timing (what ``docs/witnesses.md`` states): a round starts as soon as a commit pokes it, or
+Timing (what ``docs/witnesses.md`` states): a round starts as soon as a commit pokes it
+(while commits keep coming during rounds, at most one every ``min_interval`` seconds), or
 every ``poll`` seconds for commits made by other processes, and takes one request to each
 witness; commits made meanwhile are covered by the next round, which offers the newest
-checkpoint. A witness that is down or refuses costs only its own cosignature: it is left out
-of the rounds for a pause that doubles from ``retry`` up to ``max_backoff`` seconds, then
-offered the newest checkpoint again, and the other witnesses go on. Nothing here holds a lock
-a writer waits for but the short transaction that stores a cosignature.
+checkpoint. A witness that is down or refuses costs only its own cosignature: it is left
+out of the rounds for a pause that doubles from ``retry`` up to ``max_backoff`` seconds, then
+offered the newest checkpoint again, and the other witnesses go on. Nothing here holds a
+lock a writer waits for but the short transaction that stores a round's cosignatures.
 
 Alarms (a witness that has cosigned a tree larger than this log's; one that holds another
 tree at the size it last cosigned: a split view) are logged at ERROR by the client and kept
@@ -29,7 +30,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -51,6 +52,11 @@ DEFAULT_TIMEOUT_S = 1.0  # per request: a slow witness must not hold its thread 
 DEFAULT_POLL_S = 1.0  # how often a thread looks for commits made by other processes
 DEFAULT_RETRY_S = 1.0
 DEFAULT_MAX_BACKOFF_S = 30.0
+# While commits keep coming during rounds, a round starts at most this often: one round then
+# covers all that came since the last, and the witnesses' requests and the cosignatures'
+# commits do not grow with the commit rate (Sunlight sequences once a second; this is ten
+# times that). A commit to a quiet log is offered at once.
+DEFAULT_MIN_INTERVAL_S = 0.1
 
 _log = logging.getLogger(__name__)
 
@@ -105,23 +111,17 @@ class _Loop:
         return self.cosigned < size and now >= self.not_before
 
     def offer(self, target: SignedCheckpoint) -> WitnessOutcome | None:
-        """Offer ``target`` unless this witness has cosigned it (or a later one); store the
-        cosignature it returns. None when there was nothing to offer."""
+        """Offer ``target`` unless this witness has cosigned it (or a later one). None when
+        there was nothing to offer. The round stores what the witnesses cosigned."""
         with self.offering:
             if target.size == 0 or target.size <= self.cosigned:
                 return None
-            tlog = self.owner.tlog
             self.client.log_size(target.size)
             result = self.client.cosign(target.note, self.owner.proof)
             (outcome,) = result.outcomes
-            if outcome.cosignature is not None:
-                with tlog.store.transaction(commit=True) as session:
-                    dialect = tlog.store.engine.dialect.name
-                    cosignatures.record(session, dialect, target.size, [outcome.cosignature])
-                self.cosigned = target.size
-            elif outcome.outcome == "superseded" and outcome.witness_size is not None:
+            if outcome.outcome == "superseded" and outcome.witness_size is not None:
                 # Another process of this log had it cosign a later size (stored there).
-                self.cosigned = max(self.cosigned, outcome.witness_size)
+                self.owner.advanced([self], outcome.witness_size)
             self.last = outcome
             if outcome.alarm:
                 self.alarmed = outcome
@@ -150,6 +150,7 @@ class Witnessing:
         poll: float = DEFAULT_POLL_S,
         retry: float = DEFAULT_RETRY_S,
         max_backoff: float = DEFAULT_MAX_BACKOFF_S,
+        min_interval: float = DEFAULT_MIN_INTERVAL_S,
     ) -> None:
         names = [w.name for w in witnesses]
         if len(set(names)) != len(names):
@@ -157,10 +158,12 @@ class Witnessing:
         self.tlog = tlog
         self.timeout, self.attempts = timeout, attempts
         self.poll, self.retry, self.max_backoff = poll, retry, max_backoff
+        self.min_interval = min_interval
         self.stopping = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._rounds = threading.Lock()
+        self._advance = threading.Condition()  # a witness's cosigned size moved
         # One connection pool for every witness: keep-alive, as tlog-witness asks.
         self.http = httpx.Client(timeout=timeout)
         with tlog.store.transaction(commit=False) as session:
@@ -190,16 +193,24 @@ class Witnessing:
         self._wake.set()
 
     def _run(self) -> None:
+        last, busy = float("-inf"), False
         while not self.stopping.is_set():
             self._wake.wait(self._wait_s())
+            # Commits that came while the last round was out: the log is busy, and the
+            # next round waits for its turn (a lone commit is asked about at once).
+            early = last + self.min_interval - time.monotonic()
+            if busy and early > 0 and self.stopping.wait(early):
+                return
             self._wake.clear()
             if self.stopping.is_set():
                 return
+            last = time.monotonic()
             try:
                 self.round(respect_backoff=True)
             except Exception:  # the loop outlives a database or witness failure
                 _log.exception("witnessing: a round failed; the next one tries again")
                 self.stopping.wait(self.retry)
+            busy = self._wake.is_set()
 
     def _wait_s(self) -> float:
         """Until the next poll, or a backing-off witness's next try if that comes first."""
@@ -220,16 +231,39 @@ class Witnessing:
                 for loop in self._loops
                 if loop.due(target.size, now if respect_backoff else float("inf"))
             ]
-            return list(self._pool.map(lambda loop: loop.offer(target), due))
+            outcomes = list(self._pool.map(lambda loop: loop.offer(target), due))
+            cosigned = [
+                (loop, o.cosignature)
+                for loop, o in zip(due, outcomes, strict=True)
+                if o is not None and o.cosignature is not None
+            ]
+            if cosigned:
+                # One transaction (one commit, one fsync) for the round's cosignatures.
+                store = self.tlog.store
+                with store.transaction(commit=True) as session:
+                    found = [c for _, c in cosigned]
+                    cosignatures.record(session, store.engine.dialect.name, target.size, found)
+                self.advanced([loop for loop, _ in cosigned], target.size)
+            return outcomes
 
     def status(self) -> list[WitnessState]:
         return [loop.state() for loop in self._loops]
+
+    def advanced(self, loops: Sequence[_Loop], size: int) -> None:
+        """These witnesses have cosigned up to ``size``, stored (wakes ``wait_for``)."""
+        with self._advance:
+            for loop in loops:
+                loop.cosigned = max(loop.cosigned, size)
+            self._advance.notify_all()
 
     def wait_for(self, size: int, quorum: int, timeout: float) -> bool:
         """Whether ``quorum`` witnesses have cosigned a size of at least ``size`` within
         ``timeout`` seconds (for callers that want the cosigned checkpoint before going on:
         the tests and the benchmark)."""
-        return _until(lambda: sum(loop.cosigned >= size for loop in self._loops) >= quorum, timeout)
+        with self._advance:
+            return self._advance.wait_for(
+                lambda: sum(loop.cosigned >= size for loop in self._loops) >= quorum, timeout
+            )
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop the thread (a round in flight ends within its requests' timeouts)."""
@@ -241,12 +275,3 @@ class Witnessing:
         for loop in self._loops:
             loop.client.close()
         self.http.close()
-
-
-def _until(done: Callable[[], bool], timeout: float, step: float = 0.005) -> bool:
-    deadline = time.monotonic() + timeout
-    while not done():
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(step)
-    return True

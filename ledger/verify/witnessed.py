@@ -88,6 +88,11 @@ def check_witnessed(
 ) -> str | None:
     """Hold the bundle's checkpoints to the policy; return the cosigned note that met it
     (what a caller keeps as the checkpoint it holds), else None."""
+    # A witnessed line is the log's word that its tree extends the bundle's: held to it
+    # whether or not a policy asks about the witnesses.
+    notes = [mine_note]
+    if later is not None and _later(later[0], later[1], mine, verifier, report):
+        notes.append(later[0])
     if source.error is not None:
         report.fail(Check.WITNESSED, source.source, f"the witness policy: {source.error}")
         return None
@@ -96,9 +101,6 @@ def check_witnessed(
         report.notes.append(UNWITNESSED)
         report.facts["witnessed"] = "no (no witness policy given)"
         return None
-    notes = [mine_note]
-    if later is not None and _later(later[0], later[1], mine, verifier, report):
-        notes.append(later[0])
     # A policy that names its logs is about those; one that names none, about this log.
     log_keys = [] if policy.logs else [verifier]
     verdicts = [(note, quorum_met(policy, note, log_keys)) for note in notes]

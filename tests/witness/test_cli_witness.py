@@ -26,7 +26,7 @@ from live_server import free_port
 from typer.testing import CliRunner
 
 from api.cli.witness import app as witness_cli
-from ledger.home import LedgerHome
+from ledger.home import LedgerHome, parse_witness_option
 from ledger.proofs.signed_note import split_note
 from ledger.signing.trust import TrustRoot
 from ledger.verification_report import Check, Report
@@ -117,9 +117,9 @@ def test_init_with_three_witnesses_ingest_export_and_verify_a_quorum(
     ]
     ports = [free_port() for _ in names]
     home = LedgerHome.at(tmp_path / "home", db_url)
-    # `kernelindex init --witness VKEY URL` (x3): the policy is written, and named by the root.
-    urls = [f"http://127.0.0.1:{p}" for p in ports]
-    home.initialise(witnesses=list(zip(vkeys, urls, strict=True))).close()
+    # `kernelindex init --witness URL=VKEY` (x3): the policy is written, named by the root.
+    options = [f"http://127.0.0.1:{p}={v}" for p, v in zip(ports, vkeys, strict=True)]
+    home.initialise(witnesses=[parse_witness_option(o) for o in options]).close()
     prepare_views(db_url)
     assert "group witnesses 2 w0.witness.test w1.witness.test w2.witness.test" in (
         home.witness_policy_path.read_text()
