@@ -14,6 +14,7 @@ first, as commands always did.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 
 from api.service.boards import Boards
@@ -49,10 +50,8 @@ class LedgerService:
         background: bool = False,
     ) -> None:
         self.ledger = ledger
-        # One writer commits concurrent requests in groups: the ledger's writer process
-        # (``kernelindex serve``: ``writer``), else a writer thread of this process; across
-        # processes (PostgreSQL) the ledger's own retry and log lock keep writers consistent.
-        self.writer: Writer = writer if writer is not None else GroupCommitWriter(ledger)
+        self._writer = writer
+        self._writer_made = threading.Lock()
         self.views = Views(ledger, background=background)
         self.runs = Runs(self.views, public_url or "")
         self.history = History(self.views, self.runs)
@@ -62,12 +61,24 @@ class LedgerService:
         self.log = Log(self.views, self.runs)
         self.jobs = Jobs(self.views)
 
+    @property
+    def writer(self) -> Writer:
+        """One writer commits concurrent requests in groups: the ledger's writer process
+        (``kernelindex serve`` gives it), else a writer thread of this process, started at
+        the first write (a command that only reads starts none); across processes
+        (PostgreSQL) the ledger's own retry and log lock keep writers consistent."""
+        with self._writer_made:
+            if self._writer is None:
+                self._writer = GroupCommitWriter(self.ledger)
+            return self._writer
+
     def start(self) -> None:
         """Start what serves in the background: a server's views folder."""
         self.views.start()
 
     def close(self) -> None:
-        self.writer.close()
+        if self._writer is not None:
+            self._writer.close()
         self.views.stop()
 
     # ---------------------------------------------------------------- writes
