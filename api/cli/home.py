@@ -24,7 +24,7 @@ from domain.documents import parse_document
 from domain.errors import DomainError
 from domain.manifests.canonical_form import manifest_digest
 from domain.manifests.collection import manifests_in
-from ledger.home import LedgerHome
+from ledger.home import LedgerHome, parse_witness_option
 from projections.runner import prepare_views
 
 app = typer.Typer()
@@ -36,11 +36,32 @@ def init(
     home: HomeOption = None,
     db: DbOption = None,
     origin: Annotated[str | None, typer.Option(help="Log origin name for checkpoints.")] = None,
+    witness: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--witness",
+            help="A witness the log asks to cosign its checkpoints: URL=VKEY "
+            "(`kernelindex witness key`); repeatable.",
+        ),
+    ] = None,
+    witness_quorum: Annotated[
+        int | None,
+        typer.Option(
+            "--witness-quorum",
+            min=1,
+            help="How many witnesses a bundle needs (default: a majority).",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Create a ledger home: database, admin/ingester/log keys and trust-root.json."""
     target = LedgerHome.at(home, db)
-    ledger = target.initialise(origin=origin, passphrase=passphrase())
+    ledger = target.initialise(
+        origin=origin,
+        passphrase=passphrase(),
+        witnesses=[parse_witness_option(w) for w in witness or []],
+        quorum=witness_quorum,
+    )
     prepare_views(target.db_url)
     root = ledger.trust_root
     keys = {name: target.key(name).key_id for name in ("admin", "ingester", "log")}

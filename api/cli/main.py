@@ -111,6 +111,9 @@ COMMANDS: dict[str, Lazy] = {
     "import": Lazy("api.cli.imports", "Import results from a source's saved responses."),
     "artifact": Lazy("api.cli.artifacts", "Content-addressed artifacts."),
     "db": Lazy("api.cli.db", "Database schema: status and explicit upgrades."),
+    "witness": Lazy(
+        "api.cli.witness", "Witnesses: run one, and see or ask a ledger's (C2SP tlog-witness)."
+    ),
 }
 
 

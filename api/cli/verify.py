@@ -35,6 +35,7 @@ from ledger.verify import (
     outcome_of,
     verify_bundle_lines,
 )
+from ledger.witness.policy import read_policy_file
 
 app = typer.Typer()
 
@@ -83,6 +84,15 @@ def verify(
     view: Annotated[
         View, typer.Option("--view", help="The ranking view --rank is about.")
     ] = View.SOURCE_NATIVE,
+    policy_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--policy",
+            help="A C2SP tlog-policy file: the witnesses whose quorum must have cosigned the "
+            "bundle's checkpoint (default: the pinned trust root's; with none the bundle is "
+            "reported unwitnessed).",
+        ),
+    ] = None,
     as_json: JsonOption = False,
     workers: Annotated[
         int | None,
@@ -104,6 +114,7 @@ def verify(
         allow_unanchored=unanchored,
         held_checkpoints=read_notes(checkpoint),
         expect=expect,
+        witness_policy=read_policy_file(policy_file) if policy_file else None,
     )
     with open_bundle(bundle) as handle, progress_bar("verifying") as bar:
         task = bar.add_task("verify", total=None)

@@ -3,9 +3,8 @@ processes on loopback, a ledger made with them, the seed ingested, the witnesses
 (`witness sync`), the bundle exported and verified against a 2-of-3 policy; the same bundle
 with one cosignature removed fails a 3-of-3 policy by the check's name.
 
-Until `init --witness` and `verify --policy` are wired into the command line (api/cli/home.py
-and api/cli/verify.py), those two steps call what the options will call:
-``LedgerHome.initialise(witnesses=...)`` and ``VerificationPolicy(witness_policy=...)``.
+`init --witness` and `verify --policy` run as commands; the verdicts are also read from the
+report itself (``VerificationPolicy(witness_policy=...)``), for the named check and reason.
 """
 
 from __future__ import annotations
@@ -26,14 +25,13 @@ from live_server import free_port
 from typer.testing import CliRunner
 
 from api.cli.witness import app as witness_cli
-from ledger.home import LedgerHome, parse_witness_option
+from ledger.home import LedgerHome
 from ledger.proofs.signed_note import split_note
 from ledger.signing.trust import TrustRoot
 from ledger.verification_report import Check, Report
 from ledger.verify import Outcome, VerificationPolicy, outcome_of, verify_bundle_lines
 from ledger.witness.cosignature import add_signature_lines
 from ledger.witness.policy import read_policy_file
-from projections.runner import prepare_views
 
 REPO = Path(__file__).resolve().parents[2]
 WITNESS = [sys.executable, "-m", "api.cli.witness", "witness"]
@@ -117,14 +115,13 @@ def test_init_with_three_witnesses_ingest_export_and_verify_a_quorum(
     ]
     ports = [free_port() for _ in names]
     home = LedgerHome.at(tmp_path / "home", db_url)
+    cli = Cli(home.path, db_url)
     # `kernelindex init --witness URL=VKEY` (x3): the policy is written, named by the root.
     options = [f"http://127.0.0.1:{p}={v}" for p, v in zip(ports, vkeys, strict=True)]
-    home.initialise(witnesses=[parse_witness_option(o) for o in options]).close()
-    prepare_views(db_url)
+    cli("init", *(arg for o in options for arg in ("--witness", o)))
     assert "group witnesses 2 w0.witness.test w1.witness.test w2.witness.test" in (
         home.witness_policy_path.read_text()
     )
-    cli = Cli(home.path, db_url)
     cli("ingest", seed_path)
     root = home.trust_root_path
     env = {"KERNELINDEX_HOME": str(home.path), "KERNELINDEX_DB": db_url}
@@ -146,6 +143,8 @@ def test_init_with_three_witnesses_ingest_export_and_verify_a_quorum(
     )
     report = verify(bundle, root, two_of_three)
     assert outcome_of(report) is Outcome.VERIFIED and report.passed[Check.WITNESSED] == 1
+    shown = cli("verify", bundle, "--trust-root", root, "--policy", two_of_three).stdout
+    assert shown.startswith(f"VERIFIED  {bundle}: "), shown
     # With no --policy the trust root's own (2 of 3, from init) is the default.
     assert (
         verify(bundle, root, None)
@@ -166,6 +165,8 @@ def test_init_with_three_witnesses_ingest_export_and_verify_a_quorum(
     all_three = policy_file(tmp_path / "3-of-3.policy", list(zip(names, vkeys, strict=True)), "all")
     failed = verify(edited, root, all_three)
     assert outcome_of(failed) is Outcome.FAILED
+    refused = cli("verify", edited, "--trust-root", root, "--policy", all_three, ok=False)
+    assert refused.exit_code == 1 and "witnessed" in refused.stdout, refused.stdout
     assert [(f.check, f.reason) for f in failed.findings] == [
         (
             Check.WITNESSED,
