@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Insert, func, select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import func, select
 
 from ledger.proofs.signed_note import split_note
 from ledger.store import signed_checkpoints
 from ledger.store.event_store import StoreSession
+from ledger.store.insert_or_keep import insert_or_keep
 from ledger.store.log_tables import cosignatures
 from ledger.witness.cosignature import Cosignature, add_signature_lines, signature_lines
 
@@ -37,10 +37,7 @@ __all__ = [
 _KEYS = ["size", "witness", "key_id"]
 # A witness asked twice for one size (a retry whose first reply was lost, two processes) has
 # signed it twice; the first line kept stands.
-_INSERT_NEW: dict[str, Insert] = {
-    "postgresql": postgresql.insert(cosignatures).on_conflict_do_nothing(index_elements=_KEYS),
-    "sqlite": sqlite.insert(cosignatures).on_conflict_do_nothing(index_elements=_KEYS),
-}
+# (``insert_or_keep``).
 
 
 @dataclass(frozen=True)
@@ -79,7 +76,7 @@ def record(session: StoreSession, dialect: str, size: int, found: Iterable[Cosig
         for c in found
     ]
     if rows:
-        session.execute(_INSERT_NEW.get(dialect, cosignatures.insert()), rows)
+        session.execute(insert_or_keep(cosignatures, dialect, _KEYS), rows)
 
 
 def _stored(row: Sequence[object]) -> StoredCosignature:

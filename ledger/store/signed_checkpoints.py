@@ -9,25 +9,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import Insert, bindparam, select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import bindparam, select
 
 from domain.timestamps import format_time, utc_now
 from ledger.errors import LogIntegrityError
 from ledger.proofs.signed_note import format_checkpoint, sign_note
 from ledger.signing.keys import SigningKey
 from ledger.store.event_store import StoreSession
+from ledger.store.insert_or_keep import insert_or_keep
 from ledger.store.log_tables import checkpoints
 
 # Statements every write runs, built once (building one costs about what running it does).
 _INSERT = checkpoints.insert()
-# A commit's checkpoint, unless its size has one already: a log cut back (leaves deleted)
-# and grown again to a size it had signed. The write goes on, the stored note stays, and
-# every read of that size then refuses (``stored``): the ledger never signs a second root.
-_INSERT_NEW: dict[str, Insert] = {
-    "postgresql": postgresql.insert(checkpoints).on_conflict_do_nothing(index_elements=["size"]),
-    "sqlite": sqlite.insert(checkpoints).on_conflict_do_nothing(index_elements=["size"]),
-}
 _AT_SIZE = select(checkpoints).where(checkpoints.c.size == bindparam("size"))
 
 
@@ -61,7 +54,10 @@ def store(session: StoreSession, signed: SignedCheckpoint) -> None:
 
 def store_unless_signed(session: StoreSession, signed: SignedCheckpoint, dialect: str) -> None:
     """Store ``signed`` if its size has no checkpoint yet (``dialect``: the database's)."""
-    session.execute(_INSERT_NEW.get(dialect, _INSERT), _values(signed))
+    # Unless its size has one already: a log cut back (leaves deleted) and grown again to a
+    # size it had signed. The write goes on, the stored note stays, and every read of that
+    # size then refuses (``stored``): the ledger never signs a second root.
+    session.execute(insert_or_keep(checkpoints, dialect, ["size"]), _values(signed))
 
 
 def stored(session: StoreSession, size: int, root: bytes) -> SignedCheckpoint | None:
