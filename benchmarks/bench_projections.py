@@ -32,6 +32,7 @@ from rich.console import Console
 from rich.table import Table
 from sqlalchemy import select
 
+from api.service.ledger_service import LedgerService
 from benchmarks.suite import Context, FigureResult, Row, at_least, at_most, fmt
 from domain.manifests.canonical_form import manifest_digest
 from domain.ranking import View
@@ -44,7 +45,6 @@ from ledger.signing.dsse import parse_envelope, stored_statement
 from ledger.signing.keys import SigningKey
 from ledger.store.event_fields import statement_of_payload
 from projections import queries
-from projections.run_record import run_record
 from projections.run_views import decode, event_name, field_reader, statement_of
 from projections.runner import REBUILD_BATCH, ProjectionRunner
 
@@ -311,10 +311,11 @@ def measure(
             board_times.append(t1 - t0)
             row_times.append(t2 - t1)
         record_times: list[float] = []
+        service = LedgerService(ledger)
         for _ in range(min(200, reads)):
             digest = rng.choice(digests)
             t0 = time.perf_counter()
-            run_record(ledger, digest)
+            service.runs.record(digest)
             record_times.append(time.perf_counter() - t0)
         board = _percentiles(board_times)
         row = _percentiles(row_times)
@@ -420,20 +421,20 @@ def figures(ctx: Context, *, rebuild: bool = True, reads: bool = True) -> list[F
     return results
 
 
-# The writer's stages of a rebuild (ProjectionRunner methods), and a fold worker's.
-WRITER_STAGES = (
-    ("_fold_batches_ahead", "batches: folded by workers, written here"),
-    ("_fold_batches", "batches: folded and written here"),
-    ("_write", "  write a batch"),
-    ("_insert_positional", "    runs rows (driver executemany)"),
-    ("_insert_rows", "    rows from dicts (in-process batches; the ranks)"),
-    ("_insert_manifests", "    manifests"),
-    ("_mark_stale", "    stale groups"),
-    ("_make_indexes", "secondary indexes"),
-    ("_rerank_stale", "re-rank every group"),
+# The writer's stages of a rebuild, and a fold worker's: (where it is looked up, its name).
+WRITER_STAGES: tuple[tuple[str, str, str], ...] = (
+    ("projections.runner", "fold_ahead", "batches: folded by workers, written here"),
+    ("runner", "_fold_batches", "batches: folded and written here"),
+    ("runner", "_write", "  write a batch"),
+    ("writer", "insert_positional", "    runs rows (driver executemany)"),
+    ("writer", "insert_rows", "    rows from dicts (in-process batches; the ranks)"),
+    ("writer", "insert_manifests", "    manifests"),
+    ("runner", "_mark_stale", "    stale groups"),
+    ("runner", "_make_indexes", "secondary indexes"),
+    ("runner", "_rerank_stale", "re-rank every group"),
 )
 FOLD_STAGES = (
-    ("_read_rows", "read (position, topic, state)"),
+    ("read_rows", "read (position, topic, state)"),
     ("stored_fold_events", "decode: stored fields + statement"),
     ("apply", "fold: profile, evidence, row"),
     ("prepare", "prepare for the writer"),
@@ -448,8 +449,10 @@ def stage_breakdown(runs: int, groups: int, workers: int | None = None) -> dict[
     from contextlib import ExitStack  # noqa: PLC0415
     from unittest import mock  # noqa: PLC0415
 
+    import projections.runner  # noqa: PLC0415
     from projections import run_views  # noqa: PLC0415
     from projections.view_rows import Pending  # noqa: PLC0415
+    from projections.view_writes import ViewWriter  # noqa: PLC0415
 
     home = build(CACHE / f"projections-{runs}-{groups}", runs, groups, Console(stderr=True))
     ledger = home.open()
@@ -469,8 +472,13 @@ def stage_breakdown(runs: int, groups: int, workers: int | None = None) -> dict[
         return mock.patch.object(owner, name, stage)
 
     with ExitStack() as patches:
-        for name, label in WRITER_STAGES:
-            patches.enter_context(timed(ProjectionRunner, name, label, time.perf_counter))
+        owners = {
+            "runner": ProjectionRunner,
+            "writer": ViewWriter,
+            "projections.runner": projections.runner,
+        }
+        for where, name, label in WRITER_STAGES:
+            patches.enter_context(timed(owners[where], name, label, time.perf_counter))
         patches.enter_context(
             timed(concurrent.futures.Future, "result", "  waiting for a worker", time.perf_counter)
         )
@@ -500,7 +508,7 @@ def stage_breakdown(runs: int, groups: int, workers: int | None = None) -> dict[
     with ExitStack() as patches:
         patches.enter_context(mock.patch.object(run_views, "stored_fold_events", folded))
         for owner, name, label in (
-            (ProjectionRunner, "_read_rows", "read (position, topic, state)"),
+            (ViewWriter, "read_rows", "read (position, topic, state)"),
             (run_views.RunViews, "apply", "fold: profile, evidence, row"),
             (Pending, "prepare", "prepare for the writer"),
         ):

@@ -236,7 +236,7 @@ def uncached_costs(home: Path, run: str) -> dict[str, Any]:
     """Thread-CPU and wall of one feed and one run record computed in this process, no
     cache (the views already current): best of 3 each."""
     from api.server.pages.feeds import feed_of  # noqa: PLC0415
-    from api.server.service import LedgerService  # noqa: PLC0415
+    from api.service.ledger_service import LedgerService  # noqa: PLC0415
     from ledger.home import LedgerHome  # noqa: PLC0415
 
     ledger = LedgerHome.at(home / "home", f"sqlite:///{home / 'ledger.db'}").open(read_only=True)
@@ -254,7 +254,7 @@ def uncached_costs(home: Path, run: str) -> dict[str, Any]:
     try:
         return {
             "feed": timed(lambda: feed_of(service, "")),
-            "runRecord": timed(lambda: service.run_record(run)),
+            "runRecord": timed(lambda: service.runs.record(run)),
         }
     finally:
         ledger.close()
