@@ -19,7 +19,7 @@ from api.server.controllers.common import provide_config, provide_service
 from api.server.controllers.health import HealthController
 from api.server.controllers.jobs import JobController
 from api.server.controllers.keys import KeyController
-from api.server.controllers.log import LogController
+from api.server.controllers.log import LogController, MonitoringController
 from api.server.controllers.runs import RunController
 from api.server.controllers.views import ViewController
 from api.server.observability import RequestContextMiddleware, configure_logging
@@ -113,15 +113,26 @@ async def _within_minting_limit(request: Request[Any, Any, Any]) -> Response[Any
 
 
 def create_app(
-    ledger: Ledger, config: ServerConfig | None = None, writer: Writer | None = None
+    ledger: Ledger,
+    config: ServerConfig | None = None,
+    writer: Writer | None = None,
+    home: LedgerHome | None = None,
 ) -> Litestar:
     """The API and pages over ``ledger``; writes go to ``writer`` (the ledger's writer
-    process), else to a writer thread of this process."""
+    process), else to a writer thread of this process, whose commits are offered to the
+    ledger's witnesses (the policy of ``home`` if given, else of the ledger's trust root)."""
     settings = config or ServerConfig()
     configure_logging(settings.json_logs)
     build_validators()  # deferred to first use elsewhere; handlers validate from many threads
     # A server's reads never write: its views are folded by a thread of their own.
-    service = LedgerService(ledger, writer, public_url=settings.public_url, background=True)
+    service = LedgerService(
+        ledger,
+        writer,
+        public_url=settings.public_url,
+        background=True,
+        home=home,
+        witnessing=True,
+    )
     state = State(
         {
             "service": service,
@@ -144,6 +155,7 @@ def create_app(
             ViewController,
             KeyController,
             LogController,
+            MonitoringController,
             HealthController,
             JobController,
             PageController,
@@ -204,6 +216,6 @@ def create_app_from_env() -> Litestar:
     # A server with a writer process (``kernelindex serve``) gives its workers its address:
     # they hand it every write, and open the ledger only to read (and fold the views).
     writer = RemoteWriter.from_env()
-    app = create_app(home.open(read_only=writer is not None), config, writer)
+    app = create_app(home.open(read_only=writer is not None), config, writer, home)
     freeze_long_lived()  # a worker process: what it loaded to serve lives as long as it does
     return app

@@ -31,8 +31,10 @@ from domain.documents import parse_json
 from domain.statements import PredicateType
 from ledger.application import Ledger
 from ledger.group_commit import GroupCommitWriter, Writer
+from ledger.home import HomeError, LedgerHome
 from ledger.logged_event import LoggedEvent
 from ledger.signing.dsse import MAX_ENVELOPE_BYTES, Envelope, parse_envelope
+from ledger.witness.policy import Policy, PolicyError, parse_policy
 from ledger.writer_process import RemoteWriter
 
 # Bodies up to this size are parsed on the event loop (an attestation is ~2 KiB, an
@@ -48,17 +50,25 @@ class LedgerService:
         *,
         public_url: str | None = None,
         background: bool = False,
+        home: LedgerHome | None = None,
+        witnessing: bool = False,
     ) -> None:
+        """``home``: where the ledger's witness policy is read (its ``witness-policy``
+        file, else its trust root's); without one, the ledger's trust root's.
+        ``witnessing``: the writer thread this service starts asks those witnesses to
+        cosign each checkpoint (a server's; a command that writes once asks no one)."""
         self.ledger = ledger
         self._writer = writer
         self._writer_made = threading.Lock()
+        self.witness_policy = witness_policy_of(ledger, home)
+        self._witnessing = witnessing
         self.views = Views(ledger, background=background)
         self.runs = Runs(self.views, public_url or "")
         self.history = History(self.views, self.runs)
         self.boards = Boards(self.views, self.runs)
         self.compare = Comparisons(self.views, self.runs)
         self.keys = Keys(self.views)
-        self.log = Log(self.views, self.runs)
+        self.log = Log(self.views, self.runs, self.witness_policy)
         self.jobs = Jobs(self.views)
 
     @property
@@ -69,12 +79,34 @@ class LedgerService:
         (PostgreSQL) the ledger's own retry and log lock keep writers consistent."""
         with self._writer_made:
             if self._writer is None:
+                self._start_witnessing()
                 self._writer = GroupCommitWriter(self.ledger)
             return self._writer
 
+    def _start_witnessing(self) -> None:
+        """The writer thread's commits are offered to the ledger's witnesses, as the
+        ledger's writer process offers its own (``LedgerHome.open(witnessing=True)``)."""
+        policy = self.witness_policy
+        ledger = self.ledger
+        if not self._witnessing or policy is None or ledger.witnessing is not None:
+            return
+        if ledger.read_only or ledger.tlog.log_key is None:
+            return  # it signs no checkpoints: nothing to offer
+        # Imported here: the HTTP client it loads is no part of a service that only reads.
+        from ledger.witness.client import WitnessEndpoint  # noqa: PLC0415
+
+        endpoints = [WitnessEndpoint(w.url, w.key) for w in policy.witnesses if w.url]
+        if endpoints:
+            ledger.start_witnessing(endpoints)
+
     def start(self) -> None:
-        """Start what serves in the background: a server's views folder."""
+        """Start what serves in the background: a server's views folder, and (a server
+        that writes itself) the asking of its witnesses, so that what was left uncosigned
+        before a restart is offered without waiting for a write."""
         self.views.start()
+        with self._writer_made:
+            if self._writer is None:  # a writer given (a writer process) asks its own
+                self._start_witnessing()
 
     def close(self) -> None:
         if self._writer is not None:
@@ -164,3 +196,16 @@ class LedgerService:
             tree_size=size,
             database=self.ledger.store.engine.dialect.name,
         )
+
+
+def witness_policy_of(ledger: Ledger, home: LedgerHome | None) -> Policy | None:
+    """The ledger's witness policy: its home's, else its trust root's; None: no witnesses."""
+    if home is not None:
+        return home.witness_policy()
+    text = ledger.trust_root.witness_policy
+    if text is None:
+        return None
+    try:
+        return parse_policy(text)
+    except PolicyError as exc:
+        raise HomeError(f"the trust root's witness policy: {exc.message}") from None

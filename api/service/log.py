@@ -11,6 +11,7 @@ from api.service.models import to_response
 from api.service.models.log import (
     Checkpoint,
     ConsistencyProof,
+    CosignedCheckpoint,
     InclusionProof,
     LogEntry,
     TrustRootDocument,
@@ -18,25 +19,59 @@ from api.service.models.log import (
 from api.service.runs import Runs
 from ledger.errors import NotFoundError
 from ledger.store.artifacts import ArtifactStore, StoredArtifact
-from ledger.store.log_queries import checkpoint_json, consistency_json, entries_json, inclusion_json
+from ledger.store.log_queries import (
+    checkpoint_json,
+    consistency_json,
+    cosigned_checkpoint_json,
+    entries_json,
+    inclusion_json,
+)
+from ledger.witness.policy import Policy
 from projections.export import export_runs
 
 __all__ = ["Log", "StoredArtifact"]
 
 
 class Log:
-    def __init__(self, views: Views, runs: Runs) -> None:
+    def __init__(self, views: Views, runs: Runs, witness_policy: Policy | None = None) -> None:
         self.views = views
         self.ledger = views.ledger
         self.runs = runs
         self.artifacts = ArtifactStore(views.ledger.store)
+        # The ledger's witness policy (None: it has no witnesses): which cosigned checkpoint
+        # the replies name, the newest that meets its quorum.
+        self.witness_policy = witness_policy
 
     def trust_root(self) -> TrustRootDocument:
         return to_response(self.ledger.trust_root.to_json(), TrustRootDocument)
 
     def checkpoint(self) -> Checkpoint:
-        """The signed checkpoint of the current tree (signed by the commit that made it)."""
-        return to_response(checkpoint_json(self.ledger), Checkpoint)
+        """The signed checkpoint of the current tree (signed by the commit that made it);
+        with witnesses, the newest checkpoint they cosigned beside it, and how far it lags."""
+        if self.witness_policy is None:
+            # No witnesses: the reply is what it always was, byte for byte.
+            return to_response(checkpoint_json(self.ledger), Checkpoint)
+        # The cosigned one is read first: the signed one read after is at least as large
+        # (the log only grows), so the lag is never negative and never of another read.
+        witnessed = cosigned_checkpoint_json(self.ledger, self.witness_policy)
+        reply = to_response(checkpoint_json(self.ledger), Checkpoint)
+        cosigned = witnessed["cosigned"]
+        if cosigned is not None:
+            reply.cosigned = to_response(cosigned, CosignedCheckpoint)
+            reply.witness_lag = reply.size - reply.cosigned.size
+        else:
+            reply.cosigned = None
+            reply.witness_lag = None
+        reply.newest_by_witness = witnessed["newestByWitness"]
+        return reply
+
+    def checkpoint_note(self) -> str:
+        """The C2SP monitoring checkpoint (tlog-tiles' ``/checkpoint``): the newest note the
+        witnesses cosigned, its cosignature lines appended, else the log-signed note."""
+        reply = self.checkpoint()
+        if isinstance(reply.cosigned, CosignedCheckpoint):
+            return reply.cosigned.note
+        return reply.note
 
     def inclusion(self, leaf: int, size: int | None = None) -> InclusionProof:
         return to_response(inclusion_json(self.ledger, leaf, size), InclusionProof)

@@ -1,4 +1,5 @@
-"""/v1/log, /v1/bundle, /v1/artifacts, /v1/trust-root: what offline verifiers need."""
+"""/v1/log, /v1/bundle, /v1/artifacts, /v1/trust-root: what offline verifiers need; and
+/checkpoint, the C2SP monitoring path of the log's (cosigned) checkpoint."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from api.service.models.log import (
 from domain.documents import MAX_SAFE_INTEGER
 
 NDJSON = "application/x-ndjson"
+NOTE = "text/plain; charset=utf-8"
 
 
 class LogController(Controller):
@@ -137,3 +139,21 @@ class LogController(Controller):
             media_type=stored.media_type or "application/octet-stream",
             headers={"Digest": f"sha-256={digest}", "X-Artifact-Name": stored.name or ""},
         )
+
+
+class MonitoringController(Controller):
+    """What C2SP clients fetch by its spec's path (tlog-tiles' ``/checkpoint``): monitors,
+    witnesses and auditors that know nothing of this API."""
+
+    path = "/"
+    tags = ("log",)
+
+    @get(
+        "/checkpoint",
+        sync_to_thread=True,
+        media_type=NOTE,
+        summary="The newest cosigned checkpoint (C2SP signed note), else the log-signed one",
+        opt=refuses(NoLogKeyError),
+    )
+    def checkpoint(self, service: Service) -> Response[str]:
+        return Response(service.log.checkpoint_note(), media_type=NOTE)

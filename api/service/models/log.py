@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from msgspec import UNSET, UnsetType
+
 from api.service.models import ApiModel
 
 
@@ -33,14 +35,33 @@ class LogEntry(ApiModel, kw_only=True):
     leaf_hash: str
 
 
+class CosignedCheckpoint(ApiModel, kw_only=True):
+    """A checkpoint of the log cosigned by witnesses: ``note`` is the log's signed note with
+    the witnesses' ``cosignature/v1`` lines appended; ``witnesses`` names them."""
+
+    size: int
+    root_hash: str
+    note: str
+    witnesses: list[str]
+
+
 class Checkpoint(ApiModel, kw_only=True):
-    """The log's signed checkpoint; ``note`` is the C2SP signed note itself."""
+    """The log's signed checkpoint; ``note`` is the C2SP signed note itself.
+
+    A ledger with witnesses adds what they cosigned: ``cosigned`` (null until a witness has
+    cosigned anything) is the newest checkpoint that meets the ledger's witness policy (else
+    the newest with the most cosignatures), ``witnessLag`` how many leaves it trails ``size``
+    by (null with nothing cosigned), ``newestByWitness`` the largest size each witness
+    (``name+keyid``) has cosigned. A ledger without witnesses leaves the three out."""
 
     origin: str
     size: int
     root_hash: str
     note: str
     signed_at: str
+    cosigned: CosignedCheckpoint | UnsetType | None = UNSET
+    witness_lag: int | UnsetType | None = UNSET
+    newest_by_witness: dict[str, int] | UnsetType = UNSET
 
 
 class PublicKeyRef(ApiModel, kw_only=True):
