@@ -30,7 +30,7 @@ class WriterClosedError(DomainError):
 
 class Writer(Protocol):
     """What takes a process's writes: this module's writer thread, or a handle on the
-    writer process (``ledger.writer_process.RemoteWriter``)."""
+    writer process (``ledger.remote_writer.RemoteWriter``)."""
 
     def submit(self, envelope: object) -> Future[LoggedEvent]: ...
 

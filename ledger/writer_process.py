@@ -26,44 +26,55 @@ of a pipe closes), so a server killed outright leaves no writer behind.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import multiprocessing
 import os
-import queue
 import secrets
 import shutil
 import signal
-import socket
-import struct
 import tempfile
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
-from multiprocessing.connection import (
-    Connection,
-    answer_challenge,
-    deliver_challenge,
-    wait,
-)
-from multiprocessing.reduction import ForkingPickler
+from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from domain.errors import DomainError
 from ledger.errors import StoreError, store_error
-from ledger.group_commit import MAX_GROUP, WriterClosedError, commit_group
+from ledger.group_commit import MAX_GROUP, commit_group
 from ledger.logged_event import LoggedEvent
 from ledger.long_lived import freeze_long_lived
+from ledger.remote_writer import RemoteWriter
+from ledger.writer_wire import (
+    ADDRESS_ENV,
+    HANDSHAKE_TIMEOUT,
+    KEY_ENV,
+    SEND_TIMEOUT,
+    HandshakeFailedError,
+    Worker,
+    dial,
+    parse_request,
+    shut_down,
+)
+from ledger.writer_wire import Listener as _Listener
 
 if TYPE_CHECKING:
     from ledger.application import Ledger
 
-__all__ = ["ADDRESS_ENV", "KEY_ENV", "RemoteWriter", "WriterProcess", "how_it_ended"]
+# ADDRESS_ENV, KEY_ENV, RemoteWriter and the wire's names stay importable from here, where
+# the server and its tests have them.
+__all__ = [
+    "ADDRESS_ENV",
+    "HANDSHAKE_TIMEOUT",
+    "KEY_ENV",
+    "SEND_TIMEOUT",
+    "RemoteWriter",
+    "WriterProcess",
+    "dial",
+    "how_it_ended",
+    "shut_down",
+]
 
-# How a server's worker processes find the writer: its socket and the key to it (hex).
-ADDRESS_ENV = "KERNELINDEX_WRITER_ADDRESS"
-KEY_ENV = "KERNELINDEX_WRITER_KEY"
 _START_TIMEOUT = 120.0
 
 
@@ -85,232 +96,17 @@ def _answer(result: LoggedEvent | BaseException) -> tuple[bool, object]:
 # its bytes) has its worker cut off, its waiting callers told to send again. The serving
 # thread never waits for the rest of a message meanwhile: it reads what has arrived.
 MESSAGE_TIMEOUT = 5.0
-# Bytes taken from a worker's socket per read.
-_CHUNK = 1 << 16
-# A handshake (each side's challenge) is bounded the same way: a peer that stops midway is
-# dropped, not waited for by every later connection.
-HANDSHAKE_TIMEOUT = 5.0
-# A send that cannot go on for this long (the other side reads nothing) gives up: the
-# connection is shut down, and both sides treat it as lost (a worker's callers are told to
-# send again, and it connects anew).
-SEND_TIMEOUT = 30.0
 # The listener itself failing (out of file descriptors, say) is retried after a pause that
 # doubles up to the last, so it does not spin a core; a failed handshake is one client's
 # and is not waited on.
 ACCEPT_BACKOFF = (0.01, 1.0)
 
 
-def _set_timeouts(sock: socket.socket, receive_s: float, send_s: float) -> None:
-    """The socket's own read and write time limits (0: none). Options of the socket, so
-    they hold for every descriptor of it, and a blocking read or write ends with an error."""
-    for option, seconds in ((socket.SO_RCVTIMEO, receive_s), (socket.SO_SNDTIMEO, send_s)):
-        whole = int(seconds)
-        sock.setsockopt(
-            socket.SOL_SOCKET, option, struct.pack("ll", whole, int((seconds - whole) * 1e6))
-        )
-
-
-def _set_connection_timeouts(connection: Connection, receive_s: float, send_s: float) -> None:
-    with socket.socket(fileno=os.dup(connection.fileno())) as shared:
-        _set_timeouts(shared, receive_s, send_s)
-
-
-def dial(address: str, key: bytes) -> Connection:
-    """``multiprocessing.connection.Client`` to the writer, the handshake bounded in time;
-    then reads wait as long as answers take, and sends at most ``SEND_TIMEOUT``."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        # Twice the writer's own limit: one queued behind a stalled handshake gets through.
-        _set_timeouts(sock, 2 * HANDSHAKE_TIMEOUT, 2 * HANDSHAKE_TIMEOUT)
-        sock.connect(address)
-    except BaseException:
-        sock.close()
-        raise
-    connection = Connection(sock.detach())
-    try:
-        answer_challenge(connection, key)
-        deliver_challenge(connection, key)
-        _set_connection_timeouts(connection, 0, SEND_TIMEOUT)
-    except BaseException:
-        connection.close()
-        raise
-    return connection
-
-
-class _HandshakeFailedError(Exception):
-    """One connecting peer failed its handshake (or its socket's set-up): that peer's."""
-
-
-class _Listener:
-    """``multiprocessing.connection.Listener`` for the workers, each handshake bounded in
-    time (one worker stopped midway through its handshake holds up no later one). ``accept``
-    raises ``_HandshakeFailedError`` for a peer that failed, anything else for the
-    listener's own failure."""
-
-    def __init__(self, address: str, key: bytes) -> None:
-        self._key = key
-        self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._socket.bind(address)
-        self._socket.listen(64)
-
-    def accept(self) -> Connection:
-        sock, _ = self._socket.accept()
-        try:
-            _set_timeouts(sock, HANDSHAKE_TIMEOUT, HANDSHAKE_TIMEOUT)
-        except Exception as exc:
-            sock.close()
-            raise _HandshakeFailedError(str(exc)) from exc
-        except BaseException:
-            sock.close()
-            raise
-        connection = Connection(sock.detach())
-        try:
-            deliver_challenge(connection, self._key)
-            answer_challenge(connection, self._key)
-        except Exception as exc:
-            connection.close()
-            raise _HandshakeFailedError(str(exc)) from exc
-        except BaseException:  # an interpreter exit: the socket closed all the same
-            connection.close()
-            raise
-        return connection
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self._socket.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked accepting
-        self._socket.close()
-
-
-class _BrokenFrameError(Exception):
-    """A worker sent what multiprocessing's framing cannot be: a negative length."""
-
-
-class _Inbox:
-    """A worker's requests as their bytes arrive, read without blocking and cut into whole
-    messages by ``multiprocessing.connection``'s framing (a 4-byte big-endian length, or -1
-    and an 8-byte one, then the pickle). ``Connection.recv`` would wait for the rest of a
-    message begun, and a worker that trickles one byte at a time would hold the serving
-    thread, and every group, for as long as it liked; here an unfinished message only has
-    a clock (``begun``), and its worker is cut off when that runs out."""
+class _Worker(Worker):
+    """A worker's connection whose reads are bounded by this module's ``MESSAGE_TIMEOUT``."""
 
     def __init__(self, connection: Connection) -> None:
-        # Its own descriptor of the socket: MSG_DONTWAIT per read leaves the socket blocking
-        # for the sender thread's writes.
-        self._socket = socket.socket(fileno=os.dup(connection.fileno()))
-        self._buffer = bytearray()
-        self.messages: list[object] = []
-        self.begun: float | None = None  # when the unfinished message's first byte came
-
-    def fill(self) -> bool:
-        """Read what has arrived and cut out the whole messages; False at the end of the
-        stream (what came whole before it stays in ``messages``)."""
-        while True:
-            try:
-                chunk = self._socket.recv(_CHUNK, socket.MSG_DONTWAIT)
-            except (BlockingIOError, InterruptedError):
-                break
-            if not chunk:
-                self._cut()
-                return False
-            self._buffer += chunk
-            if len(chunk) < _CHUNK:
-                break
-        self._cut()
-        return True
-
-    def overdue(self, now: float) -> bool:
-        return self.begun is not None and now - self.begun > MESSAGE_TIMEOUT
-
-    def close(self) -> None:
-        self._socket.close()
-
-    def _cut(self) -> None:
-        buffer, taken = self._buffer, 0
-        while len(buffer) - taken >= 4:
-            (size,) = struct.unpack_from("!i", buffer, taken)
-            head = 4
-            if size == -1:
-                if len(buffer) - taken < 12:
-                    break
-                (size,) = struct.unpack_from("!Q", buffer, taken + 4)
-                head = 12
-            elif size < 0:
-                raise _BrokenFrameError(f"a frame of {size} bytes")
-            if len(buffer) - taken < head + size:
-                break
-            body = bytes(buffer[taken + head : taken + head + size])
-            self.messages.append(ForkingPickler.loads(body))
-            taken += head + size
-        if taken:
-            del buffer[:taken]
-            self.begun = None
-        if buffer and self.begun is None:
-            self.begun = time.monotonic()
-
-
-class _Worker:
-    """One worker's connection: read by the serving thread, answered by a thread of its own,
-    so a worker slow to read its answers holds up nobody else's group."""
-
-    def __init__(self, connection: Connection) -> None:
-        self.connection = connection
-        _set_connection_timeouts(connection, MESSAGE_TIMEOUT, SEND_TIMEOUT)
-        self.inbox = _Inbox(connection)
-        # Read no more (closed, broken, overdue): dropped once what came whole is taken.
-        self.ended = False
-        self._outbox: queue.SimpleQueue[list[tuple[int, bool, object]] | None] = queue.SimpleQueue()
-        self._sender = threading.Thread(target=self._send, daemon=True)
-        try:
-            self._sender.start()
-        except BaseException:  # no thread to spare: the inbox's descriptor goes too
-            self.inbox.close()
-            raise
-
-    def answer(self, batch: list[tuple[int, bool, object]]) -> None:
-        self._outbox.put(batch)
-
-    def close(self) -> None:
-        """No more reads: the answers queued before this go out, then the connection
-        closes (the serving thread queues a round's answers before it closes a worker)."""
-        self._outbox.put(None)
-
-    def join(self, timeout: float) -> bool:
-        """Whether its answers are all out (or can never go) within ``timeout``."""
-        self._sender.join(timeout)
-        return not self._sender.is_alive()
-
-    def cut_off(self) -> None:
-        """A sender blocked writing to a worker that never reads returns, with an error."""
-        shut_down(self.connection)
-
-    def _send(self) -> None:
-        listening = True
-        while (batch := self._outbox.get()) is not None:
-            if not listening:
-                continue
-            try:
-                self.connection.send(batch)  # a group's answers: one write, one wake-up
-            except OSError:
-                # Its worker stopped listening (or reads nothing for SEND_TIMEOUT; a message
-                # may be cut short): shut down, so each side sees the connection end. What
-                # it sent before is still read to the end, and answered no more.
-                listening = False
-                shut_down(self.connection)
-        with contextlib.suppress(OSError):
-            self.connection.close()
-        with contextlib.suppress(OSError):
-            self.inbox.close()
-
-
-def _request(message: object) -> tuple[int, object] | None:
-    """A worker's message as a request: its number and its envelope (None: not one)."""
-    if not isinstance(message, tuple) or len(message) != 2:
-        return None
-    number, envelope = message
-    try:
-        return int(number), envelope
-    except (TypeError, ValueError, OverflowError):
-        return None
+        super().__init__(connection, MESSAGE_TIMEOUT)
 
 
 class _Serving:
@@ -345,7 +141,7 @@ class _Serving:
                     if self._closed:
                         return
                 # A peer that gave up before its accept (ECONNABORTED) is that peer's too.
-                if not isinstance(exc, _HandshakeFailedError | ConnectionAbortedError):
+                if not isinstance(exc, HandshakeFailedError | ConnectionAbortedError):
                     first, most = ACCEPT_BACKOFF
                     pause = min(most, max(first, pause * 2))
                     if self._stop_accepting.wait(pause):
@@ -449,7 +245,7 @@ class _Serving:
                 worker.ended = True
         now = time.monotonic()
         for worker in self.workers.values():
-            worker.ended = worker.ended or worker.inbox.overdue(now)
+            worker.ended = worker.ended or worker.inbox.overdue(now, MESSAGE_TIMEOUT)
         waiting = [worker for worker in self.workers.values() if worker.inbox.messages]
         share = max(1, MAX_GROUP // max(1, len(waiting)))
         group: list[tuple[_Worker, int, object]] = []
@@ -458,7 +254,7 @@ class _Serving:
             inbox = worker.inbox
             taken, inbox.messages = inbox.messages[:share], inbox.messages[share:]
             for message in taken:
-                request = _request(message)
+                request = parse_request(message)
                 if request is None:  # not a numbered request: nothing after it is read
                     worker.ended, inbox.messages = True, []
                     break
@@ -692,170 +488,3 @@ class WriterProcess:
         if watcher is not None and watcher is not threading.current_thread():
             watcher.join(timeout)
         shutil.rmtree(self._folder, ignore_errors=True)
-
-
-# How long a worker waits between attempts to reach its writer again, at most.
-_RECONNECT_MAX_WAIT = 1.0
-
-
-class RemoteWriter:
-    """A worker's handle on the writer process: ``submit`` and ``append`` as
-    :class:`~ledger.group_commit.GroupCommitWriter` has them. One connection at a time, read
-    by a thread of its own that settles each caller's future. When the connection is lost
-    (the writer cut this worker off, or is restarting) the callers waiting on it are told to
-    send again, new writes are refused as unavailable, and the thread connects again in the
-    background: a worker is not refused writes for good, and a handshake with a writer that
-    does not answer never blocks a caller (an event loop)."""
-
-    def __init__(self, address: str, key: bytes, *, require: bool = True) -> None:
-        self._address = address
-        self._key = key
-        self._numbers = itertools.count()
-        self._waiting: dict[int, Future[LoggedEvent]] = {}
-        self._lock = threading.Lock()
-        self._closing = threading.Event()
-        self._connection: Connection | None = None
-        try:
-            self._connection = self._connect()
-        except Exception:
-            # ``require``: the writer must be there (``serve`` makes its own handle once the
-            # writer is ready). A worker started while its writer is down (being started
-            # again) comes up all the same, unconnected, and connects in the background.
-            if require:
-                raise
-        self._reader = threading.Thread(
-            target=self._run, name="kernelindex-writer-client", daemon=True
-        )
-        self._reader.start()
-
-    @classmethod
-    def from_env(cls) -> RemoteWriter | None:
-        """The writer the environment names (a server's worker), if any; it need not be
-        running yet."""
-        address = os.environ.get(ADDRESS_ENV)
-        key = os.environ.get(KEY_ENV)
-        return cls(address, bytes.fromhex(key), require=False) if address and key else None
-
-    @property
-    def connected(self) -> bool:
-        """Whether this worker reaches its writer now: False from the moment the connection
-        is lost (the writer ended, or cut this worker off) until it is made again; writes
-        are refused meanwhile."""
-        with self._lock:
-            return self._connection is not None and not self._closing.is_set()
-
-    def append(self, envelope: object) -> LoggedEvent:
-        return self.submit(envelope).result()
-
-    def submit(self, envelope: object) -> Future[LoggedEvent]:
-        reply: Future[LoggedEvent] = Future()
-        with self._lock:
-            connection = self._connection
-            if connection is None or self._closing.is_set():
-                raise WriterClosedError("the ledger's writer is not running; try again shortly")
-            number = next(self._numbers)
-            self._waiting[number] = reply
-            try:
-                connection.send((number, envelope))
-            except OSError:
-                self._waiting.pop(number, None)
-                orphaned = self._lost(connection)
-            else:
-                return reply
-        _tell_writer_gone(orphaned)
-        raise WriterClosedError("the ledger's writer is not running; try again shortly")
-
-    def _connect(self) -> Connection:
-        return dial(self._address, self._key)
-
-    def _run(self) -> None:
-        """Read answers while connected; connect again, backing off, while not; until
-        ``close``."""
-        with self._lock:
-            connection = self._connection
-        wait_s = 0.01
-        while not self._closing.is_set():
-            if connection is None:
-                try:
-                    connection = self._connect()
-                except Exception:  # not there yet, or a failed handshake
-                    self._closing.wait(wait_s)
-                    wait_s = min(wait_s * 2, _RECONNECT_MAX_WAIT)
-                    continue
-                with self._lock:
-                    if self._closing.is_set():
-                        connection.close()
-                        return
-                    self._connection = connection
-                wait_s = 0.01
-            self._read(connection)
-            with contextlib.suppress(OSError):
-                connection.close()
-            connection = None
-
-    def _read(self, connection: Connection) -> None:
-        """Settle each caller's future from the answers, until the connection ends: then,
-        whatever ended it (EOF, a reset, an answer that does not decode), every caller
-        still waiting on it hears so."""
-        try:
-            # EOF, a reset, or an answer that does not decode: the connection is done with,
-            # and the reader connects anew.
-            with contextlib.suppress(Exception):
-                while True:
-                    answers: list[tuple[int, bool, object]] = connection.recv()
-                    with self._lock:
-                        replies = [(self._waiting.pop(n, None), ok, v) for n, ok, v in answers]
-                    for reply, ok, value in replies:
-                        if reply is None or not reply.set_running_or_notify_cancel():
-                            continue
-                        if ok:
-                            reply.set_result(value)  # type: ignore[arg-type]
-                        else:
-                            reply.set_exception(value)  # type: ignore[arg-type]
-        finally:
-            with self._lock:
-                orphaned = self._lost(connection)
-            _tell_writer_gone(orphaned)
-
-    def _lost(self, connection: Connection) -> list[Future[LoggedEvent]]:
-        """The connection to the writer is gone (caller holds the lock, and settles the
-        futures returned once it has let go of it: a future's callbacks run as it settles).
-        Its reader wakes (a shut-down socket reads as EOF)."""
-        if connection is not self._connection:
-            return []  # already lost
-        self._connection = None
-        shut_down(connection)
-        orphaned = list(self._waiting.values())
-        self._waiting.clear()
-        return orphaned
-
-    def close(self, timeout: float = 30.0) -> None:
-        with self._lock:
-            self._closing.set()
-            orphaned = [] if self._connection is None else self._lost(self._connection)
-        _tell_writer_gone(orphaned)
-        self._reader.join(timeout)
-
-
-def _tell_writer_gone(replies: list[Future[LoggedEvent]]) -> None:
-    """Whether an envelope sent before the connection went was stored, its receipt would
-    have said: sending it again returns the original's receipt if it was (appends are
-    idempotent)."""
-    for reply in replies:
-        if reply.set_running_or_notify_cancel():
-            reply.set_exception(
-                WriterClosedError(
-                    "the ledger's writer stopped before answering; send the envelope "
-                    "again (a stored one returns its original receipt)"
-                )
-            )
-
-
-def shut_down(connection: Connection) -> None:
-    """Shut a connection's socket down (a plain close need not wake a thread blocked
-    reading it)."""
-    with (
-        contextlib.suppress(OSError),
-        socket.socket(fileno=os.dup(connection.fileno())) as shared,
-    ):
-        shared.shutdown(socket.SHUT_RDWR)

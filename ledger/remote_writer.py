@@ -1,0 +1,181 @@
+"""A server worker's handle on the writer process: ``RemoteWriter``, and its reconnecting."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import threading
+from concurrent.futures import Future
+from multiprocessing.connection import Connection
+
+from ledger.errors import StoreError
+from ledger.group_commit import WriterClosedError
+from ledger.logged_event import LoggedEvent
+from ledger.writer_wire import ADDRESS_ENV, KEY_ENV, dial, shut_down
+
+__all__ = ["RemoteWriter"]
+
+
+# How long a worker waits between attempts to reach its writer again, at most.
+_RECONNECT_MAX_WAIT = 1.0
+
+
+class RemoteWriter:
+    """A worker's handle on the writer process: ``submit`` and ``append`` as
+    :class:`~ledger.group_commit.GroupCommitWriter` has them. One connection at a time, read
+    by a thread of its own that settles each caller's future. When the connection is lost
+    (the writer cut this worker off, or is restarting) the callers waiting on it are told to
+    send again, new writes are refused as unavailable, and the thread connects again in the
+    background: a worker is not refused writes for good, and a handshake with a writer that
+    does not answer never blocks a caller (an event loop)."""
+
+    def __init__(self, address: str, key: bytes, *, require: bool = True) -> None:
+        self._address = address
+        self._key = key
+        self._numbers = itertools.count()
+        self._waiting: dict[int, Future[LoggedEvent]] = {}
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self._connection: Connection | None = None
+        try:
+            self._connection = self._connect()
+        except Exception:
+            # ``require``: the writer must be there (``serve`` makes its own handle once the
+            # writer is ready). A worker started while its writer is down (being started
+            # again) comes up all the same, unconnected, and connects in the background.
+            if require:
+                raise
+        self._reader = threading.Thread(
+            target=self._run, name="kernelindex-writer-client", daemon=True
+        )
+        self._reader.start()
+
+    @classmethod
+    def from_env(cls) -> RemoteWriter | None:
+        """The writer the environment names (a server's worker), if any; it need not be
+        running yet."""
+        address = os.environ.get(ADDRESS_ENV)
+        key = os.environ.get(KEY_ENV)
+        return cls(address, bytes.fromhex(key), require=False) if address and key else None
+
+    @property
+    def connected(self) -> bool:
+        """Whether this worker reaches its writer now: False from the moment the connection
+        is lost (the writer ended, or cut this worker off) until it is made again; writes
+        are refused meanwhile."""
+        with self._lock:
+            return self._connection is not None and not self._closing.is_set()
+
+    def append(self, envelope: object) -> LoggedEvent:
+        return self.submit(envelope).result()
+
+    def submit(self, envelope: object) -> Future[LoggedEvent]:
+        reply: Future[LoggedEvent] = Future()
+        with self._lock:
+            connection = self._connection
+            if connection is None or self._closing.is_set():
+                raise WriterClosedError("the ledger's writer is not running; try again shortly")
+            number = next(self._numbers)
+            self._waiting[number] = reply
+            try:
+                connection.send((number, envelope))
+            except OSError:
+                self._waiting.pop(number, None)
+                orphaned = self._lost(connection)
+            else:
+                return reply
+        _tell_writer_gone(orphaned)
+        raise WriterClosedError("the ledger's writer is not running; try again shortly")
+
+    def _connect(self) -> Connection:
+        return dial(self._address, self._key)
+
+    def _run(self) -> None:
+        """Read answers while connected; connect again, backing off, while not; until
+        ``close``."""
+        with self._lock:
+            connection = self._connection
+        wait_s = 0.01
+        while not self._closing.is_set():
+            if connection is None:
+                try:
+                    connection = self._connect()
+                except Exception:  # not there yet, or a failed handshake
+                    self._closing.wait(wait_s)
+                    wait_s = min(wait_s * 2, _RECONNECT_MAX_WAIT)
+                    continue
+                with self._lock:
+                    if self._closing.is_set():
+                        connection.close()
+                        return
+                    self._connection = connection
+                wait_s = 0.01
+            self._read(connection)
+            with contextlib.suppress(OSError):
+                connection.close()
+            connection = None
+
+    def _read(self, connection: Connection) -> None:
+        """Settle each caller's future from the answers, until the connection ends: then,
+        whatever ended it (EOF, a reset, an answer that does not decode), every caller
+        still waiting on it hears so."""
+        try:
+            # EOF, a reset, or an answer that does not decode: the connection is done with,
+            # and the reader connects anew.
+            with contextlib.suppress(Exception):
+                while True:
+                    answers: list[tuple[int, bool, object]] = connection.recv()
+                    with self._lock:
+                        replies = [(self._waiting.pop(n, None), ok, v) for n, ok, v in answers]
+                    for reply, ok, value in replies:
+                        if reply is None or not reply.set_running_or_notify_cancel():
+                            continue
+                        if ok and isinstance(value, LoggedEvent):
+                            reply.set_result(value)
+                        elif not ok and isinstance(value, BaseException):
+                            reply.set_exception(value)
+                        else:  # the caller is answered, never left waiting on a bad answer
+                            reply.set_exception(
+                                StoreError(
+                                    "the ledger's writer answered neither a receipt nor a "
+                                    f"refusal ({type(value).__name__})"
+                                )
+                            )
+        finally:
+            with self._lock:
+                orphaned = self._lost(connection)
+            _tell_writer_gone(orphaned)
+
+    def _lost(self, connection: Connection) -> list[Future[LoggedEvent]]:
+        """The connection to the writer is gone (caller holds the lock, and settles the
+        futures returned once it has let go of it: a future's callbacks run as it settles).
+        Its reader wakes (a shut-down socket reads as EOF)."""
+        if connection is not self._connection:
+            return []  # already lost
+        self._connection = None
+        shut_down(connection)
+        orphaned = list(self._waiting.values())
+        self._waiting.clear()
+        return orphaned
+
+    def close(self, timeout: float = 30.0) -> None:
+        with self._lock:
+            self._closing.set()
+            orphaned = [] if self._connection is None else self._lost(self._connection)
+        _tell_writer_gone(orphaned)
+        self._reader.join(timeout)
+
+
+def _tell_writer_gone(replies: list[Future[LoggedEvent]]) -> None:
+    """Whether an envelope sent before the connection went was stored, its receipt would
+    have said: sending it again returns the original's receipt if it was (appends are
+    idempotent)."""
+    for reply in replies:
+        if reply.set_running_or_notify_cancel():
+            reply.set_exception(
+                WriterClosedError(
+                    "the ledger's writer stopped before answering; send the envelope "
+                    "again (a stored one returns its original receipt)"
+                )
+            )
