@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from litestar import Controller, Response, get
+from litestar import Controller, MediaType, Response, get
 from litestar.params import PathParameter, QueryParameter
 
 from api.server.controllers.common import Service
@@ -28,7 +28,7 @@ from api.service.models.log import (
 from domain.documents import MAX_SAFE_INTEGER
 
 NDJSON = "application/x-ndjson"
-NOTE = "text/plain; charset=utf-8"
+NOTE = MediaType.TEXT  # Litestar adds "; charset=utf-8" to text/ types
 
 
 class LogController(Controller):
