@@ -219,7 +219,12 @@ def probe_device(backend_name: str, config: HarnessConfig, calibrate: bool) -> d
             f"the {backend_name} backend could not be probed: {outcome.detail or outcome.value}",
             JobFailure.BACKEND_UNAVAILABLE,
         )
-    return outcome.value  # type: ignore[no-any-return]
+    if not isinstance(outcome.value, dict):
+        raise HarnessError(
+            f"the {backend_name} backend's probe answered {type(outcome.value).__name__}",
+            JobFailure.BACKEND_UNAVAILABLE,
+        )
+    return outcome.value
 
 
 @dataclass(frozen=True)
