@@ -220,10 +220,8 @@ def probe_device(backend_name: str, config: HarnessConfig, calibrate: bool) -> d
             JobFailure.BACKEND_UNAVAILABLE,
         )
     if not isinstance(outcome.value, dict):
-        raise HarnessError(
-            f"the {backend_name} backend's probe answered {type(outcome.value).__name__}",
-            JobFailure.BACKEND_UNAVAILABLE,
-        )
+        detail = f"the {backend_name} backend's probe answered {type(outcome.value).__name__}"
+        raise HarnessError(detail, JobFailure.BACKEND_UNAVAILABLE)
     return outcome.value
 
 

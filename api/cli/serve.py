@@ -198,7 +198,7 @@ def _serve(
         supervisor.run()
         return
     config = ServerConfig(public_url=public_url, json_logs=log_format is LogFormat.json)
-    app = create_app(ledger, config, remote)
+    app = create_app(ledger, config, remote, target)
     freeze_long_lived()
     server = uvicorn.Server(
         uvicorn.Config(
