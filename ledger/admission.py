@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TypeVar
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate
-from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent
+from eventsourcing.persistence import Mapper
 
 from domain.errors import DigestMismatchError, DomainError, ManifestError
 from domain.rerun_binding import check_agent_registration
@@ -39,27 +38,12 @@ from domain.statements import (
     Statement,
 )
 from domain.statements import parse_predicate as _parse_predicate
-from domain.timestamps import format_time
-from ledger.admission_cache import (
-    GroupState,
-    KeyCache,
-    RunCache,
-    fold_key_events,
-    pending_key_state,
-)
-from ledger.aggregates import (
-    MANIFEST_TOPICS,
-    STATE_TOPICS,
-    Principal,
-    Run,
-    RunState,
-    Signed,
-    principal_id,
-    run_id,
-)
+from ledger.admission_cache import GroupState, KeyCache, RunCache
+from ledger.admission_lookups import AdmissionLookups
+from ledger.admission_types import Admitted, AdmittedGroup, _signed, _unprocessable
+from ledger.aggregates import Principal, Run, Signed, principal_id, run_id
 from ledger.authority import (
     Authorization,
-    KeyState,
     LogPoint,
     authorize,
     check_ingestion,
@@ -71,12 +55,9 @@ from ledger.authority.job_code import check_job_code
 from ledger.authority.key_book import check_device
 from ledger.errors import (
     AlreadyExistsError,
-    CorruptRecordError,
-    NotFoundError,
     SubjectMismatchError,
     UnknownKeyError,
     UnknownRunError,
-    UnprocessableEnvelopeError,
     is_store_failure,
 )
 from ledger.logged_event import LoggedEvent
@@ -85,12 +66,14 @@ from ledger.signing.dsse import Envelope, SignatureError
 from ledger.signing.trust import TrustRoot
 from ledger.store.artifacts import ArtifactStore
 from ledger.store.event_store import EventStore
-from ledger.store.stored_events import StoredRecord, stored_records, stored_versions
+from ledger.store.stored_events import stored_versions
 from ledger.timing import Stage, timed
+
+# Admitted and AdmittedGroup live in ledger.admission_types; importers take them from here.
+__all__ = ["KEY_CACHE_SIZE", "Admission", "Admitted", "AdmittedGroup", "Outcome"]
 
 KEY_CACHE_SIZE = 10_000
 _ONE_MS = timedelta(milliseconds=1)
-A = TypeVar("A", bound=Aggregate)
 P = TypeVar("P", bound=SignedPredicate)
 Outcome = LoggedEvent | Run | Principal  # a duplicate's receipt, or an aggregate to store
 parse_envelope = timed(Stage.PARSE)(dsse.parse_envelope)
@@ -100,30 +83,7 @@ signed_by = timed(Stage.VERIFY)(dsse.signed_by)
 _log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class Admitted:
-    """An envelope accepted into the group: its first new event's index among the group's."""
-
-    first_event: int
-    statement: Statement
-    duplicate: bool
-
-
-@dataclass
-class AdmittedGroup:
-    """A group's outcome before it is stored: per envelope its receipt (a duplicate), its
-    refusal or its admission; the new events in order; what they change."""
-
-    results: list[LoggedEvent | DomainError | Admitted] = field(default_factory=list)
-    events: list[Any] = field(default_factory=list)
-    touched: dict[UUID, Aggregate] = field(default_factory=dict)
-    # The stored version of each stored key that authorised an envelope (not one the group
-    # itself registered or revoked): read again under the log's lock before the commit.
-    signers: dict[UUID, int] = field(default_factory=dict)
-    groups: dict[str, tuple[str, int]] = field(default_factory=dict)
-
-
-class Admission:
+class Admission(AdmissionLookups):
     def __init__(
         self,
         store: EventStore,
@@ -295,115 +255,6 @@ class Admission:
         """Drop every cached run and key: the database is not what they were read from."""
         self._runs.clear()
         self._keys.clear()
-
-    # ------------------------------------------------------------- lookups
-
-    @timed(Stage.GET)
-    def get(self, cls: type[A], aggregate_id: UUID) -> A | None:
-        """The aggregate as the group being admitted has left it (else as stored)."""
-        found = self._lookup(cls, aggregate_id)
-        if found is not None and self._group.fetched is not None:
-            self._group.fetched.append(found)
-        return found
-
-    def _lookup(self, cls: type[A], aggregate_id: UUID) -> A | None:
-        pending = self._group.aggregates
-        if pending is not None and aggregate_id in pending:
-            found = pending[aggregate_id]
-            if not isinstance(found, cls):
-                raise DomainError(f"aggregate {aggregate_id} is not a {cls.__name__}")
-            return found
-        versions = self._group.versions
-        if cls is Run and versions is not None:
-            if self._group.known_absent(aggregate_id):
-                return None  # a new run: nothing to load (most of an import's envelopes)
-            cached = self._runs.get(aggregate_id, versions.get(aggregate_id))
-            if isinstance(cached, cls):
-                return cached
-        aggregate = self._replay(aggregate_id)
-        if aggregate is None:
-            return None
-        if not isinstance(aggregate, cls):
-            raise DomainError(f"aggregate {aggregate_id} is not a {cls.__name__}")
-        return aggregate
-
-    def _replay(self, aggregate_id: UUID, below: int | None = None) -> Aggregate | None:
-        """An aggregate from its stored events (None: it has none), in one query, decoded by
-        the ledger's mapper; ``below``: from those before that version only. What
-        ``Repository.get`` does without its cache (a second cache of the runs this one
-        keeps, and a deep copy of the aggregate on every hit): the writer's runs live in
-        ``RunCache`` and are reused while their version is stored."""
-        records = stored_records(self.store, aggregate_id)
-        if below is not None:
-            records = [r for r in records if r.version < below]
-        aggregate: Aggregate | None = None
-        for event in self._decoded(aggregate_id, records):
-            aggregate = event.mutate(aggregate)
-        return aggregate
-
-    def run_manifests(self, aggregate_id: UUID) -> dict[str, Any] | None:
-        """A run's manifests (None: no such run) from its ingestion and attachments alone,
-        as ``Run.manifests`` gives them: its attestations, however many anyone appended, are
-        neither read nor decoded (a run's page compares it with its group's #1)."""
-        state = self._fold_state(aggregate_id, MANIFEST_TOPICS)
-        return None if state is None else state.manifests()
-
-    def run_state(self, aggregate_id: UUID) -> RunState | None:
-        """A run (None: no such run) as its state events leave it, its attestations neither
-        read nor decoded: its name, manifests, lifecycle and rerun jobs. (Whether one of its
-        attestations is damaged, history and audit say; appending to the run replays them
-        all and fails closed on one.)"""
-        return self._fold_state(aggregate_id, STATE_TOPICS)
-
-    def _fold_state(self, aggregate_id: UUID, topics: Sequence[str]) -> RunState | None:
-        """``RunState`` from a run's stored events of ``topics``, by the events' own rules.
-        Fails closed as a replay would: on an event that does not decode, and on a record
-        that does not start with its one ingestion at version 1."""
-        records = stored_records(self.store, aggregate_id, topics=topics)
-        found: RunState | None = None
-        for event in self._decoded(aggregate_id, records):
-            if isinstance(event, Run.Ingested) and found is None and event.originator_version == 1:
-                found = RunState(event.run_digest, event.run_name, event.envelope)
-            elif found is not None and not isinstance(event, Run.Ingested):
-                event.apply_to(found)
-            else:
-                raise CorruptRecordError(
-                    f"stored events of {aggregate_id} do not start with its one ingestion; "
-                    "run 'kernelindex history' or 'kernelindex audit' to see which"
-                )
-        return found
-
-    def _decoded(self, aggregate_id: UUID, records: Iterable[StoredRecord]) -> Iterator[Any]:
-        """The domain events of stored records, decoded by the ledger's mapper."""
-        for record in records:
-            stored = StoredEvent(aggregate_id, record.version, record.topic, record.state)
-            try:
-                yield self.mapper.to_domain_event(stored)  # an Aggregate.Event
-            except MapperDeserialisationError:
-                # Fail closed: nothing is appended to, or read from, an aggregate whose
-                # stored events no longer decode. History and audit say which is damaged.
-                raise CorruptRecordError(
-                    f"stored events of {aggregate_id} cannot be decoded; run 'kernelindex "
-                    "history' or 'kernelindex audit' to see which"
-                ) from None
-
-    def key_state(self, key_id: str) -> KeyState | None:
-        """The key as the log holds it, with the positions of its registration and
-        revocation (inside a group being admitted: as the group has left it so far)."""
-        memo, pending = self._group.keys, self._group.aggregates
-        if pending is not None and (found := pending.get(principal_id(key_id))) is not None:
-            return pending_key_state(found) if isinstance(found, Principal) else None
-        if memo is None:
-            return self._load_key_state(key_id)
-        if key_id not in memo:
-            memo[key_id] = self._load_key_state(key_id)
-        return memo[key_id]
-
-    def _load_key_state(self, key_id: str) -> KeyState | None:
-        state = fold_key_events(key_id, stored_records(self.store, principal_id(key_id)))
-        if state is not None and self._group.aggregates is not None:
-            self._keys.put(key_id, state)
-        return state
 
     # -------------------------------------------------------- the rules
 
@@ -644,25 +495,3 @@ class Admission:
             duplicate=True,
             signer=str(state.get("signer", "")),
         )
-
-    def _position(self, aggregate_id: UUID, version: int) -> int | None:
-        """Where an event is stored; None while it is only admitted in the current group."""
-        records = stored_records(self.store, aggregate_id, version)
-        return records[0].position if records else None
-
-    def _record_at(self, aggregate_id: UUID, version: int) -> StoredRecord:
-        records = stored_records(self.store, aggregate_id, version)
-        if not records:
-            raise NotFoundError(f"no stored event {aggregate_id} v{version}")
-        return records[0]
-
-
-def _unprocessable(step: str, exc: Exception) -> UnprocessableEnvelopeError:
-    return UnprocessableEnvelopeError(
-        f"the ledger could not {step} this envelope ({type(exc).__name__}); it is not stored. "
-        "This is the ledger's failure, logged for its operator, not a verdict on the envelope"
-    )
-
-
-def _signed(envelope: Envelope, now: datetime, signer: str) -> Signed:
-    return Signed(dict(envelope.raw), envelope.digest, format_time(now), signer)
