@@ -145,7 +145,7 @@ def test_a_read_only_command_loads_no_writer() -> None:
     assert result.stdout.strip() == ""
 
 
-# Arrows point inward (docs/design.md §2, docs/design.md): what each outer package may not import.
+# Arrows point inward (docs/design.md §2): what each outer package may not import.
 # The one known exception is named with its reason, so a new one fails here.
 _LAYERS: dict[str, set[str]] = {
     "ledger": {"projections", "api", "gpu_agent", "litestar", "uvicorn", "typer"},
@@ -210,6 +210,52 @@ def test_imports_point_inward() -> None:
         if _imports(path) & forbidden
     }
     assert found == _KNOWN_BACK_ARROWS
+
+
+# Inside ``api``: the HTTP face reads and writes through the one service (api/service), never
+# below it (the CLI's rule, with its named exceptions: tests/cli/test_cli_over_the_service.py);
+# the service is plain Python every face calls: it imports no face and no face's framework.
+_FACE_RULES: dict[str, tuple[str, ...]] = {
+    "api/server": ("projections", "ledger.store", "api.cli"),
+    "api/service": ("api.server", "api.cli", "litestar", "typer", "uvicorn", "rich"),
+}
+
+
+def test_the_faces_go_through_the_service_and_the_service_through_no_face() -> None:
+    found = {
+        str(path.relative_to(REPO)): bad
+        for folder, forbidden in _FACE_RULES.items()
+        for path in (REPO / folder).rglob("*.py")
+        if (
+            bad := sorted(
+                m for m in _modules(path) if any(m == f or m.startswith(f + ".") for f in forbidden)
+            )
+        )
+    }
+    assert found == {}
+
+
+# How big a product module may grow, and how many type checks it may switch off.
+_PRODUCT = ("api", "domain", "ledger", "projections", "gpu_agent")
+MAX_MODULE_LINES = 500
+MAX_TYPE_IGNORES = 9
+
+
+def test_no_product_module_is_over_500_lines_and_type_ignores_stay_few() -> None:
+    files = [p for package in _PRODUCT for p in (REPO / package).rglob("*.py")]
+    long = {
+        str(p.relative_to(REPO)): n
+        for p in files
+        if (n := len(p.read_text("utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}
+    ignores = [
+        f"{p.relative_to(REPO)}:{i}"
+        for p in files
+        for i, line in enumerate(p.read_text("utf-8").splitlines(), start=1)
+        if "type: ignore" in line
+    ]
+    assert len(ignores) <= MAX_TYPE_IGNORES, ignores
 
 
 def _ledger_modules_named(path: Path) -> set[str]:
