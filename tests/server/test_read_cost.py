@@ -382,6 +382,7 @@ def test_every_costed_route_is_a_route_and_every_get_route_is_costed_or_cheap(
         "/v1/keys/{key_id}",
         "/v1/keys/{key_id}/history",
         "/v1/log/checkpoint",
+        "/checkpoint",  # the C2SP monitoring path: one stored note
         "/v1/log/entries",
         "/v1/log/proofs/consistency",
         "/v1/log/proofs/inclusion",
