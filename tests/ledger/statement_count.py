@@ -11,8 +11,20 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 # What a statement that writes, or waits for writers, starts with: SQLite takes its write
-# lock with BEGIN IMMEDIATE, PostgreSQL's writers with LOCK TABLE or an advisory lock.
-_WRITING = ("INSERT", "UPDATE", "DELETE", "BEGIN IMMEDIATE", "LOCK ", "SELECT PG_ADVISORY")
+# lock with BEGIN IMMEDIATE (or EXCLUSIVE), PostgreSQL's writers with LOCK TABLE or an
+# advisory lock; REPLACE, CREATE and DROP write too.
+_WRITING = (
+    "INSERT",
+    "UPDATE",
+    "DELETE",
+    "REPLACE",
+    "CREATE",
+    "DROP",
+    "BEGIN IMMEDIATE",
+    "BEGIN EXCLUSIVE",
+    "LOCK ",
+    "SELECT PG_ADVISORY",
+)
 
 
 @contextmanager

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,6 @@ import pytest
 from litestar import Litestar
 from litestar.testing import TestClient
 from served_app import TEST_CONFIG, Served
-from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from api.demo import COHORT_FILE, _data, build_demo
@@ -31,44 +29,11 @@ from ledger.signing.authoring import (
 )
 from ledger.signing.keys import SigningKey
 from ledger.writer_process import RemoteWriter, WriterProcess
+from tests.ledger.statement_count import statements_sent, writing
 
 SEED = "sha256:7e18c26ca3b60572c4fc8589c4b3b9a86b548ef031df4242ea2483b649bd6a47"
 SEED_NAME = "sol-submission-38823"
 GROUP_FIRST = "sol-submission-21613"  # 1.499 ms: the seed group's #1
-# What a statement that writes, or takes a write lock, starts with.
-WRITING = (
-    "INSERT",
-    "UPDATE",
-    "DELETE",
-    "REPLACE",
-    "CREATE",
-    "DROP",
-    "BEGIN IMMEDIATE",
-    "BEGIN EXCLUSIVE",
-    "LOCK ",
-    "SELECT PG_ADVISORY",
-)
-
-
-@contextmanager
-def statements(engine: Engine) -> Iterator[list[str]]:
-    """Every statement sent on ``engine`` inside the block."""
-    sent: list[str] = []
-
-    def capture(
-        conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool
-    ) -> None:
-        sent.append(statement)
-
-    event.listen(engine, "before_cursor_execute", capture)
-    try:
-        yield sent
-    finally:
-        event.remove(engine, "before_cursor_execute", capture)
-
-
-def writing(sent: list[str]) -> list[str]:
-    return [s for s in sent if s.lstrip().upper().startswith(WRITING)]
 
 
 @pytest.fixture
@@ -104,7 +69,7 @@ def _faster_run(served: Served, name: str, mean_ns: int) -> str:
 
 
 def _get(client: TestClient[Litestar], engine: Engine, path: str) -> tuple[Any, list[str]]:
-    with statements(engine) as sent:
+    with statements_sent(engine) as sent:
         reply = client.get(path)
     assert reply.status_code == 200, (path, reply.text[:500])
     assert sent, "the read read nothing"
