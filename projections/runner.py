@@ -14,11 +14,10 @@ import logging
 import operator
 import os
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, TypeVar
 
-from eventsourcing.persistence import Tracking
-from sqlalchemy import Table, create_engine, delete, func, select, text
+from sqlalchemy import Table, create_engine, delete, select, text
 
 from domain.errors import DomainError
 from domain.ranking import View, rank_group
@@ -29,7 +28,6 @@ from ledger.store.event_store import StoreSession, connection_of, hold_sqlite_wr
 from projections.fold_pool import FoldPool, fold_ahead, shared_database
 from projections.records import record_history, record_row
 from projections.run_views import (
-    RUN_TOPICS,
     RUNNER_NAME,
     RunViews,
     ViewsTracking,
@@ -213,45 +211,6 @@ class ProjectionRunner:
             f"the read models stop at {where}: what follows cannot be "
             f"folded or ranked ({reason}); `kernelindex audit` checks the log itself"
         )
-
-    def fold_delivered(self, events: Sequence[tuple[Any, Tracking]]) -> int:
-        """Fold events a subscription delivered, in log order, as one batch: those another
-        folder (a reader's catch-up) has already folded are skipped, so each event counts
-        once. Returns how many were folded; re-ranks what they touched.
-
-        Only when they are every event between the views' position and the last of them:
-        else the views are behind what was delivered (a rebuild started them over, or
-        another build's views were made anew) and folding these would move the position
-        past events never folded. Then the views catch up from their own position instead,
-        the delivered events among the rest."""
-        with self.ledger.store.transaction(commit=True) as session:
-            self._lock(session)
-            done = self._position(session)
-            fresh = [item for item in events if item[1].notification_id > done]
-            behind = bool(fresh) and self._stored_between(
-                session, done, fresh[-1][1].notification_id
-            ) != len(fresh)
-            if fresh and not behind:
-                views = RunViews(self.tracking)
-                views.fold(fresh)
-                pending, _ = views.take()
-                self._write(session, pending, fresh[-1][1].notification_id)
-            # In the fold's transaction: no reader's snapshot holds runs its ranks lag.
-            self._rerank_marked(session)
-        if behind:
-            return self.catch_up().events
-        return len(fresh)
-
-    def _stored_between(self, session: StoreSession, after: int, up_to: int) -> int:
-        """How many run events (what a subscription delivers) the log holds past ``after`` up
-        to ``up_to`` (ids may have gaps; key events are not delivered, and fold to nothing)."""
-        e = self._events
-        found = session.execute(
-            select(func.count())
-            .select_from(self.ledger.store.events)
-            .where((e.id > after) & (e.id <= up_to) & e.topic.in_(RUN_TOPICS))
-        ).scalar_one()
-        return int(found)
 
     def snapshot(
         self, read: Callable[[StoreSession], T], *, rerank: bool | None = True
