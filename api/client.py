@@ -30,6 +30,8 @@ from domain.content_coding import (
     reply_body,
 )
 from domain.errors import DomainError
+from domain.event_names import EventName
+from domain.run_references import names_run
 from ledger.event_verification import EventVerification
 from ledger.ids import run_id
 from ledger.proofs.signed_note import NoteError, parse_checkpoint
@@ -257,11 +259,29 @@ class LedgerClient:
 
 
 def _names(reference: str, digest: str) -> bool:
-    """Whether the run the server answered with is the one the reference names."""
+    """Whether the run the server answered with is the one the reference names, by digest."""
     ref = reference.strip().lower()
     if not ref.startswith("sha256:"):
         ref = "sha256:" + ref
     return digest.startswith(ref)
+
+
+def _named_by_ingestion(
+    reference: str, run: str, kept: list[tuple[int, EventVerification]]
+) -> bool:
+    """Whether the run's verified ingestion (signed, checked above under the user's policy)
+    gives it the name or source id ``reference`` is: the server's word is not enough."""
+    for _, entry in kept:
+        if entry.event != EventName.RUN_INGESTED or not entry.ok or entry.subject_digest != run:
+            continue
+        predicate = entry.predicate or {}
+        run_manifest = (predicate.get("manifests") or {}).get("run") or {}
+        name = (run_manifest.get("metadata") or {}).get("name")
+        source, external_id = predicate.get("source"), predicate.get("externalId")
+        if isinstance(name, str) and isinstance(source, str):
+            extern = external_id if isinstance(external_id, str) else None
+            return names_run(reference, name=name, source=source, external_id=extern)
+    return False
 
 
 def remote_run(client: LedgerClient, reference: str) -> tuple[str, str]:
@@ -271,6 +291,14 @@ def remote_run(client: LedgerClient, reference: str) -> tuple[str, str]:
     if not isinstance(digest, str) or not isinstance(name, str):
         raise RemoteError("bad-reply", "the server's run record lacks a digest or name")
     if not _names(reference, digest):
+        if not reference.strip().lower().startswith("sha256:"):
+            raise RemoteError(
+                "unchecked-name",
+                f"the server says {reference!r} is run {digest}, but a name is only the "
+                "server's word here: give the run's digest (or a prefix of it); "
+                f"`kernelindex history {reference} --server URL --trust-root FILE` shows it "
+                "verified",
+            )
         raise RemoteError("bad-reply", f"asked for run {reference}, the server answered {digest}")
     return digest, name
 
@@ -307,7 +335,7 @@ def remote_history(
     (the trust root the user pins, the checkpoints they hold)."""
     held = [_size_of(note) for note in policy.held_checkpoints]
     lines = client.run_bundle(reference, [s for s in held if s is not None])
-    run = _bundled_run(lines, reference)
+    run = _bundled_run(lines)
     # The bundle must prove this run, complete by the log's heads: the header naming it is
     # not signed, so without this a bundle of another run could answer for it.
     policy = dataclasses.replace(policy, expect=Expectation(run))
@@ -317,6 +345,8 @@ def remote_history(
                 verifier.feed(number, line)
         report = verifier.finish()
         kept = verifier.kept
+    if not _names(reference, run) and not _named_by_ingestion(reference, run, kept):
+        raise RemoteError("bad-reply", f"asked for run {reference}, the server answered {run}")
     events = [
         RemoteEvent(entry, leaf, _envelope_digest(entry.envelope))
         for leaf, entry in sorted(kept, key=lambda item: item[0])
@@ -325,7 +355,7 @@ def remote_history(
     return RemoteHistory(run, events, report, checkpoint)
 
 
-def _bundled_run(lines: list[str], reference: str) -> str:
+def _bundled_run(lines: list[str]) -> str:
     """The one run the bundle is about, refusing a bundle about another run."""
     try:
         header = json.loads(lines[0])
@@ -334,8 +364,6 @@ def _bundled_run(lines: list[str], reference: str) -> str:
         raise RemoteError("bad-reply", "the server's bundle has no header naming its run") from None
     if not isinstance(runs, list) or len(runs) != 1 or not isinstance(runs[0], str):
         raise RemoteError("bad-reply", "the server's bundle is not about exactly one run")
-    if not _names(reference, runs[0]):
-        raise RemoteError("bad-reply", f"asked for run {reference}, the server answered {runs[0]}")
     return runs[0]
 
 

@@ -14,13 +14,13 @@ from typing import Any
 
 from sqlalchemy import and_, or_, select
 
+from domain.run_references import SOURCE_ID
 from ledger.errors import AmbiguousReferenceError, NotFoundError
 from ledger.store.event_store import StoreSession
 from projections.tables import runs
 
 MIN_PREFIX = 4
 _HEX = re.compile(r"[0-9a-f]+")
-_SOURCE_ID = re.compile(r"(?P<source>[a-z0-9][a-z0-9._-]*)\s*[#:]\s*(?P<id>\S.*)")
 _SHOWN = 8  # candidates listed in an ambiguity error
 
 
@@ -68,7 +68,7 @@ def resolve_run(session: StoreSession, reference: str) -> str:
     if not ref:
         raise NotFoundError("give a run digest, a digest prefix, a run name or an external id")
     named = [runs.c.name == ref, runs.c.external_id == ref]
-    if (qualified := _SOURCE_ID.fullmatch(ref)) is not None:
+    if (qualified := SOURCE_ID.fullmatch(ref)) is not None:
         named.append(
             and_(runs.c.source == qualified["source"], runs.c.external_id == qualified["id"])
         )

@@ -474,3 +474,52 @@ def test_a_key_is_registered_on_a_server_as_the_run_page_says_then_it_reports(
     # Registering an admin-signed role over HTTP needs an admin key given explicitly.
     refused = remote("keys", "register", me, "--role", "agent", "--server", remote.url, ok=False)
     assert refused.exit_code == 2 and "--admin-key" in refused.output
+
+
+# -------------------------------------------------------- runs by name, through a server
+
+
+def test_history_by_name_or_source_id_is_checked_against_the_signed_ingestion(
+    served_sqlite: Remote,
+) -> None:
+    remote = served_sqlite
+    for reference in (NAME, "38823", "sol-execbench#38823"):
+        history = json.loads(remote.history(reference, "--json").stdout)
+        assert history["run"] == SEED_RUN and history["outcome"] == "VERIFIED", reference
+
+
+def test_history_by_a_name_the_run_does_not_have_is_refused(
+    served_sqlite: Remote, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server answering a name with a run whose signed ingestion does not carry it."""
+    remote = served_sqlite
+    asked: list[str] = []
+
+    def any_run(records: list[dict[str, Any]]) -> None:
+        asked.append(records[0]["scope"]["runs"][0])
+
+    real_bundle = LedgerClient.run_bundle
+
+    def seed_for_every_name(self: LedgerClient, reference: str, held: list[int]) -> list[str]:
+        return real_bundle(self, SEED_RUN, held)  # whatever was asked: the seed's bundle
+
+    monkeypatch.setattr(LedgerClient, "run_bundle", seed_for_every_name)
+    with lying(remote, monkeypatch, any_run):
+        result = remote.history("sol-submission-99999", ok=False)
+    assert asked == [SEED_RUN]
+    assert result.exit_code == 1 and "error[bad-reply]" in result.stderr
+    assert "asked for run sol-submission-99999" in result.stderr
+
+
+def test_attest_by_name_through_a_server_asks_for_the_digest(
+    served_sqlite: Remote, tmp_path: Path
+) -> None:
+    """A write must name what it signs: a name would be only the server's word."""
+    remote = served_sqlite
+    alice = tmp_path / "alice.pem"
+    remote.attester(alice)
+    args = attest_args(remote, alice)
+    args[1] = NAME
+    result = remote(*args, ok=False)
+    assert "error[unchecked-name]" in result.stderr and SEED_RUN in result.stderr
+    assert f"kernelindex history {NAME} --server" in result.stderr
