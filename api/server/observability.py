@@ -35,6 +35,7 @@ SECURITY_HEADERS = (
 _SANE_ID = re.compile(r"^[A-Za-z0-9._\-]{8,64}$")
 
 _access = structlog.get_logger("kernelindex.access")
+_STDLIB_HANDLER = "kernelindex-stdlib"
 
 
 def configure_logging(json_logs: bool = True, level: int = logging.INFO) -> None:
@@ -55,6 +56,36 @@ def configure_logging(json_logs: bool = True, level: int = logging.INFO) -> None
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
+    _route_stdlib_logging(json_logs, renderer)
+
+
+def _route_stdlib_logging(json_logs: bool, renderer: Any) -> None:
+    """The libraries' own warnings (SQLAlchemy's pool discarding a connection the database
+    ended, say) as lines of the same log: one JSON object each, their exception as data.
+    Without this, Python's last-resort handler printed a multi-line traceback into a JSON
+    log for a failure the library had already handled."""
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[
+            structlog.stdlib.add_logger_name,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+        ],
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            structlog.processors.dict_tracebacks
+            if json_logs
+            else structlog.processors.format_exc_info,
+            renderer,
+        ],
+    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(formatter)
+    handler.set_name(_STDLIB_HANDLER)
+    root = logging.getLogger()
+    root.handlers = [h for h in root.handlers if h.get_name() != _STDLIB_HANDLER]
+    root.addHandler(handler)
+    if root.level == logging.NOTSET or root.level > logging.WARNING:
+        root.setLevel(logging.WARNING)
 
 
 def _request_id(scope: Scope) -> str:
