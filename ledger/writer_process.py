@@ -326,6 +326,28 @@ def how_it_ended(exitcode: int | None) -> str:
     return f"exit code {exitcode}"
 
 
+# A Unix socket's path is at most 107 bytes on Linux (sun_path); the folder holds
+# "kernelindex-writer-XXXXXXXX/writer.sock" (39 bytes) under it.
+_SOCKET_PATH_MAX = 107
+_SOCKET_TAIL = len("/kernelindex-writer-XXXXXXXX/writer.sock")
+# mkdtemp makes a private (0700) folder with an unguessable name under it.
+_SHORT_TEMP = "/tmp"  # noqa: S108
+
+
+def socket_folder(temp: str | None = None) -> str:
+    """Where the writer's socket folder goes: the temporary directory, unless its path is
+    too long for a socket (a deep TMPDIR, as test runners and CI give), then ``/tmp``."""
+    temp = temp if temp is not None else tempfile.gettempdir()
+    if len(os.fsencode(temp)) + _SOCKET_TAIL <= _SOCKET_PATH_MAX:
+        return temp
+    if os.access(_SHORT_TEMP, os.W_OK | os.X_OK):
+        return _SHORT_TEMP
+    raise StoreError(
+        f"the temporary directory {temp!r} is too long a path for the writer's socket "
+        "and /tmp is not writable: set TMPDIR to a shorter writable folder"
+    )
+
+
 class WriterProcess:
     """The writer process of a server over one ledger home: ``start()`` before the workers,
     ``watch()`` to have it started again should it end unasked, ``stop()`` after the
@@ -335,7 +357,7 @@ class WriterProcess:
     def __init__(self, home: Path, db_url: str) -> None:
         self.home = home
         self.db_url = db_url
-        self._folder = Path(tempfile.mkdtemp(prefix="kernelindex-writer-"))
+        self._folder = Path(tempfile.mkdtemp(prefix="kernelindex-writer-", dir=socket_folder()))
         self.address = str(self._folder / "writer.sock")
         self.key = secrets.token_bytes(32)
         # spawn: a fresh interpreter, with no thread or database connection of the parent's.
