@@ -8,7 +8,7 @@ import pytest
 from real_ledger import SOURCES, RealLedger
 from sqlalchemy import select
 
-from ledger.run_summary import run_summary
+from api.service.ledger_service import LedgerService
 from projections.tables import runs
 
 pytestmark = pytest.mark.slow
@@ -35,10 +35,13 @@ def test_every_score_run_shows_the_value_it_is_ranked_by(real: RealLedger) -> No
             ).all()
         scores = [r for r in rows if r.metric == "score"]
         assert len(scores) >= 3000, len(scores)  # GPU MODE's 3,135 score runs
+        service = LedgerService(ledger)
         for digest, metric, unit, claimed in rows:
-            primary = run_summary(ledger, digest)["primary"]
-            assert (primary["metric"], primary["unit"]) == (metric, unit), digest
-            assert primary["value"] == (pytest.approx(claimed) if claimed is not None else None)
+            # The record's primary measurement is read from the run's signed events, the
+            # views' row from the fold: the two must agree.
+            primary = service.runs.record(digest).primary
+            assert (primary.metric, primary.unit) == (metric, unit), digest
+            assert primary.value == (pytest.approx(claimed) if claimed is not None else None)
     finally:
         ledger.close()
 
