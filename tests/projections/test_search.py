@@ -26,13 +26,13 @@ from projection_world import GROUP, MANIFESTS, RUN_15149, SEED, World
 from sqlalchemy import Engine, create_engine, insert
 from sqlalchemy.orm import Session
 
-from api.service.boards import Boards
 from api.service.freshness import Views
 from api.service.models import to_builtins
-from api.service.runs import Runs
+from api.service.search import Search
 from domain.manifests.canonical_form import manifest_digest
 from ledger.signing.authoring import ingestion_envelope
-from projections.search import fold, manifest_values, rough_text, search_groups
+from projections.search import Filters, find, fold, manifest_values, rough_text
+from projections.search_index import build_index
 from projections.tables import manifests, runs
 
 # What the cohort's groups are told apart by: the SOL stack version of their protocol.
@@ -57,8 +57,7 @@ JSON_KEYS = (
 
 def search(world: World, query: str) -> list[dict[str, Any]]:
     """The groups ``kernelindex search --json`` answers with (after catching up)."""
-    views = Views(world.ledger)
-    return list(to_builtins(Boards(views, Runs(views)).search(query))["groups"])
+    return list(to_builtins(Search(Views(world.ledger)).groups(query, per_page=100))["items"])
 
 
 def keys(world: World, query: str) -> list[str]:
@@ -366,7 +365,7 @@ def _found(engine: Engine, groups: list[Group], word: str) -> tuple[list[str], l
     """(the groups' keys, those a search for ``word`` finds), in a transaction rolled back."""
     with Session(engine) as session:
         made = [_insert(session, n + 1, g) for n, g in enumerate(groups)]
-        found = [f.label.key for f in search_groups(session, word)]
+        found = [g.key for g in find(build_index(session), word, Filters(), "relevance").groups]
         session.rollback()
     return made, found
 
