@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 from litestar import Controller, Response, get
-from litestar.di import Provide
+from litestar.di import NamedDependency, Provide
 from litestar.params import PathParameter, QueryParameter
 
 from api.display import comparison_csv, comparison_markdown
@@ -118,7 +118,7 @@ class ViewController(Controller):
     def search(
         self,
         service: Service,
-        filters: SearchFilters,
+        filters: NamedDependency[SearchFilters],
         q: Annotated[
             str,
             QueryParameter(

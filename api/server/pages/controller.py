@@ -17,7 +17,7 @@ from urllib.parse import quote, urlencode
 
 import structlog
 from litestar import Controller, MediaType, Request, Response, get
-from litestar.di import Provide
+from litestar.di import NamedDependency, Provide
 from litestar.params import Parameter, PathParameter, QueryParameter
 from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.response import Template
@@ -210,6 +210,7 @@ class PageController(Controller):
             sources=front.sources,
             groups=front.groups,
             group_count=front.group_count,
+            searchable=every.total,
             operations=front.operations,
             recent=front.recent,
             facets={f.name: f.values for f in every.facets},
@@ -287,7 +288,7 @@ class PageController(Controller):
     def search(
         self,
         service: Service,
-        filters: SearchFilters,
+        filters: NamedDependency[SearchFilters],
         q: Annotated[str, QueryParameter(max_length=300)] = "",
         sort: Annotated[str, QueryParameter(max_length=20)] = "relevance",
         page: Annotated[int, QueryParameter(ge=1, le=MAX_SAFE_INTEGER)] = 1,
