@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -216,37 +216,75 @@ class Hits:
     facets: dict[str, dict[str, int]]
 
 
+FOUND_KEPT = 256  # answers an index keeps: the pages of one query read one answer
+
+
 def find(index: SearchIndex, query: str, filters: Filters, sort: str) -> Hits:
-    """The groups a run of which matches every word of ``query`` and every filter."""
+    """The groups a run of which matches every word of ``query`` and every filter; the
+    answer is kept with the index (a query's next page reads it again)."""
     words = query_words(query)
+    asked = (tuple(words), filters, sort)
+    hits: Hits | None = index.found.get(asked)
+    if hits is None:
+        hits = _find(index, words, filters, sort)
+        if len(index.found) >= FOUND_KEPT:
+            index.found.clear()
+        index.found[asked] = hits
+    return hits
+
+
+def _find(index: SearchIndex, words: list[str], filters: Filters, sort: str) -> Hits:
     admits = _admits(index, filters)
-    matched = -1  # every run: bit i for the i-th run of the index
     heads = []
+    matched = -1
     for word in words:
         runs_bits, head_bits = word_bits(index, word)
         matched &= runs_bits
         heads.append(head_bits)
+    # Each matching profile: how many of its runs match, and the newest of them.
+    counted: dict[int, list[int]] = {}
+    if words:
+        for run in _set_bits(matched):
+            number = index.run_profile[run]
+            seen = counted.get(number)
+            if seen is None:
+                counted[number] = [1, run]
+            else:
+                seen[0] += 1
+                seen[1] = run  # in log order within a profile: the last is the newest
+    else:
+        counted = {n: [len(p.own), p.start + len(p.own) - 1] for n, p in enumerate(index.profiles)}
     groups: dict[str, GroupHit] = {}
     tokens: dict[str, set[tuple[str, str]]] = {}
-    for i, profile in enumerate(index.profiles):
-        bits = (matched >> profile.start) & ((1 << len(profile.own)) - 1)
-        if not bits or not admits(profile):
+    for number, (runs_matched, newest) in counted.items():
+        profile = index.profiles[number]
+        if not admits(profile):
             continue
         group = groups.get(profile.key)
         if group is None:
             group = groups[profile.key] = GroupHit(profile.key, profile.benchmark, profile.product)
             tokens[profile.key] = set()
-        group.runs += bits.bit_count()
-        group.headline = max(group.headline, sum(h >> i & 1 for h in heads))
-        # Its runs are in log order: the highest bit is the newest match.
-        group.newest = max(group.newest, profile.own[bits.bit_length() - 1][1])
+        group.runs += runs_matched
+        group.headline = max(group.headline, sum(h >> number & 1 for h in heads))
+        position = profile.own[newest - profile.start][1]
+        group.newest = max(group.newest, position)
         tokens[profile.key].update(profile.facets)
     facets: dict[str, dict[str, int]] = {name: {} for name in FACETS}
     for found in tokens.values():
         for name, value in found:
             facets[name][value] = facets[name].get(value, 0) + 1
-    counted = {name: _counted(index, name, values) for name, values in facets.items()}
-    return Hits(sorted(groups.values(), key=SORT_KEYS[sort]), counted)
+    return Hits(
+        sorted(groups.values(), key=SORT_KEYS[sort]),
+        {name: _counted(index, name, values) for name, values in facets.items()},
+    )
+
+
+def _set_bits(bits: int) -> Iterator[int]:
+    """The positions of the bits set in ``bits``, lowest first."""
+    while bits:
+        lowest = bits & -bits
+        yield lowest.bit_length() - 1
+        bits ^= lowest
 
 
 WORDS_KEPT = 4096  # words whose matches an index keeps (a few KiB each)
@@ -278,6 +316,13 @@ def word_bits(index: SearchIndex, word: str) -> tuple[int, int]:
         index.words.clear()
     index.words[word] = (runs_bits, head_bits)
     return runs_bits, head_bits
+
+
+def folded_values(document: str) -> str | None:
+    """The folded values of a manifest (kept per process by its text); None when its rough
+    text could not be made, and a query parses it then."""
+    entry = _FOLDED.rough(document)
+    return _FOLDED.values(document, entry) if entry.rough is not None else None
 
 
 def _document_has(

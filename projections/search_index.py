@@ -13,7 +13,8 @@ it by that position, so a write (a new position) builds a new one and no answer 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,6 +68,11 @@ class SearchIndex:
     names: dict[str, str] = field(default_factory=dict)
     # word -> (the runs it matches, as bits; the profiles whose benchmark or GPU has it)
     words: dict[str, tuple[int, int]] = field(default_factory=dict)
+    run_profile: list[int] = field(default_factory=list)  # run i is in profile run_profile[i]
+    # Run names folded, with " " for every separator and before the first part: a typed
+    # prefix is found as " " + the prefix, from the start of any part of a name.
+    name_parts: list[tuple[str, str]] = field(default_factory=list)
+    found: dict[Any, Any] = field(default_factory=dict)  # answers kept (projections.search)
 
 
 def views_position(session: StoreSession) -> int:
@@ -79,7 +85,7 @@ def views_position(session: StoreSession) -> int:
 
 def build_index(session: StoreSession) -> SearchIndex:
     # Imported here: projections.search imports this module for its index.
-    from projections.search import search_text  # noqa: PLC0415
+    from projections.search import folded_values, search_text  # noqa: PLC0415
 
     rows = session.execute(
         select(
@@ -136,9 +142,15 @@ def build_index(session: StoreSession) -> SearchIndex:
         index.names.setdefault(str(name), str(digest))
     index.profiles = list(profiles.values())
     start = 0
-    for p in index.profiles:
+    for number, p in enumerate(index.profiles):
         p.start = start
         start += len(p.own)
+        index.run_profile += [number] * len(p.own)
+    index.name_parts = sorted((name_parts(name), name) for name in index.names)
+    # Each manifest's values folded now, not by the first query with a word its text has:
+    # kept per process by text, so a later build (after a write) reuses them.
+    for document in documents.values():
+        folded_values(document)
     digests = sorted({d for p in index.profiles for d in (p.protocol, p.workload) if d})
     for start in range(0, len(digests), 500):
         found = session.execute(
@@ -194,5 +206,12 @@ def products_named(products: Iterable[str], wanted: str) -> set[str]:
     return {p for p in products if p == wanted or gpu_name_key(p) == target}
 
 
-def dedupe(values: Sequence[str]) -> list[str]:
-    return list(dict.fromkeys(values))
+_SEPARATORS = re.compile(r"[-_./:\s]+")
+
+
+def name_parts(text: str) -> str:
+    """``text`` folded, its separators one space, with a space before it (see ``name_parts``
+    of :class:`SearchIndex`)."""
+    from projections.search import fold  # noqa: PLC0415 - it imports this module
+
+    return " " + _SEPARATORS.sub(" ", fold(text))

@@ -14,9 +14,9 @@ this object keeps: a write moves the position and the next search builds a new o
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable
+from itertools import islice
 from math import ceil
 from urllib.parse import quote
 
@@ -43,6 +43,7 @@ from projections.search_index import (
     SearchIndex,
     build_index,
     gpu_name_key,
+    name_parts,
     views_position,
 )
 
@@ -141,9 +142,9 @@ class Search:
                     )
                 )
             # From the start of a part of the name: "b20" is in many digests' hex tails.
-            starts = re.compile(r"(?:^|[-_\s./:])" + re.escape(text))
-            named = (n for n in index.names if starts.search(fold(n)))
-            for name in sorted(named)[: max(1, SUGGESTIONS - len(found))]:
+            typed = name_parts(query.strip())
+            named = (name for parts, name in index.name_parts if typed in parts)
+            for name in islice(named, max(1, SUGGESTIONS - len(found))):
                 found.append(
                     Suggestion(
                         kind="implementation",
