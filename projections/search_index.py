@@ -24,12 +24,9 @@ from ledger.store.event_store import StoreSession
 from projections.run_views import RUNNER_NAME
 from projections.tables import manifests, runs, tracking
 
-# Filters a query may narrow by, the facets a reply counts, in the order they are shown.
+# Filters a query may narrow by (the facets a reply counts, in the order shown) and the
+# orders of its groups; the service's reply models name the same (api/service/models/search).
 FACETS = ("gpu", "source", "dtype", "level")
-# Orders of the groups found. "relevance": groups whose benchmark and GPU carry the most
-# words first, then most matching runs; "runs": most matching runs; "newest": the group with
-# the most recently ingested matching run; "name": benchmark, then GPU, alphabetically.
-# Each ends on the comparison key, so the order is total and pages never overlap.
 SORTS = ("relevance", "runs", "newest", "name")
 
 

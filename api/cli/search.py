@@ -14,8 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from api.cli.common import DbOption, HomeOption, JsonOption, handles_errors, out, print_reply
-from api.service.models.search import SearchFilters, SearchPage
-from api.service.search import MAX_PER_PAGE, PER_PAGE, SORTS
+from api.service.models.search import MAX_PER_PAGE, PER_PAGE, SORTS, SearchFilters, SearchPage
 from domain.quantities import format_value
 
 app = typer.Typer()

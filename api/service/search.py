@@ -23,6 +23,10 @@ from urllib.parse import quote
 from api.service.errors import BadQueryError
 from api.service.freshness import Views
 from api.service.models.search import (
+    FACETS,
+    MAX_PER_PAGE,
+    PER_PAGE,
+    SORTS,
     Facet,
     FacetValue,
     SearchFilters,
@@ -37,9 +41,9 @@ from domain.evidence import EvidenceLevel
 from ledger.store.event_store import StoreSession
 from projections.group_labels import group_labels
 from projections.search import MAX_WORDS, Filters, Hits, find, fold, group_tops, query_words
+from projections.search_index import FACETS as INDEX_FACETS
+from projections.search_index import SORTS as INDEX_SORTS
 from projections.search_index import (
-    FACETS,
-    SORTS,
     SearchIndex,
     build_index,
     gpu_name_key,
@@ -47,13 +51,13 @@ from projections.search_index import (
     views_position,
 )
 
-PER_PAGE = 20  # groups per page unless asked otherwise
-MAX_PER_PAGE = 100
 MAX_PAGE = 10_000
 SUGGESTIONS = 8  # at most, all kinds together
 SUGGEST_MIN_CHARS = 2  # a single letter suggests too much to mean anything
 
 __all__ = ["FACETS", "MAX_PER_PAGE", "PER_PAGE", "SORTS", "Search"]
+# One list of each, whichever layer names it.
+assert (FACETS, SORTS) == (INDEX_FACETS, INDEX_SORTS)
 
 
 class Search:

@@ -16,6 +16,9 @@ from api.server.openapi_problems import refuses
 from api.service.boards import BOARD_MAX, BOARD_PAGE
 from api.service.errors import AmbiguousReferenceError, BadQueryError, NotFoundError
 from api.service.models import to_builtins
+from api.service.models.search import MAX_PER_PAGE as SEARCH_MAX_PER_PAGE
+from api.service.models.search import PER_PAGE as SEARCH_PER_PAGE
+from api.service.models.search import SORTS as SEARCH_SORTS
 from api.service.models.search import SearchFilters, SearchPage, Suggestions
 from api.service.models.views import (
     Comparison,
@@ -25,9 +28,6 @@ from api.service.models.views import (
     OperationSummary,
     RunComparison,
 )
-from api.service.search import MAX_PER_PAGE as SEARCH_MAX_PER_PAGE
-from api.service.search import PER_PAGE as SEARCH_PER_PAGE
-from api.service.search import SORTS as SEARCH_SORTS
 from domain.documents import MAX_SAFE_INTEGER
 from domain.errors import DomainError
 from domain.ranking import View

@@ -45,11 +45,13 @@ from api.server.pages.source import (
 from api.service.errors import ArtifactError, ArtifactNotFound, BadQueryError
 from api.service.ledger_service import LedgerService
 from api.service.models.runs import RunRecord
+from api.service.models.search import FACETS as SEARCH_FACETS
+from api.service.models.search import MAX_PER_PAGE as SEARCH_MAX_PER_PAGE
+from api.service.models.search import PER_PAGE as SEARCH_PER_PAGE
+from api.service.models.search import SORTS as SEARCH_SORTS
 from api.service.models.search import SearchFilters
 from api.service.models.views import Leaderboard
 from api.service.runs import StoredFacts
-from api.service.search import FACETS as SEARCH_FACETS
-from api.service.search import SORTS as SEARCH_SORTS
 from domain.documents import MAX_SAFE_INTEGER
 from domain.quantities import format_value
 from domain.ranking import View
@@ -292,11 +294,16 @@ class PageController(Controller):
         q: Annotated[str, QueryParameter(max_length=300)] = "",
         sort: Annotated[str, QueryParameter(max_length=20)] = "relevance",
         page: Annotated[int, QueryParameter(ge=1, le=MAX_SAFE_INTEGER)] = 1,
+        per_page: Annotated[
+            int, QueryParameter(name="perPage", ge=1, le=SEARCH_MAX_PER_PAGE)
+        ] = SEARCH_PER_PAGE,
     ) -> Template:
         asked: dict[str, str | None] = {"q": q.strip(), **structs.asdict(filters), "sort": sort}
+        if per_page != SEARCH_PER_PAGE:
+            asked["perPage"] = str(per_page)
         searched = any(asked[name] for name in ("q", *SEARCH_FACETS))
         # Nothing asked yet: the ways in (every GPU, source, dtype) are the facets of all.
-        found = service.search.groups(q, filters, sort=sort, page=page)
+        found = service.search.groups(q, filters, sort=sort, page=page, per_page=per_page)
         href = search_href(asked)
         return _page(
             "search.html",
@@ -306,7 +313,7 @@ class PageController(Controller):
             query=q,
             href=href,
             sorts=SEARCH_SORTS,
-            json_href="/v1/search" + href(page=page).removeprefix("/search"),
+            json_href="/v1/search" + href(page=page, perPage=per_page).removeprefix("/search"),
         )
 
     @get("/static/search.js", sync_to_thread=False, name="page-search-script")

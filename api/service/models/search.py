@@ -5,6 +5,19 @@ from __future__ import annotations
 
 from api.service.models import ApiModel, Number
 
+# What a search may ask, here beside its reply so a face can name them without loading the
+# service (the CLI's --help). Filters are the facets a reply counts, in the order shown.
+FACETS = ("gpu", "source", "dtype", "level")
+# Orders of the groups found (``projections.search.SORT_KEYS``): "relevance", groups whose
+# benchmark and GPU carry the most words first, then most matching runs; "runs", most
+# matching runs; "newest", the group with the most recently ingested matching run; "name",
+# benchmark then GPU. Each ends on the comparison key, so the order is total and pages never
+# overlap. No "best metric" order: groups measure different workloads, metrics and units, so
+# one group's #1 being faster than another's says nothing (a leaderboard ranks within one).
+SORTS = ("relevance", "runs", "newest", "name")
+PER_PAGE = 20  # groups per page unless asked otherwise
+MAX_PER_PAGE = 100
+
 
 class SearchTop(ApiModel, kw_only=True):
     """A group's #1 (source-native); all None while nothing in the group is ranked."""
