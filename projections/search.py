@@ -11,13 +11,12 @@ Matching is done here in Python, not with SQL ``lower()``/``LIKE``: SQLite's ``l
 folds ASCII only, so the same query would find different groups on SQLite and PostgreSQL.
 Both sides are folded with :func:`fold` (NFKC and ``str.casefold``), so a search finds the
 same groups on both databases. A manifest's folded values are cached per process (by its
-text); the run columns are folded on each search: a few tens of milliseconds for the 7,800
-runs of the catalog. (A folded column written at fold time would make this an SQL ``LIKE``;
-it needs a schema version and a refold.)
+text); the run columns are folded once per views position (``projections.search_index``),
+and which runs a word matches once per word and position (:func:`word_bits`).
 
-Results are groups, those whose benchmark and GPU carry the most query words first, then the
-most matching runs, then by comparison key (a stable order), each with its label and its #1
-in the source-native view.
+Results are groups (a run of which every word and every filter matches), in one of the
+orders of ``SORTS``, with facets: for each value of each filter, how many of the groups found
+a filter on it leaves (:func:`find`, over the runs as ``projections.search_index`` keeps them).
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,12 +32,17 @@ from sqlalchemy import select
 
 from domain.ranking import View
 from ledger.store.event_store import StoreSession
-from projections.group_labels import GroupLabel, group_labels
 from projections.queries import leaders
-from projections.tables import manifests, ranks, runs
+from projections.search_index import (
+    FACETS,
+    SORTS,
+    Profile,
+    SearchIndex,
+    products_named,
+)
+from projections.tables import ranks, runs
 
 MAX_WORDS = 8
-MAX_GROUPS = 50
 
 # Joins the values of one text. It is whitespace to ``re``'s ``\s`` (query words are split on
 # it), so no query word contains it and no match can span two values.
@@ -100,16 +104,6 @@ class _FoldedManifests:
             entry.values = manifest_search_text(document)
             self.chars += len(entry.values)
         return entry.values
-
-
-@dataclass(frozen=True)
-class Found:
-    label: GroupLabel
-    runs: int
-    top_run: str | None
-    top_name: str | None
-    top_value: float | None
-    unit: str | None
 
 
 def fold(text: str) -> str:
@@ -185,99 +179,221 @@ def rough_text(document: str) -> str | None:
     return fold(decoded.encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass"))
 
 
-def _manifest_masks(
-    session: StoreSession, digests: set[str], words: Sequence[str]
-) -> dict[str, int]:
-    """Which words (bits, as :func:`_matched`) the values of each manifest named have.
-    Most documents have none of the words anywhere: the rough text says so and they are
-    never parsed."""
-    ordered = sorted(digests)
-    masks: dict[str, int] = {}
-    for start in range(0, len(ordered), 500):
-        for digest, document in session.execute(
-            select(manifests.c.digest, manifests.c.document).where(
-                manifests.c.digest.in_(ordered[start : start + 500])
-            )
-        ).tuples():
-            entry = _FOLDED.rough(document)
-            if entry.rough is not None and not _matched(entry.rough, words):
-                continue
-            masks[digest] = _matched(_FOLDED.values(document, entry), words)
-    return masks
-
-
 _FOLDED = _FoldedManifests()
 
 
-def _matched(text: str, words: Sequence[str]) -> int:
-    """Bit i set where word i occurs in ``text``."""
-    mask = 0
-    for i, word in enumerate(words):
-        if word in text:
-            mask |= 1 << i
-    return mask
-
-
 @dataclass
-class _Group:
-    runs: int = 0
+class GroupHit:
+    """A group some run of which every word (and every filter) matches."""
+
+    key: str
+    benchmark: str | None
+    product: str | None
+    runs: int = 0  # its matching runs
     headline: int = 0  # most query words a matching run's benchmark and GPU carry
+    newest: int = 0  # log position of its most recently ingested matching run
 
 
-def _matching_groups(session: StoreSession, words: Sequence[str]) -> dict[str, _Group]:
-    """Comparison key -> how many of its runs every word matches (and how well)."""
-    found = session.execute(
-        select(
-            runs.c.comparison_key,
-            runs.c.benchmark,
-            runs.c.product,
-            runs.c.protocol_digest,
-            runs.c.workload_digest,
-            runs.c.name,
-            runs.c.title,
-            runs.c.source,
-            runs.c.author,
-            runs.c.evidence_level,
-            runs.c.external_id,
-        ).where(runs.c.comparison_key.is_not(None))
-    )
-    rows = list(found.tuples())
-    # Manifests, benchmarks and GPUs are shared by many runs: match each once.
-    shared = _manifest_masks(session, {str(d) for r in rows for d in r[3:5] if d}, words)
-    headlines: dict[tuple[str | None, str | None], int] = {}
-    everything = (1 << len(words)) - 1
-    groups: dict[str, _Group] = {}
-    for key, benchmark, product, protocol, workload, *own in rows:
-        headline = headlines.get((benchmark, product))
-        if headline is None:
-            headline = headlines[benchmark, product] = _matched(
-                search_text((benchmark, product)), words
-            )
-        mask = headline | shared.get(protocol, 0) | shared.get(workload, 0)
-        if mask != everything:
-            mask |= _matched(search_text(own), words)
-            if mask != everything:
-                continue
-        group = groups.get(key)
-        if group is None:
-            group = groups[key] = _Group()
-        group.runs += 1
-        group.headline = max(group.headline, headline.bit_count())
-    return groups
+@dataclass(frozen=True)
+class Filters:
+    """What a search narrows to besides its words: one value per facet, or None."""
+
+    gpu: str | None = None  # a product name as people type it ("b200")
+    source: str | None = None
+    dtype: str | None = None
+    level: str | None = None
+
+    def values(self) -> dict[str, str | None]:
+        return {"gpu": self.gpu, "source": self.source, "dtype": self.dtype, "level": self.level}
 
 
-def search_groups(session: StoreSession, query: str, limit: int = MAX_GROUPS) -> list[Found]:
+@dataclass(frozen=True)
+class Hits:
+    """Every group found, in the order asked for, and the facets of the runs that matched:
+    for each value, how many of those groups a filter on it would leave."""
+
+    groups: list[GroupHit]
+    facets: dict[str, dict[str, int]]
+
+
+FOUND_KEPT = 256  # answers an index keeps: the pages of one query read one answer
+
+
+def find(index: SearchIndex, query: str, filters: Filters, sort: str) -> Hits:
+    """The groups a run of which matches every word of ``query`` and every filter; the
+    answer is kept with the index (a query's next page reads it again)."""
     words = query_words(query)
-    if not words:
-        return []
-    groups = _matching_groups(session, words)
-    ranked = sorted(groups.items(), key=lambda kv: (-kv[1].headline, -kv[1].runs, kv[0]))
-    counted = ranked[:limit]
-    keys = [key for key, _ in counted]
-    labels = {label.key: label for label in group_labels(session, keys)}
+    asked = (tuple(words), filters, sort)
+    hits: Hits | None = index.found.get(asked)
+    if hits is None:
+        hits = _find(index, words, filters, sort)
+        if len(index.found) >= FOUND_KEPT:
+            index.found.clear()
+        index.found[asked] = hits
+    return hits
+
+
+def _find(index: SearchIndex, words: list[str], filters: Filters, sort: str) -> Hits:
+    admits = _admits(index, filters)
+    heads = []
+    matched = -1
+    for word in words:
+        runs_bits, head_bits = word_bits(index, word)
+        matched &= runs_bits
+        heads.append(head_bits)
+    # Each matching profile: how many of its runs match, and the newest of them.
+    counted: dict[int, list[int]] = {}
+    if words:
+        for run in _set_bits(matched):
+            number = index.run_profile[run]
+            seen = counted.get(number)
+            if seen is None:
+                counted[number] = [1, run]
+            else:
+                seen[0] += 1
+                seen[1] = run  # in log order within a profile: the last is the newest
+    else:
+        counted = {n: [len(p.own), p.start + len(p.own) - 1] for n, p in enumerate(index.profiles)}
+    groups: dict[str, GroupHit] = {}
+    tokens: dict[str, set[tuple[str, str]]] = {}
+    for number, (runs_matched, newest) in counted.items():
+        profile = index.profiles[number]
+        if not admits(profile):
+            continue
+        group = groups.get(profile.key)
+        if group is None:
+            group = groups[profile.key] = GroupHit(profile.key, profile.benchmark, profile.product)
+            tokens[profile.key] = set()
+        group.runs += runs_matched
+        group.headline = max(group.headline, sum(h >> number & 1 for h in heads))
+        position = profile.own[newest - profile.start][1]
+        group.newest = max(group.newest, position)
+        tokens[profile.key].update(profile.facets)
+    facets: dict[str, dict[str, int]] = {name: {} for name in FACETS}
+    for found in tokens.values():
+        for name, value in found:
+            facets[name][value] = facets[name].get(value, 0) + 1
+    return Hits(
+        sorted(groups.values(), key=SORT_KEYS[sort]),
+        {name: _counted(index, name, values) for name, values in facets.items()},
+    )
+
+
+def _set_bits(bits: int) -> Iterator[int]:
+    """The positions of the bits set in ``bits``, lowest first."""
+    while bits:
+        lowest = bits & -bits
+        yield lowest.bit_length() - 1
+        bits ^= lowest
+
+
+WORDS_KEPT = 4096  # words whose matches an index keeps (a few KiB each)
+
+
+def word_bits(index: SearchIndex, word: str) -> tuple[int, int]:
+    """The runs ``word`` matches (bit i: the index's i-th run) and the profiles whose
+    benchmark or GPU carries it (bit i: the i-th profile); worked out once per index."""
+    found = index.words.get(word)
+    if found is not None:
+        return found
+    documents: dict[str | None, bool] = {None: False}
+    runs_bits = head_bits = 0
+    for i, profile in enumerate(index.profiles):
+        head = word in profile.headline
+        if head:
+            head_bits |= 1 << i
+        if (
+            head
+            or _document_has(index, documents, profile.protocol, word)
+            or _document_has(index, documents, profile.workload, word)
+        ):
+            runs_bits |= ((1 << len(profile.own)) - 1) << profile.start
+            continue
+        for j, (text, _) in enumerate(profile.own):
+            if word in text:
+                runs_bits |= 1 << (profile.start + j)
+    if len(index.words) >= WORDS_KEPT:
+        index.words.clear()
+    index.words[word] = (runs_bits, head_bits)
+    return runs_bits, head_bits
+
+
+def folded_values(document: str) -> str | None:
+    """The folded values of a manifest (kept per process by its text); None when its rough
+    text could not be made, and a query parses it then."""
+    entry = _FOLDED.rough(document)
+    return _FOLDED.values(document, entry) if entry.rough is not None else None
+
+
+def _document_has(
+    index: SearchIndex, seen: dict[str | None, bool], digest: str | None, word: str
+) -> bool:
+    """Whether a value of a manifest has ``word``, once per manifest. Most have it nowhere:
+    the rough text says so and they are never parsed."""
+    has = seen.get(digest)
+    if has is None:
+        document = index.documents.get(str(digest))
+        has = False
+        if document is not None:
+            entry = _FOLDED.rough(document)
+            if entry.rough is None or word in entry.rough:
+                has = word in _FOLDED.values(document, entry)
+        seen[digest] = has
+    return has
+
+
+def _admits(index: SearchIndex, filters: Filters) -> Callable[[Profile], bool]:
+    """Whether a profile's runs pass every filter."""
+    gpus = products_named(index.products, filters.gpu) if filters.gpu is not None else None
+    source = fold(filters.source) if filters.source is not None else None
+    dtype = fold(filters.dtype) if filters.dtype is not None else None
+    level = fold(filters.level) if filters.level is not None else None
+
+    def admits(p: Profile) -> bool:
+        return (
+            (gpus is None or p.product in gpus)
+            and (source is None or fold(p.source) == source)
+            and (level is None or p.level == level)
+            and (dtype is None or dtype in p.dtypes)
+        )
+
+    return admits
+
+
+def _counted(index: SearchIndex, name: str, values: dict[str, int]) -> dict[str, int]:
+    """A facet's values with their groups, most first (evidence levels strongest first)."""
+    counts = list(values.items())
+    if name == "level":
+        counts.sort(key=lambda vc: (-index.levels.get(vc[0], 0), vc[0]))
+    else:
+        counts.sort(key=lambda vc: (-vc[1], vc[0]))
+    return dict(counts)
+
+
+SORT_KEYS: dict[str, Callable[[GroupHit], tuple[Any, ...]]] = {
+    "relevance": lambda g: (-g.headline, -g.runs, g.key),
+    "runs": lambda g: (-g.runs, g.key),
+    "newest": lambda g: (-g.newest, g.key),
+    "name": lambda g: (g.benchmark or "", g.product or "", g.key),
+}
+assert tuple(SORT_KEYS) == SORTS
+
+
+@dataclass(frozen=True)
+class GroupTopRow:
+    run: str
+    name: str
+    value: float
+    unit: str | None
+
+
+def group_tops(session: StoreSession, keys: Sequence[str]) -> dict[str, GroupTopRow]:
+    """Each group's #1 in the source-native view."""
     first = leaders()
-    tops = {
-        str(r.comparison_key): r
+    return {
+        str(r.comparison_key): GroupTopRow(
+            str(r.run_digest), str(r.name), float(r.value), str(r.unit) if r.unit else None
+        )
         for r in session.execute(
             select(
                 first.c.comparison_key, first.c.run_digest, ranks.c.value, runs.c.name, runs.c.unit
@@ -288,20 +404,6 @@ def search_groups(session: StoreSession, query: str, limit: int = MAX_GROUPS) ->
                 & (ranks.c.view == str(View.SOURCE_NATIVE)),
             )
             .join(runs, runs.c.run_digest == first.c.run_digest)
-            .where(first.c.comparison_key.in_(keys))
+            .where(first.c.comparison_key.in_(list(keys)))
         )
     }
-    found = []
-    for key, group in counted:
-        top = tops.get(key)
-        found.append(
-            Found(
-                label=labels[key],
-                runs=group.runs,
-                top_run=str(top.run_digest) if top is not None else None,
-                top_name=str(top.name) if top is not None else None,
-                top_value=float(top.value) if top is not None else None,
-                unit=str(top.unit) if top is not None and top.unit else None,
-            )
-        )
-    return found

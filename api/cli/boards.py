@@ -1,7 +1,8 @@
-"""`kernelindex leaderboard`, `compare` and `search`: comparison groups and their rankings.
+"""`kernelindex leaderboard` and `compare`: comparison groups and their rankings (`search` is
+``api.cli.search``).
 
 Each asks the service (``api.service``): ``--json`` prints its reply as the API sends it for
-the same query (``GET /v1/leaderboards/{key}``, ``/v1/compare``, ``/v1/search``); the tables
+the same query (``GET /v1/leaderboards/{key}``, ``/v1/compare``); the tables
 and charts are drawn from the same reply. A leaderboard of every group of ``--definition``
 and/or ``--gpu`` is the API's leaderboard of each, labelled by what sets it apart.
 """
@@ -217,45 +218,4 @@ def compare(
             escape(str(d.a)) if d.in_a else "[dim]absent[/]",
             escape(str(d.b)) if d.in_b else "[dim]absent[/]",
         )
-    out.print(table)
-
-
-@app.command("search")
-@handles_errors
-def search(
-    words: Annotated[
-        list[str], typer.Argument(help="Words that must all match: B200 rmsnorm bf16 v1.1 ...")
-    ],
-    limit: Annotated[int, typer.Option(min=1, max=500, help="Most groups to show.")] = 50,
-    home: HomeOption = None,
-    db: DbOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Find comparison groups: every word must match a run's operation, GPU, dtype or
-    workload axes, source, stack version, evidence level, author, name or id."""
-    from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
-
-    query = " ".join(words)
-    with local_service(home, db) as service:
-        found = service.boards.search(query, limit)
-    if as_json:
-        print_reply(found)
-        return
-    if not found.groups:
-        out.print(f"no comparison group matches {query!r}")
-        raise typer.Exit(1)
-    table = Table(box=None, pad_edge=False)
-    table.add_column("group", no_wrap=True)
-    for column in ("benchmark · GPU", "runs", "#1", "apart from its lookalikes by"):
-        table.add_column(column, overflow="fold")
-    for g in found.groups:
-        top = g.top
-        table.add_row(
-            g.comparison_key[:19],
-            escape(f"{g.benchmark} · {g.product}"),
-            f"{g.matching_runs}/{g.runs}",
-            escape(f"{top.name} {format_value(top.value, top.unit)}") if top.name else "—",
-            escape(g.apart_by or ""),
-        )
-    out.print(f"[bold]{len(found.groups)} comparison groups[/] match {escape(query)!r}")
     out.print(table)

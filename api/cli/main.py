@@ -79,7 +79,7 @@ COMMANDS: dict[str, Lazy] = {
         "Field-by-field differences between two runs and the ratio of their primary values.",
     ),
     "search": Lazy(
-        "api.cli.boards",
+        "api.cli.search",
         "Find comparison groups: every word must match a run's operation, GPU, dtype or"
         "\nworkload axes, source, stack version, evidence level, author, name or id.",
     ),

@@ -44,6 +44,8 @@ ROUTE_COSTS: dict[str, int] = {
     "/feeds/records.atom": 1000,
     "/v1/search": 250,
     "/search": 250,
+    # Asked as a query is typed (a script waits 150 ms after the last key): a few a second.
+    "/v1/search/suggest": 50,
     "/": 100,
     "/v1/groups": 100,
     "/v1/bundle": 200,

@@ -1,4 +1,5 @@
-"""Leaderboards and the ways to them: groups, operations, search, the front page, the feed.
+"""Leaderboards and the ways to them: groups, operations, the front page, the feed (search is
+``api.service.search``).
 
 Each answer is read from the views in one snapshot (``Views.read``), after the request's one
 freshness check.
@@ -17,9 +18,6 @@ from api.service.models.views import (
     Operation,
     OperationGroup,
     OperationSummary,
-    SearchGroup,
-    SearchResult,
-    SearchTop,
 )
 from api.service.runs import Runs
 from domain.evidence import EvidenceLevel
@@ -38,7 +36,6 @@ from projections.records import (
 )
 from projections.references import resolve_group
 from projections.rows import BoardRow, GroupHeading, OperationGroupRow, RecentRunRow, SourceRow
-from projections.search import MAX_GROUPS, Found, search_groups
 
 BOARD_PAGE = 100  # entries per leaderboard page (API); the pages show 50
 BOARD_MAX = 500
@@ -47,7 +44,6 @@ __all__ = [
     "BOARD_MAX",
     "BOARD_PAGE",
     "FEED_MAX",
-    "MAX_GROUPS",
     "Boards",
     "FrontPage",
     "GroupName",
@@ -159,11 +155,6 @@ class Boards:
 
         return self.views.read(read)
 
-    def search(self, query: str, limit: int = MAX_GROUPS) -> SearchResult:
-        """Comparison groups every word of ``query`` matches (``projections.search``)."""
-        found = self.views.read(lambda session: search_groups(session, query, limit))
-        return search_result(query, found)
-
     def front_page(self, groups: int, operations: int, recent: int) -> FrontPage:
         """The index page's reads, in one snapshot: the ``groups`` biggest groups, the
         ``operations`` with most runs, the sources, the ``recent`` newest runs."""
@@ -264,26 +255,4 @@ def board_entry(row: BoardRow, first: float | None) -> BoardEntry:
         author=row.author,
         tied_with=row.tied_runs,
         ratio_to_first=row.value / first if first else None,
-    )
-
-
-def search_result(query: str, found: list[Found]) -> SearchResult:
-    labels = [f.label for f in found]
-    return SearchResult(
-        query=query,
-        groups=[
-            SearchGroup(
-                comparison_key=f.label.key,
-                benchmark=f.label.benchmark,
-                product=f.label.product,
-                parts=f.label.parts,
-                apart_by=(
-                    f.label.separated_by(alike) if (alike := f.label.lookalikes(labels)) else None
-                ),
-                runs=f.label.runs,
-                matching_runs=f.runs,
-                top=SearchTop(run=f.top_run, name=f.top_name, value=f.top_value, unit=f.unit),
-            )
-            for f in found
-        ],
     )

@@ -1,8 +1,8 @@
 """The one door to a ledger that every face calls: the CLI, the HTTP API and the pages.
 
 Plain Python calls that answer the typed reply models (``api.service.models``), grouped by
-feature: ``runs``, ``history``, ``boards``, ``compare``, ``keys``, ``log``, ``jobs``; the
-writes are the service's own methods. The service owns the rules of the edge: which
+feature: ``runs``, ``history``, ``boards``, ``search``, ``compare``, ``keys``, ``log``,
+``jobs``; the writes are the service's own methods. The service owns the rules of the edge: which
 statement a write endpoint accepts, one writer per process, and how fresh the read models
 are when it reads them (``api.service.freshness``: decided there, once per request).
 
@@ -27,6 +27,7 @@ from api.service.keys import Keys
 from api.service.log import Log
 from api.service.models.log import Health
 from api.service.runs import Runs
+from api.service.search import Search
 from domain.documents import parse_json
 from domain.statements import PredicateType
 from ledger.application import Ledger
@@ -67,6 +68,7 @@ class LedgerService:
         self.history = History(self.views, self.runs)
         self.boards = Boards(self.views, self.runs)
         self.compare = Comparisons(self.views, self.runs)
+        self.search = Search(self.views)
         self.keys = Keys(self.views)
         self.log = Log(self.views, self.runs, self.witness_policy)
         self.jobs = Jobs(self.views)

@@ -85,9 +85,9 @@ def test_reads_answer_under_a_flood_of_writes_from_fresh_keys(served: Served) ->
     assert records > 0
 
     def search(client: httpx.Client, i: int) -> None:
-        reply = client.get("/v1/search", params={"q": operation, "limit": 50 - i})
+        reply = client.get("/v1/search", params={"q": operation, "perPage": 50 - i})
         assert reply.status_code == 200, reply.text[:300]
-        groups = reply.json()["groups"]
+        groups = reply.json()["items"]
         assert seed["comparisonKey"] in {g["comparisonKey"] for g in groups}
         assert all(0 < g["matchingRuns"] <= g["runs"] for g in groups)
 

@@ -1,8 +1,8 @@
 """``--json`` prints the API's JSON (issue 33): for one ledger, what ``show``, ``history``,
-``leaderboard``, ``search``, ``keys list`` (and ``compare``, ``log checkpoint``) print with
-``--json`` is, byte for byte, the body the API sends for the same query: same names, same
-types, lists as lists. The API is served in-process over the same database. On SQLite and
-PostgreSQL.
+``leaderboard``, ``search`` (with filters, sort and pages), ``keys list`` (and ``compare``,
+``log checkpoint``) print with ``--json`` is, byte for byte, the body the API sends for the
+same query: same names, same types, lists as lists. The API is served in-process over the
+same database. On SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -63,7 +63,26 @@ def test_json_of_each_read_command_is_the_apis_body_for_the_same_query(cli: Cli)
             f"/v1/leaderboards/{GROUP}?start=2&limit=1",
         ),
         (["search", "B200", "v1.1"], f"/v1/search?q={quote('B200 v1.1')}"),
-        (["search", "B200", "--limit", "1"], "/v1/search?q=B200&limit=1"),
+        (["search", "B200", "--per-page", "1"], "/v1/search?q=B200&perPage=1"),
+        (
+            [
+                "search",
+                "B200",
+                "--gpu",
+                "b200",
+                "--source",
+                "sol-execbench",
+                "--page",
+                "2",
+                "--per-page",
+                "1",
+            ],
+            "/v1/search?q=B200&gpu=b200&source=sol-execbench&page=2&perPage=1",
+        ),
+        (
+            ["search", "--dtype", "bf16", "--level", "reported", "--sort", "newest"],
+            "/v1/search?dtype=bf16&level=reported&sort=newest",
+        ),
         (["keys", "list"], "/v1/keys/"),
         (["keys", "list", "--limit", "2"], "/v1/keys/?limit=2"),
         (["keys", "list", "--cursor", keys_page["next"]], f"/v1/keys/?cursor={keys_page['next']}"),
@@ -91,5 +110,15 @@ def test_json_of_each_read_command_is_the_apis_body_for_the_same_query(cli: Cli)
     listed = json.loads(printed["/v1/keys/"])["items"]
     assert "alice" in [k["label"] for k in listed]
     assert all(isinstance(k["roles"], list) and isinstance(k["devices"], list) for k in listed)
+    second = json.loads(printed["/v1/search?q=B200&gpu=b200&source=sol-execbench&page=2&perPage=1"])
+    assert second["page"] == 2 and second["total"] >= 2 and len(second["items"]) == 1
+    assert second["filters"] == {
+        "gpu": "b200",
+        "source": "sol-execbench",
+        "dtype": None,
+        "level": None,
+    }
+    facets = {f["name"]: f["values"] for f in second["facets"]}
+    assert [v["value"] for v in facets["gpu"] if v["selected"]] == ["NVIDIA B200"]
     shown = json.loads(printed[f"/v1/runs/{SEED[:15]}"])
     assert shown["digest"] == SEED and shown["attestationCount"] == 2

@@ -157,20 +157,20 @@ def test_projections_rebuild_is_identical_to_incremental(demo: Demo) -> None:
 
 
 def test_search_finds_groups_by_every_word_and_tells_lookalikes_apart(demo: Demo) -> None:
-    found = demo.json("search", "B200", "056_language")["groups"]
+    found = demo.json("search", "B200", "056_language")["items"]
     assert KEY in [g["comparisonKey"] for g in found] and len(found) == 2
     # Every word must match: the stack version separates the two lookalike groups.
-    only = demo.json("search", "b200", "stack", "v1.1", "decoder")["groups"]
+    only = demo.json("search", "b200", "stack", "v1.1", "decoder")["items"]
     assert [g["comparisonKey"] for g in only] == [KEY]
     assert only[0]["top"]["run"] == RUN_21613 and only[0]["matchingRuns"] == 3
     text = " ".join(demo("search", "B200", "056_language").stdout.split())
     assert "2 comparison groups match" in text and "stack v1.0" in text
     assert "no comparison group matches" in demo("search", "no-such-kernel", code=1).stdout
     # LIKE wildcards in a word are matched literally, not as wildcards.
-    assert demo.json("search", "%")["groups"] == [] and demo.json("search", "_")["groups"] != []
+    assert demo.json("search", "%")["items"] == [] and demo.json("search", "_")["items"] != []
     # Only values match: a JSON key of every manifest finds nothing, in any case.
     for key in ("spec", "metadata", "AXES", "B200 name"):
-        assert demo.json("search", *key.split())["groups"] == [], key
+        assert demo.json("search", *key.split())["items"] == [], key
 
 
 @pytest.mark.parametrize("values", [(1.0, 1e308), (5e-324, 1.7976931348623157e308)])

@@ -26,13 +26,15 @@ from projection_world import GROUP, MANIFESTS, RUN_15149, SEED, World
 from sqlalchemy import Engine, create_engine, insert
 from sqlalchemy.orm import Session
 
-from api.service.boards import Boards
+from api.service.errors import BadQueryError
 from api.service.freshness import Views
 from api.service.models import to_builtins
-from api.service.runs import Runs
+from api.service.models.search import SearchFilters, SearchPage
+from api.service.search import MAX_PER_PAGE, SORTS, Search
 from domain.manifests.canonical_form import manifest_digest
 from ledger.signing.authoring import ingestion_envelope
-from projections.search import fold, manifest_values, rough_text, search_groups
+from projections.search import Filters, find, fold, manifest_values, rough_text
+from projections.search_index import build_index
 from projections.tables import manifests, runs
 
 # What the cohort's groups are told apart by: the SOL stack version of their protocol.
@@ -57,8 +59,7 @@ JSON_KEYS = (
 
 def search(world: World, query: str) -> list[dict[str, Any]]:
     """The groups ``kernelindex search --json`` answers with (after catching up)."""
-    views = Views(world.ledger)
-    return list(to_builtins(Boards(views, Runs(views)).search(query))["groups"])
+    return list(to_builtins(Search(Views(world.ledger)).groups(query, per_page=100))["items"])
 
 
 def keys(world: World, query: str) -> list[str]:
@@ -366,7 +367,7 @@ def _found(engine: Engine, groups: list[Group], word: str) -> tuple[list[str], l
     """(the groups' keys, those a search for ``word`` finds), in a transaction rolled back."""
     with Session(engine) as session:
         made = [_insert(session, n + 1, g) for n, g in enumerate(groups)]
-        found = [f.label.key for f in search_groups(session, word)]
+        found = [g.key for g in find(build_index(session), word, Filters(), "relevance").groups]
         session.rollback()
     return made, found
 
@@ -448,3 +449,139 @@ def test_the_rough_text_of_a_manifest_has_every_value_it_has(
     if rough is not None:
         for value in manifest_values(json.loads(text)):
             assert fold(value) in rough, value
+
+
+# ------------------------------------------------------------------ pages, sorts, facets
+
+
+def page_of(world: World, query: str = "", **asked: Any) -> SearchPage:
+    filters = SearchFilters(
+        gpu=asked.pop("gpu", None),
+        source=asked.pop("source", None),
+        dtype=asked.pop("dtype", None),
+        level=asked.pop("level", None),
+    )
+    return Search(Views(world.ledger)).groups(query, filters, **asked)
+
+
+@pytest.fixture
+def five_groups(cohort: World) -> tuple[World, list[str]]:
+    """The cohort's two groups and three more (one of two runs), ingested in this order."""
+    made = [
+        ingest(cohort, variant(f"more-{n}", workload_title=f"extra case {n}")) for n in range(3)
+    ]
+    assert ingest(cohort, variant("more-0b", workload_title="extra case 0")) == made[0]
+    return cohort, made
+
+
+def test_every_group_is_on_exactly_one_page_and_the_total_is_exact(
+    five_groups: tuple[World, list[str]],
+) -> None:
+    world, made = five_groups
+    every = {V1_1, v1_0(world), *made}
+    for sort in SORTS:
+        first = page_of(world, "B200", sort=sort, per_page=2)
+        assert (first.total, first.pages, first.next) == (5, 3, 2)
+        walked = [g.comparison_key for g in first.items]
+        page = first
+        while page.next is not None:
+            page = page_of(world, "B200", sort=sort, per_page=2, page=page.next)
+            walked += [g.comparison_key for g in page.items]
+        assert sorted(walked) == sorted(every) and len(walked) == 5, sort
+        # The same query, the same order: pages never overlap or skip.
+        assert [g.comparison_key for g in page_of(world, "B200", sort=sort, per_page=5).items] == (
+            walked
+        )
+    newest = page_of(world, "B200", sort="newest").items
+    assert [g.comparison_key for g in newest][:3] == [made[0], made[2], made[1]]
+    by_runs = page_of(world, "B200", sort="runs").items
+    assert [(g.matching_runs) for g in by_runs] == [3, 2, 1, 1, 1]
+    assert by_runs[1].comparison_key == made[0]
+
+
+def test_facets_count_the_groups_each_filter_leaves(
+    five_groups: tuple[World, list[str]],
+) -> None:
+    world, _ = five_groups
+    found = page_of(world, "extra")
+    assert found.total == 3
+    facets = {f.name: {v.value: v.count for v in f.values} for f in found.facets}
+    assert facets["gpu"] == {"NVIDIA B200": 3}
+    assert facets["source"] == {"sol-execbench": 3}
+    assert facets["level"] == {"reported": 3}
+    for name, values in facets.items():
+        for value, count in values.items():
+            narrowed = page_of(world, "extra", **{name: value})
+            assert narrowed.total == count, (name, value)
+            chosen = next(f for f in narrowed.facets if f.name == name).values
+            assert [v.value for v in chosen if v.selected] == [value]
+    # A GPU as people type it; a value nothing has leaves nothing (and is no error).
+    assert page_of(world, "extra", gpu="b200").total == 3
+    assert page_of(world, "extra", gpu="nvidia  B200").total == 3
+    assert page_of(world, "extra", gpu="h100").total == 0
+    assert page_of(world, "extra", level="VERIFIED").total == 0
+    # No words: every group, narrowed by filters alone.
+    assert page_of(world).total == 5
+    assert page_of(world, source="sol-execbench", gpu="B200").total == 5
+
+
+def test_a_write_is_found_by_the_next_search(five_groups: tuple[World, list[str]]) -> None:
+    world, _ = five_groups
+    views = Views(world.ledger)
+    search = Search(views)
+    assert search.groups("zebra").total == 0
+    late = ingest(world, variant("late", workload_title="zebra arrival"))
+    found = search.groups("zebra")  # the same service: its index follows the views
+    assert [g.comparison_key for g in found.items] == [late] and found.total == 1
+
+
+def test_bad_parameters_are_refused_and_write_nothing(cohort: World) -> None:
+    events = cohort.count()
+    for asked, says in (
+        ({"sort": "fastest"}, "unknown sort"),
+        ({"level": "gold"}, "unknown evidence level"),
+        ({"per_page": 0}, "perPage"),
+        ({"per_page": MAX_PER_PAGE + 1}, "perPage"),
+        ({"page": 0}, "page must be"),
+        ({"page": 2}, "past the last"),
+    ):
+        with pytest.raises(BadQueryError, match=says):
+            page_of(cohort, "B200", **asked)
+    with pytest.raises(BadQueryError, match="at most 8 words"):
+        page_of(cohort, "a b c d e f g h i")
+    assert cohort.count() == events
+
+
+def test_suggestions_name_gpus_operations_groups_and_implementations(cohort: World) -> None:
+    search = Search(Views(cohort.ledger))
+    found = search.suggest("b20").suggestions
+    assert found[0].kind == "gpu" and found[0].text == "NVIDIA B200"
+    assert found[0].href == "/search?gpu=NVIDIA%20B200"
+    operation = search.suggest("056_lang").suggestions
+    assert [s.kind for s in operation][:1] == ["operation"]
+    assert operation[0].href.startswith("/operations/056_language")
+    named = search.suggest("sol-sub").suggestions
+    assert {s.kind for s in named} >= {"implementation"}
+    assert all(s.href.startswith("/runs/sha256:") for s in named if s.kind == "implementation")
+    assert search.suggest("b").suggestions == []  # one letter suggests nothing
+    assert search.suggest("zzzz").suggestions == []
+
+
+@PROPERTY
+@given(
+    word=st.sampled_from(["", "B200", "extra", "reported", "v1.1", "case 1", "nothing"]),
+    name=st.sampled_from(["gpu", "source", "dtype", "level"]),
+    per_page=st.integers(1, 4),
+)
+def test_pages_and_facets_agree_whatever_is_asked(
+    five_groups: tuple[World, list[str]], word: str, name: str, per_page: int
+) -> None:
+    world, _ = five_groups
+    first = page_of(world, word, per_page=per_page)
+    keys: list[str] = []
+    for page in range(1, first.pages + 1):
+        keys += [g.comparison_key for g in page_of(world, word, per_page=per_page, page=page).items]
+    assert len(keys) == len(set(keys)) == first.total
+    for value in next(f for f in first.facets if f.name == name).values:
+        narrowed = page_of(world, word, per_page=per_page, **{name: value.value})
+        assert narrowed.total == value.count <= first.total

@@ -57,9 +57,9 @@ def test_sources_imported_after_the_catalog_supersede_nothing_and_repeat_as_noth
 
 
 def test_search_finds_the_seed_group_on_b200(real: RealLedger) -> None:
-    found = real.cli.json("search", "B200", "056_language", "v1.1")["groups"]
+    found = real.cli.json("search", "B200", "056_language", "v1.1")["items"]
     assert GROUP in [g["comparisonKey"] for g in found]
-    rmsnorm = real.cli.json("search", "B200", "rmsnorm")["groups"]
+    rmsnorm = real.cli.json("search", "B200", "rmsnorm")["items"]
     assert rmsnorm and all("rmsnorm" in str(g["benchmark"]).lower() for g in rmsnorm[:10])
 
 

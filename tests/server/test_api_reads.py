@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from typing import Any
 
 from decoded_events import decode_counter
@@ -381,22 +382,29 @@ def test_the_citation_never_reflects_the_clients_host_header(served: Served) -> 
 
 
 def test_every_response_carries_the_security_headers(served: Served) -> None:
-    for path in ("/", f"/runs/{SEED}", f"/v1/runs/{SEED}", "/v1/nothing", "/static/style.css"):
+    paths = ("/", f"/runs/{SEED}", f"/v1/runs/{SEED}", "/v1/nothing", "/static/style.css")
+    for path in (*paths, "/static/search.js", "/search?q=b200"):
         headers = served.client.get(path).headers
         assert headers["x-content-type-options"] == "nosniff", path
         csp = headers["content-security-policy"]
         assert "default-src 'none'" in csp and "frame-ancestors 'none'" in csp, path
-        assert "script-src" not in csp  # no script may run on a page
+        # Only the site's own script files run (search suggestions): no inline script, no eval.
+        assert "script-src 'self';" in csp and "unsafe" not in csp, path
         assert headers["referrer-policy"] == "no-referrer"
     assert "style=" not in served.client.get(f"/runs/{SEED}").text  # the CSP forbids it
+    for page in ("/", "/search?q=b200"):
+        scripts = re.findall(r"<script[^>]*>", served.client.get(page).text)
+        assert scripts == ['<script src="/static/search.js" defer>'], page
 
 
 def test_search_over_http_matches_the_cli(served: Served) -> None:
     c = served.client
     found = c.get("/v1/search", params={"q": "B200 v1.1 decoder"}).json()
-    assert [g["comparisonKey"] for g in found["groups"]] == [
+    assert [g["comparisonKey"] for g in found["items"]] == [
         c.get(f"/v1/runs/{SEED}").json()["comparisonKey"]
     ]
-    assert c.get("/v1/search", params={"q": "no-such-kernel"}).json()["groups"] == []
-    assert c.get("/v1/search", params={"q": "B200 metadata"}).json()["groups"] == []  # a key
+    assert found["total"] == 1 and found["pages"] == 1 and found["next"] is None
+    nothing = c.get("/v1/search", params={"q": "no-such-kernel"}).json()
+    assert (nothing["items"], nothing["total"]) == ([], 0)
+    assert c.get("/v1/search", params={"q": "B200 metadata"}).json()["items"] == []  # a key
     problem_of(c.get("/v1/search", params={"q": "x" * 301}), 400, "malformed-request")

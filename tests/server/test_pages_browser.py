@@ -241,7 +241,7 @@ def test_search_finds_the_seed_group_and_leads_to_its_leaderboard(tab: Tab) -> N
     text = page.locator("table.ranking").inner_text()
     assert "stack v1.0" in text and "stack v1.1" in text and SEED_NAME.rsplit("-", 1)[0] in text
     found = tab.json_link_answers_json()
-    assert isinstance(found, dict) and key in [g["comparisonKey"] for g in found["groups"]]
+    assert isinstance(found, dict) and key in [g["comparisonKey"] for g in found["items"]]
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / "search.png"), full_page=True)
     page.locator(f"a[href^='/leaderboards/{key}']").click()

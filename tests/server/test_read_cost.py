@@ -19,6 +19,7 @@ from served_app import TEST_CONFIG, Served, serve
 
 import api.server.pages.feeds as feeds_module
 import api.service.boards as service_module
+import api.service.search as search_module
 from api.server.config import ServerConfig
 from api.server.rate_limits import ROUTE_COSTS
 from api.server.read_cache import CachedReply, PositionReads, ReadCache
@@ -56,11 +57,11 @@ def attest(served: Served, body: str) -> None:
 def test_a_search_is_computed_once_per_position_for_the_api_and_its_page(
     served: Served, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    search = Calls(service_module.search_groups)
-    monkeypatch.setattr(service_module, "search_groups", search)
+    search = Calls(search_module.find)
+    monkeypatch.setattr(search_module, "find", search)
     c = served.client
     first = c.get("/v1/search", params={"q": "b200"})
-    assert first.status_code == 200 and first.json()["groups"]
+    assert first.status_code == 200 and first.json()["items"]
     again = c.get("/v1/search", params={"q": "b200"})
     assert again.status_code == 200 and again.content == first.content
     assert search.count == 1
@@ -174,8 +175,8 @@ def test_one_address_within_its_limit_leaves_every_other_address_served(
 ) -> None:
     """Junk query parameters make no new answer to compute, and no address is refused for
     what other addresses asked (the defaults serve runs with)."""
-    search = Calls(service_module.search_groups)
-    monkeypatch.setattr(service_module, "search_groups", search)
+    search = Calls(search_module.find)
+    monkeypatch.setattr(search_module, "find", search)
     for served in serve(LedgerHome.at(tmp_path / "home"), ServerConfig(json_logs=False)):
         served.app.asgi_handler = _by_header(served.app.asgi_handler)
         c = served.client
@@ -275,7 +276,7 @@ def _blocked_search(
     blocks until the test lets it go."""
     release = threading.Event()
     started = threading.Event()
-    real = service_module.search_groups
+    real = search_module.find
 
     def search(*args: Any, **kwargs: Any) -> Any:
         if not started.is_set():
@@ -283,7 +284,7 @@ def _blocked_search(
             release.wait(60)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(service_module, "search_groups", search)
+    monkeypatch.setattr(search_module, "find", search)
     settings = {"compute_slots": slots, "compute_wait": 0.3}
     config = ServerConfig(**(TEST_CONFIG.__dict__ | settings))
     for served in serve(LedgerHome.at(tmp_path / "home"), config):
@@ -365,6 +366,8 @@ def test_every_costed_route_is_a_route_and_every_get_route_is_costed_or_cheap(
         "/schema/openapi.json",
         "/schema/{path}",
         "/static/style.css",
+        "/static/search.js",
+        "/log",
         "/artifacts/{digest}",
         "/v1/artifacts/{digest}",
         "/compare",

@@ -1,4 +1,4 @@
-"""/v1/groups, /v1/leaderboards, /v1/compare: the projected read models."""
+"""/v1/groups, /v1/leaderboards, /v1/search, /v1/compare: the projected read models."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 from litestar import Controller, Response, get
+from litestar.di import NamedDependency, Provide
 from litestar.params import PathParameter, QueryParameter
 
 from api.display import comparison_csv, comparison_markdown
@@ -15,6 +16,10 @@ from api.server.openapi_problems import refuses
 from api.service.boards import BOARD_MAX, BOARD_PAGE
 from api.service.errors import AmbiguousReferenceError, BadQueryError, NotFoundError
 from api.service.models import to_builtins
+from api.service.models.search import MAX_PER_PAGE as SEARCH_MAX_PER_PAGE
+from api.service.models.search import PER_PAGE as SEARCH_PER_PAGE
+from api.service.models.search import SORTS as SEARCH_SORTS
+from api.service.models.search import SearchFilters, SearchPage, Suggestions
 from api.service.models.views import (
     Comparison,
     GroupSummary,
@@ -22,7 +27,6 @@ from api.service.models.views import (
     Operation,
     OperationSummary,
     RunComparison,
-    SearchResult,
 )
 from domain.documents import MAX_SAFE_INTEGER
 from domain.errors import DomainError
@@ -38,6 +42,20 @@ KeyPath = Annotated[
         max_length=71,
     ),
 ]
+
+
+# A value of a facet of search (``facets`` in its reply), e.g. gpu=B200, level=verified.
+SearchFilter = Annotated[str | None, QueryParameter(max_length=200)]
+
+
+def search_filters(
+    gpu: SearchFilter = None,
+    source: SearchFilter = None,
+    dtype: SearchFilter = None,
+    level: SearchFilter = None,
+) -> SearchFilters:
+    """The facets a search narrows to, from its query parameters (the page's form too)."""
+    return SearchFilters(gpu=gpu, source=source, dtype=dtype, level=level)
 
 
 class ViewController(Controller):
@@ -90,20 +108,39 @@ class ViewController(Controller):
     ) -> Operation:
         return service.boards.operation(operation_name(name))
 
-    @get("/search", sync_to_thread=True, summary="Comparison groups every word matches")
+    @get(
+        "/search",
+        sync_to_thread=True,
+        dependencies={"filters": Provide(search_filters, sync_to_thread=False)},
+        summary="Comparison groups every word and filter matches, a page at a time",
+        opt=refuses(BadQueryError),
+    )
     def search(
         self,
         service: Service,
+        filters: NamedDependency[SearchFilters],
         q: Annotated[
             str,
             QueryParameter(
                 max_length=300,
                 description="Words: operation, GPU (B200), dtype, axes, source, stack, author...",
             ),
-        ],
-        limit: Annotated[int, QueryParameter(ge=1, le=500)] = 50,
-    ) -> SearchResult:
-        return service.boards.search(q, limit)
+        ] = "",
+        sort: Annotated[
+            str, QueryParameter(max_length=20, description=f"One of {', '.join(SEARCH_SORTS)}")
+        ] = "relevance",
+        page: Annotated[int, QueryParameter(ge=1, le=MAX_SAFE_INTEGER)] = 1,
+        per_page: Annotated[
+            int, QueryParameter(name="perPage", ge=1, le=SEARCH_MAX_PER_PAGE)
+        ] = SEARCH_PER_PAGE,
+    ) -> SearchPage:
+        return service.search.groups(q, filters, sort=sort, page=page, per_page=per_page)
+
+    @get("/search/suggest", sync_to_thread=True, summary="What a query being typed may be after")
+    def suggest(
+        self, service: Service, q: Annotated[str, QueryParameter(max_length=100)] = ""
+    ) -> Suggestions:
+        return service.search.suggest(q)
 
     @get(
         "/comparisons",

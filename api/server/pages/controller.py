@@ -1,6 +1,7 @@
-"""Server-rendered pages: index, run record, leaderboard (with an SVG chart), run history.
+"""Server-rendered pages: index, search, run record, leaderboard (with an SVG chart), history.
 
-Plain HTML from Jinja templates, no script and no build step. Each page reads what its /v1
+Plain HTML from Jinja templates, no build step; one small script (``static/search.js``)
+suggests as a query is typed, and the search form works without it. Each page reads what its /v1
 JSON twin reads (through the same LedgerService) and links to it. Errors on these routes are
 small HTML pages with the right status; the JSON API keeps problem+json.
 """
@@ -8,20 +9,24 @@ small HTML pages with the right status; the JSON API keeps problem+json.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import structlog
 from litestar import Controller, MediaType, Request, Response, get
+from litestar.di import NamedDependency, Provide
 from litestar.params import Parameter, PathParameter, QueryParameter
 from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.response import Template
 from litestar.template.config import TemplateConfig
 from markupsafe import Markup
+from msgspec import structs
 
 from api.server.controllers.common import Service, operation_name
+from api.server.controllers.views import search_filters
 from api.server.pages.chart import Bar, bar_chart
 from api.server.pages.errors import PAGE_EXCEPTION_HANDLERS, error_page
 from api.server.pages.feeds import run_badge_svg
@@ -40,7 +45,12 @@ from api.server.pages.source import (
 from api.service.errors import ArtifactError, ArtifactNotFound, BadQueryError
 from api.service.ledger_service import LedgerService
 from api.service.models.runs import RunRecord
-from api.service.models.views import Leaderboard, SearchResult
+from api.service.models.search import FACETS as SEARCH_FACETS
+from api.service.models.search import MAX_PER_PAGE as SEARCH_MAX_PER_PAGE
+from api.service.models.search import PER_PAGE as SEARCH_PER_PAGE
+from api.service.models.search import SORTS as SEARCH_SORTS
+from api.service.models.search import SearchFilters
+from api.service.models.views import Leaderboard
 from api.service.runs import StoredFacts
 from domain.documents import MAX_SAFE_INTEGER
 from domain.quantities import format_value
@@ -55,6 +65,8 @@ STYLESHEET = (
     # The source view's rules (line numbers, code blocks) live beside it in their own file.
     + (HERE / "static" / "source.css").read_text("utf-8")
 )
+# Suggestions as a query is typed (progressive: the search form works without it).
+SEARCH_SCRIPT = (HERE / "static" / "search.js").read_text("utf-8")
 RECENT_RUNS = 15
 
 _log = structlog.get_logger("kernelindex.pages")
@@ -165,6 +177,22 @@ def _page(name: str, **context: Any) -> Template:
     return Template(template_name=name, context=context, media_type=MediaType.HTML)
 
 
+def search_href(asked: dict[str, str | None]) -> Callable[..., str]:
+    """A maker of ``/search`` links: the parameters asked with some changed (None: left
+    out). A link to another filter or sort starts again at page 1."""
+
+    def href(**changes: str | int | None) -> str:
+        merged: dict[str, str | int | None] = {**asked, **changes}
+        if "page" not in changes:
+            merged["page"] = None
+        if merged.get("sort") == "relevance":
+            merged["sort"] = None
+        kept = {k: v for k, v in merged.items() if v}
+        return "/search?" + urlencode(kept) if kept else "/search"
+
+    return href
+
+
 # ------------------------------------------------------------------------- the pages
 
 
@@ -177,14 +205,18 @@ class PageController(Controller):
     def index(self, service: Service) -> Template:
         # A summary, not every group: the biggest, and the way to the rest.
         front = service.boards.front_page(INDEX_GROUPS, INDEX_OPERATIONS, RECENT_RUNS)
+        # The ways in besides words: every GPU, source and dtype, with their groups.
+        every = service.search.groups(per_page=1)
         return _page(
             "index.html",
             sources=front.sources,
             groups=front.groups,
             group_count=front.group_count,
+            searchable=every.total,
             operations=front.operations,
             recent=front.recent,
-            checkpoint=service.log.checkpoint(),
+            facets={f.name: f.values for f in every.facets},
+            log_size=service.log.checkpoint().size,
             json_href="/v1/groups",
         )
 
@@ -249,16 +281,53 @@ class PageController(Controller):
             },
         )
 
-    @get("/search", sync_to_thread=True, name="page-search")
+    @get(
+        "/search",
+        sync_to_thread=True,
+        name="page-search",
+        dependencies={"filters": Provide(search_filters, sync_to_thread=False)},
+    )
     def search(
-        self, service: Service, q: Annotated[str, QueryParameter(max_length=300)] = ""
+        self,
+        service: Service,
+        filters: NamedDependency[SearchFilters],
+        q: Annotated[str, QueryParameter(max_length=300)] = "",
+        sort: Annotated[str, QueryParameter(max_length=20)] = "relevance",
+        page: Annotated[int, QueryParameter(ge=1, le=MAX_SAFE_INTEGER)] = 1,
+        per_page: Annotated[
+            int, QueryParameter(name="perPage", ge=1, le=SEARCH_MAX_PER_PAGE)
+        ] = SEARCH_PER_PAGE,
     ) -> Template:
-        found = service.boards.search(q) if q.strip() else SearchResult(query=q, groups=[])
+        asked: dict[str, str | None] = {"q": q.strip(), **structs.asdict(filters), "sort": sort}
+        if per_page != SEARCH_PER_PAGE:
+            asked["perPage"] = str(per_page)
+        searched = any(asked[name] for name in ("q", *SEARCH_FACETS))
+        # Nothing asked yet: the ways in (every GPU, source, dtype) are the facets of all.
+        found = service.search.groups(q, filters, sort=sort, page=page, per_page=per_page)
+        href = search_href(asked)
         return _page(
             "search.html",
             found=found,
+            searched=searched,
+            chosen=[(n, v) for n, v in structs.asdict(found.filters).items() if v],
             query=q,
-            json_href=f"/v1/search?q={quote(q)}" if q.strip() else None,
+            href=href,
+            sorts=SEARCH_SORTS,
+            json_href="/v1/search" + href(page=page, perPage=per_page).removeprefix("/search"),
+        )
+
+    @get("/static/search.js", sync_to_thread=False, name="page-search-script")
+    def search_script(self) -> Response[str]:
+        return Response(
+            SEARCH_SCRIPT,
+            media_type="text/javascript",
+            headers={"Cache-Control": "public, max-age=3600"},
+        )
+
+    @get("/log", sync_to_thread=True, name="page-log")
+    def log(self, service: Service) -> Template:
+        return _page(
+            "log.html", checkpoint=service.log.checkpoint(), json_href="/v1/log/checkpoint"
         )
 
     @get("/runs/{digest:str}", sync_to_thread=True, name="page-run")

@@ -1,4 +1,5 @@
-"""Replies from the projected read models: groups, operations, leaderboards, search, compare."""
+"""Replies from the projected read models: groups, operations, leaderboards, compare (search's
+are ``api.service.models.search``)."""
 
 from __future__ import annotations
 
@@ -84,29 +85,6 @@ class Leaderboard(ApiModel, kw_only=True):
     start: int
     next: int | None  # where the next page starts; None: this is the last
     entries: list[BoardEntry]
-
-
-class SearchTop(ApiModel, kw_only=True):
-    run: str | None
-    name: str | None
-    value: Number | None
-    unit: str | None
-
-
-class SearchGroup(ApiModel, kw_only=True):
-    comparison_key: str
-    benchmark: str | None
-    product: str | None
-    parts: dict[str, str]
-    apart_by: str | None
-    runs: int
-    matching_runs: int
-    top: SearchTop
-
-
-class SearchResult(ApiModel, kw_only=True):
-    query: str
-    groups: list[SearchGroup]
 
 
 class Difference(ApiModel, kw_only=True):

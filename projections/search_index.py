@@ -1,0 +1,214 @@
+"""The runs as search reads them: folded once per views position, then queried in memory.
+
+``projections.search`` says what a word matches. Reading and folding every run's columns
+for each query cost tens of milliseconds on the catalog, and facets (GPU, source, dtype,
+evidence level) and an exact total need every matching run anyway, so the runs are read
+once per position of the views into a :class:`SearchIndex` (a few hundred milliseconds on
+the catalog's 7,800 runs) and each query walks it: no SQL but the page's labels and #1s.
+
+The index is a function of the views at one position: whoever keeps it (the service) keys
+it by that position, so a write (a new position) builds a new one and no answer is stale.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+
+from ledger.store.event_store import StoreSession
+from projections.run_views import RUNNER_NAME
+from projections.tables import manifests, runs, tracking
+
+# Filters a query may narrow by (the facets a reply counts, in the order shown) and the
+# orders of its groups; the service's reply models name the same (api/service/models/search).
+FACETS = ("gpu", "source", "dtype", "level")
+SORTS = ("relevance", "runs", "newest", "name")
+
+
+@dataclass
+class Profile:
+    """The runs of one group that look alike to a search: same benchmark and GPU, protocol
+    and workload, source and evidence level. A query matches the shared part once; only
+    where that leaves words unmatched are the runs' own columns read."""
+
+    key: str
+    benchmark: str | None
+    product: str | None
+    source: str
+    level: str
+    headline: str  # benchmark and GPU, folded
+    protocol: str | None
+    workload: str | None
+    dtypes: tuple[str, ...] = ()
+    facets: tuple[tuple[str, str], ...] = ()  # (facet, value) pairs its runs count under
+    own: list[tuple[str, int]] = field(default_factory=list)  # each run's folded columns, position
+    newest: int = 0
+    start: int = 0  # its runs are bits start.. of a run mask (``SearchIndex.word``)
+
+
+@dataclass
+class SearchIndex:
+    """Every grouped run's searchable text and facet values, at one views position."""
+
+    position: int
+    profiles: list[Profile]
+    documents: dict[str, str]  # protocol and workload manifests by digest
+    levels: dict[str, int]  # evidence level -> its order (weakest first)
+    # Distinct names for suggestions: benchmarks and GPUs with their runs, a run per name.
+    benchmarks: dict[str, int] = field(default_factory=dict)
+    products: dict[str, int] = field(default_factory=dict)
+    names: dict[str, str] = field(default_factory=dict)
+    # word -> (the runs it matches, as bits; the profiles whose benchmark or GPU has it)
+    words: dict[str, tuple[int, int]] = field(default_factory=dict)
+    run_profile: list[int] = field(default_factory=list)  # run i is in profile run_profile[i]
+    # Run names folded, with " " for every separator and before the first part: a typed
+    # prefix is found as " " + the prefix, from the start of any part of a name.
+    name_parts: list[tuple[str, str]] = field(default_factory=list)
+    found: dict[Any, Any] = field(default_factory=dict)  # answers kept (projections.search)
+
+
+def views_position(session: StoreSession) -> int:
+    """The position of the last event folded into the views (0: none yet)."""
+    value = session.execute(
+        select(tracking.c.position).where(tracking.c.name == RUNNER_NAME)
+    ).scalar()
+    return int(value) if value is not None else 0
+
+
+def build_index(session: StoreSession) -> SearchIndex:
+    # Imported here: projections.search imports this module for its index.
+    from projections.search import folded_values, search_text  # noqa: PLC0415
+
+    rows = session.execute(
+        select(
+            runs.c.comparison_key,
+            runs.c.benchmark,
+            runs.c.product,
+            runs.c.source,
+            runs.c.evidence_level,
+            runs.c.evidence_order,
+            runs.c.name,
+            runs.c.ingested_position,
+            runs.c.protocol_digest,
+            runs.c.workload_digest,
+            runs.c.title,
+            runs.c.author,
+            runs.c.external_id,
+            runs.c.run_digest,
+        )
+        .where(runs.c.comparison_key.is_not(None))
+        .order_by(runs.c.ingested_position, runs.c.run_digest)
+    ).tuples()
+    documents: dict[str, str] = {}
+    dtypes: dict[str, tuple[str, ...]] = {}
+    profiles: dict[tuple[Any, ...], Profile] = {}
+    headlines: dict[tuple[str | None, str | None], str] = {}
+    index = SearchIndex(views_position(session), [], documents, {})
+    for (key, benchmark, product, source, level, order, name, position, protocol, workload,
+         title, author, external_id, digest) in rows:  # fmt: skip
+        alike = (key, benchmark, product, source, level, protocol, workload)
+        profile = profiles.get(alike)
+        if profile is None:
+            headline = headlines.get((benchmark, product))
+            if headline is None:
+                headline = headlines[benchmark, product] = search_text((benchmark, product))
+            profile = profiles[alike] = Profile(
+                key=str(key),
+                benchmark=benchmark,
+                product=product,
+                source=str(source),
+                level=str(level),
+                headline=headline,
+                protocol=protocol,
+                workload=workload,
+            )
+            index.levels[str(level)] = int(order)
+        profile.own.append(
+            (search_text((name, title, source, author, level, external_id)), position)
+        )
+        profile.newest = max(profile.newest, int(position))
+        if benchmark:
+            index.benchmarks[benchmark] = index.benchmarks.get(benchmark, 0) + 1
+        if product:
+            index.products[product] = index.products.get(product, 0) + 1
+        index.names.setdefault(str(name), str(digest))
+    index.profiles = list(profiles.values())
+    start = 0
+    for number, p in enumerate(index.profiles):
+        p.start = start
+        start += len(p.own)
+        index.run_profile += [number] * len(p.own)
+    index.name_parts = sorted((name_parts(name), name) for name in index.names)
+    # Each manifest's values folded now, not by the first query with a word its text has:
+    # kept per process by text, so a later build (after a write) reuses them.
+    for document in documents.values():
+        folded_values(document)
+    digests = sorted({d for p in index.profiles for d in (p.protocol, p.workload) if d})
+    for start in range(0, len(digests), 500):
+        found = session.execute(
+            select(manifests.c.digest, manifests.c.document).where(
+                manifests.c.digest.in_(digests[start : start + 500])
+            )
+        ).tuples()
+        documents.update((str(digest), str(document)) for digest, document in found)
+    for p in index.profiles:
+        if p.workload is not None and p.workload in documents:
+            if p.workload not in dtypes:
+                dtypes[p.workload] = dtypes_of(json.loads(documents[p.workload]))
+            p.dtypes = dtypes[p.workload]
+        shown = (("gpu", p.product), ("source", p.source), ("level", p.level))
+        p.facets = tuple((f, v) for f, v in shown if v) + tuple(("dtype", d) for d in p.dtypes)
+    return index
+
+
+def dtypes_of(document: Any) -> tuple[str, ...]:
+    """The dtypes a workload names (its tensors', or a ``dtype`` axis or field anywhere),
+    lower case, sorted, each once."""
+    found: set[str] = set()
+    _dtypes(document, found)
+    return tuple(sorted(found))
+
+
+def _dtypes(node: Any, found: set[str]) -> None:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("dtype", "dtypes"):
+                values = value if isinstance(value, list) else [value]
+                found.update(v.lower() for v in values if isinstance(v, str) and v)
+            else:
+                _dtypes(value, found)
+    elif isinstance(node, list):
+        for item in node:
+            _dtypes(item, found)
+
+
+def gpu_name_key(name: str) -> str:
+    """A GPU name as people type it compared with a product name: case, spaces, dashes and
+    the vendor's words ("NVIDIA", "AMD", "Instinct") left out, so "b200", "B200" and
+    "nvidia b200" all name "NVIDIA B200". (A local helper: a shared GPU-name matcher is
+    being written in domain/gpu_names.py.)"""
+    words = name.casefold().replace("-", " ").replace("_", " ").split()
+    kept = [w for w in words if w not in ("nvidia", "amd", "instinct", "geforce", "tesla")]
+    return "".join(kept or words)
+
+
+def products_named(products: Iterable[str], wanted: str) -> set[str]:
+    """The products ``wanted`` names: exactly, or by :func:`gpu_name_key`."""
+    target = gpu_name_key(wanted)
+    return {p for p in products if p == wanted or gpu_name_key(p) == target}
+
+
+_SEPARATORS = re.compile(r"[-_./:\s]+")
+
+
+def name_parts(text: str) -> str:
+    """``text`` folded, its separators one space, with a space before it (see ``name_parts``
+    of :class:`SearchIndex`)."""
+    from projections.search import fold  # noqa: PLC0415 - it imports this module
+
+    return " " + _SEPARATORS.sub(" ", fold(text))
