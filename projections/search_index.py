@@ -7,7 +7,9 @@ once per position of the views into a :class:`SearchIndex` (a few hundred millis
 the catalog's 7,800 runs) and each query walks it: no SQL but the page's labels and #1s.
 
 The index is a function of the views at one position: whoever keeps it (the service) keys
-it by that position, so a write (a new position) builds a new one and no answer is stale.
+it by that position. Most writes (attestations, claims, key events) change nothing a search
+reads, so a new position first compares the runs' :func:`search_fingerprint`: the index is
+rebuilt only when that moved (a new run, a changed evidence level, a manifest attached).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from ledger.store.event_store import StoreSession
 from projections.run_views import RUNNER_NAME
@@ -70,6 +72,7 @@ class SearchIndex:
     # prefix is found as " " + the prefix, from the start of any part of a name.
     name_parts: list[tuple[str, str]] = field(default_factory=list)
     found: dict[Any, Any] = field(default_factory=dict)  # answers kept (projections.search)
+    fingerprint: tuple[int, ...] = ()  # search_fingerprint of the views it was built from
 
 
 def views_position(session: StoreSession) -> int:
@@ -78,6 +81,25 @@ def views_position(session: StoreSession) -> int:
         select(tracking.c.position).where(tracking.c.name == RUNNER_NAME)
     ).scalar()
     return int(value) if value is not None else 0
+
+
+def search_fingerprint(session: StoreSession) -> tuple[int, ...]:
+    """What changes whenever anything the index reads does: the grouped runs (how many, the
+    newest), their evidence (every change of a level is caused by a newer event, so the sum
+    of the positions that caused them moves, as does the sum of the levels' orders), and the
+    manifests held. The other columns it reads are fixed once a run is ingested."""
+    grouped = session.execute(
+        select(
+            func.count(),
+            func.coalesce(func.max(runs.c.ingested_position), 0),
+            func.coalesce(func.sum(runs.c.evidence_caused_by), 0),
+            func.coalesce(func.sum(runs.c.evidence_order), 0),
+        ).where(runs.c.comparison_key.is_not(None))
+    ).one()
+    held = session.execute(
+        select(func.count(), func.coalesce(func.max(manifests.c.position), 0))
+    ).one()
+    return tuple(int(v) for v in (*grouped, *held))
 
 
 def build_index(session: StoreSession) -> SearchIndex:
@@ -108,7 +130,9 @@ def build_index(session: StoreSession) -> SearchIndex:
     dtypes: dict[str, tuple[str, ...]] = {}
     profiles: dict[tuple[Any, ...], Profile] = {}
     headlines: dict[tuple[str | None, str | None], str] = {}
-    index = SearchIndex(views_position(session), [], documents, {})
+    index = SearchIndex(
+        views_position(session), [], documents, {}, fingerprint=search_fingerprint(session)
+    )
     for (key, benchmark, product, source, level, order, name, position, protocol, workload,
          title, author, external_id, digest) in rows:  # fmt: skip
         alike = (key, benchmark, product, source, level, protocol, workload)

@@ -14,6 +14,7 @@ this object keeps: a write moves the position and the next search builds a new o
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from itertools import islice
@@ -48,6 +49,7 @@ from projections.search_index import (
     build_index,
     gpu_name_key,
     name_parts,
+    search_fingerprint,
     views_position,
 )
 
@@ -67,7 +69,9 @@ class Search:
         self._building = threading.Lock()
 
     def index(self, session: StoreSession) -> SearchIndex:
-        """The index of the views this snapshot reads, built when they moved since the last."""
+        """The index of the views this snapshot reads: the last one while the views have not
+        moved, or moved without changing anything a search reads (an attestation); else
+        built again (``projections.search_index``)."""
         position = views_position(session)
         index = self._index
         if index is not None and index.position == position:
@@ -75,7 +79,12 @@ class Search:
         with self._building:  # one build per position, however many requests wait for it
             index = self._index
             if index is None or index.position != position:
-                index = self._index = build_index(session)
+                fingerprint = search_fingerprint(session)
+                if index is not None and index.fingerprint == fingerprint:
+                    index = dataclasses.replace(index, position=position)
+                else:
+                    index = build_index(session)
+                self._index = index
         return index
 
     def groups(

@@ -26,6 +26,7 @@ from projection_world import GROUP, MANIFESTS, RUN_15149, SEED, World
 from sqlalchemy import Engine, create_engine, insert
 from sqlalchemy.orm import Session
 
+import api.service.search
 from api.service.errors import BadQueryError
 from api.service.freshness import Views
 from api.service.models import to_builtins
@@ -585,3 +586,38 @@ def test_pages_and_facets_agree_whatever_is_asked(
     for value in next(f for f in first.facets if f.name == name).values:
         narrowed = page_of(world, word, per_page=per_page, **{name: value.value})
         assert narrowed.total == value.count <= first.total
+
+
+def levels(search: Search) -> dict[str, int]:
+    found = search.groups("B200")
+    return {v.value: v.count for f in found.facets if f.name == "level" for v in f.values}
+
+
+def test_a_write_no_search_reads_keeps_the_index_and_one_it_reads_rebuilds_it(
+    five_groups: tuple[World, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attestations move the views but no value a search reads: the index is kept (a busy
+    ledger's searches do not rebuild it at every write); a new run or a changed evidence
+    level rebuilds it, and the answers follow."""
+    world, _ = five_groups
+    builds: list[int] = []
+    real_build = api.service.search.build_index
+
+    def counted(session: Any) -> Any:
+        builds.append(1)
+        return real_build(session)
+
+    monkeypatch.setattr(api.service.search, "build_index", counted)
+    search = Search(Views(world.ledger))
+    assert search.groups("B200").total == 5 and len(builds) == 1
+    for n in range(3):
+        world.append(world.attest_envelope(SEED, f"a note {n}"))
+        assert search.groups("B200").total == 5
+    assert len(builds) == 1
+    late = ingest(world, variant("late-2", workload_title="quagga arrival"))
+    assert [g.comparison_key for g in search.groups("quagga").items] == [late]
+    assert len(builds) == 2
+    before = levels(search)
+    world.append(world.result_envelope(world.request_rerun(SEED)))
+    after = levels(search)
+    assert len(builds) == 3 and after != before, (before, after)
