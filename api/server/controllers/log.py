@@ -1,12 +1,15 @@
-"""/v1/log, /v1/bundle, /v1/artifacts, /v1/trust-root: what offline verifiers need; and
-/checkpoint, the C2SP monitoring path of the log's (cosigned) checkpoint."""
+"""/v1/log, /v1/bundle, /v1/artifacts, /v1/trust-root: what offline verifiers need;
+/v1/registry.jsonl and /v1/registry.bundle, the whole registry to mirror; and /checkpoint,
+the C2SP monitoring path of the log's (cosigned) checkpoint."""
 
 from __future__ import annotations
 
+import base64
 from typing import Annotated
 
 from litestar import Controller, MediaType, Response, get
 from litestar.params import PathParameter, QueryParameter
+from litestar.response import Stream
 
 from api.server.controllers.common import Service
 from api.server.openapi_problems import refuses
@@ -29,6 +32,11 @@ from domain.documents import MAX_SAFE_INTEGER
 
 NDJSON = "application/x-ndjson"
 NOTE = MediaType.TEXT  # Litestar adds "; charset=utf-8" to text/ types
+# The checkpoint a registry export was read at: its size, root and signed note (base64: a
+# note spans lines, a header may not).
+CHECKPOINT_SIZE = "KernelIndex-Checkpoint-Size"
+CHECKPOINT_ROOT = "KernelIndex-Checkpoint-Root"
+CHECKPOINT_NOTE = "KernelIndex-Checkpoint-Note"
 
 
 class LogController(Controller):
@@ -121,6 +129,45 @@ class LogController(Controller):
             text,
             media_type=NDJSON,
             headers={"Content-Disposition": 'attachment; filename="kernelindex.bundle"'},
+        )
+
+    @get(
+        "/registry.jsonl",
+        sync_to_thread=True,
+        media_type=NDJSON,
+        summary="Every run (JSON Lines, a run a line, as GET /v1/runs lists it), streamed",
+        description="Read in one snapshot of the views; each line names the checkpoint it was "
+        f"read at, whose signed note is the {CHECKPOINT_NOTE} header (base64). The bytes are "
+        "those `kernelindex export --all --jsonl` writes.",
+    )
+    def registry_jsonl(self, service: Service) -> Stream:
+        registry = service.log.registry()
+        note = base64.b64encode(registry.note.encode("utf-8")).decode("ascii")
+        return Stream(
+            registry.chunks(),
+            media_type=NDJSON,
+            headers={
+                "Content-Disposition": 'attachment; filename="registry.jsonl"',
+                CHECKPOINT_SIZE: str(registry.checkpoint.size),
+                CHECKPOINT_ROOT: registry.checkpoint.root_hash,
+                CHECKPOINT_NOTE: note,
+            },
+        )
+
+    @get(
+        "/registry.bundle",
+        sync_to_thread=True,
+        media_type=NDJSON,
+        summary="The whole log as one bundle for `kernelindex verify`, streamed",
+        description="What `kernelindex export --all` writes: every event with its inclusion "
+        "proof against one signed checkpoint, and the artifacts the runs name.",
+        opt=refuses(NoLogKeyError),
+    )
+    def registry_bundle(self, service: Service) -> Stream:
+        return Stream(
+            service.log.registry_bundle(),
+            media_type=NDJSON,
+            headers={"Content-Disposition": 'attachment; filename="registry.bundle"'},
         )
 
     @get(
