@@ -30,6 +30,7 @@ from api.cli.common import (
     out,
     print_json,
 )
+from api.cli.files import written_into, written_whole
 from ledger.proofs.signed_note import Verifier, verifier_key_string
 from ledger.signing.keys import SigningKey
 from ledger.signing.trust import TrustRoot
@@ -117,7 +118,9 @@ def witness_key(
     """Make (or read) a witness's key; print its cosigner vkey, for a ledger's policy."""
     if not key.exists():
         key.parent.mkdir(parents=True, exist_ok=True)
-        SigningKey.generate().save(key)
+        # Whole or not at all, and never over a key made meanwhile (api.cli.files).
+        with written_whole(key, replace=False) as partial:
+            SigningKey.generate().save(partial)
     try:
         cosigner = CosignerKey.from_private_key(name, SigningKey.load(key).private_key())
     except ValueError as exc:
@@ -241,7 +244,9 @@ def witness_proofs(
 
     ledger = _home(home, db).open(read_only=True)
     try:
-        written = write_tlog_proofs(ledger, bundle_leaves(bundle), output)
+        # Every file whole, and none moved into OUTPUT unless all were written.
+        with written_into(output) as staging:
+            written = write_tlog_proofs(ledger, bundle_leaves(bundle), staging)
     finally:
         ledger.close()
     err.print(
