@@ -170,10 +170,8 @@ def _unsafe_writes(source: str) -> list[str]:
             for a in node.args
         ):
             continue  # opened to read
-        if method == "save":
-            target = node.args[0] if node.args else None
-        else:
-            target = node.func.value
+        # A key's save writes to its argument; the others, to the path they are called on.
+        target = (node.args[0] if node.args else None) if method == "save" else node.func.value
         if not (isinstance(target, ast.Name) and target.id in staged):
             found.append(f"{method} at line {node.lineno}")
     return found

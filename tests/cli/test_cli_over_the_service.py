@@ -14,6 +14,7 @@ from pathlib import Path
 CLI = Path(__file__).resolve().parents[2] / "api" / "cli"
 BELOW_THE_SERVICE = ("projections", "ledger.store")
 
+
 def _imported(path: Path) -> set[str]:
     """Every module a file imports, at its top or inside a function."""
     names: set[str] = set()
