@@ -136,12 +136,14 @@ def _home(home: Path | None, db: str | None) -> LedgerHome:
 
 def status_of(target: LedgerHome) -> dict[str, Any]:
     """The ledger's newest checkpoint, its newest cosigned one, the lag, and each witness."""
-    from ledger.store.log_queries import cosigned_checkpoint_json  # noqa: PLC0415
+    from api.cli.service import service_over  # noqa: PLC0415 - loads the database stack
+    from api.service.models import to_builtins  # noqa: PLC0415
 
     policy = target.witness_policy()
     ledger = target.open(read_only=True)
     try:
-        found = cosigned_checkpoint_json(ledger, policy)
+        with service_over(ledger) as service:
+            found: dict[str, Any] = to_builtins(service.log.witnessed(policy))
     finally:
         ledger.close()
     found["witnesses"] = [

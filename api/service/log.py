@@ -21,6 +21,7 @@ from api.service.models.log import (
     InclusionProof,
     LogEntry,
     TrustRootDocument,
+    WitnessedCheckpoint,
 )
 from api.service.runs import Runs
 from ledger.errors import NotFoundError
@@ -81,6 +82,11 @@ class Log:
         if isinstance(reply.cosigned, CosignedCheckpoint):
             return reply.cosigned.note
         return reply.note
+
+    def witnessed(self, policy: Policy | None) -> WitnessedCheckpoint:
+        """How the witnesses under ``policy`` stand (``kernelindex witness status``): the
+        newest checkpoint, the newest cosigned one, the lag, each witness's newest size."""
+        return to_response(cosigned_checkpoint_json(self.ledger, policy), WitnessedCheckpoint)
 
     def inclusion(self, leaf: int, size: int | None = None) -> InclusionProof:
         return to_response(inclusion_json(self.ledger, leaf, size), InclusionProof)

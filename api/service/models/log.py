@@ -127,3 +127,15 @@ class RegistryLine(ApiModel, kw_only=True):
 
     checkpoint: RegistryCheckpoint
     run: RunSummary
+
+
+class WitnessedCheckpoint(ApiModel, kw_only=True):
+    """How a ledger's witnesses stand: the log's newest checkpoint ``size``, the newest one
+    cosigned under the witness policy (else the most cosigned; null: none yet), how many
+    leaves it trails by, and the largest size each witness (``name+keyid``) has cosigned."""
+
+    origin: str
+    size: int
+    cosigned: CosignedCheckpoint | None
+    witness_lag: int | None
+    newest_by_witness: dict[str, int]
