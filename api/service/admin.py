@@ -11,14 +11,18 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import make_url
 
-from api.service.freshness import Views
 from api.service.models.admin import FoldStep, RebuildReport, SchemaReport, ViewsStatus
 from ledger.store.schema import SchemaStatus, read_status, upgrade
 from projections.runner import DEFAULT_BATCH
 from projections.runner import prepare_views as _prepare_views
+
+if TYPE_CHECKING:
+    # Only its type: the schema's calls (``kernelindex db``) load no ledger stack.
+    from api.service.freshness import Views
 
 __all__ = ["DEFAULT_BATCH", "Admin", "Rebuilt", "prepare_views", "schema_status", "upgrade_schema"]
 
