@@ -23,6 +23,7 @@ from served_app import TEST_CONFIG
 
 from api.server.app import create_app
 from ledger.home import LedgerHome
+from tests.ledger.statement_count import statements_sent, writing
 
 SEED = "sha256:7e18c26ca3b60572c4fc8589c4b3b9a86b548ef031df4242ea2483b649bd6a47"
 GROUP = "sha256:5cd4617efda4cb445cf7a71560098124df3a89c27d0ed74bc852d46e306c1e62"
@@ -187,3 +188,16 @@ def test_an_ambiguous_name_is_refused_with_its_candidates_and_leaves_no_file(
 
     for query in ("cohort=sha256:ffff0000", "run=sha256:ffff0000"):
         assert api.get(f"/v1/bundle?{query}").status_code == 404, query
+
+
+def test_the_registry_routes_write_nothing(api: TestClient[Litestar]) -> None:
+    service = api.app.state.service
+    service.views.position()  # what the CLI wrote is folded before the reads are counted
+    with statements_sent(service.ledger.store.engine) as sent:
+        for path in (
+            "/v1/registry.jsonl",
+            "/v1/registry.bundle",
+            f"/v1/bundle?cohort={GROUP[:15]}",
+        ):
+            assert api.get(path).status_code == 200, path
+    assert sent and writing(sent) == []
