@@ -9,7 +9,7 @@ and/or ``--gpu`` is the API's leaderboard of each, labelled by what sets it apar
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 from msgspec import structs
@@ -23,10 +23,6 @@ from domain.evidence import EvidenceLevel
 from domain.quantities import format_fixed, format_value
 from domain.ranking import View
 from ledger.errors import NotFoundError
-
-if TYPE_CHECKING:
-    from api.service.ledger_service import LedgerService
-    from api.service.models.views import OperationGroup
 
 app = typer.Typer()
 BAR_WIDTH = 40
@@ -76,52 +72,6 @@ def _print_board(board: Leaderboard) -> None:
         )
 
 
-def _every_part(group: OperationGroup | None) -> str:
-    if group is None:
-        return ""
-    return " · ".join(f"{part} {name}" for part, name in group.parts.items())
-
-
-def _operation_groups(service: LedgerService, names: list[str | None]) -> dict[str, OperationGroup]:
-    """Every group of the operations named, by key: each with its parts and what sets it
-    apart from its lookalikes (``Boards.operation``)."""
-    found: dict[str, OperationGroup] = {}
-    for name in dict.fromkeys(n for n in names if n):
-        found.update((g.comparison_key, g) for g in service.boards.operation(name).groups)
-    return found
-
-
-def _chosen_groups(
-    service: LedgerService, definition: str | None, gpu: str | None
-) -> list[tuple[str, str]]:
-    """Every group of ``definition`` and/or ``gpu``, in the groups list's order, each with
-    its label."""
-    listed = service.boards.groups(definition, gpu)
-    if not listed:
-        raise NotFoundError(
-            "no comparison group has "
-            + " on ".join(
-                f"{what} {value!r}"
-                for what, value in (("definition", definition), ("GPU", gpu))
-                if value
-            )
-        )
-    groups = _operation_groups(service, [g.benchmark for g in listed])
-    labelled = []
-    for g in listed:
-        group = groups.get(g.comparison_key)
-        apart = group.apart_by if group is not None else None
-        labelled.append((g.comparison_key, apart or _every_part(group)))
-    return labelled
-
-
-def _group_label(service: LedgerService, key: str) -> str:
-    """What one group is made of (every part of its key), for its heading."""
-    runs = service.runs.list_page(comparison_key=key, limit=1).items
-    groups = _operation_groups(service, [runs[0].benchmark] if runs else [])
-    return _every_part(groups.get(key))
-
-
 @app.command("leaderboard")
 @handles_errors
 def leaderboard(
@@ -152,6 +102,7 @@ def leaderboard(
     """A comparison group's ranking, with a chart: by key (or a unique prefix), or every group
     of --definition and/or --gpu, each labelled by what separates it from the others."""
     from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
+    from api.service.boards import group_label, labelled_groups  # noqa: PLC0415
 
     if key is None and definition is None and gpu is None:
         raise NotFoundError("give a comparison key, or --definition and/or --gpu")
@@ -168,9 +119,10 @@ def leaderboard(
             if as_json:
                 print_reply(board)
                 return
-            chosen = [(board, _group_label(service, board.comparison_key))]
+            chosen = [(board, group_label(service.boards, board.comparison_key))]
         else:
-            chosen = [(board_of(k), label) for k, label in _chosen_groups(service, definition, gpu)]
+            labelled = labelled_groups(service.boards, definition, gpu)
+            chosen = [(board_of(k), label) for k, label in labelled]
         boards = [LabelledBoard(**structs.asdict(b), label=label) for b, label in chosen]
     if as_json:
         print_reply(Boards(groups=boards))

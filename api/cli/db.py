@@ -2,50 +2,42 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
-from sqlalchemy.engine import make_url
 
 from api.cli.common import DbOption, HomeOption, JsonOption, fail, handles_errors, out, print_json
 from ledger.home import LedgerHome
-from ledger.store.schema import SCHEMA_VERSION, SchemaStatus, read_status, upgrade
-from projections.runner import prepare_views
+
+if TYPE_CHECKING:
+    from api.service.models.admin import SchemaReport
 
 db_app = typer.Typer(help="Database schema: status and explicit upgrades.", no_args_is_help=True)
 
 
-def _shown(url: str) -> str:
-    return make_url(url).render_as_string(hide_password=True)
+def _print_json(report: SchemaReport) -> None:
+    from api.service.models import to_builtins  # noqa: PLC0415
 
-
-def _json(url: str, status: SchemaStatus, applied: list[int] | None = None) -> dict[str, Any]:
-    value: dict[str, Any] = {
-        "database": _shown(url),
-        "version": status.version,
-        "required": status.required,
-        "current": status.current,
-        "upgradedAt": status.upgraded_at,
-        "software": status.software,
-    }
-    if applied is not None:
-        value["applied"] = applied
-    return value
+    print_json(to_builtins(report))
 
 
 @db_app.command("upgrade")
 @handles_errors
 def db_upgrade(home: HomeOption = None, db: DbOption = None, as_json: JsonOption = False) -> None:
     """Create the schema, or bring it to this build's version (idempotent; safe to rerun)."""
-    url = LedgerHome.at(home, db).db_url
-    status, applied = upgrade(url)
-    prepare_views(url)  # the read models' own tables (projections.tables.VIEWS_VERSION)
+    # Imported here: the schema's code loads the database stack, which --help never needs.
+    from api.service.admin import upgrade_schema  # noqa: PLC0415
+
+    report = upgrade_schema(LedgerHome.at(home, db).db_url)
     if as_json:
-        print_json(_json(url, status, applied))
+        _print_json(report)
         return
+    applied = report.applied or []
     if applied:
         steps = ", ".join(str(v) for v in applied)
-        out.print(f"{_shown(url)}: schema upgraded to version {status.version} (applied {steps})")
+        out.print(
+            f"{report.database}: schema upgraded to version {report.version} (applied {steps})"
+        )
         if 2 in applied and applied[0] > 1:
             # Version 2 came with stricter admission rules (one signature per envelope,
             # canonical roles, no hidden characters...), which every re-verification applies.
@@ -54,29 +46,30 @@ def db_upgrade(home: HomeOption = None, db: DbOption = None, as_json: JsonOption
                 "rules of this one; run 'kernelindex audit' to see any that no longer verify"
             )
     else:
-        out.print(f"{_shown(url)}: schema already at version {status.version}; nothing to do")
+        out.print(f"{report.database}: schema already at version {report.version}; nothing to do")
 
 
 @db_app.command("status")
 @handles_errors
 def db_status(home: HomeOption = None, db: DbOption = None, as_json: JsonOption = False) -> None:
     """Show the schema version of the database and whether this build can use it (exit 1 if not)."""
-    url = LedgerHome.at(home, db).db_url
-    status = read_status(url)
+    from api.service.admin import schema_status  # noqa: PLC0415
+
+    report = schema_status(LedgerHome.at(home, db).db_url)
     if as_json:
-        print_json(_json(url, status))
-    elif status.version is None:
-        out.print(f"{_shown(url)}: no KernelIndex schema (this build needs {SCHEMA_VERSION})")
+        _print_json(report)
+    elif report.version is None:
+        out.print(f"{report.database}: no KernelIndex schema (this build needs {report.required})")
     else:
         out.print(
-            f"{_shown(url)}: schema version {status.version} (this build needs "
-            f"{SCHEMA_VERSION}), upgraded {status.upgraded_at} by {status.software}"
+            f"{report.database}: schema version {report.version} (this build needs "
+            f"{report.required}), upgraded {report.upgraded_at} by {report.software}"
         )
-    if not status.current:
+    if not report.current:
         raise fail(
             "schema-not-current",
             "run 'kernelindex db upgrade'"
-            if (status.version or 0) < SCHEMA_VERSION
+            if (report.version or 0) < report.required
             else "the database is newer than this build: upgrade the software",
         )
 

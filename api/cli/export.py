@@ -1,15 +1,16 @@
 """`kernelindex export`: a self-contained bundle of runs (or the whole ledger) for offline
-verification.
+verification, or the whole registry as JSON Lines to mirror.
 
-Runs and groups are named as everywhere else, through the service (a digest, a unique prefix,
-a name): ``--cohort sha256:5cd4617e`` is the group ``leaderboard sha256:5cd4617e`` shows. The
-bundle is written whole or not at all (``api.cli.files``): a refusal leaves no file behind.
+Runs and groups are named as everywhere else, by the service's one rule
+(``LedgerService.log.scope``: a digest, a unique prefix, a name): ``--cohort sha256:5cd4617e``
+is the group ``leaderboard sha256:5cd4617e`` shows. Every file is written whole or not at
+all (``api.cli.files``): a refusal leaves no file behind.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -17,7 +18,11 @@ from api.cli.common import DbOption, HomeOption, err, handles_errors, progress_b
 from api.cli.files import written_whole
 from ledger.errors import NotFoundError
 
+if TYPE_CHECKING:
+    from api.service.ledger_service import LedgerService
+
 app = typer.Typer()
+NOTE_SUFFIX = ".checkpoint"  # the signed note beside a registry's JSON Lines
 
 
 @app.command("export")
@@ -27,12 +32,26 @@ def export(
         Path, typer.Option("-o", "--output", help="Bundle file to write (JSON Lines).")
     ],
     run: Annotated[
-        list[str] | None, typer.Option("--run", help="Run digest or prefix; repeatable.")
+        list[str] | None,
+        typer.Option("--run", help="Run digest, prefix or name (as `show`); repeatable."),
     ] = None,
     cohort: Annotated[
-        str | None, typer.Option("--cohort", help="A comparison key: every run of the group.")
+        str | None,
+        typer.Option(
+            "--cohort", help="A comparison key or unique prefix (as `leaderboard`): its runs."
+        ),
     ] = None,
-    all_events: Annotated[bool, typer.Option("--all", help="The whole ledger.")] = False,
+    all_events: Annotated[
+        bool, typer.Option("--all", help="The whole ledger (the registry, signed).")
+    ] = False,
+    jsonl: Annotated[
+        bool,
+        typer.Option(
+            "--jsonl",
+            help="With --all: the registry as JSON Lines, a run a line (as GET "
+            "/v1/registry.jsonl), its signed checkpoint beside it in OUTPUT.checkpoint.",
+        ),
+    ] = False,
     checkpoint: Annotated[
         list[Path] | None,
         typer.Option(
@@ -52,40 +71,59 @@ def export(
 
     A run's bundle holds every event of the run, every run of its comparison group and every
     key event behind their signatures, with the log's signed heads proving it is all of them.
+    --all --jsonl writes the registry instead: a run a line, read at one signed checkpoint.
     """
     if sum((bool(run), bool(cohort), all_events)) != 1:
         raise NotFoundError("give one of --run RUN (repeatable), --cohort KEY or --all")
-    # The service has no call that writes a bundle to a file with its progress, of the whole
-    # ledger, or against checkpoints held as notes (``LedgerService.log.bundle`` answers a
-    # run's or a group's as text): until it has, the export is made here from the service's
-    # ledger, with the service's freshness (its views read through ``views.read_at``).
+    if jsonl and not all_events:
+        raise NotFoundError("--jsonl goes with --all (the registry, a run a line)")
+    if jsonl and (checkpoint or size):
+        raise NotFoundError("--checkpoint and --size go with a bundle, not --jsonl")
     from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
-    from ledger.store.log_queries import held_checkpoint_size  # noqa: PLC0415
-    from projections.export import export_runs  # noqa: PLC0415
 
     with local_service(home, db, read_only=False) as service:
-        runs = [service.runs.resolve(r) for r in run] if run else None
-        group = service.boards.resolve(cohort) if cohort else None
-        notes = [p.read_text("utf-8") for p in checkpoint or []]
-        held = [held_checkpoint_size(service.ledger, note) for note in notes]
-        held += list(size or [])
-        with (
-            written_whole(output) as partial,
-            partial.open("w", encoding="utf-8") as handle,
-            progress_bar("exporting") as bar,
-        ):
-            task = bar.add_task("export", total=None)
-            summary = export_runs(
-                service.ledger,
-                handle,
-                runs,
-                cohort=group,
-                held=held,
-                progress=lambda n: bar.update(task, completed=n),
-                read_views=service.views.read_at,
-            )
-    scope = "" if summary.runs is None else f" ({summary.runs} runs, {summary.keys} keys)"
+        if jsonl:
+            _registry(service, output)
+        else:
+            _bundle(service, output, run, cohort, checkpoint, size)
+
+
+def _bundle(
+    service: LedgerService,
+    output: Path,
+    run: list[str] | None,
+    cohort: str | None,
+    checkpoint: list[Path] | None,
+    size: list[int] | None,
+) -> None:
+    scope = service.log.scope(run, cohort)
+    held = [service.log.held_size(p.read_text("utf-8")) for p in checkpoint or []]
+    held += list(size or [])
+    with (
+        written_whole(output) as partial,
+        partial.open("w", encoding="utf-8", newline="") as handle,
+        progress_bar("exporting") as bar,
+    ):
+        task = bar.add_task("export", total=None)
+        summary = service.log.export(
+            handle, scope, held=held, progress=lambda n: bar.update(task, completed=n)
+        )
+    counted = "" if summary.runs is None else f" ({summary.runs} runs, {summary.keys} keys)"
     err.print(
-        f"wrote {output}: {summary.events} events{scope}, proofs against a signed checkpoint of "
-        f"{summary.tree_size} leaves"
+        f"wrote {output}: {summary.events} events{counted}, proofs against a signed checkpoint "
+        f"of {summary.tree_size} leaves"
+    )
+
+
+def _registry(service: LedgerService, output: Path) -> None:
+    registry = service.log.registry()
+    note = output.with_name(output.name + NOTE_SUFFIX)
+    with written_whole(output) as partial, written_whole(note) as partial_note:
+        with partial.open("wb") as handle:
+            for piece in registry.chunks():
+                handle.write(piece)
+        partial_note.write_text(registry.note, "utf-8", newline="")
+    err.print(
+        f"wrote {output}: {registry.runs} runs at the signed checkpoint of "
+        f"{registry.checkpoint.size} leaves (its note: {note})"
     )

@@ -30,12 +30,32 @@ def written_whole(path: Path, *, replace: bool = True) -> Iterator[Path]:
     try:
         written = staging / path.name
         yield written
-        if replace:
-            os.replace(written, path)
-        else:
-            _move_new(written, path)
+        put_in_place(written, path, replace=replace)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+@contextmanager
+def written_into(folder: Path) -> Iterator[Path]:
+    """A folder to write several files to; they are moved into ``folder`` (made if need be)
+    only once every one is written, each whole, replacing a file of the same name; on a
+    failure none is, and ``folder`` is left as it was."""
+    folder.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".partial", dir=folder))
+    try:
+        yield staging
+        for written in sorted(staging.iterdir()):
+            put_in_place(written, folder / written.name, replace=True)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def put_in_place(written: Path, path: Path, *, replace: bool) -> None:
+    """The complete file ``written`` becomes ``path`` (one rename on the same file system)."""
+    if replace:
+        os.replace(written, path)
+    else:
+        _move_new(written, path)
 
 
 def _move_new(written: Path, path: Path) -> None:

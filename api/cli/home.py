@@ -25,7 +25,6 @@ from domain.errors import DomainError
 from domain.manifests.canonical_form import manifest_digest
 from domain.manifests.collection import manifests_in
 from ledger.home import LedgerHome, parse_witness_option
-from projections.runner import prepare_views
 
 app = typer.Typer()
 
@@ -62,6 +61,8 @@ def init(
         witnesses=[parse_witness_option(w) for w in witness or []],
         quorum=witness_quorum,
     )
+    from api.service.admin import prepare_views  # noqa: PLC0415 - the read models' tables
+
     prepare_views(target.db_url)
     root = ledger.trust_root
     keys = {name: target.key(name).key_id for name in ("admin", "ingester", "log")}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 import zstandard
@@ -22,22 +22,17 @@ from api.cli.common import (
     out,
     print_json,
 )
-from api.run_intake import held_manifests
-from domain.canonical import canonical_json
 from domain.importers.flashinfer_trace import map_flashinfer_trace
 from domain.importers.gpumode import map_gpumode, parse_leaderboards
-from domain.importers.kernelindex_catalog import catalog_manifests, map_kernelindex_catalog
-from domain.importers.records import Artifact, ImportRecord, Rejection
-from domain.importers.sol_execbench import (
-    MappedSolution,
-    map_sol_execbench,
-    map_sol_execbench_solutions,
-)
+from domain.importers.kernelindex_catalog import map_kernelindex_catalog
+from domain.importers.records import ImportRecord, Rejection
+from domain.importers.sol_execbench import map_sol_execbench, map_sol_execbench_solutions
 from domain.importers.sol_leaderboard import map_sol_leaderboard
 from ledger.errors import NotFoundError
 from ledger.home import LedgerHome
-from ledger.importing import Importer, ImportSummary
-from ledger.store.artifacts import ArtifactStore
+
+if TYPE_CHECKING:
+    from ledger.importing import ImportSummary
 
 import_app = typer.Typer(
     help="Import results from a source's saved responses.", no_args_is_help=True
@@ -45,7 +40,6 @@ import_app = typer.Typer(
 app = typer.Typer()
 app.add_typer(import_app, name="import")
 MAX_INPUT_FILE = 64 * 1024 * 1024
-MANIFEST_MEDIA_TYPE = "application/vnd.kernelindex.manifest+json"
 
 Items = Iterable[ImportRecord | Rejection]
 
@@ -63,22 +57,20 @@ def _read_dir(directory: Path) -> dict[str, bytes]:
 
 
 def _run_import(home: Path | None, db: str | None, items: Items, as_json: bool) -> None:
-    target = LedgerHome.at(home, db)
-    ledger = target.open()
-    importer = Importer(
-        ledger,
-        target.key("ingester"),
-        target.key("admin"),
-        held=lambda run, have: held_manifests(ledger, run, have),
-    )
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("[bold]importing[/] {task.description}"),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=not err.is_terminal,
-    ) as bar:
+    from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
+    from api.service.imports import import_records  # noqa: PLC0415
+
+    with (
+        local_service(home, db, read_only=False) as service,
+        Progress(
+            SpinnerColumn(),
+            TextColumn("[bold]importing[/] {task.description}"),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+            disable=not err.is_terminal,
+        ) as bar,
+    ):
         task = bar.add_task("", total=None)
 
         def show(s: ImportSummary) -> None:
@@ -88,12 +80,11 @@ def _run_import(home: Path | None, db: str | None, items: Items, as_json: bool) 
                 f"{len(s.rejected)} rejected",
             )
 
-        summary = importer.run(items, progress=show)
-    # The views fold what the import added now, once, rather than at the next read.
-    from api.cli.service import service_over  # noqa: PLC0415 - the database, when it runs
+        summary = import_records(service, LedgerHome.at(home, db), items, show)
+    _print_summary(summary, as_json)
 
-    with service_over(ledger) as service:
-        service.views.position()
+
+def _print_summary(summary: ImportSummary, as_json: bool) -> None:
     if as_json:
         print_json(summary.to_json())
         return
@@ -164,35 +155,16 @@ def import_sol_execbench(
     (its implementation manifest and sources) so it can be rerun later."""
     files = _read_dir(directory)
     extra = definition.read_bytes() if definition else None
-    kept, problems = _keep_solutions(home, db, map_sol_execbench_solutions(files, extra))
+    from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
+    from api.service.imports import keep_solutions  # noqa: PLC0415
+
+    with local_service(home, db, read_only=False) as service:
+        kept = keep_solutions(service, map_sol_execbench_solutions(files, extra))
     if not as_json:
-        out.print(f"solutions kept as artifacts: {len(kept)}")
-        for problem in problems:
-            out.print(f"[yellow]solution rejected[/]: {escape(problem)}")
+        out.print(f"solutions kept as artifacts: {kept.kept}")
+        for problem in kept.refused:
+            out.print(f"[yellow]solution rejected[/]: {escape(problem.reason)}")
     _run_import(home, db, map_sol_execbench(files), as_json)
-
-
-def _keep_solutions(
-    home: Path | None, db: str | None, solutions: Iterable[MappedSolution | Rejection]
-) -> tuple[list[str], list[str]]:
-    """Store each solution's sources and implementation manifest; return their digests."""
-    store = ArtifactStore(LedgerHome.at(home, db).open().store)
-    kept: list[str] = []
-    problems: list[str] = []
-    for item in solutions:
-        if isinstance(item, Rejection):
-            problems.append(item.reason)
-            continue
-        for artifact in item.artifacts:
-            store.put(artifact)
-        manifest = Artifact(
-            canonical_json(item.implementation),
-            "application/vnd.kernelindex.manifest+json",
-            item.name,
-        )
-        store.put(manifest)
-        kept.append(item.implementation_digest)
-    return kept, problems
 
 
 @import_app.command("flashinfer-trace")
@@ -245,10 +217,14 @@ def import_kernelindex_catalog(
 
     Benchmark runs become signed ingestions; operations, workloads, implementations,
     projects and serving manifests are kept by digest as manifest artifacts."""
-    kept, refused = _keep_catalog_manifests(home, db, _catalog_lines(file))
+    from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
+    from api.service.imports import keep_manifests  # noqa: PLC0415
+
+    with local_service(home, db, read_only=False) as service:
+        kept = keep_manifests(service, _catalog_lines(file))
     if not as_json:
-        out.print(f"catalog manifests kept as artifacts: {kept} ({len(refused)} refused)")
-        for rejection in refused[:20]:
+        out.print(f"catalog manifests kept as artifacts: {kept.kept} ({len(kept.refused)} refused)")
+        for rejection in kept.refused[:20]:
             out.print(
                 f"[yellow]manifest rejected[/] {escape(str(rejection.external_id))}: "
                 f"{escape(rejection.reason)}"
@@ -258,22 +234,3 @@ def import_kernelindex_catalog(
 
 def _catalog_lines(file: Path) -> Iterable[bytes]:
     return _zstd_lines(file) if file.suffix == ".zst" else file.open("rb")
-
-
-def _keep_catalog_manifests(
-    home: Path | None, db: str | None, lines: Iterable[bytes]
-) -> tuple[int, list[Rejection]]:
-    store = ArtifactStore(LedgerHome.at(home, db).open().store)
-    refused: list[Rejection] = []
-    kept = 0
-    batch: list[Artifact] = []
-    for _, manifest in catalog_manifests(lines, rejected=refused):
-        batch.append(
-            Artifact(canonical_json(manifest), MANIFEST_MEDIA_TYPE, manifest["metadata"]["name"])
-        )
-        kept += 1
-        if len(batch) == 500:
-            store.put_many(batch)
-            batch = []
-    store.put_many(batch)
-    return kept, refused

@@ -30,6 +30,7 @@ from api.cli.common import (
     out,
     print_json,
 )
+from api.cli.files import written_into, written_whole
 from ledger.proofs.signed_note import Verifier, verifier_key_string
 from ledger.signing.keys import SigningKey
 from ledger.signing.trust import TrustRoot
@@ -117,7 +118,9 @@ def witness_key(
     """Make (or read) a witness's key; print its cosigner vkey, for a ledger's policy."""
     if not key.exists():
         key.parent.mkdir(parents=True, exist_ok=True)
-        SigningKey.generate().save(key)
+        # Whole or not at all, and never over a key made meanwhile (api.cli.files).
+        with written_whole(key, replace=False) as partial:
+            SigningKey.generate().save(partial)
     try:
         cosigner = CosignerKey.from_private_key(name, SigningKey.load(key).private_key())
     except ValueError as exc:
@@ -133,12 +136,14 @@ def _home(home: Path | None, db: str | None) -> LedgerHome:
 
 def status_of(target: LedgerHome) -> dict[str, Any]:
     """The ledger's newest checkpoint, its newest cosigned one, the lag, and each witness."""
-    from ledger.store.log_queries import cosigned_checkpoint_json  # noqa: PLC0415
+    from api.cli.service import service_over  # noqa: PLC0415 - loads the database stack
+    from api.service.models import to_builtins  # noqa: PLC0415
 
     policy = target.witness_policy()
     ledger = target.open(read_only=True)
     try:
-        found = cosigned_checkpoint_json(ledger, policy)
+        with service_over(ledger) as service:
+            found: dict[str, Any] = to_builtins(service.log.witnessed(policy))
     finally:
         ledger.close()
     found["witnesses"] = [
@@ -241,7 +246,9 @@ def witness_proofs(
 
     ledger = _home(home, db).open(read_only=True)
     try:
-        written = write_tlog_proofs(ledger, bundle_leaves(bundle), output)
+        # Every file whole, and none moved into OUTPUT unless all were written.
+        with written_into(output) as staging:
+            written = write_tlog_proofs(ledger, bundle_leaves(bundle), staging)
     finally:
         ledger.close()
     err.print(

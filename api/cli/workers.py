@@ -23,10 +23,8 @@ from eventsourcing.persistence import PersistenceError
 from sqlalchemy.exc import DBAPIError
 
 from api.cli.common import DbOption, HomeOption, err, handles_errors, out
-from api.cli.local import open_ledger
-from ledger.application import Ledger
+from api.service.admin import DEFAULT_BATCH
 from ledger.errors import StoreError, is_outage
-from projections.runner import DEFAULT_BATCH, ProjectionRunner
 
 IntervalOption = Annotated[
     float, typer.Option(min=0.05, help="Seconds to wait when there is nothing new.")
@@ -108,15 +106,19 @@ def projector(
 def _project(
     home: Path | None, db: str | None, interval: float, batch: int, once: bool, stop: _Stop
 ) -> None:
-    runner = ProjectionRunner(open_ledger(home, db))
+    from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
 
-    def step() -> int:
-        done = runner.catch_up(batch=batch, max_batches=1)
-        if done.events:
-            out.print(f"projector: folded {done.events} events (views at position {done.position})")
-        return done.events
+    with local_service(home, db, read_only=False) as service:
 
-    _loop(step, interval, once, "projector", stop)
+        def step() -> int:
+            done = service.admin.fold(batch)
+            if done.events:
+                out.print(
+                    f"projector: folded {done.events} events (views at position {done.position})"
+                )
+            return done.events
+
+        _loop(step, interval, once, "projector", stop)
 
 
 @handles_errors
@@ -146,25 +148,28 @@ def _sequence(
     once: bool,
     stop: _Stop,
 ) -> None:
-    ledger: Ledger = open_ledger(home, db)
-    signed_size = -1
-    last_signed = 0.0
+    from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
 
-    def step() -> int:
-        nonlocal signed_size, last_signed
-        added = ledger.tlog.catch_up()
-        if added:
-            out.print(f"sequencer: sequenced {added} events")
-        due = checkpoint_every > 0 and time.monotonic() - last_signed >= checkpoint_every
-        if (due or once) and ledger.tlog.log_key is not None:
-            checkpoint = ledger.tlog.sign_checkpoint()
-            last_signed = time.monotonic()
-            if checkpoint.size != signed_size:
-                signed_size = checkpoint.size
-                out.print(f"sequencer: checkpoint at tree size {checkpoint.size}")
-        return added
+    with local_service(home, db, read_only=False) as service:
+        admin = service.admin
+        signed_size = -1
+        last_signed = 0.0
 
-    _loop(step, interval, once, "sequencer", stop)
+        def step() -> int:
+            nonlocal signed_size, last_signed
+            added = admin.sequence()
+            if added:
+                out.print(f"sequencer: sequenced {added} events")
+            due = checkpoint_every > 0 and time.monotonic() - last_signed >= checkpoint_every
+            if (due or once) and admin.can_sign():
+                size = admin.sign_checkpoint()
+                last_signed = time.monotonic()
+                if size != signed_size:
+                    signed_size = size
+                    out.print(f"sequencer: checkpoint at tree size {size}")
+            return added
+
+        _loop(step, interval, once, "sequencer", stop)
 
 
 # What this module adds to `kernelindex` (api/cli/main.py lists it).

@@ -49,6 +49,9 @@ ROUTE_COSTS: dict[str, int] = {
     "/": 100,
     "/v1/groups": 100,
     "/v1/bundle": 200,
+    # The whole registry (every run, or every event with its proof): a full bucket.
+    "/v1/registry.jsonl": 1000,
+    "/v1/registry.bundle": 1000,
     "/v1/operations": 50,
     "/operations": 50,
     "/v1/operations/{name}": 50,

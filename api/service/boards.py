@@ -256,3 +256,49 @@ def board_entry(row: BoardRow, first: float | None) -> BoardEntry:
         tied_with=row.tied_runs,
         ratio_to_first=row.value / first if first else None,
     )
+
+
+# ------------------------------------------------- labels of groups shown together
+
+
+def labelled_groups(
+    boards: Boards, definition: str | None = None, gpu: str | None = None
+) -> list[tuple[str, str]]:
+    """Every group of ``definition`` and/or ``gpu``, in the groups list's order, each with
+    its label: what sets it apart from its lookalikes (``Boards.operation``), or every part
+    of its key when it has none (``kernelindex leaderboard --definition/--gpu``)."""
+    listed = boards.groups(definition, gpu)
+    if not listed:
+        asked = (("definition", definition), ("GPU", gpu))
+        raise NotFoundError(
+            "no comparison group has "
+            + " on ".join(f"{what} {value!r}" for what, value in asked if value)
+        )
+    groups = _operation_groups(boards, [g.benchmark for g in listed])
+    labelled = []
+    for g in listed:
+        group = groups.get(g.comparison_key)
+        apart = group.apart_by if group is not None else None
+        labelled.append((g.comparison_key, apart or _every_part(group)))
+    return labelled
+
+
+def group_label(boards: Boards, key: str) -> str:
+    """What one group is made of (every part of its key), for its heading."""
+    runs = boards.runs.list_page(comparison_key=key, limit=1).items
+    groups = _operation_groups(boards, [runs[0].benchmark] if runs else [])
+    return _every_part(groups.get(key))
+
+
+def _every_part(group: OperationGroup | None) -> str:
+    if group is None:
+        return ""
+    return " · ".join(f"{part} {name}" for part, name in group.parts.items())
+
+
+def _operation_groups(boards: Boards, names: list[str | None]) -> dict[str, OperationGroup]:
+    """Every group of the operations named, by key, with its parts and what sets it apart."""
+    found: dict[str, OperationGroup] = {}
+    for name in dict.fromkeys(n for n in names if n):
+        found.update((g.comparison_key, g) for g in boards.operation(name).groups)
+    return found

@@ -2,7 +2,8 @@
 
 Plain Python calls that answer the typed reply models (``api.service.models``), grouped by
 feature: ``runs``, ``history``, ``boards``, ``search``, ``compare``, ``keys``, ``log``,
-``jobs``; the writes are the service's own methods. The service owns the rules of the edge: which
+``jobs``, ``admin`` (the operator's maintenance: ``api.service.admin``); the writes are the
+service's own methods. The service owns the rules of the edge: which
 statement a write endpoint accepts, one writer per process, and how fresh the read models
 are when it reads them (``api.service.freshness``: decided there, once per request).
 
@@ -17,6 +18,7 @@ import asyncio
 import threading
 from collections.abc import Callable
 
+from api.service.admin import Admin
 from api.service.boards import Boards
 from api.service.compare import Comparisons
 from api.service.errors import WriterClosedError, WrongEndpointError
@@ -70,8 +72,9 @@ class LedgerService:
         self.compare = Comparisons(self.views, self.runs)
         self.search = Search(self.views)
         self.keys = Keys(self.views)
-        self.log = Log(self.views, self.runs, self.witness_policy)
+        self.log = Log(self.views, self.runs, self.boards, self.witness_policy)
         self.jobs = Jobs(self.views)
+        self.admin = Admin(self.views)
 
     @property
     def writer(self) -> Writer:

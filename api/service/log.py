@@ -1,20 +1,27 @@
 """What offline verifiers need: the trust root, the log's checkpoint, proofs and entries,
-bundles of runs with the claims the views make for them, and stored artifacts."""
+bundles of runs with the claims the views make for them (``api.service.export``), the whole
+registry to mirror, and stored artifacts."""
 
 from __future__ import annotations
 
 import io
+from collections.abc import Callable, Iterator
+from typing import IO
 
+from api.service.boards import Boards
 from api.service.errors import BadQueryError
+from api.service.export import ExportScope, Registry, bundle_chunks, read_registry, write_bundle
 from api.service.freshness import Views
 from api.service.models import to_response
 from api.service.models.log import (
+    BundleSummary,
     Checkpoint,
     ConsistencyProof,
     CosignedCheckpoint,
     InclusionProof,
     LogEntry,
     TrustRootDocument,
+    WitnessedCheckpoint,
 )
 from api.service.runs import Runs
 from ledger.errors import NotFoundError
@@ -24,19 +31,22 @@ from ledger.store.log_queries import (
     consistency_json,
     cosigned_checkpoint_json,
     entries_json,
+    held_checkpoint_size,
     inclusion_json,
 )
 from ledger.witness.policy import Policy
-from projections.export import export_runs
 
-__all__ = ["Log", "StoredArtifact"]
+__all__ = ["ExportScope", "Log", "Registry", "StoredArtifact"]
 
 
 class Log:
-    def __init__(self, views: Views, runs: Runs, witness_policy: Policy | None = None) -> None:
+    def __init__(
+        self, views: Views, runs: Runs, boards: Boards, witness_policy: Policy | None = None
+    ) -> None:
         self.views = views
         self.ledger = views.ledger
         self.runs = runs
+        self.boards = boards
         self.artifacts = ArtifactStore(views.ledger.store)
         # The ledger's witness policy (None: it has no witnesses): which cosigned checkpoint
         # the replies name, the newest that meets its quorum.
@@ -73,6 +83,11 @@ class Log:
             return reply.cosigned.note
         return reply.note
 
+    def witnessed(self, policy: Policy | None) -> WitnessedCheckpoint:
+        """How the witnesses under ``policy`` stand (``kernelindex witness status``): the
+        newest checkpoint, the newest cosigned one, the lag, each witness's newest size."""
+        return to_response(cosigned_checkpoint_json(self.ledger, policy), WitnessedCheckpoint)
+
     def inclusion(self, leaf: int, size: int | None = None) -> InclusionProof:
         return to_response(inclusion_json(self.ledger, leaf, size), InclusionProof)
 
@@ -81,6 +96,32 @@ class Log:
 
     def entries(self, start: int, end: int | None = None) -> list[LogEntry]:
         return to_response(entries_json(self.ledger, start, end), list[LogEntry])
+
+    def scope(self, runs: list[str] | None = None, cohort: str | None = None) -> ExportScope:
+        """What a bundle of these runs or this group holds (neither: the whole log), named
+        as ``show`` and ``leaderboard`` name them: the one rule of every face's export."""
+        return ExportScope.of(self.runs, self.boards, list(runs or []), cohort)
+
+    def held_size(self, note: str) -> int:
+        """The size of a checkpoint someone holds, once it is shown to be this log's."""
+        return held_checkpoint_size(self.ledger, note)
+
+    def export(
+        self,
+        out: IO[str],
+        scope: ExportScope,
+        *,
+        group: bool = True,
+        held: list[int] | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> BundleSummary:
+        """Write the bundle of ``scope`` (``scope()``) to ``out`` for ``kernelindex verify``:
+        a run's carries every run of its group and the claims the views make for them; the
+        whole log's carries every event and no claims. ``held``: tree sizes of checkpoints
+        the reader holds; the bundle proves it extends each."""
+        if scope.cohort and not group:
+            raise BadQueryError("a cohort's bundle is its group: group=false goes with run=")
+        return write_bundle(self.views, out, scope, group=group, held=held, progress=progress)
 
     def bundle(
         self,
@@ -96,20 +137,19 @@ class Log:
             raise NotFoundError("give run=DIGEST (repeatable) or cohort=KEY, not both")
         if cohort and not group:
             raise BadQueryError("a cohort's bundle is its group: group=false goes with run=")
-        resolved = [self.runs.resolve(r) for r in runs] if runs else None
         buffer = io.StringIO()
-        # The export reads the views in one snapshot (never under a lock: concurrent exports
-        # hold up no reads), brought up to date as every read is.
-        export_runs(
-            self.ledger,
-            buffer,
-            resolved,
-            cohort=cohort,
-            group=group,
-            held=held or [],
-            read_views=self.views.read_at,
-        )
+        self.export(buffer, self.scope(runs, cohort), group=group, held=held)
         return buffer.getvalue()
+
+    def registry_bundle(self) -> Iterator[bytes]:
+        """The whole log as one bundle (what ``kernelindex export --all`` writes), written
+        whole before its first piece is given."""
+        scope = self.scope()
+        return bundle_chunks(lambda out: self.export(out, scope))
+
+    def registry(self) -> Registry:
+        """Every run of the registry, one JSON line each, at one signed checkpoint."""
+        return read_registry(self.views)
 
     def artifact(self, digest: str) -> StoredArtifact:
         """A stored artifact, re-hashed: content that no longer matches its digest is refused."""

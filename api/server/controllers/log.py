@@ -1,12 +1,16 @@
-"""/v1/log, /v1/bundle, /v1/artifacts, /v1/trust-root: what offline verifiers need; and
-/checkpoint, the C2SP monitoring path of the log's (cosigned) checkpoint."""
+"""/v1/log, /v1/bundle, /v1/artifacts, /v1/trust-root: what offline verifiers need;
+/v1/registry.jsonl and /v1/registry.bundle, the whole registry to mirror; and /checkpoint,
+the C2SP monitoring path of the log's (cosigned) checkpoint."""
 
 from __future__ import annotations
 
-from typing import Annotated
+import base64
+from collections.abc import Iterator
+from typing import Annotated, cast
 
 from litestar import Controller, MediaType, Response, get
 from litestar.params import PathParameter, QueryParameter
+from litestar.response import Stream
 
 from api.server.controllers.common import Service
 from api.server.openapi_problems import refuses
@@ -29,6 +33,11 @@ from domain.documents import MAX_SAFE_INTEGER
 
 NDJSON = "application/x-ndjson"
 NOTE = MediaType.TEXT  # Litestar adds "; charset=utf-8" to text/ types
+# The checkpoint a registry export was read at: its size, root and signed note (base64: a
+# note spans lines, a header may not).
+CHECKPOINT_SIZE = "KernelIndex-Checkpoint-Size"
+CHECKPOINT_ROOT = "KernelIndex-Checkpoint-Root"
+CHECKPOINT_NOTE = "KernelIndex-Checkpoint-Note"
 
 
 class LogController(Controller):
@@ -124,6 +133,45 @@ class LogController(Controller):
         )
 
     @get(
+        "/registry.jsonl",
+        sync_to_thread=True,
+        media_type=NDJSON,
+        summary="Every run (JSON Lines, a run a line, as GET /v1/runs lists it), streamed",
+        description="Read in one snapshot of the views; each line names the checkpoint it was "
+        f"read at, whose signed note is the {CHECKPOINT_NOTE} header (base64). The bytes are "
+        "those `kernelindex export --all --jsonl` writes.",
+    )
+    def registry_jsonl(self, service: Service) -> Response[str]:
+        registry = service.log.registry()
+        note = base64.b64encode(registry.note.encode("utf-8")).decode("ascii")
+        return _text_stream(
+            registry.chunks(),
+            media_type=NDJSON,
+            headers={
+                "Content-Disposition": 'attachment; filename="registry.jsonl"',
+                CHECKPOINT_SIZE: str(registry.checkpoint.size),
+                CHECKPOINT_ROOT: registry.checkpoint.root_hash,
+                CHECKPOINT_NOTE: note,
+            },
+        )
+
+    @get(
+        "/registry.bundle",
+        sync_to_thread=True,
+        media_type=NDJSON,
+        summary="The whole log as one bundle for `kernelindex verify`, streamed",
+        description="What `kernelindex export --all` writes: every event with its inclusion "
+        "proof against one signed checkpoint, and the artifacts the runs name.",
+        opt=refuses(NoLogKeyError),
+    )
+    def registry_bundle(self, service: Service) -> Response[str]:
+        return _text_stream(
+            service.log.registry_bundle(),
+            media_type=NDJSON,
+            headers={"Content-Disposition": 'attachment; filename="registry.bundle"'},
+        )
+
+    @get(
         "/artifacts/{digest:str}",
         sync_to_thread=True,
         summary="A stored artifact, re-hashed",
@@ -139,6 +187,14 @@ class LogController(Controller):
             media_type=stored.media_type or "application/octet-stream",
             headers={"Digest": f"sha-256={digest}", "X-Artifact-Name": stored.name or ""},
         )
+
+
+def _text_stream(
+    chunks: Iterator[bytes], *, media_type: str, headers: dict[str, str]
+) -> Response[str]:
+    """A body streamed in pieces, declared as the text it is: the OpenAPI document then says
+    its schema (a string of ``media_type``), which a bare ``Stream`` leaves empty."""
+    return cast("Response[str]", Stream(chunks, media_type=media_type, headers=headers))
 
 
 class MonitoringController(Controller):

@@ -7,6 +7,7 @@ from typing import Literal
 from msgspec import UNSET, UnsetType
 
 from api.service.models import ApiModel
+from api.service.models.runs import RunSummary
 
 
 class InclusionProof(ApiModel, kw_only=True):
@@ -99,3 +100,42 @@ class Health(ApiModel, kw_only=True):
     origin: str
     tree_size: int
     database: str  # the SQL dialect: sqlite or postgresql
+
+
+class BundleSummary(ApiModel, kw_only=True):
+    """What an export wrote: its events, the tree size its proofs are against, the runs and
+    keys of its scope (null: the whole log) and the cosigned checkpoint it carries."""
+
+    events: int
+    tree_size: int
+    runs: int | None
+    keys: int | None
+    cosigned_size: int | None
+    cosignatures: int
+
+
+class RegistryCheckpoint(ApiModel, kw_only=True):
+    """The checkpoint a registry export was read at (its signed note travels beside it)."""
+
+    size: int
+    root_hash: str
+
+
+class RegistryLine(ApiModel, kw_only=True):
+    """One line of the registry as JSON Lines: a run as the runs list shows it
+    (``GET /v1/runs``), with the checkpoint of the log it was read at."""
+
+    checkpoint: RegistryCheckpoint
+    run: RunSummary
+
+
+class WitnessedCheckpoint(ApiModel, kw_only=True):
+    """How a ledger's witnesses stand: the log's newest checkpoint ``size``, the newest one
+    cosigned under the witness policy (else the most cosigned; null: none yet), how many
+    leaves it trails by, and the largest size each witness (``name+keyid``) has cosigned."""
+
+    origin: str
+    size: int
+    cosigned: CosignedCheckpoint | None
+    witness_lag: int | None
+    newest_by_witness: dict[str, int]
