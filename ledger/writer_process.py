@@ -55,6 +55,7 @@ from ledger.writer_wire import (
     dial,
     parse_request,
     shut_down,
+    socket_folder,
 )
 from ledger.writer_wire import Listener as _Listener
 
@@ -324,28 +325,6 @@ def how_it_ended(exitcode: int | None) -> str:
         except ValueError:
             return f"killed by signal {-exitcode}"
     return f"exit code {exitcode}"
-
-
-# A Unix socket's path is at most 107 bytes on Linux (sun_path); the folder holds
-# "kernelindex-writer-XXXXXXXX/writer.sock" (39 bytes) under it.
-_SOCKET_PATH_MAX = 107
-_SOCKET_TAIL = len("/kernelindex-writer-XXXXXXXX/writer.sock")
-# mkdtemp makes a private (0700) folder with an unguessable name under it.
-_SHORT_TEMP = "/tmp"  # noqa: S108
-
-
-def socket_folder(temp: str | None = None) -> str:
-    """Where the writer's socket folder goes: the temporary directory, unless its path is
-    too long for a socket (a deep TMPDIR, as test runners and CI give), then ``/tmp``."""
-    temp = temp if temp is not None else tempfile.gettempdir()
-    if len(os.fsencode(temp)) + _SOCKET_TAIL <= _SOCKET_PATH_MAX:
-        return temp
-    if os.access(_SHORT_TEMP, os.W_OK | os.X_OK):
-        return _SHORT_TEMP
-    raise StoreError(
-        f"the temporary directory {temp!r} is too long a path for the writer's socket "
-        "and /tmp is not writable: set TMPDIR to a shorter writable folder"
-    )
 
 
 class WriterProcess:

@@ -7,10 +7,13 @@ import os
 import queue
 import socket
 import struct
+import tempfile
 import threading
 import time
 from multiprocessing.connection import Connection, answer_challenge, deliver_challenge
 from multiprocessing.reduction import ForkingPickler
+
+from ledger.errors import StoreError
 
 __all__ = [
     "ADDRESS_ENV",
@@ -264,3 +267,25 @@ def shut_down(connection: Connection) -> None:
         socket.socket(fileno=os.dup(connection.fileno())) as shared,
     ):
         shared.shutdown(socket.SHUT_RDWR)
+
+
+# A Unix socket's path is at most 107 bytes on Linux (sun_path); the folder holds
+# "kernelindex-writer-XXXXXXXX/writer.sock" (39 bytes) under it.
+_SOCKET_PATH_MAX = 107
+_SOCKET_TAIL = len("/kernelindex-writer-XXXXXXXX/writer.sock")
+# mkdtemp makes a private (0700) folder with an unguessable name under it.
+_SHORT_TEMP = "/tmp"  # noqa: S108
+
+
+def socket_folder(temp: str | None = None) -> str:
+    """Where the writer's socket folder goes: the temporary directory, unless its path is
+    too long for a socket (a deep TMPDIR, as test runners and CI give), then ``/tmp``."""
+    temp = temp if temp is not None else tempfile.gettempdir()
+    if len(os.fsencode(temp)) + _SOCKET_TAIL <= _SOCKET_PATH_MAX:
+        return temp
+    if os.access(_SHORT_TEMP, os.W_OK | os.X_OK):
+        return _SHORT_TEMP
+    raise StoreError(
+        f"the temporary directory {temp!r} is too long a path for the writer's socket "
+        "and /tmp is not writable: set TMPDIR to a shorter writable folder"
+    )

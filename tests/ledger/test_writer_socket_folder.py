@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ledger.writer_process import WriterProcess, socket_folder
+from ledger.writer_process import WriterProcess
+from ledger.writer_wire import socket_folder
 
 
 def test_a_short_temporary_directory_is_used_as_it_is() -> None:
