@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from msgspec import UNSET, UnsetType
 
 from api.service.models import ApiModel, Document, Number
@@ -96,7 +97,7 @@ class Identity(ApiModel, kw_only=True):
     stated_by: str | None = None  # "its implementation manifest" | "the run's source record"
     # Without the manifest: the fields of it the run's source record states, by the path a
     # comparison names them (``implementation.metadata.name``).
-    source_record_fields: dict[str, str] = {}
+    source_record_fields: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 class Provenance(ApiModel, kw_only=True):
