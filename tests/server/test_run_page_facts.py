@@ -7,12 +7,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from served_app import Served
-
 from api.service.models import to_builtins
 from api.service.models.runs import PrimaryMeasurement
 from api.service.run_facts import own_latency_ns, reported_measurements, take_part
 from api.service.run_record import workload_section
+from tests.served_app import Served
 
 SEED = "sha256:7e18c26ca3b60572c4fc8589c4b3b9a86b548ef031df4242ea2483b649bd6a47"
 TEMPLATES = Path(__file__).resolve().parents[2] / "api" / "server" / "pages" / "templates"
