@@ -133,7 +133,12 @@ def published_line(record: RunRecord) -> str:
     facts = record.provenance
     if facts.published_at is None:
         return f"not stated by {facts.source_name or facts.source or 'the source'}"
-    return f"{facts.published_at} (by {facts.source_name or facts.source})"
+    where = (
+        ""
+        if facts.published_stated_by in (None, "the signed ingestion")
+        else (f"; from {facts.published_stated_by}")
+    )
+    return f"{facts.published_at} (by {facts.source_name or facts.source}{where})"
 
 
 def identity_rows(record: RunRecord) -> list[tuple[str, str | None]]:

@@ -31,16 +31,27 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+SIGNED = "the signed ingestion"
+SNAPSHOT = "the source's record the ingestion names by digest"
+
+
 def provenance(
-    predicate: dict[str, Any], spec: dict[str, Any], admitted_at: str | None
+    predicate: dict[str, Any],
+    spec: dict[str, Any],
+    admitted_at: str | None,
+    snapshot_published: str | None = None,
 ) -> Provenance:
-    """The source (slug and own name), its publication time where its ingestion states one,
-    the ledger's admission time and the run's observation time."""
+    """The source (slug and own name), its publication time where its ingestion states one
+    (else where the source's record it names does: ``snapshot_published``), the ledger's
+    admission time and the run's observation time."""
     source = _text(predicate.get("source"))
+    signed = _text(predicate.get("publishedAt"))
+    published = signed or snapshot_published
     return Provenance(
         source=source,
         source_name=_text(predicate.get("sourceName")) or SOURCE_NAMES.get(source or ""),
-        published_at=_text(predicate.get("publishedAt")),
+        published_at=published,
+        published_stated_by=None if published is None else SIGNED if signed else SNAPSHOT,
         admitted_at=admitted_at,
         observed_at=_text(spec.get("observedAt")),
     )

@@ -75,10 +75,16 @@ class RunInViews:
 
 
 def compose(
-    digest: str, events: RunEvents, views: RunInViews | None, stored: set[str], public_url: str
+    digest: str,
+    events: RunEvents,
+    views: RunInViews | None,
+    stored: set[str],
+    public_url: str,
+    snapshot_published: str | None = None,
 ) -> RunRecord:
     """The record of run ``digest`` from its events, what the views say of it (None: it has
-    no row yet), and which of the artifacts it names the ledger stores."""
+    no row yet), which of the artifacts it names the ledger stores, and the publication time
+    its source's stored record states (``run_facts.provenance``)."""
     ingestion = events.ingestion
     if ingestion is None:
         raise NotFoundError(f"no run with digest {digest}")
@@ -96,7 +102,7 @@ def compose(
     sections = _Sections.of(shown)
     primary = _primary(run)
     row = views.row if views is not None else None
-    dates = provenance(predicate, spec, ingestion.received_at)
+    dates = provenance(predicate, spec, ingestion.received_at, snapshot_published)
     return RunRecord(
         digest=digest,
         name=metadata.get("name"),

@@ -258,6 +258,19 @@ def _published_at(row: Mapping[str, Any]) -> str | None:
     return None if published is None else format_time(parse_time(published, "publishedAt"))
 
 
+def published_in_snapshot(name: str | None, content: bytes) -> str | None:
+    """The publication time the kept row of a catalog run states (the snapshot its ingestion
+    names by digest), for runs ingested before the ingestion carried ``publishedAt``; None
+    for any other snapshot, or a row that states none or no time."""
+    if not (name or "").startswith(f"{RUN_TABLE}:"):
+        return None
+    try:
+        row = parse_json(content)
+        return _published_at(row) if isinstance(row, dict) else None
+    except DomainError:
+        return None
+
+
 def check_and_compare(row: Mapping[str, Any], manifests: Mapping[str, dict[str, Any]]) -> None:
     """The row's denormalised keys must equal what its manifests give.
 

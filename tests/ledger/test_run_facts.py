@@ -4,6 +4,7 @@ name), and a run's identity read from its own record until an import attaches th
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 
 from api.cli.service import service_over
-from api.service.run_facts import FROM_MANIFEST, FROM_SOURCE_RECORD
+from api.service.run_facts import FROM_MANIFEST, FROM_SOURCE_RECORD, SIGNED, SNAPSHOT
 from domain.canonical import canonical_json
 from domain.importers.identity import identity_from_run
 from domain.importers.kernelindex_catalog import map_kernelindex_catalog
@@ -74,7 +75,7 @@ def test_an_import_signs_the_sources_publication_time_and_name_and_the_record_sh
     with service_over(ledger) as service:
         facts = service.runs.record(digest).provenance
     assert (facts.source, facts.source_name) == ("sol-execbench", "NVIDIA SOL-ExecBench")
-    assert facts.published_at == "2026-08-15T02:09:57.573Z"
+    assert facts.published_at == "2026-08-15T02:09:57.573Z" and facts.published_stated_by == SIGNED
     assert facts.admitted_at == ingested.received_at != facts.published_at
     assert facts.observed_at == manifests["run"]["spec"]["observedAt"]
 
@@ -135,6 +136,26 @@ def test_the_catalog_mapper_carries_the_rows_publication_time_and_its_sources_na
     assert isinstance(undated, ImportRecord) and undated.published_at is None
     [refused] = list(map_kernelindex_catalog(_catalog("yesterday")))
     assert isinstance(refused, Rejection) and "publishedAt" in refused.reason
+
+
+def test_a_catalog_run_signed_before_ingestions_carried_it_shows_its_rows_publication_time(
+    setup: Any,
+) -> None:
+    """Data already signed stays as it is: the time is read from the catalog row the signed
+    ingestion names by digest (its stored snapshot), and said to be read there."""
+    ledger, ingester, admin = setup
+    [record] = list(map_kernelindex_catalog(_catalog("2026-08-15T02:09:57.573Z")))
+    assert isinstance(record, ImportRecord)
+    older = dataclasses.replace(record, published_at=None, source_name=None)
+    assert Importer(ledger, ingester, admin).run([older]).new == 1
+    digest = check_manifest_set(record.manifests).run_digest
+    [ingested] = run_history(ledger, digest)
+    assert "publishedAt" not in (ingested.predicate or {})
+    with service_over(ledger) as service:
+        facts = service.runs.record(digest).provenance
+    assert facts.published_at == "2026-08-15T02:09:57.573Z"
+    assert facts.published_stated_by == SNAPSHOT
+    assert facts.source_name == "NVIDIA SOL-ExecBench"
 
 
 def test_the_seeds_identity_is_read_from_its_own_record_in_its_sources_form() -> None:

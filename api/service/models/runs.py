@@ -107,6 +107,9 @@ class Provenance(ApiModel, kw_only=True):
     source: str | None  # the source's slug
     source_name: str | None  # what the source calls itself ("GPU MODE KernelBot")
     published_at: str | None  # when the source published the run (None: it does not say)
+    # Where that time is read: "the signed ingestion", or (a run ingested before ingestions
+    # carried it) "the source's record the ingestion names by digest".
+    published_stated_by: str | None
     admitted_at: str | None  # when this ledger admitted the run
     observed_at: str | None  # when the run was measured, as its manifest says
 
