@@ -373,7 +373,9 @@ def workload_section(digest: str | None, workload: dict[str, Any]) -> WorkloadSe
             a: values[0][i]
             for i, a in enumerate(axes)
             if values[0][i] is not None and all(_same(v[i], values[0][i]) for v in values)
-        },
+        }
+        if values
+        else {},
         comparator=_mapping(spec.get("correctness")).get("comparator"),
         tensors=[
             TensorShown(name=n, dtype=t.get("dtype"), shape=t.get("shape"))

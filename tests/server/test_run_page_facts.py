@@ -145,6 +145,8 @@ def test_axes_with_one_value_on_every_case_are_factored_out() -> None:
     assert section["axes"] == ["h", "n", "flag"]
     # 4096 == 4096.0 is one value; true is not 1, and a case without the axis differs.
     assert section["constants"] == {"h": 4096}
+    empty = {"kind": "WorkloadSuite", "spec": {"cases": []}}
+    assert to_builtins(workload_section(None, empty))["constants"] == {}
     single = {"kind": "WorkloadCase", "spec": {"axes": {"k": 7168, "m": 6144}}}
     assert to_builtins(workload_section(None, single))["constants"] == {"k": 7168, "m": 6144}
 
