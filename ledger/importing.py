@@ -293,6 +293,8 @@ class Importer:
             external_id=record.external_id,
             fetched_at=parse_time(record.fetched_at) if record.fetched_at else None,
             snapshot_digest=record.snapshot.digest,
+            published_at=parse_time(record.published_at) if record.published_at else None,
+            source_name=record.source_name,
         )
         self._staged.append(_Staged(record, key, digest, previous, envelope))
 

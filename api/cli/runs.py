@@ -66,18 +66,17 @@ def print_summary(record: RunRecord) -> None:
     rows: list[tuple[str, Any]] = [
         ("run", f"{record.name}  {record.title or ''}"),
         ("digest", record.digest),
-        (
-            "source",
-            f"{record.source} #{record.external_id}" if record.external_id else record.source,
-        ),
+        ("source", source_line(record)),
         ("status", record.status),
         ("primary", format_measurement(document["primary"])),
-        ("observed", record.observed_at),
+        ("published", published_line(record)),
+        ("admitted", f"{record.provenance.admitted_at} (by this ledger)"),
+        ("observed", record.provenance.observed_at),
+        *identity_rows(record),
         ("protocol", f"{record.protocol.title or ''}  {record.protocol.digest}"),
         ("environment", f"{record.environment.title or ''}  {record.environment.digest}"),
-        ("implementation", record.implementation_digest),
+        ("implementation digest", record.implementation_digest),
         ("workload", record.workload_digest),
-        ("ingested", record.ingested_at),
         ("attestations", str(record.attestation_count)),
         (
             "lifecycle",
@@ -121,6 +120,38 @@ def print_summary(record: RunRecord) -> None:
     for label, value in rows:
         table.add_row(label, str(value) if value is not None else "—")
     out.print(table)
+
+
+def source_line(record: RunRecord) -> str | None:
+    """``NVIDIA SOL-ExecBench (sol-execbench) #38823``: the source's own name, its slug, its id."""
+    facts = record.provenance
+    named = f"{facts.source_name} ({facts.source})" if facts.source_name else facts.source
+    return f"{named} #{record.external_id}" if record.external_id else named
+
+
+def published_line(record: RunRecord) -> str:
+    facts = record.provenance
+    if facts.published_at is None:
+        return f"not stated by {facts.source_name or facts.source or 'the source'}"
+    where = (
+        ""
+        if facts.published_stated_by in (None, "the signed ingestion")
+        else (f"; from {facts.published_stated_by}")
+    )
+    return f"{facts.published_at} (by {facts.source_name or facts.source}{where})"
+
+
+def identity_rows(record: RunRecord) -> list[tuple[str, str | None]]:
+    """Implementation, project and revision, and where they are read from."""
+    identity = record.identity
+    if identity.stated_by is None:
+        return []
+    said = f"  (from {identity.stated_by})"
+    return [
+        ("implementation", f"{identity.implementation or '—'}{said}"),
+        ("project", identity.project),
+        ("revision", identity.revision),
+    ]
 
 
 def print_history(events: Sequence[HistoryEvent], title: str) -> None:

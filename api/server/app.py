@@ -22,6 +22,7 @@ from api.server.controllers.keys import KeyController
 from api.server.controllers.log import LogController, MonitoringController
 from api.server.controllers.runs import RunController
 from api.server.controllers.views import ViewController
+from api.server.head_requests import HeadAsGet
 from api.server.observability import RequestContextMiddleware, configure_logging
 from api.server.openapi_document import finish_document
 from api.server.openapi_links import add_links
@@ -189,8 +190,9 @@ def create_app(
     # Outermost, around the router itself: unrouted requests (404, 405) get a request id
     # and an access line too, which route middleware would never see.
     # Inside it, the body deadline: a stalled upload answers 408 with that request id.
+    # Innermost of the wrappers, HEAD as GET less the body (api.server.head_requests).
     app.asgi_handler = RequestContextMiddleware(
-        BodyDeadlineMiddleware(app.asgi_handler, settings.body_timeout)
+        BodyDeadlineMiddleware(HeadAsGet(app.asgi_handler), settings.body_timeout)
     )
     # Each costed route with the query parameters its handler reads (its answers' keys).
     app.state.costed_routes = costed_routes(app)

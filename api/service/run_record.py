@@ -41,6 +41,13 @@ from api.service.models.runs import (
     WorkloadSection,
 )
 from api.service.models.views import RunComparison
+from api.service.run_facts import (
+    identity_facts,
+    own_latency_ns,
+    provenance,
+    reported_measurements,
+    take_part,
+)
 from domain.canonical import canonical_json
 from domain.comparison import readable_primary
 from domain.event_names import EventName
@@ -68,10 +75,16 @@ class RunInViews:
 
 
 def compose(
-    digest: str, events: RunEvents, views: RunInViews | None, stored: set[str], public_url: str
+    digest: str,
+    events: RunEvents,
+    views: RunInViews | None,
+    stored: set[str],
+    public_url: str,
+    snapshot_published: str | None = None,
 ) -> RunRecord:
     """The record of run ``digest`` from its events, what the views say of it (None: it has
-    no row yet), and which of the artifacts it names the ledger stores."""
+    no row yet), which of the artifacts it names the ledger stores, and the publication time
+    its source's stored record states (``run_facts.provenance``)."""
     ingestion = events.ingestion
     if ingestion is None:
         raise NotFoundError(f"no run with digest {digest}")
@@ -89,6 +102,7 @@ def compose(
     sections = _Sections.of(shown)
     primary = _primary(run)
     row = views.row if views is not None else None
+    dates = provenance(predicate, spec, ingestion.received_at, snapshot_published)
     return RunRecord(
         digest=digest,
         name=metadata.get("name"),
@@ -111,6 +125,7 @@ def compose(
         implementation_digest=spec.get("implementationDigest"),
         workload_digest=spec.get("workloadDigest"),
         ingested_at=ingestion.received_at,
+        provenance=dates,
         retracted=any(h.ok and h.event == EventName.RUN_RETRACTED for h in events.state),
         superseded_by=_superseded_by(events),
         attestations=[
@@ -134,6 +149,7 @@ def compose(
             run_digest=digest,
             manifest_digests=_digests(digest, manifests, spec),
             comparison_key=row.comparison_key if row is not None else None,
+            **identity_facts(run, implementation),
         ),
         source_native_metrics=_mapping(spec.get("sourceNative")).get("metrics"),
         correctness=Correctness(
@@ -144,7 +160,11 @@ def compose(
         workload=None
         if workload is None
         else workload_section(spec.get("workloadDigest"), workload),
-        measurements=Measurements(timing=spec.get("timing"), reruns=sections.reruns),
+        measurements=Measurements(
+            timing=spec.get("timing"),
+            reported=reported_measurements(spec),
+            reruns=sections.reruns,
+        ),
         protocol_manifest=protocol or None,
         environment_manifest=manifests.get("environment"),
         implementation=None
@@ -163,10 +183,13 @@ def compose(
                 digest,
                 metadata.get("title") or metadata.get("name"),
                 primary,
-                predicate.get("source"),
-                ingestion.received_at,
+                dates.source_name or dates.source,
+                dates.published_at or ingestion.received_at,
             ),
             public_url,
+        ),
+        take_part=take_part(
+            digest, own_latency_ns(primary, _mapping(spec.get("timing"))), public_url
         ),
     )
 
@@ -333,6 +356,7 @@ def workload_section(digest: str | None, workload: dict[str, Any]) -> WorkloadSe
     )
     tensors = _mapping(spec.get("tensors"))
     metadata = _mapping(workload.get("metadata"))
+    values = [[(c.get("axes") or {}).get(a) for a in axes] for c in cases]
     return WorkloadSection(
         digest=digest,
         name=metadata.get("name"),
@@ -342,9 +366,16 @@ def workload_section(digest: str | None, workload: dict[str, Any]) -> WorkloadSe
         cases=len(cases),
         axes=axes,
         rows=[
-            WorkloadRow(id=c.get("externalId"), axes=[(c.get("axes") or {}).get(a) for a in axes])
-            for c in cases[:MAX_CASES_SHOWN]
+            WorkloadRow(id=c.get("externalId"), axes=v)
+            for c, v in zip(cases[:MAX_CASES_SHOWN], values, strict=False)
         ],
+        constants={
+            a: values[0][i]
+            for i, a in enumerate(axes)
+            if values[0][i] is not None and all(_same(v[i], values[0][i]) for v in values)
+        }
+        if values
+        else {},
         comparator=_mapping(spec.get("correctness")).get("comparator"),
         tensors=[
             TensorShown(name=n, dtype=t.get("dtype"), shape=t.get("shape"))
@@ -355,13 +386,18 @@ def workload_section(digest: str | None, workload: dict[str, Any]) -> WorkloadSe
     )
 
 
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality (``1 == 1.0``, but ``true`` is not ``1``)."""
+    return bool(a == b) and isinstance(a, bool) == isinstance(b, bool)
+
+
 @dataclass(frozen=True)
 class _Cited:
     digest: str
     title: str | None
     primary: PrimaryMeasurement
     source: str | None
-    ingested_at: str | None
+    published_at: str | None  # the source's publication, else the ledger's admission
 
 
 def citation(run: _Cited, public_url: str) -> Citation:
@@ -381,7 +417,7 @@ def citation(run: _Cited, public_url: str) -> Citation:
         }
     )
     source = run.source or "unknown source"
-    published = str(run.ingested_at or "")[:4] or accessed[:4]
+    published = str(run.published_at or "")[:4] or accessed[:4]
     key = f"kernelindex-{digest[7:19]}"
     # BibTeX: braces keep the title's case; its own braces and backslashes are dropped.
     safe = "".join(c for c in f"{title}" if c not in "{}\\")

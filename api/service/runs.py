@@ -18,10 +18,11 @@ from api.service.models.runs import RunList, RunRecord, RunSummary
 from api.service.paging import Cursor, page_size
 from api.service.run_record import RunInViews, artifact_digests, compose
 from domain.evidence import EvidenceLevel
+from domain.importers.kernelindex_catalog import RUN_TABLE, published_in_snapshot
 from domain.ranking import View
 from ledger.errors import NotFoundError
 from ledger.history import RunEvents, run_events
-from ledger.store.artifacts import ArtifactStore
+from ledger.store.artifacts import ArtifactError, ArtifactStore
 from ledger.store.event_store import StoreSession
 from ledger.store.log_queries import checkpoint_json
 from projections import queries
@@ -69,9 +70,17 @@ class _RunRead:
     stored: dict[str, StoredFacts]
     checkpoint: dict[str, Any] | None
     public_url: str
+    snapshot_published: str | None = None
 
     def record(self) -> RunRecord:
-        return compose(self.digest, self.events, self.views, set(self.stored), self.public_url)
+        return compose(
+            self.digest,
+            self.events,
+            self.views,
+            set(self.stored),
+            self.public_url,
+            self.snapshot_published,
+        )
 
 
 class Runs:
@@ -149,16 +158,33 @@ class Runs:
                 seen = RunInViews(row, queries.standings(session, digest), compared)
             wanted = artifact_digests(events)
             facts = self.artifacts.facts(wanted) if wanted else []
+            stored = {str(f["digest"]): StoredFacts(**f) for f in facts}
             return _RunRead(
                 digest,
                 events,
                 seen,
-                {str(f["digest"]): StoredFacts(**f) for f in facts},
+                stored,
                 checkpoint_json(self.ledger) if checkpoint else None,
                 self.public_url,
+                self._snapshot_published(events, stored),
             )
 
         return self.views.read(read)
+
+    def _snapshot_published(self, events: RunEvents, stored: dict[str, StoredFacts]) -> str | None:
+        """The publication time the source's record states, read from the stored snapshot
+        the ingestion names, for a catalog run ingested before ingestions carried it."""
+        predicate = (events.ingestion.predicate if events.ingestion else None) or {}
+        snapshot = stored.get(str(predicate.get("snapshotDigest")))
+        if predicate.get("publishedAt") or snapshot is None:
+            return None
+        if not (snapshot.name or "").startswith(CATALOG_SNAPSHOT):
+            return None
+        try:
+            content = self.artifacts.get(snapshot.digest).content
+        except ArtifactError:  # damaged or gone: the audit reports it; the page goes on
+            return None
+        return published_in_snapshot(snapshot.name, content)
 
     def names(self, digest: str) -> RunNames:
         """A run's name and title (both None for a run the views do not hold)."""
@@ -193,6 +219,7 @@ class Runs:
 
 
 MAX_FACTS = 500  # one IN list; a page names no more than this
+CATALOG_SNAPSHOT = f"{RUN_TABLE}:"  # the name a catalog run's kept row is stored under
 
 
 def run_summary(row: RunListRow) -> RunSummary:

@@ -40,6 +40,7 @@ from domain.importers.gpumode import kernelbot_external_id
 from domain.importers.records import ImportRecord, Rejection, Skipped
 from domain.manifests.canonical_form import manifest_digest
 from domain.manifests.manifest_set import check_manifest_set
+from domain.timestamps import format_time, parse_time
 
 RUN_TABLE: Final = "benchmark_runs"
 RUN_MEMBERS: Final = ("run", "protocol", "environment")
@@ -116,12 +117,19 @@ class _Lookup:
 
 
 class _Index:
-    """What runs refer to: source slugs, workload and implementation rows."""
+    """What runs refer to: source slugs and names, workload and implementation rows."""
 
     def __init__(self) -> None:
         self.sources: dict[str, str] = {}
+        self.source_names: dict[str, str] = {}  # slug -> the source's own name
         self.workloads = _Lookup("workloadDigest")
         self.implementations = _Lookup("implementationDigest")
+
+    def add_source(self, row: Mapping[str, Any]) -> None:
+        if isinstance(row.get("id"), str) and isinstance(row.get("slug"), str):
+            self.sources[row["id"]] = row["slug"]
+            if isinstance(row.get("name"), str) and row["name"].strip():
+                self.source_names[row["slug"]] = row["name"].strip()
 
     def ready(self, row: Mapping[str, Any]) -> bool:
         """Whether every row this run names has been seen (the export lists them first)."""
@@ -151,8 +159,7 @@ def map_kernelindex_catalog(lines: Iterable[bytes]) -> Iterator[ImportRecord | R
             continue
         table, row = parsed
         if table == "sources":
-            if isinstance(row.get("id"), str) and isinstance(row.get("slug"), str):
-                index.sources[row["id"]] = row["slug"]
+            index.add_source(row)
         elif table == "workloads":
             index.workloads.add(row)
         elif table == "implementations":
@@ -237,9 +244,31 @@ def map_catalog_run(row: dict[str, Any], index: _Index, number: int) -> ImportRe
             external_id=_external_id(row, manifests, source),
             manifests=manifests,
             snapshot=json_artifact(row, f"{RUN_TABLE}:{row_id}"),
+            published_at=_published_at(row),
+            source_name=index.source_names.get(source),
         )
     except RECORD_ERRORS as exc:
         return Rejection(row_id if isinstance(row_id, str) else None, f"{where}: {reason(exc)}")
+
+
+def _published_at(row: Mapping[str, Any]) -> str | None:
+    """When the catalog published the run (``publishedAt``), in the ledger's form; a value
+    that is no RFC 3339 time refuses the row (a ``DomainError`` saying so)."""
+    published = row.get("publishedAt")
+    return None if published is None else format_time(parse_time(published, "publishedAt"))
+
+
+def published_in_snapshot(name: str | None, content: bytes) -> str | None:
+    """The publication time the kept row of a catalog run states (the snapshot its ingestion
+    names by digest), for runs ingested before the ingestion carried ``publishedAt``; None
+    for any other snapshot, or a row that states none or no time."""
+    if not (name or "").startswith(f"{RUN_TABLE}:"):
+        return None
+    try:
+        row = parse_json(content)
+        return _published_at(row) if isinstance(row, dict) else None
+    except DomainError:
+        return None
 
 
 def check_and_compare(row: Mapping[str, Any], manifests: Mapping[str, dict[str, Any]]) -> None:

@@ -43,6 +43,8 @@ class ImportRecord:
     snapshot: Artifact  # the raw source document the record was mapped from
     artifacts: tuple[Artifact, ...] = field(default=())  # e.g. solution sources
     fetched_at: str | None = None  # RFC 3339, when the snapshot was fetched, if known
+    published_at: str | None = None  # RFC 3339, when the source published the result, if stated
+    source_name: str | None = None  # the source's own name ("GPU MODE KernelBot"), if stated
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,12 @@ class IngestionPredicate(SignedPredicate):
     sourceNative: dict[str, Any] | None = None
     # sha256 of the raw bytes the importer read (API response, file), so the mapping is auditable.
     snapshotDigest: Digest | None = None
+    # When the source itself published the result, and the source's own name for itself
+    # (the KernelIndex catalog states both): facts of the source, apart from ``fetchedAt``
+    # (when the importer read it) and the ledger's own receipt time. Optional: runs signed
+    # before these fields existed stay valid.
+    publishedAt: Timestamp | None = None
+    sourceName: Annotated[StrictStr, Field(min_length=1, max_length=200), VISIBLE] | None = None
 
 
 class AttachedManifests(StrictModel):

@@ -35,7 +35,7 @@ def _signed(
     return sign_envelope(make_statement(subject_name, subject_digest, predicate_type, fields), key)
 
 
-def ingestion_envelope(
+def ingestion_envelope(  # noqa: PLR0913 - one parameter per field of the predicate
     manifests: dict[str, dict[str, Any]],
     key: SigningKey,
     *,
@@ -44,8 +44,12 @@ def ingestion_envelope(
     fetched_at: datetime | None = None,
     snapshot_digest: str | None = None,
     now: datetime | None = None,
+    published_at: datetime | None = None,
+    source_name: str | None = None,
 ) -> dict[str, Any]:
-    """An ingester-signed statement that a run (and the manifests it references) exists."""
+    """An ingester-signed statement that a run (and the manifests it references) exists;
+    ``published_at`` and ``source_name``: when the source published it and what the source
+    calls itself, where the source states them."""
     checked = check_manifest_set(manifests)
     check_claim(checked.run)
     native = checked.run["spec"].get("sourceNative") or {}
@@ -64,6 +68,10 @@ def ingestion_envelope(
         predicate["sourceNative"] = native
     if snapshot_digest is not None:
         predicate["snapshotDigest"] = snapshot_digest
+    if published_at is not None:
+        predicate["publishedAt"] = format_time(published_at)
+    if source_name:
+        predicate["sourceName"] = source_name
     return _signed(checked.run_name, checked.run_digest, PredicateType.INGESTION, predicate, key)
 
 

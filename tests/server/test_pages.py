@@ -553,7 +553,12 @@ def test_the_workload_reads_as_a_suite_of_cases_with_their_axes(served: Served) 
     assert workload["cases"] == 16 == len(workload["rows"]) and workload["axes"]
     text, _ = get_page(served, f"/runs/{SEED}")
     assert "suite of 16 cases · mean latency" in text
-    assert all(f">{axis}</th>" in text for axis in workload["axes"])
+    # Axes with one value on every case are stated once; the others are the table's columns.
+    constants = workload["constants"]
+    assert constants and all(f"<code>{a}</code> = {v}" in text for a, v in constants.items())
+    varying = [axis for axis in workload["axes"] if axis not in constants]
+    assert varying and all(f">{axis}</th>" in text for axis in varying)
+    assert not any(f">{axis}</th>" in text for axis in constants)
 
 
 def test_a_single_case_workload_shows_its_axes_and_tensors() -> None:

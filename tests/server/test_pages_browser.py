@@ -255,7 +255,12 @@ def test_a_run_leads_to_all_results_for_its_operation_and_on_to_each_group(tab: 
     found = httpx.get(f"{tab.base}/v1/operations/{operation}").json()
     tab.open(f"/runs/{SEED}")
     page = tab.page
-    assert "Published " in page.locator("p.subtitle").inner_text()
+    # Publication, admission and observation: three facts, each under its own name.
+    facts = page.locator("dl.provenance").inner_text()
+    assert all(
+        name in facts
+        for name in ("Published by the source", "Admitted to this ledger", "Observed (measured)")
+    )
     page.get_by_role("link", name=f"All results for {operation} →").click()
     page.wait_for_url(f"**/operations/{operation}")
     rows = page.locator("table.groups tbody tr")

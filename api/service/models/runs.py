@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from msgspec import UNSET, UnsetType
 
 from api.service.models import ApiModel, Document, Number
@@ -88,6 +89,39 @@ class Identity(ApiModel, kw_only=True):
     run_digest: str
     manifest_digests: dict[str, str]  # role -> digest
     comparison_key: str | None
+    # Who the run is by: from its implementation manifest, else as the run's own source
+    # record states it (``stated_by`` says which; None: neither says).
+    implementation: str | None = None
+    project: str | None = None
+    revision: str | None = None
+    stated_by: str | None = None  # "its implementation manifest" | "the run's source record"
+    # Without the manifest: the fields of it the run's source record states, by the path a
+    # comparison names them (``implementation.metadata.name``).
+    source_record_fields: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class Provenance(ApiModel, kw_only=True):
+    """Three times, three facts: when the source published the result (where it says),
+    when this ledger admitted it (its ingestion's receipt), when it was measured."""
+
+    source: str | None  # the source's slug
+    source_name: str | None  # what the source calls itself ("GPU MODE KernelBot")
+    published_at: str | None  # when the source published the run (None: it does not say)
+    # Where that time is read: "the signed ingestion", or (a run ingested before ingestions
+    # carried it) "the source's record the ingestion names by digest".
+    published_stated_by: str | None
+    admitted_at: str | None  # when this ledger admitted the run
+    observed_at: str | None  # when the run was measured, as its manifest says
+
+
+class TakePart(ApiModel, kw_only=True):
+    """The signed commands a run's page offers, with the run's own values filled in."""
+
+    observed_ns: int | None  # what a reproduction attests by default: the run's own latency
+    observed: str | None  # the same, as people read it ("49.5 µs")
+    attest: str
+    report: str
+    rerun: str
 
 
 class Correctness(ApiModel, kw_only=True):
@@ -116,6 +150,9 @@ class WorkloadSection(ApiModel, kw_only=True):
     cases: int
     axes: list[str]
     rows: list[WorkloadRow]  # the first 200 cases
+    # The axes with one value on every case (axis -> that value), in axis order: a page
+    # states them once instead of a column each.
+    constants: dict[str, Any]
     comparator: str | None
     tensors: list[TensorShown]
     manifest: Document
@@ -133,8 +170,19 @@ class RerunShown(ApiModel, kw_only=True):
     says: str
 
 
+class ReportedMeasurement(ApiModel, kw_only=True):
+    """One of the measurements the source published (``spec.measurements``)."""
+
+    metric: str | None
+    statistic: str | None
+    value: Number | None
+    unit: str | None
+    sample_count: int | None
+
+
 class Measurements(ApiModel, kw_only=True):
     timing: Document | None
+    reported: list[ReportedMeasurement]  # e.g. a KernelBot case's standard deviation
     reruns: list[RerunShown]
 
 
@@ -190,6 +238,7 @@ class RunRecord(ApiModel, kw_only=True):
     implementation_digest: str | None
     workload_digest: str | None
     ingested_at: str | None
+    provenance: Provenance
     retracted: bool
     superseded_by: str | None
     attestations: list[AttestationSummary]  # the newest ones
@@ -218,3 +267,4 @@ class RunRecord(ApiModel, kw_only=True):
     canonical_manifest: str  # the run manifest's canonical JSON (RFC 8785)
     manifests: dict[str, Document]  # role -> manifest
     citation: Citation
+    take_part: TakePart
