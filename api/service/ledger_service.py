@@ -1,10 +1,11 @@
 """The one door to a ledger that every face calls: the CLI, the HTTP API and the pages.
 
 Plain Python calls that answer the typed reply models (``api.service.models``), grouped by
-feature: ``runs``, ``history``, ``boards``, ``compare``, ``keys``, ``log``, ``jobs``; the
-writes are the service's own methods. The service owns the rules of the edge: which
-statement a write endpoint accepts, one writer per process, and how fresh the read models
-are when it reads them (``api.service.freshness``: decided there, once per request).
+feature: ``runs``, ``history``, ``boards``, ``compare``, ``keys``, ``log``, ``jobs``,
+``records``, ``registry``; the writes are the service's own methods. The service owns the
+rules of the edge: which statement a write endpoint accepts, one writer per process, and
+how fresh the read models are when it reads them (``api.service.freshness``: decided there,
+once per request).
 
 A server makes its service with ``background=True``: its views are folded by a thread of
 their own and its reads never write. A command makes it without: its reads fold what is new
@@ -26,6 +27,8 @@ from api.service.jobs import Jobs
 from api.service.keys import Keys
 from api.service.log import Log
 from api.service.models.log import Health
+from api.service.records import Records
+from api.service.registry import Registry
 from api.service.runs import Runs
 from domain.documents import parse_json
 from domain.statements import PredicateType
@@ -70,6 +73,8 @@ class LedgerService:
         self.keys = Keys(self.views)
         self.log = Log(self.views, self.runs, self.witness_policy)
         self.jobs = Jobs(self.views)
+        self.records = Records(self.views)  # the #1 records timeline
+        self.registry = Registry(self.views)  # GPUs and implementations
 
     @property
     def writer(self) -> Writer:
