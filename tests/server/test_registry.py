@@ -10,7 +10,7 @@ from urllib.parse import quote
 from xml.etree import ElementTree as ET
 
 from served_app import Served
-from test_records_feed import A, FEED, SEED_GROUP_FIRST, entries, seed_group, text
+from test_records_feed import FEED, SEED_GROUP_FIRST, A, entries, seed_group, text
 
 from api.demo import COHORT_FILE, _data
 from ledger.signing.authoring import ingestion_envelope
