@@ -24,6 +24,7 @@ import pytest
 import zstandard
 from litestar import Litestar
 from litestar.testing import TestClient
+from playwright.sync_api import sync_playwright
 from real_ledger import CATALOG, RealLedger
 
 from api.server.app import create_app
@@ -111,7 +112,8 @@ def test_an_implementation_page_lists_its_authors_runs(
         if [a.get("name") for a in row["manifest"]["metadata"].get("authors", [])] == [AUTHOR]
     }
     every = {r["runDigest"] for r in catalog["benchmark_runs"]}
-    theirs = {r["runDigest"] for r in catalog["benchmark_runs"] if r["implementationId"] in by_author}
+    runs = catalog["benchmark_runs"]
+    theirs = {r["runDigest"] for r in runs if r["implementationId"] in by_author}
     assert len(theirs) == 89
     page = client.get(f"/v1/implementations/{AUTHOR}", params={"limit": 200}).json()
     listed = {r["digest"] for r in page["runs"]}
@@ -130,9 +132,7 @@ def test_the_timeline_holds_the_catalogs_record_events_with_their_dates_in_order
     timeline: list[dict[str, Any]], catalog: dict[str, list[dict[str, Any]]]
 ) -> None:
     digests = {r["id"]: r["runDigest"] for r in catalog["benchmark_runs"]}
-    events = [
-        (e["comparisonKey"], digests[e["runId"]], e["at"]) for e in catalog["record_events"]
-    ]
+    events = [(e["comparisonKey"], digests[e["runId"]], e["at"]) for e in catalog["record_events"]]
     assert len(events) == 2_948
     ours = [(r["comparisonKey"], r["run"], r["at"]) for r in timeline]
     assert len(set(ours)) == len(ours)
@@ -201,7 +201,6 @@ PAGES = {
 
 
 def test_the_registry_pages_fit_1280_and_390_px(site: str) -> None:
-    from playwright.sync_api import sync_playwright  # noqa: PLC0415 - browser tests only
 
     SHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
