@@ -26,7 +26,7 @@ from projections.records import (
 )
 from projections.references import resolve_group
 
-__all__ = ["FEED_MAX", "RecordScope", "Records", "record_event", "timeline"]
+__all__ = ["FEED_MAX", "RecordScope", "Records", "record_entries", "record_event", "timeline"]
 
 
 class Records:
