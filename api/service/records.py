@@ -48,6 +48,11 @@ class Records:
 
         def read(session: StoreSession) -> RecordTimeline:
             key = resolve_group(session, group) if group is not None else None
+            if any("\x00" in name for name in (gpu or "", author or "")):
+                # No stored name holds NUL (PostgreSQL's text cannot): no run of it, no record.
+                return RecordTimeline(
+                    comparison_key=key, group=None, newest=None, items=[], next=None
+                )
             return timeline(session, RecordScope(key, gpu, author), before, limit)
 
         return self.views.read(read)

@@ -93,7 +93,8 @@ class Registry:
         shown = max(1, min(records, FEED_MAX))
 
         def read(session: StoreSession) -> RegistryPage:
-            found = facet_rows(session, facet, name)
+            # No stored name holds NUL (PostgreSQL's text cannot): not one to look up.
+            found = facet_rows(session, facet, name) if "\x00" not in name else []
             if not found:
                 raise NotFoundError(f"no run names the {_WHAT[facet]} {name!r}")
             rows = facet_runs(session, facet, name, after, size + 1)
