@@ -38,7 +38,7 @@ metadata = MetaData()
 # 4: evidence-v2 (a rerun counts only for a job bound to its run's code, issue 32).
 # 5: the records view (each group's #1 history, kept by the fold).
 # 6: records dated (the source's date, else the admission time) and walked in date order;
-#    the runs view indexed by author (the registry's implementation pages).
+#    the runs view indexed by author, the records by run (the registry's pages).
 VIEWS_VERSION = 6
 
 runs = Table(
@@ -115,6 +115,8 @@ records = Table(
     Column("dated", String(10), nullable=False),
     Index("kernelindex_view_records_position", "position"),
     Index("kernelindex_view_records_timeline", "at", "position"),
+    # A GPU's or an author's records: their runs' records, found by run.
+    Index("kernelindex_view_records_run", "run_digest"),
 )
 
 # Groups whose ranks are stale: marked in the batch that changed them, cleared when re-ranked
