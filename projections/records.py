@@ -1,46 +1,71 @@
 """The history of #1 records: every time a run took first place in its comparison group.
 
-A pure walk (:func:`record_history`) over one group's runs in log order, which the fold
+A pure walk (:func:`record_history`) over one group's runs in date order, which the fold
 runs whenever it re-ranks a group and keeps in the records view, and the read
-(:func:`record_entries`) of a page of that view. Both are functions of the views alone, so
-the history is rebuilt identically from the same events every time.
+(:func:`record_entries`) of a page of that view, newest first. Both are functions of the
+views alone, so the history is rebuilt identically from the same events every time.
 
 What "took first place" means is the ranking's own decision (``domain.ranking``,
 source-native view): a run sets a record when, ranked against the standing #1 alone, it
 gets the better rank. Equal values share a rank, so matching the record is not beating it.
+
+When: a run is dated by what its source says (``observedAt``, the date the result was
+measured; the KernelIndex catalog dates its record events so), else by the ledger's
+admission of it. The walk follows those dates, not the order the ledger happened to take the
+runs in: importing a source's old results after newer ones rewrites the group's history as
+the source lived it, and each record carries its date and what that date is.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Final
 
-from sqlalchemy import select, tuple_
+from sqlalchemy import Select, and_, or_, select, tuple_
 
+from domain.errors import DomainError
 from domain.ranking import RankEntry, RankingError, View, rank_group
+from domain.timestamps import format_time, parse_time
 from ledger.store.event_store import StoreSession
 from projections.group_labels import GroupLabel, group_labels
-from projections.tables import records, runs
+from projections.tables import ranks, records, runs
 
 # Records are those of the board a group's #1 is read from (``queries.leaders``).
 VIEW = View.SOURCE_NATIVE
 FEED_MAX = 100
+OBSERVED: Final = "observed"  # dated by the source: the run's observedAt
+ADMITTED: Final = "admitted"  # dated by the ledger: when it admitted the run
 
 
 @dataclass(frozen=True)
 class Arrival:
-    """One run of a comparison group as the views hold it now, and where the log put it."""
+    """One run of a comparison group as the views hold it now, where the log put it, the
+    date its source gave (``observed``, None: none) and when the ledger admitted it."""
 
     position: int  # ingested_position: the run's place in the log
     entry: RankEntry
+    observed: str | None = None
+    admitted: str = ""
+
+    @property
+    def when(self) -> tuple[str, str]:
+        """``(date, what it is)``: the source's date in the ledger's form (UTC, ms, Z), else
+        the admission time (a source date that is no RFC 3339 date-time counts as none)."""
+        if self.observed is not None:
+            try:
+                return format_time(parse_time(self.observed)), OBSERVED
+            except (DomainError, ValueError):
+                pass
+        return self.admitted, ADMITTED
 
 
 @dataclass(frozen=True)
 class Record:
-    """A run that took #1 on arrival; ``previous`` is the #1 it displaced (None: the
-    group's first ranked run). ``withdrawn`` says "retracted" or "superseded" when that
-    happened to the run since: it stays in the history, marked."""
+    """A run that took #1; ``previous`` is the #1 it displaced (None: the group's first
+    ranked run). ``withdrawn`` says "retracted" or "superseded" when that happened to the run
+    since: it stays in the history, marked. ``at`` is its date, ``dated`` what that date is
+    (:data:`OBSERVED` or :data:`ADMITTED`)."""
 
     position: int
     run: str
@@ -48,6 +73,8 @@ class Record:
     previous: str | None = None
     previous_value: float | None = None
     withdrawn: str | None = None
+    at: str = ""
+    dated: str = ADMITTED
 
     @property
     def factor(self) -> float | None:
@@ -60,31 +87,31 @@ class Record:
 
 
 def record_history(arrivals: Iterable[Arrival]) -> list[Record]:
-    """The record-setting sequence of one comparison group, in log order.
+    """The record-setting sequence of one comparison group, in date order.
 
-    Walks the runs in arrival order (``position``), keeping the standing #1: a run that the
-    ranking puts strictly ahead of it is a record and becomes the standing #1; the first
-    ranked run is the group's first record. A run counts when the ranking would have ranked
-    it on arrival (``RankEntry.ranked_in``: passed, with a primary value).
+    Walks the runs in date order (:attr:`Arrival.when`; runs of one date in log order),
+    keeping the standing #1: a run that the ranking puts strictly ahead of it is a record and
+    becomes the standing #1; the first ranked run is the group's first record. A run counts
+    when the ranking would have ranked it then (``RankEntry.ranked_in``: passed, with a
+    primary value).
 
     What it ignores, because the views do not say *when* it happened:
 
-    * a retraction or supersession: the run is judged as it arrived (active), so a record
+    * a retraction or supersession: the run is judged as it was (active), so a record
       later retracted stays in the history, marked ``withdrawn``, and later runs still had
       to beat it. The run that inherits #1 when a record is withdrawn is therefore not a
       record of its own; with nothing withdrawn, the last record is the group's current #1
-      (among runs tied at #1, the earliest to arrive);
-    * a run attached to its group later (``Run.ManifestsAttached``): it arrives at its
-      ingestion, not at its attachment;
+      (among runs tied at #1, the earliest);
+    * a run attached to its group later (``Run.ManifestsAttached``): it counts at its date;
     * the verified view, whose values come with reruns long after a run arrives.
     """
-    ordered = sorted(arrivals, key=lambda a: a.position)
+    ordered = sorted(arrivals, key=lambda a: (a.when[0], a.position))
     _check(ordered)
     records: list[Record] = []
     best: Record | None = None
     holder: RankEntry | None = None
     for arrival in ordered:
-        # As it arrived: a retraction or supersession came later, if at all.
+        # As it was: a retraction or supersession came later, if at all.
         then = replace(arrival.entry, retracted=False, superseded=False)
         if not then.ranked_in(VIEW):
             continue
@@ -92,6 +119,7 @@ def record_history(arrivals: Iterable[Arrival]) -> list[Record]:
         mine = board[then.run]
         if holder is not None and mine.rank >= board[holder.run].rank:
             continue  # slower, or tied: #1 stays where it was
+        at, dated = arrival.when
         best = Record(
             position=arrival.position,
             run=then.run,
@@ -99,6 +127,8 @@ def record_history(arrivals: Iterable[Arrival]) -> list[Record]:
             previous=None if best is None else best.run,
             previous_value=None if best is None else best.value,
             withdrawn=_withdrawn(arrival.entry),
+            at=at,
+            dated=dated,
         )
         records.append(best)
         holder = then
@@ -126,18 +156,30 @@ def _withdrawn(entry: RankEntry) -> str | None:
 
 @dataclass(frozen=True)
 class RecordEntry:
-    """A record with the runs-view rows of its run and of the #1 it displaced."""
+    """A record with the runs-view rows of its run and of the #1 it displaced; ``holds``:
+    its run is its group's #1 now."""
 
     record: Record
     run: dict[str, Any]
     previous: dict[str, Any] | None
+    holds: bool = False
 
 
 @dataclass(frozen=True)
 class RecordPage:
     entries: list[RecordEntry]  # newest first
-    newest: str | None  # ingested_at of the newest record of the whole history
+    newest: str | None  # the date of the newest record of the whole history (of the scope)
     more: bool  # older records follow the page
+
+
+@dataclass(frozen=True)
+class RecordScope:
+    """Which records a page is of (None: any): one group's, or those of runs on one GPU
+    (``product``) or by one author."""
+
+    key: str | None = None
+    product: str | None = None
+    author: str | None = None
 
 
 def record_row(key: str, record: Record) -> dict[str, Any]:
@@ -150,6 +192,8 @@ def record_row(key: str, record: Record) -> dict[str, Any]:
         "previous_run": record.previous,
         "previous_value": record.previous_value,
         "withdrawn": record.withdrawn,
+        "at": record.at,
+        "dated": record.dated,
     }
 
 
@@ -161,42 +205,81 @@ def _record(row: Any) -> Record:
         previous=row["previous_run"],
         previous_value=row["previous_value"],
         withdrawn=row["withdrawn"],
+        at=str(row["at"]),
+        dated=str(row["dated"]),
     )
 
 
+def _scoped(scope: RecordScope) -> Select[Any]:
+    query = select(records)
+    if scope.key is not None:
+        query = query.where(records.c.comparison_key == scope.key)
+    if scope.product is not None or scope.author is not None:
+        query = query.join(runs, runs.c.run_digest == records.c.run_digest)
+        if scope.product is not None:
+            query = query.where(runs.c.product == scope.product)
+        if scope.author is not None:
+            query = query.where(runs.c.author == scope.author)
+    return query
+
+
 def record_entries(
-    session: StoreSession, key: str | None = None, before: int | None = None, limit: int = FEED_MAX
+    session: StoreSession,
+    key: str | RecordScope | None = None,
+    before: int | None = None,
+    limit: int = FEED_MAX,
 ) -> RecordPage:
-    """Records of every group (or of group ``key``), newest first: those set before log
-    position ``before`` when given, ``limit`` at most.
+    """Records of every group (or of a scope: a group ``key``, a GPU, an author), newest
+    first (by date, then log position), ``limit`` at most. ``before``: the log position of
+    the last record of the page before (what a next link names): the records after it in
+    this order; a position no record of the scope has reads as "admitted before it".
 
     Read from the records view, which the fold keeps with each group's ranks: a page costs
     its own rows and their runs, whatever the size of the ledger."""
-    scope = select(records)
-    if key is not None:
-        scope = scope.where(records.c.comparison_key == key)
-    newest_first = records.c.position.desc()
-    top = session.execute(scope.order_by(newest_first).limit(1)).mappings().first()
-    page = scope if before is None else scope.where(records.c.position < before)
+    scope = key if isinstance(key, RecordScope) else RecordScope(key=key)
+    query = _scoped(scope)
+    newest_first = (records.c.at.desc(), records.c.position.desc())
+    top = session.execute(query.order_by(*newest_first).limit(1)).mappings().first()
+    page = query
+    if before is not None:
+        mark = session.execute(query.where(records.c.position == before)).mappings().first()
+        if mark is None:
+            page = query.where(records.c.position < before)
+        else:
+            page = query.where(
+                or_(
+                    records.c.at < mark["at"],
+                    and_(records.c.at == mark["at"], records.c.position < before),
+                )
+            )
     shown = [
         _record(row)
-        for row in session.execute(page.order_by(newest_first).limit(limit + 1)).mappings()
-    ]
+        for row in session.execute(page.order_by(*newest_first).limit(limit + 1)).mappings()
+    ][: limit + 1]
     wanted = {r.run for r in shown[:limit]} | {r.previous for r in shown[:limit] if r.previous}
-    if top is not None:
-        wanted.add(str(top["run_digest"]))
     rows = {
         str(row["run_digest"]): dict(row)
         for row in session.execute(select(runs).where(runs.c.run_digest.in_(sorted(wanted))))
         .mappings()
         .all()
     }
+    first = select(ranks.c.run_digest).where(
+        ranks.c.view == str(VIEW),
+        ranks.c.rank == 1,
+        ranks.c.run_digest.in_(sorted({r.run for r in shown[:limit]})),
+    )
+    holding = {str(d) for d in session.execute(first).scalars()}
     return RecordPage(
         entries=[
-            RecordEntry(r, rows[r.run], None if r.previous is None else rows[r.previous])
+            RecordEntry(
+                r,
+                rows[r.run],
+                None if r.previous is None else rows[r.previous],
+                r.run in holding and r.withdrawn is None,
+            )
             for r in shown[:limit]
         ],
-        newest=None if top is None else str(rows[str(top["run_digest"])]["ingested_at"]),
+        newest=None if top is None else str(top["at"]),
         more=len(shown) > limit,
     )
 

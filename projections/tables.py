@@ -37,7 +37,9 @@ metadata = MetaData()
 # 3: the views of ledger schema version 3 (manifests by digest), the first stamped here.
 # 4: evidence-v2 (a rerun counts only for a job bound to its run's code, issue 32).
 # 5: the records view (each group's #1 history, kept by the fold).
-VIEWS_VERSION = 5
+# 6: records dated (the source's date, else the admission time) and walked in date order;
+#    the runs view indexed by author, the records by run (the registry's pages).
+VIEWS_VERSION = 6
 
 runs = Table(
     "kernelindex_view_runs",
@@ -78,6 +80,7 @@ runs = Table(
     Column("last_position", BigInteger, nullable=False),
     Index("kernelindex_view_runs_group", "comparison_key"),
     Index("kernelindex_view_runs_product", "product", "benchmark"),
+    Index("kernelindex_view_runs_author", "author"),
 )
 
 ranks = Table(
@@ -94,8 +97,10 @@ ranks = Table(
     Index("kernelindex_view_ranks_board", "comparison_key", "view", "rank"),
 )
 
-# Every time a run took #1 in its group on arrival (``projections.records.record_history``),
-# rewritten with the group's ranks: the record feed reads a page of it, not every run.
+# Every time a run took #1 in its group (``projections.records.record_history``), rewritten
+# with the group's ranks: the records timeline reads a page of it, not every run. ``at`` is
+# the date the record is dated by, ``dated`` says what that date is ("observed": the
+# source's date of the run; "admitted": the ledger's admission, the source having given none).
 records = Table(
     "kernelindex_view_records",
     metadata,
@@ -106,7 +111,12 @@ records = Table(
     Column("previous_run", String(71)),
     Column("previous_value", Float),
     Column("withdrawn", String(20)),
+    Column("at", String(30), nullable=False),
+    Column("dated", String(10), nullable=False),
     Index("kernelindex_view_records_position", "position"),
+    Index("kernelindex_view_records_timeline", "at", "position"),
+    # A GPU's or an author's records: their runs' records, found by run.
+    Index("kernelindex_view_records_run", "run_digest"),
 )
 
 # Groups whose ranks are stale: marked in the batch that changed them, cleared when re-ranked

@@ -229,7 +229,12 @@ class ViewWriter:
     def members(session: StoreSession, keys: set[str]) -> dict[str, list[Arrival]]:
         """The runs of each of these groups, as ranking and the record history see them."""
         members: dict[str, list[Arrival]] = {key: [] for key in keys}
-        ranked_by = select(*(runs.c[name] for name in RANKED_BY), runs.c.ingested_position)
+        ranked_by = select(
+            *(runs.c[name] for name in RANKED_BY),
+            runs.c.ingested_position,
+            runs.c.observed_at,  # when the record history dates a run (its source's date)
+            runs.c.ingested_at,  # ... or, when the source gave none, the ledger's admission
+        )
         if len(keys) > _SCAN_GROUPS:
             # Many groups (a rebuild re-ranks them all): one pass over the runs in table
             # order, not an index lookup and a random read per run.
@@ -259,5 +264,7 @@ def view_digests(store: EventStore) -> dict[str, str]:
 
 def arrival(row: Sequence[Any]) -> Arrival:
     """A group member as ``_rerank`` selects it: the ``RANKED_BY`` columns, then where the
-    log put the run."""
-    return Arrival(int(row[_RANKED]), ranked_entry(row[:_RANKED]))
+    log put the run, its source's date and its admission time."""
+    return Arrival(
+        int(row[_RANKED]), ranked_entry(row[:_RANKED]), row[_RANKED + 1], str(row[_RANKED + 2])
+    )

@@ -83,6 +83,18 @@ COMMANDS: dict[str, Lazy] = {
         "Find comparison groups: every word must match a run's operation, GPU, dtype or"
         "\nworkload axes, source, stack version, evidence level, author, name or id.",
     ),
+    "gpus": Lazy(
+        "api.cli.registry",
+        "GPUs the runs name, with their runs and #1 records; one GPU's with NAME.",
+    ),
+    "implementations": Lazy(
+        "api.cli.registry",
+        "Implementations by author, with their runs and #1 records; one author's with NAME.",
+    ),
+    "records": Lazy(
+        "api.cli.registry",
+        "Every time a group's #1 changed, newest first, dated by the source (else admission).",
+    ),
     "agent": Lazy(
         "api.cli.agent",
         "Poll the ledger for rerun jobs on this GPU, measure them and post signed results.",

@@ -20,6 +20,7 @@ from api.server.controllers.health import HealthController
 from api.server.controllers.jobs import JobController
 from api.server.controllers.keys import KeyController
 from api.server.controllers.log import LogController, MonitoringController
+from api.server.controllers.registry import RegistryController
 from api.server.controllers.runs import RunController
 from api.server.controllers.views import ViewController
 from api.server.head_requests import HeadAsGet
@@ -29,6 +30,7 @@ from api.server.openapi_links import add_links
 from api.server.openapi_problems import document_problems
 from api.server.pages.controller import PageController, template_config
 from api.server.pages.feeds import FeedController
+from api.server.pages.registry import RegistryPages
 from api.server.problems import EXCEPTION_HANDLERS, problem
 from api.server.rate_limits import (
     KEY_REGISTRATION,
@@ -159,7 +161,9 @@ def create_app(
             MonitoringController,
             HealthController,
             JobController,
+            RegistryController,
             PageController,
+            RegistryPages,
             FeedController,
         ],
         dependencies={

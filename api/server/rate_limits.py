@@ -58,6 +58,18 @@ ROUTE_COSTS: dict[str, int] = {
     "/operations/{name}": 50,
     "/v1/leaderboards/{key}": 20,
     "/leaderboards/{key}": 20,
+    # The registry (~50-300 ms on the catalog: a GPU's or an author's counts, a page of the
+    # records timeline with its groups' names).
+    "/v1/gpus": 250,
+    "/gpus": 250,
+    "/v1/gpus/{name}": 100,
+    "/gpus/{name}": 100,
+    "/v1/implementations": 200,
+    "/implementations": 200,
+    "/v1/implementations/{name}": 50,
+    "/implementations/{name}": 50,
+    "/v1/records": 100,
+    "/records": 100,
 }
 
 # The route a key is registered (or self-registered) at.

@@ -2,10 +2,11 @@
 
 Plain Python calls that answer the typed reply models (``api.service.models``), grouped by
 feature: ``runs``, ``history``, ``boards``, ``search``, ``compare``, ``keys``, ``log``,
-``jobs``, ``admin`` (the operator's maintenance: ``api.service.admin``); the writes are the
-service's own methods. The service owns the rules of the edge: which
-statement a write endpoint accepts, one writer per process, and how fresh the read models
-are when it reads them (``api.service.freshness``: decided there, once per request).
+``jobs``, ``records``, ``registry``, ``admin`` (the operator's maintenance:
+``api.service.admin``); the writes are the service's own methods. The service owns the
+rules of the edge: which statement a write endpoint accepts, one writer per process, and
+how fresh the read models are when it reads them (``api.service.freshness``: decided there,
+once per request).
 
 A server makes its service with ``background=True``: its views are folded by a thread of
 their own and its reads never write. A command makes it without: its reads fold what is new
@@ -28,6 +29,8 @@ from api.service.jobs import Jobs
 from api.service.keys import Keys
 from api.service.log import Log
 from api.service.models.log import Health
+from api.service.records import Records
+from api.service.registry import Registry
 from api.service.runs import Runs
 from api.service.search import Search
 from domain.documents import parse_json
@@ -75,6 +78,8 @@ class LedgerService:
         self.log = Log(self.views, self.runs, self.boards, self.witness_policy)
         self.jobs = Jobs(self.views)
         self.admin = Admin(self.views)
+        self.records = Records(self.views)  # the #1 records timeline
+        self.registry = Registry(self.views)  # GPUs and implementations
 
     @property
     def writer(self) -> Writer:

@@ -88,6 +88,11 @@ def test_json_of_each_read_command_is_the_apis_body_for_the_same_query(cli: Cli)
         (["keys", "list", "--cursor", keys_page["next"]], f"/v1/keys/?cursor={keys_page['next']}"),
         (["compare", SEED[:15], RUN_21613[:15]], f"/v1/compare?a={SEED[:15]}&b={RUN_21613[:15]}"),
         (["log", "checkpoint"], "/v1/log/checkpoint"),
+        (["gpus"], "/v1/gpus"),
+        (["gpus", "NVIDIA B200", "--limit", "2"], f"/v1/gpus/{quote('NVIDIA B200')}?limit=2"),
+        (["implementations"], "/v1/implementations"),
+        (["implementations", "doubleAI"], "/v1/implementations/doubleAI"),
+        (["records", "--limit", "1"], "/v1/records?limit=1"),
     ]
     printed = {path: cli(*argv, "--json").stdout_bytes for argv, path in queries}
 

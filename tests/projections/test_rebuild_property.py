@@ -198,7 +198,12 @@ def assert_records_are_the_history(world: World) -> None:
         for row in session.execute(
             select(runs).where(runs.c.comparison_key.is_not(None))
         ).mappings():
-            arrival = Arrival(int(row["ingested_position"]), rank_entry(row))
+            arrival = Arrival(
+                int(row["ingested_position"]),
+                rank_entry(row),
+                row["observed_at"],
+                str(row["ingested_at"]),
+            )
             groups.setdefault(str(row["comparison_key"]), []).append(arrival)
         expected = sorted(
             (

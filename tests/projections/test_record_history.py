@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from domain.ranking import RankEntry, RankingError, View, rank_group
-from projections.records import Arrival, Record, record_history
+from projections.records import ADMITTED, OBSERVED, Arrival, Record, record_history
 
 KEY = "sha256:" + "c" * 64
 
@@ -30,6 +30,8 @@ def arrival(
     superseded: bool = False,
     key: str = KEY,
     digest: str | None = None,
+    observed: str | None = None,
+    admitted: str = "",
 ) -> Arrival:
     entry = RankEntry(
         run=digest or run(position),
@@ -39,7 +41,7 @@ def arrival(
         retracted=retracted,
         superseded=superseded,
     )
-    return Arrival(position, entry)
+    return Arrival(position, entry, observed, admitted)
 
 
 def test_a_group_of_improving_runs_sets_a_record_each_time() -> None:
@@ -93,9 +95,40 @@ def test_a_later_retraction_or_supersession_keeps_the_record_marked() -> None:
     assert records[-1].previous == run(4)  # beat the superseded record, as it happened
 
 
-def test_arrival_order_is_the_log_order_whatever_the_input_order() -> None:
+def test_undated_arrivals_are_in_log_order_whatever_the_input_order() -> None:
     arrivals = [arrival(3, 100.0), arrival(1, 300.0), arrival(2, 200.0)]
     assert [r.position for r in record_history(arrivals)] == [1, 2, 3]
+
+
+def test_runs_are_walked_in_the_order_their_sources_dated_them() -> None:
+    """The KernelIndex catalog dates its record events by each run's observedAt: a run the
+    ledger took in late but its source measured first is judged as of its own date."""
+    records = record_history(
+        [
+            arrival(1, 200.0, observed="2026-03-01T00:00:00Z"),
+            arrival(2, 300.0, observed="2026-02-01T00:00:00.5+01:00"),  # measured first
+            arrival(3, 250.0, observed="2026-02-15T00:00:00Z"),
+        ]
+    )
+    assert [(r.run, r.previous, r.at, r.dated) for r in records] == [
+        (run(2), None, "2026-01-31T23:00:00.500Z", OBSERVED),
+        (run(3), run(2), "2026-02-15T00:00:00.000Z", OBSERVED),
+        (run(1), run(3), "2026-03-01T00:00:00.000Z", OBSERVED),
+    ]
+
+
+def test_a_run_whose_source_gave_no_date_is_dated_by_its_admission_and_says_so() -> None:
+    records = record_history(
+        [
+            arrival(1, 300.0, observed="2026-05-01T00:00:00Z", admitted="2026-09-01T00:00:00.000Z"),
+            arrival(2, 200.0, admitted="2026-04-01T00:00:00.000Z"),  # no source date
+            arrival(3, 100.0, observed="yesterday", admitted="2026-06-01T00:00:00.000Z"),
+        ]
+    )
+    assert [(r.run, r.at, r.dated) for r in records] == [
+        (run(2), "2026-04-01T00:00:00.000Z", ADMITTED),
+        (run(3), "2026-06-01T00:00:00.000Z", ADMITTED),  # no RFC 3339 date: as none
+    ]
 
 
 def test_mixed_groups_repeated_runs_and_shared_positions_are_refused() -> None:
@@ -122,6 +155,9 @@ def groups(draw: st.DrawFn, withdrawals: bool = True) -> list[Arrival]:
         status = draw(st.sampled_from(["passed", "passed", "passed", "failed"]))
         retracted = withdrawals and draw(st.booleans())
         superseded = withdrawals and draw(st.booleans())
+        # Few days (so dates tie), some runs undated by their source.
+        day = draw(st.one_of(st.none(), st.integers(1, 5)))
+        observed = None if day is None else f"2026-01-0{day}T00:00:00Z"
         found.append(
             arrival(
                 position,
@@ -130,6 +166,8 @@ def groups(draw: st.DrawFn, withdrawals: bool = True) -> list[Arrival]:
                 retracted=retracted,
                 superseded=superseded,
                 digest=run(index + 1),
+                observed=observed,
+                admitted=f"2026-01-0{draw(st.integers(1, 5))}T12:00:00.000Z",
             )
         )
     return found
@@ -142,10 +180,12 @@ def _rank_of(entries: list[RankEntry], digest: str) -> tuple[int, tuple[str, ...
 
 @settings(max_examples=300, deadline=None)
 @given(groups())
-def test_records_strictly_improve_in_arrival_order(arrivals: list[Arrival]) -> None:
+def test_records_strictly_improve_in_date_order(arrivals: list[Arrival]) -> None:
     records = record_history(arrivals)
-    positions = [r.position for r in records]
-    assert positions == sorted(positions) and len(set(positions)) == len(positions)
+    order = [(r.at, r.position) for r in records]
+    assert order == sorted(order) and len(set(order)) == len(order)
+    when = {a.entry.run: a.when for a in arrivals}
+    assert all((r.at, r.dated) == when[r.run] for r in records)
     by_run = {a.entry.run: a.entry for a in arrivals}
     for before, after in itertools.pairwise(records):
         # Strictly better by the ranking's own judgment (lower value, no tie) ...
@@ -161,10 +201,10 @@ def test_records_strictly_improve_in_arrival_order(arrivals: list[Arrival]) -> N
 def test_a_record_is_a_run_ranked_first_alone_among_the_runs_before_it(
     arrivals: list[Arrival],
 ) -> None:
-    """The oracle: rank the prefix of the log as it stood when each run arrived."""
+    """The oracle: rank the runs dated up to each run (ties of date in log order)."""
     records = {r.run for r in record_history(arrivals)}
     seen: list[RankEntry] = []
-    for a in sorted(arrivals, key=lambda a: a.position):
+    for a in sorted(arrivals, key=lambda a: (a.when[0], a.position)):
         then = replace(a.entry, retracted=False, superseded=False)
         seen.append(then)
         first_alone = then.ranked_in(View.SOURCE_NATIVE) and _rank_of(seen, then.run) == (1, ())

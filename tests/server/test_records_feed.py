@@ -15,14 +15,13 @@ from litestar.testing import TestClient
 from served_app import TEST_CONFIG, Served
 from test_read_cost import Calls
 
-import api.service.boards as boards
+import api.service.records as records_service
 from api.demo import COHORT_FILE, _data
 from api.server.app import create_app
 from api.server.pages.feeds import NEVER, records_feed
 from api.server.read_cache import ReadCache
-from api.service.boards import RecordFeed
+from api.service.models.registry import RecordTimeline
 from ledger.signing.authoring import ingestion_envelope, lifecycle_envelope
-from projections.records import RecordPage
 
 A = "{http://www.w3.org/2005/Atom}"
 FEED = "/feeds/records.atom"
@@ -129,8 +128,9 @@ def test_a_run_that_beats_the_first_is_a_new_entry_and_others_are_not(served: Se
     assert title.endswith(f": demo-faster, 1.400 ms, beats {SEED_GROUP_FIRST} by 1.071×")
     assert newest.find(f"{A}link").get("href") == f"/runs/{faster}"  # type: ignore[union-attr]
     assert text(newest, "summary").startswith(HOSTILE + ": mean latency 1.400 ms")
-    run = served.client.get(f"/v1/runs/{faster}").json()
-    assert text(newest, "updated") == run["ingestedAt"]
+    # Dated by the source's date of the run (its observedAt), not by when it was posted.
+    assert text(newest, "updated") == "2026-08-23T00:00:20.000Z"
+    assert "the source's date of the run" in text(newest, "summary")
     assert [text(e, "id") for e in entries(feed)][1:] == before  # older entries unchanged
 
     raw = served.client.get(FEED).text
@@ -149,8 +149,8 @@ def test_the_feed_is_rebuilt_identically(served: Served) -> None:
 def test_the_feed_is_computed_once_per_position_and_a_write_makes_a_new_one(
     served: Served, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    computed = Calls(boards.record_entries)
-    monkeypatch.setattr(boards, "record_entries", computed)
+    computed = Calls(records_service.record_entries)
+    monkeypatch.setattr(records_service, "record_entries", computed)
     first = served.client.get(FEED)
     assert first.status_code == 200
     for _ in range(3):
@@ -244,7 +244,8 @@ def test_bad_group_keys_and_limits_are_refused_as_elsewhere(served: Served) -> N
 
 
 def test_an_empty_feed_is_still_valid_atom_with_a_fixed_updated() -> None:
-    feed = ET.fromstring(records_feed("", RecordFeed(None, RecordPage([], None, False), {})))
+    empty = RecordTimeline(comparison_key=None, group=None, newest=None, items=[], next=None)
+    feed = ET.fromstring(records_feed("", empty))
     check_atom(feed)
     assert text(feed, "updated") == NEVER and entries(feed) == []
 

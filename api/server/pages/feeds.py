@@ -1,7 +1,7 @@
 """What leaderboard users subscribe to and embed: an Atom feed of new #1 records as they
-happened (``projections.records``) and an SVG badge per run. Both are drawn here from the
-read models, escaped by the XML writer (feed) or by ``html.escape`` (badge), and carry no
-script."""
+happened (the records timeline, ``api.service.records``) and an SVG badge per run. Both are
+drawn here from the service's replies, escaped by the XML writer (feed) or by
+``html.escape`` (badge), and carry no script."""
 
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ from litestar.params import QueryParameter
 from api.server.controllers.common import Service
 from api.server.controllers.runs import DigestPath
 from api.server.pages.format import format_ratio, level_colour
-from api.service.boards import FEED_MAX, GroupName, RecordEntry, RecordFeed
 from api.service.ledger_service import LedgerService
+from api.service.models.registry import RecordEvent, RecordTimeline
+from api.service.records import FEED_MAX
 from domain.documents import MAX_SAFE_INTEGER
 from domain.quantities import format_value
 
@@ -45,73 +46,78 @@ def _add(parent: ET.Element, tag: str, text: object | None = None, **attrs: str)
     return element
 
 
-def record_title(item: RecordEntry, group: str) -> str:
+def record_title(item: RecordEvent) -> str:
     """``New #1 in GROUP: RUN, VALUE UNIT, beats PREVIOUS by X×``."""
-    record, run, previous = item.record, item.run, item.previous
-    value = format_value(record.value, run["unit"])
-    title = f"New #1 in {group}: {run['name']}, {value}"
-    if previous is None:
+    value = format_value(item.value, item.unit)
+    title = f"New #1 in {item.group}: {item.name}, {value}"
+    if item.previous_run is None:
         title += ", the group's first ranked run"
-    elif record.factor is None:
-        title += f", beats {previous['name']} ({format_value(record.previous_value, run['unit'])})"
+    elif item.factor is None:
+        was = format_value(item.previous_value, item.unit)
+        title += f", beats {item.previous_name} ({was})"
     else:
-        title += f", beats {previous['name']} by {format_ratio(record.factor)}"
-    return title + (f" (since {record.withdrawn})" if record.withdrawn else "")
+        title += f", beats {item.previous_name} by {format_ratio(item.factor)}"
+    return title + (f" (since {item.withdrawn})" if item.withdrawn else "")
 
 
-def record_summary(item: RecordEntry, group: GroupName | None) -> str:
-    record, run, previous = item.record, item.run, item.previous
-    value = format_value(record.value, run["unit"])
+def dated_text(item: RecordEvent) -> str:
+    """What a record's date is, in words."""
+    if item.dated == "observed":
+        return f"dated {item.at}, the source's date of the run (admitted here {item.admitted_at})"
+    return f"dated {item.at}, when the ledger admitted the run (its source gave no date)"
+
+
+def record_summary(item: RecordEvent) -> str:
+    value = format_value(item.value, item.unit)
     parts = [
-        f"{run['title'] or run['name']}: {run['statistic']} {run['metric']} {value}",
-        f"evidence {run['evidence_level']} now",
-        f"source {run['source']}",
+        f"{item.title or item.name}: {item.statistic} {item.metric} {value}",
+        dated_text(item),
+        f"evidence {item.evidence_level} now",
+        f"source {item.source}",
     ]
-    if previous is not None:
-        was = format_value(record.previous_value, run["unit"])
-        parts.append(f"previous #1 {previous['name']} ({was}, ingested {previous['ingested_at']})")
-    if record.withdrawn:
-        parts.append(f"the run was {record.withdrawn} since and is off the current board")
-    made_of = f" ({group.parts})" if group is not None and group.parts else ""
-    parts.append(f"comparison group {run['comparison_key']}{made_of}")
+    if item.previous_run is not None:
+        was = format_value(item.previous_value, item.unit)
+        parts.append(f"previous #1 {item.previous_name} ({was})")
+    if item.withdrawn:
+        parts.append(f"the run was {item.withdrawn} since and is off the current board")
+    made_of = f" ({item.group_parts})" if item.group_parts else ""
+    parts.append(f"comparison group {item.comparison_key}{made_of}")
     return " · ".join(parts)
 
 
-def records_feed(base: str, records: RecordFeed, limit: int = FEED_MAX) -> bytes:
+def records_feed(base: str, records: RecordTimeline, limit: int = FEED_MAX) -> bytes:
     """An Atom 1.0 document (RFC 4287) of new #1 records, newest first (of one group's when
-    the feed has a key). Ids are URNs of group and run, so they stay put whatever the host."""
-    page, names, key = records.page, records.names, records.key
+    the timeline has a key). Ids are URNs of group and run, so they stay put whatever the
+    host. An entry's ``updated`` is the record's date (``api.service.records``): its source's
+    date where it gave one, else the ledger's admission; its summary says which."""
+    key = records.comparison_key
     ET.register_namespace("", ATOM)
     feed = ET.Element(f"{{{ATOM}}}feed")
-    named = names.get(key) if key is not None else None
-    scope = f" in {named.short}" if named is not None else ""
+    scope = f" in {records.group}" if records.group else ""
     _add(feed, "title", f"KernelIndex Ledger: new #1 records{scope}")
     _add(feed, "id", "urn:kernelindex:feed:records" + (f":{key}" if key else ""))
-    _add(feed, "updated", page.newest or NEVER)
+    _add(feed, "updated", records.newest or NEVER)
     query = {"group": key} if key else {}
     _add(feed, "link", rel="self", type=ATOM_TYPE, href=_href(base, FEED_PATH, query))
-    board = f"/leaderboards/{key}" if key else "/"
-    _add(feed, "link", rel="alternate", type="text/html", href=f"{base}{board}")
-    if page.more and page.entries:
-        # RFC 5005 paging: the next (older) page starts before this page's oldest record.
-        older = {**query, "before": str(page.entries[-1].record.position), "limit": str(limit)}
+    page = f"/records?{urlencode(query)}" if key else "/records"
+    _add(feed, "link", rel="alternate", type="text/html", href=f"{base}{page}")
+    if records.next is not None:
+        # RFC 5005 paging: the next (older) page starts after this page's oldest record.
+        older = {**query, "before": str(records.next), "limit": str(limit)}
         _add(feed, "link", rel="next", type=ATOM_TYPE, href=_href(base, FEED_PATH, older))
     author = _add(feed, "author")
     _add(author, "name", "KernelIndex Ledger")
-    for item in page.entries:
-        record, run = item.record, item.run
+    for item in records.items:
         entry = _add(feed, "entry")
-        _add(entry, "id", f"urn:kernelindex:record:{run['comparison_key']}:{record.run}")
-        group = names.get(str(run["comparison_key"]))
-        title = record_title(item, group.short if group else str(run["comparison_key"]))
-        _add(entry, "title", title)
-        _add(entry, "updated", run["ingested_at"])  # when the ledger took the run in
-        _add(entry, "link", rel="alternate", type="text/html", href=f"{base}/runs/{record.run}")
-        if run["author"]:
-            _add(_add(entry, "author"), "name", run["author"])
-        if record.withdrawn:
-            _add(entry, "category", term=record.withdrawn)
-        _add(entry, "summary", record_summary(item, group))
+        _add(entry, "id", f"urn:kernelindex:record:{item.comparison_key}:{item.run}")
+        _add(entry, "title", record_title(item))
+        _add(entry, "updated", item.at)
+        _add(entry, "link", rel="alternate", type="text/html", href=f"{base}/runs/{item.run}")
+        if item.author:
+            _add(_add(entry, "author"), "name", item.author)
+        if item.withdrawn:
+            _add(entry, "category", term=item.withdrawn)
+        _add(entry, "summary", record_summary(item))
     body: bytes = ET.tostring(feed, encoding="utf-8", xml_declaration=True)
     return body
 
@@ -124,9 +130,10 @@ def feed_of(
     limit: int = FEED_MAX,
 ) -> bytes:
     """The feed's document as ``GET /feeds/records.atom`` answers it (computed: the read
-    cache keeps what it answers). ``group``: a key or a unique prefix, resolved as
-    leaderboards do (404 unknown, 400 ambiguous)."""
-    return records_feed(base, service.boards.records(group, before, limit), limit)
+    cache keeps what it answers): the records timeline ``GET /v1/records`` answers, as Atom.
+    ``group``: a key or a unique prefix, resolved as leaderboards do (404 unknown, 400
+    ambiguous)."""
+    return records_feed(base, service.records.timeline(group, before, limit), limit)
 
 
 def _href(base: str, path: str, query: dict[str, str]) -> str:
