@@ -16,6 +16,8 @@ cold. Measured in one run:
   filled ``domain.manifests.canonical_form``'s memo with their run manifests, which a
   server receiving envelopes signed elsewhere never has; it is emptied before each timed
   mode and holds only the manifests every run shares, as on a server up for a while;
+- the server layout, informational: the same kind of envelopes through a writer process
+  (as ``kernelindex serve`` runs on SQLite) with ``--group`` in flight, and the writer's CPU;
 - where an envelope's time goes, per envelope on one core: envelope parse, statement
   (JSON + schema), the manifest set check (digests of every manifest; memo cold, and warm
   for reference), Ed25519, and what is left for the store (aggregate load, INSERT, log
@@ -28,6 +30,8 @@ cold. Measured in one run:
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import shutil
 import time
 import uuid
@@ -43,9 +47,11 @@ from benchmarks.suite import Clocks, Context, FigureResult, Row, at_least, fmt, 
 from domain.manifests.manifest_set import check_manifest_set
 from domain.statements import parse_statement
 from ledger.home import LedgerHome
+from ledger.remote_writer import RemoteWriter
 from ledger.signing.authoring import ingestion_envelope
 from ledger.signing.dsse import pae, parse_envelope
 from ledger.signing.keys import SigningKey
+from ledger.writer_process import WriterProcess
 
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / ".cache"
@@ -121,21 +127,65 @@ def stage_costs(envelopes: list[dict[str, Any]], work: Work) -> dict[str, dict[s
 ADMISSION = ("parseEnvelope", "statement", "checkManifestSet", "ed25519")
 
 
+def _process_cpu_s(pid: int | None) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux ``/proc``; NaN elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return math.nan
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def server_layout(
+    folder: Path, db_url: str, envelopes: list[dict[str, Any]], window: int
+) -> dict[str, Any]:
+    """Ingestion as ``kernelindex serve`` does it on SQLite: a writer process (spawned, so
+    its manifest memo starts cold) admits what the workers hand it over its socket, in
+    groups. Here one client keeps ``window`` envelopes in flight, as that many clients
+    would; wall rate, this thread's CPU and the writer process's CPU (informational)."""
+    writer = WriterProcess(folder, db_url).start()
+    try:
+        client = RemoteWriter(writer.address, writer.key)
+        try:
+            for raw in envelopes[:window]:  # connected and warm
+                client.append(raw)
+            timed = envelopes[window:]
+            writer_cpu0 = _process_cpu_s(writer.pid)
+            with Clocks() as clocks:
+                for first in range(0, len(timed), window):
+                    replies = [client.submit(raw) for raw in timed[first : first + window]]
+                    for reply in replies:
+                        reply.result(timeout=120)
+            writer_cpu = _process_cpu_s(writer.pid) - writer_cpu0
+        finally:
+            client.close()
+    finally:
+        writer.stop()
+    found = clocks.json(len(timed))
+    found["window"] = window
+    found["envelopes"] = len(timed)
+    found["writerProcessCpuSeconds"] = round(writer_cpu, 4)
+    found["writerCpuMicrosPerEnvelope"] = round(writer_cpu / max(len(timed), 1) * 1e6, 1)
+    return found
+
+
 def measure(count: int, group: int, console: Console, step: Any = None) -> dict[str, Any]:
     """The figure's numbers: see the module doc. A fresh ledger home under ``.cache``,
     removed afterwards."""
     say = step or (lambda _text: None)
     folder = CACHE / f"ingest-{uuid.uuid4().hex[:8]}"
-    total = 2 * count + max(5, count // 20)
+    warm = max(5, count // 20)
+    total = 2 * count + warm
+    layout_count = count + group  # the server layout's: a window to warm up, then timed
     try:
         home = LedgerHome.at(folder, f"sqlite:///{folder / 'ledger.db'}")
         ledger = home.initialise(origin="bench.kernelindex/ingest")
         ingester = home.key("ingester")
-        warm = max(5, count // 20)
-        say(f"signing {total} ingestion envelopes")
+        say(f"signing {total + layout_count} ingestion envelopes")
         started = time.perf_counter()
         envelopes = signed_ingestions(ingester, total)
         signing_s = time.perf_counter() - started
+        for_server = signed_ingestions(ingester, layout_count, first=total)
         warmup, single, grouped = (
             envelopes[:warm],
             envelopes[warm : warm + count],
@@ -166,6 +216,8 @@ def measure(count: int, group: int, console: Console, step: Any = None) -> dict[
             raise SystemExit(f"{refused} ingestions were refused by append_many")
         events = int(ledger.store.last_position())
         ledger.close()
+        say(f"server layout: writer process, {group} in flight, x {count}")
+        layout = server_layout(folder, home.db_url, for_server, group)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     append = append_clocks.json(count)
@@ -202,6 +254,8 @@ def measure(count: int, group: int, console: Console, step: Any = None) -> dict[
             },
         },
         "eventsInLedger": events,
+        "serverLayout": layout,
+        "ratioServerLayout": round(layout["perSecond"] / ed25519["wall"], 4),
     }
 
 
@@ -245,6 +299,18 @@ def figure(ctx: Context) -> FigureResult:
                 cpu_rate / ed_cpu,
             )
         )
+    layout = m["serverLayout"]
+    rows.append(
+        Row(
+            FIGURE,
+            f"ingestion, server layout: writer process, {m['group']} in flight",
+            f"{fmt(layout['perSecond'])}/s",
+            f"Ed25519 {fmt(ed)}/s",
+            m["ratioServerLayout"],
+            note=f"informational; writer process CPU {layout['writerCpuMicrosPerEnvelope']:.0f}"
+            f" µs per envelope; load {load_text(*layout['loadAverage'].values())}",
+        )
+    )
     s = {name: v["wall"] for name, v in m["stagesMicrosecondsPerEnvelope"].items()}
     why = (
         f"per envelope (wall): Ed25519 {s['ed25519']:.0f} µs, parse {s['parseEnvelope']:.0f} µs, "

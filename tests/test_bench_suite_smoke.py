@@ -2,7 +2,10 @@
 
 `--quick --only ...` on the figures that stay small (the HTTP figure has its own smoke test,
 tests/test_bench_http_smoke.py): the one table comes out with a row per figure, and the JSON
-holds every figure with its rows, each judged row with a ratio to its target.
+holds every figure with its rows, each judged row with a ratio to its target; every figure
+carries its load averages and thread-CPU figures beside the wall ones (issue 36); the verify
+figure is judged against the measured all-cores Ed25519 rate and set beside a schema-less Go
+loop (or says why not).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ def test_suite_quick_run(tmp_path: Path) -> None:
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=600,  # a hang guard: a shared 2-core VM under load runs this slowly
         check=False,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -69,7 +72,9 @@ def test_suite_quick_run(tmp_path: Path) -> None:
     assert ingest["ed25519PerThreadCpuSecond"] > 0
     assert ingest["manifestMemo"].startswith("cold")
     stages = ingest["stagesMicrosecondsPerEnvelope"]
-    assert all(stage["threadCpu"] > 0 for name, stage in stages.items() if not name.startswith("restOf"))
+    assert all(
+        stage["threadCpu"] > 0 for name, stage in stages.items() if not name.startswith("restOf")
+    )
     rebuild = result["figures"]["rebuild"]["detail"]["rebuild"]
     assert rebuild["threadCpuSeconds"] > 0 and rebuild["loadAverage"]["before"]
     assert "projection rebuild, s per 100,000 events" in text
@@ -91,7 +96,7 @@ def test_suite_quick_verify_against_go_and_all_cores(tmp_path: Path) -> None:
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,  # a hang guard, as above
         check=False,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
