@@ -8,12 +8,13 @@ the same run, in one table.
 
 Figures (``--only`` names), each measured by its own module:
 
-- ``ingest``: signed ingestion through ``Ledger.append`` / ``append_many`` vs bare Ed25519
-  verification of the same envelopes (``bench_ingest``);
+- ``ingest``: signed ingestion through ``Ledger.append`` / ``append_many``, the manifest
+  memo cold, vs bare one-core Ed25519 verification of the same envelopes (``bench_ingest``);
 - ``http``: attestation appends over HTTP, 32 clients, vs a bare Litestar handler
   (``bench_http``, 1,000 timed appends; ``--quick``: 320);
-- ``verify``: offline verify vs cores × one-core Ed25519, and peak memory vs bundle size
-  (``bench_verify``, bundles of 2,000 and 20,000 events; ``--quick``: 200 and 1,000);
+- ``verify``: offline verify vs the measured rate of Ed25519 on every core at once, and vs a
+  schema-less Go loop over the same bundle; peak memory vs bundle size (``bench_verify``,
+  bundles of 2,000 and 20,000 events; ``--quick``: 200 and 1,000);
 - ``rebuild``: projection rebuild events/s vs a bare read of the same events, and
 - ``reads``: leaderboard / run-row read p99 vs a primary-key lookup, at 100,000 runs
   (``bench_projections``, ledger cached in ``.cache/``; ``--quick``: 1,000 runs);
@@ -33,9 +34,12 @@ Figures (``--only`` names), each measured by its own module:
   demo ledger, each a fresh process, as a multiple of ``python -c pass`` measured in the same
   run (``bench_startup``; ``--quick``: 3 runs of each instead of 11).
 
-Prints one table (figure, value, anchor, ratio, target, pass/fail), then by how much each
-missed target is missed; writes ``benchmarks/results/suite-<date>.json`` (``--quick``:
-``suite-<date>-quick.json``; ``--out`` to choose).
+Every anchor and stage is timed on wall time and on thread-CPU time, and each figure's load
+average is recorded before and after it (issue 36: figures that mean the same on a busy
+machine). Prints one table (figure, value, anchor, ratio, target, pass/fail), its notes
+(load averages, stretch targets), then by how much each missed target is missed; writes
+``benchmarks/results/suite-<date>.json`` (``--quick``: ``suite-<date>-quick.json``; ``--out``
+to choose).
 """
 
 from __future__ import annotations
@@ -68,7 +72,7 @@ from benchmarks import (
     bench_startup,
     bench_verify,
 )
-from benchmarks.suite import Context, FigureResult, Row
+from benchmarks.suite import Context, FigureResult, Row, load, load_text
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -188,6 +192,24 @@ def misses(figures: list[FigureResult]) -> list[str]:
     return lines
 
 
+def notes(figures: list[FigureResult]) -> list[str]:
+    """The table's notes: each figure's load average (1 min) before → after it ran, and
+    what its rows note (stretch targets, the load around a timed block, skipped anchors)."""
+    lines: list[str] = []
+    for figure in figures:
+        if figure.load:
+            lines.append(
+                f"{figure.figure}: load {load_text(figure.load['before'], figure.load['after'])}"
+                f" (1, 5, 15 min before: {figure.load['before']}; after: {figure.load['after']})"
+            )
+        lines.extend(
+            f"  {row.name.strip()}: {row.note}"
+            for row in figure.rows
+            if row.note and row.passed is not False  # a missed row's note is in `misses`
+        )
+    return lines
+
+
 def _error(names: tuple[str, ...], exc: BaseException) -> list[FigureResult]:
     text = f"{type(exc).__name__}: {exc}"
     return [
@@ -224,6 +246,7 @@ def run(
                 progress.update(overall, description=f"{label}: {text}")
 
             ctx = Context(quick=quick, large=large, console=progress.console, step=step)
+            before = load()
             t0 = time.perf_counter()
             try:
                 done = runner(ctx)
@@ -231,8 +254,10 @@ def run(
                 done = _error(names, exc)
                 progress.console.print(f"[red]{label} failed[/]: {exc}")
             seconds = time.perf_counter() - t0
+            after = load()
             for figure in done:
                 figure.seconds = round(seconds / len(done), 1)
+                figure.load = {"before": before, "after": after}
                 verdict = "pass" if figure.passed else "fail"
                 progress.console.print(f"[bold]{figure.title}[/]: {verdict} ({seconds:.0f} s)")
             results.extend(done)
@@ -259,11 +284,15 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(width=None if sys.stdout.isatty() else 160)
     today = dt.date.today().isoformat()
     out = args.out or RESULTS / f"suite-{today}{'-quick' if args.quick else ''}.json"
-    load_before = os.getloadavg()[0]
+    load_before = load()
     figures, wall = run(selected, args.quick, args.large, console)
     command = "python -m benchmarks " + " ".join(argv)
     title = f"docs/design.md §13 figures, {today}, {os.cpu_count()} cores: {command.strip()}"
     console.print(table(figures, title))
+    noted = notes(figures)
+    console.print("notes (load average, 1 min, before → after each figure):")
+    for line in noted:
+        console.print(line, markup=False)
     missed = misses(figures)
     for line in missed:
         console.print(line)
@@ -280,8 +309,9 @@ def main(argv: list[str] | None = None) -> int:
             "python": platform.python_version(),
             "platform": platform.platform(),
             "processor": platform.processor() or platform.machine(),
-            "loadAverageBefore": round(load_before, 2),
-            "loadAverageAfter": round(os.getloadavg()[0], 2),
+            "loadAverageBefore": load_before[0],
+            "loadAverageAfter": load()[0],
+            "loadAverages": {"before": load_before, "after": load()},
         },
         "targetsMet": met,
         "targetsJudged": judged,
@@ -292,11 +322,13 @@ def main(argv: list[str] | None = None) -> int:
                 "seconds": f.seconds,
                 "rows": [r.to_json() for r in f.rows],
                 "why": f.why,
+                "loadAverage": f.load,
                 "detail": f.detail,
             }
             for f in figures
         },
         "missed": [line.replace("[red]", "").replace("[/]", "") for line in missed],
+        "notes": noted,
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2, default=str) + "\n")

@@ -1,7 +1,8 @@
 """Signed ingestion, one process, SQLite file (docs/design.md §13).
 
-Target: ingestion through the ledger at ≥ 0.5 × the rate of bare Ed25519 verification of the
-same envelopes. Measured in one run:
+Target (issue 36): ingestion through the ledger, groups of 32, at ≥ 0.3 (stretch 0.35) × the
+rate of bare one-core Ed25519 verification of the same envelopes, with the manifest memo
+cold. Measured in one run:
 
 - the envelopes: ``--envelopes`` distinct BenchmarkRun ingestions (``benchmarks.generate``'s
   synthetic manifests), signed by the ledger's ingester key before any clock starts;
@@ -9,10 +10,18 @@ same envelopes. Measured in one run:
   object and PAE bytes prepared up front (``bench_verify.ed25519_rate``);
 - ``Ledger.append`` of one envelope per call (one commit each) on a fresh ledger home's SQLite
   file, and ``Ledger.append_many`` in groups of ``--group`` (one commit per group) on the
-  rest: ingestions/s of each, and its ratio to the anchor;
+  rest: ingestions/s of each, and its ratio to the anchor; both on wall time and on the
+  thread's CPU time (``time.thread_time``), with the load average before and after;
+- the manifest memo cold (``warm_shared_manifests``): signing the envelopes in this process
+  filled ``domain.manifests.canonical_form``'s memo with their run manifests, which a
+  server receiving envelopes signed elsewhere never has; it is emptied before each timed
+  mode and holds only the manifests every run shares, as on a server up for a while;
+- the server layout, informational: the same kind of envelopes through a writer process
+  (as ``kernelindex serve`` runs on SQLite) with ``--group`` in flight, and the writer's CPU;
 - where an envelope's time goes, per envelope on one core: envelope parse, statement
-  (JSON + schema), the manifest set check (digests of every manifest), Ed25519, and what is
-  left for the store (aggregate load, INSERT, log sequencing, proofs, COMMIT).
+  (JSON + schema), the manifest set check (digests of every manifest; memo cold, and warm
+  for reference), Ed25519, and what is left for the store (aggregate load, INSERT, log
+  sequencing, proofs, COMMIT).
 
     python -m benchmarks.bench_ingest                  # 1,000 envelopes per mode
     python -m benchmarks.bench_ingest --envelopes 100  # quicker
@@ -21,6 +30,8 @@ same envelopes. Measured in one run:
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import shutil
 import time
 import uuid
@@ -30,19 +41,23 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from rich.console import Console
 
-from benchmarks.bench_verify import Work, ed25519_rate
+from benchmarks.bench_verify import Work, ed25519_rates, forget_manifest_digests
 from benchmarks.generate import load_seed, synthetic_manifests
-from benchmarks.suite import Context, FigureResult, Row, at_least, fmt
+from benchmarks.suite import Clocks, Context, FigureResult, Row, at_least, fmt, load_text
 from domain.manifests.manifest_set import check_manifest_set
 from domain.statements import parse_statement
 from ledger.home import LedgerHome
+from ledger.remote_writer import RemoteWriter
 from ledger.signing.authoring import ingestion_envelope
 from ledger.signing.dsse import pae, parse_envelope
 from ledger.signing.keys import SigningKey
+from ledger.writer_process import WriterProcess
 
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / ".cache"
-TARGET = 0.5
+# Issue 36: of one-core Ed25519 over the same envelopes, groups of 32, memo cold.
+TARGET = 0.3
+STRETCH = 0.35
 FIGURE = "ingest"
 
 
@@ -66,33 +81,92 @@ def signature_work(envelopes: list[dict[str, Any]], key: SigningKey) -> Work:
     return work
 
 
-def _per_envelope_us(fn: Any, items: list[Any]) -> float:
-    started = time.perf_counter()
-    for item in items:
-        fn(item)
-    return (time.perf_counter() - started) / max(len(items), 1) * 1e6
+def _per_envelope_us(fn: Any, items: list[Any]) -> tuple[float, float]:
+    """(wall, thread-CPU) µs per item of ``fn(item)`` over ``items``."""
+    with Clocks() as clocks:
+        for item in items:
+            fn(item)
+    count = max(len(items), 1)
+    return round(clocks.wall / count * 1e6, 1), round(clocks.cpu / count * 1e6, 1)
 
 
-def stage_costs(envelopes: list[dict[str, Any]], work: Work) -> dict[str, float]:
-    """µs per envelope of the admission steps that do not touch the store, one core."""
+def warm_shared_manifests(count: int) -> None:
+    """Empty the manifest-digest memo, then validate once the manifests every run shares
+    (protocol, environment, implementation, workload) through a run no envelope carries:
+    what a server that has been up a while holds, and no more (see
+    ``bench_verify.forget_manifest_digests``)."""
+    forget_manifest_digests()
+    check_manifest_set(synthetic_manifests(load_seed(), count + 1_000_000))
+
+
+def stage_costs(envelopes: list[dict[str, Any]], work: Work) -> dict[str, dict[str, float]]:
+    """µs per envelope (wall, thread-CPU) of the admission steps that do not touch the
+    store, one core; the manifest set with the memo cold (as a server receiving the
+    envelopes meets their run manifests) and warm (as the signer's process would)."""
     parsed = [parse_envelope(e) for e in envelopes]
     statements = [p.statement() for p in parsed]
 
     def verify(item: tuple[Ed25519PublicKey, bytes, bytes]) -> None:
         item[0].verify(item[1], item[2])
 
-    return {
-        "parseEnvelope": round(_per_envelope_us(parse_envelope, envelopes), 1),
+    def manifest_set(s: Any) -> None:
+        check_manifest_set(s.predicate["manifests"])
+
+    stages: dict[str, tuple[float, float]] = {
+        "parseEnvelope": _per_envelope_us(parse_envelope, envelopes),
         # The validation itself: an envelope keeps its statement once validated.
-        "statement": round(
-            _per_envelope_us(lambda p: parse_statement(p.statement_json()), parsed), 1
-        ),
-        "checkManifestSet": round(
-            _per_envelope_us(lambda s: check_manifest_set(s.predicate["manifests"]), statements),
-            1,
-        ),
-        "ed25519": round(_per_envelope_us(verify, work), 1),
+        "statement": _per_envelope_us(lambda p: parse_statement(p.statement_json()), parsed),
     }
+    warm_shared_manifests(len(envelopes))
+    stages["checkManifestSet"] = _per_envelope_us(manifest_set, statements)  # cold
+    stages["checkManifestSetWarmMemo"] = _per_envelope_us(manifest_set, statements)
+    stages["ed25519"] = _per_envelope_us(verify, work)
+    return {name: {"wall": wall, "threadCpu": cpu} for name, (wall, cpu) in stages.items()}
+
+
+ADMISSION = ("parseEnvelope", "statement", "checkManifestSet", "ed25519")
+
+
+def _process_cpu_s(pid: int | None) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux ``/proc``; NaN elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return math.nan
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def server_layout(
+    folder: Path, db_url: str, envelopes: list[dict[str, Any]], window: int
+) -> dict[str, Any]:
+    """Ingestion as ``kernelindex serve`` does it on SQLite: a writer process (spawned, so
+    its manifest memo starts cold) admits what the workers hand it over its socket, in
+    groups. Here one client keeps ``window`` envelopes in flight, as that many clients
+    would; wall rate, this thread's CPU and the writer process's CPU (informational)."""
+    writer = WriterProcess(folder, db_url).start()
+    try:
+        client = RemoteWriter(writer.address, writer.key)
+        try:
+            for raw in envelopes[:window]:  # connected and warm
+                client.append(raw)
+            timed = envelopes[window:]
+            writer_cpu0 = _process_cpu_s(writer.pid)
+            with Clocks() as clocks:
+                for first in range(0, len(timed), window):
+                    replies = [client.submit(raw) for raw in timed[first : first + window]]
+                    for reply in replies:
+                        reply.result(timeout=120)
+            writer_cpu = _process_cpu_s(writer.pid) - writer_cpu0
+        finally:
+            client.close()
+    finally:
+        writer.stop()
+    found = clocks.json(len(timed))
+    found["window"] = window
+    found["envelopes"] = len(timed)
+    found["writerProcessCpuSeconds"] = round(writer_cpu, 4)
+    found["writerCpuMicrosPerEnvelope"] = round(writer_cpu / max(len(timed), 1) * 1e6, 1)
+    return found
 
 
 def measure(count: int, group: int, console: Console, step: Any = None) -> dict[str, Any]:
@@ -100,15 +174,18 @@ def measure(count: int, group: int, console: Console, step: Any = None) -> dict[
     removed afterwards."""
     say = step or (lambda _text: None)
     folder = CACHE / f"ingest-{uuid.uuid4().hex[:8]}"
+    warm = max(5, count // 20)
+    total = 2 * count + warm
+    layout_count = count + group  # the server layout's: a window to warm up, then timed
     try:
         home = LedgerHome.at(folder, f"sqlite:///{folder / 'ledger.db'}")
         ledger = home.initialise(origin="bench.kernelindex/ingest")
         ingester = home.key("ingester")
-        warm = max(5, count // 20)
-        say(f"signing {2 * count + warm} ingestion envelopes")
+        say(f"signing {total + layout_count} ingestion envelopes")
         started = time.perf_counter()
-        envelopes = signed_ingestions(ingester, 2 * count + warm)
+        envelopes = signed_ingestions(ingester, total)
         signing_s = time.perf_counter() - started
+        for_server = signed_ingestions(ingester, layout_count, first=total)
         warmup, single, grouped = (
             envelopes[:warm],
             envelopes[warm : warm + count],
@@ -116,61 +193,81 @@ def measure(count: int, group: int, console: Console, step: Any = None) -> dict[
         )
         say("anchor: bare Ed25519 verification of the same envelopes")
         work = signature_work(single + grouped, ingester)
-        ed25519 = ed25519_rate(work)
+        ed25519 = ed25519_rates(work)
         say("where an envelope's time goes")
         stages = stage_costs(single[:200], work[:200])
+        # Signing filled the memo with these very run manifests: a server receiving them
+        # has never seen them (the memo cold), only the manifests every run shares.
+        warm_shared_manifests(total)
         for raw in warmup:
             ledger.append(raw)
         say(f"Ledger.append x {count}")
-        started = time.perf_counter()
-        for raw in single:
-            ledger.append(raw)
-        append_s = time.perf_counter() - started
+        with Clocks() as append_clocks:
+            for raw in single:
+                ledger.append(raw)
         say(f"Ledger.append_many, groups of {group}, x {count}")
         refused = 0
-        started = time.perf_counter()
-        for first in range(0, len(grouped), group):
-            results = ledger.append_many(grouped[first : first + group])
-            refused += sum(1 for r in results if not hasattr(r, "position"))
-        many_s = time.perf_counter() - started
+        warm_shared_manifests(total)
+        with Clocks() as many_clocks:
+            for first in range(0, len(grouped), group):
+                results = ledger.append_many(grouped[first : first + group])
+                refused += sum(1 for r in results if not hasattr(r, "position"))
         if refused:
             raise SystemExit(f"{refused} ingestions were refused by append_many")
         events = int(ledger.store.last_position())
         ledger.close()
+        say(f"server layout: writer process, {group} in flight, x {count}")
+        layout = server_layout(folder, home.db_url, for_server, group)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    append_rate = count / append_s
-    many_rate = count / many_s
-    store_us = 1e6 / append_rate - sum(stages.values())
-    grouped_store_us = 1e6 / many_rate - sum(stages.values())
+    append = append_clocks.json(count)
+    many = many_clocks.json(count)
+
+    def rest(clock: str, per_second: float) -> float:
+        return round(1e6 / per_second - sum(stages[n][clock] for n in ADMISSION), 1)
+
     return {
         "envelopes": count,
         "group": group,
         "warmup": warm,
+        "manifestMemo": "cold: emptied after signing, shared manifests warmed once",
         "signingSeconds": round(signing_s, 2),
-        "ed25519PerSecond": round(ed25519, 1),
-        "append": {"seconds": round(append_s, 3), "perSecond": round(append_rate, 1)},
-        "appendMany": {"seconds": round(many_s, 3), "perSecond": round(many_rate, 1)},
-        "ratioAppend": round(append_rate / ed25519, 4),
-        "ratioAppendMany": round(many_rate / ed25519, 4),
+        "ed25519PerSecond": round(ed25519["wall"], 1),
+        "ed25519PerThreadCpuSecond": round(ed25519["cpu"], 1),
+        "ed25519LoadAverage": [ed25519["loadBefore"], ed25519["loadAfter"]],
+        "append": append,
+        "appendMany": many,
+        "ratioAppend": round(append["perSecond"] / ed25519["wall"], 4),
+        "ratioAppendMany": round(many["perSecond"] / ed25519["wall"], 4),
+        "ratioAppendManyThreadCpu": round(many["perThreadCpuSecond"] / ed25519["cpu"], 4),
         "target": TARGET,
+        "stretch": STRETCH,
         "stagesMicrosecondsPerEnvelope": {
             **stages,
-            "restOfAppend": round(store_us, 1),
-            "restOfAppendMany": round(grouped_store_us, 1),
+            "restOfAppend": {
+                "wall": rest("wall", append["perSecond"]),
+                "threadCpu": rest("threadCpu", append["perThreadCpuSecond"]),
+            },
+            "restOfAppendMany": {
+                "wall": rest("wall", many["perSecond"]),
+                "threadCpu": rest("threadCpu", many["perThreadCpuSecond"]),
+            },
         },
         "eventsInLedger": events,
+        "serverLayout": layout,
+        "ratioServerLayout": round(layout["perSecond"] / ed25519["wall"], 4),
     }
 
 
 def figure(ctx: Context) -> FigureResult:
     count = 100 if ctx.quick else 1000
     m = measure(count, 32, ctx.console, ctx.step)
-    ed = m["ed25519PerSecond"]
+    ed, ed_cpu = m["ed25519PerSecond"], m["ed25519PerThreadCpuSecond"]
     rows: list[Row] = []
     # The target is on groups (what an import and the HTTP writer do); one envelope per
     # commit is shown for scale: its latency has its own target, beside a bare eventsourcing
-    # append in the growth figure.
+    # append in the growth figure. Judged on wall time (what a user waits for, COMMIT's
+    # fsync included); thread-CPU beside it, which other work on the machine hardly moves.
     for key, label, judged in (
         ("append", "Ledger.append, 1 per commit", False),
         ("appendMany", "append_many, 32 per commit", True),
@@ -178,20 +275,48 @@ def figure(ctx: Context) -> FigureResult:
         rate = m[key]["perSecond"]
         ratio = rate / ed
         ok, to_target = at_least(ratio, TARGET)
+        loads = m[key]["loadAverage"]
+        row = Row(
+            FIGURE,
+            f"signed ingestion/s, {label}, memo cold",
+            f"{fmt(rate)}/s",
+            f"Ed25519 {fmt(ed)}/s",
+            ratio,
+            note=f"load {load_text(loads['before'], loads['after'])}",
+        )
+        if judged:
+            row.target = f"ratio ≥ {TARGET} (stretch {STRETCH})"
+            row.passed, row.to_target = ok, to_target
+            row.note = f"stretch {'met' if ratio >= STRETCH else 'not met'}; {row.note}"
+        rows.append(row)
+        cpu_rate = m[key]["perThreadCpuSecond"]
         rows.append(
             Row(
                 FIGURE,
-                f"signed ingestion/s, {label}",
-                f"{fmt(rate)}/s",
-                f"Ed25519 {fmt(ed)}/s",
-                ratio,
-                *((f"ratio ≥ {TARGET}", ok, to_target) if judged else ()),
+                "  same, per thread-CPU second",
+                f"{fmt(cpu_rate)}/s",
+                f"Ed25519 {fmt(ed_cpu)}/s",
+                cpu_rate / ed_cpu,
             )
         )
-    s = m["stagesMicrosecondsPerEnvelope"]
+    layout = m["serverLayout"]
+    rows.append(
+        Row(
+            FIGURE,
+            f"ingestion, server layout: writer process, {m['group']} in flight",
+            f"{fmt(layout['perSecond'])}/s",
+            f"Ed25519 {fmt(ed)}/s",
+            m["ratioServerLayout"],
+            note=f"informational; writer process CPU {layout['writerCpuMicrosPerEnvelope']:.0f}"
+            f" µs per envelope; load {load_text(*layout['loadAverage'].values())}",
+        )
+    )
+    # Thread-CPU, not wall: on a busy machine a stage's wall time is mostly waiting its turn.
+    s = {name: v["threadCpu"] for name, v in m["stagesMicrosecondsPerEnvelope"].items()}
     why = (
-        f"per envelope: Ed25519 {s['ed25519']:.0f} µs, parse {s['parseEnvelope']:.0f} µs, "
-        f"statement {s['statement']:.0f} µs, manifest-set check {s['checkManifestSet']:.0f} µs, "
+        f"per envelope (thread-CPU): Ed25519 {s['ed25519']:.0f} µs, parse "
+        f"{s['parseEnvelope']:.0f} µs, statement {s['statement']:.0f} µs, manifest-set check, "
+        f"memo cold {s['checkManifestSet']:.0f} µs (warm {s['checkManifestSetWarmMemo']:.0f}), "
         f"the rest of append_many in groups of 32 (key versions, INSERT, log sequencing, "
         f"proofs, COMMIT, admission's other field work) {s['restOfAppendMany']:.0f} µs: "
         f"the plumbing around the signature, not the signature, sets the rate"

@@ -3,8 +3,9 @@
 Builds (once, cached under benchmarks/.cache) a ledger of N signed runs in G comparison
 groups plus attestations, then measures in one run:
 
-- rebuild: ``ProjectionRunner.rebuild()`` over every event → events/s (target ≥ 0.2 × a bare
-  read of the same events in the same run);
+- rebuild: ``ProjectionRunner.rebuild()`` over every event → events/s (target ≥ 0.1 × a bare
+  read of the same events in the same run, and 100,000 events in ≤ 5 s on 2 quiet cores),
+  wall and thread-CPU, with the load average around it;
 - leaderboard read: ``queries.leaderboard`` of random groups → p50/p99 (target p99 ≤ 10 ms);
 - run record read: the projected row and standings of random runs → p50/p99 (target ≤ 10 ms);
 - full run record (events re-verified, as `kernelindex show` does) → p50/p99, for reference.
@@ -21,7 +22,10 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import math
+import os
 import random
+import resource
 import statistics
 import time
 from collections.abc import Callable
@@ -33,7 +37,7 @@ from rich.table import Table
 from sqlalchemy import select
 
 from api.service.ledger_service import LedgerService
-from benchmarks.suite import Context, FigureResult, Row, at_least, at_most, fmt
+from benchmarks.suite import Context, FigureResult, Row, at_least, at_most, fmt, load, load_text
 from domain.manifests.canonical_form import manifest_digest
 from domain.ranking import View
 from domain.timestamps import format_time, utc_now
@@ -165,6 +169,34 @@ def upgrade_schema(db_url: str) -> None:
     upgrade(db_url)
 
 
+def _children_cpu() -> float:
+    """CPU seconds of every process below this one, live or ended: ended children reaped
+    by this process (``RUSAGE_CHILDREN``), and each live descendant's own CPU plus that of
+    the children it reaped (``/proc``): the rebuild's fold workers are children of a
+    forkserver, not of this process (Linux; only the first part elsewhere)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = usage.ru_utime + usage.ru_stime
+    tick = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    spent: dict[int, float] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # ended meanwhile
+        pid = int(stat.parent.name)
+        parents[pid] = int(fields[1])
+        spent[pid] = sum(int(f) for f in fields[11:15]) / tick  # utime stime cutime cstime
+    me = os.getpid()
+    for pid, cpu in spent.items():
+        parent = parents.get(pid)
+        while parent is not None and parent not in (me, 0, 1):
+            parent = parents.get(parent)
+        if parent == me and pid != me:
+            total += cpu
+    return total
+
+
 def _percentiles(samples: list[float]) -> tuple[float, float]:
     ordered = sorted(samples)
     p50 = statistics.median(ordered)
@@ -178,6 +210,8 @@ def bare_read_rate(ledger: Ledger, batch: int = REBUILD_BATCH) -> dict[str, Any]
     events = ledger.store.events.c
     count = 0
     position = 0
+    before = load()
+    cpu0 = time.thread_time()
     started = time.perf_counter()
     while True:
         with ledger.store.transaction(commit=False) as session:
@@ -194,10 +228,14 @@ def bare_read_rate(ledger: Ledger, batch: int = REBUILD_BATCH) -> dict[str, Any]
         count += len(rows)
         position = int(rows[-1][0])
     seconds = time.perf_counter() - started
+    cpu = time.thread_time() - cpu0
     return {
         "events": count,
         "seconds": round(seconds, 3),
         "eventsPerSecond": round(count / seconds),
+        "threadCpuSeconds": round(cpu, 3),
+        "eventsPerThreadCpuSecond": round(count / cpu) if cpu else None,
+        "loadAverage": {"before": before, "after": load()},
     }
 
 
@@ -241,6 +279,30 @@ def decode_costs(ledger: Ledger, limit: int = 5_000) -> dict[str, float]:
     }
 
 
+def timed_rebuild(runner: ProjectionRunner) -> dict[str, Any]:
+    """``runner.rebuild()`` on both clocks, with the load average around it."""
+    before = load()
+    children0 = _children_cpu()
+    process0, cpu0 = time.process_time(), time.thread_time()
+    started = time.perf_counter()
+    rebuilt = runner.rebuild()
+    rebuild_s = time.perf_counter() - started
+    cpu = time.thread_time() - cpu0
+    return {
+        "events": rebuilt.events,
+        "seconds": round(rebuild_s, 2),
+        "eventsPerSecond": round(rebuilt.events / rebuild_s),
+        # The writing thread's CPU; the fold workers' (every process below this one) beside.
+        "threadCpuSeconds": round(cpu, 3),
+        "eventsPerThreadCpuSecond": round(rebuilt.events / cpu) if cpu else None,
+        "processCpuSeconds": round(time.process_time() - process0, 3),
+        "workerCpuSeconds": round(_children_cpu() - children0, 3),
+        "loadAverage": {"before": before, "after": load()},
+        "targetRatioToBareRead": REBUILD_TARGET,
+        "targetSecondsPer100k": REBUILD_SECONDS_PER_100K,
+    }
+
+
 def bare_lookup_ms(ledger: Ledger, positions: list[int]) -> tuple[float, float]:
     """Anchor of the reads: one event row fetched by primary key, per transaction (p50, p99
     ms): the floor of any read on this store."""
@@ -278,15 +340,7 @@ def measure(
         "build": build_meta(folder),
     }
     if do_rebuild or do_reads:
-        started = time.perf_counter()
-        rebuilt = runner.rebuild()
-        rebuild_s = time.perf_counter() - started
-        result["rebuild"] = {
-            "events": rebuilt.events,
-            "seconds": round(rebuild_s, 2),
-            "eventsPerSecond": round(rebuilt.events / rebuild_s),
-            "targetRatioToBareRead": REBUILD_TARGET,
-        }
+        result["rebuild"] = timed_rebuild(runner)
         if anchors:
             result["bareRead"] = bare_read_rate(ledger)
             result["decodePerEvent"] = decode_costs(ledger)
@@ -338,7 +392,10 @@ def measure(
 
 # ----------------------------------------------------------------------- suite figures
 
-REBUILD_TARGET = 0.2  # of the bare read's events/s, same events, same run
+# Issue 36: of the bare read's events/s (same events, same run), and 100,000 events in at
+# most 5 s on 2 quiet cores (the rebuild folds on every core).
+REBUILD_TARGET = 0.1
+REBUILD_SECONDS_PER_100K = 5.0
 READ_TARGET_MS = 10.0  # p99
 
 
@@ -361,18 +418,67 @@ def figures(ctx: Context, *, rebuild: bool = True, reads: bool = True) -> list[F
     built = f"cold build {build_s:.0f} s" if build_s is not None else "cold build time unknown"
     results: list[FigureResult] = []
     if rebuild:
-        rate = float(m["rebuild"]["eventsPerSecond"])
-        bare = float(m["bareRead"]["eventsPerSecond"])
+        r, bare_read = m["rebuild"], m["bareRead"]
+        rate = float(r["eventsPerSecond"])
+        bare = float(bare_read["eventsPerSecond"])
         ok, to_target = at_least(rate / bare, REBUILD_TARGET)
-        row = Row(
-            "rebuild",
-            f"projection rebuild events/s, {m['events']:,} events",
-            f"{fmt(rate)}/s",
-            f"bare read {fmt(bare)}/s",
-            rate / bare,
-            f"ratio ≥ {REBUILD_TARGET}",
-            ok,
-            to_target,
+        loads = r["loadAverage"]
+        per_100k = 100_000 / rate
+        quiet = loads["before"][0] < 0.5 and loads["after"][0] < 1.0
+        time_ok, time_to_target = at_most(per_100k, REBUILD_SECONDS_PER_100K)
+        rows = [
+            Row(
+                "rebuild",
+                f"projection rebuild events/s, {m['events']:,} events",
+                f"{fmt(rate)}/s",
+                f"bare read {fmt(bare)}/s",
+                rate / bare,
+                f"ratio ≥ {REBUILD_TARGET}",
+                ok,
+                to_target,
+                note=f"load {load_text(loads['before'], loads['after'])}",
+            ),
+            Row(
+                "rebuild",
+                "  same, per thread-CPU second (the writing thread)",
+                f"{fmt(r['eventsPerThreadCpuSecond'] or math.nan)}/s",
+                f"bare read {fmt(bare_read['eventsPerThreadCpuSecond'] or math.nan)}/s",
+                (r["eventsPerThreadCpuSecond"] or math.nan)
+                / (bare_read["eventsPerThreadCpuSecond"] or math.nan),
+                note=f"fold workers' CPU {r['workerCpuSeconds']:.1f} s beside the writer's "
+                f"{r['threadCpuSeconds']:.1f} s",
+            ),
+            Row(
+                "rebuild",
+                "projection rebuild, s per 100,000 events"
+                + ("" if m["events"] >= 100_000 else f" (from {m['events']:,})"),
+                f"{per_100k:.2f}",
+                f"{os.cpu_count()} cores, load {loads['before'][0]:.2f}",
+                None,
+                f"≤ {REBUILD_SECONDS_PER_100K:.0f} s on 2 quiet cores",
+                time_ok,
+                time_to_target,
+                note=("" if quiet else "machine not quiet: ")
+                + f"load {load_text(loads['before'], loads['after'])}",
+            ),
+        ]
+        # What the machine's other work cannot move: the CPU the rebuild spent, per 100,000
+        # events, and the wall time it would take on 2 idle cores at best (the writer is one
+        # thread; the folds spread over the rest).
+        scale = 100_000 / max(int(r["events"]), 1)
+        writer_s = float(r["threadCpuSeconds"]) * scale
+        folds_s = float(r["workerCpuSeconds"]) * scale
+        best = max(writer_s, (writer_s + folds_s) / 2)
+        rows.append(
+            Row(
+                "rebuild",
+                "  CPU s per 100,000 events: writing thread + fold workers",
+                f"{writer_s:.1f} + {folds_s:.1f}",
+                f"best on 2 idle cores {best:.1f} s",
+                None,
+                note=f"on 2 idle cores at best max(writer, all / 2) = {best:.1f} s "
+                f"against the 5 s target",
+            )
         )
         shown = ("runs", "groups", "events", "build", "rebuild", "bareRead", "decodePerEvent")
         detail = {k: m[k] for k in shown}
@@ -382,7 +488,7 @@ def figures(ctx: Context, *, rebuild: bool = True, reads: bool = True) -> list[F
             "`kernelindex projections rebuild` to see where)"
         )
         results.append(
-            FigureResult("rebuild", f"projection rebuild ({built})", [row], detail, why=why)
+            FigureResult("rebuild", f"projection rebuild ({built})", rows, detail, why=why)
         )
     if reads:
         lookup = m["bareLookupMs"]

@@ -1,15 +1,17 @@
 """Offline verification benchmark (docs/design.md §13): throughput against bare Ed25519, and memory.
 
-Target: verify ≥ 0.8 × (cores × single-core Ed25519 verify rate) events/s, with peak memory
-flat in bundle size. Measured in one run, on bundles of a synthetic, really signed ledger
-(``benchmarks.generate``):
+Target (issue 36): verify at all cores ≥ 0.5 (stretch 0.55) × the measured rate of bare
+Ed25519 on one process per core at once, with peak memory flat in bundle size. Measured in
+one run, on bundles of a synthetic, really signed ledger (``benchmarks.generate``):
 
-(a) bare Ed25519: the same envelopes' signatures, verified single-core with ``cryptography``
-    over PAE bytes and public key objects prepared up front (and, for reference, the rate of
-    one such process per core running at once);
+(a) bare Ed25519: the same envelopes' signatures, verified with ``cryptography`` over PAE
+    bytes and public key objects prepared up front, on one core and on one process per core
+    running at once, each per second of wall time and of CPU time;
 (b) ``verify_bundle_lines`` throughput in events/s with ``workers=1`` and ``workers=cores``,
     each run in a fresh subprocess, timed around the call (imports excluded);
-(c) the ratio of (b) at ``workers=cores`` to ``cores × (a)``;
+(c) the ratio of (b) at ``workers=cores`` to (a) on all cores, and of (b) at each worker
+    count to a schema-less Go loop over the same bundle (``go_verify/main.go``: JSON,
+    base64, Ed25519, nothing else; skipped, saying so, without a Go toolchain);
 (d) peak RSS (``ru_maxrss``) of the verifying process and of its largest worker, at each
     bundle size, to show it does not grow with the bundle;
 
@@ -27,8 +29,11 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import math
 import os
 import platform
+import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -45,8 +50,9 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.generate import BuiltLedger, build_ledger, export, open_built
-from benchmarks.suite import Context, FigureResult, Row, at_least, at_most, fmt
+from benchmarks.suite import Context, FigureResult, Row, at_least, at_most, fmt, load
 from domain.canonical import canonical_json
+from domain.manifests import canonical_form
 from domain.manifests.manifest_set import check_manifest_set
 from domain.statements import parse_statement
 from ledger.authority import KeyBook
@@ -62,7 +68,10 @@ from ledger.verify.inclusion import InclusionChecker as _InclusionChecker
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / ".cache"
 RESULTS = HERE / "results" / "verify.json"
-TARGET = 0.8
+# Issue 36: of the measured rate of Ed25519 on every core at once (not cores × one core,
+# which a shared or hyper-threaded machine never reaches).
+TARGET = 0.5
+STRETCH = 0.55
 console = Console()
 
 
@@ -154,55 +163,101 @@ def _verify_all(work: Work, rounds: int) -> int:
     return rounds * len(work)
 
 
-def ed25519_rate(work: Work, seconds: float = 2.0) -> float:
-    """Signatures verified per second, single core: the median of passes over the sample."""
+def ed25519_rates(work: Work, seconds: float = 2.0) -> dict[str, float]:
+    """Signatures verified per second, single core, on both clocks: ``wall`` (per second
+    of wall time) and ``cpu`` (per second of this thread's CPU time), each the median of
+    passes over the sample; and the load average before and after."""
     _verify_all(work[:200], 1)
-    rates: list[float] = []
+    walls: list[float] = []
+    cpus: list[float] = []
+    before = load()
     deadline = time.perf_counter() + seconds
-    while time.perf_counter() < deadline or len(rates) < 3:
-        started = time.perf_counter()
+    while time.perf_counter() < deadline or len(walls) < 3:
+        cpu0, wall0 = time.thread_time(), time.perf_counter()
         n = _verify_all(work, 1)
-        rates.append(n / (time.perf_counter() - started))
-    return statistics.median(rates)
+        wall, cpu = time.perf_counter() - wall0, time.thread_time() - cpu0
+        walls.append(n / wall)
+        cpus.append(n / cpu if cpu > 0 else math.nan)
+    return {
+        "wall": statistics.median(walls),
+        "cpu": statistics.median(cpus),
+        "loadBefore": before[0],
+        "loadAfter": load()[0],
+    }
+
+
+def ed25519_rate(work: Work, seconds: float = 2.0) -> float:
+    """Signatures verified per second of wall time, single core (see ``ed25519_rates``)."""
+    return ed25519_rates(work, seconds)["wall"]
 
 
 _SHARED: dict[str, Work] = {}  # inherited by forked processes
 
 
-def _verify_shared(rounds: int) -> int:
-    return _verify_all(_SHARED["work"], rounds)
+def _verify_shared(rounds: int) -> tuple[int, float]:
+    cpu0 = time.thread_time()
+    done = _verify_all(_SHARED["work"], rounds)
+    return done, time.thread_time() - cpu0
 
 
-def ed25519_rate_all_cores(work: Work, cores: int, shots: int = 3) -> float:
-    """One process per core, each verifying the same signatures at once (forked); the best
-    of a few shots, since other work on the machine can only lower it."""
+def ed25519_all_cores(work: Work, cores: int, shots: int = 3) -> dict[str, float]:
+    """One process per core, each verifying the same signatures at once (forked): the best
+    of a few shots' wall rate (other work on the machine can only lower it), and that
+    shot's signatures per second of CPU summed over the processes (``cpu``: × cores is
+    what the wall rate would be if every process had its core to itself)."""
     _SHARED["work"] = work
     context = get_context("fork")
-    rates: list[float] = []
+    shots_done: list[tuple[float, float]] = []
+    before = load()
     with context.Pool(cores) as pool:
         pool.map(_verify_shared, [0] * cores)  # started and warm
         for _ in range(shots):
             started = time.perf_counter()
-            done = sum(pool.map(_verify_shared, [1] * cores))
-            rates.append(done / (time.perf_counter() - started))
+            parts = pool.map(_verify_shared, [1] * cores)
+            wall = time.perf_counter() - started
+            done = sum(n for n, _ in parts)
+            cpu = sum(c for _, c in parts)
+            shots_done.append((done / wall, done / cpu if cpu > 0 else math.nan))
     _SHARED.clear()
-    return max(rates)
+    best = max(shots_done)
+    return {"wall": best[0], "cpu": best[1], "loadBefore": before[0], "loadAfter": load()[0]}
+
+
+def ed25519_rate_all_cores(work: Work, cores: int, shots: int = 3) -> float:
+    """The measured all-cores Ed25519 rate, wall (see ``ed25519_all_cores``)."""
+    return ed25519_all_cores(work, cores, shots)["wall"]
 
 
 # ------------------------------------------------------------------------- stage breakdown
 
 
+def forget_manifest_digests() -> None:
+    """Empty this process's manifest-digest memo (``domain.manifests.canonical_form``).
+
+    The memo keeps the digest of every manifest validated lately, keyed by its content.
+    Signing envelopes in the benchmark's own process fills it with the very run manifests
+    the ledger is about to check, which a server receiving envelopes signed elsewhere (or a
+    fresh verifier) never has: it must validate and digest each new run manifest. Emptying
+    it before a timed block makes the block pay that, as such a server does; the few
+    manifests every run shares (protocol, environment) are validated again once and then
+    hit the memo, as they do on a server that has been up a while (issue 36).
+    """
+    canonical_form._DIGESTS.clear()  # measurement only: the product's memo, emptied
+
+
 @dataclass
 class Stage:
     name: str
-    micros: float  # per event it applies to
+    micros: float  # per event it applies to, wall
     share: float  # of all events (1.0, or the fraction of ingestions)
+    cpu_micros: float = math.nan  # per event it applies to, this thread's CPU
 
 
-def _timed(fn: Callable[[], object]) -> float:
-    started = time.perf_counter()
+def _timed(fn: Callable[[], object]) -> tuple[float, float]:
+    """(wall, thread-CPU) seconds of ``fn()``."""
+    cpu0, started = time.thread_time(), time.perf_counter()
     fn()
-    return time.perf_counter() - started
+    return time.perf_counter() - started, time.thread_time() - cpu0
 
 
 def _first_events(bundle: Path, limit: int) -> tuple[list[str], TrustRoot, tuple[int, bytes]]:
@@ -280,47 +335,43 @@ def stage_costs(bundle: Path, limit: int) -> tuple[list[Stage], float]:
         for i in range(n):
             verify(leaves[i], records[i]["leafIndex"], size, proofs[i], root)
 
-    def per(seconds: float, count: int) -> float:
-        return seconds / max(count, 1) * 1e6
+    def cold(fn: Callable[[], object]) -> Callable[[], object]:
+        def run() -> object:
+            forget_manifest_digests()
+            return fn()
+
+        return run
+
+    def stage(name: str, fn: Callable[[], object], count: int, applies: float = 1) -> Stage:
+        wall, cpu = _timed(fn)
+        count = max(count, 1)
+        return Stage(name, wall / count * 1e6, applies, cpu / count * 1e6)
 
     share = len(ingestions) / n
     timings: list[Stage] = [
-        Stage("json.loads of the line", per(_timed(lambda: [json.loads(x) for x in lines]), n), 1),
-        Stage("leaf hash (JCS)", per(_timed(lambda: [e.leaf_hash() for e in entries]), n), 1),
-        Stage("inclusion, verify_inclusion", per(_timed(lambda: prove(verify_inclusion)), n), 1),
-        Stage("inclusion, path cache", per(_timed(lambda: prove(checker.verify)), n), 1),
-        Stage(
-            "verify_event (all of the below)",
-            per(_timed(verify_all), n),
-            1,
-        ),
-        Stage(
-            "  parse_envelope",
-            per(_timed(lambda: [parse_envelope(e.envelope) for e in entries]), n),
-            1,
-        ),
-        Stage(
+        stage("json.loads of the line", lambda: [json.loads(x) for x in lines], n),
+        stage("leaf hash (JCS)", lambda: [e.leaf_hash() for e in entries], n),
+        stage("inclusion, verify_inclusion", lambda: prove(verify_inclusion), n),
+        stage("inclusion, path cache", lambda: prove(checker.verify), n),
+        # Memo cold (a fresh verifying process's): see ``forget_manifest_digests``.
+        stage("verify_event (all of the below)", cold(verify_all), n),
+        stage("  parse_envelope", lambda: [parse_envelope(e.envelope) for e in entries], n),
+        stage(
             "    of which JCS of the envelope",
-            per(_timed(lambda: [canonical_json(dict(e.envelope)) for e in entries]), n),
-            1,
+            lambda: [canonical_json(dict(e.envelope)) for e in entries],
+            n,
         ),
-        Stage(
+        # The validation itself: an envelope keeps its statement once validated.
+        stage(
             "  statement: JSON + pydantic",
-            # The validation itself: an envelope keeps its statement once validated.
-            per(_timed(lambda: [parse_statement(e.statement_json()) for e in envelopes]), n),
-            1,
+            lambda: [parse_statement(e.statement_json()) for e in envelopes],
+            n,
         ),
-        Stage(
-            "  Ed25519 verify (cryptography)",
-            per(_timed(lambda: _verify_all(work, 1)), len(work)),
-            1,
-        ),
-        Stage(
+        stage("  Ed25519 verify (cryptography)", lambda: _verify_all(work, 1), len(work)),
+        stage(
             "  check_manifest_set (ingestions)",
-            per(
-                _timed(lambda: [check_manifest_set(s.predicate["manifests"]) for s in ingestions]),
-                len(ingestions),
-            ),
+            cold(lambda: [check_manifest_set(s.predicate["manifests"]) for s in ingestions]),
+            len(ingestions),
             share,
         ),
     ]
@@ -364,16 +415,80 @@ def verify_runs(
     return runs
 
 
+# ------------------------------------------------------------------- schema-less Go loop
+
+GO_SOURCE = HERE / "go_verify" / "main.go"
+GOPATHS = ("/usr/share/gocode", str(Path.home() / "go"))
+
+
+def build_go_verifier(cache: Path = CACHE) -> tuple[Path | None, str]:
+    """``benchmarks/go_verify`` built offline (GOPATH mode, as tests/interop builds its Go
+    client; it needs only Go's standard library), or None and why not."""
+    go = shutil.which("go")
+    if go is None:
+        return None, "no Go toolchain (apt-get install golang-go)"
+    out = cache / "go_verify" / "go_verify"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    gopath = next((p for p in GOPATHS if Path(p).is_dir()), str(out.parent / "gopath"))
+    env = os.environ | {
+        "GO111MODULE": "off",
+        "GOPATH": gopath,
+        "GOCACHE": str(out.parent / "cache"),
+        "GOFLAGS": "",
+    }
+    done = subprocess.run(  # noqa: S603 - the go found on PATH, fixed arguments
+        [go, "build", "-o", str(out), str(GO_SOURCE)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    if done.returncode != 0:
+        return None, f"go build failed: {done.stderr.strip()[:200]}"
+    return out, ""
+
+
+def go_runs(binary: Path, bundle: Path, workers: int, repeat: int) -> dict[str, Any]:
+    """The Go loop over ``bundle`` with ``workers`` goroutines, ``repeat`` times: the
+    median run, each timed by the program itself (process start excluded)."""
+    tries: list[dict[str, Any]] = []
+    for _ in range(repeat):
+        before = load()
+        cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        done = subprocess.run(  # noqa: S603 - the binary built above, fixed arguments
+            [str(binary), str(bundle), str(workers)],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=600,
+        )
+        cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+        cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+        # The whole process's CPU (start-up included: a few ms), per event.
+        result["cpuMicrosPerEvent"] = round(cpu / max(result["events"], 1) * 1e6, 1)
+        result["loadAverage"] = {"before": before, "after": load()}
+        tries.append(result)
+    tries.sort(key=lambda r: float(r["eventsPerSecond"]))
+    median = dict(tries[len(tries) // 2])
+    median["eventsPerSecondAll"] = [round(r["eventsPerSecond"]) for r in tries]
+    return median
+
+
 # ---------------------------------------------------------------------------- budget
 
 
-def cpu_budget(run: dict[str, Any], single: float) -> dict[str, float]:
-    """A verify run's CPU per event (every process of it) against what the target leaves:
-    at ``TARGET`` × cores × one-core Ed25519 with every core busy, an event may cost
-    1 / (TARGET × single) s of CPU, the signature's 1 / single s included, so the rest of
-    verifying it (reading, hashing, proofs, schemas, rules) may cost (1 / TARGET − 1) of a
-    signature. Machine-independent, like the ratio, and it says how far the rest is over."""
-    signature = 1e6 / single
+def cpu_budget(run: dict[str, Any], signature_cpu_rate: float) -> dict[str, float]:
+    """A verify run's CPU per event (every process of it) against what the target leaves.
+
+    With every core busy, the ratio of verify's rate to Ed25519's on all cores is the ratio
+    of their CPU per item: a signature's CPU (``1 / signature_cpu_rate``, measured on one
+    process per core at once) over an event's. At ``TARGET`` an event may cost a
+    signature / ``TARGET`` of CPU, the signature included, so the rest of verifying it
+    (reading, hashing, proofs, schemas, rules) may cost (1 / TARGET − 1) of a signature.
+    CPU, not wall time: other work on the machine hardly moves it."""
+    signature = 1e6 / signature_cpu_rate
     spent = float(run["cpuMicrosPerEvent"])
     allowed = (1 / TARGET - 1) * signature
     return {
@@ -390,10 +505,43 @@ def cpu_budget(run: dict[str, Any], single: float) -> dict[str, float]:
 MEMORY_FLAT = 1.2  # peak RSS at the largest bundle ≤ this × at the smallest
 
 
+def _go_rows(
+    go: dict[str, Any], ours: dict[int, dict[str, Any]], cores: int, events: int
+) -> list[Row]:
+    """Our verify rate against the schema-less Go loop's, at one worker and at ``cores``
+    (issue 36's goal: faster per event than that loop; not judged yet)."""
+    if "error" in go:
+        return [
+            Row(
+                "verify",
+                "  vs schema-less Go loop (Ed25519 + JSON + base64 only)",
+                "not measured",
+                go["error"][:60],
+                note=f"Go anchor skipped: {go['error']}",
+            )
+        ]
+    rows: list[Row] = []
+    for workers in sorted({1, cores}):
+        theirs, mine = go[str(workers)], ours[workers]
+        rate, anchor = float(mine["eventsPerSecond"]), float(theirs["eventsPerSecond"])
+        rows.append(
+            Row(
+                "verify",
+                f"  verify {workers} worker(s) vs schema-less Go loop, {events:,} events",
+                f"{fmt(rate)}/s",
+                f"Go {fmt(anchor)}/s",
+                rate / anchor,
+                note="issue 36's goal ≥ 1, not judged yet",
+            )
+        )
+    return rows
+
+
 def figure(ctx: Context) -> FigureResult:
     """``python -m benchmarks``' offline-verify figure: verify rate at ``cores`` workers on
-    the largest bundle against cores × one-core Ed25519 (same envelopes, same run), and peak
-    memory at the largest bundle against the smallest."""
+    the largest bundle against the measured rate of Ed25519 on ``cores`` processes at once
+    (same envelopes, same run); against a schema-less Go loop over the same bundle; and
+    peak memory at the largest bundle against the smallest."""
     global console  # noqa: PLW0603 - the suite's console, so output stays above its progress
     saved, console = console, ctx.console
     try:
@@ -405,40 +553,65 @@ def figure(ctx: Context) -> FigureResult:
         largest = bundles[sizes[-1]]
         ctx.step("anchor: bare Ed25519, one core and all cores")
         work = signature_work(largest, 1000 if ctx.quick else 4000)
-        single = ed25519_rate(work)
-        parallel = ed25519_rate_all_cores(work, cores) if cores > 1 else single
+        single = ed25519_rates(work)
+        parallel = ed25519_all_cores(work, cores) if cores > 1 else single
         ctx.step(f"kernelindex verify, {cores} workers, {repeat} run(s) per bundle")
         runs = verify_runs(bundles, sizes, [cores], repeat)
+        ours = {cores: runs[-1]}
+        if cores > 1:
+            ctx.step(f"kernelindex verify, 1 worker, {repeat} run(s)")
+            ours[1] = verify_runs(bundles, [sizes[-1]], [1], repeat)[0]
+        ctx.step("anchor: schema-less Go loop over the same bundle")
+        binary, why_not = build_go_verifier()
+        go: dict[str, Any] = (
+            {str(w): go_runs(binary, largest, w, repeat) for w in sorted({1, cores})}
+            if binary is not None
+            else {"error": why_not}
+        )
     finally:
         console = saved
     small, big = runs[0], runs[-1]
-    anchor = cores * single
+    anchor = float(parallel["wall"])
     rate = float(big["eventsPerSecond"])
     ok, to_target = at_least(rate / anchor, TARGET)
+    # CPU: our events per CPU-second (every process) against Ed25519's per CPU-second of
+    # the processes running at once: the ratio the wall one would be on an idle machine.
+    cpu_rate = 1e6 / float(big["cpuMicrosPerEvent"])
 
     def peak(run: dict[str, Any]) -> float:
         return float(max(run["peakRssKiB"], run["peakWorkerRssKiB"] or 0)) / 1024
 
     growth = peak(big) / peak(small)
     mem_ok, mem_to_target = at_most(growth, MEMORY_FLAT)
+    stretch = rate / anchor >= STRETCH
     rows = [
         Row(
             "verify",
             f"offline verify events/s, {cores} workers, {big['events']:,} events",
             f"{fmt(rate)}/s",
-            f"{cores} × Ed25519 {fmt(single)}/s",
+            f"Ed25519 on {cores} processes {fmt(anchor)}/s",
             rate / anchor,
-            f"ratio ≥ {TARGET}",
+            f"ratio ≥ {TARGET} (stretch {STRETCH})",
             ok,
             to_target,
+            note=f"stretch {'met' if stretch else 'not met'}",
         ),
         Row(
             "verify",
-            f"  Ed25519 on {cores} processes at once (measured, for reference)",
-            f"{fmt(parallel)}/s",
-            f"{cores} × {fmt(single)}/s",
-            parallel / anchor,
+            "  same, per CPU-second (all processes; thread-CPU for Ed25519)",
+            f"{fmt(cpu_rate)}/s",
+            f"Ed25519 {fmt(parallel['cpu'])}/s",
+            cpu_rate / float(parallel["cpu"]),
         ),
+        Row(
+            "verify",
+            "  Ed25519 one core, wall (thread-CPU)",
+            f"{fmt(single['wall'])}/s ({fmt(single['cpu'])}/s)",
+            f"{cores} processes {fmt(anchor)}/s",
+            anchor / float(single["wall"]),
+            note="ratio: how far Ed25519 scaled over the cores (ideally = cores)",
+        ),
+        *_go_rows(go, ours, cores, int(big["events"])),
         Row(
             "verify",
             f"peak RSS MiB at {big['events']:,} events (largest process)",
@@ -455,16 +628,27 @@ def figure(ctx: Context) -> FigureResult:
         "repeat": repeat,
         "cores": cores,
         "ledger": meta,
-        "ed25519": {"singleCorePerSecond": round(single, 1), "allCoresMeasured": round(parallel)},
+        "ed25519": {
+            "singleCorePerSecond": round(single["wall"], 1),
+            "singleCorePerThreadCpuSecond": round(single["cpu"], 1),
+            "singleCoreLoad": [single["loadBefore"], single["loadAfter"]],
+            "allCoresMeasured": round(parallel["wall"]),
+            "allCoresPerCpuSecond": round(parallel["cpu"]),
+            "allCoresLoad": [parallel["loadBefore"], parallel["loadAfter"]],
+        },
+        "target": {"ratioToAllCoresEd25519": TARGET, "stretch": STRETCH},
         "verify": runs,
+        "verifyOneWorker": ours.get(1),
+        "goSchemaLess": go,
     }
-    budget = cpu_budget(big, single)
+    budget = cpu_budget(big, float(parallel["cpu"]))
     detail["budget"] = budget
     why = (
         f"an event costs {budget['cpuMicrosPerEvent']:.0f} µs of CPU in all, a signature "
-        f"{budget['signatureMicros']:.0f}; the rest of verifying it (reading, leaf hash, proof, "
-        f"schemas, rules) costs {budget['restMicros']:.0f} µs where the target leaves "
-        f"{budget['restAllowedMicros']:.0f}: `python -m benchmarks.bench_verify` breaks it down"
+        f"{budget['signatureMicros']:.0f} (CPU, all cores busy); the rest of verifying it "
+        f"(reading, leaf hash, proof, schemas, rules) costs {budget['restMicros']:.0f} µs "
+        f"where the target leaves {budget['restAllowedMicros']:.0f}: "
+        "`python -m benchmarks.bench_verify` breaks it down"
     )
     return FigureResult(
         "verify", f"offline verify, bundles of {sizes} events", rows, detail, why=why
@@ -494,11 +678,18 @@ def main(argv: list[str] | None = None) -> None:
     largest = bundles[sizes[-1]]
 
     work = signature_work(largest, args.sample)
-    single = ed25519_rate(work)
-    parallel = ed25519_rate_all_cores(work, cores) if cores > 1 else single
+    single_rates = ed25519_rates(work)
+    parallel_rates = ed25519_all_cores(work, cores) if cores > 1 else single_rates
+    single, parallel = single_rates["wall"], parallel_rates["wall"]
     stages, ingestion_share = stage_costs(largest, min(args.sample, 2000))
 
     runs = verify_runs(bundles, sizes, sorted({1, cores}), args.repeat)
+    binary, why_not = build_go_verifier(args.cache)
+    go: dict[str, Any] = (
+        {str(w): go_runs(binary, largest, w, args.repeat) for w in sorted({1, cores})}
+        if binary is not None
+        else {"error": why_not}
+    )
 
     def rate(size: int, workers: int) -> float:
         return float(
@@ -508,8 +699,8 @@ def main(argv: list[str] | None = None) -> None:
         )
 
     top = rate(sizes[-1], cores)
-    target_rate = TARGET * cores * single
-    ratio = top / (cores * single)
+    target_rate = TARGET * parallel
+    ratio = top / parallel
     results: dict[str, Any] = {
         "machine": {
             "cores": cores,
@@ -520,13 +711,16 @@ def main(argv: list[str] | None = None) -> None:
             # Other work on the machine skews every figure: the 1-minute load average before
             # the benchmark, and how far Ed25519 scaled over all cores (ideally = cores).
             "loadAverageBefore": round(load_before, 2),
+            "loadAverageAfter": load()[0],
             "ed25519Scaling": round(parallel / single, 2),
         },
         "ledger": meta,
         "ed25519": {
             "sample": len(work),
             "singleCorePerSecond": round(single, 1),
+            "singleCorePerThreadCpuSecond": round(single_rates["cpu"], 1),
             "allCoresPerSecondMeasured": round(parallel, 1),
+            "allCoresPerCpuSecond": round(parallel_rates["cpu"], 1),
             "coresTimesSingle": round(cores * single, 1),
         },
         "verify": [
@@ -535,10 +729,17 @@ def main(argv: list[str] | None = None) -> None:
         "ratio": {
             "value": round(ratio, 3),
             "target": TARGET,
+            "stretch": STRETCH,
             "met": ratio >= TARGET,
+            "toCoresTimesSingle": round(top / (cores * single), 3),
             "targetEventsPerSecond": round(target_rate, 1),
             "singleWorkerToSingleCoreEd25519": round(rate(sizes[-1], 1) / single, 3),
-            "toMeasuredAllCoresEd25519": round(top / parallel, 3),
+        },
+        "goSchemaLess": go,
+        "toGo": {
+            w: round(rate(sizes[-1], int(w)) / float(g["eventsPerSecond"]), 3)
+            for w, g in go.items()
+            if w != "error"
         },
         "memory": {
             str(r["size"]) + f"/w{r['workers']}": {
@@ -547,9 +748,13 @@ def main(argv: list[str] | None = None) -> None:
             }
             for r in runs
         },
-        "budget": cpu_budget(runs[-1], single),
+        "budget": cpu_budget(runs[-1], parallel_rates["cpu"]),
         "stagesMicrosecondsPerEvent": {
-            s.name.strip(): {"micros": round(s.micros, 1), "appliesTo": round(s.share, 3)}
+            s.name.strip(): {
+                "micros": round(s.micros, 1),
+                "threadCpuMicros": round(s.cpu_micros, 1),
+                "appliesTo": round(s.share, 3),
+            }
             for s in stages
         },
         "ingestionShare": round(ingestion_share, 3),
@@ -591,16 +796,23 @@ def _print(
     summary.add_column("value", justify="right")
     summary.add_row("Ed25519 verify/s, one core", f"{single:.0f}")
     summary.add_row(f"Ed25519 verify/s, {cores} processes at once (measured)", f"{parallel:.0f}")
-    summary.add_row(f"target: {TARGET} x {cores} cores x one-core rate", f"{target_rate:.0f}")
+    summary.add_row(
+        f"target: {TARGET} (stretch {STRETCH}) x Ed25519 on {cores} processes",
+        f"{target_rate:.0f}",
+    )
     summary.add_row(
         f"verify events/s, {cores} workers, largest bundle", f"{runs[-1]['eventsPerSecond']:.0f}"
     )
     verdict = "[green]met[/]" if ratio >= TARGET else "[red]not met[/]"
-    summary.add_row("ratio to cores x one-core Ed25519", f"{ratio:.3f} ({verdict})")
+    summary.add_row(f"ratio to Ed25519 on {cores} processes (measured)", f"{ratio:.3f} ({verdict})")
     summary.add_row(
-        f"verify events/s, {cores} workers, to Ed25519 on {cores} processes (measured)",
-        f"{results['ratio']['toMeasuredAllCoresEd25519']:.3f}",
+        f"verify events/s, {cores} workers, to {cores} x one-core Ed25519 (old anchor)",
+        f"{results['ratio']['toCoresTimesSingle']:.3f}",
     )
+    for workers, to_go in results["toGo"].items():
+        summary.add_row(f"verify, {workers} worker(s), to the schema-less Go loop", f"{to_go:.3f}")
+    if "error" in results["goSchemaLess"]:
+        summary.add_row("schema-less Go loop", results["goSchemaLess"]["error"])
     summary.add_row(
         "one worker to one-core Ed25519",
         f"{results['ratio']['singleWorkerToSingleCoreEd25519']:.3f}",
@@ -610,7 +822,7 @@ def _print(
         "CPU µs per event, every process (largest bundle)", f"{budget['cpuMicrosPerEvent']:.0f}"
     )
     summary.add_row(
-        "  of which the signature (one-core Ed25519)", f"{budget['signatureMicros']:.0f}"
+        "  of which the signature (CPU, Ed25519 on all cores)", f"{budget['signatureMicros']:.0f}"
     )
     summary.add_row(
         f"  the rest: measured / what the target leaves ({1 / TARGET - 1:.2f} × a signature)",
@@ -626,10 +838,11 @@ def _print(
         )
     where = Table(title="where one event's time goes (one core, µs)", title_justify="left")
     where.add_column("stage")
-    where.add_column("µs", justify="right")
+    where.add_column("µs wall", justify="right")
+    where.add_column("µs thread-CPU", justify="right")
     where.add_column("applies to", justify="right")
     for s in stages:
-        where.add_row(s.name, f"{s.micros:.1f}", f"{s.share:.0%}")
+        where.add_row(s.name, f"{s.micros:.1f}", f"{s.cpu_micros:.1f}", f"{s.share:.0%}")
     console.print(where)
 
 

@@ -3,12 +3,19 @@
 A figure module measures its value and its anchor in the same run and returns a
 ``FigureResult``: table rows (figure, value, anchor, ratio, target, pass) plus the details
 for the JSON. ``Context`` carries the run's options and where to report progress.
+
+Every anchor and stage is timed on two clocks (issue 36): wall time (``perf_counter``),
+what a user waits for, and the calling thread's CPU time (``thread_time``), which other
+work on a shared machine hardly moves: a figure whose two clocks disagree was measured on a
+busy machine. ``load()`` is the load average, recorded before and after each figure.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import statistics
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -47,6 +54,7 @@ class FigureResult:
     detail: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
     why: str = ""  # what explains a missed target, where the module knows
+    load: dict[str, list[float]] = field(default_factory=dict)  # before / after, by the suite
 
     @property
     def passed(self) -> bool:
@@ -59,6 +67,56 @@ class Context:
     large: bool
     console: Console
     step: Callable[[str], None] = lambda _text: None  # a sub-step's name, for the progress bar
+
+
+def load() -> list[float]:
+    """The 1-, 5- and 15-minute load averages, rounded."""
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def load_text(before: list[float], after: list[float]) -> str:
+    """``3.1 → 4.2`` (1-minute load average before → after)."""
+    return f"{before[0]:.2f} → {after[0]:.2f}"
+
+
+class Clocks:
+    """Wall and thread-CPU seconds of a block, and the load average around it.
+
+    ``with Clocks() as c: ...`` then ``c.wall``, ``c.cpu``, ``c.json(count)``.
+    """
+
+    def __init__(self) -> None:
+        self.wall = 0.0
+        self.cpu = 0.0
+        self.process_cpu = 0.0  # every thread of this process: work handed to other threads
+        self.load_before: list[float] = []
+        self.load_after: list[float] = []
+
+    def __enter__(self) -> Clocks:
+        self.load_before = load()
+        self._cpu0 = time.thread_time()
+        self._process0 = time.process_time()
+        self._wall0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.wall = time.perf_counter() - self._wall0
+        self.cpu = time.thread_time() - self._cpu0
+        self.process_cpu = time.process_time() - self._process0
+        self.load_after = load()
+
+    def json(self, count: int | None = None) -> dict[str, Any]:
+        """Seconds on both clocks (and per second of each, given how many were done)."""
+        found: dict[str, Any] = {
+            "seconds": round(self.wall, 4),
+            "threadCpuSeconds": round(self.cpu, 4),
+            "processCpuSeconds": round(self.process_cpu, 4),
+            "loadAverage": {"before": self.load_before, "after": self.load_after},
+        }
+        if count is not None:
+            found["perSecond"] = round(count / self.wall, 1) if self.wall else math.nan
+            found["perThreadCpuSecond"] = round(count / self.cpu, 1) if self.cpu else math.nan
+        return found
 
 
 def at_least(value: float, target: float) -> tuple[bool, float]:

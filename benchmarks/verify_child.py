@@ -11,6 +11,7 @@ joined at the end of the call).
 from __future__ import annotations
 
 import json
+import os
 import resource
 import sys
 import time
@@ -36,7 +37,9 @@ def _children_cpu_s() -> float:
 
 def measure(bundle: Path, workers: int) -> dict[str, Any]:
     baseline_kib = peak_rss_kib()
+    load_before = [round(x, 2) for x in os.getloadavg()]
     cpu_started = time.process_time(), _children_cpu_s()
+    thread_started = time.thread_time()
     started = time.perf_counter()
     with open_bundle(bundle) as handle:
         # The benchmark's own bundle: its trust root is the one it was made with; the cost
@@ -45,6 +48,7 @@ def measure(bundle: Path, workers: int) -> dict[str, Any]:
         # Read as `kernelindex verify` reads a bundle: each line within the format's bound.
         report = verify_bundle_lines(bundle_lines(handle), policy, workers=workers)
     seconds = time.perf_counter() - started
+    thread_s = time.thread_time() - thread_started
     # CPU of every process of the run: this one and its workers (joined by now).
     cpu_s = time.process_time() - cpu_started[0] + _children_cpu_s() - cpu_started[1]
     events = int(report.facts.get("events") or 0)
@@ -55,6 +59,12 @@ def measure(bundle: Path, workers: int) -> dict[str, Any]:
         "seconds": seconds,
         "eventsPerSecond": events / seconds,
         "cpuMicrosPerEvent": cpu_s / max(events, 1) * 1e6,
+        # The calling thread's CPU alone: all of it at one worker, the routing at more.
+        "threadCpuMicrosPerEvent": thread_s / max(events, 1) * 1e6,
+        "loadAverage": {
+            "before": load_before,
+            "after": [round(x, 2) for x in os.getloadavg()],
+        },
         "baselineRssKiB": baseline_kib,
         "peakRssKiB": peak_rss_kib(),
         "peakWorkerRssKiB": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
