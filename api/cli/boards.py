@@ -2,13 +2,14 @@
 
 Each asks the service (``api.service``): ``--json`` prints its reply as the API sends it for
 the same query (``GET /v1/leaderboards/{key}``, ``/v1/compare``, ``/v1/search``); the tables
-and charts are drawn from the same reply. A leaderboard of every group of ``--definition``
-and/or ``--gpu`` is the API's leaderboard of each, labelled by what sets it apart.
+are drawn from the same reply (``api.display``), fitted to the terminal's width. A
+leaderboard of every group of ``--definition`` and/or ``--gpu`` (a GPU as typed: the
+service's one matcher) is the API's leaderboard of each, labelled by what sets it apart.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 from msgspec import structs
@@ -16,19 +17,16 @@ from rich.markup import escape
 from rich.table import Table
 
 from api.cli.common import DbOption, HomeOption, JsonOption, handles_errors, out, print_reply
+from api.display import board_table
+from api.service.boards import BOARD_PAGE, Order
 from api.service.models import ApiModel
 from api.service.models.views import Leaderboard
 from domain.evidence import EvidenceLevel
-from domain.quantities import format_fixed, format_value
+from domain.quantities import format_value
 from domain.ranking import View
 from ledger.errors import NotFoundError
 
-if TYPE_CHECKING:
-    from api.service.ledger_service import LedgerService
-    from api.service.models.views import OperationGroup
-
 app = typer.Typer()
-BAR_WIDTH = 40
 
 
 class LabelledBoard(Leaderboard, kw_only=True):
@@ -44,81 +42,42 @@ class Boards(ApiModel, kw_only=True):
 
 
 def _print_board(board: Leaderboard) -> None:
-    """The ranking with a latency bar per run: shorter bar, faster kernel."""
-    view = View(board.view)
+    """The ranking (``api.display.board_table``), fitted to the terminal's width."""
+    shown = "each user's best" if board.per_user else "every run"
+    order = "by rank" if board.order == Order.RANK else f"by {board.order} (rank: the ledger's)"
     out.print(
-        f"[bold]Leaderboard[/] {board.comparison_key} · {view} comparison · {board.total} ranked"
+        f"[bold]Leaderboard[/] {board.comparison_key[:19]}… · {board.view} · {shown} "
+        f"{order} · {board.total} {'users' if board.per_user else 'ranked'}",
+        soft_wrap=False,  # wrapped at words to the terminal's width
     )
+    group = board.group
+    if group is not None and group.sweep_workloads > 1:
+        out.print(
+            f"[dim]one workload of a sweep of {group.sweep_workloads}: its ranks are among "
+            "this workload's runs only[/]",
+            soft_wrap=False,
+        )
     if not board.entries:
         out.print("  (no run is ranked in this view)")
         return
-    top = max(e.value for e in board.entries) or 1.0
-    table = Table(box=None, pad_edge=False)
-    for column in ("rank", "run", "evidence", "value", "× #1", "latency"):
-        table.add_column(column, no_wrap=column != "run", overflow="fold")
-    for e in board.entries:
-        # The ratio first: a value near the float's top (1e308) times the width overflows.
-        filled = max(1, round(BAR_WIDTH * (e.value / top)))
-        table.add_row(
-            str(e.rank),
-            f"{escape(e.name)} [dim]{e.run[7:19]}[/]",
-            e.evidence_level,
-            format_value(e.value, e.unit if view is View.SOURCE_NATIVE else "ns"),
-            format_fixed(e.ratio_to_first, 3) if e.ratio_to_first is not None else "—",
-            "[cyan]" + "█" * filled + "[/]",
-        )
-    out.print(table)
+    for line in board_table(board, out.width):
+        out.print(line, markup=False, highlight=False, soft_wrap=False, overflow="ellipsis")
     if board.next is not None:
         out.print(
             f"{board.total - board.next + 1} more: kernelindex leaderboard "
             f"{board.comparison_key[:19]} --from {board.next}"
+            + (" --per-user" if board.per_user else "")
+            + (f" --order {board.order}" if board.order != Order.RANK else ""),
+            soft_wrap=False,
         )
 
 
-def _every_part(group: OperationGroup | None) -> str:
+def _label(board: Leaderboard) -> str:
+    """What sets the group apart from its lookalikes, or every part of its key."""
+    group = board.group
     if group is None:
         return ""
-    return " · ".join(f"{part} {name}" for part, name in group.parts.items())
-
-
-def _operation_groups(service: LedgerService, names: list[str | None]) -> dict[str, OperationGroup]:
-    """Every group of the operations named, by key: each with its parts and what sets it
-    apart from its lookalikes (``Boards.operation``)."""
-    found: dict[str, OperationGroup] = {}
-    for name in dict.fromkeys(n for n in names if n):
-        found.update((g.comparison_key, g) for g in service.boards.operation(name).groups)
-    return found
-
-
-def _chosen_groups(
-    service: LedgerService, definition: str | None, gpu: str | None
-) -> list[tuple[str, str]]:
-    """Every group of ``definition`` and/or ``gpu``, in the groups list's order, each with
-    its label."""
-    listed = service.boards.groups(definition, gpu)
-    if not listed:
-        raise NotFoundError(
-            "no comparison group has "
-            + " on ".join(
-                f"{what} {value!r}"
-                for what, value in (("definition", definition), ("GPU", gpu))
-                if value
-            )
-        )
-    groups = _operation_groups(service, [g.benchmark for g in listed])
-    labelled = []
-    for g in listed:
-        group = groups.get(g.comparison_key)
-        apart = group.apart_by if group is not None else None
-        labelled.append((g.comparison_key, apart or _every_part(group)))
-    return labelled
-
-
-def _group_label(service: LedgerService, key: str) -> str:
-    """What one group is made of (every part of its key), for its heading."""
-    runs = service.runs.list_page(comparison_key=key, limit=1).items
-    groups = _operation_groups(service, [runs[0].benchmark] if runs else [])
-    return _every_part(groups.get(key))
+    return group.apart_by or " · ".join(f"{part} {name}" for part, name in group.parts.items())
 
 
 @app.command("leaderboard")
@@ -131,9 +90,17 @@ def leaderboard(
         str | None, typer.Option("--definition", help="Benchmark/definition name.")
     ] = None,
     gpu: Annotated[
-        str | None, typer.Option("--gpu", help="GPU product, e.g. 'NVIDIA B200'.")
+        str | None,
+        typer.Option("--gpu", help="A GPU as typed: B200, 'NVIDIA B200', mi300x, hopper."),
     ] = None,
     view: Annotated[View, typer.Option("--view", help="Which ranking.")] = View.SOURCE_NATIVE,
+    order: Annotated[
+        Order,
+        typer.Option("--order", help="rank (the ledger's) or sol-score (SOL-ExecBench's score)."),
+    ] = Order.RANK,
+    per_user: Annotated[
+        bool, typer.Option("--per-user", help="Each user's best run, with the gap to the next.")
+    ] = False,
     min_level: Annotated[
         str | None, typer.Option("--min-level", help="Only runs at or above this evidence level.")
     ] = None,
@@ -148,37 +115,46 @@ def leaderboard(
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """A comparison group's ranking, with a chart: by key (or a unique prefix), or every group
-    of --definition and/or --gpu, each labelled by what separates it from the others."""
+    """A comparison group's ranking: by key (or a unique prefix), or every group of
+    --definition and/or --gpu, each labelled by what separates it from the others."""
     from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
 
     if key is None and definition is None and gpu is None:
         raise NotFoundError("give a comparison key, or --definition and/or --gpu")
     floor = EvidenceLevel.parse(min_level) if min_level else None
+    size = limit if limit is not None else BOARD_PAGE  # the API's own page size
     with local_service(home, db) as service:
 
         def board_of(reference: str) -> Leaderboard:
-            if limit is None:  # the API's own page size
-                return service.boards.leaderboard(reference, view, floor, start)
-            return service.boards.leaderboard(reference, view, floor, start, limit)
+            return service.boards.leaderboard(reference, view, floor, start, size, order, per_user)
 
         if key is not None:
             board = board_of(key)
             if as_json:
                 print_reply(board)
                 return
-            chosen = [(board, _group_label(service, board.comparison_key))]
+            chosen = [board]
         else:
-            chosen = [(board_of(k), label) for k, label in _chosen_groups(service, definition, gpu)]
-        boards = [LabelledBoard(**structs.asdict(b), label=label) for b, label in chosen]
+            listed = service.boards.groups(definition, gpu)
+            if not listed:
+                raise NotFoundError(
+                    "no comparison group has "
+                    + " on ".join(
+                        f"{what} {value!r}"
+                        for what, value in (("definition", definition), ("GPU", gpu))
+                        if value
+                    )
+                )
+            chosen = [board_of(g.comparison_key) for g in listed]
+        boards = [LabelledBoard(**structs.asdict(b), label=_label(b)) for b in chosen]
     if as_json:
         print_reply(Boards(groups=boards))
         return
     if len(boards) > 1:
         out.print(f"[bold]{len(boards)} comparison groups[/] match; each says what sets it apart")
-    for board in boards:
-        out.print(f"\n[dim]{escape(board.label)}[/]")
-        _print_board(board)
+    for labelled in boards:
+        out.print(f"\n[dim]{escape(labelled.label)}[/]", soft_wrap=False)
+        _print_board(labelled)
 
 
 @app.command("compare")
