@@ -165,12 +165,16 @@ def board_chart(board: Leaderboard, view: View) -> Markup | None:
 
 def _board_href(key: str, shown: dict[str, Any], **changed: Any) -> str:
     """A leaderboard page's address: its view, order and per-user choice (``shown``),
-    ``changed`` applied (``start`` only when given)."""
-    chosen = dict(shown)
-    chosen.update(changed)
-    return f"/leaderboards/{path_segment(key)}?" + "&".join(
-        f"{name}={quote(str(value).lower() if isinstance(value, bool) else str(value))}"
+    ``changed`` applied; a choice at its default (rank order, every run, the first entry)
+    is left out."""
+    chosen = {**shown, **changed}
+    defaults = {"order": str(Order.RANK), "perUser": "false", "start": "1"}
+    texts = {
+        name: str(value).lower() if isinstance(value, bool) else str(value)
         for name, value in chosen.items()
+    }
+    return f"/leaderboards/{path_segment(key)}?" + "&".join(
+        f"{name}={quote(text)}" for name, text in texts.items() if defaults.get(name) != text
     )
 
 
@@ -337,7 +341,8 @@ class PageController(Controller):
             key, view, start, PAGE_BOARD, order=order, per_user=per_user
         )
         key = board.comparison_key
-        shown = f"view={view}&order={order}&perUser={str(per_user).lower()}"
+        shown = f"view={view}" + (f"&order={order}" if order is not Order.RANK else "")
+        shown += "&perUser=true" if per_user else ""
         return _page(
             "leaderboard.html",
             board=board,
