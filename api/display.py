@@ -80,7 +80,8 @@ def comparison_markdown(result: dict[str, Any]) -> str:
     verdict = (
         "All runs are in one comparison group."
         if result["comparable"]
-        else f"Not comparable: {result['notComparableBy']}."
+        else f"Not comparable: {result['notComparableBy']}"
+        + (f": {result['notComparableField']}." if result.get("notComparableField") else ".")
     )
     return (
         "\n".join(

@@ -182,7 +182,8 @@ def compare(
     if not result.comparable:
         out.print(
             f"[yellow]not in one comparison group[/]: they differ in "
-            f"{escape(str(result.not_comparable_by))}, so the ratio ranks nothing"
+            f"{escape(str(result.not_comparable_field or result.not_comparable_by))}, "
+            "so the ratio ranks nothing"
         )
     table = Table(box=None, pad_edge=False)
     for column in ("field", "a", "b"):

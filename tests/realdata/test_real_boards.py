@@ -74,6 +74,13 @@ def test_lookalike_groups_read_apart_on_every_face(real: RealLedger, site: str) 
     for g in groups:
         board = httpx.get(f"{site}/leaderboards/{g['comparisonKey']}").text
         assert g["apartBy"] in board
+    # Compared, the two groups' #1 runs say the field that separates them, not only "environment".
+    tops = ",".join(g["top"]["run"] for g in groups)
+    compared = httpx.get(f"{site}/v1/comparisons", params={"runs": tops}).json()
+    assert compared["comparable"] is False
+    assert compared["notComparableField"].startswith("environment (spec.hardware.formFactor: ")
+    assert "runner:B200" in compared["notComparableField"]
+    assert "spec.hardware.formFactor" in httpx.get(f"{site}/compare", params={"runs": tops}).text
 
 
 def test_a_gpu_is_found_as_people_type_it(real: RealLedger, site: str) -> None:

@@ -183,6 +183,7 @@ class RunComparison(ApiModel, kw_only=True):
     b: str
     comparable: bool  # in one comparison group: the ratio means something
     not_comparable_by: str | None  # else the part of the comparison key that separates them
+    not_comparable_field: str | None  # and the field of that part's manifest that differs
     ratio: Number | None
     metric: str
     differences: list[Difference]
@@ -214,4 +215,5 @@ class Comparison(ApiModel, kw_only=True):
     runs: list[ComparedRun]
     comparable: bool
     not_comparable_by: str | None
+    not_comparable_field: str | None  # the field of that part's manifest that differs
     differences: list[FieldValues]
