@@ -8,7 +8,9 @@ from hypothesis import strategies as st
 
 from api.display import board_table
 from api.service.board_orders import Order, best_per_user, ordered, placed
+from api.service.compare import explained
 from api.service.models.views import BoardEntry, BoardGroup, Leaderboard
+from domain.ranking import FieldDifference
 
 LONG = "kernelbot-505727-leaderboard-with-a-very-long-name"
 
@@ -130,3 +132,18 @@ def test_best_per_user_shows_each_author_once_at_their_best(authors: list[str | 
         if e.author:
             assert e.rank == 1 + authors.index(e.author)
     assert sum(e.runs_of_author or 0 for e in best) == len(authors)
+
+
+def test_a_comparison_names_the_field_that_separates_the_runs() -> None:
+    differences = [
+        FieldDifference("environment.metadata.name", "gpumode-kernelbot-b200", "gpumode-x"),
+        FieldDifference("environment.spec.hardware.formFactor", "runner:B200", "runner:NVIDIA"),
+        FieldDifference("implementation.spec.source.fileName", "a.py", "b.py"),
+    ]
+    assert explained("environment", differences) == (
+        "environment (spec.hardware.formFactor: runner:B200 ≠ runner:NVIDIA)"
+    )
+    only_b = [FieldDifference("protocol.spec.version", None, "1.1", in_a=False)]
+    assert explained("protocol", only_b) == "protocol (spec.version: absent ≠ 1.1)"
+    assert explained("workload", differences) == "workload"  # no field of it differs here
+    assert explained(None, differences) is None
