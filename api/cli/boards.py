@@ -43,13 +43,15 @@ class Boards(ApiModel, kw_only=True):
 
 def _print_board(board: Leaderboard) -> None:
     """The ranking (``api.display.board_table``), fitted to the terminal's width."""
-    shown = "each user's best" if board.per_user else "every run"
-    order = "by rank" if board.order == Order.RANK else f"by {board.order} (rank: the ledger's)"
     out.print(
-        f"[bold]Leaderboard[/] {board.comparison_key[:19]}… · {board.view} · {shown} "
-        f"{order} · {board.total} {'users' if board.per_user else 'ranked'}",
+        f"[bold]Leaderboard[/] {board.comparison_key} · {board.view} comparison · "
+        f"{board.total} {'users' if board.per_user else 'ranked'}",
         soft_wrap=False,  # wrapped at words to the terminal's width
     )
+    if board.per_user or board.order != Order.RANK:
+        shown = "each user's best run" if board.per_user else "every run"
+        order = "by rank" if board.order == Order.RANK else f"by {board.order}"
+        out.print(f"{shown}, {order}; “rank” is the ledger's ranking", soft_wrap=False)
     group = board.group
     if group is not None and group.sweep_workloads > 1:
         out.print(
