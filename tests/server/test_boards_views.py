@@ -89,3 +89,21 @@ def test_the_clis_json_is_the_apis_with_the_new_choices(served: Served) -> None:
     table = cli("leaderboard", "--gpu", "b200").stdout
     assert key[:19] in table
     assert all(len(line) <= 80 for line in table.splitlines() if "█" in line or "reported" in line)
+
+
+def test_runs_of_two_groups_compared_say_the_field_that_separates_them(served: Served) -> None:
+    c = served.client
+    groups = c.get("/v1/groups").json()
+    tops = [
+        c.get(f"/v1/leaderboards/{g['comparisonKey']}").json()["entries"][0]["run"] for g in groups
+    ]
+    assert len(tops) == 2
+    both = ",".join(tops)
+    compared = c.get("/v1/comparisons", params={"runs": both}).json()
+    part = compared["notComparableBy"].split(" differs in ")[1]
+    field = compared["notComparableField"]
+    assert field.startswith(f"{part} (") and " ≠ " in field
+    # The run that differs first, then the first run's value: as `compare a b` says a's first.
+    two = c.get("/v1/compare", params={"a": tops[1], "b": tops[0]}).json()
+    assert two["notComparableField"] == field
+    assert field in c.get("/compare", params={"runs": both}).text.replace("&gt;", ">")
