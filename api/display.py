@@ -11,6 +11,7 @@ import csv
 import io
 from typing import Any
 
+from api.service.models.views import Leaderboard
 from domain.quantities import finite, format_value
 from domain.ranking import RankEntry, View
 
@@ -79,7 +80,8 @@ def comparison_markdown(result: dict[str, Any]) -> str:
     verdict = (
         "All runs are in one comparison group."
         if result["comparable"]
-        else f"Not comparable: {result['notComparableBy']}."
+        else f"Not comparable: {result['notComparableBy']}"
+        + (f": {result['notComparableField']}." if result.get("notComparableField") else ".")
     )
     return (
         "\n".join(
@@ -113,3 +115,91 @@ def unranked_reason(record: dict[str, Any]) -> str:
     if entry.superseded:
         why += f" by {record['supersededBy']}"
     return why
+
+
+# A leaderboard table's columns, least useful first: dropped in this order when the terminal
+# is too narrow for them beside a readable run name (the latency bar goes before any).
+DROP_ORDER = ("evidence", "× #1")
+MIN_RUN = 16  # characters of a run's name kept at the least (the rest is cut with "…")
+MIN_BAR = 10
+MAX_BAR = 40
+GAP = "  "
+
+
+def clip(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters, cut with an ellipsis."""
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
+def board_columns(board: Leaderboard) -> dict[str, list[str]]:
+    """A leaderboard's cells by column, headers first (the run column uncut)."""
+    native = View(board.view) is View.SOURCE_NATIVE
+    entries = board.entries
+    reordered = board.order != "rank" or board.per_user
+    columns: dict[str, list[str]] = {}
+    if reordered:
+        columns["place"] = ["place", *(str(e.place) for e in entries)]
+    columns["rank"] = ["rank", *(str(e.rank) for e in entries)]
+    columns["run"] = [
+        "user · run" if board.per_user else "run",
+        *(f"{e.author} · {e.name}" if board.per_user and e.author else e.name for e in entries),
+    ]
+    columns["evidence"] = ["evidence", *(e.evidence_level for e in entries)]
+    columns["value"] = [
+        "value",
+        *(format_value(e.value, e.unit if native else "ns") for e in entries),
+    ]
+    columns["× #1"] = [
+        "× #1",
+        *(f"{e.ratio_to_first:.3f}" if e.ratio_to_first is not None else "—" for e in entries),
+    ]
+    if board.group is not None and board.group.has_sol_score:
+        columns["SOL"] = [
+            "SOL",
+            *(f"{e.sol_score:.4f}" if e.sol_score is not None else "—" for e in entries),
+        ]
+    if board.per_user:
+        columns["next"] = [
+            "next",
+            *(f"+{(e.gap_to_next - 1) * 100:.1f}%" if e.gap_to_next else "—" for e in entries),
+        ]
+    return columns
+
+
+def board_table(board: Leaderboard, width: int) -> list[str]:
+    """A leaderboard as lines of at most ``width`` characters: one line a run, names cut
+    with an ellipsis (never wrapped), the least useful columns dropped when too narrow, a
+    latency bar (shorter: faster) where there is room."""
+    columns = board_columns(board)
+    numeric = {"place", "rank", "value", "× #1", "SOL", "next"}
+
+    def used(names: list[str]) -> int:
+        """Width of every column but the run's, with the gaps."""
+        return sum(max(len(c) for c in columns[n]) + len(GAP) for n in names if n != "run")
+
+    shown = list(columns)
+    for name in DROP_ORDER:
+        if width - used(shown) >= MIN_RUN:
+            break
+        shown.remove(name)
+    natural = max(len(c) for c in columns["run"])
+    run_width = max(MIN_RUN, min(natural, width - used(shown)))
+    room = width - used(shown) - run_width - len(GAP)
+    bars = room >= MIN_BAR
+    bar_width = min(MAX_BAR, room)
+    values = [float(e.value) for e in board.entries]
+    top = max(values, default=0.0) or 1.0
+    lines = []
+    for row in range(len(board.entries) + 1):
+        cells = []
+        for name in shown:
+            size = run_width if name == "run" else max(len(c) for c in columns[name])
+            text = clip(columns[name][row], size)
+            cells.append(text.rjust(size) if name in numeric else text.ljust(size))
+        if bars:
+            # The ratio first: a value near the float's top (1e308) times the width overflows.
+            cells.append(
+                "latency" if row == 0 else "█" * max(1, round(bar_width * (values[row - 1] / top)))
+            )
+        lines.append(GAP.join(cells).rstrip()[:width])
+    return lines

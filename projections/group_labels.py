@@ -3,7 +3,10 @@
 Most groups share their (benchmark, GPU, metric) with another: SOL-ExecBench stack v1.0
 and v1.1, one workload's axes or another's. A label names each group by what its key is
 made of (protocol, environment, workload, metric, by their manifests' titles), and, among
-groups shown together, by what differs between them.
+groups shown together, by what differs between them. Two manifests can share a title and still
+differ (GPU MODE's runners "runner:B200" and "runner:NVIDIA" are both "KernelBot runner ·
+NVIDIA B200"): such a part is named by its title and the fields in which its manifest differs
+from the others of that title, so no two groups shown together read alike.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import func, select
 
@@ -19,6 +23,8 @@ from projections.tables import manifests, runs
 
 # What a comparison key is made of that a person can read, in the order labels list it.
 PARTS = ("protocol", "environment", "workload", "metric")
+MANIFEST_PARTS = ("protocol", "environment", "workload")
+MAX_FIELDS = 2  # fields named to tell apart manifests of one title
 
 
 @dataclass(frozen=True)
@@ -60,8 +66,8 @@ class GroupLabel:
         return " · ".join(f"{p} {self.parts.get(p, '?')}" for p in differing)
 
 
-def _titles(session: StoreSession, digests: set[str]) -> dict[str, str]:
-    found: dict[str, str] = {}
+def _documents(session: StoreSession, digests: set[str]) -> dict[str, dict[str, Any]]:
+    found: dict[str, dict[str, Any]] = {}
     ordered = sorted(d for d in digests if d)
     for start in range(0, len(ordered), 500):
         for digest, name, document in session.execute(
@@ -69,9 +75,54 @@ def _titles(session: StoreSession, digests: set[str]) -> dict[str, str]:
                 manifests.c.digest.in_(ordered[start : start + 500])
             )
         ):
-            title = (json.loads(document).get("metadata") or {}).get("title")
-            found[str(digest)] = str(title or name)
+            parsed = json.loads(document)
+            metadata = parsed.setdefault("metadata", {})
+            metadata.setdefault("title", name)
+            found[str(digest)] = parsed
     return found
+
+
+def _leaves(value: Any, path: str = "") -> dict[str, Any]:
+    """A document's leaf values by dotted path (lists by index)."""
+    if isinstance(value, dict):
+        items: list[tuple[str, Any]] = list(value.items())
+    elif isinstance(value, list):
+        items = [(str(i), v) for i, v in enumerate(value)]
+    else:
+        return {path: value}
+    found: dict[str, Any] = {}
+    for key, inner in items:
+        found.update(_leaves(inner, f"{path}.{key}" if path else str(key)))
+    return found
+
+
+def _field_text(path: str, value: Any) -> str:
+    return f"{path.rsplit('.', 1)[-1]} {value if value is not None else 'absent'}"
+
+
+def distinguishing_names(documents: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Each manifest's readable name (its title) among ``documents``; where several share a
+    title, the title and the first fields (spec before metadata) in which each differs from
+    the others of its title: "KernelBot runner · NVIDIA B200 · formFactor runner:NVIDIA"."""
+    by_title: dict[str, list[str]] = {}
+    for digest, document in documents.items():
+        title = str(document["metadata"]["title"])
+        by_title.setdefault(f"{document.get('kind')}\n{title}", []).append(digest)
+    names: dict[str, str] = {}
+    for kind_title, digests in by_title.items():
+        title = kind_title.split("\n", 1)[1]
+        if len(digests) == 1:
+            names[digests[0]] = title
+            continue
+        leaves = {d: _leaves(documents[d]) for d in digests}
+        paths = sorted({p for found in leaves.values() for p in found})
+        differing = [p for p in paths if len({repr(leaves[d].get(p)) for d in digests}) > 1]
+        # What the manifest says of the thing (spec) reads better than its name (metadata).
+        differing = [p for p in differing if p.startswith("spec.")] or differing
+        for d in digests:
+            fields = [_field_text(p, leaves[d].get(p)) for p in differing[:MAX_FIELDS]]
+            names[d] = " · ".join([title, *fields])
+    return names
 
 
 def group_labels(session: StoreSession, keys: Sequence[str]) -> list[GroupLabel]:
@@ -104,14 +155,16 @@ def group_labels(session: StoreSession, keys: Sequence[str]) -> list[GroupLabel]
             ).join(runs, runs.c.run_digest == member.c.run)
         )
     }
-    titles = _titles(
-        session,
-        {
-            str(d)
-            for r in rows.values()
-            for d in (r.protocol_digest, r.environment_digest, r.workload_digest)
-            if d
-        },
+    titles = distinguishing_names(
+        _documents(
+            session,
+            {
+                str(d)
+                for r in rows.values()
+                for d in (r.protocol_digest, r.environment_digest, r.workload_digest)
+                if d
+            },
+        )
     )
     labels = []
     for key in keys:

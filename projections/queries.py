@@ -327,3 +327,45 @@ def group_exists(session: StoreSession, key: str) -> bool:
     """Whether any run of the views is in comparison group ``key``."""
     query = select(runs.c.run_digest).where(runs.c.comparison_key == key).limit(1)
     return session.execute(query).first() is not None
+
+
+def products(session: StoreSession) -> list[str]:
+    """Every GPU product a run of the views names, sorted."""
+    query = select(runs.c.product).where(runs.c.product.is_not(None)).distinct()
+    return sorted(str(p) for p in session.execute(query).scalars())
+
+
+def operation_spec_digests(session: StoreSession, benchmark: str) -> set[str]:
+    """The OperationSpec digests the workloads of ``benchmark``'s runs name."""
+    workloads = (
+        select(runs.c.workload_digest)
+        .where(runs.c.benchmark == benchmark, runs.c.workload_digest.is_not(None))
+        .distinct()
+        .subquery()
+    )
+    query = select(manifests.c.document).where(manifests.c.digest.in_(select(workloads)))
+    found = set()
+    for (document,) in session.execute(query):
+        digest = (json.loads(document).get("spec") or {}).get("operationSpecDigest")
+        if isinstance(digest, str):
+            found.add(digest)
+    return found
+
+
+def group_identity(session: StoreSession, key: str) -> tuple[str | None, str | None, str] | None:
+    """Benchmark, GPU product and source of one comparison group (None: no such group)."""
+    t = runs.c
+    row = session.execute(
+        select(t.benchmark, t.product, t.source).where(t.comparison_key == key).limit(1)
+    ).first()
+    return None if row is None else (row.benchmark, row.product, str(row.source))
+
+
+def group_has_authors(session: StoreSession, key: str) -> bool:
+    """Whether any run of the group names its author (a board can then show each one's best)."""
+    query = (
+        select(runs.c.run_digest)
+        .where(runs.c.comparison_key == key, runs.c.author.is_not(None))
+        .limit(1)
+    )
+    return session.execute(query).first() is not None

@@ -2,9 +2,10 @@
 ``api.cli.search``).
 
 Each asks the service (``api.service``): ``--json`` prints its reply as the API sends it for
-the same query (``GET /v1/leaderboards/{key}``, ``/v1/compare``); the tables
-and charts are drawn from the same reply. A leaderboard of every group of ``--definition``
-and/or ``--gpu`` is the API's leaderboard of each, labelled by what sets it apart.
+the same query (``GET /v1/leaderboards/{key}``, ``/v1/compare``, ``/v1/search``); the tables
+are drawn from the same reply (``api.display``), fitted to the terminal's width. A
+leaderboard of every group of ``--definition`` and/or ``--gpu`` (a GPU as typed: the
+service's one matcher) is the API's leaderboard of each, labelled by what sets it apart.
 """
 
 from __future__ import annotations
@@ -17,15 +18,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from api.cli.common import DbOption, HomeOption, JsonOption, handles_errors, out, print_reply
+from api.display import board_table
+from api.service.boards import BOARD_PAGE, Order
 from api.service.models import ApiModel
 from api.service.models.views import Leaderboard
 from domain.evidence import EvidenceLevel
-from domain.quantities import format_fixed, format_value
 from domain.ranking import View
 from ledger.errors import NotFoundError
 
 app = typer.Typer()
-BAR_WIDTH = 40
 
 
 class LabelledBoard(Leaderboard, kw_only=True):
@@ -41,35 +42,44 @@ class Boards(ApiModel, kw_only=True):
 
 
 def _print_board(board: Leaderboard) -> None:
-    """The ranking with a latency bar per run: shorter bar, faster kernel."""
-    view = View(board.view)
+    """The ranking (``api.display.board_table``), fitted to the terminal's width."""
     out.print(
-        f"[bold]Leaderboard[/] {board.comparison_key} · {view} comparison · {board.total} ranked"
+        f"[bold]Leaderboard[/] {board.comparison_key} · {board.view} comparison · "
+        f"{board.total} {'users' if board.per_user else 'ranked'}",
+        soft_wrap=False,  # wrapped at words to the terminal's width
     )
+    if board.per_user or board.order != Order.RANK:
+        shown = "each user's best run" if board.per_user else "every run"
+        order = "by rank" if board.order == Order.RANK else f"by {board.order}"
+        out.print(f"{shown}, {order}; “rank” is the ledger's ranking", soft_wrap=False)
+    group = board.group
+    if group is not None and group.sweep_workloads > 1:
+        out.print(
+            f"[dim]one workload of a sweep of {group.sweep_workloads}: its ranks are among "
+            "this workload's runs only[/]",
+            soft_wrap=False,
+        )
     if not board.entries:
         out.print("  (no run is ranked in this view)")
         return
-    top = max(e.value for e in board.entries) or 1.0
-    table = Table(box=None, pad_edge=False)
-    for column in ("rank", "run", "evidence", "value", "× #1", "latency"):
-        table.add_column(column, no_wrap=column != "run", overflow="fold")
-    for e in board.entries:
-        # The ratio first: a value near the float's top (1e308) times the width overflows.
-        filled = max(1, round(BAR_WIDTH * (e.value / top)))
-        table.add_row(
-            str(e.rank),
-            f"{escape(e.name)} [dim]{e.run[7:19]}[/]",
-            e.evidence_level,
-            format_value(e.value, e.unit if view is View.SOURCE_NATIVE else "ns"),
-            format_fixed(e.ratio_to_first, 3) if e.ratio_to_first is not None else "—",
-            "[cyan]" + "█" * filled + "[/]",
-        )
-    out.print(table)
+    for line in board_table(board, out.width):
+        out.print(line, markup=False, highlight=False, soft_wrap=False, overflow="ellipsis")
     if board.next is not None:
         out.print(
             f"{board.total - board.next + 1} more: kernelindex leaderboard "
             f"{board.comparison_key[:19]} --from {board.next}"
+            + (" --per-user" if board.per_user else "")
+            + (f" --order {board.order}" if board.order != Order.RANK else ""),
+            soft_wrap=False,
         )
+
+
+def _label(board: Leaderboard) -> str:
+    """What sets the group apart from its lookalikes, or every part of its key."""
+    group = board.group
+    if group is None:
+        return ""
+    return group.apart_by or " · ".join(f"{part} {name}" for part, name in group.parts.items())
 
 
 @app.command("leaderboard")
@@ -82,9 +92,17 @@ def leaderboard(
         str | None, typer.Option("--definition", help="Benchmark/definition name.")
     ] = None,
     gpu: Annotated[
-        str | None, typer.Option("--gpu", help="GPU product, e.g. 'NVIDIA B200'.")
+        str | None,
+        typer.Option("--gpu", help="A GPU as typed: B200, 'NVIDIA B200', mi300x, hopper."),
     ] = None,
     view: Annotated[View, typer.Option("--view", help="Which ranking.")] = View.SOURCE_NATIVE,
+    order: Annotated[
+        Order,
+        typer.Option("--order", help="rank (the ledger's) or sol-score (SOL-ExecBench's score)."),
+    ] = Order.RANK,
+    per_user: Annotated[
+        bool, typer.Option("--per-user", help="Each user's best run, with the gap to the next.")
+    ] = False,
     min_level: Annotated[
         str | None, typer.Option("--min-level", help="Only runs at or above this evidence level.")
     ] = None,
@@ -99,39 +117,46 @@ def leaderboard(
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """A comparison group's ranking, with a chart: by key (or a unique prefix), or every group
-    of --definition and/or --gpu, each labelled by what separates it from the others."""
+    """A comparison group's ranking: by key (or a unique prefix), or every group of
+    --definition and/or --gpu, each labelled by what separates it from the others."""
     from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
-    from api.service.boards import group_label, labelled_groups  # noqa: PLC0415
 
     if key is None and definition is None and gpu is None:
         raise NotFoundError("give a comparison key, or --definition and/or --gpu")
     floor = EvidenceLevel.parse(min_level) if min_level else None
+    size = limit if limit is not None else BOARD_PAGE  # the API's own page size
     with local_service(home, db) as service:
 
         def board_of(reference: str) -> Leaderboard:
-            if limit is None:  # the API's own page size
-                return service.boards.leaderboard(reference, view, floor, start)
-            return service.boards.leaderboard(reference, view, floor, start, limit)
+            return service.boards.leaderboard(reference, view, floor, start, size, order, per_user)
 
         if key is not None:
             board = board_of(key)
             if as_json:
                 print_reply(board)
                 return
-            chosen = [(board, group_label(service.boards, board.comparison_key))]
+            chosen = [board]
         else:
-            labelled = labelled_groups(service.boards, definition, gpu)
-            chosen = [(board_of(k), label) for k, label in labelled]
-        boards = [LabelledBoard(**structs.asdict(b), label=label) for b, label in chosen]
+            listed = service.boards.groups(definition, gpu)
+            if not listed:
+                raise NotFoundError(
+                    "no comparison group has "
+                    + " on ".join(
+                        f"{what} {value!r}"
+                        for what, value in (("definition", definition), ("GPU", gpu))
+                        if value
+                    )
+                )
+            chosen = [board_of(g.comparison_key) for g in listed]
+        boards = [LabelledBoard(**structs.asdict(b), label=_label(b)) for b in chosen]
     if as_json:
         print_reply(Boards(groups=boards))
         return
     if len(boards) > 1:
         out.print(f"[bold]{len(boards)} comparison groups[/] match; each says what sets it apart")
-    for board in boards:
-        out.print(f"\n[dim]{escape(board.label)}[/]")
-        _print_board(board)
+    for labelled in boards:
+        out.print(f"\n[dim]{escape(labelled.label)}[/]", soft_wrap=False)
+        _print_board(labelled)
 
 
 @app.command("compare")
@@ -159,7 +184,8 @@ def compare(
     if not result.comparable:
         out.print(
             f"[yellow]not in one comparison group[/]: they differ in "
-            f"{escape(str(result.not_comparable_by))}, so the ratio ranks nothing"
+            f"{escape(str(result.not_comparable_field or result.not_comparable_by))}, "
+            "so the ratio ranks nothing"
         )
     table = Table(box=None, pad_edge=False)
     for column in ("field", "a", "b"):

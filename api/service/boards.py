@@ -9,30 +9,33 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from msgspec import structs
+
+from api.service.board_orders import Order, best_per_user, ordered, placed, sol_score_of
+from api.service.errors import BadQueryError
 from api.service.freshness import Views
 from api.service.models.views import (
     BoardEntry,
+    BoardGroup,
     GroupSummary,
     GroupTop,
     Leaderboard,
     Operation,
+    OperationAbout,
     OperationGroup,
     OperationSummary,
 )
+from api.service.operation_specs import operation_about
 from api.service.runs import Runs
 from domain.evidence import EvidenceLevel
+from domain.gpu_names import match_gpu
 from domain.ranking import View
-from ledger.errors import NotFoundError
+from ledger.errors import AmbiguousReferenceError, NotFoundError
 from ledger.store.event_store import StoreSession
 from projections import queries
 from projections.group_labels import GroupLabel, group_labels
 from projections.records import (
-    FEED_MAX,
     GroupName,
-    RecordEntry,
-    RecordPage,
-    group_names,
-    record_entries,
 )
 from projections.references import resolve_group
 from projections.rows import BoardRow, GroupHeading, OperationGroupRow, RecentRunRow, SourceRow
@@ -43,12 +46,10 @@ BOARD_MAX = 500
 __all__ = [
     "BOARD_MAX",
     "BOARD_PAGE",
-    "FEED_MAX",
     "Boards",
     "FrontPage",
     "GroupName",
-    "RecordEntry",
-    "RecordFeed",
+    "Order",
 ]
 
 
@@ -64,15 +65,6 @@ class FrontPage:
     recent: list[RecentRunRow]
 
 
-@dataclass(frozen=True)
-class RecordFeed:
-    """A page of new #1 records (newest first) with the names of their groups."""
-
-    key: str | None
-    page: RecordPage
-    names: dict[str, GroupName]
-
-
 class Boards:
     def __init__(self, views: Views, runs: Runs) -> None:
         self.views = views
@@ -83,7 +75,19 @@ class Boards:
         return self.views.read(lambda session: resolve_group(session, reference))
 
     def groups(self, benchmark: str | None = None, gpu: str | None = None) -> list[GroupSummary]:
-        return self.views.read(lambda session: _groups(session, benchmark, gpu))
+        """Comparison groups, of ``benchmark`` and/or on the GPU ``gpu`` names as a person
+        types it (``domain.gpu_names``)."""
+
+        def read(session: StoreSession) -> list[GroupSummary]:
+            product = _product(session, gpu) if gpu is not None else None
+            return _groups(session, benchmark, product)
+
+        return self.views.read(read)
+
+    def gpu(self, typed: str) -> str:
+        """The GPU product ``typed`` names: 404 when none, 400 with the candidates when
+        several."""
+        return self.views.read(lambda session: _product(session, typed))
 
     def operations(self, limit: int | None = None) -> list[OperationSummary]:
         return self.views.read(lambda session: _operations(session, limit))
@@ -92,11 +96,14 @@ class Boards:
         """One operation's groups, by GPU, each with its #1 and what sets it apart from the
         groups that look like it."""
 
-        def read(session: StoreSession) -> tuple[list[OperationGroupRow], list[GroupLabel]]:
+        def read(
+            session: StoreSession,
+        ) -> tuple[list[OperationGroupRow], list[GroupLabel], OperationAbout | None]:
             rows = queries.operation_groups(session, name)
-            return rows, group_labels(session, [r.comparison_key for r in rows])
+            labels = group_labels(session, [r.comparison_key for r in rows])
+            return rows, labels, operation_about(session, name) if rows else None
 
-        rows, labels = self.views.read(read)
+        rows, labels, about = self.views.read(read)
         if not rows:
             raise NotFoundError(f"no comparison group of an operation named {name!r}")
         by_key = {label.key: label for label in labels}
@@ -122,6 +129,7 @@ class Boards:
             operation=name,
             gpus=sorted({g.gpu for g in groups if g.gpu}),
             stacks=sorted({g.parts["protocol"] for g in groups}),
+            about=about,
             groups=groups,
         )
 
@@ -132,28 +140,78 @@ class Boards:
         min_level: EvidenceLevel | None = None,
         start: int = 1,
         limit: int = BOARD_PAGE,
+        order: Order = Order.RANK,
+        per_user: bool = False,
     ) -> Leaderboard:
         """A page of a group's ranking (the group by key or unique prefix): ``limit``
-        entries from the ``start``-th (1-based)."""
-
-        def read(session: StoreSession) -> Leaderboard:
-            return _board(session, resolve_group(session, reference), view, min_level, start, limit)
-
-        return self.views.read(read)
+        entries from the ``start``-th (1-based) of ``order``, every ranked run or each
+        author's best (``board_orders``)."""
+        board, _ = self.board_page(reference, view, start, limit, min_level, order, per_user)
+        return board
 
     def board_page(
-        self, reference: str, view: View, start: int, limit: int
+        self,
+        reference: str,
+        view: View,
+        start: int,
+        limit: int,
+        min_level: EvidenceLevel | None = None,
+        order: Order = Order.RANK,
+        per_user: bool = False,
     ) -> tuple[Leaderboard, GroupHeading | None]:
         """A leaderboard page as its page shows it: with its group's heading (benchmark,
         GPU, metric and number of runs)."""
+        size = max(1, min(limit, BOARD_MAX))
+        whole = order is not Order.RANK or per_user  # the order is not the ranking's pages
 
-        def read(session: StoreSession) -> tuple[Leaderboard, GroupHeading | None]:
+        def read(session: StoreSession) -> _Read:
             key = resolve_group(session, reference)
-            return _board(session, key, view, None, start, limit), queries.group_heading(
-                session, key
+            if not queries.group_exists(session, key):
+                raise NotFoundError(f"no comparison group {key}")
+            page = {} if whole else {"offset": start - 1, "limit": size}
+            return _Read(
+                key=key,
+                rows=queries.leaderboard(session, key, view, min_level, **page),
+                best=queries.leaderboard(session, key, view, min_level, limit=1),
+                total=queries.ranked_count(session, key, view, min_level),
+                group=_board_group(session, key),
+                heading=queries.group_heading(session, key),
             )
 
-        return self.views.read(read)
+        found = self.views.read(read)
+        group = found.group
+        if order is Order.SOL_SCORE and not group.has_sol_score:
+            raise BadQueryError(
+                f"order {order}: the runs of group {found.key[:19]}… have no SOL score "
+                f"(only SOL-ExecBench gives one; this group's source is {group.source})"
+            )
+        first = found.best[0].value if found.best else None
+        entries = [board_entry(r, first) for r in found.rows]
+        if group.has_sol_score:
+            entries = [
+                structs.replace(e, sol_score=sol_score_of(self.views.ledger.run_manifests(e.run)))
+                for e in entries
+            ]
+        total = found.total
+        if whole:
+            entries = ordered(entries, order)
+            if per_user:
+                entries = best_per_user(entries)
+            total = len(entries)
+            entries = entries[start - 1 : start - 1 + size]
+        board = Leaderboard(
+            comparison_key=found.key,
+            view=str(view),
+            min_level=min_level.name.lower() if min_level is not None else None,
+            order=str(order),
+            per_user=per_user,
+            total=total,
+            start=start,
+            next=start + size if start - 1 + size < total else None,
+            group=group,
+            entries=placed(entries, start),
+        )
+        return board, found.heading
 
     def front_page(self, groups: int, operations: int, recent: int) -> FrontPage:
         """The index page's reads, in one snapshot: the ``groups`` biggest groups, the
@@ -172,45 +230,55 @@ class Boards:
 
         return self.views.read(read)
 
-    def records(
-        self, group: str | None = None, before: int | None = None, limit: int = FEED_MAX
-    ) -> RecordFeed:
-        """New #1 records, newest first, of every group or of ``group`` (a key or a unique
-        prefix: 404 unknown, 400 ambiguous), those set before log position ``before``."""
 
-        def read(session: StoreSession) -> RecordFeed:
-            key = resolve_group(session, group) if group is not None else None
-            page = record_entries(session, key, before, limit)
-            keys = {str(e.run["comparison_key"]) for e in page.entries}
-            names = group_names(session, keys | ({key} if key is not None else set()))
-            return RecordFeed(key, page, names)
-
-        return self.views.read(read)
+@dataclass(frozen=True)
+class _Read:
+    key: str
+    rows: list[BoardRow]
+    best: list[BoardRow]
+    total: int
+    group: BoardGroup
+    heading: GroupHeading | None
 
 
-def _board(
-    session: StoreSession,
-    key: str,
-    view: View,
-    min_level: EvidenceLevel | None,
-    start: int,
-    limit: int,
-) -> Leaderboard:
-    size = max(1, min(limit, BOARD_MAX))
-    rows = queries.leaderboard(session, key, view, min_level, offset=start - 1, limit=size)
-    best = queries.leaderboard(session, key, view, min_level, limit=1)
-    total = queries.ranked_count(session, key, view, min_level)
-    if not queries.group_exists(session, key):
-        raise NotFoundError(f"no comparison group {key}")
-    first = best[0].value if best else None
-    return Leaderboard(
-        comparison_key=key,
-        view=str(view),
-        min_level=min_level.name.lower() if min_level is not None else None,
-        total=total,
-        start=start,
-        next=start + size if start - 1 + size < total else None,
-        entries=[board_entry(r, first) for r in rows],
+def _product(session: StoreSession, typed: str) -> str:
+    """The one GPU product ``typed`` names (``domain.gpu_names.match_gpu``)."""
+    known = queries.products(session)
+    found = match_gpu(typed, known)
+    if found.name is not None:
+        return found.name
+    if found.candidates:
+        raise AmbiguousReferenceError(
+            f"GPU {typed!r} could be any of: {', '.join(found.candidates)}; type more of its name"
+        )
+    raise NotFoundError(f"no GPU named {typed!r}; the ledger has runs on: {', '.join(known)}")
+
+
+def _board_group(session: StoreSession, key: str) -> BoardGroup:
+    """What the board ranks: its operation and GPU, its parts, what sets it apart from the
+    operation's groups that look like it, and the sweep it is one workload of."""
+    identity = queries.group_identity(session, key)
+    benchmark, product, source = identity if identity is not None else (None, None, None)
+    siblings = queries.operation_groups(session, benchmark) if benchmark is not None else []
+    labels = group_labels(session, list({key, *(r.comparison_key for r in siblings)}))
+    label = next(lab for lab in labels if lab.key == key)
+    alike = label.lookalikes(labels)
+    sweep = [
+        o
+        for o in [label, *alike]
+        if all(o.parts.get(p) == label.parts.get(p) for p in label.parts if p != "workload")
+    ]
+    about = operation_about(session, benchmark) if benchmark is not None else None
+    return BoardGroup(
+        benchmark=benchmark,
+        gpu=product,
+        source=source,
+        parts=label.parts,
+        apart_by=label.separated_by(alike) if alike else None,
+        sweep_workloads=len(sweep),
+        description=about.description if about is not None else None,
+        has_sol_score=source == "sol-execbench",
+        has_authors=queries.group_has_authors(session, key),
     )
 
 
@@ -237,6 +305,8 @@ def _operations(session: StoreSession, limit: int | None) -> list[OperationSumma
 
 
 def board_entry(row: BoardRow, first: float | None) -> BoardEntry:
+    """A ranked run as a board shows it; its place, SOL score and per-user facts are set
+    by the order it is shown in (``board_orders``)."""
     return BoardEntry(
         rank=row.rank,
         of=row.of_count,
@@ -255,50 +325,8 @@ def board_entry(row: BoardRow, first: float | None) -> BoardEntry:
         author=row.author,
         tied_with=row.tied_runs,
         ratio_to_first=row.value / first if first else None,
+        place=row.rank,
+        sol_score=None,
+        runs_of_author=None,
+        gap_to_next=None,
     )
-
-
-# ------------------------------------------------- labels of groups shown together
-
-
-def labelled_groups(
-    boards: Boards, definition: str | None = None, gpu: str | None = None
-) -> list[tuple[str, str]]:
-    """Every group of ``definition`` and/or ``gpu``, in the groups list's order, each with
-    its label: what sets it apart from its lookalikes (``Boards.operation``), or every part
-    of its key when it has none (``kernelindex leaderboard --definition/--gpu``)."""
-    listed = boards.groups(definition, gpu)
-    if not listed:
-        asked = (("definition", definition), ("GPU", gpu))
-        raise NotFoundError(
-            "no comparison group has "
-            + " on ".join(f"{what} {value!r}" for what, value in asked if value)
-        )
-    groups = _operation_groups(boards, [g.benchmark for g in listed])
-    labelled = []
-    for g in listed:
-        group = groups.get(g.comparison_key)
-        apart = group.apart_by if group is not None else None
-        labelled.append((g.comparison_key, apart or _every_part(group)))
-    return labelled
-
-
-def group_label(boards: Boards, key: str) -> str:
-    """What one group is made of (every part of its key), for its heading."""
-    runs = boards.runs.list_page(comparison_key=key, limit=1).items
-    groups = _operation_groups(boards, [runs[0].benchmark] if runs else [])
-    return _every_part(groups.get(key))
-
-
-def _every_part(group: OperationGroup | None) -> str:
-    if group is None:
-        return ""
-    return " · ".join(f"{part} {name}" for part, name in group.parts.items())
-
-
-def _operation_groups(boards: Boards, names: list[str | None]) -> dict[str, OperationGroup]:
-    """Every group of the operations named, by key, with its parts and what sets it apart."""
-    found: dict[str, OperationGroup] = {}
-    for name in dict.fromkeys(n for n in names if n):
-        found.update((g.comparison_key, g) for g in boards.operation(name).groups)
-    return found

@@ -7,6 +7,7 @@ compare a run with it read no more.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from api.service.models.views import (
@@ -19,7 +20,7 @@ from api.service.models.views import (
 )
 from domain.comparison import comparison_components
 from domain.errors import DomainError
-from domain.ranking import compare
+from domain.ranking import FieldDifference, compare
 from ledger.application import Ledger
 
 if TYPE_CHECKING:
@@ -52,6 +53,23 @@ def comparability(a: dict[str, Any], b: dict[str, Any]) -> tuple[bool, str | Non
     return differing is None, differing
 
 
+def explained(part: str | None, differences: Sequence[FieldDifference]) -> str | None:
+    """The part of the comparison key that separates two runs, with the field of that part's
+    manifest that differs (the spec's before the metadata's): "environment
+    (spec.hardware.formFactor: runner:B200 ≠ runner:NVIDIA)", so two groups whose manifests
+    share a title are told apart where they are compared, not only in the export."""
+    if part is None:
+        return None
+    inside = [d for d in differences if d.path.startswith(f"{part}.")]
+    inside.sort(key=lambda d: not d.path.startswith(f"{part}.spec."))
+    if not inside:
+        return part
+    d = inside[0]
+    mine = d.a if d.in_a else "absent"
+    theirs = d.b if d.in_b else "absent"
+    return f"{part} ({d.path[len(part) + 1 :]}: {mine} ≠ {theirs})"
+
+
 def compare_runs(a: str, left: dict[str, Any], b: str, right: dict[str, Any]) -> RunComparison:
     """Field-by-field differences of two runs' manifest sets and the ratio a ÷ b, and
     whether the ratio means anything (same comparison group) or what makes it not."""
@@ -62,6 +80,7 @@ def compare_runs(a: str, left: dict[str, Any], b: str, right: dict[str, Any]) ->
         b=b,
         comparable=comparable,
         not_comparable_by=apart,
+        not_comparable_field=explained(apart, result.differences),
         ratio=result.ratio,
         metric=result.a_primary.key,
         differences=[
@@ -80,11 +99,13 @@ def compare_many(digests: list[str], sets: list[dict[str, Any]]) -> Comparison:
     first = sets[0]
     rows = []
     apart: str | None = None
+    field: str | None = None
     for digest, manifests in zip(digests, sets, strict=True):
         result = compare(manifests, first)
         ok, why = comparability(manifests, first)
         if not ok and apart is None:
             apart = f"{digest[:19]}… differs in {why}"
+            field = explained(why, result.differences)
         run = manifests.get("run") or {}
         rows.append(
             ComparedRun(
@@ -116,6 +137,7 @@ def compare_many(digests: list[str], sets: list[dict[str, Any]]) -> Comparison:
         runs=rows,
         comparable=apart is None,
         not_comparable_by=apart,
+        not_comparable_field=field,
         differences=[FieldValues(path=p, values=v) for p, v in sorted(fields.items())],
     )
 

@@ -13,7 +13,7 @@ from api.display import comparison_csv, comparison_markdown
 from api.server.controllers.common import Service, operation_name
 from api.server.controllers.runs import parse_level
 from api.server.openapi_problems import refuses
-from api.service.boards import BOARD_MAX, BOARD_PAGE
+from api.service.boards import BOARD_MAX, BOARD_PAGE, Order
 from api.service.errors import AmbiguousReferenceError, BadQueryError, NotFoundError
 from api.service.models import to_builtins
 from api.service.models.search import MAX_PER_PAGE as SEARCH_MAX_PER_PAGE
@@ -62,12 +62,24 @@ class ViewController(Controller):
     path = "/v1"
     tags = ("leaderboards",)
 
-    @get("/groups", sync_to_thread=True, summary="Comparison groups")
+    @get(
+        "/groups",
+        sync_to_thread=True,
+        summary="Comparison groups",
+        opt=refuses(NotFoundError, AmbiguousReferenceError),
+    )
     def groups(
         self,
         service: Service,
         benchmark: Annotated[str | None, QueryParameter(max_length=300)] = None,
-        gpu: Annotated[str | None, QueryParameter(max_length=200)] = None,
+        gpu: Annotated[
+            str | None,
+            QueryParameter(
+                max_length=200,
+                description="A GPU as typed: its name or a part of it (B200, mi300x), or an "
+                "alias (hopper); several candidates answer 400 naming them",
+            ),
+        ] = None,
     ) -> list[GroupSummary]:
         return service.boards.groups(benchmark, gpu)
 
@@ -87,8 +99,20 @@ class ViewController(Controller):
         min_level: Annotated[str | None, QueryParameter(name="minLevel")] = None,
         start: Annotated[int, QueryParameter(ge=1, le=MAX_SAFE_INTEGER)] = 1,
         limit: Annotated[int, QueryParameter(ge=1, le=BOARD_MAX)] = BOARD_PAGE,
+        order: Annotated[
+            Order,
+            QueryParameter(
+                description="rank (the ledger's ranking) or sol-score (SOL-ExecBench's score, "
+                "best first; the rank stays the ledger's)"
+            ),
+        ] = Order.RANK,
+        per_user: Annotated[
+            bool, QueryParameter(name="perUser", description="each author's best run only")
+        ] = False,
     ) -> Leaderboard:
-        return service.boards.leaderboard(key, view, parse_level(min_level), start, limit)
+        return service.boards.leaderboard(
+            key, view, parse_level(min_level), start, limit, order, per_user
+        )
 
     @get("/operations", sync_to_thread=True, summary="Operations, most runs first")
     def operations(self, service: Service) -> list[OperationSummary]:

@@ -42,6 +42,7 @@ from api.server.pages.source import (
     size_text,
     source_preview,
 )
+from api.service.boards import Order
 from api.service.errors import ArtifactError, ArtifactNotFound, BadQueryError
 from api.service.ledger_service import LedgerService
 from api.service.models.runs import RunRecord
@@ -155,7 +156,8 @@ def board_chart(board: Leaderboard, view: View) -> Markup | None:
     lower = "shorter is faster" if metric == "latency" else "shorter is better"
     bars = [
         Bar(
-            label=f"#{e.rank} {e.name}",
+            # Each user's best: the user names the bar; else the run does.
+            label=f"#{e.rank} {e.author if board.per_user and e.author else e.name}",
             value=float(e.value),
             value_text=format_value(e.value, unit),
             level=e.evidence_level,
@@ -171,6 +173,21 @@ def board_chart(board: Leaderboard, view: View) -> Markup | None:
     )
     # bar_chart escapes every text it writes, so its markup is safe to insert as is.
     return Markup(svg)  # noqa: S704
+
+
+def _board_href(key: str, shown: dict[str, Any], **changed: Any) -> str:
+    """A leaderboard page's address: its view, order and per-user choice (``shown``),
+    ``changed`` applied; a choice at its default (rank order, every run, the first entry)
+    is left out."""
+    chosen = {**shown, **changed}
+    defaults = {"order": str(Order.RANK), "perUser": "false", "start": "1"}
+    texts = {
+        name: str(value).lower() if isinstance(value, bool) else str(value)
+        for name, value in chosen.items()
+    }
+    return f"/leaderboards/{path_segment(key)}?" + "&".join(
+        f"{name}={quote(text)}" for name, text in texts.items() if defaults.get(name) != text
+    )
 
 
 def _page(name: str, **context: Any) -> Template:
@@ -386,17 +403,29 @@ class PageController(Controller):
         key: KeyPath,
         view: ViewQuery = View.SOURCE_NATIVE,
         start: Annotated[int, QueryParameter(ge=1, le=MAX_SAFE_INTEGER)] = 1,
+        order: Annotated[Order, QueryParameter()] = Order.RANK,
+        per_user: Annotated[bool, QueryParameter(name="perUser")] = False,
     ) -> Template:
-        board, group = service.boards.board_page(key, view, start, PAGE_BOARD)
+        board, group = service.boards.board_page(
+            key, view, start, PAGE_BOARD, order=order, per_user=per_user
+        )
         key = board.comparison_key
+        shown = f"view={view}" + (f"&order={order}" if order is not Order.RANK else "")
+        shown += "&perUser=true" if per_user else ""
         return _page(
             "leaderboard.html",
             board=board,
             group=group,
             view=str(view),
             views=[str(v) for v in View],
+            order=str(order),
+            per_user=per_user,
+            # The page's own address with one choice changed (the others kept).
+            href=lambda **changed: _board_href(
+                key, {"view": view, "order": order, "perUser": per_user}, **changed
+            ),
             chart=board_chart(board, view),
-            json_href=f"/v1/leaderboards/{key}?view={view}&start={start}&limit={PAGE_BOARD}",
+            json_href=f"/v1/leaderboards/{key}?{shown}&start={start}&limit={PAGE_BOARD}",
             page_size=PAGE_BOARD,
         )
 

@@ -48,10 +48,42 @@ class OperationGroup(ApiModel, kw_only=True):
     top: GroupTop
 
 
+class Argument(ApiModel, kw_only=True):
+    """An input or output of an operation: a tensor (its dimensions, by axis name or size)
+    or a scalar (no shape)."""
+
+    name: str
+    dtype: str | None
+    shape: list[str | int] | None  # None: a scalar
+
+
+class Axis(ApiModel, kw_only=True):
+    name: str
+    role: str  # constant, variable or derived
+    value: Any  # the constant's value or the derived axis' expression; None for a variable
+
+
+class OperationAbout(ApiModel, kw_only=True):
+    """What the operation is, from the definition its source published (its OperationSpec):
+    description, axes, inputs and outputs, and whether the source gave a reference
+    implementation."""
+
+    spec_digest: str
+    title: str | None
+    family: str | None
+    description: str | None
+    axes: list[Axis]
+    inputs: list[Argument]
+    outputs: list[Argument]
+    reference: str | None  # the reference implementation's language, when the source gave one
+    source_url: str | None
+
+
 class Operation(ApiModel, kw_only=True):
     operation: str
     gpus: list[str]
     stacks: list[str]
+    about: OperationAbout | None  # None: the ledger holds no definition of it
     groups: list[OperationGroup]
 
 
@@ -73,17 +105,42 @@ class BoardEntry(ApiModel, kw_only=True):
     author: str | None
     tied_with: list[str]
     ratio_to_first: Number | None
+    place: int  # 1-based place in the order shown (``rank`` is the ledger's ranking)
+    sol_score: Number | None  # SOL-ExecBench's own score (higher is better), where it gave one
+    runs_of_author: int | None  # best per user: the author's runs in the group
+    gap_to_next: Number | None  # best per user: the next user's value ÷ this one
+
+
+class BoardGroup(ApiModel, kw_only=True):
+    """Which group a leaderboard ranks: its operation and GPU, what its key is made of, what
+    sets it apart from the groups that look like it, and how many workloads of the same
+    operation, GPU, stack and metric the operation has (a sweep: each workload ranks alone)."""
+
+    benchmark: str | None
+    gpu: str | None
+    source: str | None
+    parts: dict[str, str]
+    apart_by: str | None
+    sweep_workloads: int
+    description: str | None
+    has_sol_score: bool
+    has_authors: bool
 
 
 class Leaderboard(ApiModel, kw_only=True):
-    """A page of a group's ranking: ``entries`` from the ``start``-th (1-based)."""
+    """A page of a group's ranking: ``entries`` from the ``start``-th (1-based) of the order
+    ``order`` (``rank``: the ledger's; ``sol-score``: the source's score, best first), every
+    ranked run or each author's best (``per_user``)."""
 
     comparison_key: str
     view: str
     min_level: str | None
+    order: str
+    per_user: bool
     total: int
     start: int
     next: int | None  # where the next page starts; None: this is the last
+    group: BoardGroup | None
     entries: list[BoardEntry]
 
 
@@ -104,6 +161,7 @@ class RunComparison(ApiModel, kw_only=True):
     b: str
     comparable: bool  # in one comparison group: the ratio means something
     not_comparable_by: str | None  # else the part of the comparison key that separates them
+    not_comparable_field: str | None  # and the field of that part's manifest that differs
     ratio: Number | None
     metric: str
     differences: list[Difference]
@@ -135,4 +193,5 @@ class Comparison(ApiModel, kw_only=True):
     runs: list[ComparedRun]
     comparable: bool
     not_comparable_by: str | None
+    not_comparable_field: str | None  # the field of that part's manifest that differs
     differences: list[FieldValues]

@@ -1,0 +1,127 @@
+"""What an operation is, from the definition its source published (its ``OperationSpec``).
+
+The importers keep each source's definition as an ``OperationSpec`` manifest artifact (the
+catalog's operations, FlashInfer-Bench and SOL-ExecBench ``definition.json``, GPU MODE's
+transcribed problems), named by its ``metadata.name``. A workload names its operation by the
+spec's manifest digest (``operationSpecDigest``); the spec shown is the one whose digest a
+workload of the operation names, so a definition of another operation that happens to share
+a name is never shown.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import select
+
+from api.service.models.views import Argument, Axis, OperationAbout
+from domain.errors import DomainError
+from domain.manifests.canonical_form import manifest_digest
+from ledger.store.artifacts import artifacts
+from ledger.store.event_store import StoreSession
+from projections import queries
+
+MANIFEST_MEDIA_TYPE = "application/vnd.kernelindex.manifest+json"
+# Specs found, by digest: a stored artifact never changes, so a spec once found stays right.
+# (Artifact names are not indexed: finding one scans them, ~50 ms on the whole catalog.)
+_FOUND: dict[str, OperationAbout] = {}
+MAX_CACHED = 4096
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def candidate_names(benchmark: str) -> list[str]:
+    """The names an importer gives the spec of ``benchmark``: its slug (SOL-ExecBench,
+    FlashInfer-Bench, the catalog), ``gpumode-`` and the leaderboard's slug (GPU MODE, whose
+    operations are named ``leaderboard/N`` per problem size)."""
+    base = benchmark.split("/", 1)[0]
+    names = [_slug(benchmark), _slug(base)]
+    names += [f"gpumode-{n}" for n in names]
+    return list(dict.fromkeys(n for n in names if n))
+
+
+def _arguments(items: Iterable[Any]) -> list[Argument]:
+    found = []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        tensor = item.get("tensor")
+        scalar = item.get("scalar")
+        body = tensor if isinstance(tensor, dict) else scalar if isinstance(scalar, dict) else {}
+        shape = body.get("shape") if isinstance(tensor, dict) else None
+        found.append(
+            Argument(
+                name=str(item.get("name")),
+                dtype=str(body["dtype"]) if body.get("dtype") is not None else None,
+                shape=[d if isinstance(d, int) else str(d) for d in shape]
+                if isinstance(shape, list)
+                else None,
+            )
+        )
+    return found
+
+
+def about(digest: str, document: dict[str, Any]) -> OperationAbout:
+    """An OperationSpec manifest as the operation page explains it."""
+    metadata = document.get("metadata") or {}
+    spec = document.get("spec") or {}
+    axes = spec.get("axes") or {}
+    reference = spec.get("reference")
+    refs = metadata.get("sourceRefs") or []
+    return OperationAbout(
+        spec_digest=digest,
+        title=metadata.get("title"),
+        family=spec.get("family"),
+        description=metadata.get("description"),
+        axes=[
+            Axis(
+                name=str(name),
+                role=str(axis.get("role", "")),
+                value=axis.get("value", axis.get("expression")),
+            )
+            for name, axis in axes.items()
+            if isinstance(axis, dict)
+        ],
+        inputs=_arguments(spec.get("inputs") or []),
+        outputs=_arguments(spec.get("outputs") or []),
+        reference=str(reference.get("language") or "given")
+        if isinstance(reference, dict)
+        else None,
+        source_url=next(
+            (str(r["url"]) for r in refs if isinstance(r, dict) and r.get("url")), None
+        ),
+    )
+
+
+def operation_about(session: StoreSession, benchmark: str) -> OperationAbout | None:
+    """The definition of ``benchmark`` that its workloads name, or None when the ledger
+    holds none of them."""
+    wanted = queries.operation_spec_digests(session, benchmark)
+    if not wanted:
+        return None
+    for digest in sorted(wanted):
+        if digest in _FOUND:
+            return _FOUND[digest]
+    rows = session.execute(
+        select(artifacts.c.content).where(
+            artifacts.c.media_type == MANIFEST_MEDIA_TYPE,
+            artifacts.c.name.in_(candidate_names(benchmark)),
+        )
+    )
+    for (content,) in rows:
+        try:
+            document = json.loads(bytes(content))
+            digest = manifest_digest(document)
+        except (ValueError, DomainError):
+            continue  # not a manifest we can read: it explains nothing
+        if document.get("kind") == "OperationSpec" and digest in wanted:
+            found = about(digest, document)
+            if len(_FOUND) < MAX_CACHED:
+                _FOUND[digest] = found
+            return found
+    return None
