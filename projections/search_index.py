@@ -22,6 +22,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
+from domain.gpu_names import match_gpu
 from ledger.store.event_store import StoreSession
 from projections.run_views import RUNNER_NAME
 from projections.tables import manifests, runs, tracking
@@ -211,20 +212,12 @@ def _dtypes(node: Any, found: set[str]) -> None:
             _dtypes(item, found)
 
 
-def gpu_name_key(name: str) -> str:
-    """A GPU name as people type it compared with a product name: case, spaces, dashes and
-    the vendor's words ("NVIDIA", "AMD", "Instinct") left out, so "b200", "B200" and
-    "nvidia b200" all name "NVIDIA B200". (A local helper: a shared GPU-name matcher is
-    being written in domain/gpu_names.py.)"""
-    words = name.casefold().replace("-", " ").replace("_", " ").split()
-    kept = [w for w in words if w not in ("nvidia", "amd", "instinct", "geforce", "tesla")]
-    return "".join(kept or words)
-
-
 def products_named(products: Iterable[str], wanted: str) -> set[str]:
-    """The products ``wanted`` names: exactly, or by :func:`gpu_name_key`."""
-    target = gpu_name_key(wanted)
-    return {p for p in products if p == wanted or gpu_name_key(p) == target}
+    """The products a typed GPU name names (``domain.gpu_names``, the one matcher): the
+    one it matches, or every candidate when it could mean several (a search narrows to
+    any of them; its GPU facet then lists each)."""
+    matched = match_gpu(wanted, products)
+    return {matched.name} if matched.name is not None else set(matched.candidates)
 
 
 _SEPARATORS = re.compile(r"[-_./:\s]+")

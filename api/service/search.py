@@ -47,8 +47,8 @@ from projections.search_index import SORTS as INDEX_SORTS
 from projections.search_index import (
     SearchIndex,
     build_index,
-    gpu_name_key,
     name_parts,
+    products_named,
     search_fingerprint,
     views_position,
 )
@@ -125,8 +125,8 @@ class Search:
         def read(session: StoreSession) -> list[Suggestion]:
             index = self.index(session)
             found: list[Suggestion] = []
-            gpu = gpu_name_key(query)
-            for product, count in _most(index.products, lambda p: gpu in gpu_name_key(p), 2):
+            gpus = products_named(index.products, query)
+            for product, count in _most(index.products, lambda p: p in gpus, 2):
                 found.append(
                     Suggestion(
                         kind="gpu",
@@ -262,5 +262,5 @@ def _selected(name: str, value: str, chosen: str | None) -> bool:
     if chosen is None:
         return False
     if name == "gpu":
-        return value == chosen or gpu_name_key(value) == gpu_name_key(chosen)
+        return value in products_named([value], chosen)
     return fold(value) == fold(chosen)
