@@ -15,6 +15,9 @@ Line types, in this order (format ``kernelindex-bundle/v2``; docs/verification.m
 ``heads``        (scoped bundles) the log key's signed note of each run's and key's event
                  count and last leaf, and each claimed comparison group's members, at the
                  checkpoint: what makes the bundle provably complete
+``headsMap``     (scoped bundles of a ledger with heads leaves) the heads leaf that ends the
+                 checkpoint's tree, its inclusion proof, and one map proof per run, key and
+                 group of the heads: the heads, as the witnessed tree commits to them
 ``claim``        the projected state the ledger claims for a run: evidence level and rank in
                  each view (before the events, so a verifier knows which runs to follow)
 ``event``        one per event, in leaf order: leafIndex, position, aggregate, version, topic,
@@ -55,6 +58,7 @@ from ledger.store.artifacts import ArtifactStore
 from ledger.store.cosignatures import CosignedCheckpoint
 from ledger.store.event_store import StoreSession
 from ledger.store.group_index import members_at
+from ledger.store.heads_leaves import scope_proofs
 from ledger.store.signed_checkpoints import SignedCheckpoint
 from ledger.store.transparency_log import leaves
 from ledger.verify.format import BUNDLE_FORMAT
@@ -176,6 +180,33 @@ def bundle_scope(
         group_heads,
         sorted(row.leaf for row in run_events + key_events),
     )
+
+
+def _heads_map_line(
+    ledger: Ledger, session: StoreSession, scope: _Scope, size: int
+) -> dict[str, Any] | None:
+    """The headsMap line of a scope, when the tree ends with a heads leaf."""
+    run_ids = {run_id(r): r for r in scope.runs}
+    key_ids = {principal_id(k): k for k in scope.keys}
+    found = scope_proofs(
+        session,
+        ledger.store.events,
+        ledger.trust_root.origin,
+        size,
+        (run_ids, key_ids, scope.groups),
+        (run_ids, key_ids),
+    )
+    if found is None:
+        return None
+    return {
+        "type": "headsMap",
+        "leafIndex": found.leaf_index,
+        "root": _b64(found.root),
+        "proof": [_b64(h) for h in ledger.tlog.proof_hashes(session, found.leaf_index, size)],
+        "runs": {r: p.to_json() for r, p in sorted(found.runs.items())},
+        "keys": {k: p.to_json() for k, p in sorted(found.keys.items())},
+        "groups": {g: p.to_json() for g, p in sorted(found.groups.items())},
+    }
 
 
 def recompute_heads(ledger: Ledger, session: StoreSession, heads: Heads) -> Heads:
@@ -311,10 +342,12 @@ def export_bundle(
     # A scoped bundle's heads are signed now: without the log key, refuse before writing.
     heads_key = ledger.tlog.signing_key() if runs is not None else None
     scope: _Scope | None = None
+    mapped: dict[str, Any] | None = None
     proofs: list[tuple[int, list[bytes]]] = []
     with ledger.store.transaction(commit=False) as session:
         if runs is not None:
             scope = bundle_scope(ledger, session, runs, groups, size)
+            mapped = _heads_map_line(ledger, session, scope, size)
         for older in sorted(set(held)):
             if not 0 <= older <= size:
                 raise NotFoundError(
@@ -344,6 +377,8 @@ def export_bundle(
             ledger.trust_root.origin, size, checkpoint.root, scope.runs, scope.keys, scope.groups
         )
         out.write(_line({"type": "heads", "note": sign_heads(heads, heads_key.private_key())}))
+        if mapped is not None:
+            out.write(_line(mapped))
     for claim in claims:
         out.write(_line(claim))
     count = 0

@@ -40,10 +40,11 @@ LINE_ORDER: dict[str, int] = {
     "witnessed": 3,
     "consistency": 4,
     "heads": 5,
-    "claim": 6,
-    "event": 7,
-    "artifact": 8,
-    "footer": 9,
+    "headsMap": 6,
+    "claim": 7,
+    "event": 8,
+    "artifact": 9,
+    "footer": 10,
 }
 
 
