@@ -20,7 +20,7 @@ rebuilds it from the tables first (one grouped query over the leaves).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -46,6 +46,7 @@ from ledger.store.log_tables import leaves, nodes
 __all__ = [
     "HeadsAt",
     "HeadsLeaves",
+    "HeadsReplay",
     "ScopeProofs",
     "heads_at",
     "heads_leaf_position",
@@ -241,3 +242,51 @@ def scope_proofs(
         {key_ids[k]: state.map.prove(aggregate_key(k)) for k in keys},
         {g: state.map.prove(group_key(g)) for g in groups},
     )
+
+
+class HeadsReplay:
+    """The heads leaves of a whole-log export, with the map roots they commit to, recomputed
+    as the export streams the events in leaf order (fails closed on a leaf that is not the
+    map of the leaves before it)."""
+
+    def __init__(self, session: StoreSession, origin: str, size: int) -> None:
+        self.origin = origin
+        self.state = HeadsAt(0)
+        members = _group_members()
+        self._joins = {
+            int(p): (str(r), str(k))
+            for p, r, k in session.execute(
+                select(members.c.position, members.c.run_digest, members.c.comparison_key)
+            )
+        }
+        self._pending = [
+            (int(i), bytes(h))
+            for i, h in session.execute(
+                select(leaves.c.leaf_index, leaves.c.leaf_hash)
+                .where(leaves.c.position < 0, leaves.c.leaf_index < size)
+                .order_by(leaves.c.leaf_index)
+            )
+        ]
+        self._next = 0
+
+    def upcoming(self, below: int) -> list[int]:
+        """The heads leaves not yet given whose index is below ``below``."""
+        return [i for i, _ in self._pending[self._next :] if i < below]
+
+    def before(self, leaf: int) -> Iterator[tuple[int, bytes]]:
+        """(index, map root) of each heads leaf before ``leaf`` not yet given."""
+        while self._next < len(self._pending) and self._pending[self._next][0] < leaf:
+            index, digest = self._pending[self._next]
+            self._next += 1
+            root = self.state.map.root()
+            if leaf_hash(heads_leaf_data(self.origin, index, root)) != digest:
+                raise LogIntegrityError(
+                    f"the heads leaf {index} is not the map of the leaves before it"
+                )
+            yield index, root
+
+    def event(self, leaf: int, position: int, aggregate: Any, version: int) -> None:
+        self.state.set_aggregates({UUID(str(aggregate)): (int(version), leaf)})
+        joined = self._joins.get(position)
+        if joined is not None:
+            self.state.join([joined])

@@ -65,7 +65,13 @@ from ledger.verify.batches import BatchResult, verify_into
 from ledger.verify.completeness import Completeness
 from ledger.verify.events import EventContext, is_key_event, parse_event
 from ledger.verify.format import MAX_LINE_CHARS, OverlongLine, UnreadableLineError, read_line
-from ledger.verify.heads_map import HeadsMapLine, check_heads_map, heads_fact, read_heads_map
+from ledger.verify.heads_map import (
+    HeadsMapLine,
+    check_heads_leaf,
+    check_heads_map,
+    heads_fact,
+    read_heads_map,
+)
 from ledger.verify.held import check_held_checkpoints
 from ledger.verify.lines import (
     LINE_ORDER,
@@ -145,6 +151,7 @@ class BundleVerifier:
             "consistency": self._consistency,
             "heads": self._heads,
             "headsMap": self._heads_map,
+            "headsLeaf": self._heads_leaf,
             "event": self._event,
             "claim": self._claim,
             "artifact": self._artifact,
@@ -382,6 +389,17 @@ class BundleVerifier:
             self.report.fail(Check.FORMAT, where, "second headsMap line")
             return
         self.heads_map = read_heads_map(where, record, self.report)
+
+    def _heads_leaf(self, where: str, record: dict[str, Any]) -> None:
+        """A heads leaf of a whole-log bundle: in the tree, and counted (in leaf order) as
+        one of its leaves; in a scoped bundle, a leaf its heads do not cover."""
+        if self.checkpoint is None:
+            self.report.fail(Check.INCLUSION, where, "no verified checkpoint for the heads leaf")
+            return
+        index = check_heads_leaf(where, record, self.checkpoint, self.report)
+        if index is not None:
+            seen = (index, -(index + 1), "heads leaf", 0, None)
+            self._batches.merge_in_turn(BatchResult(Report(subject="event"), [(where, seen)]))
 
     def _check_heads_map(self, report: Report) -> None:
         """The heads held to the tree's heads leaf (when the bundle has one), and the fact

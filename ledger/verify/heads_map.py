@@ -149,3 +149,27 @@ def heads_fact(held: bool | None, witnessed: bool) -> str:
     if witnessed:
         return "witnessed: the heads leaf is in the checkpoint the witness quorum cosigned"
     return "in the log's tree (the heads leaf), not witnessed: no witness quorum met"
+
+
+def check_heads_leaf(
+    where: str, record: dict[str, Any], checkpoint: Checkpoint, report: Report
+) -> int | None:
+    """A whole-log bundle's headsLeaf line: the leaf its root makes is in the tree at its
+    index (``inclusion``). The leaf index, when the line is readable."""
+    try:
+        index = record.get("leafIndex")
+        if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+            raise ValueError("leafIndex must be a leaf index")
+        root = base64.b64decode(str(record.get("root")), validate=True)
+        proof = decode_proof(record.get("proof"))
+    except ValueError as exc:
+        report.fail(Check.FORMAT, where, f"malformed headsLeaf line: {exc}")
+        return None
+    data = heads_leaf_data(checkpoint.origin, index, root)
+    try:
+        verify_inclusion(leaf_hash(data), index, checkpoint.size, proof, checkpoint.root)
+    except ProofError as exc:
+        report.fail(Check.INCLUSION, where, f"heads leaf {index} is not in the tree: {exc}")
+    else:
+        report.ok(Check.INCLUSION)
+    return index

@@ -43,6 +43,7 @@ LINE_ORDER: dict[str, int] = {
     "headsMap": 6,
     "claim": 7,
     "event": 8,
+    "headsLeaf": 8,  # among the events, in leaf order (whole-log bundles)
     "artifact": 9,
     "footer": 10,
 }

@@ -221,3 +221,47 @@ def test_a_forged_map_proof_does_not_lead_to_the_witnessed_leaf(world: World) ->
     report = verify(world, records)
     assert [f.check for f in report.findings] == [Check.HEADS_MAP]
     assert "the heads leaf is not in the tree" in report.findings[0].reason
+
+
+def test_a_whole_log_bundle_holds_the_heads_leaves_as_the_leaves_they_are(world: World) -> None:
+    out = io.StringIO()
+    export_bundle(world.ledger, out)
+    records = [json.loads(text) for text in out.getvalue().splitlines()]
+    report = verify(world, records)
+    assert outcome_of(report) is Outcome.VERIFIED, report.findings
+    heads_leaves = [r["leafIndex"] for r in records if r["type"] == "headsLeaf"]
+    assert heads_leaves == [3, 5, 7, 9, 11]  # one a commit, each after its events
+    assert report.facts["scope"] == {"all": True}
+    dropped = [r for r in records if not (r["type"] == "headsLeaf" and r["leafIndex"] == 7)]
+    report = verify(world, dropped)
+    assert [(f.check, f.where) for f in report.findings] == [(Check.COMPLETE, "end")]
+
+
+def test_a_ledger_without_heads_leaves_keeps_its_bundles_and_their_verdicts(
+    db_url: str,
+) -> None:
+    """Heads leaves are off unless asked for: the tree holds the events alone, a scoped
+    bundle has no headsMap line, verifies as before, and its heads are the log key's word."""
+    operator = Operator.make()
+    ledger = Ledger(db_url, operator.root, log_key=operator.log)
+    try:
+        ingester = SigningKey.generate()
+        admin = operator.admin
+        ledger.append_many(
+            [
+                key_registration_envelope(admin.public, [Role.ADMIN], admin),
+                key_registration_envelope(ingester.public, [Role.INGESTER], admin),
+            ]
+        )
+        ledger.append(ingestion_envelope(MANIFESTS[SEED], ingester))
+        assert ledger.tlog.checkpoint().size == 3
+        out = io.StringIO()
+        export_bundle(ledger, out, runs=[SEED])
+    finally:
+        ledger.close()
+    records = [json.loads(text) for text in out.getvalue().splitlines()]
+    assert [r for r in records if r["type"].startswith("headsM")] == []
+    policy = VerificationPolicy(trust_root=operator.root)
+    report = verify_bundle_lines([json.dumps(r) for r in records], policy, workers=1)
+    assert outcome_of(report) is Outcome.VERIFIED, report.findings
+    assert report.facts["heads"].startswith("the log key's word")
