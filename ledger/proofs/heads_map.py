@@ -22,7 +22,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from bisect import bisect_left, insort
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from uuid import UUID
 
@@ -237,8 +237,3 @@ class HeadsMap:
             other = self._keys[lo]
             return MapProof(tuple(siblings), (other.to_bytes(32), self._values[other]))
         return MapProof(tuple(siblings))
-
-
-def value_hashes(proofs: Sequence[MapProof]) -> int:
-    """How many hashes these proofs carry (a bundle's size, reported by benchmarks)."""
-    return sum(len(p.siblings) for p in proofs)

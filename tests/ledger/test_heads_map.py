@@ -88,7 +88,7 @@ def test_any_change_to_any_head_changes_the_root_and_breaks_its_proof(
 @settings(max_examples=100)
 @given(st.lists(st.one_of(maps, near), min_size=1, max_size=6))
 def test_commit_by_commit_is_the_map_built_at_once_in_any_order(
-    commits: list[dict[str, bytes]],
+    commits: list[dict[bytes, bytes]],
 ) -> None:
     grown = HeadsMap()
     final: dict[bytes, bytes] = {}
