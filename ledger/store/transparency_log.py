@@ -66,6 +66,7 @@ _LAST_LEAF = (
     .limit(1)
 )
 _LEAF_HASH = select(leaves.c.leaf_hash).where(leaves.c.leaf_index == bindparam("index"))
+_POSITION_OF = select(leaves.c.position).where(leaves.c.leaf_index == bindparam("index"))
 _INSERT_LEAVES = leaves.insert()
 _INSERT_NODES = nodes.insert()
 
@@ -332,13 +333,16 @@ class TransparencyLog:
 
     def size_at_position(self, session: StoreSession, position: int) -> int:
         """How many leaves log events at or before ``position`` (positions and leaves run in
-        the same order)."""
+        the same order), and the heads leaf that ends their commit, if it follows."""
         last = session.execute(
             select(func.max(leaves.c.leaf_index)).where(
                 leaves.c.position <= position, leaves.c.position >= 0
             )
         ).scalar()
-        return 0 if last is None else int(last) + 1
+        if last is None:
+            return 0
+        after = session.execute(_POSITION_OF, {"index": int(last) + 1}).scalar()
+        return int(last) + (2 if after is not None and is_heads_position(int(after)) else 1)
 
     def leaves_for_positions(
         self, session: StoreSession, positions: Sequence[int]

@@ -35,6 +35,8 @@ from ledger.store.transparency_log import leaves
 from ledger.verification_report import Check, Report
 from ledger.verify import Outcome, VerificationPolicy, outcome_of, verify_bundle_lines
 from ledger.witness.policy import Policy, parse_policy
+from projections.export import export_runs
+from projections.runner import ProjectionRunner
 from tests.projections.projection_world import GROUP, MANIFESTS, NAMES, RUN_21613, SEED
 from tests.witness.ledger_witnesses import (
     LocalWitness,
@@ -265,3 +267,20 @@ def test_a_ledger_without_heads_leaves_keeps_its_bundles_and_their_verdicts(
     report = verify_bundle_lines([json.dumps(r) for r in records], policy, workers=1)
     assert outcome_of(report) is Outcome.VERIFIED, report.findings
     assert report.facts["heads"].startswith("the log key's word")
+
+
+def test_kernelindex_export_bundles_at_a_size_that_ends_with_the_heads_leaf(
+    world: World,
+) -> None:
+    """``kernelindex export`` bundles as of the views' position: the size taken in is its
+    commit's, heads leaf included, so the bundle (with its claims) carries the heads map."""
+    ProjectionRunner(world.ledger).catch_up()
+    out = io.StringIO()
+    summary = export_runs(world.ledger, out, [world.seed])
+    records = [json.loads(text) for text in out.getvalue().splitlines()]
+    assert summary.tree_size == world.ledger.tlog.checkpoint().size
+    assert line(records, "headsMap")["leafIndex"] == summary.tree_size - 1
+    assert [r["run"] for r in records if r["type"] == "claim"] == [world.seed]
+    report = verify(world, records)
+    assert outcome_of(report) is Outcome.VERIFIED, report.findings
+    assert report.facts["heads"].startswith("witnessed: ")
