@@ -22,10 +22,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import Table, func, select
+import msgspec
+from sqlalchemy import Select, Table, bindparam, func, select
 
 from ledger.errors import LogIntegrityError
 from ledger.proofs.hasher import leaf_hash
@@ -56,6 +58,25 @@ __all__ = [
 
 # The topics at which a run joins its comparison group (ledger.application records it).
 _JOINING = ("ledger.aggregates:Run.Ingested", "ledger.aggregates:Run.ManifestsAttached")
+
+
+_INSERT_LEAF = leaves.insert()
+_INSERT_NODES = nodes.insert()
+
+
+class _RunOf(msgspec.Struct):
+    """What a joining event's stored state names: its run (the rest is not decoded)."""
+
+    run_digest: str
+
+
+@cache
+def _joined_statement() -> Select[tuple[str, str, int]]:
+    """Built once (building costs about what running it does)."""
+    members = _group_members()
+    return select(members.c.run_digest, members.c.comparison_key, members.c.position).where(
+        members.c.run_digest.in_(bindparam("runs", expanding=True))
+    )
 
 
 def heads_leaf_position(leaf_index: int) -> int:
@@ -154,39 +175,40 @@ class HeadsLeaves:
         self,
         session: StoreSession,
         before: tuple[int, bytes | None],
-        logged: Sequence[tuple[Any, int, int, str]],
+        logged: Sequence[tuple[Any, int, int, str, Any]],
         first_position: int,
         compact: CompactRange,
         held: dict[tuple[int, int], bytes],
     ) -> bytes:
         """Append (to ``compact`` and the tables) the heads leaf that follows the leaves
-        ``logged`` in this pass (aggregate, version, leaf index, topic each), begun at log
+        ``logged`` in this pass (aggregate, version, leaf index, topic, state each), begun at log
         head ``before``; return its hash. ``held`` gets the tree nodes it completes."""
         state = self._state
         if state is None or self._head != before:
             state = heads_at(session, self.events, before[0])
         self._state, self._head = None, None  # valid again only once this pass committed
-        state.set_aggregates({UUID(str(a)): (int(v), int(leaf)) for a, v, leaf, _ in logged})
-        if any(topic in _JOINING for *_, topic in logged):
-            members = _group_members()
-            joined = session.execute(
-                select(members.c.run_digest, members.c.comparison_key).where(
-                    members.c.position >= first_position
-                )
-            ).all()
-            state.join([(str(r), str(k)) for r, k in joined])
+        state.set_aggregates({UUID(str(a)): (int(v), int(leaf)) for a, v, leaf, *_ in logged})
+        runs = [
+            msgspec.json.decode(stored, type=_RunOf).run_digest
+            for *_, topic, stored in logged
+            if topic in _JOINING
+        ]
+        if runs:
+            # The runs that joined a group at this pass's events (by primary key).
+            joined = session.execute(_joined_statement(), {"runs": runs}).all()
+            state.join([(str(r), str(k)) for r, k, p in joined if int(p) >= first_position])
         index = before[0] + len(logged)
         state.size = index
         digest = leaf_hash(heads_leaf_data(self.origin, index, state.map.root()))
         session.execute(
-            leaves.insert(),
+            _INSERT_LEAF,
             [{"leaf_index": index, "position": heads_leaf_position(index), "leaf_hash": digest}],
         )
         assert compact.size == index, "the heads leaf follows the pass's leaves"
         created = compact.append(digest)
         if created:
             session.execute(
-                nodes.insert(),
+                _INSERT_NODES,
                 [{"level": n.level, "idx": n.index, "hash": n.hash} for n in created],
             )
             held.update({(n.level, n.index): n.hash for n in created})

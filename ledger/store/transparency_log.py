@@ -63,7 +63,7 @@ _SEQUENCE_BATCH = 1000
 _LAST_LEAF = (
     select(leaves.c.leaf_index, leaves.c.position, leaves.c.leaf_hash)
     .order_by(leaves.c.leaf_index.desc())
-    .limit(1)
+    .limit(2)  # a heads leaf ends each commit: the leaf before it is an event's
 )
 _LEAF_HASH = select(leaves.c.leaf_hash).where(leaves.c.leaf_index == bindparam("index"))
 _POSITION_OF = select(leaves.c.position).where(leaves.c.leaf_index == bindparam("index"))
@@ -128,7 +128,7 @@ class TransparencyLog:
         self._compact_head: LogHead = (0, None)
         self._heads = HeadsLeaves(store.events, origin)  # ledger.store.heads_leaves
         self._pass_start: LogHead = (0, None)
-        self._logged: list[tuple[Any, int, int, str]] = []
+        self._logged: list[tuple[Any, int, int, str, Any]] = []
 
     def enable_heads_leaf(self) -> None:
         """Append a heads leaf to every commit from now on (``ledger.store.heads_leaves``)."""
@@ -151,14 +151,16 @@ class TransparencyLog:
         return 0 if last is None else int(last) + 1
 
     def _last_leaf(self, session: StoreSession) -> tuple[LogHead, int]:
-        """The log's head and the position of its last leaf (0 for an empty log), in one
-        primary-key lookup: leaves and positions run in the same order."""
-        last = session.execute(_LAST_LEAF).first()
-        if last is None:
+        """The log's head and the position of its last event's leaf (0 for an empty log), in
+        one primary-key lookup: leaves and positions run in the same order, and a heads leaf
+        (``ledger.store.heads_leaves``) follows its commit's events."""
+        rows = session.execute(_LAST_LEAF).all()
+        if not rows:
             return (0, None), 0
+        last = rows[0]
         position = int(last[1])
-        if is_heads_position(position):  # a heads leaf ends each commit: its events' before
-            position = int(session.execute(select(func.max(leaves.c.position))).scalar() or 0)
+        if is_heads_position(position):
+            position = int(rows[1][1]) if len(rows) > 1 else 0
         return (int(last[0]) + 1, bytes(last[2])), position
 
     def head(self, session: StoreSession) -> LogHead:
@@ -292,7 +294,7 @@ class TransparencyLog:
         compact: CompactRange,
         held: dict[NodeKey, bytes],
         leaf_of: dict[int, int],
-        logged: list[tuple[Any, int, int, str]],
+        logged: list[tuple[Any, int, int, str, Any]],
     ) -> bytes:
         """Append the leaves of ``rows`` (in position order) and store them and the nodes
         they complete; return the last leaf's hash. ``logged`` gets each one's aggregate,
@@ -308,7 +310,7 @@ class TransparencyLog:
                 {"leaf_index": compact.size, "position": int(position), "leaf_hash": digest}
             )
             leaf_of[int(position)] = compact.size
-            logged.append((aggregate, int(version), compact.size, str(topic)))
+            logged.append((aggregate, int(version), compact.size, str(topic), state))
             for n in compact.append(digest):
                 node_rows.append({"level": n.level, "idx": n.index, "hash": n.hash})
                 held[(n.level, n.index)] = n.hash

@@ -410,7 +410,14 @@ class BundleVerifier:
         held: bool | None = None
         if self.heads_map is not None and self.checkpoint is not None:
             held = check_heads_map(self.heads_map, heads, self.checkpoint, report)
-        report.facts["heads"] = heads_fact(held, self.cosigned_note is not None)
+        witnessed = self.cosigned_note is not None
+        report.facts["heads"] = heads_fact(held, witnessed)
+        if self.policy.require_witnessed_heads and held is not False and not (held and witnessed):
+            report.fail(
+                Check.HEADS_MAP,
+                "heads",
+                f"witnessed heads were required; the heads are {report.facts['heads']}",
+            )
 
     def _event(self, where: str, record: dict[str, Any]) -> None:
         """A key event (or any event line out of its place), verified here, in leaf order."""

@@ -36,7 +36,7 @@ def _build(items: dict[bytes, bytes]) -> HeadsMap:
     return built
 
 
-@settings(max_examples=150)
+@settings(max_examples=150, deadline=None)
 @given(st.one_of(maps, near))
 def test_every_head_proves_against_the_root_and_no_other_value_does(
     items: dict[bytes, bytes],
@@ -54,7 +54,7 @@ def test_every_head_proves_against_the_root_and_no_other_value_does(
             assert root_from_proof(other, value, proof) != root
 
 
-@settings(max_examples=150)
+@settings(max_examples=150, deadline=None)
 @given(st.one_of(maps, near), keys)
 def test_an_absent_key_is_provable_absent_and_never_present(
     items: dict[bytes, bytes], absent: bytes
@@ -67,7 +67,7 @@ def test_an_absent_key_is_provable_absent_and_never_present(
         assert root_from_proof(absent, value, proof) != heads.root()
 
 
-@settings(max_examples=150)
+@settings(max_examples=150, deadline=None)
 @given(st.one_of(maps, near).filter(bool), st.data())
 def test_any_change_to_any_head_changes_the_root_and_breaks_its_proof(
     items: dict[bytes, bytes], data: st.DataObject
@@ -85,7 +85,7 @@ def test_any_change_to_any_head_changes_the_root_and_breaks_its_proof(
     assert after == _build(items | {key: changed}).root()  # cached nodes were forgotten
 
 
-@settings(max_examples=100)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(st.one_of(maps, near), min_size=1, max_size=6))
 def test_commit_by_commit_is_the_map_built_at_once_in_any_order(
     commits: list[dict[bytes, bytes]],
@@ -111,6 +111,7 @@ def test_the_empty_map_and_a_single_head() -> None:
     assert root_from_proof(key, b"1 0", MapProof(())) == one.root() != EMPTY
 
 
+@settings(deadline=None)
 @given(st.text(min_size=1, max_size=30).filter(lambda o: "\n" not in o), st.integers(0, 2**62))
 def test_a_heads_leaf_reads_back_and_is_never_an_events_leaf_data(origin: str, size: int) -> None:
     root = hashlib.sha256(origin.encode()).digest()

@@ -284,3 +284,20 @@ def test_kernelindex_export_bundles_at_a_size_that_ends_with_the_heads_leaf(
     report = verify(world, records)
     assert outcome_of(report) is Outcome.VERIFIED, report.findings
     assert report.facts["heads"].startswith("witnessed: ")
+
+
+def test_a_caller_who_requires_witnessed_heads_fails_heads_without_their_map(
+    world: World,
+) -> None:
+    """``require_witnessed_heads``: the operator's second bundle with its headsMap line
+    dropped (the heads only the log key's word) fails by name; the honest one passes."""
+    strict = VerificationPolicy(
+        trust_root=world.operator.root, witness_policy=world.policy, require_witnessed_heads=True
+    )
+    honest = [json.dumps(r) for r in bundle(world)]
+    assert outcome_of(verify_bundle_lines(honest, strict, workers=1)) is Outcome.VERIFIED
+    other = [r for r in _second_heads(world, bundle(world)) if r["type"] != "headsMap"]
+    report = verify_bundle_lines([json.dumps(r) for r in other], strict, workers=1)
+    assert outcome_of(report) is Outcome.FAILED
+    assert [(f.check, f.where) for f in report.findings] == [(Check.HEADS_MAP, "heads")]
+    assert "the log key's word" in report.findings[0].reason
