@@ -45,9 +45,10 @@ __all__ = [
 EMPTY = bytes(32)  # a subtree with no key (no SHA-256 output is known to be all zeros)
 _BITS = 256
 HEADS_LEAF_FORMAT = "kernelindex-heads-leaf/v1"
+_INSERT_ONE_BY_ONE = 64  # more new keys than this at once are sorted in, not inserted
 
 
-def aggregate_key(aggregate: UUID) -> bytes:
+def aggregate_key(aggregate: UUID | str) -> bytes:
     """The map key of an aggregate (a run, a key, any other): its events and last leaf."""
     return hashlib.sha256(b"aggregate " + str(aggregate).encode()).digest()
 
@@ -178,12 +179,18 @@ class HeadsMap:
 
     def update(self, items: Iterable[tuple[bytes, bytes]]) -> None:
         """Set these keys' values (new keys are added; keys are never removed)."""
-        for key, value in items:
-            wanted = int.from_bytes(key)
-            if wanted not in self._values:
-                insort(self._keys, wanted)
-            self._values[wanted] = hashlib.sha256(value).digest()
-            self._forget(wanted)
+        changed = {int.from_bytes(k): hashlib.sha256(v).digest() for k, v in items}
+        new = [k for k in changed if k not in self._values]
+        self._values.update(changed)
+        if len(new) > _INSERT_ONE_BY_ONE:  # a bulk load (a rebuild): one sort, not n inserts
+            self._keys.extend(new)
+            self._keys.sort()
+        else:
+            for key in new:
+                insort(self._keys, key)
+        if self._nodes:  # nothing computed yet, nothing to forget
+            for key in changed:
+                self._forget(key)
 
     def _forget(self, key: int) -> None:
         """Drop the stored subtrees on ``key``'s path: those of two or more keys, which lie

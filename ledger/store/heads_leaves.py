@@ -92,7 +92,8 @@ class HeadsAt:
     """The heads of the log's first ``size`` leaves, and their map."""
 
     size: int
-    aggregates: dict[UUID, tuple[int, int]] = field(default_factory=dict)  # events, last leaf
+    # aggregate id (text) -> events, last leaf
+    aggregates: dict[str, tuple[int, int]] = field(default_factory=dict)
     groups: dict[str, set[str]] = field(default_factory=dict)  # comparison key -> members
     map: HeadsMap = field(default_factory=HeadsMap)
 
@@ -100,7 +101,7 @@ class HeadsAt:
         members = self.groups.get(comparison_key, set())
         return GroupHead(len(members), members_digest(members))
 
-    def set_aggregates(self, items: dict[UUID, tuple[int, int]]) -> None:
+    def set_aggregates(self, items: dict[str, tuple[int, int]]) -> None:
         self.aggregates.update(items)
         self.map.update((aggregate_key(a), head_value(*h)) for a, h in items.items())
 
@@ -137,7 +138,7 @@ def heads_at(session: StoreSession, events: Table, size: int) -> HeadsAt:
         .where(leaves.c.leaf_index < size)
         .group_by(events.c.originator_id)
     )
-    found.set_aggregates({UUID(str(a)): (int(v), int(leaf)) for a, v, leaf in rows})
+    found.set_aggregates({str(a): (int(v), int(leaf)) for a, v, leaf in rows})
     members = _group_members()
     joined = session.execute(
         select(members.c.run_digest, members.c.comparison_key)
@@ -187,7 +188,7 @@ class HeadsLeaves:
         if state is None or self._head != before:
             state = heads_at(session, self.events, before[0])
         self._state, self._head = None, None  # valid again only once this pass committed
-        state.set_aggregates({UUID(str(a)): (int(v), int(leaf)) for a, v, leaf, *_ in logged})
+        state.set_aggregates({str(a): (int(v), int(leaf)) for a, v, leaf, *_ in logged})
         runs = [
             msgspec.json.decode(stored, type=_RunOf).run_digest
             for *_, topic, stored in logged
@@ -308,7 +309,7 @@ class HeadsReplay:
             yield index, root
 
     def event(self, leaf: int, position: int, aggregate: Any, version: int) -> None:
-        self.state.set_aggregates({UUID(str(aggregate)): (int(version), leaf)})
+        self.state.set_aggregates({str(aggregate): (int(version), leaf)})
         joined = self._joins.get(position)
         if joined is not None:
             self.state.join([joined])
