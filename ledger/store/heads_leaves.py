@@ -298,15 +298,26 @@ class HeadsReplay:
 
     def before(self, leaf: int) -> Iterator[tuple[int, bytes]]:
         """(index, map root) of each heads leaf before ``leaf`` not yet given."""
-        while self._next < len(self._pending) and self._pending[self._next][0] < leaf:
-            index, digest = self._pending[self._next]
-            self._next += 1
-            root = self.state.map.root()
-            if leaf_hash(heads_leaf_data(self.origin, index, root)) != digest:
+        for index, _, root, matches in self.due(leaf):
+            if not matches:
                 raise LogIntegrityError(
                     f"the heads leaf {index} is not the map of the leaves before it"
                 )
             yield index, root
+
+    def due(self, leaf: int) -> Iterator[tuple[int, bytes, bytes, bool]]:
+        """(index, stored hash, map root, whether the hash is that root's leaf) of each heads
+        leaf before ``leaf`` not yet given (``kernelindex audit`` reports a mismatch)."""
+        while self._next < len(self._pending) and self._pending[self._next][0] < leaf:
+            index, digest = self._pending[self._next]
+            self._next += 1
+            root = self.state.map.root()
+            yield (
+                index,
+                digest,
+                root,
+                leaf_hash(heads_leaf_data(self.origin, index, root)) == digest,
+            )
 
     def event(self, leaf: int, position: int, aggregate: Any, version: int) -> None:
         self.state.set_aggregates({str(aggregate): (int(version), leaf)})

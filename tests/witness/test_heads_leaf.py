@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from domain.statements import Role
 from ledger.application import Ledger
+from ledger.audit import audit_ledger
 from ledger.bundle import export_bundle
 from ledger.ids import run_id
 from ledger.proofs.hasher import leaf_hash
@@ -301,3 +302,17 @@ def test_a_caller_who_requires_witnessed_heads_fails_heads_without_their_map(
     assert outcome_of(report) is Outcome.FAILED
     assert [(f.check, f.where) for f in report.findings] == [(Check.HEADS_MAP, "heads")]
     assert "the log key's word" in report.findings[0].reason
+
+
+def test_audit_recomputes_every_heads_leaf_from_the_events_before_it(world: World) -> None:
+    """``kernelindex audit`` walks the heads leaves in sequence with the events, each one's
+    map recomputed; a stored heads leaf that is not the map of the leaves before it fails
+    ``leaf`` by name (the tree rebuilt from it then fails ``tree`` too)."""
+    clean = audit_ledger(world.ledger)
+    assert not any(clean.failed.values()), clean.findings
+    assert clean.facts["treeSize"] == world.ledger.tlog.checkpoint().size
+    with world.ledger.store.transaction(commit=True) as session:
+        session.execute(update(leaves).where(leaves.c.leaf_index == 5).values(leaf_hash=bytes(32)))
+    tampered = audit_ledger(world.ledger)
+    assert ("heads leaf 5", Check.LEAF) in {(f.where, f.check) for f in tampered.findings}
+    assert tampered.failed[Check.LEAF] == 1 and tampered.failed[Check.TREE]
