@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 from sqlalchemy import select, update
+from typer.testing import CliRunner
 
+from api.cli.main import app
 from domain.statements import Role
 from ledger.application import Ledger
 from ledger.audit import audit_ledger
@@ -56,12 +58,13 @@ class World:
     other: str  # a second run of the same comparison group
     group: str
     policy: Policy
+    policy_text: str
 
 
-def _policy(witnesses: list[LocalWitness]) -> Policy:
+def _policy_text(witnesses: list[LocalWitness]) -> str:
     lines = [f"witness {w.name} {w.vkey}" for w in witnesses]
     names = " ".join(w.name for w in witnesses)
-    return parse_policy("\n".join([*lines, f"group all 2 {names}", "quorum all"]) + "\n")
+    return "\n".join([*lines, f"group all 2 {names}", "quorum all"]) + "\n"
 
 
 @pytest.fixture
@@ -90,7 +93,8 @@ def world(db_url: str, tmp_path: Path) -> Iterator[World]:
         witnessing = ledger.start_witnessing([w.endpoint for w in three], poll=3600)
         assert [o and o.outcome for o in witnessing.round()] == ["cosigned"] * 3
         witnessing.close()
-        yield World(operator, ledger, seed, second, GROUP, _policy(three))
+        text = _policy_text(three)
+        yield World(operator, ledger, seed, second, GROUP, parse_policy(text), text)
         ledger.close()
 
 
@@ -316,3 +320,27 @@ def test_audit_recomputes_every_heads_leaf_from_the_events_before_it(world: Worl
     tampered = audit_ledger(world.ledger)
     assert ("heads leaf 5", Check.LEAF) in {(f.where, f.check) for f in tampered.findings}
     assert tampered.failed[Check.LEAF] == 1 and tampered.failed[Check.TREE]
+
+
+def test_kernelindex_verify_policy_says_the_heads_are_witnessed_or_fails_heads_map(
+    world: World, tmp_path: Path
+) -> None:
+    """As a user runs it: ``kernelindex verify BUNDLE --trust-root --policy`` of the honest
+    bundle says the heads are witnessed; of the operator's second bundle for the same
+    checkpoint it exits 1 naming heads-map and the run."""
+    root = tmp_path / "trust-root.json"
+    root.write_text(json.dumps(world.operator.root.to_json()))
+    policy = tmp_path / "witnesses.policy"
+    policy.write_text(world.policy_text)
+    honest = bundle(world)
+    shown: dict[str, str] = {}
+    for name, records in (("honest", honest), ("other", _second_heads(world, bundle(world)))):
+        path = tmp_path / f"{name}.bundle"
+        path.write_text("".join(json.dumps(r) + "\n" for r in records))
+        args = ["verify", str(path), "--trust-root", str(root), "--policy", str(policy)]
+        result = CliRunner().invoke(app, args)
+        shown[name] = f"{result.exit_code} {result.stdout}"
+    assert shown["honest"].startswith("0 VERIFIED"), shown["honest"]
+    assert "heads witnessed: the heads leaf is in the checkpoint" in shown["honest"]
+    assert shown["other"].startswith("1 FAILED"), shown["other"]
+    assert f"heads-map at run {world.seed}" in shown["other"]
