@@ -61,6 +61,7 @@ _JOINING = ("ledger.aggregates:Run.Ingested", "ledger.aggregates:Run.ManifestsAt
 
 
 _INSERT_LEAF = leaves.insert()
+_LEAF_HASH = select(leaves.c.leaf_hash).where(leaves.c.leaf_index == bindparam("index"))
 _INSERT_NODES = nodes.insert()
 
 
@@ -124,10 +125,14 @@ def _group_members() -> Table:
     return group_members
 
 
-def heads_at(session: StoreSession, events: Table, size: int) -> HeadsAt:
+def heads_at(
+    session: StoreSession, events: Table, size: int, since: HeadsAt | None = None
+) -> HeadsAt:
     """Every head of the log's first ``size`` leaves, read from the tables (a rebuild, and
-    what an export proves against)."""
-    found = HeadsAt(size)
+    what an export proves against); or ``since``, the heads of fewer of them, brought up to
+    ``size`` with the leaves after it (another writer's commits)."""
+    found = since or HeadsAt(0)
+    start, found.size = found.size, size
     rows = session.execute(
         select(
             events.c.originator_id,
@@ -135,7 +140,7 @@ def heads_at(session: StoreSession, events: Table, size: int) -> HeadsAt:
             func.max(leaves.c.leaf_index),
         )
         .join(leaves, leaves.c.position == events.c.id)
-        .where(leaves.c.leaf_index < size)
+        .where(leaves.c.leaf_index >= start, leaves.c.leaf_index < size)
         .group_by(events.c.originator_id)
     )
     found.set_aggregates({str(a): (int(v), int(leaf)) for a, v, leaf in rows})
@@ -143,7 +148,7 @@ def heads_at(session: StoreSession, events: Table, size: int) -> HeadsAt:
     joined = session.execute(
         select(members.c.run_digest, members.c.comparison_key)
         .join(leaves, leaves.c.position == members.c.position)
-        .where(leaves.c.leaf_index < size)
+        .where(leaves.c.leaf_index >= start, leaves.c.leaf_index < size)
     ).all()
     found.join([(str(r), str(k)) for r, k in joined])
     return found
@@ -186,7 +191,7 @@ class HeadsLeaves:
         head ``before``; return its hash. ``held`` gets the tree nodes it completes."""
         state = self._state
         if state is None or self._head != before:
-            state = heads_at(session, self.events, before[0])
+            state = heads_at(session, self.events, before[0], self._still_logged(session))
         self._state, self._head = None, None  # valid again only once this pass committed
         state.set_aggregates({str(a): (int(v), int(leaf)) for a, v, leaf, *_ in logged})
         runs = [
@@ -215,6 +220,15 @@ class HeadsLeaves:
             held.update({(n.level, n.index): n.hash for n in created})
         self._pending = (state, (index + 1, digest))
         return digest
+
+    def _still_logged(self, session: StoreSession) -> HeadsAt | None:
+        """The map this process last committed, if the log still ends its tree where it did
+        (then only the leaves since are read): else None, and the map is rebuilt."""
+        if self._state is None or self._head is None or self._head[1] is None:
+            return None
+        size, digest = self._head
+        found = session.execute(_LEAF_HASH, {"index": size - 1}).scalar()
+        return self._state if found is not None and bytes(found) == digest else None
 
     def committed(self) -> None:
         """The pass that made the last heads leaf committed: its map is the log's now."""
