@@ -13,8 +13,9 @@ process learns it from the table); ``KERNELINDEX_HEADS_LEAF=1`` or
 ``TransparencyLog.enable_heads_leaf`` starts them.
 
 The map is kept in memory by each writing process, tagged with the log head it is the map
-of; a pass whose log head is another (another process committed, a transaction rolled back)
-rebuilds it from the tables first (one grouped query over the leaves).
+of; a pass whose log head is another reads the leaves since that head when its last leaf is
+still in the log (another process committed), else rebuilds the map from the tables (a
+transaction rolled back, a database restored: one grouped query over the leaves).
 """
 
 from __future__ import annotations
