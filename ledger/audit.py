@@ -44,6 +44,7 @@ from ledger.proofs.nodes import Node
 from ledger.proofs.signed_note import Checkpoint, NoteError, open_checkpoint
 from ledger.proofs.verify import verify_consistency
 from ledger.store.group_index import group_members
+from ledger.store.heads_leaves import HeadsReplay
 from ledger.store.transparency_log import SignedCheckpoint, leaves, nodes
 from ledger.verification_report import Check, Report
 
@@ -166,6 +167,9 @@ class _LogWalk:
         self.last_version: dict[str, int] = {}
         self.keys = KeyBook()
         self.members = _Membership()
+        # Heads leaves (ledger.store.heads_leaves): each recomputed from the events before it.
+        with ledger.store.transaction(commit=False) as session:
+            self.heads = HeadsReplay(session, ledger.trust_root.origin, 2**62)
 
     def step(self, row: tuple[Any, ...]) -> bool:
         """Check one row of :func:`_rows`; False for a leaf with no stored event."""
@@ -178,16 +182,32 @@ class _LogWalk:
             )
             return False
         self._check_version(where, str(aggregate), int(version))
+        if leaf_index is not None:
+            self._heads_leaves(int(leaf_index))
         self._check_sequenced(where, leaf_index)
         entry = (int(position), str(aggregate), int(version), str(topic), bytes(state))
         self._verify_event(where, *entry)
         recomputed = self._recompute_leaf(where, *entry)
         if leaf_index is not None:
             self._add_leaf(where, recomputed, stored_hash)
+            self.heads.event(int(leaf_index), int(position), aggregate, int(version))
         return True
+
+    def _heads_leaves(self, below: int) -> None:
+        """The heads leaves before leaf ``below``: in sequence, and each the map of the
+        leaves before it (``leaf``)."""
+        for index, stored, _, matches in self.heads.due(below):
+            where = f"heads leaf {index}"
+            self._check_sequenced(where, index)
+            if not matches:
+                self.report.fail(
+                    Check.LEAF, where, "not the heads map of the leaves before it (edited?)"
+                )
+            self._add_leaf(where, stored if matches else None, stored)
 
     def finish(self) -> None:
         """Check the nodes still unchecked, and the group index against the log's groups."""
+        self._heads_leaves(2**62)  # those after the last event's leaf
         _check_nodes(self.ledger, self.created, self.report)
         self.members.compare(self.ledger, self.report)
 

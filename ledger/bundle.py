@@ -15,6 +15,9 @@ Line types, in this order (format ``kernelindex-bundle/v2``; docs/verification.m
 ``heads``        (scoped bundles) the log key's signed note of each run's and key's event
                  count and last leaf, and each claimed comparison group's members, at the
                  checkpoint: what makes the bundle provably complete
+``headsMap``     (scoped bundles of a ledger with heads leaves) the heads leaf that ends the
+                 checkpoint's tree, its inclusion proof, and one map proof per run, key and
+                 group of the heads: the heads, as the witnessed tree commits to them
 ``claim``        the projected state the ledger claims for a run: evidence level and rank in
                  each view (before the events, so a verifier knows which runs to follow)
 ``event``        one per event, in leaf order: leafIndex, position, aggregate, version, topic,
@@ -45,6 +48,7 @@ from domain.importers.records import rerun_artifacts
 from domain.timestamps import format_time, utc_now
 from ledger.aggregates import topic_of
 from ledger.application import Ledger
+from ledger.bundle_heads import heads_leaf_lines, heads_map_line
 from ledger.errors import NotFoundError
 from ledger.ids import principal_id, run_id
 from ledger.proofs.heads import GroupHead, Head, Heads, sign_heads
@@ -55,6 +59,7 @@ from ledger.store.artifacts import ArtifactStore
 from ledger.store.cosignatures import CosignedCheckpoint
 from ledger.store.event_store import StoreSession
 from ledger.store.group_index import members_at
+from ledger.store.heads_leaves import HeadsReplay
 from ledger.store.signed_checkpoints import SignedCheckpoint
 from ledger.store.transparency_log import leaves
 from ledger.verify.format import BUNDLE_FORMAT
@@ -311,10 +316,12 @@ def export_bundle(
     # A scoped bundle's heads are signed now: without the log key, refuse before writing.
     heads_key = ledger.tlog.signing_key() if runs is not None else None
     scope: _Scope | None = None
+    mapped: dict[str, Any] | None = None
     proofs: list[tuple[int, list[bytes]]] = []
     with ledger.store.transaction(commit=False) as session:
         if runs is not None:
             scope = bundle_scope(ledger, session, runs, groups, size)
+            mapped = heads_map_line(ledger, session, (scope.runs, scope.keys, scope.groups), size)
         for older in sorted(set(held)):
             if not 0 <= older <= size:
                 raise NotFoundError(
@@ -344,26 +351,11 @@ def export_bundle(
             ledger.trust_root.origin, size, checkpoint.root, scope.runs, scope.keys, scope.groups
         )
         out.write(_line({"type": "heads", "note": sign_heads(heads, heads_key.private_key())}))
+        if mapped is not None:
+            out.write(_line(mapped))
     for claim in claims:
         out.write(_line(claim))
-    count = 0
-    referenced: set[str] = set()
-    for batch in event_rows(ledger, size, scope.leaves if scope is not None else None):
-        with ledger.store.transaction(commit=False) as session:
-            paths = ledger.tlog.proofs(session, [int(r[0]) for r in batch], size)
-        for leaf_index, position, aggregate, version, topic, state in batch:
-            entry = LogEntry.from_stored(
-                int(position), str(aggregate), int(version), str(topic), bytes(state)
-            )
-            count += 1
-            _write_event(out, int(leaf_index), entry, paths[int(leaf_index)])
-            if entry.topic in (
-                topic_of(EventName.RUN_INGESTED),
-                topic_of(EventName.RUN_MANIFESTS_ATTACHED),
-            ):
-                referenced.update(_referenced_artifacts(entry.envelope))
-            if progress is not None:
-                progress(count)
+    count, referenced = _write_events(ledger, out, size, scope, progress)
     _write_artifacts(ledger, out, referenced)
     out.write(_line({"type": "footer", "events": count}))
     best = cosigned.best
@@ -375,6 +367,50 @@ def export_bundle(
         cosigned_size=best.size if best.cosignatures else None,
         cosignatures=best.cosignatures,
     )
+
+
+def _write_events(
+    ledger: Ledger,
+    out: IO[str],
+    size: int,
+    scope: _Scope | None,
+    progress: Callable[[int], None] | None,
+) -> tuple[int, set[str]]:
+    """The event lines (a whole-log bundle's heads leaves among them, in leaf order): how
+    many events, and the artifacts they name."""
+    count = 0
+    referenced: set[str] = set()
+    replay = None
+    if scope is None:  # a whole-log bundle holds the heads leaves too, as the leaves they are
+        with ledger.store.transaction(commit=False) as session:
+            replay = HeadsReplay(session, ledger.trust_root.origin, size)
+    for batch in event_rows(ledger, size, scope.leaves if scope is not None else None):
+        wanted = [int(r[0]) for r in batch]
+        if replay is not None:
+            wanted += replay.upcoming(wanted[-1])
+        with ledger.store.transaction(commit=False) as session:
+            paths = ledger.tlog.proofs(session, wanted, size)
+        for leaf_index, position, aggregate, version, topic, state in batch:
+            entry = LogEntry.from_stored(
+                int(position), str(aggregate), int(version), str(topic), bytes(state)
+            )
+            count += 1
+            if replay is not None:
+                out.writelines(map(_line, heads_leaf_lines(replay.before(int(leaf_index)), paths)))
+                replay.event(int(leaf_index), int(position), aggregate, int(version))
+            _write_event(out, int(leaf_index), entry, paths[int(leaf_index)])
+            if entry.topic in (
+                topic_of(EventName.RUN_INGESTED),
+                topic_of(EventName.RUN_MANIFESTS_ATTACHED),
+            ):
+                referenced.update(_referenced_artifacts(entry.envelope))
+            if progress is not None:
+                progress(count)
+    if replay is not None and replay.upcoming(size):
+        with ledger.store.transaction(commit=False) as session:
+            paths = ledger.tlog.proofs(session, replay.upcoming(size), size)
+        out.writelines(map(_line, heads_leaf_lines(replay.before(size), paths)))
+    return count, referenced
 
 
 def _write_checkpoint(

@@ -15,6 +15,7 @@ and reading a checkpoint writes nothing.
 from __future__ import annotations
 
 import base64
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,7 @@ from ledger.proofs.signed_note import Verifier
 from ledger.signing.keys import PublicKey, SigningKey
 from ledger.store import signed_checkpoints
 from ledger.store.event_store import EventStore, StoreSession, hold_sqlite_write_lock
+from ledger.store.heads_leaves import HeadsLeaves, is_heads_position
 from ledger.store.log_tables import checkpoints, leaves, metadata, nodes
 from ledger.store.log_watch import LogHead
 from ledger.store.signed_checkpoints import SignedCheckpoint
@@ -61,9 +63,10 @@ _SEQUENCE_BATCH = 1000
 _LAST_LEAF = (
     select(leaves.c.leaf_index, leaves.c.position, leaves.c.leaf_hash)
     .order_by(leaves.c.leaf_index.desc())
-    .limit(1)
+    .limit(2)  # a heads leaf ends each commit: the leaf before it is an event's
 )
 _LEAF_HASH = select(leaves.c.leaf_hash).where(leaves.c.leaf_index == bindparam("index"))
+_POSITION_OF = select(leaves.c.position).where(leaves.c.leaf_index == bindparam("index"))
 _INSERT_LEAVES = leaves.insert()
 _INSERT_NODES = nodes.insert()
 
@@ -123,6 +126,13 @@ class TransparencyLog:
         self._events = store.events.c
         self._compact: CompactRange | None = None
         self._compact_head: LogHead = (0, None)
+        self._heads = HeadsLeaves(store.events, origin)  # ledger.store.heads_leaves
+        self._pass_start: LogHead = (0, None)
+        self._logged: list[tuple[Any, int, int, str, Any]] = []
+
+    def enable_heads_leaf(self) -> None:
+        """Append a heads leaf to every commit from now on (``ledger.store.heads_leaves``)."""
+        self._heads.enabled = True
 
     # ---------------------------------------------------------------- writing
 
@@ -141,12 +151,17 @@ class TransparencyLog:
         return 0 if last is None else int(last) + 1
 
     def _last_leaf(self, session: StoreSession) -> tuple[LogHead, int]:
-        """The log's head and the position of its last leaf (0 for an empty log), in one
-        primary-key lookup: leaves and positions run in the same order."""
-        last = session.execute(_LAST_LEAF).first()
-        if last is None:
+        """The log's head and the position of its last event's leaf (0 for an empty log), in
+        one primary-key lookup: leaves and positions run in the same order, and a heads leaf
+        (``ledger.store.heads_leaves``) follows its commit's events."""
+        rows = session.execute(_LAST_LEAF).all()
+        if not rows:
             return (0, None), 0
-        return (int(last[0]) + 1, bytes(last[2])), int(last[1])
+        last = rows[0]
+        position = int(last[1])
+        if is_heads_position(position):
+            position = int(rows[1][1]) if len(rows) > 1 else 0
+        return (int(last[0]) + 1, bytes(last[2])), position
 
     def head(self, session: StoreSession) -> LogHead:
         """The log's size and its last leaf's hash, as stored now."""
@@ -189,8 +204,20 @@ class TransparencyLog:
         is read from the table."""
         self.lock(session)
         result = self._add_pending(session, written)
+        if result.new_leaves and self._heads.on(session):
+            result = self._add_heads_leaf(session, result)
         self._sign_grown(session, result)
         return result
+
+    def _add_heads_leaf(self, session: StoreSession, result: Sequenced) -> Sequenced:
+        """The pass's heads leaf, after its events' leaves (ledger.store.heads_leaves)."""
+        first = min(result.leaf_of) if result.leaf_of else 0
+        digest = self._heads.append(
+            session, self._pass_start, self._logged, first, result.compact, result.nodes
+        )
+        return dataclasses.replace(
+            result, new_leaves=result.new_leaves + 1, head=(result.compact.size, digest)
+        )
 
     def _sign_grown(self, session: StoreSession, result: Sequenced) -> None:
         """Store the checkpoint of the tree this pass grew, in the pass's transaction: the
@@ -208,12 +235,13 @@ class TransparencyLog:
     def _add_pending(self, session: StoreSession, written: Sequence[StoredRow] | None) -> Sequenced:
         """``sequence``'s leaves and nodes, under the sequencers' lock."""
         head, last_position = self._last_leaf(session)
+        self._pass_start, self._logged = head, []
         compact = self._compact_range(session, head)
         held = {(n.level, n.index): n.hash for n in compact.nodes()}
         leaf_of: dict[int, int] = {}
         added = 0
         if written and self._only_pending(session, last_position, written):
-            last = self._add_leaves(session, written, compact, held, leaf_of)
+            last = self._add_leaves(session, written, compact, held, leaf_of, self._logged)
             return Sequenced(compact, len(written), held, leaf_of, (compact.size, last))
         while True:
             rows = session.execute(
@@ -230,7 +258,8 @@ class TransparencyLog:
             ).all()
             if not rows:
                 break
-            head = (head[0] + len(rows), self._add_leaves(session, rows, compact, held, leaf_of))
+            last = self._add_leaves(session, rows, compact, held, leaf_of, self._logged)
+            head = (head[0] + len(rows), last)
             added += len(rows)
             last_position = int(rows[-1][0])
             if len(rows) < _SEQUENCE_BATCH:
@@ -265,9 +294,11 @@ class TransparencyLog:
         compact: CompactRange,
         held: dict[NodeKey, bytes],
         leaf_of: dict[int, int],
+        logged: list[tuple[Any, int, int, str, Any]],
     ) -> bytes:
         """Append the leaves of ``rows`` (in position order) and store them and the nodes
-        they complete; return the last leaf's hash."""
+        they complete; return the last leaf's hash. ``logged`` gets each one's aggregate,
+        version, leaf index and topic (a heads leaf's update)."""
         leaf_rows: list[dict[str, Any]] = []
         node_rows: list[dict[str, Any]] = []
         for position, aggregate, version, topic, state in rows:
@@ -279,6 +310,7 @@ class TransparencyLog:
                 {"leaf_index": compact.size, "position": int(position), "leaf_hash": digest}
             )
             leaf_of[int(position)] = compact.size
+            logged.append((aggregate, int(version), compact.size, str(topic), state))
             for n in compact.append(digest):
                 node_rows.append({"level": n.level, "idx": n.index, "hash": n.hash})
                 held[(n.level, n.index)] = n.hash
@@ -290,6 +322,7 @@ class TransparencyLog:
     def committed(self, result: Sequenced) -> None:
         """Keep the compact range for the next append (only once its transaction committed)."""
         self._compact, self._compact_head = result.compact, result.head
+        self._heads.committed()
 
     def catch_up(self) -> int:
         """Sequence whatever is pending (after a crash, or events from another writer)."""
@@ -302,11 +335,16 @@ class TransparencyLog:
 
     def size_at_position(self, session: StoreSession, position: int) -> int:
         """How many leaves log events at or before ``position`` (positions and leaves run in
-        the same order)."""
+        the same order), and the heads leaf that ends their commit, if it follows."""
         last = session.execute(
-            select(func.max(leaves.c.leaf_index)).where(leaves.c.position <= position)
+            select(func.max(leaves.c.leaf_index)).where(
+                leaves.c.position <= position, leaves.c.position >= 0
+            )
         ).scalar()
-        return 0 if last is None else int(last) + 1
+        if last is None:
+            return 0
+        after = session.execute(_POSITION_OF, {"index": int(last) + 1}).scalar()
+        return int(last) + (2 if after is not None and is_heads_position(int(after)) else 1)
 
     def leaves_for_positions(
         self, session: StoreSession, positions: Sequence[int]

@@ -14,6 +14,8 @@ Checks, each named in the report (``ledger.verification_report.Check``):
                      by the quorum of the caller's witness policy (``--policy``, else the
                      pinned trust root's); without one the report says it is unwitnessed;
 - ``heads``          the log key's signed heads are for the bundle's checkpoint;
+- ``heads-map``      (bundles with a headsMap line) those heads are the ones the heads leaf
+                     ending the checkpoint's tree commits to (``ledger.verify.heads_map``);
 - ``inclusion``      every event's leaf, recomputed from its contents, is in the tree;
 - ``order``          leaf indices strictly increase;
 - event checks       each event re-verified as admission judged it (``ledger.event_verification``),
@@ -63,6 +65,13 @@ from ledger.verify.batches import BatchResult, verify_into
 from ledger.verify.completeness import Completeness
 from ledger.verify.events import EventContext, is_key_event, parse_event
 from ledger.verify.format import MAX_LINE_CHARS, OverlongLine, UnreadableLineError, read_line
+from ledger.verify.heads_map import (
+    HeadsMapLine,
+    check_heads_leaf,
+    check_heads_map,
+    heads_fact,
+    read_heads_map,
+)
 from ledger.verify.held import check_held_checkpoints
 from ledger.verify.lines import (
     LINE_ORDER,
@@ -121,6 +130,7 @@ class BundleVerifier:
         self.complete = Completeness()
         self.consistency: dict[int, list[bytes]] = {}
         self.witnessed_line: tuple[str, list[bytes]] | None = None
+        self.heads_map: HeadsMapLine | None = None
         # The cosigned checkpoint that met the witness policy (what a caller keeps).
         self.cosigned_note: str | None = None
         self.scope: dict[str, Any] | None = None
@@ -140,6 +150,8 @@ class BundleVerifier:
             "witnessed": self._witnessed,
             "consistency": self._consistency,
             "heads": self._heads,
+            "headsMap": self._heads_map,
+            "headsLeaf": self._heads_leaf,
             "event": self._event,
             "claim": self._claim,
             "artifact": self._artifact,
@@ -243,6 +255,7 @@ class BundleVerifier:
         # The header is unsigned: only a whole-log bundle (every leaf) goes without heads.
         self.complete.finish(report)
         heads = self.complete.heads
+        self._check_heads_map(report)
         if heads is not None:
             check_scope(self.scope, heads, report)
         try:
@@ -370,6 +383,41 @@ class BundleVerifier:
         heads = open_bundle_heads(where, record, self.verifier, self.checkpoint, self.report)
         if heads is not None:
             self.complete.scoped(heads)
+
+    def _heads_map(self, where: str, record: dict[str, Any]) -> None:
+        if self.heads_map is not None:
+            self.report.fail(Check.FORMAT, where, "second headsMap line")
+            return
+        self.heads_map = read_heads_map(where, record, self.report)
+
+    def _heads_leaf(self, where: str, record: dict[str, Any]) -> None:
+        """A heads leaf of a whole-log bundle: in the tree, and counted (in leaf order) as
+        one of its leaves; in a scoped bundle, a leaf its heads do not cover."""
+        if self.checkpoint is None:
+            self.report.fail(Check.INCLUSION, where, "no verified checkpoint for the heads leaf")
+            return
+        index = check_heads_leaf(where, record, self.checkpoint, self.report)
+        if index is not None:
+            seen = (index, -(index + 1), "heads leaf", 0, None)
+            self._batches.merge_in_turn(BatchResult(Report(subject="event"), [(where, seen)]))
+
+    def _check_heads_map(self, report: Report) -> None:
+        """The heads held to the tree's heads leaf (when the bundle has one), and the fact
+        of whose word they are."""
+        heads = self.complete.heads
+        if heads is None and self.heads_map is None:
+            return
+        held: bool | None = None
+        if self.heads_map is not None and self.checkpoint is not None:
+            held = check_heads_map(self.heads_map, heads, self.checkpoint, report)
+        witnessed = self.cosigned_note is not None
+        report.facts["heads"] = heads_fact(held, witnessed)
+        if self.policy.require_witnessed_heads and held is not False and not (held and witnessed):
+            report.fail(
+                Check.HEADS_MAP,
+                "heads",
+                f"witnessed heads were required; the heads are {report.facts['heads']}",
+            )
 
     def _event(self, where: str, record: dict[str, Any]) -> None:
         """A key event (or any event line out of its place), verified here, in leaf order."""

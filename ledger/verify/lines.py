@@ -40,10 +40,12 @@ LINE_ORDER: dict[str, int] = {
     "witnessed": 3,
     "consistency": 4,
     "heads": 5,
-    "claim": 6,
-    "event": 7,
-    "artifact": 8,
-    "footer": 9,
+    "headsMap": 6,
+    "claim": 7,
+    "event": 8,
+    "headsLeaf": 8,  # among the events, in leaf order (whole-log bundles)
+    "artifact": 9,
+    "footer": 10,
 }
 
 

@@ -60,6 +60,10 @@ class VerificationPolicy:
     # C2SP tlog-policy: the witnesses whose quorum must have cosigned the checkpoint (None:
     # the pinned trust root's, if it names one; else the bundle is reported unwitnessed).
     witness_policy: Policy | None = None
+    # A scoped bundle's heads must be the witnessed tree's (a headsMap line under a checkpoint
+    # that met the quorum): without it, heads that are the log key's word alone fail
+    # ``heads-map`` (for ledgers with heads leaves on, whose bundles all carry the map).
+    require_witnessed_heads: bool = False
 
 
 def outcome_of(report: Report) -> Outcome:
