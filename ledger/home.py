@@ -118,6 +118,10 @@ class LedgerHome:
         a home without witnesses ignores it."""
         log_key = self.key("log") if self.key_path("log").exists() else None
         ledger = Ledger(self.db_url, self.trust_root(), log_key=log_key, read_only=read_only)
+        if not read_only and log_key is not None and self.witness_policy() is not None:
+            # A witnessed log commits its heads as a leaf of every commit, so that what makes
+            # a scoped bundle complete is under what the witnesses cosign (docs/witnesses.md).
+            ledger.tlog.enable_heads_leaf()
         if witnessing and not read_only and log_key is not None:
             endpoints = self.witnesses()
             if endpoints:
@@ -177,6 +181,8 @@ class LedgerHome:
     ) -> Ledger:
         upgrade(self.db_url)  # a new ledger's database gets its schema here, explicitly
         ledger = Ledger(self.db_url, root, log_key=keys["log"])
+        if root.witness_policy is not None:
+            ledger.tlog.enable_heads_leaf()  # from the first commit (as ``open`` does)
         admin = keys["admin"]
         # One group, one transaction: the operator keys are all registered or none are.
         results = ledger.append_many(

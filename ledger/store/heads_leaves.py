@@ -8,9 +8,9 @@ with that leaf, so the tree the witnesses cosign commits to the heads of the tre
 
 A heads leaf is no event: its row in the leaves table has the negative position
 ``-(leaf index + 1)`` (positions of events are positive, and unique), so every query that
-joins leaves to events skips it. Once a ledger has one, every later pass appends one (a
-process learns it from the table); ``KERNELINDEX_HEADS_LEAF=1`` or
-``TransparencyLog.enable_heads_leaf`` starts them.
+joins leaves to events skips it. A ledger with witnesses has them from its first commit
+(``LedgerHome.open`` and ``initialise`` call ``TransparencyLog.enable_heads_leaf``); once a
+ledger has one, every later pass appends one (a process learns it from the table).
 
 The map is kept in memory by each writing process, tagged with the log head it is the map
 of; a pass whose log head is another reads the leaves since that head when its last leaf is
@@ -20,7 +20,6 @@ transaction rolled back, a database restored: one grouped query over the leaves)
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -162,9 +161,7 @@ class HeadsLeaves:
         self.events = events
         self.origin = origin
         # None until a pass learns from the table whether the log has heads leaves.
-        self.enabled: bool | None = (
-            True if os.environ.get("KERNELINDEX_HEADS_LEAF") == "1" else None
-        )
+        self.enabled: bool | None = None
         self._state: HeadsAt | None = None
         self._head: tuple[int, bytes | None] | None = None  # the log head the state is of
         self._pending: tuple[HeadsAt, tuple[int, bytes | None]] | None = None

@@ -145,6 +145,10 @@ def test_init_with_three_witnesses_ingest_export_and_verify_a_quorum(
     assert outcome_of(report) is Outcome.VERIFIED and report.passed[Check.WITNESSED] == 1
     shown = cli("verify", bundle, "--trust-root", root, "--policy", two_of_three).stdout
     assert shown.startswith(f"VERIFIED  {bundle}: "), shown
+    # A home with witnesses commits its heads as a leaf of every commit from init on: the
+    # run's completeness is under the checkpoint the witnesses cosigned.
+    assert report.passed[Check.HEADS_MAP] >= 1  # the heads leaf, and each head it names
+    assert "heads witnessed: the heads leaf is in the checkpoint" in shown, shown
     # With no --policy the trust root's own (2 of 3, from init) is the default.
     assert (
         verify(bundle, root, None)
