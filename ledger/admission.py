@@ -13,7 +13,7 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate
@@ -22,21 +22,7 @@ from eventsourcing.persistence import Mapper
 from domain.errors import DigestMismatchError, DomainError, ManifestError
 from domain.rerun_binding import check_agent_registration
 from domain.run_facts import comparison_key_of
-from domain.statements import (
-    AttachmentPredicate,
-    AttestationPredicate,
-    IngestionPredicate,
-    KeyAction,
-    KeyPredicate,
-    LifecycleAction,
-    LifecyclePredicate,
-    PredicateType,
-    RerunClaimPredicate,
-    RerunPredicate,
-    RerunRequestPredicate,
-    SignedPredicate,
-    Statement,
-)
+from domain.statements import KeyAction, LifecycleAction, PredicateType
 from domain.statements import parse_predicate as _parse_predicate
 from ledger.admission_cache import GroupState, KeyCache, RunCache
 from ledger.admission_lookups import AdmissionLookups
@@ -69,12 +55,27 @@ from ledger.store.event_store import EventStore
 from ledger.store.stored_events import stored_versions
 from ledger.timing import Stage, timed
 
+if TYPE_CHECKING:
+    # The statement models are pydantic's, made on first use (domain.statements): a process
+    # that reads without checking a statement (a read command) never imports pydantic.
+    # Where a model is needed as a value, the function that needs it imports it.
+    from domain.statements import (
+        AttachmentPredicate,
+        KeyPredicate,
+        LifecyclePredicate,
+        RerunClaimPredicate,
+        RerunPredicate,
+        RerunRequestPredicate,
+        SignedPredicate,
+        Statement,
+    )
+
 # Admitted and AdmittedGroup live in ledger.admission_types; importers take them from here.
 __all__ = ["KEY_CACHE_SIZE", "Admission", "Admitted", "AdmittedGroup", "Outcome"]
 
 KEY_CACHE_SIZE = 10_000
 _ONE_MS = timedelta(milliseconds=1)
-P = TypeVar("P", bound=SignedPredicate)
+P = TypeVar("P", bound="SignedPredicate")
 Outcome = LoggedEvent | Run | Principal  # a duplicate's receipt, or an aggregate to store
 parse_envelope = timed(Stage.PARSE)(dsse.parse_envelope)
 parse_predicate = timed(Stage.PREDICATE)(_parse_predicate)
@@ -265,6 +266,8 @@ class Admission(AdmissionLookups):
         return handler(envelope, statement)
 
     def _ingestion(self, envelope: Envelope, statement: Statement) -> Outcome:
+        from domain.statements import IngestionPredicate  # noqa: PLC0415
+
         existing = self.get(Run, run_id(statement.subject_digest))
         if existing is not None and envelope.signed_digest in existing.envelopes:
             return self._duplicate(existing, envelope, statement)
@@ -312,11 +315,15 @@ class Admission(AdmissionLookups):
         return run
 
     def _attestation(self, envelope: Envelope, statement: Statement) -> Outcome:
+        from domain.statements import AttestationPredicate  # noqa: PLC0415
+
         return self._about_run(
             envelope, statement, AttestationPredicate, lambda run, signed, _, __: run.attest(signed)
         )
 
     def _attachment(self, envelope: Envelope, statement: Statement) -> Outcome:
+        from domain.statements import AttachmentPredicate  # noqa: PLC0415
+
         def attach(run: Run, signed: Signed, _: AttachmentPredicate, __: datetime) -> None:
             had = comparison_key_of(run.manifests())
             checked = run.attach(signed, statement.predicate["manifests"])
@@ -328,6 +335,8 @@ class Admission(AdmissionLookups):
         return self._about_run(envelope, statement, AttachmentPredicate, attach)
 
     def _lifecycle(self, envelope: Envelope, statement: Statement) -> Outcome:
+        from domain.statements import LifecyclePredicate  # noqa: PLC0415
+
         def change(run: Run, signed: Signed, predicate: LifecyclePredicate, _: datetime) -> None:
             if predicate.action is LifecycleAction.RETRACT:
                 run.retract(signed)
@@ -337,6 +346,8 @@ class Admission(AdmissionLookups):
         return self._about_run(envelope, statement, LifecyclePredicate, change)
 
     def _rerun_request(self, envelope: Envelope, statement: Statement) -> Outcome:
+        from domain.statements import RerunRequestPredicate  # noqa: PLC0415
+
         def request(run: Run, signed: Signed, job: RerunRequestPredicate, now: datetime) -> None:
             # The job measures the run's own code, held here (domain.rerun_binding): the
             # workload's bytes are checked too, since no digest covers its reference.
@@ -353,6 +364,8 @@ class Admission(AdmissionLookups):
         return self._about_run(envelope, statement, RerunRequestPredicate, request)
 
     def _rerun(self, envelope: Envelope, statement: Statement) -> Outcome:
+        from domain.statements import RerunPredicate  # noqa: PLC0415
+
         def record(run: Run, signed: Signed, result: RerunPredicate, now: datetime) -> None:
             measured = result.environment
             self._check_device(
@@ -363,6 +376,8 @@ class Admission(AdmissionLookups):
         return self._about_run(envelope, statement, RerunPredicate, record)
 
     def _rerun_claim(self, envelope: Envelope, statement: Statement) -> Outcome:
+        from domain.statements import RerunClaimPredicate  # noqa: PLC0415
+
         def claim(run: Run, signed: Signed, predicate: RerunClaimPredicate, now: datetime) -> None:
             check_timely(statement, predicate, now)
             device = predicate.device
@@ -372,6 +387,8 @@ class Admission(AdmissionLookups):
         return self._about_run(envelope, statement, RerunClaimPredicate, claim)
 
     def _key(self, envelope: Envelope, statement: Statement) -> Outcome:
+        from domain.statements import KeyPredicate  # noqa: PLC0415
+
         existing = self.get(Principal, principal_id(statement.subject_name))
         if existing is not None and envelope.signed_digest in existing.envelopes:
             return self._duplicate(existing, envelope, statement)
