@@ -27,7 +27,6 @@ from ledger.store.log_queries import (
     inclusion_json,
 )
 from ledger.witness.policy import Policy
-from projections.export import export_runs
 
 __all__ = ["Log", "StoredArtifact"]
 
@@ -97,6 +96,10 @@ class Log:
         if cohort and not group:
             raise BadQueryError("a cohort's bundle is its group: group=false goes with run=")
         resolved = [self.runs.resolve(r) for r in runs] if runs else None
+        # Imported here: the export loads the bundle writer and the verifier's claims, which
+        # no other request of the service needs (a command's start-up: issue 33).
+        from projections.export import export_runs  # noqa: PLC0415
+
         buffer = io.StringIO()
         # The export reads the views in one snapshot (never under a lock: concurrent exports
         # hold up no reads), brought up to date as every read is.
