@@ -19,6 +19,7 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import Mapper
 
+from domain import statements as models
 from domain.errors import DigestMismatchError, DomainError, ManifestError
 from domain.rerun_binding import check_agent_registration
 from domain.run_facts import comparison_key_of
@@ -56,9 +57,7 @@ from ledger.store.stored_events import stored_versions
 from ledger.timing import Stage, timed
 
 if TYPE_CHECKING:
-    # The statement models are pydantic's, made on first use (domain.statements): a process
-    # that reads without checking a statement (a read command) never imports pydantic.
-    # Where a model is needed as a value, the function that needs it imports it.
+    # Models made on first use (a read never imports pydantic); values: ``models.X``.
     from domain.statements import (
         AttachmentPredicate,
         KeyPredicate,
@@ -266,13 +265,11 @@ class Admission(AdmissionLookups):
         return handler(envelope, statement)
 
     def _ingestion(self, envelope: Envelope, statement: Statement) -> Outcome:
-        from domain.statements import IngestionPredicate  # noqa: PLC0415
-
         existing = self.get(Run, run_id(statement.subject_digest))
         if existing is not None and envelope.signed_digest in existing.envelopes:
             return self._duplicate(existing, envelope, statement)
         predicate = parse_predicate(statement)
-        assert isinstance(predicate, IngestionPredicate)
+        assert isinstance(predicate, models.IngestionPredicate)
         now = self._received_now()
         signer = self._authorize(envelope, statement, predicate, now)
         checked = check_ingestion(statement, predicate)
@@ -315,15 +312,14 @@ class Admission(AdmissionLookups):
         return run
 
     def _attestation(self, envelope: Envelope, statement: Statement) -> Outcome:
-        from domain.statements import AttestationPredicate  # noqa: PLC0415
-
         return self._about_run(
-            envelope, statement, AttestationPredicate, lambda run, signed, _, __: run.attest(signed)
+            envelope,
+            statement,
+            models.AttestationPredicate,
+            lambda run, signed, _, __: run.attest(signed),
         )
 
     def _attachment(self, envelope: Envelope, statement: Statement) -> Outcome:
-        from domain.statements import AttachmentPredicate  # noqa: PLC0415
-
         def attach(run: Run, signed: Signed, _: AttachmentPredicate, __: datetime) -> None:
             had = comparison_key_of(run.manifests())
             checked = run.attach(signed, statement.predicate["manifests"])
@@ -332,22 +328,18 @@ class Admission(AdmissionLookups):
             if had is None and group is not None:
                 self._group.join_group(run.run_digest, group, run.version)
 
-        return self._about_run(envelope, statement, AttachmentPredicate, attach)
+        return self._about_run(envelope, statement, models.AttachmentPredicate, attach)
 
     def _lifecycle(self, envelope: Envelope, statement: Statement) -> Outcome:
-        from domain.statements import LifecyclePredicate  # noqa: PLC0415
-
         def change(run: Run, signed: Signed, predicate: LifecyclePredicate, _: datetime) -> None:
             if predicate.action is LifecycleAction.RETRACT:
                 run.retract(signed)
             else:
                 run.supersede(signed, superseded_by=predicate.supersededBy)
 
-        return self._about_run(envelope, statement, LifecyclePredicate, change)
+        return self._about_run(envelope, statement, models.LifecyclePredicate, change)
 
     def _rerun_request(self, envelope: Envelope, statement: Statement) -> Outcome:
-        from domain.statements import RerunRequestPredicate  # noqa: PLC0415
-
         def request(run: Run, signed: Signed, job: RerunRequestPredicate, now: datetime) -> None:
             # The job measures the run's own code, held here (domain.rerun_binding): the
             # workload's bytes are checked too, since no digest covers its reference.
@@ -361,11 +353,9 @@ class Admission(AdmissionLookups):
             )
             run.request_rerun(signed, job, now)
 
-        return self._about_run(envelope, statement, RerunRequestPredicate, request)
+        return self._about_run(envelope, statement, models.RerunRequestPredicate, request)
 
     def _rerun(self, envelope: Envelope, statement: Statement) -> Outcome:
-        from domain.statements import RerunPredicate  # noqa: PLC0415
-
         def record(run: Run, signed: Signed, result: RerunPredicate, now: datetime) -> None:
             measured = result.environment
             self._check_device(
@@ -373,27 +363,23 @@ class Admission(AdmissionLookups):
             )
             run.record_rerun(signed, result, now)
 
-        return self._about_run(envelope, statement, RerunPredicate, record)
+        return self._about_run(envelope, statement, models.RerunPredicate, record)
 
     def _rerun_claim(self, envelope: Envelope, statement: Statement) -> Outcome:
-        from domain.statements import RerunClaimPredicate  # noqa: PLC0415
-
         def claim(run: Run, signed: Signed, predicate: RerunClaimPredicate, now: datetime) -> None:
             check_timely(statement, predicate, now)
             device = predicate.device
             self._check_device(signed.signer, device.product, device.architecture, device.backend)
             run.claim_rerun(signed, predicate, now)
 
-        return self._about_run(envelope, statement, RerunClaimPredicate, claim)
+        return self._about_run(envelope, statement, models.RerunClaimPredicate, claim)
 
     def _key(self, envelope: Envelope, statement: Statement) -> Outcome:
-        from domain.statements import KeyPredicate  # noqa: PLC0415
-
         existing = self.get(Principal, principal_id(statement.subject_name))
         if existing is not None and envelope.signed_digest in existing.envelopes:
             return self._duplicate(existing, envelope, statement)
         predicate = parse_predicate(statement)
-        assert isinstance(predicate, KeyPredicate)
+        assert isinstance(predicate, models.KeyPredicate)
         now = self._received_now(after_everything=predicate.action is KeyAction.REVOKE)
         check_key_statement(statement, predicate, LogPoint(None, now), signer=envelope.keyid)
         if predicate.action is KeyAction.REGISTER:
