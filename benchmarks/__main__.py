@@ -30,9 +30,10 @@ Figures (``--only`` names), each measured by its own module:
 - ``startup``: ``kernelindex show`` / ``leaderboard`` / ``history`` on that ledger, each a
   fresh process, vs ``python -c pass`` (``bench_cli``; ``--quick``: the catalog with
   300 of its runs);
-- ``startup-ratio``: ``kernelindex --help``, ``show``, ``leaderboard`` and ``verify`` on the
-  demo ledger, each a fresh process, as a multiple of ``python -c pass`` measured in the same
-  run (``bench_startup``; ``--quick``: 3 runs of each instead of 11).
+- ``startup-ratio``: ``kernelindex --help``, ``show``, ``leaderboard``, ``history``,
+  ``search``, ``keys list`` and ``verify`` on the demo ledger, each a fresh process, as a
+  multiple of ``python -c pass`` measured in the same run (``bench_startup``; ``--quick``:
+  3 runs of each instead of 11).
 
 Every anchor and stage is timed on wall time and on thread-CPU time, and each figure's load
 average is recorded before and after it (issue 36: figures that mean the same on a busy

@@ -6,7 +6,8 @@ run, the commands and the anchor taking turns so that a burst of other work on t
 weighs on all alike. The figure is the ratio of medians:
 
 - ``kernelindex --help``: at most ``READ_TARGET`` × ``python -c pass``;
-- the read commands ``kernelindex show RUN`` and ``leaderboard KEY``: at most ``READ_TARGET`` ×;
+- the read commands ``kernelindex show RUN``, ``leaderboard KEY``, ``history RUN``,
+  ``search WORD`` and ``keys list``: at most ``READ_TARGET`` ×;
 - ``kernelindex verify BUNDLE --trust-root ROOT`` on a run's exported bundle (the offline
   verifier, which needs no database): at most ``VERIFY_TARGET`` ×.
 
@@ -16,16 +17,21 @@ sets ``PYTHONDONTWRITEBYTECODE`` the cache goes to ``.cache/pycache/`` (``PYTHON
 nothing is written into the source tree).
 
     python -m benchmarks --only startup-ratio
-    python -m benchmarks.bench_startup [--repeats N] [--module]
+    python -m benchmarks.bench_startup [--repeats N] [--module] [--before CHECKOUT] [--out F]
 
 ``--module`` runs ``python -m api.cli`` from this checkout instead of the installed
-``kernelindex`` script (to time another checkout, e.g. a ``git worktree`` of an older commit).
+``kernelindex`` script. ``--before CHECKOUT`` also times ``python -m api.cli`` from another
+checkout (e.g. a ``git worktree`` of an older commit) on the same ledger, its processes taking
+turns with this one's: a before-and-after table from one run, where the machine's load weighs
+on both alike. ``--out`` writes every sample as JSON.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
 import shutil
 import sqlite3
 import statistics
@@ -53,6 +59,11 @@ QUICK_REPEATS = 3
 NO_BYTECODE = "PYTHONDONTWRITEBYTECODE"
 
 
+def checkout_env(checkout: Path | None) -> dict[str, str]:
+    """What runs ``python -m api.cli`` from ``checkout`` rather than this one."""
+    return {} if checkout is None else {"PYTHONPATH": str(checkout)}
+
+
 def kernelindex(module: bool = False) -> list[str]:
     """The installed console script (what users run), else (or with ``module``) the module."""
     script = Path(sys.executable).with_name("kernelindex")
@@ -74,16 +85,26 @@ def environment(root: Path) -> dict[str, str]:
     return env
 
 
-def _run(argv: list[str], env: dict[str, str]) -> float:
-    """Wall seconds of one process; it must succeed."""
+def _timed(argv: list[str], env: dict[str, str], cwd: Path = REPO) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system) of one process run in ``cwd``; it must
+    succeed. The CPU time is what the process itself spent: on a machine other work keeps
+    busy it waits for a core, which the wall time counts and the CPU time does not."""
+    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(  # noqa: S603 - our own CLI and interpreter, arguments we chose
-        argv, env=env, cwd=REPO, capture_output=True, text=True, check=False
+        argv, env=env, cwd=cwd, capture_output=True, text=True, check=False
     )
     seconds = time.perf_counter() - started
+    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} exited {done.returncode}: {done.stderr[-800:]}")
-    return seconds
+    cpu = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
+    return seconds, cpu
+
+
+def _run(argv: list[str], env: dict[str, str], cwd: Path = REPO) -> float:
+    """Wall seconds of one process (run in ``cwd``); it must succeed."""
+    return _timed(argv, env, cwd)[0]
 
 
 def prepare(root: Path, cli: list[str]) -> dict[str, str]:
@@ -115,6 +136,9 @@ def commands(refs: dict[str, str]) -> dict[str, list[str]]:
         "--help": ["--help"],
         "show": ["show", SEED],
         "leaderboard": ["leaderboard", refs["key"]],
+        "history": ["history", SEED],
+        "search": ["search", "B200"],
+        "keys list": ["keys", "list"],
         "verify": ["verify", refs["bundle"], "--trust-root", refs["trustRoot"]],
     }
 
@@ -125,33 +149,103 @@ def time_commands(
     timed: dict[str, list[str]],
     repeats: int,
     tick: Callable[[str], None] = lambda _what: None,
+    before: Path | None = None,
+    extra: dict[str, list[str]] | None = None,
 ) -> dict[str, Any]:
     """Median wall seconds of each command and of ``python -c pass``, taking turns, after one
-    untimed run of each (which leaves their bytecode in ``PYCACHE``)."""
+    untimed run of each (which leaves their bytecode in ``PYCACHE``); with ``before``, the
+    same commands from that checkout too, each right after this checkout's; ``extra``: other
+    processes (whole argv) timed in the same turns."""
+    extra = extra or {}
     env = environment(root)
+    sides = {"after": (env, REPO)}
+    if before is not None:
+        sides["before"] = ({**env, **checkout_env(before)}, before)
     anchor_argv = [sys.executable, "-c", "pass"]
     _run(anchor_argv, env)
-    for args in timed.values():
-        _run([*cli, *args], env)
-    anchor: list[float] = []
-    samples: dict[str, list[float]] = {name: [] for name in timed}
+    for argv in extra.values():
+        _run(argv, env)
+    for side_env, cwd in sides.values():
+        for args in timed.values():
+            _run([*cli, *args], side_env, cwd)
+    anchor: list[tuple[float, float]] = []
+    samples: dict[str, dict[str, list[tuple[float, float]]]] = {
+        side: {name: [] for name in timed} for side in sides
+    }
+    extra_samples: dict[str, list[tuple[float, float]]] = {name: [] for name in extra}
     for _ in range(repeats):
-        anchor.append(_run(anchor_argv, env))
+        anchor.append(_timed(anchor_argv, env))
         tick("python -c pass")
+        for name, argv in extra.items():
+            extra_samples[name].append(_timed(argv, env))
+            tick(name)
         for name, args in timed.items():
-            samples[name].append(_run([*cli, *args], env))
-            tick(f"kernelindex {name}")
-    python_pass = statistics.median(anchor)
-    medians = {name: statistics.median(s) for name, s in samples.items()}
-    return {
+            for side, (side_env, cwd) in sides.items():
+                samples[side][name].append(_timed([*cli, *args], side_env, cwd))
+                tick(f"kernelindex {name}" + (f" ({side})" if before is not None else ""))
+    python_pass = statistics.median(wall for wall, _ in anchor)
+    python_pass_cpu = statistics.median(cpu for _, cpu in anchor)
+
+    def figures(side: str) -> dict[str, Any]:
+        medians = {name: statistics.median(w for w, _ in s) for name, s in samples[side].items()}
+        cpu = {name: statistics.median(c for _, c in s) for name, s in samples[side].items()}
+        return {
+            "seconds": medians,
+            "ratios": {name: seconds / python_pass for name, seconds in medians.items()},
+            "cpuSeconds": cpu,
+            "cpuRatios": {name: seconds / python_pass_cpu for name, seconds in cpu.items()},
+            "samples": {name: [w for w, _ in s] for name, s in samples[side].items()},
+            "cpuSamples": {name: [c for _, c in s] for name, s in samples[side].items()},
+        }
+
+    result = {
         "cli": cli,
         "commands": {name: [*cli, *args] for name, args in timed.items()},
         "repeats": repeats,
         "pythonPass": python_pass,
-        "seconds": medians,
-        "ratios": {name: seconds / python_pass for name, seconds in medians.items()},
-        "samples": samples,
-        "anchorSamples": anchor,
+        "pythonPassCpu": python_pass_cpu,
+        "anchorSamples": [wall for wall, _ in anchor],
+        "anchorCpuSamples": [cpu for _, cpu in anchor],
+        **figures("after"),
+    }
+    if before is not None:
+        result["before"] = {"checkout": str(before), **figures("before")}
+    if extra:
+        result["floors"] = {
+            name: {
+                "argv": extra[name],
+                "seconds": statistics.median(w for w, _ in s),
+                "ratio": statistics.median(w for w, _ in s) / python_pass,
+                "cpuSeconds": statistics.median(c for _, c in s),
+                "cpuRatio": statistics.median(c for _, c in s) / python_pass_cpu,
+                "samples": [w for w, _ in s],
+                "cpuSamples": [c for _, c in s],
+            }
+            for name, s in extra_samples.items()
+        }
+    return result
+
+
+# The least a command can start in: the interpreter importing only the libraries it cannot
+# do without, and ending as the CLI ends (``os._exit``, no teardown). Timed with ``--floors``
+# in the same turns, to tell a target out of reach from one missed.
+FLOORS: dict[str, str] = {
+    # Every command: the CLI framework (Typer on its Click) and the console it prints with.
+    "floor: typer + rich": "import typer, rich.console",
+    # A read command: that, and SQLAlchemy Core, through which every read reaches the views.
+    "floor: reads (+ sqlalchemy core)": "import typer, rich.console, rich.table, sqlalchemy",
+    # verify: that, Ed25519 and the pydantic the statement and manifest models are made with.
+    "floor: verify (+ pydantic, ed25519)": (
+        "import typer, rich.console, pydantic, msgspec, "
+        "cryptography.hazmat.primitives.asymmetric.ed25519"
+    ),
+}
+
+
+def floors() -> dict[str, list[str]]:
+    return {
+        name: [sys.executable, "-c", f"{code}; import os; os._exit(0)"]
+        for name, code in FLOORS.items()
     }
 
 
@@ -160,11 +254,16 @@ def target(name: str) -> float:
 
 
 def measure(
-    repeats: int, module: bool = False, tick: Callable[[str], None] = lambda _what: None
+    repeats: int,
+    module: bool = False,
+    tick: Callable[[str], None] = lambda _what: None,
+    before: Path | None = None,
+    with_floors: bool = False,
 ) -> dict[str, Any]:
-    cli = kernelindex(module)
+    cli = kernelindex(module or before is not None)
     refs = prepare(CACHE, cli)
-    return time_commands(CACHE, cli, commands(refs), repeats, tick)
+    extra = floors() if with_floors else None
+    return time_commands(CACHE, cli, commands(refs), repeats, tick, before, extra)
 
 
 def rows(result: dict[str, Any]) -> list[Row]:
@@ -214,14 +313,16 @@ def figure(ctx: Context) -> FigureResult:
     )
 
 
-# What is left of a read command's start-up once the CLI imports only the command it runs:
-# `python -X importtime` of each, bytecode cached.
+# What is left once each command imports only what it uses (`python -X importtime` and
+# cProfile of each, bytecode cached; the floors row the libraries alone).
 STARTUP_WHY = (
-    "the commands' own imports below the CLI: show and leaderboard open the ledger through "
-    "ledger.application, which imports admission (domain.statements' pydantic models, "
-    "eventsourcing, SQLAlchemy Core); verify imports ledger.verify, whose bundle module loads "
-    "domain.rerun_binding (domain.statements, domain.documents with ruamel.yaml), "
-    "domain.importers.records, msgspec and concurrent.futures.process on every run"
+    "below the CLI, what the commands use: every command with parameters imports pydantic "
+    "(Typer 0.29 coerces each parameter through a pydantic TypeAdapter, built as it parses); "
+    "a read command imports SQLAlchemy Core (alone over 10× python -c pass here: the floors), "
+    "eventsourcing and the aggregates (a read-only Ledger is still the eventsourcing "
+    "Application) and checks the events it shows (statement and manifest models made); "
+    "verify makes the statement and manifest models (pydantic schemas) it checks every event "
+    "against, and Ed25519"
 )
 
 
@@ -231,7 +332,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--module", action="store_true", help="run `python -m api.cli` from this checkout"
     )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="another checkout whose `python -m api.cli` takes turns with this one's",
+    )
+    parser.add_argument(
+        "--floors", action="store_true", help="also time the libraries each command needs"
+    )
+    parser.add_argument("--out", type=Path, help="write the result, every sample, as JSON")
     args = parser.parse_args(argv)
+    before = args.before.resolve() if args.before is not None else None
     console = Console()
     columns = (
         TextColumn("[bold]{task.description}"),
@@ -240,18 +351,44 @@ def main(argv: list[str] | None = None) -> None:
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=console, transient=True) as progress:
-        task = progress.add_task("building the demo ledger", total=args.repeats * 5)
+        per_round = (
+            1
+            + len(commands({"bundle": "", "trustRoot": "", "key": ""}))
+            * (2 if before is not None else 1)
+            + (len(FLOORS) if args.floors else 0)
+        )
+        task = progress.add_task("building the demo ledger", total=args.repeats * per_round)
 
         def tick(what: str) -> None:
             progress.update(task, description=what, advance=1)
 
-        result = measure(args.repeats, args.module, tick)
+        result = measure(args.repeats, args.module, tick, before, args.floors)
+    result["machine"] = {"python": sys.version.split()[0], "cpus": os.cpu_count()}
     console.print(f"{' '.join(result['cli'])}: median of {args.repeats}, this machine now")
     for row in rows(result):
         verdict = "pass" if row.passed else "FAIL"
         console.print(
             f"  {row.name}: {row.value} ({row.ratio:.2f}× {row.anchor}; {row.target}) {verdict}"
         )
+    cpu_anchor = fmt(result["pythonPassCpu"] * 1000)
+    console.print(f"CPU time (user + system) against python -c pass's {cpu_anchor} ms:")
+    sides = [("after", result)] + ([("before", result["before"])] if before is not None else [])
+    for side, figures in sides:
+        for name, ratio in figures["cpuRatios"].items():
+            ms = fmt(figures["cpuSeconds"][name] * 1000)
+            console.print(f"  {side}: kernelindex {name}: {ms} ms CPU ({ratio:.2f}×)")
+    if before is not None:
+        console.print(f"before ({before}), same run, wall:")
+        for name, ratio in result["before"]["ratios"].items():
+            ms = result["before"]["seconds"][name] * 1000
+            console.print(f"  kernelindex {name}: {fmt(ms)} ms ({ratio:.2f}×)")
+    for name, floor in result.get("floors", {}).items():
+        wall, cpu = fmt(floor["seconds"] * 1000), fmt(floor["cpuSeconds"] * 1000)
+        console.print(
+            f"  {name}: {wall} ms ({floor['ratio']:.2f}×), CPU {cpu} ms ({floor['cpuRatio']:.2f}×)"
+        )
+    if args.out is not None:
+        args.out.write_text(json.dumps(result, indent=1) + "\n", "utf-8")
 
 
 if __name__ == "__main__":

@@ -13,30 +13,17 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import Mapper
 
+from domain import statements as models
 from domain.errors import DigestMismatchError, DomainError, ManifestError
 from domain.rerun_binding import check_agent_registration
 from domain.run_facts import comparison_key_of
-from domain.statements import (
-    AttachmentPredicate,
-    AttestationPredicate,
-    IngestionPredicate,
-    KeyAction,
-    KeyPredicate,
-    LifecycleAction,
-    LifecyclePredicate,
-    PredicateType,
-    RerunClaimPredicate,
-    RerunPredicate,
-    RerunRequestPredicate,
-    SignedPredicate,
-    Statement,
-)
+from domain.statements import KeyAction, LifecycleAction, PredicateType
 from domain.statements import parse_predicate as _parse_predicate
 from ledger.admission_cache import GroupState, KeyCache, RunCache
 from ledger.admission_lookups import AdmissionLookups
@@ -69,12 +56,25 @@ from ledger.store.event_store import EventStore
 from ledger.store.stored_events import stored_versions
 from ledger.timing import Stage, timed
 
+if TYPE_CHECKING:
+    # Models made on first use (a read never imports pydantic); values: ``models.X``.
+    from domain.statements import (
+        AttachmentPredicate,
+        KeyPredicate,
+        LifecyclePredicate,
+        RerunClaimPredicate,
+        RerunPredicate,
+        RerunRequestPredicate,
+        SignedPredicate,
+        Statement,
+    )
+
 # Admitted and AdmittedGroup live in ledger.admission_types; importers take them from here.
 __all__ = ["KEY_CACHE_SIZE", "Admission", "Admitted", "AdmittedGroup", "Outcome"]
 
 KEY_CACHE_SIZE = 10_000
 _ONE_MS = timedelta(milliseconds=1)
-P = TypeVar("P", bound=SignedPredicate)
+P = TypeVar("P", bound="SignedPredicate")
 Outcome = LoggedEvent | Run | Principal  # a duplicate's receipt, or an aggregate to store
 parse_envelope = timed(Stage.PARSE)(dsse.parse_envelope)
 parse_predicate = timed(Stage.PREDICATE)(_parse_predicate)
@@ -269,7 +269,7 @@ class Admission(AdmissionLookups):
         if existing is not None and envelope.signed_digest in existing.envelopes:
             return self._duplicate(existing, envelope, statement)
         predicate = parse_predicate(statement)
-        assert isinstance(predicate, IngestionPredicate)
+        assert isinstance(predicate, models.IngestionPredicate)
         now = self._received_now()
         signer = self._authorize(envelope, statement, predicate, now)
         checked = check_ingestion(statement, predicate)
@@ -313,7 +313,10 @@ class Admission(AdmissionLookups):
 
     def _attestation(self, envelope: Envelope, statement: Statement) -> Outcome:
         return self._about_run(
-            envelope, statement, AttestationPredicate, lambda run, signed, _, __: run.attest(signed)
+            envelope,
+            statement,
+            models.AttestationPredicate,
+            lambda run, signed, _, __: run.attest(signed),
         )
 
     def _attachment(self, envelope: Envelope, statement: Statement) -> Outcome:
@@ -325,7 +328,7 @@ class Admission(AdmissionLookups):
             if had is None and group is not None:
                 self._group.join_group(run.run_digest, group, run.version)
 
-        return self._about_run(envelope, statement, AttachmentPredicate, attach)
+        return self._about_run(envelope, statement, models.AttachmentPredicate, attach)
 
     def _lifecycle(self, envelope: Envelope, statement: Statement) -> Outcome:
         def change(run: Run, signed: Signed, predicate: LifecyclePredicate, _: datetime) -> None:
@@ -334,7 +337,7 @@ class Admission(AdmissionLookups):
             else:
                 run.supersede(signed, superseded_by=predicate.supersededBy)
 
-        return self._about_run(envelope, statement, LifecyclePredicate, change)
+        return self._about_run(envelope, statement, models.LifecyclePredicate, change)
 
     def _rerun_request(self, envelope: Envelope, statement: Statement) -> Outcome:
         def request(run: Run, signed: Signed, job: RerunRequestPredicate, now: datetime) -> None:
@@ -350,7 +353,7 @@ class Admission(AdmissionLookups):
             )
             run.request_rerun(signed, job, now)
 
-        return self._about_run(envelope, statement, RerunRequestPredicate, request)
+        return self._about_run(envelope, statement, models.RerunRequestPredicate, request)
 
     def _rerun(self, envelope: Envelope, statement: Statement) -> Outcome:
         def record(run: Run, signed: Signed, result: RerunPredicate, now: datetime) -> None:
@@ -360,7 +363,7 @@ class Admission(AdmissionLookups):
             )
             run.record_rerun(signed, result, now)
 
-        return self._about_run(envelope, statement, RerunPredicate, record)
+        return self._about_run(envelope, statement, models.RerunPredicate, record)
 
     def _rerun_claim(self, envelope: Envelope, statement: Statement) -> Outcome:
         def claim(run: Run, signed: Signed, predicate: RerunClaimPredicate, now: datetime) -> None:
@@ -369,14 +372,14 @@ class Admission(AdmissionLookups):
             self._check_device(signed.signer, device.product, device.architecture, device.backend)
             run.claim_rerun(signed, predicate, now)
 
-        return self._about_run(envelope, statement, RerunClaimPredicate, claim)
+        return self._about_run(envelope, statement, models.RerunClaimPredicate, claim)
 
     def _key(self, envelope: Envelope, statement: Statement) -> Outcome:
         existing = self.get(Principal, principal_id(statement.subject_name))
         if existing is not None and envelope.signed_digest in existing.envelopes:
             return self._duplicate(existing, envelope, statement)
         predicate = parse_predicate(statement)
-        assert isinstance(predicate, KeyPredicate)
+        assert isinstance(predicate, models.KeyPredicate)
         now = self._received_now(after_everything=predicate.action is KeyAction.REVOKE)
         check_key_statement(statement, predicate, LogPoint(None, now), signer=envelope.keyid)
         if predicate.action is KeyAction.REGISTER:

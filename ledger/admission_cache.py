@@ -11,13 +11,16 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
-from domain.statements import KeyPredicate, Role
+from domain.statements import Role
 from domain.timestamps import parse_time
 from ledger.aggregates import Principal, Run, principal_id
 from ledger.authority import KeyBook, KeyState
 from ledger.errors import CorruptRecordError
 from ledger.signing.keys import PublicKey
 from ledger.store.stored_events import StoredRecord, decode_stored
+
+# KeyPredicate, a pydantic model made on first use (domain.statements), is imported by the
+# function that needs it: a process that never checks a statement never imports pydantic.
 
 
 class GroupState(threading.local):
@@ -134,6 +137,8 @@ class KeyCache:
 def fold_key_events(key_id: str, records: Sequence[StoredRecord]) -> KeyState | None:
     """A key's state from its stored events, in order (``ledger.authority.KeyBook``).
     A record that no longer decodes fails closed."""
+    from domain.statements import KeyPredicate  # noqa: PLC0415 - see the imports
+
     book = KeyBook()
     for record in records:
         try:

@@ -4,18 +4,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
 from domain.errors import DomainError
-from domain.statements import Statement
 from domain.timestamps import format_time
 from ledger.aggregates import Signed
 from ledger.errors import UnprocessableEnvelopeError
 from ledger.logged_event import LoggedEvent
 from ledger.signing.dsse import Envelope
+
+if TYPE_CHECKING:
+    # The statement models are pydantic's, made on first use (domain.statements): a process
+    # that reads without checking a statement (a read command) never imports pydantic.
+    # Where a model is needed as a value, the function that needs it imports it.
+    from domain.statements import Statement
 
 
 @dataclass(frozen=True)

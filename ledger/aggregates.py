@@ -15,18 +15,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from eventsourcing.domain import Aggregate
 
 from domain.event_names import EventName
 from domain.manifests.manifest_set import CheckedManifestSet, attach_manifests, with_attached
 from domain.rerun_binding import device_classes
-from domain.statements import RerunClaimPredicate, RerunPredicate, RerunRequestPredicate
 from domain.timestamps import format_time, parse_time
 from ledger.errors import AlreadyExistsError, RerunJobError, SubjectMismatchError
 from ledger.ids import principal_id, run_id
 from ledger.signing.dsse import stored_signed_digest, stored_statement
+
+if TYPE_CHECKING:
+    # The statement models are pydantic's, made on first use (domain.statements): a process
+    # that reads without checking a statement (a read command) never imports pydantic.
+    # Where a model is needed as a value, the function that needs it imports it.
+    from domain.statements import RerunClaimPredicate, RerunPredicate, RerunRequestPredicate
 
 __all__ = ["Principal", "RerunJob", "Run", "Signed", "principal_id", "run_id", "topic_of"]
 

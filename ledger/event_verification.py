@@ -16,19 +16,12 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from domain.errors import DomainError
 from domain.event_names import EventName
-from domain.statements import (
-    IngestionPredicate,
-    KeyPredicate,
-    PredicateType,
-    SignedPredicate,
-    Statement,
-    parse_predicate,
-)
+from domain.statements import PredicateType, parse_predicate
 from domain.timestamps import parse_time
 from ledger.authority import (
     KeyBook,
@@ -45,6 +38,12 @@ from ledger.ids import principal_id, run_id
 from ledger.signing.dsse import Envelope, SignatureError, parse_envelope
 from ledger.signing.trust import TrustRoot
 from ledger.verification_report import Check, Report
+
+if TYPE_CHECKING:
+    # The statement models are pydantic's, made on first use (domain.statements): a process
+    # that reads without checking a statement (a read command) never imports pydantic.
+    # Where a model is needed as a value, the function that needs it imports it.
+    from domain.statements import SignedPredicate, Statement
 
 # Stored event class → the predicate type its envelope must carry.
 EVENT_PREDICATES: dict[str, PredicateType] = {
@@ -152,6 +151,8 @@ def verify_stored_event(
 
 def learn_key(keys: KeyBook, result: EventVerification) -> None:
     """Teach ``keys`` a key event whose checks all held (fed in log order)."""
+    from domain.statements import KeyPredicate  # noqa: PLC0415 - see the imports
+
     if result.ok and isinstance(result.parsed, KeyPredicate) and result.received_at:
         keys.learn(
             result.parsed,
@@ -207,6 +208,8 @@ def verify_event(
     if read is None:
         return result
     statement, predicate = read.statement, read.predicate
+    from domain.statements import IngestionPredicate, KeyPredicate  # noqa: PLC0415
+
     _check_filing(result, event, aggregate_id, statement)
     at = LogPoint(position, read.received)
     if isinstance(predicate, KeyPredicate):

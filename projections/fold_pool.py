@@ -15,11 +15,9 @@ Workers start by ``fork`` when this process has one thread (instant), else by a 
 
 from __future__ import annotations
 
-import multiprocessing
 import threading
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import make_url
@@ -27,6 +25,11 @@ from sqlalchemy.engine import make_url
 from projections.view_writes import CatchUp, paused_gc
 
 if TYPE_CHECKING:
+    # multiprocessing and the process pool are imported where the workers start: a command
+    # that reads (and folds, if at all, in its own process) never starts them (issue 33).
+    import multiprocessing.context
+    from concurrent.futures import Future
+
     from ledger.application import Ledger
     from projections.runner import ProjectionRunner
     from projections.view_rows import Pending
@@ -67,6 +70,8 @@ def shared_database(ledger: Ledger) -> str | None:
 
 
 def _context() -> multiprocessing.context.BaseContext:
+    import multiprocessing  # noqa: PLC0415 - see the imports
+
     methods = multiprocessing.get_all_start_methods()
     if "fork" in methods and threading.active_count() == 1:
         return multiprocessing.get_context("fork")
@@ -84,6 +89,8 @@ class FoldPool:
         make_url(db_url)  # a URL, checked here rather than in every worker
         self.workers = workers
         self.ahead = workers * AHEAD_PER_WORKER
+        from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415 - see the imports
+
         self._pool = ProcessPoolExecutor(
             workers,
             mp_context=_context(),

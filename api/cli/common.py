@@ -11,7 +11,7 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, Protocol, TypeVar
 
 import typer
 from rich.console import Console
@@ -22,7 +22,7 @@ from ledger.errors import store_error
 from ledger.signing.keys import KeyFileError
 
 if TYPE_CHECKING:
-    from rich.progress import Progress
+    from types import TracebackType
 
 EXIT_REJECTED = 1
 
@@ -148,8 +148,49 @@ def print_remote_receipt(reply: dict[str, Any], as_json: bool, what: str) -> Non
     out.print(f"{what} {verb}: {reply.get('event')} at position {reply.get('position')}{leaf}")
 
 
-def progress_bar(what: str) -> Progress:
+class Bar(Protocol):
+    """What a command does with its progress bar (rich's ``Progress`` is one)."""
+
+    def __enter__(self) -> Bar: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+    def add_task(self, description: str, *, total: float | None = ...) -> Any: ...
+
+    def update(self, task_id: Any, *, completed: float | None = ...) -> None: ...
+
+
+class _NoBar:
+    """The bar where none is drawn (stderr is not a terminal): what a disabled ``Progress``
+    shows, without importing rich's live display (start-up: issue 33)."""
+
+    def __enter__(self) -> _NoBar:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        return None
+
+    def add_task(self, description: str, *, total: float | None = None) -> int:
+        return 0
+
+    def update(self, task_id: Any, *, completed: float | None = None) -> None:
+        return None
+
+
+def progress_bar(what: str) -> Bar:
     """A bar on stderr, only on a terminal (a pipe or a test sees none)."""
+    if not err.is_terminal:
+        return _NoBar()
     # Loaded here: only the long commands (export, verify, audit, rebuild) show one.
     from rich.progress import (  # noqa: PLC0415
         BarColumn,
@@ -166,5 +207,4 @@ def progress_bar(what: str) -> Progress:
         TimeElapsedColumn(),
         console=err,
         transient=True,
-        disable=not err.is_terminal,
     )

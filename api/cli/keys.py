@@ -23,7 +23,6 @@ from api.cli.common import (
 )
 from api.cli.files import FileExistsRefusal, written_whole
 from api.cli.local import load_key, passphrase, print_receipt
-from api.client import LedgerClient
 from domain.rerun_binding import DeviceClass, parse_device_class
 from domain.statements import Role
 from domain.timestamps import parse_time
@@ -152,6 +151,8 @@ def keys_register(
         subject, list(role), signer, label=label, valid_until=until, devices=devices
     )
     if remote is not None:
+        from api.client import LedgerClient  # noqa: PLC0415 - HTTP client only with --server
+
         with LedgerClient(remote) as client:
             print_remote_receipt(client.post_key(envelope), as_json, f"key {subject.key_id}")
         return

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import gc
 import importlib
-import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -147,9 +146,18 @@ def _root() -> None:
     """KernelIndex Ledger: signed, append-only, offline-verifiable GPU-kernel benchmarks."""
 
 
+# Commands that serve until stopped: they keep pydantic's plugins (an operator's tracing).
+SERVING = frozenset({"serve", "agent", "projector", "sequencer", "witness"})
+
+
 def preload(argv: Sequence[str]) -> None:
     """Import the module of the command ``argv`` names, if it names one."""
     named = next((a for a in argv if not a.startswith("-")), None)
+    if named in COMMANDS and named not in SERVING:
+        # No pydantic plugin comes with the CLI, and looking for one reads the metadata of
+        # every installed distribution when the first model is made (a few per cent of a
+        # short command's start-up); set the variable (even empty) to have pydantic look.
+        os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "1")
     if named in COMMANDS:
         importlib.import_module(COMMANDS[named].module)
 
@@ -173,7 +181,9 @@ def main() -> None:
     # The command's work is done: what it wrote is committed and its files are closed. Tearing
     # down the interpreter (every module, the connection pools) would only add a sixth of a
     # second, so the process ends here, once what it printed is flushed.
-    logging.shutdown()
+    logged = sys.modules.get("logging")  # flushed if a command logged; not imported for it
+    if logged is not None:
+        logged.shutdown()
     for stream in (sys.stdout, sys.stderr):
         try:
             if stream is not None:

@@ -26,7 +26,6 @@ from api.service.runs import Runs, run_summary
 from ledger.errors import NotFoundError
 from ledger.store.event_store import StoreSession
 from projections import queries
-from projections.export import export_runs
 from projections.rows import RunListRow
 
 CHUNK = 64 * 1024  # bytes per piece of a streamed export
@@ -67,6 +66,10 @@ def write_bundle(
     """Write the bundle of ``scope`` to ``out``, with the claims the views make for it,
     read in one snapshot (never under a lock: concurrent exports hold up no reads) brought
     up to date as every read is."""
+    # Imported here: the export loads the bundle writer and the verifier's claims, which no
+    # other request of the service needs (a command's start-up: issue 33).
+    from projections.export import export_runs  # noqa: PLC0415
+
     done = export_runs(
         views.ledger,
         out,

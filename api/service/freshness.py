@@ -25,9 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TypeVar
-
-import structlog
+from typing import Any, TypeVar
 
 from ledger.application import Ledger
 from ledger.errors import StoreError, store_error
@@ -40,7 +38,15 @@ from projections.runner import ProjectionRunner, RanksBehindError
 T = TypeVar("T")
 # How long a read waits for the folder before it answers from the views as they stand.
 WAIT_S = 5.0
-_log = structlog.get_logger("kernelindex.views")
+
+
+def _log() -> Any:
+    """The views' logger. structlog is imported when a warning is written: with rich
+    installed it loads rich's tracebacks and pygments, which a command's start-up (a read,
+    issue 33) would otherwise pay for every time."""
+    import structlog  # noqa: PLC0415
+
+    return structlog.get_logger("kernelindex.views")
 
 
 @dataclass
@@ -153,7 +159,7 @@ class Views:
         target = self.ledger.store.last_position()
         folded = self.folder.after(target, self.wait)
         if folded is None:
-            _log.warning("views_behind", waited_s=self.wait, log_position=target)
+            _log().warning("views_behind", waited_s=self.wait, log_position=target)
             return None
         if folded.error is None:
             return folded.position
@@ -178,5 +184,5 @@ def _store_refused(error: Exception) -> bool:
     refused = error if isinstance(error, StoreError) else store_error(error)
     if refused is None:
         return False
-    _log.warning("views_not_refreshed", code=refused.code, detail=refused.message)
+    _log().warning("views_not_refreshed", code=refused.code, detail=refused.message)
     return True

@@ -5,13 +5,20 @@ aggregates' and the run rules')."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from domain.errors import ManifestError
 from domain.manifests.manifest_set import CheckedManifestSet, check_claim, check_manifest_set
-from domain.statements import IngestionPredicate, PredicateType, SignedPredicate, Statement
+from domain.statements import PredicateType
 from domain.timestamps import format_time, parse_time
 from ledger.authority.signers import MAX_CLOCK_SKEW
 from ledger.errors import ClockSkewError, SubjectMismatchError
+
+if TYPE_CHECKING:
+    # The statement models are pydantic's, made on first use (domain.statements): a process
+    # that reads without checking a statement (a read command) never imports pydantic.
+    # Where a model is needed as a value, the function that needs it imports it.
+    from domain.statements import IngestionPredicate, SignedPredicate, Statement
 
 # Statements that act at the moment they are received (a claim starts a lease): one issued
 # longer ago than the clock skew allows is stale, e.g. an old claim re-posted by someone.

@@ -14,12 +14,19 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from domain.rerun_binding import DeviceClass, describe_classes, may_measure
-from domain.statements import KeyAction, KeyPredicate, Role
+from domain.statements import KeyAction, Role
 from domain.timestamps import parse_time
 from ledger.errors import AdmissionError
 from ledger.signing.keys import PublicKey
+
+if TYPE_CHECKING:
+    # The statement models are pydantic's, made on first use (domain.statements): a process
+    # that reads without checking a statement (a read command) never imports pydantic.
+    # Where a model is needed as a value, the function that needs it imports it.
+    from domain.statements import KeyPredicate
 
 
 @dataclass(frozen=True)

@@ -19,16 +19,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from domain.errors import DigestMismatchError, ManifestError
-from domain.statements import (
-    SIGNER_ROLES,
-    KeyAction,
-    KeyPredicate,
-    Role,
-    SignedPredicate,
-    Statement,
-)
+from domain.statements import SIGNER_ROLES, KeyAction, Role
 from domain.timestamps import format_time, parse_time
 from ledger.authority.key_book import KeyLookup, KeyState
 from ledger.errors import (
@@ -43,6 +37,12 @@ from ledger.signing.dsse import signed_by as _signed_by
 from ledger.signing.keys import PublicKey
 from ledger.signing.trust import TrustRoot
 from ledger.timing import Stage, timed
+
+if TYPE_CHECKING:
+    # The statement models are pydantic's, made on first use (domain.statements): a process
+    # that reads without checking a statement (a read command) never imports pydantic.
+    # Where a model is needed as a value, the function that needs it imports it.
+    from domain.statements import KeyPredicate, SignedPredicate, Statement
 
 signed_by = timed(Stage.VERIFY)(_signed_by)
 
@@ -97,6 +97,8 @@ def authorize(
     """The signer of ``envelope`` if it may say ``statement`` at ``at``; else raise why
     (UnknownKeyError / SignatureError, RevokedKeyError / ExpiredKeyError / ClockSkewError,
     WrongRoleError)."""
+    from domain.statements import KeyPredicate  # noqa: PLC0415 - see the imports
+
     keyid = envelope.keyid
     if isinstance(predicate, KeyPredicate) and keyid == predicate.keyId:
         return _self_signed(envelope, predicate, trust_root)

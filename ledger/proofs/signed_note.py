@@ -24,7 +24,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PrivateKey,
     Ed25519PublicKey,
 )
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from domain.canonical import canonical_b64decode
 from domain.errors import CanonicalizationError
@@ -166,6 +165,13 @@ def key_id(name: str, public_key: bytes) -> bytes:
 
 
 def _raw_public_key(private_key: Ed25519PrivateKey) -> bytes:
+    # Imported here: only signing needs it, and cryptography's key-file formats load its SSH
+    # and cipher modules, which checking a note (`kernelindex verify`) never uses.
+    from cryptography.hazmat.primitives.serialization import (  # noqa: PLC0415
+        Encoding,
+        PublicFormat,
+    )
+
     return private_key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
 
 

@@ -14,10 +14,13 @@ from typing import Any, TypedDict, Unpack
 
 from domain.manifests.manifest_set import check_claim, check_manifest_set
 from domain.rerun_binding import DeviceClass, check_agent_registration
-from domain.statements import KeyPredicate, PredicateType, Role, build_predicate, make_statement
+from domain.statements import PredicateType, Role, build_predicate, make_statement
 from domain.timestamps import format_time, utc_now
 from ledger.signing.dsse import sign_envelope
 from ledger.signing.keys import PublicKey, SigningKey
+
+# KeyPredicate, a pydantic model made on first use (domain.statements), is imported by the
+# function that needs it: a process that never checks a statement never imports pydantic.
 
 
 def _signed(
@@ -190,6 +193,8 @@ def key_registration_envelope(
         predicate["devices"] = [c.to_json() for c in classes]
     # What admission refuses (domain.rerun_binding): never signed.
     built = build_predicate(PredicateType.KEY, predicate)
+    from domain.statements import KeyPredicate  # noqa: PLC0415 - see the imports
+
     assert isinstance(built, KeyPredicate)
     check_agent_registration(built)
     return _signed(subject.key_id, subject.key_id, PredicateType.KEY, predicate, signer)

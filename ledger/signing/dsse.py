@@ -18,13 +18,19 @@ import functools
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from domain.canonical import DIGEST_PREFIX, canonical_b64decode, canonical_json, sha256_hex
 from domain.documents import parse_admitted_json, parse_json
 from domain.errors import CanonicalizationError, DomainError, ParseError
-from domain.statements import PAYLOAD_TYPE, Statement, parse_statement
+from domain.statements import PAYLOAD_TYPE, parse_statement
 from ledger.signing.keys import PublicKey, SigningKey
+
+if TYPE_CHECKING:
+    # The statement models are pydantic's, made on first use (domain.statements): a process
+    # that reads without checking a statement (a read command) never imports pydantic.
+    # Where a model is needed as a value, the function that needs it imports it.
+    from domain.statements import Statement
 
 SIGNATURES = 1  # exactly this many per envelope (see the module docstring)
 # A statement carries manifests of up to 1 MiB each; base64 of this fits a 2 MiB request body.

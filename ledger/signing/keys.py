@@ -15,12 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from domain.canonical import canonical_b64decode
 from domain.errors import ManifestError
 from ledger.signing.ed25519_strict import Weakness, key_weakness, signature_weakness
+
+# cryptography's key-file formats (``serialization``, which loads its SSH and cipher modules)
+# are imported by the functions that read or write key files: verifying a signature, all that
+# `kernelindex verify` does with keys, needs none of them (start-up, issue 33).
 
 PUBLIC_KEY_BYTES = 32
 
@@ -114,6 +117,8 @@ class SigningKey:
 
     @property
     def public(self) -> PublicKey:
+        from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+
         raw = self._private.public_key().public_bytes(
             serialization.Encoding.Raw, serialization.PublicFormat.Raw
         )
@@ -133,6 +138,8 @@ class SigningKey:
         return f"SigningKey({self.key_id})"
 
     def to_pem(self, passphrase: bytes | None = None) -> bytes:
+        from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+
         encryption: serialization.KeySerializationEncryption = (
             serialization.BestAvailableEncryption(passphrase)
             if passphrase
@@ -164,6 +171,8 @@ class SigningKey:
     def from_pem(
         cls, data: bytes, passphrase: bytes | None = None, source: str = "key"
     ) -> SigningKey:
+        from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+
         try:
             key = serialization.load_pem_private_key(data, password=passphrase or None)
         except TypeError:
@@ -182,6 +191,8 @@ class SigningKey:
 
 
 def save_public_key(path: Path, key: PublicKey) -> None:
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+
     pem = Ed25519PublicKey.from_public_bytes(key.raw).public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
@@ -190,6 +201,8 @@ def save_public_key(path: Path, key: PublicKey) -> None:
 
 def load_public_key(path: Path) -> PublicKey:
     """Read a public key from SubjectPublicKeyInfo PEM, or derive it from a private key PEM."""
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+
     try:
         data = path.read_bytes()
     except OSError as exc:

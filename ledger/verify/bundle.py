@@ -50,8 +50,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from domain.errors import DomainError
 from domain.importers.records import WORKLOAD_MEDIA_TYPE
@@ -91,6 +90,9 @@ from ledger.verify.policy import VerificationPolicy
 from ledger.verify.pool import BATCH_EVENTS, BatchPool, default_workers
 from ledger.verify.runs import RunTracker
 from ledger.verify.witnessed import check_witnessed, policy_of
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 __all__ = ["BundleVerifier", "verify_bundle_lines"]
 

@@ -9,17 +9,21 @@ flat however long the bundle.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ProcessPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledger.signing.dsse import named_keyid
 from ledger.verify.batches import Batch, BatchResult, verify_batch
 from ledger.verify.events import EventContext
+
+if TYPE_CHECKING:
+    # Imported where the workers start: a small bundle never starts them, and importing
+    # the process pool is part of every `kernelindex verify`'s start-up otherwise.
+    import multiprocessing.context
+    from concurrent.futures import Future, ProcessPoolExecutor
 
 __all__ = [
     "BATCH_CHARS",
@@ -43,6 +47,8 @@ def default_workers() -> int:
 
 def pool_context() -> multiprocessing.context.BaseContext:
     """Fork when this process has no other thread (fast start); else a fork server."""
+    import multiprocessing  # noqa: PLC0415 - see the imports
+
     methods = multiprocessing.get_all_start_methods()
     if "fork" in methods and threading.active_count() == 1:
         return multiprocessing.get_context("fork")
@@ -99,6 +105,8 @@ class BatchPool:
         self._lines, self._chars, self._hints = [], 0, set()
         if self.pool is None and full and self.workers > 1:
             # More than one batch of events: worth starting the worker processes.
+            from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415
+
             self.pool = ProcessPoolExecutor(self.workers, mp_context=pool_context())
         if self.pool is None:
             # Nothing was ever shipped, so nothing is queued ahead of this batch.
@@ -131,7 +139,7 @@ class BatchPool:
 
     def _merge_next(self, *, block: bool) -> bool:
         head = self._queue[0]
-        if isinstance(head, Future):
+        if not isinstance(head, BatchResult):  # a worker's future
             if not block and not head.done():
                 return False
             result = head.result()

@@ -126,6 +126,7 @@ def test_help_and_a_typo_read_as_before_and_load_no_command(tmp_path: Path) -> N
     }
     assert not {m for m in loaded if m.split(".")[0] in {"domain", "ledger", "projections"}}
     assert _database_modules(loaded) == set()
+    assert "sqlalchemy" not in loaded and "pydantic" not in loaded
 
 
 @pytest.fixture(scope="module")
@@ -156,6 +157,14 @@ def test_verify_loads_none_of_the_database_stack_and_still_verifies(
     assert done.stdout.startswith(f"VERIFIED  {demo['BUNDLE']}: ")
     assert _database_modules(loaded) == set()
     assert "ledger.verify" in loaded and "api.cli.verify" in loaded
+    # A bundle of one batch is verified in this process: no worker pool is imported for it,
+    # nor the progress bar's live display (stdout is a pipe), the HTTP client or structlog.
+    assert not {
+        m
+        for m in loaded
+        if m.split(".")[0] in {"multiprocessing", "httpx", "structlog"}
+        or m in {"concurrent.futures.process", "rich.progress", "rich.live"}
+    }
 
     in_process = CliRunner().invoke(app, argv, env={"COLUMNS": "100"})
     assert in_process.exit_code == 0 and in_process.stdout == done.stdout
@@ -185,14 +194,17 @@ def test_a_tampered_bundle_still_fails_without_the_database_stack(
 def test_read_commands_load_no_importer_server_or_agent_and_no_writer(
     demo: dict[str, str], tmp_path: Path
 ) -> None:
-    """show, history, leaderboard and search read through ledger/store/read_only.py: no
-    importer, server or agent module, nor the writers' persistence (and the SQL dialects its
-    sqlalchemy_utils loads), nor SQLAlchemy's ORM (the read store uses Core only)."""
+    """show, history, leaderboard, search and keys list read through
+    ledger/store/read_only.py: no importer, server or agent module, nor the writers'
+    persistence (and the SQL dialects its sqlalchemy_utils loads), nor SQLAlchemy's ORM (the
+    read store uses Core only), nor the HTTP client (only with --server), structlog (only
+    when the views warn), the bundle writer or the fold's worker pool."""
     for argv in (
         ["show", SEED],
         ["history", SEED],
         ["leaderboard", "--gpu", "NVIDIA B200"],
         ["search", "B200"],
+        ["keys", "list"],
     ):
         done, loaded = _imported(argv, tmp_path, demo)
         assert done.returncode == 0, (argv, done.stderr[-2000:])
@@ -200,15 +212,71 @@ def test_read_commands_load_no_importer_server_or_agent_and_no_writer(
         heavy = {
             m
             for m in loaded
-            if m.split(".")[0] in {"litestar", "uvicorn", "gpu_agent", "eventsourcing_sqlalchemy"}
+            if m.split(".")[0]
+            in {
+                "litestar",
+                "uvicorn",
+                "gpu_agent",
+                "eventsourcing_sqlalchemy",
+                "httpx",
+                "structlog",
+            }
             or m.startswith(("domain.importers.sol_", "domain.importers.flashinfer", "api.server"))
-            or m in {"sqlalchemy_utils", "sqlalchemy.orm", "api.client"}
+            or m
+            in {
+                "sqlalchemy_utils",
+                "sqlalchemy.orm",
+                "api.client",
+                "ledger.bundle",
+                "projections.export",
+                "concurrent.futures.process",
+            }
         }
         assert heavy == set(), argv
         other_commands = {e.module for c, e in COMMANDS.items() if c != argv[0]} - {
             COMMANDS[argv[0]].module
         }
         assert not other_commands & loaded, argv
+
+
+# What the commands' modules import, as modules: the libraries and models that load only on
+# first use (statement models are pydantic's; the rest serve paths a short command never takes).
+ON_FIRST_USE = ("pydantic", "pydantic_core", "structlog", "httpx", "ruamel")
+ON_FIRST_USE_MODULES = (
+    "domain.statement_models",
+    "domain.manifests.models",
+    "concurrent.futures.process",
+    "cryptography.hazmat.primitives.serialization",
+    "rich.progress",
+)
+
+
+def test_the_commands_modules_import_no_model_or_client_library() -> None:
+    """Importing the ledger, the service door and the read and verify commands loads no
+    pydantic, statement or manifest model, HTTP client or structlog: each loads when a
+    statement is checked, a server is asked or the views warn, not with the modules. (A
+    running command with parameters loads pydantic anyway: Typer coerces them through it.)"""
+    modules = [
+        "ledger.application",
+        "ledger.history",
+        "ledger.verify",
+        "api.cli.service",
+        *dict.fromkeys(COMMANDS[c].module for c in ("show", "leaderboard", "keys", "verify")),
+    ]
+    code = (
+        f"import json, sys\nfor m in {modules!r}: __import__(m)\n"
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = set(json.loads(done.stdout))
+    assert set(modules) <= loaded
+    early = {
+        m for m in loaded if m.split(".")[0] in ON_FIRST_USE or m.startswith(ON_FIRST_USE_MODULES)
+    }
+    assert early == set()
 
 
 def test_the_process_ends_with_the_commands_exit_code_and_its_output_flushed(
