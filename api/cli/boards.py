@@ -117,8 +117,8 @@ def leaderboard(
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """A comparison group's ranking: by key (or a unique prefix), or every group of
-    --definition and/or --gpu, each labelled by what separates it from the others."""
+    """A comparison group's ranking, with a chart: by key (or a unique prefix), or every group
+    of --definition and/or --gpu, each labelled by what separates it from the others."""
     from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
 
     if key is None and definition is None and gpu is None:

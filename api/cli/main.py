@@ -80,7 +80,8 @@ COMMANDS: dict[str, Lazy] = {
     "search": Lazy(
         "api.cli.search",
         "Find comparison groups: every word must match a run's operation, GPU, dtype or"
-        "\nworkload axes, source, stack version, evidence level, author, name or id.",
+        "\nworkload axes, source, stack version, evidence level, author, name or id; --gpu,"
+        "\n--source, --dtype and --level narrow to the runs with that value.",
     ),
     "gpus": Lazy(
         "api.cli.registry",

@@ -16,8 +16,9 @@ from api.service.models.runs import (
     ReportedMeasurement,
     TakePart,
 )
-from domain.importers.identity import SOURCE_NAMES, identity_from_run
+from domain.importers.identity import identity_from_run
 from domain.quantities import format_ns
+from domain.sources import SOURCE_NAMES
 
 FROM_MANIFEST = "its implementation manifest"
 FROM_SOURCE_RECORD = "the run's source record"

@@ -18,7 +18,7 @@ from api.service.models.runs import RunList, RunRecord, RunSummary
 from api.service.paging import Cursor, page_size
 from api.service.run_record import RunInViews, artifact_digests, compose
 from domain.evidence import EvidenceLevel
-from domain.importers.kernelindex_catalog import RUN_TABLE, published_in_snapshot
+from domain.importers.catalog_rows import RUN_SNAPSHOT_PREFIX, published_in_snapshot
 from domain.ranking import View
 from ledger.errors import NotFoundError
 from ledger.history import RunEvents, run_events
@@ -178,7 +178,7 @@ class Runs:
         snapshot = stored.get(str(predicate.get("snapshotDigest")))
         if predicate.get("publishedAt") or snapshot is None:
             return None
-        if not (snapshot.name or "").startswith(CATALOG_SNAPSHOT):
+        if not (snapshot.name or "").startswith(RUN_SNAPSHOT_PREFIX):
             return None
         try:
             content = self.artifacts.get(snapshot.digest).content
@@ -219,7 +219,6 @@ class Runs:
 
 
 MAX_FACTS = 500  # one IN list; a page names no more than this
-CATALOG_SNAPSHOT = f"{RUN_TABLE}:"  # the name a catalog run's kept row is stored under
 
 
 def run_summary(row: RunListRow) -> RunSummary:

@@ -16,18 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from domain.importers.flashinfer_trace.dataset import SOURCE as FLASHINFER
-from domain.importers.gpumode.dataset import SOURCE as KERNELBOT
-from domain.importers.sol_execbench.vocabulary import SOURCE as SOL
+from domain.sources import GPUMODE_KERNELBOT as KERNELBOT
+from domain.sources import SOL_EXECBENCH as SOL
 
-# What each source calls itself, as the public KernelIndex catalog's ``sources`` table names
-# them (conformance/fixtures/kernelindex-catalog): for runs whose ingestion does not say it.
-SOURCE_NAMES: Final[Mapping[str, str]] = {
-    SOL: "NVIDIA SOL-ExecBench",
-    KERNELBOT: "GPU MODE KernelBot",
-    FLASHINFER: "FlashInfer-Bench",
-    "mlperf-inference": "MLPerf Inference",
-}
 SEPARATOR: Final = " · "
 
 

@@ -32,6 +32,7 @@ from domain.comparison import comparison_components
 from domain.documents import parse_json
 from domain.errors import DomainError
 from domain.importers.catalog_form import json_artifact
+from domain.importers.catalog_rows import RUN_TABLE, published_at
 from domain.importers.fields import RECORD_ERRORS, MappingError, as_object, reason, text
 from domain.importers.flashinfer_trace import SOURCE as FLASHINFER_SOURCE
 from domain.importers.flashinfer_trace import external_id_of
@@ -40,9 +41,7 @@ from domain.importers.gpumode import kernelbot_external_id
 from domain.importers.records import ImportRecord, Rejection, Skipped
 from domain.manifests.canonical_form import manifest_digest
 from domain.manifests.manifest_set import check_manifest_set
-from domain.timestamps import format_time, parse_time
 
-RUN_TABLE: Final = "benchmark_runs"
 RUN_MEMBERS: Final = ("run", "protocol", "environment")
 
 # Tables whose rows carry a manifest → the row field stating its digest (None: none stated).
@@ -244,31 +243,11 @@ def map_catalog_run(row: dict[str, Any], index: _Index, number: int) -> ImportRe
             external_id=_external_id(row, manifests, source),
             manifests=manifests,
             snapshot=json_artifact(row, f"{RUN_TABLE}:{row_id}"),
-            published_at=_published_at(row),
+            published_at=published_at(row),
             source_name=index.source_names.get(source),
         )
     except RECORD_ERRORS as exc:
         return Rejection(row_id if isinstance(row_id, str) else None, f"{where}: {reason(exc)}")
-
-
-def _published_at(row: Mapping[str, Any]) -> str | None:
-    """When the catalog published the run (``publishedAt``), in the ledger's form; a value
-    that is no RFC 3339 time refuses the row (a ``DomainError`` saying so)."""
-    published = row.get("publishedAt")
-    return None if published is None else format_time(parse_time(published, "publishedAt"))
-
-
-def published_in_snapshot(name: str | None, content: bytes) -> str | None:
-    """The publication time the kept row of a catalog run states (the snapshot its ingestion
-    names by digest), for runs ingested before the ingestion carried ``publishedAt``; None
-    for any other snapshot, or a row that states none or no time."""
-    if not (name or "").startswith(f"{RUN_TABLE}:"):
-        return None
-    try:
-        row = parse_json(content)
-        return _published_at(row) if isinstance(row, dict) else None
-    except DomainError:
-        return None
 
 
 def check_and_compare(row: Mapping[str, Any], manifests: Mapping[str, dict[str, Any]]) -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Final
 
-SOURCE: Final = "flashinfer-bench"
+from domain.sources import FLASHINFER_BENCH
+
+SOURCE: Final = FLASHINFER_BENCH  # domain.sources: one name for readers and importers
 DATASET_REPOSITORY: Final = "https://huggingface.co/datasets/flashinfer-ai/flashinfer-trace"
 DATASET_LICENSE: Final = "Apache-2.0"
 # The catalog states this comparator on FlashInfer runs and workloads (the protocol says

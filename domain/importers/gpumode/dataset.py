@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Final
 
-SOURCE: Final = "gpumode-kernelbot"
+from domain.sources import GPUMODE_KERNELBOT
+
+SOURCE: Final = GPUMODE_KERNELBOT  # domain.sources: one name for readers and importers
 DATASET_URL: Final = "https://huggingface.co/datasets/GPUMODE/kernelbot-data"
 COMPARATOR: Final = "kernelbot_eval"
 RANKED_RUN_MODE: Final = "leaderboard"

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from domain.importers.sol_execbench.fields import JsonObject
+from domain.sources import SOL_EXECBENCH
 
-SOURCE: Final = "sol-execbench"
+SOURCE: Final = SOL_EXECBENCH  # domain.sources: one name for readers and importers
 COMPARATOR: Final = "sol_execbench_eval"
 
 _DTYPES: Final[Mapping[str, str]] = {
