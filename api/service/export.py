@@ -11,8 +11,6 @@ CLI's file and the API's body are the same bytes for the same ledger.
 from __future__ import annotations
 
 import base64
-import io
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO
@@ -29,7 +27,6 @@ from projections import queries
 from projections.rows import RunListRow
 
 CHUNK = 64 * 1024  # bytes per piece of a streamed export
-_SPOOL = 8 * 1024 * 1024  # a bundle larger than this is spooled to a temporary file
 
 
 @dataclass(frozen=True)
@@ -88,28 +85,6 @@ def write_bundle(
         cosigned_size=done.cosigned_size,
         cosignatures=done.cosignatures,
     )
-
-
-def bundle_chunks(write: Callable[[IO[str]], object]) -> Iterator[bytes]:
-    """What ``write`` writes, written whole first (a refusal is raised before any byte goes
-    out), then given in pieces: spooled to a temporary file when large."""
-    spool = tempfile.SpooledTemporaryFile(max_size=_SPOOL)  # noqa: SIM115 - closed by the reader
-    try:
-        text = io.TextIOWrapper(spool, encoding="utf-8", newline="")
-        write(text)
-        text.flush()
-        text.detach()
-        spool.seek(0)
-    except BaseException:
-        spool.close()
-        raise
-    return _pieces(spool)
-
-
-def _pieces(spool: IO[bytes]) -> Iterator[bytes]:
-    with spool:
-        while piece := spool.read(CHUNK):
-            yield piece
 
 
 @dataclass(frozen=True)

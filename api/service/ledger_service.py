@@ -122,6 +122,7 @@ class LedgerService:
         if self._writer is not None:
             self._writer.close()
         self.views.stop()
+        self.log.close()
 
     # ---------------------------------------------------------------- writes
 

@@ -9,8 +9,9 @@ from collections.abc import Callable, Iterator
 from typing import IO
 
 from api.service.boards import Boards
+from api.service.built_files import BuiltFile
 from api.service.errors import BadQueryError
-from api.service.export import ExportScope, Registry, bundle_chunks, read_registry, write_bundle
+from api.service.export import ExportScope, Registry, read_registry, write_bundle
 from api.service.freshness import Views
 from api.service.models import to_response
 from api.service.models.log import (
@@ -51,6 +52,7 @@ class Log:
         # The ledger's witness policy (None: it has no witnesses): which cosigned checkpoint
         # the replies name, the newest that meets its quorum.
         self.witness_policy = witness_policy
+        self._registry_bundle = BuiltFile("kernelindex-registry-")  # one per serving process
 
     def trust_root(self) -> TrustRootDocument:
         return to_response(self.ledger.trust_root.to_json(), TrustRootDocument)
@@ -142,10 +144,15 @@ class Log:
         return buffer.getvalue()
 
     def registry_bundle(self) -> Iterator[bytes]:
-        """The whole log as one bundle (what ``kernelindex export --all`` writes), written
-        whole before its first piece is given."""
+        """The whole log as one bundle (what ``kernelindex export --all`` writes), built once
+        per tree size and kept (``api.service.built_files``): while a newer one is built,
+        the last whole one, a snapshot proven against its own checkpoint."""
         scope = self.scope()
-        return bundle_chunks(lambda out: self.export(out, scope))
+        size = self.views.read(self.ledger.tlog.tree_size)
+        return self._registry_bundle.pieces(size, lambda out: self.export(out, scope))
+
+    def close(self) -> None:
+        self._registry_bundle.close()
 
     def registry(self) -> Registry:
         """Every run of the registry, one JSON line each, at one signed checkpoint."""

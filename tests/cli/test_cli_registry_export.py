@@ -22,6 +22,7 @@ from litestar.testing import TestClient
 from served_app import TEST_CONFIG
 
 from api.server.app import create_app
+from api.service.built_files import BuiltFile
 from ledger.home import LedgerHome
 from tests.ledger.statement_count import statements_sent, writing
 
@@ -201,3 +202,37 @@ def test_the_registry_routes_write_nothing(api: TestClient[Litestar]) -> None:
         ):
             assert api.get(path).status_code == 200, path
     assert sent and writing(sent) == []
+
+
+def test_the_registry_bundle_is_built_once_per_tree_size(
+    cli: Cli, api: TestClient[Litestar], out: Path
+) -> None:
+    """Anyone may ask for it and it costs every event's proof: the server builds it once per
+    tree size; a write makes the next request build the new one, which verifies."""
+    kept = api.app.state.service.log._registry_bundle  # the serving process's one file
+    first = api.get("/v1/registry.bundle").content
+    again = api.get("/v1/registry.bundle").content
+    assert again == first and kept.builds == 1
+    key = cli.home / "keys" / "demo-attester.pem"
+    cli("attest", "7e18c26c", "--type", "note", "--body", "a new event", "--key", key)
+    newer = api.get("/v1/registry.bundle").content
+    assert kept.builds == 2
+    assert _without_creation_time(newer)[-1] == {"type": "footer", "events": cli.event_count()}
+    fetched = out / "newer.bundle"
+    fetched.write_bytes(newer)
+    _verified(cli, fetched)
+
+
+def test_while_a_newer_bundle_is_built_the_last_whole_one_is_sent() -> None:
+    kept = BuiltFile("test-built-")
+    first = b"".join(kept.pieces(1, lambda out: out.write("size one\n")))
+    assert first == b"size one\n" and kept.builds == 1
+    assert b"".join(kept.pieces(1, lambda out: out.write("never built\n"))) == first
+    with kept._building:  # another request is building size 2 right now
+        assert b"".join(kept.pieces(2, lambda out: out.write("not now\n"))) == first
+    reading = kept.pieces(2, lambda out: out.write("size two\n"))
+    # A reader of the last one keeps it whole though a newer one replaces it.
+    newer = kept.pieces(3, lambda out: out.write("size three\n"))
+    assert b"".join(reading) == b"size two\n" and b"".join(newer) == b"size three\n"
+    assert kept.builds == 3
+    kept.close()
