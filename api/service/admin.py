@@ -84,7 +84,9 @@ class Admin:
 
     def rebuild(self, progress: Callable[[int], None] | None = None) -> Rebuilt:
         """Drop every read model and refold it from the events (``progress``: the position
-        folded so far)."""
+        folded so far). Views another build made (another VIEWS_VERSION) are replaced by
+        this build's first: their old tables are not this build's to read or compare."""
+        self.runner.ensure_views()
         before = self.runner.table_digests()
         started = time.perf_counter()
         done = self.runner.rebuild(progress=progress)

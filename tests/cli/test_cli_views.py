@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import create_engine, text
 from typer.testing import CliRunner
 
 from api.cli.main import app
@@ -197,3 +198,18 @@ def test_a_leaderboard_draws_values_at_the_floats_edges(
     assert "source-native comparison · 3 ranked" in text  # the cohort's run and these two
     board = demo.json("leaderboard", key)["entries"]
     assert sorted(e["value"] for e in board if e["name"].startswith("edge-")) == list(values)
+
+
+def test_projections_rebuild_replaces_views_another_build_made(demo: Demo) -> None:
+    """Views stamped by an older build (fewer columns): rebuild refolds them as this build's
+    instead of reading the old tables with this build's columns."""
+    status = demo.json("projections", "status")
+    engine = create_engine(demo.db_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE kernelindex_view_schema SET version = version - 1"))
+            conn.execute(text("ALTER TABLE kernelindex_view_records DROP COLUMN dated"))
+    finally:
+        engine.dispose()
+    rebuilt = demo.json("projections", "rebuild")
+    assert rebuilt["tables"] == status["tables"] and rebuilt["events"] == status["position"]
