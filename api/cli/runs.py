@@ -72,10 +72,9 @@ def print_summary(record: RunRecord) -> None:
         ("published", published_line(record)),
         ("admitted", f"{record.provenance.admitted_at} (by this ledger)"),
         ("observed", record.provenance.observed_at),
-        *identity_rows(record),
         ("protocol", f"{record.protocol.title or ''}  {record.protocol.digest}"),
         ("environment", f"{record.environment.title or ''}  {record.environment.digest}"),
-        ("implementation digest", record.implementation_digest),
+        *identity_rows(record),
         ("workload", record.workload_digest),
         ("attestations", str(record.attestation_count)),
         (
@@ -142,13 +141,15 @@ def published_line(record: RunRecord) -> str:
 
 
 def identity_rows(record: RunRecord) -> list[tuple[str, str | None]]:
-    """Implementation, project and revision, and where they are read from."""
+    """Implementation (who, where that is read from, its digest, as the protocol and
+    environment rows show theirs), project and revision."""
     identity = record.identity
+    digest = record.implementation_digest or ""
     if identity.stated_by is None:
-        return []
+        return [("implementation", digest)]
     said = f"  (from {identity.stated_by})"
     return [
-        ("implementation", f"{identity.implementation or '—'}{said}"),
+        ("implementation", f"{identity.implementation or '—'}{said}  {digest}".rstrip()),
         ("project", identity.project),
         ("revision", identity.revision),
     ]
