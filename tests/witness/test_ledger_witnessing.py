@@ -165,7 +165,9 @@ def test_a_witness_that_is_down_never_blocks_a_write_and_the_cosigned_size_lags(
                 )
                 assert receipt.inclusion is not None  # the receipt never waits for a witness
             size = ledger.tlog.checkpoint().size
-            assert size == 6
+            # A witnessed ledger ends every commit with its heads leaf: init's 3 keys and
+            # its leaf, then two leaves per append.
+            assert size == 4 + 3 * 2
             witnessing = ledger.witnessing
             assert witnessing is not None
             assert witnessing.wait_for(size, quorum=2, timeout=60)
@@ -174,7 +176,7 @@ def test_a_witness_that_is_down_never_blocks_a_write_and_the_cosigned_size_lags(
             assert (down.outcome, down.cosigned_size) == ("unavailable", 0)
             assert down.failures >= 1 and not down.alarm
             read = cosigned_checkpoint_json(ledger, policy)
-            assert read["size"] == 6 and read["witnessLag"] == 0
+            assert read["size"] == 10 and read["witnessLag"] == 0
             assert read["cosigned"]["witnesses"] == sorted(w.name for w in witnesses[:2])
         finally:
             ledger.close()
@@ -185,16 +187,16 @@ def test_a_witness_that_is_down_never_blocks_a_write_and_the_cosigned_size_lags(
             newcomer = SigningKey.generate()
             ledger.append(key_registration_envelope(newcomer.public, [Role.ATTESTER], admin))
         read = cosigned_checkpoint_json(ledger, policy)
-        assert read["size"] == 8
-        assert (read["cosigned"]["size"], read["witnessLag"]) == (6, 2)
-        # No witness has seen the tree of 8: its bundle is not witnessed, and says so; the
+        assert read["size"] == 14
+        assert (read["cosigned"]["size"], read["witnessLag"]) == (10, 4)
+        # No witness has seen the tree of 14: its bundle is not witnessed, and says so; the
         # bundle of the cosigned tree is.
         newest = verify(bundle_of(ledger), root, policy)
         assert outcome_of(newest) is Outcome.FAILED
         assert [f.check for f in newest.findings] == [Check.WITNESSED]
-        cosigned = verify(bundle_of(ledger, size=6), root, policy)
+        cosigned = verify(bundle_of(ledger, size=10), root, policy)
         assert outcome_of(cosigned) is Outcome.VERIFIED
-        assert cosigned.facts["witnessed"].startswith("yes: quorum witnesses of --policy met at 6")
+        assert cosigned.facts["witnessed"].startswith("yes: quorum witnesses of --policy met at 10")
     finally:
         ledger.close()
 
@@ -215,7 +217,8 @@ def test_the_writer_process_asks_the_homes_witnesses_after_each_commit(
         try:
             alice = SigningKey.generate()
             receipt = remote.append(key_registration_envelope(alice.public, [Role.ATTESTER], alice))
-            assert receipt.inclusion is not None and receipt.inclusion.tree_size == 4
+            # Init's 3 keys and its heads leaf, this event and its commit's heads leaf.
+            assert receipt.inclusion is not None and receipt.inclusion.tree_size == 6
             reader = home.open(read_only=True)
             try:
                 deadline = time.monotonic() + 60
@@ -224,7 +227,7 @@ def test_the_writer_process_asks_the_homes_witnesses_after_each_commit(
                     time.sleep(0.05)
             finally:
                 reader.close()
-            assert read["cosigned"]["size"] == 4
+            assert read["cosigned"]["size"] == 6
             assert read["cosigned"]["witnesses"] == [w.name for w in witnesses]
         finally:
             remote.close()
