@@ -74,20 +74,11 @@ class _Request(Request[Any, Any, Any]):
             raise ClientException("the JSON body is nested too deeply") from None
 
 
-def _has_nul(scope: Any) -> bool:
-    query: bytes = scope.get("query_string", b"")
-    return "\x00" in scope.get("path", "") or b"%00" in query or b"\x00" in query
-
-
 async def _admit(request: Request[Any, Any, Any]) -> Response[Any] | None:
     """Before any handler (the address was charged already, ``read_cache.CostedReads``): the
     body's media type, and a key's self-registration under its address's minting limit.
     Async though it mostly never waits: Litestar runs a sync hook on a worker thread, a hop
     per request."""
-    if _has_nul(request.scope):
-        # No name, digest or filter holds a NUL; PostgreSQL refuses one in text (a 500 when it
-        # reached a query), SQLite compares it: refused here for every route, the same way.
-        return problem(request, "malformed-request", "a NUL character in the path or query")
     if request.method == "POST":
         media_type = request.content_type[0].lower()
         if media_type not in _JSON_TYPES and not media_type.endswith("+json"):
