@@ -29,9 +29,6 @@ from uuid import UUID
 from sqlalchemy import func, select, tuple_
 
 from domain.errors import DomainError
-from domain.event_names import EventName
-from domain.manifests.manifest_set import with_attached
-from domain.run_facts import comparison_key_of
 from ledger.application import Ledger
 from ledger.authority import KeyBook
 from ledger.bundle import recompute_heads
@@ -47,6 +44,7 @@ from ledger.store.group_index import group_members
 from ledger.store.heads_leaves import HeadsReplay
 from ledger.store.transparency_log import SignedCheckpoint, leaves, nodes
 from ledger.verification_report import Check, Report
+from ledger.verify.heads_map import GroupJoins
 
 _BATCH = 1000
 
@@ -353,24 +351,12 @@ class _Membership:
 
     def __init__(self) -> None:
         self.joined: dict[str, tuple[str, int]] = {}  # run -> (key, position it joined at)
-        self._bare: dict[str, dict[str, Any]] = {}  # manifests of runs with no group yet
+        self._rule = GroupJoins()  # the rule the whole-log verifier folds too
 
     def observe(self, result: EventVerification) -> None:
-        if not result.ok or result.subject_digest is None or result.predicate is None:
-            return
-        run, carried = result.subject_digest, result.predicate.get("manifests") or {}
-        if result.event == EventName.RUN_INGESTED:
-            manifests = dict(carried)
-        elif result.event == EventName.RUN_MANIFESTS_ATTACHED and run in self._bare:
-            manifests = with_attached(self._bare[run], carried)
-        else:
-            return
-        key = comparison_key_of(manifests)
-        if key is None:
-            self._bare[run] = manifests
-        else:
-            self._bare.pop(run, None)
-            self.joined[run] = (key, result.position)
+        key = self._rule.observe(result)
+        if key is not None and result.subject_digest is not None:
+            self.joined[result.subject_digest] = (key, result.position)
 
     def compare(self, ledger: Ledger, report: Report) -> None:
         with ledger.store.transaction(commit=False) as session:

@@ -23,15 +23,17 @@ import base64
 import hashlib
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from uuid import UUID
 
 from ledger.proofs.hasher import leaf_hash, node_hash
+from ledger.proofs.heads import GroupHead, members_digest
 
 __all__ = [
     "EMPTY",
     "HEADS_LEAF_FORMAT",
     "HeadsMap",
+    "HeadsState",
     "MapProof",
     "aggregate_key",
     "group_key",
@@ -244,3 +246,70 @@ class HeadsMap:
             other = self._keys[lo]
             return MapProof(tuple(siblings), (other.to_bytes(32), self._values[other]))
         return MapProof(tuple(siblings))
+
+
+@dataclass
+class HeadsState:
+    """The heads of the log's first ``size`` leaves, and their map: what a heads leaf at
+    ``size`` commits to. The one rule of what the map holds, shared by the writer that
+    appends heads leaves, the exporter and ``audit`` (``ledger.store.heads_leaves``) and the
+    offline verifier of a whole-log bundle (``ledger.verify.heads_map``)."""
+
+    size: int
+    # aggregate id (text) -> events, last leaf
+    aggregates: dict[str, tuple[int, int]] = field(default_factory=dict)
+    groups: dict[str, set[str]] = field(default_factory=dict)  # comparison key -> members
+    map: HeadsMap = field(default_factory=HeadsMap)
+
+    def group_head(self, comparison_key: str) -> GroupHead:
+        members = self.groups.get(comparison_key, set())
+        return GroupHead(len(members), members_digest(members))
+
+    def set_aggregates(self, items: dict[str, tuple[int, int]]) -> None:
+        """(events, last leaf) of aggregates with events since (later ones win)."""
+        self.aggregates.update(items)
+        self.map.update((aggregate_key(a), head_value(*h)) for a, h in items.items())
+
+    def join(self, rows: Iterable[tuple[str, str]]) -> None:
+        """(run digest, comparison key) of runs that joined a group; each changed group's
+        value is recomputed once per call (so callers pass a commit's joins together)."""
+        changed = set()
+        for run, key in rows:
+            self.groups.setdefault(key, set()).add(run)
+            changed.add(key)
+        self.map.update(
+            (group_key(k), group_value(g.members, g.digest))
+            for k in sorted(changed)
+            for g in [self.group_head(k)]
+        )
+
+
+class HeadsFold:
+    """The heads map folded from the log's leaves in leaf order, as a whole-log export,
+    ``audit`` and the whole-log verifier walk them: events and group joins are gathered and
+    applied together when a heads leaf asks for the root (each aggregate's and group's
+    value hashed once per commit, not once per event). Memory grows with the aggregates
+    and groups, never with the events."""
+
+    def __init__(self) -> None:
+        self.state = HeadsState(0)
+        self._aggregates: dict[str, tuple[int, int]] = {}
+        self._joins: list[tuple[str, str]] = []
+
+    def event(self, leaf: int, aggregate: str, version: int) -> None:
+        """An event at ``leaf``: the ``version``-th of its aggregate."""
+        self._aggregates[aggregate] = (version, leaf)
+
+    def joined(self, run: str, comparison_key: str) -> None:
+        """A run joined a comparison group at the event just folded."""
+        self._joins.append((run, comparison_key))
+
+    def root(self) -> bytes:
+        """The map root of everything folded so far."""
+        if self._aggregates:
+            self.state.set_aggregates(self._aggregates)
+            self._aggregates = {}
+        if self._joins:
+            self.state.join(self._joins)
+            self._joins = []
+        return self.state.map.root()

@@ -21,7 +21,7 @@ transaction rolled back, a database restored: one grouped query over the leaves)
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 from uuid import UUID
@@ -31,14 +31,12 @@ from sqlalchemy import Select, Table, bindparam, func, select
 
 from ledger.errors import LogIntegrityError
 from ledger.proofs.hasher import leaf_hash
-from ledger.proofs.heads import GroupHead, members_digest
 from ledger.proofs.heads_map import (
-    HeadsMap,
+    HeadsFold,
+    HeadsState,
     MapProof,
     aggregate_key,
     group_key,
-    group_value,
-    head_value,
     heads_leaf_data,
 )
 from ledger.proofs.merkle import CompactRange
@@ -88,34 +86,8 @@ def is_heads_position(position: int) -> bool:
     return position < 0
 
 
-@dataclass
-class HeadsAt:
-    """The heads of the log's first ``size`` leaves, and their map."""
-
-    size: int
-    # aggregate id (text) -> events, last leaf
-    aggregates: dict[str, tuple[int, int]] = field(default_factory=dict)
-    groups: dict[str, set[str]] = field(default_factory=dict)  # comparison key -> members
-    map: HeadsMap = field(default_factory=HeadsMap)
-
-    def group_head(self, comparison_key: str) -> GroupHead:
-        members = self.groups.get(comparison_key, set())
-        return GroupHead(len(members), members_digest(members))
-
-    def set_aggregates(self, items: dict[str, tuple[int, int]]) -> None:
-        self.aggregates.update(items)
-        self.map.update((aggregate_key(a), head_value(*h)) for a, h in items.items())
-
-    def join(self, rows: Sequence[tuple[str, str]]) -> None:
-        """(run digest, comparison key) of runs that joined a group."""
-        for run, key in rows:
-            self.groups.setdefault(key, set()).add(run)
-        changed = {key for _, key in rows}
-        self.map.update(
-            (group_key(k), group_value(g.members, g.digest))
-            for k in changed
-            for g in [self.group_head(k)]
-        )
+# The heads of the log's first ``size`` leaves (the pure rule: ledger.proofs.heads_map).
+HeadsAt = HeadsState
 
 
 def _group_members() -> Table:
@@ -286,7 +258,7 @@ class HeadsReplay:
 
     def __init__(self, session: StoreSession, origin: str, size: int) -> None:
         self.origin = origin
-        self.state = HeadsAt(0)
+        self.fold = HeadsFold()
         members = _group_members()
         self._joins = {
             int(p): (str(r), str(k))
@@ -323,7 +295,7 @@ class HeadsReplay:
         while self._next < len(self._pending) and self._pending[self._next][0] < leaf:
             index, digest = self._pending[self._next]
             self._next += 1
-            root = self.state.map.root()
+            root = self.fold.root()
             yield (
                 index,
                 digest,
@@ -332,7 +304,7 @@ class HeadsReplay:
             )
 
     def event(self, leaf: int, position: int, aggregate: Any, version: int) -> None:
-        self.state.set_aggregates({str(aggregate): (int(version), leaf)})
+        self.fold.event(leaf, str(aggregate), int(version))
         joined = self._joins.get(position)
         if joined is not None:
-            self.state.join([joined])
+            self.fold.joined(*joined)

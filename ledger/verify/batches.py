@@ -24,6 +24,7 @@ from ledger.verify.events import (
     with_inclusion,
 )
 from ledger.verify.format import read_line
+from ledger.verify.heads_map import GroupEvent, group_event_of
 
 __all__ = ["Batch", "BatchResult", "verify_batch", "verify_into"]
 
@@ -46,6 +47,7 @@ class BatchResult:
     seen: list[tuple[str, Seen]]  # (where, what) of each readable event, in order
     observations: list[Observation] = field(default_factory=list)
     kept: list[tuple[int, EventVerification]] = field(default_factory=list)
+    joins: list[GroupEvent] = field(default_factory=list)  # for a whole log's heads leaves
 
 
 def verify_into(
@@ -56,6 +58,8 @@ def verify_into(
     out.seen.append((event.where, seen_of(event, result)))
     if context.observe and (observed := observation_of(result, included)) is not None:
         out.observations.append(observed)
+    if result is not None and (joined := group_event_of(result)) is not None:
+        out.joins.append(joined)
     if result is not None and event.entry.aggregate in context.keep:
         out.kept.append((event.leaf_index, with_inclusion(result, included)))
     return result, included

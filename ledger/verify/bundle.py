@@ -61,7 +61,7 @@ from ledger.proofs.signed_note import Checkpoint, Verifier
 from ledger.signing.trust import TrustRoot
 from ledger.verification_report import MAX_FINDINGS, Check, Report
 from ledger.verify.batches import BatchResult, verify_into
-from ledger.verify.completeness import Completeness
+from ledger.verify.completeness import HEADS_LEAF, Completeness
 from ledger.verify.events import EventContext, is_key_event, parse_event
 from ledger.verify.format import MAX_LINE_CHARS, OverlongLine, UnreadableLineError, read_line
 from ledger.verify.heads_map import (
@@ -301,6 +301,7 @@ class BundleVerifier:
                 signer=signer,
                 where=where,
             )
+        self.complete.group_events(item.joins)
         self.kept.extend(item.kept)
         for observation in item.observations:
             try:
@@ -398,9 +399,11 @@ class BundleVerifier:
         if self.checkpoint is None:
             self.report.fail(Check.INCLUSION, where, "no verified checkpoint for the heads leaf")
             return
-        index = check_heads_leaf(where, record, self.checkpoint, self.report)
-        if index is not None:
-            seen = (index, -(index + 1), "heads leaf", 0, None)
+        found = check_heads_leaf(where, record, self.checkpoint, self.report)
+        if found is not None:
+            index = found[0]
+            self.complete.heads_leaf_root(*found)  # held to the events before it, in turn
+            seen = (index, -(index + 1), HEADS_LEAF, 0, None)
             self._batches.merge_in_turn(BatchResult(Report(subject="event"), [(where, seen)]))
 
     def _check_heads_map(self, report: Report) -> None:

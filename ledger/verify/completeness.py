@@ -3,7 +3,8 @@
 Events arrive in leaf order, and an aggregate's versions rise with its leaves, so per
 aggregate it suffices to remember the next version expected and the last leaf seen: memory
 grows with the aggregates in scope, never with their events. A whole-log bundle is held to
-every leaf from 0 to the checkpoint's size instead.
+every leaf from 0 to the checkpoint's size instead, and each of its heads leaves to the heads
+map of the events before it (``ledger.verify.heads_map.WholeLogHeads``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ from uuid import UUID
 from ledger.ids import principal_id, run_id
 from ledger.proofs.heads import Heads
 from ledger.verification_report import Check, Report
+from ledger.verify.heads_map import GroupEvent, WholeLogHeads
+
+# The aggregate a bundle's in-order merge gives a heads leaf (never an event's: those are UUIDs).
+HEADS_LEAF = "heads leaf"
 
 
 @dataclass
@@ -32,6 +37,17 @@ class Completeness:
         self._signers: set[str] = set()
         self._in_range = 0
         self.whole_log_held = False  # a whole-log bundle held every leaf of its tree
+        self.heads_leaves = WholeLogHeads()  # a whole-log bundle's, folded from its events
+
+    def heads_leaf_root(self, index: int, root: bytes) -> None:
+        """A headsLeaf line's stated map root, checked when the merge reaches its leaf."""
+        if self.whole_log:
+            self.heads_leaves.roots[index] = root
+
+    def group_events(self, events: list[GroupEvent]) -> None:
+        """What a merged batch's run events tell of group membership, in leaf order."""
+        if self.whole_log and events:
+            self.heads_leaves.group_events(events)
 
     def scoped(self, heads: Heads) -> None:
         self.heads = heads
@@ -56,6 +72,10 @@ class Completeness:
             # leaf that seems missing may still come; fewer leaves than the tree has may not.
             if self.size is not None and 0 <= leaf < self.size:
                 self._in_range += 1
+            if aggregate == HEADS_LEAF:
+                self.heads_leaves.heads_leaf(leaf, report)
+            else:
+                self.heads_leaves.event(leaf, aggregate, version)
             return
         if self.heads is None:
             return  # reported once, at the end: a scoped bundle without heads

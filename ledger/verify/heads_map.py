@@ -1,4 +1,4 @@
-"""A scoped bundle's heads, held to the tree the witnesses cosign (``heads-map``).
+"""A bundle's heads, held to the tree the witnesses cosign (``heads-map``).
 
 A ledger with heads leaves (``ledger.store.heads_leaves``) ends every commit's tree with a
 leaf that commits to the heads map of the leaves before it. A scoped bundle of such a tree
@@ -8,19 +8,32 @@ checkpoint, and each proof leads from the head the note states to that root, the
 the tree's own: a second set of heads for this checkpoint would need a second tree of its
 size, which the witness quorum (``witnessed``) rules out. Without the line, the heads are
 the log key's word alone, as in bundles made before heads leaves; the report says which.
+
+A whole-log bundle carries every heads leaf as a ``headsLeaf`` line in leaf order; the
+verifier folds the heads map from the bundle's own events as it meets them
+(``WholeLogHeads``: each event's aggregate head, and each run's joining of its comparison
+group by the rule ``GroupJoins`` states) and fails ``heads-map`` on a heads leaf whose root
+is not the map of the events before it: an operator cannot commit heads the log's events
+do not have, even in a tree the witnesses cosigned.
 """
 
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from domain.event_names import EventName
+from domain.manifests.manifest_set import with_attached
+from domain.run_facts import comparison_key_of
+from ledger.event_verification import EventVerification
 from ledger.ids import principal_id, run_id
 from ledger.proofs.errors import ProofError
 from ledger.proofs.hasher import leaf_hash
 from ledger.proofs.heads import Heads
 from ledger.proofs.heads_map import (
+    HeadsFold,
     MapProof,
     aggregate_key,
     group_key,
@@ -34,7 +47,17 @@ from ledger.proofs.verify import verify_inclusion
 from ledger.verification_report import Check, Report
 from ledger.verify.events import decode_proof
 
-__all__ = ["HeadsMapLine", "check_heads_map", "heads_fact", "read_heads_map"]
+__all__ = [
+    "GroupEvent",
+    "GroupJoins",
+    "HeadsMapLine",
+    "WholeLogHeads",
+    "check_heads_leaf",
+    "check_heads_map",
+    "group_event_of",
+    "heads_fact",
+    "read_heads_map",
+]
 
 
 @dataclass(frozen=True)
@@ -153,9 +176,10 @@ def heads_fact(held: bool | None, witnessed: bool) -> str:
 
 def check_heads_leaf(
     where: str, record: dict[str, Any], checkpoint: Checkpoint, report: Report
-) -> int | None:
+) -> tuple[int, bytes] | None:
     """A whole-log bundle's headsLeaf line: the leaf its root makes is in the tree at its
-    index (``inclusion``). The leaf index, when the line is readable."""
+    index (``inclusion``). The leaf index and map root, when the line is readable (whether
+    the root is the map of the events before it is ``WholeLogHeads``' to say, in turn)."""
     try:
         index = record.get("leafIndex")
         if not isinstance(index, int) or isinstance(index, bool) or index < 0:
@@ -172,4 +196,97 @@ def check_heads_leaf(
         report.fail(Check.INCLUSION, where, f"heads leaf {index} is not in the tree: {exc}")
     else:
         report.ok(Check.INCLUSION)
-    return index
+    return index, root
+
+
+# What a verified run event tells of group membership, worked out where it was verified
+# (a worker process): (run digest, its comparison key, or None with the manifests that
+# still lack a workload, whether it is an attachment).
+GroupEvent = tuple[str, str | None, dict[str, Any] | None, bool]
+
+
+def group_event_of(result: EventVerification) -> GroupEvent | None:
+    """The group membership an ingestion or a manifest attachment may give its run (the
+    comparison key computed here, so the in-order fold only looks it up); None for any
+    other event, or one that did not verify."""
+    if not result.ok or result.subject_digest is None or result.predicate is None:
+        return None
+    carried = result.predicate.get("manifests") or {}
+    if result.event == EventName.RUN_INGESTED:
+        key = comparison_key_of(carried)
+        return result.subject_digest, key, None if key is not None else dict(carried), False
+    if result.event == EventName.RUN_MANIFESTS_ATTACHED:
+        return result.subject_digest, None, dict(carried), True
+    return None
+
+
+class GroupJoins:
+    """Which run joins which comparison group, and at which event, folded in leaf order:
+    the rule the ledger's group index records at admission (``ledger.application``) and
+    that ``audit`` and the whole-log verifier recompute from the events. A run joins at its
+    ingestion when that carries a workload manifest, else at the attachment that completes
+    its manifests with one; never again."""
+
+    def __init__(self) -> None:
+        self._bare: dict[str, dict[str, Any]] = {}  # manifests of runs with no group yet
+
+    def fold(self, event: GroupEvent) -> str | None:
+        """The comparison key the run joins at this event, or None."""
+        run, key, manifests, attached = event
+        if attached:
+            bare = self._bare.get(run)
+            if bare is None or manifests is None:
+                return None  # the run has its group already (or was never ingested)
+            manifests = with_attached(bare, manifests)
+            key = comparison_key_of(manifests)
+        if key is None:
+            self._bare[run] = manifests or {}
+            return None
+        self._bare.pop(run, None)
+        return key
+
+    def observe(self, result: EventVerification) -> str | None:
+        """``fold`` of a verification made here."""
+        event = group_event_of(result)
+        return None if event is None else self.fold(event)
+
+
+class WholeLogHeads:
+    """The heads leaves of a whole-log bundle, each held to the map of the bundle's events
+    before it. Fed in leaf order (the in-order merge); memory grows with the aggregates and
+    groups of the log, never with its events."""
+
+    def __init__(self) -> None:
+        self.fold = HeadsFold()
+        self.joins = GroupJoins()
+        self.roots: dict[int, bytes] = {}  # stated roots of heads leaves not yet reached
+        self.held = 0  # heads leaves recomputed and found to be the map
+
+    def event(self, leaf: int, aggregate: str, version: int) -> None:
+        self.fold.event(leaf, aggregate, version)
+
+    def group_events(self, events: Iterable[GroupEvent]) -> None:
+        for event in events:
+            key = self.joins.fold(event)
+            if key is not None:
+                self.fold.joined(event[0], key)
+
+    def heads_leaf(self, index: int, report: Report) -> None:
+        """The heads leaf at ``index`` is reached: every leaf before it has been folded. A
+        failure is named by the leaf, as ``audit`` names it."""
+        stated = self.roots.pop(index, None)
+        if stated is None:
+            return  # unreadable: its line failed already
+        found = self.fold.root()
+        if found == stated:
+            self.held += 1
+            report.ok(Check.HEADS_MAP)
+            return
+        report.fail(
+            Check.HEADS_MAP,
+            f"heads leaf {index}",
+            f"heads leaf {index} commits to a heads map ({base64.b64encode(stated).decode()}) "
+            f"that is not the one of the log's events before it "
+            f"({base64.b64encode(found).decode()}): the tree holds heads its events do not "
+            "have (a run's or key's events, or a group's members, left out or added)",
+        )
