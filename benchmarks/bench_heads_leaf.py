@@ -10,7 +10,11 @@ ledger of its own, the modes taking turns (medians of ``--repeats``):
 - **group-commit appends/s**: ``--writes`` ingestions from ``--clients`` threads through the
   group commit writer (many events a commit);
 - **scoped export ms**: a bundle of one run (with heads on: the map rebuilt from the tables
-  at the bundle's size, and the run's proofs), after ``--writes`` + ``--sequential`` runs.
+  at the bundle's size, and the run's proofs), after ``--writes`` + ``--sequential`` runs;
+- **whole-log verify, µs of thread-CPU per event** (heads on): the ledger's whole-log bundle
+  verified in one process (``workers=1``), with each heads leaf recomputed from the events
+  before it, and with that recomputation (the in-order map fold and the group-joining rule
+  of each run event) replaced by nothing: the difference is what the check costs an event.
 
     python -m benchmarks.bench_heads_leaf                  # 300 sequential, 2,000 at once
     python -m benchmarks.bench_heads_leaf --json out.json
@@ -37,6 +41,62 @@ from benchmarks.bench_ingest import signed_ingestions
 from ledger.bundle import export_bundle
 from ledger.group_commit import GroupCommitWriter
 from ledger.home import LedgerHome
+from ledger.verification_report import Check, Report
+from ledger.verify import (
+    Outcome,
+    VerificationPolicy,
+    batches,
+    completeness,
+    outcome_of,
+    verify_bundle_lines,
+)
+
+
+class _NoHeadsFold:
+    """The whole-log heads check replaced by nothing (what verify cost before it)."""
+
+    def __init__(self) -> None:
+        self.roots: dict[int, bytes] = {}
+
+    def event(self, leaf: int, aggregate: str, version: int) -> None:
+        pass
+
+    def group_events(self, events: Any) -> None:
+        pass
+
+    def heads_leaf(self, index: int, report: Report) -> None:
+        pass
+
+
+def whole_log_verify_cpu(
+    lines: list[str], policy: VerificationPolicy, repeats: int
+) -> dict[str, float]:
+    """Thread-CPU µs per event of verifying a whole-log bundle in this process, the heads
+    leaves recomputed ("on") and not ("off"), the two taking turns (medians)."""
+    events = sum('"type":"event"' in line for line in lines)
+    cpu: dict[str, list[float]] = {"on": [], "off": []}
+    real = (completeness.WholeLogHeads, batches.group_event_of)
+    try:
+        for turn in range(repeats):
+            for mode in ("on", "off") if turn % 2 == 0 else ("off", "on"):
+                if mode == "off":
+                    completeness.WholeLogHeads = _NoHeadsFold  # type: ignore[misc, assignment]
+                    batches.group_event_of = lambda result: None
+                else:
+                    completeness.WholeLogHeads, batches.group_event_of = real  # type: ignore[misc]
+                start = time.thread_time()
+                report = verify_bundle_lines(lines, policy, workers=1)
+                cpu[mode].append((time.thread_time() - start) / events * 1e6)
+                assert outcome_of(report) is Outcome.VERIFIED, report.findings
+                assert (report.passed[Check.HEADS_MAP] > 0) == (mode == "on")
+    finally:
+        completeness.WholeLogHeads, batches.group_event_of = real  # type: ignore[misc]
+    on, off = statistics.median(cpu["on"]), statistics.median(cpu["off"])
+    return {
+        "wholeLogVerifyUsPerEvent": round(on, 1),
+        "withoutHeadsCheckUsPerEvent": round(off, 1),
+        "headsCheckUsPerEvent": round(on - off, 1),
+    }
 
 
 def _home(folder: Path) -> LedgerHome:
@@ -46,7 +106,7 @@ def _home(folder: Path) -> LedgerHome:
 
 
 def one_mode(
-    folder: Path, heads: bool, sequential: int, writes: int, clients: int
+    folder: Path, heads: bool, sequential: int, writes: int, clients: int, verify_repeats: int = 0
 ) -> dict[str, Any]:
     home = _home(folder)
     one_by_one = signed_ingestions(home.key("ingester"), sequential)
@@ -85,15 +145,24 @@ def one_mode(
         export_bundle(ledger, out, runs=[receipts[0].subject_digest])
         export_ms = (time.perf_counter() - start) * 1000
         has_map = '"type":"headsMap"' in out.getvalue()
+        whole = io.StringIO()
+        if heads and verify_repeats:
+            export_bundle(ledger, whole)
     finally:
         ledger.close()
     assert has_map == heads
-    return {
+    found: dict[str, Any] = {
         "sequentialPerS": round(sequential / sequential_s, 1),
         "groupCommitPerS": round(writes / grouped_s, 1),
         "scopedExportMs": round(export_ms, 1),
         "treeSize": size,
     }
+    if heads and verify_repeats:
+        lines = whole.getvalue().splitlines()
+        found["headsLeaves"] = sum('"type":"headsLeaf"' in line for line in lines)
+        policy = VerificationPolicy(trust_root=home.trust_root())
+        found |= whole_log_verify_cpu(lines, policy, verify_repeats)
+    return found
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -102,6 +171,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--writes", type=int, default=2000, help="writes through group commit")
     parser.add_argument("--clients", type=int, default=16, help="threads writing at once")
     parser.add_argument("--repeats", type=int, default=3, help="runs per mode")
+    parser.add_argument(
+        "--verify-repeats", type=int, default=3, help="whole-log verifies per mode (0: none)"
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
     runs: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
@@ -109,8 +181,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for turn in range(args.repeats):
             for mode in ("off", "on") if turn % 2 == 0 else ("on", "off"):
                 folder = Path(tmp) / f"{mode}-{turn}"
+                verify = args.verify_repeats if turn == 0 else 0  # once is enough: one ledger
                 runs[mode].append(
-                    one_mode(folder, mode == "on", args.sequential, args.writes, args.clients)
+                    one_mode(
+                        folder, mode == "on", args.sequential, args.writes, args.clients, verify
+                    )
                 )
     results: dict[str, Any] = {
         "machine": {"python": sys.version.split()[0], "cpus": os.cpu_count()},
@@ -121,6 +196,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             k: statistics.median(m[k] for m in measured)
             for k in ("sequentialPerS", "groupCommitPerS", "scopedExportMs")
         }
+    verified = [m for m in runs["on"] if "headsCheckUsPerEvent" in m]
+    if verified:
+        results["on"] |= {k: v for k, v in verified[0].items() if k not in results["on"]}
     print(json.dumps({k: results[k] for k in ("off", "on")}, indent=2))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from uuid import UUID
 
 from ledger.proofs.hasher import leaf_hash, node_hash
-from ledger.proofs.heads import GroupHead, members_digest
+from ledger.proofs.heads import GroupHead
 
 __all__ = [
     "EMPTY",
@@ -260,10 +260,13 @@ class HeadsState:
     aggregates: dict[str, tuple[int, int]] = field(default_factory=dict)
     groups: dict[str, set[str]] = field(default_factory=dict)  # comparison key -> members
     map: HeadsMap = field(default_factory=HeadsMap)
+    # Each group's member lines, kept sorted: a digest is then one join and one hash, not a
+    # sort of the whole group at every commit that adds a member (``members_digest``'s bytes).
+    _lines: dict[str, list[bytes]] = field(default_factory=dict, repr=False)
 
     def group_head(self, comparison_key: str) -> GroupHead:
-        members = self.groups.get(comparison_key, set())
-        return GroupHead(len(members), members_digest(members))
+        lines = self._lines.get(comparison_key, [])
+        return GroupHead(len(lines), hashlib.sha256(b"".join(lines)).digest())
 
     def set_aggregates(self, items: dict[str, tuple[int, int]]) -> None:
         """(events, last leaf) of aggregates with events since (later ones win)."""
@@ -275,7 +278,10 @@ class HeadsState:
         value is recomputed once per call (so callers pass a commit's joins together)."""
         changed = set()
         for run, key in rows:
-            self.groups.setdefault(key, set()).add(run)
+            members = self.groups.setdefault(key, set())
+            if run not in members:
+                members.add(run)
+                insort(self._lines.setdefault(key, []), f"{run}\n".encode())
             changed.add(key)
         self.map.update(
             (group_key(k), group_value(g.members, g.digest))

@@ -23,6 +23,7 @@ from domain.event_names import EventName
 from ledger.bundle import export_bundle
 from ledger.event_verification import CheckOutcome, EventVerification
 from ledger.proofs.hasher import leaf_hash
+from ledger.proofs.heads import GroupHead, members_digest
 from ledger.proofs.heads_map import HeadsState, heads_leaf_data
 from ledger.proofs.log_entries import LogEntry
 from ledger.proofs.reference import inclusion_proof, root
@@ -207,3 +208,25 @@ def test_a_run_joins_its_group_once_at_the_event_that_gave_it_a_workload(attache
         assert (first, completed) == (None, GROUP)
     else:  # it had its workload: it joined at its ingestion
         assert (first, completed) == (GROUP, None)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.text(min_size=1, max_size=12), st.sampled_from("ab")), max_size=6),
+        max_size=6,
+    )
+)
+def test_a_group_folded_commit_by_commit_has_the_heads_notes_digest(
+    commits: list[list[tuple[str, str]]],
+) -> None:
+    """The map's group value (kept sorted as members join) is the heads note's: the members'
+    count and ``members_digest``, whatever order and repeats they joined in."""
+    state = HeadsState(0)
+    members: dict[str, set[str]] = {}
+    for rows in commits:
+        state.join(rows)
+        for run, key in rows:
+            members.setdefault(key, set()).add(run)
+        for key, runs in members.items():
+            assert state.group_head(key) == GroupHead(len(runs), members_digest(runs))
