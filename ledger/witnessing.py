@@ -20,6 +20,17 @@ out of the rounds for a pause that doubles from ``retry`` up to ``max_backoff`` 
 offered the newest checkpoint again, and the other witnesses go on. Nothing here holds a
 lock a writer waits for but the short transaction that stores a round's cosignatures.
 
+One asker at a time across processes: on PostgreSQL several processes write to one log (every
+``kernelindex serve`` worker has its writer thread, and its own witnessing), and each would
+offer the same newest checkpoint to every witness, one of them winning and the others getting
+409s. A round therefore takes a session advisory lock on a connection of its own (blocking:
+rounds of different processes follow one another, each a few requests long), and once it
+holds it, learns from the stored cosignatures which witnesses another process has had cosign
+the newest checkpoint (or a later one) meanwhile: those are not asked again. Each witness is
+then offered each checkpoint once, whichever process committed it, and the requests a witness
+gets do not grow with the number of processes. (SQLite has one writing process; a round of
+``kernelindex witness sync`` beside it learns the same way what was stored.)
+
 Alarms (a witness that has cosigned a tree larger than this log's; one that holds another
 tree at the size it last cosigned: a split view) are logged at ERROR by the client and kept
 in :meth:`Witnessing.status`.
@@ -30,11 +41,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import httpx
+from sqlalchemy import Connection, text
 
 from ledger.store import cosignatures
 from ledger.store.signed_checkpoints import SignedCheckpoint
@@ -57,6 +70,8 @@ DEFAULT_MAX_BACKOFF_S = 30.0
 # commits do not grow with the commit rate (Sunlight sequences once a second; this is ten
 # times that). A commit to a quiet log is offered at once.
 DEFAULT_MIN_INTERVAL_S = 0.1
+# The PostgreSQL advisory lock one round of one process holds ("KIWIT"; the log's is "KILOG").
+_ROUND_LOCK_ID = 0x4B49_5749_54
 
 _log = logging.getLogger(__name__)
 
@@ -172,6 +187,7 @@ class Witnessing:
             _Loop(self, w, known.get((w.name, w.key.key_id.hex()), 0)) for w in witnesses
         ]
         self._pool = ThreadPoolExecutor(max(1, len(self._loops)), thread_name_prefix="witness")
+        self._lock_connection: Connection | None = None  # PostgreSQL: the round lock's
 
     @property
     def witnesses(self) -> tuple[WitnessEndpoint, ...]:
@@ -223,8 +239,9 @@ class Witnessing:
         parallel, and wait for their answers (each bounded by the timeout and retries).
         ``respect_backoff``: leave out the witnesses pausing after a failure (the
         background's rounds); a round asked for at once asks them all."""
-        with self._rounds:
+        with self._rounds, self._one_asker():
             target = self.tlog.checkpoint()
+            self._learn_stored(target.size)
             now = time.monotonic()
             due = [
                 loop
@@ -245,6 +262,48 @@ class Witnessing:
                     cosignatures.record(session, store.engine.dialect.name, target.size, found)
                 self.advanced([loop for loop, _ in cosigned], target.size)
             return outcomes
+
+    @contextmanager
+    def _one_asker(self) -> Iterator[None]:
+        """On PostgreSQL, hold the log's round lock (waiting for another process's round);
+        a connection that breaks releases it with its session."""
+        store = self.tlog.store
+        if store.engine.dialect.name != "postgresql":
+            yield
+            return
+        if self._lock_connection is None or self._lock_connection.closed:
+            self._lock_connection = store.engine.connect()
+        connection = self._lock_connection
+        try:
+            connection.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _ROUND_LOCK_ID})
+            connection.commit()  # no transaction left open: the lock is the session's
+        except Exception:
+            self._drop_lock_connection()
+            raise
+        try:
+            yield
+        finally:
+            try:
+                connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _ROUND_LOCK_ID})
+                connection.commit()
+            except Exception:  # closing the session releases it all the same
+                self._drop_lock_connection()
+
+    def _drop_lock_connection(self) -> None:
+        if self._lock_connection is not None:
+            self._lock_connection.invalidate()
+            self._lock_connection.close()
+            self._lock_connection = None
+
+    def _learn_stored(self, size: int) -> None:
+        """The witnesses whose cosignature of ``size`` or later is stored (by another
+        process's round, or ``witness sync``): not to be asked again for it."""
+        with self.tlog.store.transaction(commit=False) as session:
+            stored = cosignatures.newest_from(session, size)
+        for loop in self._loops:
+            found = stored.get((loop.endpoint.name, loop.endpoint.key.key_id.hex()))
+            if found is not None and found > loop.cosigned:
+                self.advanced([loop], found)
 
     def status(self) -> list[WitnessState]:
         return [loop.state() for loop in self._loops]
@@ -272,6 +331,8 @@ class Witnessing:
         if self._thread is not None:
             self._thread.join(timeout)
         self._pool.shutdown(wait=True)
+        with self._rounds:
+            self._drop_lock_connection()
         for loop in self._loops:
             loop.client.close()
         self.http.close()

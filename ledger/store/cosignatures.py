@@ -31,6 +31,7 @@ __all__ = [
     "newest_by_witness",
     "newest_cosigned",
     "newest_cosigned_size",
+    "newest_from",
     "record",
 ]
 
@@ -102,6 +103,18 @@ def newest_by_witness(session: StoreSession) -> dict[tuple[str, str], int]:
     c = cosignatures.c
     rows = session.execute(
         select(c.witness, c.key_id, func.max(c.size)).group_by(c.witness, c.key_id)
+    ).all()
+    return {(str(w), str(k)): int(s) for w, k, s in rows}
+
+
+def newest_from(session: StoreSession, size: int) -> dict[tuple[str, str], int]:
+    """The largest size each witness key has cosigned, among sizes from ``size`` (a range of
+    the primary key's first column: the rows of the newest sizes only)."""
+    c = cosignatures.c
+    rows = session.execute(
+        select(c.witness, c.key_id, func.max(c.size))
+        .where(c.size >= size)
+        .group_by(c.witness, c.key_id)
     ).all()
     return {(str(w), str(k)): int(s) for w, k, s in rows}
 
