@@ -20,6 +20,11 @@ so asks its witnesses) once a second.
     python -m benchmarks.bench_witness                     # 200 sequential, 2,000 at once
     python -m benchmarks.bench_witness --sequential 50 --writes 300 --json out.json
     python -m benchmarks.bench_witness --min-interval 0   # a round at every commit
+    python -m benchmarks.bench_witness --postgres postgresql+psycopg://postgres@127.0.0.1:5432/postgres
+
+``--postgres SERVER_URL``: each home on a fresh PostgreSQL database of that server (created,
+and dropped at the end) instead of a SQLite file; the witnessing round then also takes the
+log's round lock (one asker across processes, ``ledger.witnessing``).
 
 Envelopes are signed before any clock starts. On a shared 2-core machine every process
 (the writer, its client threads, three witnesses) competes for the same cores: the figures
@@ -38,12 +43,15 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
 
 from benchmarks.bench_ingest import signed_ingestions
 from ledger.group_commit import GroupCommitWriter
@@ -109,15 +117,44 @@ def witness_processes(
         yield
 
 
-def make_home(folder: Path, witnesses: list[tuple[str, Path, int]]) -> LedgerHome:
-    """A fresh home on a SQLite file of its own, naming the witnesses (quorum 2 of 3)."""
-    home = LedgerHome.at(folder / "home", f"sqlite:///{folder / 'ledger.db'}")
+def make_home(
+    folder: Path, witnesses: list[tuple[str, Path, int]], database: Callable[[Path], str]
+) -> LedgerHome:
+    """A fresh home on a database of its own, naming the witnesses (quorum 2 of 3)."""
+    home = LedgerHome.at(folder / "home", database(folder))
     named = []
     for name, key, port in witnesses:
         vkey = CosignerKey.from_private_key(name, SigningKey.load(key).private_key()).key_string()
         named.append((vkey, f"http://127.0.0.1:{port}"))
     home.initialise(witnesses=named, quorum=QUORUM).close()
     return home
+
+
+def sqlite_file(folder: Path) -> str:
+    folder.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{folder / 'ledger.db'}"
+
+
+@contextmanager
+def postgres_databases(server: str) -> Iterator[Callable[[Path], str]]:
+    """Fresh databases on a PostgreSQL server, one per home asked for; dropped at the end."""
+    admin = create_engine(server, isolation_level="AUTOCOMMIT")
+    made: list[str] = []
+
+    def database(folder: Path) -> str:
+        name = f"bench_witness_{uuid.uuid4().hex[:12]}"
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        made.append(name)
+        return make_url(server).set(database=name).render_as_string(hide_password=False)
+
+    try:
+        yield database
+    finally:
+        with admin.connect() as conn:
+            for name in made:
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
 
 
 def ms(values: list[float], p: float) -> float:
@@ -212,20 +249,28 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         default=DEFAULT_MIN_INTERVAL_S,
         help="seconds between the starts of background rounds (Witnessing's min_interval)",
     )
+    parser.add_argument(
+        "--postgres", metavar="SERVER_URL", help="each home on a fresh database of this server"
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
     results: dict[str, Any] = {
         "machine": {"python": sys.version.split()[0], "cpus": os.cpu_count()},
+        "database": "postgresql" if args.postgres else "sqlite",
         "minIntervalS": args.min_interval,
     }
-    with tempfile.TemporaryDirectory(prefix="bench-witness-") as tmp:
+    with ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-witness-"))
+        database = (
+            stack.enter_context(postgres_databases(args.postgres)) if args.postgres else sqlite_file
+        )
         folder = Path(tmp)
         keys = []
         for i in range(3):
             key = folder / f"w{i}.pem"
             SigningKey.generate().save(key)
             keys.append((f"w{i}.bench", key, free_port()))
-        home = make_home(folder / "sequential", keys)
+        home = make_home(folder / "sequential", keys, database)
         with witness_processes(folder / "sequential", home.trust_root_path, keys):
             results["appendToQuorum"] = sequential(home, args.sequential, args.min_interval)
         # The modes take turns, each on a fresh home, so a burst of other work on the
@@ -234,7 +279,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for turn in range(args.repeats):
             for mode in ("on", "off") if turn % 2 == 0 else ("off", "on"):
                 run = folder / f"{mode}-{turn}"
-                home = make_home(run, keys)
+                home = make_home(run, keys, database)
                 with witness_processes(run, home.trust_root_path, keys):
                     measured = concurrent(
                         home, args.writes, args.clients, mode == "on", args.min_interval
