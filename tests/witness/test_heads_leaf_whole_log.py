@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from domain.event_names import EventName
+from ledger.application import Ledger
 from ledger.bundle import export_bundle
 from ledger.event_verification import CheckOutcome, EventVerification
 from ledger.proofs.hasher import leaf_hash
@@ -28,10 +29,13 @@ from ledger.proofs.heads_map import HeadsState, heads_leaf_data
 from ledger.proofs.log_entries import LogEntry
 from ledger.proofs.reference import inclusion_proof, root
 from ledger.proofs.signed_note import format_checkpoint, sign_note
+from ledger.signing.authoring import attachment_envelope, ingestion_envelope
+from ledger.signing.keys import SigningKey
 from ledger.verification_report import Check, Report
 from ledger.verify import Outcome, VerificationPolicy, outcome_of, verify_bundle_lines
 from ledger.verify.heads_map import GroupJoins
-from tests.projections.projection_world import GROUP, MANIFESTS, SEED
+from tests.projections.projection_world import GROUP, MANIFESTS, NAMES, RUN_21613, SEED
+from tests.projections.projection_world import World as ProjectionWorld
 from tests.witness.test_heads_leaf import World, world  # noqa: F401 - the fixture
 
 Records = list[dict[str, Any]]
@@ -53,11 +57,16 @@ def _verify(w: World, records: Records, workers: int = 1) -> Report:
 
 
 def _signed_again(w: World, records: Records, roots: dict[int, bytes]) -> Records:
+    return _signed_by(w.operator.root.origin, w.operator.log, records, roots)
+
+
+def _signed_by(
+    origin: str, log_key: SigningKey, records: Records, roots: dict[int, bytes]
+) -> Records:
     """The whole-log bundle the operator would sign with these heads leaves' roots instead:
     leaf hashes, the tree, every inclusion proof and the checkpoint made again under the log
     key (the witnesses' cosignatures, of the honest tree, left out)."""
     forged = copy.deepcopy([r for r in records if r["type"] != "witnessed"])
-    origin = w.operator.root.origin
     hashes: dict[int, bytes] = {}
     for r in forged:
         if r["type"] == "event":
@@ -82,27 +91,46 @@ def _signed_again(w: World, records: Records, roots: dict[int, bytes]) -> Record
             r["proof"] = [_b64(h) for h in inclusion_proof(r["leafIndex"], tree)]
         elif r["type"] == "checkpoint":
             text = format_checkpoint(origin, len(tree), root(tree))
-            r["note"] = sign_note(text, origin, w.operator.log.private_key())
+            r["note"] = sign_note(text, origin, log_key.private_key())
     return forged
 
 
+def _ingestions(records: Records) -> dict[str, int]:
+    """Each run's ingestion leaf: where the runs of the heads-leaf world join its group."""
+    found = {}
+    for r in records:
+        if r["type"] == "event" and r["topic"].endswith(EventName.RUN_INGESTED):
+            statement = json.loads(base64.b64decode(r["envelope"]["payload"]))
+            found["sha256:" + statement["subject"][0]["digest"]["sha256"]] = r["leafIndex"]
+    return found
+
+
 def _heads_before(
-    records: Records, index: int, *, drop_leaf: int | None = None, drop_member: str | None = None
+    records: Records,
+    index: int,
+    joined: dict[str, int] | None = None,
+    *,
+    drop_leaf: int | None = None,
+    drop_member: str | None = None,
 ) -> bytes:
-    """The map root of the events before leaf ``index``, as this test reads them (both runs
-    of the world join its one group at their ingestion), less one event or one member."""
+    """The map root of the events before leaf ``index``, as this test reads them (``joined``:
+    the leaf at which each run joined the one group; by default its ingestion), less one
+    event or one member."""
+    joined = _ingestions(records) if joined is None else joined
     state = HeadsState(index)
-    members: set[str] = set()
     heads: dict[str, tuple[int, int]] = {}
     for r in records:
         if r["type"] != "event" or r["leafIndex"] >= index or r["leafIndex"] == drop_leaf:
             continue
         heads[r["aggregate"]] = (r["version"], r["leafIndex"])
-        if r["topic"].endswith(EventName.RUN_INGESTED):
-            statement = json.loads(base64.b64decode(r["envelope"]["payload"]))
-            members.add("sha256:" + statement["subject"][0]["digest"]["sha256"])
     state.set_aggregates(heads)
-    state.join([(m, GROUP) for m in members if m != drop_member])
+    state.join(
+        [
+            (run, GROUP)
+            for run, leaf in joined.items()
+            if leaf < index and leaf != drop_leaf and run != drop_member
+        ]
+    )
     return state.map.root()
 
 
@@ -230,3 +258,47 @@ def test_a_group_folded_commit_by_commit_has_the_heads_notes_digest(
             members.setdefault(key, set()).add(run)
         for key, runs in members.items():
             assert state.group_head(key) == GroupHead(len(runs), members_digest(runs))
+
+
+def test_a_run_that_joins_its_group_at_an_attachment_is_folded_where_it_joined(
+    db_url: str,
+) -> None:
+    """A run ingested without its workload joins its group at the attachment that gives it
+    one: the whole-log verifier folds it there, as the writer did (VERIFIED, every heads
+    leaf recomputed); a heads leaf after the attachment that leaves that joining out fails
+    ``heads-map`` by name."""
+    w = ProjectionWorld.create(db_url)
+    try:
+        w.ledger.tlog.enable_heads_leaf()
+        bare = {role: doc for role, doc in MANIFESTS[SEED].items() if role != "workload"}
+        w.append(ingestion_envelope(bare, w.keys.ingester, now=w.clock.now))
+        w.ingest(RUN_21613)
+        attached = {"workload": MANIFESTS[SEED]["workload"]}
+        w.append(attachment_envelope(SEED, NAMES[SEED], attached, w.keys.ingester, now=w.clock.now))
+        exporter = Ledger(w.db_url, w.root, clock=w.clock, log_key=w.keys.log)
+        try:
+            out = io.StringIO()
+            export_bundle(exporter, out)
+        finally:
+            exporter.close()
+    finally:
+        w.close()
+    records = [json.loads(text) for text in out.getvalue().splitlines()]
+    stated = _heads_leaves(records)
+    ingested = _ingestions(records)
+    (attachment,) = [
+        r["leafIndex"] for r in records if r.get("topic", "").endswith("ManifestsAttached")
+    ]
+    joined = {RUN_21613: ingested[RUN_21613], SEED: attachment}
+    assert len(stated) == 3 and all(
+        _heads_before(records, i, joined) == r for i, r in stated.items()
+    )
+    policy = VerificationPolicy(trust_root=w.root)
+    report = verify_bundle_lines([json.dumps(r) for r in records], policy, workers=1)
+    assert outcome_of(report) is Outcome.VERIFIED, report.findings
+    assert report.passed[Check.HEADS_MAP] == 3
+    last = max(stated)
+    forged_root = _heads_before(records, last, joined, drop_member=SEED)
+    forged = _signed_by(w.root.origin, w.keys.log, records, {last: forged_root})
+    report = verify_bundle_lines([json.dumps(r) for r in forged], policy, workers=1)
+    assert _named(report) == [(Check.HEADS_MAP, f"heads leaf {last}")]
