@@ -40,7 +40,9 @@ class Check(StrEnum):
     VERSIONS = "versions"  # each aggregate's versions run 1, 2, 3... with no gap
     # --- completeness (verify)
     HEADS = "heads"  # the log key's signed heads for the bundle's checkpoint
-    HEADS_MAP = "heads-map"  # the heads are those the checkpoint's heads leaf commits to
+    # the heads are those the checkpoint's heads leaf commits to; each heads leaf of a whole
+    # log is the map of the events before it
+    HEADS_MAP = "heads-map"
     COMPLETE = "complete"  # every event of each run and key in scope, as the heads say
     GROUP = "group"  # every member of each claimed comparison group, as the heads say
     # --- claims and the caller's expectations (verify)

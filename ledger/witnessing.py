@@ -331,8 +331,13 @@ class Witnessing:
         if self._thread is not None:
             self._thread.join(timeout)
         self._pool.shutdown(wait=True)
-        with self._rounds:
-            self._drop_lock_connection()
+        # A round still out (waiting on another process's round) keeps its connection until
+        # it ends; the engine's disposal closes it then.
+        if self._rounds.acquire(timeout=timeout):
+            try:
+                self._drop_lock_connection()
+            finally:
+                self._rounds.release()
         for loop in self._loops:
             loop.client.close()
         self.http.close()
