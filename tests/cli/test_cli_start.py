@@ -123,6 +123,7 @@ def test_help_and_a_typo_read_as_before_and_load_no_command(tmp_path: Path) -> N
         "api.cli",
         "api.cli.lazy",
         "api.cli.main",
+        "api.cli.parameters",
     }
     assert not {m for m in loaded if m.split(".")[0] in {"domain", "ledger", "projections"}}
     assert _database_modules(loaded) == set()
