@@ -3,13 +3,14 @@
 Typer 0.29 (what this was written against) coerces every parameter's value through a
 pydantic ``TypeAdapter`` it builds as it parses: a command with a parameter imports pydantic
 (about 55 ms of CPU on a quiet core, 1.5-2x ``python -c pass``) and builds a dozen adapters
-before it does anything, whether or not anything else it does needs pydantic. The commands' parameters are of a few plain kinds (str,
-int and float with bounds, bool, Path, an Enum, a list of one of those), and the well-formed
-value of each has one obvious result. :func:`fast_parameters` gives each parameter of a
-loaded command a coercion that takes that result directly for a well-formed value, and hands
-anything else to Typer's own coercion (built only then): what a command accepts, what it
-makes of it and every refusal's message are Typer's. tests/cli/test_cli_parameters.py holds
-the fast path to Typer's answer over generated values, for every parameter of every command.
+before it does anything, whether or not anything else it does needs pydantic. The commands'
+parameters are of a few plain kinds (str, int and float with bounds, bool, Path, an Enum, a
+list of one of those), and the well-formed value of each has one obvious result.
+:func:`fast_parameters` gives each parameter of a loaded command a coercion that takes that
+result directly for a well-formed value, and hands anything else to Typer's own coercion
+(built only then): what a command accepts, what it makes of it and every refusal's message
+are Typer's. tests/cli/test_cli_parameters.py holds the fast path to Typer's answer over
+generated values, for every parameter of every command.
 
 The parameters stay Typer's, declared once on each command; only who turns a well-formed
 string into its value changes. On a Typer without this coercion layer (click's types did the
