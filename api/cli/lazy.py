@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import typer.main
 from typer.core import TyperCommand, TyperGroup
 
+from api.cli.parameters import fast_parameters
+
 if TYPE_CHECKING:
     # The Click that Typer runs on (Typer ≥ 0.2x carries its own copy): the types the
     # methods overridden here are declared with.
@@ -66,9 +68,15 @@ class LazyGroup(TyperGroup):
         group = self._built.get(entry.module)
         if group is None:
             group = self._built[entry.module] = typer.main.get_group(entry.typer_app())
+            fast_parameters(group, ctx)
         command = group.commands[cmd_name]
         self.add_command(command, cmd_name)
         return command
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # The group's own options too: Typer adds its completion options after making it.
+        fast_parameters(self, ctx)
+        return super().parse_args(ctx, args)
 
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         self._listing = True

@@ -19,20 +19,11 @@ import asyncio
 import threading
 from collections.abc import Callable
 
-from api.service.admin import Admin
-from api.service.boards import Boards
-from api.service.compare import Comparisons
+from api.service import features
 from api.service.errors import WriterClosedError, WrongEndpointError
+from api.service.features import Feature
 from api.service.freshness import Views
-from api.service.history import History
-from api.service.jobs import Jobs
-from api.service.keys import Keys
-from api.service.log import Log
 from api.service.models.log import Health
-from api.service.records import Records
-from api.service.registry import Registry
-from api.service.runs import Runs
-from api.service.search import Search
 from domain.documents import parse_json
 from domain.statements import PredicateType
 from ledger.application import Ledger
@@ -41,7 +32,6 @@ from ledger.home import HomeError, LedgerHome
 from ledger.logged_event import LoggedEvent
 from ledger.signing.dsse import MAX_ENVELOPE_BYTES, Envelope, parse_envelope
 from ledger.witness.policy import Policy, PolicyError, parse_policy
-from ledger.writer_process import RemoteWriter
 
 # Bodies up to this size are parsed on the event loop (an attestation is ~2 KiB, an
 # ingestion of a typical run ~5 KiB); larger ones, up to the 2 MiB cap, on a thread.
@@ -69,17 +59,22 @@ class LedgerService:
         self.witness_policy = witness_policy_of(ledger, home)
         self._witnessing = witnessing
         self.views = Views(ledger, background=background)
-        self.runs = Runs(self.views, public_url or "")
-        self.history = History(self.views, self.runs)
-        self.boards = Boards(self.views, self.runs)
-        self.compare = Comparisons(self.views, self.runs)
-        self.search = Search(self.views)
-        self.keys = Keys(self.views)
-        self.log = Log(self.views, self.runs, self.boards, self.witness_policy)
-        self.jobs = Jobs(self.views)
-        self.admin = Admin(self.views)
-        self.records = Records(self.views)  # the #1 records timeline
-        self.registry = Registry(self.views)  # GPUs and implementations
+        self.public_url = public_url or ""
+        self.features_made = threading.RLock()  # api.service.features.Feature's
+
+    # The features, each made on first use (its module imported then): a command uses one
+    # or two, and importing every one was about a python -c pass of its start-up.
+    runs = Feature(features.runs)
+    history = Feature(features.history)
+    boards = Feature(features.boards)
+    compare = Feature(features.compare)
+    search = Feature(features.search)
+    keys = Feature(features.keys)
+    log = Feature(features.log)
+    jobs = Feature(features.jobs)
+    admin = Feature(features.admin)
+    records = Feature(features.records)  # the #1 records timeline
+    registry = Feature(features.registry)  # GPUs and implementations
 
     @property
     def writer(self) -> Writer:
@@ -122,7 +117,9 @@ class LedgerService:
         if self._writer is not None:
             self._writer.close()
         self.views.stop()
-        self.log.close()
+        log = Feature.made(self, "log")
+        if log is not None:
+            log.close()
 
     # ---------------------------------------------------------------- writes
 
@@ -194,6 +191,8 @@ class LedgerService:
         """The database answers, the log is readable and writes can be taken."""
         # A server that hands its writes to the ledger's writer process (SQLite) cannot take
         # one while it does not reach that process: not healthy, whatever the reads say.
+        from ledger.writer_process import RemoteWriter  # noqa: PLC0415 - multiprocessing
+
         if isinstance(self.writer, RemoteWriter) and not self.writer.connected:
             raise WriterClosedError(
                 "the ledger's writer process is not reachable: writes are refused until it "

@@ -123,6 +123,7 @@ def test_help_and_a_typo_read_as_before_and_load_no_command(tmp_path: Path) -> N
         "api.cli",
         "api.cli.lazy",
         "api.cli.main",
+        "api.cli.parameters",
     }
     assert not {m for m in loaded if m.split(".")[0] in {"domain", "ledger", "projections"}}
     assert _database_modules(loaded) == set()
@@ -198,7 +199,8 @@ def test_read_commands_load_no_importer_server_or_agent_and_no_writer(
     ledger/store/read_only.py: no importer, server or agent module, nor the writers'
     persistence (and the SQL dialects its sqlalchemy_utils loads), nor SQLAlchemy's ORM (the
     read store uses Core only), nor the HTTP client (only with --server), structlog (only
-    when the views warn), the bundle writer or the fold's worker pool."""
+    when the views warn), the bundle writer or the fold's worker pool; and of the service,
+    only the features the command uses (api/service/features.py)."""
     for argv in (
         ["show", SEED],
         ["history", SEED],
@@ -233,6 +235,11 @@ def test_read_commands_load_no_importer_server_or_agent_and_no_writer(
             }
         }
         assert heavy == set(), argv
+        # The service makes the features a command uses, and imports only theirs.
+        unused = {"log", "export", "registry", "records", "admin", "jobs"}
+        if argv[0] == "search":
+            unused |= {"runs", "boards", "history"}
+        assert not {f"api.service.{name}" for name in unused} & loaded, argv
         other_commands = {e.module for c, e in COMMANDS.items() if c != argv[0]} - {
             COMMANDS[argv[0]].module
         }
