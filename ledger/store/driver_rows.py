@@ -44,13 +44,22 @@ def _insert_sql(dialect: str, table: str, columns: tuple[str, ...], rows: int = 
 
 
 def insert_rows(
-    session: StoreSession, table: str, columns: tuple[str, ...], rows: Sequence[Row]
+    session: StoreSession,
+    table: str,
+    columns: tuple[str, ...],
+    rows: Sequence[Row],
+    *,
+    keep: tuple[str, ...] = (),
 ) -> None:
-    """INSERT ``rows`` (tuples in ``columns``' order) into ``table``, one executemany."""
+    """INSERT ``rows`` (tuples in ``columns``' order) into ``table``, one executemany.
+    ``keep``: a key whose row, if stored already, stays as it is (ON CONFLICT DO NOTHING,
+    which SQLite and PostgreSQL both spell so)."""
     if not rows:
         return
     connection = connection_of(session)
     sql = _insert_sql(connection.dialect.name, table, columns)
+    if keep:
+        sql += f" ON CONFLICT ({', '.join(keep)}) DO NOTHING"
     # A list is an executemany to SQLAlchemy; one row, a plain execute.
     connection.exec_driver_sql(sql, list(rows) if len(rows) > 1 else tuple(rows[0]))
 

@@ -230,8 +230,7 @@ class TransparencyLog:
             signed = signed_checkpoints.sign(
                 self.origin, self.log_key, compact.size, compact.root()
             )
-            dialect = self.store.engine.dialect.name
-            signed_checkpoints.store_unless_signed(session, signed, dialect)
+            signed_checkpoints.store_unless_signed(session, signed)
 
     def _add_pending(self, session: StoreSession, written: Sequence[StoredRow] | None) -> Sequenced:
         """``sequence``'s leaves and nodes, under the sequencers' lock."""
