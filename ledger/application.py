@@ -321,6 +321,9 @@ class Ledger(Application[UUID]):
         """
         with self.store.transaction(commit=True) as session:
             with timed_block(Stage.SAVE):
+                # The one place a group's per-event rows are written (events here, their
+                # leaves in ``sequence`` below): a side table of per-event fields belongs here,
+                # in this transaction, from ``recordings`` (position, ids, state bytes).
                 recordings = self._save_events(events)
             if signers:
                 now = stored_versions(self.store, set(signers))

@@ -15,12 +15,13 @@ from domain.timestamps import format_time, utc_now
 from ledger.errors import LogIntegrityError
 from ledger.proofs.signed_note import format_checkpoint, sign_note
 from ledger.signing.keys import SigningKey
+from ledger.store.driver_rows import insert_rows
 from ledger.store.event_store import StoreSession
-from ledger.store.insert_or_keep import insert_or_keep
 from ledger.store.log_tables import checkpoints
 
 # Statements every write runs, built once (building one costs about what running it does).
 _INSERT = checkpoints.insert()
+_COLUMNS = ("size", "root", "note", "signed_at")
 _AT_SIZE = select(checkpoints).where(checkpoints.c.size == bindparam("size"))
 
 
@@ -52,12 +53,15 @@ def store(session: StoreSession, signed: SignedCheckpoint) -> None:
     session.execute(_INSERT, _values(signed))
 
 
-def store_unless_signed(session: StoreSession, signed: SignedCheckpoint, dialect: str) -> None:
-    """Store ``signed`` if its size has no checkpoint yet (``dialect``: the database's)."""
+def store_unless_signed(session: StoreSession, signed: SignedCheckpoint) -> None:
+    """Store ``signed`` if its size has no checkpoint yet."""
     # Unless its size has one already: a log cut back (leaves deleted) and grown again to a
     # size it had signed. The write goes on, the stored note stays, and every read of that
     # size then refuses (``stored``): the ledger never signs a second root.
-    session.execute(insert_or_keep(checkpoints, dialect, ["size"]), _values(signed))
+    # Through the driver (``ledger.store.driver_rows``): one a commit, and SQLAlchemy's
+    # dialect INSERT … ON CONFLICT cost ~280 µs of CPU to run, the driver's ~20.
+    row = (signed.size, signed.root, signed.note, signed.signed_at)
+    insert_rows(session, checkpoints.name, _COLUMNS, [row], keep=("size",))
 
 
 def stored(session: StoreSession, size: int, root: bytes) -> SignedCheckpoint | None:

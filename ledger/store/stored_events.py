@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import Select, Table, bindparam, func, select
+from sqlalchemy import Select, Table, bindparam, select
 
 from ledger.signing.dsse import stored_statement
+from ledger.store.driver_rows import dialect_of, select_rows, uuid_in, uuid_in_params, uuid_keys
 from ledger.store.event_store import EventStore
 
 _CHUNK = 500  # ids per IN (...) list
@@ -101,27 +102,27 @@ _ALL_RECORDS: dict[Table, Select[tuple[Any, Any, Any, Any]]] = {}
 
 def stored_versions(store: EventStore, ids: set[UUID]) -> dict[UUID, int]:
     """The stored version of each of these aggregates, in one query a chunk (absent: none).
-    Every write asks this (twice): the statement is built once per table, the ids bound."""
+    Every write asks this (twice, the second time under the log's lock): written for the
+    driver (``ledger.store.driver_rows``), as SQLAlchemy's expanding IN with a type
+    processor per id cost ~20 µs an id."""
     if not ids:
         return {}
-    query = _VERSIONS.get(store.events)
-    if query is None:
-        e = store.events.c
-        query = _VERSIONS[store.events] = (
-            select(e.originator_id, func.max(e.originator_version))
-            .where(e.originator_id.in_(bindparam("ids", expanding=True)))
-            .group_by(e.originator_id)
-        )
     found: dict[UUID, int] = {}
-    ordered = sorted(ids, key=str)
+    ordered = list(ids)
+    table = store.events.fullname
     with store.transaction(commit=False) as session:
+        dialect = dialect_of(session)
         for at in range(0, len(ordered), _CHUNK):
-            rows = session.execute(query, {"ids": ordered[at : at + _CHUNK]})
-            found.update({r[0] if type(r[0]) is UUID else UUID(str(r[0])): int(r[1]) for r in rows})
+            keys = uuid_keys(dialect, ordered[at : at + _CHUNK])
+            where = uuid_in(dialect, "originator_id", len(keys))
+            rows = select_rows(
+                session,
+                f"SELECT originator_id, max(originator_version) FROM {table} "  # noqa: S608
+                f"WHERE {where} GROUP BY originator_id",
+                uuid_in_params(dialect, keys),
+            )
+            found.update({keys[r[0]]: int(r[1]) for r in rows})
     return found
-
-
-_VERSIONS: dict[Table, Select[tuple[Any, Any]]] = {}
 
 
 def records_of(store: EventStore, ids: Sequence[UUID]) -> dict[UUID, list[StoredRecord]]:

@@ -34,6 +34,7 @@ from ledger.proofs.merkle import (
 from ledger.proofs.signed_note import Verifier
 from ledger.signing.keys import PublicKey, SigningKey
 from ledger.store import signed_checkpoints
+from ledger.store.driver_rows import insert_rows
 from ledger.store.event_store import EventStore, StoreSession, hold_sqlite_write_lock
 from ledger.store.heads_leaves import HeadsLeaves, is_heads_position
 from ledger.store.log_tables import checkpoints, leaves, metadata, nodes
@@ -67,8 +68,8 @@ _LAST_LEAF = (
 )
 _LEAF_HASH = select(leaves.c.leaf_hash).where(leaves.c.leaf_index == bindparam("index"))
 _POSITION_OF = select(leaves.c.position).where(leaves.c.leaf_index == bindparam("index"))
-_INSERT_LEAVES = leaves.insert()
-_INSERT_NODES = nodes.insert()
+_LEAF_COLUMNS = ("leaf_index", "position", "leaf_hash")
+_NODE_COLUMNS = ("level", "idx", "hash")
 
 
 class NoLogKeyError(DomainError):
@@ -229,8 +230,7 @@ class TransparencyLog:
             signed = signed_checkpoints.sign(
                 self.origin, self.log_key, compact.size, compact.root()
             )
-            dialect = self.store.engine.dialect.name
-            signed_checkpoints.store_unless_signed(session, signed, dialect)
+            signed_checkpoints.store_unless_signed(session, signed)
 
     def _add_pending(self, session: StoreSession, written: Sequence[StoredRow] | None) -> Sequenced:
         """``sequence``'s leaves and nodes, under the sequencers' lock."""
@@ -299,25 +299,23 @@ class TransparencyLog:
         """Append the leaves of ``rows`` (in position order) and store them and the nodes
         they complete; return the last leaf's hash. ``logged`` gets each one's aggregate,
         version, leaf index and topic (a heads leaf's update)."""
-        leaf_rows: list[dict[str, Any]] = []
-        node_rows: list[dict[str, Any]] = []
+        leaf_rows: list[tuple[int, int, bytes]] = []
+        node_rows: list[tuple[int, int, bytes]] = []
         for position, aggregate, version, topic, state in rows:
             entry = LogEntry.from_stored(
                 int(position), str(aggregate), int(version), str(topic), bytes(state)
             )
             digest = entry.leaf_hash()
-            leaf_rows.append(
-                {"leaf_index": compact.size, "position": int(position), "leaf_hash": digest}
-            )
+            leaf_rows.append((compact.size, int(position), digest))
             leaf_of[int(position)] = compact.size
             logged.append((aggregate, int(version), compact.size, str(topic), state))
             for n in compact.append(digest):
-                node_rows.append({"level": n.level, "idx": n.index, "hash": n.hash})
+                node_rows.append((n.level, n.index, n.hash))
                 held[(n.level, n.index)] = n.hash
-        session.execute(_INSERT_LEAVES, leaf_rows)
-        if node_rows:
-            session.execute(_INSERT_NODES, node_rows)
-        return bytes(leaf_rows[-1]["leaf_hash"])
+        # Through the driver (ledger.store.driver_rows): rows of fixed shape, one executemany.
+        insert_rows(session, leaves.name, _LEAF_COLUMNS, leaf_rows)
+        insert_rows(session, nodes.name, _NODE_COLUMNS, node_rows)
+        return leaf_rows[-1][2]
 
     def committed(self, result: Sequenced) -> None:
         """Keep the compact range for the next append (only once its transaction committed)."""
