@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from domain.canonical import DIGEST_PREFIX, canonical_b64decode, canonical_json, sha256_hex
 from domain.documents import parse_admitted_json, parse_json
 from domain.errors import CanonicalizationError, DomainError, ParseError
@@ -62,10 +64,32 @@ def pae(payload_type: str, payload: bytes) -> bytes:
 
 def _b64decode_strict(text: object, what: str) -> bytes:
     # One envelope has one spelling: non-canonical base64 (stray padding bits) is refused.
+    if type(text) is str and (found := _b64_fast(text)) is not None:
+        return found
     try:
         return canonical_b64decode(text, what)
     except CanonicalizationError as exc:
         raise EnvelopeError(exc.message) from None
+
+
+def _b64_fast(text: str) -> bytes | None:
+    """The bytes ``canonical_b64decode`` gives ``text``, or None to let it decide (and say
+    why). msgspec's decoder takes only standard, padded base64 (the alphabet, a length of a
+    multiple of 4, ``=`` only as the last group's padding) and is ~5x faster than binascii
+    on a payload. A group of four characters without padding uses all its 24 bits, so only
+    the last group can spell its bytes another way: it alone is re-encoded and compared.
+    Property-tested against ``canonical_b64decode`` (tests/ledger/test_dsse_fast_paths.py)."""
+    try:
+        raw = msgspec.convert(text, bytes)
+    except msgspec.ValidationError:
+        return None
+    if not raw:
+        return raw if not text else None
+    tail = len(raw) - (len(raw) - 1) % 3 - 1  # where the last group's bytes start
+    if 4 * (tail // 3) != len(text) - 4:
+        return None
+    last = binascii.b2a_base64(raw[tail:], newline=False)
+    return raw if text.endswith(last.decode("ascii")) else None
 
 
 @dataclass(frozen=True)
