@@ -100,9 +100,16 @@ class Envelope:
     payload: bytes
     signatures: tuple[tuple[str, bytes], ...]
     raw: Mapping[str, Any]
-    # The JCS bytes of ``raw``, made once when the envelope was parsed (which checks that it
-    # has them): its digest is taken over these, not a second serialisation.
-    canonical: bytes = field(repr=False, compare=False)
+    # The JCS bytes of ``raw`` when the envelope was parsed with them made (see
+    # ``canonical``), or None: then it was of plain JSON types only, which always have them.
+    made: bytes | None = field(repr=False, compare=False)
+
+    @functools.cached_property
+    def canonical(self) -> bytes:
+        """The JCS bytes of ``raw``, made once: its digest is taken over these, not a second
+        serialisation. Made on first use where parsing could tell they exist (a verifier
+        never asks: the log entry's leaf hash covers the envelope already)."""
+        return self.made if self.made is not None else canonical_json(dict(self.raw))
 
     @functools.cached_property
     def digest(self) -> str:
@@ -174,11 +181,42 @@ def parse_envelope(value: object) -> Envelope:
         if not isinstance(keyid, str):
             raise EnvelopeError(f"signatures[{i}].keyid must be a string naming the signing key")
         parsed.append((keyid, _b64decode_strict(item.get("sig"), f"signatures[{i}].sig")))
+    if _plain_envelope(value):
+        return Envelope(payload_type, payload, tuple(parsed), value, None)
     try:
         canonical = canonical_json(dict(value))
     except DomainError as exc:
         raise EnvelopeError(f"envelope is not canonicalisable: {exc.message}") from None
     return Envelope(payload_type, payload, tuple(parsed), value, canonical)
+
+
+def _plain_envelope(value: Mapping[str, Any]) -> bool:
+    """Whether an envelope whose shape ``parse_envelope`` has checked is made of exact JSON
+    types only (what a JSON reader gives), whose JCS bytes always exist: its strings are the
+    payload type and base64 (ASCII) but for the key id, which holds no lone surrogate (the
+    one thing of such a value that has no UTF-8, so no JCS). Anything else has its bytes
+    made when parsed, which refuses what has none."""
+    if type(value) is not dict or type(value["signatures"]) is not list:
+        return False
+    item = value["signatures"][0]
+    if type(item) is not dict:
+        return False
+    keyid = item["keyid"]
+    if not (
+        type(value["payloadType"]) is str
+        and type(value["payload"]) is str
+        and type(keyid) is str
+        and type(item["sig"]) is str
+        and all(type(key) is str for key in (*value, *item))
+    ):
+        return False
+    if keyid.isascii():
+        return True
+    try:
+        keyid.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def signed_digest(payload_type: str, payload: bytes, keyid: str) -> str:

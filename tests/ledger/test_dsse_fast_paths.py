@@ -5,14 +5,16 @@ goes to the reference (which then refuses it in its own words)."""
 from __future__ import annotations
 
 import base64
+import hashlib
 
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from domain.canonical import canonical_b64decode
+from domain.canonical import canonical_b64decode, canonical_json
 from domain.errors import CanonicalizationError
-from ledger.signing.dsse import EnvelopeError, _b64_fast, _b64decode_strict
+from domain.statements import PAYLOAD_TYPE
+from ledger.signing.dsse import EnvelopeError, _b64_fast, _b64decode_strict, parse_envelope
 
 _ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 # The alphabet, padding, and what a lenient decoder might let through.
@@ -62,3 +64,33 @@ def test_a_refused_spelling_keeps_the_reference_message() -> None:
         _b64decode_strict("QUJ=", "payload")
     with pytest.raises(EnvelopeError, match="payload is not valid standard base64"):
         _b64decode_strict("QU JD", "payload")
+
+
+def _envelope(keyid: str, payload: bytes, sig: bytes) -> dict[str, object]:
+    return {
+        "payloadType": PAYLOAD_TYPE,
+        "payload": base64.b64encode(payload).decode("ascii"),
+        "signatures": [{"keyid": keyid, "sig": base64.b64encode(sig).decode("ascii")}],
+    }
+
+
+@given(st.text(max_size=12), st.binary(max_size=40), st.binary(max_size=8))
+@example("\ud800", b"{}", b"s")  # a lone surrogate: no UTF-8, so no JCS
+@example("k\x00é", b"{}", b"s")
+def test_an_envelope_parses_exactly_when_it_has_jcs_bytes_and_they_are_its_own(
+    keyid: str, payload: bytes, sig: bytes
+) -> None:
+    raw = _envelope(keyid, payload, sig)
+    try:
+        expected: bytes | None = canonical_json(dict(raw))
+    except CanonicalizationError:
+        expected = None
+    try:
+        envelope = parse_envelope(raw)
+    except EnvelopeError as exc:
+        assert expected is None
+        assert "not canonicalisable" in exc.message
+        return
+    assert expected is not None
+    assert envelope.canonical == expected
+    assert envelope.digest == "sha256:" + hashlib.sha256(expected).hexdigest()
