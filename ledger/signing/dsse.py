@@ -266,6 +266,13 @@ def _remember_signed_digest(
 def named_keyid(raw: object) -> str | None:
     """The key id an unparsed envelope's one signature names, if it has one (a hint: the
     only key its verification will look up)."""
+    if type(raw) is dict:  # what a JSON reader gives: no ABC check (every bundle line asks)
+        signatures = raw.get("signatures")
+        if type(signatures) is list and len(signatures) == SIGNATURES:
+            item = signatures[0]
+            keyid = item.get("keyid") if type(item) is dict else None
+            if type(keyid) is str:
+                return keyid
     signatures = raw.get("signatures") if isinstance(raw, Mapping) else None
     if not isinstance(signatures, list) or len(signatures) != SIGNATURES:
         return None
