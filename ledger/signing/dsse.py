@@ -155,9 +155,11 @@ class Envelope:
 
 def parse_envelope(value: object) -> Envelope:
     """Check the envelope's shape and decode it; raise EnvelopeError with what is wrong."""
-    if not isinstance(value, Mapping):
+    # Exact dicts and lists (what a JSON reader gives) skip the ABC checks: admission and
+    # every verifier parse each envelope here.
+    if type(value) is not dict and not isinstance(value, Mapping):
         raise EnvelopeError("envelope must be a JSON object")
-    unknown = set(value) - {"payloadType", "payload", "signatures"}
+    unknown = value.keys() - _ENVELOPE_FIELDS
     if unknown:
         raise EnvelopeError(f"envelope has unknown fields: {', '.join(sorted(unknown))}")
     payload_type = value.get("payloadType")
@@ -171,45 +173,52 @@ def parse_envelope(value: object) -> Envelope:
         raise EnvelopeError(
             f"envelope has {len(signatures)} signatures; this ledger's envelopes carry exactly one"
         )
-    parsed: list[tuple[str, bytes]] = []
-    for i, item in enumerate(signatures):
-        if not isinstance(item, Mapping) or set(item) - {"keyid", "sig"}:
-            raise EnvelopeError(f"signatures[{i}] must be an object with keyid and sig only")
-        # DSSE makes the key id optional; this ledger's profile (DESIGN.md §5, and the API's
-        # schema) requires it: it names the one key the signature is checked under.
-        keyid = item.get("keyid")
-        if not isinstance(keyid, str):
-            raise EnvelopeError(f"signatures[{i}].keyid must be a string naming the signing key")
-        parsed.append((keyid, _b64decode_strict(item.get("sig"), f"signatures[{i}].sig")))
-    if _plain_envelope(value):
-        return Envelope(payload_type, payload, tuple(parsed), value, None)
+    item = signatures[0]  # the one signature
+    if (
+        type(item) is not dict and not isinstance(item, Mapping)
+    ) or item.keys() - _SIGNATURE_FIELDS:
+        raise EnvelopeError("signatures[0] must be an object with keyid and sig only")
+    # DSSE makes the key id optional; this ledger's profile (DESIGN.md §5, and the API's
+    # schema) requires it: it names the one key the signature is checked under.
+    keyid = item.get("keyid")
+    if not isinstance(keyid, str):
+        raise EnvelopeError("signatures[0].keyid must be a string naming the signing key")
+    parsed = ((keyid, _b64decode_strict(item.get("sig"), "signatures[0].sig")),)
+    if _plain_envelope(value, item, keyid):
+        return Envelope(payload_type, payload, parsed, value, None)
     try:
         canonical = canonical_json(dict(value))
     except DomainError as exc:
         raise EnvelopeError(f"envelope is not canonicalisable: {exc.message}") from None
-    return Envelope(payload_type, payload, tuple(parsed), value, canonical)
+    return Envelope(payload_type, payload, parsed, value, canonical)
 
 
-def _plain_envelope(value: Mapping[str, Any]) -> bool:
-    """Whether an envelope whose shape ``parse_envelope`` has checked is made of exact JSON
-    types only (what a JSON reader gives), whose JCS bytes always exist: its strings are the
-    payload type and base64 (ASCII) but for the key id, which holds no lone surrogate (the
-    one thing of such a value that has no UTF-8, so no JCS). Anything else has its bytes
-    made when parsed, which refuses what has none."""
-    if type(value) is not dict or type(value["signatures"]) is not list:
-        return False
-    item = value["signatures"][0]
-    if type(item) is not dict:
-        return False
-    keyid = item["keyid"]
+_ENVELOPE_FIELDS = frozenset({"payloadType", "payload", "signatures"})
+_SIGNATURE_FIELDS = frozenset({"keyid", "sig"})
+
+
+def _plain_envelope(value: Mapping[str, Any], item: Mapping[str, Any], keyid: str) -> bool:
+    """Whether an envelope whose shape ``parse_envelope`` has checked (``item`` its one
+    signature) is made of exact JSON types only (what a JSON reader gives), whose JCS bytes
+    always exist: its strings are the payload type and base64 (ASCII) but for the key id,
+    which holds no lone surrogate (the one thing of such a value that has no UTF-8, so no
+    JCS). Anything else has its bytes made when parsed, which refuses what has none."""
     if not (
-        type(value["payloadType"]) is str
+        type(value) is dict
+        and type(item) is dict
+        and type(value["signatures"]) is list
+        and type(value["payloadType"]) is str
         and type(value["payload"]) is str
         and type(keyid) is str
         and type(item["sig"]) is str
-        and all(type(key) is str for key in (*value, *item))
     ):
         return False
+    for key in value:
+        if type(key) is not str:
+            return False
+    for key in item:
+        if type(key) is not str:
+            return False
     if keyid.isascii():
         return True
     try:
