@@ -81,7 +81,7 @@ def _b64_fast(text: str) -> bytes | None:
     Property-tested against ``canonical_b64decode`` (tests/ledger/test_dsse_fast_paths.py)."""
     try:
         raw = msgspec.convert(text, bytes)
-    except msgspec.ValidationError:
+    except (msgspec.ValidationError, UnicodeEncodeError):  # a lone surrogate has no UTF-8
         return None
     if not raw:
         return raw if not text else None

@@ -18,7 +18,7 @@ from ledger.signing.dsse import EnvelopeError, _b64_fast, _b64decode_strict, par
 
 _ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 # The alphabet, padding, and what a lenient decoder might let through.
-_NEAR_BASE64 = st.text(alphabet=_ALPHABET + "=-_ \n\r\t.é\x00", max_size=24)
+_NEAR_BASE64 = st.text(alphabet=_ALPHABET + "=-_ \n\r\t.é\x00\ud800Ａ", max_size=24)
 
 
 def _reference(text: str) -> bytes | None:
@@ -34,6 +34,7 @@ def _reference(text: str) -> bytes | None:
 @example("QUJD====")  # padding a decoder may skip
 @example("")
 @example("=")
+@example("QUJ\ud800")  # a lone surrogate: no UTF-8, so no base64
 def test_fast_base64_accepts_only_what_the_reference_accepts(text: str) -> None:
     fast = _b64_fast(text)
     if fast is not None:
@@ -60,6 +61,8 @@ def test_a_changed_last_character_is_read_as_the_reference_reads_it(raw: bytes, 
 
 
 def test_a_refused_spelling_keeps_the_reference_message() -> None:
+    with pytest.raises(EnvelopeError, match="payload is not valid standard base64"):
+        _b64decode_strict("QUJ\ud800", "payload")
     with pytest.raises(EnvelopeError, match="payload is not canonical base64"):
         _b64decode_strict("QUJ=", "payload")
     with pytest.raises(EnvelopeError, match="payload is not valid standard base64"):
