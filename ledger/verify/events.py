@@ -88,12 +88,27 @@ def parse_event(where: str, record: dict[str, Any], report: Report) -> ParsedEve
             received_at=_exactly(str, record, "receivedAt"),
         )
         proof = decode_proof(record.get("proof"))
-        aggregate = UUID(entry.aggregate)
+        aggregate = _aggregate_id(entry.aggregate)
     except (KeyError, TypeError, ValueError) as exc:
         report.fail(Check.FORMAT, where, f"malformed event line: {exc}")
         return None
     return ParsedEvent(leaf_index, entry, proof, aggregate)
 
+
+def _aggregate_id(text: str) -> UUID:
+    """``UUID(text)``, remembered: a run's events are neighbours in a bundle, and parsing a
+    UUID costs more than the lookup (a memo of this pure function, cleared when full)."""
+    found = _AGGREGATES.get(text)
+    if found is None:
+        found = UUID(text)
+        if len(_AGGREGATES) >= _AGGREGATES_KEPT:
+            _AGGREGATES.clear()
+        _AGGREGATES[text] = found
+    return found
+
+
+_AGGREGATES: dict[str, UUID] = {}
+_AGGREGATES_KEPT = 1 << 12
 
 _T = TypeVar("_T")
 

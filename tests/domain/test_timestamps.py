@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from domain.errors import DomainError
 from domain.importers.catalog_form import utc_millis
 from domain.importers.fields import MappingError
-from domain.timestamps import format_time, parse_time
+from domain.timestamps import _parse_rfc3339, format_time, parse_time
 
 _OUT_OF_RANGE = [
     "0001-01-01T00:00:00+01:00",
@@ -59,3 +59,39 @@ def test_any_time_shaped_string_is_a_time_or_a_refusal(text: str) -> None:
         return
     assert moment.tzinfo is UTC
     assert parse_time(format_time(moment)) <= moment  # millisecond form reads back
+
+
+def _read(text: str) -> tuple[datetime | None, str | None]:
+    try:
+        moment = parse_time(text, "t")
+    except DomainError as exc:
+        return None, exc.message
+    assert moment.tzinfo is UTC
+    return moment, None
+
+
+def _reference(text: str) -> tuple[datetime | None, str | None]:
+    try:
+        return _parse_rfc3339(text, "t"), None
+    except DomainError as exc:
+        return None, exc.message
+
+
+_ledger_form = st.builds(
+    "{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}{}Z{}".format,
+    st.integers(0, 9999),
+    st.integers(0, 13),
+    st.integers(0, 32),
+    st.integers(0, 24),
+    st.integers(0, 60),
+    st.integers(0, 60),
+    st.sampled_from(["", ".0", ".5", ".12", ".123", ".1234", ".12345", ".123456", ".1234567"]),
+    st.sampled_from(["", "", "", "\n", " "]),
+)
+
+
+@given(st.one_of(_ledger_form, _times, st.text(max_size=30)))
+def test_the_fast_reading_of_the_ledger_form_is_the_general_reading(text: str) -> None:
+    # Twice: the second reading may come from the memo of recent times.
+    assert _read(text) == _reference(text)
+    assert _read(text) == _reference(text)

@@ -1,0 +1,99 @@
+"""The envelope reader's fast paths decide exactly as the reference rules they stand in for:
+whatever a fast path accepts, the reference accepts with the same value, and everything else
+goes to the reference (which then refuses it in its own words)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from domain.canonical import canonical_b64decode, canonical_json
+from domain.errors import CanonicalizationError
+from domain.statements import PAYLOAD_TYPE
+from ledger.signing.dsse import EnvelopeError, _b64_fast, _b64decode_strict, parse_envelope
+
+_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+# The alphabet, padding, and what a lenient decoder might let through.
+_NEAR_BASE64 = st.text(alphabet=_ALPHABET + "=-_ \n\r\t.é\x00\ud800Ａ", max_size=24)
+
+
+def _reference(text: str) -> bytes | None:
+    try:
+        return canonical_b64decode(text)
+    except CanonicalizationError:
+        return None
+
+
+@given(st.one_of(_NEAR_BASE64, st.text(alphabet=_ALPHABET + "=", max_size=24)))
+@example("QUJ=")  # stray bits in the last group
+@example("QR==")
+@example("QUJD====")  # padding a decoder may skip
+@example("")
+@example("=")
+@example("QUJ\ud800")  # a lone surrogate: no UTF-8, so no base64
+def test_fast_base64_accepts_only_what_the_reference_accepts(text: str) -> None:
+    fast = _b64_fast(text)
+    if fast is not None:
+        assert _reference(text) == fast
+
+
+@given(st.binary(max_size=64))
+def test_fast_base64_reads_every_canonical_spelling(raw: bytes) -> None:
+    text = base64.b64encode(raw).decode("ascii")
+    assert _b64_fast(text) == raw  # the fast path is taken, not merely correct
+
+
+@given(st.binary(min_size=1, max_size=64), st.integers(0, 63))
+def test_a_changed_last_character_is_read_as_the_reference_reads_it(raw: bytes, spare: int) -> None:
+    text = base64.b64encode(raw).decode("ascii")
+    body = text.rstrip("=")
+    changed = body[:-1] + _ALPHABET[spare] + text[len(body) :]
+    assert _b64_fast(changed) in (None, _reference(changed))
+    try:
+        decoded: bytes | None = _b64decode_strict(changed, "payload")
+    except EnvelopeError:
+        decoded = None
+    assert decoded == _reference(changed)
+
+
+def test_a_refused_spelling_keeps_the_reference_message() -> None:
+    with pytest.raises(EnvelopeError, match="payload is not valid standard base64"):
+        _b64decode_strict("QUJ\ud800", "payload")
+    with pytest.raises(EnvelopeError, match="payload is not canonical base64"):
+        _b64decode_strict("QUJ=", "payload")
+    with pytest.raises(EnvelopeError, match="payload is not valid standard base64"):
+        _b64decode_strict("QU JD", "payload")
+
+
+def _envelope(keyid: str, payload: bytes, sig: bytes) -> dict[str, object]:
+    return {
+        "payloadType": PAYLOAD_TYPE,
+        "payload": base64.b64encode(payload).decode("ascii"),
+        "signatures": [{"keyid": keyid, "sig": base64.b64encode(sig).decode("ascii")}],
+    }
+
+
+@given(st.text(max_size=12), st.binary(max_size=40), st.binary(max_size=8))
+@example("\ud800", b"{}", b"s")  # a lone surrogate: no UTF-8, so no JCS
+@example("k\x00é", b"{}", b"s")
+def test_an_envelope_parses_exactly_when_it_has_jcs_bytes_and_they_are_its_own(
+    keyid: str, payload: bytes, sig: bytes
+) -> None:
+    raw = _envelope(keyid, payload, sig)
+    try:
+        expected: bytes | None = canonical_json(dict(raw))
+    except CanonicalizationError:
+        expected = None
+    try:
+        envelope = parse_envelope(raw)
+    except EnvelopeError as exc:
+        assert expected is None
+        assert "not canonicalisable" in exc.message
+        return
+    assert expected is not None
+    assert envelope.canonical == expected
+    assert envelope.digest == "sha256:" + hashlib.sha256(expected).hexdigest()
