@@ -16,6 +16,7 @@ read (SQLite, and on demand everywhere) or a subscription.
 
 from __future__ import annotations
 
+import binascii
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
@@ -27,9 +28,9 @@ from sqlalchemy import insert, select, update
 from domain.event_names import EventName
 from ledger.aggregates import Run, SignedEvent, topic_of
 from ledger.signing.dsse import stored_statement
-from ledger.store.event_fields import EventFieldReader, statement_of_payload
+from ledger.store.event_fields import EventFieldReader
 from ledger.store.event_store import EventStore, StoreSession
-from ledger.store.fold_fields import FoldFields, decode_fields, fields_of_statement
+from ledger.store.fold_fields import FoldFields, decode_fields, fields_of_payload, predicate_of
 from projections.tables import tracking as tracking_table
 from projections.view_rows import Pending, new_run_row
 
@@ -76,7 +77,7 @@ def fold_event(position: int, fields: FoldFields) -> FoldEvent | None:
         name,
         position,
         fields.subject,
-        fields.predicate,
+        predicate_of(fields),
         fields.received_at,
         fields.signer,
         fields.superseded_by,
@@ -106,9 +107,8 @@ def typed_fold_event(event: Any, position: int) -> FoldEvent | None:
     if name is None:
         return None
     superseded_by = event.superseded_by if name is EventName.RUN_SUPERSEDED else None
-    fields = fields_of_statement(
-        name, statement_of(event), event.received_at, event.signer, superseded_by
-    )
+    payload = binascii.a2b_base64(event.envelope["payload"])  # as ``stored_statement`` does
+    fields = fields_of_payload(name, payload, event.received_at, event.signer, superseded_by)
     return fold_event(position, fields)
 
 
@@ -141,9 +141,8 @@ def stored_fold_events(
             yield at, typed_fold_event(mapper.to_domain_event(stored), at)
         else:
             name = RUN_EVENTS[fields.event_class]
-            statement = statement_of_payload(fields.payload)
-            read = fields_of_statement(
-                name, statement, fields.received_at, fields.signer, fields.superseded_by
+            read = fields_of_payload(
+                name, fields.payload, fields.received_at, fields.signer, fields.superseded_by
             )
             yield at, fold_event(at, read)
 

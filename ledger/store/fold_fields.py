@@ -5,24 +5,27 @@ envelope's base64 payload, then the statement (``ledger.store.event_fields``), m
 event's cost. The commit has the typed event in hand, so it writes, in the same transaction
 and per event, the few values a fold uses (:class:`FoldFields`: the run event's name, the
 run it is about, when the ledger received it, the signer it accepted, a supersession's
-``superseded_by`` and the statement's predicate) as one MessagePack value. A rebuild reads
-that row and decodes it with msgspec, never the envelope.
+``superseded_by`` and the statement's predicate, as the JSON text the statement signs) as
+one MessagePack value. A rebuild reads that row and decodes it with msgspec, never the
+envelope.
 
-One function makes a row, :func:`fields_of_event`, from the typed event: the commit calls it
-(``write_fold_fields``) and so does the backfill of events stored before this table existed
-(:func:`backfill`, schema version 5), on the events the ledger's mapper decodes. An event
-with no row (a backfill that could not decode it, an event saved outside the commit) is
-folded as before, from its stored state: the fold's result is the same either way
-(``tests/projections/test_fold_fields.py`` holds it, on SQLite and PostgreSQL).
+One function makes a row, :func:`fields_of_payload`, from the envelope's payload: the commit
+calls it on each typed event (``write_fold_fields``), and so do the backfill of events stored
+before this table existed (:func:`backfill`, schema version 5, on the events the ledger's
+mapper decodes) and the fold of an event with no row (a backfill that could not decode it,
+an event saved outside the commit), which reads its payload from the stored state as
+before. The fold's result is the same either way (``tests/projections/test_fold_fields.py``
+holds it, on SQLite and PostgreSQL).
 
-The values are the ones the fold read before, by the same readers: the statement by
-``ledger.signing.dsse.stored_statement`` (``parse_admitted_json``), the run digest by
-:func:`subject_of`. MessagePack gives each JSON value back as it was (str, int, float,
-bool, None, lists and maps in order).
+The commit only cuts the predicate's text out of the payload (it parses nothing into
+objects: a few µs an event); the fold parses it with ``parse_admitted_json``, the reader the
+whole statement was read with before (``ledger.signing.dsse.stored_statement``): a value
+with an integer beyond 2^53 in it is one it reads with the strict reader either way.
 """
 
 from __future__ import annotations
 
+import binascii
 import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -32,8 +35,8 @@ from eventsourcing.persistence import Mapper, StoredEvent
 from sqlalchemy import BigInteger, Column, LargeBinary, MetaData, Table, column, select, table
 from sqlalchemy.engine import Connection
 
+from domain.documents import parse_admitted_json
 from domain.event_names import EventName
-from ledger.signing.dsse import stored_statement
 from ledger.store.event_store import StoreSession, connection_of
 
 __all__ = [
@@ -44,7 +47,8 @@ __all__ = [
     "encode_fields",
     "event_fold_fields",
     "fields_of_event",
-    "fields_of_statement",
+    "fields_of_payload",
+    "predicate_of",
     "subject_of",
     "write_fold_fields",
 ]
@@ -87,7 +91,7 @@ class FoldFields(msgspec.Struct, array_like=True, frozen=True):
     received_at: str = ""
     signer: str = ""
     superseded_by: str | None = None  # a supersession's (None for the other events)
-    predicate: Any = None  # the statement's predicate, as parse_admitted_json read it
+    predicate: bytes = b"null"  # the statement's predicate: its JSON text, as signed
 
     @property
     def event_name(self) -> EventName | None:
@@ -117,22 +121,35 @@ def subject_of(statement: dict[str, Any]) -> str:
     return "sha256:" + str(statement["subject"][0]["digest"]["sha256"])
 
 
-def fields_of_statement(
-    name: EventName,
-    statement: dict[str, Any],
-    received_at: Any,
-    signer: Any,
-    superseded_by: str | None,
+class _Statement(msgspec.Struct):
+    """What a row takes of a statement: its subject, and its predicate's text uncut."""
+
+    subject: Any
+    predicate: msgspec.Raw = msgspec.Raw(b"null")
+
+
+_STATEMENT = msgspec.json.Decoder(_Statement)
+
+
+def fields_of_payload(
+    name: EventName, payload: bytes, received_at: Any, signer: Any, superseded_by: str | None
 ) -> FoldFields:
-    """A run event's fields from its statement and what the ledger stored beside it."""
+    """A run event's fields from its envelope's payload (the statement's JSON, admitted)
+    and what the ledger stored beside it."""
+    statement = _STATEMENT.decode(payload)
     return FoldFields(
         str(name),
-        subject_of(statement),
+        subject_of({"subject": statement.subject}),
         received_at,
         signer,
         superseded_by if name is EventName.RUN_SUPERSEDED else None,
-        statement.get("predicate"),
+        bytes(statement.predicate),
     )
+
+
+def predicate_of(fields: FoldFields) -> Any:
+    """The predicate a row holds, read as the statement it came from was read."""
+    return parse_admitted_json(fields.predicate)
 
 
 def fields_of_event(event: object) -> FoldFields | None:
@@ -150,8 +167,9 @@ def fields_of_event(event: object) -> FoldFields | None:
     if superseded_by is not None and type(superseded_by) is not str:
         return None
     try:
-        statement = stored_statement(event.envelope)  # type: ignore[attr-defined]
-        return fields_of_statement(name, statement, received_at, signer, superseded_by)
+        # The payload as ``stored_statement`` takes it from the envelope.
+        payload = binascii.a2b_base64(event.envelope["payload"])  # type: ignore[attr-defined]
+        return fields_of_payload(name, payload, received_at, signer, superseded_by)
     except Exception:
         _log.debug("no fold fields for an event of %s", name, exc_info=True)
         return None
