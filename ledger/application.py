@@ -52,6 +52,7 @@ from ledger.signing.keys import SigningKey
 from ledger.signing.trust import TrustRoot
 from ledger.store.connections import ping_on_checkout
 from ledger.store.event_store import EventStore
+from ledger.store.fold_fields import write_fold_fields
 from ledger.store.group_index import record_members
 from ledger.store.log_watch import LogWatch
 from ledger.store.schema import APPLICATION_NAME, SchemaError, require_current
@@ -341,6 +342,7 @@ class Ledger(Application[UUID]):
                 and groups[event.run_digest][1] == r.notification.originator_version
             ]
             record_members(session, joined)
+            write_fold_fields(session, [(r.notification.id, r.domain_event) for r in recordings])
             sequenced = self.tlog.sequence(
                 session,
                 [

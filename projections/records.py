@@ -105,33 +105,45 @@ def record_history(arrivals: Iterable[Arrival]) -> list[Record]:
     * a run attached to its group later (``Run.ManifestsAttached``): it counts at its date;
     * the verified view, whose values come with reruns long after a run arrives.
     """
-    ordered = sorted(arrivals, key=lambda a: (a.when[0], a.position))
-    _check(ordered)
+    # Each run's date read once (a source's date is parsed and formatted): for the order,
+    # and for the record it may set.
+    dated = sorted(((a.when, a) for a in arrivals), key=lambda d: (d[0][0], d[1].position))
+    _check([a for _, a in dated])
+    # As it was: a retraction or supersession came later, if at all.
+    then_of = {
+        a.entry.run: (
+            replace(a.entry, retracted=False, superseded=False)
+            if a.entry.retracted or a.entry.superseded
+            else a.entry
+        )
+        for _, a in dated
+    }
+    # The group ranked once, every run as it was. In this view ranks are dense by value
+    # alone, so a run ranks ahead of the standing #1 in the whole group exactly when it
+    # does ranked against it alone (``tests/projections/test_record_history.py`` holds the
+    # two equal); runs the ranking leaves out are not in the board.
+    board = {r.run: r for r in rank_group(then_of.values(), VIEW)}
     records: list[Record] = []
     best: Record | None = None
-    holder: RankEntry | None = None
-    for arrival in ordered:
-        # As it was: a retraction or supersession came later, if at all.
-        then = replace(arrival.entry, retracted=False, superseded=False)
-        if not then.ranked_in(VIEW):
-            continue
-        board = {r.run: r for r in rank_group([then] if holder is None else [holder, then], VIEW)}
-        mine = board[then.run]
-        if holder is not None and mine.rank >= board[holder.run].rank:
+    holder: str | None = None
+    for (at, dated_by), arrival in dated:
+        mine = board.get(arrival.entry.run)
+        if mine is None:
+            continue  # the ranking would not have ranked it
+        if holder is not None and mine.rank >= board[holder].rank:
             continue  # slower, or tied: #1 stays where it was
-        at, dated = arrival.when
         best = Record(
             position=arrival.position,
-            run=then.run,
+            run=mine.run,
             value=mine.value,
             previous=None if best is None else best.run,
             previous_value=None if best is None else best.value,
             withdrawn=_withdrawn(arrival.entry),
             at=at,
-            dated=dated,
+            dated=dated_by,
         )
         records.append(best)
-        holder = then
+        holder = mine.run
     return records
 
 

@@ -3,9 +3,11 @@
 ``RunViews.process_event`` dispatches on the event's class (``Run.Ingested``,
 ``Run.Attested`` …), never on a topic string: that is how a subscription delivers events
 (PostgreSQL's LISTEN/NOTIFY, decoded by the ledger's own mapper). A catch-up reads stored
-rows instead (``RunViews.fold_stored``): ``ledger.store.event_fields`` reads the few fields a
-fold uses straight from each row, and hands any row it cannot read exactly as the mapper
-would to the mapper. Either way each run event becomes one :class:`FoldEvent`, and one
+rows instead (``RunViews.fold_stored``): the fields the commit wrote for the fold beside
+each event (``ledger.store.fold_fields``), decoded alone; for an event with none (stored
+before that table existed and not backfilled), ``ledger.store.event_fields`` reads the same
+fields straight from the stored event, and hands any row it cannot read exactly as the
+mapper would to the mapper. Either way each run event becomes one :class:`FoldEvent`, and one
 handler per event name folds it (``RunViews.apply``). The runner
 (``projections.runner``) feeds a batch of events, then writes what they add up to and the
 tracking position in one transaction: exactly once, whether the events came from a catch-up
@@ -14,6 +16,7 @@ read (SQLite, and on demand everywhere) or a subscription.
 
 from __future__ import annotations
 
+import binascii
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
@@ -25,8 +28,9 @@ from sqlalchemy import insert, select, update
 from domain.event_names import EventName
 from ledger.aggregates import Run, SignedEvent, topic_of
 from ledger.signing.dsse import stored_statement
-from ledger.store.event_fields import EventFieldReader, statement_of_payload
+from ledger.store.event_fields import EventFieldReader
 from ledger.store.event_store import EventStore, StoreSession
+from ledger.store.fold_fields import FoldFields, decode_fields, fields_of_payload, predicate_of
 from projections.tables import tracking as tracking_table
 from projections.view_rows import Pending, new_run_row
 
@@ -45,20 +49,39 @@ RUN_EVENTS: dict[type[Any], EventName] = {
 }
 RUN_TOPICS = tuple(topic_of(str(name)) for name in RUN_EVENTS.values())
 
-# position, topic, state: what a catch-up reads of an events table row
+# position, topic, fold fields, state: what a catch-up reads of an event (``fields``: the
+# row the commit wrote for the fold, None if none; ``state``: only where it has none)
 StoredRow = Sequence[Any]
 
 
 class FoldEvent(NamedTuple):
-    """A run event as the views fold it: its name, its place in the log, the statement its
-    envelope signs, and what the ledger stored beside the envelope."""
+    """A run event as the views fold it: its name, its place in the log, the run its
+    statement is about and the statement's predicate, and what the ledger stored beside the
+    envelope."""
 
     name: EventName
     position: int
-    statement: dict[str, Any]
+    subject: str
+    predicate: Any
     received_at: Any
     signer: Any
     superseded_by: str | None  # a supersession's (None for the other events)
+
+
+def fold_event(position: int, fields: FoldFields) -> FoldEvent | None:
+    """The fold's fields as the views fold them (None: no run event)."""
+    name = fields.event_name
+    if name is None:
+        return None
+    return FoldEvent(
+        name,
+        position,
+        fields.subject,
+        predicate_of(fields),
+        fields.received_at,
+        fields.signer,
+        fields.superseded_by,
+    )
 
 
 def decode(mapper: Mapper[Any], rows: Iterable[Sequence[Any]]) -> Iterator[tuple[Any, Tracking]]:
@@ -78,19 +101,15 @@ def statement_of(event: Run.Ingested | SignedEvent) -> dict[str, Any]:
     return stored_statement(event.envelope)
 
 
-def subject_of(statement: dict[str, Any]) -> str:
-    return "sha256:" + str(statement["subject"][0]["digest"]["sha256"])
-
-
 def typed_fold_event(event: Any, position: int) -> FoldEvent | None:
     """A typed event (the mapper's) as the views fold it; None for the key book's events."""
     name = RUN_EVENTS.get(type(event))
     if name is None:
         return None
     superseded_by = event.superseded_by if name is EventName.RUN_SUPERSEDED else None
-    return FoldEvent(
-        name, position, statement_of(event), event.received_at, event.signer, superseded_by
-    )
+    payload = binascii.a2b_base64(event.envelope["payload"])  # as ``stored_statement`` does
+    fields = fields_of_payload(name, payload, event.received_at, event.signer, superseded_by)
+    return fold_event(position, fields)
 
 
 def field_reader(mapper: Mapper[Any]) -> EventFieldReader:
@@ -104,29 +123,28 @@ def stored_fold_events(
     reader: EventFieldReader,
     originator: Callable[[int], tuple[Any, int]],
 ) -> Iterator[tuple[int, FoldEvent | None]]:
-    """Stored rows ``(position, topic, state)`` as the views fold them: (position, the run
-    event or None for the key book's events). Read by ``reader`` where it can, else decoded
-    by the ``mapper``, with the row's ``originator(position)`` (aggregate id, version)."""
-    for position, topic, state in rows:
+    """Stored rows ``(position, topic, fields, state)`` as the views fold them: (position,
+    the run event or None for the key book's events). From the fold fields the commit wrote
+    where the row has them; else read by ``reader`` from the state where it can, else
+    decoded by the ``mapper``, with the row's ``originator(position)`` (aggregate id,
+    version)."""
+    for position, topic, folded, state in rows:
+        at = int(position)
+        if folded is not None:
+            yield at, fold_event(at, decode_fields(folded))
+            continue
         data = state if type(state) is bytes else bytes(state)
         fields = reader.read(topic, data)
-        at = int(position)
         if fields is None:
             originator_id, version = originator(at)
             stored = StoredEvent(originator_id, int(version), str(topic), data)
             yield at, typed_fold_event(mapper.to_domain_event(stored), at)
         else:
-            yield (
-                at,
-                FoldEvent(
-                    RUN_EVENTS[fields.event_class],
-                    at,
-                    statement_of_payload(fields.payload),
-                    fields.received_at,
-                    fields.signer,
-                    fields.superseded_by,
-                ),
+            name = RUN_EVENTS[fields.event_class]
+            read = fields_of_payload(
+                name, fields.payload, fields.received_at, fields.signer, fields.superseded_by
             )
+            yield at, fold_event(at, read)
 
 
 class ViewsTracking(TrackingRecorder):
@@ -203,7 +221,7 @@ class RunViews(Projection[ViewsTracking]):
         reader: EventFieldReader,
         originator: Callable[[int], tuple[Any, int]],
     ) -> None:
-        """Fold stored rows ``(position, topic, state)`` (a catch-up's), in log order."""
+        """Fold stored rows ``(position, topic, fields, state)`` (a catch-up's), in log order."""
         for position, event in stored_fold_events(rows, mapper, reader, originator):
             if event is None:
                 self.last = position
@@ -238,44 +256,42 @@ class RunViews(Projection[ViewsTracking]):
 
     def _ingested(self, event: FoldEvent) -> None:
         position = self._track(event.position)
-        statement = event.statement
-        predicate = statement["predicate"]
+        predicate = event.predicate
         self.pending.remember_manifests(position, predicate["manifests"])
-        row = new_run_row(position, subject_of(statement), event.received_at, predicate)
+        row = new_run_row(position, event.subject, event.received_at, predicate)
         self.pending.new_rows[row["run_digest"]] = row
         if row["comparison_key"] is not None:
             self.pending.touched_groups.add(row["comparison_key"])
 
     def _attested(self, event: FoldEvent) -> None:
-        change = self._change(subject_of(event.statement), event.position)
+        change = self._change(event.subject, event.position)
         change["attestations"] = change.get("attestations", 0) + 1
 
     def _retracted(self, event: FoldEvent) -> None:
-        digest = subject_of(event.statement)
+        digest = event.subject
         self._change(digest, event.position)["retracted"] = True
         self.pending.regroup.add(digest)
 
     def _superseded(self, event: FoldEvent) -> None:
-        digest = subject_of(event.statement)
+        digest = event.subject
         self._change(digest, event.position)["superseded_by"] = event.superseded_by or "unspecified"
         self.pending.regroup.add(digest)
 
     def _attached(self, event: FoldEvent) -> None:
-        statement = event.statement
-        digest = subject_of(statement)
-        self.pending.remember_manifests(event.position, statement["predicate"]["manifests"])
+        digest = event.subject
+        self.pending.remember_manifests(event.position, event.predicate["manifests"])
         self._change(digest, event.position)
         self.pending.dirty_evidence.add(digest)  # its refold gives the run its new group
 
     def _rerun_recorded(self, event: FoldEvent) -> None:
-        digest = subject_of(event.statement)
+        digest = event.subject
         change = self._change(digest, event.position)
         change["reruns"] = change.get("reruns", 0) + 1
         self.pending.dirty_evidence.add(digest)
 
     def _rerun_job(self, event: FoldEvent) -> None:
         # A job moves no view, only the run's last position.
-        self._change(subject_of(event.statement), event.position)
+        self._change(event.subject, event.position)
 
     def _track(self, position: int) -> int:
         self.last = position

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Table, bindparam, insert, select, update
+from sqlalchemy import Table, bindparam, case, insert, select, update
 
 from domain.canonical import canonical_json
 from domain.event_names import EventName
@@ -24,6 +24,7 @@ from ledger.aggregates import STATE_TOPICS, run_id
 from ledger.application import Ledger
 from ledger.store.event_fields import EventFieldReader
 from ledger.store.event_store import EventStore, StoreSession, connection_of
+from ledger.store.fold_fields import event_fold_fields
 from projections.records import Arrival
 from projections.run_views import stored_fold_events
 from projections.tables import VIEW_TABLES, manifests, positional_insert, positional_rows, runs
@@ -76,13 +77,23 @@ class ViewWriter:
         self.ledger = ledger
         self._events = ledger.store.events.c
         self._is_postgres = ledger.store.postgres
+        self._joined = ledger.store.events.outerjoin(
+            event_fold_fields, event_fold_fields.c.position == self._events.id
+        )
 
     def read_rows(
         self, session: StoreSession, where: Any, limit: int | None = None
     ) -> Sequence[Any]:
-        """``(position, topic, state)`` of the events ``where`` says, in log order."""
+        """``(position, topic, fold fields, state)`` of the events ``where`` says, in log
+        order: the state only of an event with no fold fields (``run_views.StoredRow``)."""
         e = self._events
-        query = select(e.id, e.topic, e.state).where(where).order_by(e.id)
+        f = event_fold_fields.c
+        query = (
+            select(e.id, e.topic, f.fields, case((f.fields.is_(None), e.state), else_=None))
+            .select_from(self._joined)
+            .where(where)
+            .order_by(e.id)
+        )
         return session.execute(query if limit is None else query.limit(limit)).all()
 
     def originator(self, session: StoreSession) -> Callable[[int], tuple[Any, int]]:
@@ -203,7 +214,7 @@ class ViewWriter:
         for _, event in events:
             if event is None:
                 continue
-            predicate = event.statement["predicate"]
+            predicate = event.predicate
             if event.name == EventName.RUN_INGESTED:
                 fold = RunFold.ingested(event.position, digest, predicate)
                 fold.devices_of = self.devices_of  # as the offline verifier reads them

@@ -41,9 +41,9 @@ from domain.errors import DomainError
 from domain.run_facts import comparison_key_of
 from domain.timestamps import format_time, utc_now
 from ledger.signing.dsse import stored_statement
-from ledger.store import artifacts, group_index, log_tables, transparency_log
+from ledger.store import artifacts, fold_fields, group_index, log_tables, transparency_log
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 APPLICATION_NAME = "KernelIndex"  # eventsourcing names the event table after it
 EVENTS_TABLE = APPLICATION_NAME.lower() + "_events"
 # The topic ingestions are stored under, as the builds that wrote them stored it: a schema
@@ -174,12 +174,24 @@ def _version_4(db_url: str, conn: Connection) -> None:
     log_tables.cosignatures.create(conn, checkfirst=True)
 
 
+def _version_5(db_url: str, conn: Connection) -> None:
+    """The fold's fields of each event, written at commit (``ledger.store.fold_fields``), and
+    filled here for the events stored before, by the ledger's own mapper (a reader's)."""
+    fold_fields.event_fold_fields.create(conn, checkfirst=True)
+    reader = _EventStore(env={"PERSISTENCE_MODULE": "eventsourcing.popo"})  # no database
+    try:
+        fold_fields.backfill(conn, EVENTS_TABLE, reader.mapper)
+    finally:
+        reader.close()
+
+
 # version -> the step that brings the schema from version - 1 to it. Append, never edit.
 STEPS: dict[int, Callable[[str, Connection], None]] = {
     1: _version_1,
     2: _version_2,
     3: _version_3,
     4: _version_4,
+    5: _version_5,
 }
 
 

@@ -65,6 +65,7 @@ def test_upgrade_creates_every_table_once_and_is_idempotent(
         "kernelindex_artifacts",
         "kernelindex_view_runs",
         "kernelindex_group_members",
+        "kernelindex_event_fold_fields",
         "kernelindex_schema",
     } <= _tables(empty_db_url)
     again = json.loads(cli("db", "upgrade", "--json").stdout)

@@ -26,6 +26,7 @@ from ledger.signing.authoring import (
     lifecycle_envelope,
 )
 from ledger.signing.keys import SigningKey
+from ledger.store.fold_fields import event_fold_fields
 from ledger.store.transparency_log import leaves, nodes
 
 Snapshot = tuple[int, int, set[tuple[int, int]]]
@@ -46,6 +47,8 @@ def _lose_since(ledger: Ledger, before: Snapshot) -> None:
     events = ledger.store.events
     with ledger.store.transaction(commit=True) as session:
         session.execute(delete(events).where(events.c.id > before[0]))
+        # The events' fold fields go back with them (a restored database holds none newer).
+        session.execute(delete(event_fold_fields).where(event_fold_fields.c.position > before[0]))
         session.execute(delete(leaves).where(leaves.c.leaf_index > before[1]))
         now = {(int(lv), int(ix)) for lv, ix in session.execute(select(nodes.c.level, nodes.c.idx))}
         for level, index in now - before[2]:

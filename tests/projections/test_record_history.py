@@ -234,3 +234,46 @@ def test_the_history_is_a_function_of_the_set_of_arrivals(
     shuffled = list(arrivals)
     rnd.shuffle(shuffled)
     assert record_history(shuffled) == record_history(arrivals)
+
+
+def _pairwise_history(arrivals: list[Arrival]) -> list[Record]:
+    """The walk as first written: each run ranked against the standing #1 alone."""
+    records: list[Record] = []
+    best: Record | None = None
+    holder: RankEntry | None = None
+    for arrival in sorted(arrivals, key=lambda a: (a.when[0], a.position)):
+        then = replace(arrival.entry, retracted=False, superseded=False)
+        if not then.ranked_in(View.SOURCE_NATIVE):
+            continue
+        pair = [then] if holder is None else [holder, then]
+        board = {r.run: r for r in rank_group(pair, View.SOURCE_NATIVE)}
+        mine = board[then.run]
+        if holder is not None and mine.rank >= board[holder.run].rank:
+            continue
+        withdrawn = "retracted" if arrival.entry.retracted else None
+        if withdrawn is None and arrival.entry.superseded:
+            withdrawn = "superseded"
+        at, dated = arrival.when
+        best = Record(
+            arrival.position,
+            then.run,
+            mine.value,
+            None if best is None else best.run,
+            None if best is None else best.value,
+            withdrawn,
+            at,
+            dated,
+        )
+        records.append(best)
+        holder = then
+    return records
+
+
+@settings(max_examples=500, deadline=None)
+@given(groups())
+def test_ranking_the_group_once_decides_as_ranking_each_run_against_the_first(
+    arrivals: list[Arrival],
+) -> None:
+    """``record_history`` ranks the group once (a rebuild's re-ranking walks every group);
+    its records are those of ranking each run against the standing #1 alone."""
+    assert record_history(arrivals) == _pairwise_history(arrivals)

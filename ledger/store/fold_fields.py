@@ -1,0 +1,247 @@
+"""What a fold reads of each event, written beside it at commit (``event_fold_fields``).
+
+A projection rebuild used to decode every stored event to fold it: the stored JSON, the
+envelope's base64 payload, then the statement (``ledger.store.event_fields``), most of an
+event's cost. The commit has the typed event in hand, so it writes, in the same transaction
+and per event, the few values a fold uses (:class:`FoldFields`: the run event's name, the
+run it is about, when the ledger received it, the signer it accepted, a supersession's
+``superseded_by`` and the statement's predicate, as the JSON text the statement signs) as
+one MessagePack value. A rebuild reads that row and decodes it with msgspec, never the
+envelope.
+
+One function makes a row, :func:`fields_of_payload`, from the envelope's payload: the commit
+calls it on each typed event (``write_fold_fields``), and so do the backfill of events stored
+before this table existed (:func:`backfill`, schema version 5, on the events the ledger's
+mapper decodes) and the fold of an event with no row (a backfill that could not decode it,
+an event saved outside the commit), which reads its payload from the stored state as
+before. The fold's result is the same either way (``tests/projections/test_fold_fields.py``
+holds it, on SQLite and PostgreSQL).
+
+The commit only cuts the predicate's text out of the payload (it parses nothing into
+objects: a few µs an event); the fold parses it with ``parse_admitted_json``, the reader the
+whole statement was read with before (``ledger.signing.dsse.stored_statement``): a value
+with an integer beyond 2^53 in it is one it reads with the strict reader either way.
+"""
+
+from __future__ import annotations
+
+import binascii
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import msgspec
+from eventsourcing.persistence import Mapper, StoredEvent
+from sqlalchemy import BigInteger, Column, LargeBinary, MetaData, Table, column, select, table
+from sqlalchemy.engine import Connection
+
+from domain.documents import parse_admitted_json
+from domain.event_names import EventName
+from ledger.store.event_store import StoreSession, connection_of
+
+__all__ = [
+    "RUN_EVENT_TOPICS",
+    "FoldFields",
+    "backfill",
+    "decode_fields",
+    "encode_fields",
+    "event_fold_fields",
+    "fields_of_event",
+    "fields_of_payload",
+    "predicate_of",
+    "subject_of",
+    "write_fold_fields",
+]
+
+_log = logging.getLogger(__name__)
+
+metadata = MetaData()
+event_fold_fields = Table(
+    "kernelindex_event_fold_fields",
+    metadata,
+    Column("position", BigInteger, primary_key=True, autoincrement=False),  # the event's id
+    Column("fields", LargeBinary, nullable=False),  # FoldFields, MessagePack
+)
+
+# The topics run events are stored under, as data (the store imports no aggregates;
+# tests/ledger/test_fold_fields.py holds these equal to ``ledger.aggregates.topic_of``).
+_AGGREGATES = "ledger.aggregates"
+RUN_EVENT_TOPICS: dict[str, EventName] = {
+    f"{_AGGREGATES}:{name}": name
+    for name in (
+        EventName.RUN_INGESTED,
+        EventName.RUN_ATTESTED,
+        EventName.RUN_RETRACTED,
+        EventName.RUN_SUPERSEDED,
+        EventName.RUN_MANIFESTS_ATTACHED,
+        EventName.RUN_RERUN_REQUESTED,
+        EventName.RUN_RERUN_CLAIMED,
+        EventName.RUN_RERUN_RECORDED,
+    )
+}
+_NAMES: dict[str, EventName] = {str(name): name for name in RUN_EVENT_TOPICS.values()}
+
+
+class FoldFields(msgspec.Struct, array_like=True, frozen=True):
+    """A stored event as a fold reads it. ``name`` None: no run event (the key book's),
+    nothing to fold but its position."""
+
+    name: str | None
+    subject: str = ""  # the run's digest, "sha256:…"
+    received_at: str = ""
+    signer: str = ""
+    superseded_by: str | None = None  # a supersession's (None for the other events)
+    predicate: bytes = b"null"  # the statement's predicate: its JSON text, as signed
+
+    @property
+    def event_name(self) -> EventName | None:
+        return None if self.name is None else _NAMES[self.name]
+
+
+_NOTHING = FoldFields(None)
+_ENCODER = msgspec.msgpack.Encoder()
+_DECODER = msgspec.msgpack.Decoder(FoldFields)
+
+
+def encode_fields(fields: FoldFields) -> bytes:
+    return _ENCODER.encode(fields)
+
+
+def decode_fields(data: bytes) -> FoldFields:
+    """A row's fields (raises ``msgspec.DecodeError``/``ValidationError`` on a damaged one,
+    or one naming an event this build does not know)."""
+    fields = _DECODER.decode(data)
+    if fields.name is not None and fields.name not in _NAMES:
+        raise msgspec.ValidationError(f"no run event is named {fields.name!r}")
+    return fields
+
+
+def subject_of(statement: dict[str, Any]) -> str:
+    """The run a statement is about, as the views name it."""
+    return "sha256:" + str(statement["subject"][0]["digest"]["sha256"])
+
+
+class _Statement(msgspec.Struct):
+    """What a row takes of a statement: its subject, and its predicate's text uncut."""
+
+    subject: Any
+    predicate: msgspec.Raw = msgspec.Raw(b"null")
+
+
+_STATEMENT = msgspec.json.Decoder(_Statement)
+
+
+def fields_of_payload(
+    name: EventName, payload: bytes, received_at: Any, signer: Any, superseded_by: str | None
+) -> FoldFields:
+    """A run event's fields from its envelope's payload (the statement's JSON, admitted)
+    and what the ledger stored beside it."""
+    statement = _STATEMENT.decode(payload)
+    return FoldFields(
+        str(name),
+        subject_of({"subject": statement.subject}),
+        received_at,
+        signer,
+        superseded_by if name is EventName.RUN_SUPERSEDED else None,
+        bytes(statement.predicate),
+    )
+
+
+def predicate_of(fields: FoldFields) -> Any:
+    """The predicate a row holds, read as the statement it came from was read."""
+    return parse_admitted_json(fields.predicate)
+
+
+def fields_of_event(event: object) -> FoldFields | None:
+    """The fold's fields of a typed event (the commit's, or the mapper's), or None where
+    they cannot be made exactly (then the fold reads the stored event itself)."""
+    cls = type(event)
+    name = RUN_EVENT_TOPICS.get(f"{cls.__module__}:{cls.__qualname__}")
+    if name is None:
+        return _NOTHING
+    received_at = getattr(event, "received_at", None)
+    signer = getattr(event, "signer", None)
+    if type(received_at) is not str or type(signer) is not str:
+        return None  # not the strings run events store: not this row's shape
+    superseded_by = getattr(event, "superseded_by", None)
+    if superseded_by is not None and type(superseded_by) is not str:
+        return None
+    try:
+        # The payload as ``stored_statement`` takes it from the envelope.
+        payload = binascii.a2b_base64(event.envelope["payload"])  # type: ignore[attr-defined]
+        return fields_of_payload(name, payload, received_at, signer, superseded_by)
+    except Exception:
+        _log.debug("no fold fields for an event of %s", name, exc_info=True)
+        return None
+
+
+def write_fold_fields(session: StoreSession, events: Iterable[tuple[int, object]]) -> None:
+    """The commit's rows: (position, typed event) of each event it stores, in its
+    transaction. An event whose fields cannot be made gets no row (the fold decodes it)."""
+    rows = []
+    for position, event in events:
+        fields = fields_of_event(event)
+        if fields is not None:
+            rows.append((position, encode_fields(fields)))
+    _insert(connection_of(session), rows)
+
+
+def _insert(connection: Connection, rows: Sequence[tuple[int, bytes]]) -> None:
+    """Through the driver, one executemany: no per-row parameter handling."""
+    if not rows:
+        return
+    qmark = connection.dialect.paramstyle == "qmark"  # SQLite's; psycopg's is %s
+    connection.exec_driver_sql(_INSERT_QMARK if qmark else _INSERT_FORMAT, list(rows))
+
+
+_INSERT_QMARK = "INSERT INTO kernelindex_event_fold_fields (position, fields) VALUES (?, ?)"
+_INSERT_FORMAT = "INSERT INTO kernelindex_event_fold_fields (position, fields) VALUES (%s, %s)"
+
+
+_PAGE = 1000
+
+
+def backfill(connection: Connection, events_table: str, mapper: Mapper[Any]) -> int:
+    """Rows for the stored events that have none (those committed before this table
+    existed), made by :func:`fields_of_event` from the ``mapper``'s typed events; return how
+    many. An event the mapper cannot decode gets none (the fold decodes it, or says why it
+    cannot). Idempotent: a rerun finds only what is still missing."""
+    # Untyped columns: the values as the driver gives them (a reflected table's guessed
+    # types would convert them; the mapper takes what the recorder reads).
+    events = table(
+        events_table,
+        column("id"),
+        column("originator_id"),
+        column("originator_version"),
+        column("topic"),
+        column("state"),
+    )
+    e = events.c
+    f = event_fold_fields.c
+    made = 0
+    after = 0
+    while True:
+        rows = connection.execute(
+            select(e.id, e.originator_id, e.originator_version, e.topic, e.state)
+            .select_from(events.outerjoin(event_fold_fields, f.position == e.id))
+            .where(e.id > after, f.position.is_(None))
+            .order_by(e.id)
+            .limit(_PAGE)
+        ).all()
+        if not rows:
+            return made
+        found = []
+        for position, originator_id, version, topic, state in rows:
+            try:
+                event = mapper.to_domain_event(
+                    StoredEvent(originator_id, int(version), str(topic), bytes(state))
+                )
+            except Exception:
+                _log.debug("event %s not decoded for its fold fields", position, exc_info=True)
+                continue
+            fields = fields_of_event(event)
+            if fields is not None:
+                found.append((int(position), encode_fields(fields)))
+        _insert(connection, found)
+        made += len(found)
+        after = int(rows[-1][0])
