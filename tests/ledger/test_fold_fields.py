@@ -1,7 +1,7 @@
 """The fold fields' own rules (``ledger.store.fold_fields``): the run events' topics it names
 as data are the aggregates' own, every run event and no other gets a run event's row, and a
 row reads back as it was written. (That the views folded from the rows equal those folded
-from the events is ``tests/projections/test_fold_fields.py``.)"""
+from the events is ``tests/projections/test_rebuild_from_fold_fields.py``.)"""
 
 from __future__ import annotations
 
