@@ -14,8 +14,8 @@ calls it on each typed event (``write_fold_fields``), and so do the backfill of 
 before this table existed (:func:`backfill`, schema version 5, on the events the ledger's
 mapper decodes) and the fold of an event with no row (a backfill that could not decode it,
 an event saved outside the commit), which reads its payload from the stored state as
-before. The fold's result is the same either way (``tests/projections/test_rebuild_from_fold_fields.py``
-holds it, on SQLite and PostgreSQL).
+before. The fold's result is the same either way
+(``tests/projections/test_rebuild_from_fold_fields.py`` holds it, on SQLite and PostgreSQL).
 
 The commit only cuts the predicate's text out of the payload (it parses nothing into
 objects: a few µs an event); the fold parses it with ``parse_admitted_json``, the reader the
