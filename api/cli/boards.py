@@ -15,9 +15,9 @@ from typing import Annotated
 import typer
 from msgspec import structs
 from rich.markup import escape
-from rich.table import Table
 
 from api.cli.common import DbOption, HomeOption, JsonOption, handles_errors, out, print_reply
+from api.cli.compare_table import difference_lines
 from api.display import board_table
 from api.service.boards import BOARD_PAGE, Order
 from api.service.models import ApiModel
@@ -27,6 +27,7 @@ from domain.ranking import View
 from ledger.errors import NotFoundError
 
 app = typer.Typer()
+MIN_WIDTH = 40  # narrower terminals get lines this long, wrapped by the terminal
 
 
 class LabelledBoard(Leaderboard, kw_only=True):
@@ -53,10 +54,11 @@ def _print_board(board: Leaderboard) -> None:
         order = "by rank" if board.order == Order.RANK else f"by {board.order}"
         out.print(f"{shown}, {order}; “rank” is the ledger's ranking", soft_wrap=False)
     group = board.group
-    if group is not None and group.sweep_workloads > 1:
+    if group is not None and group.sweep is not None:
+        place = group.sweep
         out.print(
-            f"[dim]one workload of a sweep of {group.sweep_workloads}: its ranks are among "
-            "this workload's runs only[/]",
+            f"[dim]workload {escape(place.workload)}, {place.position} of a sweep of "
+            f"{place.workloads}: its ranks are among this workload's runs only[/]",
             soft_wrap=False,
         )
     if not board.entries:
@@ -178,8 +180,8 @@ def compare(
         return
     ratio = result.ratio
     out.print(
-        f"{result.a}\n  vs {result.b}\n  primary {result.metric}: "
-        + (f"ratio {ratio:.4f}" if ratio is not None else "not comparable")
+        f"a  {result.a}\nb  {result.b}\nprimary {result.metric}: "
+        + (f"ratio {ratio:.4f} (a ÷ b)" if ratio is not None else "not comparable")
     )
     if not result.comparable:
         out.print(
@@ -187,13 +189,9 @@ def compare(
             f"{escape(str(result.not_comparable_field or result.not_comparable_by))}, "
             "so the ratio ranks nothing"
         )
-    table = Table(box=None, pad_edge=False)
-    for column in ("field", "a", "b"):
-        table.add_column(column, overflow="fold")
-    for d in result.differences:
-        table.add_row(
-            d.path,
-            escape(str(d.a)) if d.in_a else "[dim]absent[/]",
-            escape(str(d.b)) if d.in_b else "[dim]absent[/]",
-        )
-    out.print(table)
+    rows = [
+        (d.path, str(d.a) if d.in_a else "absent", str(d.b) if d.in_b else "absent")
+        for d in result.differences
+    ]
+    for line in difference_lines(rows, max(out.width, MIN_WIDTH)):
+        out.print(line, markup=False, highlight=False, soft_wrap=True)

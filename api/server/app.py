@@ -13,6 +13,7 @@ from litestar.exceptions import ClientException
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin
 
+from api.server import request_text
 from api.server.body_deadline import BodyDeadlineMiddleware
 from api.server.config import ServerConfig
 from api.server.controllers.common import provide_config, provide_service
@@ -78,7 +79,11 @@ async def _admit(request: Request[Any, Any, Any]) -> Response[Any] | None:
     """Before any handler (the address was charged already, ``read_cache.CostedReads``): the
     body's media type, and a key's self-registration under its address's minting limit.
     Async though it mostly never waits: Litestar runs a sync hook on a worker thread, a hop
-    per request."""
+    per request. First of all, the path and query as text (``api.server.request_text``): the
+    refusal goes through the route's own handlers (problem+json, or a page for pages)."""
+    refused = request_text.refusal(request.scope)
+    if refused is not None:
+        raise ClientException(refused)
     if request.method == "POST":
         media_type = request.content_type[0].lower()
         if media_type not in _JSON_TYPES and not media_type.endswith("+json"):

@@ -9,6 +9,9 @@ reply models is not the truth on the wire.
   Markdown, an artifact in its own media type); Litestar documents one per reply.
 - Replies carry headers the handlers set by hand: ``Retry-After`` on 429, ``Location`` on a
   write's receipt.
+- Every string path and query parameter is text without control characters, as the edge
+  refuses otherwise (``api.server.request_text``): its ``pattern`` says so, unless the
+  parameter has a narrower pattern, an enumeration or a format (a URI) of its own.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 
 from litestar.openapi.spec import (
     OpenAPI,
+    OpenAPIFormat,
     OpenAPIHeader,
     OpenAPIMediaType,
     OpenAPIResponse,
@@ -28,6 +32,7 @@ from litestar.openapi.spec import (
     Schema,
 )
 
+from api.server.request_text import PARAMETER_PATTERN
 from api.service.models.views import Comparison
 
 _TEXT = Schema(type=OpenAPIType.STRING)
@@ -70,6 +75,7 @@ def finish_document(schema: OpenAPI) -> None:
             for parameter in operation.parameters or ():
                 if not isinstance(parameter, Reference) and isinstance(parameter.schema, Schema):
                     _tidy(parameter.schema)
+                    _text_only(parameter.schema)
             _finish_responses(operation, _MEDIA_TYPES.get((path, method)))
 
 
@@ -90,6 +96,31 @@ def _finish_responses(
         if status in {"200", "201"} and operation.request_body is not None:
             reply.headers = {**(reply.headers or {}), "Location": _LOCATION}
     operation.responses = dict(sorted(replies.items()))
+
+
+# String formats whose grammar has no control character: a parameter of one needs no pattern
+# (and a pattern beside one makes a generator draw from the pattern and throw away most of
+# what it drew as not of the format: schemathesis' "filter_too_much" health check).
+CONTROL_FREE_FORMATS = frozenset(
+    {
+        OpenAPIFormat.URI,
+        OpenAPIFormat.URI_REFERENCE,
+        OpenAPIFormat.DATE,
+        OpenAPIFormat.DATE_TIME,
+        OpenAPIFormat.UUID,
+        OpenAPIFormat.EMAIL,
+    }
+)
+
+
+def _text_only(schema: Schema) -> None:
+    """State the edge's rule on a string parameter that has no narrower one."""
+    narrower = schema.pattern, schema.enum, schema.const
+    if any(n is not None for n in narrower) or schema.format in CONTROL_FREE_FORMATS:
+        return
+    arms = [schema, *(schema.one_of or ())]
+    if any(isinstance(a, Schema) and a.type == OpenAPIType.STRING for a in arms):
+        schema.pattern = PARAMETER_PATTERN
 
 
 def _tidy(schema: Schema) -> None:

@@ -4,7 +4,8 @@ An operation's refusals follow from what it is, not from a list kept per endpoin
 
 - every request meets the per-address rate limit (429), a database that cannot answer (503)
   and, in the worst case, a server fault (500);
-- a path or query parameter can fail validation (400);
+- a path or query can hold what no parameter may (a control character, bytes that are not
+  UTF-8: ``api.server.request_text``), and a parameter can fail validation (400);
 - a request body can be too big (413), of the wrong media type (415), not well formed (400)
   or too slow to arrive (408);
 - a signed write can meet any refusal of admission (``SIGNED_WRITE_ERRORS``);
@@ -23,7 +24,6 @@ from http import HTTPStatus
 from typing import Any
 
 from litestar import Litestar
-from litestar.constants import RESERVED_KWARGS
 from litestar.handlers import HTTPRouteHandler
 from litestar.openapi.datastructures import ResponseSpec
 
@@ -105,13 +105,6 @@ def _codes(errors: Iterable[type[DomainError]]) -> set[tuple[int, str]]:
     return {(status_of(e), e.code) for e in errors}
 
 
-def _takes_parameters(handler: HTTPRouteHandler) -> bool:
-    """A path or query parameter: anything the handler takes that is not reserved (the
-    request, its body) nor a dependency (the service)."""
-    injected = RESERVED_KWARGS | set(handler.resolve_dependencies())
-    return any(name not in injected for name in handler.parsed_fn_signature.parameters)
-
-
 def _takes_body(handler: HTTPRouteHandler) -> bool:
     return "data" in handler.parsed_fn_signature.parameters
 
@@ -123,9 +116,8 @@ def _is_signed_write(handler: HTTPRouteHandler) -> bool:
 
 def refusals(handler: HTTPRouteHandler) -> set[tuple[int, str]]:
     """(status, code) of every problem the handler's operation can answer."""
-    found = {RATE_LIMITED, INTERNAL, *_codes(EVERY_REQUEST_ERRORS)}
-    if _takes_parameters(handler):
-        found.add(MALFORMED_REQUEST)
+    # Every request's path and query is read as text first, parameters or none.
+    found = {RATE_LIMITED, INTERNAL, MALFORMED_REQUEST, *_codes(EVERY_REQUEST_ERRORS)}
     if _takes_body(handler):
         found |= set(BODY_REFUSALS)
     if _is_signed_write(handler):

@@ -27,6 +27,7 @@ from api.service.models.views import (
 )
 from api.service.operation_specs import operation_about
 from api.service.runs import Runs
+from api.service.sweeps import place_in, sweep_of
 from domain.evidence import EvidenceLevel
 from domain.gpu_names import match_gpu
 from domain.ranking import View
@@ -263,11 +264,7 @@ def _board_group(session: StoreSession, key: str) -> BoardGroup:
     labels = group_labels(session, list({key, *(r.comparison_key for r in siblings)}))
     label = next(lab for lab in labels if lab.key == key)
     alike = label.lookalikes(labels)
-    sweep = [
-        o
-        for o in [label, *alike]
-        if all(o.parts.get(p) == label.parts.get(p) for p in label.parts if p != "workload")
-    ]
+    sweep = sweep_of(label, alike)
     about = operation_about(session, benchmark) if benchmark is not None else None
     return BoardGroup(
         benchmark=benchmark,
@@ -276,6 +273,7 @@ def _board_group(session: StoreSession, key: str) -> BoardGroup:
         parts=label.parts,
         apart_by=label.separated_by(alike) if alike else None,
         sweep_workloads=len(sweep),
+        sweep=place_in(label, sweep),
         description=about.description if about is not None else None,
         has_sol_score=source == "sol-execbench",
         has_authors=queries.group_has_authors(session, key),

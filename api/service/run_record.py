@@ -40,7 +40,7 @@ from api.service.models.runs import (
     WorkloadRow,
     WorkloadSection,
 )
-from api.service.models.views import RunComparison
+from api.service.models.views import RunComparison, SweepPlace
 from api.service.run_facts import (
     identity_facts,
     own_latency_ns,
@@ -48,6 +48,7 @@ from api.service.run_facts import (
     reported_measurements,
     take_part,
 )
+from api.service.sweeps import standing_label
 from domain.canonical import canonical_json
 from domain.comparison import readable_primary
 from domain.event_names import EventName
@@ -72,6 +73,7 @@ class RunInViews:
     row: RunRow
     standings: dict[str, StandingRow]
     compare_with_first: RunComparison | None
+    sweep: SweepPlace | None = None  # its group's place in a workload sweep
 
 
 def compose(
@@ -210,11 +212,17 @@ def _projected(views: RunInViews | None) -> dict[str, Any]:
         "comparison_key": row.comparison_key,
         "standings": {
             view: Standing(
-                rank=s.rank, of=s.of, value=s.value, tied_with=s.tied_with, label=s.label
+                rank=s.rank,
+                of=s.of,
+                value=s.value,
+                tied_with=s.tied_with,
+                label=standing_label(s, views.sweep),
             )
             for view, s in views.standings.items()
         },
     }
+    if views.sweep is not None:
+        found["sweep"] = views.sweep
     if views.compare_with_first is not None:
         found["compare_with_first"] = views.compare_with_first
     return found

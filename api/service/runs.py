@@ -17,6 +17,7 @@ from api.service.models.log import Checkpoint
 from api.service.models.runs import RunList, RunRecord, RunSummary
 from api.service.paging import Cursor, page_size
 from api.service.run_record import RunInViews, artifact_digests, compose
+from api.service.sweeps import group_place
 from domain.evidence import EvidenceLevel
 from domain.importers.catalog_rows import RUN_SNAPSHOT_PREFIX, published_in_snapshot
 from domain.ranking import View
@@ -155,7 +156,8 @@ class Runs:
                 if first is not None and first != digest:
                     theirs = manifests_of(self.ledger, first)
                     compared = compare_runs(digest, events.manifests, first, theirs)
-                seen = RunInViews(row, queries.standings(session, digest), compared)
+                sweep = group_place(session, key) if key else None
+                seen = RunInViews(row, queries.standings(session, digest), compared, sweep)
             wanted = artifact_digests(events)
             facts = self.artifacts.facts(wanted) if wanted else []
             stored = {str(f["digest"]): StoredFacts(**f) for f in facts}

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +140,42 @@ def test_compare(demo: Demo) -> None:
     assert other["comparable"] is False and other["notComparableBy"] == "protocol"
     text = " ".join(demo("compare", SEED, "15149").stdout.split())
     assert "not in one comparison group: they differ in protocol" in text
+
+
+def test_compare_fits_80_columns_and_reads_whole(demo: Demo) -> None:
+    """`kernelindex compare A B | cat` at COLUMNS=80: no line wider, each field's path and
+    both values on lines of their own, unfolded (a digest whole on its line)."""
+    env = {**os.environ, "COLUMNS": "80", "KERNELINDEX_KEY_PASSPHRASE": ""}
+    where = ["--home", str(demo.home), "--db", demo.db_url]
+    code = "from api.cli.main import main; main()"
+    done = subprocess.run(
+        [sys.executable, "-c", code, "compare", SEED, RUN_21613, *where],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    lines = done.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert lines[:3] == [
+        f"a  {SEED}",
+        f"b  {RUN_21613}",
+        "primary latency:mean:ns: ratio 1.1678 (a ÷ b)",
+    ]
+    differences = demo.json("compare", SEED, RUN_21613)["differences"]
+    assert len(differences) > 10
+    for d in differences:
+        at = lines.index(d["path"])
+        end = next((i for i in range(at + 1, len(lines)) if not lines[i].startswith(" ")), None)
+        block = "\n".join(lines[at + 1 : end])
+        a = str(d["a"]) if d["inA"] else "absent"
+        b = str(d["b"]) if d["inB"] else "absent"
+        assert block.startswith("    a  ") and "\n    b  " in block
+        said_a, said_b = block[len("    a  ") :].split("\n    b  ")
+        assert " ".join(said_a.split()) == " ".join(a.split())  # wrapped at words only
+        assert " ".join(said_b.split()) == " ".join(b.split())
+    digests = [d for d in differences if d["path"] == "run.spec.implementationDigest"]
+    assert f"    a  {digests[0]['a']}" in lines
 
 
 def test_projections_rebuild_is_identical_to_incremental(demo: Demo) -> None:

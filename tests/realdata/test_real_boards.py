@@ -31,6 +31,8 @@ NVFP4 = "nvfp4_group_gemm"
 SOL_REORDERED = "sha256:cc5519abec0f06bdce8db4398b3b33ccb682c4069f4bff37ed850a82a8f9ff22"
 GPUMODE_NVIDIA = "sha256:b264d8044b3e365e558c3529a2a6526926894cc2c8c5d78557e74ac4446932ec"
 FLASHINFER_SWEEP = "fused_add_rmsnorm_h2048"
+# Its run of batch size 16254, the only run of that workload (the sweep's last of 7).
+SWEEP_ALONE = "sha256:385b82b87eef4902f70fd45e8dfd78d5722734b5699e1ee268a6bc44a61c3f6d"
 
 
 @pytest.fixture(scope="module")
@@ -144,6 +146,29 @@ def test_a_sweep_says_what_its_rank_is_among_and_the_operation_explains_itself(
     assert board["group"]["sweepWorkloads"] == len(groups)
     page = httpx.get(f"{site}/leaderboards/{groups[0]['comparisonKey']}").text
     assert f"has {len(groups)} workloads" in page and "among the runs of this one workload" in page
+    # Each run of the sweep: its rank among its workload's runs and the workload's place, or
+    # no rank as the only run of its workload; never a bare "Rank 1 of 1" (issue 34, item 7).
+    places = []
+    for group in groups:
+        board = httpx.get(f"{site}/v1/leaderboards/{group['comparisonKey']}").json()
+        place = board["group"]["sweep"]
+        places.append((place["position"], place["workload"]))
+        run = board["entries"][0]["run"]
+        record = httpx.get(f"{site}/v1/runs/{run}").json()
+        assert record["sweep"] == place
+        label = record["standings"]["source-native"]["label"]
+        where = f"workload {place['workload']} ({place['position']} of {len(groups)} in its sweep)"
+        alone = group["runs"] == 1
+        assert label.startswith("Not ranked: the only run of" if alone else "Rank 1 of ")
+        assert where in label
+        run_page = httpx.get(f"{site}/runs/{run}").text
+        assert label in run_page and "Rank 1 of 1" not in run_page
+    assert sorted(places) == [(i, w) for i, (_, w) in enumerate(sorted(places), 1)]
+    assert sorted(places)[-1] == (len(groups), "batch_size=16254")
+    alone = httpx.get(f"{site}/v1/runs/{SWEEP_ALONE}").json()
+    assert alone["sweep"]["workload"] == "batch_size=16254"
+    sizes = [int(w.rsplit("=", 1)[-1]) for _, w in sorted(places)]
+    assert sizes == sorted(sizes)  # batch sizes in the order people count
 
     definition = json.loads((shared / "fixtures/flashinfer-trace/definition.json").read_text())
     about = operation["about"]
@@ -174,6 +199,7 @@ PAGES = {
     "sol-board": f"/leaderboards/{SOL_REORDERED}?order=sol-score",
     "gpumode-board": f"/leaderboards/{GPUMODE_NVIDIA}?perUser=true",
     "flashinfer-operation": f"/operations/{FLASHINFER_SWEEP}",
+    "flashinfer-sweep-run": f"/runs/{SWEEP_ALONE}",
     "operation-nvfp4-group-gemm": f"/operations/{NVFP4}",
 }
 

@@ -144,7 +144,7 @@ def test_every_operation_lists_its_refusals_as_problem_json(served_sqlite: Serve
         if "{" in path:  # a resource named in the path may not exist
             assert 404 in refusals, where
     responses = doc["paths"]
-    assert set(responses["/health"]["get"]["responses"]) == {"200", "429", "500", "503"}
+    assert set(responses["/health"]["get"]["responses"]) == {"200", "400", "429", "500", "503"}
     assert (
         "ambiguous-reference"
         in responses["/v1/runs/{digest}"]["get"]["responses"]["400"]["description"]

@@ -8,7 +8,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from api.service.models import ApiModel, Document, Number
-from api.service.models.views import RunComparison
+from api.service.models.views import RunComparison, SweepPlace
 
 
 class RunSummary(ApiModel, kw_only=True):
@@ -250,6 +250,8 @@ class RunRecord(ApiModel, kw_only=True):
     evidence: Evidence | UnsetType = UNSET
     comparison_key: str | UnsetType | None = UNSET
     standings: dict[str, Standing] | UnsetType = UNSET  # view -> standing
+    # Its group's place in the operation's workload sweep (UNSET: in none).
+    sweep: SweepPlace | UnsetType = UNSET
     # Absent when the run is its group's #1, or has no group.
     compare_with_first: RunComparison | UnsetType = UNSET
     identity: Identity

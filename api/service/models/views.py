@@ -111,6 +111,16 @@ class BoardEntry(ApiModel, kw_only=True):
     gap_to_next: Number | None  # best per user: the next user's value ÷ this one
 
 
+class SweepPlace(ApiModel, kw_only=True):
+    """Where a comparison group stands in its operation's workload sweep (the groups of one
+    operation, GPU, stack and metric that differ only by workload, each ranked alone): its
+    workload by name, its place among the sweep's workloads in their order, and their count."""
+
+    workload: str
+    position: int
+    workloads: int
+
+
 class BoardGroup(ApiModel, kw_only=True):
     """Which group a leaderboard ranks: its operation and GPU, what its key is made of, what
     sets it apart from the groups that look like it, and how many workloads of the same
@@ -122,6 +132,7 @@ class BoardGroup(ApiModel, kw_only=True):
     parts: dict[str, str]
     apart_by: str | None
     sweep_workloads: int
+    sweep: SweepPlace | None = None  # None: the group is no sweep's
     description: str | None
     has_sol_score: bool
     has_authors: bool
