@@ -1,0 +1,94 @@
+"""An event filed under another spelling of its aggregate's UUID (review of issue 36).
+
+``UUID()`` reads ``ABCD…`` (upper case), ``{…}``, ``urn:uuid:…`` and 32 bare hex digits as
+the id the writer spells ``str(uuid)``, so an event line so spelled passes the filing check
+(its statement's aggregate, compared as a UUID). The whole-log heads fold keys aggregates by
+the entry's text, though: an operator that respells a run's last event can sign a heads leaf
+that still shows the run one event short under its real key (the head a scoped bundle's map
+proof is held to), and the whole-log recomputation agrees with it. The log writes one
+spelling; a verifier reads only that one."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from uuid import UUID
+
+import pytest
+
+from ledger.verification_report import Check, Report
+from ledger.verify import Outcome, outcome_of
+from ledger.verify.events import parse_event
+from tests.witness.test_heads_leaf import World, world  # noqa: F401 - the fixture
+from tests.witness.test_heads_leaf_whole_log import (
+    Records,
+    _heads_before,
+    _heads_leaves,
+    _signed_again,
+    _verify,
+    _whole_log,
+)
+
+_SPELLINGS: dict[str, Callable[[UUID], str]] = {
+    "upper": lambda u: str(u).upper(),
+    "braces": lambda u: "{" + str(u) + "}",
+    "urn": lambda u: u.urn,
+    "hex": lambda u: u.hex,
+}
+
+
+def _respelled(records: Records, leaf: int, spell: Callable[[UUID], str]) -> Records:
+    out = [dict(r) for r in records]
+    for r in out:
+        if r["type"] == "event" and r["leafIndex"] == leaf:
+            r["aggregate"] = spell(UUID(r["aggregate"]))
+    return out
+
+
+@pytest.mark.parametrize("spelling", sorted(_SPELLINGS))
+def test_an_event_respelled_under_another_aggregate_key_fails_the_whole_log(
+    world: World, spelling: str
+) -> None:
+    """Each aggregate's last event before the last heads leaf, respelled, with every heads
+    leaf made as the fold of the respelled events (the run's real key one event short) and
+    the tree signed again by the log key: never VERIFIED, ``format`` naming the line."""
+    records = _whole_log(world)
+    stated = _heads_leaves(records)
+    last: dict[str, int] = {}
+    versions: dict[str, int] = {}
+    for r in records:
+        if r["type"] == "event" and r["leafIndex"] < max(stated):
+            last[r["aggregate"]] = r["leafIndex"]
+            versions[r["aggregate"]] = r["version"]
+    respelled = [leaf for a, leaf in last.items() if versions[a] > 1]
+    assert respelled  # the world has runs with more than one event
+    for leaf in respelled:
+        altered = _respelled(records, leaf, _SPELLINGS[spelling])
+        roots = {i: _heads_before(altered, i) for i in stated}
+        assert roots != stated  # the real key's head is one event short
+        report = _verify(world, _signed_again(world, altered, roots))
+        assert outcome_of(report) is Outcome.FAILED, (spelling, leaf)
+        assert any(f.check == Check.FORMAT and "canonical" in f.reason for f in report.findings)
+
+
+@pytest.mark.parametrize("spelling", sorted(_SPELLINGS))
+def test_an_event_line_reads_only_the_writers_spelling_of_its_aggregate(spelling: str) -> None:
+    aggregate = UUID("0f8fad5b-d9cb-469f-a165-70867728950e")
+    record: dict[str, Any] = {
+        "type": "event",
+        "leafIndex": 0,
+        "position": 1,
+        "aggregate": str(aggregate),
+        "version": 1,
+        "topic": "t",
+        "envelope": {},
+        "receivedAt": "2026-12-06T00:00:00.000Z",
+        "proof": [],
+    }
+    report = Report(subject="event")
+    parsed = parse_event("line 1", record, report)
+    assert parsed is not None and parsed.aggregate == aggregate
+    record["aggregate"] = _SPELLINGS[spelling](aggregate)
+    assert parse_event("line 2", record, report) is None
+    assert [(f.check, f.where) for f in report.findings] == [(Check.FORMAT, "line 2")]
+    assert "canonical" in report.findings[0].reason
