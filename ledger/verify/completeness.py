@@ -38,6 +38,10 @@ class Completeness:
         self._in_range = 0
         self.whole_log_held = False  # a whole-log bundle held every leaf of its tree
         self.heads_leaves = WholeLogHeads()  # a whole-log bundle's, folded from its events
+        # A whole-log bundle's next version expected of each aggregate: the heads fold takes
+        # an event's version as its aggregate's count of events, so a version that skips or
+        # repeats would let a heads leaf state events the log does not have (or hide some).
+        self._next_versions: dict[str, int] = {}
 
     def heads_leaf_root(self, index: int, root: bytes) -> None:
         """A headsLeaf line's stated map root, checked when the merge reaches its leaf."""
@@ -74,8 +78,17 @@ class Completeness:
                 self._in_range += 1
             if aggregate == HEADS_LEAF:
                 self.heads_leaves.heads_leaf(leaf, report)
-            else:
-                self.heads_leaves.event(leaf, aggregate, version)
+                return
+            expected = self._next_versions.get(aggregate, 1)
+            if version != expected:
+                gap = (
+                    f"versions {expected}..{version - 1} are missing"
+                    if version > expected
+                    else f"version {version} appears again"
+                )
+                report.fail(Check.COMPLETE, where, f"aggregate {aggregate}: {gap}")
+            self._next_versions[aggregate] = max(expected, version + 1)
+            self.heads_leaves.event(leaf, aggregate, version)
             return
         if self.heads is None:
             return  # reported once, at the end: a scoped bundle without heads

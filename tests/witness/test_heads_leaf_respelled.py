@@ -92,3 +92,28 @@ def test_an_event_line_reads_only_the_writers_spelling_of_its_aggregate(spelling
     assert parse_event("line 2", record, report) is None
     assert [(f.check, f.where) for f in report.findings] == [(Check.FORMAT, "line 2")]
     assert "canonical" in report.findings[0].reason
+
+
+@pytest.mark.parametrize("delta", [-1, 1, 5])
+def test_an_event_whose_version_skips_or_repeats_fails_the_whole_log(
+    world: World, delta: int
+) -> None:
+    """The heads fold takes an event's version as its aggregate's count of events: a run's
+    later event relabelled (version 1 again: the run shown one event short; 3 or 7: events
+    it does not have), every heads leaf made as the fold of that and the tree signed again,
+    is never VERIFIED: a whole-log bundle holds each aggregate's versions to 1, 2, 3 … in
+    leaf order, as the event store writes them (``complete`` naming the line)."""
+    records = _whole_log(world)
+    stated = _heads_leaves(records)
+    later = [r["leafIndex"] for r in records if r["type"] == "event" and r["version"] > 1]
+    assert later
+    for leaf in later:
+        altered = [dict(r) for r in records]
+        for r in altered:
+            if r["type"] == "event" and r["leafIndex"] == leaf:
+                r["version"] += delta
+        roots = {i: _heads_before(altered, i) for i in stated}
+        report = _verify(world, _signed_again(world, altered, roots))
+        assert outcome_of(report) is Outcome.FAILED, (delta, leaf)
+        assert {f.check for f in report.findings} == {Check.COMPLETE}  # and the next, if any
+        assert f"leaf {leaf} " in report.findings[0].where
