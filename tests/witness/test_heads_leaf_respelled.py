@@ -10,6 +10,7 @@ spelling; a verifier reads only that one."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable
 from typing import Any
 from uuid import UUID
@@ -19,6 +20,7 @@ import pytest
 from ledger.verification_report import Check, Report
 from ledger.verify import Outcome, outcome_of
 from ledger.verify.events import parse_event
+from ledger.verify.heads_map import read_heads_map
 from tests.witness.test_heads_leaf import World, world  # noqa: F401 - the fixture
 from tests.witness.test_heads_leaf_whole_log import (
     Records,
@@ -117,3 +119,33 @@ def test_an_event_whose_version_skips_or_repeats_fails_the_whole_log(
         assert outcome_of(report) is Outcome.FAILED, (delta, leaf)
         assert {f.check for f in report.findings} == {Check.COMPLETE}  # and the next, if any
         assert f"leaf {leaf} " in report.findings[0].where
+
+
+def _other_spelling(text: str) -> str:
+    """The same 32 bytes with the spare bits of the last character set (``…A=`` -> ``…B=``):
+    a lenient decoder reads both alike."""
+    assert text.endswith("=") and not text.endswith("==")
+    last = text[-2]
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    return text[:-2] + alphabet[alphabet.index(last) ^ 1] + "="
+
+
+def test_a_heads_leaf_or_map_root_in_another_base64_spelling_is_refused(world: World) -> None:
+    """A bundle line has one spelling: a headsLeaf line whose root is respelled (same bytes,
+    so the same leaf and the same map) fails ``format``, as every other hash of a bundle
+    does; so does a headsMap line's."""
+    records = _whole_log(world)
+    index = min(_heads_leaves(records))
+    altered = [dict(r) for r in records]
+    for r in altered:
+        if r["type"] == "headsLeaf" and r["leafIndex"] == index:
+            r["root"] = _other_spelling(r["root"])
+    report = _verify(world, altered)
+    assert outcome_of(report) is Outcome.FAILED
+    assert report.findings[0].check == Check.FORMAT  # then its leaf counts as left out
+    assert "canonical" in report.findings[0].reason
+    line = {"leafIndex": 3, "root": _other_spelling(base64.b64encode(bytes(32)).decode())}
+    line |= {"proof": [], "runs": {}, "keys": {}, "groups": {}}
+    refused = Report(subject="bundle")
+    assert read_heads_map("line 9", line, refused) is None
+    assert [f.check for f in refused.findings] == [Check.HEADS_MAP]
