@@ -127,12 +127,12 @@ class Completeness:
 
     def finish(self, report: Report) -> None:
         if self.whole_log:
-            for aggregate, skipped in sorted(self._skipped.items()):
+            for name, skipped in sorted(self._skipped.items()):
                 if skipped:
                     report.fail(
                         Check.COMPLETE,
                         "end",
-                        f"{aggregate}: version(s) {', '.join(map(str, sorted(skipped)))} of its "
+                        f"{name}: version(s) {', '.join(map(str, sorted(skipped)))} of its "
                         "events are not in the bundle (left out, or another's relabelled)",
                     )
             if self.size is not None and self._in_range < self.size:
