@@ -19,6 +19,8 @@ from ledger.verify.heads_map import GroupEvent, WholeLogHeads
 
 # The aggregate a bundle's in-order merge gives a heads leaf (never an event's: those are UUIDs).
 HEADS_LEAF = "heads leaf"
+# Versions a whole-log line may skip before it fails at once (not held in memory).
+_SKIPPED_KEPT = 64
 
 
 @dataclass
@@ -38,6 +40,13 @@ class Completeness:
         self._in_range = 0
         self.whole_log_held = False  # a whole-log bundle held every leaf of its tree
         self.heads_leaves = WholeLogHeads()  # a whole-log bundle's, folded from its events
+        # A whole-log bundle's next version expected of each aggregate: the heads fold takes
+        # an event's version as its aggregate's count of events, so a version that skips or
+        # repeats would let a heads leaf state events the log does not have (or hide some).
+        self._next_versions: dict[str, int] = {}
+        # Versions skipped so far (a line moved later arrives after: the order check names
+        # that; one never seen fails at the end). Empty for an honest log.
+        self._skipped: dict[str, set[int]] = {}
 
     def heads_leaf_root(self, index: int, root: bytes) -> None:
         """A headsLeaf line's stated map root, checked when the merge reaches its leaf."""
@@ -74,8 +83,9 @@ class Completeness:
                 self._in_range += 1
             if aggregate == HEADS_LEAF:
                 self.heads_leaves.heads_leaf(leaf, report)
-            else:
-                self.heads_leaves.event(leaf, aggregate, version)
+                return
+            self._whole_log_version(report, where, aggregate, version)
+            self.heads_leaves.event(leaf, aggregate, version)
             return
         if self.heads is None:
             return  # reported once, at the end: a scoped bundle without heads
@@ -98,8 +108,33 @@ class Completeness:
         state.next_version = max(state.next_version, version + 1)
         state.last_leaf = max(state.last_leaf, leaf)
 
+    def _whole_log_version(self, report: Report, where: str, aggregate: str, version: int) -> None:
+        expected = self._next_versions.get(aggregate, 1)
+        skipped = self._skipped.get(aggregate)
+        if version < expected:
+            if skipped is not None and version in skipped:
+                skipped.discard(version)  # out of line order: ``order`` fails the line
+            else:
+                report.fail(Check.COMPLETE, where, f"{aggregate}: version {version} appears again")
+            return
+        if version - expected > _SKIPPED_KEPT:
+            report.fail(
+                Check.COMPLETE, where, f"{aggregate}: versions {expected}..{version - 1} missing"
+            )
+        elif version > expected:
+            self._skipped.setdefault(aggregate, set()).update(range(expected, version))
+        self._next_versions[aggregate] = version + 1
+
     def finish(self, report: Report) -> None:
         if self.whole_log:
+            for name, skipped in sorted(self._skipped.items()):
+                if skipped:
+                    report.fail(
+                        Check.COMPLETE,
+                        "end",
+                        f"{name}: version(s) {', '.join(map(str, sorted(skipped)))} of its "
+                        "events are not in the bundle (left out, or another's relabelled)",
+                    )
             if self.size is not None and self._in_range < self.size:
                 report.fail(
                     Check.COMPLETE,

@@ -96,11 +96,17 @@ def parse_event(where: str, record: dict[str, Any], report: Report) -> ParsedEve
 
 
 def _aggregate_id(text: str) -> UUID:
-    """``UUID(text)``, remembered: a run's events are neighbours in a bundle, and parsing a
-    UUID costs more than the lookup (a memo of this pure function, cleared when full)."""
+    """``UUID(text)`` of the one spelling the log writes (``str(uuid)``), remembered: a run's
+    events are neighbours in a bundle, and parsing a UUID costs more than the lookup (a memo
+    of this pure function, cleared when full). ``UUID()`` also reads upper case, braces,
+    ``urn:uuid:`` and bare hex, which would pass the filing check (a UUID comparison) while
+    the whole-log heads fold keys the aggregate by its text: a run's event so respelled
+    would sit under another map key, its real head left one event short."""
     found = _AGGREGATES.get(text)
     if found is None:
         found = UUID(text)
+        if str(found) != text:
+            raise ValueError(f"aggregate {text!r} is not a UUID in its canonical form")
         if len(_AGGREGATES) >= _AGGREGATES_KEPT:
             _AGGREGATES.clear()
         _AGGREGATES[text] = found

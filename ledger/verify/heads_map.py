@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from domain.canonical import canonical_b64decode
 from domain.event_names import EventName
 from domain.manifests.manifest_set import with_attached
 from domain.run_facts import comparison_key_of
@@ -76,15 +77,22 @@ def _proofs(value: Any, what: str) -> dict[str, MapProof]:
     return {str(name): MapProof.from_json(proof) for name, proof in value.items()}
 
 
+def _map_root(record: dict[str, Any]) -> bytes:
+    """A headsMap or headsLeaf line's map root: 32 bytes in canonical base64, as every hash
+    of a bundle is spelled (a lenient reading let one leaf have many spellings)."""
+    root = canonical_b64decode(record.get("root"), "root")
+    if len(root) != 32:
+        raise ValueError("root must be a 32-byte hash")
+    return root
+
+
 def read_heads_map(where: str, record: dict[str, Any], report: Report) -> HeadsMapLine | None:
     """A headsMap line, strictly read (its proofs are checked at the end)."""
     try:
         index = record.get("leafIndex")
         if not isinstance(index, int) or isinstance(index, bool) or index < 0:
             raise ValueError("leafIndex must be a leaf index")
-        root = base64.b64decode(str(record.get("root")), validate=True)
-        if len(root) != 32:
-            raise ValueError("root must be a 32-byte hash")
+        root = _map_root(record)
         return HeadsMapLine(
             index,
             root,
@@ -184,7 +192,7 @@ def check_heads_leaf(
         index = record.get("leafIndex")
         if not isinstance(index, int) or isinstance(index, bool) or index < 0:
             raise ValueError("leafIndex must be a leaf index")
-        root = base64.b64decode(str(record.get("root")), validate=True)
+        root = _map_root(record)
         proof = decode_proof(record.get("proof"))
     except ValueError as exc:
         report.fail(Check.FORMAT, where, f"malformed headsLeaf line: {exc}")
