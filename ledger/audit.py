@@ -11,6 +11,10 @@ Named checks:
                    recomputed root of its size, and it is not beyond the log's end (a
                    truncated log shows here); checkpoints given by the caller must agree with
                    the ledger's (a fork / equivocation shows here);
+- ``fold-fields``  each event's fold fields row (``ledger.store.fold_fields``), where it
+                   has one, is the row the commit makes of the stored event, byte for byte
+                   (an altered or damaged row shows here, and an edited event beside
+                   ``leaf``; a missing row is no finding: the fold decodes the event);
 - per-event checks as ``history`` does them (signature, key, role, subject, manifests),
   against the keys as the log itself held them at each event: the key book is learned from
   the key events as the pass meets them, never read from the current state.
@@ -40,6 +44,7 @@ from ledger.proofs.log_entries import LogEntry
 from ledger.proofs.nodes import Node
 from ledger.proofs.signed_note import Checkpoint, NoteError, open_checkpoint
 from ledger.proofs.verify import verify_consistency
+from ledger.store.fold_fields import event_fold_fields, row_disagrees
 from ledger.store.group_index import group_members
 from ledger.store.heads_leaves import HeadsReplay
 from ledger.store.transparency_log import SignedCheckpoint, leaves, nodes
@@ -50,8 +55,9 @@ _BATCH = 1000
 
 
 def _rows(ledger: Ledger) -> Iterator[tuple[Any, ...]]:
-    """Every event (position, aggregate, version, topic, state, leaf_index, leaf_hash) and
-    every orphan leaf (position, None..., leaf_index, leaf_hash), in position order."""
+    """Every event (position, aggregate, version, topic, state, leaf_index, leaf_hash, its
+    fold fields row or None) and every orphan leaf (position, None..., leaf_index,
+    leaf_hash, None), in position order."""
     events = ledger.store.events.c
     last = 0
     while True:
@@ -65,8 +71,10 @@ def _rows(ledger: Ledger) -> Iterator[tuple[Any, ...]]:
                     events.state,
                     leaves.c.leaf_index,
                     leaves.c.leaf_hash,
+                    event_fold_fields.c.fields,
                 )
                 .outerjoin(leaves, leaves.c.position == events.id)
+                .outerjoin(event_fold_fields, event_fold_fields.c.position == events.id)
                 .where(events.id > last)
                 .order_by(events.id)
                 .limit(_BATCH)
@@ -81,7 +89,7 @@ def _rows(ledger: Ledger) -> Iterator[tuple[Any, ...]]:
                 orphan_query = orphan_query.where(leaves.c.position <= stop)
             orphans = session.execute(orphan_query).all()
         merged: list[tuple[Any, ...]] = [tuple(r) for r in event_rows]
-        merged += [(o[0], None, None, None, None, o[1], o[2]) for o in orphans]
+        merged += [(o[0], None, None, None, None, o[1], o[2], None) for o in orphans]
         merged.sort(key=lambda r: int(r[0]))
         yield from merged
         if not event_rows:
@@ -172,7 +180,7 @@ class _LogWalk:
     def step(self, row: tuple[Any, ...]) -> bool:
         """Check one row of :func:`_rows`; False for a leaf with no stored event."""
         self.count += 1
-        position, aggregate, version, topic, state, leaf_index, stored_hash = row
+        position, aggregate, version, topic, state, leaf_index, stored_hash, fields = row
         where = f"position {position}"
         if aggregate is None:
             self.report.fail(
@@ -186,6 +194,8 @@ class _LogWalk:
         entry = (int(position), str(aggregate), int(version), str(topic), bytes(state))
         self._verify_event(where, *entry)
         recomputed = self._recompute_leaf(where, *entry)
+        if fields is not None:
+            self._check_fold_fields(where, *entry[1:], bytes(fields))
         if leaf_index is not None:
             self._add_leaf(where, recomputed, stored_hash)
             self.heads.event(int(leaf_index), int(position), aggregate, int(version))
@@ -248,6 +258,16 @@ class _LogWalk:
         result.report_to(self.report, where)
         learn_key(self.keys, result)
         self.members.observe(result)
+
+    def _check_fold_fields(
+        self, where: str, aggregate: str, version: int, topic: str, state: bytes, row: bytes
+    ) -> None:
+        # Rebuilt views read the row, not the event: one that differs would make them differ.
+        wrong = row_disagrees(self.ledger.mapper, UUID(aggregate), version, topic, state, row)
+        if wrong is None:
+            self.report.ok(Check.FOLD_FIELDS)
+        else:
+            self.report.fail(Check.FOLD_FIELDS, where, wrong)
 
     def _recompute_leaf(
         self, where: str, position: int, aggregate: str, version: int, topic: str, state: bytes

@@ -53,6 +53,7 @@ class Check(StrEnum):
     SEQUENCED = "sequenced"  # every event has exactly one leaf, densely
     LEAF = "leaf"  # each leaf hash recomputed from its event
     TREE = "tree"  # stored subtree hashes recomputed from the leaves
+    FOLD_FIELDS = "fold-fields"  # each event's fold fields row is the one its event makes
 
 
 # Bound the findings kept so a badly damaged million-event bundle cannot exhaust memory;

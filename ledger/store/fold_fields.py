@@ -48,7 +48,9 @@ __all__ = [
     "event_fold_fields",
     "fields_of_event",
     "fields_of_payload",
+    "fields_of_stored",
     "predicate_of",
+    "row_disagrees",
     "subject_of",
     "write_fold_fields",
 ]
@@ -175,6 +177,45 @@ def fields_of_event(event: object) -> FoldFields | None:
         return None
 
 
+def fields_of_stored(
+    mapper: Mapper[Any], originator_id: Any, version: int, topic: str, state: bytes
+) -> bytes | None:
+    """The row the commit makes of a stored event (decoded by the ``mapper``, as the ledger
+    reads it back), encoded; None where it makes none (an event the mapper cannot decode,
+    or whose fields cannot be made exactly). The backfill stores it and ``audit`` compares
+    the stored row with it."""
+    try:
+        event = mapper.to_domain_event(StoredEvent(originator_id, version, topic, state))
+    except Exception:
+        _log.debug("stored event not decoded for its fold fields", exc_info=True)
+        return None
+    fields = fields_of_event(event)
+    return None if fields is None else encode_fields(fields)
+
+
+def row_disagrees(
+    mapper: Mapper[Any], originator_id: Any, version: int, topic: str, state: bytes, row: bytes
+) -> str | None:
+    """Why a stored row is not the one :func:`fields_of_stored` makes of its stored event
+    (``audit``'s ``fold-fields`` finding), or None where it is, byte for byte. The reason
+    names the fields that differ, never their values: the event is the truth."""
+    made = fields_of_stored(mapper, originator_id, version, topic, state)
+    if made is None:
+        return "a fold fields row beside an event the commit makes none of (inserted?)"
+    if made == row:
+        return None
+    try:
+        stored = decode_fields(row)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        return f"{_DIFFERS}: the row does not decode ({exc})"
+    event = decode_fields(made)
+    names = [n for n in FoldFields.__struct_fields__ if getattr(event, n) != getattr(stored, n)]
+    return f"{_DIFFERS}: " + (", ".join(names) if names else "its encoding")
+
+
+_DIFFERS = "fold fields row is not the one its stored event makes (rebuilt views would differ)"
+
+
 def write_fold_fields(session: StoreSession, events: Iterable[tuple[int, object]]) -> None:
     """The commit's rows: (position, typed event) of each event it stores, in its
     transaction. An event whose fields cannot be made gets no row (the fold decodes it)."""
@@ -203,7 +244,7 @@ _PAGE = 1000
 
 def backfill(connection: Connection, events_table: str, mapper: Mapper[Any]) -> int:
     """Rows for the stored events that have none (those committed before this table
-    existed), made by :func:`fields_of_event` from the ``mapper``'s typed events; return how
+    existed), made by :func:`fields_of_stored` from the ``mapper``'s typed events; return how
     many. An event the mapper cannot decode gets none (the fold decodes it, or says why it
     cannot). Idempotent: a rerun finds only what is still missing."""
     # Untyped columns: the values as the driver gives them (a reflected table's guessed
@@ -232,16 +273,9 @@ def backfill(connection: Connection, events_table: str, mapper: Mapper[Any]) -> 
             return made
         found = []
         for position, originator_id, version, topic, state in rows:
-            try:
-                event = mapper.to_domain_event(
-                    StoredEvent(originator_id, int(version), str(topic), bytes(state))
-                )
-            except Exception:
-                _log.debug("event %s not decoded for its fold fields", position, exc_info=True)
-                continue
-            fields = fields_of_event(event)
-            if fields is not None:
-                found.append((int(position), encode_fields(fields)))
+            row = fields_of_stored(mapper, originator_id, int(version), str(topic), bytes(state))
+            if row is not None:
+                found.append((int(position), row))
         _insert(connection, found)
         made += len(found)
         after = int(rows[-1][0])
