@@ -40,6 +40,7 @@ from ledger.signing.authoring import (
 from ledger.signing.dsse import parse_envelope
 from ledger.signing.keys import SigningKey
 from ledger.signing.trust import TrustRoot
+from ledger.store.fold_fields import event_fold_fields
 from ledger.store.transparency_log import checkpoints, leaves, nodes
 from ledger.verification_report import Report
 from ledger.verify import Outcome, VerificationPolicy, outcome_of, verify_bundle_lines
@@ -303,6 +304,9 @@ def _delete_last_leaf(w: World) -> int:
             leaves.select().with_only_columns(leaves.c.position).where(leaves.c.leaf_index == last)
         ).scalar_one()
         session.query(events).filter(events.id == position).delete()
+        # Its fold fields go with it, as with any row removed from under the ledger: SQLite
+        # hands the position out again, and the next commit writes that position's row.
+        session.execute(event_fold_fields.delete().where(event_fold_fields.c.position == position))
         session.execute(leaves.delete().where(leaves.c.leaf_index == last))
         level = 0
         while (last >> level) + 1 << level <= size:
