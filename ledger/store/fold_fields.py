@@ -37,7 +37,8 @@ from sqlalchemy.engine import Connection
 
 from domain.documents import parse_admitted_json
 from domain.event_names import EventName
-from ledger.store.event_store import StoreSession, connection_of
+from ledger.store.driver_rows import insert_rows
+from ledger.store.event_store import StoreSession
 
 __all__ = [
     "RUN_EVENT_TOPICS",
@@ -224,19 +225,12 @@ def write_fold_fields(session: StoreSession, events: Iterable[tuple[int, object]
         fields = fields_of_event(event)
         if fields is not None:
             rows.append((position, encode_fields(fields)))
-    _insert(connection_of(session), rows)
+    _insert(session, rows)
 
 
-def _insert(connection: Connection, rows: Sequence[tuple[int, bytes]]) -> None:
-    """Through the driver, one executemany: no per-row parameter handling."""
-    if not rows:
-        return
-    qmark = connection.dialect.paramstyle == "qmark"  # SQLite's; psycopg's is %s
-    connection.exec_driver_sql(_INSERT_QMARK if qmark else _INSERT_FORMAT, list(rows))
-
-
-_INSERT_QMARK = "INSERT INTO kernelindex_event_fold_fields (position, fields) VALUES (?, ?)"
-_INSERT_FORMAT = "INSERT INTO kernelindex_event_fold_fields (position, fields) VALUES (%s, %s)"
+def _insert(connection: StoreSession, rows: Sequence[tuple[int, bytes]]) -> None:
+    """Through the driver, one executemany (the commit's own row writer)."""
+    insert_rows(connection, event_fold_fields.name, ("position", "fields"), rows)
 
 
 _PAGE = 1000
