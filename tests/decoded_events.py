@@ -8,6 +8,8 @@ from typing import Any, TypeVar
 
 import pytest
 
+from ledger.aggregates import Run
+
 T = TypeVar("T")
 
 
@@ -33,3 +35,16 @@ def decode_counter(
         return decoded, result
 
     return measure
+
+
+# Every class of run event the ledger stores (a fold reads each of them).
+RUN_CLASSES = [
+    Run.Ingested,
+    Run.Attested,
+    Run.Retracted,
+    Run.Superseded,
+    Run.ManifestsAttached,
+    Run.RerunRequested,
+    Run.RerunClaimed,
+    Run.RerunRecorded,
+]

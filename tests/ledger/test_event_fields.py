@@ -27,17 +27,8 @@ from hypothesis import strategies as st
 from ledger.aggregates import Principal, Run, topic_of
 from ledger.signing.dsse import stored_statement
 from ledger.store.event_fields import EventFieldReader, EventFields, statement_of_payload
+from tests.decoded_events import RUN_CLASSES
 
-RUN_CLASSES = [
-    Run.Ingested,
-    Run.Attested,
-    Run.Retracted,
-    Run.Superseded,
-    Run.ManifestsAttached,
-    Run.RerunRequested,
-    Run.RerunClaimed,
-    Run.RerunRecorded,
-]
 TOPICS = [topic_of(c.__qualname__) for c in RUN_CLASSES] + [
     topic_of("Principal.Registered"),
     "ledger.aggregates:Run.NoSuchEvent",

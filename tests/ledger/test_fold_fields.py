@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from domain.documents import parse_admitted_json
 from domain.event_names import EventName
-from ledger.aggregates import Principal, Run, topic_of
+from ledger.aggregates import Principal, topic_of
 from ledger.store.fold_fields import (
     RUN_EVENT_TOPICS,
     FoldFields,
@@ -24,17 +24,7 @@ from ledger.store.fold_fields import (
     fields_of_payload,
     predicate_of,
 )
-
-RUN_CLASSES = [
-    Run.Ingested,
-    Run.Attested,
-    Run.Retracted,
-    Run.Superseded,
-    Run.ManifestsAttached,
-    Run.RerunRequested,
-    Run.RerunClaimed,
-    Run.RerunRecorded,
-]
+from tests.decoded_events import RUN_CLASSES
 
 
 def test_the_run_event_topics_are_the_aggregates_own() -> None:
