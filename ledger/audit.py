@@ -14,7 +14,8 @@ Named checks:
 - ``fold-fields``  each event's fold fields row (``ledger.store.fold_fields``), where it
                    has one, is the row the commit makes of the stored event, byte for byte
                    (an altered or damaged row shows here, and an edited event beside
-                   ``leaf``; a missing row is no finding: the fold decodes the event);
+                   ``leaf``; a missing row is no finding: the fold decodes the event),
+                   and each shared manifest document the rows name hashes to its key;
 - per-event checks as ``history`` does them (signature, key, role, subject, manifests),
   against the keys as the log itself held them at each event: the key book is learned from
   the key events as the pass meets them, never read from the current state.
@@ -45,6 +46,7 @@ from ledger.proofs.nodes import Node
 from ledger.proofs.signed_note import Checkpoint, NoteError, open_checkpoint
 from ledger.proofs.verify import verify_consistency
 from ledger.store.fold_fields import event_fold_fields, row_disagrees
+from ledger.store.fold_manifests import wrong_bodies
 from ledger.store.group_index import group_members
 from ledger.store.heads_leaves import HeadsReplay
 from ledger.store.transparency_log import SignedCheckpoint, leaves, nodes
@@ -214,10 +216,14 @@ class _LogWalk:
             self._add_leaf(where, stored if matches else None, stored)
 
     def finish(self) -> None:
-        """Check the nodes still unchecked, and the group index against the log's groups."""
+        """Check the nodes still unchecked, the group index against the log's groups, and
+        the fold rows' shared documents against their keys."""
         self._heads_leaves(2**62)  # those after the last event's leaf
         _check_nodes(self.ledger, self.created, self.report)
         self.members.compare(self.ledger, self.report)
+        with self.ledger.store.transaction(commit=False) as session:
+            for key, why in wrong_bodies(session):
+                self.report.fail(Check.FOLD_FIELDS, key, why)
 
     def _check_version(self, where: str, aggregate: str, version: int) -> None:
         previous = self.last_version.get(aggregate, 0)

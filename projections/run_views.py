@@ -17,8 +17,8 @@ read (SQLite, and on demand everywhere) or a subscription.
 from __future__ import annotations
 
 import binascii
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple, Protocol
 
 from eventsourcing.dispatch import singledispatchmethod
 from eventsourcing.persistence import Mapper, StoredEvent, Tracking, TrackingRecorder
@@ -30,7 +30,13 @@ from ledger.aggregates import Run, SignedEvent, topic_of
 from ledger.signing.dsse import stored_statement
 from ledger.store.event_fields import EventFieldReader
 from ledger.store.event_store import EventStore, StoreSession
-from ledger.store.fold_fields import FoldFields, decode_fields, fields_of_payload, predicate_of
+from ledger.store.fold_fields import (
+    FoldFields,
+    decode_fields,
+    fields_of_payload,
+    predicate_of,
+    whole,
+)
 from projections.tables import tracking as tracking_table
 from projections.view_rows import Pending, new_run_row
 
@@ -117,34 +123,54 @@ def field_reader(mapper: Mapper[Any]) -> EventFieldReader:
     return EventFieldReader(mapper, RUN_EVENTS, Run.Superseded)
 
 
+class StoredLookups(Protocol):
+    """What a catch-up reads beside its rows, for the few events they do not carry whole."""
+
+    def originator(self, position: int) -> tuple[Any, int]:
+        """(aggregate id, version) of the event at ``position``."""
+
+    def state(self, position: int) -> bytes:
+        """The stored state of the event at ``position``."""
+
+    def bodies(self, digests: Iterable[bytes]) -> Mapping[bytes, bytes]:
+        """The shared manifest documents stored under ``digests``, each checked against its
+        key (``ledger.store.fold_manifests``); one missing or wrong is absent."""
+
+
 def stored_fold_events(
-    rows: Iterable[StoredRow],
-    mapper: Mapper[Any],
-    reader: EventFieldReader,
-    originator: Callable[[int], tuple[Any, int]],
+    rows: Iterable[StoredRow], mapper: Mapper[Any], reader: EventFieldReader, lookups: StoredLookups
 ) -> Iterator[tuple[int, FoldEvent | None]]:
     """Stored rows ``(position, topic, fields, state)`` as the views fold them: (position,
     the run event or None for the key book's events). From the fold fields the commit wrote
-    where the row has them; else read by ``reader`` from the state where it can, else
-    decoded by the ``mapper``, with the row's ``originator(position)`` (aggregate id,
-    version)."""
-    for position, topic, folded, state in rows:
-        at = int(position)
-        if folded is not None:
-            yield at, fold_event(at, decode_fields(folded))
-            continue
+    where the row has them, with the shared documents they name (read for all the rows at
+    once); else (no row, or a document missing) read by ``reader`` from the state where it
+    can, else decoded by the ``mapper``, with the event's ``lookups.originator``."""
+    decoded = [
+        (int(position), topic, None if folded is None else decode_fields(folded), state)
+        for position, topic, folded, state in rows
+    ]
+    wanted = {key for _, _, fields, _ in decoded if fields for _, key in fields.shared}
+    bodies = lookups.bodies(wanted) if wanted else {}
+    for at, topic, fields, stored_state in decoded:
+        state = stored_state
+        if fields is not None:
+            folded = whole(fields, bodies)
+            if folded is not None:
+                yield at, fold_event(at, folded)
+                continue
+            state = lookups.state(at)  # as if it had no row: decode the event
         data = state if type(state) is bytes else bytes(state)
-        fields = reader.read(topic, data)
-        if fields is None:
-            originator_id, version = originator(at)
+        read = reader.read(topic, data)
+        if read is None:
+            originator_id, version = lookups.originator(at)
             stored = StoredEvent(originator_id, int(version), str(topic), data)
             yield at, typed_fold_event(mapper.to_domain_event(stored), at)
         else:
-            name = RUN_EVENTS[fields.event_class]
-            read = fields_of_payload(
-                name, fields.payload, fields.received_at, fields.signer, fields.superseded_by
+            name = RUN_EVENTS[read.event_class]
+            made = fields_of_payload(
+                name, read.payload, read.received_at, read.signer, read.superseded_by
             )
-            yield at, fold_event(at, read)
+            yield at, fold_event(at, made)
 
 
 class ViewsTracking(TrackingRecorder):
@@ -219,10 +245,10 @@ class RunViews(Projection[ViewsTracking]):
         rows: Iterable[StoredRow],
         mapper: Mapper[Any],
         reader: EventFieldReader,
-        originator: Callable[[int], tuple[Any, int]],
+        lookups: StoredLookups,
     ) -> None:
         """Fold stored rows ``(position, topic, fields, state)`` (a catch-up's), in log order."""
-        for position, event in stored_fold_events(rows, mapper, reader, originator):
+        for position, event in stored_fold_events(rows, mapper, reader, lookups):
             if event is None:
                 self.last = position
             else:

@@ -274,7 +274,7 @@ class ProjectionRunner:
         if not rows:
             return 0, start
         views = RunViews(self.tracking)
-        views.fold_stored(rows, self.ledger.mapper, self._reader, self._writes.originator(session))
+        views.fold_stored(rows, self.ledger.mapper, self._reader, self._writes.lookups(session))
         pending, _ = views.take()
         last = int(rows[-1][0])
         self._write(session, pending, last)
@@ -413,9 +413,7 @@ class ProjectionRunner:
         with paused_gc(), self.ledger.store.transaction(commit=False) as session:
             rows = self._writes.read_rows(session, (e.id > after) & (e.id <= upto))
             views = RunViews(self.tracking)
-            views.fold_stored(
-                rows, self.ledger.mapper, self._reader, self._writes.originator(session)
-            )
+            views.fold_stored(rows, self.ledger.mapper, self._reader, self._writes.lookups(session))
             pending, _ = views.take()
             run_row = None if self._is_postgres else positional_rows(runs, self._engine.dialect)
             pending.prepare(run_row)

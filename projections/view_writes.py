@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -25,8 +25,9 @@ from ledger.application import Ledger
 from ledger.store.event_fields import EventFieldReader
 from ledger.store.event_store import EventStore, StoreSession, connection_of
 from ledger.store.fold_fields import event_fold_fields
+from ledger.store.fold_manifests import ManifestBodies
 from projections.records import Arrival
-from projections.run_views import stored_fold_events
+from projections.run_views import StoredLookups, stored_fold_events
 from projections.tables import VIEW_TABLES, manifests, positional_insert, positional_rows, runs
 from projections.view_rows import (
     RANKED_BY,
@@ -63,6 +64,29 @@ def paused_gc() -> Iterator[None]:
 
 
 @dataclass(frozen=True)
+class _Lookups:
+    """``run_views.StoredLookups`` in one transaction."""
+
+    session: StoreSession
+    events: Any  # the event table's columns
+    cache: ManifestBodies
+
+    def originator(self, position: int) -> tuple[Any, int]:
+        e = self.events
+        found = self.session.execute(
+            select(e.originator_id, e.originator_version).where(e.id == position)
+        ).one()
+        return found[0], int(found[1])
+
+    def state(self, position: int) -> bytes:
+        found = self.session.execute(select(self.events.state).where(self.events.id == position))
+        return bytes(found.scalar_one())
+
+    def bodies(self, digests: Iterable[bytes]) -> Mapping[bytes, bytes]:
+        return self.cache.read(self.session, digests)
+
+
+@dataclass(frozen=True)
 class CatchUp:
     """What a catch-up did: how many events it folded, and the views' position after."""
 
@@ -77,6 +101,7 @@ class ViewWriter:
         self.ledger = ledger
         self._events = ledger.store.events.c
         self._is_postgres = ledger.store.postgres
+        self._bodies = ManifestBodies()  # by content: valid for every catch-up
         self._joined = ledger.store.events.outerjoin(
             event_fold_fields, event_fold_fields.c.position == self._events.id
         )
@@ -96,18 +121,9 @@ class ViewWriter:
         )
         return session.execute(query if limit is None else query.limit(limit)).all()
 
-    def originator(self, session: StoreSession) -> Callable[[int], tuple[Any, int]]:
-        """(aggregate id, version) of the event at a position, for the rows the field reader
-        leaves to the mapper (the key book's events, mostly)."""
-        e = self._events
-
-        def originator(position: int) -> tuple[Any, int]:
-            found = session.execute(
-                select(e.originator_id, e.originator_version).where(e.id == position)
-            ).one()
-            return found[0], int(found[1])
-
-        return originator
+    def lookups(self, session: StoreSession) -> StoredLookups:
+        """What a catch-up in ``session`` reads beside its rows (``run_views.StoredLookups``)."""
+        return _Lookups(session, self._events, self._bodies)
 
     def flush(self, session: StoreSession, pending: Pending) -> None:
         """Write the batch's new runs and changes with a few multi-row statements."""
@@ -210,7 +226,7 @@ class ViewWriter:
             session,
             (e.originator_id == run_id(digest)) & e.topic.in_(STATE_TOPICS) & (e.id <= up_to),
         )
-        events = stored_fold_events(rows, self.ledger.mapper, reader, self.originator(session))
+        events = stored_fold_events(rows, self.ledger.mapper, reader, self.lookups(session))
         for _, event in events:
             if event is None:
                 continue

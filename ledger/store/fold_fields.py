@@ -9,12 +9,18 @@ run it is about, when the ledger received it, the signer it accepted, a superses
 one MessagePack value. A rebuild reads that row and decodes it with msgspec, never the
 envelope.
 
-One function makes a row, :func:`fields_of_payload`, from the envelope's payload: the commit
-calls it on each typed event (``write_fold_fields``), and so do the backfill of events stored
-before this table existed (:func:`backfill`, schema version 5, on the events the ledger's
-mapper decodes) and the fold of an event with no row (a backfill that could not decode it,
-an event saved outside the commit), which reads its payload from the stored state as
-before. The fold's result is the same either way
+The manifest documents most runs share (protocol, environment, …) are stored once, by the
+hash of their text (``ledger.store.fold_manifests``): a row's predicate has them cut out
+and names them by key (``FoldFields.shared``, made by :func:`row_of`, the one rule every
+writer calls); a reader splices them back (:func:`whole`), and where one is missing or not
+the document its key names, folds the event from its state as if it had no row.
+
+One function makes a row's fields, :func:`fields_of_payload`, from the envelope's payload:
+the commit calls it on each typed event (``write_fold_fields``), and so do the backfill of
+events stored before this table existed (:func:`backfill`, schema version 5, on the events
+the ledger's mapper decodes) and the fold of an event with no row (a backfill that could
+not decode it, an event saved outside the commit), which reads its payload from the stored
+state as before. The fold's result is the same either way
 (``tests/projections/test_rebuild_from_fold_fields.py`` holds it, on SQLite and PostgreSQL).
 
 The commit only cuts the predicate's text out of the payload (it parses nothing into
@@ -27,18 +33,31 @@ from __future__ import annotations
 
 import binascii
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import msgspec
 from eventsourcing.persistence import Mapper, StoredEvent
-from sqlalchemy import BigInteger, Column, LargeBinary, MetaData, Table, column, select, table
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    LargeBinary,
+    MetaData,
+    Table,
+    bindparam,
+    column,
+    select,
+    table,
+    update,
+)
 from sqlalchemy.engine import Connection
 
 from domain.documents import parse_admitted_json
 from domain.event_names import EventName
+from ledger.store import fold_manifests
 from ledger.store.driver_rows import insert_rows
 from ledger.store.event_store import StoreSession
+from ledger.store.fold_manifests import Shared
 
 __all__ = [
     "RUN_EVENT_TOPICS",
@@ -52,7 +71,10 @@ __all__ = [
     "fields_of_stored",
     "predicate_of",
     "row_disagrees",
+    "row_of",
+    "share_rows",
     "subject_of",
+    "whole",
     "write_fold_fields",
 ]
 
@@ -95,6 +117,9 @@ class FoldFields(msgspec.Struct, array_like=True, frozen=True):
     signer: str = ""
     superseded_by: str | None = None  # a supersession's (None for the other events)
     predicate: bytes = b"null"  # the statement's predicate: its JSON text, as signed
+    # The manifest documents cut out of ``predicate`` (``ledger.store.fold_manifests``):
+    # where, and their keys. Empty: ``predicate`` is whole (every row of schema 5).
+    shared: Shared = ()
 
     @property
     def event_name(self) -> EventName | None:
@@ -151,8 +176,29 @@ def fields_of_payload(
 
 
 def predicate_of(fields: FoldFields) -> Any:
-    """The predicate a row holds, read as the statement it came from was read."""
+    """The predicate a row holds (whole: see :func:`whole`), read as the statement it came
+    from was read."""
     return parse_admitted_json(fields.predicate)
+
+
+def row_of(fields: FoldFields) -> tuple[bytes, dict[bytes, bytes]]:
+    """The row stored of an event's fields, and the shared documents it names by key: the
+    one rule for every writer (the commit, the backfill, the upgrade's rewrite, ``audit``)."""
+    cut, shared, bodies = fold_manifests.split(fields.predicate)
+    if shared:
+        fields = msgspec.structs.replace(fields, predicate=cut, shared=shared)
+    return encode_fields(fields), bodies
+
+
+def whole(fields: FoldFields, bodies: Mapping[bytes, bytes]) -> FoldFields | None:
+    """A row's fields with the documents it names by key spliced back into its predicate;
+    None where one of them is not in ``bodies`` (then the fold decodes the event)."""
+    if not fields.shared:
+        return fields
+    predicate = fold_manifests.join(fields.predicate, fields.shared, bodies)
+    if predicate is None:
+        return None
+    return msgspec.structs.replace(fields, predicate=predicate, shared=())
 
 
 def fields_of_event(event: object) -> FoldFields | None:
@@ -180,18 +226,18 @@ def fields_of_event(event: object) -> FoldFields | None:
 
 def fields_of_stored(
     mapper: Mapper[Any], originator_id: Any, version: int, topic: str, state: bytes
-) -> bytes | None:
+) -> tuple[bytes, dict[bytes, bytes]] | None:
     """The row the commit makes of a stored event (decoded by the ``mapper``, as the ledger
-    reads it back), encoded; None where it makes none (an event the mapper cannot decode,
-    or whose fields cannot be made exactly). The backfill stores it and ``audit`` compares
-    the stored row with it."""
+    reads it back), and the shared documents it names (:func:`row_of`); None where it makes
+    none (an event the mapper cannot decode, or whose fields cannot be made exactly). The
+    backfill stores it and ``audit`` compares the stored row with it."""
     try:
         event = mapper.to_domain_event(StoredEvent(originator_id, version, topic, state))
     except Exception:
         _log.debug("stored event not decoded for its fold fields", exc_info=True)
         return None
     fields = fields_of_event(event)
-    return None if fields is None else encode_fields(fields)
+    return None if fields is None else row_of(fields)
 
 
 def row_disagrees(
@@ -200,9 +246,10 @@ def row_disagrees(
     """Why a stored row is not the one :func:`fields_of_stored` makes of its stored event
     (``audit``'s ``fold-fields`` finding), or None where it is, byte for byte. The reason
     names the fields that differ, never their values: the event is the truth."""
-    made = fields_of_stored(mapper, originator_id, version, topic, state)
-    if made is None:
+    remade = fields_of_stored(mapper, originator_id, version, topic, state)
+    if remade is None:
         return "a fold fields row beside an event the commit makes none of (inserted?)"
+    made = remade[0]  # its documents are checked against their keys (``wrong_bodies``)
     if made == row:
         return None
     try:
@@ -221,15 +268,21 @@ def write_fold_fields(session: StoreSession, events: Iterable[tuple[int, object]
     """The commit's rows: (position, typed event) of each event it stores, in its
     transaction. An event whose fields cannot be made gets no row (the fold decodes it)."""
     rows = []
+    bodies: dict[bytes, bytes] = {}
     for position, event in events:
         fields = fields_of_event(event)
         if fields is not None:
-            rows.append((position, encode_fields(fields)))
-    _insert(session, rows)
+            row, shared = row_of(fields)
+            rows.append((position, row))
+            bodies.update(shared)
+    _insert(session, rows, bodies)
 
 
-def _insert(connection: StoreSession, rows: Sequence[tuple[int, bytes]]) -> None:
-    """Through the driver, one executemany (the commit's own row writer)."""
+def _insert(
+    connection: StoreSession, rows: Sequence[tuple[int, bytes]], bodies: Mapping[bytes, bytes]
+) -> None:
+    """Through the driver, one executemany each (the commit's own row writer)."""
+    fold_manifests.write(connection, bodies)
     insert_rows(connection, event_fold_fields.name, ("position", "fields"), rows)
 
 
@@ -266,10 +319,51 @@ def backfill(connection: Connection, events_table: str, mapper: Mapper[Any]) -> 
         if not rows:
             return made
         found = []
+        bodies: dict[bytes, bytes] = {}
         for position, originator_id, version, topic, state in rows:
             row = fields_of_stored(mapper, originator_id, int(version), str(topic), bytes(state))
             if row is not None:
-                found.append((int(position), row))
-        _insert(connection, found)
+                found.append((int(position), row[0]))
+                bodies.update(row[1])
+        _insert(connection, found, bodies)
         made += len(found)
         after = int(rows[-1][0])
+
+
+def share_rows(connection: Connection) -> int:
+    """Schema 6: every row stored by schema 5's commit (its predicate whole) rewritten as
+    :func:`row_of` makes it now, its shared documents stored once; return how many. Made
+    from the row itself, as the commit made it from the event; a row that does not decode
+    stays as it is (``audit`` names it). Idempotent."""
+    f = event_fold_fields.c
+    changed = 0
+    after = -1
+    while True:
+        page = connection.execute(
+            select(f.position, f.fields).where(f.position > after).order_by(f.position).limit(_PAGE)
+        ).all()
+        if not page:
+            return changed
+        rewritten = []
+        bodies: dict[bytes, bytes] = {}
+        for position, stored in page:
+            try:
+                fields = decode_fields(bytes(stored))
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                continue
+            if fields.shared:
+                continue  # written by this schema already
+            row, shared = row_of(fields)
+            if row != bytes(stored):
+                rewritten.append({"at": int(position), "row": row})
+                bodies.update(shared)
+        fold_manifests.write(connection, bodies)
+        if rewritten:
+            connection.execute(
+                update(event_fold_fields)
+                .where(f.position == bindparam("at"))
+                .values(fields=bindparam("row")),
+                rewritten,
+            )
+        changed += len(rewritten)
+        after = int(page[-1][0])

@@ -41,9 +41,16 @@ from domain.errors import DomainError
 from domain.run_facts import comparison_key_of
 from domain.timestamps import format_time, utc_now
 from ledger.signing.dsse import stored_statement
-from ledger.store import artifacts, fold_fields, group_index, log_tables, transparency_log
+from ledger.store import (
+    artifacts,
+    fold_fields,
+    fold_manifests,
+    group_index,
+    log_tables,
+    transparency_log,
+)
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 APPLICATION_NAME = "KernelIndex"  # eventsourcing names the event table after it
 EVENTS_TABLE = APPLICATION_NAME.lower() + "_events"
 # The topic ingestions are stored under, as the builds that wrote them stored it: a schema
@@ -176,13 +183,24 @@ def _version_4(db_url: str, conn: Connection) -> None:
 
 def _version_5(db_url: str, conn: Connection) -> None:
     """The fold's fields of each event, written at commit (``ledger.store.fold_fields``), and
-    filled here for the events stored before, by the ledger's own mapper (a reader's)."""
+    filled here for the events stored before, by the ledger's own mapper (a reader's). The
+    rows this build writes name shared documents (schema 6), so their table is made here
+    too when an upgrade from before 5 runs this step with this build's backfill."""
     fold_fields.event_fold_fields.create(conn, checkfirst=True)
+    fold_manifests.fold_manifests.create(conn, checkfirst=True)
     reader = _EventStore(env={"PERSISTENCE_MODULE": "eventsourcing.popo"})  # no database
     try:
         fold_fields.backfill(conn, EVENTS_TABLE, reader.mapper)
     finally:
         reader.close()
+
+
+def _version_6(db_url: str, conn: Connection) -> None:
+    """Fold rows share manifest documents, each stored once by the hash of its text
+    (``ledger.store.fold_manifests``): the rows schema 5 wrote, predicates whole, rewritten
+    so. (SQLite keeps the freed pages for later writes; ``VACUUM`` returns them.)"""
+    fold_manifests.fold_manifests.create(conn, checkfirst=True)
+    fold_fields.share_rows(conn)
 
 
 # version -> the step that brings the schema from version - 1 to it. Append, never edit.
@@ -192,6 +210,7 @@ STEPS: dict[int, Callable[[str, Connection], None]] = {
     3: _version_3,
     4: _version_4,
     5: _version_5,
+    6: _version_6,
 }
 
 

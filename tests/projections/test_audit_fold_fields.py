@@ -5,7 +5,8 @@ Rebuilt views read the rows, not the events, so an altered row would make them d
 what the events say without anything else noticing. ``audit`` remakes each row from its
 stored event with the function the commit and the backfill use and compares bytes: a row
 that differs is a ``fold-fields`` failure at its position (``kernelindex audit`` exits 1); a
-missing row is no finding (the fold decodes the event itself, to the same views).
+missing row is no finding (the fold decodes the event itself, to the same views). The
+shared manifest documents rows name by key are checked against their keys.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from typing import Any
 import msgspec
 import pytest
 from projection_world import MANIFESTS, NAMES, SEED, Clock, World
-from sqlalchemy import create_engine, select, text, update
-from test_rebuild_from_fold_fields import drop_rows, fold_rows, rebuilt
+from sqlalchemy import create_engine, delete, select, text, update
+from test_rebuild_from_fold_fields import drop_rows, fold_rows, rebuilt, shared_bodies
 from test_rebuild_property import FIXED_SCRIPTS, KEYS, NOW, build_steps, feed, interleave, steps_of
 from typer.testing import CliRunner
 
@@ -28,6 +29,7 @@ from api.cli.main import app
 from ledger.audit import audit_ledger
 from ledger.signing.authoring import attachment_envelope, ingestion_envelope
 from ledger.store.fold_fields import FoldFields, decode_fields, encode_fields, event_fold_fields
+from ledger.store.fold_manifests import fold_manifests
 from ledger.verification_report import Check, Report
 
 DIFFERS = "fold fields row is not the one its stored event makes (rebuilt views would differ)"
@@ -238,3 +240,29 @@ def test_cli_audit_exits_1_naming_the_altered_row(
     assert (f"fold-fields at position {position}: {DIFFERS}: signer") in out
     report = json.loads(cli("audit", "--json", code=1))
     assert report["checks"]["fold-fields"] == {"passed": position - 1, "failed": 1}
+
+
+def test_an_edited_shared_manifest_fails_naming_it_and_a_missing_one_is_no_finding(
+    world: World,
+) -> None:
+    """The rows name shared manifest documents by the sha256 of their text: a document
+    edited behind the ledger's back fails under its key; one deleted is no finding (the
+    events naming it fold from their state, as an event with no row does)."""
+    bodies = shared_bodies(world)
+    assert bodies
+    key, body = sorted(bodies.items())[0]
+    edited = body.replace(b'"spec"', b'"spec" ', 1)
+    with world.ledger.store.transaction(commit=True) as session:
+        session.execute(
+            update(fold_manifests).where(fold_manifests.c.digest == key).values(body=edited)
+        )
+    report = audit(world)
+    assert fold_findings(report) == [
+        ("sha256:" + key.hex(), "shared fold manifest is not the document its key names (edited?)")
+    ]
+    assert set(report.failed) == {Check.FOLD_FIELDS}
+    with world.ledger.store.transaction(commit=True) as session:
+        session.execute(delete(fold_manifests).where(fold_manifests.c.digest == key))
+    report = audit(world)
+    assert report.verified, report.findings
+    assert report.passed[Check.FOLD_FIELDS] == world.count()

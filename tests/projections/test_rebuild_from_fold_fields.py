@@ -19,11 +19,12 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from projection_world import MANIFESTS, NAMES, SEED, Clock, World
-from sqlalchemy import Table, create_engine, delete, func, select, text
+from sqlalchemy import Table, create_engine, delete, func, select, text, update
 from test_rebuild_property import (
     FIXED_SCRIPTS,
     KEYS,
@@ -37,7 +38,8 @@ from test_rebuild_property import (
 
 from ledger.signing.authoring import attachment_envelope, ingestion_envelope
 from ledger.store import schema
-from ledger.store.fold_fields import decode_fields, event_fold_fields
+from ledger.store.fold_fields import decode_fields, event_fold_fields, whole
+from ledger.store.fold_manifests import fold_manifests
 
 BARE_SEED = {role: doc for role, doc in MANIFESTS[SEED].items() if role != "workload"}
 
@@ -91,7 +93,31 @@ def check_folds_agree(world: World, seed: int) -> dict[str, str]:
     part = random.Random(seed).sample(sorted(committed), len(committed) // 2)
     drop_rows(world, part)
     assert rebuilt(world, batch=3) == from_fields, "the two paths mixed fold otherwise"
+    check_shared_documents_fold_alike(world, seed, from_fields)
     return from_fields
+
+
+def shared_bodies(world: World) -> dict[bytes, bytes]:
+    with world.ledger.store.transaction(commit=False) as session:
+        rows = session.execute(select(fold_manifests.c.digest, fold_manifests.c.body))
+        return {bytes(d): bytes(b) for d, b in rows}
+
+
+def check_shared_documents_fold_alike(world: World, seed: int, views: dict[str, str]) -> None:
+    """The rows name the shared manifests by key; with one of those missing, or edited, the
+    events naming it fold from their state instead, to the same views."""
+    bodies = shared_bodies(world)
+    named = {k for row in fold_rows(world).values() for _, k in decode_fields(row).shared}
+    assert named and named <= set(bodies), "ingestions share their manifests"
+    key = random.Random(seed).choice(sorted(named))
+    with world.ledger.store.transaction(commit=True) as session:
+        session.execute(
+            update(fold_manifests).where(fold_manifests.c.digest == key).values(body=b"{}")
+        )
+    assert rebuilt(world, batch=3) == views, "an edited shared document was folded"
+    with world.ledger.store.transaction(commit=True) as session:
+        session.execute(delete(fold_manifests))
+    assert rebuilt(world) == views, "a missing shared document folds otherwise"
 
 
 @settings(
@@ -164,7 +190,7 @@ def test_an_older_ledger_is_upgraded_with_its_rows_backfilled(world: World) -> N
         engine.dispose()
     _stamp(world.db_url, 4)
     status, applied = schema.upgrade(world.db_url)
-    assert applied == [5] and status.current
+    assert applied == [5, 6] and status.current
     reopened = World.create(world.db_url, KEYS, Clock(NOW))
     try:
         assert fold_rows(reopened) == committed
@@ -185,3 +211,48 @@ def test_an_event_without_its_row_is_folded_from_its_state(world: World) -> None
     after = world.views()
     assert after != views_before
     assert rebuilt(world) == after
+
+
+def schema_5_rows(world: World) -> dict[int, bytes]:
+    """The rows as schema 5's commit wrote them: six fields, every predicate whole."""
+    bodies = shared_bodies(world)
+    rows = {}
+    for position, row in fold_rows(world).items():
+        fields = whole(decode_fields(row), bodies)
+        assert fields is not None
+        rows[position] = msgspec.msgpack.encode(list(msgspec.structs.astuple(fields))[:6])
+    return rows
+
+
+def store_rows(world: World, rows: dict[int, bytes]) -> None:
+    with world.ledger.store.transaction(commit=True) as session:
+        session.execute(delete(event_fold_fields))
+        session.execute(delete(fold_manifests))
+        session.execute(
+            event_fold_fields.insert(), [{"position": p, "fields": f} for p, f in rows.items()]
+        )
+
+
+def test_schema_5_rows_fold_alike_and_the_upgrade_shares_their_manifests(world: World) -> None:
+    """Rows of schema 5 (predicates whole) are read as they are; ``db upgrade`` from 5
+    rewrites them to the rows the commit makes now, storing each shared document once."""
+    world.ingest()
+    world.append(world.attest_envelope(SEED, "seen", "reproduced"))
+    committed, bodies = fold_rows(world), shared_bodies(world)
+    views = rebuilt(world)
+    old = schema_5_rows(world)
+    assert sum(map(len, old.values())) > sum(map(len, committed.values())) + 1000
+    store_rows(world, old)
+    assert rebuilt(world) == views, "rows of schema 5 fold otherwise"
+    world.close()
+    _stamp(world.db_url, 5)
+    status, applied = schema.upgrade(world.db_url)
+    assert applied == [6] and status.current
+    reopened = World.create(world.db_url, KEYS, Clock(NOW))
+    try:
+        assert fold_rows(reopened) == committed
+        assert shared_bodies(reopened) == bodies
+        assert rebuilt(reopened) == views
+        assert schema.upgrade(world.db_url)[1] == []
+    finally:
+        reopened.close()
