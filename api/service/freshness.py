@@ -154,6 +154,11 @@ class Views:
                 self.folder.after(0, self.wait)  # the fold under way ends by re-ranking
         return self.runner.snapshot(read, rerank=None)  # as they stand: still no write
 
+    def position_in(self, session: StoreSession) -> int:
+        """The views' position as a snapshot ``read`` is given reads it: what a memo of
+        what the views say keys on (they change only when it moves)."""
+        return self.runner.tracking.position(session)
+
     def _waited(self) -> int | None:
         assert self.folder is not None
         target = self.ledger.store.last_position()

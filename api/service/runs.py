@@ -17,7 +17,7 @@ from api.service.models.log import Checkpoint
 from api.service.models.runs import RunList, RunRecord, RunSummary
 from api.service.paging import Cursor, page_size
 from api.service.run_record import RunInViews, artifact_digests, compose
-from api.service.sweeps import group_place
+from api.service.sweeps import SweepPlaces
 from domain.evidence import EvidenceLevel
 from domain.importers.catalog_rows import RUN_SNAPSHOT_PREFIX, published_in_snapshot
 from domain.ranking import View
@@ -90,6 +90,7 @@ class Runs:
         self.ledger = views.ledger
         self.public_url = public_url
         self.artifacts = ArtifactStore(views.ledger.store)
+        self.sweeps = SweepPlaces()
 
     def resolve(self, reference: str) -> str:
         """A run by digest, prefix, name or external id (``projections.references``); a full
@@ -156,7 +157,10 @@ class Runs:
                 if first is not None and first != digest:
                     theirs = manifests_of(self.ledger, first)
                     compared = compare_runs(digest, events.manifests, first, theirs)
-                sweep = group_place(session, key) if key else None
+                sweep = None
+                if key:
+                    at = self.views.position_in(session)
+                    sweep = self.sweeps.place(session, key, at)
                 seen = RunInViews(row, queries.standings(session, digest), compared, sweep)
             wanted = artifact_digests(events)
             facts = self.artifacts.facts(wanted) if wanted else []
