@@ -48,7 +48,8 @@ from ledger.signing.authoring import ingestion_envelope
 from ledger.signing.dsse import parse_envelope, stored_statement
 from ledger.signing.keys import SigningKey
 from ledger.store.event_fields import statement_of_payload
-from ledger.store.fold_fields import decode_fields, event_fold_fields, write_fold_fields
+from ledger.store.fold_fields import decode_fields, event_fold_fields, whole, write_fold_fields
+from ledger.store.fold_manifests import ManifestBodies, fold_manifests
 from projections import queries
 from projections.run_views import decode, event_name, field_reader, statement_of
 from projections.runner import REBUILD_BATCH, ProjectionRunner
@@ -265,9 +266,12 @@ def decode_costs(ledger: Ledger, limit: int = 5_000) -> dict[str, float]:
         folded = session.execute(
             select(f.fields).where(f.position <= rows[-1][0]).order_by(f.position)
         ).all()
+    with ledger.store.transaction(commit=False) as session:  # read once per worker, cached
+        keys = [bytes(k) for (k,) in session.execute(select(fold_manifests.c.digest))]
+        bodies = ManifestBodies().read(session, keys)
     started = time.perf_counter()
     for (data,) in folded:
-        decode_fields(data)
+        whole(decode_fields(data), bodies)  # the row, its shared manifests spliced back
     fold_fields = time.perf_counter() - started
     reader = field_reader(ledger.mapper)
     started = time.perf_counter()

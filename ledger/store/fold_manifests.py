@@ -128,7 +128,8 @@ class ManifestBodies:
         wanted = set(digests)
         missing = sorted(wanted - self._known.keys())
         if len(self._known) + len(missing) > _KEPT:
-            self._known.clear()
+            # A new dict, not cleared: a mapping handed out before stays whole.
+            self._known = {}
             missing = sorted(wanted)
         table = fold_manifests.c
         for at in range(0, len(missing), _PAGE):
