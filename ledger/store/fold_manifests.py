@@ -43,6 +43,8 @@ Shared = tuple[tuple[int, bytes], ...]
 
 # A run's own manifest is in no other run's predicate: cut out, it would cost a row here
 # and a read per event for nothing. Documents this short are cheaper inline than by key.
+# Both decide the rows the commit makes, which ``audit`` remakes byte for byte: changing
+# either needs a schema step that rewrites the stored rows (as schema 6's does).
 _UNSHARED_ROLES = frozenset({"run"})
 _SMALLEST = 128
 
