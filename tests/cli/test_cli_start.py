@@ -169,6 +169,9 @@ def test_verify_loads_none_of_the_database_stack_and_still_verifies(
     # pydantic's plugins are off for a short command: its loader, which reads every
     # installed distribution's metadata, is not imported (api.cli.main.skip_plugin_loader).
     assert "importlib.metadata" not in loaded
+    # No witness policy given nor named by the trust root: its parser and quorum rule (and
+    # the cosignature formats) are not imported.
+    assert not {m for m in loaded if m.startswith("ledger.witness")}
 
     in_process = CliRunner().invoke(app, argv, env={"COLUMNS": "100"})
     assert in_process.exit_code == 0 and in_process.stdout == done.stdout
