@@ -49,6 +49,7 @@ from ledger.errors import (
 )
 from ledger.logged_event import LoggedEvent
 from ledger.signing.keys import SigningKey
+from ledger.signing.log_key import DeferredKey, require_log_key
 from ledger.signing.trust import TrustRoot
 from ledger.store.connections import ping_on_checkout
 from ledger.store.event_store import EventStore
@@ -107,7 +108,7 @@ class Ledger(Application[UUID]):
         *,
         clock: Callable[[], datetime] = utc_now,
         cache_size: int = 10_000,
-        log_key: SigningKey | None = None,
+        log_key: SigningKey | DeferredKey | None = None,
         read_only: bool = False,
     ) -> None:
         # read_only: for commands that never append (ledger/store/read_only.py says why it exists).
@@ -143,8 +144,8 @@ class Ledger(Application[UUID]):
             raise
         self.trust_root = trust_root
         self.clock = clock
-        if log_key is not None and log_key.key_id != trust_root.log_key.key_id:
-            raise DomainError("the log key given is not the trust root's log key")
+        if isinstance(log_key, SigningKey):  # a deferred one is checked when it is read
+            require_log_key(log_key, trust_root.log_key)
         self.tlog = TransparencyLog(self.store, trust_root.origin, trust_root.log_key, log_key)
         self.admission = Admission(
             self.store, self.mapper, trust_root, clock, cache_size, before_group=self._watch_log
@@ -157,7 +158,7 @@ class Ledger(Application[UUID]):
     def start_witnessing(self, witnesses: Sequence[WitnessEndpoint], **options: Any) -> Witnessing:
         """Ask these witnesses to cosign each checkpoint this ledger's commits sign, in the
         background (``ledger.witnessing``); ``options`` go to :class:`Witnessing`."""
-        if self.read_only or self.tlog.log_key is None:
+        if self.read_only or not self.tlog.can_sign:
             raise StoreError("witnessing needs a ledger opened to write, with the log key")
         # Imported here: the HTTP client it needs is no part of a ledger that only reads.
         from ledger.witnessing import Witnessing  # noqa: PLC0415

@@ -281,10 +281,11 @@ def witnessed(ledger: Ledger, session: StoreSession, signed: SignedCheckpoint) -
     root = ledger.tlog.root(session, best)
     stored = signed_checkpoints.stored(session, best, root)
     if stored is None:
-        if ledger.tlog.log_key is None:
+        if not ledger.tlog.can_sign:
             return Witnessed(own)
         # Signed unstored by a witnessing process: Ed25519 signs it again to the same note.
-        stored = signed_checkpoints.sign(ledger.tlog.origin, ledger.tlog.log_key, best, root)
+        key = ledger.tlog.signing_key()
+        stored = signed_checkpoints.sign(ledger.tlog.origin, key, best, root)
     later = cosignatures.cosigned_checkpoint(session, best, root, stored.note)
     if later.cosignatures <= own.cosignatures:
         return Witnessed(own)

@@ -29,6 +29,7 @@ from ledger.application import Ledger
 from ledger.proofs.signed_note import NoteError, verifier_key_string
 from ledger.signing.authoring import key_registration_envelope
 from ledger.signing.keys import PublicKey, SigningKey
+from ledger.signing.log_key import DeferredKey
 from ledger.signing.trust import TrustRoot
 from ledger.store.schema import upgrade
 from ledger.witness.cosignature import parse_cosigner_key
@@ -116,8 +117,14 @@ class LedgerHome:
         ``witnessing``: the process that writes asks the home's witnesses to cosign each
         checkpoint, in the background (``options`` go to ``ledger.witnessing.Witnessing``);
         a home without witnesses ignores it."""
-        log_key = self.key("log") if self.key_path("log").exists() else None
-        ledger = Ledger(self.db_url, self.trust_root(), log_key=log_key, read_only=read_only)
+        root = self.trust_root()
+        log_key: SigningKey | DeferredKey | None = None
+        if self.key_path("log").exists() and read_only:
+            # A reader signs only a checkpoint no commit stored: its key file is read then.
+            log_key = DeferredKey(lambda: self.key("log"), root.log_key)
+        elif self.key_path("log").exists():
+            log_key = self.key("log")  # a writer signs every commit: a bad key refuses now
+        ledger = Ledger(self.db_url, root, log_key=log_key, read_only=read_only)
         if not read_only and log_key is not None and self.witness_policy() is not None:
             # A witnessed log commits its heads as a leaf of every commit, so that what makes
             # a scoped bundle complete is under what the witnesses cosign (docs/witnesses.md).

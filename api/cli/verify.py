@@ -8,7 +8,7 @@ holds on the running command.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -35,7 +35,9 @@ from ledger.verify import (
     outcome_of,
     verify_bundle_lines,
 )
-from ledger.witness.policy import read_policy_file
+
+if TYPE_CHECKING:
+    from ledger.witness.policy import Policy
 
 app = typer.Typer()
 
@@ -114,7 +116,7 @@ def verify(
         allow_unanchored=unanchored,
         held_checkpoints=read_notes(checkpoint),
         expect=expect,
-        witness_policy=read_policy_file(policy_file) if policy_file else None,
+        witness_policy=_policy(policy_file),
     )
     with open_bundle(bundle) as handle, progress_bar("verifying") as bar:
         task = bar.add_task("verify", total=None)
@@ -132,6 +134,15 @@ def verify(
         print_report(report, outcome)
     if outcome is not Outcome.VERIFIED:
         raise typer.Exit(EXIT_CODES[outcome])
+
+
+def _policy(path: Path | None) -> Policy | None:
+    """The witness policy in ``--policy FILE``; its parser is imported only for one."""
+    if path is None:
+        return None
+    from ledger.witness.policy import read_policy_file  # noqa: PLC0415
+
+    return read_policy_file(path)
 
 
 verify.__doc__ = _VERIFY_HELP

@@ -119,7 +119,7 @@ class Admin:
 
     def can_sign(self) -> bool:
         """Whether this ledger holds the log key (it signs checkpoints)."""
-        return self.ledger.tlog.log_key is not None
+        return self.ledger.tlog.can_sign
 
     def sign_checkpoint(self) -> int:
         """Sign (and store) the checkpoint of the current tree if it is not; its size."""

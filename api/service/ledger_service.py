@@ -95,7 +95,7 @@ class LedgerService:
         ledger = self.ledger
         if not self._witnessing or policy is None or ledger.witnessing is not None:
             return
-        if ledger.read_only or ledger.tlog.log_key is None:
+        if ledger.read_only or not ledger.tlog.can_sign:
             return  # it signs no checkpoints: nothing to offer
         # Imported here: the HTTP client it loads is no part of a service that only reads.
         from ledger.witness.client import WitnessEndpoint  # noqa: PLC0415

@@ -33,6 +33,7 @@ from ledger.proofs.merkle import (
 )
 from ledger.proofs.signed_note import Verifier
 from ledger.signing.keys import PublicKey, SigningKey
+from ledger.signing.log_key import DeferredKey
 from ledger.store import signed_checkpoints
 from ledger.store.driver_rows import insert_rows
 from ledger.store.event_store import EventStore, StoreSession, hold_sqlite_write_lock
@@ -118,18 +119,23 @@ class TransparencyLog:
         store: EventStore,
         origin: str,
         log_public_key: PublicKey,
-        log_key: SigningKey | None = None,
+        log_key: SigningKey | DeferredKey | None = None,
     ) -> None:
         self.store = store
         self.origin = origin
         self.log_public_key = log_public_key
-        self.log_key = log_key
+        self._log_key = log_key
         self._events = store.events.c
         self._compact: CompactRange | None = None
         self._compact_head: LogHead = (0, None)
         self._heads = HeadsLeaves(store.events, origin)  # ledger.store.heads_leaves
         self._pass_start: LogHead = (0, None)
         self._logged: list[tuple[Any, int, int, str, Any]] = []
+
+    @property
+    def can_sign(self) -> bool:
+        """Whether this log holds its key (in hand or in a file read on first use)."""
+        return self._log_key is not None
 
     def enable_heads_leaf(self) -> None:
         """Append a heads leaf to every commit from now on (``ledger.store.heads_leaves``)."""
@@ -225,11 +231,9 @@ class TransparencyLog:
         new size is never visible without its checkpoint, so a read of one never has to
         sign (or write). One signature a commit, however many events it carries. A ledger
         opened without the log key signs nothing (a read then signs, unstored)."""
-        if result.new_leaves and self.log_key is not None:
-            compact = result.compact
-            signed = signed_checkpoints.sign(
-                self.origin, self.log_key, compact.size, compact.root()
-            )
+        if result.new_leaves and self.can_sign:
+            size, root = result.compact.size, result.compact.root()
+            signed = signed_checkpoints.sign(self.origin, self.signing_key(), size, root)
             signed_checkpoints.store_unless_signed(session, signed)
 
     def _add_pending(self, session: StoreSession, written: Sequence[StoredRow] | None) -> Sequenced:
@@ -435,9 +439,10 @@ class TransparencyLog:
 
     def signing_key(self) -> SigningKey:
         """The log key, or refuse: what is signed now (a checkpoint, heads) needs it."""
-        if self.log_key is None:
+        key = self._log_key
+        if key is None:
             raise NoLogKeyError("signing a checkpoint needs the log key (keys/log.pem)")
-        return self.log_key
+        return key.get() if isinstance(key, DeferredKey) else key
 
     def _size_and_root(self, session: StoreSession, size: int | None) -> tuple[int, bytes]:
         current = self.tree_size(session)

@@ -15,12 +15,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from domain.evidence import EvidenceLevel
 from domain.ranking import View
 from ledger.signing.trust import TrustRoot
 from ledger.verification_report import Check, Report
-from ledger.witness.policy import Policy
+
+if TYPE_CHECKING:
+    from ledger.witness.policy import Policy  # imported where a policy is read or held
 
 
 class Outcome(StrEnum):

@@ -17,13 +17,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ledger.proofs.errors import ProofError
 from ledger.proofs.signed_note import Checkpoint, NoteError, Verifier, open_checkpoint
 from ledger.proofs.verify import verify_consistency
 from ledger.signing.trust import TrustRoot
 from ledger.verification_report import Check, Report
-from ledger.witness.policy import Policy, PolicyError, QuorumVerdict, parse_policy, quorum_met
+
+if TYPE_CHECKING:
+    # The witness policy module (its parser and quorum rule) is imported where a policy is
+    # held: most bundles are verified without one, and ``kernelindex verify`` starts faster.
+    from ledger.witness.policy import Policy, QuorumVerdict
 
 __all__ = ["UNWITNESSED", "WitnessPolicySource", "check_witnessed", "policy_of"]
 
@@ -49,6 +54,8 @@ def policy_of(given: Policy | None, trust_root: TrustRoot | None) -> WitnessPoli
         return WitnessPolicySource(given, "--policy")
     if trust_root is None or trust_root.witness_policy is None:
         return WitnessPolicySource(None, "")
+    from ledger.witness.policy import PolicyError, parse_policy  # noqa: PLC0415 - a policy's
+
     try:
         return WitnessPolicySource(parse_policy(trust_root.witness_policy), "the trust root")
     except PolicyError as exc:
@@ -101,6 +108,8 @@ def check_witnessed(
         report.notes.append(UNWITNESSED)
         report.facts["witnessed"] = "no (no witness policy given)"
         return None
+    from ledger.witness.policy import quorum_met  # noqa: PLC0415 - a policy is held
+
     # A policy that names its logs is about those; one that names none, about this log.
     log_keys = [] if policy.logs else [verifier]
     verdicts = [(note, quorum_met(policy, note, log_keys)) for note in notes]
