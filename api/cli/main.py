@@ -15,7 +15,6 @@ import gc
 import importlib
 import os
 import sys
-import types
 from collections.abc import Sequence
 
 import typer
@@ -152,25 +151,6 @@ def _root() -> None:
 SERVING = frozenset({"serve", "agent", "projector", "sequencer", "witness"})
 
 
-# pydantic's plugin loader (private: its one caller, ``plugin._schema_validator``, imports
-# ``get_plugins`` from it when the first validator is made).
-PLUGIN_LOADER = "pydantic.plugin._loader"
-PLUGINS_DISABLED = ("__all__", "1", "true")  # the values its ``get_plugins`` reads as "none"
-
-
-def skip_plugin_loader() -> None:
-    """With pydantic's plugins disabled, stand in for its plugin loader with one that gives
-    the loader's own answer (no plugins): the loader imports ``importlib.metadata`` before it
-    reads the variable, about a bare interpreter's start-up again for ``verify`` (the read
-    commands load it with SQLAlchemy anyway)."""
-    if os.environ.get("PYDANTIC_DISABLE_PLUGINS") not in PLUGINS_DISABLED:
-        return
-    if PLUGIN_LOADER not in sys.modules:
-        loader = types.ModuleType(PLUGIN_LOADER, "pydantic's plugin loader, plugins disabled")
-        loader.__dict__["get_plugins"] = tuple  # () : no plugins
-        sys.modules[PLUGIN_LOADER] = loader
-
-
 def preload(argv: Sequence[str]) -> None:
     """Import the module of the command ``argv`` names, if it names one."""
     named = next((a for a in argv if not a.startswith("-")), None)
@@ -179,7 +159,6 @@ def preload(argv: Sequence[str]) -> None:
         # every installed distribution when the first model is made (a few per cent of a
         # short command's start-up); set the variable (even empty) to have pydantic look.
         os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "1")
-        skip_plugin_loader()
     if named in COMMANDS:
         importlib.import_module(COMMANDS[named].module)
 

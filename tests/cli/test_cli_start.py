@@ -166,9 +166,6 @@ def test_verify_loads_none_of_the_database_stack_and_still_verifies(
         if m.split(".")[0] in {"multiprocessing", "httpx", "structlog"}
         or m in {"concurrent.futures.process", "rich.progress", "rich.live"}
     }
-    # pydantic's plugins are off for a short command: its loader, which reads every
-    # installed distribution's metadata, is not imported (api.cli.main.skip_plugin_loader).
-    assert "importlib.metadata" not in loaded
     # No witness policy given nor named by the trust root: its parser and quorum rule (and
     # the cosignature formats) are not imported.
     assert not {m for m in loaded if m.startswith("ledger.witness")}
@@ -340,30 +337,3 @@ def test_the_cli_runs_in_process_with_every_command_loaded(tmp_path: Path) -> No
     assert len(json.loads(cli("keys", "list", "--json").stdout)["items"]) == 3
     assert cli("log", "checkpoint").stdout.startswith("kernelindex.local/")
     assert "Usage: kernelindex db" in cli("db", "--help").stdout
-
-
-def test_the_plugin_loader_stands_in_only_with_plugins_disabled_and_answers_as_pydantics(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A command that serves (or a user who asked for plugins) gets pydantic's own loader;
-    with plugins disabled the stand-in answers what pydantic's own loader answers."""
-    from pydantic.plugin import _loader
-
-    from api.cli.main import PLUGIN_LOADER, PLUGINS_DISABLED, skip_plugin_loader
-
-    for value in ("", "some_plugin"):
-        monkeypatch.setenv("PYDANTIC_DISABLE_PLUGINS", value)
-        monkeypatch.delitem(sys.modules, PLUGIN_LOADER, raising=False)
-        skip_plugin_loader()
-        assert PLUGIN_LOADER not in sys.modules, value
-    for value in PLUGINS_DISABLED:
-        monkeypatch.setenv("PYDANTIC_DISABLE_PLUGINS", value)
-        monkeypatch.delitem(sys.modules, PLUGIN_LOADER, raising=False)
-        skip_plugin_loader()
-        stand_in = sys.modules[PLUGIN_LOADER]
-        assert stand_in is not _loader
-        assert tuple(stand_in.get_plugins()) == tuple(_loader.get_plugins()) == ()
-    # pydantic makes a validator through it, as a command's first model does.
-    from pydantic import TypeAdapter
-
-    assert TypeAdapter(int).validate_python(5) == 5
