@@ -481,10 +481,8 @@ def _python_case(
 def validate_result(result: Mapping[str, Any]) -> None:
     """Check ``result`` against the ledger's rerun/v1 predicate before anyone signs it."""
     try:
-        build_predicate(
-            PredicateType.RERUN,
-            {"protocol": PROTOCOL, **result, "issuedAt": "2000-01-01T00:00:00Z"},
-        )
+        fields = {"protocol": PROTOCOL, **result, "issuedAt": "2000-01-01T00:00:00Z"}
+        build_predicate(PredicateType.RERUN, fields)
     except Exception as exc:
         raise HarnessError(f"the result does not fit rerun/v1: {exc}") from exc
 
