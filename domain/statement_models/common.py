@@ -11,8 +11,7 @@ from __future__ import annotations
 import re
 import sys
 import unicodedata
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import Annotated, Any, ClassVar, TypeVar
 
@@ -109,15 +108,6 @@ def admitting() -> bool:
     return not _STORED.get()
 
 
-@contextmanager
-def _reading(stored: bool) -> Iterator[None]:
-    token = _STORED.set(stored)
-    try:
-        yield
-    finally:
-        _STORED.reset(token)
-
-
 Check = Callable[[Any], None]
 Checks = tuple[tuple[str, Check], ...]
 
@@ -186,8 +176,11 @@ def describe(exc: msgspec.ValidationError, prefix: str) -> str:
 def convert(model: type[Model], fields: object, *, stored: bool = False) -> Model:
     """``fields`` (parsed JSON) made into ``model``, checked in one pass; msgspec's error if
     not. ``stored``: read from the log, so only the rules of admission time apply."""
-    with _reading(stored):
+    token = _STORED.set(stored)  # not a context manager: this runs for every event verified
+    try:
         return msgspec.convert(fields, type=model, strict=True)
+    finally:
+        _STORED.reset(token)
 
 
 def validate_part(model: type[Model], fields: object) -> Model:

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from domain.statement_models.common import Sha256Hex, StrictModel, convert, describe, visible
+from domain.statement_models.common import Sha256Hex, StrictModel, describe, visible
 from domain.statements import PredicateType, StatementError
 
 
@@ -36,7 +36,7 @@ class Statement(StrictModel, frozen=True):
 
 
 def parse_statement(value: object) -> Statement:
-    try:
-        return convert(Statement, value)
+    try:  # no rule of the statement itself depends on stored or admitting
+        return msgspec.convert(value, type=Statement, strict=True)
     except msgspec.ValidationError as exc:
         raise StatementError("statement " + describe(exc, "")) from None
