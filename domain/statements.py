@@ -1,13 +1,14 @@
 """in-toto Statement v1 and the KernelIndex predicates (docs/design.md §5): the vocabulary.
 
 The predicate types, the roles that may sign them, and the words a predicate may use live
-here, without pydantic. The models that gate what signers put inside a DSSE envelope live in
+here. The models that gate what signers put inside a DSSE envelope (msgspec Structs) live in
 :mod:`domain.statement_models`, one module per predicate type, and are made on first use:
 ``from domain.statements import KeyPredicate`` (or :func:`parse_statement`) imports the
-model's module then. So a process that reads the vocabulary (a read command, the offline
-verifier before its first statement) does not pay the tenth of a second that importing
-pydantic and making the classes costs. Like manifests, the statement is hashed and signed as
-the signer serialised it; models never re-serialise it.
+model's module then, so a process that reads the vocabulary only (a read command) never
+makes them. What :func:`parse_statement`, :func:`parse_predicate` and
+:func:`build_predicate` return are those Structs: admission and every verifier read one
+definition. Like manifests, the statement is hashed and signed as the signer serialised it;
+models never re-serialise it.
 """
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterator, Mapping
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from domain.errors import DomainError
 
 if TYPE_CHECKING:
     from domain.statement_models.attestation import AttestationPredicate
-    from domain.statement_models.common import SignedPredicate
+    from domain.statement_models.common import SignedPredicate, StrictModel
     from domain.statement_models.ingestion import (
         AttachedManifests,
         AttachmentPredicate,
@@ -108,6 +109,7 @@ __all__ = [
     "parse_predicate",
     "parse_statement",
     "reward_hack",
+    "validate_part",
 ]
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -451,6 +453,17 @@ def build_predicate(
     from domain.statement_models import common  # noqa: PLC0415 - loaded with the model
 
     return common.validate_predicate(model, fields, stored=stored)
+
+
+Part = TypeVar("Part", bound="StrictModel")
+
+
+def validate_part(model: type[Part], fields: object) -> Part:
+    """``fields`` through one part of a predicate (``RerunBuild``...), as admission would
+    check it inside a new predicate; its error as a :class:`StatementError`."""
+    from domain.statement_models import common  # noqa: PLC0415 - loaded with the model
+
+    return common.validate_part(model, fields)
 
 
 def make_statement(

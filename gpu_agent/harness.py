@@ -64,7 +64,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from domain.errors import DomainError
-from domain.statements import CaseReason, JobFailure, RerunPredicate
+from domain.statements import CaseReason, JobFailure, PredicateType, build_predicate
 from gpu_agent import inputs, stats
 from gpu_agent.backends.registry import CPU_TEST
 from gpu_agent.case_child import probe, run_case
@@ -481,9 +481,8 @@ def _python_case(
 def validate_result(result: Mapping[str, Any]) -> None:
     """Check ``result`` against the ledger's rerun/v1 predicate before anyone signs it."""
     try:
-        RerunPredicate.model_validate(
-            {"protocol": PROTOCOL, **result, "issuedAt": "2000-01-01T00:00:00Z"}
-        )
+        fields = {"protocol": PROTOCOL, **result, "issuedAt": "2000-01-01T00:00:00Z"}
+        build_predicate(PredicateType.RERUN, fields)
     except Exception as exc:
         raise HarnessError(f"the result does not fit rerun/v1: {exc}") from exc
 

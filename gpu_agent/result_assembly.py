@@ -16,8 +16,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from pydantic import ValidationError
-
 from domain.statements import (
     MAX_RERUN_SAMPLES,
     RERUN_CLOCK_KEYS,
@@ -28,9 +26,11 @@ from domain.statements import (
     DefenceOutcome,
     RerunBuild,
     RoundLabel,
+    StatementError,
     StopRule,
     TimerName,
     is_case_reason,
+    validate_part,
 )
 from gpu_agent import stats
 from gpu_agent.case_task import CaseOutcome, TimingTerms
@@ -222,8 +222,8 @@ def job_build(outcomes: Sequence[CaseOutcome]) -> dict[str, Any] | None:
     Python solution's is made by the harness instead (:func:`python_build`)."""
     build = next((o.build for o in outcomes if o.build is not None), None)
     try:
-        RerunBuild.model_validate(build)
-    except ValidationError:
+        validate_part(RerunBuild, build)
+    except StatementError:
         return None
     return build
 

@@ -57,7 +57,7 @@ from ledger.store.stored_events import stored_versions
 from ledger.timing import Stage, timed
 
 if TYPE_CHECKING:
-    # Models made on first use (a read never imports pydantic); values: ``models.X``.
+    # Models made on first use (a read never makes them); values: ``models.X``.
     from domain.statements import (
         AttachmentPredicate,
         KeyPredicate,

@@ -19,8 +19,8 @@ from ledger.errors import CorruptRecordError
 from ledger.signing.keys import PublicKey
 from ledger.store.stored_events import StoredRecord, decode_stored
 
-# KeyPredicate, a pydantic model made on first use (domain.statements), is imported by the
-# function that needs it: a process that never checks a statement never imports pydantic.
+# KeyPredicate, a model made on first use (domain.statements), is imported by the function
+# that needs it: a process that never checks a statement never makes the models.
 
 
 class GroupState(threading.local):
@@ -137,13 +137,13 @@ class KeyCache:
 def fold_key_events(key_id: str, records: Sequence[StoredRecord]) -> KeyState | None:
     """A key's state from its stored events, in order (``ledger.authority.KeyBook``).
     A record that no longer decodes fails closed."""
-    from domain.statements import KeyPredicate  # noqa: PLC0415 - see the imports
+    from domain.statements import KeyPredicate, validate_part  # noqa: PLC0415 - see the imports
 
     book = KeyBook()
     for record in records:
         try:
             stored, statement = decode_stored(record.state)
-            predicate = KeyPredicate.model_validate(statement["predicate"])
+            predicate = validate_part(KeyPredicate, statement["predicate"])
             received = parse_time(str(stored["received_at"]))
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptRecordError(

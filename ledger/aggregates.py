@@ -28,8 +28,8 @@ from ledger.ids import principal_id, run_id
 from ledger.signing.dsse import stored_signed_digest, stored_statement
 
 if TYPE_CHECKING:
-    # The statement models are pydantic's, made on first use (domain.statements): a process
-    # that reads without checking a statement (a read command) never imports pydantic.
+    # The statement models are made on first use (domain.statements): a process that
+    # reads without checking a statement (a read command) never makes them.
     # Where a model is needed as a value, the function that needs it imports it.
     from domain.statements import RerunClaimPredicate, RerunPredicate, RerunRequestPredicate
 

@@ -55,12 +55,9 @@ class _KindModels(Mapping[str, "type[BaseModel]"]):
 
 def build_validators() -> None:
     """Build every model's deferred validator now: a process that validates from several
-    threads (the server) does so at start, so no two threads build one at once."""
-    from domain import statements  # noqa: PLC0415 - the statement models, deferred the same way
-
-    for model in (*manifest_models().values(), *statements.PREDICATE_MODELS.values()):
-        model.model_rebuild()
-    for model in (statements.Statement, statements.Subject, statements.ManifestSet):
+    threads (the server) does so at start, so no two threads build one at once. (The
+    statement models are msgspec Structs: nothing to build.)"""
+    for model in manifest_models().values():
         model.model_rebuild()
 
 

@@ -1,9 +1,8 @@
-"""Strict pydantic models of the in-toto statement and the KernelIndex predicates.
+"""Strict models (msgspec Structs) of the in-toto statement and the KernelIndex predicates.
 
 One module per predicate type (:mod:`.ingestion`, :mod:`.attestation`, :mod:`.keys`,
 :mod:`.lifecycle`, :mod:`.rerun`), the statement itself (:mod:`.statement`) and what they
 share (:mod:`.common`). Reach them through :mod:`domain.statements`, which imports a model's
-module when the model is first named or a statement first parsed: importing pydantic and
-making the classes costs a tenth of a second, which a command that validates no statement
-never pays, and verifying a run without reruns never makes the rerun models.
+module when the model is first named or a statement first parsed: verifying a run without
+reruns never makes the rerun models.
 """

@@ -4,22 +4,33 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, StrictInt, StrictStr, model_validator
+from msgspec import Meta
 
-from domain.statement_models.common import VISIBLE, HttpsUrl, SignedPredicate
+from domain.statement_models.common import (
+    HttpsUrl,
+    SignedPredicate,
+    Uint53,
+    https_url,
+    visible,
+)
 from domain.statements import AttestationType, ReportReason
 
 
-class AttestationPredicate(SignedPredicate):
-    type: Annotated[AttestationType, Field(strict=False)]
-    body: Annotated[StrictStr, Field(min_length=1, max_length=2000), VISIBLE]
-    observedNs: Annotated[StrictInt, Field(ge=0, le=2**53 - 1)] | None = None
-    environmentSummary: Annotated[StrictStr, Field(max_length=500), VISIBLE] | None = None
+class AttestationPredicate(SignedPredicate, kw_only=True, frozen=True):
+    type: AttestationType
+    body: Annotated[str, Meta(min_length=1, max_length=2000)]
+    observedNs: Uint53 | None = None
+    environmentSummary: Annotated[str, Meta(max_length=500)] | None = None
     evidenceUrl: HttpsUrl | None = None
-    reason: Annotated[ReportReason, Field(strict=False)] | None = None
+    reason: ReportReason | None = None
 
-    @model_validator(mode="after")
-    def _reason_with_reports(self) -> AttestationPredicate:
+    _field_checks = (
+        *SignedPredicate._field_checks,
+        ("body", visible),
+        ("environmentSummary", visible),
+        ("evidenceUrl", https_url),
+    )
+
+    def validate(self) -> None:
         if (self.reason is not None) != (self.type is AttestationType.ISSUE_REPORT):
             raise ValueError("an issue_report names its reason, and only an issue_report does")
-        return self

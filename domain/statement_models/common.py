@@ -1,33 +1,29 @@
 """What every statement model shares: the strict base, the signed predicate, the field types.
 
-Imported with the first statement model (:mod:`domain.statements` loads the models on first
-use), so a process that never validates a statement never imports pydantic.
+The models are msgspec Structs: one pass over the parsed statement checks the types,
+lengths and patterns (in C) and makes the objects callers read. What msgspec's constraints
+cannot say (a timestamp, text without hidden characters, the rules across fields) runs in
+``__post_init__``, once per object, as the object is made.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 import unicodedata
-from collections.abc import Mapping
-from typing import Annotated, Any, TypeVar
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
+from typing import Annotated, Any, ClassVar, TypeVar
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    StrictStr,
-    ValidationError,
-    ValidationInfo,
-)
+import msgspec
+from msgspec import Meta
 
-from domain.statements import STORED, StatementError
+from domain.statements import StatementError
 from domain.timestamps import parse_time
 
 
-def _rfc3339(value: str) -> str:
+def rfc3339(value: str) -> None:
     parse_time(value)
-    return value
 
 
 # Signed text may not carry characters that change how it displays without being seen:
@@ -41,7 +37,7 @@ _HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co"})
 _ALLOWED_CONTROLS = frozenset("\t\n\r")
 
 
-def _visible(value: str) -> str:
+def visible(value: str) -> None:
     if value.isascii():  # the common case, at regex speed
         found = _ASCII_CONTROL.search(value)
         hidden = found.group() if found is not None else None
@@ -58,66 +54,146 @@ def _visible(value: str) -> str:
         raise ValueError(
             f"must not contain the invisible or bidirectional control character U+{ord(hidden):04X}"
         )
-    return value
 
 
-def _https_url(value: str) -> str:
+def https_url(value: str) -> None:
     if not value.startswith("https://") or len(value) <= len("https://"):
         raise ValueError("must be an https:// URL")
     # Printable ASCII only: a link reads as what it is (non-ASCII is percent-encoded).
     if not all("!" <= c <= "~" for c in value):
         raise ValueError("must be printable ASCII without spaces (percent-encode the rest)")
-    return value
 
 
-# Free text a signer writes: bounded, and without hidden or bidirectional controls.
-VISIBLE = AfterValidator(_visible)
+def each(check: Callable[[str], None]) -> Callable[[Any], None]:
+    """``check`` on every item of a list, or every value of an object."""
+
+    def checked(values: Any) -> None:
+        for value in values.values() if isinstance(values, dict) else values:
+            check(value)
+
+    return checked
 
 
-Timestamp = Annotated[StrictStr, AfterValidator(_rfc3339)]
-HttpsUrl = Annotated[StrictStr, Field(max_length=2000), AfterValidator(_https_url)]
-Sha256Hex = Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{64}$")]
-Digest = Annotated[StrictStr, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
+# Patterns are anchored with ``\Z``: msgspec searches with ``re``, whose ``$`` also matches
+# before a final newline (pydantic's regex engine did not; "abc\n" is no slug).
+Sha256Hex = Annotated[str, Meta(pattern=r"^[0-9a-f]{64}\Z")]
+Digest = Annotated[str, Meta(pattern=r"^sha256:[0-9a-f]{64}\Z")]
 KeyId = Digest
-Slug = Annotated[StrictStr, Field(pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=100)]
+Slug = Annotated[str, Meta(pattern=r"^[a-z0-9][a-z0-9-]*\Z", max_length=100)]
+HttpsUrl = Annotated[str, Meta(max_length=2000)]  # and https_url, in the model's checks
+Uint53 = Annotated[int, Meta(ge=0, le=2**53 - 1)]
+# A JSON number is finite: the bounds refuse inf and NaN (NaN compares false with both).
+_MAX = sys.float_info.max
+Finite = Annotated[float, Meta(ge=-_MAX, le=_MAX)]
+NonNegative = Annotated[float, Meta(ge=0, le=_MAX)]
 
 
-class StrictModel(BaseModel):
-    # Strict: a JSON string is never coerced into a number or bool. Enum fields opt out
-    # (Field(strict=False)) only so that their JSON string values are accepted.
-    # defer_build: a predicate type's validator is built when first used (start-up time).
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
+class FieldError(ValueError):
+    """A check of one field failed: its name goes into the error's location."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
 
 
-class SignedPredicate(StrictModel):
-    """Every predicate says when its signer issued it (checked against the key's validity)."""
+# Whether the predicate being made is read from the log (verify, history) rather than
+# offered for admission: rules added since it was admitted (the rerun vocabulary) do not
+# apply to it. A context variable, so that threads and tasks each have their own.
+_STORED: ContextVar[bool] = ContextVar("stored_predicate", default=False)
 
-    issuedAt: Timestamp
 
-
-def admitting(info: ValidationInfo) -> bool:
+def admitting() -> bool:
     """Whether this validation is of a new predicate (admission, or an agent before it signs),
     where only the vocabulary is accepted; False when reading a stored one."""
-    return not (isinstance(info.context, Mapping) and info.context.get(STORED))
+    return not _STORED.get()
 
 
-def describe(exc: ValidationError, prefix: str) -> str:
-    parts = []
-    for error in exc.errors():
-        loc = ".".join(str(p) for p in error["loc"])
-        msg = "unknown field" if error["type"] == "extra_forbidden" else error["msg"]
-        parts.append(f"{prefix}{loc}: {msg}" if loc else f"{prefix.rstrip('.')}: {msg}")
-    return "; ".join(parts)
+Check = Callable[[Any], None]
+Checks = tuple[tuple[str, Check], ...]
 
 
-Predicate = TypeVar("Predicate", bound=SignedPredicate)
+class StrictModel(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Strict: a JSON string is never a number, nor a number a bool; unknown fields are
+    refused. Enum fields take their JSON strings (msgspec reads an enum by value)."""
+
+    # (field, check): what a field's type cannot say, run on the value when it is not None.
+    _field_checks: ClassVar[Checks] = ()
+
+    def __post_init__(self) -> None:
+        for name, check in self._field_checks:
+            value = getattr(self, name)
+            if value is not None:
+                try:
+                    check(value)
+                except ValueError as exc:
+                    raise FieldError(name, str(exc)) from None
+        self.validate()
+
+    def validate(self) -> None:
+        """The rules across this object's fields (after its own fields are checked)."""
 
 
-def validate_predicate(
-    model: type[Predicate], fields: Mapping[str, Any], *, stored: bool
-) -> Predicate:
-    """``fields`` through ``model``, its errors as one :class:`StatementError`."""
+class SignedPredicate(StrictModel, kw_only=True, frozen=True):
+    """Every predicate says when its signer issued it (checked against the key's validity)."""
+
+    issuedAt: str
+
+    _field_checks: ClassVar[Checks] = (("issuedAt", rfc3339),)
+
+
+Model = TypeVar("Model", bound=StrictModel)
+
+_AT = " - at `"
+_UNKNOWN = re.compile(r"Object contains unknown field `(.*)`\Z", re.DOTALL)
+_MISSING = re.compile(r"Object missing required field `(.*)`\Z", re.DOTALL)
+_NOT_FINITE = re.compile(r"Expected `float` (<= 1\.797|>= -1\.797)")
+
+
+def describe(exc: msgspec.ValidationError, prefix: str) -> str:
+    """msgspec's error as ``<prefix><dotted.location>: <message>`` (its ``$.cases[0].status``
+    read as ``cases.0.status``, the form the HTTP problems and the CLI have always shown)."""
+    message, at, where = str(exc).rpartition(_AT)
+    if not at:
+        message, where = where, "$`"
+    key = where.startswith("key` in `")  # an object's key failed (its value type, a pattern)
+    where = where.removeprefix("key` in `").removesuffix("`")
+    loc = [p for p in where.removeprefix("$").replace("[", ".").replace("]", "").split(".") if p]
+    if key:
+        loc.append("[key]")
+    cause = exc.__cause__
+    if isinstance(cause, FieldError):
+        loc.append(cause.field)
+    elif (found := _UNKNOWN.match(message)) is not None:
+        loc, message = [*loc, found.group(1)], "unknown field"
+    elif (found := _MISSING.match(message)) is not None:
+        loc, message = [*loc, found.group(1)], "Field required"
+    elif _NOT_FINITE.match(message):
+        message = "must be a finite number"
+    dotted = ".".join(loc)
+    return f"{prefix}{dotted}: {message}" if dotted else f"{prefix.rstrip('.')}: {message}"
+
+
+def convert(model: type[Model], fields: object, *, stored: bool = False) -> Model:
+    """``fields`` (parsed JSON) made into ``model``, checked in one pass; msgspec's error if
+    not. ``stored``: read from the log, so only the rules of admission time apply."""
+    token = _STORED.set(stored)  # not a context manager: this runs for every event verified
     try:
-        return model.model_validate(fields, context={STORED: True} if stored else None)
-    except ValidationError as exc:
+        return msgspec.convert(fields, type=model, strict=True)
+    finally:
+        _STORED.reset(token)
+
+
+def validate_part(model: type[Model], fields: object) -> Model:
+    """``fields`` through ``model`` (a part of a new predicate), its error a StatementError."""
+    try:
+        return convert(model, fields)
+    except msgspec.ValidationError as exc:
+        raise StatementError(describe(exc, "")) from None
+
+
+def validate_predicate(model: type[Model], fields: Mapping[str, Any], *, stored: bool) -> Model:
+    """``fields`` through ``model``, its error as one :class:`StatementError`."""
+    try:
+        return convert(model, fields, stored=stored)
+    except msgspec.ValidationError as exc:
         raise StatementError(describe(exc, "predicate.")) from None

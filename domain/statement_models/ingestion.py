@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import Field, StrictStr, model_validator
+from msgspec import Meta
 
 from domain.statement_models.common import (
-    VISIBLE,
     Digest,
     SignedPredicate,
     Slug,
     StrictModel,
-    Timestamp,
+    rfc3339,
+    visible,
 )
 
 
-class ManifestSet(StrictModel):
+class ManifestSet(StrictModel, kw_only=True, frozen=True):
     run: dict[str, Any]
     protocol: dict[str, Any]
     environment: dict[str, Any]
@@ -24,10 +24,10 @@ class ManifestSet(StrictModel):
     workload: dict[str, Any] | None = None
 
 
-class IngestionPredicate(SignedPredicate):
+class IngestionPredicate(SignedPredicate, kw_only=True, frozen=True):
     source: Slug
-    externalId: Annotated[StrictStr, Field(max_length=500), VISIBLE] | None = None
-    fetchedAt: Timestamp
+    externalId: Annotated[str, Meta(max_length=500)] | None = None
+    fetchedAt: str
     manifests: ManifestSet
     sourceNative: dict[str, Any] | None = None
     # sha256 of the raw bytes the importer read (API response, file), so the mapping is auditable.
@@ -36,23 +36,29 @@ class IngestionPredicate(SignedPredicate):
     # (the KernelIndex catalog states both): facts of the source, apart from ``fetchedAt``
     # (when the importer read it) and the ledger's own receipt time. Optional: runs signed
     # before these fields existed stay valid.
-    publishedAt: Timestamp | None = None
-    sourceName: Annotated[StrictStr, Field(min_length=1, max_length=200), VISIBLE] | None = None
+    publishedAt: str | None = None
+    sourceName: Annotated[str, Meta(min_length=1, max_length=200)] | None = None
+
+    _field_checks = (
+        *SignedPredicate._field_checks,
+        ("externalId", visible),
+        ("fetchedAt", rfc3339),
+        ("publishedAt", rfc3339),
+        ("sourceName", visible),
+    )
 
 
-class AttachedManifests(StrictModel):
+class AttachedManifests(StrictModel, kw_only=True, frozen=True):
     """Manifests a run names by digest but was ingested without (a leaderboard import often
     has only the digests; the catalog or a later import brings the documents)."""
 
     implementation: dict[str, Any] | None = None
     workload: dict[str, Any] | None = None
 
-    @model_validator(mode="after")
-    def _not_empty(self) -> AttachedManifests:
+    def validate(self) -> None:
         if self.implementation is None and self.workload is None:
             raise ValueError("an attachment carries an implementation or a workload manifest")
-        return self
 
 
-class AttachmentPredicate(SignedPredicate):
+class AttachmentPredicate(SignedPredicate, kw_only=True, frozen=True):
     manifests: AttachedManifests

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, StrictStr
+from msgspec import Meta
 
-from domain.statement_models.common import VISIBLE, Digest, SignedPredicate
+from domain.statement_models.common import Digest, SignedPredicate, visible
 from domain.statements import LifecycleAction
 
 
-class LifecyclePredicate(SignedPredicate):
-    action: Annotated[LifecycleAction, Field(strict=False)]
-    reason: Annotated[StrictStr, Field(min_length=1, max_length=2000), VISIBLE]
+class LifecyclePredicate(SignedPredicate, kw_only=True, frozen=True):
+    action: LifecycleAction
+    reason: Annotated[str, Meta(min_length=1, max_length=2000)]
     supersededBy: Digest | None = None
+
+    _field_checks = (*SignedPredicate._field_checks, ("reason", visible))

@@ -12,23 +12,21 @@ import re
 import statistics
 from typing import Annotated, Literal
 
-from pydantic import (
-    Field,
-    StrictBool,
-    StrictInt,
-    StrictStr,
-    ValidationInfo,
-    model_validator,
-)
+import msgspec
+from msgspec import Meta
 
 from domain.statement_models.common import (
-    VISIBLE,
     Digest,
+    Finite,
+    NonNegative,
     Sha256Hex,
     SignedPredicate,
     StrictModel,
-    Timestamp,
+    Uint53,
     admitting,
+    each,
+    rfc3339,
+    visible,
 )
 from domain.statements import (
     BUILD_LANGUAGES,
@@ -48,34 +46,41 @@ from domain.statements import (
     is_case_reason,
 )
 
-Uint53 = Annotated[StrictInt, Field(ge=0, le=2**53 - 1)]
 # Numbers are strict: a JSON number (an integer is one), never a string or a boolean —
 # the folds read the signed predicate as it is, so what admission takes must be numbers.
-Nanoseconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Nanoseconds = NonNegative
 JobId = Annotated[
-    StrictStr, Field(pattern=r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+    str, Meta(pattern=r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
 ]
-Nonce = Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{64}$")]
-Label = Annotated[StrictStr, Field(min_length=1, max_length=200), VISIBLE]
-DefenceName = Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9-]*$", max_length=60)]
-ShortText = Annotated[StrictStr, Field(max_length=500), VISIBLE]
+Nonce = Sha256Hex
+Label = Annotated[str, Meta(min_length=1, max_length=200)]  # and visible
+Architecture = Annotated[str, Meta(pattern=r"^[a-z][a-z0-9_]*\Z", max_length=50)]
+Backend = Annotated[str, Meta(pattern=r"^[a-z][a-z0-9_-]*\Z", max_length=50)]
+DefenceName = Annotated[str, Meta(pattern=r"^[a-z][a-z0-9-]*\Z", max_length=60)]
+ShortText = Annotated[str, Meta(max_length=500)]  # and visible
 # A version, a target or a flag: one printable ASCII token, no spaces.
 _TOKEN = re.compile(r"[!-~]{1,200}")
+_TIMER_NAMES = frozenset(t.value for t in TimerName)
+_JOB_FAILURES = frozenset(f.value for f in JobFailure)
 
 
-class HardwareRequirement(StrictModel):
+class HardwareRequirement(StrictModel, frozen=True):
     product: Label
-    architecture: Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=50)]
+    architecture: Architecture
+
+    _field_checks = (("product", visible),)
 
 
-class RerunDevice(StrictModel):
+class RerunDevice(StrictModel, frozen=True):
     product: Label
-    architecture: Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=50)]
-    gpuUuidHash: Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{64}$")]
-    backend: Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_-]*$", max_length=50)]
+    architecture: Architecture
+    gpuUuidHash: Sha256Hex
+    backend: Backend
+
+    _field_checks = (("product", visible),)
 
 
-class RerunRequestPredicate(SignedPredicate):
+class RerunRequestPredicate(SignedPredicate, kw_only=True, frozen=True):
     """An admin asks for a controlled rerun of the subject run on given hardware."""
 
     jobId: JobId
@@ -85,25 +90,21 @@ class RerunRequestPredicate(SignedPredicate):
     artifactDigest: Digest
     workloadDigest: Digest
     requirements: HardwareRequirement
-    expiresAt: Timestamp
+    expiresAt: str
+
+    _field_checks = (*SignedPredicate._field_checks, ("expiresAt", rfc3339))
 
 
-class RerunClaimPredicate(SignedPredicate):
+class RerunClaimPredicate(SignedPredicate, kw_only=True, frozen=True):
     """An agent takes an open rerun job for a while (its lease), on the device it names."""
 
     jobId: JobId
     runDigest: Digest
-    leaseSeconds: Annotated[StrictInt, Field(ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)]
+    leaseSeconds: Annotated[int, Meta(ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)]
     device: RerunDevice
 
 
-class LatencyStats(StrictModel):
-    @model_validator(mode="after")
-    def _ordered(self) -> LatencyStats:
-        if self.ci95[0] > self.ci95[1] or self.minimum > self.maximum:
-            raise ValueError("ci95 and minimum/maximum must be ordered low <= high")
-        return self
-
+class LatencyStats(StrictModel, frozen=True):
     median: Nanoseconds
     mean: Nanoseconds
     p05: Nanoseconds
@@ -111,29 +112,33 @@ class LatencyStats(StrictModel):
     minimum: Nanoseconds
     maximum: Nanoseconds
     mad: Nanoseconds
-    ci95: Annotated[list[Nanoseconds], Field(min_length=2, max_length=2)]
+    ci95: Annotated[list[Nanoseconds], Meta(min_length=2, max_length=2)]
+
+    def validate(self) -> None:
+        if self.ci95[0] > self.ci95[1] or self.minimum > self.maximum:
+            raise ValueError("ci95 and minimum/maximum must be ordered low <= high")
 
 
-class RerunDefence(StrictModel):
+class RerunDefence(StrictModel, kw_only=True, frozen=True):
     """One reward-hack defence the agent ran on a case, and what it found."""
 
     name: DefenceName
-    outcome: Annotated[DefenceOutcome, Field(strict=False)]
+    outcome: DefenceOutcome
     # Free text, in results admitted before the vocabulary only (a new one is refused).
     detail: ShortText | None = None
     checks: Uint53 | None = None  # how many times it ran on the case
 
-    @model_validator(mode="after")
-    def _vocabulary(self, info: ValidationInfo) -> RerunDefence:
-        if admitting(info):
+    _field_checks = (("detail", visible),)
+
+    def validate(self) -> None:
+        if admitting():
             if self.name not in DEFENCE_NAMES:
                 raise ValueError("name must be one of the defences of the rerun vocabulary")
             if self.detail is not None:
                 raise ValueError("detail is free text, which a new result may not carry")
-        return self
 
 
-class TimerCrossCheck(StrictModel):
+class TimerCrossCheck(StrictModel, kw_only=True, frozen=True):
     """The timed calls measured twice: by the timer, and by a host clock around a
     synchronised call (work on another stream or thread shows up as wall ≫ timed)."""
 
@@ -142,52 +147,48 @@ class TimerCrossCheck(StrictModel):
     calls: Uint53
     timedNs: Nanoseconds
     wallNs: Nanoseconds
-    ratio: Annotated[float, Field(ge=0, allow_inf_nan=False)]  # wallNs / timedNs
+    ratio: NonNegative  # wallNs / timedNs
     otherThreadsCpuNs: Nanoseconds | None = None
-    outcome: Annotated[DefenceOutcome, Field(strict=False)]
+    outcome: DefenceOutcome
 
-    @model_validator(mode="after")
-    def _vocabulary(self, info: ValidationInfo) -> TimerCrossCheck:
-        if admitting(info) and (
-            self.timer not in {t.value for t in TimerName} or self.reference not in TIMER_REFERENCES
+    _field_checks = (("timer", visible), ("reference", visible))
+
+    def validate(self) -> None:
+        if admitting() and (
+            self.timer not in _TIMER_NAMES or self.reference not in TIMER_REFERENCES
         ):
             raise ValueError("timer and reference must be named from the rerun vocabulary")
-        return self
 
 
-class RerunCase(StrictModel):
-    case: Annotated[StrictStr, Field(min_length=1, max_length=200), VISIBLE]
-    status: Annotated[CaseStatus, Field(strict=False)]
-    maxAbsError: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
-    maxRelError: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+class RerunCase(StrictModel, kw_only=True, frozen=True):
+    case: Annotated[str, Meta(min_length=1, max_length=200)]
+    status: CaseStatus
+    maxAbsError: NonNegative | None = None
+    maxRelError: NonNegative | None = None
     latencyNs: LatencyStats | None = None
     samples: Uint53 | None = None
     # A CaseReason or reward-hack:<defence> (free text only in results admitted before).
-    reason: Annotated[StrictStr, Field(max_length=2000), VISIBLE] | None = None
+    reason: Annotated[str, Meta(max_length=2000)] | None = None
     # Optional (older results have neither): every defence that ran, and the timer check.
-    defences: Annotated[list[RerunDefence], Field(max_length=MAX_DEFENCES)] | None = None
+    defences: Annotated[list[RerunDefence], Meta(max_length=MAX_DEFENCES)] | None = None
     timerCrossCheck: TimerCrossCheck | None = None
     # What the agent computed about the case, typed (never the child's words).
-    round: Annotated[RoundLabel, Field(strict=False)] | None = None  # the round that failed
-    stoppedBy: Annotated[StopRule, Field(strict=False)] | None = None
+    round: RoundLabel | None = None  # the round that failed
+    stoppedBy: StopRule | None = None
     floorNs: Nanoseconds | None = None  # the roofline floor the median was held to
 
-    @model_validator(mode="after")
-    def _vocabulary(self, info: ValidationInfo) -> RerunCase:
-        if not admitting(info) or self.reason is None:
-            return self
-        if self.status is CaseStatus.PASSED:
-            raise ValueError("a passed case carries no reason")
-        if not is_case_reason(self.reason):
-            # Never echo the text: it may be what a solution wanted published.
-            raise ValueError(
-                "reason must be a word of the rerun vocabulary (a CaseReason, or "
-                "reward-hack:<defence>), not free text"
-            )
-        return self
+    _field_checks = (("case", visible), ("reason", visible))
 
-    @model_validator(mode="after")
-    def _cheats_never_pass(self) -> RerunCase:
+    def validate(self) -> None:
+        if admitting() and self.reason is not None:
+            if self.status is CaseStatus.PASSED:
+                raise ValueError("a passed case carries no reason")
+            if not is_case_reason(self.reason):
+                # Never echo the text: it may be what a solution wanted published.
+                raise ValueError(
+                    "reason must be a word of the rerun vocabulary (a CaseReason, or "
+                    "reward-hack:<defence>), not free text"
+                )
         failed = [d.name for d in self.defences or () if d.outcome is DefenceOutcome.FAILED]
         if self.timerCrossCheck is not None and (
             self.timerCrossCheck.outcome is DefenceOutcome.FAILED
@@ -195,24 +196,24 @@ class RerunCase(StrictModel):
             failed.append("timer-cross-check")
         if failed and self.status is CaseStatus.PASSED:
             raise ValueError(f"a case whose defences failed ({', '.join(failed)}) cannot pass")
-        return self
 
 
-class RerunBuild(StrictModel):
+class RerunBuild(StrictModel, kw_only=True, frozen=True):
     """How the agent built and ran the solution: its kind, the runtime versions, the flags."""
 
-    solutionKind: Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_-]*$", max_length=50)]
+    solutionKind: Backend
     language: Label | None = None
     runtime: Annotated[
-        dict[Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_.-]*$", max_length=50)], ShortText],
-        Field(max_length=32),
-    ] = Field(default_factory=dict)
-    flags: Annotated[list[ShortText], Field(max_length=64)] = Field(default_factory=list)
+        dict[Annotated[str, Meta(pattern=r"^[a-z][a-z0-9_.-]*\Z", max_length=50)], ShortText],
+        Meta(max_length=32),
+    ] = msgspec.field(default_factory=dict)
+    flags: Annotated[list[ShortText], Meta(max_length=64)] = msgspec.field(default_factory=list)
 
-    @model_validator(mode="after")
-    def _vocabulary(self, info: ValidationInfo) -> RerunBuild:
-        if not admitting(info):
-            return self
+    _field_checks = (("language", visible), ("runtime", each(visible)), ("flags", each(visible)))
+
+    def validate(self) -> None:
+        if not admitting():
+            return
         # A list of SOL's names ("pytorch, triton"), or the declarative binding's one label,
         # which holds a comma of its own.
         if (
@@ -224,21 +225,19 @@ class RerunBuild(StrictModel):
         tokens = [*self.runtime.values(), *self.flags]
         if not all(_TOKEN.fullmatch(token) for token in tokens):
             raise ValueError("runtime versions and flags must be single printable tokens")
-        return self
 
 
-class RerunSummary(StrictModel):
-    allCorrect: StrictBool
+class RerunSummary(StrictModel, kw_only=True, frozen=True):
+    allCorrect: bool
     medianNs: Nanoseconds | None = None
     meanNs: Nanoseconds | None = None
-    ci95Ns: Annotated[list[Nanoseconds], Field(min_length=2, max_length=2)] | None = None
+    ci95Ns: Annotated[list[Nanoseconds], Meta(min_length=2, max_length=2)] | None = None
     samples: Uint53
     # The suite latency of every timed sample, so rankings can bootstrap from the events.
     # Bounded: the projection bootstraps over them (cost grows with the count).
-    samplesNs: Annotated[list[Nanoseconds], Field(max_length=MAX_RERUN_SAMPLES)] | None = None
+    samplesNs: Annotated[list[Nanoseconds], Meta(max_length=MAX_RERUN_SAMPLES)] | None = None
 
-    @model_validator(mode="after")
-    def _consistent(self) -> RerunSummary:
+    def validate(self) -> None:
         if self.ci95Ns is not None and self.ci95Ns[0] > self.ci95Ns[1]:
             raise ValueError("ci95Ns must be [low, high] with low <= high")
         if self.samplesNs:
@@ -249,57 +248,53 @@ class RerunSummary(StrictModel):
                 raise ValueError("medianNs must be the median of samplesNs")
             if len(self.samplesNs) != self.samples:
                 raise ValueError("samples must equal the number of samplesNs")
-        return self
 
 
-class RerunEnvironment(StrictModel):
+class RerunEnvironment(StrictModel, kw_only=True, frozen=True):
     product: Label
-    architecture: Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=50)]
+    architecture: Architecture
     # sha256 of the GPU UUID: distinguishes GPUs without publishing their serials.
     gpuUuidHash: Sha256Hex
-    backend: Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_-]*$", max_length=50)]
-    driver: Annotated[StrictStr, Field(max_length=100), VISIBLE] | None = None
-    cuda: Annotated[StrictStr, Field(max_length=100), VISIBLE] | None = None
-    clocks: dict[str, Annotated[float, Field(allow_inf_nan=False)]] | None = None
-    temperatureC: dict[str, Annotated[float, Field(allow_inf_nan=False)]] | None = None
+    backend: Backend
+    driver: Annotated[str, Meta(max_length=100)] | None = None
+    cuda: Annotated[str, Meta(max_length=100)] | None = None
+    clocks: dict[str, Finite] | None = None
+    temperatureC: dict[str, Finite] | None = None
 
-    @model_validator(mode="after")
-    def _clock_names(self, info: ValidationInfo) -> RerunEnvironment:
+    _field_checks = (("product", visible), ("driver", visible), ("cuda", visible))
+
+    def validate(self) -> None:
         # Stored results admitted before this rule still read (their keys were free).
-        if admitting(info) and self.clocks and not set(self.clocks) <= RERUN_CLOCK_KEYS:
+        if admitting() and self.clocks and not set(self.clocks) <= RERUN_CLOCK_KEYS:
             raise ValueError(
                 "clocks keys must be <clock>.<when> of the rerun vocabulary "
                 f"({', '.join(sorted(RERUN_CLOCK_KEYS))})"
             )
-        return self
 
 
-class RerunPredicate(SignedPredicate):
+class RerunPredicate(SignedPredicate, kw_only=True, frozen=True):
     """An agent's measured result for a rerun job (protocol kernelindex-rerun-v1)."""
 
     jobId: JobId
     nonce: Nonce
     protocol: Literal["kernelindex-rerun-v1"]
-    cases: Annotated[list[RerunCase], Field(min_length=1, max_length=1000)]
+    cases: Annotated[list[RerunCase], Meta(min_length=1, max_length=1000)]
     summary: RerunSummary
     environment: RerunEnvironment
-    calibration: dict[str, Annotated[float, Field(allow_inf_nan=False)]]
+    calibration: dict[str, Finite]
     # "failed": the job could not be measured (build error, device fault...); it closes the
     # job with its reason and moves no evidence. "completed": measured, pass or fail.
     outcome: Literal["completed", "failed"] = "completed"
     # A JobFailure (free text only in results admitted before the vocabulary).
-    failure: Annotated[StrictStr, Field(min_length=1, max_length=2000), VISIBLE] | None = None
+    failure: Annotated[str, Meta(min_length=1, max_length=2000)] | None = None
     build: RerunBuild | None = None  # optional: older results do not record it
 
-    @model_validator(mode="after")
-    def _failure_has_reason(self, info: ValidationInfo) -> RerunPredicate:
+    _field_checks = (*SignedPredicate._field_checks, ("failure", visible))
+
+    def validate(self) -> None:
         if (self.outcome == "failed") != (self.failure is not None):
             raise ValueError("a failed rerun needs a failure reason, and only a failed one has it")
-        if (
-            admitting(info)
-            and self.failure is not None
-            and self.failure not in {f.value for f in JobFailure}
-        ):
+        if admitting() and self.failure is not None and self.failure not in _JOB_FAILURES:
             raise ValueError("failure must be a JobFailure of the rerun vocabulary, not free text")
         # The evidence policy reads the summary; the cases are what was measured.
         passed = all(case.status is CaseStatus.PASSED for case in self.cases)
@@ -310,4 +305,3 @@ class RerunPredicate(SignedPredicate):
             )
         if self.summary.allCorrect and self.outcome == "failed":
             raise ValueError("a failed rerun cannot be all correct")
-        return self

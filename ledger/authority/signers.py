@@ -39,8 +39,8 @@ from ledger.signing.trust import TrustRoot
 from ledger.timing import Stage, timed
 
 if TYPE_CHECKING:
-    # The statement models are pydantic's, made on first use (domain.statements): a process
-    # that reads without checking a statement (a read command) never imports pydantic.
+    # The statement models are made on first use (domain.statements): a process that
+    # reads without checking a statement (a read command) never makes them.
     # Where a model is needed as a value, the function that needs it imports it.
     from domain.statements import KeyPredicate, SignedPredicate, Statement
 

@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, TypedDict, Unpack
 
+import msgspec
+
 from domain.manifests.manifest_set import check_claim, check_manifest_set
 from domain.rerun_binding import DeviceClass, check_agent_registration
 from domain.statements import PredicateType, Role, build_predicate, make_statement
@@ -19,8 +21,8 @@ from domain.timestamps import format_time, utc_now
 from ledger.signing.dsse import sign_envelope
 from ledger.signing.keys import PublicKey, SigningKey
 
-# KeyPredicate, a pydantic model made on first use (domain.statements), is imported by the
-# function that needs it: a process that never checks a statement never imports pydantic.
+# KeyPredicate, a model made on first use (domain.statements), is imported by the function
+# that needs it: a process that never checks a statement never makes the models.
 
 
 def _signed(
@@ -32,9 +34,10 @@ def _signed(
 ) -> dict[str, Any]:
     """Sign a statement whose predicate is built (and so checked) through its domain model:
     a client cannot sign what the ledger's admission would refuse as malformed. The fields
-    given are signed as given (``exclude_unset``), never a default the client did not send."""
-    built = build_predicate(predicate_type, predicate)
-    fields = built.model_dump(mode="json", exclude_unset=True)
+    given are signed as given (plain JSON values: an enum as its string), never a default the
+    client did not send."""
+    build_predicate(predicate_type, predicate)
+    fields = msgspec.to_builtins(predicate)
     return sign_envelope(make_statement(subject_name, subject_digest, predicate_type, fields), key)
 
 

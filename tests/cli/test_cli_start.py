@@ -253,7 +253,7 @@ def test_read_commands_load_no_importer_server_or_agent_and_no_writer(
 
 
 # What the commands' modules import, as modules: the libraries and models that load only on
-# first use (statement models are pydantic's; the rest serve paths a short command never takes).
+# first use (manifest models are pydantic's; the rest serve paths a short command never takes).
 ON_FIRST_USE = ("pydantic", "pydantic_core", "structlog", "httpx", "ruamel")
 ON_FIRST_USE_MODULES = (
     "domain.statement_models",

@@ -12,11 +12,10 @@ import base64
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pydantic import ValidationError
 
 from domain.canonical import canonical_b64decode
 from domain.errors import CanonicalizationError
-from domain.statements import KeyPredicate
+from domain.statements import KeyPredicate, StatementError, validate_part
 from ledger.signing.keys import PublicKey, SigningKey
 
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
@@ -74,9 +73,9 @@ def test_a_public_key_and_a_key_statement_have_one_spelling(bits: int) -> None:
         "keyId": key.key_id,
         "publicKey": key.b64,
     }
-    KeyPredicate.model_validate(statement)
-    with pytest.raises(ValidationError, match="not canonical"):
-        KeyPredicate.model_validate(statement | {"publicKey": other})
+    validate_part(KeyPredicate, statement)
+    with pytest.raises(StatementError, match="not canonical"):
+        validate_part(KeyPredicate, statement | {"publicKey": other})
 
 
 def _reference_decode(text: str) -> bytes | None:

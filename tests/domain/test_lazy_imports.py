@@ -127,7 +127,8 @@ def test_a_statement_loads_the_models_of_its_predicate_type_only() -> None:
         "domain.statement_models.lifecycle",
         "domain.statement_models.statement",
     ]
-    assert "pydantic" in found["by"] and "ruamel.yaml" not in found["by"]
+    # The statement models are msgspec Structs: checking a statement never loads pydantic.
+    assert "pydantic" not in found["by"] and "ruamel.yaml" not in found["by"]
 
 
 def test_a_yaml_document_loads_the_yaml_reader() -> None:
@@ -158,14 +159,8 @@ def test_a_refused_statement_reads_as_before() -> None:
     """The messages are the models' own, through the lazily loaded module."""
     with pytest.raises(StatementError) as refused:
         parse_statement({"_type": "x", "subject": [], "predicateType": "y", "predicate": {}})
-    assert refused.value.message == (
-        "statement _type: Input should be 'https://in-toto.io/Statement/v1'; subject: List "
-        "should have at least 1 item after validation, not 0; predicateType: Input should be "
-        "'https://kernelindex.dev/ingestion/v1', 'https://kernelindex.dev/attestation/v1', "
-        "'https://kernelindex.dev/rerun-request/v1', 'https://kernelindex.dev/rerun/v1', "
-        "'https://kernelindex.dev/rerun-claim/v1', 'https://kernelindex.dev/lifecycle/v1', "
-        "'https://kernelindex.dev/key/v1' or 'https://kernelindex.dev/attachment/v1'"
-    )
+    # msgspec stops at the first error (pydantic listed every one).
+    assert refused.value.message == "statement _type: Invalid enum value 'x'"
     with pytest.raises(StatementError, match=r"^predicate\.reason: Field required$"):
         build_predicate(
             PredicateType.LIFECYCLE, {"issuedAt": "2026-01-02T03:04:05Z", "action": "retract"}

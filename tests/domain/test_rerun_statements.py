@@ -6,9 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
 
-from domain.statements import MAX_RERUN_SAMPLES, RerunSummary
+from domain.statements import MAX_RERUN_SAMPLES, RerunSummary, StatementError, validate_part
 
 
 def summary(**overrides: Any) -> dict[str, Any]:
@@ -23,8 +22,8 @@ def summary(**overrides: Any) -> dict[str, Any]:
 
 
 def test_consistent_summary_is_accepted() -> None:
-    RerunSummary.model_validate(summary())
-    RerunSummary.model_validate(summary(samplesNs=None, samples=80))
+    validate_part(RerunSummary, summary())
+    validate_part(RerunSummary, summary(samplesNs=None, samples=80))
 
 
 @pytest.mark.parametrize(
@@ -36,14 +35,14 @@ def test_consistent_summary_is_accepted() -> None:
         ({"samples": 4}, "number of samplesNs"),
         (
             {"samplesNs": [1.0] * (MAX_RERUN_SAMPLES + 1), "samples": MAX_RERUN_SAMPLES + 1},
-            "at most",
+            "length <= 2000",
         ),
-        ({"medianNs": -5.0}, "greater than or equal"),
+        ({"medianNs": -5.0}, r"medianNs: Expected `float` >= 0"),
     ],
 )
 def test_contradictory_summaries_are_refused(overrides: dict[str, Any], words: str) -> None:
-    with pytest.raises(ValidationError, match=words):
-        RerunSummary.model_validate(summary(**overrides))
+    with pytest.raises(StatementError, match=words):
+        validate_part(RerunSummary, summary(**overrides))
 
 
 def _result(cases: list[str], all_correct: bool, **extra: Any) -> dict[str, Any]:
@@ -81,10 +80,10 @@ def test_the_summary_says_what_the_cases_say(cases: list[str], all_correct: bool
 
     value = _result(cases, all_correct)
     if ok:
-        RerunPredicate.model_validate(value)
+        validate_part(RerunPredicate, value)
     else:
-        with pytest.raises(ValidationError, match="allCorrect"):
-            RerunPredicate.model_validate(value)
+        with pytest.raises(StatementError, match="allCorrect"):
+            validate_part(RerunPredicate, value)
 
 
 @pytest.mark.parametrize(
@@ -105,18 +104,19 @@ def test_signed_text_carries_no_hidden_or_bidirectional_controls(text: str) -> N
     from domain.statements import AttestationPredicate, KeyPredicate
 
     base = {"issuedAt": "2026-12-01T00:00:00Z", "type": "note", "body": "x"}
-    AttestationPredicate.model_validate(base | {"body": "multi\r\nline\ttext, ünïcode ok é"})
-    with pytest.raises(ValidationError, match="control character"):
-        AttestationPredicate.model_validate(base | {"body": text})
-    with pytest.raises(ValidationError, match="control character"):
-        KeyPredicate.model_validate(
+    validate_part(AttestationPredicate, base | {"body": "multi\r\nline\ttext, ünïcode ok é"})
+    with pytest.raises(StatementError, match="control character"):
+        validate_part(AttestationPredicate, base | {"body": text})
+    with pytest.raises(StatementError, match="control character"):
+        validate_part(
+            KeyPredicate,
             {
                 "issuedAt": "2026-12-01T00:00:00Z",
                 "action": "revoke",
                 "keyId": "sha256:" + "0" * 64,
                 "publicKey": "A" * 43 + "=",
                 "label": text,
-            }
+            },
         )
 
 
@@ -128,9 +128,9 @@ def test_evidence_links_are_printable_ascii(url: str) -> None:
     from domain.statements import AttestationPredicate
 
     base = {"issuedAt": "2026-12-01T00:00:00Z", "type": "note", "body": "x"}
-    AttestationPredicate.model_validate(base | {"evidenceUrl": "https://ex.ample/%E2%80%AE"})
-    with pytest.raises(ValidationError, match="printable ASCII"):
-        AttestationPredicate.model_validate(base | {"evidenceUrl": url})
+    validate_part(AttestationPredicate, base | {"evidenceUrl": "https://ex.ample/%E2%80%AE"})
+    with pytest.raises(StatementError, match="printable ASCII"):
+        validate_part(AttestationPredicate, base | {"evidenceUrl": url})
 
 
 @pytest.mark.parametrize("value", ["1530000", True, "NaN"])
@@ -141,7 +141,7 @@ def test_rerun_numbers_are_numbers(value: Any) -> None:
 
     result = _result(["passed"], True)
     result["summary"] = {"allCorrect": True, "medianNs": value, "samples": 0}
-    with pytest.raises(ValidationError):
-        RerunPredicate.model_validate(result)
+    with pytest.raises(StatementError):
+        validate_part(RerunPredicate, result)
     result["summary"]["medianNs"] = 1530000  # an integer is a JSON number
-    RerunPredicate.model_validate(result)
+    validate_part(RerunPredicate, result)

@@ -19,9 +19,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
-from domain.statements import MAX_RERUN_SAMPLES, Statement, parse_predicate
+from domain.statements import MAX_RERUN_SAMPLES, parse_predicate, parse_statement
 from gpu_agent.backends.cpu_adversaries import (
     MEMORIZED_CASES,
     MEMORIZED_JOB_ID,
@@ -140,9 +141,9 @@ def test_the_result_signs_as_a_rerun_statement(honest: dict[str, Any]) -> None:
     envelope = rerun_envelope(
         "sha256:" + "ab" * 32, "run/test", SigningKey.generate(), result=honest
     )
-    statement = Statement.model_validate(json.loads(base64.b64decode(envelope["payload"])))
+    statement = parse_statement(json.loads(base64.b64decode(envelope["payload"])))
     predicate = parse_predicate(statement)
-    assert predicate.model_dump()["summary"]["allCorrect"] is True
+    assert msgspec.to_builtins(predicate)["summary"]["allCorrect"] is True
 
 
 # --- adversarial samples: each caught, with the check that caught it -----------------------

@@ -13,7 +13,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from domain.statements import PredicateType, RerunCase, StatementError, build_predicate
+from domain.statements import (
+    PredicateType,
+    RerunCase,
+    StatementError,
+    build_predicate,
+    validate_part,
+)
 from gpu_agent import inputs
 from gpu_agent.case_task import TimingTerms
 from gpu_agent.checks import Tolerance, compare
@@ -290,9 +296,9 @@ def test_the_defence_log_records_each_defence_once_with_its_outcome() -> None:
 def test_a_case_with_a_failed_defence_cannot_pass() -> None:
     failed = {"name": "thread-injection", "outcome": "failed"}
     hack = {"case": "c", "status": "incorrect", "reason": "reward-hack:thread-injection"}
-    RerunCase.model_validate({**hack, "defences": [failed]})
+    validate_part(RerunCase, {**hack, "defences": [failed]})
     with pytest.raises(ValueError, match="cannot pass"):
-        RerunCase.model_validate({"case": "c", "status": "passed", "defences": [failed]})
+        validate_part(RerunCase, {"case": "c", "status": "passed", "defences": [failed]})
     cross = {
         "timer": "cuda-events",
         "reference": "CLOCK_MONOTONIC_RAW around the synchronised call",
@@ -303,7 +309,7 @@ def test_a_case_with_a_failed_defence_cannot_pass() -> None:
         "outcome": "failed",
     }
     with pytest.raises(ValueError, match="timer-cross-check"):
-        RerunCase.model_validate({"case": "c", "status": "passed", "timerCrossCheck": cross})
+        validate_part(RerunCase, {"case": "c", "status": "passed", "timerCrossCheck": cross})
 
 
 def test_older_results_without_the_new_fields_still_parse() -> None:

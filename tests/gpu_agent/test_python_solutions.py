@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from domain.statements import RerunPredicate, Statement, parse_predicate
+from domain.statements import RerunPredicate, parse_predicate, parse_statement
 from gpu_agent.harness import HarnessConfig, HarnessError, JobSpec, run_job
 from gpu_agent.stats import StopPolicy
 from ledger.signing.authoring import rerun_envelope
@@ -253,7 +253,7 @@ def test_destination_passing_outputs_are_poisoned_value_returning_ones_say_why_n
 def test_a_python_result_signs_and_parses_as_rerun_v1(results: dict[str, Any]) -> None:
     result = result_of(results, "linear-backward")
     envelope = rerun_envelope("sha256:" + "1" * 64, "run", SigningKey.generate(), result=result)
-    statement = Statement.model_validate(json.loads(base64.b64decode(envelope["payload"])))
+    statement = parse_statement(json.loads(base64.b64decode(envelope["payload"])))
     predicate = parse_predicate(statement)
     assert isinstance(predicate, RerunPredicate) and predicate.build is not None
     assert predicate.build.solutionKind == "python"

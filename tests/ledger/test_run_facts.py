@@ -19,7 +19,7 @@ from domain.importers.kernelindex_catalog import map_kernelindex_catalog
 from domain.importers.records import Artifact, ImportRecord, Rejection
 from domain.manifests.manifest_set import check_manifest_set
 from domain.statement_models.ingestion import IngestionPredicate
-from domain.statements import Role
+from domain.statements import Role, validate_part
 from domain.timestamps import format_time, utc_now
 from ledger.application import Ledger
 from ledger.history import run_history
@@ -101,9 +101,9 @@ def test_the_ingestion_predicate_refuses_a_publication_time_that_is_no_time() ->
         "fetchedAt": "2026-08-15T02:09:57.573Z",
         "manifests": {"run": {}, "protocol": {}, "environment": {}},
     }
-    assert IngestionPredicate.model_validate(base).publishedAt is None
+    assert validate_part(IngestionPredicate, base).publishedAt is None
     with pytest.raises(ValueError, match="publishedAt"):
-        IngestionPredicate.model_validate(base | {"publishedAt": "15 August 2026"})
+        validate_part(IngestionPredicate, base | {"publishedAt": "15 August 2026"})
 
 
 def _catalog(published: object) -> list[bytes]:
