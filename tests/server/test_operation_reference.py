@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 from litestar.testing import TestClient
-from served_app import TEST_CONFIG
 from sqlalchemy import create_engine, select
 
 from api.server.app import create_app
 from ledger.home import LedgerHome
 from ledger.store.artifacts import artifacts
 from tests.cli_session import Cli
+from tests.served_app import TEST_CONFIG
 from tests.sol_traces import SOL_EXAMPLES, definition_of, traced_folder
 
 FLASHINFER_OPERATION = "fused_add_rmsnorm_h2048"
