@@ -17,11 +17,13 @@ from typing import Any
 
 import pytest
 from litestar.testing import TestClient
-from sqlalchemy import create_engine, select
+from sqlalchemy import create_engine, delete, select
 
 from api.server.app import create_app
+from api.service.ledger_service import LedgerService
+from domain.importers.records import WORKLOAD_MEDIA_TYPE, definition_artifact
 from ledger.home import LedgerHome
-from ledger.store.artifacts import artifacts
+from ledger.store.artifacts import ArtifactStore, artifacts
 from tests.cli_session import Cli
 from tests.served_app import TEST_CONFIG
 from tests.sol_traces import SOL_EXAMPLES, definition_of, traced_folder
@@ -134,3 +136,33 @@ def test_a_sol_execbench_run_shows_its_definitions_reference(
         assert json.loads(kept.content) == definition
         page = client.get(f"/operations/{definition['name']}")
         assert html.unescape(_code_box(page.text)) == definition["reference"]
+
+
+def test_a_definition_stored_later_is_shown_without_a_restart(
+    ledger_of: Served, tmp_path: Path, shared: Path, db_url: str
+) -> None:
+    """A ledger whose definition was not kept (its rerun workloads removed, as on a ledger
+    imported before definitions were) shows no code; once the definition is stored, the
+    service's next answer shows it: what was found is kept only while the artifacts stay as
+    they were. (The HTTP layer keeps a whole answer per views position; an import that stores
+    a definition with its runs moves that.)"""
+    folder = _flashinfer(tmp_path, shared)
+    definition = json.loads((folder / "definition.json").read_text())
+    with ledger_of(("flashinfer-trace", folder)):
+        engine = create_engine(db_url)
+        try:
+            with engine.begin() as conn:
+                conn.execute(delete(artifacts).where(artifacts.c.media_type == WORKLOAD_MEDIA_TYPE))
+        finally:
+            engine.dispose()
+        ledger = LedgerHome.at(tmp_path / "home", db_url).open()
+        try:
+            service = LedgerService(ledger)
+            for _ in range(2):  # the second answer is the one kept: still none
+                about = service.boards.operation(FLASHINFER_OPERATION).about
+                assert about is not None and about.reference_code is None
+            ArtifactStore(ledger.store).put(definition_artifact(definition))
+            about = service.boards.operation(FLASHINFER_OPERATION).about
+            assert about is not None and about.reference_code == definition["reference"]
+        finally:
+            ledger.close()
