@@ -92,6 +92,10 @@ COMMANDS: dict[str, Lazy] = {
         "api.cli.registry",
         "Implementations by author, with their runs and #1 records; one author's with NAME.",
     ),
+    "projects": Lazy(
+        "api.cli.registry",
+        "The KernelIndex catalog's projects, with their runs and #1 records; one's with NAME.",
+    ),
     "records": Lazy(
         "api.cli.registry",
         "Every time a group's #1 changed, newest first, dated by the source (else admission).",

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from api.run_intake import held_manifests
 from api.service.ledger_service import LedgerService
+from domain.importers.catalog_projects import catalog_projects
 from domain.importers.kernelindex_catalog import catalog_manifests
 from domain.importers.records import Artifact, ImportRecord, Rejection, manifest_artifact
 from domain.importers.sol_execbench import MappedSolution
@@ -19,7 +20,14 @@ from ledger.home import LedgerHome
 from ledger.importing import Importer, ImportSummary
 from ledger.store.artifacts import ArtifactStore
 
-__all__ = ["ImportSummary", "KeptArtifacts", "import_records", "keep_manifests", "keep_solutions"]
+__all__ = [
+    "ImportSummary",
+    "KeptArtifacts",
+    "import_records",
+    "keep_manifests",
+    "keep_projects",
+    "keep_solutions",
+]
 
 _PUT_BATCH = 500  # artifacts stored per transaction
 
@@ -84,3 +92,12 @@ def keep_manifests(service: LedgerService, lines: Iterable[bytes]) -> KeptArtifa
             batch = []
     store.put_many(batch)
     return KeptArtifacts(kept, refused)
+
+
+def keep_projects(service: LedgerService, lines: Iterable[bytes]) -> bool:
+    """Store the catalog's projects with their implementations (the link is only in the
+    catalog's rows: ``domain.importers.catalog_projects``); False when it names none."""
+    found = catalog_projects(lines)
+    if found is not None:
+        ArtifactStore(service.ledger.store).put(found)
+    return found is not None
