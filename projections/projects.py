@@ -20,6 +20,8 @@ from projections.registry import FacetRow
 from projections.rows import RunListRow
 from projections.tables import ranks, records, runs
 
+FEW = 500  # implementations looked up by digest rather than by reading every run
+
 
 @dataclass
 class Project:
@@ -54,11 +56,15 @@ def project_rows(session: StoreSession, known: dict[str, Project]) -> list[Facet
     runs first."""
     owner = {d: p.name for p in known.values() for d in p.implementations}
     t = runs.c
+    # A few projects' runs are found by their implementations (indexed); all, by a scan.
+    chosen = (
+        t.implementation_digest.in_(sorted(owner))
+        if len(owner) <= FEW
+        else t.implementation_digest.is_not(None)
+    )
     seen: dict[str, dict[str, Any]] = {}
     query = select(t.implementation_digest, t.comparison_key, t.benchmark, t.product, t.author)
-    for digest, key, benchmark, product, author in session.execute(
-        query.where(t.implementation_digest.is_not(None))
-    ):
+    for digest, key, benchmark, product, author in session.execute(query.where(chosen)):
         name = owner.get(str(digest))
         if name is None:
             continue
@@ -76,6 +82,7 @@ def project_rows(session: StoreSession, known: dict[str, Project]) -> list[Facet
     for digest, count in session.execute(
         select(t.implementation_digest, func.count())
         .select_from(joined)
+        .where(chosen)
         .group_by(t.implementation_digest)
     ):
         name = owner.get(str(digest))
@@ -86,7 +93,7 @@ def project_rows(session: StoreSession, known: dict[str, Project]) -> list[Facet
     for digest, key in session.execute(
         select(t.implementation_digest, ranks.c.comparison_key)
         .select_from(firsts)
-        .where(ranks.c.view == str(VIEW), ranks.c.rank == 1)
+        .where(chosen, ranks.c.view == str(VIEW), ranks.c.rank == 1)
     ):
         name = owner.get(str(digest))
         if name is not None:

@@ -39,8 +39,8 @@ metadata = MetaData()
 # 5: the records view (each group's #1 history, kept by the fold).
 # 6: records dated (the source's date, else the admission time) and walked in date order;
 #    the runs view indexed by author, the records by run (the registry's pages).
-# 7: the runs view names each run's implementation by digest (search's license and
-#    installable facets read its manifest).
+# 7: the runs view names each run's implementation by digest, indexed (search's license
+#    and installable facets read its manifest; a project's runs are found by it).
 VIEWS_VERSION = 7
 
 runs = Table(
@@ -84,6 +84,7 @@ runs = Table(
     Index("kernelindex_view_runs_group", "comparison_key"),
     Index("kernelindex_view_runs_product", "product", "benchmark"),
     Index("kernelindex_view_runs_author", "author"),
+    Index("kernelindex_view_runs_implementation", "implementation_digest"),
 )
 
 ranks = Table(

@@ -115,9 +115,8 @@ class Registry:
         shown = max(1, min(records, FEED_MAX))
 
         def read(session: StoreSession) -> RegistryPage:
-            named = projects(session)
-            project = named.get(name)
-            found = [r for r in project_rows(session, named) if r.name == name]
+            project = projects(session).get(name)
+            found = project_rows(session, {name: project}) if project is not None else []
             if project is None or not found:
                 raise NotFoundError(f"no run is of a project named {name!r}")
             rows = project_runs(session, project, after, size + 1)
