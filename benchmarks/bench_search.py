@@ -52,7 +52,14 @@ HERE = Path(__file__).resolve().parent
 TARGET_MS = 100.0
 # One client sends every request: the per-address limit (for floods) is left out here.
 UNLIMITED = ServerConfig(key_rate=0, address_rate=0, json_logs=False)
-NO_FILTER: dict[str, str | None] = {"gpu": None, "source": None, "dtype": None, "level": None}
+NO_FILTER: dict[str, str | None] = {
+    "gpu": None,
+    "source": None,
+    "dtype": None,
+    "level": None,
+    "license": None,
+    "installable": None,
+}
 
 # What people ask: (words, filters, sort, page). Words from the catalog's operations, GPUs,
 # dtypes, sources and stacks; a GPU as typed; each sort; pages past the first.
@@ -78,6 +85,9 @@ MIX: list[tuple[str, dict[str, str], str, int]] = [
     ("", {"dtype": "bf16", "source": "flashinfer-bench"}, "newest", 1),
     ("", {"level": "reproducible"}, "relevance", 1),
     ("nvfp4", {}, "relevance", 1),
+    # The implementation's terms (license, installable), added with those facets.
+    ("", {"license": "Apache-2.0"}, "newest", 2),
+    ("gemm", {"license": "not stated", "installable": "no"}, "relevance", 1),
     ("grayscale", {}, "relevance", 1),
     ("sol-submission", {}, "relevance", 15),
     ("no-such-kernel", {}, "relevance", 1),

@@ -62,6 +62,9 @@ class RunProfile:
     workload_digest: str | None = None
     # Who the run is by, as its implementation manifest says (when the run carries one).
     author: str | None = None
+    # The implementation it ran, by digest (held or not): its terms (license, install) are
+    # read from the manifest the views hold under it (``domain.implementation_terms``).
+    implementation_digest: str | None = None
 
 
 def comparison_key_of(
@@ -124,6 +127,7 @@ def _profile(
             "environment_digest": spec.get("environmentDigest"),
             "workload_digest": spec.get("workloadDigest"),
             "author": _author(manifests.get("implementation")),
+            "implementation_digest": spec.get("implementationDigest"),
         },
     )
     return profile, primary

@@ -192,6 +192,8 @@ class RecordScope:
     key: str | None = None
     product: str | None = None
     author: str | None = None
+    # A project's: runs of these implementations (``projections.projects``).
+    implementations: tuple[str, ...] | None = None
 
 
 def record_row(key: str, record: Record) -> dict[str, Any]:
@@ -226,12 +228,14 @@ def _scoped(scope: RecordScope) -> Select[Any]:
     query = select(records)
     if scope.key is not None:
         query = query.where(records.c.comparison_key == scope.key)
-    if scope.product is not None or scope.author is not None:
+    if scope.product is not None or scope.author is not None or scope.implementations is not None:
         query = query.join(runs, runs.c.run_digest == records.c.run_digest)
         if scope.product is not None:
             query = query.where(runs.c.product == scope.product)
         if scope.author is not None:
             query = query.where(runs.c.author == scope.author)
+        if scope.implementations is not None:
+            query = query.where(runs.c.implementation_digest.in_(scope.implementations))
     return query
 
 

@@ -56,6 +56,7 @@ class RunRow(_Row):
     environment_digest: str | None
     workload_digest: str | None
     author: str | None
+    implementation_digest: str | None
     ingested_position: int
     ingested_at: str
     retracted: bool

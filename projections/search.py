@@ -202,9 +202,18 @@ class Filters:
     source: str | None = None
     dtype: str | None = None
     level: str | None = None
+    license: str | None = None  # as the implementation states it, or "not stated"
+    installable: str | None = None  # "yes" or "no"
 
     def values(self) -> dict[str, str | None]:
-        return {"gpu": self.gpu, "source": self.source, "dtype": self.dtype, "level": self.level}
+        return {
+            "gpu": self.gpu,
+            "source": self.source,
+            "dtype": self.dtype,
+            "level": self.level,
+            "license": self.license,
+            "installable": self.installable,
+        }
 
 
 @dataclass(frozen=True)
@@ -348,6 +357,8 @@ def _admits(index: SearchIndex, filters: Filters) -> Callable[[Profile], bool]:
     source = fold(filters.source) if filters.source is not None else None
     dtype = fold(filters.dtype) if filters.dtype is not None else None
     level = fold(filters.level) if filters.level is not None else None
+    license = fold(filters.license) if filters.license is not None else None
+    installable = fold(filters.installable) if filters.installable is not None else None
 
     def admits(p: Profile) -> bool:
         return (
@@ -355,6 +366,8 @@ def _admits(index: SearchIndex, filters: Filters) -> Callable[[Profile], bool]:
             and (source is None or fold(p.source) == source)
             and (level is None or p.level == level)
             and (dtype is None or dtype in p.dtypes)
+            and (license is None or fold(p.license) == license)
+            and (installable is None or p.installable == installable)
         )
 
     return admits

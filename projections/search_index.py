@@ -23,13 +23,14 @@ from typing import Any
 from sqlalchemy import func, select
 
 from domain.gpu_names import match_gpu
+from domain.implementation_terms import NOT_STATED, is_installable, license_of
 from ledger.store.event_store import StoreSession
 from projections.run_views import RUNNER_NAME
 from projections.tables import manifests, runs, tracking
 
 # Filters a query may narrow by (the facets a reply counts, in the order shown) and the
 # orders of its groups; the service's reply models name the same (api/service/models/search).
-FACETS = ("gpu", "source", "dtype", "level")
+FACETS = ("gpu", "source", "dtype", "level", "license", "installable")
 SORTS = ("relevance", "runs", "newest", "name")
 
 
@@ -48,6 +49,10 @@ class Profile:
     protocol: str | None
     workload: str | None
     dtypes: tuple[str, ...] = ()
+    # Its implementation's terms (``domain.implementation_terms``): runs that differ in them
+    # are profiles apart, so that a filter on them admits exactly their runs.
+    license: str = NOT_STATED
+    installable: str = "no"
     facets: tuple[tuple[str, str], ...] = ()  # (facet, value) pairs its runs count under
     own: list[tuple[str, int]] = field(default_factory=list)  # each run's folded columns, position
     newest: int = 0
@@ -123,10 +128,12 @@ def build_index(session: StoreSession) -> SearchIndex:
             runs.c.author,
             runs.c.external_id,
             runs.c.run_digest,
+            runs.c.implementation_digest,
         )
         .where(runs.c.comparison_key.is_not(None))
         .order_by(runs.c.ingested_position, runs.c.run_digest)
-    ).tuples()
+    ).all()
+    terms = implementation_terms(session, {row[-1] for row in rows if row[-1] is not None})
     documents: dict[str, str] = {}
     dtypes: dict[str, tuple[str, ...]] = {}
     profiles: dict[tuple[Any, ...], Profile] = {}
@@ -135,8 +142,9 @@ def build_index(session: StoreSession) -> SearchIndex:
         views_position(session), [], documents, {}, fingerprint=search_fingerprint(session)
     )
     for (key, benchmark, product, source, level, order, name, position, protocol, workload,
-         title, author, external_id, digest) in rows:  # fmt: skip
-        alike = (key, benchmark, product, source, level, protocol, workload)
+         title, author, external_id, digest, implementation) in rows:  # fmt: skip
+        license, installable = terms.get(implementation, UNSTATED_TERMS)
+        alike = (key, benchmark, product, source, level, protocol, workload, license, installable)
         profile = profiles.get(alike)
         if profile is None:
             headline = headlines.get((benchmark, product))
@@ -151,6 +159,8 @@ def build_index(session: StoreSession) -> SearchIndex:
                 headline=headline,
                 protocol=protocol,
                 workload=workload,
+                license=license,
+                installable=installable,
             )
             index.levels[str(level)] = int(order)
         profile.own.append(
@@ -187,8 +197,38 @@ def build_index(session: StoreSession) -> SearchIndex:
                 dtypes[p.workload] = dtypes_of(json.loads(documents[p.workload]))
             p.dtypes = dtypes[p.workload]
         shown = (("gpu", p.product), ("source", p.source), ("level", p.level))
-        p.facets = tuple((f, v) for f, v in shown if v) + tuple(("dtype", d) for d in p.dtypes)
+        p.facets = (
+            tuple((f, v) for f, v in shown if v)
+            + tuple(("dtype", d) for d in p.dtypes)
+            + (("license", p.license), ("installable", p.installable))
+        )
     return index
+
+
+UNSTATED_TERMS = (NOT_STATED, "no")  # a run whose implementation manifest is not held
+
+
+def implementation_terms(session: StoreSession, digests: set[str]) -> dict[str, tuple[str, str]]:
+    """License (or "not stated") and "yes"/"no" installable of each implementation the views
+    hold, by digest. Most manifests state neither: their text says so without parsing."""
+    found: dict[str, tuple[str, str]] = {}
+    wanted = sorted(digests)
+    for start in range(0, len(wanted), 500):
+        rows = session.execute(
+            select(manifests.c.digest, manifests.c.document).where(
+                manifests.c.digest.in_(wanted[start : start + 500])
+            )
+        ).tuples()
+        for digest, document in rows:
+            if '"licensing"' not in document and '"buildVariants"' not in document:
+                found[str(digest)] = UNSTATED_TERMS
+                continue
+            manifest = json.loads(document)
+            found[str(digest)] = (
+                license_of(manifest) or NOT_STATED,
+                "yes" if is_installable(manifest) else "no",
+            )
+    return found
 
 
 def dtypes_of(document: Any) -> tuple[str, ...]:

@@ -39,7 +39,9 @@ metadata = MetaData()
 # 5: the records view (each group's #1 history, kept by the fold).
 # 6: records dated (the source's date, else the admission time) and walked in date order;
 #    the runs view indexed by author, the records by run (the registry's pages).
-VIEWS_VERSION = 6
+# 7: the runs view names each run's implementation by digest, indexed (search's license
+#    and installable facets read its manifest; a project's runs are found by it).
+VIEWS_VERSION = 7
 
 runs = Table(
     "kernelindex_view_runs",
@@ -63,6 +65,7 @@ runs = Table(
     Column("environment_digest", String(71)),
     Column("workload_digest", String(71)),
     Column("author", Text),
+    Column("implementation_digest", String(71)),
     Column("ingested_position", BigInteger, nullable=False),
     Column("ingested_at", Text, nullable=False),
     Column("retracted", Boolean, nullable=False),
@@ -81,6 +84,7 @@ runs = Table(
     Index("kernelindex_view_runs_group", "comparison_key"),
     Index("kernelindex_view_runs_product", "product", "benchmark"),
     Index("kernelindex_view_runs_author", "author"),
+    Index("kernelindex_view_runs_implementation", "implementation_digest"),
 )
 
 ranks = Table(

@@ -121,6 +121,7 @@ def profile_columns(fold: RunFold) -> dict[str, Any]:
         "environment_digest": profile.environment_digest,
         "workload_digest": profile.workload_digest,
         "author": profile.author,
+        "implementation_digest": profile.implementation_digest,
     }
 
 

@@ -218,10 +218,11 @@ def import_kernelindex_catalog(
     Benchmark runs become signed ingestions; operations, workloads, implementations,
     projects and serving manifests are kept by digest as manifest artifacts."""
     from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
-    from api.service.imports import keep_manifests  # noqa: PLC0415
+    from api.service.imports import keep_manifests, keep_projects  # noqa: PLC0415
 
     with local_service(home, db, read_only=False) as service:
         kept = keep_manifests(service, _catalog_lines(file))
+        keep_projects(service, _catalog_lines(file))
     if not as_json:
         out.print(f"catalog manifests kept as artifacts: {kept.kept} ({len(kept.refused)} refused)")
         for rejection in kept.refused[:20]:

@@ -81,7 +81,8 @@ COMMANDS: dict[str, Lazy] = {
         "api.cli.search",
         "Find comparison groups: every word must match a run's operation, GPU, dtype or"
         "\nworkload axes, source, stack version, evidence level, author, name or id; --gpu,"
-        "\n--source, --dtype and --level narrow to the runs with that value.",
+        "\n--source, --dtype, --level, --license and --installable narrow to the runs with"
+        "\nthat value.",
     ),
     "gpus": Lazy(
         "api.cli.registry",
@@ -90,6 +91,10 @@ COMMANDS: dict[str, Lazy] = {
     "implementations": Lazy(
         "api.cli.registry",
         "Implementations by author, with their runs and #1 records; one author's with NAME.",
+    ),
+    "projects": Lazy(
+        "api.cli.registry",
+        "The KernelIndex catalog's projects, with their runs and #1 records; one's with NAME.",
     ),
     "records": Lazy(
         "api.cli.registry",

@@ -1,7 +1,9 @@
-"""`kernelindex gpus`, `implementations` and `records`: the registry, as the service answers it.
+"""`kernelindex gpus`, `implementations`, `projects` and `records`: the registry, as the
+service answers it.
 
 ``--json`` prints the reply the API sends for the same query (``GET /v1/gpus[/{name}]``,
-``/v1/implementations[/{name}]``, ``/v1/records``); the tables are drawn from that reply.
+``/v1/implementations[/{name}]``, ``/v1/projects[/{name}]``, ``/v1/records``); the tables
+are drawn from that reply.
 Names are exact, as the runs store them ("NVIDIA B200").
 """
 
@@ -123,6 +125,37 @@ def implementations(
             return
         runs = min(limit or RUNS_PAGE, MAX_PAGE)
         found = service.registry.implementation(name, cursor, runs, before, records)
+    print_reply(found) if as_json else _page(found)
+
+
+@app.command("projects")
+@handles_errors
+def projects(
+    name: NameArgument = None,
+    start: Annotated[int, typer.Option("--from", min=1, help="The list from this one.")] = 1,
+    cursor: CursorOption = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(min=1, max=500, help="Projects (100) or runs (50, at most 200) per page."),
+    ] = None,
+    before: BeforeOption = None,
+    records: Annotated[int, typer.Option(min=1, max=100, help="Records per page.")] = 20,
+    home: HomeOption = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The KernelIndex catalog's projects, with their runs and #1 records; one's with NAME."""
+    from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
+    from api.service.paging import MAX_PAGE  # noqa: PLC0415 - as the service, when it runs
+    from api.service.registry import LIST_PAGE, RUNS_PAGE  # noqa: PLC0415
+
+    with local_service(home, db) as service:
+        if name is None:
+            listed = service.registry.projects(start, limit or LIST_PAGE)
+            print_reply(listed) if as_json else _summaries("project", listed.items)
+            return
+        runs = min(limit or RUNS_PAGE, MAX_PAGE)
+        found = service.registry.project(name, cursor, runs, before, records)
     print_reply(found) if as_json else _page(found)
 
 

@@ -40,6 +40,16 @@ def search(
     level: Annotated[
         str | None, typer.Option("--level", help="Only runs at this evidence level.")
     ] = None,
+    license: Annotated[
+        str | None,
+        typer.Option(
+            "--license", help="Only implementations under this license ('not stated': none)."
+        ),
+    ] = None,
+    installable: Annotated[
+        str | None,
+        typer.Option("--installable", help="'yes': only implementations one can install."),
+    ] = None,
     sort: Annotated[str, typer.Option("--sort", help=f"One of {', '.join(SORTS)}.")] = "relevance",
     page: Annotated[int, typer.Option("--page", help="Which page (1: the first).")] = 1,
     per_page: Annotated[
@@ -51,11 +61,19 @@ def search(
 ) -> None:
     """Find comparison groups: every word must match a run's operation, GPU, dtype or
     workload axes, source, stack version, evidence level, author, name or id; --gpu,
-    --source, --dtype and --level narrow to the runs with that value."""
+    --source, --dtype, --level, --license and --installable narrow to the runs with that
+    value."""
     from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
 
     query = " ".join(words or [])
-    filters = SearchFilters(gpu=gpu, source=source, dtype=dtype, level=level)
+    filters = SearchFilters(
+        gpu=gpu,
+        source=source,
+        dtype=dtype,
+        level=level,
+        license=license,
+        installable=installable,
+    )
     with local_service(home, db) as service:
         found = service.search.groups(query, filters, sort=sort, page=page, per_page=per_page)
     if as_json:
@@ -74,7 +92,14 @@ def _narrowed(found: SearchPage) -> str:
 
 def _chosen(found: SearchPage) -> list[tuple[str, str | None]]:
     f = found.filters
-    return [("gpu", f.gpu), ("source", f.source), ("dtype", f.dtype), ("level", f.level)]
+    return [
+        ("gpu", f.gpu),
+        ("source", f.source),
+        ("dtype", f.dtype),
+        ("level", f.level),
+        ("license", f.license),
+        ("installable", f.installable),
+    ]
 
 
 def _print(found: SearchPage, query: str) -> None:

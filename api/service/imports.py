@@ -12,17 +12,23 @@ from dataclasses import dataclass
 
 from api.run_intake import held_manifests
 from api.service.ledger_service import LedgerService
-from domain.canonical import canonical_json
+from domain.importers.catalog_projects import catalog_projects
 from domain.importers.kernelindex_catalog import catalog_manifests
-from domain.importers.records import Artifact, ImportRecord, Rejection
+from domain.importers.records import Artifact, ImportRecord, Rejection, manifest_artifact
 from domain.importers.sol_execbench import MappedSolution
 from ledger.home import LedgerHome
 from ledger.importing import Importer, ImportSummary
 from ledger.store.artifacts import ArtifactStore
 
-__all__ = ["ImportSummary", "KeptArtifacts", "import_records", "keep_manifests", "keep_solutions"]
+__all__ = [
+    "ImportSummary",
+    "KeptArtifacts",
+    "import_records",
+    "keep_manifests",
+    "keep_projects",
+    "keep_solutions",
+]
 
-MANIFEST_MEDIA_TYPE = "application/vnd.kernelindex.manifest+json"
 _PUT_BATCH = 500  # artifacts stored per transaction
 
 
@@ -67,7 +73,7 @@ def keep_solutions(
             continue
         for artifact in item.artifacts:
             store.put(artifact)
-        store.put(Artifact(canonical_json(item.implementation), MANIFEST_MEDIA_TYPE, item.name))
+        store.put(manifest_artifact(item.implementation, item.name))
         kept += 1
     return KeptArtifacts(kept, refused)
 
@@ -79,12 +85,19 @@ def keep_manifests(service: LedgerService, lines: Iterable[bytes]) -> KeptArtifa
     kept = 0
     batch: list[Artifact] = []
     for _, manifest in catalog_manifests(lines, rejected=refused):
-        batch.append(
-            Artifact(canonical_json(manifest), MANIFEST_MEDIA_TYPE, manifest["metadata"]["name"])
-        )
+        batch.append(manifest_artifact(manifest))
         kept += 1
         if len(batch) == _PUT_BATCH:
             store.put_many(batch)
             batch = []
     store.put_many(batch)
     return KeptArtifacts(kept, refused)
+
+
+def keep_projects(service: LedgerService, lines: Iterable[bytes]) -> bool:
+    """Store the catalog's projects with their implementations (the link is only in the
+    catalog's rows: ``domain.importers.catalog_projects``); False when it names none."""
+    found = catalog_projects(lines)
+    if found is not None:
+        ArtifactStore(service.ledger.store).put(found)
+    return found is not None

@@ -1,5 +1,6 @@
-"""The registry: runs gathered by GPU and by implementation (its author), each with its runs
-and its records (the times one of its runs took a group's #1, and whether it holds it now).
+"""The registry: runs gathered by GPU, by implementation (its author) and by project (the
+KernelIndex catalog's, ``projections.projects``), each with its runs and its records (the
+times one of its runs took a group's #1, and whether it holds it now).
 
 Names are exact, as the runs store them ("NVIDIA B200", an author as the implementation's
 manifest names them): finding a stored name from what a person types is the GPU-name
@@ -13,6 +14,7 @@ from typing import Literal
 from api.service.freshness import Views
 from api.service.models.registry import (
     ImplementationList,
+    ProjectList,
     RegistryPage,
     RegistrySummary,
 )
@@ -21,6 +23,7 @@ from api.service.records import FEED_MAX, RecordScope, timeline
 from api.service.runs import run_summary
 from ledger.errors import NotFoundError
 from ledger.store.event_store import StoreSession
+from projections.projects import project_rows, project_runs, projects
 from projections.registry import Facet, FacetRow, facet_rows, facet_runs, unnamed_runs
 
 LIST_PAGE = 100  # implementations per page of the list
@@ -78,6 +81,58 @@ class Registry:
     ) -> RegistryPage:
         """An author's runs and records, as :meth:`gpu`."""
         return self._page("author", name, cursor, limit, before, records)
+
+    def projects(self, start: int = 1, limit: int = LIST_PAGE) -> ProjectList:
+        """The catalogs' projects that hold runs, most runs first: ``limit`` from the
+        ``start``-th."""
+        size = page_size(limit, LIST_MAX)
+
+        def read(session: StoreSession) -> ProjectList:
+            named = projects(session)
+            every = project_rows(session, named)
+            shown = every[start - 1 : start - 1 + size]
+            return ProjectList(
+                total=len(every),
+                start=start,
+                next=start + size if start - 1 + size < len(every) else None,
+                named=len(named),
+                items=[_summary(r) for r in shown],
+            )
+
+        return self.views.read(read)
+
+    def project(
+        self,
+        name: str,
+        cursor: str | None = None,
+        limit: int = RUNS_PAGE,
+        before: int | None = None,
+        records: int = RECORDS_PAGE,
+    ) -> RegistryPage:
+        """A project's runs and records, as :meth:`gpu` (the runs of its implementations)."""
+        after = Cursor.decode(cursor).after if cursor is not None else None
+        size = page_size(limit)
+        shown = max(1, min(records, FEED_MAX))
+
+        def read(session: StoreSession) -> RegistryPage:
+            project = projects(session).get(name)
+            found = project_rows(session, {name: project}) if project is not None else []
+            if project is None or not found:
+                raise NotFoundError(f"no run is of a project named {name!r}")
+            rows = project_runs(session, project, after, size + 1)
+            more = len(rows) > size
+            rows = rows[:size]
+            scope = RecordScope(implementations=tuple(sorted(project.implementations)))
+            return RegistryPage(
+                kind="project",
+                name=name,
+                summary=_summary(found[0]),
+                runs=[run_summary(r) for r in rows],
+                runs_next=Cursor(rows[-1].ingested_position).encode() if more and rows else None,
+                records=timeline(session, scope, before, shown),
+            )
+
+        return self.views.read(read)
 
     def _page(
         self,

@@ -39,6 +39,7 @@ from api.service.models.search import (
 )
 from domain.errors import DomainError
 from domain.evidence import EvidenceLevel
+from domain.implementation_terms import INSTALLABLE
 from ledger.store.event_store import StoreSession
 from projections.group_labels import group_labels
 from projections.search import MAX_WORDS, Filters, Hits, find, fold, group_tops, query_words
@@ -173,16 +174,32 @@ class Search:
 
 def _filters(asked: SearchFilters) -> Filters:
     """The filters asked for (blank ones are none); an unknown evidence level is refused."""
-    gpu, source, dtype, level = (
+    gpu, source, dtype, level, license, installable = (
         v.strip() if v and v.strip() else None
-        for v in (asked.gpu, asked.source, asked.dtype, asked.level)
+        for v in (
+            asked.gpu,
+            asked.source,
+            asked.dtype,
+            asked.level,
+            asked.license,
+            asked.installable,
+        )
     )
     if level is not None:
         try:
             level = EvidenceLevel.parse(level).label
         except DomainError as exc:
             raise BadQueryError(exc.message) from None
-    return Filters(gpu=gpu, source=source, dtype=dtype, level=level)
+    if installable is not None and installable.lower() not in INSTALLABLE:
+        raise BadQueryError(f"installable is {' or '.join(INSTALLABLE)}, not {installable!r}")
+    return Filters(
+        gpu=gpu,
+        source=source,
+        dtype=dtype,
+        level=level,
+        license=license,
+        installable=installable.lower() if installable is not None else None,
+    )
 
 
 def _most(

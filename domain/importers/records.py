@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from domain.canonical import canonical_json
 from domain.importers.names import MAX_NAME, slug
 
 
@@ -79,6 +80,38 @@ class Skipped(Rejection):
 
 ARTIFACT_URI_PREFIX: Final = "kernelindex:artifact/"
 WORKLOAD_MEDIA_TYPE: Final = "application/vnd.kernelindex.rerun-workload+json"
+# A manifest kept as an artifact (canonical JSON), named by its ``metadata.name``: an
+# operation's spec, an implementation kept to be rerun, the catalog's other manifests.
+MANIFEST_MEDIA_TYPE: Final = "application/vnd.kernelindex.manifest+json"
+# A source's whole definition as it published it (its reference implementation's code with
+# it, which the OperationSpec does not keep), stored beside the solutions mapped onto it.
+DEFINITION_MEDIA_TYPE: Final = "application/vnd.kernelindex.definition+json"
+WORKLOAD_SUFFIX: Final = ".workload.json"
+DEFINITION_SUFFIX: Final = ".definition.json"
+
+
+def _artifact_name(definition: Mapping[str, Any], suffix: str) -> str:
+    base = slug(str(definition.get("name") or ""))[:MAX_NAME] or "workload"
+    return base + suffix
+
+
+def manifest_artifact(manifest: Mapping[str, Any], name: str | None = None) -> Artifact:
+    """A manifest as the artifact that keeps it (named ``name``, else its metadata's)."""
+    named = name if name is not None else str((manifest.get("metadata") or {}).get("name"))
+    return Artifact(canonical_json(manifest), MANIFEST_MEDIA_TYPE, named)
+
+
+def _document_json(document: Mapping[str, Any]) -> bytes:
+    # Compact, in the document's own key order (see ``workload_artifact``).
+    text = json.dumps(document, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return text.encode("utf-8")
+
+
+def definition_artifact(definition: Mapping[str, Any]) -> Artifact:
+    """A definition as the source published it, named by its slug: what the operation page
+    reads its reference implementation from (``api.service.operation_specs``)."""
+    name = _artifact_name(definition, DEFINITION_SUFFIX)
+    return Artifact(_document_json(definition), DEFINITION_MEDIA_TYPE, name)
 
 
 def workload_artifact(
@@ -92,9 +125,8 @@ def workload_artifact(
     same documents give the same bytes, so the digest is still a stable name.
     """
     document = {"definition": definition, "workloads": list(workloads)}
-    content = json.dumps(document, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    name = f"{slug(str(definition.get('name') or ''))[:MAX_NAME] or 'workload'}.workload.json"
-    return Artifact(content.encode("utf-8"), WORKLOAD_MEDIA_TYPE, name)
+    name = _artifact_name(definition, WORKLOAD_SUFFIX)
+    return Artifact(_document_json(document), WORKLOAD_MEDIA_TYPE, name)
 
 
 def is_artifact_reference(ref: object) -> bool:

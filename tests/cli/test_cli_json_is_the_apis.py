@@ -122,6 +122,8 @@ def test_json_of_each_read_command_is_the_apis_body_for_the_same_query(cli: Cli)
         "source": "sol-execbench",
         "dtype": None,
         "level": None,
+        "license": None,
+        "installable": None,
     }
     facets = {f["name"]: f["values"] for f in second["facets"]}
     assert [v["value"] for v in facets["gpu"] if v["selected"]] == ["NVIDIA B200"]

@@ -79,7 +79,10 @@ def test_solutions_become_implementations_with_pinned_sources(name: str) -> None
     assert [(a.name, a.content.decode()) for a in mapped.files] == [
         (s["path"], s["content"]) for s in raw["sources"]
     ]
-    assert mapped.artifacts == (mapped.bundle, *mapped.files)
+    # With them, the definition as published (the operation page's reference code).
+    assert mapped.definition is not None
+    assert json.loads(mapped.definition.content) == json.loads(files["definition.json"])
+    assert mapped.artifacts == (mapped.bundle, *mapped.files, mapped.definition)
     definition = map_definition(json.loads(files["definition.json"]), [], with_suite=False)
     assert manifest["spec"]["operation"] == {"specDigest": definition.operation_digest}
     entry_file, _, symbol = raw["spec"]["entry_point"].partition("::")

@@ -78,6 +78,7 @@ def variant(
     workload_title: str | None = None,
     author: str | None = None,
     benchmark: str | None = None,
+    license: str | None = None,
 ) -> dict[str, dict[str, Any]]:
     """RUN_15149's manifests as another run (``tag`` names it). A workload title makes a group
     of its own: the workload's cases change too (a title alone leaves its digest as it is)."""
@@ -96,6 +97,9 @@ def variant(
         run["spec"]["workloadDigest"] = manifest_digest(workload)
     if author is not None:
         found["implementation"]["metadata"]["authors"] = [{"name": author}]
+    if license is not None:  # another implementation: the run names it by its new digest
+        found["implementation"]["spec"]["licensing"] = {"declared": license}
+        run["spec"]["implementationDigest"] = manifest_digest(found["implementation"])
     return found
 
 
@@ -461,6 +465,8 @@ def page_of(world: World, query: str = "", **asked: Any) -> SearchPage:
         source=asked.pop("source", None),
         dtype=asked.pop("dtype", None),
         level=asked.pop("level", None),
+        license=asked.pop("license", None),
+        installable=asked.pop("installable", None),
     )
     return Search(Views(world.ledger)).groups(query, filters, **asked)
 
@@ -510,6 +516,8 @@ def test_facets_count_the_groups_each_filter_leaves(
     assert facets["gpu"] == {"NVIDIA B200": 3}
     assert facets["source"] == {"sol-execbench": 3}
     assert facets["level"] == {"reported": 3}
+    assert facets["license"] == {"not stated": 3}
+    assert facets["installable"] == {"no": 3}
     for name, values in facets.items():
         for value, count in values.items():
             narrowed = page_of(world, "extra", **{name: value})
@@ -571,7 +579,7 @@ def test_suggestions_name_gpus_operations_groups_and_implementations(cohort: Wor
 @PROPERTY
 @given(
     word=st.sampled_from(["", "B200", "extra", "reported", "v1.1", "case 1", "nothing"]),
-    name=st.sampled_from(["gpu", "source", "dtype", "level"]),
+    name=st.sampled_from(["gpu", "source", "dtype", "level", "license", "installable"]),
     per_page=st.integers(1, 4),
 )
 def test_pages_and_facets_agree_whatever_is_asked(
@@ -586,6 +594,26 @@ def test_pages_and_facets_agree_whatever_is_asked(
     for value in next(f for f in first.facets if f.name == name).values:
         narrowed = page_of(world, word, per_page=per_page, **{name: value.value})
         assert narrowed.total == value.count <= first.total
+
+
+def test_an_implementations_terms_narrow_to_its_own_runs(cohort: World) -> None:
+    """A run whose implementation states a license shares its group with runs whose
+    implementation states none: each filter leaves the group with only its own runs."""
+    group = ingest(cohort, variant("licensed", license="MIT"))
+    assert group == v1_0(cohort)
+    every = page_of(cohort)
+    facets = {f.name: {v.value: v.count for v in f.values} for f in every.facets}
+    assert facets["license"] == {"not stated": 2, "MIT": 1}
+    assert facets["installable"] == {"no": 2}
+    licensed = page_of(cohort, license="mit")  # as people type it
+    assert [(g.comparison_key, g.matching_runs) for g in licensed.items] == [(group, 1)]
+    unstated = {
+        g.comparison_key: g.matching_runs for g in page_of(cohort, license="not stated").items
+    }
+    assert unstated[group] == 1 and len(unstated) == 2
+    assert page_of(cohort, installable="YES").total == 0
+    with pytest.raises(BadQueryError, match="installable is yes or no"):
+        page_of(cohort, installable="maybe")
 
 
 def levels(search: Search) -> dict[str, int]:

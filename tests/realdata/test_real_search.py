@@ -6,6 +6,7 @@ a phone width (no sideways scrolling; screenshots kept)."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from collections.abc import Iterator
@@ -14,8 +15,9 @@ from typing import Any
 
 import httpx
 import pytest
+import zstandard
 from playwright.sync_api import ConsoleMessage, sync_playwright
-from real_ledger import RealLedger
+from real_ledger import CATALOG, RealLedger
 from sqlalchemy import func, select
 
 from api.server.app import create_app
@@ -104,7 +106,7 @@ def test_the_total_is_exact_and_every_page_is_reachable_in_one_order(
 def test_facets_count_what_their_filter_leaves(site: str) -> None:
     every = _search(site, q="rmsnorm")
     facets = {f["name"]: f["values"] for f in every["facets"]}
-    assert set(facets) == {"gpu", "source", "dtype", "level"}
+    assert set(facets) == {"gpu", "source", "dtype", "level", "license", "installable"}
     assert {v["value"] for v in facets["source"]} == {"flashinfer-bench", "sol-execbench"}
     for name, values in facets.items():
         for value in values:
@@ -123,6 +125,53 @@ def test_facets_count_what_their_filter_leaves(site: str) -> None:
     gpus = {v["value"]: v["count"] for v in _search(site)["facets"][0]["values"]}
     assert "AMD Instinct MI300X" in gpus and "NVIDIA B200" in gpus
     assert _search(site, gpu="mi300x")["total"] == gpus["AMD Instinct MI300X"]
+
+
+@pytest.fixture(scope="module")
+def catalog_licenses(shared: Path) -> dict[str, set[str]]:
+    """The catalog's groups by the license of a run's implementation, as the catalog's own
+    ``implementations.licenseExpression`` says ("not stated": none): the oracle. Every
+    catalog implementation also says ``installable: false``."""
+    tables: dict[str, list[dict[str, Any]]] = {"implementations": [], "benchmark_runs": []}
+    with (shared / CATALOG).open("rb") as raw:
+        reader = io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(raw), "utf-8")
+        for line in reader:
+            item = json.loads(line)
+            if item["table"] in tables:
+                tables[item["table"]].append(item["row"])
+    assert not any(i["installable"] for i in tables["implementations"])
+    stated = {i["id"]: i["licenseExpression"] or "not stated" for i in tables["implementations"]}
+    groups: dict[str, set[str]] = {}
+    for run in tables["benchmark_runs"]:
+        if run["comparisonKey"] is not None:
+            license = stated.get(run["implementationId"], "not stated")
+            groups.setdefault(license, set()).add(run["comparisonKey"])
+    return groups
+
+
+def test_the_license_and_installable_facets_say_what_the_catalog_says(
+    real: RealLedger, site: str, catalog_licenses: dict[str, set[str]]
+) -> None:
+    every = _search(site)
+    facets = {f["name"]: f["values"] for f in every["facets"]}
+    assert {v["value"]: v["count"] for v in facets["license"]} == {
+        license: len(keys) for license, keys in catalog_licenses.items()
+    }
+    # Nothing states how to install it: every group is "no", none "yes".
+    assert facets["installable"] == [{"value": "no", "count": every["total"], "selected": False}]
+    assert _search(site, installable="yes")["total"] == 0
+    for license, keys in catalog_licenses.items():
+        assert set(_every_page(site, license=license, perPage=100)) == keys, license
+    # The same answer from the API, the CLI and the page.
+    api = httpx.get(f"{site}/v1/search", params={"license": "apache-2.0", "q": "gemm"})
+    printed = real.cli("search", "gemm", "--license", "apache-2.0", "--json").stdout_bytes
+    assert printed == api.content + b"\n"
+    total = api.json()["total"]
+    assert 0 < total < _search(site, q="gemm")["total"]
+    page = httpx.get(f"{site}/search", params={"license": "apache-2.0", "q": "gemm"})
+    assert f"{total} comparison groups match" in page.text and ">License<" in page.text
+    refused = httpx.get(f"{site}/v1/search", params={"installable": "maybe"})
+    assert refused.status_code == 400 and "installable is yes or no" in refused.json()["detail"]
 
 
 def test_bad_parameters_are_refused_clearly(site: str) -> None:
@@ -205,7 +254,11 @@ def test_search_and_home_in_chromium_fit_the_screen(site: str, width: int) -> No
 
         page.on("console", on_console)
         page.on("pageerror", lambda error: errors.append(str(error)))
-        for name, path in (("home", "/"), ("search", "/search?q=rmsnorm&gpu=b200")):
+        for name, path in (
+            ("home", "/"),
+            ("search", "/search?q=rmsnorm&gpu=b200"),
+            ("search-license", "/search?q=gemm&license=Apache-2.0"),
+        ):
             page.goto(site + path)
             page.wait_for_load_state("networkidle")
             wide = page.evaluate("document.documentElement.scrollWidth")

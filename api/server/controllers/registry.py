@@ -1,5 +1,5 @@
-"""/v1/gpus, /v1/implementations, /v1/records: the registry's reads, as the service answers
-them (``api.service.registry``, ``api.service.records``)."""
+"""/v1/gpus, /v1/implementations, /v1/projects, /v1/records: the registry's reads, as the
+service answers them (``api.service.registry``, ``api.service.records``)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from api.server.openapi_problems import refuses
 from api.service.errors import AmbiguousReferenceError, BadQueryError, NotFoundError
 from api.service.models.registry import (
     ImplementationList,
+    ProjectList,
     RecordTimeline,
     RegistryPage,
     RegistrySummary,
@@ -102,6 +103,36 @@ class RegistryController(Controller):
         records: RecordsLimit = RECORDS_PAGE,
     ) -> RegistryPage:
         return service.registry.implementation(path_name(name), cursor, limit, before, records)
+
+    @get(
+        "/projects",
+        sync_to_thread=True,
+        summary="The KernelIndex catalog's projects that hold runs, most runs first",
+    )
+    def projects(
+        self,
+        service: Service,
+        start: Annotated[int, QueryParameter(ge=1, le=MAX_SAFE_INTEGER)] = 1,
+        limit: Annotated[int, QueryParameter(ge=1, le=LIST_MAX)] = LIST_PAGE,
+    ) -> ProjectList:
+        return service.registry.projects(start, limit)
+
+    @get(
+        "/projects/{name:path}",
+        sync_to_thread=True,
+        summary="One project's runs and #1 records (its name as the catalog gives it)",
+        opt=refuses(NotFoundError),
+    )
+    def project(
+        self,
+        service: Service,
+        name: Annotated[Path, PathParameter(description="The project as the catalog names it.")],
+        cursor: Cursor = None,
+        limit: RunsLimit = RUNS_PAGE,
+        before: Before = None,
+        records: RecordsLimit = RECORDS_PAGE,
+    ) -> RegistryPage:
+        return service.registry.project(path_name(name), cursor, limit, before, records)
 
     @get(
         "/records",

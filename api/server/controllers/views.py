@@ -53,9 +53,18 @@ def search_filters(
     source: SearchFilter = None,
     dtype: SearchFilter = None,
     level: SearchFilter = None,
+    license: SearchFilter = None,
+    installable: SearchFilter = None,
 ) -> SearchFilters:
     """The facets a search narrows to, from its query parameters (the page's form too)."""
-    return SearchFilters(gpu=gpu, source=source, dtype=dtype, level=level)
+    return SearchFilters(
+        gpu=gpu,
+        source=source,
+        dtype=dtype,
+        level=level,
+        license=license,
+        installable=installable,
+    )
 
 
 class ViewController(Controller):

@@ -1,4 +1,5 @@
-"""The registry's pages: GPUs, implementations (by author) and the #1 records timeline.
+"""The registry's pages: GPUs, implementations (by author), projects and the #1 records
+timeline.
 
 Each reads what its /v1 twin answers (``api.server.controllers.registry``), through the same
 service call, and links to it.
@@ -95,6 +96,33 @@ class RegistryPages(Controller):
         return _facet_page(
             "implementation.html", base, f"/v1{base}", found, cursor=cursor, before=before
         )
+
+    @get("/projects", sync_to_thread=True, name="page-projects")
+    def projects(
+        self,
+        service: Service,
+        start: Annotated[int, QueryParameter(ge=1, le=MAX_SAFE_INTEGER)] = 1,
+    ) -> Template:
+        found = service.registry.projects(start, LIST_PAGE)
+        return _page(
+            "projects.html",
+            found=found,
+            next_href=_href("/projects", start=found.next) if found.next else None,
+            json_href=_href("/v1/projects", start=start, limit=LIST_PAGE),
+        )
+
+    @get("/projects/{name:path}", sync_to_thread=True, name="page-project")
+    def project(
+        self,
+        service: Service,
+        name: Annotated[Path, PathParameter()],
+        cursor: Cursor = None,
+        before: Before = None,
+    ) -> Template:
+        project = path_name(name)
+        found = service.registry.project(project, cursor, RUNS_PAGE, before, RECORDS_PAGE)
+        base = f"/projects/{quote(project, safe='/')}"
+        return _facet_page("project.html", base, f"/v1{base}", found, cursor=cursor, before=before)
 
     @get("/records", sync_to_thread=True, name="page-records")
     def records(

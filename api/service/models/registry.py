@@ -74,12 +74,24 @@ class ImplementationList(ApiModel, kw_only=True):
     items: list[RegistrySummary]
 
 
+class ProjectList(ApiModel, kw_only=True):
+    """The projects the imported KernelIndex catalogs name that hold runs, most runs first
+    (a project is the catalog's: its implementations' rows name it). ``named``: how many
+    projects the catalogs name in all, with runs or not."""
+
+    total: int
+    start: int
+    next: int | None  # the ``start`` of the next page; None: this is the last
+    named: int
+    items: list[RegistrySummary]
+
+
 class RegistryPage(ApiModel, kw_only=True):
     """One GPU's or one author's runs (a page, in log order) and records (a page, newest
     first): ``runsNext`` is the cursor of the runs' next page, ``records.next`` the
     ``before`` of the records' next page."""
 
-    kind: Literal["gpu", "implementation"]
+    kind: Literal["gpu", "implementation", "project"]
     name: str
     summary: RegistrySummary
     runs: list[RunSummary]

@@ -7,7 +7,7 @@ from api.service.models import ApiModel, Number
 
 # What a search may ask, here beside its reply so a face can name them without loading the
 # service (the CLI's --help). Filters are the facets a reply counts, in the order shown.
-FACETS = ("gpu", "source", "dtype", "level")
+FACETS = ("gpu", "source", "dtype", "level", "license", "installable")
 # Orders of the groups found (``projections.search.SORT_KEYS``): "relevance", groups whose
 # benchmark and GPU carry the most words first, then most matching runs; "runs", most
 # matching runs; "newest", the group with the most recently ingested matching run; "name",
@@ -57,6 +57,10 @@ class SearchFilters(ApiModel, kw_only=True):
     source: str | None
     dtype: str | None
     level: str | None
+    # The implementation's terms: its license as stated ("not stated" when it states none)
+    # and whether a build variant says how to install it ("yes" or "no").
+    license: str | None = None
+    installable: str | None = None
 
 
 class SearchPage(ApiModel, kw_only=True):

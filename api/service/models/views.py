@@ -65,8 +65,7 @@ class Axis(ApiModel, kw_only=True):
 
 class OperationAbout(ApiModel, kw_only=True):
     """What the operation is, from the definition its source published (its OperationSpec):
-    description, axes, inputs and outputs, and whether the source gave a reference
-    implementation."""
+    description, axes, inputs and outputs, and the reference implementation the source gave."""
 
     spec_digest: str
     title: str | None
@@ -77,6 +76,11 @@ class OperationAbout(ApiModel, kw_only=True):
     outputs: list[Argument]
     reference: str | None  # the reference implementation's language, when the source gave one
     source_url: str | None
+    # The reference implementation's code, as the source's definition gives it, where the
+    # ledger keeps a definition that maps to this spec, and the artifact it was read from
+    # (the spec pins the code's language, not the code: the artifact says where it is from).
+    reference_code: str | None = None
+    reference_artifact: str | None = None
 
 
 class Operation(ApiModel, kw_only=True):

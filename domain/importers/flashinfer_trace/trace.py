@@ -33,6 +33,7 @@ from domain.importers.records import (
     ImportRecord,
     Rejection,
     Skipped,
+    manifest_artifact,
     referencing,
     workload_artifact,
 )
@@ -252,6 +253,7 @@ def _map_trace(
     implementation = referencing(implementation, solution_document)
     artifacts = [
         json_artifact(definition, f"definition:{definition_name}"),
+        manifest_artifact(op),  # what the operation's page explains it from
         solution_document,
         rerun_workload,
         *sources,

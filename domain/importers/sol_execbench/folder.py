@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from domain.canonical import canonical_json
 from domain.documents import parse_json
 from domain.errors import DomainError
-from domain.importers.records import Artifact, Rejection
+from domain.importers.records import Artifact, Rejection, definition_artifact
 from domain.importers.sol_execbench.definition import MappedDefinition, map_definition
 from domain.importers.sol_execbench.fields import json_object
 from domain.importers.sol_execbench.solution import MappedSolution, implementation_from_solution
@@ -59,9 +58,7 @@ def _read_definition(folder: Folder, raw_definition: bytes | None) -> None:
         return
     try:
         folder.definition = parse_object(raw_definition, "definition.json")
-        folder.definition_artifact = Artifact(
-            canonical_json(folder.definition), "application/json", "definition.json"
-        )
+        folder.definition_artifact = definition_artifact(folder.definition)
         folder.mapped = map_definition(folder.definition, [], with_suite=False)
     except DomainError as exc:
         folder.definition = None
@@ -86,6 +83,9 @@ def _read_solutions(folder: Folder, files: Mapping[str, bytes]) -> None:
             mapped = implementation_from_solution(
                 solution, folder.definition, folder.mapped.operation_digest
             )
+            # Kept with each solution: the definition its reference code is shown from.
+            if folder.definition_artifact is not None:
+                mapped = replace(mapped, definition=folder.definition_artifact)
         except DomainError as exc:
             folder.solution_problems.append(f"{file_name}: {exc.message}")
             continue

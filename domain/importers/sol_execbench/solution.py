@@ -88,10 +88,11 @@ class MappedSolution:
     implementation_digest: str
     bundle: Artifact  # canonical JSON of the whole solution; spec.source.contentDigest names it
     files: tuple[Artifact, ...]  # each source file on its own, for reading
+    definition: Artifact | None = None  # the definition it was mapped onto, as published
 
     @property
     def artifacts(self) -> tuple[Artifact, ...]:
-        return (self.bundle, *self.files)
+        return (self.bundle, *self.files, *((self.definition,) if self.definition else ()))
 
 
 def _language(build: Mapping[str, Any], where: str) -> str:

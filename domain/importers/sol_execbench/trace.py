@@ -31,6 +31,7 @@ from domain.importers.records import (
     ImportRecord,
     Rejection,
     Skipped,
+    manifest_artifact,
     referencing,
     workload_artifact,
 )
@@ -274,7 +275,11 @@ def _trace_record(trace: Mapping[str, Any], folder: Folder) -> ImportRecord:
         "workload": case,
     }
     check_manifest_set(manifests)
-    artifacts = [*solution.artifacts, definition_artifact, rerun_workload]
+    # The solution carries the definition too when the folder had one: each stored once.
+    operation = manifest_artifact(mapped.operation)  # what the operation's page explains it from
+    artifacts = list(
+        dict.fromkeys([*solution.artifacts, definition_artifact, operation, rerun_workload])
+    )
     if evidence is not snapshot:
         artifacts.append(evidence)
     return ImportRecord(
