@@ -143,3 +143,27 @@ def test_a_stored_read_that_fails_leaves_admission_strict() -> None:
         build_predicate(PredicateType.RERUN, broken, stored=True)
     with pytest.raises(ValueError, match="not free text"):
         RerunCase(case="c", status=CaseStatus.ERROR, reason="Traceback: a solution's words")
+
+
+# --- Python callers (a client before it signs, the agent's harness): not JSON's values -------
+# JSON has no tuple, set or mapping proxy, so admission and every verifier never meet them;
+# a Python caller of build_predicate can. The pydantic models refused them (strict lists and
+# dicts); msgspec's strict conversion takes them. Not fixed: recorded, as the brief asks.
+
+KEY_REGISTRATION: dict[str, Any] = {
+    "issuedAt": T,
+    "action": "register",
+    "keyId": "sha256:" + "ab" * 32,
+    "publicKey": "A" * 43 + "=",
+}
+
+
+@pytest.mark.xfail(strict=True, reason="msgspec's strict convert takes any sequence for a list")
+@pytest.mark.parametrize(
+    "roles",
+    [("ingester",), {"ingester"}, frozenset({"ingester"})],
+    ids=["tuple", "set", "frozenset"],
+)
+def test_a_list_field_refuses_what_json_cannot_say(roles: object) -> None:
+    with pytest.raises(StatementError):
+        build_predicate(PredicateType.KEY, KEY_REGISTRATION | {"roles": roles})
