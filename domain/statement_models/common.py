@@ -149,10 +149,26 @@ _MISSING = re.compile(r"Object missing required field `(.*)`\Z", re.DOTALL)
 _NOT_FINITE = re.compile(r"Expected `float` (<= 1\.797|>= -1\.797)")
 
 
-def describe(exc: msgspec.ValidationError, prefix: str) -> str:
+def describe(exc: msgspec.ValidationError, prefix: str, value: object) -> str:
     """msgspec's error as ``<prefix><dotted.location>: <message>`` (its ``$.cases[0].status``
-    read as ``cases.0.status``, the form the HTTP problems and the CLI have always shown)."""
-    message, at, where = str(exc).rpartition(_AT)
+    read as ``cases.0.status``, the form the HTTP problems and the CLI have always shown);
+    ``value``: what was converted."""
+    text = str(exc)
+    # An unknown field's name is the signer's text, and may spell a location suffix itself
+    # ("z` - at `$.subject[0].digest"): msgspec adds none to an error of the object
+    # converted, so a name that object holds is the whole name, and the error is there.
+    found = _UNKNOWN.match(text)
+    if found is not None and isinstance(value, Mapping) and found.group(1) in value:
+        loc, message = [found.group(1)], "unknown field"
+    else:
+        loc, message = _located(exc, text)
+    dotted = ".".join(loc)
+    return f"{prefix}{dotted}: {message}" if dotted else f"{prefix.rstrip('.')}: {message}"
+
+
+def _located(exc: msgspec.ValidationError, text: str) -> tuple[list[str], str]:
+    """The location msgspec's ``text`` names, and its message in the form shown."""
+    message, at, where = text.rpartition(_AT)
     if not at:
         message, where = where, "$`"
     key = where.startswith("key` in `")  # an object's key failed (its value type, a pattern)
@@ -169,8 +185,7 @@ def describe(exc: msgspec.ValidationError, prefix: str) -> str:
         loc, message = [*loc, found.group(1)], "Field required"
     elif _NOT_FINITE.match(message):
         message = "must be a finite number"
-    dotted = ".".join(loc)
-    return f"{prefix}{dotted}: {message}" if dotted else f"{prefix.rstrip('.')}: {message}"
+    return loc, message
 
 
 def convert(model: type[Model], fields: object, *, stored: bool = False) -> Model:
@@ -188,7 +203,7 @@ def validate_part(model: type[Model], fields: object) -> Model:
     try:
         return convert(model, fields)
     except msgspec.ValidationError as exc:
-        raise StatementError(describe(exc, "")) from None
+        raise StatementError(describe(exc, "", fields)) from None
 
 
 def validate_predicate(model: type[Model], fields: Mapping[str, Any], *, stored: bool) -> Model:
@@ -196,4 +211,4 @@ def validate_predicate(model: type[Model], fields: Mapping[str, Any], *, stored:
     try:
         return convert(model, fields, stored=stored)
     except msgspec.ValidationError as exc:
-        raise StatementError(describe(exc, "predicate.")) from None
+        raise StatementError(describe(exc, "predicate.", fields)) from None

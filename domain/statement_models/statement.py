@@ -39,4 +39,4 @@ def parse_statement(value: object) -> Statement:
     try:  # no rule of the statement itself depends on stored or admitting
         return msgspec.convert(value, type=Statement, strict=True)
     except msgspec.ValidationError as exc:
-        raise StatementError("statement " + describe(exc, "")) from None
+        raise StatementError("statement " + describe(exc, "", value)) from None
