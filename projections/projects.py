@@ -6,6 +6,7 @@ an artifact at import); a run is a project's when the implementation its manifes
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,8 +35,12 @@ class Project:
 
 
 def projects(session: StoreSession) -> dict[str, Project]:
-    """Every project the imported catalogs name, by name (several imports: their union)."""
-    found: dict[str, Project] = {}
+    """Every project the imported catalogs name (several imports: their union), by the name
+    the registry shows: the catalog's display name, or ``name (slug)`` where other projects
+    share it. A catalog keys a project by its slug; its name is a display name that
+    different people share (the real export has two "steve"s, different KernelBot users),
+    so runs are gathered by slug and never credited to a namesake."""
+    by_slug: dict[str, Project] = {}
     rows = session.execute(
         select(artifacts.c.content).where(
             artifacts.c.media_type == PROJECTS_MEDIA_TYPE, artifacts.c.name == PROJECTS_NAME
@@ -43,18 +48,23 @@ def projects(session: StoreSession) -> dict[str, Project]:
     ).scalars()
     for content in rows:
         for item in json.loads(bytes(content)).get("projects", []):
-            name = str(item["name"])
-            project = found.setdefault(
-                name, Project(name, str(item.get("slug") or ""), item.get("manifest"))
+            name, slug = str(item["name"]), str(item.get("slug") or "")
+            # A project without a slug has only its name to be known by.
+            project = by_slug.setdefault(
+                slug or f"name:{name}", Project(name, slug, item.get("manifest"))
             )
             project.implementations.update(str(d) for d in item.get("implementations", []))
-    return found
+    namesakes = Counter(p.name for p in by_slug.values())
+    return {
+        (p.name if namesakes[p.name] == 1 or not p.slug else f"{p.name} ({p.slug})"): p
+        for p in by_slug.values()
+    }
 
 
 def project_rows(session: StoreSession, known: dict[str, Project]) -> list[FacetRow]:
     """Each project that names a run, with the counts a GPU's or an author's row has; most
     runs first."""
-    owner = {d: p.name for p in known.values() for d in p.implementations}
+    owner = {d: key for key, p in known.items() for d in p.implementations}
     t = runs.c
     # A few projects' runs are found by their implementations (indexed); all, by a scan.
     chosen = (

@@ -12,7 +12,6 @@ import io
 import json
 from pathlib import Path
 
-import pytest
 import zstandard
 
 from tests.cli_session import Cli
@@ -44,10 +43,6 @@ def _catalog_with_two_projects_of_one_name(shared: Path, out: Path) -> None:
     out.write_bytes(b"".join(kept))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review h/review: projections.projects keys projects by display name (merged)",
-)
 def test_two_projects_sharing_a_name_are_not_merged(
     tmp_path: Path, db_url: str, shared: Path
 ) -> None:
@@ -59,3 +54,8 @@ def test_two_projects_sharing_a_name_are_not_merged(
     listed = cli.json("projects")
     # Each project keeps its own 8 runs; none is credited with the other's.
     assert sorted(item["runs"] for item in listed["items"]) == [8, 8], listed
+    # Each is named apart by its slug, and each name opens that project's own page.
+    names = [item["name"] for item in listed["items"]]
+    assert all(n.startswith(SHARED_NAME + " (") for n in names) and len(set(names)) == 2
+    for name in names:
+        assert cli.json("projects", name)["summary"]["runs"] == 8

@@ -46,7 +46,7 @@ def client(real: RealLedger) -> Iterator[TestClient[Litestar]]:
 
 @pytest.fixture(scope="module")
 def catalog_runs(shared: Path) -> tuple[Counter[str], int]:
-    """Runs per project name as the catalog's rows link them, and how many names it has."""
+    """Runs per project as the catalog's rows link them, and how many projects it names."""
     wanted = {"projects", "implementations", "benchmark_runs"}
     tables: dict[str, list[dict[str, Any]]] = {name: [] for name in wanted}
     with (shared / CATALOG).open("rb") as raw:
@@ -55,10 +55,17 @@ def catalog_runs(shared: Path) -> tuple[Counter[str], int]:
             item = json.loads(line)
             if item["table"] in wanted:
                 tables[item["table"]].append(item["row"])
-    names = {p["id"]: p["name"] for p in tables["projects"]}
+    # A project is its slug; its display name is shared by other people's projects (two
+    # "steve"s), so a shared name is told apart by the slug, as the registry shows it.
+    namesakes = Counter(p["name"] for p in tables["projects"])
+    names = {
+        p["id"]: p["name"] if namesakes[p["name"]] == 1 else f"{p['name']} ({p['slug']})"
+        for p in tables["projects"]
+    }
     project_of = {i["id"]: names[i["projectId"]] for i in tables["implementations"]}
     counted = Counter(project_of[r["implementationId"]] for r in tables["benchmark_runs"])
-    return counted, len(set(names.values()))
+    assert len(set(names.values())) == len(names)  # no two projects under one name
+    return counted, len(names)
 
 
 def test_every_project_lists_the_runs_the_catalog_links_to_it(
