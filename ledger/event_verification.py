@@ -127,8 +127,14 @@ def verify_stored_event(
     state: bytes,
     keys: KeyLookup,
     trust_root: TrustRoot,
+    admitted: bool = False,
 ) -> EventVerification:
-    """Re-check one stored event from its database bytes (history, audit)."""
+    """Re-check one stored event from its database bytes (history, audit).
+
+    ``admitted``: a read of the ledger's own log (history, run pages), where the manifests
+    were schema-checked at admission and are not again
+    (``domain.manifests.canonical_form.admitted_manifest_digest`` says why that is sound);
+    audit keeps the gate."""
     try:
         stored = json.loads(state)
         envelope_json = stored["envelope"]
@@ -146,6 +152,7 @@ def verify_stored_event(
         received_at=received_at,
         keys=keys,
         trust_root=trust_root,
+        admitted=admitted,
     )
 
 
@@ -185,7 +192,7 @@ def _authority_check(exc: DomainError) -> Check:
     )
 
 
-def verify_event(
+def verify_event(  # noqa: PLR0913 - the event's fields, the keys, and how it was read
     *,
     position: int,
     version: int,
@@ -195,12 +202,14 @@ def verify_event(
     received_at: str,
     keys: KeyLookup,
     trust_root: TrustRoot,
+    admitted: bool = False,
 ) -> EventVerification:
     """Re-check one event: well-formed, about the aggregate it is filed under, signed by a
     key that may say it at the event's place in the log, and (ingestions) digests that hold.
 
     ``keys`` answers with each key's registration and revocation positions; a key registered
-    after ``position`` or revoked before it does not sign the event."""
+    after ``position`` or revoked before it does not sign the event. ``admitted``: see
+    :func:`verify_stored_event` (never for a bundle: third-party input is schema-checked)."""
     result = EventVerification(position=position, version=version, event=event)
     result.received_at = received_at
     result.envelope = envelope_json if isinstance(envelope_json, dict) else None
@@ -222,7 +231,11 @@ def verify_event(
     if statement.predicateType in TIMELY:
         _checked(result, Check.TIMELY, lambda: check_timely(statement, predicate, read.received))
     if isinstance(predicate, IngestionPredicate):
-        _checked(result, Check.MANIFESTS, lambda: check_ingestion(statement, predicate))
+        _checked(
+            result,
+            Check.MANIFESTS,
+            lambda: check_ingestion(statement, predicate, admitted=admitted),
+        )
     return result
 
 

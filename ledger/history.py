@@ -83,6 +83,8 @@ class VerificationCache:
             state=record.state,
             keys=keys,
             trust_root=trust_root,
+            # A reader's: the ledger's own events, their manifests schema-checked at admission.
+            admitted=True,
         )
         weight = len(record.state)
         with self._lock:

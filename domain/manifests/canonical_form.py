@@ -17,7 +17,7 @@ import msgspec
 
 from domain.canonical import digest_of
 from domain.errors import CanonicalizationError, ManifestError
-from domain.manifests.kinds import ECMA_WHITESPACE
+from domain.manifests.kinds import API_VERSION, ECMA_WHITESPACE, MANIFEST_KINDS
 from domain.manifests.registry import validate_manifest
 from domain.quantities import NS_PER_UNIT
 
@@ -126,6 +126,11 @@ def canonical_manifest(document: object) -> dict[str, Any]:
     """
     validate_manifest(document)
     assert isinstance(document, dict)  # validate_manifest guarantees a mapping
+    return _canonical(document)
+
+
+def _canonical(document: dict[str, Any]) -> dict[str, Any]:
+    """Steps 3–4 (conversions) of a document that has the shape ``digest_input`` reads."""
     result = dict(document)
     rule = _KIND_RULES.get(result["kind"])
     if rule is not None:
@@ -178,3 +183,48 @@ _DIGESTS: dict[bytes, str] = {}
 
 def _digest(document: object) -> str:
     return digest_of(digest_input(canonical_manifest(document)))
+
+
+def admitted_manifest_digest(document: object) -> str:
+    """The digest of a manifest this ledger admitted, recomputed on a read: the canonical
+    form (durations, set-like lists) without the schema gate, so a read never loads the
+    manifest models (pydantic: most of a read command's start, issue 33).
+
+    Why skipping the gate on a read cannot let a tampered manifest pass: the document is
+    read from one of the ledger's own stored events, which admission schema-checked before
+    storing it, and the reader re-checks the event's signature over the payload that
+    carries it; the digest covers the content (``digest_input``). A manifest changed
+    behind the ledger's back changes the signed payload, so the signature fails; signed
+    again, it digests to another value than the run's references and the statement's
+    subject, so the digests fail, unless the new signer recomputed them, which takes a key
+    the ledger trusts for that statement. What a read no longer catches is exactly that: a
+    schema-invalid manifest signed by a trusted key and written into the database past
+    admission (or one admitted under an older schema). ``kernelindex audit`` and the
+    offline verifier (``ledger.verify``: bundles are third-party input) keep the gate,
+    through :func:`manifest_digest`, as admission does.
+
+    What the conversions and ``digest_input`` read is checked first (a stored document can
+    still be damaged): a damaged one raises a ``DomainError``, a failed check, never a
+    ``KeyError`` that would stop a page. Never memoised in ``_DIGESTS``: a hit there means
+    *validated*, and a read must not let an unvalidated document skip admission's gate.
+    """
+    if not isinstance(document, dict):
+        raise ManifestError(f"stored manifest is not a JSON object: {type(document).__name__}")
+    problem = _admitted_shape_problem(document)
+    if problem:
+        raise ManifestError(f"stored manifest is not as admission checked it: {problem}")
+    return digest_of(digest_input(_canonical(document)))
+
+
+def _admitted_shape_problem(document: dict[str, Any]) -> str:
+    """What of the shape the canonical form and a run's checks read is wrong, or ''."""
+    if document.get("apiVersion") != API_VERSION:
+        return f"apiVersion is not {API_VERSION!r}"
+    if document.get("kind") not in MANIFEST_KINDS:
+        return "kind is not a manifest kind"
+    metadata = document.get("metadata")
+    if not isinstance(metadata, dict) or not isinstance(metadata.get("name"), str):
+        return "metadata.name is not a string"
+    if not isinstance(document.get("spec"), dict):
+        return "spec is not an object"
+    return ""

@@ -15,7 +15,7 @@ from typing import Any
 
 from domain.comparison import primary_measurement
 from domain.errors import DigestMismatchError, DomainError, ManifestError
-from domain.manifests.canonical_form import manifest_digest
+from domain.manifests.canonical_form import admitted_manifest_digest, manifest_digest
 
 # role in the set → (kind, field of the run spec that references it)
 _MEMBERS: dict[str, tuple[str, str]] = {
@@ -48,8 +48,15 @@ class CheckedManifestSet:
         return str(self.run["metadata"]["name"])
 
 
-def check_manifest_set(manifests: Mapping[str, Any]) -> CheckedManifestSet:
-    """Validate and digest every manifest, then check the run's references against them."""
+def check_manifest_set(
+    manifests: Mapping[str, Any], *, admitted: bool = False
+) -> CheckedManifestSet:
+    """Validate and digest every manifest, then check the run's references against them.
+
+    ``admitted``: the set is read from one of this ledger's own stored events, so each
+    digest is recomputed without the schema gate (``admitted_manifest_digest`` says why
+    that is sound, and who keeps the gate)."""
+    digest = admitted_manifest_digest if admitted else manifest_digest
     unknown = set(manifests) - set(ALL_MEMBERS)
     if unknown:
         raise ManifestError(f"manifest set has unknown members: {', '.join(sorted(unknown))}")
@@ -67,7 +74,7 @@ def check_manifest_set(manifests: Mapping[str, Any]) -> CheckedManifestSet:
         if kind != expected_kind and not (role == "workload" and kind == "WorkloadSuite"):
             raise ManifestError(f"{role} manifest must be a {expected_kind}, got {kind!r}")
         try:
-            digests[role] = manifest_digest(document)
+            digests[role] = digest(document)
         except ManifestError as exc:
             raise ManifestError(f"{role} manifest: {exc.message}") from None
         documents[role] = document
@@ -75,8 +82,9 @@ def check_manifest_set(manifests: Mapping[str, Any]) -> CheckedManifestSet:
     for role, (kind, field) in _MEMBERS.items():
         if role not in digests:
             continue
-        # The schema requires all four references, so spec[field] exists.
-        referenced = spec[field]
+        # The schema requires all four references; a stored document read without it may
+        # lack one, which then references nothing (a failed check, not a KeyError).
+        referenced = spec.get(field)
         if referenced != digests[role]:
             raise DigestMismatchError(
                 f"run spec.{field} is {referenced} but the supplied {kind} "

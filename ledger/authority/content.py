@@ -4,6 +4,7 @@ aggregates' and the run rules')."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -38,10 +39,15 @@ def check_timely(statement: Statement, predicate: SignedPredicate, received_at: 
         )
 
 
-def check_ingestion(statement: Statement, predicate: IngestionPredicate) -> CheckedManifestSet:
+def check_ingestion(
+    statement: Statement, predicate: IngestionPredicate, *, admitted: bool = False
+) -> CheckedManifestSet:
     """The manifests are valid and digest to the statement's subject, the subject is named as
-    the run is, and the predicate's source is the run's own ``sourceNative.source``."""
-    checked = check_manifest_set(statement.predicate["manifests"])
+    the run is, and the predicate's source is the run's own ``sourceNative.source``.
+
+    ``admitted``: the statement is this ledger's own stored event, re-checked on a read;
+    its manifests are not schema-checked again (``check_manifest_set``)."""
+    checked = check_manifest_set(statement.predicate["manifests"], admitted=admitted)
     check_claim(checked.run)
     if statement.subject_digest != checked.run_digest:
         raise SubjectMismatchError(
@@ -54,9 +60,11 @@ def check_ingestion(statement: Statement, predicate: IngestionPredicate) -> Chec
             f"metadata.name {checked.run_name!r}"
         )
     native = checked.run["spec"].get("sourceNative")
-    if native is not None and native.get("source") != predicate.source:
+    # Not a mapping only in a stored document read without the schema: it names no source.
+    source = native.get("source") if isinstance(native, Mapping) else None
+    if native is not None and source != predicate.source:
         raise ManifestError(
             f"predicate source {predicate.source!r} differs from the run's "
-            f"sourceNative.source {native.get('source')!r}"
+            f"sourceNative.source {source!r}"
         )
     return checked

@@ -252,6 +252,23 @@ def test_read_commands_load_no_importer_server_or_agent_and_no_writer(
         assert not other_commands & loaded, argv
 
 
+def test_show_and_history_reverify_without_the_manifest_models(
+    demo: dict[str, str], tmp_path: Path
+) -> None:
+    """``show`` and ``history`` re-verify the run's stored events, and do not validate the
+    manifests admission validated (domain.manifests.canonical_form.admitted_manifest_digest):
+    no manifest model, so no pydantic, is loaded; the events they show still verify."""
+    for argv in (["show", SEED], ["history", SEED]):
+        done, loaded = _imported(argv, tmp_path, demo)
+        assert done.returncode == 0, (argv, done.stderr[-2000:])
+        assert "ledger.event_verification" in loaded and "domain.manifests.canonical_form" in loaded
+        assert not {
+            m for m in loaded if m.startswith("domain.manifests.models") or m == "pydantic"
+        }, argv
+        shows = "✓ verified" if argv[0] == "history" else "the 2 read for this record verified"
+        assert shows in done.stdout, argv
+
+
 # What the commands' modules import, as modules: the libraries and models that load only on
 # first use (manifest models are pydantic's; the rest serve paths a short command never takes).
 ON_FIRST_USE = ("pydantic", "pydantic_core", "structlog", "httpx", "ruamel")

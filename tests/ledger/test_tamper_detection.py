@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 
 from api.cli.main import app
 from domain.errors import DomainError
+from domain.manifests.canonical_form import admitted_manifest_digest
 from domain.statements import Role
 from domain.timestamps import format_time, utc_now
 from ledger.aggregates import principal_id, run_id
@@ -37,7 +38,7 @@ from ledger.signing.authoring import (
     ingestion_envelope,
     key_registration_envelope,
 )
-from ledger.signing.dsse import parse_envelope
+from ledger.signing.dsse import parse_envelope, sign_envelope
 from ledger.signing.keys import SigningKey
 from ledger.signing.trust import TrustRoot
 from ledger.store.fold_fields import event_fold_fields
@@ -560,6 +561,28 @@ def test_bundle_detects_any_changed_envelope_byte(world: World) -> None:
         target["envelope"] = original
     assert tried == 3 * 18
     assert_clean(verify(records))
+
+
+def test_bundle_refuses_a_schema_invalid_manifest_even_signed_by_a_valid_key(
+    world: World,
+) -> None:
+    """The offline verifier keeps admission's schema gate (a bundle is third-party input;
+    only a read of the ledger's own log trusts admission for it, issue 33): a run manifest
+    with an unknown field, its digests made to agree and signed by the ingester, fails the
+    manifests check, besides the inclusion its changed leaf fails."""
+    records = parse(world.bundle(runs=[SEED_RUN]))
+    target = event_lines(records, "Run.Ingested")[0]
+    statement = json.loads(base64.b64decode(target["envelope"]["payload"]))
+    run = statement["predicate"]["manifests"]["run"]
+    run["spec"]["bogus"] = 1
+    statement["subject"][0]["digest"]["sha256"] = admitted_manifest_digest(run).removeprefix(
+        "sha256:"
+    )
+    target["envelope"] = sign_envelope(statement, world.ingester)
+    report = verify(records)
+    assert not report.verified
+    assert report.failed["manifests"] == 1, report.failed
+    assert any("bogus" in f.reason for f in report.findings if f.check == "manifests")
 
 
 def test_bundle_detects_a_changed_proof_hash(world: World) -> None:
