@@ -81,8 +81,8 @@ COMMANDS: dict[str, Lazy] = {
         "api.cli.search",
         "Find comparison groups: every word must match a run's operation, GPU, dtype or"
         "\nworkload axes, source, stack version, evidence level, author, name or id; --gpu,"
-        "\n--source, --dtype, --level, --license and --installable narrow to the runs with"
-        "\nthat value.",
+        "\n--source, --dtype, --level, --license and --installable narrow to the runs with that"
+        "\nvalue.",
     ),
     "gpus": Lazy(
         "api.cli.registry",
