@@ -48,11 +48,11 @@ class Registry:
 
         def read(session: StoreSession) -> ImplementationList:
             every = facet_rows(session, "author")
-            shown = every[start - 1 : start - 1 + size]
+            shown, following = _window(every, start, size)
             return ImplementationList(
                 total=len(every),
                 start=start,
-                next=start + size if start - 1 + size < len(every) else None,
+                next=following,
                 unnamed_runs=unnamed_runs(session, "author"),
                 items=[_summary(r) for r in shown],
             )
@@ -90,11 +90,11 @@ class Registry:
         def read(session: StoreSession) -> ProjectList:
             named = projects(session)
             every = project_rows(session, named)
-            shown = every[start - 1 : start - 1 + size]
+            shown, following = _window(every, start, size)
             return ProjectList(
                 total=len(every),
                 start=start,
-                next=start + size if start - 1 + size < len(every) else None,
+                next=following,
                 named=len(named),
                 items=[_summary(r) for r in shown],
             )
@@ -168,6 +168,12 @@ class Registry:
             )
 
         return self.views.read(read)
+
+
+def _window(every: list[FacetRow], start: int, size: int) -> tuple[list[FacetRow], int | None]:
+    """The ``size`` rows from the ``start``-th (1-based), and where the next page starts."""
+    end = start - 1 + size
+    return every[start - 1 : end], (start + size if end < len(every) else None)
 
 
 def _summary(row: FacetRow) -> RegistrySummary:
