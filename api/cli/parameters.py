@@ -100,7 +100,8 @@ def _path(info: ParameterInfo, annotation: type[Path]) -> Leaf | None:
         return None
 
     def path(value: Any, ctx: click.Context, param: Any) -> Any:
-        if not isinstance(value, str):
+        if not isinstance(value, str) or "\x00" in value:
+            # NUL (no argv carries one; a caller's Python value can): Typer's own answer.
             return _MISS
         # Typer's own checks (exists, file or directory, readable), on the path made.
         return coerce_cli_path(annotation(value), info, path_type=annotation, param=param, ctx=ctx)
