@@ -46,7 +46,19 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 def test_schemathesis_default_run_finds_no_server_error(server: LiveServer) -> None:
     st = shutil.which("schemathesis") or str(Path(sys.executable).parent / "schemathesis")
     result = subprocess.run(
-        [st, "run", f"{server.url}/schema/openapi.json", "--checks", ",".join(CHECKS)],
+        [
+            st,
+            "run",
+            f"{server.url}/schema/openapi.json",
+            "--checks",
+            ",".join(CHECKS),
+            # A generation check, not a server one: for the path-typed names
+            # (/v1/implementations/{name}, /v1/projects/{name}: any text, "/" included)
+            # schemathesis filters out the values a URL path cannot carry, and on some seeds
+            # it gives up as "filter too much" though no request failed.
+            "--suppress-health-check",
+            "filter_too_much",
+        ],
         capture_output=True,
         text=True,
         timeout=900,
