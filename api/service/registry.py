@@ -15,6 +15,7 @@ from api.service.freshness import Views
 from api.service.models.registry import (
     ImplementationList,
     ProjectList,
+    RecordTimeline,
     RegistryPage,
     RegistrySummary,
 )
@@ -25,6 +26,7 @@ from ledger.errors import NotFoundError
 from ledger.store.event_store import StoreSession
 from projections.projects import project_rows, project_runs, projects
 from projections.registry import Facet, FacetRow, facet_rows, facet_runs, unnamed_runs
+from projections.rows import RunListRow
 
 LIST_PAGE = 100  # implementations per page of the list
 LIST_MAX = 500
@@ -110,9 +112,7 @@ class Registry:
         records: int = RECORDS_PAGE,
     ) -> RegistryPage:
         """A project's runs and records, as :meth:`gpu` (the runs of its implementations)."""
-        after = Cursor.decode(cursor).after if cursor is not None else None
-        size = page_size(limit)
-        shown = max(1, min(records, FEED_MAX))
+        after, size, shown = _paging(cursor, limit, records)
 
         def read(session: StoreSession) -> RegistryPage:
             project = projects(session).get(name)
@@ -120,17 +120,9 @@ class Registry:
             if project is None or not found:
                 raise NotFoundError(f"no run is of a project named {name!r}")
             rows = project_runs(session, project, after, size + 1)
-            more = len(rows) > size
-            rows = rows[:size]
             scope = RecordScope(implementations=tuple(sorted(project.implementations)))
-            return RegistryPage(
-                kind="project",
-                name=name,
-                summary=_summary(found[0]),
-                runs=[run_summary(r) for r in rows],
-                runs_next=Cursor(rows[-1].ingested_position).encode() if more and rows else None,
-                records=timeline(session, scope, before, shown),
-            )
+            dated = timeline(session, scope, before, shown)
+            return _registry_page("project", name, found[0], rows, size, dated)
 
         return self.views.read(read)
 
@@ -143,9 +135,7 @@ class Registry:
         before: int | None,
         records: int,
     ) -> RegistryPage:
-        after = Cursor.decode(cursor).after if cursor is not None else None
-        size = page_size(limit)
-        shown = max(1, min(records, FEED_MAX))
+        after, size, shown = _paging(cursor, limit, records)
 
         def read(session: StoreSession) -> RegistryPage:
             # No stored name holds NUL (PostgreSQL's text cannot): not one to look up.
@@ -153,21 +143,44 @@ class Registry:
             if not found:
                 raise NotFoundError(f"no run names the {_WHAT[facet]} {name!r}")
             rows = facet_runs(session, facet, name, after, size + 1)
-            more = len(rows) > size
-            rows = rows[:size]
             gpu = facet == "gpu"
             scope = RecordScope(None, name, None) if gpu else RecordScope(None, None, name)
-            kind: Literal["gpu", "implementation"] = "gpu" if gpu else "implementation"
-            return RegistryPage(
-                kind=kind,
-                name=name,
-                summary=_summary(found[0]),
-                runs=[run_summary(r) for r in rows],
-                runs_next=Cursor(rows[-1].ingested_position).encode() if more and rows else None,
-                records=timeline(session, scope, before, shown),
-            )
+            dated = timeline(session, scope, before, shown)
+            kind: PageKind = "gpu" if gpu else "implementation"
+            return _registry_page(kind, name, found[0], rows, size, dated)
 
         return self.views.read(read)
+
+
+PageKind = Literal["gpu", "implementation", "project"]
+
+
+def _paging(cursor: str | None, limit: int, records: int) -> tuple[int | None, int, int]:
+    """A registry page's request: the runs after the cursor's position, how many runs, and
+    how many records."""
+    after = Cursor.decode(cursor).after if cursor is not None else None
+    return after, page_size(limit), max(1, min(records, FEED_MAX))
+
+
+def _registry_page(
+    kind: PageKind,
+    name: str,
+    found: FacetRow,
+    rows: list[RunListRow],
+    size: int,
+    records: RecordTimeline,
+) -> RegistryPage:
+    """The page of ``rows`` (read one past ``size``, to know whether another page follows)."""
+    shown = rows[:size]
+    more = len(rows) > size and shown
+    return RegistryPage(
+        kind=kind,
+        name=name,
+        summary=_summary(found),
+        runs=[run_summary(r) for r in shown],
+        runs_next=Cursor(shown[-1].ingested_position).encode() if more else None,
+        records=records,
+    )
 
 
 def _window(every: list[FacetRow], start: int, size: int) -> tuple[list[FacetRow], int | None]:
