@@ -9,7 +9,7 @@ Names are exact, as the runs store them ("NVIDIA B200").
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 from rich.markup import escape
@@ -19,6 +19,8 @@ from api.cli.common import DbOption, HomeOption, JsonOption, handles_errors, out
 from domain.quantities import format_value
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from api.service.models.registry import RecordTimeline, RegistryPage, RegistrySummary
 
 app = typer.Typer()
@@ -114,18 +116,7 @@ def implementations(
     as_json: JsonOption = False,
 ) -> None:
     """Implementations by author, with their runs and #1 records; one author's with NAME."""
-    from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
-    from api.service.paging import MAX_PAGE  # noqa: PLC0415 - as the service, when it runs
-    from api.service.registry import LIST_PAGE, RUNS_PAGE  # noqa: PLC0415
-
-    with local_service(home, db) as service:
-        if name is None:
-            listed = service.registry.implementations(start, limit or LIST_PAGE)
-            print_reply(listed) if as_json else _summaries("author", listed.items)
-            return
-        runs = min(limit or RUNS_PAGE, MAX_PAGE)
-        found = service.registry.implementation(name, cursor, runs, before, records)
-    print_reply(found) if as_json else _page(found)
+    _list_or_show("implementations", name, start, cursor, limit, before, records, home, db, as_json)
 
 
 @app.command("projects")
@@ -145,17 +136,41 @@ def projects(
     as_json: JsonOption = False,
 ) -> None:
     """The KernelIndex catalog's projects, with their runs and #1 records; one's with NAME."""
+    _list_or_show("projects", name, start, cursor, limit, before, records, home, db, as_json)
+
+
+def _list_or_show(
+    listing: Literal["implementations", "projects"],
+    name: str | None,
+    start: int,
+    cursor: str | None,
+    limit: int | None,
+    before: int | None,
+    records: int,
+    home: Path | None,
+    db: str | None,
+    as_json: bool,
+) -> None:
+    """The list of authors or projects (paged from ``start``), or one's page with ``name``."""
     from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
     from api.service.paging import MAX_PAGE  # noqa: PLC0415 - as the service, when it runs
     from api.service.registry import LIST_PAGE, RUNS_PAGE  # noqa: PLC0415
 
+    authors = listing == "implementations"
     with local_service(home, db) as service:
+        registry = service.registry
         if name is None:
-            listed = service.registry.projects(start, limit or LIST_PAGE)
-            print_reply(listed) if as_json else _summaries("project", listed.items)
+            size = limit or LIST_PAGE
+            listed = (
+                registry.implementations(start, size) if authors else registry.projects(start, size)
+            )
+            print_reply(listed) if as_json else _summaries(
+                "author" if authors else "project", listed.items
+            )
             return
         runs = min(limit or RUNS_PAGE, MAX_PAGE)
-        found = service.registry.project(name, cursor, runs, before, records)
+        show = registry.implementation if authors else registry.project
+        found = show(name, cursor, runs, before, records)
     print_reply(found) if as_json else _page(found)
 
 
