@@ -26,6 +26,7 @@ from api.service.models.views import (
     OperationSummary,
 )
 from api.service.operation_specs import operation_about
+from api.service.paging import next_start
 from api.service.runs import Runs
 from api.service.sweeps import place_in, sweep_of
 from domain.evidence import EvidenceLevel
@@ -208,7 +209,7 @@ class Boards:
             per_user=per_user,
             total=total,
             start=start,
-            next=start + size if start - 1 + size < total else None,
+            next=next_start(start, size, total),
             group=group,
             entries=placed(entries, start),
         )

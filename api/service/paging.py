@@ -41,3 +41,9 @@ class Cursor:
 
 def page_size(limit: int, most: int = MAX_PAGE) -> int:
     return max(1, min(limit, most))
+
+
+def next_start(start: int, size: int, total: int) -> int | None:
+    """Where the page after the ``size`` items from the ``start``-th (1-based) of ``total``
+    starts, or None when that page was the last."""
+    return start + size if start - 1 + size < total else None

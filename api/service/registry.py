@@ -19,7 +19,7 @@ from api.service.models.registry import (
     RegistryPage,
     RegistrySummary,
 )
-from api.service.paging import Cursor, page_size
+from api.service.paging import Cursor, next_start, page_size
 from api.service.records import FEED_MAX, RecordScope, timeline
 from api.service.runs import run_summary
 from ledger.errors import NotFoundError
@@ -185,8 +185,7 @@ def _registry_page(
 
 def _window(every: list[FacetRow], start: int, size: int) -> tuple[list[FacetRow], int | None]:
     """The ``size`` rows from the ``start``-th (1-based), and where the next page starts."""
-    end = start - 1 + size
-    return every[start - 1 : end], (start + size if end < len(every) else None)
+    return every[start - 1 : start - 1 + size], next_start(start, size, len(every))
 
 
 def _summary(row: FacetRow) -> RegistrySummary:
