@@ -183,6 +183,11 @@ def create_app(
         on_startup=[service.start],
         on_shutdown=[service.close],
         request_max_body_size=settings.max_body_bytes,
+        # Our logging (configure_logging above) is the server's only one: Litestar's default
+        # config replaced the root handler, so library records (SQLAlchemy's pool discarding
+        # a connection the database ended) came out as plain text with a traceback in a JSON
+        # log. Unhandled errors are logged by our own exception handlers.
+        logging_config=None,
         template_config=template_config(),
         openapi_config=OpenAPIConfig(
             title="KernelIndex Ledger",

@@ -9,6 +9,7 @@ import logging
 from collections.abc import Iterator
 
 import pytest
+from served_app import Served
 
 from api.server.observability import configure_logging
 
@@ -56,3 +57,19 @@ def test_console_logs_keep_the_traceback_for_a_person(
         logging.getLogger("some.library").warning("it failed", exc_info=True)
     err = capsys.readouterr().err
     assert "it failed" in err and "ConnectionError: gone" in err
+
+
+@pytest.mark.usefixtures("restored_root")
+def test_the_served_app_leaves_the_log_ours(served_sqlite: Served) -> None:
+    """Made and started as `serve` makes it, the app leaves library records to our one
+    handler (configure_logging's, tested above: in JSON mode one object a line). A web
+    framework's default logging config once replaced it, and such records (SQLAlchemy's
+    pool discarding a connection PostgreSQL ended) came out as text with a traceback in
+    the middle of a JSON log: the PostgreSQL fault test's rare failure."""
+    assert served_sqlite.client.get("/v1/log/checkpoint").status_code == 200
+    # pytest's own capturing handlers aside: the ones a served process has.
+    handlers = [
+        h for h in logging.getLogger().handlers if not type(h).__module__.startswith("_pytest")
+    ]
+    assert [h.get_name() for h in handlers] == ["kernelindex-stdlib"], handlers
+    assert not logging.getLogger("sqlalchemy.pool").handlers
