@@ -10,6 +10,12 @@ with its tracking row, as it writes a batch it folded itself; before each it che
 views stand where the batch starts, and if another folder moved them it drops what is ahead
 and goes on in-process from where they stand.
 
+Once every batch is written, the workers rank the groups the folds marked, a share of them
+each (``rank_ahead``): ranking reads only the runs view, committed by then, and the writer
+deletes the groups' old ranks and inserts what each share comes back with, under the folders'
+lock, in one transaction that clears the marks (as ``ProjectionRunner._rerank_stale`` does
+in-process).
+
 Workers start by ``fork`` when this process has one thread (instant), else by a fork server.
 """
 

@@ -412,8 +412,8 @@ class ProjectionRunner:
         """Drop every read model (tables included, so schema changes apply) and fold the
         whole event log again.
 
-        ``workers`` processes fold the batches ahead while this one writes them
-        (``projections.fold_pool``); by default one per core when the log holds
+        ``workers`` processes fold the batches ahead while this one writes them, then rank
+        the groups (``projections.fold_pool``); by default one per core when the log holds
         ``POOL_MIN_EVENTS`` or more and the database is one they can open, else none.
 
         The views' secondary indexes are made once their rows are in (a sorted build instead
