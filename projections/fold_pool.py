@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import make_url
 
-from projections.view_writes import CatchUp, paused_gc
+from projections.view_writes import SCAN_GROUPS, CatchUp, paused_gc
 
 if TYPE_CHECKING:
     # multiprocessing and the process pool are imported where the workers start: a command
@@ -184,7 +184,9 @@ def rank_ahead(runner: ProjectionRunner, pool: FoldPool) -> None:
         keys = sorted(session.execute(select(stale_groups.c.comparison_key)).scalars())
         if not keys:
             return
-        size = -(-len(keys) // (pool.workers * RANK_TASKS_PER_WORKER))
+        # A share of more groups than SCAN_GROUPS reads the whole runs view (``members``):
+        # once per share, which is every share of a log with many small groups.
+        size = min(-(-len(keys) // (pool.workers * RANK_TASKS_PER_WORKER)), SCAN_GROUPS)
         ranking = [pool.submit_ranking(keys[at : at + size]) for at in range(0, len(keys), size)]
         try:
             runner.clear_ranks(session, keys)
