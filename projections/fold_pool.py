@@ -10,6 +10,12 @@ with its tracking row, as it writes a batch it folded itself; before each it che
 views stand where the batch starts, and if another folder moved them it drops what is ahead
 and goes on in-process from where they stand.
 
+Once every batch is written, the workers rank the groups the folds marked, a share of them
+each (``rank_ahead``): ranking reads only the runs view, committed by then, and the writer
+deletes the groups' old ranks and inserts what each share comes back with, under the folders'
+lock, in one transaction that clears the marks (as ``ProjectionRunner._rerank_stale`` does
+in-process).
+
 Workers start by ``fork`` when this process has one thread (instant), else by a fork server.
 """
 
@@ -22,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import make_url
 
-from projections.view_writes import CatchUp, paused_gc
+from projections.view_writes import SCAN_GROUPS, CatchUp, paused_gc
 
 if TYPE_CHECKING:
     # multiprocessing and the process pool are imported where the workers start: a command
@@ -36,6 +42,9 @@ if TYPE_CHECKING:
 
 # Batches folded ahead of the writer, per worker.
 AHEAD_PER_WORKER = 2
+# A rebuild's re-ranking, in shares of its groups per worker: the writer inserts the first
+# shares while the workers rank the rest.
+RANK_TASKS_PER_WORKER = 4
 
 _FOLDER: ProjectionRunner | None = None  # a worker's own runner, on its read-only ledger
 
@@ -56,6 +65,13 @@ def _fold(after: int, upto: int) -> tuple[int, Pending]:
     if _FOLDER is None:
         raise RuntimeError("the fold worker was not started")
     return _FOLDER.fold_range(after, upto)
+
+
+def _rank(keys: list[str]) -> tuple[list[Any], list[Any]]:
+    """The rows of these groups' ranks and #1 history, made for the writer."""
+    if _FOLDER is None:
+        raise RuntimeError("the fold worker was not started")
+    return _FOLDER.ranked_for_writer(keys)
 
 
 def shared_database(ledger: Ledger) -> str | None:
@@ -101,6 +117,9 @@ class FoldPool:
     def submit(self, after: int, upto: int) -> Future[tuple[int, Pending]]:
         return self._pool.submit(_fold, after, upto)
 
+    def submit_ranking(self, keys: list[str]) -> Future[tuple[list[Any], list[Any]]]:
+        return self._pool.submit(_rank, keys)
+
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
@@ -145,3 +164,35 @@ def fold_ahead(
     finally:
         for _, _, left in ahead:
             left.cancel()
+
+
+def rank_ahead(runner: ProjectionRunner, pool: FoldPool) -> None:
+    """The runner's ``_rerank_stale`` with the groups ranked by ``pool``'s workers, a share
+    of them each, while this process deletes their old rows and inserts what comes back.
+    Under the folders' lock from before it reads which groups are marked until it commits,
+    so the runs view the workers rank (committed, read in their own transactions) is the
+    one the marks are of: no folder changes it meanwhile."""
+    from sqlalchemy import delete, select  # noqa: PLC0415 - see the imports
+
+    from projections.tables import stale_groups  # noqa: PLC0415
+
+    with runner.ledger.store.transaction(commit=False) as session:
+        if runner._marked(session) is None:
+            return  # nothing to do, so no write (as ``_rerank_stale``)
+    with paused_gc(), runner.ledger.store.transaction(commit=True) as session:
+        runner._lock(session)
+        keys = sorted(session.execute(select(stale_groups.c.comparison_key)).scalars())
+        if not keys:
+            return
+        # A share of more groups than SCAN_GROUPS reads the whole runs view (``members``):
+        # once per share, which is every share of a log with many small groups.
+        size = min(-(-len(keys) // (pool.workers * RANK_TASKS_PER_WORKER)), SCAN_GROUPS)
+        ranking = [pool.submit_ranking(keys[at : at + size]) for at in range(0, len(keys), size)]
+        try:
+            runner.clear_ranks(session, keys)
+            for done in ranking:
+                runner.write_ranked(session, *done.result())
+        finally:
+            for left in ranking:
+                left.cancel()
+        session.execute(delete(stale_groups))

@@ -25,7 +25,7 @@ from typing import Any, Final
 from sqlalchemy import Select, and_, or_, select, tuple_
 
 from domain.errors import DomainError
-from domain.ranking import RankEntry, RankingError, View, rank_group
+from domain.ranking import RankedEntry, RankEntry, RankingError, View, rank_group
 from domain.timestamps import format_time, parse_time
 from ledger.store.event_store import StoreSession
 from projections.group_labels import GroupLabel, group_labels
@@ -86,7 +86,9 @@ class Record:
         return self.previous_value / self.value
 
 
-def record_history(arrivals: Iterable[Arrival]) -> list[Record]:
+def record_history(
+    arrivals: Iterable[Arrival], ranked: Iterable[RankedEntry] | None = None
+) -> list[Record]:
     """The record-setting sequence of one comparison group, in date order.
 
     Walks the runs in date order (:attr:`Arrival.when`; runs of one date in log order),
@@ -104,6 +106,10 @@ def record_history(arrivals: Iterable[Arrival]) -> list[Record]:
       (among runs tied at #1, the earliest);
     * a run attached to its group later (``Run.ManifestsAttached``): it counts at its date;
     * the verified view, whose values come with reruns long after a run arrives.
+
+    ``ranked``: the group's source-native ranking of these runs as they stand, where the
+    caller made it already (a re-ranking has): with nothing withdrawn, the runs as they were
+    are the runs as they stand, so it is the board, and the group is not ranked again.
     """
     # Each run's date read once (a source's date is parsed and formatted): for the order,
     # and for the record it may set.
@@ -122,7 +128,9 @@ def record_history(arrivals: Iterable[Arrival]) -> list[Record]:
     # alone, so a run ranks ahead of the standing #1 in the whole group exactly when it
     # does ranked against it alone (``tests/projections/test_record_history.py`` holds the
     # two equal); runs the ranking leaves out are not in the board.
-    board = {r.run: r for r in rank_group(then_of.values(), VIEW)}
+    if ranked is None or any(a.entry is not then_of[a.entry.run] for _, a in dated):
+        ranked = rank_group(then_of.values(), VIEW)
+    board = {r.run: r for r in ranked}
     records: list[Record] = []
     best: Record | None = None
     holder: str | None = None

@@ -14,7 +14,7 @@ import logging
 import operator
 import os
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from sqlalchemy import Table, create_engine, delete, select, text
@@ -25,7 +25,7 @@ from ledger.application import Ledger
 from ledger.errors import is_store_failure
 from ledger.store.connections import begin_snapshot
 from ledger.store.event_store import StoreSession, connection_of, hold_sqlite_write_lock
-from projections.fold_pool import FoldPool, fold_ahead, shared_database
+from projections.fold_pool import FoldPool, fold_ahead, rank_ahead, shared_database
 from projections.records import record_history, record_row
 from projections.run_views import (
     RUNNER_NAME,
@@ -326,16 +326,30 @@ class ProjectionRunner:
         """Recompute both views' ranks, and the #1 history, of the touched groups."""
         if not keys:
             return
+        new_rows, new_records = self.ranked_rows(session, keys)
+        self.clear_ranks(session, keys)
+        if new_rows:
+            self._writes.insert_rows(session, ranks, new_rows)
+        if new_records:
+            self._writes.insert_rows(session, records, new_records)
+
+    @staticmethod
+    def ranked_rows(
+        session: StoreSession, keys: set[str]
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The rows of both views' ranks, in the ranks view's key order, and of the #1
+        history, of these groups as the runs view stands in ``session``."""
         members = ViewWriter.members(session, keys)
-        for chunk in chunks(sorted(keys), 500):
-            session.execute(delete(ranks).where(ranks.c.comparison_key.in_(chunk)))
-            session.execute(delete(records).where(records.c.comparison_key.in_(chunk)))
         new_rows = []
         new_records: list[dict[str, Any]] = []
         for key in sorted(keys):
             entries = [arrival.entry for arrival in members[key]]
-            for view in (View.SOURCE_NATIVE, View.VERIFIED):
-                for ranked in rank_group(entries, view):
+            native = rank_group(entries, View.SOURCE_NATIVE)
+            for view, ranking in (
+                (View.SOURCE_NATIVE, native),
+                (View.VERIFIED, rank_group(entries, View.VERIFIED)),
+            ):
+                for ranked in ranking:
                     new_rows.append(
                         {
                             "view": str(view),
@@ -348,14 +362,44 @@ class ProjectionRunner:
                             "policy_version": ranked.policy_version,
                         }
                     )
-            new_records.extend(record_row(key, r) for r in record_history(members[key]))
-        if new_rows:
-            # In the ranks view's key order: its key index is then written in order. (Where a
-            # rank row sits in the table says nothing: reads order by rank and run.)
-            new_rows.sort(key=_RANK_KEY)
-            self._writes.insert_rows(session, ranks, new_rows)
-        if new_records:
-            self._writes.insert_rows(session, records, new_records)
+            new_records.extend(record_row(key, r) for r in record_history(members[key], native))
+        # In the ranks view's key order: its key index is then written in order. (Where a
+        # rank row sits in the table says nothing: reads order by rank and run.)
+        new_rows.sort(key=_RANK_KEY)
+        return new_rows, new_records
+
+    def ranked_for_writer(self, keys: list[str]) -> tuple[list[Any], list[Any]]:
+        """The rows of these groups' ranks and #1 history as the runs view stands, made as
+        a writer in another process inserts them (a fold worker's task): positional rows on
+        SQLite (``ViewWriter.insert_positional``), dicts on PostgreSQL."""
+        with paused_gc(), self.ledger.store.transaction(commit=False) as session:
+            rank_rows, record_rows = self.ranked_rows(session, set(keys))
+        if self._is_postgres:
+            return rank_rows, record_rows
+        dialect = self._engine.dialect
+        return (
+            list(map(positional_rows(ranks, dialect), rank_rows)),
+            list(map(positional_rows(records, dialect), record_rows)),
+        )
+
+    def write_ranked(
+        self, session: StoreSession, rank_rows: list[Any], record_rows: list[Any]
+    ) -> None:
+        """Rows ``ranked_for_writer`` made, inserted in ``session``'s transaction."""
+        for table, rows in ((ranks, rank_rows), (records, record_rows)):
+            if not rows:
+                continue
+            if self._is_postgres:
+                self._writes.insert_rows(session, table, rows)
+            else:
+                self._writes.insert_positional(session, table, rows)
+
+    @staticmethod
+    def clear_ranks(session: StoreSession, keys: Iterable[str]) -> None:
+        """The ranks and #1 history of these groups deleted (to be written anew)."""
+        for chunk in chunks(sorted(keys), 500):
+            session.execute(delete(ranks).where(ranks.c.comparison_key.in_(chunk)))
+            session.execute(delete(records).where(records.c.comparison_key.in_(chunk)))
 
     # ------------------------------------------------------------- rebuild
 
@@ -368,8 +412,8 @@ class ProjectionRunner:
         """Drop every read model (tables included, so schema changes apply) and fold the
         whole event log again.
 
-        ``workers`` processes fold the batches ahead while this one writes them
-        (``projections.fold_pool``); by default one per core when the log holds
+        ``workers`` processes fold the batches ahead while this one writes them, then rank
+        the groups (``projections.fold_pool``); by default one per core when the log holds
         ``POOL_MIN_EVENTS`` or more and the database is one they can open, else none.
 
         The views' secondary indexes are made once their rows are in (a sorted build instead
@@ -385,13 +429,15 @@ class ProjectionRunner:
             try:
                 if pool is None:
                     done = self._fold_batches(batch, None, progress)
+                    self._make_indexes(runs)
+                    self._rerank_stale()
                 else:
                     done = fold_ahead(self, batch, progress, pool)
+                    self._make_indexes(runs)
+                    rank_ahead(self, pool)
             finally:
                 if pool is not None:
                     pool.close()
-            self._make_indexes(runs)
-            self._rerank_stale()
         finally:
             self._make_indexes(*VIEW_TABLES)
         return done

@@ -41,7 +41,7 @@ from projections.view_rows import (
 
 # Re-ranking more groups than this reads the whole runs view once (ranking needs the members
 # of every group it ranks, whatever order they come in).
-_SCAN_GROUPS = 500
+SCAN_GROUPS = 500
 _RANKED = len(RANKED_BY)
 
 
@@ -262,7 +262,7 @@ class ViewWriter:
             runs.c.observed_at,  # when the record history dates a run (its source's date)
             runs.c.ingested_at,  # ... or, when the source gave none, the ledger's admission
         )
-        if len(keys) > _SCAN_GROUPS:
+        if len(keys) > SCAN_GROUPS:
             # Many groups (a rebuild re-ranks them all): one pass over the runs in table
             # order, not an index lookup and a random read per run.
             for row in session.execute(ranked_by).all():

@@ -6,18 +6,20 @@ stand; a worker that fails fails the rebuild and leaves views the next catch-up 
 from __future__ import annotations
 
 import itertools
+from concurrent.futures import Future
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from projection_world import RUN_21613, SEED, World
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, select
 
 from ledger.application import Ledger
 from projections import fold_pool
 from projections import runner as runner_module
 from projections.fold_pool import FoldPool, shared_database
 from projections.runner import ProjectionRunner
+from projections.tables import ranks, runs, stale_groups
 
 
 def busy(world: World) -> World:
@@ -93,6 +95,45 @@ def test_a_failing_worker_fails_the_rebuild_and_the_views_mend(
         runner.rebuild(batch=3, workers=1)
     monkeypatch.undo()
     runner.catch_up()  # the indexes are there, and the views catch up to the log
+    assert runner.table_digests() == expected
+
+
+def test_a_rebuild_ranks_by_workers_and_a_failed_ranking_leaves_the_groups_marked(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The re-ranking is the workers' too (their shares of the groups, every one asked
+    for); one that fails fails the rebuild before anything of it is written, the groups
+    stay marked, and the next catch-up ranks them here."""
+    busy(world)
+    expected = in_process(world)
+    submit = FoldPool.submit_ranking
+    asked: list[str] = []
+
+    def counted(self: FoldPool, keys: list[str]) -> Any:
+        asked.extend(keys)
+        return submit(self, keys)
+
+    monkeypatch.setattr(FoldPool, "submit_ranking", counted)
+    runner = world.runner()
+    runner.rebuild(batch=3, workers=2)
+    assert runner.table_digests() == expected
+    with world.ledger.store.transaction(commit=False) as session:
+        groups = set(session.execute(select(runs.c.comparison_key)).scalars()) - {None}
+    assert sorted(asked) == sorted(groups) and groups
+
+    def failed(self: FoldPool, keys: list[str]) -> Any:
+        future: Future[Any] = Future()
+        future.set_exception(RuntimeError("a worker died ranking"))
+        return future
+
+    monkeypatch.setattr(FoldPool, "submit_ranking", failed)
+    with pytest.raises(RuntimeError, match="a worker died ranking"):
+        runner.rebuild(batch=3, workers=1)
+    with world.ledger.store.transaction(commit=False) as session:
+        assert set(session.execute(select(stale_groups.c.comparison_key)).scalars()) == groups
+        assert session.execute(select(ranks.c.run_digest)).first() is None
+    monkeypatch.undo()
+    runner.catch_up()
     assert runner.table_digests() == expected
 
 

@@ -277,3 +277,24 @@ def test_ranking_the_group_once_decides_as_ranking_each_run_against_the_first(
     """``record_history`` ranks the group once (a rebuild's re-ranking walks every group);
     its records are those of ranking each run against the standing #1 alone."""
     assert record_history(arrivals) == _pairwise_history(arrivals)
+
+
+@settings(max_examples=300, deadline=None)
+@given(groups())
+def test_the_groups_ranking_handed_over_gives_the_history_it_gives_alone(
+    arrivals: list[Arrival],
+) -> None:
+    """A re-ranking hands over the group's source-native ranking as the runs stand: used
+    where nothing is withdrawn, ignored where something is (the runs then ranked as they
+    were); the history is the one ``record_history`` finds on its own, either way."""
+    standing = rank_group([a.entry for a in arrivals], View.SOURCE_NATIVE)
+    assert record_history(arrivals, standing) == record_history(arrivals)
+
+
+def test_a_ranking_handed_over_is_not_used_where_a_run_was_withdrawn() -> None:
+    """The retracted record holder still set its record, whatever the standing board says
+    (where it has no rank at all)."""
+    arrivals = [arrival(1, 100.0, retracted=True), arrival(2, 200.0)]
+    standing = rank_group([a.entry for a in arrivals], View.SOURCE_NATIVE)
+    assert [r.run for r in record_history(arrivals, standing)] == [run(1)]
+    assert record_history(arrivals, standing)[0].withdrawn == "retracted"
