@@ -82,19 +82,20 @@ def validate_manifest(obj: object) -> Manifest:
     # Loaded with the models (a process that validates no manifest never imports them).
     import msgspec  # noqa: PLC0415
 
+    _refuse_lone_surrogates(kind, obj)  # first: msgspec fails on one with a UnicodeError
     try:
         validated = msgspec.convert(obj, model, strict=True)
     except msgspec.ValidationError as exc:
         from domain.manifests.schema_errors import describe  # noqa: PLC0415 - refusals only
 
         raise ManifestError(f"{kind}: {describe(model, exc, obj)}") from exc
-    _refuse_lone_surrogates(kind, obj)
     return validated
 
 
 def _refuse_lone_surrogates(kind: str, obj: dict[str, object]) -> None:
     """A lone surrogate is no Unicode character, so no JSON string holds one (the readers
-    refuse it); a document made in Python could. The encoder finds one in C."""
+    refuse it); a document made in Python could, and msgspec's convert would raise a
+    UnicodeEncodeError, not its ValidationError, on one. The encoder finds one in C."""
     import msgspec  # noqa: PLC0415
 
     try:
