@@ -86,7 +86,7 @@ def validate_manifest(obj: object) -> Manifest:
     try:
         validated = msgspec.convert(obj, model, strict=True)
     except msgspec.ValidationError as exc:
-        from domain.manifests.schema_errors import describe  # noqa: PLC0415 - refusals only
+        from domain.manifests.models.schema_errors import describe  # noqa: PLC0415 - refusals only
 
         raise ManifestError(f"{kind}: {describe(model, exc, obj)}") from exc
     return validated
@@ -101,7 +101,7 @@ def _refuse_lone_surrogates(kind: str, obj: dict[str, object]) -> None:
     try:
         msgspec.json.encode(obj)
     except (ValueError, OverflowError, TypeError):  # a surrogate, or an int past 64 bits: look
-        from domain.manifests.schema_errors import lone_surrogate_at  # noqa: PLC0415
+        from domain.manifests.models.schema_errors import lone_surrogate_at  # noqa: PLC0415
 
         for loc in lone_surrogate_at(obj):
             where = ".".join(loc) or "(root)"

@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 
 from domain.errors import ManifestError
 from domain.manifests.models.common import MAX_SAFE_INTEGER, ecma
+from domain.manifests.models.schema_errors import lone_surrogate_at
 from domain.manifests.registry import validate_manifest
-from domain.manifests.schema_errors import lone_surrogate_at
 from tests.domain import pydantic_manifest_oracle as oracle
 from tests.domain.test_manifest_models import (
     catalog_manifests,
