@@ -88,7 +88,11 @@ def validate_manifest(obj: object) -> Manifest:
     except msgspec.ValidationError as exc:
         from domain.manifests.models.schema_errors import describe  # noqa: PLC0415 - refusals only
 
-        raise ManifestError(f"{kind}: {describe(model, exc, obj)}") from exc
+        try:
+            where = describe(model, exc, obj)
+        except Exception:  # a refusal never crashes: then msgspec's own words
+            where = str(exc)
+        raise ManifestError(f"{kind}: {where}") from exc
     return validated
 
 

@@ -74,6 +74,38 @@ def test_an_unknown_field_is_named_where_it_is(name: str) -> None:
     assert refusal(nested) == f"BenchmarkRun: spec.timing.{name}: unknown field"
 
 
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        ((), "5: unknown field"),
+        (("spec", "timing"), "spec.timing.5: unknown field"),
+        (("metadata", "labels"), "metadata.labels.5: invalid property name: must be a string"),
+    ],
+)
+def test_a_key_that_is_no_string(where: tuple[str, ...], message: str) -> None:
+    # (No JSON text makes one; a document built in Python can. describe() crashed on it.)
+    doc = run()
+    target = doc
+    for part in where:
+        target = target[part]
+    target[5] = 1
+    assert refusal(doc) == f"BenchmarkRun: {message}"
+
+
+def test_an_error_that_cannot_be_placed_is_still_a_refusal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from domain.manifests.models import schema_errors
+
+    def lost(*_: object) -> str:
+        raise LookupError("the path and the document disagree")
+
+    monkeypatch.setattr(schema_errors, "describe", lost)
+    assert refusal(run(**{"spec.status": "nope"})) == (
+        "BenchmarkRun: Invalid enum value 'nope' - at `$.spec.status`"
+    )
+
+
 def test_a_map_value_is_named_by_its_key_not_the_first_key() -> None:
     # msgspec writes a map's value as ``[...]``: the key is found again in the document.
     metrics = {"fine": 1, "also_fine": 2.5, "broken": "x", "later": True}

@@ -197,9 +197,9 @@ def mutated(draw: st.DrawFn) -> Json:
     if how == "grow":
         return with_value(doc, path, [*value, *value, *value, None])
     key = draw(
-        st.sampled_from(["extraField", "Bad", "a_b", "a\n", "\u0663", "x\ud800", "N" * 201])
+        st.sampled_from(["extraField", "Bad", "a_b", "a\n", "\u0663", "x\ud800", "N" * 201, 5])
         if how == "extra key"
-        else st.sampled_from(["unexpected", "api_version", "Kind", "spec "]),
+        else st.sampled_from(["unexpected", "api_version", "Kind", "spec ", 5, None]),
         label="key",
     )
     filler = get_at(doc, path)

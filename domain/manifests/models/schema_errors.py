@@ -75,6 +75,9 @@ def describe(model: type, exc: msgspec.ValidationError, document: object) -> str
     steps = _STEP.findall(where.removeprefix("key` in `").removesuffix("`"))
     loc, value, annotation = _walk(model, document, steps)
     prefix = ""
+    if is_key and isinstance(_structural(annotation), type):  # an object's field named by no string
+        key = next(str(k) for k in value if not isinstance(k, str))
+        return f"{'.'.join([*loc, key])}: unknown field"
     if is_key:
         key_type = _dict_types(annotation)[0]
         key = _first_failing(value, key_type, keys=True)
