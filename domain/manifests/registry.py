@@ -104,7 +104,7 @@ def _refuse_lone_surrogates(kind: str, obj: dict[str, object]) -> None:
 
     try:
         msgspec.json.encode(obj)
-    except (ValueError, OverflowError, TypeError):  # a surrogate, or an int past 64 bits: look
+    except (ValueError, OverflowError, TypeError, RecursionError):  # a surrogate, or no JSON
         from domain.manifests.models.schema_errors import lone_surrogate_at  # noqa: PLC0415
 
         for loc in lone_surrogate_at(obj):

@@ -59,6 +59,22 @@ def test_a_lone_surrogate_is_refused_in_plain_words(changes: dict[str, Any], whe
     )
 
 
+def test_items_nested_deeper_than_the_stack_where_the_schema_allows_anything() -> None:
+    # confidence95's items after the second are unconstrained; the surrogate check's
+    # encoder gave up (RecursionError) on 100,000 levels, which pydantic accepted.
+    deep: list[Any] = []
+    for _ in range(100_000):
+        deep = [deep]
+    validate_manifest(run(**{"spec.timing.latencyNs.confidence95": [1, 2, deep]}))
+    innermost = deep
+    while innermost:
+        innermost = innermost[0]
+    innermost.append("\ud800")  # 100,000 levels down
+    assert refusal(run(**{"spec.timing.latencyNs.confidence95": [1, 2, deep]})).endswith(
+        "confidence95.2" + ".0" * 100_001 + ": must not hold a lone surrogate"
+    )
+
+
 # --- where the error is ---------------------------------------------------------------------
 
 

@@ -202,15 +202,30 @@ def _either(values: tuple[Any, ...]) -> str:
     return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
 
 
-def lone_surrogate_at(value: object, loc: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
-    """Where ``value`` holds a string or key with a lone surrogate (no Unicode character)."""
-    if isinstance(value, str):
-        if any("\ud800" <= c <= "\udfff" for c in value):
-            yield loc
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from lone_surrogate_at(key, (*loc, str(key)))
-            yield from lone_surrogate_at(item, (*loc, str(key)))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from lone_surrogate_at(item, (*loc, str(index)))
+def lone_surrogate_at(value: object) -> Iterator[tuple[str, ...]]:
+    """Where ``value`` holds a string or key with a lone surrogate (no Unicode character).
+    A loop, not recursion: a document built in Python may nest deeper than the stack; each
+    location is a link to its parent's, spelled out only for what is found."""
+    stack: list[tuple[_Link, object]] = [(None, value)]
+    while stack:
+        link, item = stack.pop()
+        if isinstance(item, str):
+            if any("\ud800" <= c <= "\udfff" for c in item):
+                yield _spelled(link)
+        elif isinstance(item, dict):
+            for key, inner in reversed(item.items()):
+                stack.append(((link, str(key)), inner))
+                stack.append(((link, str(key)), key))
+        elif isinstance(item, list):
+            stack.extend(((link, str(i)), inner) for i, inner in reversed(list(enumerate(item))))
+
+
+_Link = tuple[Any, str] | None  # (the parent's link, this step) or None at the top
+
+
+def _spelled(link: _Link) -> tuple[str, ...]:
+    steps: list[str] = []
+    while link is not None:
+        link, step = link
+        steps.append(step)
+    return tuple(reversed(steps))
