@@ -234,14 +234,14 @@ FLOORS: dict[str, str] = {
     "floor: typer + rich": "import typer, rich.console",
     # A read command: that, and SQLAlchemy Core, through which every read reaches the views.
     "floor: reads (+ sqlalchemy core)": "import typer, rich.console, rich.table, sqlalchemy",
-    # verify's libraries as they are: that, Ed25519, msgspec, and the pydantic its statement
-    # and manifest models are made with.
+    # verify's libraries as they were until the manifest models became msgspec Structs
+    # (h/manifests): that, Ed25519, msgspec, and pydantic.
     "floor: verify (+ pydantic, ed25519)": (
         "import typer, rich.console, pydantic, msgspec, "
         "cryptography.hazmat.primitives.asymmetric.ed25519"
     ),
-    # verify's once no model is pydantic's: the CLI's parameters no longer need it
-    # (api/cli/parameters.py); the statement and manifest models still do.
+    # verify's now that no model is pydantic's: the CLI's parameters (api/cli/parameters.py),
+    # the statement models and the manifest models no longer need it.
     "floor: verify without pydantic": (
         "import typer, rich.console, rich.table, msgspec, "
         "cryptography.hazmat.primitives.asymmetric.ed25519"
@@ -326,8 +326,9 @@ STARTUP_WHY = (
     "below the CLI, what the commands use: Typer and rich (the floors' first row, about 3x: "
     "most of verify's 5x); a read command imports SQLAlchemy Core (the reads floor) and "
     "builds the read-only Ledger, still the eventsourcing Application with the aggregates, "
-    "admission and log (about 5x more); verify, show and history validate manifests with the "
-    "pydantic manifest models (about 3x); and 120-210 dataclasses are made at import. A "
+    "admission and log (about 5x more); verify validates manifests (msgspec Structs since "
+    "h/manifests; the pydantic models were about 3x); and 120-210 dataclasses are made at "
+    "import. A "
     "read's own statements through sqlite3 alone: about 4x (benchmarks/startup_sql_floor.py)"
 )
 

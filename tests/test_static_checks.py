@@ -80,6 +80,19 @@ def test_domain_is_pure() -> None:
     assert offenders == {}
 
 
+def test_no_product_module_imports_pydantic() -> None:
+    """The manifest and statement models are msgspec Structs (issues 33 and 36): no product
+    module imports pydantic, so verify, show and ingest never load it for a model. (The
+    pydantic models live on only as the tests' oracles, ``tests/domain/pydantic_*_oracle.py``.)"""
+    offenders = [
+        str(path.relative_to(REPO))
+        for package in ("domain", "ledger", "projections", "gpu_agent", "api")
+        for path in (REPO / package).rglob("*.py")
+        if _imports(path) & {"pydantic", "pydantic_core", "annotated_types"}
+    ]
+    assert offenders == []
+
+
 def test_the_cli_runs_without_the_agent_extra() -> None:
     """README command 1 installs the ledger without numpy/PyCUDA: the CLI must still start,
     and the agent command still say how it is used."""

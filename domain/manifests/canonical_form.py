@@ -188,7 +188,7 @@ def _digest(document: object) -> str:
 def admitted_manifest_digest(document: object) -> str:
     """The digest of a manifest this ledger admitted, recomputed on a read: the canonical
     form (durations, set-like lists) without the schema gate, so a read never loads the
-    manifest models (pydantic: most of a read command's start, issue 33).
+    manifest models (once pydantic and most of a read command's start, issue 33).
 
     Why skipping the gate on a read cannot let a tampered manifest pass: the document is
     read from one of the ledger's own stored events, which admission schema-checked before

@@ -6,7 +6,7 @@ from typing import Final
 
 API_VERSION: Final = "kernelindex.dev/v1alpha1"
 
-# The kinds of docs/design.md §4, one pydantic model each in ``domain.manifests.models``.
+# The kinds of docs/design.md §4, one model (a msgspec Struct) each in ``domain.manifests.models``.
 MANIFEST_KINDS: Final = (
     "BenchmarkRun",
     "BenchmarkProtocol",

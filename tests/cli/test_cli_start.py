@@ -158,6 +158,10 @@ def test_verify_loads_none_of_the_database_stack_and_still_verifies(
     assert done.stdout.startswith(f"VERIFIED  {demo['BUNDLE']}: ")
     assert _database_modules(loaded) == set()
     assert "ledger.verify" in loaded and "api.cli.verify" in loaded
+    # It checks the bundle's manifests against their schemas: msgspec Structs, no pydantic
+    # (issue 33: pydantic was most of verify's start).
+    assert "domain.manifests.models.benchmark_run" in loaded
+    assert not {m for m in loaded if m.split(".")[0] in {"pydantic", "pydantic_core"}}
     # A bundle of one batch is verified in this process: no worker pool is imported for it,
     # nor the progress bar's live display (stdout is a pipe), the HTTP client or structlog.
     assert not {
@@ -257,7 +261,7 @@ def test_show_and_history_reverify_without_the_manifest_models(
 ) -> None:
     """``show`` and ``history`` re-verify the run's stored events, and do not validate the
     manifests admission validated (domain.manifests.canonical_form.admitted_manifest_digest):
-    no manifest model, so no pydantic, is loaded; the events they show still verify."""
+    no manifest model (nor pydantic) is loaded; the events they show still verify."""
     for argv in (["show", SEED], ["history", SEED]):
         done, loaded = _imported(argv, tmp_path, demo)
         assert done.returncode == 0, (argv, done.stderr[-2000:])
@@ -270,7 +274,7 @@ def test_show_and_history_reverify_without_the_manifest_models(
 
 
 # What the commands' modules import, as modules: the libraries and models that load only on
-# first use (manifest models are pydantic's; the rest serve paths a short command never takes).
+# first use (pydantic serves the HTTP server; the rest serve paths a short command never takes).
 ON_FIRST_USE = ("pydantic", "pydantic_core", "structlog", "httpx", "ruamel")
 ON_FIRST_USE_MODULES = (
     "domain.statement_models",

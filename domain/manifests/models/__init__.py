@@ -1,4 +1,4 @@
-"""Strict pydantic models of the ``kernelindex.dev/v1alpha1`` manifest kinds.
+"""Strict models (msgspec Structs) of the ``kernelindex.dev/v1alpha1`` manifest kinds.
 
 One module per kind, each mirroring the KernelIndex JSON Schema of that kind
 (``kernelindex-schemas/<kind>.v1alpha1.schema.json``, Apache-2.0, KernelIndex); the shared

@@ -7,6 +7,7 @@ KernelIndex).
 from typing import Literal
 
 from domain.manifests.models.common import (
+    UNSET,
     Duration,
     GitCommit,
     Identifier,
@@ -20,56 +21,57 @@ from domain.manifests.models.common import (
     Text500,
     Text1000,
     Text2000,
+    UnsetType,
 )
 
 
-class Harness(StrictModel):
+class Harness(StrictModel, kw_only=True, frozen=True):
     name: Text200
-    version: Text100 | None = None
-    repository: Text2000 | None = None
-    commit: GitCommit | None = None
+    version: Text100 | UnsetType = UNSET
+    repository: Text2000 | UnsetType = UNSET
+    commit: GitCommit | UnsetType = UNSET
 
 
-class MeasurementProcedure(StrictModel):
+class MeasurementProcedure(StrictModel, kw_only=True, frozen=True):
     """The schema's ``spec.measurement``."""
 
     timer: Identifier
-    synchronization: Identifier | None = None
-    compile_included: bool | None = None
-    setup_included: bool | None = None
-    warmup_iterations: NonNegativeInteger | None = None
-    warmup_duration: Duration | None = None
-    measured_iterations: PositiveInteger | None = None
-    samples: PositiveInteger | None = None
-    input_regeneration: Identifier | None = None
-    outlier_policy: Text500 | None = None
+    synchronization: Identifier | UnsetType = UNSET
+    compile_included: bool | UnsetType = UNSET
+    setup_included: bool | UnsetType = UNSET
+    warmup_iterations: NonNegativeInteger | UnsetType = UNSET
+    warmup_duration: Duration | UnsetType = UNSET
+    measured_iterations: PositiveInteger | UnsetType = UNSET
+    samples: PositiveInteger | UnsetType = UNSET
+    input_regeneration: Identifier | UnsetType = UNSET
+    outlier_policy: Text500 | UnsetType = UNSET
     primary_statistic: Identifier
 
 
-class ProtocolCorrectness(StrictModel):
+class ProtocolCorrectness(StrictModel, kw_only=True, frozen=True):
     reference: Text500
     comparator: Identifier
 
 
-class DevicePolicy(StrictModel):
-    clocks_locked: bool | None = None
-    power_limit_watts: PositiveNumber | None = None
-    persistence_mode: bool | None = None
+class DevicePolicy(StrictModel, kw_only=True, frozen=True):
+    clocks_locked: bool | UnsetType = UNSET
+    power_limit_watts: PositiveNumber | UnsetType = UNSET
+    persistence_mode: bool | UnsetType = UNSET
 
 
-class Comparability(StrictModel):
+class Comparability(StrictModel, kw_only=True, frozen=True):
     family: Identifier
-    notes: Text1000 | None = None
+    notes: Text1000 | UnsetType = UNSET
 
 
-class BenchmarkProtocolSpec(StrictModel):
+class BenchmarkProtocolSpec(StrictModel, kw_only=True, frozen=True):
     harness: Harness
     measurement: MeasurementProcedure
-    correctness: ProtocolCorrectness | None = None
-    device_policy: DevicePolicy | None = None
-    comparability: Comparability | None = None
+    correctness: ProtocolCorrectness | UnsetType = UNSET
+    device_policy: DevicePolicy | UnsetType = UNSET
+    comparability: Comparability | UnsetType = UNSET
 
 
-class BenchmarkProtocol(Manifest):
+class BenchmarkProtocol(Manifest, kw_only=True, frozen=True):
     kind: Literal["BenchmarkProtocol"]
     spec: BenchmarkProtocolSpec

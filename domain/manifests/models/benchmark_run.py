@@ -6,6 +6,7 @@ Mirrors ``kernelindex-schemas/benchmark-run.v1alpha1.schema.json`` (Apache-2.0, 
 from typing import Literal
 
 from domain.manifests.models.common import (
+    UNSET,
     ArtifactRef,
     Duration,
     DurationPrefixPair,
@@ -24,6 +25,8 @@ from domain.manifests.models.common import (
     Text500,
     Text2000,
     Timestamp,
+    UnsetType,
+    check_duration_prefix,
 )
 
 RunStatus = Literal[
@@ -43,67 +46,70 @@ RunStatus = Literal[
 ]
 
 
-class RunCorrectness(StrictModel):
+class RunCorrectness(StrictModel, kw_only=True, frozen=True):
     comparator: Identifier
-    maximum_absolute_error: NonNegativeNumber | None = None
-    maximum_relative_error: NonNegativeNumber | None = None
-    matched_ratio: Fraction | None = None
+    maximum_absolute_error: NonNegativeNumber | UnsetType = UNSET
+    maximum_relative_error: NonNegativeNumber | UnsetType = UNSET
+    matched_ratio: Fraction | UnsetType = UNSET
 
 
-class LatencyNs(StrictModel):
+class LatencyNs(StrictModel, kw_only=True, frozen=True):
     """Latency statistics; each a duration (canonical form: integer nanoseconds)."""
 
-    median: Duration | None = None
-    mean: Duration | None = None
-    p05: Duration | None = None
-    p95: Duration | None = None
-    minimum: Duration | None = None
-    maximum: Duration | None = None
-    mad: Duration | None = None
-    confidence95: DurationPrefixPair | None = None
+    median: Duration | UnsetType = UNSET
+    mean: Duration | UnsetType = UNSET
+    p05: Duration | UnsetType = UNSET
+    p95: Duration | UnsetType = UNSET
+    minimum: Duration | UnsetType = UNSET
+    maximum: Duration | UnsetType = UNSET
+    mad: Duration | UnsetType = UNSET
+    confidence95: DurationPrefixPair | UnsetType = UNSET
+
+    def __post_init__(self) -> None:
+        check_duration_prefix("confidence95", self.confidence95)
 
 
-class Timing(StrictModel):
+class Timing(StrictModel, kw_only=True, frozen=True):
     primary_statistic: Identifier
-    samples: PositiveInteger | None = None
+    samples: PositiveInteger | UnsetType = UNSET
     latency_ns: LatencyNs
-    raw_samples: ArtifactRef | None = None
+    raw_samples: ArtifactRef | UnsetType = UNSET
 
 
-class RunSourceNative(StrictModel):
+class RunSourceNative(StrictModel, kw_only=True, frozen=True):
     """The result as the source published it."""
 
     source: Slug
-    benchmark: Text200 | None = None
-    external_id: Text500 | None = None
-    metrics: dict[Identifier, Number] | None = None
+    benchmark: Text200 | UnsetType = UNSET
+    external_id: Text500 | UnsetType = UNSET
+    metrics: dict[Identifier, Number] | UnsetType = UNSET
 
 
-class HarnessCheckout(StrictModel):
+class HarnessCheckout(StrictModel, kw_only=True, frozen=True):
     repository: Text2000
     commit: GitCommit
 
 
-class Evidence(StrictModel):
-    logs: ArtifactRef | None = None
-    raw_samples: ArtifactRef | None = None
-    harness: HarnessCheckout | None = None
+class Evidence(StrictModel, kw_only=True, frozen=True):
+    logs: ArtifactRef | UnsetType = UNSET
+    raw_samples: ArtifactRef | UnsetType = UNSET
+    harness: HarnessCheckout | UnsetType = UNSET
 
 
-class BenchmarkRunSpec(StrictModel):
+class BenchmarkRunSpec(StrictModel, kw_only=True, frozen=True):
     implementation_digest: Sha256Digest
     workload_digest: Sha256Digest
     protocol_digest: Sha256Digest
     environment_digest: Sha256Digest
     status: RunStatus
-    correctness: RunCorrectness | None = None
-    timing: Timing | None = None
-    measurements: list[Measurement] | None = None
-    source_native: RunSourceNative | None = None
-    evidence: Evidence | None = None
+    correctness: RunCorrectness | UnsetType = UNSET
+    timing: Timing | UnsetType = UNSET
+    measurements: list[Measurement] | UnsetType = UNSET
+    source_native: RunSourceNative | UnsetType = UNSET
+    evidence: Evidence | UnsetType = UNSET
     observed_at: Timestamp
 
 
-class BenchmarkRun(Manifest):
+class BenchmarkRun(Manifest, kw_only=True, frozen=True):
     kind: Literal["BenchmarkRun"]
     spec: BenchmarkRunSpec

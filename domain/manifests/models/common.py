@@ -3,48 +3,44 @@
 The KernelIndex JSON Schemas (``kernelindex-schemas/*.v1alpha1.schema.json``, Apache-2.0,
 KernelIndex) are generated and inline every shared structure; here each is defined once.
 
-The models are a *gate*: they accept exactly what the normative schema accepts and are never
-dumped for hashing. To keep JSON Schema semantics:
+The models are msgspec Structs and a *gate*: they accept exactly what the normative schema
+accepts and are never dumped for hashing. One ``msgspec.convert(document, Kind, strict=True)``
+checks a parsed manifest (in C). To keep JSON Schema semantics:
 
 * every model forbids unknown fields and validates strictly (no ``"5"`` → ``5``, no ``1`` →
-  ``True``); an optional field may be absent but never ``null``;
+  ``True``); an optional field may be absent (``UNSET``) but never ``null``;
 * ``integer`` accepts ints and integral floats (``3.0``), never bools or strings; ``number``
   accepts ints and finite floats, never bools or strings;
 * patterns are ECMA-262 regular expressions: ``\\d`` is ASCII only and ``$`` matches only at
-  the very end. pydantic compiles patterns with the Rust ``regex`` crate, whose ``$`` already
-  behaves so but whose ``\\d`` is Unicode, so ``\\d`` is spelled ``[0-9]`` here;
-* ``anyOf`` members and ``prefixItems`` are validated by small functions below so that a
-  failure is reported once, at the exact location, in plain words.
+  the very end. msgspec searches with Python's ``re``, whose ``\\d`` is Unicode and whose
+  ``$`` also matches before a final newline, so ``\\d`` is spelled ``[0-9]``, ``$`` is ``\\Z``
+  and ``\\s`` is ECMA's list of white space;
+* lengths count code points, as JSON Schema does (and Python's ``len``);
+* ``anyOf`` members are unions of constrained types; the one ``prefixItems`` (a pair of
+  durations) is checked in ``__post_init__`` (see ``DurationPrefixPair``).
 """
 
-import math
-import re
-from typing import Annotated, Any, Final, Literal, TypeGuard
+from __future__ import annotations
 
-from annotated_types import Ge, Gt, Le
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    PlainValidator,
-    StringConstraints,
-    ValidationError,
-    field_validator,
-)
-from pydantic.alias_generators import to_camel
-from pydantic_core import InitErrorDetails, PydanticCustomError
+import sys
+from typing import Annotated, Any, Final, Literal
+
+import msgspec
+from msgspec import UNSET, Meta, UnsetType
 
 from domain.manifests.kinds import ECMA_WHITESPACE
+
+__all__ = ["UNSET", "UnsetType"]
 
 ApiVersion = Literal["kernelindex.dev/v1alpha1"]
 
 MAX_SAFE_INTEGER: Final = 9007199254740991  # 2**53 - 1, the schemas' integer bound
 
 
-def ascii_digits(pattern: str) -> str:
-    """Spell the ECMA-262 ``\\d`` (ASCII digits) so that the Rust regex engine agrees."""
-    return pattern.replace("\\d", "[0-9]")
+def ecma(pattern: str) -> str:
+    """A schema pattern (ECMA-262) spelled for Python's ``re.search`` with the same meaning."""
+    assert pattern.endswith("$") and not pattern.endswith("\\$"), pattern
+    return pattern.replace("\\d", "[0-9]").replace("\\s", ECMA_WHITESPACE).removesuffix("$") + "\\Z"
 
 
 # --- patterns, verbatim from the schemas -------------------------------------------------------
@@ -55,222 +51,187 @@ SLUG_PATTERN: Final = r"^[a-z0-9][a-z0-9-]*$"
 SHA256_DIGEST_PATTERN: Final = r"^sha256:[0-9a-f]{64}$"
 GIT_COMMIT_PATTERN: Final = r"^[0-9a-f]{40}$"
 DURATION_PATTERN: Final = r"^\d+(\.\d+)?\s?(ns|us|µs|ms|s)$"
-SCHEMA_TIMESTAMP_PATTERN: Final = (
+AXIS_EXPRESSION_PATTERN: Final = r"^[a-z0-9_+\-*%/() ]+$"
+TIMESTAMP_PATTERN: Final = (
     r"^(?:(?:\d\d[2468][048]|\d\d[13579][26]|\d\d0[48]|[02468][048]00|[13579][26]00)-02-29"
     r"|\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\d|30)"
     r"|(?:02)-(?:0[1-9]|1\d|2[0-8])))T(?:(?:[01]\d|2[0-3]):[0-5]\d(?::[0-5]\d(?:\.\d+)?)?(?:Z))$"
 )
-TIMESTAMP_PATTERN: Final = ascii_digits(SCHEMA_TIMESTAMP_PATTERN)
 
-# DURATION_PATTERN for Python's ``re`` (used with ``fullmatch``, so no anchors are needed).
-_DURATION_TEXT: Final = re.compile(
-    ascii_digits(r"\d+(?:\.\d+)?") + ECMA_WHITESPACE + "?(?:ns|us|\u00b5s|ms|s)"
-)
-_IDENTIFIER_TEXT: Final = re.compile(r"[a-z][a-z0-9_]*")
-
-# Friendlier words for patterns too long to quote in an error message.
+# How an error names each pattern: the schema's spelling, or friendlier words for one too
+# long to quote. Keyed by the Python spelling, which is what msgspec's error shows.
 PATTERN_DESCRIPTIONS: Final = {
-    TIMESTAMP_PATTERN: "must be a UTC date-time like 2026-08-22T11:05:31.586Z",
-}
+    ecma(pattern): f"must match pattern {pattern}"
+    for pattern in (
+        IDENTIFIER_PATTERN,
+        OBJECT_NAME_PATTERN,
+        SLUG_PATTERN,
+        SHA256_DIGEST_PATTERN,
+        GIT_COMMIT_PATTERN,
+        DURATION_PATTERN,
+        AXIS_EXPRESSION_PATTERN,
+    )
+} | {ecma(TIMESTAMP_PATTERN): "must be a UTC date-time like 2026-08-22T11:05:31.586Z"}
+
+
+def _pattern(pattern: str, max_length: int | None = None) -> Meta:
+    return Meta(pattern=ecma(pattern), max_length=max_length)
 
 
 # --- base model --------------------------------------------------------------------------------
 
 
-class StrictModel(BaseModel):
+class FieldError(ValueError):
+    """A ``__post_init__`` check of one field failed; ``field`` is its dotted location in the
+    object (msgspec places the error at the object)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class StrictModel(
+    msgspec.Struct,
+    rename="camel",
+    forbid_unknown_fields=True,
+    frozen=True,
+    kw_only=True,  # neither this nor frozen is inherited (for mypy): each model says both
+    gc=False,  # no model refers back to another: nothing for the cycle collector to find
+):
     """An object with ``additionalProperties: false``: camelCase JSON names, strict types."""
-
-    model_config = ConfigDict(
-        extra="forbid",
-        strict=True,
-        frozen=True,
-        alias_generator=to_camel,
-        validate_by_alias=True,
-        validate_by_name=False,
-        serialize_by_alias=True,
-        regex_engine="rust-regex",
-        # Each model's validator is built when it first validates: a command that checks a
-        # run's manifests never pays for the serving kinds (kernelindex show starts faster).
-        defer_build=True,
-    )
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _reject_null(cls, value: object) -> object:
-        # The schemas never allow null; an optional field is either absent or a real value.
-        if value is None:
-            raise PydanticCustomError("null_value", "must not be null")
-        return value
 
 
 # --- scalars -----------------------------------------------------------------------------------
+# An ``integer`` is an int, or a float with no fraction (``multiple_of=1``); a ``number`` an
+# int or a finite float. msgspec never reads a bool as either.
 
 
-def _is_json_integer(value: object) -> TypeGuard[int | float]:
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
-        return True
-    return isinstance(value, float) and value.is_integer()
+_SAFE: Final = MAX_SAFE_INTEGER
+_BIG: Final = sys.float_info.max  # a float bounded both ways is finite: refuses inf and NaN
 
+SafeInteger = (
+    Annotated[int, Meta(ge=-_SAFE, le=_SAFE)]
+    | Annotated[float, Meta(ge=-_SAFE, le=_SAFE, multiple_of=1)]
+)
+NonNegativeInteger = (
+    Annotated[int, Meta(ge=0, le=_SAFE)] | Annotated[float, Meta(ge=0, le=_SAFE, multiple_of=1)]
+)
+PositiveInteger = (
+    Annotated[int, Meta(gt=0, le=_SAFE)] | Annotated[float, Meta(gt=0, le=_SAFE, multiple_of=1)]
+)
 
-def _json_integer(value: object) -> object:
-    """JSON Schema ``integer``: an int or an integral float, never a bool or a string."""
-    if not _is_json_integer(value):
-        raise PydanticCustomError("json_integer", "must be an integer")
-    return int(value)
+Number = int | Annotated[float, Meta(ge=-_BIG, le=_BIG)]
+NonNegativeNumber = Annotated[int, Meta(ge=0)] | Annotated[float, Meta(ge=0, le=_BIG)]
+PositiveNumber = Annotated[int, Meta(gt=0)] | Annotated[float, Meta(gt=0, le=_BIG)]
+Fraction = Annotated[int, Meta(ge=0, le=1)] | Annotated[float, Meta(ge=0, le=1)]
 
+Text50 = Annotated[str, Meta(max_length=50)]
+Text100 = Annotated[str, Meta(max_length=100)]
+Text120 = Annotated[str, Meta(max_length=120)]
+Text200 = Annotated[str, Meta(max_length=200)]
+Text500 = Annotated[str, Meta(max_length=500)]
+Text1000 = Annotated[str, Meta(max_length=1000)]
+Text2000 = Annotated[str, Meta(max_length=2000)]
 
-def _is_json_number(value: object) -> TypeGuard[int | float]:
-    if isinstance(value, bool):
-        return False
-    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
-
-
-def _json_number(value: object) -> int | float:
-    """JSON Schema ``number``: an int or a finite float, never a bool or a string."""
-    if not _is_json_number(value):
-        raise PydanticCustomError("json_number", "must be a number")
-    return value
-
-
-_Integer = Annotated[int, BeforeValidator(_json_integer)]
-SafeInteger = Annotated[_Integer, Ge(-MAX_SAFE_INTEGER), Le(MAX_SAFE_INTEGER)]
-NonNegativeInteger = Annotated[_Integer, Ge(0), Le(MAX_SAFE_INTEGER)]
-PositiveInteger = Annotated[_Integer, Gt(0), Le(MAX_SAFE_INTEGER)]
-
-Number = Annotated[float, PlainValidator(_json_number)]
-NonNegativeNumber = Annotated[Number, Ge(0)]
-PositiveNumber = Annotated[Number, Gt(0)]
-Fraction = Annotated[Number, Ge(0), Le(1)]
-
-Text50 = Annotated[str, StringConstraints(max_length=50)]
-Text100 = Annotated[str, StringConstraints(max_length=100)]
-Text120 = Annotated[str, StringConstraints(max_length=120)]
-Text200 = Annotated[str, StringConstraints(max_length=200)]
-Text500 = Annotated[str, StringConstraints(max_length=500)]
-Text1000 = Annotated[str, StringConstraints(max_length=1000)]
-Text2000 = Annotated[str, StringConstraints(max_length=2000)]
-
-Identifier = Annotated[str, StringConstraints(pattern=IDENTIFIER_PATTERN)]
+Identifier = Annotated[str, _pattern(IDENTIFIER_PATTERN)]
 """Lower snake case: enum-like open vocabularies (dtype, timer, vendor...) and map keys."""
-ObjectName = Annotated[str, StringConstraints(max_length=200, pattern=OBJECT_NAME_PATTERN)]
-Slug = Annotated[str, StringConstraints(max_length=100, pattern=SLUG_PATTERN)]
-Sha256Digest = Annotated[str, StringConstraints(pattern=SHA256_DIGEST_PATTERN)]
-GitCommit = Annotated[str, StringConstraints(pattern=GIT_COMMIT_PATTERN)]
-Timestamp = Annotated[str, StringConstraints(pattern=TIMESTAMP_PATTERN)]
+ObjectName = Annotated[str, _pattern(OBJECT_NAME_PATTERN, 200)]
+Slug = Annotated[str, _pattern(SLUG_PATTERN, 100)]
+Sha256Digest = Annotated[str, _pattern(SHA256_DIGEST_PATTERN)]
+GitCommit = Annotated[str, _pattern(GIT_COMMIT_PATTERN)]
+Timestamp = Annotated[str, _pattern(TIMESTAMP_PATTERN)]
 """The schemas' ``format: date-time`` is an annotation only in Draft 2020-12; the pattern rules."""
+AxisExpression = Annotated[str, _pattern(AXIS_EXPRESSION_PATTERN, 200)]
 
 AxisValues = dict[Identifier, SafeInteger]
 
 
-# --- anyOf members -----------------------------------------------------------------------------
+# --- anyOf -------------------------------------------------------------------------------------
 
+Duration = NonNegativeInteger | Annotated[str, _pattern(DURATION_PATTERN)]
+"""Integer nanoseconds in [0, 2**53-1], or text like ``"0.008 ms"`` (canonicalisation turns it
+into ``8000``)."""
+Dimension = NonNegativeInteger | Identifier
+"""A tensor extent in [0, 2**53-1], or the name of an axis."""
+NumberOrText500 = Number | Text500
 
-def _duration(value: object) -> int | str:
-    """``anyOf``: integer nanoseconds in [0, 2**53-1], or text matching DURATION_PATTERN."""
-    if isinstance(value, str) and _DURATION_TEXT.fullmatch(value):
-        return value
-    if _is_json_integer(value) and 0 <= value <= MAX_SAFE_INTEGER:
-        return int(value)
-    raise PydanticCustomError(
-        "duration",
-        "must be whole nanoseconds (0 to {maximum}) or a string matching {pattern}",
-        {"maximum": MAX_SAFE_INTEGER, "pattern": DURATION_PATTERN},
-    )
-
-
-def _dimension(value: object) -> int | str:
-    """``anyOf``: a tensor extent in [0, 2**53-1], or the name of an axis."""
-    if isinstance(value, str) and _IDENTIFIER_TEXT.fullmatch(value):
-        return value
-    if _is_json_integer(value) and 0 <= value <= MAX_SAFE_INTEGER:
-        return int(value)
-    raise PydanticCustomError(
-        "dimension",
-        "must be an integer from 0 to {maximum} or an axis name matching {pattern}",
-        {"maximum": MAX_SAFE_INTEGER, "pattern": IDENTIFIER_PATTERN},
-    )
-
-
-def _number_or_text500(value: object) -> float | str:
-    """``anyOf``: a number, or a string of at most 500 characters."""
-    if (isinstance(value, str) and len(value) <= 500) or _is_json_number(value):
-        return value
-    raise PydanticCustomError(
-        "number_or_text", "must be a number or a string of at most 500 characters"
-    )
-
-
-Duration = Annotated[int | str, PlainValidator(_duration)]
-"""A duration as authored; canonicalisation turns text like ``"0.008 ms"`` into ``8000``."""
-Dimension = Annotated[int | str, PlainValidator(_dimension)]
-NumberOrText500 = Annotated[float | str, PlainValidator(_number_or_text500)]
+# How an error describes a value of an anyOf type that is none of its members.
+ANY_OF_DESCRIPTIONS: Final[tuple[tuple[Any, str], ...]] = (
+    (
+        Duration,
+        f"must be whole nanoseconds (0 to {MAX_SAFE_INTEGER}) or a string matching "
+        f"{DURATION_PATTERN}",
+    ),
+    (
+        Dimension,
+        f"must be an integer from 0 to {MAX_SAFE_INTEGER} or an axis name matching "
+        f"{IDENTIFIER_PATTERN}",
+    ),
+    (NumberOrText500, "must be a number or a string of at most 500 characters"),
+)
+INTEGERS: Final = (SafeInteger, NonNegativeInteger, PositiveInteger)
+NUMBERS: Final = (Number, NonNegativeNumber, PositiveNumber, Fraction)
 
 
 # --- prefixItems -------------------------------------------------------------------------------
 
+DurationPrefixPair = list[Any]
+"""``prefixItems: [Duration, Duration]`` with no ``items``/``minItems``/``maxItems``: the array
+may be shorter than two, and any items after the second are unconstrained. A model with such
+a field checks it with :func:`check_duration_prefix` in ``__post_init__``."""
 
-def _duration_prefix(items: list[Any]) -> list[Any]:
-    """``prefixItems: [Duration, Duration]`` with no ``items``/``minItems``/``maxItems``.
 
-    So the array may be shorter than two, and any items after the second are unconstrained.
-    """
-    errors: list[InitErrorDetails] = []
+def check_duration_prefix(name: str, items: list[Any] | UnsetType) -> None:
+    if isinstance(items, UnsetType):
+        return
     for index, item in enumerate(items[:2]):
         try:
-            _duration(item)
-        except PydanticCustomError as error:
-            errors.append({"type": error, "loc": (index,), "input": item})
-    if errors:
-        raise ValidationError.from_exception_data("prefixItems", errors)
-    return items
-
-
-DurationPrefixPair = Annotated[list[Any], AfterValidator(_duration_prefix)]
+            msgspec.convert(item, Duration, strict=True)
+        except msgspec.ValidationError:
+            raise FieldError(f"{name}.{index}", ANY_OF_DESCRIPTIONS[0][1]) from None
 
 
 # --- shared objects ----------------------------------------------------------------------------
 
 
-class Author(StrictModel):
-    name: Text200 | None = None
-    github: Text100 | None = None
+class Author(StrictModel, kw_only=True, frozen=True):
+    name: Text200 | UnsetType = UNSET
+    github: Text100 | UnsetType = UNSET
 
 
-class SourceRef(StrictModel):
+class SourceRef(StrictModel, kw_only=True, frozen=True):
     url: Text2000
 
 
-class Metadata(StrictModel):
+class Metadata(StrictModel, kw_only=True, frozen=True):
     """``metadata``: identical in every kind and never part of a digest."""
 
     name: ObjectName
-    title: Text200 | None = None
-    description: Text2000 | None = None
-    labels: dict[Identifier, Text200] | None = None
-    authors: list[Author] | None = None
-    source_refs: list[SourceRef] | None = None
+    title: Text200 | UnsetType = UNSET
+    description: Text2000 | UnsetType = UNSET
+    labels: dict[Identifier, Text200] | UnsetType = UNSET
+    authors: list[Author] | UnsetType = UNSET
+    source_refs: list[SourceRef] | UnsetType = UNSET
 
 
-class ArtifactRef(StrictModel):
+class ArtifactRef(StrictModel, kw_only=True, frozen=True):
     """A content-addressed blob: logs, raw samples, tensor data, reference code."""
 
     uri: Text2000
     digest: Sha256Digest
 
 
-class Measurement(StrictModel):
+class Measurement(StrictModel, kw_only=True, frozen=True):
     """One reported statistic (BenchmarkRun and ServingRun ``measurements`` items)."""
 
     metric: Identifier
     unit: Identifier
     statistic: Identifier
     value: Number
-    sample_count: PositiveInteger | None = None
+    sample_count: PositiveInteger | UnsetType = UNSET
 
 
-class Manifest(StrictModel):
+class Manifest(StrictModel, kw_only=True, frozen=True):
     """``{apiVersion, kind, metadata, spec}``; each kind narrows ``kind`` and adds ``spec``."""
 
     api_version: ApiVersion

@@ -7,6 +7,7 @@ KernelIndex).
 from typing import Literal
 
 from domain.manifests.models.common import (
+    UNSET,
     Identifier,
     Manifest,
     PositiveInteger,
@@ -16,49 +17,50 @@ from domain.manifests.models.common import (
     Text100,
     Text200,
     Text500,
+    UnsetType,
 )
 
 
-class Hardware(StrictModel):
+class Hardware(StrictModel, kw_only=True, frozen=True):
     vendor: Identifier
     product: Text200
     architecture: Identifier
-    form_factor: Text100 | None = None
-    memory_bytes: PositiveInteger | None = None
-    count: PositiveInteger | None = None
-    interconnect: Text200 | None = None
+    form_factor: Text100 | UnsetType = UNSET
+    memory_bytes: PositiveInteger | UnsetType = UNSET
+    count: PositiveInteger | UnsetType = UNSET
+    interconnect: Text200 | UnsetType = UNSET
 
 
-class Framework(StrictModel):
+class Framework(StrictModel, kw_only=True, frozen=True):
     name: Identifier
     version: Text100
 
 
-class Software(StrictModel):
-    operating_system: Text200 | None = None
-    kernel: Text200 | None = None
-    driver: Text100 | None = None
-    cuda_toolkit: Text100 | None = None
-    compiler: Text200 | None = None
-    framework: Framework | None = None
-    libraries: dict[Identifier, Text100] | None = None
+class Software(StrictModel, kw_only=True, frozen=True):
+    operating_system: Text200 | UnsetType = UNSET
+    kernel: Text200 | UnsetType = UNSET
+    driver: Text100 | UnsetType = UNSET
+    cuda_toolkit: Text100 | UnsetType = UNSET
+    compiler: Text200 | UnsetType = UNSET
+    framework: Framework | UnsetType = UNSET
+    libraries: dict[Identifier, Text100] | UnsetType = UNSET
 
 
-class Settings(StrictModel):
-    clocks_locked: bool | None = None
-    power_limit_watts: PositiveNumber | None = None
-    persistence_mode: bool | None = None
-    ecc_enabled: bool | None = None
-    environment_variables: dict[Text200, Text500] | None = None
+class Settings(StrictModel, kw_only=True, frozen=True):
+    clocks_locked: bool | UnsetType = UNSET
+    power_limit_watts: PositiveNumber | UnsetType = UNSET
+    persistence_mode: bool | UnsetType = UNSET
+    ecc_enabled: bool | UnsetType = UNSET
+    environment_variables: dict[Text200, Text500] | UnsetType = UNSET
 
 
-class ExecutionEnvironmentSpec(StrictModel):
+class ExecutionEnvironmentSpec(StrictModel, kw_only=True, frozen=True):
     hardware: Hardware
     software: Software
-    settings: Settings | None = None
-    image_digest: Sha256Digest | None = None
+    settings: Settings | UnsetType = UNSET
+    image_digest: Sha256Digest | UnsetType = UNSET
 
 
-class ExecutionEnvironment(Manifest):
+class ExecutionEnvironment(Manifest, kw_only=True, frozen=True):
     kind: Literal["ExecutionEnvironment"]
     spec: ExecutionEnvironmentSpec

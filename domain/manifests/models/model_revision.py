@@ -6,6 +6,7 @@ Mirrors ``kernelindex-schemas/model-revision.v1alpha1.schema.json`` (Apache-2.0,
 from typing import Literal
 
 from domain.manifests.models.common import (
+    UNSET,
     Identifier,
     Manifest,
     PositiveInteger,
@@ -13,32 +14,33 @@ from domain.manifests.models.common import (
     StrictModel,
     Text100,
     Text200,
+    UnsetType,
 )
 
 
-class ModelRepository(StrictModel):
+class ModelRepository(StrictModel, kw_only=True, frozen=True):
     host: Literal["huggingface", "github", "other"]
     id: Text200
-    revision: Text100 | None = None
+    revision: Text100 | UnsetType = UNSET
 
 
-class Tokenizer(StrictModel):
-    name: Text200 | None = None
-    revision: Text100 | None = None
-    digest: Sha256Digest | None = None
+class Tokenizer(StrictModel, kw_only=True, frozen=True):
+    name: Text200 | UnsetType = UNSET
+    revision: Text100 | UnsetType = UNSET
+    digest: Sha256Digest | UnsetType = UNSET
 
 
-class ModelRevisionSpec(StrictModel):
+class ModelRevisionSpec(StrictModel, kw_only=True, frozen=True):
     model: Text200
-    repository: ModelRepository | None = None
-    tokenizer: Tokenizer | None = None
-    architecture: Text100 | None = None
-    parameter_count: PositiveInteger | None = None
-    context_length: PositiveInteger | None = None
-    modality: Identifier | None = None
-    license: Text200 | None = None
+    repository: ModelRepository | UnsetType = UNSET
+    tokenizer: Tokenizer | UnsetType = UNSET
+    architecture: Text100 | UnsetType = UNSET
+    parameter_count: PositiveInteger | UnsetType = UNSET
+    context_length: PositiveInteger | UnsetType = UNSET
+    modality: Identifier | UnsetType = UNSET
+    license: Text200 | UnsetType = UNSET
 
 
-class ModelRevision(Manifest):
+class ModelRevision(Manifest, kw_only=True, frozen=True):
     kind: Literal["ModelRevision"]
     spec: ModelRevisionSpec

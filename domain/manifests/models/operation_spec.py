@@ -5,11 +5,12 @@ Mirrors ``kernelindex-schemas/operation-spec.v1alpha1.schema.json`` (Apache-2.0,
 
 from typing import Annotated, Literal
 
-from annotated_types import MinLen
-from pydantic import StringConstraints
+from msgspec import Meta
 
 from domain.manifests.models.common import (
+    UNSET,
     ArtifactRef,
+    AxisExpression,
     Dimension,
     Identifier,
     Manifest,
@@ -17,58 +18,57 @@ from domain.manifests.models.common import (
     Slug,
     StrictModel,
     Text2000,
+    UnsetType,
 )
 
-AxisExpression = Annotated[str, StringConstraints(max_length=200, pattern=r"^[a-z0-9_+\-*%/() ]+$")]
 
-
-class AxisDefinition(StrictModel):
+class AxisDefinition(StrictModel, kw_only=True, frozen=True):
     role: Literal["variable", "constant", "derived"]
     type: Literal["integer"]
-    value: SafeInteger | None = None
-    minimum: SafeInteger | None = None
-    maximum: SafeInteger | None = None
-    expression: AxisExpression | None = None
+    value: SafeInteger | UnsetType = UNSET
+    minimum: SafeInteger | UnsetType = UNSET
+    maximum: SafeInteger | UnsetType = UNSET
+    expression: AxisExpression | UnsetType = UNSET
 
 
-class TensorSignature(StrictModel):
-    shape: Annotated[list[Dimension], MinLen(1)]
+class TensorSignature(StrictModel, kw_only=True, frozen=True):
+    shape: Annotated[list[Dimension], Meta(min_length=1)]
     dtype: Identifier
-    layout: Literal["row_major", "col_major", "contiguous", "strided"] | None = None
+    layout: Literal["row_major", "col_major", "contiguous", "strided"] | UnsetType = UNSET
 
 
-class ScalarSignature(StrictModel):
+class ScalarSignature(StrictModel, kw_only=True, frozen=True):
     dtype: Identifier
 
 
-class Parameter(StrictModel):
+class Parameter(StrictModel, kw_only=True, frozen=True):
     """An input or output: a tensor, a scalar, or (as the schema allows) neither."""
 
     name: Identifier
-    tensor: TensorSignature | None = None
-    scalar: ScalarSignature | None = None
+    tensor: TensorSignature | UnsetType = UNSET
+    scalar: ScalarSignature | UnsetType = UNSET
 
 
-class Semantics(StrictModel):
-    expression: Text2000 | None = None
+class Semantics(StrictModel, kw_only=True, frozen=True):
+    expression: Text2000 | UnsetType = UNSET
     mutation: Literal["none", "in_place", "destination"]
     determinism: Literal["deterministic", "nondeterministic", "unspecified"]
 
 
-class ReferenceImplementation(StrictModel):
+class ReferenceImplementation(StrictModel, kw_only=True, frozen=True):
     language: Identifier
-    artifact: ArtifactRef | None = None
+    artifact: ArtifactRef | UnsetType = UNSET
 
 
-class OperationSpecSpec(StrictModel):
+class OperationSpecSpec(StrictModel, kw_only=True, frozen=True):
     family: Slug
     axes: dict[Identifier, AxisDefinition]
-    inputs: Annotated[list[Parameter], MinLen(1)]
-    outputs: Annotated[list[Parameter], MinLen(1)]
+    inputs: Annotated[list[Parameter], Meta(min_length=1)]
+    outputs: Annotated[list[Parameter], Meta(min_length=1)]
     semantics: Semantics
-    reference: ReferenceImplementation | None = None
+    reference: ReferenceImplementation | UnsetType = UNSET
 
 
-class OperationSpec(Manifest):
+class OperationSpec(Manifest, kw_only=True, frozen=True):
     kind: Literal["OperationSpec"]
     spec: OperationSpecSpec

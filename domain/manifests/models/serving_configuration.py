@@ -7,6 +7,7 @@ KernelIndex).
 from typing import Literal
 
 from domain.manifests.models.common import (
+    UNSET,
     Identifier,
     Manifest,
     PositiveInteger,
@@ -14,45 +15,46 @@ from domain.manifests.models.common import (
     StrictModel,
     Text200,
     Text500,
+    UnsetType,
 )
 
 
-class Parallelism(StrictModel):
-    tensor: PositiveInteger | None = None
-    pipeline: PositiveInteger | None = None
-    data: PositiveInteger | None = None
-    expert: PositiveInteger | None = None
-    context: PositiveInteger | None = None
+class Parallelism(StrictModel, kw_only=True, frozen=True):
+    tensor: PositiveInteger | UnsetType = UNSET
+    pipeline: PositiveInteger | UnsetType = UNSET
+    data: PositiveInteger | UnsetType = UNSET
+    expert: PositiveInteger | UnsetType = UNSET
+    context: PositiveInteger | UnsetType = UNSET
 
 
-class KvCache(StrictModel):
-    dtype: Identifier | None = None
-    capacity_tokens: PositiveInteger | None = None
+class KvCache(StrictModel, kw_only=True, frozen=True):
+    dtype: Identifier | UnsetType = UNSET
+    capacity_tokens: PositiveInteger | UnsetType = UNSET
 
 
-class Limits(StrictModel):
-    max_sequence_length: PositiveInteger | None = None
-    max_batch_size: PositiveInteger | None = None
-    max_num_tokens: PositiveInteger | None = None
+class Limits(StrictModel, kw_only=True, frozen=True):
+    max_sequence_length: PositiveInteger | UnsetType = UNSET
+    max_batch_size: PositiveInteger | UnsetType = UNSET
+    max_num_tokens: PositiveInteger | UnsetType = UNSET
 
 
-class Speculative(StrictModel):
+class Speculative(StrictModel, kw_only=True, frozen=True):
     method: Identifier
-    draft_model: Text200 | None = None
+    draft_model: Text200 | UnsetType = UNSET
 
 
-class ServingConfigurationSpec(StrictModel):
+class ServingConfigurationSpec(StrictModel, kw_only=True, frozen=True):
     stack_digest: Sha256Digest
-    dtype: Identifier | None = None
-    quantization: Identifier | None = None
-    parallelism: Parallelism | None = None
-    attention_backend: Identifier | None = None
-    kv_cache: KvCache | None = None
-    limits: Limits | None = None
-    speculative: Speculative | None = None
-    options: dict[Identifier, Text500] | None = None
+    dtype: Identifier | UnsetType = UNSET
+    quantization: Identifier | UnsetType = UNSET
+    parallelism: Parallelism | UnsetType = UNSET
+    attention_backend: Identifier | UnsetType = UNSET
+    kv_cache: KvCache | UnsetType = UNSET
+    limits: Limits | UnsetType = UNSET
+    speculative: Speculative | UnsetType = UNSET
+    options: dict[Identifier, Text500] | UnsetType = UNSET
 
 
-class ServingConfiguration(Manifest):
+class ServingConfiguration(Manifest, kw_only=True, frozen=True):
     kind: Literal["ServingConfiguration"]
     spec: ServingConfigurationSpec

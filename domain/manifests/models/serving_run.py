@@ -5,9 +5,10 @@ Mirrors ``kernelindex-schemas/serving-run.v1alpha1.schema.json`` (Apache-2.0, Ke
 
 from typing import Annotated, Literal
 
-from annotated_types import Len, MaxLen
+from msgspec import Meta
 
 from domain.manifests.models.common import (
+    UNSET,
     Identifier,
     Manifest,
     Measurement,
@@ -20,23 +21,24 @@ from domain.manifests.models.common import (
     Text200,
     Text500,
     Timestamp,
+    UnsetType,
 )
 
 
-class Topology(StrictModel):
-    accelerator_vendor: Identifier | None = None
+class Topology(StrictModel, kw_only=True, frozen=True):
+    accelerator_vendor: Identifier | UnsetType = UNSET
     accelerator_model: Text200
     accelerators_per_node: PositiveInteger
     node_count: PositiveInteger
-    interconnect: Text200 | None = None
+    interconnect: Text200 | UnsetType = UNSET
 
 
-class ServingHarness(StrictModel):
+class ServingHarness(StrictModel, kw_only=True, frozen=True):
     name: Identifier
     version: Text100
 
 
-class ServingSourceNative(StrictModel):
+class ServingSourceNative(StrictModel, kw_only=True, frozen=True):
     """The result as the source (e.g. MLPerf Inference) published it."""
 
     source: Slug
@@ -45,24 +47,24 @@ class ServingSourceNative(StrictModel):
     division: Identifier
     category: Identifier
     external_id: Text500
-    metrics: dict[Identifier, NumberOrText500] | None = None
+    metrics: dict[Identifier, NumberOrText500] | UnsetType = UNSET
 
 
-class ServingRunSpec(StrictModel):
+class ServingRunSpec(StrictModel, kw_only=True, frozen=True):
     model_digest: Sha256Digest
     configuration_digest: Sha256Digest
     workload_digest: Sha256Digest
     topology: Topology
     harness: ServingHarness
-    placement: Identifier | None = None
+    placement: Identifier | UnsetType = UNSET
     quality_policy: Identifier
     status: Literal["valid", "invalid", "incomplete_evidence"]
-    measurements: Annotated[list[Measurement], Len(1, 64)]
-    source_native: ServingSourceNative | None = None
-    caveats: Annotated[list[Text500], MaxLen(16)] | None = None
+    measurements: Annotated[list[Measurement], Meta(min_length=1, max_length=64)]
+    source_native: ServingSourceNative | UnsetType = UNSET
+    caveats: Annotated[list[Text500], Meta(max_length=16)] | UnsetType = UNSET
     observed_at: Timestamp
 
 
-class ServingRun(Manifest):
+class ServingRun(Manifest, kw_only=True, frozen=True):
     kind: Literal["ServingRun"]
     spec: ServingRunSpec

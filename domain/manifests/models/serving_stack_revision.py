@@ -6,9 +6,10 @@ KernelIndex).
 
 from typing import Annotated, Literal
 
-from annotated_types import MaxLen
+from msgspec import Meta
 
 from domain.manifests.models.common import (
+    UNSET,
     GitCommit,
     Identifier,
     Manifest,
@@ -17,28 +18,29 @@ from domain.manifests.models.common import (
     Text120,
     Text200,
     Text2000,
+    UnsetType,
 )
 
 
-class StackProject(StrictModel):
+class StackProject(StrictModel, kw_only=True, frozen=True):
     name: Text200
-    repository: Text2000 | None = None
+    repository: Text2000 | UnsetType = UNSET
 
 
-class StackRevision(StrictModel):
-    version: Text120 | None = None
-    commit: GitCommit | None = None
-    container_digest: Sha256Digest | None = None
+class StackRevision(StrictModel, kw_only=True, frozen=True):
+    version: Text120 | UnsetType = UNSET
+    commit: GitCommit | UnsetType = UNSET
+    container_digest: Sha256Digest | UnsetType = UNSET
 
 
-class ServingStackRevisionSpec(StrictModel):
+class ServingStackRevisionSpec(StrictModel, kw_only=True, frozen=True):
     project: StackProject
     revision: StackRevision
-    backends: Annotated[list[Identifier], MaxLen(8)] | None = None
-    api_protocol: Identifier | None = None
-    license: Text200 | None = None
+    backends: Annotated[list[Identifier], Meta(max_length=8)] | UnsetType = UNSET
+    api_protocol: Identifier | UnsetType = UNSET
+    license: Text200 | UnsetType = UNSET
 
 
-class ServingStackRevision(Manifest):
+class ServingStackRevision(Manifest, kw_only=True, frozen=True):
     kind: Literal["ServingStackRevision"]
     spec: ServingStackRevisionSpec

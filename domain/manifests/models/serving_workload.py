@@ -5,9 +5,10 @@ Mirrors ``kernelindex-schemas/serving-workload.v1alpha1.schema.json`` (Apache-2.
 
 from typing import Annotated, Literal
 
-from annotated_types import MaxLen
+from msgspec import Meta
 
 from domain.manifests.models.common import (
+    UNSET,
     Identifier,
     Manifest,
     Number,
@@ -16,27 +17,28 @@ from domain.manifests.models.common import (
     Sha256Digest,
     StrictModel,
     Text200,
+    UnsetType,
 )
 
 
-class Dataset(StrictModel):
+class Dataset(StrictModel, kw_only=True, frozen=True):
     name: Text200
-    digest: Sha256Digest | None = None
+    digest: Sha256Digest | UnsetType = UNSET
 
 
-class TokenDistribution(StrictModel):
+class TokenDistribution(StrictModel, kw_only=True, frozen=True):
     distribution: Identifier
-    mean: PositiveNumber | None = None
-    maximum: PositiveInteger | None = None
-    artifact_digest: Sha256Digest | None = None
+    mean: PositiveNumber | UnsetType = UNSET
+    maximum: PositiveInteger | UnsetType = UNSET
+    artifact_digest: Sha256Digest | UnsetType = UNSET
 
 
-class Tokens(StrictModel):
-    prompt: TokenDistribution | None = None
-    output: TokenDistribution | None = None
+class Tokens(StrictModel, kw_only=True, frozen=True):
+    prompt: TokenDistribution | UnsetType = UNSET
+    output: TokenDistribution | UnsetType = UNSET
 
 
-class SloTarget(StrictModel):
+class SloTarget(StrictModel, kw_only=True, frozen=True):
     metric: Identifier
     statistic: Identifier
     operator: Literal["<=", "<"]
@@ -44,24 +46,24 @@ class SloTarget(StrictModel):
     unit: Identifier
 
 
-class Sampling(StrictModel):
-    temperature: Number | None = None
-    seeded: bool | None = None
+class Sampling(StrictModel, kw_only=True, frozen=True):
+    temperature: Number | UnsetType = UNSET
+    seeded: bool | UnsetType = UNSET
 
 
-class ServingWorkloadSpec(StrictModel):
-    dataset: Dataset | None = None
-    tokens: Tokens | None = None
+class ServingWorkloadSpec(StrictModel, kw_only=True, frozen=True):
+    dataset: Dataset | UnsetType = UNSET
+    tokens: Tokens | UnsetType = UNSET
     streaming: bool
     load_generation: Literal["open_loop", "closed_loop", "offline"]
-    arrival: Identifier | None = None
-    request_rate_per_second: PositiveNumber | None = None
-    slo: Annotated[list[SloTarget], MaxLen(8)] | None = None
-    sampling: Sampling | None = None
-    duration_seconds: PositiveInteger | None = None
-    request_count: PositiveInteger | None = None
+    arrival: Identifier | UnsetType = UNSET
+    request_rate_per_second: PositiveNumber | UnsetType = UNSET
+    slo: Annotated[list[SloTarget], Meta(max_length=8)] | UnsetType = UNSET
+    sampling: Sampling | UnsetType = UNSET
+    duration_seconds: PositiveInteger | UnsetType = UNSET
+    request_count: PositiveInteger | UnsetType = UNSET
 
 
-class ServingWorkload(Manifest):
+class ServingWorkload(Manifest, kw_only=True, frozen=True):
     kind: Literal["ServingWorkload"]
     spec: ServingWorkloadSpec

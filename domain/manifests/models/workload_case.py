@@ -5,9 +5,10 @@ Mirrors ``kernelindex-schemas/workload-case.v1alpha1.schema.json`` (Apache-2.0, 
 
 from typing import Annotated, Literal
 
-from annotated_types import MinLen
+from msgspec import Meta
 
 from domain.manifests.models.common import (
+    UNSET,
     ArtifactRef,
     AxisValues,
     Fraction,
@@ -20,48 +21,49 @@ from domain.manifests.models.common import (
     SafeInteger,
     Sha256Digest,
     StrictModel,
+    UnsetType,
 )
 
 SpecialValuePolicy = Literal["reject", "exact_match", "ignore"]
 
 
-class TensorData(StrictModel):
+class TensorData(StrictModel, kw_only=True, frozen=True):
     generator: Identifier
-    seed: NonNegativeInteger | None = None
-    parameters: dict[Identifier, Number] | None = None
-    artifact: ArtifactRef | None = None
+    seed: NonNegativeInteger | UnsetType = UNSET
+    parameters: dict[Identifier, Number] | UnsetType = UNSET
+    artifact: ArtifactRef | UnsetType = UNSET
 
 
-class TensorInstance(StrictModel):
-    shape: Annotated[list[NonNegativeInteger], MinLen(1)]
+class TensorInstance(StrictModel, kw_only=True, frozen=True):
+    shape: Annotated[list[NonNegativeInteger], Meta(min_length=1)]
     dtype: Identifier
-    strides: list[SafeInteger] | None = None
-    alignment_bytes: PositiveInteger | None = None
-    data: TensorData | None = None
+    strides: list[SafeInteger] | UnsetType = UNSET
+    alignment_bytes: PositiveInteger | UnsetType = UNSET
+    data: TensorData | UnsetType = UNSET
 
 
-class ScalarInstance(StrictModel):
+class ScalarInstance(StrictModel, kw_only=True, frozen=True):
     dtype: Identifier
     value: Number
 
 
-class CaseCorrectness(StrictModel):
+class CaseCorrectness(StrictModel, kw_only=True, frozen=True):
     comparator: Identifier
-    max_absolute_error: NonNegativeNumber | None = None
-    max_relative_error: NonNegativeNumber | None = None
-    required_matched_ratio: Fraction | None = None
-    nan_policy: SpecialValuePolicy | None = None
-    infinity_policy: SpecialValuePolicy | None = None
+    max_absolute_error: NonNegativeNumber | UnsetType = UNSET
+    max_relative_error: NonNegativeNumber | UnsetType = UNSET
+    required_matched_ratio: Fraction | UnsetType = UNSET
+    nan_policy: SpecialValuePolicy | UnsetType = UNSET
+    infinity_policy: SpecialValuePolicy | UnsetType = UNSET
 
 
-class WorkloadCaseSpec(StrictModel):
+class WorkloadCaseSpec(StrictModel, kw_only=True, frozen=True):
     operation_spec_digest: Sha256Digest
     axes: AxisValues
     tensors: dict[Identifier, TensorInstance]
-    scalars: dict[Identifier, ScalarInstance] | None = None
+    scalars: dict[Identifier, ScalarInstance] | UnsetType = UNSET
     correctness: CaseCorrectness
 
 
-class WorkloadCase(Manifest):
+class WorkloadCase(Manifest, kw_only=True, frozen=True):
     kind: Literal["WorkloadCase"]
     spec: WorkloadCaseSpec
