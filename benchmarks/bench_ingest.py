@@ -39,6 +39,7 @@ import os
 import shutil
 import time
 import uuid
+from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 from typing import Any
 
@@ -51,12 +52,14 @@ from benchmarks.suite import Clocks, Context, FigureResult, Row, at_least, fmt, 
 from domain.manifests.manifest_set import check_manifest_set
 from domain.statements import parse_statement
 from ledger.admission_checks import KnownKeys, check_stateless
+from ledger.group_commit import commit_group
 from ledger.home import LedgerHome
+from ledger.logged_event import LoggedEvent
 from ledger.remote_writer import RemoteWriter
 from ledger.signing.authoring import ingestion_envelope
 from ledger.signing.dsse import pae, parse_envelope
 from ledger.signing.keys import SigningKey
-from ledger.writer_process import WriterProcess
+from ledger.writer_process import WriterProcess, _answer
 
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / ".cache"
@@ -178,7 +181,11 @@ def server_layout(
             writer_cpu0 = _process_cpu_s(writer.pid)
             with Clocks() as clocks:
                 for first in range(0, len(timed), window):
-                    replies = [client.submit(worker(raw)) for raw in timed[first : first + window]]
+                    # A window's worth checked, then sent together: as that many clients'
+                    # requests reach the writer together from several workers (sent as each
+                    # is checked, one thread's pace would cut the writer's groups short).
+                    items = [worker(raw) for raw in timed[first : first + window]]
+                    replies = [client.submit(item) for item in items]
                     for reply in replies:
                         reply.result(timeout=120)
             writer_cpu = _process_cpu_s(writer.pid) - writer_cpu0
@@ -193,6 +200,43 @@ def server_layout(
     found["envelopes"] = len(timed)
     found["writerProcessCpuSeconds"] = round(writer_cpu, 4)
     found["writerCpuMicrosPerEnvelope"] = round(writer_cpu / max(len(timed), 1) * 1e6, 1)
+    return found
+
+
+def writer_work(
+    ledger: Any, envelopes: list[dict[str, Any]], group: int, *, worker_checks: bool
+) -> dict[str, Any]:
+    """The writer process's own work per envelope when it is the bottleneck (requests wait,
+    so each group is full): a group's requests unpickled as its socket delivers them,
+    ``commit_group``, its answers pickled; on this thread, timed apart from the worker's part
+    (each envelope prepared and pickled first, as ``server_layout``'s worker does)."""
+    keys = KnownKeys(ledger.key_states)
+
+    def worker(raw: dict[str, Any]) -> bytes:
+        if worker_checks:
+            return bytes(ForkingPickler.dumps((0, check_stateless(raw, keys))))
+        envelope = parse_envelope(raw)
+        envelope.statement()
+        return bytes(ForkingPickler.dumps((0, envelope)))
+
+    warm_shared_manifests(len(envelopes))
+    with Clocks() as worker_clocks:
+        messages = [worker(raw) for raw in envelopes]
+    refused: list[object] = []
+    with Clocks() as clocks:
+        for first in range(0, len(messages), group):
+            requests = [ForkingPickler.loads(m) for m in messages[first : first + group]]
+            results = commit_group(ledger, [envelope for _, envelope in requests])
+            answers = [(n, *_answer(r)) for (n, _), r in zip(requests, results, strict=True)]
+            ForkingPickler.dumps(answers)
+            refused += [r for r in results if not isinstance(r, LoggedEvent)]
+    if refused:
+        raise SystemExit(f"the writer refused {refused[0]!r}")
+    found = clocks.json(len(envelopes))
+    found["workerChecks"] = worker_checks
+    found["workerThreadCpuMicrosPerEnvelope"] = round(
+        worker_clocks.cpu / max(len(envelopes), 1) * 1e6, 1
+    )
     return found
 
 
@@ -241,6 +285,10 @@ def measure(count: int, group: int, console: Console, step: Any = None) -> dict[
                 refused += sum(1 for r in results if not hasattr(r, "position"))
         if refused:
             raise SystemExit(f"{refused} ingestions were refused by append_many")
+        say(f"the writer's own work, groups of {group}, x {count}, writer checks / worker checks")
+        spare = signed_ingestions(ingester, 2 * count, first=total + 2 * layout_count)
+        writer_alone = writer_work(ledger, spare[:count], group, worker_checks=False)
+        writer_fed = writer_work(ledger, spare[count:], group, worker_checks=True)
         events = int(ledger.store.last_position())
         ledger.close()
         say(f"server layout: writer process, {group} in flight, x {count}, writer checks")
@@ -290,10 +338,12 @@ def measure(count: int, group: int, console: Console, step: Any = None) -> dict[
         "serverLayout": layout,
         "ratioServerLayout": round(layout["perSecond"] / ed25519["wall"], 4),
         "serverLayoutWriterChecks": before,
-        # What the writer alone could take: one core's worth of its CPU per envelope.
-        "ratioWriterBound": round(1e6 / layout["writerCpuMicrosPerEnvelope"] / ed25519["cpu"], 4),
+        # What the writer could take, saturated: one core's worth of its own work.
+        "writerWork": writer_fed,
+        "writerWorkWriterChecks": writer_alone,
+        "ratioWriterBound": round(writer_fed["perThreadCpuSecond"] / ed25519["cpu"], 4),
         "ratioWriterBoundWriterChecks": round(
-            1e6 / before["writerCpuMicrosPerEnvelope"] / ed25519["cpu"], 4
+            writer_alone["perThreadCpuSecond"] / ed25519["cpu"], 4
         ),
     }
 
@@ -354,19 +404,22 @@ def figure(ctx: Context) -> FigureResult:
                 f"{worker_us:.0f} µs; load {load_text(*layout['loadAverage'].values())}",
             )
         )
-    writer_rate = 1e6 / m["serverLayout"]["writerCpuMicrosPerEnvelope"]
+    writer_rate = m["writerWork"]["perThreadCpuSecond"]
+    alone_us = 1e6 / m["writerWorkWriterChecks"]["perThreadCpuSecond"]
     bound_ok, bound_to_target = at_least(m["ratioWriterBound"], WRITER_BOUND_TARGET)
     rows.append(
         Row(
             FIGURE,
-            "  writer-bound rate (1 s ÷ writer CPU per envelope), checks in the worker",
+            "  writer-bound rate (the writer's own work, full groups of 32), checks in the worker",
             f"{fmt(writer_rate)}/s",
             f"Ed25519 {fmt(ed_cpu)}/s (thread-CPU)",
             m["ratioWriterBound"],
             target=f"ratio ≥ {WRITER_BOUND_TARGET}",
             passed=bound_ok,
             to_target=bound_to_target,
-            note=f"writer checks: {m['ratioWriterBoundWriterChecks']:.3f}",
+            note=f"{1e6 / writer_rate:.0f} µs per envelope (worker "
+            f"{m['writerWork']['workerThreadCpuMicrosPerEnvelope']:.0f} µs); writer checks: "
+            f"{alone_us:.0f} µs, ratio {m['ratioWriterBoundWriterChecks']:.3f}",
         )
     )
     # Thread-CPU, not wall: on a busy machine a stage's wall time is mostly waiting its turn.
