@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -165,28 +166,47 @@ def _signer_key(
 class KnownKeys:
     """A worker's key ids → public keys, read from the log's key book on first use. A key
     id is the hash of its key's bytes, so what is found stays true for good (revocation,
-    expiry and roles are the writer's to judge); an id not found is asked again next time
-    (it may be registered by then)."""
+    expiry and roles are the writer's to judge). An id not found is not read again for
+    ``miss_s`` (bodies naming made-up key ids cost one read each otherwise): meanwhile the
+    worker sends no verdict for it and the writer verifies, as for any key it does not know.
+    """
 
     def __init__(
-        self, read: Callable[[Iterable[str]], Mapping[str, KeyState]], size: int = 10_000
+        self,
+        read: Callable[[Iterable[str]], Mapping[str, KeyState]],
+        size: int = 10_000,
+        miss_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._read = read
         self._size = size
+        self._miss_s = miss_s
+        self._clock = clock
         self._keys: OrderedDict[str, PublicKey] = OrderedDict()
+        self._missed: OrderedDict[str, float] = OrderedDict()  # key id → when it was missed
         self._lock = threading.Lock()
 
     def __call__(self, key_id: str) -> PublicKey | None:
+        now = self._clock()
         with self._lock:
             key = self._keys.get(key_id)
             if key is not None:
                 self._keys.move_to_end(key_id)
                 return key
+            missed = self._missed.get(key_id)
+            if missed is not None and now - missed < self._miss_s:
+                return None
         state = self._read([key_id]).get(key_id)
-        if state is None:
-            return None
         with self._lock:
-            self._keys[key_id] = state.public_key
-            if len(self._keys) > self._size:
-                self._keys.popitem(last=False)
+            if state is None:
+                self._remember(self._missed, key_id, now)
+                return None
+            self._missed.pop(key_id, None)
+            self._remember(self._keys, key_id, state.public_key)
         return state.public_key
+
+    def _remember(self, found: OrderedDict[str, T], key_id: str, value: T) -> None:
+        found[key_id] = value
+        found.move_to_end(key_id)
+        if len(found) > self._size:
+            found.popitem(last=False)

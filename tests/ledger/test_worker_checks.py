@@ -214,3 +214,28 @@ def test_a_worker_refuses_what_the_writer_would_whatever_the_log_holds(world: Wo
             writers.message,
         )
     assert worker_checked(world, ingestion_envelope(world.seed, world.ingester)).refusal() is None
+
+
+def test_a_workers_key_book_reads_a_missing_key_again_only_after_a_while(world: World) -> None:
+    """A key id found stays found (its bytes never change); one not found is read again
+    after ``miss_s``, so a key registered meanwhile gets its verdicts from then on."""
+    reads: list[list[str]] = []
+
+    def read(key_ids: Any) -> Any:
+        reads.append(list(key_ids))
+        return world.ledger.key_states(key_ids)
+
+    now = [0.0]
+    keys = KnownKeys(read, miss_s=1.0, clock=lambda: now[0])
+    fresh = SigningKey.generate()
+    assert keys(fresh.key_id) is None and keys(fresh.key_id) is None
+    assert len(reads) == 1, "a miss is remembered for a while"
+    world.ledger.append(
+        key_registration_envelope(fresh.public, [Role.INGESTER], world.admin, now=world.clock.now)
+    )
+    assert keys(fresh.key_id) is None  # still remembered missing: the writer verifies
+    now[0] = 1.5
+    assert keys(fresh.key_id) == fresh.public
+    assert keys(fresh.key_id) == fresh.public and len(reads) == 2
+    checked = check_stateless(ingestion_envelope(world.seed, fresh, now=world.clock.now), keys)
+    assert checked.verdict is not None
