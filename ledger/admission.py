@@ -24,8 +24,8 @@ from domain.errors import DigestMismatchError, DomainError, ManifestError
 from domain.rerun_binding import check_agent_registration
 from domain.run_facts import comparison_key_of
 from domain.statements import KeyAction, LifecycleAction, PredicateType
-from domain.statements import parse_predicate as _parse_predicate
 from ledger.admission_cache import GroupState, KeyCache, RunCache
+from ledger.admission_checks import Checked, check_stateless
 from ledger.admission_lookups import AdmissionLookups
 from ledger.admission_types import Admitted, AdmittedGroup, _signed, _unprocessable
 from ledger.aggregates import Principal, Run, Signed, principal_id, run_id
@@ -33,10 +33,10 @@ from ledger.authority import (
     Authorization,
     LogPoint,
     authorize,
-    check_ingestion,
     check_key_statement,
     check_timely,
     quantize,
+    signed_or_vouched,
 )
 from ledger.authority.job_code import check_job_code
 from ledger.authority.key_book import check_device
@@ -48,9 +48,9 @@ from ledger.errors import (
     is_store_failure,
 )
 from ledger.logged_event import LoggedEvent
-from ledger.signing import dsse
 from ledger.signing.dsse import Envelope, SignatureError
 from ledger.signing.trust import TrustRoot
+from ledger.signing.verdict import SignatureVerdict
 from ledger.store.artifacts import ArtifactStore
 from ledger.store.event_store import EventStore
 from ledger.store.stored_events import stored_versions
@@ -76,9 +76,6 @@ KEY_CACHE_SIZE = 10_000
 _ONE_MS = timedelta(milliseconds=1)
 P = TypeVar("P", bound="SignedPredicate")
 Outcome = LoggedEvent | Run | Principal  # a duplicate's receipt, or an aggregate to store
-parse_envelope = timed(Stage.PARSE)(dsse.parse_envelope)
-parse_predicate = timed(Stage.PREDICATE)(_parse_predicate)
-signed_by = timed(Stage.VERIFY)(dsse.signed_by)
 
 _log = logging.getLogger(__name__)
 
@@ -105,7 +102,7 @@ class Admission(AdmissionLookups):
         self._keys = KeyCache(KEY_CACHE_SIZE)
         self._last_received: datetime | None = None
         # Each statement type's rule, built once (not per envelope).
-        self._rules: dict[PredicateType, Callable[[Envelope, Statement], Outcome]] = {
+        self._rules: dict[PredicateType, Callable[[Checked], Outcome]] = {
             PredicateType.INGESTION: self._ingestion,
             PredicateType.ATTESTATION: self._attestation,
             PredicateType.KEY: self._key,
@@ -120,14 +117,12 @@ class Admission(AdmissionLookups):
 
     def admit(self, envelopes: Sequence[object]) -> AdmittedGroup:
         """Admit envelopes in order, each seeing the effect of those before it. Each is the
-        JSON value received, or an ``Envelope`` the edge already parsed (not parsed again)."""
-        parsed: list[tuple[Envelope, Statement] | DomainError] = []
+        JSON value received, an ``Envelope`` the edge already parsed, or a ``Checked`` one (a
+        server's worker ran the stateless checks: ``ledger.admission_checks``)."""
+        parsed: list[Checked | DomainError] = []
         for raw in envelopes:
             try:
-                envelope = raw if isinstance(raw, Envelope) else parse_envelope(raw)
-                statement = envelope.statement()
-                envelope.signed_digest  # noqa: B018 - read here: what the group matches on
-                parsed.append((envelope, statement))
+                parsed.append(check_stateless(raw))
             except DomainError as exc:
                 parsed.append(exc)
             except Exception as exc:  # reading one envelope touches no state
@@ -143,9 +138,7 @@ class Admission(AdmissionLookups):
                 self._before_group()
             return self._admit_parsed(parsed)
 
-    def _admit_parsed(
-        self, parsed: list[tuple[Envelope, Statement] | DomainError]
-    ) -> AdmittedGroup:
+    def _admit_parsed(self, parsed: list[Checked | DomainError]) -> AdmittedGroup:
         out = AdmittedGroup()
         admitted_digests: dict[str, int] = {}
         group = self._group
@@ -161,15 +154,15 @@ class Admission(AdmissionLookups):
                 if isinstance(item, DomainError):
                     out.results.append(item)
                     continue
-                envelope, statement = item
+                envelope, statement = item.envelope, item.statement
                 group.fetched = []
                 try:
                     if envelope.signed_digest in admitted_digests:  # sent twice in a group
                         first = admitted_digests[envelope.signed_digest]
-                        self._check_resubmission(envelope, envelope.keyid)
+                        self._check_resubmission(envelope, envelope.keyid, item.verdict)
                         out.results.append(Admitted(first, statement, True))
                         continue
-                    outcome = self._admit(envelope, statement)
+                    outcome = self._admit(item)
                 except DomainError as exc:
                     self._undo(group.fetched, out)
                     out.results.append(exc)
@@ -232,10 +225,10 @@ class Admission(AdmissionLookups):
                 )
 
     @timed(Stage.KEYS)
-    def _read_versions(self, group: GroupState, parsed: list[tuple[Envelope, Statement]]) -> None:
-        named = {envelope.keyid for envelope, _ in parsed}
+    def _read_versions(self, group: GroupState, parsed: list[Checked]) -> None:
+        named = {c.envelope.keyid for c in parsed}
         cached = self._keys.known(named)
-        runs = {run_id(statement.subject_digest) for _, statement in parsed}
+        runs = {run_id(c.statement.subject_digest) for c in parsed}
         group.versions = stored_versions(self.store, runs | {principal_id(k) for k in cached})
         group.asked = frozenset(runs)
         group.keys = dict(self._keys.unchanged(cached, group.versions))
@@ -258,21 +251,22 @@ class Admission(AdmissionLookups):
 
     # -------------------------------------------------------- the rules
 
-    def _admit(self, envelope: Envelope, statement: Statement) -> Outcome:
-        handler = self._rules.get(statement.predicateType)
+    def _admit(self, c: Checked) -> Outcome:
+        handler = self._rules.get(c.statement.predicateType)
         if handler is None:
-            raise ManifestError(f"predicate type {statement.predicateType} is not accepted yet")
-        return handler(envelope, statement)
+            raise ManifestError(f"predicate type {c.statement.predicateType} is not accepted yet")
+        return handler(c)
 
-    def _ingestion(self, envelope: Envelope, statement: Statement) -> Outcome:
+    def _ingestion(self, c: Checked) -> Outcome:
+        envelope, statement = c.envelope, c.statement
         existing = self.get(Run, run_id(statement.subject_digest))
         if existing is not None and envelope.signed_digest in existing.envelopes:
-            return self._duplicate(existing, envelope, statement)
-        predicate = parse_predicate(statement)
+            return self._duplicate(existing, c)
+        predicate = c.parsed_predicate()  # each stateless result taken at its old step
         assert isinstance(predicate, models.IngestionPredicate)
         now = self._received_now()
-        signer = self._authorize(envelope, statement, predicate, now)
-        checked = check_ingestion(statement, predicate)
+        signer = self._authorize(c, predicate, now)
+        checked = c.checked_run()
         if existing is not None:
             raise AlreadyExistsError(
                 f"run {checked.run_digest} was already ingested at {existing.ingested_at}",
@@ -292,54 +286,47 @@ class Admission(AdmissionLookups):
         return run
 
     def _about_run(
-        self,
-        envelope: Envelope,
-        statement: Statement,
-        model: type[P],
-        command: Callable[[Run, Signed, P, datetime], None],
+        self, c: Checked, model: type[P], command: Callable[[Run, Signed, P, datetime], None]
     ) -> Outcome:
         """A statement about an ingested run: the run exists, a duplicate returns its
         receipt, the predicate parses, the signer may say it; then the run's own command
         (``ledger.aggregates``) decides whether the run may take it now."""
-        run = self._existing_run(statement)
-        if envelope.signed_digest in run.envelopes:
-            return self._duplicate(run, envelope, statement)
-        predicate = parse_predicate(statement)
+        run = self._existing_run(c.statement)
+        if c.envelope.signed_digest in run.envelopes:
+            return self._duplicate(run, c)
+        predicate = c.parsed_predicate()
         assert isinstance(predicate, model)
         now = self._received_now()
-        signer = self._authorize(envelope, statement, predicate, now)
-        command(run, _signed(envelope, now, signer.signer), predicate, now)
+        signer = self._authorize(c, predicate, now)
+        command(run, _signed(c.envelope, now, signer.signer), predicate, now)
         return run
 
-    def _attestation(self, envelope: Envelope, statement: Statement) -> Outcome:
+    def _attestation(self, c: Checked) -> Outcome:
         return self._about_run(
-            envelope,
-            statement,
-            models.AttestationPredicate,
-            lambda run, signed, _, __: run.attest(signed),
+            c, models.AttestationPredicate, lambda run, signed, _, __: run.attest(signed)
         )
 
-    def _attachment(self, envelope: Envelope, statement: Statement) -> Outcome:
+    def _attachment(self, c: Checked) -> Outcome:
         def attach(run: Run, signed: Signed, _: AttachmentPredicate, __: datetime) -> None:
             had = comparison_key_of(run.manifests())
-            checked = run.attach(signed, statement.predicate["manifests"])
+            checked = run.attach(signed, c.statement.predicate["manifests"])
             group = comparison_key_of(checked.documents)
             # A run joins a comparison group when its workload arrives (it had none before).
             if had is None and group is not None:
                 self._group.join_group(run.run_digest, group, run.version)
 
-        return self._about_run(envelope, statement, models.AttachmentPredicate, attach)
+        return self._about_run(c, models.AttachmentPredicate, attach)
 
-    def _lifecycle(self, envelope: Envelope, statement: Statement) -> Outcome:
+    def _lifecycle(self, c: Checked) -> Outcome:
         def change(run: Run, signed: Signed, predicate: LifecyclePredicate, _: datetime) -> None:
             if predicate.action is LifecycleAction.RETRACT:
                 run.retract(signed)
             else:
                 run.supersede(signed, superseded_by=predicate.supersededBy)
 
-        return self._about_run(envelope, statement, models.LifecyclePredicate, change)
+        return self._about_run(c, models.LifecyclePredicate, change)
 
-    def _rerun_request(self, envelope: Envelope, statement: Statement) -> Outcome:
+    def _rerun_request(self, c: Checked) -> Outcome:
         def request(run: Run, signed: Signed, job: RerunRequestPredicate, now: datetime) -> None:
             # The job measures the run's own code, held here (domain.rerun_binding): the
             # workload's bytes are checked too, since no digest covers its reference.
@@ -353,9 +340,9 @@ class Admission(AdmissionLookups):
             )
             run.request_rerun(signed, job, now)
 
-        return self._about_run(envelope, statement, models.RerunRequestPredicate, request)
+        return self._about_run(c, models.RerunRequestPredicate, request)
 
-    def _rerun(self, envelope: Envelope, statement: Statement) -> Outcome:
+    def _rerun(self, c: Checked) -> Outcome:
         def record(run: Run, signed: Signed, result: RerunPredicate, now: datetime) -> None:
             measured = result.environment
             self._check_device(
@@ -363,47 +350,43 @@ class Admission(AdmissionLookups):
             )
             run.record_rerun(signed, result, now)
 
-        return self._about_run(envelope, statement, models.RerunPredicate, record)
+        return self._about_run(c, models.RerunPredicate, record)
 
-    def _rerun_claim(self, envelope: Envelope, statement: Statement) -> Outcome:
+    def _rerun_claim(self, c: Checked) -> Outcome:
         def claim(run: Run, signed: Signed, predicate: RerunClaimPredicate, now: datetime) -> None:
-            check_timely(statement, predicate, now)
+            check_timely(c.statement, predicate, now)
             device = predicate.device
             self._check_device(signed.signer, device.product, device.architecture, device.backend)
             run.claim_rerun(signed, predicate, now)
 
-        return self._about_run(envelope, statement, models.RerunClaimPredicate, claim)
+        return self._about_run(c, models.RerunClaimPredicate, claim)
 
-    def _key(self, envelope: Envelope, statement: Statement) -> Outcome:
+    def _key(self, c: Checked) -> Outcome:
+        envelope, statement = c.envelope, c.statement
         existing = self.get(Principal, principal_id(statement.subject_name))
         if existing is not None and envelope.signed_digest in existing.envelopes:
-            return self._duplicate(existing, envelope, statement)
-        predicate = parse_predicate(statement)
+            return self._duplicate(existing, c)
+        predicate = c.parsed_predicate()
         assert isinstance(predicate, models.KeyPredicate)
         now = self._received_now(after_everything=predicate.action is KeyAction.REVOKE)
         check_key_statement(statement, predicate, LogPoint(None, now), signer=envelope.keyid)
         if predicate.action is KeyAction.REGISTER:
-            return self._register_key(envelope, statement, predicate, existing, now)
+            return self._register_key(c, predicate, existing, now)
         if existing is None:
             raise UnknownKeyError(f"key {predicate.keyId} is not registered")
         if existing.public_key != predicate.publicKey:
             raise DigestMismatchError("publicKey differs from the registered key")
         # The key itself (on compromise) or an admin key.
-        signer = self._authorize(envelope, statement, predicate, now)
+        signer = self._authorize(c, predicate, now)
         existing.revoke(_signed(envelope, now, signer.signer), reason=predicate.reason)
         return existing
 
     def _register_key(
-        self,
-        envelope: Envelope,
-        statement: Statement,
-        predicate: KeyPredicate,
-        existing: Principal | None,
-        now: datetime,
+        self, c: Checked, predicate: KeyPredicate, existing: Principal | None, now: datetime
     ) -> Outcome:
         assert predicate.roles is not None and predicate.validFrom is not None
         check_agent_registration(predicate)
-        signer = self._authorize(envelope, statement, predicate, now)
+        signer = self._authorize(c, predicate, now)
         if existing is not None:
             raise AlreadyExistsError(
                 f"key {predicate.keyId} is already registered (at {existing.registered_at}); "
@@ -411,7 +394,7 @@ class Admission(AdmissionLookups):
                 position=self._position(existing.id, 1),
             )
         return Principal.register(
-            _signed(envelope, now, signer.signer),
+            _signed(c.envelope, now, signer.signer),
             key_id=predicate.keyId,
             public_key=predicate.publicKey,
             roles=[str(r) for r in predicate.roles],
@@ -441,18 +424,17 @@ class Admission(AdmissionLookups):
         return now
 
     @timed(Stage.AUTHORIZE)
-    def _authorize(
-        self, envelope: Envelope, statement: Statement, predicate: SignedPredicate, now: datetime
-    ) -> Authorization:
+    def _authorize(self, c: Checked, predicate: SignedPredicate, now: datetime) -> Authorization:
         """Who signed, and may they say this now (``ledger.authority``). A stored key that
         authorises the envelope is remembered, to be read again under the log's lock."""
         auth = authorize(
-            envelope,
-            statement,
+            c.envelope,
+            c.statement,
             predicate,
             keys=self.key_state,
             trust_root=self.trust_root,
             at=LogPoint(None, now),
+            verdict=c.verdict,
         )
         signers, pending = self._group.signers, self._group.aggregates
         if auth.key is not None and signers is not None and pending is not None:
@@ -461,11 +443,17 @@ class Admission(AdmissionLookups):
                 signers[pid] = auth.key.version
         return auth
 
-    def _check_resubmission(self, envelope: Envelope, signer: str) -> None:
+    def _check_resubmission(
+        self, envelope: Envelope, signer: str, verdict: SignatureVerdict | None
+    ) -> None:
         """A statement stored already, sent again: it is the same event only if it carries
         its signer's own signature (not a copy of the statement under a made-up one)."""
         state = self.key_state(signer)
-        if envelope.keyid != signer or state is None or not signed_by(envelope, state.public_key):
+        if (
+            envelope.keyid != signer
+            or state is None
+            or not signed_or_vouched(envelope, state.public_key, verdict)
+        ):
             raise SignatureError("signature does not verify under the key it names")
 
     def _existing_run(self, statement: Statement) -> Run:
@@ -479,13 +467,12 @@ class Admission(AdmissionLookups):
             )
         return run
 
-    def _duplicate(
-        self, aggregate: Run | Principal, envelope: Envelope, statement: Statement
-    ) -> LoggedEvent:
+    def _duplicate(self, aggregate: Run | Principal, c: Checked) -> LoggedEvent:
+        envelope, statement = c.envelope, c.statement
         version = aggregate.envelopes[envelope.signed_digest]
         record = self._record_at(aggregate.id, version)
         state = json.loads(record.state)
-        self._check_resubmission(envelope, str(state.get("signer", "")))
+        self._check_resubmission(envelope, str(state.get("signer", "")), c.verdict)
         return LoggedEvent(
             position=record.position,
             aggregate_id=aggregate.id,

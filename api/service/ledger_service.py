@@ -26,6 +26,7 @@ from api.service.freshness import Views
 from api.service.models.log import Health
 from domain.documents import parse_json
 from domain.statements import PredicateType
+from ledger.admission_checks import Checked, KnownKeys, check_stateless
 from ledger.application import Ledger
 from ledger.group_commit import GroupCommitWriter, Writer
 from ledger.home import HomeError, LedgerHome
@@ -55,6 +56,8 @@ class LedgerService:
         cosign each checkpoint (a server's; a command that writes once asks no one)."""
         self.ledger = ledger
         self._writer = writer
+        # The public keys of registered key ids, for the signature check made here.
+        self._known_keys = KnownKeys(ledger.key_states)
         self._writer_made = threading.Lock()
         self.witness_policy = witness_policy_of(ledger, home)
         self._witnessing = witnessing
@@ -127,7 +130,7 @@ class LedgerService:
         self, body: bytes, accepts: set[PredicateType], subject: str | None = None
     ) -> LoggedEvent:
         """Admit a signed envelope posted to an endpoint for ``accepts`` about ``subject``."""
-        logged = self.writer.append(self._checked(body, accepts, subject))
+        logged = self.writer.append(self._stateless(self._checked(body, accepts, subject)))
         self.views.written()
         return logged
 
@@ -143,14 +146,22 @@ class LedgerService:
         parse of a large body runs off the event loop; a small one, a fraction of a
         millisecond, on it: the thread hop cost more than the parse). The body is parsed
         once: the ledger admits the parsed envelope as it is. ``before_queue`` sees the key id
-        the envelope names (not yet verified) before it is queued: the rate limit's check."""
-        if len(body) <= INLINE_PARSE_BYTES:
+        the envelope names (not yet verified) before it is queued: the rate limit's check,
+        made before the stateless checks (the signature's among them), which run here, in
+        this worker, not in the writer (``ledger.admission_checks``)."""
+        inline = len(body) <= INLINE_PARSE_BYTES
+        if inline:
             envelope = self._checked(body, accepts, subject)
         else:
             envelope = await asyncio.to_thread(self._checked, body, accepts, subject)
         if before_queue is not None:
             before_queue(envelope.keyid)
-        logged = await asyncio.wrap_future(self.writer.submit(envelope))
+        checked = (
+            self._stateless(envelope)
+            if inline
+            else await asyncio.to_thread(self._stateless, envelope)
+        )
+        logged = await asyncio.wrap_future(self.writer.submit(checked))
         self.views.written()
         return logged
 
@@ -160,6 +171,15 @@ class LedgerService:
         if receipt.duplicate or not receipt.signer:
             return None
         return receipt.signer
+
+    def _stateless(self, envelope: Envelope) -> Checked:
+        """The stateless checks of admission, here; a refusal they know whatever the log
+        holds is answered here, without the writer (``Checked.refusal``)."""
+        checked = check_stateless(envelope, self._known_keys)
+        refusal = checked.refusal()
+        if refusal is not None:
+            raise refusal
+        return checked
 
     @staticmethod
     def _checked(body: bytes, accepts: set[PredicateType], subject: str | None) -> Envelope:

@@ -15,6 +15,7 @@ from ledger.authority.signers import (
     authorize,
     check_key_statement,
     quantize,
+    signed_or_vouched,
 )
 
 __all__ = [
@@ -28,4 +29,5 @@ __all__ = [
     "check_key_statement",
     "check_timely",
     "quantize",
+    "signed_or_vouched",
 ]

@@ -36,6 +36,7 @@ from ledger.signing.dsse import Envelope, SignatureError, UnknownKeyError
 from ledger.signing.dsse import signed_by as _signed_by
 from ledger.signing.keys import PublicKey
 from ledger.signing.trust import TrustRoot
+from ledger.signing.verdict import SignatureVerdict
 from ledger.timing import Stage, timed
 
 if TYPE_CHECKING:
@@ -45,6 +46,13 @@ if TYPE_CHECKING:
     from domain.statements import KeyPredicate, SignedPredicate, Statement
 
 signed_by = timed(Stage.VERIFY)(_signed_by)
+
+
+def signed_or_vouched(envelope: Envelope, key: PublicKey, verdict: SignatureVerdict | None) -> bool:
+    """Whether ``key`` signed ``envelope``: a verdict about exactly this envelope and key
+    (another process verified it: ``ledger.signing.verdict``) says so; else verify here."""
+    return (verdict is not None and verdict.matches(envelope, key)) or signed_by(envelope, key)
+
 
 # How far a signer's clock may run ahead of the ledger's, and how far before the ledger
 # received a key's registration the key may say it became valid.
@@ -93,19 +101,21 @@ def authorize(
     keys: KeyLookup,
     trust_root: TrustRoot,
     at: LogPoint,
+    verdict: SignatureVerdict | None = None,
 ) -> Authorization:
     """The signer of ``envelope`` if it may say ``statement`` at ``at``; else raise why
     (UnknownKeyError / SignatureError, RevokedKeyError / ExpiredKeyError / ClockSkewError,
-    WrongRoleError)."""
+    WrongRoleError). ``verdict``: a signature check made elsewhere, taken only if it names
+    the very key judged here (``signed_or_vouched``)."""
     from domain.statements import KeyPredicate  # noqa: PLC0415 - see the imports
 
     keyid = envelope.keyid
     if isinstance(predicate, KeyPredicate) and keyid == predicate.keyId:
-        return _self_signed(envelope, predicate, trust_root)
+        return _self_signed(envelope, predicate, trust_root, verdict)
     state = keys(keyid)
     if state is None or not state.registered_before(at.position):
         raise UnknownKeyError(f"no signature is by a registered key (keyid {keyid or '(empty)'})")
-    if state.key_id != keyid or not signed_by(envelope, state.public_key):
+    if state.key_id != keyid or not signed_or_vouched(envelope, state.public_key, verdict):
         raise SignatureError("signature does not verify under the registered key it names")
     check_usable(state, at, parse_time(predicate.issuedAt, "predicate.issuedAt"))
     allowed = SIGNER_ROLES[statement.predicateType]
@@ -119,10 +129,13 @@ def authorize(
 
 
 def _self_signed(
-    envelope: Envelope, predicate: KeyPredicate, trust_root: TrustRoot
+    envelope: Envelope,
+    predicate: KeyPredicate,
+    trust_root: TrustRoot,
+    verdict: SignatureVerdict | None,
 ) -> Authorization:
     own = _public_key(predicate).strong()  # a weak key "signs" anything: it vouches for nothing
-    if own.key_id != predicate.keyId or not signed_by(envelope, own):
+    if own.key_id != predicate.keyId or not signed_or_vouched(envelope, own, verdict):
         raise SignatureError("the key statement's own signature does not verify")
     if predicate.action is KeyAction.REGISTER and not (
         predicate.roles == [Role.ATTESTER] or trust_root.is_admin(predicate.keyId)

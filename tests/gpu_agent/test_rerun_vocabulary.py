@@ -28,7 +28,7 @@ from domain.statements import (
 from domain.timestamps import format_time, utc_now
 from gpu_agent.case_task import CaseOutcome
 from gpu_agent.result_assembly import case_record
-from ledger import admission
+from ledger import admission_checks
 from ledger.aggregates import run_id
 from ledger.signing.authoring import rerun_claim_envelope
 from ledger.signing.dsse import sign_envelope
@@ -164,9 +164,9 @@ def test_a_result_admitted_before_the_vocabulary_still_reads_and_verifies(
     older["cases"][0]["defences"] = [{"name": "custom-check", "outcome": "failed", "detail": "x"}]
     statement = make_statement(job["runName"], run, PredicateType.RERUN, older)
     # Admission as it was before the vocabulary: the predicate read without the new rules.
-    original = admission.parse_predicate
+    original = admission_checks.parse_predicate
     monkeypatch.setattr(
-        admission, "parse_predicate", lambda statement: original(statement, stored=True)
+        admission_checks, "parse_predicate", lambda statement: original(statement, stored=True)
     )
     reply = httpx.post(
         f"{loop.url}/v1/runs/{run}/reruns", json=sign_envelope(statement, loop.agent.key)

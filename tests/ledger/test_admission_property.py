@@ -24,6 +24,7 @@ import base64
 import copy
 import io
 import json
+import pickle
 import shutil
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -38,6 +39,7 @@ from domain.errors import DomainError
 from domain.importers.records import rerun_artifacts
 from domain.statements import PredicateType, Role, make_statement
 from domain.timestamps import format_time, utc_now
+from ledger.admission_checks import KnownKeys, check_stateless
 from ledger.application import Ledger
 from ledger.audit import audit_ledger
 from ledger.history import key_history, run_history
@@ -74,6 +76,7 @@ class Jobs:
 class Clock:
     def __init__(self, now: datetime) -> None:
         self.now = now
+        self.start = now
 
     def __call__(self) -> datetime:
         return self.now
@@ -218,11 +221,20 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 class World:
-    def __init__(self, db_url: str) -> None:
-        self.clock = Clock(utc_now().replace(microsecond=0))
-        self.keys = {name: SigningKey.generate() for name in ("admin", "ingester", "log")}
-        self.keys |= {f"k{i}": SigningKey.generate() for i in range(KEYS)}
-        self.keys["stranger"] = SigningKey.generate()
+    def __init__(self, db_url: str, *, worker: bool = False, like: World | None = None) -> None:
+        """``worker``: each envelope is sent as a server's worker sends it (its stateless
+        checks made with the key book, over the wire, its refusals answered by the worker).
+        ``like``: the same keys and clock as that world, so the same script signs the very
+        same envelopes."""
+        self.worker = worker
+        self.clock = Clock(like.clock.start if like else utc_now().replace(microsecond=0))
+        self.clock.start = self.clock.now
+        if like is not None:
+            self.keys = dict(like.keys)
+        else:
+            self.keys = {name: SigningKey.generate() for name in ("admin", "ingester", "log")}
+            self.keys |= {f"k{i}": SigningKey.generate() for i in range(KEYS)}
+            self.keys["stranger"] = SigningKey.generate()
         self.root = TrustRoot(
             "test.kernelindex/property",
             (self.keys["admin"].public,),
@@ -457,7 +469,11 @@ def play(
 
 def _send(w: World, group: list[tuple[str, dict[str, Any]]]) -> list[str]:
     before = w.count()
-    results = w.ledger.append_many([envelope for _, envelope in group])
+    results = (
+        _through_worker(w, [e for _, e in group])
+        if w.worker
+        else w.ledger.append_many([envelope for _, envelope in group])
+    )
     new = 0
     outcomes = []
     for (kind, envelope), result in zip(group, results, strict=True):
@@ -470,6 +486,28 @@ def _send(w: World, group: list[tuple[str, dict[str, Any]]]) -> list[str]:
         outcomes.append(f"{kind}:{'duplicate' if result.duplicate else 'ok'}")
     assert w.count() == before + new, "a refused envelope appended something"
     return outcomes
+
+
+def _through_worker(w: World, envelopes: list[dict[str, Any]]) -> list[Any]:
+    """What ``kernelindex serve`` does with a group: each envelope checked in a worker
+    (``LedgerService._stateless``), those it refuses answered there, the rest sent to the
+    writer as pickled over its socket."""
+    keys = KnownKeys(w.ledger.key_states)
+    results: list[Any] = []
+    sent: list[tuple[int, object]] = []
+    for envelope in envelopes:
+        try:
+            checked = check_stateless(envelope, keys)
+        except DomainError as exc:
+            results.append(exc)
+            continue
+        refusal = checked.refusal()
+        results.append(refusal)
+        if refusal is None:
+            sent.append((len(results) - 1, pickle.loads(pickle.dumps(checked))))
+    for (at, _), result in zip(sent, w.ledger.append_many([c for _, c in sent]), strict=True):
+        results[at] = result
+    return results
 
 
 def assert_everything_verifies(w: World) -> None:
@@ -491,10 +529,12 @@ def assert_everything_verifies(w: World) -> None:
     assert outcome_of(bundle) is Outcome.VERIFIED, bundle.findings
 
 
-def fresh(template: Path, tmp_path: Path, n: int) -> World:
+def fresh(
+    template: Path, tmp_path: Path, n: int, *, worker: bool = False, like: World | None = None
+) -> World:
     path = tmp_path / f"ledger-{n}.db"
     shutil.copy(template, path)
-    return World(f"sqlite:///{path}")
+    return World(f"sqlite:///{path}", worker=worker, like=like)
 
 
 _counter = iter(range(10**9))
@@ -527,6 +567,28 @@ def test_every_admitted_envelope_reverifies_and_every_refused_one_appends_nothin
     groups: list[int] | None,
 ) -> None:
     check_property(fresh(template, tmp_path, next(_counter)), script, groups)
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(script=actions, groups=grouping)
+def test_a_servers_workers_checks_change_no_outcome(
+    template: Path,
+    tmp_path: Path,
+    script: list[tuple[dict[str, Any], str, timedelta]],
+    groups: list[int] | None,
+) -> None:
+    """The stateless checks made in a worker (``ledger.admission_checks``), its refusals
+    answered there and its signature verdicts taken by the writer: every envelope gets the
+    answer the writer alone gives it (same code, or both admitted), and the property holds."""
+    alone = fresh(template, tmp_path, next(_counter))
+    workers = fresh(template, tmp_path, next(_counter), worker=True, like=alone)
+    expected = check_property(alone, script, groups)
+    assert check_property(workers, script, groups) == expected
 
 
 @pytest.mark.slow

@@ -22,7 +22,7 @@ from test_admission import SEED_NAME, World, ingest_seed, world  # noqa: F401 - 
 from domain.canonical import digest_of
 from domain.errors import DomainError
 from domain.statements import Role
-from ledger import admission
+from ledger import admission_checks
 from ledger.aggregates import Run
 from ledger.application import Ledger
 from ledger.audit import audit_ledger
@@ -319,14 +319,14 @@ def test_a_failure_of_ours_reading_one_envelope_is_its_refusal_alone(
     so, and the rest of its group is admitted."""
     run = ingest_seed(world)
     notes = _notes(world, run, "before", "unreadable", "after")
-    reader = admission.parse_envelope
+    reader = admission_checks.parse_envelope
 
     def broken(raw: object) -> Any:
         if raw is notes[1]:
             raise KeyError("keyid")
         return reader(raw)
 
-    monkeypatch.setattr(admission, "parse_envelope", broken)
+    monkeypatch.setattr(admission_checks, "parse_envelope", broken)
     before = world.count()
     first, refused, last = world.ledger.append_many(notes)
     assert isinstance(first, LoggedEvent) and isinstance(last, LoggedEvent)

@@ -454,3 +454,34 @@ def test_nul_in_manifest_text_is_refused_and_reads_go_on(
     assert tree_size(served) == before
     assert c.get(f"/v1/runs/{SEED}").status_code == 200
     assert c.get("/v1/groups").status_code == 200
+
+
+def test_a_worker_answers_an_ingestions_bad_signature_without_the_writer(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stateless checks run in the server's worker (``ledger.admission_checks``): an
+    ingestion whose signature does not verify under the key its key id names is answered
+    there, 403 bad-signature as the writer answers it, nothing stored; the writer gets the
+    envelopes that pass, with the worker's signature verdict."""
+    service = served.app.state.service
+    sent: list[Any] = []
+    submit = service.writer.submit
+
+    def counted(envelope: Any) -> Any:
+        sent.append(envelope)
+        return submit(envelope)
+
+    monkeypatch.setattr(service.writer, "submit", counted)
+    manifests = seed_manifests()
+    manifests["run"]["metadata"]["name"] = "sol-submission-38823-forged"
+    manifests["run"]["spec"]["observedAt"] = "2026-08-23T00:00:00.000Z"
+    ingester = served.home.key("ingester")
+    forged = ingestion_envelope(manifests, SigningKey.generate())
+    forged["signatures"][0]["keyid"] = ingester.key_id
+    before = tree_size(served)
+    problem_of(served.client.post("/v1/runs", json=forged), 403, "bad-signature")
+    assert tree_size(served) == before and sent == []
+    genuine = ingestion_envelope(manifests, ingester)
+    check_receipt(served.client.post("/v1/runs", json=genuine), genuine)
+    assert len(sent) == 1 and sent[0].verdict is not None
+    assert sent[0].verdict.key_sha256 == ingester.key_id

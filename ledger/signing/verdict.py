@@ -1,0 +1,62 @@
+"""A signature verdict: one process's word that an envelope's signature verified, bound to
+exactly what it checked, so another process (the writer) may take it instead of verifying.
+
+The binding is (key id, sha256 of the public-key bytes verified against, the envelope's
+signed digest, sha256 of the signature bytes). The signed digest covers the payload type,
+payload and key id but not the signature, so the signature's own digest is bound too: a
+verdict never vouches for an envelope carrying other signature bytes than those checked.
+Whoever takes a verdict compares it with the key *it* holds for that key id and with digests
+it computes itself from the envelope it holds (``matches``); on any difference it verifies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from ledger.signing.dsse import Envelope, signed_by, signed_digest
+from ledger.signing.keys import PublicKey
+
+__all__ = ["SignatureVerdict"]
+
+
+def _signature_digest(envelope: Envelope) -> str:
+    return "sha256:" + hashlib.sha256(envelope.signatures[0][1]).hexdigest()
+
+
+def _fresh_signed_digest(envelope: Envelope) -> str:
+    # Computed here from the payload, never read from the envelope's cached value: an
+    # envelope that crossed a process boundary carries its sender's cache.
+    return signed_digest(envelope.payload_type, envelope.payload, envelope.keyid)
+
+
+@dataclass(frozen=True)
+class SignatureVerdict:
+    """The envelope's one signature verified under the key whose bytes hash to ``key_sha256``
+    (a key id is that hash: ``ledger.signing.keys.key_id_of``)."""
+
+    keyid: str
+    key_sha256: str
+    signed_digest: str
+    signature_sha256: str
+
+    @classmethod
+    def of(cls, envelope: Envelope, key: PublicKey) -> SignatureVerdict | None:
+        """Verify ``envelope`` under ``key``: the verdict if it verifies, else None."""
+        if not signed_by(envelope, key):
+            return None
+        return cls(
+            envelope.keyid,
+            key.key_id,
+            _fresh_signed_digest(envelope),
+            _signature_digest(envelope),
+        )
+
+    def matches(self, envelope: Envelope, key: PublicKey) -> bool:
+        """Whether this verdict is about exactly ``envelope`` signed by exactly ``key``."""
+        return (
+            self.keyid == envelope.keyid
+            and self.key_sha256 == key.key_id  # the hash of the bytes this process holds
+            and self.signed_digest == _fresh_signed_digest(envelope)
+            and self.signature_sha256 == _signature_digest(envelope)
+        )
