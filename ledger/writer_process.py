@@ -282,10 +282,19 @@ class _Serving:
             worker.answer(batch)
 
 
-def _serve_writer(home: str, db_url: str, address: str, key: bytes, parent: Connection) -> None:
+def _serve_writer(
+    home: str,
+    db_url: str,
+    address: str,
+    key: bytes,
+    parent: Connection,
+    log_setup: Callable[[], None] | None,
+) -> None:
     """The writer process: the ledger opened to write, a listener for the workers and the
     serving thread; until the parent says stop, or is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's ^C reaches the parent's stop
+    if log_setup is not None:  # first: what the process logs, it logs as the server does
+        log_setup()
     from ledger.home import LedgerHome  # noqa: PLC0415 - the child imports what it runs
 
     # The process that writes asks the home's witnesses (if any) to cosign each checkpoint.
@@ -333,9 +342,14 @@ class WriterProcess:
     workers; ``env`` is what the workers need to reach it (the same address and key for
     every writer process it starts: a worker connects to the new one by itself)."""
 
-    def __init__(self, home: Path, db_url: str) -> None:
+    def __init__(
+        self, home: Path, db_url: str, *, log_setup: Callable[[], None] | None = None
+    ) -> None:
+        """``log_setup``: called first in each writer process (a spawned interpreter has no
+        logging configured; a server passes its own, so the writer's lines are the log's)."""
         self.home = home
         self.db_url = db_url
+        self._log_setup = log_setup
         self._folder = Path(tempfile.mkdtemp(prefix="kernelindex-writer-", dir=socket_folder()))
         self.address = str(self._folder / "writer.sock")
         self.key = secrets.token_bytes(32)
@@ -373,7 +387,7 @@ class WriterProcess:
         ours, theirs = self._context.Pipe()
         process = self._context.Process(
             target=_serve_writer,
-            args=(str(self.home), self.db_url, self.address, self.key, theirs),
+            args=(str(self.home), self.db_url, self.address, self.key, theirs, self._log_setup),
             name="kernelindex-writer",
             daemon=False,
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Callable
@@ -80,6 +81,7 @@ def serve(
 ) -> None:
     """Serve the HTTP API (/v1, OpenAPI at /schema) and the pages for a ledger."""
     # The server stack (Litestar, uvicorn) loads in _serve, not when any other command starts.
+    from api.server.observability import configure_logging  # noqa: PLC0415
     from ledger.writer_process import RemoteWriter, WriterProcess  # noqa: PLC0415
 
     target = demo_home(home, db) if demo else LedgerHome.at(home, db)
@@ -93,7 +95,9 @@ def serve(
         # worker hands its writes to; the workers read the ledger themselves. Should it end
         # unasked it is started again; if it cannot be kept running, serving stops.
         ledger.close()
-        writer = WriterProcess(target.path, target.db_url).start()
+        # Its records are lines of the server's log, in the server's format.
+        log_setup = functools.partial(configure_logging, log_format is LogFormat.json)
+        writer = WriterProcess(target.path, target.db_url, log_setup=log_setup).start()
         os.environ.update(writer.env)
         ledger = target.open(read_only=True)
         writer.watch(report=_warn, give_up=stop.give_up)
