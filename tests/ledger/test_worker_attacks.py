@@ -12,16 +12,20 @@ import base64
 import gc
 import hashlib
 import pickle
+import sqlite3
 import tracemalloc
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import make_url
 
 from domain.canonical import canonical_json
 from domain.errors import DomainError
 from domain.statements import PAYLOAD_TYPE, Role
 from ledger.admission_checks import KnownKeys, check_stateless
+from ledger.application import Ledger
 from ledger.logged_event import LoggedEvent
 from ledger.signing.authoring import (
     attestation_envelope,
@@ -241,3 +245,37 @@ def test_a_workers_checks_keep_no_memory_of_the_payloads_they_read(world: World)
     finally:
         tracemalloc.stop()
     assert most < 4 << 20, f"{most >> 20} MiB kept after reading 24 envelopes of 1 MiB"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="LOW: KnownKeys never forgets a key it found; after the log goes back (a backup "
+    "restored, a failover to a standby without the last commits: what Ledger._watch_log "
+    "drops the writer's caches for), an ingestion naming a key only the old log had, under "
+    "a bad signature, gets bad-signature from the worker but unknown-key from the writer "
+    "(both 403)",
+)
+def test_a_worker_answers_with_the_writers_code_after_the_log_went_back(
+    world: World, tmp_path: Path
+) -> None:
+    url = make_url(world.ledger.store.engine.url)
+    if url.get_backend_name() != "sqlite":
+        pytest.skip("the standby is a copy of the SQLite file")
+    standby = tmp_path / "standby.db"
+    with sqlite3.connect(str(url.database)) as source, sqlite3.connect(standby) as copy:
+        source.backup(copy)  # the standby, before the primary's last commit
+    fresh = SigningKey.generate()
+    world.ledger.append(
+        key_registration_envelope(fresh.public, [Role.INGESTER], world.admin, now=world.clock.now)
+    )
+    keys = KnownKeys(world.ledger.key_states)  # the worker, reading the primary
+    assert keys(fresh.key_id) == fresh.public
+    raw = junk_signed(ingestion_envelope(world.seed, fresh, now=world.clock.now), fresh.key_id)
+    failed_over = Ledger(f"sqlite:///{standby}", world.ledger.trust_root, clock=world.clock)
+    try:
+        refusal = check_stateless(raw, keys).refusal()  # the worker, after the failover
+        [alone] = failed_over.append_many([raw])
+    finally:
+        failed_over.close()
+    assert isinstance(alone, DomainError) and alone.code == "unknown-key"
+    assert refusal is None or refusal.code == alone.code
