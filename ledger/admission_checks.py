@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
+from domain.canonical import is_digest
 from domain.errors import DomainError
 from domain.statements import PredicateType
 from domain.statements import parse_predicate as _parse_predicate
@@ -187,6 +188,8 @@ class KnownKeys:
         self._lock = threading.Lock()
 
     def __call__(self, key_id: str) -> PublicKey | None:
+        if not is_digest(key_id):  # no key has such an id: nothing to read or remember
+            return None
         now = self._clock()
         with self._lock:
             key = self._keys.get(key_id)

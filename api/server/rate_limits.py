@@ -109,6 +109,10 @@ class TokenBuckets:
         cost = min(float(cost), float(self.burst))
         now = self.clock()
         with self._lock:
+            if not spend and key not in self._buckets:
+                # A key with no bucket has a full one: nothing to check, and nothing kept
+                # (the key may be anything a client sent: an unverified key id, say).
+                return None
             bucket = self._buckets.pop(key, None) or _Bucket(float(self.burst), now)
             bucket.tokens = min(self.burst, bucket.tokens + (now - bucket.updated) * self.rate)
             bucket.updated = now

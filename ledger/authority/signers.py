@@ -114,7 +114,7 @@ def authorize(
         return _self_signed(envelope, predicate, trust_root, verdict)
     state = keys(keyid)
     if state is None or not state.registered_before(at.position):
-        raise UnknownKeyError(f"no signature is by a registered key (keyid {keyid or '(empty)'})")
+        raise UnknownKeyError.naming(keyid)
     if state.key_id != keyid or not signed_or_vouched(envelope, state.public_key, verdict):
         raise SignatureError("signature does not verify under the registered key it names")
     check_usable(state, at, parse_time(predicate.issuedAt, "predicate.issuedAt"))

@@ -55,6 +55,21 @@ class SignatureError(DomainError):
 class UnknownKeyError(SignatureError):
     code = "unknown-key"
 
+    @classmethod
+    def naming(cls, keyid: str) -> UnknownKeyError:
+        """The refusal of an envelope whose key id names no registered key. The id is the
+        client's, unverified and of any length: a long one is shown cut (the reply and the
+        log echo it)."""
+        shown = (
+            keyid
+            if len(keyid) <= _KEYID_SHOWN
+            else f"{keyid[:_KEYID_SHOWN]}… ({len(keyid)} characters)"
+        )
+        return cls(f"no signature is by a registered key (keyid {shown or '(empty)'})")
+
+
+_KEYID_SHOWN = 80  # a key id is 71 characters
+
 
 def pae(payload_type: str, payload: bytes) -> bytes:
     """DSSE pre-authentication encoding: ``DSSEv1 SP len(t) SP t SP len(b) SP b``."""
@@ -259,6 +274,12 @@ def _signed_digest_key(raw: Mapping[str, Any]) -> tuple[str, str, str]:
 
 _SIGNED_DIGESTS: dict[tuple[str, str, str], str] = {}
 _SIGNED_DIGESTS_KEPT = 1 << 14
+# The memo's keys hold payloads: bounded in bytes as well as entries (a server reads any
+# body a client sends, up to 2 MiB each), and a payload past 64 KiB (no envelope this
+# ledger writes is near it) is not kept at all.
+_SIGNED_DIGESTS_BYTES = 64 << 20
+_SIGNED_DIGEST_LARGEST = 64 << 10
+_signed_digests_bytes = 0
 
 
 def _remember_signed_digest(
@@ -267,9 +288,19 @@ def _remember_signed_digest(
     """Remember ``digest`` as the signed digest of ``raw`` (only ever the value
     :func:`signed_digest` computes from it: a parsed envelope's payload is the strict
     decoding of the text the key holds, which the lenient one reads alike)."""
-    if len(_SIGNED_DIGESTS) >= _SIGNED_DIGESTS_KEPT:
+    global _signed_digests_bytes  # noqa: PLW0603 - the memo's own running size
+    key = key if key is not None else _signed_digest_key(raw)
+    size = len(key[0]) + len(key[1]) + len(key[2])
+    if size > _SIGNED_DIGEST_LARGEST:
+        return
+    if (
+        len(_SIGNED_DIGESTS) >= _SIGNED_DIGESTS_KEPT
+        or _signed_digests_bytes + size > _SIGNED_DIGESTS_BYTES
+    ):
         _SIGNED_DIGESTS.clear()
-    _SIGNED_DIGESTS[key if key is not None else _signed_digest_key(raw)] = digest
+        _signed_digests_bytes = 0
+    _SIGNED_DIGESTS[key] = digest
+    _signed_digests_bytes += size
 
 
 def named_keyid(raw: object) -> str | None:
@@ -332,7 +363,7 @@ def verify_envelope(envelope: Envelope, resolve: KeyResolver) -> str:
     keyid = envelope.keyid
     key = resolve(keyid)
     if key is None:
-        raise UnknownKeyError(f"no signature is by a registered key (keyid {keyid or '(empty)'})")
+        raise UnknownKeyError.naming(keyid)
     # Defence in depth: the resolver must hand back the key the id names.
     if not signed_by(envelope, key):
         raise SignatureError("signature does not verify under the key it names")

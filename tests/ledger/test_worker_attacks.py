@@ -191,13 +191,6 @@ def test_a_stored_ingestion_resent_with_a_bad_signature_gets_the_writers_own_mes
     assert (via_worker.code, via_worker.message) == (alone.code, alone.message)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="MEDIUM: KnownKeys remembers every made-up key id it misses (up to 10 000), "
-    "whatever its length: a client posting envelopes that name 2 MiB key ids makes each "
-    "HTTP worker hold ~20 GB (a key id is 71 characters; its negative memory is unbounded "
-    "in bytes)",
-)
 def test_a_workers_key_book_holds_no_memory_for_made_up_key_ids(world: World) -> None:
     keys = KnownKeys(world.ledger.key_states)  # as LedgerService makes it
     keys(world.ingester.key_id)  # warm: the first read's own allocations are not counted
@@ -215,13 +208,6 @@ def test_a_workers_key_book_holds_no_memory_for_made_up_key_ids(world: World) ->
     assert held - before < 4 << 20, f"{(held - before) >> 20} MiB kept for 24 made-up key ids"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="MEDIUM: check_stateless reads envelope.signed_digest, which memoises it in "
-    "ledger.signing.dsse._SIGNED_DIGESTS keyed by the envelope's payload text (16 384 "
-    "entries, cleared only when full): every well-formed envelope a worker reads, refused or "
-    "not, keeps its payload (up to ~2 MiB) alive, ~32 GiB per worker at the cap",
-)
 def test_a_workers_checks_keep_no_memory_of_the_payloads_they_read(world: World) -> None:
     run = ingest_seed(world)
     keys = KnownKeys(world.ledger.key_states)

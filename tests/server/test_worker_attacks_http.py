@@ -11,7 +11,6 @@ import json
 import tracemalloc
 from typing import Any
 
-import pytest
 from served_app import Served
 from test_api_reads import problem_of
 
@@ -52,23 +51,12 @@ def test_a_junk_signature_naming_a_registered_key_is_refused_and_nothing_stored(
     assert served.client.get("/health").json()["treeSize"] == size
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="LOW: an unknown-key refusal echoes the key id the client named, whole: a 2 MiB "
-    "made-up key id comes back as a 2 MiB problem detail (ledger.authority.signers.authorize)",
-)
 def test_an_unknown_key_refusal_does_not_echo_a_huge_made_up_key_id(served: Served) -> None:
     response = posted(served, note_naming(served, "sha256:" + "a" * 100_000))
     body = problem_of(response, 403, "unknown-key")
     assert len(body["detail"]) < 1_000, f"a {len(body['detail'])}-character detail"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="MEDIUM (before this merge too): the key rate limit's check (spend=False) keeps a "
-    "bucket for every key id an envelope names, unverified, up to 100 000 of them whatever "
-    "their length: 2 MiB made-up key ids make each HTTP worker hold up to ~200 GB",
-)
 def test_the_key_rate_limit_holds_no_memory_for_made_up_key_ids() -> None:
     limiter = TokenBuckets(20.0, 40)  # the server's default key rate
     gc.collect()
