@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import msgspec
 import typer.main
 from typer.core import TyperCommand, TyperGroup
 
@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from typer import _click as click
 
 
-class Lazy(msgspec.Struct, frozen=True):
+@dataclass(frozen=True)
+class Lazy:
     """Where a top-level command lives: ``module``'s ``app`` (a ``typer.Typer``) holds it,
     as a command or a group; ``help`` is its first help paragraph, for the group's listing."""
 
