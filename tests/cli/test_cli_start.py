@@ -140,6 +140,8 @@ def test_help_and_a_typo_read_as_before_and_load_no_command(tmp_path: Path) -> N
     assert not {m for m in loaded if m.split(".")[0] in {"domain", "ledger", "projections"}}
     assert _database_modules(loaded) == set()
     assert "sqlalchemy" not in loaded and "pydantic" not in loaded
+    # Nor the schema library: the command table is a dataclass, not a msgspec Struct.
+    assert "msgspec" not in loaded
 
 
 @pytest.fixture(scope="module")
