@@ -11,7 +11,6 @@ user holds) that the server's log extends what it showed before.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import time
@@ -22,6 +21,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 import httpx
+import msgspec
 
 from domain.content_coding import (
     ACCEPT_ENCODING,
@@ -338,7 +338,7 @@ def remote_history(
     run = _bundled_run(lines)
     # The bundle must prove this run, complete by the log's heads: the header naming it is
     # not signed, so without this a bundle of another run could answer for it.
-    policy = dataclasses.replace(policy, expect=Expectation(run))
+    policy = msgspec.structs.replace(policy, expect=Expectation(run))
     with BundleVerifier(policy, workers=1, keep=[str(run_id(run))]) as verifier:
         for number, line in enumerate(lines, start=1):
             if line.strip():

@@ -37,8 +37,9 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeGuard
+
+import msgspec
 
 from domain.canonical import digest_of, is_digest
 from domain.errors import DigestMismatchError, DomainError, ManifestError
@@ -86,8 +87,7 @@ class PrimaryMeasurement(NamedTuple):
 NO_MEASUREMENT = PrimaryMeasurement(NO_METRIC, None, None, None)
 
 
-@dataclass(frozen=True)
-class ComparisonComponents:
+class ComparisonComponents(msgspec.Struct, frozen=True):
     """The seven inputs of a comparison key, in the names KernelIndex hashes."""
 
     operation: str

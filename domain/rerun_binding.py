@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from domain.documents import parse_json
 from domain.errors import DomainError, ManifestError
-from domain.importers.records import rerun_artifacts
 from domain.statements import MEASURING_BACKENDS, TEST_BACKENDS, Role
 
 if TYPE_CHECKING:
@@ -145,6 +144,10 @@ def job_code_problem(
 ) -> str | None:
     """Why a job naming these artifacts does not measure the run's own code (None: it does),
     as far as digests tell: the workload's content is :func:`workload_content_problem`'s."""
+    # Loaded for a run's rerun jobs only: a bundle or page with none (`kernelindex verify`
+    # of an ingested run) never loads the importers' records.
+    from domain.importers.records import rerun_artifacts  # noqa: PLC0415
+
     named = rerun_artifacts(manifests)
     if named.unpinned_solution is not None:
         return (

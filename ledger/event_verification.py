@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
+
+import msgspec
 
 from domain.errors import DomainError
 from domain.event_names import EventName
@@ -60,15 +61,13 @@ EVENT_PREDICATES: dict[str, PredicateType] = {
 }
 
 
-@dataclass(frozen=True)
-class CheckOutcome:
+class CheckOutcome(msgspec.Struct, frozen=True):
     name: Check
     ok: bool
     detail: str = ""
 
 
-@dataclass
-class EventVerification:
+class EventVerification(msgspec.Struct):
     position: int
     version: int
     event: str
@@ -79,7 +78,7 @@ class EventVerification:
     predicate: dict[str, Any] | None = None
     envelope: dict[str, Any] | None = None
     subject_digest: str | None = None
-    checks: list[CheckOutcome] = field(default_factory=list)
+    checks: list[CheckOutcome] = msgspec.field(default_factory=list)
     # The parsed predicate, when it parsed (key events teach a key book from it).
     parsed: SignedPredicate | None = None
 
@@ -239,8 +238,7 @@ def verify_event(  # noqa: PLR0913 - the event's fields, the keys, and how it wa
     return result
 
 
-@dataclass(frozen=True)
-class _ReadEvent:
+class _ReadEvent(msgspec.Struct, frozen=True):
     """What an event carries, once its record, envelope and predicate have been read."""
 
     received: datetime

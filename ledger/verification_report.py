@@ -7,9 +7,10 @@ these names, and a check that is not in the enum cannot be reported.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+import msgspec
 
 
 class Check(StrEnum):
@@ -61,21 +62,19 @@ class Check(StrEnum):
 MAX_FINDINGS = 1000
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(msgspec.Struct, frozen=True):
     check: str
     where: str
     reason: str
 
 
-@dataclass
-class Report:
+class Report(msgspec.Struct):
     subject: str
-    passed: Counter[str] = field(default_factory=Counter)
-    failed: Counter[str] = field(default_factory=Counter)
-    findings: list[Finding] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    facts: dict[str, Any] = field(default_factory=dict)
+    passed: Counter[str] = msgspec.field(default_factory=Counter)
+    failed: Counter[str] = msgspec.field(default_factory=Counter)
+    findings: list[Finding] = msgspec.field(default_factory=list)
+    notes: list[str] = msgspec.field(default_factory=list)
+    facts: dict[str, Any] = msgspec.field(default_factory=dict)
 
     def ok(self, check: Check, count: int = 1) -> None:
         # Every check of every event passes through here: no Check() lookup for a Check.

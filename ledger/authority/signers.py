@@ -17,9 +17,10 @@ about to record; re-verification at the stored position and time. Same inputs, s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from domain.errors import DigestMismatchError, ManifestError
 from domain.statements import SIGNER_ROLES, KeyAction, Role
@@ -70,8 +71,7 @@ def quantize(moment: datetime) -> datetime:
     return parse_time(format_time(moment))
 
 
-@dataclass(frozen=True)
-class LogPoint:
+class LogPoint(msgspec.Struct, frozen=True):
     """Where and when an event is judged: its log position (None: being admitted now, after
     everything stored) and the time the ledger recorded (or will record) on it."""
 
@@ -79,8 +79,7 @@ class LogPoint:
     received_at: datetime
 
 
-@dataclass(frozen=True)
-class Authorization:
+class Authorization(msgspec.Struct, frozen=True):
     """The signature that counts: its key id, the role it signed in, and the key's state
     (None when a key signed a statement about itself)."""
 

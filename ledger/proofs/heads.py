@@ -31,8 +31,8 @@ import base64
 import hashlib
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 
+import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from domain.canonical import canonical_b64decode
@@ -51,16 +51,14 @@ class HeadsError(DomainError):
     code = "bad-heads"
 
 
-@dataclass(frozen=True)
-class Head:
+class Head(msgspec.Struct, frozen=True):
     """How many events an aggregate has in the log, and the leaf of its last one."""
 
     events: int
     last_leaf: int
 
 
-@dataclass(frozen=True)
-class GroupHead:
+class GroupHead(msgspec.Struct, frozen=True):
     members: int
     digest: bytes  # SHA-256 of the sorted member run digests, one per line
 
@@ -74,14 +72,13 @@ def members_digest(members: Iterable[str]) -> bytes:
     return hashlib.sha256("".join(m + "\n" for m in sorted(set(members))).encode()).digest()
 
 
-@dataclass(frozen=True)
-class Heads:
+class Heads(msgspec.Struct, frozen=True):
     origin: str
     size: int
     root: bytes
-    runs: Mapping[str, Head] = field(default_factory=dict)
-    keys: Mapping[str, Head] = field(default_factory=dict)
-    groups: Mapping[str, GroupHead] = field(default_factory=dict)
+    runs: Mapping[str, Head] = msgspec.field(default_factory=dict)
+    keys: Mapping[str, Head] = msgspec.field(default_factory=dict)
+    groups: Mapping[str, GroupHead] = msgspec.field(default_factory=dict)
 
     def text(self) -> str:
         lines = [HEADS_FORMAT, self.origin, str(self.size), base64.b64encode(self.root).decode()]
@@ -124,13 +121,12 @@ def parse_heads(text: str) -> Heads:
     return heads
 
 
-@dataclass
-class _HeadLines:
+class _HeadLines(msgspec.Struct):
     """The run, key and group heads of a heads note, each name once, as they are read."""
 
-    runs: dict[str, Head] = field(default_factory=dict)
-    keys: dict[str, Head] = field(default_factory=dict)
-    groups: dict[str, GroupHead] = field(default_factory=dict)
+    runs: dict[str, Head] = msgspec.field(default_factory=dict)
+    keys: dict[str, Head] = msgspec.field(default_factory=dict)
+    groups: dict[str, GroupHead] = msgspec.field(default_factory=dict)
 
     def add(self, number: int, line: str) -> None:
         match = _LINE.match(line)

@@ -26,6 +26,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from uuid import UUID
 
+import msgspec
+
 from ledger.proofs.hasher import leaf_hash, node_hash
 from ledger.proofs.heads import GroupHead
 
@@ -98,8 +100,7 @@ def parse_heads_leaf(data: bytes) -> tuple[str, int, bytes] | None:
     return lines[1], size, root
 
 
-@dataclass(frozen=True)
-class MapProof:
+class MapProof(msgspec.Struct, frozen=True):
     """The siblings from the root down to the subtree where ``key``'s path ends, and what
     that subtree holds: the key's own leaf (``other`` None), or for an absent key another
     key's leaf (``other`` = its key and value hash) or nothing (``other`` None, absent)."""

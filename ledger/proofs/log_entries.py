@@ -6,7 +6,6 @@ hash is RFC 6962's ``SHA-256(0x00 ‖ data)``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -16,8 +15,7 @@ from ledger.errors import CorruptRecordError
 from ledger.proofs.hasher import leaf_hash
 
 
-@dataclass(frozen=True)
-class LogEntry:
+class LogEntry(msgspec.Struct, frozen=True):
     position: int
     aggregate: str
     version: int

@@ -11,7 +11,8 @@ every *ragged* right-edge subtree ``[start, n)``, whose hash is derived from at 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+
+import msgspec
 
 from ledger.proofs.hasher import fold_right
 
@@ -31,8 +32,7 @@ GetNode = Callable[[int, int], bytes]
 ``[index * 2**level, (index + 1) * 2**level)``; ``get_node(0, i)`` is leaf hash ``i``."""
 
 
-@dataclass(frozen=True, slots=True)
-class Node:
+class Node(msgspec.Struct, frozen=True):
     """A complete subtree hash: leaves ``[index * 2**level, (index + 1) * 2**level)``."""
 
     level: int

@@ -17,8 +17,8 @@ import base64
 import hashlib
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
+import msgspec
 from cryptography.exceptions import InvalidSignature as _CryptoInvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PrivateKey,
@@ -179,8 +179,7 @@ def _raw_public_key(private_key: Ed25519PrivateKey) -> bytes:
 # Verifiers
 
 
-@dataclass(frozen=True, slots=True)
-class Verifier:
+class Verifier(msgspec.Struct, frozen=True):
     """An Ed25519 note verifier: key name, key id and raw 32-byte public key."""
 
     name: str
@@ -259,8 +258,7 @@ def parse_verifier_key(text: str) -> Verifier:
 # Notes
 
 
-@dataclass(frozen=True, slots=True)
-class NoteSignature:
+class NoteSignature(msgspec.Struct, frozen=True):
     """One signature line: key name, 4-byte key id and the signature bytes after it."""
 
     name: str
@@ -271,8 +269,7 @@ class NoteSignature:
         return f"{_SIG_PREFIX}{self.name} {_b64(self.key_id + self.signature)}\n"
 
 
-@dataclass(frozen=True, slots=True)
-class VerifiedNote:
+class VerifiedNote(msgspec.Struct, frozen=True):
     """A note with at least one verified signature.
 
     ``text`` is the signed text (ending in a newline); ``signatures`` are the verified
@@ -403,8 +400,7 @@ def open_note(note: str | bytes, verifiers: Iterable[Verifier]) -> VerifiedNote:
 # Checkpoints (c2sp.org/tlog-checkpoint)
 
 
-@dataclass(frozen=True, slots=True)
-class Checkpoint:
+class Checkpoint(msgspec.Struct, frozen=True):
     """A transparency-log checkpoint body: origin, tree size, root hash, extension lines."""
 
     origin: str

@@ -10,9 +10,10 @@ by ``ledger.witness.policy`` where it is used, as this module stays free of it).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from domain.errors import DomainError
 from ledger.proofs.signed_note import InvalidKeyName, check_key_name
@@ -25,8 +26,7 @@ class TrustRootError(DomainError):
     code = "bad-trust-root"
 
 
-@dataclass(frozen=True)
-class TrustRoot:
+class TrustRoot(msgspec.Struct, frozen=True):
     origin: str
     admin_keys: tuple[PublicKey, ...]
     log_key: PublicKey

@@ -6,8 +6,9 @@ carries a snapshot of the state its lines are checked against (:class:`EventCont
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from ledger.authority import KeyLookup
 from ledger.event_verification import EventVerification
@@ -29,8 +30,7 @@ from ledger.verify.heads_map import GroupEvent, group_event_of
 __all__ = ["Batch", "BatchResult", "verify_batch", "verify_into"]
 
 
-@dataclass
-class Batch:
+class Batch(msgspec.Struct):
     """Event lines to verify together, with the state they are checked against."""
 
     context: EventContext
@@ -39,15 +39,14 @@ class Batch:
     lines: list[tuple[int, str | dict[str, Any]]]
 
 
-@dataclass
-class BatchResult:
+class BatchResult(msgspec.Struct):
     """Counts and findings of a batch, and what must be applied in order when merging."""
 
     report: Report
     seen: list[tuple[str, Seen]]  # (where, what) of each readable event, in order
-    observations: list[Observation] = field(default_factory=list)
-    kept: list[tuple[int, EventVerification]] = field(default_factory=list)
-    joins: list[GroupEvent] = field(default_factory=list)  # for a whole log's heads leaves
+    observations: list[Observation] = msgspec.field(default_factory=list)
+    kept: list[tuple[int, EventVerification]] = msgspec.field(default_factory=list)
+    joins: list[GroupEvent] = msgspec.field(default_factory=list)  # for a whole log's heads leaves
 
 
 def verify_into(

@@ -53,7 +53,6 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from domain.errors import DomainError
-from domain.importers.records import WORKLOAD_MEDIA_TYPE
 from domain.rerun_binding import DeviceClass
 from ledger.authority import KeyBook
 from ledger.event_verification import EventVerification, learn_key
@@ -445,6 +444,10 @@ class BundleVerifier:
             self.report.fail(Check.CLAIM, where, exc.message)
 
     def _artifact(self, where: str, record: dict[str, Any]) -> None:
+        # Loaded by a bundle that carries artifacts only (a rerun's): the importers' records
+        # are no part of verifying an ingested run.
+        from domain.importers.records import WORKLOAD_MEDIA_TYPE  # noqa: PLC0415
+
         digest = check_artifact(where, record, self.report)
         if digest is not None:
             self.artifacts.add(digest)

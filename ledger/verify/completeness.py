@@ -9,8 +9,9 @@ map of the events before it (``ledger.verify.heads_map.WholeLogHeads``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from uuid import UUID
+
+import msgspec
 
 from ledger.ids import principal_id, run_id
 from ledger.proofs.heads import Heads
@@ -23,8 +24,7 @@ HEADS_LEAF = "heads leaf"
 _SKIPPED_KEPT = 64
 
 
-@dataclass
-class _Seen:
+class _Seen(msgspec.Struct):
     name: str  # "run sha256:…" / "key sha256:…"
     next_version: int = 1
     last_leaf: int = -1

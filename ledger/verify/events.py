@@ -3,9 +3,10 @@ as admission judged it. Runs in this process and in worker processes alike."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from uuid import UUID
+
+import msgspec
 
 from domain.canonical import canonical_b64decode
 from domain.errors import DomainError
@@ -61,8 +62,7 @@ _DECODED: dict[str, bytes] = {}
 _DECODED_KEPT = 1 << 16
 
 
-@dataclass(frozen=True)
-class ParsedEvent:
+class ParsedEvent(msgspec.Struct, frozen=True):
     """An event line, read: its leaf, the log entry it commits to and its inclusion proof."""
 
     leaf_index: int
@@ -139,13 +139,12 @@ def is_key_event(record: dict[str, Any]) -> bool:
 _INCLUSION = InclusionChecker()  # one per process: it reuses the paths it has accepted
 
 
-@dataclass(frozen=True)
-class EventContext:
+class EventContext(msgspec.Struct, frozen=True):
     """What event lines are checked against, as it stood when their batch was closed."""
 
     tree: tuple[int, bytes] | None  # the verified checkpoint's (size, root)
     trust_root: TrustRoot | None
-    keys: dict[str, KeyState] = field(default_factory=dict)
+    keys: dict[str, KeyState] = msgspec.field(default_factory=dict)
     observe: bool = False  # collect observations of run events for the run tracker
     keep: frozenset[str] = frozenset()  # aggregates whose events' verifications are kept
 

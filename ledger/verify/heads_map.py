@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from domain.canonical import canonical_b64decode
 from domain.event_names import EventName
@@ -61,8 +62,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class HeadsMapLine:
+class HeadsMapLine(msgspec.Struct, frozen=True):
     leaf_index: int
     root: bytes
     proof: list[bytes]

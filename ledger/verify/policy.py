@@ -13,9 +13,10 @@ bundle is unwitnessed: it proves what the log key signed, not that everyone sees
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from domain.evidence import EvidenceLevel
 from domain.ranking import View
@@ -42,8 +43,7 @@ EXIT_CODES: dict[Outcome, int] = {
 }
 
 
-@dataclass(frozen=True)
-class Expectation:
+class Expectation(msgspec.Struct, frozen=True):
     """What the bundle must prove about one run (a digest or a unique prefix of one)."""
 
     run: str
@@ -52,13 +52,12 @@ class Expectation:
     view: View = View.SOURCE_NATIVE
 
 
-@dataclass(frozen=True)
-class VerificationPolicy:
+class VerificationPolicy(msgspec.Struct, frozen=True):
     trust_root: TrustRoot | None
     # Accept the bundle's own trust root when none is pinned (the verdict says so).
     allow_unanchored: bool = False
     # Signed checkpoint notes the caller already holds (from a witness, an earlier bundle).
-    held_checkpoints: Sequence[str] = field(default_factory=tuple)
+    held_checkpoints: Sequence[str] = msgspec.field(default_factory=tuple)
     expect: Expectation | None = None
     # C2SP tlog-policy: the witnesses whose quorum must have cosigned the checkpoint (None:
     # the pinned trust root's, if it names one; else the bundle is reported unwitnessed).

@@ -86,6 +86,8 @@ class BatchPool:
         # here while batches shipped before it were still out.
         self._queue: deque[Future[BatchResult] | BatchResult] = deque()
         self._in_flight = 0
+        # Whether a full batch was verified here before forking the workers (_start_workers).
+        self._warm = False
 
     def add(self, number: int, line: str, record: dict[str, Any]) -> None:
         """Add an event line (not a key event) to the open batch; ship it once full."""
@@ -104,10 +106,7 @@ class BatchPool:
         batch = Batch(self._context_of(self._hints), self._lines)
         self._lines, self._chars, self._hints = [], 0, set()
         if self.pool is None and full and self.workers > 1:
-            # More than one batch of events: worth starting the worker processes.
-            from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415
-
-            self.pool = ProcessPoolExecutor(self.workers, mp_context=pool_context())
+            self._start_workers()
         if self.pool is None:
             # Nothing was ever shipped, so nothing is queued ahead of this batch.
             self._merge(verify_batch(batch))
@@ -118,6 +117,23 @@ class BatchPool:
         self._in_flight += 1
         while self._queue and self._merge_next(block=False):
             pass
+
+    def _start_workers(self) -> None:
+        """Start the worker processes (more than one batch of events: worth it), except that
+        forked workers start after the first full batch was verified here.
+
+        A forked worker inherits this process's memory: the modules verifying loads on first
+        use (the statement and manifest schemas) and the memo of manifest digests every run
+        shares. Verified here first, they are loaded and computed once, not once in every
+        worker (a fork server or spawn inherits nothing, so those start at once).
+        """
+        context = pool_context()
+        if context.get_start_method() == "fork" and not self._warm:
+            self._warm = True
+            return
+        from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415
+
+        self.pool = ProcessPoolExecutor(self.workers, mp_context=context)
 
     def merge_in_turn(self, result: BatchResult) -> None:
         """Merge a result verified here, after those of the batches shipped before it."""

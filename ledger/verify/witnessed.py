@@ -16,8 +16,9 @@ the bundle is unwitnessed: never silently as if it were witnessed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from ledger.proofs.errors import ProofError
 from ledger.proofs.signed_note import Checkpoint, NoteError, Verifier, open_checkpoint
@@ -39,8 +40,7 @@ UNWITNESSED = (
 )
 
 
-@dataclass(frozen=True)
-class WitnessPolicySource:
+class WitnessPolicySource(msgspec.Struct, frozen=True):
     """The policy the bundle is held to, where it came from, or why it could not be read."""
 
     policy: Policy | None

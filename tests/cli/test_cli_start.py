@@ -40,6 +40,18 @@ DATABASE_STACK = {
 }
 
 
+# The CLI's own modules `kernelindex verify` runs on: the entry point, the lazy command table,
+# the shared helpers and parameter types, the command and its report.
+VERIFY_CLI_MODULES = {
+    "api.cli.main",
+    "api.cli.lazy",
+    "api.cli.common",
+    "api.cli.parameters",
+    "api.cli.verify",
+    "api.cli.report",
+}
+
+
 def _database_modules(loaded: set[str]) -> set[str]:
     return {
         m
@@ -128,6 +140,8 @@ def test_help_and_a_typo_read_as_before_and_load_no_command(tmp_path: Path) -> N
     assert not {m for m in loaded if m.split(".")[0] in {"domain", "ledger", "projections"}}
     assert _database_modules(loaded) == set()
     assert "sqlalchemy" not in loaded and "pydantic" not in loaded
+    # Nor the schema library: the command table is a dataclass, not a msgspec Struct.
+    assert "msgspec" not in loaded
 
 
 @pytest.fixture(scope="module")
@@ -173,6 +187,17 @@ def test_verify_loads_none_of_the_database_stack_and_still_verifies(
     # No witness policy given nor named by the trust root: its parser and quorum rule (and
     # the cosignature formats) are not imported.
     assert not {m for m in loaded if m.startswith("ledger.witness")}
+    # A bundle of an ingested run carries no rerun job or artifact: nothing of the importers
+    # (their records, mappings and names serve `import` and reruns) is loaded to verify it.
+    assert not {m for m in loaded if m.startswith("domain.importers")}
+    # Nor another command's modules, the writer's or the agent's.
+    assert not {
+        m
+        for m in loaded
+        if m.split(".")[0] in {"gpu_agent", "projections"}
+        or m.startswith(("api.server", "api.service", "ledger.submission", "ledger.importing"))
+        or (m.startswith("api.cli.") and m not in VERIFY_CLI_MODULES)
+    }
 
     in_process = CliRunner().invoke(app, argv, env={"COLUMNS": "100"})
     assert in_process.exit_code == 0 and in_process.stdout == done.stdout

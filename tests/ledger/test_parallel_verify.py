@@ -38,6 +38,7 @@ from ledger.signing.trust import TrustRoot
 from ledger.store.schema import upgrade
 from ledger.verification_report import Report
 from ledger.verify import BundleVerifier, VerificationPolicy, verify_bundle_lines
+from ledger.verify.events import is_key_event
 from ledger.verify.inclusion import InclusionChecker as _InclusionChecker
 from ledger.verify.pool import pool_context as _pool_context
 
@@ -194,6 +195,24 @@ def test_small_bundle_stays_in_process(bundle: Bundle) -> None:
         assert verifier._pool is None
     # Cut short of its checkpoint's size, a whole-log bundle is incomplete (and says so).
     assert report.failed == Counter({"complete": 1})
+
+
+def test_forked_workers_start_after_one_batch_was_verified_here(bundle: Bundle) -> None:
+    """Forked, the workers start at the second full batch: the first is verified here, so
+    what verifying loads on first use is loaded once, before the fork; the counts agree."""
+    assert _pool_context().get_start_method() == "fork"  # no other thread runs here
+    sequential = verify_bundle_lines(bundle.lines, UNPINNED, workers=1)
+    shown = 0
+    with BundleVerifier(UNPINNED, workers=2, batch_events=64) as verifier:
+        for number, line in enumerate(bundle.lines, start=1):
+            verifier.feed(number, line)
+            record = json.loads(line)
+            shown += record["type"] == "event" and not is_key_event(record)
+            if shown <= 2 * 64 - 1:  # the first full batch closed; the second not yet
+                assert verifier._pool is None, f"workers started at event {shown}"
+        parallel = verifier.finish()
+        assert verifier._pool is not None
+    assert parallel.passed == sequential.passed and parallel.failed == sequential.failed
 
 
 def test_workers_start_from_a_fork_server_when_threads_run(bundle: Bundle) -> None:
