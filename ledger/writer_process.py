@@ -282,13 +282,11 @@ class _Serving:
             worker.answer(batch)
 
 
+LogSetup = Callable[[], None] | None  # how a writer process logs: the server's own setup
+
+
 def _serve_writer(
-    home: str,
-    db_url: str,
-    address: str,
-    key: bytes,
-    parent: Connection,
-    log_setup: Callable[[], None] | None,
+    home: str, db_url: str, address: str, key: bytes, parent: Connection, log_setup: LogSetup
 ) -> None:
     """The writer process: the ledger opened to write, a listener for the workers and the
     serving thread; until the parent says stop, or is gone."""
@@ -342,13 +340,10 @@ class WriterProcess:
     workers; ``env`` is what the workers need to reach it (the same address and key for
     every writer process it starts: a worker connects to the new one by itself)."""
 
-    def __init__(
-        self, home: Path, db_url: str, *, log_setup: Callable[[], None] | None = None
-    ) -> None:
-        """``log_setup``: called first in each writer process (a spawned interpreter has no
-        logging configured; a server passes its own, so the writer's lines are the log's)."""
+    def __init__(self, home: Path, db_url: str, *, log_setup: LogSetup = None) -> None:
         self.home = home
         self.db_url = db_url
+        # Called first in each writer process: a spawned interpreter has no logging set up.
         self._log_setup = log_setup
         self._folder = Path(tempfile.mkdtemp(prefix="kernelindex-writer-", dir=socket_folder()))
         self.address = str(self._folder / "writer.sock")
