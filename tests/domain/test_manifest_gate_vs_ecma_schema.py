@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import decimal
 import json
+import types
 import unicodedata
 from typing import Any
 
@@ -28,10 +29,12 @@ from domain.manifests.models import common
 from domain.manifests.registry import validate_manifest
 from tests.domain import pydantic_manifest_oracle as oracle
 from tests.domain.test_manifest_models import PATTERN_PROBES, schemas
-from tests.domain.test_manifest_struct_attacks import run
+from tests.domain.test_manifest_struct_attacks import SEED, run
 from tests.domain.test_manifest_structs import mutated, valid
 
 jsonschema_rs = pytest.importorskip("jsonschema_rs")
+
+SEED_TIMING: dict[str, Json] = SEED["run"]["spec"]["timing"]
 
 Json = Any
 
@@ -255,3 +258,29 @@ def test_a_tuple_or_set_is_no_json_array(where: str, value: Json) -> None:
 def test_a_value_no_json_spells_is_refused_where_the_schema_allows_anything(item: Json) -> None:
     with pytest.raises(ManifestError):
         validate_manifest(run(**{"spec.timing.latencyNs.confidence95": [1, 2, item]}))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="finding LOW-4: msgspec reads a Mapping that is no dict (a mappingproxy) by the "
+    "Structs' Python names: 'primary_statistic' and 'latency_ns' are admitted where the "
+    "schema has only primaryStatistic and latencyNs (a dict with them is refused)",
+)
+def test_a_mapping_with_the_python_field_names_is_refused() -> None:
+    timing = SEED_TIMING
+    snake = {"primary_statistic": timing["primaryStatistic"], "latency_ns": timing["latencyNs"]}
+    with pytest.raises(ManifestError):
+        validate_manifest(run(**{"spec.timing": snake}))  # a dict: refused, and held
+    with pytest.raises(ManifestError):
+        validate_manifest(run(**{"spec.timing": types.MappingProxyType(snake)}))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="finding LOW-5: Decimal('sNaN') where a number goes makes msgspec raise "
+    "ValueError('cannot convert signaling NaN to float'), a crash, not a ManifestError",
+    raises=ValueError,
+)
+def test_a_signalling_nan_is_a_refusal_not_a_crash() -> None:
+    with pytest.raises(ManifestError):
+        validate_manifest(run(**{"spec.sourceNative.metrics.x": decimal.Decimal("sNaN")}))
