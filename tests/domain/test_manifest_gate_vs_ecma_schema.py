@@ -18,6 +18,7 @@ import types
 import unicodedata
 from typing import Any
 
+import jsonschema_rs  # a dev dependency (pyproject): never skipped
 import msgspec
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -31,8 +32,6 @@ from tests.domain import pydantic_manifest_oracle as oracle
 from tests.domain.test_manifest_models import PATTERN_PROBES, schemas
 from tests.domain.test_manifest_struct_attacks import SEED, run
 from tests.domain.test_manifest_structs import mutated, valid
-
-jsonschema_rs = pytest.importorskip("jsonschema_rs")
 
 SEED_TIMING: dict[str, Json] = SEED["run"]["spec"]["timing"]
 
