@@ -34,6 +34,8 @@ from domain.statements import parse_predicate as _parse_predicate
 from ledger.admission_types import _unprocessable
 from ledger.authority import check_ingestion
 from ledger.authority.key_book import KeyState
+from ledger.authority.signers import BAD_SIGNATURE
+from ledger.errors import is_store_failure
 from ledger.signing import dsse
 from ledger.signing.dsse import Envelope, SignatureError
 from ledger.signing.keys import PublicKey
@@ -100,7 +102,7 @@ class Checked:
         if isinstance(self.predicate, DomainError):
             return self.predicate
         if self.bad_signature:
-            return SignatureError("signature does not verify under the registered key it names")
+            return SignatureError(BAD_SIGNATURE)
         return None
 
 
@@ -139,6 +141,8 @@ def _judged(step: Callable[[], T]) -> T | DomainError:
     except DomainError as exc:
         return exc
     except Exception as exc:
+        if isinstance(exc, MemoryError) or is_store_failure(exc):
+            raise  # the process's or the database's failure, not this envelope's
         # Judging what someone sent failed in a way no rule names: that envelope's refusal
         # alone, and a bug, logged for whoever runs the ledger.
         _log.exception("could not judge an envelope; it is refused, its group goes on")
@@ -187,6 +191,17 @@ class KnownKeys:
         self._missed: OrderedDict[str, float] = OrderedDict()  # key id → when it was missed
         self._lock = threading.Lock()
 
+    def needs_read(self, key_id: str) -> bool:
+        """Whether asking for ``key_id`` now would read the database (a caller on an event
+        loop asks from a thread then)."""
+        if not is_digest(key_id):
+            return False
+        with self._lock:
+            if key_id in self._keys:
+                return False
+            missed = self._missed.get(key_id)
+            return missed is None or self._clock() - missed >= self._miss_s
+
     def __call__(self, key_id: str) -> PublicKey | None:
         if not is_digest(key_id):  # no key has such an id: nothing to read or remember
             return None
@@ -199,7 +214,12 @@ class KnownKeys:
             missed = self._missed.get(key_id)
             if missed is not None and now - missed < self._miss_s:
                 return None
-        state = self._read([key_id]).get(key_id)
+        try:
+            state = self._read([key_id]).get(key_id)
+        except Exception as exc:
+            if is_store_failure(exc):
+                return None  # no verdict: the writer verifies, and answers for the store
+            raise
         with self._lock:
             if state is None:
                 self._remember(self._missed, key_id, now)

@@ -156,9 +156,11 @@ class LedgerService:
             envelope = await asyncio.to_thread(self._checked, body, accepts, subject)
         if before_queue is not None:
             before_queue(envelope.keyid)
+        # On the event loop only when nothing is read from the database: a key the worker
+        # has not read yet is looked up from a thread.
         checked = (
             self._stateless(envelope)
-            if inline
+            if inline and not self._known_keys.needs_read(envelope.keyid)
             else await asyncio.to_thread(self._stateless, envelope)
         )
         logged = await asyncio.wrap_future(self.writer.submit(checked))

@@ -49,6 +49,11 @@ if TYPE_CHECKING:
 signed_by = timed(Stage.VERIFY)(_signed_by)
 
 
+# The refusal of a signature that does not verify under the registered key its id names
+# (a server's worker answers it too, without the writer: ``ledger.admission_checks``).
+BAD_SIGNATURE = "signature does not verify under the registered key it names"
+
+
 def signed_or_vouched(envelope: Envelope, key: PublicKey, verdict: SignatureVerdict | None) -> bool:
     """Whether ``key`` signed ``envelope``: a verdict about exactly this envelope and key
     (another process verified it: ``ledger.signing.verdict``) says so; else verify here."""
@@ -115,7 +120,7 @@ def authorize(
     if state is None or not state.registered_before(at.position):
         raise UnknownKeyError.naming(keyid)
     if state.key_id != keyid or not signed_or_vouched(envelope, state.public_key, verdict):
-        raise SignatureError("signature does not verify under the registered key it names")
+        raise SignatureError(BAD_SIGNATURE)
     check_usable(state, at, parse_time(predicate.issuedAt, "predicate.issuedAt"))
     allowed = SIGNER_ROLES[statement.predicateType]
     if not state.roles & allowed:

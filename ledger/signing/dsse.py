@@ -16,6 +16,7 @@ import base64
 import binascii
 import functools
 import hashlib
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -280,6 +281,7 @@ _SIGNED_DIGESTS_KEPT = 1 << 14
 _SIGNED_DIGESTS_BYTES = 64 << 20
 _SIGNED_DIGEST_LARGEST = 64 << 10
 _signed_digests_bytes = 0
+_SIGNED_DIGESTS_LOCK = threading.Lock()
 
 
 def _remember_signed_digest(
@@ -293,14 +295,15 @@ def _remember_signed_digest(
     size = len(key[0]) + len(key[1]) + len(key[2])
     if size > _SIGNED_DIGEST_LARGEST:
         return
-    if (
-        len(_SIGNED_DIGESTS) >= _SIGNED_DIGESTS_KEPT
-        or _signed_digests_bytes + size > _SIGNED_DIGESTS_BYTES
-    ):
-        _SIGNED_DIGESTS.clear()
-        _signed_digests_bytes = 0
-    _SIGNED_DIGESTS[key] = digest
-    _signed_digests_bytes += size
+    with _SIGNED_DIGESTS_LOCK:  # a server's loop and its threads remember at once
+        if (
+            len(_SIGNED_DIGESTS) >= _SIGNED_DIGESTS_KEPT
+            or _signed_digests_bytes + size > _SIGNED_DIGESTS_BYTES
+        ):
+            _SIGNED_DIGESTS.clear()
+            _signed_digests_bytes = 0
+        _SIGNED_DIGESTS[key] = digest
+        _signed_digests_bytes += size
 
 
 def named_keyid(raw: object) -> str | None:

@@ -6,6 +6,7 @@ checked again, and what a user sees is the refusal admission always gave, nothin
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import dataclasses
 import hashlib
@@ -15,9 +16,10 @@ from typing import Any
 
 import pytest
 
+from api.service.ledger_service import LedgerService
 from domain.canonical import canonical_json
 from domain.errors import DomainError
-from domain.statements import Role
+from domain.statements import PredicateType, Role
 from ledger.admission_checks import Checked, KnownKeys, check_stateless
 from ledger.errors import RevokedKeyError
 from ledger.logged_event import LoggedEvent
@@ -239,3 +241,33 @@ def test_a_workers_key_book_reads_a_missing_key_again_only_after_a_while(world: 
     assert keys(fresh.key_id) == fresh.public and len(reads) == 2
     checked = check_stateless(ingestion_envelope(world.seed, fresh, now=world.clock.now), keys)
     assert checked.verdict is not None
+
+
+def test_a_worker_reads_a_key_it_does_not_know_off_the_event_loop(world: World) -> None:
+    """A small body is checked on the event loop, but a key the worker has not read yet is
+    read from a thread: a database read on the loop stalls every request of the worker
+    (found by review). The key once known, its next envelope needs no read at all."""
+    run, name = ingest_seed(world), SEED_NAME
+    service = LedgerService(world.ledger)
+    reads_on_a_loop: list[bool] = []
+    read = service._known_keys._read
+
+    def recording(key_ids: Any) -> Any:
+        try:
+            asyncio.get_running_loop()
+            reads_on_a_loop.append(True)
+        except RuntimeError:
+            reads_on_a_loop.append(False)
+        return read(key_ids)
+
+    service._known_keys._read = recording
+    try:
+        for body in ("first", "second"):
+            note = attestation_envelope(run, name, world.attester, type_="note", body=body)
+            logged = asyncio.run(
+                service.append_async(canonical_json(note), {PredicateType.ATTESTATION}, run)
+            )
+            assert not logged.duplicate
+    finally:
+        service.close()
+    assert reads_on_a_loop == [False], reads_on_a_loop
