@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from concurrent.futures import Future
 
     from ledger.application import Ledger
+    from ledger.store.event_store import StoreSession
     from projections.runner import ProjectionRunner
     from projections.view_rows import Pending
 
@@ -172,18 +173,8 @@ def rank_ahead(runner: ProjectionRunner, pool: FoldPool) -> None:
     Under the folders' lock from before it reads which groups are marked until it commits,
     so the runs view the workers rank (committed, read in their own transactions) is the
     one the marks are of: no folder changes it meanwhile."""
-    from sqlalchemy import delete, select  # noqa: PLC0415 - see the imports
 
-    from projections.tables import stale_groups  # noqa: PLC0415
-
-    with runner.ledger.store.transaction(commit=False) as session:
-        if runner._marked(session) is None:
-            return  # nothing to do, so no write (as ``_rerank_stale``)
-    with paused_gc(), runner.ledger.store.transaction(commit=True) as session:
-        runner._lock(session)
-        keys = sorted(session.execute(select(stale_groups.c.comparison_key)).scalars())
-        if not keys:
-            return
+    def by_workers(session: StoreSession, keys: list[str]) -> None:
         # A share of more groups than SCAN_GROUPS reads the whole runs view (``members``):
         # once per share, which is every share of a log with many small groups.
         size = min(-(-len(keys) // (pool.workers * RANK_TASKS_PER_WORKER)), SCAN_GROUPS)
@@ -195,4 +186,5 @@ def rank_ahead(runner: ProjectionRunner, pool: FoldPool) -> None:
         finally:
             for left in ranking:
                 left.cancel()
-        session.execute(delete(stale_groups))
+
+    runner._rerank_stale(by_workers)

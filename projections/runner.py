@@ -300,14 +300,24 @@ class ProjectionRunner:
         fresh = [{"comparison_key": k} for k in sorted(keys)]
         session.execute(_insert_or_ignore(stale_groups, self._is_postgres), fresh)
 
-    def _rerank_stale(self) -> None:
-        """Re-rank every group marked stale, in one transaction that clears the marks."""
+    def _rerank_stale(
+        self, rerank: Callable[[StoreSession, list[str]], None] | None = None
+    ) -> None:
+        """Re-rank every group marked stale, in one transaction that holds the folders' lock
+        and clears the marks; ``rerank`` ranks the marked groups (their keys, sorted) and
+        writes their rows, by default here (a rebuild's fold workers: ``rank_ahead``)."""
         with self.ledger.store.transaction(commit=False) as session:
             if self._marked(session) is None:
                 return  # nothing to do, so no write: a full or read-only store still serves reads
         with paused_gc(), self.ledger.store.transaction(commit=True) as session:
             self._lock(session)
-            self._rerank_marked(session)
+            if rerank is None:
+                self._rerank_marked(session)
+                return
+            keys = sorted(session.execute(select(stale_groups.c.comparison_key)).scalars())
+            if keys:
+                rerank(session, keys)
+                session.execute(delete(stale_groups))
 
     @staticmethod
     def _marked(session: StoreSession) -> Any:
