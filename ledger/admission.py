@@ -40,6 +40,7 @@ from ledger.authority import (
 )
 from ledger.authority.job_code import check_job_code
 from ledger.authority.key_book import check_device
+from ledger.authority.signers import BAD_SIGNATURE
 from ledger.errors import (
     AlreadyExistsError,
     SubjectMismatchError,
@@ -454,7 +455,7 @@ class Admission(AdmissionLookups):
             or state is None
             or not signed_or_vouched(envelope, state.public_key, verdict)
         ):
-            raise SignatureError("signature does not verify under the key it names")
+            raise SignatureError(BAD_SIGNATURE)
 
     def _existing_run(self, statement: Statement) -> Run:
         run = self.get(Run, run_id(statement.subject_digest))

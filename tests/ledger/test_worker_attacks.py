@@ -171,12 +171,6 @@ def test_every_attackers_shape_gets_the_writers_own_code_through_a_worker(world:
         assert world.count() == before, name
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="LOW: a worker refuses a stored ingestion re-sent under a bad signature with "
-    "'...under the registered key it names', the writer with '...under the key it names' "
-    "(Checked.refusal vs Admission._check_resubmission); same code and status",
-)
 def test_a_stored_ingestion_resent_with_a_bad_signature_gets_the_writers_own_message(
     world: World,
 ) -> None:
