@@ -64,12 +64,19 @@ class GroupHead(msgspec.Struct, frozen=True):
 
     @classmethod
     def of(cls, members: Iterable[str]) -> GroupHead:
-        ordered = sorted(set(members))
-        return cls(len(ordered), members_digest(ordered))
+        distinct = set(members)
+        return cls(len(distinct), members_digest(distinct))
+
+
+def member_line(run: str) -> bytes:
+    """A member's line in its group's digest. The lines are sorted as these bytes (the
+    writer keeps them so as runs join: ``HeadsState.join``), one rule for the writer and
+    every verifier (for run digests, all of one length, it is their own order)."""
+    return f"{run}\n".encode()
 
 
 def members_digest(members: Iterable[str]) -> bytes:
-    return hashlib.sha256("".join(m + "\n" for m in sorted(set(members))).encode()).digest()
+    return hashlib.sha256(b"".join(sorted({member_line(m) for m in members}))).digest()
 
 
 class Heads(msgspec.Struct, frozen=True):

@@ -29,7 +29,7 @@ from uuid import UUID
 import msgspec
 
 from ledger.proofs.hasher import leaf_hash, node_hash
-from ledger.proofs.heads import GroupHead
+from ledger.proofs.heads import GroupHead, member_line
 
 __all__ = [
     "EMPTY",
@@ -282,7 +282,7 @@ class HeadsState:
             members = self.groups.setdefault(key, set())
             if run not in members:
                 members.add(run)
-                insort(self._lines.setdefault(key, []), f"{run}\n".encode())
+                insort(self._lines.setdefault(key, []), member_line(run))
             changed.add(key)
         self.map.update(
             (group_key(k), group_value(g.members, g.digest))
