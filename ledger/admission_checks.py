@@ -19,6 +19,7 @@ know (registered a moment ago, or in the same group) means no verdict, not a ref
 
 from __future__ import annotations
 
+import enum
 import logging
 import threading
 import time
@@ -168,6 +169,15 @@ def _signer_key(
     return key if key is not None and key.key_id == envelope.keyid else None
 
 
+class _Unread(enum.Enum):
+    """KnownKeys: what only a read of the key book can answer."""
+
+    UNREAD = 0
+
+
+_UNREAD = _Unread.UNREAD
+
+
 class KnownKeys:
     """A worker's key ids → public keys, read from the log's key book on first use. A key
     id is the hash of its key's bytes, so what is found stays true for good (revocation,
@@ -194,26 +204,13 @@ class KnownKeys:
     def needs_read(self, key_id: str) -> bool:
         """Whether asking for ``key_id`` now would read the database (a caller on an event
         loop asks from a thread then)."""
-        if not is_digest(key_id):
-            return False
-        with self._lock:
-            if key_id in self._keys:
-                return False
-            missed = self._missed.get(key_id)
-            return missed is None or self._clock() - missed >= self._miss_s
+        return isinstance(self._held(key_id, self._clock()), _Unread)
 
     def __call__(self, key_id: str) -> PublicKey | None:
-        if not is_digest(key_id):  # no key has such an id: nothing to read or remember
-            return None
         now = self._clock()
-        with self._lock:
-            key = self._keys.get(key_id)
-            if key is not None:
-                self._keys.move_to_end(key_id)
-                return key
-            missed = self._missed.get(key_id)
-            if missed is not None and now - missed < self._miss_s:
-                return None
+        held = self._held(key_id, now)
+        if not isinstance(held, _Unread):
+            return held
         try:
             state = self._read([key_id]).get(key_id)
         except Exception as exc:
@@ -227,6 +224,19 @@ class KnownKeys:
             self._missed.pop(key_id, None)
             self._remember(self._keys, key_id, state.public_key)
         return state.public_key
+
+    def _held(self, key_id: str, now: float) -> PublicKey | _Unread | None:
+        """The key as held (None: no key has this id, or it was missed a moment ago), or
+        ``_UNREAD`` where only the database can say."""
+        if not is_digest(key_id):  # no key has such an id: nothing to read or remember
+            return None
+        with self._lock:
+            key = self._keys.get(key_id)
+            if key is not None:
+                self._keys.move_to_end(key_id)
+                return key
+            missed = self._missed.get(key_id)
+            return None if missed is not None and now - missed < self._miss_s else _UNREAD
 
     def _remember(self, found: OrderedDict[str, T], key_id: str, value: T) -> None:
         found[key_id] = value
