@@ -82,34 +82,47 @@ def validate_manifest(obj: object) -> Manifest:
     # Loaded with the models (a process that validates no manifest never imports them).
     import msgspec  # noqa: PLC0415
 
-    _refuse_lone_surrogates(kind, obj)  # first: msgspec fails on one with a UnicodeError
+    # The schema speaks of JSON text: a value no JSON text spells (a Decimal, a tuple, a set,
+    # bytes, a Mapping that is no dict, NaN) is refused first, and the Structs read only what
+    # the document's JSON text reads back as.
+    document = _as_json(kind, obj)
     try:
-        validated = msgspec.convert(obj, model, strict=True)
+        validated = msgspec.convert(document, model, strict=True)
     except msgspec.ValidationError as exc:
         from domain.manifests.models.schema_errors import describe  # noqa: PLC0415 - refusals only
 
         try:
-            where = describe(model, exc, obj)
+            where = describe(model, exc, document)
         except Exception:  # a refusal never crashes: then msgspec's own words
             where = str(exc)
         raise ManifestError(f"{kind}: {where}") from exc
     return validated
 
 
-def _refuse_lone_surrogates(kind: str, obj: dict[str, object]) -> None:
-    """A lone surrogate is no Unicode character, so no JSON string holds one (the readers
-    refuse it); a document made in Python could, and msgspec's convert would raise a
-    UnicodeEncodeError, not its ValidationError, on one. The encoder finds one in C."""
+def _as_json(kind: str, obj: dict[str, object]) -> object:
+    """``obj`` read back from its JSON text, when it is a JSON value: only dicts with string
+    keys, lists, strings, finite numbers, booleans and null. msgspec's encoder writes other
+    Python values as something else (a Decimal or bytes as a string, a tuple or set as an
+    array, NaN as null), so what is read back must equal ``obj``; a lone surrogate fails the
+    encoder. (Converting what is read back, not ``obj``, costs less than decoding the text
+    into the model, and no Mapping is ever read by the Structs' Python field names.)"""
     import msgspec  # noqa: PLC0415
 
+    deep = False
     try:
-        msgspec.json.encode(obj)
-    except (ValueError, OverflowError, TypeError, RecursionError):  # a surrogate, or no JSON
-        from domain.manifests.models.schema_errors import lone_surrogate_at  # noqa: PLC0415
+        document = msgspec.json.decode(msgspec.json.encode(obj))
+        if document == obj:
+            return document
+    except RecursionError:  # deeper than any JSON reader here would read (64 levels)
+        deep = True
+    except (ValueError, OverflowError, TypeError):  # a surrogate, or no JSON value
+        pass
+    from domain.manifests.models.schema_errors import first_non_json  # noqa: PLC0415
 
-        for loc in lone_surrogate_at(obj):
-            where = ".".join(loc) or "(root)"
-            raise ManifestError(f"{kind}: {where}: must not hold a lone surrogate") from None
+    loc, what = first_non_json(obj)
+    if not loc and deep:
+        what = "nests too deeply to be written as JSON text"
+    raise ManifestError(f"{kind}: {'.'.join(loc) or '(root)'}: {what}") from None
 
 
 def _json_type(value: object) -> str:

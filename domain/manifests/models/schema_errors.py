@@ -10,6 +10,7 @@ and the message comes from the type at the location. Only a refused manifest pay
 from __future__ import annotations
 
 import ast
+import math
 import re
 import types
 from collections.abc import Iterator
@@ -218,6 +219,33 @@ def lone_surrogate_at(value: object) -> Iterator[tuple[str, ...]]:
                 stack.append(((link, str(key)), key))
         elif isinstance(item, list):
             stack.extend(((link, str(i)), inner) for i, inner in reversed(list(enumerate(item))))
+
+
+def first_non_json(value: object) -> tuple[tuple[str, ...], str]:
+    """The first location (in document order) that no JSON text spells, and what is wrong:
+    a lone surrogate, a key that is no string, a non-finite number, or a Python value that is
+    no JSON value at all (a Decimal, tuple, set, bytes, a Mapping that is no dict)."""
+    stack: list[tuple[_Link, object]] = [(None, value)]
+    while stack:
+        link, item = stack.pop()
+        if isinstance(item, str):
+            if any("\ud800" <= c <= "\udfff" for c in item):
+                return _spelled(link), "must not hold a lone surrogate"
+        elif isinstance(item, dict):
+            for key, inner in reversed(item.items()):
+                stack.append(((link, str(key)), inner))
+                stack.append(((link, str(key)), key))
+            bad = next((key for key in item if not isinstance(key, str)), None)
+            if bad is not None:
+                return _spelled((link, str(bad))), "keys must be strings"
+        elif isinstance(item, list):
+            stack.extend(((link, str(i)), inner) for i, inner in reversed(list(enumerate(item))))
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                return _spelled(link), "must be a finite number"
+        elif not (item is None or isinstance(item, int)):  # bool is an int
+            return _spelled(link), f"must be a JSON value, not a {type(item).__name__}"
+    return (), "must be a JSON value"
 
 
 _Link = tuple[Any, str] | None  # (the parent's link, this step) or None at the top
