@@ -12,7 +12,7 @@ import msgspec
 
 from ledger.authority import KeyLookup
 from ledger.event_verification import EventVerification
-from ledger.verification_report import Report
+from ledger.verification_report import Check, Report
 from ledger.verify.events import (
     EventContext,
     Observation,
@@ -24,7 +24,7 @@ from ledger.verify.events import (
     seen_of,
     with_inclusion,
 )
-from ledger.verify.format import read_line
+from ledger.verify.format import UnreadableLineError, read_line
 from ledger.verify.heads_map import GroupEvent, group_event_of
 
 __all__ = ["Batch", "BatchResult", "verify_batch", "verify_into"]
@@ -47,6 +47,8 @@ class BatchResult(msgspec.Struct):
     observations: list[Observation] = msgspec.field(default_factory=list)
     kept: list[tuple[int, EventVerification]] = msgspec.field(default_factory=list)
     joins: list[GroupEvent] = msgspec.field(default_factory=list)  # for a whole log's heads leaves
+    # Lines routed here as events that are no JSON the reader accepts: not events after all.
+    unreadable: int = 0
 
 
 def verify_into(
@@ -69,8 +71,17 @@ def verify_batch(batch: Batch) -> BatchResult:
     out = BatchResult(Report(subject="batch"), [])
     lookup = batch.context.keys.get
     for number, line in batch.lines:
-        # The verifying process read this line already (same reader): it reads again here.
-        record = read_line(line) if isinstance(line, str) else line
+        if isinstance(line, str):
+            try:
+                record = read_line(line)
+            except UnreadableLineError:
+                # Routed by its type alone (``route_line``): refused as the verifying
+                # process refuses a line it cannot read, and counted as no event.
+                out.report.fail(Check.FORMAT, f"line {number}", UnreadableLineError.finding)
+                out.unreadable += 1
+                continue
+        else:
+            record = line
         event = parse_event(f"line {number}", record, out.report)
         if event is not None:
             # Only key events teach keys, and they never come here: a non-Principal event

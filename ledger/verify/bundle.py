@@ -30,15 +30,17 @@ Checks, each named in the report (``ledger.verification_report.Check``):
 Parallelism (DESIGN.md §13). This process reads the lines and itself handles everything that
 changes what later lines are checked against: header, trust root, checkpoint, heads, claims,
 footer and key events (``Principal.*``, which teach the key book in leaf order). Every other
-event line is put in a *batch* of consecutive event lines; a batch is closed before any other
-line is handled, and shipped (to a worker process, or verified here when ``workers`` is 1 or
-the bundle is small) with a snapshot of the state its lines are checked against: the
-checkpoint's size and root, the trust root, and the states of the keys its envelopes name.
-Key validity is by log position, so the snapshot's later changes could not matter anyway.
-Batch results (pass counts, findings, and per event its leaf, aggregate, version and signer
-for the order and completeness checks, and what the run tracker folds) are merged in dispatch
-order, with a bounded number of batches in flight, so the counts equal those of verifying
-every line in turn; only the order of findings may differ.
+event line is put in a *batch* of consecutive event lines (with workers, routed by its type,
+topic and key id alone: the worker reads it whole, and a line it cannot read is refused there
+and counted as no event, before the footer's count is checked); a batch is closed before any
+other line is handled, and shipped (to a worker process, or verified here when ``workers`` is 1
+or the bundle is small) with a snapshot of the state its lines are checked against: the
+checkpoint's size and root, the trust root, and the states of the keys its envelopes name. Key
+validity is by log position, so the snapshot's later changes could not matter anyway. Batch
+results (pass counts, findings, and per event its leaf, aggregate, version and signer for the
+order and completeness checks, and what the run tracker folds) are merged in dispatch order,
+with a bounded number of batches in flight, so the counts equal those of verifying every line
+in turn; only the order of findings may differ.
 
 Where the parts live: ``lines`` (the line types, their order, and the checks of the lines
 that are not events), ``held`` (the caller's checkpoints), ``events`` and ``inclusion`` (one
@@ -57,11 +59,12 @@ from domain.rerun_binding import DeviceClass
 from ledger.authority import KeyBook
 from ledger.event_verification import EventVerification, learn_key
 from ledger.proofs.signed_note import Checkpoint, Verifier
+from ledger.signing.dsse import named_keyid
 from ledger.signing.trust import TrustRoot
 from ledger.verification_report import MAX_FINDINGS, Check, Report
 from ledger.verify.batches import BatchResult, verify_into
 from ledger.verify.completeness import HEADS_LEAF, Completeness
-from ledger.verify.events import EventContext, is_key_event, parse_event
+from ledger.verify.events import EventContext, is_key_event, parse_event, worker_event
 from ledger.verify.format import MAX_LINE_CHARS, OverlongLine, UnreadableLineError, read_line
 from ledger.verify.heads_map import (
     HeadsMapLine,
@@ -197,15 +200,19 @@ class BundleVerifier:
                 f"({MAX_LINE_CHARS:,}), not read",
             )
             return
+        if self.workers > 1 and self.stage == LINE_ORDER["event"] and (route := worker_event(line)):
+            self.events += 1  # a worker reads it whole; here, only what routes it
+            self._batches.add(number, line, None, named_keyid(route.envelope))
+            return
         try:
             record = read_line(line)
         except UnreadableLineError:
-            self.report.fail(Check.FORMAT, where, "not a JSON object")
+            self.report.fail(Check.FORMAT, where, UnreadableLineError.finding)
             return
         kind = record.get("type") if isinstance(record, dict) else None
         if kind == "event" and self.stage == LINE_ORDER["event"] and not is_key_event(record):
             self.events += 1
-            self._batches.add(number, line, record)
+            self._batches.add(number, line, record, named_keyid(record.get("envelope")))
             return
         self._batches.close_batch()
         handler = self._handlers.get(str(kind))
@@ -272,7 +279,7 @@ class BundleVerifier:
         report.facts.update(
             {"events": self.events, "keys": len(self.keys)}
             | ({"treeSize": self.checkpoint.size} if self.checkpoint else {})
-            | _verified_scope(self.complete)
+            | self.complete.verified_scope()
         )
         return report
 
@@ -286,6 +293,7 @@ class BundleVerifier:
 
     def _merge(self, item: BatchResult) -> None:
         part = item.report
+        self.events -= item.unreadable  # counted when routed (``feed``)
         self.report.passed.update(part.passed)
         self.report.failed.update(part.failed)
         room = MAX_FINDINGS - len(self.report.findings)
@@ -462,19 +470,8 @@ class BundleVerifier:
 
     def _footer(self, where: str, record: dict[str, Any]) -> None:
         self.footer_seen = True
+        self._batches.drain()  # the events counted: a routed line may have been no event
         check_event_count(where, record, self.events, self.report)
-
-
-def _verified_scope(complete: Completeness) -> dict[str, Any]:
-    """What the bundle was held to, as a fact: the signed heads' runs and groups, or the
-    whole log once every leaf of the checkpoint's tree was found. Never the header's own
-    words, which nobody signs (its origin, groups or ``all``)."""
-    if complete.heads is not None:
-        heads = complete.heads
-        return {"scope": {"runs": sorted(heads.runs), "groups": sorted(heads.groups)}}
-    if complete.whole_log_held:
-        return {"scope": {"all": True}}
-    return {}
 
 
 def verify_bundle_lines(

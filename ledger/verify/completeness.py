@@ -9,6 +9,7 @@ map of the events before it (``ledger.verify.heads_map.WholeLogHeads``).
 
 from __future__ import annotations
 
+from typing import Any
 from uuid import UUID
 
 import msgspec
@@ -124,6 +125,17 @@ class Completeness:
         elif version > expected:
             self._skipped.setdefault(aggregate, set()).update(range(expected, version))
         self._next_versions[aggregate] = version + 1
+
+    def verified_scope(self) -> dict[str, Any]:
+        """What the bundle was held to, as a fact: the signed heads' runs and groups, or the
+        whole log once every leaf of the checkpoint's tree was found. Never the header's own
+        words, which nobody signs (its origin, groups or ``all``)."""
+        if self.heads is not None:
+            heads = self.heads
+            return {"scope": {"runs": sorted(heads.runs), "groups": sorted(heads.groups)}}
+        if self.whole_log_held:
+            return {"scope": {"all": True}}
+        return {}
 
     def finish(self, report: Report) -> None:
         if self.whole_log:

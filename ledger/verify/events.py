@@ -17,6 +17,7 @@ from ledger.proofs.errors import ProofError
 from ledger.proofs.log_entries import LogEntry
 from ledger.signing.trust import TrustRoot
 from ledger.verification_report import Check, Report
+from ledger.verify.format import LineRoute, route_line
 from ledger.verify.inclusion import InclusionChecker
 
 __all__ = [
@@ -27,10 +28,12 @@ __all__ = [
     "check_event",
     "decode_proof",
     "is_key_event",
+    "is_key_topic",
     "observation_of",
     "parse_event",
     "seen_of",
     "with_inclusion",
+    "worker_event",
 ]
 
 # (event, position, signer, run digest, predicate): what the run tracker folds of an event.
@@ -132,8 +135,22 @@ def _exactly(kind: type[_T], record: dict[str, Any], name: str) -> _T:
 
 def is_key_event(record: dict[str, Any]) -> bool:
     """Whether an event line is a key event (``Principal.*``), which teaches the key book."""
-    name = str(record.get("topic")).rsplit(":", 1)[-1]
+    return is_key_topic(record.get("topic"))
+
+
+def is_key_topic(topic: object) -> bool:
+    """Whether an event line's topic is a key event's (see :func:`is_key_event`)."""
+    name = str(topic).rsplit(":", 1)[-1]
     return EVENT_PREDICATES.get(name) is PredicateType.KEY
+
+
+def worker_event(line: str) -> LineRoute | None:
+    """How an event line that a worker verifies (not a key event) is routed, read without
+    the rest of it (``route_line``); None for any other line, or one to read whole here."""
+    route = route_line(line)
+    if route is None or route.type != "event" or is_key_topic(route.topic):
+        return None
+    return route
 
 
 _INCLUSION = InclusionChecker()  # one per process: it reuses the paths it has accepted

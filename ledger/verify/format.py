@@ -20,6 +20,10 @@ _SKIP_CHUNK = 1 << 20
 class UnreadableLineError(ValueError):
     """A bundle line that is not a JSON document."""
 
+    # The ``format`` finding of such a line, wherever it is read (the verifying process,
+    # a worker).
+    finding = "not a JSON object"
+
 
 def read_line(line: str | bytes) -> Any:
     """A bundle line's JSON value. msgspec: a third of ``json.loads``' time, and a bundle is
@@ -32,6 +36,30 @@ def read_line(line: str | bytes) -> Any:
         raise UnreadableLineError(str(exc)) from None
     except UnicodeEncodeError:  # bytes that are not UTF-8, kept as surrogates by open_bundle
         raise UnreadableLineError("not UTF-8") from None
+
+
+class LineRoute(msgspec.Struct):
+    """What the verifying process routes a line by, read without the rest of the line."""
+
+    type: Any = None
+    topic: Any = None
+    envelope: Any = None  # for the key id it names (``ledger.signing.dsse.named_keyid``)
+
+
+_ROUTE = msgspec.json.Decoder(LineRoute)
+
+
+def route_line(line: str) -> LineRoute | None:
+    """A line's type, topic and envelope, for routing it to a worker that reads all of it
+    with :func:`read_line` (a third of its cost, where the workers do the rest). The same
+    values ``read_line`` gives (both take a repeated key's last value), or None where it is
+    not a JSON object that decodes so: the caller then reads it whole. It may accept a line
+    ``read_line`` refuses (a number out of a float's range in a field it skips): the worker
+    reports that line as ``read_line``'s refusal would be reported here."""
+    try:
+        return _ROUTE.decode(line)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeEncodeError):
+        return None
 
 
 def open_bundle(path: Path) -> TextIO:

@@ -15,7 +15,6 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from ledger.signing.dsse import named_keyid
 from ledger.verify.batches import Batch, BatchResult, verify_batch
 from ledger.verify.events import EventContext
 
@@ -89,12 +88,14 @@ class BatchPool:
         # Whether a full batch was verified here before forking the workers (_start_workers).
         self._warm = False
 
-    def add(self, number: int, line: str, record: dict[str, Any]) -> None:
-        """Add an event line (not a key event) to the open batch; ship it once full."""
-        # Workers get the text and parse it there; verified here, the record already parsed.
-        self._lines.append((number, line if self.workers > 1 else record))
+    def add(self, number: int, line: str, record: dict[str, Any] | None, hint: str | None) -> None:
+        """Add an event line (not a key event) to the open batch; ship it once full.
+        ``record``: the line as read here, or None where it was only routed by its type
+        (``format.route_line``); ``hint``: the key id its envelope names."""
+        # Workers get the text and read it there; verified here, the record already read.
+        self._lines.append((number, line if self.workers > 1 or record is None else record))
         self._chars += len(line)
-        if (hint := named_keyid(record.get("envelope"))) is not None:
+        if hint is not None:
             self._hints.add(hint)
         if len(self._lines) >= self.batch_events or self._chars >= BATCH_CHARS:
             self.close_batch(full=True)

@@ -311,6 +311,32 @@ def test_several_faults_and_junk_lines(bundle: Bundle) -> None:
     assert report.failed["inclusion"] == 12 and report.failed["format"] >= 3
 
 
+def test_an_event_line_no_reader_accepts_is_refused_alike(bundle: Bundle) -> None:
+    """With workers, the verifying process routes an event line by its type and topic alone;
+    a line that reads so but not whole (a number beyond a float's range, in a field the
+    routing skips) is refused by the worker as this process refuses it, and is no event:
+    the footer's count still disagrees, as it does in one process (near the end: the
+    footer is checked once the batches still out are merged)."""
+    lines = list(bundle.lines)
+    n, record = events(lines)[-8]
+    line = json.dumps(record, separators=(",", ":"))
+    lines[n] = line[:-1] + ',"pad":1e999}\n'  # the event, unreadable
+    lines.insert(n + 5, '{"type":"event","topic":"ledger.aggregates:Run.Attested","x":-1e400}\n')
+    report = both(lines)
+    assert report.facts["events"] == len(events(bundle.lines)) - 1
+    refused = {(f.where, f.reason) for f in report.findings if f.check == "format"}
+    footer = f"line {len(lines)}"
+    assert refused == {
+        (f"line {n + 1}", "not a JSON object"),
+        (f"line {n + 6}", "not a JSON object"),
+        (
+            footer,
+            f"footer says {len(events(bundle.lines))} events, the bundle has "
+            f"{len(events(bundle.lines)) - 1}",
+        ),
+    }
+
+
 def test_the_run_tracker_folds_the_same_events_in_leaf_order(bundle: Bundle) -> None:
     """What the runs are recomputed from is the same whether workers verify the events or
     this process does: the same folds, the same verdict on a wrong claim."""
