@@ -52,6 +52,7 @@ from benchmarks.suite import Clocks, Context, FigureResult, Row, at_least, fmt, 
 from domain.manifests.manifest_set import check_manifest_set
 from domain.statements import parse_statement
 from ledger.admission_checks import KnownKeys, check_stateless
+from ledger.checked_wire import decode_request, encode_request
 from ledger.group_commit import commit_group
 from ledger.home import LedgerHome
 from ledger.logged_event import LoggedEvent
@@ -207,17 +208,18 @@ def writer_work(
     ledger: Any, envelopes: list[dict[str, Any]], group: int, *, worker_checks: bool
 ) -> dict[str, Any]:
     """The writer process's own work per envelope when it is the bottleneck (requests wait,
-    so each group is full): a group's requests unpickled as its socket delivers them,
-    ``commit_group``, its answers pickled; on this thread, timed apart from the worker's part
-    (each envelope prepared and pickled first, as ``server_layout``'s worker does)."""
+    so each group is full): a group's requests decoded as its socket delivers them
+    (``ledger.checked_wire``), ``commit_group``, its answers pickled; on this thread, timed
+    apart from the worker's part (each envelope prepared and encoded first, as
+    ``server_layout``'s worker does)."""
     keys = KnownKeys(ledger.key_states)
 
     def worker(raw: dict[str, Any]) -> bytes:
         if worker_checks:
-            return bytes(ForkingPickler.dumps((0, check_stateless(raw, keys))))
+            return encode_request(0, check_stateless(raw, keys))
         envelope = parse_envelope(raw)
         envelope.statement()
-        return bytes(ForkingPickler.dumps((0, envelope)))
+        return encode_request(0, envelope)
 
     warm_shared_manifests(len(envelopes))
     with Clocks() as worker_clocks:
@@ -225,7 +227,7 @@ def writer_work(
     refused: list[object] = []
     with Clocks() as clocks:
         for first in range(0, len(messages), group):
-            requests = [ForkingPickler.loads(m) for m in messages[first : first + group]]
+            requests = [decode_request(m) for m in messages[first : first + group]]
             results = commit_group(ledger, [envelope for _, envelope in requests])
             answers = [(n, *_answer(r)) for (n, _), r in zip(requests, results, strict=True)]
             ForkingPickler.dumps(answers)

@@ -46,7 +46,7 @@ from ledger.timing import Stage, timed
 if TYPE_CHECKING:
     from domain.statements import SignedPredicate, Statement
 
-__all__ = ["Checked", "KnownKeys", "check_stateless"]
+__all__ = ["Checked", "KnownKeys", "RunNamed", "check_stateless", "judged_predicate"]
 
 parse_envelope = timed(Stage.PARSE)(dsse.parse_envelope)
 parse_predicate = timed(Stage.PREDICATE)(_parse_predicate)
@@ -117,7 +117,7 @@ def check_stateless(value: object, key_of: KeyOf | None = None) -> Checked:
     envelope = value if isinstance(value, Envelope) else parse_envelope(value)
     statement = envelope.statement()
     envelope.signed_digest  # noqa: B018 - read here: what the group matches on
-    predicate = _judged(lambda: parse_predicate(statement))
+    predicate = judged_predicate(statement)
     run: RunNamed | DomainError | None = None
     if statement.predicateType is PredicateType.INGESTION and not isinstance(
         predicate, DomainError
@@ -126,6 +126,11 @@ def check_stateless(value: object, key_of: KeyOf | None = None) -> Checked:
     key = _signer_key(envelope, predicate, key_of)
     verdict = None if key is None else vouch(envelope, key)
     return Checked(envelope, statement, predicate, run, verdict, key is not None and not verdict)
+
+
+def judged_predicate(statement: Statement) -> SignedPredicate | DomainError:
+    """The statement's predicate, or the refusal its reading gave (kept for its step)."""
+    return _judged(lambda: parse_predicate(statement))
 
 
 def _run_named(statement: Statement, predicate: SignedPredicate) -> RunNamed:

@@ -9,6 +9,7 @@ import threading
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
 
+from ledger.checked_wire import encode_request
 from ledger.errors import StoreError
 from ledger.group_commit import WriterClosedError
 from ledger.logged_event import LoggedEvent
@@ -79,7 +80,7 @@ class RemoteWriter:
             number = next(self._numbers)
             self._waiting[number] = reply
             try:
-                connection.send((number, envelope))
+                connection.send_bytes(encode_request(number, envelope))
             except OSError:
                 self._waiting.pop(number, None)
                 orphaned = self._lost(connection)

@@ -11,8 +11,8 @@ import tempfile
 import threading
 import time
 from multiprocessing.connection import Connection, answer_challenge, deliver_challenge
-from multiprocessing.reduction import ForkingPickler
 
+from ledger.checked_wire import decode_request
 from ledger.errors import StoreError
 
 __all__ = [
@@ -133,10 +133,11 @@ class BrokenFrameError(Exception):
 class Inbox:
     """A worker's requests as their bytes arrive, read without blocking and cut into whole
     messages by ``multiprocessing.connection``'s framing (a 4-byte big-endian length, or -1
-    and an 8-byte one, then the pickle). ``Connection.recv`` would wait for the rest of a
-    message begun, and a worker that trickles one byte at a time would hold the serving
-    thread, and every group, for as long as it liked; here an unfinished message only has
-    a clock (``begun``), and its worker is cut off when that runs out."""
+    and an 8-byte one, then the body: ``ledger.checked_wire``). ``Connection.recv`` would
+    wait for the rest of a message begun, and a worker that trickles one byte at a time
+    would hold the serving thread, and every group, for as long as it liked; here an
+    unfinished message only has a clock (``begun``), and its worker is cut off when that
+    runs out."""
 
     def __init__(self, connection: Connection) -> None:
         # Its own descriptor of the socket: MSG_DONTWAIT per read leaves the socket blocking
@@ -185,7 +186,7 @@ class Inbox:
             if len(buffer) - taken < head + size:
                 break
             body = bytes(buffer[taken + head : taken + head + size])
-            self.messages.append(ForkingPickler.loads(body))
+            self.messages.append(decode_request(body))
             taken += head + size
         if taken:
             del buffer[:taken]

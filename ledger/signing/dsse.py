@@ -323,12 +323,24 @@ def named_keyid(raw: object) -> str | None:
     return keyid if isinstance(keyid, str) else None
 
 
+def stored_payload(text: Any) -> bytes:
+    """The payload of an envelope the ledger stored, from its base64 text: what binascii's
+    lenient decoder reads, at msgspec's speed (~4x) where the text is standard padded base64
+    (as every admitted one is), which both decoders read alike; binascii decides the rest."""
+    if type(text) is str:
+        try:
+            return msgspec.convert(text, bytes)
+        except (msgspec.ValidationError, UnicodeEncodeError):
+            pass
+    return binascii.a2b_base64(text)
+
+
 def stored_statement(raw: Mapping[str, Any]) -> dict[str, Any]:
     """The statement inside an envelope the ledger stored (decoded, not verified: it was
     verified at admission; readers that must not trust the store re-verify instead)."""
     # The value admission read (``Envelope.statement_json``), at msgspec's speed where it can
     # only be the same: a rebuild reads every payload.
-    statement: dict[str, Any] = parse_admitted_json(binascii.a2b_base64(raw["payload"]))
+    statement: dict[str, Any] = parse_admitted_json(stored_payload(raw["payload"]))
     return statement
 
 

@@ -31,7 +31,6 @@ with an integer beyond 2^53 in it is one it reads with the strict reader either 
 
 from __future__ import annotations
 
-import binascii
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -54,6 +53,7 @@ from sqlalchemy.engine import Connection
 
 from domain.documents import parse_admitted_json
 from domain.event_names import EventName
+from ledger.signing.dsse import stored_payload
 from ledger.store import fold_manifests
 from ledger.store.driver_rows import insert_rows
 from ledger.store.event_store import StoreSession
@@ -217,7 +217,7 @@ def fields_of_event(event: object) -> FoldFields | None:
         return None
     try:
         # The payload as ``stored_statement`` takes it from the envelope.
-        payload = binascii.a2b_base64(event.envelope["payload"])  # type: ignore[attr-defined]
+        payload = stored_payload(event.envelope["payload"])  # type: ignore[attr-defined]
         return fields_of_payload(name, payload, received_at, signer, superseded_by)
     except Exception:
         _log.debug("no fold fields for an event of %s", name, exc_info=True)

@@ -24,7 +24,6 @@ import base64
 import copy
 import io
 import json
-import pickle
 import shutil
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -57,6 +56,7 @@ from ledger.store.artifacts import ArtifactStore
 from ledger.store.schema import upgrade
 from ledger.verify import Outcome, VerificationPolicy, outcome_of, verify_bundle_lines
 from projections.export import export_runs
+from tests.ledger.test_worker_checks import over_the_wire
 from tests.projections.projection_world import ARTIFACTS, MANIFESTS, NAMES, SEED, rerun_result
 from tests.unchecked_signing import signed_as_given, unchecked_rerun_envelope
 
@@ -491,7 +491,7 @@ def _send(w: World, group: list[tuple[str, dict[str, Any]]]) -> list[str]:
 def _through_worker(w: World, envelopes: list[dict[str, Any]]) -> list[Any]:
     """What ``kernelindex serve`` does with a group: each envelope checked in a worker
     (``LedgerService._stateless``), those it refuses answered there, the rest sent to the
-    writer as pickled over its socket."""
+    writer as encoded over its socket (``ledger.checked_wire``)."""
     keys = KnownKeys(w.ledger.key_states)
     results: list[Any] = []
     sent: list[tuple[int, object]] = []
@@ -504,7 +504,7 @@ def _through_worker(w: World, envelopes: list[dict[str, Any]]) -> list[Any]:
         refusal = checked.refusal()
         results.append(refusal)
         if refusal is None:
-            sent.append((len(results) - 1, pickle.loads(pickle.dumps(checked))))
+            sent.append((len(results) - 1, over_the_wire(checked)))
     for (at, _), result in zip(sent, w.ledger.append_many([c for _, c in sent]), strict=True):
         results[at] = result
     return results

@@ -5,8 +5,10 @@ goes to the reference (which then refuses it in its own words)."""
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 
+import msgspec
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -14,7 +16,13 @@ from hypothesis import strategies as st
 from domain.canonical import canonical_b64decode, canonical_json
 from domain.errors import CanonicalizationError
 from domain.statements import PAYLOAD_TYPE
-from ledger.signing.dsse import EnvelopeError, _b64_fast, _b64decode_strict, parse_envelope
+from ledger.signing.dsse import (
+    EnvelopeError,
+    _b64_fast,
+    _b64decode_strict,
+    parse_envelope,
+    stored_payload,
+)
 
 _ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 # The alphabet, padding, and what a lenient decoder might let through.
@@ -58,6 +66,35 @@ def test_a_changed_last_character_is_read_as_the_reference_reads_it(raw: bytes, 
     except EnvelopeError:
         decoded = None
     assert decoded == _reference(changed)
+
+
+def _lenient(text: str) -> bytes | str:
+    try:
+        return binascii.a2b_base64(text)
+    except (binascii.Error, ValueError) as exc:
+        return type(exc).__name__
+
+
+@given(st.one_of(_NEAR_BASE64, st.text(alphabet=_ALPHABET + "=", max_size=24)))
+@example("QUJ=")
+@example("QR==")
+@example("QUJD====")
+@example("QU JD")
+@example("QUJ\ud800")
+def test_a_stored_payload_is_read_as_binascii_reads_it(text: str) -> None:
+    """``stored_payload`` stands in for ``binascii.a2b_base64`` (the rebuild's and the
+    commit's fold fields): the same bytes, or the same failure, for any text."""
+    try:
+        fast: bytes | str = stored_payload(text)
+    except (binascii.Error, ValueError) as exc:
+        fast = type(exc).__name__
+    assert fast == _lenient(text)
+
+
+@given(st.binary(max_size=64))
+def test_a_stored_payload_takes_the_fast_path_on_standard_base64(raw: bytes) -> None:
+    text = base64.b64encode(raw).decode("ascii")
+    assert stored_payload(text) == raw == msgspec.convert(text, bytes)
 
 
 def test_a_refused_spelling_keeps_the_reference_message() -> None:

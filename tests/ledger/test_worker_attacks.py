@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import gc
 import hashlib
-import pickle
 import sqlite3
 import tracemalloc
 from collections.abc import Callable
@@ -36,6 +35,7 @@ from ledger.signing.authoring import (
 from ledger.signing.dsse import pae, parse_envelope
 from ledger.signing.keys import SigningKey
 from tests.ledger.test_admission import SEED_NAME, World, ingest_seed, world  # noqa: F401
+from tests.ledger.test_worker_checks import over_the_wire
 
 Mutation = Callable[[dict[str, Any]], None]
 
@@ -73,7 +73,7 @@ def through_worker(w: World, raw: object) -> LoggedEvent | DomainError:
     refusal = checked.refusal()
     if refusal is not None:
         return refusal
-    [result] = w.ledger.append_many([pickle.loads(pickle.dumps(checked))])
+    [result] = w.ledger.append_many([over_the_wire(checked)])
     return result
 
 

@@ -10,7 +10,6 @@ import asyncio
 import base64
 import dataclasses
 import hashlib
-import pickle
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +20,7 @@ from domain.canonical import canonical_json
 from domain.errors import DomainError
 from domain.statements import PredicateType, Role
 from ledger.admission_checks import Checked, KnownKeys, check_stateless
+from ledger.checked_wire import decode_request, encode_request
 from ledger.errors import RevokedKeyError
 from ledger.logged_event import LoggedEvent
 from ledger.signing.authoring import (
@@ -60,10 +60,19 @@ def verifications() -> Iterator[Verifications]:
     install(None)
 
 
+def over_the_wire(item: object) -> object:
+    """``item`` as the writer process reads it from a worker's socket (``ledger.checked_wire``)."""
+    message = decode_request(encode_request(7, item))
+    assert isinstance(message, tuple) and message[0] == 7
+    return message[1]
+
+
 def worker_checked(w: World, raw: object) -> Checked:
     """What a worker sends the writer: checked with the key book, then over the wire."""
     checked = check_stateless(raw, KnownKeys(w.ledger.key_states))
-    return pickle.loads(pickle.dumps(checked))  # our own bytes, as over the socket
+    received = over_the_wire(checked)
+    assert isinstance(received, Checked)
+    return received
 
 
 def forged(w: World, signer: SigningKey, named: SigningKey, **fields: Any) -> dict[str, Any]:

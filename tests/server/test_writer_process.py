@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import httpx
+import msgspec
 import pytest
 from litestar import Litestar
 from litestar.testing import TestClient
@@ -34,6 +35,7 @@ from api.demo import build_demo
 from api.server.app import create_app
 from domain.statements import Role
 from ledger import writer_process
+from ledger.checked_wire import TAG
 from ledger.group_commit import WriterClosedError
 from ledger.home import LedgerHome
 from ledger.proofs.merkle import verify_inclusion
@@ -186,6 +188,28 @@ def test_a_worker_that_sends_garbage_is_dropped_and_the_others_are_served(
     finally:
         bad.close()
         good.close()
+
+
+def test_a_worker_whose_msgpack_request_does_not_decode_is_dropped_and_others_served(
+    writer: tuple[WriterProcess, LedgerHome, str],
+) -> None:
+    """A body marked as a checked envelope (``checked_wire.TAG``) that is not one (a wrong
+    shape, or an envelope that does not parse) cuts its worker off like any garbage."""
+    process, _, seed = writer
+    good, alice = _registered(process)
+    for body in (
+        TAG + msgspec.msgpack.encode([1, "not", "a", "request"]),
+        TAG + msgspec.msgpack.encode([1, {"payload": "?"}, {}, None, None, False]),
+    ):
+        bad = _raw(process)
+        try:
+            bad.send_bytes(body)
+            _assert_cut_off(bad)
+        finally:
+            bad.close()
+    receipt = good.append(_note(seed, alice, "still served"))
+    assert isinstance(receipt, Receipt) and not receipt.duplicate
+    good.close()
 
 
 def test_what_a_worker_sent_before_garbage_is_answered_before_it_is_cut_off(

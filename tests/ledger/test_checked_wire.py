@@ -1,0 +1,148 @@
+"""What a worker sends the writer process (``ledger.checked_wire``), on SQLite and PostgreSQL:
+a checked envelope arrives as the very Checked the worker made, in msgpack; the writer reads
+the envelope's bytes from the JSON object it stores, so a verdict is matched against those
+bytes, never against what a worker says they were; anything else arrives pickled, as before."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import pickle
+from typing import Any
+
+from domain.canonical import canonical_json
+from domain.errors import DomainError
+from ledger.admission_checks import Checked, KnownKeys, check_stateless
+from ledger.checked_wire import TAG, decode_request, encode_request
+from ledger.logged_event import LoggedEvent
+from ledger.signing.authoring import attestation_envelope, ingestion_envelope
+from ledger.signing.dsse import PAYLOAD_TYPE, SignatureError, pae, parse_envelope
+from ledger.signing.keys import SigningKey
+from ledger.timing import install
+from tests.ledger.test_admission import SEED_NAME, World, ingest_seed, world  # noqa: F401
+from tests.ledger.test_worker_checks import (  # noqa: F401
+    Verifications,
+    over_the_wire,
+    verifications,
+)
+
+
+def checked_by_worker(w: World, raw: dict[str, Any]) -> Checked:
+    return check_stateless(raw, KnownKeys(w.ledger.key_states))
+
+
+def test_a_checked_envelope_arrives_as_the_worker_checked_it(world: World) -> None:
+    run = ingest_seed(world)
+    for raw in (
+        ingestion_envelope(world.seed, world.ingester, now=world.clock.now, external_id="w"),
+        attestation_envelope(
+            run, SEED_NAME, world.attester, type_="note", body="n", now=world.clock.now
+        ),
+    ):
+        sent = checked_by_worker(world, raw)
+        body = encode_request(3, sent)
+        assert body.startswith(TAG), "msgpack, not a pickle"
+        assert len(body) < len(pickle.dumps((3, sent))), "smaller than the pickle it replaces"
+        number, got = decode_request(body)  # type: ignore[misc]
+        assert number == 3 and isinstance(got, Checked)
+        assert got.envelope.raw == raw
+        assert (got.envelope.payload, got.envelope.signatures) == (
+            sent.envelope.payload,
+            sent.envelope.signatures,
+        )
+        assert (got.statement, got.predicate, got.run, got.verdict, got.bad_signature) == (
+            sent.statement,
+            sent.predicate,
+            sent.run,
+            sent.verdict,
+            sent.bad_signature,
+        )
+
+
+def test_what_the_wire_carries_is_admitted_with_the_verdict_taken(
+    world: World, verifications: Verifications
+) -> None:
+    raw = ingestion_envelope(world.seed, world.ingester, now=world.clock.now)
+    sent = over_the_wire(checked_by_worker(world, raw))  # the worker's Ed25519, not counted
+    install(verifications)
+    [result] = world.ledger.append_many([sent])
+    install(None)
+    assert isinstance(result, LoggedEvent) and not result.duplicate
+    assert verifications.count == 0, "the worker's verdict, matched, spares the writer Ed25519"
+    [again] = world.ledger.append_many([raw])
+    assert isinstance(again, LoggedEvent) and again.duplicate
+    assert again.position == result.position
+
+
+def test_a_verdict_is_matched_against_the_envelope_bytes_the_writer_stores(
+    world: World, verifications: Verifications
+) -> None:
+    """A worker whose envelope holds the payload it checked but another JSON object (the
+    one that would be stored): the writer reads the payload and signature from that object
+    itself, the verdict does not match them, and it verifies them: refused. (A pickled
+    envelope brought its payload along, and the verdict matched it.)"""
+    genuine = checked_by_worker(world, ingestion_envelope(world.seed, world.ingester))
+    assert genuine.verdict is not None
+    statement = parse_envelope(genuine.envelope.raw).statement_json()
+    statement["predicate"]["externalId"] = "not what was signed"
+    payload = canonical_json(statement)
+    swapped = {**genuine.envelope.raw, "payload": base64.b64encode(payload).decode("ascii")}
+    envelope = dataclasses.replace(genuine.envelope, raw=swapped)  # the checked payload kept
+    forged = dataclasses.replace(genuine, envelope=envelope)
+    before = world.count()
+    install(verifications)
+    [result] = world.ledger.append_many([over_the_wire(forged)])
+    install(None)
+    assert isinstance(result, SignatureError), result
+    assert verifications.count == 1, "the writer verified it itself"
+    assert world.count() == before, "a refused write stores nothing"
+
+
+def test_a_signature_swapped_beside_a_verdict_is_verified_by_the_writer(
+    world: World, verifications: Verifications
+) -> None:
+    raw = ingestion_envelope(world.seed, world.ingester, now=world.clock.now)
+    genuine = checked_by_worker(world, raw)
+    envelope = parse_envelope(raw)
+    other = SigningKey.generate().sign(pae(PAYLOAD_TYPE, envelope.payload))
+    swapped = {**raw, "signatures": [{**raw["signatures"][0], "sig": base64.b64encode(other)}]}
+    swapped["signatures"][0]["sig"] = swapped["signatures"][0]["sig"].decode("ascii")
+    forged = dataclasses.replace(genuine, envelope=dataclasses.replace(envelope, raw=swapped))
+    install(verifications)
+    [result] = world.ledger.append_many([over_the_wire(forged)])
+    install(None)
+    assert isinstance(result, SignatureError), result
+    assert verifications.count == 1
+
+
+def test_a_refusal_kept_for_a_later_step_goes_pickled_and_keeps_its_words(world: World) -> None:
+    run = ingest_seed(world)
+    raw = attestation_envelope(
+        run, SEED_NAME, world.attester, type_="note", body="n", now=world.clock.now
+    )
+    statement = parse_envelope(raw).statement_json()
+    statement["predicate"]["type"] = 17
+    payload = canonical_json(statement)
+    raw["payload"] = base64.b64encode(payload).decode("ascii")
+    signature = world.attester.sign(pae(PAYLOAD_TYPE, payload))
+    raw["signatures"][0]["sig"] = base64.b64encode(signature).decode("ascii")
+    sent = checked_by_worker(world, raw)
+    assert isinstance(sent.predicate, DomainError)
+    assert not encode_request(1, sent).startswith(TAG)
+    got = over_the_wire(sent)
+    assert isinstance(got, Checked) and isinstance(got.predicate, DomainError)
+    assert (got.predicate.code, got.predicate.message) == (
+        sent.predicate.code,
+        sent.predicate.message,
+    )
+    [result] = world.ledger.append_many([got])
+    [alone] = world.ledger.append_many([raw])
+    assert isinstance(result, DomainError) and isinstance(alone, DomainError)
+    assert (result.code, result.message) == (alone.code, alone.message)
+
+
+def test_a_plain_pickled_request_is_still_read() -> None:
+    """A request pickled as ``Connection.send`` writes it (what a worker sent before, and
+    what the writer's own tests send) decodes as it was."""
+    body = pickle.dumps((5, {"payloadType": "x"}))
+    assert decode_request(body) == (5, {"payloadType": "x"})
