@@ -25,17 +25,16 @@ from typing import TYPE_CHECKING, Any
 from domain.errors import DomainError
 from domain.statements import Role
 from domain.timestamps import format_time, utc_now
-from ledger.application import Ledger
 from ledger.proofs.signed_note import NoteError, verifier_key_string
 from ledger.signing.authoring import key_registration_envelope
 from ledger.signing.keys import PublicKey, SigningKey
 from ledger.signing.log_key import DeferredKey
 from ledger.signing.trust import TrustRoot
-from ledger.store.schema import upgrade
 from ledger.witness.cosignature import parse_cosigner_key
 from ledger.witness.policy import Policy, PolicyError, parse_policy
 
 if TYPE_CHECKING:
+    from ledger.application import Ledger
     from ledger.witness.client import WitnessEndpoint
 
 HOME_ENV = "KERNELINDEX_HOME"
@@ -117,6 +116,9 @@ class LedgerHome:
         ``witnessing``: the process that writes asks the home's witnesses to cosign each
         checkpoint, in the background (``options`` go to ``ledger.witnessing.Witnessing``);
         a home without witnesses ignores it."""
+        from ledger.application import Ledger  # noqa: PLC0415 - a command that reads through
+        # the driver alone (api/service/driver_reads.py) resolves its home without the stack
+
         root = self.trust_root()
         log_key: SigningKey | DeferredKey | None = None
         if self.key_path("log").exists() and read_only:
@@ -186,6 +188,9 @@ class LedgerHome:
     def _register_operators(
         self, root: TrustRoot, keys: dict[str, SigningKey], now: datetime
     ) -> Ledger:
+        from ledger.application import Ledger  # noqa: PLC0415 - see open()
+        from ledger.store.schema import upgrade  # noqa: PLC0415 - see open()
+
         upgrade(self.db_url)  # a new ledger's database gets its schema here, explicitly
         ledger = Ledger(self.db_url, root, log_key=keys["log"])
         if root.witness_policy is not None:

@@ -210,6 +210,18 @@ def keys_list(
 ) -> None:
     """Registered keys with their roles, validity and status, in registration order, a page
     at a time; --json prints the page as GET /v1/keys/ sends it."""
+    if as_json:  # the page alone: read through the driver where it can be (issue 33)
+        from api.cli.driver import quick_reads  # noqa: PLC0415 - only this command's door
+
+        with quick_reads(home, db) as reads:
+            if reads is not None:
+                quick = (
+                    reads.keys.list_page(cursor)
+                    if limit is None
+                    else reads.keys.list_page(cursor, limit)
+                )
+                print_reply(quick)
+                return
     from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
 
     with local_service(home, db) as service:

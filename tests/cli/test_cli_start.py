@@ -383,3 +383,29 @@ def test_the_cli_runs_in_process_with_every_command_loaded(tmp_path: Path) -> No
     assert len(json.loads(cli("keys", "list", "--json").stdout)["items"]) == 3
     assert cli("log", "checkpoint").stdout.startswith("kernelindex.local/")
     assert "Usage: kernelindex db" in cli("db", "--help").stdout
+
+
+def test_keys_list_json_reads_through_the_driver_alone(
+    demo: dict[str, str], tmp_path: Path
+) -> None:
+    """``keys list --json`` on a ledger whose schema is current runs its statement through
+    ``sqlite3`` (issue 33): no SQLAlchemy, eventsourcing application or its SQLAlchemy
+    persistence, Litestar, psycopg, read model or ledger application is loaded, and it
+    prints what the full path prints for the same page."""
+    done, loaded = _imported(["keys", "list", "--json"], tmp_path, demo)
+    assert done.returncode == 0, done.stderr[-2000:]
+    stack = {
+        m
+        for m in loaded
+        if m.split(".")[0]
+        in {"sqlalchemy", "eventsourcing_sqlalchemy", "litestar", "psycopg", "projections"}
+        or m in {"eventsourcing.application", "eventsourcing.persistence"}
+        or m.startswith(("ledger.application", "ledger.store.read_only", "api.cli.service"))
+    }
+    assert stack == set()
+    keys = json.loads(done.stdout)["items"]
+    assert [k["label"] for k in keys] == ["admin", "ingester", "log", "demo"]
+    # The table reads through the full service (each key's events re-verified): same keys.
+    table, _ = _imported(["keys", "list"], tmp_path, demo)
+    assert table.returncode == 0 and table.stdout.count("verified") == len(keys)
+    assert all(f" {k['label']} " in table.stdout for k in keys)
