@@ -21,5 +21,5 @@ def quick_reads(home: Path | None, db: str | None) -> Iterator[DriverReads | Non
     if not ledger_home.exists:  # the full path refuses it, in its words
         yield None
         return
-    with driver_reads(ledger_home.db_url) as reads:
+    with driver_reads(ledger_home.db_url, ledger_home.trust_root()) as reads:
         yield reads

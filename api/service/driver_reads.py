@@ -16,34 +16,42 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from api.service.key_pages import LIMIT, key_page
+from api.service.key_pages import LIMIT, VerifiedKeys, key_page, verified_key_page
 from api.service.models.keys import KeyList
+from ledger.signing.trust import TrustRoot
 from ledger.store.read_door import Rows, open_driver
 
 
 class DriverKeys:
-    def __init__(self, rows: Rows) -> None:
+    """``api.service.keys.Keys``'s pages, read through the driver."""
+
+    def __init__(self, rows: Rows, trust_root: TrustRoot) -> None:
         self.rows = rows
+        self.trust_root = trust_root
 
     def list_page(self, cursor: str | None = None, limit: int = LIMIT) -> KeyList:
         return key_page(self.rows, cursor, limit)
+
+    def verified_page(self, cursor: str | None = None, limit: int = LIMIT) -> VerifiedKeys:
+        return verified_key_page(self.rows, self.trust_root, cursor, limit)
 
 
 class DriverReads:
     """The reads a command makes through the driver (``LedgerService``'s, by feature)."""
 
-    def __init__(self, rows: Rows) -> None:
-        self.keys = DriverKeys(rows)
+    def __init__(self, rows: Rows, trust_root: TrustRoot) -> None:
+        self.keys = DriverKeys(rows, trust_root)
 
 
 @contextmanager
-def driver_reads(url: str) -> Iterator[DriverReads | None]:
-    """The driver's reads of the ledger at ``url``, or None: take the full path."""
+def driver_reads(url: str, trust_root: TrustRoot) -> Iterator[DriverReads | None]:
+    """The driver's reads of the ledger at ``url`` (whose trust root is ``trust_root``),
+    or None: take the full path."""
     door = open_driver(url)
     if door is None:
         yield None
         return
     try:
-        yield DriverReads(door)
+        yield DriverReads(door, trust_root)
     finally:
         door.close()

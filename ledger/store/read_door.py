@@ -30,7 +30,10 @@ Row = Sequence[Any]
 
 
 class Rows(Protocol):
-    """Runs one of ``ledger.store.read_statements`` by name."""
+    """Runs one of ``ledger.store.read_statements`` by name, in ``dialect``'s SQL."""
+
+    @property
+    def dialect(self) -> str: ...
 
     def rows(self, name: str, **params: Any) -> list[Row]: ...
 
@@ -63,14 +66,24 @@ class SessionRows:
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
 
+    @property
+    def dialect(self) -> str:
+        return self.connection.dialect.name
+
     def rows(self, name: str, **params: Any) -> list[Row]:
-        sql, bound = _bound(self.connection.dialect.name, name, params)
+        sql, bound = _bound(self.dialect, name, params)
         return list(self.connection.exec_driver_sql(sql, bound).all())
 
 
-def uuid_of(value: Any) -> UUID:
-    """An originator id as a driver returns it (16 bytes from SQLite, a UUID from psycopg)."""
-    if isinstance(value, UUID):
+def uuid_param(dialect: str, value: UUID) -> Any:
+    """An originator id as the event table's column takes it from the driver: SQLite stores
+    sqlalchemy-utils' ``UUIDType`` as its 16 bytes, PostgreSQL as its native uuid."""
+    return value.bytes if dialect == "sqlite" else value
+
+
+def uuid_result(value: Any) -> UUID:
+    """An originator id as the driver returns it (16 bytes from SQLite, a UUID from psycopg)."""
+    if type(value) is UUID:
         return value
     if isinstance(value, bytes | memoryview):
         return UUID(bytes=bytes(value))

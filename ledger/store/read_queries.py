@@ -54,10 +54,21 @@ def _key_page() -> Select[Any]:
     )
 
 
+def _aggregate_events() -> Select[Any]:
+    """Every stored event of one aggregate, in version order."""
+    e = events_table.c
+    return (
+        select(e.originator_id, e.id, e.originator_version, e.topic, e.state)
+        .where(e.originator_id == bindparam("aggregate"))
+        .order_by(e.originator_version)
+    )
+
+
 # Each statement by name, with the parameters it takes.
 QUERIES = {
     "schema_version": (_schema_version, ()),
     "key_page": (_key_page, ("topic", "after", "limit")),
+    "aggregate_events": (_aggregate_events, ("aggregate",)),
 }
 _PSYCOPG: Any = postgresql.psycopg.dialect  # untyped in SQLAlchemy's stubs
 DIALECTS: dict[str, Dialect] = {

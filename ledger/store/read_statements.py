@@ -24,6 +24,12 @@ STATEMENTS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
             " LIMIT :limit OFFSET :param_1) ORDER BY e.id",
             {"param_1": 0},
         ),
+        "aggregate_events": (
+            "SELECT kernelindex_events.originator_id, kernelindex_events.id, kernelindex_events.originator_version, kernelindex_events.topic, kernelindex_events.state \n"
+            "FROM kernelindex_events \n"
+            "WHERE kernelindex_events.originator_id = :aggregate ORDER BY kernelindex_events.originator_version",
+            {},
+        ),
     },
     "postgresql": {
         "schema_version": (
@@ -39,6 +45,12 @@ STATEMENTS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
             "FROM kernelindex_events AS registered \n"
             "WHERE registered.topic = %(topic)s::VARCHAR AND registered.id > %(after)s::BIGINT ORDER BY registered.id \n"
             " LIMIT %(limit)s) ORDER BY e.id",
+            {},
+        ),
+        "aggregate_events": (
+            "SELECT kernelindex_events.originator_id, kernelindex_events.id, kernelindex_events.originator_version, kernelindex_events.topic, kernelindex_events.state \n"
+            "FROM kernelindex_events \n"
+            "WHERE kernelindex_events.originator_id = %(aggregate)s::UUID ORDER BY kernelindex_events.originator_version",
             {},
         ),
     },

@@ -3,6 +3,7 @@ definitions, and the same for every face that runs them, on SQLite and PostgreSQ
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from sqlalchemy import create_engine, text
 
 from api.cli.service import local_service
 from api.service.driver_reads import driver_reads
+from ledger.home import LedgerHome
 from ledger.store.read_queries import GENERATED, generate
 
 
@@ -26,7 +28,8 @@ def test_the_driver_and_the_service_read_the_same_key_pages(db_url: str, tmp_pat
     alice = tmp_path / "alice.pem"
     cli("keys", "generate", alice)
     cli("keys", "register", alice, "--role", "attester", "--self", "--label", "alice")
-    with driver_reads(db_url) as reads, local_service(tmp_path / "home", db_url) as service:
+    root = LedgerHome.at(tmp_path / "home", db_url).trust_root()
+    with driver_reads(db_url, root) as reads, local_service(tmp_path / "home", db_url) as service:
         assert reads is not None
         pages = []
         for read in (reads.keys.list_page, service.keys.list_page):
@@ -47,14 +50,51 @@ def test_the_driver_opens_only_a_ledger_it_reads_as_the_full_stack_does(
 ) -> None:
     """None (the command takes the full path, which opens or refuses as it always did):
     a URL it does not read, a missing file, a schema this build was not written for."""
+    Cli(tmp_path / "home", db_url)("init")
+    root = LedgerHome.at(tmp_path / "home", db_url).trust_root()
     for url in ("sqlite://", f"sqlite:///{tmp_path / 'absent.db'}", "mysql://x@localhost/y"):
-        with driver_reads(url) as reads:
+        with driver_reads(url, root) as reads:
             assert reads is None, url
-    with driver_reads(db_url) as reads:
+    with driver_reads(db_url, root) as reads:
         assert reads is not None
     engine = create_engine(db_url)
     with engine.begin() as conn:
         conn.execute(text("UPDATE kernelindex_schema SET version = version + 1"))
     engine.dispose()
-    with driver_reads(db_url) as reads:
+    with driver_reads(db_url, root) as reads:
         assert reads is None
+
+
+def test_a_key_whose_event_no_longer_verifies_is_listed_failed_by_either_door(
+    db_url: str, tmp_path: Path
+) -> None:
+    """The table's "events" column re-verifies each key's stored events: a registration
+    whose signature was altered in the database shows FAILED, through the driver as
+    through the full service."""
+    cli = Cli(tmp_path / "home", db_url)
+    cli("init")
+    engine = create_engine(db_url)
+    with engine.begin() as conn:
+        row = conn.execute(
+            text(
+                "select id, state from kernelindex_events "
+                "where topic like '%Principal.Registered' order by id desc limit 1"
+            )
+        ).one()
+        state = json.loads(bytes(row.state))
+        sig = bytearray(base64.b64decode(state["envelope"]["signatures"][0]["sig"]))
+        sig[0] ^= 0xFF
+        state["envelope"]["signatures"][0]["sig"] = base64.b64encode(bytes(sig)).decode()
+        conn.execute(
+            text("update kernelindex_events set state = :s where id = :i"),
+            {"s": json.dumps(state).encode(), "i": row.id},
+        )
+    engine.dispose()
+    root = LedgerHome.at(tmp_path / "home", db_url).trust_root()
+    with driver_reads(db_url, root) as reads, local_service(tmp_path / "home", db_url) as service:
+        assert reads is not None
+        quick, full = reads.keys.verified_page(), service.keys.verified_page()
+    assert quick == full
+    assert list(quick.verified.values()) == [True, True, False]  # the last one registered
+    table = cli("keys", "list").stdout
+    assert table.count("verified") == 2 and table.count("FAILED") == 1
