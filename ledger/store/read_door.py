@@ -8,7 +8,7 @@ on a SQLAlchemy connection (the server, in its own transaction: ``exec_driver_sq
 query is written once and every face runs the same text.
 
 ``open_driver`` opens only what it can open exactly as the full stack would read it: a
-``sqlite:///FILE`` or a ``postgresql[+psycopg]://`` URL, on a database whose schema is the
+``sqlite:///FILE`` or a ``postgresql+psycopg://`` URL, on a database whose schema is the
 version this build was written for. For anything else it answers None, and the command
 takes the full path (which opens, or refuses, the database as it always did).
 """
@@ -108,7 +108,7 @@ def _connect(url: str) -> DriverRows | None:
         except sqlite3.OperationalError:
             return None
         return DriverRows(connection, "sqlite", (sqlite3.Error,))
-    if parts.scheme in ("postgresql", "postgresql+psycopg"):
+    if parts.scheme == "postgresql+psycopg":  # a plain postgresql:// is psycopg2's
         import psycopg  # noqa: PLC0415 - only for a PostgreSQL ledger
 
         try:

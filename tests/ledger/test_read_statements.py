@@ -52,7 +52,12 @@ def test_the_driver_opens_only_a_ledger_it_reads_as_the_full_stack_does(
     a URL it does not read, a missing file, a schema this build was not written for."""
     Cli(tmp_path / "home", db_url)("init")
     root = LedgerHome.at(tmp_path / "home", db_url).trust_root()
-    for url in ("sqlite://", f"sqlite:///{tmp_path / 'absent.db'}", "mysql://x@localhost/y"):
+    for url in (
+        "sqlite://",
+        f"sqlite:///{tmp_path / 'absent.db'}",
+        "mysql://x@localhost/y",
+        "postgresql://postgres@127.0.0.1/postgres",  # psycopg2's, to SQLAlchemy
+    ):
         with driver_reads(url, root) as reads:
             assert reads is None, url
     with driver_reads(db_url, root) as reads:
