@@ -21,8 +21,8 @@ from ledger.authority import KeyState
 from ledger.event_verification import verify_stored_event
 from ledger.ids import principal_id
 from ledger.signing.trust import TrustRoot
-from ledger.store.read_door import Rows, uuid_param, uuid_result
-from ledger.store.stored_events import StoredRecord
+from ledger.store.read_door import Rows, uuid_result
+from ledger.store.stored_events import StoredRecord, aggregate_records
 
 REGISTERED = topic_of(EventName.KEY_REGISTERED)
 LIMIT = 50  # keys a page, unless asked
@@ -93,16 +93,8 @@ def verified_key_page(
 
     def key(key_id: str) -> KeyState | None:
         if key_id not in states:
-            stored = rows.rows(
-                "aggregate_events", aggregate=uuid_param(rows.dialect, principal_id(key_id))
-            )
-            states[key_id] = fold_key_events(
-                key_id,
-                [
-                    StoredRecord(int(p), uuid_result(a), int(v), t, bytes(s))
-                    for a, p, v, t, s in stored
-                ],
-            )
+            records = aggregate_records(rows, principal_id(key_id))
+            states[key_id] = fold_key_events(key_id, records)
         return states[key_id]
 
     verified = {

@@ -58,7 +58,7 @@ def _aggregate_events() -> Select[Any]:
     """Every stored event of one aggregate, in version order."""
     e = events_table.c
     return (
-        select(e.originator_id, e.id, e.originator_version, e.topic, e.state)
+        select(e.id, e.originator_version, e.topic, e.state)
         .where(e.originator_id == bindparam("aggregate"))
         .order_by(e.originator_version)
     )

@@ -25,7 +25,7 @@ STATEMENTS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
             {"param_1": 0},
         ),
         "aggregate_events": (
-            "SELECT kernelindex_events.originator_id, kernelindex_events.id, kernelindex_events.originator_version, kernelindex_events.topic, kernelindex_events.state \n"
+            "SELECT kernelindex_events.id, kernelindex_events.originator_version, kernelindex_events.topic, kernelindex_events.state \n"
             "FROM kernelindex_events \n"
             "WHERE kernelindex_events.originator_id = :aggregate ORDER BY kernelindex_events.originator_version",
             {},
@@ -48,7 +48,7 @@ STATEMENTS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
             {},
         ),
         "aggregate_events": (
-            "SELECT kernelindex_events.originator_id, kernelindex_events.id, kernelindex_events.originator_version, kernelindex_events.topic, kernelindex_events.state \n"
+            "SELECT kernelindex_events.id, kernelindex_events.originator_version, kernelindex_events.topic, kernelindex_events.state \n"
             "FROM kernelindex_events \n"
             "WHERE kernelindex_events.originator_id = %(aggregate)s::UUID ORDER BY kernelindex_events.originator_version",
             {},

@@ -14,10 +14,9 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from ledger.signing.dsse import stored_statement
+from ledger.store.read_door import Rows, SessionRows, uuid_param
 
 if TYPE_CHECKING:
-    from sqlalchemy import Select, Table
-
     from ledger.store.event_store import EventStore
 
 _CHUNK = 500  # ids per IN (...) list
@@ -70,10 +69,12 @@ def stored_records(
 
     e = store.events.c
     if (version, start, limit, topics, newest) == (None, 1, None, None, False):
-        query = _all_records(store)  # every version: each write's run or key read, built once
+        from ledger.store.event_store import connection_of  # noqa: PLC0415 - as select
+
+        # Every version (each write's run or key read): the statement a command reading
+        # through the driver alone runs too.
         with store.transaction(commit=False) as session:
-            rows = session.execute(query, {"aggregate": aggregate_id}).all()
-        return [StoredRecord(r[0], aggregate_id, r[1], r[2], bytes(r[3])) for r in rows]
+            return aggregate_records(SessionRows(connection_of(session)), aggregate_id)
     query = select(e.id, e.originator_version, e.topic, e.state).where(
         e.originator_id == aggregate_id
     )
@@ -92,21 +93,11 @@ def stored_records(
     return records[::-1] if newest else records
 
 
-def _all_records(store: EventStore) -> Select[tuple[Any, Any, Any, Any]]:
-    query = _ALL_RECORDS.get(store.events)
-    if query is None:
-        from sqlalchemy import bindparam, select  # noqa: PLC0415 - see the module's docstring
-
-        e = store.events.c
-        query = _ALL_RECORDS[store.events] = (
-            select(e.id, e.originator_version, e.topic, e.state)
-            .where(e.originator_id == bindparam("aggregate"))
-            .order_by(e.originator_version)
-        )
-    return query
-
-
-_ALL_RECORDS: dict[Table, Select[tuple[Any, Any, Any, Any]]] = {}
+def aggregate_records(rows: Rows, aggregate_id: UUID) -> list[StoredRecord]:
+    """Every event of one aggregate in version order, on whichever door ``rows`` is
+    (``ledger.store.read_door``)."""
+    found = rows.rows("aggregate_events", aggregate=uuid_param(rows.dialect, aggregate_id))
+    return [StoredRecord(int(r[0]), aggregate_id, int(r[1]), r[2], bytes(r[3])) for r in found]
 
 
 def stored_versions(store: EventStore, ids: set[UUID]) -> dict[UUID, int]:
