@@ -32,7 +32,6 @@ from eventsourcing.persistence import IntegrityError, OperationalError, Recordin
 from sqlalchemy.engine import make_url
 
 from domain.errors import DomainError
-from domain.event_names import EventName
 from domain.timestamps import utc_now
 from ledger.admission import Admission, Admitted, AdmittedGroup
 from ledger.admission_cache import fold_key_events
@@ -59,7 +58,6 @@ from ledger.store.log_watch import LogWatch
 from ledger.store.schema import APPLICATION_NAME, SchemaError, require_current
 from ledger.store.stored_events import (
     StoredRecord,
-    positioned_states,
     records_of,
     stored_records,
     stored_states,
@@ -479,12 +477,6 @@ class Ledger(Application[UUID]):
 
     def key_ids(self) -> list[str]:
         return [str(state.get("key_id")) for state in self.stored_states(Principal.Registered)]
-
-    def registered_keys(self, after: int = 0, limit: int = 100) -> list[tuple[int, str]]:
-        """(position, key id) of the key registrations after log position ``after``, at most
-        ``limit``, in log order: a page of keys (anyone may register attester keys)."""
-        states = positioned_states(self.store, topic_of(EventName.KEY_REGISTERED), after, limit)
-        return [(p, str(state["key_id"])) for p, state in states if "key_id" in state]
 
     def require_run(self, run_digest: str) -> str:
         """``run_digest`` if a run was ingested under it. A raw lookup, not a projection's:

@@ -25,18 +25,14 @@ from typing import TYPE_CHECKING, Any
 from domain.errors import DomainError
 from domain.statements import Role
 from domain.timestamps import format_time, utc_now
-from ledger.application import Ledger
-from ledger.proofs.signed_note import NoteError, verifier_key_string
-from ledger.signing.authoring import key_registration_envelope
 from ledger.signing.keys import PublicKey, SigningKey
 from ledger.signing.log_key import DeferredKey
 from ledger.signing.trust import TrustRoot
-from ledger.store.schema import upgrade
-from ledger.witness.cosignature import parse_cosigner_key
-from ledger.witness.policy import Policy, PolicyError, parse_policy
 
 if TYPE_CHECKING:
+    from ledger.application import Ledger
     from ledger.witness.client import WitnessEndpoint
+    from ledger.witness.policy import Policy
 
 HOME_ENV = "KERNELINDEX_HOME"
 DB_ENV = "KERNELINDEX_DB"
@@ -79,6 +75,8 @@ class LedgerHome:
         return self.trust_root().witness_policy
 
     def witness_policy(self) -> Policy | None:
+        from ledger.witness.policy import PolicyError, parse_policy  # noqa: PLC0415 - see open()
+
         text = self.witness_policy_text()
         if text is None:
             return None
@@ -117,6 +115,10 @@ class LedgerHome:
         ``witnessing``: the process that writes asks the home's witnesses to cosign each
         checkpoint, in the background (``options`` go to ``ledger.witnessing.Witnessing``);
         a home without witnesses ignores it."""
+        # A command that reads through the driver alone (api/service/driver_reads.py)
+        # resolves its home without the database stack, the witnesses or key authoring.
+        from ledger.application import Ledger  # noqa: PLC0415
+
         root = self.trust_root()
         log_key: SigningKey | DeferredKey | None = None
         if self.key_path("log").exists() and read_only:
@@ -186,11 +188,16 @@ class LedgerHome:
     def _register_operators(
         self, root: TrustRoot, keys: dict[str, SigningKey], now: datetime
     ) -> Ledger:
+        from ledger.application import Ledger  # noqa: PLC0415 - see open()
+        from ledger.store.schema import upgrade  # noqa: PLC0415 - see open()
+
         upgrade(self.db_url)  # a new ledger's database gets its schema here, explicitly
         ledger = Ledger(self.db_url, root, log_key=keys["log"])
         if root.witness_policy is not None:
             ledger.tlog.enable_heads_leaf()  # from the first commit (as ``open`` does)
         admin = keys["admin"]
+        from ledger.signing.authoring import key_registration_envelope  # noqa: PLC0415 - see open()
+
         # One group, one transaction: the operator keys are all registered or none are.
         results = ledger.append_many(
             [
@@ -223,6 +230,11 @@ def witness_policy_text(
 ) -> str:
     """A C2SP tlog-policy: this log, each witness (named by its key's name, with its URL),
     and a group of them all with the quorum as its threshold (default: a majority)."""
+    # Only ``init`` writes a policy: a read resolving its home loads none of this (see open()).
+    from ledger.proofs.signed_note import NoteError, verifier_key_string  # noqa: PLC0415
+    from ledger.witness.cosignature import parse_cosigner_key  # noqa: PLC0415
+    from ledger.witness.policy import PolicyError, parse_policy  # noqa: PLC0415
+
     lines = [
         "# The witnesses this ledger's log asks to cosign its checkpoints, and the quorum a",
         "# verifier holds its bundles to unless told otherwise (https://c2sp.org/tlog-policy).",

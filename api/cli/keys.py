@@ -210,19 +210,29 @@ def keys_list(
 ) -> None:
     """Registered keys with their roles, validity and status, in registration order, a page
     at a time; --json prints the page as GET /v1/keys/ sends it."""
-    from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
+    from api.cli.driver import quick_reads  # noqa: PLC0415 - only this command's door
+    from api.service.key_pages import LIMIT, VerifiedKeys  # noqa: PLC0415 - as above
 
-    with local_service(home, db) as service:
-        page = (
-            service.keys.list_page(cursor)
-            if limit is None  # the API's own page size
-            else service.keys.list_page(cursor, limit)
-        )
-        if as_json:
-            print_reply(page)
+    size = LIMIT if limit is None else limit  # the API's own page size, unless asked
+    listed: VerifiedKeys | None = None
+    # Read through the driver where it can be (issue 33), else through the full service:
+    # the same reads either way (api/service/key_pages.py).
+    with quick_reads(home, db) as reads:
+        if reads is not None and as_json:
+            print_reply(reads.keys.list_page(cursor, size))
             return
-        # Each key's events re-verified, as its history shows them (at most two each).
-        verified = {k.key_id: service.history.key(k.key_id).all_verified for k in page.items}
+        if reads is not None:
+            listed = reads.keys.verified_page(cursor, size)
+    if listed is None:
+        from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
+
+        with local_service(home, db) as service:
+            if as_json:
+                print_reply(service.keys.list_page(cursor, size))
+                return
+            listed = service.keys.verified_page(cursor, size)
+    # Each key's events re-verified, as its history shows them (at most two each).
+    page, verified = listed.page, listed.verified
     table = Table(title="Registered keys", title_justify="left")
     for column in ("key id", "label", "roles", "registered", "status", "events"):
         table.add_column(column, overflow="fold")

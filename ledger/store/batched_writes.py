@@ -23,7 +23,8 @@ from eventsourcing_sqlalchemy.factory import SQLAlchemyFactory
 from eventsourcing_sqlalchemy.recorders import SQLAlchemyApplicationRecorder
 from sqlalchemy.orm import Session
 
-from ledger.store.driver_rows import insert_returning, uuid_param, uuid_result
+from ledger.store.driver_rows import insert_returning
+from ledger.store.read_door import uuid_param, uuid_result
 
 _COLUMNS = ("originator_id", "originator_version", "topic", "state")
 _RETURNING = ("id", "originator_id", "originator_version")

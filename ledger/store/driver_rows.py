@@ -86,21 +86,6 @@ def insert_returning(
     return found
 
 
-def uuid_param(dialect: str, value: UUID) -> Any:
-    """An originator id as the event table's column takes it from the driver: SQLite stores
-    sqlalchemy-utils' ``UUIDType`` as its 16 bytes, PostgreSQL as its native uuid."""
-    return value.bytes if dialect == "sqlite" else value
-
-
-def uuid_result(value: Any) -> UUID:
-    """An originator id as the driver returns it (16 bytes from SQLite, a UUID from psycopg)."""
-    if type(value) is UUID:
-        return value
-    if isinstance(value, bytes | memoryview):
-        return UUID(bytes=bytes(value))
-    return UUID(str(value))
-
-
 def select_rows(session: StoreSession, sql: str, params: tuple[Any, ...] = ()) -> list[Row]:
     """Run one SELECT written in the driver's parameter style (``placeholder``)."""
     return list(connection_of(session).exec_driver_sql(sql, params).all())

@@ -1,19 +1,23 @@
 """Stored events read as the database holds them: for admission's lookups, history, audit,
-bundles and the key book. Nothing here decodes more than it is asked to, or verifies."""
+bundles and the key book. Nothing here decodes more than it is asked to, or verifies.
+
+SQLAlchemy is imported by the functions that query through it: a record and its decoding
+are also what a command reading through the driver alone folds (``ledger.store.read_door``,
+issue 33), and it must not load SQLAlchemy for them."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from sqlalchemy import Select, Table, bindparam, select
-
 from ledger.signing.dsse import stored_statement
-from ledger.store.driver_rows import dialect_of, select_rows, uuid_in, uuid_in_params, uuid_keys
-from ledger.store.event_store import EventStore
+from ledger.store.read_door import Rows, SessionRows, uuid_param
+
+if TYPE_CHECKING:
+    from ledger.store.event_store import EventStore
 
 _CHUNK = 500  # ids per IN (...) list
 _PAGE = 1000  # rows per page of a scan
@@ -61,12 +65,16 @@ def stored_records(
 ) -> list[StoredRecord]:
     """One aggregate's events in version order: all, one ``version``, or a page (from
     ``start``, at most ``limit``, of ``topics`` only, or the ``newest``, still oldest first)."""
+    from sqlalchemy import select  # noqa: PLC0415 - see the module's docstring
+
     e = store.events.c
     if (version, start, limit, topics, newest) == (None, 1, None, None, False):
-        query = _all_records(store)  # every version: each write's run or key read, built once
+        from ledger.store.event_store import connection_of  # noqa: PLC0415 - as select
+
+        # Every version (each write's run or key read): the statement a command reading
+        # through the driver alone runs too.
         with store.transaction(commit=False) as session:
-            rows = session.execute(query, {"aggregate": aggregate_id}).all()
-        return [StoredRecord(r[0], aggregate_id, r[1], r[2], bytes(r[3])) for r in rows]
+            return aggregate_records(SessionRows(connection_of(session)), aggregate_id)
     query = select(e.id, e.originator_version, e.topic, e.state).where(
         e.originator_id == aggregate_id
     )
@@ -85,19 +93,11 @@ def stored_records(
     return records[::-1] if newest else records
 
 
-def _all_records(store: EventStore) -> Select[tuple[Any, Any, Any, Any]]:
-    query = _ALL_RECORDS.get(store.events)
-    if query is None:
-        e = store.events.c
-        query = _ALL_RECORDS[store.events] = (
-            select(e.id, e.originator_version, e.topic, e.state)
-            .where(e.originator_id == bindparam("aggregate"))
-            .order_by(e.originator_version)
-        )
-    return query
-
-
-_ALL_RECORDS: dict[Table, Select[tuple[Any, Any, Any, Any]]] = {}
+def aggregate_records(rows: Rows, aggregate_id: UUID) -> list[StoredRecord]:
+    """Every event of one aggregate in version order, on whichever door ``rows`` is
+    (``ledger.store.read_door``)."""
+    found = rows.rows("aggregate_events", aggregate=uuid_param(rows.dialect, aggregate_id))
+    return [StoredRecord(int(r[0]), aggregate_id, int(r[1]), r[2], bytes(r[3])) for r in found]
 
 
 def stored_versions(store: EventStore, ids: set[UUID]) -> dict[UUID, int]:
@@ -105,6 +105,14 @@ def stored_versions(store: EventStore, ids: set[UUID]) -> dict[UUID, int]:
     Every write asks this (twice, the second time under the log's lock): written for the
     driver (``ledger.store.driver_rows``), as SQLAlchemy's expanding IN with a type
     processor per id cost ~20 µs an id."""
+    from ledger.store.driver_rows import (  # noqa: PLC0415 - see the module's docstring
+        dialect_of,
+        select_rows,
+        uuid_in,
+        uuid_in_params,
+        uuid_keys,
+    )
+
     if not ids:
         return {}
     found: dict[UUID, int] = {}
@@ -127,6 +135,8 @@ def stored_versions(store: EventStore, ids: set[UUID]) -> dict[UUID, int]:
 
 def records_of(store: EventStore, ids: Sequence[UUID]) -> dict[UUID, list[StoredRecord]]:
     """Every event of each of these aggregates, in version order, in one query a chunk."""
+    from sqlalchemy import select  # noqa: PLC0415 - see the module's docstring
+
     e = store.events.c
     found: dict[UUID, list[StoredRecord]] = {}
     ordered = sorted(set(ids), key=str)
@@ -146,6 +156,8 @@ def records_of(store: EventStore, ids: Sequence[UUID]) -> dict[UUID, list[Stored
 
 
 def _page(store: EventStore, topic: str, after: int, limit: int) -> list[tuple[int, bytes]]:
+    from sqlalchemy import select  # noqa: PLC0415 - see the module's docstring
+
     e = store.events.c
     with store.transaction(commit=False) as session:
         rows = session.execute(
@@ -168,19 +180,3 @@ def stored_states(store: EventStore, topic: str) -> Iterator[dict[str, Any]]:
         if len(page) < _PAGE:
             return
         after = page[-1][0]
-
-
-def positioned_states(
-    store: EventStore, topic: str, after: int, limit: int
-) -> list[tuple[int, dict[str, Any]]]:
-    """(position, decoded fields) of at most ``limit`` events of one topic after log
-    position ``after``; records that do not decode are left out (as above)."""
-    found = []
-    for position, state in _page(store, topic, after, limit):
-        try:
-            decoded = json.loads(state)
-        except ValueError:
-            continue
-        if isinstance(decoded, dict):
-            found.append((position, decoded))
-    return found

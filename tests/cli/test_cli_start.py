@@ -227,8 +227,9 @@ def test_a_tampered_bundle_still_fails_without_the_database_stack(
 def test_read_commands_load_no_importer_server_or_agent_and_no_writer(
     demo: dict[str, str], tmp_path: Path
 ) -> None:
-    """show, history, leaderboard, search and keys list read through
-    ledger/store/read_only.py: no importer, server or agent module, nor the writers'
+    """show, history, leaderboard and search read through ledger/store/read_only.py (keys
+    list reads through the driver alone: below): no importer, server or agent module, nor
+    the writers'
     persistence (and the SQL dialects its sqlalchemy_utils loads), nor SQLAlchemy's ORM (the
     read store uses Core only), nor the HTTP client (only with --server), structlog (only
     when the views warn), the bundle writer or the fold's worker pool; and of the service,
@@ -238,7 +239,6 @@ def test_read_commands_load_no_importer_server_or_agent_and_no_writer(
         ["history", SEED],
         ["leaderboard", "--gpu", "NVIDIA B200"],
         ["search", "B200"],
-        ["keys", "list"],
     ):
         done, loaded = _imported(argv, tmp_path, demo)
         assert done.returncode == 0, (argv, done.stderr[-2000:])
@@ -383,3 +383,28 @@ def test_the_cli_runs_in_process_with_every_command_loaded(tmp_path: Path) -> No
     assert len(json.loads(cli("keys", "list", "--json").stdout)["items"]) == 3
     assert cli("log", "checkpoint").stdout.startswith("kernelindex.local/")
     assert "Usage: kernelindex db" in cli("db", "--help").stdout
+
+
+def test_keys_list_reads_through_the_driver_alone(demo: dict[str, str], tmp_path: Path) -> None:
+    """``keys list`` (the page, and the table that re-verifies each key's events) on a
+    ledger whose schema is current runs its statements through ``sqlite3`` (issue 33): no
+    SQLAlchemy, eventsourcing application or its persistence, Litestar, psycopg, read model
+    or ledger application is loaded."""
+    pages = {}
+    for argv in (["keys", "list", "--json"], ["keys", "list"]):
+        done, loaded = _imported(argv, tmp_path, demo)
+        assert done.returncode == 0, done.stderr[-2000:]
+        stack = {
+            m
+            for m in loaded
+            if m.split(".")[0]
+            in {"sqlalchemy", "eventsourcing_sqlalchemy", "litestar", "psycopg", "projections"}
+            or m in {"eventsourcing.application", "eventsourcing.persistence"}
+            or m.startswith(("ledger.application", "ledger.store.read_only", "api.cli.service"))
+        }
+        assert stack == set(), argv
+        pages[len(argv)] = done.stdout
+    keys = json.loads(pages[3])["items"]
+    assert [k["label"] for k in keys] == ["admin", "ingester", "log", "demo"]
+    assert pages[2].count("verified") == len(keys) and "FAILED" not in pages[2]
+    assert all(f" {k['label']} " in pages[2] for k in keys)

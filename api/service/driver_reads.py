@@ -1,0 +1,57 @@
+"""The service's reads that run through the database driver alone (issue 33).
+
+A short command that asks only these opens no SQLAlchemy, no eventsourcing application and
+no read models: its statements are compiled ahead (``ledger.store.read_statements``) and run
+on a ``sqlite3`` or psycopg connection (``ledger.store.read_door``). Each read is the same
+function the full service calls (``Keys.list_page`` runs ``key_page`` on its own
+connection), so both answer alike. Where the door cannot open the ledger exactly as the full
+stack reads it (another URL, a schema to upgrade), ``driver_reads`` yields None and the
+command takes the full path, which opens, or refuses, the ledger as it always did.
+
+Only reads that need no fold of the views are here: the key list reads the event table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from api.service.key_pages import LIMIT, VerifiedKeys, key_page, verified_key_page
+from api.service.models.keys import KeyList
+from ledger.signing.trust import TrustRoot
+from ledger.store.read_door import Rows, open_driver
+
+
+class DriverKeys:
+    """``api.service.keys.Keys``'s pages, read through the driver."""
+
+    def __init__(self, rows: Rows, trust_root: TrustRoot) -> None:
+        self.rows = rows
+        self.trust_root = trust_root
+
+    def list_page(self, cursor: str | None = None, limit: int = LIMIT) -> KeyList:
+        return key_page(self.rows, cursor, limit)
+
+    def verified_page(self, cursor: str | None = None, limit: int = LIMIT) -> VerifiedKeys:
+        return verified_key_page(self.rows, self.trust_root, cursor, limit)
+
+
+class DriverReads:
+    """The reads a command makes through the driver (``LedgerService``'s, by feature)."""
+
+    def __init__(self, rows: Rows, trust_root: TrustRoot) -> None:
+        self.keys = DriverKeys(rows, trust_root)
+
+
+@contextmanager
+def driver_reads(url: str, trust_root: TrustRoot) -> Iterator[DriverReads | None]:
+    """The driver's reads of the ledger at ``url`` (whose trust root is ``trust_root``),
+    or None: take the full path."""
+    door = open_driver(url)
+    if door is None:
+        yield None
+        return
+    try:
+        yield DriverReads(door, trust_root)
+    finally:
+        door.close()

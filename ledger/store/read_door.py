@@ -1,0 +1,135 @@
+"""Reads through the database driver, without SQLAlchemy (issue 33): the door a short read
+command opens when all it needs are statements of ``ledger.store.read_statements``.
+
+The statements are SQL text compiled ahead from their Core definitions
+(``ledger.store.read_queries``); ``Rows`` runs one by name on whatever holds the connection:
+``DriverRows`` on a ``sqlite3`` or psycopg connection of its own (a command), ``SessionRows``
+on a SQLAlchemy connection (the server, in its own transaction: ``exec_driver_sql``). So a
+query is written once and every face runs the same text.
+
+``open_driver`` opens only what it can open exactly as the full stack would read it: a
+``sqlite:///FILE`` or a ``postgresql+psycopg://`` URL, on a database whose schema is the
+version this build was written for. For anything else it answers None, and the command
+takes the full path (which opens, or refuses, the database as it always did).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import quote, unquote, urlsplit
+from uuid import UUID
+
+from ledger.store.read_statements import SCHEMA_VERSION, STATEMENTS
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
+Row = Sequence[Any]
+
+
+class Rows(Protocol):
+    """Runs one of ``ledger.store.read_statements`` by name, in ``dialect``'s SQL."""
+
+    @property
+    def dialect(self) -> str: ...
+
+    def rows(self, name: str, **params: Any) -> list[Row]: ...
+
+
+def _bound(dialect: str, name: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    sql, fixed = STATEMENTS[dialect][name]
+    return sql, {**fixed, **params}
+
+
+class DriverRows:
+    """Statements run on a driver connection this door opened (and closes)."""
+
+    def __init__(self, connection: Any, dialect: str, errors: tuple[type[Exception], ...]) -> None:
+        self.connection = connection
+        self.dialect = dialect
+        self.errors = errors  # what the driver raises
+
+    def rows(self, name: str, **params: Any) -> list[Row]:
+        sql, bound = _bound(self.dialect, name, params)
+        cursor = self.connection.execute(sql, bound)
+        return list(cursor.fetchall())
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+class SessionRows:
+    """Statements run on a SQLAlchemy connection, in the transaction it is in."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+
+    @property
+    def dialect(self) -> str:
+        return self.connection.dialect.name
+
+    def rows(self, name: str, **params: Any) -> list[Row]:
+        sql, bound = _bound(self.dialect, name, params)
+        return list(self.connection.exec_driver_sql(sql, bound).all())
+
+
+def uuid_param(dialect: str, value: UUID) -> Any:
+    """An originator id as the event table's column takes it from the driver: SQLite stores
+    sqlalchemy-utils' ``UUIDType`` as its 16 bytes, PostgreSQL as its native uuid."""
+    return value.bytes if dialect == "sqlite" else value
+
+
+def uuid_result(value: Any) -> UUID:
+    """An originator id as the driver returns it (16 bytes from SQLite, a UUID from psycopg)."""
+    if type(value) is UUID:
+        return value
+    if isinstance(value, bytes | memoryview):
+        return UUID(bytes=bytes(value))
+    return UUID(str(value))
+
+
+def _connect(url: str) -> DriverRows | None:
+    parts = urlsplit(url)
+    if parts.fragment:
+        return None
+    if (
+        parts.scheme == "sqlite"
+        and not parts.query
+        and parts.path.startswith("/")
+        and parts.path != "/"
+    ):
+        # sqlite:///relative or sqlite:////absolute, as SQLAlchemy reads the URL; the file
+        # opened read-only, never created (the full path says what is missing).
+        path = quote(unquote(parts.path[1:]))
+        try:
+            connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+        except sqlite3.OperationalError:
+            return None
+        return DriverRows(connection, "sqlite", (sqlite3.Error,))
+    if parts.scheme == "postgresql+psycopg":  # a plain postgresql:// is psycopg2's
+        import psycopg  # noqa: PLC0415 - only for a PostgreSQL ledger
+
+        try:
+            served = psycopg.connect(parts._replace(scheme="postgresql").geturl(), autocommit=True)
+        except psycopg.Error:
+            return None
+        return DriverRows(served, "postgresql", (psycopg.Error,))
+    return None
+
+
+def open_driver(url: str) -> DriverRows | None:
+    """The driver's connection to the ledger at ``url``, if this door reads it as the full
+    stack would (see above); None: take the full path."""
+    door = _connect(url)
+    if door is None:
+        return None
+    try:
+        found = door.rows("schema_version")
+    except door.errors:  # no schema table, say: the full path says what is wrong
+        found = []
+    if [tuple(r) for r in found] != [(SCHEMA_VERSION,)]:
+        door.close()
+        return None
+    return door
