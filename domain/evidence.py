@@ -68,14 +68,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
 from enum import IntEnum
 from fractions import Fraction
 from typing import Any
 
+import msgspec
+from msgspec.structs import replace
+
 from domain.comparison import MAPPINGS, PrimaryMeasurement, readable_primary
 from domain.errors import DomainError
-from domain.frozen import made
 
 # v2 (issue 32): a rerun counts only for a job bound to its run's code, from a key bound to
 # its device (domain.rerun_binding); v1 counted any admitted agent result.
@@ -123,8 +124,7 @@ def _finite_positive(value: float | None, what: str) -> None:
         raise EvidencePolicyError(f"{what} must be a finite positive number, got {value!r}")
 
 
-@dataclass(frozen=True)
-class IngestionFacts:
+class IngestionFacts(msgspec.Struct, frozen=True):
     """What the ingestion event fixes about a run.
 
     ``has_pinned_source``: the implementation is pinned by an artifact digest. ``has_raw_evidence``:
@@ -149,8 +149,7 @@ class IngestionFacts:
         _finite_positive(self.tolerance, "tolerance")
 
 
-@dataclass(frozen=True)
-class RerunFacts:
+class RerunFacts(msgspec.Struct, frozen=True):
     """One rerun recorded for the run (a ``rerun/v1`` statement the ledger stored).
 
     ``accepted``: admitted as an agent-signed rerun of an open job for this run. ``median_ns``
@@ -184,8 +183,7 @@ class RerunFacts:
         return "median", self.median_ns
 
 
-@dataclass(frozen=True)
-class AttestationFacts:
+class AttestationFacts(msgspec.Struct, frozen=True):
     """A community attestation (reproduced, could_not_reproduce, note…): never moves the level."""
 
     position: int
@@ -193,16 +191,14 @@ class AttestationFacts:
     observed_ns: float | None = None
 
 
-@dataclass(frozen=True)
-class ReportFacts:
+class ReportFacts(msgspec.Struct, frozen=True):
     """A report about the run (abuse, wrong data…): never moves the level."""
 
     position: int
     reason: str
 
 
-@dataclass(frozen=True)
-class RerunRequestFacts:
+class RerunRequestFacts(msgspec.Struct, frozen=True):
     """An admin's rerun job request: the *request* never moves the level, only its result."""
 
     position: int
@@ -211,8 +207,7 @@ class RerunRequestFacts:
     architecture: str
 
 
-@dataclass(frozen=True)
-class LifecycleFacts:
+class LifecycleFacts(msgspec.Struct, frozen=True):
     """Retract or supersede: removes the run from ranking, never changes its level."""
 
     position: int
@@ -230,8 +225,7 @@ RunEvent = (
 )
 
 
-@dataclass(frozen=True)
-class EvidenceResult:
+class EvidenceResult(msgspec.Struct, frozen=True):
     level: EvidenceLevel
     reasons: tuple[str, ...]
     caused_by: int
@@ -269,8 +263,6 @@ def initial_result(ingestion: IngestionFacts) -> EvidenceResult:
             ),
             ingestion.position,
         )
-    # The passed run's result is made for every ingestion a rebuild folds: without the
-    # frozen __init__ (domain.frozen.made), the same instance.
     pinned = (
         "pinned source: implementation artifact digest present"
         if ingestion.has_pinned_source
@@ -286,19 +278,15 @@ def initial_result(ingestion: IngestionFacts) -> EvidenceResult:
         if ingestion.has_pinned_source and ingestion.has_raw_evidence
         else EvidenceLevel.REPORTED
     )
-    return made(
-        EvidenceResult,
-        {
-            "level": level,
-            "reasons": ("source marked the run passed", pinned, raw),
-            "caused_by": ingestion.position,
-            "policy_version": POLICY_VERSION,
-        },
+    return EvidenceResult(
+        level=level,
+        reasons=("source marked the run passed", pinned, raw),
+        caused_by=ingestion.position,
+        policy_version=POLICY_VERSION,
     )
 
 
-@dataclass(frozen=True)
-class _Qualifying:
+class _Qualifying(msgspec.Struct, frozen=True):
     position: int
     agent_key_id: str
     gpu_uuid_hash: str
@@ -316,8 +304,7 @@ def _replicating_pair(reruns: tuple[_Qualifying, ...]) -> tuple[_Qualifying, _Qu
     return None
 
 
-@dataclass(frozen=True)
-class EvidenceState:
+class EvidenceState(msgspec.Struct, frozen=True):
     """Incremental form of the policy: ``state = EvidenceState.start(ingestion)``, then
     ``state = state.apply(event)`` for each later event in ledger order; ``state.result``.
 
@@ -333,15 +320,12 @@ class EvidenceState:
     @classmethod
     def start(cls, ingestion: IngestionFacts) -> EvidenceState:
         initial = initial_result(ingestion)
-        return made(
-            cls,
-            {
-                "ingestion": ingestion,
-                "initial": initial,
-                "result": initial,
-                "last_position": ingestion.position,
-                "qualifying": (),
-            },
+        return cls(
+            ingestion=ingestion,
+            initial=initial,
+            result=initial,
+            last_position=ingestion.position,
+            qualifying=(),
         )
 
     def matches_hardware(self, rerun: RerunFacts) -> bool:
@@ -482,17 +466,14 @@ def ingestion_facts_from_manifests(
         if primary.is_latency and primary.value is not None and primary.value > 0
         else None
     )
-    return made(  # IngestionFacts(...), its checks included (domain.frozen.made)
-        IngestionFacts,
-        {
-            "position": position,
-            "status": str(spec.get("status")),
-            "has_pinned_source": has_pinned_source,
-            "has_raw_evidence": has_raw,
-            "product": hardware.get("product"),
-            "architecture": hardware.get("architecture"),
-            "primary_statistic": primary.statistic,
-            "claimed_ns": claimed,
-            "tolerance": tolerance,
-        },
+    return IngestionFacts(
+        position=position,
+        status=str(spec.get("status")),
+        has_pinned_source=has_pinned_source,
+        has_raw_evidence=has_raw,
+        product=hardware.get("product"),
+        architecture=hardware.get("architecture"),
+        primary_statistic=primary.statistic,
+        claimed_ns=claimed,
+        tolerance=tolerance,
     )

@@ -37,14 +37,14 @@ import math
 import random
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+
+import msgspec
 
 from domain.comparison import PrimaryMeasurement, readable_primary
 from domain.errors import DomainError
 from domain.evidence import EvidenceLevel
-from domain.frozen import made
 from domain.quantities import finite
 
 RANKING_POLICY_VERSION = "ranking-v1"
@@ -61,8 +61,7 @@ class View(StrEnum):
     VERIFIED = "verified"
 
 
-@dataclass(frozen=True)
-class RankEntry:
+class RankEntry(msgspec.Struct, frozen=True):
     """What ranking needs to know about one run of a comparison group.
 
     ``claimed``: the source's primary value (``None`` when the run states none).
@@ -111,8 +110,7 @@ class RankEntry:
         return None if verified else "its verifying reruns give no value"
 
 
-@dataclass(frozen=True)
-class RankedEntry:
+class RankedEntry(msgspec.Struct, frozen=True):
     run: str
     rank: int
     of: int
@@ -193,20 +191,7 @@ def rank_group(entries: Iterable[RankEntry], view: View | str) -> list[RankedEnt
     for rank, block in enumerate(blocks, start=1):
         if len(block) == 1:  # a rank of its own: tied with nobody (most runs)
             alone = block[0]
-            result.append(
-                made(
-                    RankedEntry,
-                    {
-                        "run": alone.run,
-                        "rank": rank,
-                        "of": of,
-                        "value": _value(alone, view),
-                        "tied_with": (),
-                        "view": view,
-                        "policy_version": RANKING_POLICY_VERSION,
-                    },
-                )
-            )
+            result.append(RankedEntry(alone.run, rank, of, _value(alone, view), (), view))
             continue
         runs = tuple(sorted(entry.run for entry in block))
         members = sorted(block, key=lambda e: (_value(e, view), e.run))
@@ -280,8 +265,7 @@ def verified_value(
 # --- compare with #1 ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class FieldDifference:
+class FieldDifference(msgspec.Struct, frozen=True):
     """One leaf that differs; ``in_a``/``in_b`` say whether the field exists on each side."""
 
     path: str
@@ -291,8 +275,7 @@ class FieldDifference:
     in_b: bool = True
 
 
-@dataclass(frozen=True)
-class Comparison:
+class Comparison(msgspec.Struct, frozen=True):
     differences: tuple[FieldDifference, ...]
     a_primary: PrimaryMeasurement
     b_primary: PrimaryMeasurement

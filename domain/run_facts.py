@@ -8,8 +8,9 @@ recomputed from events with exactly the code that made it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from domain.comparison import (
     MAPPINGS,
@@ -30,15 +31,13 @@ from domain.evidence import (
     RerunFacts,
     ingestion_facts_from_manifests,
 )
-from domain.frozen import made
 from domain.manifests.manifest_set import attach_manifests
 from domain.ranking import RankEntry, verified_value
 from domain.rerun_binding import DeviceClass, counts_for_evidence, job_code_problem
 from domain.statements import MEASURING_BACKENDS
 
 
-@dataclass(frozen=True)
-class RunProfile:
+class RunProfile(msgspec.Struct, frozen=True):
     """What a leaderboard shows about a run, read from its ingestion statement."""
 
     run_digest: str
@@ -100,35 +99,31 @@ def _profile(
     hardware = (manifests.get("environment") or {}).get("spec", {}).get("hardware", {})
     primary = readable_primary(run)
     metadata = run.get("metadata", {})
-    # made without the frozen __init__'s setattr per field (a rebuild makes one per run)
-    profile = made(
-        RunProfile,
-        {
-            "run_digest": run_digest,
-            "name": str(metadata.get("name")),
-            "title": metadata.get("title"),
-            "source": str(predicate.get("source")),
-            "external_id": predicate.get("externalId"),
-            "benchmark": native.get("benchmark"),
-            "status": str(spec.get("status")),
-            # Without a measurement, the key reads it again: a run whose claim does not read
-            # has no group, as the ledger's group index said when it was admitted.
-            "comparison_key": comparison_key_of(
-                manifests, primary=None if primary is NO_MEASUREMENT else primary
-            ),
-            "metric": primary.metric,
-            "statistic": primary.statistic,
-            "unit": primary.unit,
-            "claimed": float(primary.value) if primary.value is not None else None,
-            "product": hardware.get("product"),
-            "architecture": hardware.get("architecture"),
-            "observed_at": spec.get("observedAt"),
-            "protocol_digest": spec.get("protocolDigest"),
-            "environment_digest": spec.get("environmentDigest"),
-            "workload_digest": spec.get("workloadDigest"),
-            "author": _author(manifests.get("implementation")),
-            "implementation_digest": spec.get("implementationDigest"),
-        },
+    profile = RunProfile(
+        run_digest=run_digest,
+        name=str(metadata.get("name")),
+        title=metadata.get("title"),
+        source=str(predicate.get("source")),
+        external_id=predicate.get("externalId"),
+        benchmark=native.get("benchmark"),
+        status=str(spec.get("status")),
+        # Without a measurement, the key reads it again: a run whose claim does not read
+        # has no group, as the ledger's group index said when it was admitted.
+        comparison_key=comparison_key_of(
+            manifests, primary=None if primary is NO_MEASUREMENT else primary
+        ),
+        metric=primary.metric,
+        statistic=primary.statistic,
+        unit=primary.unit,
+        claimed=float(primary.value) if primary.value is not None else None,
+        product=hardware.get("product"),
+        architecture=hardware.get("architecture"),
+        observed_at=spec.get("observedAt"),
+        protocol_digest=spec.get("protocolDigest"),
+        environment_digest=spec.get("environmentDigest"),
+        workload_digest=spec.get("workloadDigest"),
+        author=_author(manifests.get("implementation")),
+        implementation_digest=spec.get("implementationDigest"),
     )
     return profile, primary
 
@@ -232,8 +227,7 @@ def verified_standing(
     return latest.median_ns, latest.ci95_ns
 
 
-@dataclass
-class RunFold:
+class RunFold(msgspec.Struct):
     """One run folded from its events in order: profile, evidence, lifecycle, verified value.
 
     The single definition of "what a run's events add up to", used by the projections, by
@@ -243,18 +237,18 @@ class RunFold:
     profile: RunProfile
     state: EvidenceState
     # The ingestion's predicate with any manifests attached since (the profile's source).
-    ingestion: Mapping[str, Any] = field(default_factory=dict)
+    ingestion: Mapping[str, Any] = msgspec.field(default_factory=dict)
     retracted: bool = False
     superseded_by: str | None = None
     attestations: int = 0
-    reruns: dict[int, RerunFacts] = field(default_factory=dict)
-    samples: dict[int, list[float]] = field(default_factory=dict)
+    reruns: dict[int, RerunFacts] = msgspec.field(default_factory=dict)
+    samples: dict[int, list[float]] = msgspec.field(default_factory=dict)
     # Each job requested for the run: the code it asks an agent to measure (solution and
     # workload digests) when that is the run's own (``domain.rerun_binding``), else None.
-    jobs: dict[str, tuple[str, str] | None] = field(default_factory=dict)
+    jobs: dict[str, tuple[str, str] | None] = msgspec.field(default_factory=dict)
     # The code each counted rerun measured, by the rerun's position (a verifier checks the
     # bundle carries it).
-    measured: dict[int, tuple[str, str]] = field(default_factory=dict)
+    measured: dict[int, tuple[str, str]] = msgspec.field(default_factory=dict)
     # A key id's registered device classes (the views read them from the ledger's keys, the
     # offline verifier from the bundle's key events): a result counts only on one of its
     # key's measuring classes. None (a run's history, event by event) trusts admission.

@@ -19,9 +19,10 @@ the source lived it, and each record carries its date and what that date is.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Final
 
+from msgspec.structs import replace
 from sqlalchemy import Select, and_, or_, select, tuple_
 
 from domain.errors import DomainError

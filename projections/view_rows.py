@@ -12,7 +12,6 @@ from typing import Any
 import msgspec
 
 from domain.evidence import EvidenceLevel, EvidenceResult
-from domain.frozen import made
 from domain.manifests.canonical_form import manifest_digest
 from domain.ranking import RankEntry
 from domain.run_facts import RunFold
@@ -201,17 +200,14 @@ def ranked_entry(values: Sequence[Any]) -> RankEntry:
         values
     )
     level = _LEVELS.get(order) if type(order) is int else None
-    return made(
-        RankEntry,
-        {
-            "run": run,
-            "comparison_key": comparison_key,
-            "status": status,
-            "claimed": claimed,
-            "level": level if level is not None else EvidenceLevel(order),
-            "retracted": bool(retracted),
-            "superseded": superseded_by is not None,
-            "rerun_median_ns": median,
-            "rerun_ci95_ns": (low, high) if low is not None and high is not None else None,
-        },
+    return RankEntry(
+        run=run,
+        comparison_key=comparison_key,
+        status=status,
+        claimed=claimed,
+        level=level if level is not None else EvidenceLevel(order),
+        retracted=bool(retracted),
+        superseded=superseded_by is not None,
+        rerun_median_ns=median,
+        rerun_ci95_ns=(low, high) if low is not None and high is not None else None,
     )

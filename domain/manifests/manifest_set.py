@@ -10,8 +10,9 @@ must read as one value (``check_claim``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from domain.comparison import primary_measurement
 from domain.errors import DigestMismatchError, DomainError, ManifestError
@@ -28,8 +29,7 @@ REQUIRED_MEMBERS = ("run", "protocol", "environment")
 ALL_MEMBERS = ("run", *_MEMBERS)
 
 
-@dataclass(frozen=True)
-class CheckedManifestSet:
+class CheckedManifestSet(msgspec.Struct, frozen=True):
     """A run's manifests (validated, as supplied) and their digests, keyed by role."""
 
     documents: Mapping[str, Mapping[str, Any]]

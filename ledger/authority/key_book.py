@@ -10,11 +10,11 @@ ledger recorded on the event itself, which is what admission compared too.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from domain.rerun_binding import DeviceClass, describe_classes, may_measure
 from domain.statements import KeyAction, Role
@@ -29,8 +29,7 @@ if TYPE_CHECKING:
     from domain.statements import KeyPredicate
 
 
-@dataclass(frozen=True)
-class KeyState:
+class KeyState(msgspec.Struct, frozen=True):
     """One key's registration and revocation. Positions are None only for key events admitted
     earlier in the group now being admitted (not sequenced yet, but before everything in it
     that follows them)."""
@@ -117,7 +116,7 @@ def check_device(state: KeyState, product: str, architecture: str, backend: str)
 def revoked_state(
     state: KeyState, predicate: KeyPredicate, *, position: int | None, received_at: datetime
 ) -> KeyState:
-    return dataclasses.replace(
+    return msgspec.structs.replace(
         state,
         revoked_at=received_at,
         revoked_position=position,

@@ -10,10 +10,9 @@ import base64
 import functools
 import hashlib
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+import msgspec
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
@@ -48,8 +47,9 @@ def key_id_of(public_raw: bytes) -> str:
     return "sha256:" + hashlib.sha256(public_raw).hexdigest()
 
 
-@dataclass(frozen=True)
-class PublicKey:
+# dict=True: room for the cached properties; a Struct pickles its fields alone (the loaded
+# key object, which does not pickle, stays behind).
+class PublicKey(msgspec.Struct, frozen=True, dict=True):
     """A verification key with its derived id."""
 
     raw: bytes
@@ -87,12 +87,6 @@ class PublicKey:
         # Loading costs about a tenth of a verification; keys verify many signatures.
         return Ed25519PublicKey.from_public_bytes(self.raw)
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {"raw": self.raw}  # the loaded key object does not pickle
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        object.__setattr__(self, "raw", state["raw"])
-
     def verify(self, signature: bytes, message: bytes) -> bool:
         """Whether ``signature`` is this key's over ``message``, under libsodium's strict
         rules whichever library checks it: a weak key or signature verifies nothing."""
@@ -105,8 +99,7 @@ class PublicKey:
         return True
 
 
-@dataclass(frozen=True)
-class SigningKey:
+class SigningKey(msgspec.Struct, frozen=True):
     """An Ed25519 private key. ``repr`` never shows key material."""
 
     _private: Ed25519PrivateKey

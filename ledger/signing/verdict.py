@@ -12,7 +12,8 @@ it computes itself from the envelope it holds (``matches``); on any difference i
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+
+import msgspec
 
 from ledger.signing.dsse import Envelope, signed_by, signed_digest
 from ledger.signing.keys import PublicKey
@@ -30,8 +31,7 @@ def _fresh_signed_digest(envelope: Envelope) -> str:
     return signed_digest(envelope.payload_type, envelope.payload, envelope.keyid)
 
 
-@dataclass(frozen=True)
-class SignatureVerdict:
+class SignatureVerdict(msgspec.Struct, frozen=True):
     """The envelope's one signature verified under the key whose bytes hash to ``key_sha256``
     (a key id is that hash: ``ledger.signing.keys.key_id_of``)."""
 

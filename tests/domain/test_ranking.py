@@ -9,7 +9,6 @@ import json
 import math
 import statistics
 from collections import defaultdict
-from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from msgspec.structs import replace
 
 from domain.evidence import EvidenceLevel
 from domain.ranking import (

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import itertools
 import random
-from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from msgspec.structs import replace
 
 from domain.ranking import RankEntry, RankingError, View, rank_group
 from projections.records import ADMITTED, OBSERVED, Arrival, Record, record_history
