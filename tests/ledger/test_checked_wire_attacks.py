@@ -22,8 +22,8 @@ def _checked(w: World, raw: dict[str, object]) -> Checked:
 
 
 def test_a_run_on_the_wire_other_than_the_manifests_name_is_not_stored(world: World) -> None:
-    """MEDIUM: an ingestion whose wire ``run`` names another digest and name than its signed
-    manifests: the writer stores the run under the worker's words."""
+    """LOW (defence in depth): an ingestion whose wire ``run`` names another digest and
+    name than its signed manifests: the writer stores the run under the worker's words."""
     genuine = _checked(world, ingestion_envelope(world.seed, world.ingester, now=world.clock.now))
     assert genuine.verdict is not None and isinstance(genuine.run, RunNamed)
     fake = RunNamed("sha256:" + "ab" * 32, "not-the-manifests-name")
@@ -46,9 +46,9 @@ def test_a_run_on_the_wire_other_than_the_manifests_name_is_not_stored(world: Wo
 def test_a_statement_on_the_wire_other_than_the_payload_is_not_what_is_judged(
     world: World,
 ) -> None:
-    """MEDIUM: a signed note whose own subject name is not the run's (the writer alone refuses
-    it: SubjectMismatchError), sent with the statement of a correct note beside it: admitted,
-    the stored payload being the refused one."""
+    """LOW (defence in depth): a signed note whose own subject name is not the run's (the
+    writer alone refuses it: SubjectMismatchError), sent with the statement of a correct note
+    beside it: admitted, the stored payload being the refused one."""
     run = ingest_seed(world)
     wrong = attestation_envelope(
         run, "not-" + SEED_NAME, world.attester, type_="note", body="n", now=world.clock.now

@@ -27,8 +27,8 @@ class _Made:
 def test_a_pickled_request_runs_no_code_in_the_writer(
     writer: tuple[WriterProcess, LedgerHome, str], tmp_path: Path
 ) -> None:
-    """MEDIUM: a worker that sends a pickle (the wire's fallback for what msgpack does not
-    carry) makes the writer process call what it names."""
+    """LOW (defence in depth): a worker that sends a pickle (the wire's fallback for what
+    msgpack does not carry) makes the writer process call what it names."""
     process, _, seed = writer
     good, alice = _registered(process)
     made = tmp_path / "made-by-the-writer"
