@@ -65,3 +65,40 @@ def test_a_statement_on_the_wire_other_than_the_payload_is_not_what_is_judged(
         f"stored at {getattr(result, 'position', '?')}: an envelope the writer refuses by itself"
     )
     assert world.count() == before
+
+
+def _variants(text: str) -> list[str]:
+    """Spellings of a payload's base64 that binascii's lenient reader (``stored_payload``)
+    reads as the same bytes, none of them the canonical one."""
+    body = text.rstrip("=")
+    last = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".index(body[-1])
+    found = [text + "\n", " " + text, text[:4] + "\n" + text[4:], text + "=", text + "A==="]
+    if text.endswith("="):
+        found.append(body)  # padding dropped (binascii refuses this one)
+        alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+        found.append(body[:-1] + alphabet[last | 1] + text[len(body) :])  # stray low bit
+    return found
+
+
+def test_payload_base64_spellings_other_than_the_canonical_one_are_refused(
+    world: World,
+) -> None:
+    """Held (guard): whatever base64 spelling of the signed payload a client sends, it is
+    refused by the worker's checks and by the writer alone, and nothing is stored: the stored
+    text is always the canonical spelling, which msgspec and binascii read alike."""
+    run = ingest_seed(world)
+    raw = attestation_envelope(
+        run, SEED_NAME, world.attester, type_="note", body="n?", now=world.clock.now
+    )
+    before = world.count()
+    for text in _variants(raw["payload"]):
+        variant = {**raw, "payload": text}
+        try:
+            check_stateless(variant, KnownKeys(world.ledger.key_states))
+        except DomainError:
+            pass
+        else:
+            raise AssertionError(f"a worker passed the spelling {text!r}")
+        [result] = world.ledger.append_many([variant])
+        assert isinstance(result, DomainError), text
+    assert world.count() == before
