@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from domain.statements import Role
 from domain.timestamps import format_time, utc_now
@@ -469,3 +471,65 @@ def test_worker_findings_past_the_cap_are_the_ones_one_process_keeps(bundle: Bun
     lines[n : n + 1] = [bad] * (MAX_FINDINGS // 2 + 1) + ['{"type":"bogus"}\n']
     report = both(lines)
     assert report.failed["signature"] == MAX_FINDINGS // 2 + 1
+
+
+_TOKENS = [
+    "1e999",
+    "-1e400",
+    "1e-999",
+    "-0.0",
+    "123456789012345678901234567890",
+    '"\\ud800"',
+    '"\\u0000"',
+    "NaN",
+    "[1,]",
+    '"\\udcff"',
+    '{"a":1,"a":2}',
+    '"\x00"',
+    '"\udcff"',
+]
+_TOPICS = [
+    "ledger.aggregates:Run.Attested",
+    "ledger.aggregates:Principal.Registered",
+    "ledger.aggregates:Principal.Revoked",
+    "ledger.aggregates:Run.Ingested",
+    "Run.Attested",
+    7,
+]
+_TYPES = ["event", "artifact", "claim", "footer", "headsLeaf", None, "bogus"]
+
+
+@st.composite
+def _mutated(draw: st.DrawFn, lines: list[str]) -> list[str]:
+    changed = list(lines)
+    found = events(lines)[3:]
+    for _ in range(draw(st.integers(1, 4))):
+        n, record = draw(st.sampled_from(found))
+        body = json.dumps(record, separators=(",", ":"))[1:-1]
+        how = draw(st.integers(0, 6))
+        if how == 0:
+            body += f',"pad":{draw(st.sampled_from(_TOKENS))}'
+        elif how == 1:
+            body = f'"topic":{json.dumps(draw(st.sampled_from(_TOPICS)))},' + body
+        elif how == 2:
+            body += f',"topic":{json.dumps(draw(st.sampled_from(_TOPICS)))}'
+        elif how == 3:
+            body += f',"type":{json.dumps(draw(st.sampled_from(_TYPES)))}'
+        elif how == 4:
+            body = body.replace('"type":', '"\\u0074ype":').replace('"topic":', '"t\\u006fpic":')
+        elif how == 5:
+            other = draw(st.sampled_from(found))[1]
+            body += f',"envelope":{json.dumps(other["envelope"], separators=(",", ":"))}'
+        else:
+            body = body[: draw(st.integers(0, len(body)))]
+        changed[n] = "{" + body + "}\n"
+    return changed
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_mutated_event_lines_verify_alike_in_workers(bundle: Bundle, data: st.DataObject) -> None:
+    """Attack (h/vthru): event lines mutated where a partial read and a whole read could part
+    (repeated type, topic or envelope either way round, escaped keys, tokens only a skipping
+    reader takes, bytes that are no UTF-8, truncation): one process and workers agree."""
+    both(data.draw(_mutated(bundle.lines)))
