@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from domain.statements import Role
 from domain.timestamps import format_time, utc_now
@@ -401,3 +403,133 @@ def test_cached_inclusion_decides_exactly_as_verify_inclusion() -> None:
                     except ProofError as exc:
                         outcomes.append(f"{type(exc).__name__}: {exc}")
                 assert outcomes[0] == outcomes[1], (size, index, outcomes)
+
+
+# --- attack review of h/vthru (routing by a partial read) -----------------------------------
+
+
+def test_routed_unreadable_lines_keep_the_same_findings_past_the_cap(bundle: Bundle) -> None:
+    """Attack (h/vthru): more unreadable event lines than a report keeps findings for, then a
+    line this process refuses itself. In one process the junk lines' refusals come first and
+    fill the report; routed to workers, they are merged after the later line's own finding
+    was recorded here, so the report keeps another set of findings than one process does."""
+    from ledger.verification_report import MAX_FINDINGS
+
+    lines = list(bundle.lines)
+    n, _ = events(lines)[-8]
+    junk = '{"type":"event","topic":"ledger.aggregates:Run.Attested","x":-1e400}\n'
+    lines[n:n] = [junk] * MAX_FINDINGS + ['{"type":"bogus"}\n']
+    report = both(lines)
+    assert report.failed["format"] >= MAX_FINDINGS + 1
+
+
+def test_lines_the_partial_read_may_read_otherwise_are_verified_alike(bundle: Bundle) -> None:
+    """Attack (h/vthru): event lines spelled so a partial read could name another type, topic
+    or key than the whole read (repeated keys either way round, escaped key names, odd
+    whitespace, numbers no double holds, a key event made unreadable) verify in workers as
+    in one process: the same counts, findings and facts."""
+    lines = list(bundle.lines)
+    found = events(lines)
+    keyed = [(n, r) for n, r in found if is_key_event(r) and n > found[0][0]]
+    plain = [(n, r) for n, r in found if not is_key_event(r)]
+
+    def text(record: dict[str, Any]) -> str:
+        return json.dumps(record, separators=(",", ":"))[1:-1]
+
+    n, r = plain[-20]  # a key topic first, the event's own last: an event for both reads
+    lines[n] = '{"topic":"ledger.aggregates:Principal.Registered",' + text(r) + "}\n"
+    n, r = plain[-30]  # its own topic first, a key event's last: read whole here by both
+    lines[n] = "{" + text(r) + ',"topic":"ledger.aggregates:Principal.Registered"}\n'
+    n, r = plain[-40]  # escaped key names and whitespace around every token
+    body = text(r).replace('"type":', ' "\\u0074ype" :\t').replace('"topic":', '\r"t\\u006fpic":')
+    lines[n] = "{" + body + " }\r\n"
+    n, r = plain[-50]  # numbers beyond int64 and a negative zero in fields routing skips
+    lines[n] = "{" + text(r) + ',"pad":[123456789012345678901234567890,-0.0,1e-999]}\n'
+    n, r = plain[-60]  # a second type after the first: not an event line for either read
+    lines[n] = "{" + text(r) + ',"type":"artifact"}\n'
+    n, r = plain[-70]  # a byte that is no UTF-8, kept by open_bundle as a lone surrogate
+    lines[n] = "{" + text(r) + ',"pad":"\udcff"}\n'
+    n, r = plain[-80]  # a raw NUL in a string that routing skips
+    lines[n] = "{" + text(r) + ',"pad":"\x00"}\n'
+    n, r = keyed[-1]  # a key event no whole read accepts
+    lines[n] = "{" + text(r) + ',"pad":1e999}\n'
+    both(lines)
+
+
+def test_worker_findings_past_the_cap_are_the_ones_one_process_keeps(bundle: Bundle) -> None:
+    """Attack (h/vthru), found before it: the same class as the routed unreadable lines, for
+    findings a worker makes (a bad signature, many times over). Past the cap, the findings
+    kept depend on when the workers' results were merged, not on the lines' order."""
+    from ledger.verification_report import MAX_FINDINGS
+
+    n, record = events(bundle.lines)[150]
+    sig = bytearray(base64.b64decode(record["envelope"]["signatures"][0]["sig"]))
+    sig[7] ^= 0x01
+    record["envelope"]["signatures"][0]["sig"] = base64.b64encode(bytes(sig)).decode()
+    bad = json.dumps(record, separators=(",", ":")) + "\n"
+    lines = list(bundle.lines)
+    lines[n : n + 1] = [bad] * (MAX_FINDINGS // 2 + 1) + ['{"type":"bogus"}\n']
+    report = both(lines)
+    assert report.failed["signature"] == MAX_FINDINGS // 2 + 1
+
+
+_TOKENS = [
+    "1e999",
+    "-1e400",
+    "1e-999",
+    "-0.0",
+    "123456789012345678901234567890",
+    '"\\ud800"',
+    '"\\u0000"',
+    "NaN",
+    "[1,]",
+    '"\\udcff"',
+    '{"a":1,"a":2}',
+    '"\x00"',
+    '"\udcff"',
+]
+_TOPICS = [
+    "ledger.aggregates:Run.Attested",
+    "ledger.aggregates:Principal.Registered",
+    "ledger.aggregates:Principal.Revoked",
+    "ledger.aggregates:Run.Ingested",
+    "Run.Attested",
+    7,
+]
+_TYPES = ["event", "artifact", "claim", "footer", "headsLeaf", None, "bogus"]
+
+
+@st.composite
+def _mutated(draw: st.DrawFn, lines: list[str]) -> list[str]:
+    changed = list(lines)
+    found = events(lines)[3:]
+    for _ in range(draw(st.integers(1, 4))):
+        n, record = draw(st.sampled_from(found))
+        body = json.dumps(record, separators=(",", ":"))[1:-1]
+        how = draw(st.integers(0, 6))
+        if how == 0:
+            body += f',"pad":{draw(st.sampled_from(_TOKENS))}'
+        elif how == 1:
+            body = f'"topic":{json.dumps(draw(st.sampled_from(_TOPICS)))},' + body
+        elif how == 2:
+            body += f',"topic":{json.dumps(draw(st.sampled_from(_TOPICS)))}'
+        elif how == 3:
+            body += f',"type":{json.dumps(draw(st.sampled_from(_TYPES)))}'
+        elif how == 4:
+            body = body.replace('"type":', '"\\u0074ype":').replace('"topic":', '"t\\u006fpic":')
+        elif how == 5:
+            other = draw(st.sampled_from(found))[1]
+            body += f',"envelope":{json.dumps(other["envelope"], separators=(",", ":"))}'
+        else:
+            body = body[: draw(st.integers(0, len(body)))]
+        changed[n] = "{" + body + "}\n"
+    return changed
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_mutated_event_lines_verify_alike_in_workers(bundle: Bundle, data: st.DataObject) -> None:
+    """Attack (h/vthru): event lines mutated where a partial read and a whole read could part
+    (repeated type, topic or envelope either way round, escaped keys, tokens only a skipping
+    reader takes, bytes that are no UTF-8, truncation): one process and workers agree."""
+    both(data.draw(_mutated(bundle.lines)))
