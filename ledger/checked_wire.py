@@ -5,11 +5,14 @@ a Checked carries the envelope twice (the JSON object and its decoded payload), 
 statement and the predicate both as models (each re-made, field checks and all, as it
 loads) and the pickler's own class lookups: measured on groups of 32, loading it was the
 largest part of the writer's own work per envelope after the commit. Here it goes as one
-msgpack array of what the writer cannot cheaply make itself: the envelope as received, the
-statement (msgspec reads it into its model in C), the run the manifests name and the
-signature verdict. The writer makes the rest from those, itself: the envelope's payload and
-signature bytes from the JSON object it stores (so the verdict is matched against the very
-bytes stored: ``SignatureVerdict.matches``), and the predicate from the statement.
+msgpack array: the envelope as received and the signature verdict. Everything the writer
+judges is made by the writer from the bytes it stores, never taken on the worker's word:
+the payload and signature bytes from the envelope's JSON object (so the verdict is matched
+against the very bytes stored: ``SignatureVerdict.matches``), the statement read from that
+payload, the predicate from the statement, and an ingestion's run from the statement's
+subject (which the worker's manifest check found to be what the manifests digest to and
+name: ``check_ingestion``). An attack review found a worker's statement and run, sent
+beside the envelope, taken as they came.
 
 A request that is not a plainly checked envelope (a refusal kept for a later step, a value
 msgpack cannot carry, a test's raw frame) goes pickled as before: a msgpack body starts
@@ -18,11 +21,19 @@ with ``TAG``, which no pickle does (a pickle starts with its protocol byte, 0x80
 
 from __future__ import annotations
 
+import builtins
+import dataclasses
+import datetime
+import enum
 import functools
+import io
+import pickle
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from domain.errors import DomainError
+from domain.statements import PredicateType
 from ledger.admission_checks import Checked, RunNamed, judged_predicate
 from ledger.signing.dsse import Envelope, parse_envelope
 from ledger.signing.verdict import SignatureVerdict
@@ -37,16 +48,12 @@ TAG = b"K"
 
 @functools.cache
 def _codec() -> tuple[msgspec.msgpack.Encoder, msgspec.msgpack.Decoder[Any], type[Any]]:
-    """Made on first use: the statement model is made only where a statement is checked."""
-    from domain.statement_models.statement import Statement  # noqa: PLC0415
-
+    """Made on first use (the writer process and the workers only)."""
     request = msgspec.defstruct(  # real types, not this module's string annotations
         "Request",
         [
             ("number", int),
             ("raw", dict[str, Any]),  # the envelope's JSON object, as received
-            ("statement", Statement),
-            ("run", tuple[str, str] | None),  # RunNamed
             ("verdict", tuple[str, str, str, str] | None),  # SignatureVerdict
             ("bad_signature", bool),
         ],
@@ -74,8 +81,6 @@ def encode_request(number: int, item: object) -> bytes:
                 request(
                     number,
                     item.envelope.raw,
-                    item.statement,
-                    None if item.run is None else (item.run.run_digest, item.run.run_name),
                     None
                     if verdict is None
                     else (
@@ -96,18 +101,46 @@ def decode_request(body: bytes) -> object:
     """A request's body as the message it stands for: ``(number, Checked)``, or what was
     pickled. Raises if it does not decode (the worker that sent it is cut off)."""
     if body[:1] != TAG:
-        from multiprocessing.reduction import ForkingPickler  # noqa: PLC0415
-
-        return ForkingPickler.loads(body)
+        return _Unpickler(io.BytesIO(body)).load()
     _, decoder, _ = _codec()
     request = decoder.decode(memoryview(body)[1:])
     envelope: Envelope = parse_envelope(request.raw)
-    statement: Statement = request.statement
+    statement: Statement = envelope.statement()  # from the stored payload, not the wire
+    predicate = judged_predicate(statement)
+    run = None
+    if statement.predicateType is PredicateType.INGESTION and not isinstance(
+        predicate, DomainError
+    ):
+        run = RunNamed(statement.subject_digest, statement.subject_name)
     return request.number, Checked(
         envelope,
         statement,
-        judged_predicate(statement),
-        None if request.run is None else RunNamed(*request.run),
+        predicate,
+        run,
         None if request.verdict is None else SignatureVerdict(*request.verdict),
         request.bad_signature,
     )
+
+
+# What a pickled request may name: the project's own exceptions, dataclasses, Structs and
+# enums (a refusal kept for a later step, an envelope, the models), and plain values. A
+# pickle names callables that run as it loads; an attack review had a worker's pickle make
+# the writer call ``os.mkdir``. Anything else fails the load, and that worker is cut off.
+_PLAIN = frozenset({"dict", "list", "tuple", "set", "frozenset", "bytes", "bytearray", "str",
+                    "int", "float", "bool", "complex", "NoneType"})  # fmt: skip
+
+
+class _Unpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if module == "builtins" and name in _PLAIN:
+            return getattr(builtins, name)
+        if module == "datetime" and name in ("datetime", "date", "timedelta", "timezone"):
+            return getattr(datetime, name)
+        if module.split(".", 1)[0] in ("domain", "ledger"):
+            found = super().find_class(module, name)
+            if isinstance(found, type) and (
+                issubclass(found, (BaseException, msgspec.Struct, enum.Enum))
+                or dataclasses.is_dataclass(found)
+            ):
+                return found
+        raise pickle.UnpicklingError(f"a request may not name {module}.{name}")

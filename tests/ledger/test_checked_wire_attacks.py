@@ -1,8 +1,9 @@
-"""Attack review of the writer wire (``ledger.checked_wire``): what a worker sends beside the
-envelope (its statement, the run its manifests name) is taken by the writer as it comes; the
-writer binds only the signature verdict to the bytes it stores. A worker whose HTTP input
-broke it (the one way it is less trusted than the writer) gets an event stored that the writer,
-checking by itself, refuses: each test here holds the writer to its own reading."""
+"""Attack review of the writer wire (``ledger.checked_wire``): what a worker sent beside the
+envelope (its statement, the run its manifests name) was taken by the writer as it came,
+which bound only the signature verdict to the bytes it stores; a worker whose HTTP input
+broke it (the one way it is less trusted than the writer) could get an event stored that the
+writer, checking by itself, refuses. Now the writer reads both from the stored payload: each
+test here holds the writer to its own reading."""
 
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ def _checked(w: World, raw: dict[str, object]) -> Checked:
 
 
 def test_a_run_on_the_wire_other_than_the_manifests_name_is_not_stored(world: World) -> None:
-    """LOW (defence in depth): an ingestion whose wire ``run`` names another digest and
-    name than its signed manifests: the writer stores the run under the worker's words."""
+    """LOW, fixed (defence in depth): an ingestion whose wire ``run`` named another digest
+    and name than its signed manifests was stored under the worker's words."""
     genuine = _checked(world, ingestion_envelope(world.seed, world.ingester, now=world.clock.now))
     assert genuine.verdict is not None and isinstance(genuine.run, RunNamed)
     fake = RunNamed("sha256:" + "ab" * 32, "not-the-manifests-name")
@@ -46,9 +47,9 @@ def test_a_run_on_the_wire_other_than_the_manifests_name_is_not_stored(world: Wo
 def test_a_statement_on_the_wire_other_than_the_payload_is_not_what_is_judged(
     world: World,
 ) -> None:
-    """LOW (defence in depth): a signed note whose own subject name is not the run's (the
-    writer alone refuses it: SubjectMismatchError), sent with the statement of a correct note
-    beside it: admitted, the stored payload being the refused one."""
+    """LOW, fixed (defence in depth): a signed note whose own subject name is not the run's
+    (the writer alone refuses it: SubjectMismatchError), sent with the statement of a correct
+    note beside it, was admitted, the stored payload being the refused one."""
     run = ingest_seed(world)
     wrong = attestation_envelope(
         run, "not-" + SEED_NAME, world.attester, type_="note", body="n", now=world.clock.now

@@ -1,6 +1,7 @@
 """Attack review of the writer wire: a request body not marked ``checked_wire.TAG`` is
 unpickled by the writer process. The verdict binding (``SignatureVerdict.matches``) assumes a
-worker's word may be wrong; a pickle lets that worker run any code in the writer instead."""
+worker's word may be wrong; a pickle that names any callable would let that worker run code
+in the writer instead: the writer's unpickler loads only the project's own value classes."""
 
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ class _Made:
 def test_a_pickled_request_runs_no_code_in_the_writer(
     writer: tuple[WriterProcess, LedgerHome, str], tmp_path: Path
 ) -> None:
-    """LOW (defence in depth): a worker that sends a pickle (the wire's fallback for what
-    msgpack does not carry) makes the writer process call what it names."""
+    """LOW, fixed (defence in depth): a worker that sends a pickle (the wire's fallback for
+    what msgpack does not carry) naming a callable is cut off; the writer calls nothing."""
     process, _, seed = writer
     good, alice = _registered(process)
     made = tmp_path / "made-by-the-writer"
