@@ -119,9 +119,11 @@ def _as_json(kind: str, obj: dict[str, object]) -> object:
         pass
     from domain.manifests.models.schema_errors import first_non_json  # noqa: PLC0415
 
-    loc, what = first_non_json(obj)
-    if not loc and deep:
-        what = "nests too deeply to be written as JSON text"
+    found = first_non_json(obj)
+    if found is None:
+        deeper = "nests too deeply to be written as JSON text"
+        found = ((), deeper if deep else "must be a JSON value")
+    loc, what = found
     raise ManifestError(f"{kind}: {'.'.join(loc) or '(root)'}: {what}") from None
 
 

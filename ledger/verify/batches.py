@@ -19,6 +19,7 @@ from ledger.verify.events import (
     ParsedEvent,
     Seen,
     check_event,
+    is_key_event,
     observation_of,
     parse_event,
     seen_of,
@@ -66,6 +67,9 @@ def verify_into(
     return result, included
 
 
+ROUTED_OTHERWISE = "an event line the verifying process routed as another kind of line"
+
+
 def verify_batch(batch: Batch) -> BatchResult:
     """Verify a batch (in a worker process, or here). Never raises for bad data."""
     out = BatchResult(Report(subject="batch"), [])
@@ -78,6 +82,16 @@ def verify_batch(batch: Batch) -> BatchResult:
                 # Routed by its type alone (``route_line``): refused as the verifying
                 # process refuses a line it cannot read, and counted as no event.
                 out.report.fail(Check.FORMAT, f"line {number}", UnreadableLineError.finding)
+                out.unreadable += 1
+                continue
+            if not (
+                isinstance(record, dict)
+                and record.get("type") == "event"
+                and not is_key_event(record)
+            ):
+                # The two reads are held to agree by property tests; were they ever not to,
+                # the line is refused here, never verified as what it is not.
+                out.report.fail(Check.FORMAT, f"line {number}", ROUTED_OTHERWISE)
                 out.unreadable += 1
                 continue
         else:

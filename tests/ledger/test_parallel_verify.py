@@ -547,3 +547,26 @@ def test_mutated_event_lines_verify_alike_in_workers(bundle: Bundle, data: st.Da
     (repeated type, topic or envelope either way round, escaped keys, tokens only a skipping
     reader takes, bytes that are no UTF-8, truncation): one process and workers agree."""
     both(data.draw(_mutated(bundle.lines)))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"type":"claim","run":"x"}',  # another kind of line
+        '{"type":"event","topic":"ledger.aggregates:Principal.Registered","envelope":{}}',
+        "[1]",  # no object at all
+    ],
+    ids=["claim", "key event", "array"],
+)
+def test_a_worker_refuses_a_line_that_is_no_plain_event_whatever_routed_it(line: str) -> None:
+    """(Review, LOW.) A worker reads each routed line whole and verifies it only as what one
+    process would batch: an event that is no key event. Whatever routed another line there
+    (the two reads are held to agree by property tests), it is refused and counted as no
+    event, never verified as what it is not."""
+    from ledger.verify.batches import ROUTED_OTHERWISE, Batch, verify_batch
+    from ledger.verify.events import EventContext
+
+    out = verify_batch(Batch(EventContext(None, None), [(7, line)]))
+    assert out.unreadable == 1
+    assert [(f.where, f.reason) for f in out.report.findings] == [("line 7", ROUTED_OTHERWISE)]
+    assert not out.seen

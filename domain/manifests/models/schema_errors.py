@@ -13,7 +13,6 @@ import ast
 import math
 import re
 import types
-from collections.abc import Iterator
 from typing import Annotated, Any, Final, Literal, Union, get_args, get_origin
 
 import msgspec
@@ -203,28 +202,13 @@ def _either(values: tuple[Any, ...]) -> str:
     return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
 
 
-def lone_surrogate_at(value: object) -> Iterator[tuple[str, ...]]:
-    """Where ``value`` holds a string or key with a lone surrogate (no Unicode character).
-    A loop, not recursion: a document built in Python may nest deeper than the stack; each
-    location is a link to its parent's, spelled out only for what is found."""
-    stack: list[tuple[_Link, object]] = [(None, value)]
-    while stack:
-        link, item = stack.pop()
-        if isinstance(item, str):
-            if any("\ud800" <= c <= "\udfff" for c in item):
-                yield _spelled(link)
-        elif isinstance(item, dict):
-            for key, inner in reversed(item.items()):
-                stack.append(((link, str(key)), inner))
-                stack.append(((link, str(key)), key))
-        elif isinstance(item, list):
-            stack.extend(((link, str(i)), inner) for i, inner in reversed(list(enumerate(item))))
-
-
-def first_non_json(value: object) -> tuple[tuple[str, ...], str]:
-    """The first location (in document order) that no JSON text spells, and what is wrong:
-    a lone surrogate, a key that is no string, a non-finite number, or a Python value that is
-    no JSON value at all (a Decimal, tuple, set, bytes, a Mapping that is no dict)."""
+def first_non_json(value: object) -> tuple[tuple[str, ...], str] | None:
+    """The first location that no JSON text spells, and what is wrong: a lone surrogate, a
+    key that is no string, a non-finite number, or a Python value that is no JSON value at
+    all (a Decimal, tuple, set, bytes, a Mapping that is no dict); None if there is none.
+    Document order, except that an object's keys are looked at before its values. A loop,
+    not recursion: a document built in Python may nest deeper than the stack; each location
+    is a link to its parent's, spelled out only for what is found."""
     stack: list[tuple[_Link, object]] = [(None, value)]
     while stack:
         link, item = stack.pop()
@@ -245,7 +229,7 @@ def first_non_json(value: object) -> tuple[tuple[str, ...], str]:
                 return _spelled(link), "must be a finite number"
         elif not (item is None or isinstance(item, int)):  # bool is an int
             return _spelled(link), f"must be a JSON value, not a {type(item).__name__}"
-    return (), "must be a JSON value"
+    return None
 
 
 _Link = tuple[Any, str] | None  # (the parent's link, this step) or None at the top
