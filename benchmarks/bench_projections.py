@@ -377,7 +377,7 @@ def measure(
             digest = rng.choice(digests)
             t0 = time.perf_counter()
             with ledger.store.transaction(commit=False) as session:
-                queries.leaderboard(session, key, View.SOURCE_NATIVE)
+                queries.leaderboard(queries.rows_of(session), key, View.SOURCE_NATIVE)
             t1 = time.perf_counter()
             with ledger.store.transaction(commit=False) as session:
                 queries.run_row(session, digest)

@@ -13,7 +13,8 @@ from sqlalchemy import func, select
 
 from domain.evidence import EvidenceLevel
 from domain.ranking import View
-from ledger.store.event_store import StoreSession
+from ledger.store.event_store import StoreSession, connection_of
+from ledger.store.read_door import Rows, SessionRows
 from projections.rows import (
     BoardRow,
     GroupHeading,
@@ -27,6 +28,10 @@ from projections.rows import (
     SourceRow,
 )
 from projections.tables import manifests, ranks, runs
+from projections.view_statements import STATEMENTS
+
+# Every run's evidence order is at least this: the floor of a board asked for no level.
+_ANY_LEVEL = int(min(EvidenceLevel))
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,70 @@ class Standing:
         return f"Rank {self.rank} of {self.of} in its comparison group · {self.view} comparison"
 
 
+def rows_of(session: StoreSession) -> Rows:
+    """``session``'s connection as the views' generated statements run on it (the server's
+    and a full command's door; a short command brings its driver's)."""
+    return SessionRows(connection_of(session))
+
+
+def leaderboard(
+    rows: Rows,
+    key: str,
+    view: View,
+    min_level: EvidenceLevel | None = None,
+    *,
+    offset: int = 0,
+    limit: int | None = None,
+) -> list[BoardRow]:
+    """Ranked runs of a comparison group, best first (ties by run digest); a page of them
+    from ``offset`` when ``limit`` is given."""
+    asked: dict[str, Any] = {"key": key, "view": str(view), "min_order": _min_order(min_level)}
+    if limit is None and offset:
+        raise ValueError("a board from an offset is a page: give its limit")
+    found = (
+        rows.run(STATEMENTS, "board", **asked)
+        if limit is None
+        else rows.run(STATEMENTS, "board_page", **asked, limit=limit, offset=offset)
+    )
+    return [BoardRow.from_values(r) for r in found]
+
+
+def ranked_count(rows: Rows, key: str, view: View, min_level: EvidenceLevel | None = None) -> int:
+    found = rows.run(
+        STATEMENTS, "ranked_count", key=key, view=str(view), min_order=_min_order(min_level)
+    )
+    return int(found[0][0])
+
+
+def _min_order(min_level: EvidenceLevel | None) -> int:
+    return int(min_level) if min_level is not None else _ANY_LEVEL
+
+
+def group_heading(rows: Rows, key: str) -> GroupHeading | None:
+    """Benchmark, GPU and metric of one comparison group, with its number of runs."""
+    found = rows.run(STATEMENTS, "group_heading", key=key)
+    return GroupHeading.from_values(found[0]) if found else None
+
+
+def group_exists(rows: Rows, key: str) -> bool:
+    """Whether any run of the views is in comparison group ``key``."""
+    return bool(rows.run(STATEMENTS, "group_exists", key=key))
+
+
+def group_identity(rows: Rows, key: str) -> tuple[str | None, str | None, str] | None:
+    """Benchmark, GPU product and source of one comparison group (None: no such group)."""
+    found = rows.run(STATEMENTS, "group_identity", key=key)
+    if not found:
+        return None
+    benchmark, product, source = found[0]
+    return benchmark, product, str(source)
+
+
+def group_has_authors(rows: Rows, key: str) -> bool:
+    """Whether any run of the group names its author (a board can then show each one's best)."""
+    return bool(rows.run(STATEMENTS, "group_has_authors", key=key))
+
+
 def run_row(session: StoreSession, digest: str) -> RunRow | None:
     row = session.execute(select(runs).where(runs.c.run_digest == digest)).mappings().first()
     return None if row is None else RunRow.from_mapping(row)
@@ -55,64 +124,6 @@ def standings(session: StoreSession, digest: str) -> dict[str, Standing]:
         )
         for r in rows
     }
-
-
-def leaderboard(
-    session: StoreSession,
-    key: str,
-    view: View,
-    min_level: EvidenceLevel | None = None,
-    *,
-    offset: int = 0,
-    limit: int | None = None,
-) -> list[BoardRow]:
-    """Ranked runs of a comparison group, best first (ties by run digest); a page of them
-    from ``offset`` when ``limit`` is given."""
-    query = (
-        select(
-            ranks.c.rank,
-            ranks.c.of_count,
-            ranks.c.value,
-            ranks.c.tied_with,
-            runs.c.run_digest,
-            runs.c.name,
-            runs.c.title,
-            runs.c.source,
-            runs.c.external_id,
-            runs.c.evidence_level,
-            runs.c.evidence_order,
-            runs.c.metric,
-            runs.c.statistic,
-            runs.c.unit,
-            runs.c.claimed,
-            runs.c.rerun_median_ns,
-            runs.c.author,
-        )
-        .join(runs, runs.c.run_digest == ranks.c.run_digest)
-        .where(ranks.c.comparison_key == key, ranks.c.view == str(view))
-        .order_by(ranks.c.rank, ranks.c.run_digest)
-    )
-    if min_level is not None:
-        query = query.where(runs.c.evidence_order >= int(min_level))
-    if offset:
-        query = query.offset(offset)
-    if limit is not None:
-        query = query.limit(limit)
-    return [BoardRow.from_mapping(r) for r in session.execute(query).mappings()]
-
-
-def ranked_count(
-    session: StoreSession, key: str, view: View, min_level: EvidenceLevel | None = None
-) -> int:
-    query = (
-        select(func.count())
-        .select_from(ranks)
-        .join(runs, runs.c.run_digest == ranks.c.run_digest)
-        .where(ranks.c.comparison_key == key, ranks.c.view == str(view))
-    )
-    if min_level is not None:
-        query = query.where(runs.c.evidence_order >= int(min_level))
-    return int(session.execute(query).scalar_one())
 
 
 def groups(
@@ -266,21 +277,6 @@ def recent_runs(session: StoreSession, limit: int) -> list[RecentRunRow]:
     return [RecentRunRow.from_mapping(r) for r in session.execute(query).mappings()]
 
 
-def group_heading(session: StoreSession, key: str) -> GroupHeading | None:
-    """Benchmark, GPU and metric of one comparison group, with its number of runs."""
-    t = runs.c
-    query = (
-        select(t.benchmark, t.product, t.metric, t.statistic, t.unit)
-        .where(t.comparison_key == key)
-        .limit(1)
-    )
-    row = session.execute(query).mappings().first()
-    if row is None:
-        return None
-    count = session.execute(select(func.count()).where(t.comparison_key == key)).scalar_one()
-    return GroupHeading.from_mapping({**row, "runs": count})
-
-
 def run_names(session: StoreSession, digest: str) -> RunNames:
     """A run's name and title (both None for a run the views do not hold)."""
     query = select(runs.c.name, runs.c.title).where(runs.c.run_digest == digest)
@@ -323,12 +319,6 @@ def list_runs(session: StoreSession, where: RunFilter, limit: int) -> list[RunLi
     return [RunListRow.from_mapping(r) for r in session.execute(query.limit(limit)).mappings()]
 
 
-def group_exists(session: StoreSession, key: str) -> bool:
-    """Whether any run of the views is in comparison group ``key``."""
-    query = select(runs.c.run_digest).where(runs.c.comparison_key == key).limit(1)
-    return session.execute(query).first() is not None
-
-
 def products(session: StoreSession) -> list[str]:
     """Every GPU product a run of the views names, sorted."""
     query = select(runs.c.product).where(runs.c.product.is_not(None)).distinct()
@@ -350,22 +340,3 @@ def operation_spec_digests(session: StoreSession, benchmark: str) -> set[str]:
         if isinstance(digest, str):
             found.add(digest)
     return found
-
-
-def group_identity(session: StoreSession, key: str) -> tuple[str | None, str | None, str] | None:
-    """Benchmark, GPU product and source of one comparison group (None: no such group)."""
-    t = runs.c
-    row = session.execute(
-        select(t.benchmark, t.product, t.source).where(t.comparison_key == key).limit(1)
-    ).first()
-    return None if row is None else (row.benchmark, row.product, str(row.source))
-
-
-def group_has_authors(session: StoreSession, key: str) -> bool:
-    """Whether any run of the group names its author (a board can then show each one's best)."""
-    query = (
-        select(runs.c.run_digest)
-        .where(runs.c.comparison_key == key, runs.c.author.is_not(None))
-        .limit(1)
-    )
-    return session.execute(query).first() is not None

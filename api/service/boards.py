@@ -168,16 +168,17 @@ class Boards:
 
         def read(session: StoreSession) -> _Read:
             key = resolve_group(session, reference)
-            if not queries.group_exists(session, key):
+            rows = queries.rows_of(session)
+            if not queries.group_exists(rows, key):
                 raise NotFoundError(f"no comparison group {key}")
             page = {} if whole else {"offset": start - 1, "limit": size}
             return _Read(
                 key=key,
-                rows=queries.leaderboard(session, key, view, min_level, **page),
-                best=queries.leaderboard(session, key, view, min_level, limit=1),
-                total=queries.ranked_count(session, key, view, min_level),
+                rows=queries.leaderboard(rows, key, view, min_level, **page),
+                best=queries.leaderboard(rows, key, view, min_level, limit=1),
+                total=queries.ranked_count(rows, key, view, min_level),
                 group=_board_group(session, key),
-                heading=queries.group_heading(session, key),
+                heading=queries.group_heading(rows, key),
             )
 
         found = self.views.read(read)
@@ -259,7 +260,8 @@ def _product(session: StoreSession, typed: str) -> str:
 def _board_group(session: StoreSession, key: str) -> BoardGroup:
     """What the board ranks: its operation and GPU, its parts, what sets it apart from the
     operation's groups that look like it, and the sweep it is one workload of."""
-    identity = queries.group_identity(session, key)
+    rows = queries.rows_of(session)
+    identity = queries.group_identity(rows, key)
     benchmark, product, source = identity if identity is not None else (None, None, None)
     siblings = queries.operation_groups(session, benchmark) if benchmark is not None else []
     labels = group_labels(session, list({key, *(r.comparison_key for r in siblings)}))
@@ -277,7 +279,7 @@ def _board_group(session: StoreSession, key: str) -> BoardGroup:
         sweep=place_in(label, sweep),
         description=about.description if about is not None else None,
         has_sol_score=source == "sol-execbench",
-        has_authors=queries.group_has_authors(session, key),
+        has_authors=queries.group_has_authors(rows, key),
     )
 
 

@@ -57,7 +57,7 @@ def place_in(label: GroupLabel, sweep: Sequence[GroupLabel]) -> SweepPlace | Non
 
 def group_place(session: StoreSession, key: str) -> SweepPlace | None:
     """Where group ``key`` stands in its sweep, read from the views (None: in none)."""
-    identity = queries.group_identity(session, key)
+    identity = queries.group_identity(queries.rows_of(session), key)
     if identity is None or identity[0] is None:
         return None
     benchmark, product, _ = identity

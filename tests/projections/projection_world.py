@@ -439,7 +439,7 @@ class World:
         """(run, rank, of) of a leaderboard, best first."""
         self.runner().catch_up()
         with self.ledger.store.transaction(commit=False) as session:
-            rows = queries.leaderboard(session, key, view)
+            rows = queries.leaderboard(queries.rows_of(session), key, view)
         return [(r.run_digest, r.rank, r.of_count) for r in rows]
 
     def standing(self, run: str, view: View = View.SOURCE_NATIVE) -> tuple[int, int] | None:

@@ -114,7 +114,7 @@ def test_a_read_that_finds_groups_left_to_rerank_answers_them_ranked(cohort: Wor
     def read(session: StoreSession) -> tuple[list[Any], list[Any]]:
         nonlocal calls
         calls += 1
-        board = queries.leaderboard(session, GROUP, View.VERIFIED)
+        board = queries.leaderboard(queries.rows_of(session), GROUP, View.VERIFIED)
         level = session.execute(
             select(runs.c.run_digest).where(runs.c.evidence_level == "verified")
         ).scalars()
