@@ -50,7 +50,7 @@ from ledger.signing.keys import SigningKey
 from ledger.store.event_fields import statement_of_payload
 from ledger.store.fold_fields import decode_fields, event_fold_fields, whole, write_fold_fields
 from ledger.store.fold_manifests import ManifestBodies, fold_manifests
-from projections import queries
+from projections import queries, view_reads
 from projections.run_views import decode, event_name, field_reader, statement_of
 from projections.runner import REBUILD_BATCH, ProjectionRunner
 
@@ -377,7 +377,7 @@ def measure(
             digest = rng.choice(digests)
             t0 = time.perf_counter()
             with ledger.store.transaction(commit=False) as session:
-                queries.leaderboard(queries.rows_of(session), key, View.SOURCE_NATIVE)
+                view_reads.leaderboard(queries.rows_of(session), key, View.SOURCE_NATIVE)
             t1 = time.perf_counter()
             with ledger.store.transaction(commit=False) as session:
                 queries.run_row(session, digest)

@@ -16,8 +16,6 @@ from domain.ranking import View
 from ledger.store.event_store import StoreSession, connection_of
 from ledger.store.read_door import Rows, SessionRows
 from projections.rows import (
-    BoardRow,
-    GroupHeading,
     GroupRow,
     OperationGroupRow,
     OperationRow,
@@ -28,10 +26,6 @@ from projections.rows import (
     SourceRow,
 )
 from projections.tables import manifests, ranks, runs
-from projections.view_statements import STATEMENTS
-
-# Every run's evidence order is at least this: the floor of a board asked for no level.
-_ANY_LEVEL = int(min(EvidenceLevel))
 
 
 @dataclass(frozen=True)
@@ -51,64 +45,6 @@ def rows_of(session: StoreSession) -> Rows:
     """``session``'s connection as the views' generated statements run on it (the server's
     and a full command's door; a short command brings its driver's)."""
     return SessionRows(connection_of(session))
-
-
-def leaderboard(
-    rows: Rows,
-    key: str,
-    view: View,
-    min_level: EvidenceLevel | None = None,
-    *,
-    offset: int = 0,
-    limit: int | None = None,
-) -> list[BoardRow]:
-    """Ranked runs of a comparison group, best first (ties by run digest); a page of them
-    from ``offset`` when ``limit`` is given."""
-    asked: dict[str, Any] = {"key": key, "view": str(view), "min_order": _min_order(min_level)}
-    if limit is None and offset:
-        raise ValueError("a board from an offset is a page: give its limit")
-    found = (
-        rows.run(STATEMENTS, "board", **asked)
-        if limit is None
-        else rows.run(STATEMENTS, "board_page", **asked, limit=limit, offset=offset)
-    )
-    return [BoardRow.from_values(r) for r in found]
-
-
-def ranked_count(rows: Rows, key: str, view: View, min_level: EvidenceLevel | None = None) -> int:
-    found = rows.run(
-        STATEMENTS, "ranked_count", key=key, view=str(view), min_order=_min_order(min_level)
-    )
-    return int(found[0][0])
-
-
-def _min_order(min_level: EvidenceLevel | None) -> int:
-    return int(min_level) if min_level is not None else _ANY_LEVEL
-
-
-def group_heading(rows: Rows, key: str) -> GroupHeading | None:
-    """Benchmark, GPU and metric of one comparison group, with its number of runs."""
-    found = rows.run(STATEMENTS, "group_heading", key=key)
-    return GroupHeading.from_values(found[0]) if found else None
-
-
-def group_exists(rows: Rows, key: str) -> bool:
-    """Whether any run of the views is in comparison group ``key``."""
-    return bool(rows.run(STATEMENTS, "group_exists", key=key))
-
-
-def group_identity(rows: Rows, key: str) -> tuple[str | None, str | None, str] | None:
-    """Benchmark, GPU product and source of one comparison group (None: no such group)."""
-    found = rows.run(STATEMENTS, "group_identity", key=key)
-    if not found:
-        return None
-    benchmark, product, source = found[0]
-    return benchmark, product, str(source)
-
-
-def group_has_authors(rows: Rows, key: str) -> bool:
-    """Whether any run of the group names its author (a board can then show each one's best)."""
-    return bool(rows.run(STATEMENTS, "group_has_authors", key=key))
 
 
 def run_row(session: StoreSession, digest: str) -> RunRow | None:

@@ -4,9 +4,9 @@ As ``ledger.store.read_queries`` does for the ledger's own tables: each statemen
 defined here over the views' tables (``projections.tables``) and compiled ahead, per
 dialect, into ``projections.view_statements`` (generated: ``python -m
 projections.view_queries`` rewrites it; tests/projections/test_view_statements.py fails
-when it differs from what these definitions compile to). ``projections.queries`` runs them
-on a ``Rows`` (``ledger.store.read_door``): the server's and a full command's SQLAlchemy
-connection, or a short command's driver connection.
+when it differs from what these definitions compile to). ``projections.view_reads`` runs
+them on a ``Rows`` (``ledger.store.read_door``): the server's and a full command's
+SQLAlchemy connection, or a short command's driver connection.
 
 The leaderboard's own reads are here so far; the others still run as Core on a session.
 """

@@ -34,7 +34,7 @@ from domain.gpu_names import match_gpu
 from domain.ranking import View
 from ledger.errors import AmbiguousReferenceError, NotFoundError
 from ledger.store.event_store import StoreSession
-from projections import queries
+from projections import queries, view_reads
 from projections.group_labels import GroupLabel, group_labels
 from projections.records import (
     GroupName,
@@ -169,16 +169,16 @@ class Boards:
         def read(session: StoreSession) -> _Read:
             key = resolve_group(session, reference)
             rows = queries.rows_of(session)
-            if not queries.group_exists(rows, key):
+            if not view_reads.group_exists(rows, key):
                 raise NotFoundError(f"no comparison group {key}")
             page = {} if whole else {"offset": start - 1, "limit": size}
             return _Read(
                 key=key,
-                rows=queries.leaderboard(rows, key, view, min_level, **page),
-                best=queries.leaderboard(rows, key, view, min_level, limit=1),
-                total=queries.ranked_count(rows, key, view, min_level),
+                rows=view_reads.leaderboard(rows, key, view, min_level, **page),
+                best=view_reads.leaderboard(rows, key, view, min_level, limit=1),
+                total=view_reads.ranked_count(rows, key, view, min_level),
                 group=_board_group(session, key),
-                heading=queries.group_heading(rows, key),
+                heading=view_reads.group_heading(rows, key),
             )
 
         found = self.views.read(read)
@@ -261,7 +261,7 @@ def _board_group(session: StoreSession, key: str) -> BoardGroup:
     """What the board ranks: its operation and GPU, its parts, what sets it apart from the
     operation's groups that look like it, and the sweep it is one workload of."""
     rows = queries.rows_of(session)
-    identity = queries.group_identity(rows, key)
+    identity = view_reads.group_identity(rows, key)
     benchmark, product, source = identity if identity is not None else (None, None, None)
     siblings = queries.operation_groups(session, benchmark) if benchmark is not None else []
     labels = group_labels(session, list({key, *(r.comparison_key for r in siblings)}))
@@ -279,7 +279,7 @@ def _board_group(session: StoreSession, key: str) -> BoardGroup:
         sweep=place_in(label, sweep),
         description=about.description if about is not None else None,
         has_sol_score=source == "sol-execbench",
-        has_authors=queries.group_has_authors(rows, key),
+        has_authors=view_reads.group_has_authors(rows, key),
     )
 
 
