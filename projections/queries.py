@@ -17,7 +17,6 @@ from ledger.store.event_store import StoreSession, connection_of
 from ledger.store.read_door import Rows, SessionRows
 from projections.rows import (
     GroupRow,
-    OperationGroupRow,
     OperationRow,
     RecentRunRow,
     RunListRow,
@@ -140,43 +139,6 @@ def operations(session: StoreSession, limit: int | None = None) -> list[Operatio
     if limit is not None:
         query = query.limit(limit)
     return [OperationRow.from_mapping(r) for r in session.execute(query).mappings()]
-
-
-def operation_groups(session: StoreSession, benchmark: str) -> list[OperationGroupRow]:
-    """The comparison groups of one operation with each group's #1 (source-native)."""
-    counted = (
-        select(
-            runs.c.comparison_key,
-            runs.c.product,
-            runs.c.metric,
-            runs.c.statistic,
-            runs.c.unit,
-            func.count().label("runs"),
-        )
-        .where(runs.c.benchmark == benchmark, runs.c.comparison_key.is_not(None))
-        .group_by(
-            runs.c.comparison_key, runs.c.product, runs.c.metric, runs.c.statistic, runs.c.unit
-        )
-        .subquery()
-    )
-    first = leaders()
-    top = runs.alias("top")
-    query = (
-        select(
-            counted,
-            first.c.run_digest.label("top_run"),
-            ranks.c.value.label("top_value"),
-            top.c.name.label("top_name"),
-        )
-        .outerjoin(first, first.c.comparison_key == counted.c.comparison_key)
-        .outerjoin(
-            ranks,
-            (ranks.c.run_digest == first.c.run_digest) & (ranks.c.view == str(View.SOURCE_NATIVE)),
-        )
-        .outerjoin(top, top.c.run_digest == first.c.run_digest)
-        .order_by(counted.c.product, counted.c.runs.desc(), counted.c.comparison_key)
-    )
-    return [OperationGroupRow.from_mapping(r) for r in session.execute(query).mappings()]
 
 
 def sources(session: StoreSession) -> list[SourceRow]:

@@ -8,7 +8,8 @@ when it differs from what these definitions compile to). ``projections.view_read
 them on a ``Rows`` (``ledger.store.read_door``): the server's and a full command's
 SQLAlchemy connection, or a short command's driver connection.
 
-The leaderboard's own reads are here so far; the others still run as Core on a session.
+The leaderboard's reads of its group are here so far (not yet the group's labels, its
+operation's description or a run's SOL score); the others still run as Core on a session.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from typing import Any
 
 from sqlalchemy import Select, bindparam, func, select
 
+from domain.ranking import View
 from ledger.store.read_queries import Queries, generated_module
+from projections.queries import leaders
 from projections.tables import VIEWS_VERSION, ranks, runs
 
 GENERATED = Path(__file__).with_name("view_statements.py")
@@ -109,6 +112,55 @@ def _group_has_authors() -> Select[Any]:
     )
 
 
+def _group_keys() -> Select[Any]:
+    """At most ``limit`` comparison keys matching ``pattern`` (a digest prefix and ``%``:
+    hex digits hold no LIKE wildcard), in order."""
+    return (
+        select(runs.c.comparison_key)
+        .where(runs.c.comparison_key.like(bindparam("pattern")))
+        .distinct()
+        .order_by(runs.c.comparison_key)
+        .limit(bindparam("limit"))
+    )
+
+
+def _operation_groups() -> Select[Any]:
+    """The comparison groups of operation ``benchmark`` with each group's #1
+    (source-native; ``projections.queries.leaders``)."""
+    counted = (
+        select(
+            runs.c.comparison_key,
+            runs.c.product,
+            runs.c.metric,
+            runs.c.statistic,
+            runs.c.unit,
+            func.count().label("runs"),
+        )
+        .where(runs.c.benchmark == bindparam("benchmark"), runs.c.comparison_key.is_not(None))
+        .group_by(
+            runs.c.comparison_key, runs.c.product, runs.c.metric, runs.c.statistic, runs.c.unit
+        )
+        .subquery()
+    )
+    first = leaders()
+    top = runs.alias("top")
+    return (
+        select(
+            counted,
+            first.c.run_digest.label("top_run"),
+            ranks.c.value.label("top_value"),
+            top.c.name.label("top_name"),
+        )
+        .outerjoin(first, first.c.comparison_key == counted.c.comparison_key)
+        .outerjoin(
+            ranks,
+            (ranks.c.run_digest == first.c.run_digest) & (ranks.c.view == str(View.SOURCE_NATIVE)),
+        )
+        .outerjoin(top, top.c.run_digest == first.c.run_digest)
+        .order_by(counted.c.product, counted.c.runs.desc(), counted.c.comparison_key)
+    )
+
+
 QUERIES: Queries = {
     "board_page": (lambda: _board(paged=True), ("key", "view", "min_order", "limit", "offset")),
     "board": (lambda: _board(paged=False), ("key", "view", "min_order")),
@@ -117,6 +169,8 @@ QUERIES: Queries = {
     "group_identity": (lambda: _group_identity().limit(1), ("key",)),
     "group_exists": (_group_exists, ("key",)),
     "group_has_authors": (_group_has_authors, ("key",)),
+    "group_keys": (_group_keys, ("pattern", "limit")),
+    "operation_groups": (_operation_groups, ("benchmark",)),
 }
 
 

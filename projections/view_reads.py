@@ -13,8 +13,10 @@ from typing import Any
 
 from domain.evidence import EvidenceLevel
 from domain.ranking import View
+from ledger.errors import AmbiguousReferenceError, NotFoundError
 from ledger.store.read_door import Rows
-from projections.rows import BoardRow, GroupHeading
+from projections.reference_text import MIN_PREFIX, SHOWN, digest_prefix
+from projections.rows import BoardRow, GroupHeading, OperationGroupRow
 from projections.view_statements import STATEMENTS
 
 # Every run's evidence order is at least this: the floor of a board asked for no level.
@@ -77,3 +79,30 @@ def group_identity(rows: Rows, key: str) -> tuple[str | None, str | None, str] |
 def group_has_authors(rows: Rows, key: str) -> bool:
     """Whether any run of the group names its author (a board can then show each one's best)."""
     return bool(rows.run(STATEMENTS, "group_has_authors", key=key))
+
+
+def resolve_group(rows: Rows, reference: str) -> str:
+    """The comparison key ``reference`` (a key or a unique prefix of one) names."""
+    prefix = digest_prefix(reference)
+    if prefix is None:
+        raise NotFoundError(
+            f"{reference!r} is not a comparison key or a prefix of one "
+            f"(sha256: and at least {MIN_PREFIX} hex digits)"
+        )
+    keys = [
+        str(k) for (k,) in rows.run(STATEMENTS, "group_keys", pattern=prefix + "%", limit=SHOWN + 1)
+    ]
+    if not keys:
+        raise NotFoundError(f"no comparison group has a key starting {prefix}")
+    if len(keys) > 1:
+        raise AmbiguousReferenceError(
+            f"{prefix} starts {len(keys) if len(keys) <= SHOWN else 'more than ' + str(SHOWN)}"
+            " comparison keys: " + ", ".join(k[:23] + "…" for k in keys[:SHOWN])
+        )
+    return keys[0]
+
+
+def operation_groups(rows: Rows, benchmark: str) -> list[OperationGroupRow]:
+    """The comparison groups of one operation with each group's #1 (source-native)."""
+    found = rows.run(STATEMENTS, "operation_groups", benchmark=benchmark)
+    return [OperationGroupRow.from_values(r) for r in found]

@@ -58,6 +58,22 @@ STATEMENTS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
             " LIMIT :param_1 OFFSET :param_2",
             {"param_1": 1, "param_2": 0},
         ),
+        "group_keys": (
+            "SELECT DISTINCT kernelindex_view_runs.comparison_key \n"
+            "FROM kernelindex_view_runs \n"
+            "WHERE kernelindex_view_runs.comparison_key LIKE :pattern ORDER BY kernelindex_view_runs.comparison_key\n"
+            " LIMIT :limit OFFSET :param_1",
+            {"param_1": 0},
+        ),
+        "operation_groups": (
+            "SELECT anon_1.comparison_key, anon_1.product, anon_1.metric, anon_1.statistic, anon_1.unit, anon_1.runs, anon_2.run_digest AS top_run, kernelindex_view_ranks.value AS top_value, top.name AS top_name \n"
+            "FROM (SELECT kernelindex_view_runs.comparison_key AS comparison_key, kernelindex_view_runs.product AS product, kernelindex_view_runs.metric AS metric, kernelindex_view_runs.statistic AS statistic, kernelindex_view_runs.unit AS unit, count(*) AS runs \n"
+            "FROM kernelindex_view_runs \n"
+            "WHERE kernelindex_view_runs.benchmark = :benchmark AND kernelindex_view_runs.comparison_key IS NOT NULL GROUP BY kernelindex_view_runs.comparison_key, kernelindex_view_runs.product, kernelindex_view_runs.metric, kernelindex_view_runs.statistic, kernelindex_view_runs.unit) AS anon_1 LEFT OUTER JOIN (SELECT kernelindex_view_ranks.comparison_key AS comparison_key, min(kernelindex_view_ranks.run_digest) AS run_digest \n"
+            "FROM kernelindex_view_ranks \n"
+            'WHERE kernelindex_view_ranks."view" = :view_1 AND kernelindex_view_ranks.rank = :rank_1 GROUP BY kernelindex_view_ranks.comparison_key) AS anon_2 ON anon_2.comparison_key = anon_1.comparison_key LEFT OUTER JOIN kernelindex_view_ranks ON kernelindex_view_ranks.run_digest = anon_2.run_digest AND kernelindex_view_ranks."view" = :view_2 LEFT OUTER JOIN kernelindex_view_runs AS top ON top.run_digest = anon_2.run_digest ORDER BY anon_1.product, anon_1.runs DESC, anon_1.comparison_key',
+            {"view_1": "source-native", "rank_1": 1, "view_2": "source-native"},
+        ),
     },
     "postgresql": {
         "board_page": (
@@ -108,6 +124,22 @@ STATEMENTS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
             "WHERE kernelindex_view_runs.comparison_key = %(key)s::VARCHAR AND kernelindex_view_runs.author IS NOT NULL \n"
             " LIMIT %(param_1)s::INTEGER",
             {"param_1": 1},
+        ),
+        "group_keys": (
+            "SELECT DISTINCT kernelindex_view_runs.comparison_key \n"
+            "FROM kernelindex_view_runs \n"
+            "WHERE kernelindex_view_runs.comparison_key LIKE %(pattern)s::VARCHAR ORDER BY kernelindex_view_runs.comparison_key \n"
+            " LIMIT %(limit)s",
+            {},
+        ),
+        "operation_groups": (
+            "SELECT anon_1.comparison_key, anon_1.product, anon_1.metric, anon_1.statistic, anon_1.unit, anon_1.runs, anon_2.run_digest AS top_run, kernelindex_view_ranks.value AS top_value, top.name AS top_name \n"
+            "FROM (SELECT kernelindex_view_runs.comparison_key AS comparison_key, kernelindex_view_runs.product AS product, kernelindex_view_runs.metric AS metric, kernelindex_view_runs.statistic AS statistic, kernelindex_view_runs.unit AS unit, count(*) AS runs \n"
+            "FROM kernelindex_view_runs \n"
+            "WHERE kernelindex_view_runs.benchmark = %(benchmark)s::VARCHAR AND kernelindex_view_runs.comparison_key IS NOT NULL GROUP BY kernelindex_view_runs.comparison_key, kernelindex_view_runs.product, kernelindex_view_runs.metric, kernelindex_view_runs.statistic, kernelindex_view_runs.unit) AS anon_1 LEFT OUTER JOIN (SELECT kernelindex_view_ranks.comparison_key AS comparison_key, min(kernelindex_view_ranks.run_digest) AS run_digest \n"
+            "FROM kernelindex_view_ranks \n"
+            "WHERE kernelindex_view_ranks.view = %(view_1)s::VARCHAR AND kernelindex_view_ranks.rank = %(rank_1)s::INTEGER GROUP BY kernelindex_view_ranks.comparison_key) AS anon_2 ON anon_2.comparison_key = anon_1.comparison_key LEFT OUTER JOIN kernelindex_view_ranks ON kernelindex_view_ranks.run_digest = anon_2.run_digest AND kernelindex_view_ranks.view = %(view_2)s::VARCHAR LEFT OUTER JOIN kernelindex_view_runs AS top ON top.run_digest = anon_2.run_digest ORDER BY anon_1.product, anon_1.runs DESC, anon_1.comparison_key",
+            {"view_1": "source-native", "rank_1": 1, "view_2": "source-native"},
         ),
     },
 }

@@ -39,8 +39,8 @@ from projections.group_labels import GroupLabel, group_labels
 from projections.records import (
     GroupName,
 )
-from projections.references import resolve_group
 from projections.rows import BoardRow, GroupHeading, OperationGroupRow, RecentRunRow, SourceRow
+from projections.view_reads import resolve_group
 
 BOARD_PAGE = 100  # entries per leaderboard page (API); the pages show 50
 BOARD_MAX = 500
@@ -74,7 +74,7 @@ class Boards:
 
     def resolve(self, reference: str) -> str:
         """A comparison group by its key or a unique prefix of it."""
-        return self.views.read(lambda session: resolve_group(session, reference))
+        return self.views.read(lambda session: resolve_group(queries.rows_of(session), reference))
 
     def groups(self, benchmark: str | None = None, gpu: str | None = None) -> list[GroupSummary]:
         """Comparison groups, of ``benchmark`` and/or on the GPU ``gpu`` names as a person
@@ -101,7 +101,7 @@ class Boards:
         def read(
             session: StoreSession,
         ) -> tuple[list[OperationGroupRow], list[GroupLabel], OperationAbout | None]:
-            rows = queries.operation_groups(session, name)
+            rows = view_reads.operation_groups(queries.rows_of(session), name)
             labels = group_labels(session, [r.comparison_key for r in rows])
             return rows, labels, operation_about(session, name) if rows else None
 
@@ -167,8 +167,8 @@ class Boards:
         whole = order is not Order.RANK or per_user  # the order is not the ranking's pages
 
         def read(session: StoreSession) -> _Read:
-            key = resolve_group(session, reference)
             rows = queries.rows_of(session)
+            key = resolve_group(rows, reference)
             if not view_reads.group_exists(rows, key):
                 raise NotFoundError(f"no comparison group {key}")
             page = {} if whole else {"offset": start - 1, "limit": size}
@@ -263,7 +263,7 @@ def _board_group(session: StoreSession, key: str) -> BoardGroup:
     rows = queries.rows_of(session)
     identity = view_reads.group_identity(rows, key)
     benchmark, product, source = identity if identity is not None else (None, None, None)
-    siblings = queries.operation_groups(session, benchmark) if benchmark is not None else []
+    siblings = view_reads.operation_groups(rows, benchmark) if benchmark is not None else []
     labels = group_labels(session, list({key, *(r.comparison_key for r in siblings)}))
     label = next(lab for lab in labels if lab.key == key)
     alike = label.lookalikes(labels)

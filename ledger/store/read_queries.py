@@ -131,12 +131,16 @@ def generated_module(
                     f"            {_quoted(part if last else part + chr(10))}"
                     + ("," if last else "")
                 )
-            values = ", ".join(f"{_quoted(k)}: {v!r}" for k, v in fixed.items())
+            values = ", ".join(f"{_quoted(k)}: {_literal(v)}" for k, v in fixed.items())
             lines.append(f"            {{{values}}},")
             lines.append("        ),")
         lines.append("    },")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _literal(value: Any) -> str:
+    return _quoted(value) if isinstance(value, str) else repr(value)
 
 
 def _quoted(text: str) -> str:

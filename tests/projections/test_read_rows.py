@@ -73,7 +73,7 @@ def test_groups_and_operations_are_typed(cohort: World) -> None:
         no_heading = view_reads.group_heading(queries.rows_of(session), UNKNOWN)
         benchmark = groups[0].benchmark
         assert benchmark is not None
-        of_operation = queries.operation_groups(session, benchmark)
+        of_operation = view_reads.operation_groups(queries.rows_of(session), benchmark)
     assert groups and all(isinstance(g, GroupRow) for g in groups)
     ours = next(g for g in groups if g.comparison_key == GROUP)
     assert ours.runs == 3
