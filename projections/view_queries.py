@@ -23,7 +23,7 @@ from sqlalchemy import Select, bindparam, func, select
 from domain.ranking import View
 from ledger.store.read_queries import Queries, generated_module
 from projections.queries import leaders
-from projections.tables import VIEWS_VERSION, ranks, runs
+from projections.tables import VIEWS_VERSION, manifests, ranks, runs
 
 GENERATED = Path(__file__).with_name("view_statements.py")
 
@@ -161,6 +161,39 @@ def _operation_groups() -> Select[Any]:
     )
 
 
+def _group_members() -> Select[Any]:
+    """One member of each group of ``keys`` (the smallest digest: every member shares what
+    the key is made of) with the group's number of runs: what ``group_labels`` names."""
+    member = (
+        select(
+            runs.c.comparison_key,
+            func.min(runs.c.run_digest).label("run"),
+            func.count().label("runs"),
+        )
+        .where(runs.c.comparison_key.in_(bindparam("keys", expanding=True)))
+        .group_by(runs.c.comparison_key)
+        .subquery()
+    )
+    return select(
+        member.c.comparison_key,
+        member.c.runs,
+        runs.c.benchmark,
+        runs.c.product,
+        runs.c.protocol_digest,
+        runs.c.environment_digest,
+        runs.c.workload_digest,
+        runs.c.metric,
+        runs.c.statistic,
+        runs.c.unit,
+    ).join(runs, runs.c.run_digest == member.c.run)
+
+
+def _manifest_documents() -> Select[Any]:
+    return select(manifests.c.digest, manifests.c.name, manifests.c.document).where(
+        manifests.c.digest.in_(bindparam("digests", expanding=True))
+    )
+
+
 QUERIES: Queries = {
     "board_page": (lambda: _board(paged=True), ("key", "view", "min_order", "limit", "offset")),
     "board": (lambda: _board(paged=False), ("key", "view", "min_order")),
@@ -171,6 +204,8 @@ QUERIES: Queries = {
     "group_has_authors": (_group_has_authors, ("key",)),
     "group_keys": (_group_keys, ("pattern", "limit")),
     "operation_groups": (_operation_groups, ("benchmark",)),
+    "group_members": (_group_members, ("keys",)),
+    "manifest_documents": (_manifest_documents, ("digests",)),
 }
 
 

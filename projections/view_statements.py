@@ -74,6 +74,19 @@ STATEMENTS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
             'WHERE kernelindex_view_ranks."view" = :view_1 AND kernelindex_view_ranks.rank = :rank_1 GROUP BY kernelindex_view_ranks.comparison_key) AS anon_2 ON anon_2.comparison_key = anon_1.comparison_key LEFT OUTER JOIN kernelindex_view_ranks ON kernelindex_view_ranks.run_digest = anon_2.run_digest AND kernelindex_view_ranks."view" = :view_2 LEFT OUTER JOIN kernelindex_view_runs AS top ON top.run_digest = anon_2.run_digest ORDER BY anon_1.product, anon_1.runs DESC, anon_1.comparison_key',
             {"view_1": "source-native", "rank_1": 1, "view_2": "source-native"},
         ),
+        "group_members": (
+            "SELECT anon_1.comparison_key, anon_1.runs, kernelindex_view_runs.benchmark, kernelindex_view_runs.product, kernelindex_view_runs.protocol_digest, kernelindex_view_runs.environment_digest, kernelindex_view_runs.workload_digest, kernelindex_view_runs.metric, kernelindex_view_runs.statistic, kernelindex_view_runs.unit \n"
+            "FROM (SELECT kernelindex_view_runs.comparison_key AS comparison_key, min(kernelindex_view_runs.run_digest) AS run, count(*) AS runs \n"
+            "FROM kernelindex_view_runs \n"
+            "WHERE kernelindex_view_runs.comparison_key IN (__[POSTCOMPILE_keys]) GROUP BY kernelindex_view_runs.comparison_key) AS anon_1 JOIN kernelindex_view_runs ON kernelindex_view_runs.run_digest = anon_1.run",
+            {},
+        ),
+        "manifest_documents": (
+            "SELECT kernelindex_view_manifests.digest, kernelindex_view_manifests.name, kernelindex_view_manifests.document \n"
+            "FROM kernelindex_view_manifests \n"
+            "WHERE kernelindex_view_manifests.digest IN (__[POSTCOMPILE_digests])",
+            {},
+        ),
     },
     "postgresql": {
         "board_page": (
@@ -140,6 +153,19 @@ STATEMENTS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
             "FROM kernelindex_view_ranks \n"
             "WHERE kernelindex_view_ranks.view = %(view_1)s::VARCHAR AND kernelindex_view_ranks.rank = %(rank_1)s::INTEGER GROUP BY kernelindex_view_ranks.comparison_key) AS anon_2 ON anon_2.comparison_key = anon_1.comparison_key LEFT OUTER JOIN kernelindex_view_ranks ON kernelindex_view_ranks.run_digest = anon_2.run_digest AND kernelindex_view_ranks.view = %(view_2)s::VARCHAR LEFT OUTER JOIN kernelindex_view_runs AS top ON top.run_digest = anon_2.run_digest ORDER BY anon_1.product, anon_1.runs DESC, anon_1.comparison_key",
             {"view_1": "source-native", "rank_1": 1, "view_2": "source-native"},
+        ),
+        "group_members": (
+            "SELECT anon_1.comparison_key, anon_1.runs, kernelindex_view_runs.benchmark, kernelindex_view_runs.product, kernelindex_view_runs.protocol_digest, kernelindex_view_runs.environment_digest, kernelindex_view_runs.workload_digest, kernelindex_view_runs.metric, kernelindex_view_runs.statistic, kernelindex_view_runs.unit \n"
+            "FROM (SELECT kernelindex_view_runs.comparison_key AS comparison_key, min(kernelindex_view_runs.run_digest) AS run, count(*) AS runs \n"
+            "FROM kernelindex_view_runs \n"
+            "WHERE kernelindex_view_runs.comparison_key IN (__[POSTCOMPILE_keys]) GROUP BY kernelindex_view_runs.comparison_key) AS anon_1 JOIN kernelindex_view_runs ON kernelindex_view_runs.run_digest = anon_1.run",
+            {},
+        ),
+        "manifest_documents": (
+            "SELECT kernelindex_view_manifests.digest, kernelindex_view_manifests.name, kernelindex_view_manifests.document \n"
+            "FROM kernelindex_view_manifests \n"
+            "WHERE kernelindex_view_manifests.digest IN (__[POSTCOMPILE_digests])",
+            {},
         ),
     },
 }

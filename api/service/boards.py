@@ -102,7 +102,7 @@ class Boards:
             session: StoreSession,
         ) -> tuple[list[OperationGroupRow], list[GroupLabel], OperationAbout | None]:
             rows = view_reads.operation_groups(queries.rows_of(session), name)
-            labels = group_labels(session, [r.comparison_key for r in rows])
+            labels = group_labels(queries.rows_of(session), [r.comparison_key for r in rows])
             return rows, labels, operation_about(session, name) if rows else None
 
         rows, labels, about = self.views.read(read)
@@ -264,7 +264,7 @@ def _board_group(session: StoreSession, key: str) -> BoardGroup:
     identity = view_reads.group_identity(rows, key)
     benchmark, product, source = identity if identity is not None else (None, None, None)
     siblings = view_reads.operation_groups(rows, benchmark) if benchmark is not None else []
-    labels = group_labels(session, list({key, *(r.comparison_key for r in siblings)}))
+    labels = group_labels(rows, list({key, *(r.comparison_key for r in siblings)}))
     label = next(lab for lab in labels if lab.key == key)
     alike = label.lookalikes(labels)
     sweep = sweep_of(label, alike)

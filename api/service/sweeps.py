@@ -62,7 +62,7 @@ def group_place(session: StoreSession, key: str) -> SweepPlace | None:
         return None
     benchmark, product, _ = identity
     keys = [g.comparison_key for g in queries.groups(session, benchmark, product)]
-    labels = group_labels(session, list({key, *keys}))
+    labels = group_labels(queries.rows_of(session), list({key, *keys}))
     label = next((lab for lab in labels if lab.key == key), None)
     if label is None:
         return None

@@ -48,8 +48,22 @@ class Rows(Protocol):
 def _bound(
     statements: Statements, dialect: str, name: str, params: dict[str, Any]
 ) -> tuple[str, dict[str, Any]]:
+    """The statement's text and its values. A list is an ``IN`` list (an expanding
+    ``bindparam``, compiled as ``__[POSTCOMPILE_name]``): it becomes one parameter a value,
+    named as SQLAlchemy names them."""
     sql, fixed = statements[dialect][name]
-    return sql, {**fixed, **params}
+    bound = dict(fixed)
+    for key, value in params.items():
+        if not isinstance(value, list):
+            bound[key] = value
+            continue
+        if not value:  # SQLAlchemy's empty-set expression is not compiled ahead
+            raise ValueError(f"{name}: the IN list {key} is empty")
+        names = [f"{key}_{at}" for at in range(1, len(value) + 1)]
+        slots = (f":{n}" if dialect == "sqlite" else f"%({n})s" for n in names)
+        sql = sql.replace(f"__[POSTCOMPILE_{key}]", ", ".join(slots))
+        bound.update(zip(names, value, strict=True))
+    return sql, bound
 
 
 class DriverRows:
