@@ -6,7 +6,7 @@ groups plus attestations, then measures in one run:
 - rebuild: ``ProjectionRunner.rebuild()`` over every event → events/s (target ≥ 0.1 × a bare
   read of the same events in the same run, and 100,000 events in ≤ 5 s on 2 quiet cores),
   wall and thread-CPU, with the load average around it;
-- leaderboard read: ``queries.leaderboard`` of random groups → p50/p99 (target p99 ≤ 10 ms);
+- leaderboard read: ``view_reads.leaderboard`` of random groups → p50/p99 (target p99 ≤ 10 ms);
 - run record read: the projected row and standings of random runs → p50/p99 (target ≤ 10 ms);
 - full run record (events re-verified, as `kernelindex show` does) → p50/p99, for reference.
 
