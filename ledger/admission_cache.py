@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate
@@ -14,13 +13,8 @@ from eventsourcing.domain import Aggregate
 from domain.statements import Role
 from domain.timestamps import parse_time
 from ledger.aggregates import Principal, Run, principal_id
-from ledger.authority import KeyBook, KeyState
-from ledger.errors import CorruptRecordError
+from ledger.authority import KeyState
 from ledger.signing.keys import PublicKey
-from ledger.store.stored_events import StoredRecord, decode_stored
-
-# KeyPredicate, a model made on first use (domain.statements), is imported by the function
-# that needs it: a process that never checks a statement never makes the models.
 
 
 class GroupState(threading.local):
@@ -132,31 +126,6 @@ class KeyCache:
         gone = set(principals)
         for key_id in [k for k in self._keys if principal_id(k) in gone]:
             del self._keys[key_id]
-
-
-def fold_key_events(key_id: str, records: Sequence[StoredRecord]) -> KeyState | None:
-    """A key's state from its stored events, in order (``ledger.authority.KeyBook``).
-    A record that no longer decodes fails closed."""
-    from domain.statements import KeyPredicate, validate_part  # noqa: PLC0415 - see the imports
-
-    book = KeyBook()
-    for record in records:
-        try:
-            stored, statement = decode_stored(record.state)
-            predicate = validate_part(KeyPredicate, statement["predicate"])
-            received = parse_time(str(stored["received_at"]))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise CorruptRecordError(
-                f"stored key event at position {record.position} of {key_id} cannot be read "
-                f"({type(exc).__name__})"
-            ) from None
-        book.learn(
-            predicate,
-            position=record.position,
-            received_at=received,
-            signer=str(stored.get("signer", "")),
-        )
-    return book(key_id)
 
 
 def pending_key_state(principal: Principal) -> KeyState:

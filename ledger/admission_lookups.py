@@ -14,7 +14,6 @@ from ledger.admission_cache import (
     GroupState,
     KeyCache,
     RunCache,
-    fold_key_events,
     pending_key_state,
 )
 from ledger.aggregates import (
@@ -27,6 +26,7 @@ from ledger.aggregates import (
 )
 from ledger.authority import KeyState
 from ledger.errors import CorruptRecordError, NotFoundError
+from ledger.key_fold import fold_key_events
 from ledger.store.event_store import EventStore
 from ledger.store.stored_events import StoredRecord, stored_records
 from ledger.timing import Stage, timed

@@ -24,7 +24,7 @@ from domain.manifests.manifest_set import CheckedManifestSet, attach_manifests, 
 from domain.rerun_binding import device_classes
 from domain.timestamps import format_time, parse_time
 from ledger.errors import AlreadyExistsError, RerunJobError, SubjectMismatchError
-from ledger.ids import principal_id, run_id
+from ledger.ids import principal_id, run_id, topic_of
 from ledger.signing.dsse import stored_signed_digest, stored_statement
 
 if TYPE_CHECKING:
@@ -34,12 +34,6 @@ if TYPE_CHECKING:
     from domain.statements import RerunClaimPredicate, RerunPredicate, RerunRequestPredicate
 
 __all__ = ["Principal", "RerunJob", "Run", "Signed", "principal_id", "run_id", "topic_of"]
-
-
-def topic_of(event: str) -> str:
-    """The topic eventsourcing stores an event class under (``"Run.Attested"`` →
-    ``"ledger.aggregates:Run.Attested"``): queries by event class go through this."""
-    return f"{__name__}:{event}"
 
 
 @dataclass(frozen=True)

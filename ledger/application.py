@@ -34,7 +34,6 @@ from sqlalchemy.engine import make_url
 from domain.errors import DomainError
 from domain.timestamps import utc_now
 from ledger.admission import Admission, Admitted, AdmittedGroup
-from ledger.admission_cache import fold_key_events
 from ledger.aggregates import Principal, Run, RunState, principal_id, run_id, topic_of
 from ledger.authority import KeyState
 from ledger.errors import (
@@ -46,6 +45,7 @@ from ledger.errors import (
     lost_connection,
     write_refusal,
 )
+from ledger.key_fold import fold_key_events
 from ledger.logged_event import LoggedEvent
 from ledger.signing.keys import SigningKey
 from ledger.signing.log_key import DeferredKey, require_log_key

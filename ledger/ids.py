@@ -21,3 +21,14 @@ def run_id(run_digest: str) -> UUID:
 @lru_cache(maxsize=4096)
 def principal_id(key_id: str) -> UUID:
     return uuid5(LEDGER_NAMESPACE, "key:" + key_id)
+
+
+# The module eventsourcing stores the aggregates' events under (their topic's prefix): the
+# aggregates define their classes there (tests/ledger/test_event_names.py holds it so).
+AGGREGATES_MODULE = "ledger.aggregates"
+
+
+def topic_of(event: str) -> str:
+    """The topic eventsourcing stores an event class under (``"Run.Attested"`` →
+    ``"ledger.aggregates:Run.Attested"``): queries by event class go through this."""
+    return f"{AGGREGATES_MODULE}:{event}"

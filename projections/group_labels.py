@@ -14,12 +14,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import func, select
-
-from ledger.store.event_store import StoreSession
-from projections.tables import manifests, runs
+from ledger.store.read_door import Rows
+from projections.view_statements import STATEMENTS
 
 # What a comparison key is made of that a person can read, in the order labels list it.
 PARTS = ("protocol", "environment", "workload", "metric")
@@ -66,15 +64,12 @@ class GroupLabel:
         return " · ".join(f"{p} {self.parts.get(p, '?')}" for p in differing)
 
 
-def _documents(session: StoreSession, digests: set[str]) -> dict[str, dict[str, Any]]:
+def _documents(rows: Rows, digests: set[str]) -> dict[str, dict[str, Any]]:
     found: dict[str, dict[str, Any]] = {}
     ordered = sorted(d for d in digests if d)
     for start in range(0, len(ordered), 500):
-        for digest, name, document in session.execute(
-            select(manifests.c.digest, manifests.c.name, manifests.c.document).where(
-                manifests.c.digest.in_(ordered[start : start + 500])
-            )
-        ):
+        chunk = ordered[start : start + 500]
+        for digest, name, document in rows.run(STATEMENTS, "manifest_documents", digests=chunk):
             parsed = json.loads(document)
             metadata = parsed.setdefault("metadata", {})
             metadata.setdefault("title", name)
@@ -125,42 +120,36 @@ def distinguishing_names(documents: dict[str, dict[str, Any]]) -> dict[str, str]
     return names
 
 
-def group_labels(session: StoreSession, keys: Sequence[str]) -> list[GroupLabel]:
+class _Member(NamedTuple):
+    """A group's member as ``group_members`` selects it (``projections.view_queries``)."""
+
+    comparison_key: str
+    runs: int
+    benchmark: str | None
+    product: str | None
+    protocol_digest: str | None
+    environment_digest: str | None
+    workload_digest: str | None
+    metric: str
+    statistic: str | None
+    unit: str | None
+
+
+def group_labels(rows: Rows, keys: Sequence[str]) -> list[GroupLabel]:
     """One label per key (in the order given), from one member of each group: every member
     shares what the key is made of."""
-    member = (
-        select(
-            runs.c.comparison_key,
-            func.min(runs.c.run_digest).label("run"),
-            func.count().label("runs"),
-        )
-        .where(runs.c.comparison_key.in_(list(keys)))
-        .group_by(runs.c.comparison_key)
-        .subquery()
-    )
-    rows = {
-        str(r.comparison_key): r
-        for r in session.execute(
-            select(
-                member.c.comparison_key,
-                member.c.runs,
-                runs.c.benchmark,
-                runs.c.product,
-                runs.c.protocol_digest,
-                runs.c.environment_digest,
-                runs.c.workload_digest,
-                runs.c.metric,
-                runs.c.statistic,
-                runs.c.unit,
-            ).join(runs, runs.c.run_digest == member.c.run)
-        )
+    if not keys:
+        return []
+    members = {
+        str(m.comparison_key): m
+        for m in map(_Member._make, rows.run(STATEMENTS, "group_members", keys=list(keys)))
     }
     titles = distinguishing_names(
         _documents(
-            session,
+            rows,
             {
                 str(d)
-                for r in rows.values()
+                for r in members.values()
                 for d in (r.protocol_digest, r.environment_digest, r.workload_digest)
                 if d
             },
@@ -168,7 +157,7 @@ def group_labels(session: StoreSession, keys: Sequence[str]) -> list[GroupLabel]
     )
     labels = []
     for key in keys:
-        r = rows.get(key)
+        r = members.get(key)
         if r is None:
             continue
         metric = r.metric if r.metric == "none" else f"{r.statistic} {r.metric} ({r.unit})"

@@ -13,12 +13,10 @@ from sqlalchemy import func, select
 
 from domain.evidence import EvidenceLevel
 from domain.ranking import View
-from ledger.store.event_store import StoreSession
+from ledger.store.event_store import StoreSession, connection_of
+from ledger.store.read_door import Rows, SessionRows
 from projections.rows import (
-    BoardRow,
-    GroupHeading,
     GroupRow,
-    OperationGroupRow,
     OperationRow,
     RecentRunRow,
     RunListRow,
@@ -42,6 +40,12 @@ class Standing:
         return f"Rank {self.rank} of {self.of} in its comparison group · {self.view} comparison"
 
 
+def rows_of(session: StoreSession) -> Rows:
+    """``session``'s connection as the views' generated statements run on it (the server's
+    and a full command's door; a short command brings its driver's)."""
+    return SessionRows(connection_of(session))
+
+
 def run_row(session: StoreSession, digest: str) -> RunRow | None:
     row = session.execute(select(runs).where(runs.c.run_digest == digest)).mappings().first()
     return None if row is None else RunRow.from_mapping(row)
@@ -55,64 +59,6 @@ def standings(session: StoreSession, digest: str) -> dict[str, Standing]:
         )
         for r in rows
     }
-
-
-def leaderboard(
-    session: StoreSession,
-    key: str,
-    view: View,
-    min_level: EvidenceLevel | None = None,
-    *,
-    offset: int = 0,
-    limit: int | None = None,
-) -> list[BoardRow]:
-    """Ranked runs of a comparison group, best first (ties by run digest); a page of them
-    from ``offset`` when ``limit`` is given."""
-    query = (
-        select(
-            ranks.c.rank,
-            ranks.c.of_count,
-            ranks.c.value,
-            ranks.c.tied_with,
-            runs.c.run_digest,
-            runs.c.name,
-            runs.c.title,
-            runs.c.source,
-            runs.c.external_id,
-            runs.c.evidence_level,
-            runs.c.evidence_order,
-            runs.c.metric,
-            runs.c.statistic,
-            runs.c.unit,
-            runs.c.claimed,
-            runs.c.rerun_median_ns,
-            runs.c.author,
-        )
-        .join(runs, runs.c.run_digest == ranks.c.run_digest)
-        .where(ranks.c.comparison_key == key, ranks.c.view == str(view))
-        .order_by(ranks.c.rank, ranks.c.run_digest)
-    )
-    if min_level is not None:
-        query = query.where(runs.c.evidence_order >= int(min_level))
-    if offset:
-        query = query.offset(offset)
-    if limit is not None:
-        query = query.limit(limit)
-    return [BoardRow.from_mapping(r) for r in session.execute(query).mappings()]
-
-
-def ranked_count(
-    session: StoreSession, key: str, view: View, min_level: EvidenceLevel | None = None
-) -> int:
-    query = (
-        select(func.count())
-        .select_from(ranks)
-        .join(runs, runs.c.run_digest == ranks.c.run_digest)
-        .where(ranks.c.comparison_key == key, ranks.c.view == str(view))
-    )
-    if min_level is not None:
-        query = query.where(runs.c.evidence_order >= int(min_level))
-    return int(session.execute(query).scalar_one())
 
 
 def groups(
@@ -195,43 +141,6 @@ def operations(session: StoreSession, limit: int | None = None) -> list[Operatio
     return [OperationRow.from_mapping(r) for r in session.execute(query).mappings()]
 
 
-def operation_groups(session: StoreSession, benchmark: str) -> list[OperationGroupRow]:
-    """The comparison groups of one operation with each group's #1 (source-native)."""
-    counted = (
-        select(
-            runs.c.comparison_key,
-            runs.c.product,
-            runs.c.metric,
-            runs.c.statistic,
-            runs.c.unit,
-            func.count().label("runs"),
-        )
-        .where(runs.c.benchmark == benchmark, runs.c.comparison_key.is_not(None))
-        .group_by(
-            runs.c.comparison_key, runs.c.product, runs.c.metric, runs.c.statistic, runs.c.unit
-        )
-        .subquery()
-    )
-    first = leaders()
-    top = runs.alias("top")
-    query = (
-        select(
-            counted,
-            first.c.run_digest.label("top_run"),
-            ranks.c.value.label("top_value"),
-            top.c.name.label("top_name"),
-        )
-        .outerjoin(first, first.c.comparison_key == counted.c.comparison_key)
-        .outerjoin(
-            ranks,
-            (ranks.c.run_digest == first.c.run_digest) & (ranks.c.view == str(View.SOURCE_NATIVE)),
-        )
-        .outerjoin(top, top.c.run_digest == first.c.run_digest)
-        .order_by(counted.c.product, counted.c.runs.desc(), counted.c.comparison_key)
-    )
-    return [OperationGroupRow.from_mapping(r) for r in session.execute(query).mappings()]
-
-
 def sources(session: StoreSession) -> list[SourceRow]:
     """Each source with how many runs it gave, most first."""
     query = (
@@ -264,21 +173,6 @@ def recent_runs(session: StoreSession, limit: int) -> list[RecentRunRow]:
         .limit(limit)
     )
     return [RecentRunRow.from_mapping(r) for r in session.execute(query).mappings()]
-
-
-def group_heading(session: StoreSession, key: str) -> GroupHeading | None:
-    """Benchmark, GPU and metric of one comparison group, with its number of runs."""
-    t = runs.c
-    query = (
-        select(t.benchmark, t.product, t.metric, t.statistic, t.unit)
-        .where(t.comparison_key == key)
-        .limit(1)
-    )
-    row = session.execute(query).mappings().first()
-    if row is None:
-        return None
-    count = session.execute(select(func.count()).where(t.comparison_key == key)).scalar_one()
-    return GroupHeading.from_mapping({**row, "runs": count})
 
 
 def run_names(session: StoreSession, digest: str) -> RunNames:
@@ -323,12 +217,6 @@ def list_runs(session: StoreSession, where: RunFilter, limit: int) -> list[RunLi
     return [RunListRow.from_mapping(r) for r in session.execute(query.limit(limit)).mappings()]
 
 
-def group_exists(session: StoreSession, key: str) -> bool:
-    """Whether any run of the views is in comparison group ``key``."""
-    query = select(runs.c.run_digest).where(runs.c.comparison_key == key).limit(1)
-    return session.execute(query).first() is not None
-
-
 def products(session: StoreSession) -> list[str]:
     """Every GPU product a run of the views names, sorted."""
     query = select(runs.c.product).where(runs.c.product.is_not(None)).distinct()
@@ -350,22 +238,3 @@ def operation_spec_digests(session: StoreSession, benchmark: str) -> set[str]:
         if isinstance(digest, str):
             found.add(digest)
     return found
-
-
-def group_identity(session: StoreSession, key: str) -> tuple[str | None, str | None, str] | None:
-    """Benchmark, GPU product and source of one comparison group (None: no such group)."""
-    t = runs.c
-    row = session.execute(
-        select(t.benchmark, t.product, t.source).where(t.comparison_key == key).limit(1)
-    ).first()
-    return None if row is None else (row.benchmark, row.product, str(row.source))
-
-
-def group_has_authors(session: StoreSession, key: str) -> bool:
-    """Whether any run of the group names its author (a board can then show each one's best)."""
-    query = (
-        select(runs.c.run_digest)
-        .where(runs.c.comparison_key == key, runs.c.author.is_not(None))
-        .limit(1)
-    )
-    return session.execute(query).first() is not None

@@ -30,6 +30,7 @@ from domain.ranking import RankedEntry, RankEntry, RankingError, View, rank_grou
 from domain.timestamps import format_time, parse_time
 from ledger.store.event_store import StoreSession
 from projections.group_labels import GroupLabel, group_labels
+from projections.queries import rows_of
 from projections.tables import ranks, records, runs
 
 # Records are those of the board a group's #1 is read from (``queries.leaders``).
@@ -322,7 +323,8 @@ class GroupName:
 def group_names(session: StoreSession, keys: Iterable[str]) -> dict[str, GroupName]:
     """Names of the groups ``keys``, each told apart from every group of its operation and
     GPU in the views (not only from those shown with it)."""
-    shown = {label.key: label for label in group_labels(session, sorted(set(keys)))}
+    rows = rows_of(session)
+    shown = {label.key: label for label in group_labels(rows, sorted(set(keys)))}
     pairs = sorted({(lb.benchmark, lb.product) for lb in shown.values()}, key=str)
     alike: set[str] = set(shown)
     if pairs:
@@ -331,7 +333,7 @@ def group_names(session: StoreSession, keys: Iterable[str]) -> dict[str, GroupNa
             tuple_(runs.c.benchmark, runs.c.product).in_(pairs),
         )
         alike |= {str(k) for k in session.execute(query.distinct()).scalars()}
-    everyone = group_labels(session, sorted(alike))
+    everyone = group_labels(rows, sorted(alike))
     return {key: _name(label, label.lookalikes(everyone)) for key, label in shown.items()}
 
 

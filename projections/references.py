@@ -9,7 +9,6 @@ an ambiguous one is refused with the candidates and what tells them apart.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from sqlalchemy import and_, or_, select
@@ -17,24 +16,8 @@ from sqlalchemy import and_, or_, select
 from domain.run_references import SOURCE_ID
 from ledger.errors import AmbiguousReferenceError, NotFoundError
 from ledger.store.event_store import StoreSession
+from projections.reference_text import MIN_PREFIX, SHOWN, digest_prefix
 from projections.tables import runs
-
-MIN_PREFIX = 4
-_HEX = re.compile(r"[0-9a-f]+")
-_SHOWN = 8  # candidates listed in an ambiguity error
-
-
-def full_digest(reference: str) -> str | None:
-    """``sha256:<64 hex>`` when ``reference`` is a whole digest (any case), else None."""
-    hexpart = reference.strip().lower().removeprefix("sha256:")
-    return "sha256:" + hexpart if len(hexpart) == 64 and _HEX.fullmatch(hexpart) else None
-
-
-def _prefix(reference: str) -> str | None:
-    hexpart = reference.strip().lower().removeprefix("sha256:")
-    if len(hexpart) >= MIN_PREFIX and _HEX.fullmatch(hexpart):
-        return "sha256:" + hexpart
-    return None
 
 
 def _describe(row: Any) -> str:
@@ -55,7 +38,7 @@ def _matching(session: StoreSession, conditions: list[Any]) -> list[Any]:
             )
             .where(or_(*conditions))
             .order_by(runs.c.run_digest)
-            .limit(_SHOWN + 1)
+            .limit(SHOWN + 1)
         ).all()
     )
 
@@ -73,7 +56,7 @@ def resolve_run(session: StoreSession, reference: str) -> str:
             and_(runs.c.source == qualified["source"], runs.c.external_id == qualified["id"])
         )
     rows = _matching(session, named)
-    prefix = _prefix(ref)
+    prefix = digest_prefix(ref)
     if not rows and prefix is not None:
         rows = _matching(session, [runs.c.run_digest.startswith(prefix, autoescape=True)])
     if not rows:
@@ -82,38 +65,9 @@ def resolve_run(session: StoreSession, reference: str) -> str:
             f"no run has the digest, digest prefix, name or external id {ref!r}{hint}"
         )
     if len(rows) > 1:
-        more = "" if len(rows) <= _SHOWN else "; and more (give more of the digest)"
+        more = "" if len(rows) <= SHOWN else "; and more (give more of the digest)"
         raise AmbiguousReferenceError(
-            f"{ref!r} names {'more than ' if len(rows) > _SHOWN else ''}"
-            f"{min(len(rows), _SHOWN)} runs: "
-            + "; ".join(_describe(r) for r in rows[:_SHOWN])
-            + more
+            f"{ref!r} names {'more than ' if len(rows) > SHOWN else ''}"
+            f"{min(len(rows), SHOWN)} runs: " + "; ".join(_describe(r) for r in rows[:SHOWN]) + more
         )
     return str(rows[0].run_digest)
-
-
-def resolve_group(session: StoreSession, reference: str) -> str:
-    """The comparison key ``reference`` (a key or a unique prefix of one) names."""
-    prefix = _prefix(reference)
-    if prefix is None:
-        raise NotFoundError(
-            f"{reference!r} is not a comparison key or a prefix of one "
-            f"(sha256: and at least {MIN_PREFIX} hex digits)"
-        )
-    keys = list(
-        session.execute(
-            select(runs.c.comparison_key)
-            .where(runs.c.comparison_key.startswith(prefix, autoescape=True))
-            .distinct()
-            .order_by(runs.c.comparison_key)
-            .limit(_SHOWN + 1)
-        ).scalars()
-    )
-    if not keys:
-        raise NotFoundError(f"no comparison group has a key starting {prefix}")
-    if len(keys) > 1:
-        raise AmbiguousReferenceError(
-            f"{prefix} starts {len(keys) if len(keys) <= _SHOWN else 'more than ' + str(_SHOWN)}"
-            " comparison keys: " + ", ".join(k[:23] + "…" for k in keys[:_SHOWN])
-        )
-    return str(keys[0])

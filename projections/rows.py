@@ -9,7 +9,7 @@ the dict rows gave (the CLI prints it). ``projections.view_rows`` is the write s
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Self
 
@@ -31,6 +31,14 @@ class _Row:
     @classmethod
     def from_mapping(cls, row: Mapping[Any, Any]) -> Self:
         return cls(**_named(cls, row))
+
+    @classmethod
+    def from_values(cls, row: Sequence[Any]) -> Self:
+        """From a generated statement's row (``projections.view_queries``), which selects
+        the fields' columns in their order."""
+        if len(row) != len(fields(cls)):
+            raise ValueError(f"{cls.__name__}: {len(row)} columns for {len(fields(cls))} fields")
+        return cls(*row)
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,13 +34,13 @@ from domain.gpu_names import match_gpu
 from domain.ranking import View
 from ledger.errors import AmbiguousReferenceError, NotFoundError
 from ledger.store.event_store import StoreSession
-from projections import queries
+from projections import queries, view_reads
 from projections.group_labels import GroupLabel, group_labels
 from projections.records import (
     GroupName,
 )
-from projections.references import resolve_group
 from projections.rows import BoardRow, GroupHeading, OperationGroupRow, RecentRunRow, SourceRow
+from projections.view_reads import resolve_group
 
 BOARD_PAGE = 100  # entries per leaderboard page (API); the pages show 50
 BOARD_MAX = 500
@@ -74,7 +74,7 @@ class Boards:
 
     def resolve(self, reference: str) -> str:
         """A comparison group by its key or a unique prefix of it."""
-        return self.views.read(lambda session: resolve_group(session, reference))
+        return self.views.read(lambda session: resolve_group(queries.rows_of(session), reference))
 
     def groups(self, benchmark: str | None = None, gpu: str | None = None) -> list[GroupSummary]:
         """Comparison groups, of ``benchmark`` and/or on the GPU ``gpu`` names as a person
@@ -101,8 +101,8 @@ class Boards:
         def read(
             session: StoreSession,
         ) -> tuple[list[OperationGroupRow], list[GroupLabel], OperationAbout | None]:
-            rows = queries.operation_groups(session, name)
-            labels = group_labels(session, [r.comparison_key for r in rows])
+            rows = view_reads.operation_groups(queries.rows_of(session), name)
+            labels = group_labels(queries.rows_of(session), [r.comparison_key for r in rows])
             return rows, labels, operation_about(session, name) if rows else None
 
         rows, labels, about = self.views.read(read)
@@ -167,17 +167,18 @@ class Boards:
         whole = order is not Order.RANK or per_user  # the order is not the ranking's pages
 
         def read(session: StoreSession) -> _Read:
-            key = resolve_group(session, reference)
-            if not queries.group_exists(session, key):
+            rows = queries.rows_of(session)
+            key = resolve_group(rows, reference)
+            if not view_reads.group_exists(rows, key):
                 raise NotFoundError(f"no comparison group {key}")
             page = {} if whole else {"offset": start - 1, "limit": size}
             return _Read(
                 key=key,
-                rows=queries.leaderboard(session, key, view, min_level, **page),
-                best=queries.leaderboard(session, key, view, min_level, limit=1),
-                total=queries.ranked_count(session, key, view, min_level),
+                rows=view_reads.leaderboard(rows, key, view, min_level, **page),
+                best=view_reads.leaderboard(rows, key, view, min_level, limit=1),
+                total=view_reads.ranked_count(rows, key, view, min_level),
                 group=_board_group(session, key),
-                heading=queries.group_heading(session, key),
+                heading=view_reads.group_heading(rows, key),
             )
 
         found = self.views.read(read)
@@ -259,10 +260,11 @@ def _product(session: StoreSession, typed: str) -> str:
 def _board_group(session: StoreSession, key: str) -> BoardGroup:
     """What the board ranks: its operation and GPU, its parts, what sets it apart from the
     operation's groups that look like it, and the sweep it is one workload of."""
-    identity = queries.group_identity(session, key)
+    rows = queries.rows_of(session)
+    identity = view_reads.group_identity(rows, key)
     benchmark, product, source = identity if identity is not None else (None, None, None)
-    siblings = queries.operation_groups(session, benchmark) if benchmark is not None else []
-    labels = group_labels(session, list({key, *(r.comparison_key for r in siblings)}))
+    siblings = view_reads.operation_groups(rows, benchmark) if benchmark is not None else []
+    labels = group_labels(rows, list({key, *(r.comparison_key for r in siblings)}))
     label = next(lab for lab in labels if lab.key == key)
     alike = label.lookalikes(labels)
     sweep = sweep_of(label, alike)
@@ -277,7 +279,7 @@ def _board_group(session: StoreSession, key: str) -> BoardGroup:
         sweep=place_in(label, sweep),
         description=about.description if about is not None else None,
         has_sol_score=source == "sol-execbench",
-        has_authors=queries.group_has_authors(session, key),
+        has_authors=view_reads.group_has_authors(rows, key),
     )
 
 

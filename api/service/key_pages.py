@@ -15,11 +15,10 @@ from uuid import UUID
 from api.service.models.keys import KeyList, KeyRecord
 from api.service.paging import Cursor, page_size
 from domain.event_names import EventName
-from ledger.admission_cache import fold_key_events
-from ledger.aggregates import topic_of
 from ledger.authority import KeyState
 from ledger.event_verification import verify_stored_event
-from ledger.ids import principal_id
+from ledger.ids import principal_id, topic_of
+from ledger.key_fold import fold_key_events
 from ledger.signing.trust import TrustRoot
 from ledger.store.read_door import Rows, uuid_result
 from ledger.store.stored_events import StoredRecord, aggregate_records

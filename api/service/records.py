@@ -14,6 +14,7 @@ from typing import Literal
 from api.service.freshness import Views
 from api.service.models.registry import RecordEvent, RecordTimeline
 from ledger.store.event_store import StoreSession
+from projections.queries import rows_of
 from projections.records import (
     ADMITTED,
     FEED_MAX,
@@ -24,7 +25,7 @@ from projections.records import (
     group_names,
     record_entries,
 )
-from projections.references import resolve_group
+from projections.view_reads import resolve_group
 
 __all__ = ["FEED_MAX", "RecordScope", "Records", "record_entries", "record_event", "timeline"]
 
@@ -47,7 +48,7 @@ class Records:
         names); ``before``: the ``next`` of the page before."""
 
         def read(session: StoreSession) -> RecordTimeline:
-            key = resolve_group(session, group) if group is not None else None
+            key = resolve_group(rows_of(session), group) if group is not None else None
             if any("\x00" in name for name in (gpu or "", author or "")):
                 # No stored name holds NUL (PostgreSQL's text cannot): no run of it, no record.
                 return RecordTimeline(

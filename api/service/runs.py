@@ -27,7 +27,8 @@ from ledger.store.artifacts import ArtifactError, ArtifactStore
 from ledger.store.event_store import StoreSession
 from ledger.store.log_queries import checkpoint_json
 from projections import queries
-from projections.references import full_digest, resolve_run
+from projections.reference_text import full_digest
+from projections.references import resolve_run
 from projections.rows import RecentRunRow, RunListRow, RunNames, SourceRow
 
 

@@ -42,6 +42,7 @@ from domain.evidence import EvidenceLevel
 from domain.implementation_terms import INSTALLABLE
 from ledger.store.event_store import StoreSession
 from projections.group_labels import group_labels
+from projections.queries import rows_of
 from projections.search import MAX_WORDS, Filters, Hits, find, fold, group_tops, query_words
 from projections.search_index import FACETS as INDEX_FACETS
 from projections.search_index import SORTS as INDEX_SORTS
@@ -226,7 +227,7 @@ def _page(
         )
     shown = hits.groups[(page - 1) * per_page : page * per_page]
     keys = [g.key for g in shown]
-    labels = {label.key: label for label in group_labels(session, keys)}
+    labels = {label.key: label for label in group_labels(rows_of(session), keys)}
     tops = group_tops(session, keys)
     every = list(labels.values())
     items = []

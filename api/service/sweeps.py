@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from api.service.models.views import SweepPlace
 from ledger.store.event_store import StoreSession
-from projections import queries
+from projections import queries, view_reads
 from projections.group_labels import GroupLabel, group_labels
 from projections.queries import Standing
 
@@ -57,12 +57,12 @@ def place_in(label: GroupLabel, sweep: Sequence[GroupLabel]) -> SweepPlace | Non
 
 def group_place(session: StoreSession, key: str) -> SweepPlace | None:
     """Where group ``key`` stands in its sweep, read from the views (None: in none)."""
-    identity = queries.group_identity(session, key)
+    identity = view_reads.group_identity(queries.rows_of(session), key)
     if identity is None or identity[0] is None:
         return None
     benchmark, product, _ = identity
     keys = [g.comparison_key for g in queries.groups(session, benchmark, product)]
-    labels = group_labels(session, list({key, *keys}))
+    labels = group_labels(queries.rows_of(session), list({key, *keys}))
     label = next((lab for lab in labels if lab.key == key), None)
     if label is None:
         return None

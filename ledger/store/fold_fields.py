@@ -53,6 +53,7 @@ from sqlalchemy.engine import Connection
 
 from domain.documents import parse_admitted_json
 from domain.event_names import EventName
+from ledger.ids import topic_of
 from ledger.signing.dsse import stored_payload
 from ledger.store import fold_manifests
 from ledger.store.driver_rows import insert_rows
@@ -88,11 +89,10 @@ event_fold_fields = Table(
     Column("fields", LargeBinary, nullable=False),  # FoldFields, MessagePack
 )
 
-# The topics run events are stored under, as data (the store imports no aggregates;
-# tests/ledger/test_fold_fields.py holds these equal to ``ledger.aggregates.topic_of``).
-_AGGREGATES = "ledger.aggregates"
+# The topics run events are stored under (``ledger.ids.topic_of``: the store imports no
+# aggregates).
 RUN_EVENT_TOPICS: dict[str, EventName] = {
-    f"{_AGGREGATES}:{name}": name
+    topic_of(name): name
     for name in (
         EventName.RUN_INGESTED,
         EventName.RUN_ATTESTED,

@@ -27,20 +27,43 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
 Row = Sequence[Any]
+# A generated registry (``ledger.store.read_queries.generated_module``): dialect -> statement
+# name -> (SQL text, the values it fixes itself). The ledger's is ``read_statements``; the
+# views' is their own (``projections.view_statements``: the ledger imports no read model).
+Statements = dict[str, dict[str, tuple[str, dict[str, Any]]]]
 
 
 class Rows(Protocol):
-    """Runs one of ``ledger.store.read_statements`` by name, in ``dialect``'s SQL."""
+    """Runs a generated statement by name, in ``dialect``'s SQL: ``rows`` one of
+    ``ledger.store.read_statements``, ``run`` one of another registry."""
 
     @property
     def dialect(self) -> str: ...
 
     def rows(self, name: str, **params: Any) -> list[Row]: ...
 
+    def run(self, statements: Statements, name: str, /, **params: Any) -> list[Row]: ...
 
-def _bound(dialect: str, name: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    sql, fixed = STATEMENTS[dialect][name]
-    return sql, {**fixed, **params}
+
+def _bound(
+    statements: Statements, dialect: str, name: str, params: dict[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    """The statement's text and its values. A list is an ``IN`` list (an expanding
+    ``bindparam``, compiled as ``__[POSTCOMPILE_name]``): it becomes one parameter a value,
+    named as SQLAlchemy names them."""
+    sql, fixed = statements[dialect][name]
+    bound = dict(fixed)
+    for key, value in params.items():
+        if not isinstance(value, list):
+            bound[key] = value
+            continue
+        if not value:  # SQLAlchemy's empty-set expression is not compiled ahead
+            raise ValueError(f"{name}: the IN list {key} is empty")
+        names = [f"{key}_{at}" for at in range(1, len(value) + 1)]
+        slots = (f":{n}" if dialect == "sqlite" else f"%({n})s" for n in names)
+        sql = sql.replace(f"__[POSTCOMPILE_{key}]", ", ".join(slots))
+        bound.update(zip(names, value, strict=True))
+    return sql, bound
 
 
 class DriverRows:
@@ -52,7 +75,10 @@ class DriverRows:
         self.errors = errors  # what the driver raises
 
     def rows(self, name: str, **params: Any) -> list[Row]:
-        sql, bound = _bound(self.dialect, name, params)
+        return self.run(STATEMENTS, name, **params)
+
+    def run(self, statements: Statements, name: str, /, **params: Any) -> list[Row]:
+        sql, bound = _bound(statements, self.dialect, name, params)
         cursor = self.connection.execute(sql, bound)
         return list(cursor.fetchall())
 
@@ -71,7 +97,10 @@ class SessionRows:
         return self.connection.dialect.name
 
     def rows(self, name: str, **params: Any) -> list[Row]:
-        sql, bound = _bound(self.dialect, name, params)
+        return self.run(STATEMENTS, name, **params)
+
+    def run(self, statements: Statements, name: str, /, **params: Any) -> list[Row]:
+        sql, bound = _bound(statements, self.dialect, name, params)
         return list(self.connection.exec_driver_sql(sql, bound).all())
 
 

@@ -47,7 +47,7 @@ from ledger.signing.keys import SigningKey
 from ledger.signing.trust import TrustRoot
 from ledger.store.artifacts import ArtifactStore
 from ledger.store.schema import upgrade
-from projections import queries
+from projections import queries, view_reads
 from projections.rows import RunRow
 from projections.runner import ProjectionRunner
 from projections.tables import ranks, runs
@@ -439,7 +439,7 @@ class World:
         """(run, rank, of) of a leaderboard, best first."""
         self.runner().catch_up()
         with self.ledger.store.transaction(commit=False) as session:
-            rows = queries.leaderboard(session, key, view)
+            rows = view_reads.leaderboard(queries.rows_of(session), key, view)
         return [(r.run_digest, r.rank, r.of_count) for r in rows]
 
     def standing(self, run: str, view: View = View.SOURCE_NATIVE) -> tuple[int, int] | None:

@@ -11,7 +11,7 @@ from projection_world import ALL_RUNS, CLAIMED, GROUP, NAMES, RUN_21613, RUN_368
 from sqlalchemy import select
 
 from domain.ranking import View
-from projections import queries
+from projections import queries, view_reads
 from projections.rows import (
     BoardRow,
     GroupHeading,
@@ -50,8 +50,9 @@ def test_a_run_row_is_typed_with_its_reasons_decoded(cohort: World) -> None:
 def test_a_leaderboard_is_board_rows_in_rank_order(cohort: World) -> None:
     cohort.runner().catch_up()
     with cohort.ledger.store.transaction(commit=False) as session:
-        board = queries.leaderboard(session, GROUP, View.SOURCE_NATIVE)
-        page = queries.leaderboard(session, GROUP, View.SOURCE_NATIVE, offset=1, limit=1)
+        rows = queries.rows_of(session)
+        board = view_reads.leaderboard(rows, GROUP, View.SOURCE_NATIVE)
+        page = view_reads.leaderboard(rows, GROUP, View.SOURCE_NATIVE, offset=1, limit=1)
     assert all(isinstance(r, BoardRow) for r in board)
     assert [(r.run_digest, r.rank, r.of_count) for r in board] == [
         (RUN_21613, 1, 3),
@@ -68,11 +69,11 @@ def test_groups_and_operations_are_typed(cohort: World) -> None:
     with cohort.ledger.store.transaction(commit=False) as session:
         groups = queries.groups(session)
         operations = queries.operations(session)
-        heading = queries.group_heading(session, GROUP)
-        no_heading = queries.group_heading(session, UNKNOWN)
+        heading = view_reads.group_heading(queries.rows_of(session), GROUP)
+        no_heading = view_reads.group_heading(queries.rows_of(session), UNKNOWN)
         benchmark = groups[0].benchmark
         assert benchmark is not None
-        of_operation = queries.operation_groups(session, benchmark)
+        of_operation = view_reads.operation_groups(queries.rows_of(session), benchmark)
     assert groups and all(isinstance(g, GroupRow) for g in groups)
     ours = next(g for g in groups if g.comparison_key == GROUP)
     assert ours.runs == 3

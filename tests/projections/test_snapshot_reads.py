@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 
 from domain.ranking import View
 from ledger.store.event_store import StoreSession
-from projections import queries
+from projections import queries, view_reads
 from projections.runner import ProjectionRunner
 from projections.tables import runs, stale_groups
 
@@ -114,7 +114,7 @@ def test_a_read_that_finds_groups_left_to_rerank_answers_them_ranked(cohort: Wor
     def read(session: StoreSession) -> tuple[list[Any], list[Any]]:
         nonlocal calls
         calls += 1
-        board = queries.leaderboard(session, GROUP, View.VERIFIED)
+        board = view_reads.leaderboard(queries.rows_of(session), GROUP, View.VERIFIED)
         level = session.execute(
             select(runs.c.run_digest).where(runs.c.evidence_level == "verified")
         ).scalars()

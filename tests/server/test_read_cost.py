@@ -82,8 +82,8 @@ def test_a_search_is_computed_once_per_position_for_the_api_and_its_page(
 
 
 def test_refusals_are_not_kept(served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
-    operation = Calls(service_module.queries.operation_groups)
-    monkeypatch.setattr(service_module.queries, "operation_groups", operation)
+    operation = Calls(service_module.view_reads.operation_groups)
+    monkeypatch.setattr(service_module.view_reads, "operation_groups", operation)
     for _ in range(2):
         assert served.client.get("/v1/operations/no-such-operation").status_code == 404
     assert operation.count == 2

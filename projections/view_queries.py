@@ -1,0 +1,224 @@
+"""The views' reads that every face runs as the same text (issue 33), defined once in Core.
+
+As ``ledger.store.read_queries`` does for the ledger's own tables: each statement is
+defined here over the views' tables (``projections.tables``) and compiled ahead, per
+dialect, into ``projections.view_statements`` (generated: ``python -m
+projections.view_queries`` rewrites it; tests/projections/test_view_statements.py fails
+when it differs from what these definitions compile to). ``projections.view_reads`` runs
+them on a ``Rows`` (``ledger.store.read_door``): the server's and a full command's
+SQLAlchemy connection, or a short command's driver connection.
+
+The leaderboard's reads of its group are here so far (not yet the group's labels, its
+operation's description or a run's SOL score); the others still run as Core on a session.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Select, bindparam, func, select
+
+from domain.ranking import View
+from ledger.store.read_queries import Queries, generated_module
+from projections.queries import leaders
+from projections.tables import VIEWS_VERSION, manifests, ranks, runs
+
+GENERATED = Path(__file__).with_name("view_statements.py")
+
+
+def _board(paged: bool) -> Select[Any]:
+    """Ranked runs of group ``key`` in view ``view``, best first (ties by run digest), of
+    evidence order ``min_order`` or above; ``paged``: ``limit`` of them from ``offset``."""
+    query = (
+        select(
+            ranks.c.rank,
+            ranks.c.of_count,
+            ranks.c.value,
+            ranks.c.tied_with,
+            runs.c.run_digest,
+            runs.c.name,
+            runs.c.title,
+            runs.c.source,
+            runs.c.external_id,
+            runs.c.evidence_level,
+            runs.c.evidence_order,
+            runs.c.metric,
+            runs.c.statistic,
+            runs.c.unit,
+            runs.c.claimed,
+            runs.c.rerun_median_ns,
+            runs.c.author,
+        )
+        .join(runs, runs.c.run_digest == ranks.c.run_digest)
+        .where(
+            ranks.c.comparison_key == bindparam("key"),
+            ranks.c.view == bindparam("view"),
+            runs.c.evidence_order >= bindparam("min_order"),
+        )
+        .order_by(ranks.c.rank, ranks.c.run_digest)
+    )
+    return query.limit(bindparam("limit")).offset(bindparam("offset")) if paged else query
+
+
+def _ranked_count() -> Select[Any]:
+    return (
+        select(func.count())
+        .select_from(ranks)
+        .join(runs, runs.c.run_digest == ranks.c.run_digest)
+        .where(
+            ranks.c.comparison_key == bindparam("key"),
+            ranks.c.view == bindparam("view"),
+            runs.c.evidence_order >= bindparam("min_order"),
+        )
+    )
+
+
+def _group_heading() -> Select[Any]:
+    """Benchmark, GPU and metric of group ``key`` (one member's: they share them), with its
+    number of runs."""
+    t = runs.c
+    counted = runs.alias("counted")
+    count = select(func.count()).where(counted.c.comparison_key == bindparam("key"))
+    return (
+        select(
+            t.benchmark,
+            t.product,
+            t.metric,
+            t.statistic,
+            t.unit,
+            count.scalar_subquery().label("runs"),
+        )
+        .where(t.comparison_key == bindparam("key"))
+        .limit(1)
+    )
+
+
+def _group_identity() -> Select[Any]:
+    t = runs.c
+    return select(t.benchmark, t.product, t.source).where(t.comparison_key == bindparam("key"))
+
+
+def _group_exists() -> Select[Any]:
+    return select(runs.c.run_digest).where(runs.c.comparison_key == bindparam("key")).limit(1)
+
+
+def _group_has_authors() -> Select[Any]:
+    return (
+        select(runs.c.run_digest)
+        .where(runs.c.comparison_key == bindparam("key"), runs.c.author.is_not(None))
+        .limit(1)
+    )
+
+
+def _group_keys() -> Select[Any]:
+    """At most ``limit`` comparison keys matching ``pattern`` (a digest prefix and ``%``:
+    hex digits hold no LIKE wildcard), in order."""
+    return (
+        select(runs.c.comparison_key)
+        .where(runs.c.comparison_key.like(bindparam("pattern")))
+        .distinct()
+        .order_by(runs.c.comparison_key)
+        .limit(bindparam("limit"))
+    )
+
+
+def _operation_groups() -> Select[Any]:
+    """The comparison groups of operation ``benchmark`` with each group's #1
+    (source-native; ``projections.queries.leaders``)."""
+    counted = (
+        select(
+            runs.c.comparison_key,
+            runs.c.product,
+            runs.c.metric,
+            runs.c.statistic,
+            runs.c.unit,
+            func.count().label("runs"),
+        )
+        .where(runs.c.benchmark == bindparam("benchmark"), runs.c.comparison_key.is_not(None))
+        .group_by(
+            runs.c.comparison_key, runs.c.product, runs.c.metric, runs.c.statistic, runs.c.unit
+        )
+        .subquery()
+    )
+    first = leaders()
+    top = runs.alias("top")
+    return (
+        select(
+            counted,
+            first.c.run_digest.label("top_run"),
+            ranks.c.value.label("top_value"),
+            top.c.name.label("top_name"),
+        )
+        .outerjoin(first, first.c.comparison_key == counted.c.comparison_key)
+        .outerjoin(
+            ranks,
+            (ranks.c.run_digest == first.c.run_digest) & (ranks.c.view == str(View.SOURCE_NATIVE)),
+        )
+        .outerjoin(top, top.c.run_digest == first.c.run_digest)
+        .order_by(counted.c.product, counted.c.runs.desc(), counted.c.comparison_key)
+    )
+
+
+def _group_members() -> Select[Any]:
+    """One member of each group of ``keys`` (the smallest digest: every member shares what
+    the key is made of) with the group's number of runs: what ``group_labels`` names."""
+    member = (
+        select(
+            runs.c.comparison_key,
+            func.min(runs.c.run_digest).label("run"),
+            func.count().label("runs"),
+        )
+        .where(runs.c.comparison_key.in_(bindparam("keys", expanding=True)))
+        .group_by(runs.c.comparison_key)
+        .subquery()
+    )
+    return select(
+        member.c.comparison_key,
+        member.c.runs,
+        runs.c.benchmark,
+        runs.c.product,
+        runs.c.protocol_digest,
+        runs.c.environment_digest,
+        runs.c.workload_digest,
+        runs.c.metric,
+        runs.c.statistic,
+        runs.c.unit,
+    ).join(runs, runs.c.run_digest == member.c.run)
+
+
+def _manifest_documents() -> Select[Any]:
+    return select(manifests.c.digest, manifests.c.name, manifests.c.document).where(
+        manifests.c.digest.in_(bindparam("digests", expanding=True))
+    )
+
+
+QUERIES: Queries = {
+    "board_page": (lambda: _board(paged=True), ("key", "view", "min_order", "limit", "offset")),
+    "board": (lambda: _board(paged=False), ("key", "view", "min_order")),
+    "ranked_count": (_ranked_count, ("key", "view", "min_order")),
+    "group_heading": (_group_heading, ("key",)),
+    "group_identity": (lambda: _group_identity().limit(1), ("key",)),
+    "group_exists": (_group_exists, ("key",)),
+    "group_has_authors": (_group_has_authors, ("key",)),
+    "group_keys": (_group_keys, ("pattern", "limit")),
+    "operation_groups": (_operation_groups, ("benchmark",)),
+    "group_members": (_group_members, ("keys",)),
+    "manifest_documents": (_manifest_documents, ("digests",)),
+}
+
+
+def generate() -> str:
+    """The text of ``projections.view_statements`` (as ``ruff format`` leaves it)."""
+    return generated_module(
+        QUERIES,
+        made_by="projections.view_queries",
+        tested_by="tests/projections/test_view_statements.py",
+        constants={"VIEWS_VERSION": VIEWS_VERSION},
+    )
+
+
+if __name__ == "__main__":
+    GENERATED.write_text(generate(), "utf-8")
+    sys.stdout.write(f"wrote {GENERATED}\n")

@@ -1,0 +1,108 @@
+"""The views' reads that run on a ``Rows`` (``ledger.store.read_door``), each one of the
+generated statements of ``projections.view_statements`` (defined in
+``projections.view_queries``): the server and a full command run them on their session's
+connection (``projections.queries.rows_of``), a short command on its driver's, so every face
+runs the same text (issue 33).
+
+Imports no SQLAlchemy: that is what lets a short command read through the driver.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from domain.evidence import EvidenceLevel
+from domain.ranking import View
+from ledger.errors import AmbiguousReferenceError, NotFoundError
+from ledger.store.read_door import Rows
+from projections.reference_text import MIN_PREFIX, SHOWN, digest_prefix
+from projections.rows import BoardRow, GroupHeading, OperationGroupRow
+from projections.view_statements import STATEMENTS
+
+# Every run's evidence order is at least this: the floor of a board asked for no level.
+_ANY_LEVEL = int(min(EvidenceLevel))
+
+
+def leaderboard(
+    rows: Rows,
+    key: str,
+    view: View,
+    min_level: EvidenceLevel | None = None,
+    *,
+    offset: int = 0,
+    limit: int | None = None,
+) -> list[BoardRow]:
+    """Ranked runs of a comparison group, best first (ties by run digest); a page of them
+    from ``offset`` when ``limit`` is given."""
+    asked: dict[str, Any] = {"key": key, "view": str(view), "min_order": _min_order(min_level)}
+    if limit is None and offset:
+        raise ValueError("a board from an offset is a page: give its limit")
+    found = (
+        rows.run(STATEMENTS, "board", **asked)
+        if limit is None
+        else rows.run(STATEMENTS, "board_page", **asked, limit=limit, offset=offset)
+    )
+    return [BoardRow.from_values(r) for r in found]
+
+
+def ranked_count(rows: Rows, key: str, view: View, min_level: EvidenceLevel | None = None) -> int:
+    found = rows.run(
+        STATEMENTS, "ranked_count", key=key, view=str(view), min_order=_min_order(min_level)
+    )
+    return int(found[0][0])
+
+
+def _min_order(min_level: EvidenceLevel | None) -> int:
+    return int(min_level) if min_level is not None else _ANY_LEVEL
+
+
+def group_heading(rows: Rows, key: str) -> GroupHeading | None:
+    """Benchmark, GPU and metric of one comparison group, with its number of runs."""
+    found = rows.run(STATEMENTS, "group_heading", key=key)
+    return GroupHeading.from_values(found[0]) if found else None
+
+
+def group_exists(rows: Rows, key: str) -> bool:
+    """Whether any run of the views is in comparison group ``key``."""
+    return bool(rows.run(STATEMENTS, "group_exists", key=key))
+
+
+def group_identity(rows: Rows, key: str) -> tuple[str | None, str | None, str] | None:
+    """Benchmark, GPU product and source of one comparison group (None: no such group)."""
+    found = rows.run(STATEMENTS, "group_identity", key=key)
+    if not found:
+        return None
+    benchmark, product, source = found[0]
+    return benchmark, product, str(source)
+
+
+def group_has_authors(rows: Rows, key: str) -> bool:
+    """Whether any run of the group names its author (a board can then show each one's best)."""
+    return bool(rows.run(STATEMENTS, "group_has_authors", key=key))
+
+
+def resolve_group(rows: Rows, reference: str) -> str:
+    """The comparison key ``reference`` (a key or a unique prefix of one) names."""
+    prefix = digest_prefix(reference)
+    if prefix is None:
+        raise NotFoundError(
+            f"{reference!r} is not a comparison key or a prefix of one "
+            f"(sha256: and at least {MIN_PREFIX} hex digits)"
+        )
+    keys = [
+        str(k) for (k,) in rows.run(STATEMENTS, "group_keys", pattern=prefix + "%", limit=SHOWN + 1)
+    ]
+    if not keys:
+        raise NotFoundError(f"no comparison group has a key starting {prefix}")
+    if len(keys) > 1:
+        raise AmbiguousReferenceError(
+            f"{prefix} starts {len(keys) if len(keys) <= SHOWN else 'more than ' + str(SHOWN)}"
+            " comparison keys: " + ", ".join(k[:23] + "…" for k in keys[:SHOWN])
+        )
+    return keys[0]
+
+
+def operation_groups(rows: Rows, benchmark: str) -> list[OperationGroupRow]:
+    """The comparison groups of one operation with each group's #1 (source-native)."""
+    found = rows.run(STATEMENTS, "operation_groups", benchmark=benchmark)
+    return [OperationGroupRow.from_values(r) for r in found]
