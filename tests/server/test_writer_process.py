@@ -166,9 +166,11 @@ def _stall_midway(connection: Connection) -> None:
 
 
 def _assert_cut_off(connection: Connection) -> None:
-    """The writer closed this connection: EOF, not (another) answer."""
+    """The writer closed this connection: EOF, not (another) answer. (A reset where bytes
+    the peer sent were still unread when the writer closed its end, as the kernel says it
+    then: a trickling peer's last byte can arrive after the writer stopped reading.)"""
     assert connection.poll(30)
-    with pytest.raises(EOFError):
+    with pytest.raises((EOFError, ConnectionResetError)):
         connection.recv()
 
 
