@@ -103,3 +103,19 @@ def test_a_key_whose_event_no_longer_verifies_is_listed_failed_by_either_door(
     assert list(quick.verified.values()) == [True, True, False]  # the last one registered
     table = cli("keys", "list").stdout
     assert table.count("verified") == 2 and table.count("FAILED") == 1
+
+
+def test_the_driver_opens_the_file_sqlalchemy_opens_for_a_percent_in_the_path(
+    tmp_path: Path,
+) -> None:
+    """SQLAlchemy takes a SQLite URL's database part as spelled (``%41`` stays ``%41``):
+    the door must read that file, or none (full path), never ``A.db`` beside it."""
+    from sqlalchemy.engine import make_url
+
+    url = f"sqlite:///{tmp_path / 'home' / '%41.db'}"
+    assert make_url(url).database is not None and make_url(url).database.endswith("%41.db")
+    Cli(tmp_path / "home", f"sqlite:///{tmp_path / 'home' / 'A.db'}")("init")  # another ledger
+    root = LedgerHome.at(tmp_path / "home", url).trust_root()
+    assert not (tmp_path / "home" / "%41.db").exists()  # the full path has no ledger here
+    with driver_reads(url, root) as reads:
+        assert reads is None  # fails: the door unquotes the path and reads A.db
