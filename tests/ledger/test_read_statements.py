@@ -113,9 +113,25 @@ def test_the_driver_opens_the_file_sqlalchemy_opens_for_a_percent_in_the_path(
     from sqlalchemy.engine import make_url
 
     url = f"sqlite:///{tmp_path / 'home' / '%41.db'}"
-    assert make_url(url).database is not None and make_url(url).database.endswith("%41.db")
+    assert str(make_url(url).database).endswith("%41.db")
     Cli(tmp_path / "home", f"sqlite:///{tmp_path / 'home' / 'A.db'}")("init")  # another ledger
     root = LedgerHome.at(tmp_path / "home", url).trust_root()
     assert not (tmp_path / "home" / "%41.db").exists()  # the full path has no ledger here
     with driver_reads(url, root) as reads:
         assert reads is None  # fails: the door unquotes the path and reads A.db
+
+
+def test_the_driver_reads_no_database_but_the_one_sqlalchemy_names(
+    db_url: str, tmp_path: Path
+) -> None:
+    """The same on either backend: the database's name spelled with a percent escape names
+    another database to SQLAlchemy (it never unquotes it; libpq and the door do)."""
+    from sqlalchemy.engine import make_url
+
+    Cli(tmp_path / "home", db_url)("init")
+    root = LedgerHome.at(tmp_path / "home", db_url).trust_root()
+    head, _, name = db_url.rpartition("/")
+    spelled = f"{head}/%{ord(name[0]):02X}{name[1:]}"
+    assert make_url(spelled).database != make_url(db_url).database  # another one to SQLAlchemy
+    with driver_reads(spelled, root) as reads:
+        assert reads is None  # fails: the door reads the ledger at db_url
