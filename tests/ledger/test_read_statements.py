@@ -135,3 +135,35 @@ def test_the_driver_reads_no_database_but_the_one_sqlalchemy_names(
     assert make_url(spelled).database != make_url(db_url).database  # another one to SQLAlchemy
     with driver_reads(spelled, root) as reads:
         assert reads is None  # fails: the door reads the ledger at db_url
+
+
+def test_a_damaged_registration_does_not_end_the_key_list_early(
+    db_url: str, tmp_path: Path
+) -> None:
+    """Pre-existing (``positioned_states`` did the same), now the one rule for every face: a
+    registration record that does not decode is left out of a page, but also makes ``more``
+    false, so ``next`` is None and every key registered after that page is never listed."""
+    cli = Cli(tmp_path / "home", db_url)
+    cli("init")
+    alice = tmp_path / "alice.pem"
+    cli("keys", "generate", alice)
+    cli("keys", "register", alice, "--role", "attester", "--self", "--label", "alice")
+    engine = create_engine(db_url)
+    with engine.begin() as conn:  # the ingester's registration (the second) damaged
+        second = conn.execute(
+            text(
+                "select id from kernelindex_events "
+                "where topic like '%Principal.Registered' order by id limit 1 offset 1"
+            )
+        ).scalar_one()
+        conn.execute(
+            text("update kernelindex_events set state = :s where id = :i"),
+            {"s": b"not json", "i": second},
+        )
+    engine.dispose()
+    root = LedgerHome.at(tmp_path / "home", db_url).trust_root()
+    with driver_reads(db_url, root) as reads:
+        assert reads is not None
+        first = reads.keys.list_page(None, 2)
+        assert [k.label for k in first.items] == ["admin", "log"]
+        assert first.next is not None  # fails: alice is never reached
