@@ -103,3 +103,67 @@ def test_a_key_whose_event_no_longer_verifies_is_listed_failed_by_either_door(
     assert list(quick.verified.values()) == [True, True, False]  # the last one registered
     table = cli("keys", "list").stdout
     assert table.count("verified") == 2 and table.count("FAILED") == 1
+
+
+def test_the_driver_opens_the_file_sqlalchemy_opens_for_a_percent_in_the_path(
+    tmp_path: Path,
+) -> None:
+    """SQLAlchemy takes a SQLite URL's database part as spelled (``%41`` stays ``%41``):
+    the door must read that file, or none (full path), never ``A.db`` beside it."""
+    from sqlalchemy.engine import make_url
+
+    url = f"sqlite:///{tmp_path / 'home' / '%41.db'}"
+    assert str(make_url(url).database).endswith("%41.db")
+    Cli(tmp_path / "home", f"sqlite:///{tmp_path / 'home' / 'A.db'}")("init")  # another ledger
+    root = LedgerHome.at(tmp_path / "home", url).trust_root()
+    assert not (tmp_path / "home" / "%41.db").exists()  # the full path has no ledger here
+    with driver_reads(url, root) as reads:
+        assert reads is None  # fails: the door unquotes the path and reads A.db
+
+
+def test_the_driver_reads_no_database_but_the_one_sqlalchemy_names(
+    db_url: str, tmp_path: Path
+) -> None:
+    """The same on either backend: the database's name spelled with a percent escape names
+    another database to SQLAlchemy (it never unquotes it; libpq and the door do)."""
+    from sqlalchemy.engine import make_url
+
+    Cli(tmp_path / "home", db_url)("init")
+    root = LedgerHome.at(tmp_path / "home", db_url).trust_root()
+    head, _, name = db_url.rpartition("/")
+    spelled = f"{head}/%{ord(name[0]):02X}{name[1:]}"
+    assert make_url(spelled).database != make_url(db_url).database  # another one to SQLAlchemy
+    with driver_reads(spelled, root) as reads:
+        assert reads is None  # fails: the door reads the ledger at db_url
+
+
+def test_a_damaged_registration_does_not_end_the_key_list_early(
+    db_url: str, tmp_path: Path
+) -> None:
+    """Pre-existing (``positioned_states`` did the same), now the one rule for every face: a
+    registration record that does not decode is left out of a page, but also makes ``more``
+    false, so ``next`` is None and every key registered after that page is never listed."""
+    cli = Cli(tmp_path / "home", db_url)
+    cli("init")
+    alice = tmp_path / "alice.pem"
+    cli("keys", "generate", alice)
+    cli("keys", "register", alice, "--role", "attester", "--self", "--label", "alice")
+    engine = create_engine(db_url)
+    with engine.begin() as conn:  # the ingester's registration (the second) damaged
+        second = conn.execute(
+            text(
+                "select id from kernelindex_events "
+                "where topic like '%Principal.Registered' order by id limit 1 offset 1"
+            )
+        ).scalar_one()
+        conn.execute(
+            text("update kernelindex_events set state = :s where id = :i"),
+            {"s": b"not json", "i": second},
+        )
+    engine.dispose()
+    root = LedgerHome.at(tmp_path / "home", db_url).trust_root()
+    with driver_reads(db_url, root) as reads:
+        assert reads is not None
+        first = reads.keys.list_page(None, 2)
+        assert [k.label for k in first.items] == ["admin", "log"]
+        assert first.next is not None  # fails: alice is never reached
