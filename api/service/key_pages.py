@@ -53,7 +53,10 @@ def _read(rows: Rows, cursor: str | None, limit: int) -> _Read:
     size = page_size(limit)
     after = Cursor.decode(cursor).after if cursor is not None else 0
     events: dict[UUID, list[StoredRecord]] = {}
-    registered: list[tuple[int, str, UUID]] = []
+    # Every registration row read, in order, its key id None where the record does not
+    # decode: such a one is left out of the page (history and audit report it) but still
+    # takes its place, so the page and its cursor go by rows read and none after it is lost.
+    read: list[tuple[int, str | None, UUID]] = []
     for aggregate, position, version, topic, state in rows.rows(
         "key_page", topic=REGISTERED, after=after, limit=size + 1
     ):
@@ -61,18 +64,17 @@ def _read(rows: Rows, cursor: str | None, limit: int) -> _Read:
             int(position), uuid_result(aggregate), int(version), topic, bytes(state)
         )
         events.setdefault(record.aggregate_id, []).append(record)
-        if topic == REGISTERED and (key_id := _registered_key(record.state)) is not None:
-            registered.append((record.position, key_id, record.aggregate_id))
-    # A registration whose record does not decode is left out (history and audit report
-    # it); it still counted towards the rows the page read, as before.
-    more = len(registered) > size
-    page = registered[:size]
+        if topic == REGISTERED:
+            read.append((record.position, _registered_key(record.state), record.aggregate_id))
+    more = len(read) > size
+    last = read[size - 1][0] if more else None
+    page = [(at, key_id, aggregate) for at, key_id, aggregate in read[:size] if key_id]
     folded = {key_id: fold_key_events(key_id, events[aggregate]) for _, key_id, aggregate in page}
     return _Read(
         keys=page,
         events=events,
         states={k: state for k, state in folded.items() if state is not None},
-        next=Cursor(page[-1][0]).encode() if more and page else None,
+        next=None if last is None else Cursor(last).encode(),
     )
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote, urlsplit
 from uuid import UUID
 
 from ledger.store.read_statements import SCHEMA_VERSION, STATEMENTS
@@ -121,7 +121,10 @@ def uuid_result(value: Any) -> UUID:
 
 def _connect(url: str) -> DriverRows | None:
     parts = urlsplit(url)
-    if parts.fragment:
+    if parts.fragment or "%" in parts.path:
+        # SQLAlchemy takes a database name as written where a file URI or libpq would
+        # decode a percent escape: the full path opens what the URL names (a review found
+        # the door opening another ledger for ``%41.db``).
         return None
     if (
         parts.scheme == "sqlite"
@@ -131,9 +134,12 @@ def _connect(url: str) -> DriverRows | None:
     ):
         # sqlite:///relative or sqlite:////absolute, as SQLAlchemy reads the URL; the file
         # opened read-only, never created (the full path says what is missing).
-        path = quote(unquote(parts.path[1:]))
+        path = quote(parts.path[1:])
         try:
             connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+            # One read transaction for the command: every statement sees one snapshot, as
+            # the full path's session does.
+            connection.execute("BEGIN")
         except sqlite3.OperationalError:
             return None
         return DriverRows(connection, "sqlite", (sqlite3.Error,))
@@ -141,7 +147,12 @@ def _connect(url: str) -> DriverRows | None:
         import psycopg  # noqa: PLC0415 - only for a PostgreSQL ledger
 
         try:
-            served = psycopg.connect(parts._replace(scheme="postgresql").geturl(), autocommit=True)
+            # In a transaction, as the full path's session reads; a host that does not answer
+            # is given up on soon (the full path then says what is wrong, in its own time).
+            conninfo = parts._replace(scheme="postgresql").geturl()
+            if "connect_timeout" not in parts.query:
+                conninfo += ("&" if parts.query else "?") + "connect_timeout=10"
+            served = psycopg.connect(conninfo)
         except psycopg.Error:
             return None
         return DriverRows(served, "postgresql", (psycopg.Error,))

@@ -140,9 +140,10 @@ def test_the_driver_reads_no_database_but_the_one_sqlalchemy_names(
 def test_a_damaged_registration_does_not_end_the_key_list_early(
     db_url: str, tmp_path: Path
 ) -> None:
-    """Pre-existing (``positioned_states`` did the same), now the one rule for every face: a
-    registration record that does not decode is left out of a page, but also makes ``more``
-    false, so ``next`` is None and every key registered after that page is never listed."""
+    """(Review, LOW; older than the driver door.) A registration record that does not decode
+    is left out of a page but keeps its place: the page is short by it, and ``next`` still
+    leads on to every key registered after it (it made ``more`` false, and those keys were
+    never listed)."""
     cli = Cli(tmp_path / "home", db_url)
     cli("init")
     alice = tmp_path / "alice.pem"
@@ -165,5 +166,10 @@ def test_a_damaged_registration_does_not_end_the_key_list_early(
     with driver_reads(db_url, root) as reads:
         assert reads is not None
         first = reads.keys.list_page(None, 2)
-        assert [k.label for k in first.items] == ["admin", "log"]
-        assert first.next is not None  # fails: alice is never reached
+        assert [k.label for k in first.items] == ["admin"]  # the damaged one left out
+        labels, cursor = [], first.next
+        while cursor is not None:
+            page = reads.keys.list_page(cursor, 2)
+            labels += [k.label for k in page.items]
+            cursor = page.next
+        assert labels == ["log", "alice"]
