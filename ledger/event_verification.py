@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     # reads without checking a statement (a read command) never makes them.
     # Where a model is needed as a value, the function that needs it imports it.
     from domain.statements import SignedPredicate, Statement
+    from ledger.store.stored_events import StoredRecord
 
 # Stored event class → the predicate type its envelope must carry.
 EVENT_PREDICATES: dict[str, PredicateType] = {
@@ -115,6 +116,23 @@ class EventVerification(msgspec.Struct):
             "verified": self.ok,
             "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in self.checks],
         }
+
+
+def verify_record(
+    record: StoredRecord, keys: KeyLookup, trust_root: TrustRoot
+) -> EventVerification:
+    """A reader's check of one stored record (history, the key list): the ledger's own
+    events, their manifests schema-checked at admission."""
+    return verify_stored_event(
+        position=record.position,
+        version=record.version,
+        event=record.event_name,
+        aggregate_id=record.aggregate_id,
+        state=record.state,
+        keys=keys,
+        trust_root=trust_root,
+        admitted=True,
+    )
 
 
 def verify_stored_event(

@@ -27,7 +27,7 @@ from domain.statements import PredicateType, is_case_reason
 from ledger.aggregates import STATE_EVENTS, principal_id, run_id
 from ledger.application import Ledger
 from ledger.authority import KeyLookup, KeyState
-from ledger.event_verification import EventVerification, verify_stored_event
+from ledger.event_verification import EventVerification, verify_record
 from ledger.signing.dsse import named_keyid
 from ledger.signing.trust import TrustRoot
 from ledger.store.log_watch import LogWatch
@@ -75,17 +75,7 @@ class VerificationCache:
             if hit is not None and hit[0] == state:
                 self._items.move_to_end(key)
                 return hit[1]
-        result = verify_stored_event(
-            position=record.position,
-            version=record.version,
-            event=record.event_name,
-            aggregate_id=record.aggregate_id,
-            state=record.state,
-            keys=keys,
-            trust_root=trust_root,
-            # A reader's: the ledger's own events, their manifests schema-checked at admission.
-            admitted=True,
-        )
+        result = verify_record(record, keys, trust_root)
         weight = len(record.state)
         with self._lock:
             old = self._items.pop(key, None)

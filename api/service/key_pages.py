@@ -16,7 +16,7 @@ from api.service.models.keys import KeyList, KeyRecord
 from api.service.paging import Cursor, page_size
 from domain.event_names import EventName
 from ledger.authority import KeyState
-from ledger.event_verification import verify_stored_event
+from ledger.event_verification import verify_record
 from ledger.ids import principal_id, topic_of
 from ledger.key_fold import fold_key_events
 from ledger.signing.trust import TrustRoot
@@ -99,19 +99,7 @@ def verified_key_page(
         return states[key_id]
 
     verified = {
-        key_id: all(
-            verify_stored_event(
-                position=r.position,
-                version=r.version,
-                event=r.event_name,
-                aggregate_id=r.aggregate_id,
-                state=r.state,
-                keys=key,
-                trust_root=trust_root,
-                admitted=True,  # the ledger's own events (as history reads them)
-            ).ok
-            for r in read.events[aggregate]
-        )
+        key_id: all(verify_record(r, key, trust_root).ok for r in read.events[aggregate])
         for _, key_id, aggregate in read.keys
         if key_id in read.states
     }
