@@ -25,7 +25,7 @@ def print_report(report: Report, outcome: Outcome | None = None) -> None:
         outcome = Outcome.VERIFIED if report.verified else Outcome.FAILED
     verdict = f"[{_STYLE[outcome]}]{outcome}[/]"
     facts = ", ".join(f"{k} {v}" for k, v in report.facts.items() if not isinstance(v, dict))
-    out.print(f"{verdict}  {report.subject}: {escape(facts)}")
+    out.print(f"{verdict}  {escape(report.subject)}: {escape(facts)}")
     table = Table(title_justify="left")
     table.add_column("check")
     table.add_column("passed", justify="right")

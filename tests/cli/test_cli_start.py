@@ -244,6 +244,16 @@ def test_verify_creates_no_other_dataclass_and_no_emoji_table(
     assert made == VERIFY_DATACLASSES
 
 
+def test_a_bundle_path_is_printed_as_it_is_spelled(demo: dict[str, str], tmp_path: Path) -> None:
+    """A path is no rich markup: ``[bold]`` in a bundle's name is printed, not obeyed (a
+    review found the name's brackets eaten)."""
+    bundle = tmp_path / "[bold]seed [red]x.jsonl"
+    bundle.write_bytes(Path(demo["BUNDLE"]).read_bytes())
+    done, _ = _imported(["verify", str(bundle), "--trust-root", demo["ROOT"]], tmp_path, demo)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"VERIFIED  {bundle}: ")
+
+
 def test_a_tampered_bundle_still_fails_without_the_database_stack(
     demo: dict[str, str], tmp_path: Path
 ) -> None:
