@@ -119,13 +119,18 @@ def check_stateless(value: object, key_of: KeyOf | None = None) -> Checked:
     envelope.signed_digest  # noqa: B018 - read here: what the group matches on
     predicate = judged_predicate(statement)
     run: RunNamed | DomainError | None = None
-    if statement.predicateType is PredicateType.INGESTION and not isinstance(
-        predicate, DomainError
-    ):
+    if names_a_run(statement, predicate):
         run = _judged(lambda: _run_named(statement, predicate))
     key = _signer_key(envelope, predicate, key_of)
     verdict = None if key is None else vouch(envelope, key)
     return Checked(envelope, statement, predicate, run, verdict, key is not None and not verdict)
+
+
+def names_a_run(statement: Statement, predicate: SignedPredicate | DomainError) -> bool:
+    """Whether a statement's manifests name a run: an ingestion whose predicate reads."""
+    return statement.predicateType is PredicateType.INGESTION and not isinstance(
+        predicate, DomainError
+    )
 
 
 def judged_predicate(statement: Statement) -> SignedPredicate | DomainError:
@@ -133,7 +138,7 @@ def judged_predicate(statement: Statement) -> SignedPredicate | DomainError:
     return _judged(lambda: parse_predicate(statement))
 
 
-def _run_named(statement: Statement, predicate: SignedPredicate) -> RunNamed:
+def _run_named(statement: Statement, predicate: SignedPredicate | DomainError) -> RunNamed:
     from domain.statements import IngestionPredicate  # noqa: PLC0415 - models on first use
 
     assert isinstance(predicate, IngestionPredicate)

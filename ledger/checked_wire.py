@@ -32,9 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from domain.errors import DomainError
-from domain.statements import PredicateType
-from ledger.admission_checks import Checked, RunNamed, judged_predicate
+from ledger.admission_checks import Checked, RunNamed, judged_predicate, names_a_run
 from ledger.signing.dsse import Envelope, parse_envelope
 from ledger.signing.verdict import SignatureVerdict
 
@@ -108,9 +106,7 @@ def decode_request(body: bytes) -> object:
     statement: Statement = envelope.statement()  # from the stored payload, not the wire
     predicate = judged_predicate(statement)
     run = None
-    if statement.predicateType is PredicateType.INGESTION and not isinstance(
-        predicate, DomainError
-    ):
+    if names_a_run(statement, predicate):
         run = RunNamed(statement.subject_digest, statement.subject_name)
     return request.number, Checked(
         envelope,

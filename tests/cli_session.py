@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -51,3 +52,20 @@ class Cli:
                 )
         finally:
             engine.dispose()
+
+
+def alter_stored_signature(db_url: str, query: str) -> None:
+    """Flip a byte of the signature of the one stored event ``query`` selects (``id,
+    state``), in the database itself: what a tampered store looks like to its readers."""
+    engine = create_engine(db_url)
+    with engine.begin() as conn:
+        row = conn.execute(text(query)).one()
+        state = json.loads(bytes(row.state))
+        sig = bytearray(base64.b64decode(state["envelope"]["signatures"][0]["sig"]))
+        sig[0] ^= 0xFF
+        state["envelope"]["signatures"][0]["sig"] = base64.b64encode(bytes(sig)).decode()
+        conn.execute(
+            text("update kernelindex_events set state = :s where id = :i"),
+            {"s": json.dumps(state).encode(), "i": row.id},
+        )
+    engine.dispose()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import shutil
 import subprocess
@@ -11,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_session import Cli
+from cli_session import Cli, alter_stored_signature
 from sqlalchemy import create_engine, text
 from typer.testing import CliRunner
 
@@ -290,20 +289,9 @@ def test_encrypted_key_needs_its_passphrase(cli: Cli, tmp_path: Path) -> None:
 
 def test_history_reports_a_tampered_event_instead_of_hiding_it(ledger_with_seed: Cli) -> None:
     cli = ledger_with_seed
-    engine = create_engine(cli.db_url)
-    with engine.begin() as conn:
-        row = conn.execute(
-            text("select id, state from kernelindex_events where topic like '%Run.Ingested'")
-        ).one()
-        state = json.loads(bytes(row.state))
-        sig = bytearray(base64.b64decode(state["envelope"]["signatures"][0]["sig"]))
-        sig[0] ^= 0xFF
-        state["envelope"]["signatures"][0]["sig"] = base64.b64encode(bytes(sig)).decode()
-        conn.execute(
-            text("update kernelindex_events set state = :s where id = :i"),
-            {"s": json.dumps(state).encode(), "i": row.id},
-        )
-    engine.dispose()
+    alter_stored_signature(
+        cli.db_url, "select id, state from kernelindex_events where topic like '%Run.Ingested'"
+    )
     result = cli("history", SEED_RUN, ok=False)
     assert result.exit_code == 1
     assert "FAILED" in result.stdout and "signature" in result.stdout

@@ -3,11 +3,10 @@ definitions, and the same for every face that runs them, on SQLite and PostgreSQ
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 
-from cli_session import Cli
+from cli_session import Cli, alter_stored_signature
 from sqlalchemy import create_engine, text
 
 from api.cli.service import local_service
@@ -78,23 +77,11 @@ def test_a_key_whose_event_no_longer_verifies_is_listed_failed_by_either_door(
     through the full service."""
     cli = Cli(tmp_path / "home", db_url)
     cli("init")
-    engine = create_engine(db_url)
-    with engine.begin() as conn:
-        row = conn.execute(
-            text(
-                "select id, state from kernelindex_events "
-                "where topic like '%Principal.Registered' order by id desc limit 1"
-            )
-        ).one()
-        state = json.loads(bytes(row.state))
-        sig = bytearray(base64.b64decode(state["envelope"]["signatures"][0]["sig"]))
-        sig[0] ^= 0xFF
-        state["envelope"]["signatures"][0]["sig"] = base64.b64encode(bytes(sig)).decode()
-        conn.execute(
-            text("update kernelindex_events set state = :s where id = :i"),
-            {"s": json.dumps(state).encode(), "i": row.id},
-        )
-    engine.dispose()
+    alter_stored_signature(
+        db_url,
+        "select id, state from kernelindex_events "
+        "where topic like '%Principal.Registered' order by id desc limit 1",
+    )
     root = LedgerHome.at(tmp_path / "home", db_url).trust_root()
     with driver_reads(db_url, root) as reads, local_service(tmp_path / "home", db_url) as service:
         assert reads is not None
