@@ -18,12 +18,22 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Select, bindparam, func, select
+from sqlalchemy import Select, bindparam, exists, func, select
 
 from domain.ranking import View
+from ledger.store.read_only import events_table
 from ledger.store.read_queries import Queries, generated_module
 from projections.queries import leaders
-from projections.tables import VIEWS_VERSION, manifests, ranks, runs
+from projections.run_views import RUNNER_NAME
+from projections.tables import (
+    VIEWS_VERSION,
+    manifests,
+    ranks,
+    runs,
+    stale_groups,
+    tracking,
+    view_schema,
+)
 
 GENERATED = Path(__file__).with_name("view_statements.py")
 
@@ -194,6 +204,23 @@ def _manifest_documents() -> Select[Any]:
     )
 
 
+def _views_state() -> Select[Any]:
+    """What decides whether the views answer as a command's catch-up would leave them: the
+    build that stamped them, whether any event lies past the position they were folded to,
+    and whether any group still waits to be re-ranked. One row, in the read's snapshot."""
+    position = func.coalesce(
+        select(tracking.c.position)
+        .where(tracking.c.name == bindparam("runner", RUNNER_NAME))
+        .scalar_subquery(),
+        0,
+    )
+    return select(
+        select(view_schema.c.version).where(view_schema.c.id == 1).scalar_subquery(),
+        exists(select(events_table.c.id).where(events_table.c.id > position)),
+        exists(select(stale_groups.c.comparison_key)),
+    )
+
+
 QUERIES: Queries = {
     "board_page": (lambda: _board(paged=True), ("key", "view", "min_order", "limit", "offset")),
     "board": (lambda: _board(paged=False), ("key", "view", "min_order")),
@@ -206,6 +233,7 @@ QUERIES: Queries = {
     "operation_groups": (_operation_groups, ("benchmark",)),
     "group_members": (_group_members, ("keys",)),
     "manifest_documents": (_manifest_documents, ("digests",)),
+    "views_state": (_views_state, ()),
 }
 
 

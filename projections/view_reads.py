@@ -17,10 +17,22 @@ from ledger.errors import AmbiguousReferenceError, NotFoundError
 from ledger.store.read_door import Rows
 from projections.reference_text import MIN_PREFIX, SHOWN, digest_prefix
 from projections.rows import BoardRow, GroupHeading, OperationGroupRow
-from projections.view_statements import STATEMENTS
+from projections.view_statements import STATEMENTS, VIEWS_VERSION
 
 # Every run's evidence order is at least this: the floor of a board asked for no level.
 _ANY_LEVEL = int(min(EvidenceLevel))
+
+
+def views_fresh(rows: Rows) -> bool:
+    """Whether the views answer as a command's catch-up would leave them (this build's, every
+    event of the log folded, every group ranked): then a read of them through the driver
+    answers as the full path would, which first folds what is new. Read in ``rows``'s
+    snapshot, so the reads after it see the same log."""
+    found = rows.run(STATEMENTS, "views_state")
+    if len(found) != 1:
+        return False
+    version, behind, stale = found[0]
+    return version == VIEWS_VERSION and not behind and not stale
 
 
 def leaderboard(

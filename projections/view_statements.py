@@ -87,6 +87,17 @@ STATEMENTS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
             "WHERE kernelindex_view_manifests.digest IN (__[POSTCOMPILE_digests])",
             {},
         ),
+        "views_state": (
+            "SELECT (SELECT kernelindex_view_schema.version \n"
+            "FROM kernelindex_view_schema \n"
+            "WHERE kernelindex_view_schema.id = :id_1) AS anon_1, EXISTS (SELECT kernelindex_events.id \n"
+            "FROM kernelindex_events \n"
+            "WHERE kernelindex_events.id > coalesce((SELECT kernelindex_view_tracking.position \n"
+            "FROM kernelindex_view_tracking \n"
+            "WHERE kernelindex_view_tracking.name = :runner), :coalesce_1)) AS anon_2, EXISTS (SELECT kernelindex_view_stale_groups.comparison_key \n"
+            "FROM kernelindex_view_stale_groups) AS anon_3",
+            {"id_1": 1, "runner": "views", "coalesce_1": 0},
+        ),
     },
     "postgresql": {
         "board_page": (
@@ -166,6 +177,17 @@ STATEMENTS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
             "FROM kernelindex_view_manifests \n"
             "WHERE kernelindex_view_manifests.digest IN (__[POSTCOMPILE_digests])",
             {},
+        ),
+        "views_state": (
+            "SELECT (SELECT kernelindex_view_schema.version \n"
+            "FROM kernelindex_view_schema \n"
+            "WHERE kernelindex_view_schema.id = %(id_1)s::INTEGER) AS anon_1, EXISTS (SELECT kernelindex_events.id \n"
+            "FROM kernelindex_events \n"
+            "WHERE kernelindex_events.id > coalesce((SELECT kernelindex_view_tracking.position \n"
+            "FROM kernelindex_view_tracking \n"
+            "WHERE kernelindex_view_tracking.name = %(runner)s::VARCHAR), %(coalesce_1)s::INTEGER)) AS anon_2, EXISTS (SELECT kernelindex_view_stale_groups.comparison_key \n"
+            "FROM kernelindex_view_stale_groups) AS anon_3",
+            {"id_1": 1, "runner": "views", "coalesce_1": 0},
         ),
     },
 }

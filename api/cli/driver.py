@@ -16,10 +16,13 @@ from ledger.home import LedgerHome
 
 
 @contextmanager
-def quick_reads(home: Path | None, db: str | None) -> Iterator[DriverReads | None]:
+def quick_reads(
+    home: Path | None, db: str | None, *, views: bool = False
+) -> Iterator[DriverReads | None]:
+    """The driver's reads (``views``: of fresh views too), or None: take the full path."""
     ledger_home = LedgerHome.at(home, db)
     if not ledger_home.exists:  # the full path refuses it, in its words
         yield None
         return
-    with driver_reads(ledger_home.db_url, ledger_home.trust_root()) as reads:
+    with driver_reads(ledger_home.db_url, ledger_home.trust_root(), views=views) as reads:
         yield reads

@@ -8,7 +8,9 @@ connection), so both answer alike. Where the door cannot open the ledger exactly
 stack reads it (another URL, a schema to upgrade), ``driver_reads`` yields None and the
 command takes the full path, which opens, or refuses, the ledger as it always did.
 
-Only reads that need no fold of the views are here: the key list reads the event table.
+The key list reads the event table alone. A read of the views asks for them (``views=True``)
+and gets the door only where they are fresh (``projections.view_reads.views_fresh``): where a
+command's catch-up would fold or re-rank something first, the full path does that.
 """
 
 from __future__ import annotations
@@ -44,13 +46,27 @@ class DriverReads:
 
 
 @contextmanager
-def driver_reads(url: str, trust_root: TrustRoot) -> Iterator[DriverReads | None]:
+def driver_reads(
+    url: str, trust_root: TrustRoot, *, views: bool = False
+) -> Iterator[DriverReads | None]:
     """The driver's reads of the ledger at ``url`` (whose trust root is ``trust_root``),
-    or None: take the full path."""
+    or None: take the full path. ``views``: the reads need the views, fresh."""
     door = open_driver(url)
     if door is None:
         yield None
         return
+    if views:
+        # Only a read of the views loads their reads (the key list does not).
+        from projections.view_reads import views_fresh  # noqa: PLC0415
+
+        try:
+            fresh = views_fresh(door)
+        except door.errors:  # no views yet, say: the full path makes and folds them
+            fresh = False
+        if not fresh:
+            door.close()
+            yield None
+            return
     try:
         yield DriverReads(door, trust_root)
     finally:

@@ -153,6 +153,10 @@ def _connect(url: str) -> DriverRows | None:
             if "connect_timeout" not in parts.query:
                 conninfo += ("&" if parts.query else "?") + "connect_timeout=10"
             served = psycopg.connect(conninfo)
+            # Every statement of the command in one snapshot (READ COMMITTED would give each
+            # its own), and nothing it runs can write.
+            served.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            served.read_only = True
         except psycopg.Error:
             return None
         return DriverRows(served, "postgresql", (psycopg.Error,))
