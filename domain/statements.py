@@ -439,14 +439,30 @@ def parse_statement(value: object) -> Statement:
 def parse_predicate(statement: Statement, *, stored: bool = False) -> SignedPredicate:
     """``stored``: the statement was read from a log (verify, history), not offered for
     admission; rules added since it was admitted (the rerun vocabulary) do not apply."""
-    return build_predicate(statement.predicateType, statement.predicate, stored=stored)
+    # Read from JSON text: every value in it is a JSON value (no walk for that here).
+    return _predicate_of(statement.predicateType, statement.predicate, stored=stored)
 
 
 def build_predicate(
     predicate_type: PredicateType, fields: Mapping[str, Any], *, stored: bool = False
 ) -> SignedPredicate:
     """The predicate of a statement of ``predicate_type``, through its model: admission's
-    check, and the one a client runs before signing (so it never signs what is refused)."""
+    check, and the one a client runs before signing (so it never signs what is refused).
+    A Python caller's ``fields`` must be what JSON can say: msgspec's conversion would take
+    a tuple, a set or a mapping proxy for a list or an object, which no JSON reader (so no
+    admission, no verifier) ever meets; the manifests' gate refuses them alike."""
+    from domain.manifests.models.schema_errors import first_non_json  # noqa: PLC0415
+
+    found = first_non_json(fields)
+    if found is not None:
+        where, what = found
+        raise StatementError(f"predicate {'.'.join(where) or '(root)'}: {what}")
+    return _predicate_of(predicate_type, fields, stored=stored)
+
+
+def _predicate_of(
+    predicate_type: PredicateType, fields: Mapping[str, Any], *, stored: bool
+) -> SignedPredicate:
     model = PREDICATE_MODELS.get(predicate_type)
     if model is None:
         raise StatementError(f"predicate type {predicate_type} is not accepted yet")

@@ -3,8 +3,11 @@ says about where a statement is wrong, and the stored flag's scope (a context va
 
 from __future__ import annotations
 
+import re
 import statistics
 import threading
+from decimal import Decimal
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -148,7 +151,8 @@ def test_a_stored_read_that_fails_leaves_admission_strict() -> None:
 # --- Python callers (a client before it signs, the agent's harness): not JSON's values -------
 # JSON has no tuple, set or mapping proxy, so admission and every verifier never meet them;
 # a Python caller of build_predicate can. The pydantic models refused them (strict lists and
-# dicts); msgspec's strict conversion takes them. Not fixed: recorded, as the brief asks.
+# dicts); msgspec's strict conversion takes them, so build_predicate refuses what JSON cannot
+# say before the model sees it, as the manifests' gate does (``first_non_json``).
 
 KEY_REGISTRATION: dict[str, Any] = {
     "issuedAt": T,
@@ -158,12 +162,30 @@ KEY_REGISTRATION: dict[str, Any] = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="msgspec's strict convert takes any sequence for a list")
 @pytest.mark.parametrize(
     "roles",
     [("ingester",), {"ingester"}, frozenset({"ingester"})],
     ids=["tuple", "set", "frozenset"],
 )
 def test_a_list_field_refuses_what_json_cannot_say(roles: object) -> None:
-    with pytest.raises(StatementError):
+    with pytest.raises(StatementError, match=r"^predicate roles: must be a JSON value, not a"):
         build_predicate(PredicateType.KEY, KEY_REGISTRATION | {"roles": roles})
+    # The same field as JSON says it is taken.
+    assert build_predicate(PredicateType.KEY, KEY_REGISTRATION | {"roles": ["ingester"]})
+
+
+@pytest.mark.parametrize(
+    ("fields", "where"),
+    [
+        (MappingProxyType(KEY_REGISTRATION | {"roles": ["ingester"]}), "(root)"),
+        (KEY_REGISTRATION | {"roles": ["ingester"], "labels": {1: "x"}}, "labels.1"),
+        (KEY_REGISTRATION | {"roles": ["ingester"], "validFrom": Decimal("1")}, "validFrom"),
+        (KEY_REGISTRATION | {"roles": ["ingester\udcff"]}, "roles.0"),
+    ],
+    ids=["mapping proxy", "non-string key", "decimal", "lone surrogate"],
+)
+def test_a_predicate_from_python_is_refused_where_json_cannot_say_it(
+    fields: Any, where: str
+) -> None:
+    with pytest.raises(StatementError, match=rf"^predicate {re.escape(where)}: "):
+        build_predicate(PredicateType.KEY, fields)
