@@ -457,3 +457,48 @@ def test_keys_list_reads_through_the_driver_alone(demo: dict[str, str], tmp_path
     assert [k["label"] for k in keys] == ["admin", "ingester", "log", "demo"]
     assert pages[2].count("verified") == len(keys) and "FAILED" not in pages[2]
     assert all(f" {k['label']} " in pages[2] for k in keys)
+
+
+def test_leaderboard_reads_through_the_driver_alone(demo: dict[str, str], tmp_path: Path) -> None:
+    """``leaderboard`` (the seed's SOL board by key, table and ``--json``, in SOL order per
+    user, and the listing of a GPU's groups) on the demo's fresh views runs its statements
+    through ``sqlite3`` (issue 33): no SQLAlchemy, eventsourcing, Litestar, psycopg, the
+    views' Core modules or the event store is loaded, and the board still has its SOL
+    scores."""
+    key = "sha256:5cd4617efda4cb445cf7a71560098124df3a89c27d0ed74bc852d46e306c1e62"
+    printed = {}
+    for argv in (
+        ["leaderboard", key[:19], "--json"],
+        ["leaderboard", key],
+        ["leaderboard", key, "--order", "sol-score", "--per-user"],
+        ["leaderboard", "--gpu", "B200", "--json"],
+    ):
+        done, loaded = _imported(argv, tmp_path, demo)
+        assert done.returncode == 0, done.stderr[-2000:]
+        stack = {
+            m
+            for m in loaded
+            if m.split(".")[0]
+            in {"sqlalchemy", "eventsourcing", "eventsourcing_sqlalchemy", "litestar", "psycopg"}
+            or m
+            in {
+                "projections.tables",
+                "projections.queries",
+                "projections.view_queries",
+                "ledger.store.event_store",
+                "ledger.store.read_only",
+                "ledger.application",
+                "api.cli.service",
+            }
+        }
+        assert stack == set(), argv
+        printed[" ".join(argv[2:])] = done.stdout
+    board = json.loads(printed["--json"])
+    assert [(e["name"], e["solScore"]) for e in board["entries"]] == [
+        ("sol-submission-21613", 0.642409),
+        ("sol-submission-36818", 0.639916),
+        (SEED, 0.559752),
+    ]
+    assert f"{SEED}" in printed[""] and "0.5598" in printed[""]
+    assert "each user's best run, by sol-score" in printed["--order sol-score --per-user"]
+    assert key in {g["comparisonKey"] for g in json.loads(printed["B200 --json"])["groups"]}
