@@ -50,7 +50,8 @@ STATEMENTS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
             {"param_1": 0},
         ),
         "artifact_count": (
-            "SELECT count(*) AS count_1 \nFROM kernelindex_artifacts",
+            "SELECT count(kernelindex_artifacts.digest) AS stored_artifacts \n"
+            "FROM kernelindex_artifacts",
             {},
         ),
     },
@@ -96,7 +97,8 @@ STATEMENTS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
             {},
         ),
         "artifact_count": (
-            "SELECT count(*) AS count_1 \nFROM kernelindex_artifacts",
+            "SELECT count(kernelindex_artifacts.digest) AS stored_artifacts \n"
+            "FROM kernelindex_artifacts",
             {},
         ),
     },
