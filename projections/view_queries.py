@@ -8,8 +8,9 @@ when it differs from what these definitions compile to). ``projections.view_read
 them on a ``Rows`` (``ledger.store.read_door``): the server's and a full command's
 SQLAlchemy connection, or a short command's driver connection.
 
-The leaderboard's reads of its group are here so far (not yet the group's labels, its
-operation's description or a run's SOL score); the others still run as Core on a session.
+The leaderboard's reads are here (its group, labels, groups and GPUs, the workloads that
+name its operation's definition; its SOL scores and the definition are the ledger's own
+tables, ``ledger.store.read_queries``); the others still run as Core on a session.
 """
 
 from __future__ import annotations
