@@ -15,6 +15,7 @@ from domain.evidence import EvidenceLevel
 from domain.ranking import View
 from ledger.store.event_store import StoreSession, connection_of
 from ledger.store.read_door import Rows, SessionRows
+from projections import view_reads
 from projections.rows import (
     GroupRow,
     OperationRow,
@@ -64,33 +65,9 @@ def standings(session: StoreSession, digest: str) -> dict[str, Standing]:
 def groups(
     session: StoreSession, benchmark: str | None = None, product: str | None = None
 ) -> list[GroupRow]:
-    """Comparison groups, optionally those of a benchmark/definition on a GPU product."""
-    query = (
-        select(
-            runs.c.comparison_key,
-            runs.c.benchmark,
-            runs.c.product,
-            runs.c.metric,
-            runs.c.statistic,
-            runs.c.unit,
-            func.count().label("runs"),
-        )
-        .where(runs.c.comparison_key.is_not(None))
-        .group_by(
-            runs.c.comparison_key,
-            runs.c.benchmark,
-            runs.c.product,
-            runs.c.metric,
-            runs.c.statistic,
-            runs.c.unit,
-        )
-        .order_by(runs.c.benchmark, runs.c.product, runs.c.comparison_key)
-    )
-    if benchmark is not None:
-        query = query.where(runs.c.benchmark == benchmark)
-    if product is not None:
-        query = query.where(runs.c.product == product)
-    return [GroupRow.from_mapping(r) for r in session.execute(query).mappings()]
+    """Comparison groups, optionally those of a benchmark/definition on a GPU product
+    (``projections.view_reads.groups``, on the session's connection)."""
+    return view_reads.groups(rows_of(session), benchmark, product)
 
 
 def top_of_group(session: StoreSession, key: str, view: View) -> str | None:
@@ -218,23 +195,11 @@ def list_runs(session: StoreSession, where: RunFilter, limit: int) -> list[RunLi
 
 
 def products(session: StoreSession) -> list[str]:
-    """Every GPU product a run of the views names, sorted."""
-    query = select(runs.c.product).where(runs.c.product.is_not(None)).distinct()
-    return sorted(str(p) for p in session.execute(query).scalars())
+    """Every GPU product a run of the views names, sorted (``view_reads.products``)."""
+    return view_reads.products(rows_of(session))
 
 
 def operation_spec_digests(session: StoreSession, benchmark: str) -> set[str]:
-    """The OperationSpec digests the workloads of ``benchmark``'s runs name."""
-    workloads = (
-        select(runs.c.workload_digest)
-        .where(runs.c.benchmark == benchmark, runs.c.workload_digest.is_not(None))
-        .distinct()
-        .subquery()
-    )
-    query = select(manifests.c.document).where(manifests.c.digest.in_(select(workloads)))
-    found = set()
-    for (document,) in session.execute(query):
-        digest = (json.loads(document).get("spec") or {}).get("operationSpecDigest")
-        if isinstance(digest, str):
-            found.add(digest)
-    return found
+    """The OperationSpec digests the workloads of ``benchmark``'s runs name
+    (``view_reads.operation_spec_digests``)."""
+    return view_reads.operation_spec_digests(rows_of(session), benchmark)

@@ -8,8 +8,9 @@ when it differs from what these definitions compile to). ``projections.view_read
 them on a ``Rows`` (``ledger.store.read_door``): the server's and a full command's
 SQLAlchemy connection, or a short command's driver connection.
 
-The leaderboard's reads of its group are here so far (not yet the group's labels, its
-operation's description or a run's SOL score); the others still run as Core on a session.
+The leaderboard's reads are here (its group, labels, groups and GPUs, the workloads that
+name its operation's definition; its SOL scores and the definition are the ledger's own
+tables, ``ledger.store.read_queries``); the others still run as Core on a session.
 """
 
 from __future__ import annotations
@@ -221,6 +222,48 @@ def _views_state() -> Select[Any]:
     )
 
 
+# The leaderboard's groups and GPUs, and its operation's definition (helper board).
+
+
+def _groups(of_benchmark: bool, on_product: bool) -> Select[Any]:
+    """Comparison groups with what their runs were measured as and how many there are, by
+    benchmark, product and key: of ``benchmark`` only and/or on ``product`` only."""
+    t = runs.c
+    query = (
+        select(t.comparison_key, t.benchmark, t.product, t.metric, t.statistic, t.unit)
+        .add_columns(func.count().label("runs"))
+        .where(t.comparison_key.is_not(None))
+        .group_by(t.comparison_key, t.benchmark, t.product, t.metric, t.statistic, t.unit)
+        .order_by(t.benchmark, t.product, t.comparison_key)
+    )
+    if of_benchmark:
+        query = query.where(t.benchmark == bindparam("benchmark"))
+    if on_product:
+        query = query.where(t.product == bindparam("product"))
+    return query
+
+
+def _products() -> Select[Any]:
+    """Every GPU product a run names, in order."""
+    return (
+        select(runs.c.product)
+        .where(runs.c.product.is_not(None))
+        .distinct()
+        .order_by(runs.c.product)
+    )
+
+
+def _operation_workloads() -> Select[Any]:
+    """The workload manifests the runs of ``benchmark`` name (each names its operation's
+    spec by digest)."""
+    named = (
+        select(runs.c.workload_digest)
+        .where(runs.c.benchmark == bindparam("benchmark"), runs.c.workload_digest.is_not(None))
+        .distinct()
+    )
+    return select(manifests.c.document).where(manifests.c.digest.in_(named))
+
+
 QUERIES: Queries = {
     "board_page": (lambda: _board(paged=True), ("key", "view", "min_order", "limit", "offset")),
     "board": (lambda: _board(paged=False), ("key", "view", "min_order")),
@@ -234,6 +277,13 @@ QUERIES: Queries = {
     "group_members": (_group_members, ("keys",)),
     "manifest_documents": (_manifest_documents, ("digests",)),
     "views_state": (_views_state, ()),
+    # The leaderboard's groups and GPUs, and its operation's definition (helper board).
+    "groups": (lambda: _groups(False, False), ()),
+    "groups_of_benchmark": (lambda: _groups(True, False), ("benchmark",)),
+    "groups_on_product": (lambda: _groups(False, True), ("product",)),
+    "groups_of_benchmark_on_product": (lambda: _groups(True, True), ("benchmark", "product")),
+    "products": (_products, ()),
+    "operation_workloads": (_operation_workloads, ("benchmark",)),
 }
 
 

@@ -9,6 +9,7 @@ Imports no SQLAlchemy: that is what lets a short command read through the driver
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from domain.evidence import EvidenceLevel
@@ -16,7 +17,7 @@ from domain.ranking import View
 from ledger.errors import AmbiguousReferenceError, NotFoundError
 from ledger.store.read_door import Rows
 from projections.reference_text import MIN_PREFIX, SHOWN, digest_prefix
-from projections.rows import BoardRow, GroupHeading, OperationGroupRow
+from projections.rows import BoardRow, GroupHeading, GroupRow, OperationGroupRow
 from projections.view_statements import STATEMENTS, VIEWS_VERSION
 
 # Every run's evidence order is at least this: the floor of a board asked for no level.
@@ -118,3 +119,36 @@ def operation_groups(rows: Rows, benchmark: str) -> list[OperationGroupRow]:
     """The comparison groups of one operation with each group's #1 (source-native)."""
     found = rows.run(STATEMENTS, "operation_groups", benchmark=benchmark)
     return [OperationGroupRow.from_values(r) for r in found]
+
+
+# The leaderboard's groups and GPUs, and its operation's definition (helper board).
+
+_GROUPS = {
+    (False, False): "groups",
+    (True, False): "groups_of_benchmark",
+    (False, True): "groups_on_product",
+    (True, True): "groups_of_benchmark_on_product",
+}
+
+
+def groups(rows: Rows, benchmark: str | None = None, product: str | None = None) -> list[GroupRow]:
+    """Comparison groups, by benchmark, GPU and key: those of ``benchmark`` and/or on the
+    GPU ``product`` when given."""
+    name = _GROUPS[benchmark is not None, product is not None]
+    asked = {k: v for k, v in (("benchmark", benchmark), ("product", product)) if v is not None}
+    return [GroupRow.from_values(r) for r in rows.run(STATEMENTS, name, **asked)]
+
+
+def products(rows: Rows) -> list[str]:
+    """Every GPU product a run of the views names, sorted."""
+    return sorted(str(p) for (p,) in rows.run(STATEMENTS, "products"))
+
+
+def operation_spec_digests(rows: Rows, benchmark: str) -> set[str]:
+    """The OperationSpec digests the workloads of ``benchmark``'s runs name."""
+    found = set()
+    for (document,) in rows.run(STATEMENTS, "operation_workloads", benchmark=benchmark):
+        digest = (json.loads(document).get("spec") or {}).get("operationSpecDigest")
+        if isinstance(digest, str):
+            found.add(digest)
+    return found

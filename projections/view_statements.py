@@ -98,6 +98,44 @@ STATEMENTS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
             "FROM kernelindex_view_stale_groups) AS anon_3",
             {"id_1": 1, "runner": "views", "coalesce_1": 0},
         ),
+        "groups": (
+            "SELECT kernelindex_view_runs.comparison_key, kernelindex_view_runs.benchmark, kernelindex_view_runs.product, kernelindex_view_runs.metric, kernelindex_view_runs.statistic, kernelindex_view_runs.unit, count(*) AS runs \n"
+            "FROM kernelindex_view_runs \n"
+            "WHERE kernelindex_view_runs.comparison_key IS NOT NULL GROUP BY kernelindex_view_runs.comparison_key, kernelindex_view_runs.benchmark, kernelindex_view_runs.product, kernelindex_view_runs.metric, kernelindex_view_runs.statistic, kernelindex_view_runs.unit ORDER BY kernelindex_view_runs.benchmark, kernelindex_view_runs.product, kernelindex_view_runs.comparison_key",
+            {},
+        ),
+        "groups_of_benchmark": (
+            "SELECT kernelindex_view_runs.comparison_key, kernelindex_view_runs.benchmark, kernelindex_view_runs.product, kernelindex_view_runs.metric, kernelindex_view_runs.statistic, kernelindex_view_runs.unit, count(*) AS runs \n"
+            "FROM kernelindex_view_runs \n"
+            "WHERE kernelindex_view_runs.comparison_key IS NOT NULL AND kernelindex_view_runs.benchmark = :benchmark GROUP BY kernelindex_view_runs.comparison_key, kernelindex_view_runs.benchmark, kernelindex_view_runs.product, kernelindex_view_runs.metric, kernelindex_view_runs.statistic, kernelindex_view_runs.unit ORDER BY kernelindex_view_runs.benchmark, kernelindex_view_runs.product, kernelindex_view_runs.comparison_key",
+            {},
+        ),
+        "groups_on_product": (
+            "SELECT kernelindex_view_runs.comparison_key, kernelindex_view_runs.benchmark, kernelindex_view_runs.product, kernelindex_view_runs.metric, kernelindex_view_runs.statistic, kernelindex_view_runs.unit, count(*) AS runs \n"
+            "FROM kernelindex_view_runs \n"
+            "WHERE kernelindex_view_runs.comparison_key IS NOT NULL AND kernelindex_view_runs.product = :product GROUP BY kernelindex_view_runs.comparison_key, kernelindex_view_runs.benchmark, kernelindex_view_runs.product, kernelindex_view_runs.metric, kernelindex_view_runs.statistic, kernelindex_view_runs.unit ORDER BY kernelindex_view_runs.benchmark, kernelindex_view_runs.product, kernelindex_view_runs.comparison_key",
+            {},
+        ),
+        "groups_of_benchmark_on_product": (
+            "SELECT kernelindex_view_runs.comparison_key, kernelindex_view_runs.benchmark, kernelindex_view_runs.product, kernelindex_view_runs.metric, kernelindex_view_runs.statistic, kernelindex_view_runs.unit, count(*) AS runs \n"
+            "FROM kernelindex_view_runs \n"
+            "WHERE kernelindex_view_runs.comparison_key IS NOT NULL AND kernelindex_view_runs.benchmark = :benchmark AND kernelindex_view_runs.product = :product GROUP BY kernelindex_view_runs.comparison_key, kernelindex_view_runs.benchmark, kernelindex_view_runs.product, kernelindex_view_runs.metric, kernelindex_view_runs.statistic, kernelindex_view_runs.unit ORDER BY kernelindex_view_runs.benchmark, kernelindex_view_runs.product, kernelindex_view_runs.comparison_key",
+            {},
+        ),
+        "products": (
+            "SELECT DISTINCT kernelindex_view_runs.product \n"
+            "FROM kernelindex_view_runs \n"
+            "WHERE kernelindex_view_runs.product IS NOT NULL ORDER BY kernelindex_view_runs.product",
+            {},
+        ),
+        "operation_workloads": (
+            "SELECT kernelindex_view_manifests.document \n"
+            "FROM kernelindex_view_manifests \n"
+            "WHERE kernelindex_view_manifests.digest IN (SELECT DISTINCT kernelindex_view_runs.workload_digest \n"
+            "FROM kernelindex_view_runs \n"
+            "WHERE kernelindex_view_runs.benchmark = :benchmark AND kernelindex_view_runs.workload_digest IS NOT NULL)",
+            {},
+        ),
     },
     "postgresql": {
         "board_page": (
@@ -188,6 +226,44 @@ STATEMENTS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
             "WHERE kernelindex_view_tracking.name = %(runner)s::VARCHAR), %(coalesce_1)s::INTEGER)) AS anon_2, EXISTS (SELECT kernelindex_view_stale_groups.comparison_key \n"
             "FROM kernelindex_view_stale_groups) AS anon_3",
             {"id_1": 1, "runner": "views", "coalesce_1": 0},
+        ),
+        "groups": (
+            "SELECT kernelindex_view_runs.comparison_key, kernelindex_view_runs.benchmark, kernelindex_view_runs.product, kernelindex_view_runs.metric, kernelindex_view_runs.statistic, kernelindex_view_runs.unit, count(*) AS runs \n"
+            "FROM kernelindex_view_runs \n"
+            "WHERE kernelindex_view_runs.comparison_key IS NOT NULL GROUP BY kernelindex_view_runs.comparison_key, kernelindex_view_runs.benchmark, kernelindex_view_runs.product, kernelindex_view_runs.metric, kernelindex_view_runs.statistic, kernelindex_view_runs.unit ORDER BY kernelindex_view_runs.benchmark, kernelindex_view_runs.product, kernelindex_view_runs.comparison_key",
+            {},
+        ),
+        "groups_of_benchmark": (
+            "SELECT kernelindex_view_runs.comparison_key, kernelindex_view_runs.benchmark, kernelindex_view_runs.product, kernelindex_view_runs.metric, kernelindex_view_runs.statistic, kernelindex_view_runs.unit, count(*) AS runs \n"
+            "FROM kernelindex_view_runs \n"
+            "WHERE kernelindex_view_runs.comparison_key IS NOT NULL AND kernelindex_view_runs.benchmark = %(benchmark)s::VARCHAR GROUP BY kernelindex_view_runs.comparison_key, kernelindex_view_runs.benchmark, kernelindex_view_runs.product, kernelindex_view_runs.metric, kernelindex_view_runs.statistic, kernelindex_view_runs.unit ORDER BY kernelindex_view_runs.benchmark, kernelindex_view_runs.product, kernelindex_view_runs.comparison_key",
+            {},
+        ),
+        "groups_on_product": (
+            "SELECT kernelindex_view_runs.comparison_key, kernelindex_view_runs.benchmark, kernelindex_view_runs.product, kernelindex_view_runs.metric, kernelindex_view_runs.statistic, kernelindex_view_runs.unit, count(*) AS runs \n"
+            "FROM kernelindex_view_runs \n"
+            "WHERE kernelindex_view_runs.comparison_key IS NOT NULL AND kernelindex_view_runs.product = %(product)s::VARCHAR GROUP BY kernelindex_view_runs.comparison_key, kernelindex_view_runs.benchmark, kernelindex_view_runs.product, kernelindex_view_runs.metric, kernelindex_view_runs.statistic, kernelindex_view_runs.unit ORDER BY kernelindex_view_runs.benchmark, kernelindex_view_runs.product, kernelindex_view_runs.comparison_key",
+            {},
+        ),
+        "groups_of_benchmark_on_product": (
+            "SELECT kernelindex_view_runs.comparison_key, kernelindex_view_runs.benchmark, kernelindex_view_runs.product, kernelindex_view_runs.metric, kernelindex_view_runs.statistic, kernelindex_view_runs.unit, count(*) AS runs \n"
+            "FROM kernelindex_view_runs \n"
+            "WHERE kernelindex_view_runs.comparison_key IS NOT NULL AND kernelindex_view_runs.benchmark = %(benchmark)s::VARCHAR AND kernelindex_view_runs.product = %(product)s::VARCHAR GROUP BY kernelindex_view_runs.comparison_key, kernelindex_view_runs.benchmark, kernelindex_view_runs.product, kernelindex_view_runs.metric, kernelindex_view_runs.statistic, kernelindex_view_runs.unit ORDER BY kernelindex_view_runs.benchmark, kernelindex_view_runs.product, kernelindex_view_runs.comparison_key",
+            {},
+        ),
+        "products": (
+            "SELECT DISTINCT kernelindex_view_runs.product \n"
+            "FROM kernelindex_view_runs \n"
+            "WHERE kernelindex_view_runs.product IS NOT NULL ORDER BY kernelindex_view_runs.product",
+            {},
+        ),
+        "operation_workloads": (
+            "SELECT kernelindex_view_manifests.document \n"
+            "FROM kernelindex_view_manifests \n"
+            "WHERE kernelindex_view_manifests.digest IN (SELECT DISTINCT kernelindex_view_runs.workload_digest \n"
+            "FROM kernelindex_view_runs \n"
+            "WHERE kernelindex_view_runs.benchmark = %(benchmark)s::VARCHAR AND kernelindex_view_runs.workload_digest IS NOT NULL)",
+            {},
         ),
     },
 }

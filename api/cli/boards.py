@@ -10,7 +10,7 @@ service's one matcher) is the API's leaderboard of each, labelled by what sets i
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Protocol
 
 import typer
 from msgspec import structs
@@ -19,12 +19,16 @@ from rich.markup import escape
 from api.cli.common import DbOption, HomeOption, JsonOption, handles_errors, out, print_reply
 from api.cli.compare_table import difference_lines
 from api.display import board_table
-from api.service.boards import BOARD_PAGE, Order
+from api.service.board_orders import Order
+from api.service.board_pages import BOARD_PAGE
 from api.service.models import ApiModel
-from api.service.models.views import Leaderboard
+from api.service.models.views import GroupSummary, Leaderboard
 from domain.evidence import EvidenceLevel
 from domain.ranking import View
 from ledger.errors import NotFoundError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 app = typer.Typer()
 MIN_WIDTH = 40  # narrower terminals get lines this long, wrapped by the terminal
@@ -84,6 +88,47 @@ def _label(board: Leaderboard) -> str:
     return group.apart_by or " · ".join(f"{part} {name}" for part, name in group.parts.items())
 
 
+class BoardReads(Protocol):
+    """The service's boards (``api.service.boards.Boards``), or the same reads through the
+    driver (``api.service.driver_boards.DriverBoards``)."""
+
+    def leaderboard(
+        self,
+        reference: str,
+        view: View,
+        min_level: EvidenceLevel | None,
+        start: int,
+        limit: int,
+        order: Order,
+        per_user: bool,
+    ) -> Leaderboard: ...
+
+    def groups(self, benchmark: str | None, gpu: str | None) -> list[GroupSummary]: ...
+
+
+def _chosen(
+    reads: BoardReads,
+    key: str | None,
+    definition: str | None,
+    gpu: str | None,
+    board_of: Callable[[BoardReads, str], Leaderboard],
+) -> list[Leaderboard]:
+    """The board of ``key``, or of every group of ``definition`` and/or ``gpu``."""
+    if key is not None:
+        return [board_of(reads, key)]
+    listed = reads.groups(definition, gpu)
+    if not listed:
+        raise NotFoundError(
+            "no comparison group has "
+            + " on ".join(
+                f"{what} {value!r}"
+                for what, value in (("definition", definition), ("GPU", gpu))
+                if value
+            )
+        )
+    return [board_of(reads, g.comparison_key) for g in listed]
+
+
 @app.command("leaderboard")
 @handles_errors
 def leaderboard(
@@ -121,36 +166,31 @@ def leaderboard(
 ) -> None:
     """A comparison group's ranking, with a chart: by key (or a unique prefix), or every group
     of --definition and/or --gpu, each labelled by what separates it from the others."""
-    from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
+    from api.cli.driver import quick_reads  # noqa: PLC0415 - only this command's door
 
     if key is None and definition is None and gpu is None:
         raise NotFoundError("give a comparison key, or --definition and/or --gpu")
     floor = EvidenceLevel.parse(min_level) if min_level else None
     size = limit if limit is not None else BOARD_PAGE  # the API's own page size
-    with local_service(home, db) as service:
 
-        def board_of(reference: str) -> Leaderboard:
-            return service.boards.leaderboard(reference, view, floor, start, size, order, per_user)
+    def board_of(reads: BoardReads, reference: str) -> Leaderboard:
+        return reads.leaderboard(reference, view, floor, start, size, order, per_user)
 
-        if key is not None:
-            board = board_of(key)
-            if as_json:
-                print_reply(board)
-                return
-            chosen = [board]
-        else:
-            listed = service.boards.groups(definition, gpu)
-            if not listed:
-                raise NotFoundError(
-                    "no comparison group has "
-                    + " on ".join(
-                        f"{what} {value!r}"
-                        for what, value in (("definition", definition), ("GPU", gpu))
-                        if value
-                    )
-                )
-            chosen = [board_of(g.comparison_key) for g in listed]
-        boards = [LabelledBoard(**structs.asdict(b), label=_label(b)) for b in chosen]
+    chosen: list[Leaderboard] | None = None
+    # Through the driver where the views are fresh (issue 33), else through the full service
+    # (which folds first): the same reads either way (api/service/board_pages.py).
+    with quick_reads(home, db, views=True) as door:
+        if door is not None:
+            chosen = _chosen(door.boards, key, definition, gpu, board_of)
+    if chosen is None:
+        from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
+
+        with local_service(home, db) as service:
+            chosen = _chosen(service.boards, key, definition, gpu, board_of)
+    if key is not None and as_json:
+        print_reply(chosen[0])
+        return
+    boards = [LabelledBoard(**structs.asdict(b), label=_label(b)) for b in chosen]
     if as_json:
         print_reply(Boards(groups=boards))
         return

@@ -9,14 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from msgspec import structs
-
-from api.service.board_orders import Order, best_per_user, ordered, placed, sol_score_of
-from api.service.errors import BadQueryError
+from api.service.board_orders import Order
+from api.service.board_pages import BOARD_MAX, BOARD_PAGE, board_page, gpu_product, group_summaries
 from api.service.freshness import Views
 from api.service.models.views import (
-    BoardEntry,
-    BoardGroup,
     GroupSummary,
     GroupTop,
     Leaderboard,
@@ -26,24 +22,18 @@ from api.service.models.views import (
     OperationSummary,
 )
 from api.service.operation_specs import operation_about
-from api.service.paging import next_start
 from api.service.runs import Runs
-from api.service.sweeps import place_in, sweep_of
 from domain.evidence import EvidenceLevel
-from domain.gpu_names import match_gpu
 from domain.ranking import View
-from ledger.errors import AmbiguousReferenceError, NotFoundError
+from ledger.errors import NotFoundError
 from ledger.store.event_store import StoreSession
 from projections import queries, view_reads
 from projections.group_labels import GroupLabel, group_labels
 from projections.records import (
     GroupName,
 )
-from projections.rows import BoardRow, GroupHeading, OperationGroupRow, RecentRunRow, SourceRow
+from projections.rows import GroupHeading, OperationGroupRow, RecentRunRow, SourceRow
 from projections.view_reads import resolve_group
-
-BOARD_PAGE = 100  # entries per leaderboard page (API); the pages show 50
-BOARD_MAX = 500
 
 __all__ = [
     "BOARD_MAX",
@@ -80,16 +70,14 @@ class Boards:
         """Comparison groups, of ``benchmark`` and/or on the GPU ``gpu`` names as a person
         types it (``domain.gpu_names``)."""
 
-        def read(session: StoreSession) -> list[GroupSummary]:
-            product = _product(session, gpu) if gpu is not None else None
-            return _groups(session, benchmark, product)
-
-        return self.views.read(read)
+        return self.views.read(
+            lambda session: group_summaries(queries.rows_of(session), benchmark, gpu)
+        )
 
     def gpu(self, typed: str) -> str:
         """The GPU product ``typed`` names: 404 when none, 400 with the candidates when
         several."""
-        return self.views.read(lambda session: _product(session, typed))
+        return self.views.read(lambda session: gpu_product(queries.rows_of(session), typed))
 
     def operations(self, limit: int | None = None) -> list[OperationSummary]:
         return self.views.read(lambda session: _operations(session, limit))
@@ -162,66 +150,20 @@ class Boards:
         per_user: bool = False,
     ) -> tuple[Leaderboard, GroupHeading | None]:
         """A leaderboard page as its page shows it: with its group's heading (benchmark,
-        GPU, metric and number of runs)."""
-        size = max(1, min(limit, BOARD_MAX))
-        whole = order is not Order.RANK or per_user  # the order is not the ranking's pages
-
-        def read(session: StoreSession) -> _Read:
-            rows = queries.rows_of(session)
-            key = resolve_group(rows, reference)
-            if not view_reads.group_exists(rows, key):
-                raise NotFoundError(f"no comparison group {key}")
-            page = {} if whole else {"offset": start - 1, "limit": size}
-            return _Read(
-                key=key,
-                rows=view_reads.leaderboard(rows, key, view, min_level, **page),
-                best=view_reads.leaderboard(rows, key, view, min_level, limit=1),
-                total=view_reads.ranked_count(rows, key, view, min_level),
-                group=_board_group(session, key),
-                heading=view_reads.group_heading(rows, key),
+        GPU, metric and number of runs); ``api.service.board_pages.board_page``, in the views'
+        snapshot."""
+        return self.views.read(
+            lambda session: board_page(
+                queries.rows_of(session), reference, view, start, limit, min_level, order, per_user
             )
-
-        found = self.views.read(read)
-        group = found.group
-        if order is Order.SOL_SCORE and not group.has_sol_score:
-            raise BadQueryError(
-                f"order {order}: the runs of group {found.key[:19]}… have no SOL score "
-                f"(only SOL-ExecBench gives one; this group's source is {group.source})"
-            )
-        first = found.best[0].value if found.best else None
-        entries = [board_entry(r, first) for r in found.rows]
-        if group.has_sol_score:
-            entries = [
-                structs.replace(e, sol_score=sol_score_of(self.views.ledger.run_manifests(e.run)))
-                for e in entries
-            ]
-        total = found.total
-        if whole:
-            entries = ordered(entries, order)
-            if per_user:
-                entries = best_per_user(entries)
-            total = len(entries)
-            entries = entries[start - 1 : start - 1 + size]
-        board = Leaderboard(
-            comparison_key=found.key,
-            view=str(view),
-            min_level=min_level.name.lower() if min_level is not None else None,
-            order=str(order),
-            per_user=per_user,
-            total=total,
-            start=start,
-            next=next_start(start, size, total),
-            group=group,
-            entries=placed(entries, start),
         )
-        return board, found.heading
 
     def front_page(self, groups: int, operations: int, recent: int) -> FrontPage:
         """The index page's reads, in one snapshot: the ``groups`` biggest groups, the
         ``operations`` with most runs, the sources, the ``recent`` newest runs."""
 
         def read(session: StoreSession) -> FrontPage:
-            every = _groups(session, None, None)
+            every = group_summaries(queries.rows_of(session))
             biggest = sorted(every, key=lambda g: (-g.runs, g.comparison_key))[:groups]
             return FrontPage(
                 groups=biggest,
@@ -234,100 +176,8 @@ class Boards:
         return self.views.read(read)
 
 
-@dataclass(frozen=True)
-class _Read:
-    key: str
-    rows: list[BoardRow]
-    best: list[BoardRow]
-    total: int
-    group: BoardGroup
-    heading: GroupHeading | None
-
-
-def _product(session: StoreSession, typed: str) -> str:
-    """The one GPU product ``typed`` names (``domain.gpu_names.match_gpu``)."""
-    known = queries.products(session)
-    found = match_gpu(typed, known)
-    if found.name is not None:
-        return found.name
-    if found.candidates:
-        raise AmbiguousReferenceError(
-            f"GPU {typed!r} could be any of: {', '.join(found.candidates)}; type more of its name"
-        )
-    raise NotFoundError(f"no GPU named {typed!r}; the ledger has runs on: {', '.join(known)}")
-
-
-def _board_group(session: StoreSession, key: str) -> BoardGroup:
-    """What the board ranks: its operation and GPU, its parts, what sets it apart from the
-    operation's groups that look like it, and the sweep it is one workload of."""
-    rows = queries.rows_of(session)
-    identity = view_reads.group_identity(rows, key)
-    benchmark, product, source = identity if identity is not None else (None, None, None)
-    siblings = view_reads.operation_groups(rows, benchmark) if benchmark is not None else []
-    labels = group_labels(rows, list({key, *(r.comparison_key for r in siblings)}))
-    label = next(lab for lab in labels if lab.key == key)
-    alike = label.lookalikes(labels)
-    sweep = sweep_of(label, alike)
-    about = operation_about(session, benchmark) if benchmark is not None else None
-    return BoardGroup(
-        benchmark=benchmark,
-        gpu=product,
-        source=source,
-        parts=label.parts,
-        apart_by=label.separated_by(alike) if alike else None,
-        sweep_workloads=len(sweep),
-        sweep=place_in(label, sweep),
-        description=about.description if about is not None else None,
-        has_sol_score=source == "sol-execbench",
-        has_authors=view_reads.group_has_authors(rows, key),
-    )
-
-
-def _groups(session: StoreSession, benchmark: str | None, gpu: str | None) -> list[GroupSummary]:
-    return [
-        GroupSummary(
-            comparison_key=r.comparison_key,
-            benchmark=r.benchmark,
-            gpu=r.product,
-            metric=r.metric,
-            statistic=r.statistic,
-            unit=r.unit,
-            runs=r.runs,
-        )
-        for r in queries.groups(session, benchmark, gpu)
-    ]
-
-
 def _operations(session: StoreSession, limit: int | None) -> list[OperationSummary]:
     return [
         OperationSummary(operation=r.benchmark, runs=r.runs, groups=r.groups, gpus=r.gpus)
         for r in queries.operations(session, limit)
     ]
-
-
-def board_entry(row: BoardRow, first: float | None) -> BoardEntry:
-    """A ranked run as a board shows it; its place, SOL score and per-user facts are set
-    by the order it is shown in (``board_orders``)."""
-    return BoardEntry(
-        rank=row.rank,
-        of=row.of_count,
-        run=row.run_digest,
-        name=row.name,
-        title=row.title,
-        source=row.source,
-        external_id=row.external_id,
-        evidence_level=row.evidence_level,
-        value=row.value,
-        unit=row.unit,
-        metric=row.metric,
-        statistic=row.statistic,
-        claimed=row.claimed,
-        rerun_median_ns=row.rerun_median_ns,
-        author=row.author,
-        tied_with=row.tied_runs,
-        ratio_to_first=row.value / first if first else None,
-        place=row.rank,
-        sol_score=None,
-        runs_of_author=None,
-        gap_to_next=None,
-    )

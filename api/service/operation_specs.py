@@ -19,11 +19,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
-from sqlalchemy import func, select
-from sqlalchemy.engine import Connection
 
 from api.service.models.views import Argument, Axis, OperationAbout
 from domain.documents import parse_json
@@ -39,9 +37,11 @@ from domain.importers.records import (
     Artifact,
 )
 from domain.manifests.canonical_form import manifest_digest
-from ledger.store.artifacts import artifacts
-from ledger.store.event_store import StoreSession
-from projections import queries
+from ledger.store.read_door import Rows
+from projections import view_reads
+
+if TYPE_CHECKING:
+    from ledger.store.event_store import StoreSession
 
 # Specs found, by digest: a stored artifact never changes, so a spec once found stays right.
 # (Artifact names are not indexed: finding one scans them, ~50 ms on the whole catalog.)
@@ -123,31 +123,35 @@ def about(digest: str, document: dict[str, Any]) -> OperationAbout:
 
 
 def operation_about(session: StoreSession, benchmark: str) -> OperationAbout | None:
-    """The definition of ``benchmark`` that its workloads name, or None when the ledger
-    holds none of them."""
-    found = _spec_about(session, benchmark)
+    """The definition of ``benchmark`` that its workloads name, with its reference code, or
+    None when the ledger holds none of them."""
+    # The session's door is SQLAlchemy's: imported here, so a leaderboard read through the
+    # driver (``operation_spec``) loads none of it.
+    from ledger.store.event_store import connection_of  # noqa: PLC0415
+    from projections.queries import rows_of  # noqa: PLC0415
+
+    rows = rows_of(session)
+    found = operation_spec(rows, benchmark)
     if found is None or found.reference is None:
         return found
-    kept = _kept_reference(session, benchmark, found.spec_digest)
+    database = str(connection_of(session).engine.url)
+    kept = _kept_reference(rows, database, benchmark, found.spec_digest)
     if kept is None:
         return found
     return msgspec.structs.replace(found, reference_artifact=kept[0], reference_code=kept[1])
 
 
-def _spec_about(session: StoreSession, benchmark: str) -> OperationAbout | None:
-    wanted = queries.operation_spec_digests(session, benchmark)
-    if not wanted:
+def operation_spec(rows: Rows, benchmark: str) -> OperationAbout | None:
+    """The definition of ``benchmark`` that its workloads name, without its reference code
+    (what a leaderboard says of its operation), or None when the ledger holds none."""
+    wanted = view_reads.operation_spec_digests(rows, benchmark)
+    names = candidate_names(benchmark)
+    if not wanted or not names:
         return None
     for digest in sorted(wanted):
         if digest in _FOUND:
             return _FOUND[digest]
-    rows = session.execute(
-        select(artifacts.c.content).where(
-            artifacts.c.media_type == MANIFEST_MEDIA_TYPE,
-            artifacts.c.name.in_(candidate_names(benchmark)),
-        )
-    )
-    for (content,) in rows:
+    for (content,) in rows.rows("named_artifacts", media_type=MANIFEST_MEDIA_TYPE, names=names):
         try:
             document = json.loads(bytes(content))
             digest = manifest_digest(document)
@@ -162,28 +166,26 @@ def _spec_about(session: StoreSession, benchmark: str) -> OperationAbout | None:
 
 
 def _kept_reference(
-    session: StoreSession, benchmark: str, spec_digest: str
+    rows: Rows, database: str, benchmark: str, spec_digest: str
 ) -> tuple[str, str] | None:
     """:func:`reference_code`, looked up again only when the ledger's artifacts changed: the
     code is read from what this ledger holds (a definition imported later gives it), not from
     the spec a digest fixes. Finding it scans the artifacts' names (~20 ms of CPU on the real
-    ledger); counting them, ~0.2 ms. Kept per database, for a process may serve several."""
-    count = int(session.execute(select(func.count()).select_from(artifacts)).scalar_one())
-    connection = session if isinstance(session, Connection) else session.connection()
-    key = (str(connection.engine.url), benchmark, spec_digest)
+    ledger); counting them, ~0.2 ms. Kept per ``database`` (its URL), for a process may serve
+    several."""
+    count = int(rows.rows("artifact_count")[0][0])
+    key = (database, benchmark, spec_digest)
     cached = _REFERENCES.get(key)
     if cached is not None and cached[0] == count:
         return cached[1]
-    found = reference_code(session, benchmark, spec_digest)
+    found = reference_code(rows, benchmark, spec_digest)
     if len(_REFERENCES) >= MAX_CACHED:
         _REFERENCES.clear()
     _REFERENCES[key] = (count, found)
     return found
 
 
-def reference_code(
-    session: StoreSession, benchmark: str, spec_digest: str
-) -> tuple[str, str] | None:
+def reference_code(rows: Rows, benchmark: str, spec_digest: str) -> tuple[str, str] | None:
     """``(artifact digest, code)``: the reference implementation of a definition the ledger
     keeps that maps to the spec ``spec_digest`` (None: it keeps none)."""
     names = [
@@ -191,16 +193,15 @@ def reference_code(
         for name in candidate_names(benchmark)
         for suffix in (DEFINITION_SUFFIX, WORKLOAD_SUFFIX)
     ]
-    rows = session.execute(
-        select(artifacts.c.digest, artifacts.c.media_type, artifacts.c.content)
-        .where(
-            artifacts.c.media_type.in_((DEFINITION_MEDIA_TYPE, WORKLOAD_MEDIA_TYPE)),
-            artifacts.c.name.in_(names),
-        )
-        .order_by(artifacts.c.media_type, artifacts.c.digest)  # definitions first
-        .limit(MAX_REFERENCE_TRIES)
+    if not names:
+        return None
+    found = rows.rows(
+        "reference_artifacts",
+        media_types=[DEFINITION_MEDIA_TYPE, WORKLOAD_MEDIA_TYPE],
+        names=names,
+        limit=MAX_REFERENCE_TRIES,
     )
-    for digest, media_type, content in rows:
+    for digest, media_type, content in found:
         kept = bytes(content)
         if Artifact(kept, media_type).digest != digest:
             continue  # damaged: not the bytes stored under that digest

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from api.service.models.views import SweepPlace
-from ledger.store.event_store import StoreSession
-from projections import queries, view_reads
+from projections import view_reads
 from projections.group_labels import GroupLabel, group_labels
-from projections.queries import Standing
+
+if TYPE_CHECKING:  # a board read through the driver places its group without SQLAlchemy
+    from ledger.store.event_store import StoreSession
+    from projections.queries import Standing
 
 _DIGITS = re.compile(r"(\d+)")
 
@@ -57,12 +60,15 @@ def place_in(label: GroupLabel, sweep: Sequence[GroupLabel]) -> SweepPlace | Non
 
 def group_place(session: StoreSession, key: str) -> SweepPlace | None:
     """Where group ``key`` stands in its sweep, read from the views (None: in none)."""
-    identity = view_reads.group_identity(queries.rows_of(session), key)
+    from projections.queries import rows_of  # noqa: PLC0415 - see the imports
+
+    rows = rows_of(session)
+    identity = view_reads.group_identity(rows, key)
     if identity is None or identity[0] is None:
         return None
     benchmark, product, _ = identity
-    keys = [g.comparison_key for g in queries.groups(session, benchmark, product)]
-    labels = group_labels(queries.rows_of(session), list({key, *keys}))
+    keys = [g.comparison_key for g in view_reads.groups(rows, benchmark, product)]
+    labels = group_labels(rows, list({key, *keys}))
     label = next((lab for lab in labels if lab.key == key), None)
     if label is None:
         return None

@@ -21,10 +21,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Select, bindparam, select
+from sqlalchemy import Select, bindparam, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
 
+from ledger.store.artifacts import artifacts
 from ledger.store.read_only import events_table
 from ledger.store.schema import SCHEMA_VERSION, schema_table
 
@@ -65,6 +66,55 @@ def _aggregate_events() -> Select[Any]:
     )
 
 
+# The leaderboard's reads of the ledger's own tables (helper board): a run's ingestion (its
+# SOL score is in the run manifest it carries) and the operation's definition artifacts.
+
+
+def _run_ingestions() -> Select[Any]:
+    """The first stored event of each run of ``aggregates``: its ingestion, which carries its
+    run manifest (no later event can replace that one: only an implementation or a
+    workload can be attached)."""
+    e = events_table.c
+    return select(e.originator_id, e.id, e.topic, e.state).where(
+        e.originator_id.in_(bindparam("aggregates", expanding=True)),
+        e.originator_version == 1,
+    )
+
+
+def _named_artifacts() -> Select[Any]:
+    """The stored artifacts of ``media_type`` named any of ``names``, by digest."""
+    a = artifacts.c
+    return (
+        select(a.content)
+        .where(
+            a.media_type == bindparam("media_type"), a.name.in_(bindparam("names", expanding=True))
+        )
+        .order_by(a.digest)
+    )
+
+
+def _reference_artifacts() -> Select[Any]:
+    """At most ``limit`` artifacts of ``media_types`` named any of ``names``, definitions
+    first (by media type, then digest)."""
+    a = artifacts.c
+    return (
+        select(a.digest, a.media_type, a.content)
+        .where(
+            a.media_type.in_(bindparam("media_types", expanding=True)),
+            a.name.in_(bindparam("names", expanding=True)),
+        )
+        .order_by(a.media_type, a.digest)
+        .limit(bindparam("limit"))
+    )
+
+
+def _artifact_count() -> Select[Any]:
+    """How many artifacts are stored (one more stored: the reference code is looked up
+    again). Counted by digest: the text is then long enough that ``ruff format`` keeps the
+    generated lines as they are."""
+    return select(func.count(artifacts.c.digest).label("stored_artifacts"))
+
+
 # A registry: each statement by name, its Core definition and the parameters it takes.
 Queries = dict[str, tuple[Callable[[], Select[Any]], tuple[str, ...]]]
 
@@ -72,6 +122,11 @@ QUERIES: Queries = {
     "schema_version": (_schema_version, ()),
     "key_page": (_key_page, ("topic", "after", "limit")),
     "aggregate_events": (_aggregate_events, ("aggregate",)),
+    # The leaderboard (helper board).
+    "run_ingestions": (_run_ingestions, ("aggregates",)),
+    "named_artifacts": (_named_artifacts, ("media_type", "names")),
+    "reference_artifacts": (_reference_artifacts, ("media_types", "names", "limit")),
+    "artifact_count": (_artifact_count, ()),
 }
 _PSYCOPG: Any = postgresql.psycopg.dialect  # untyped in SQLAlchemy's stubs
 DIALECTS: dict[str, Dialect] = {

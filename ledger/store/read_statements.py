@@ -30,6 +30,30 @@ STATEMENTS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
             "WHERE kernelindex_events.originator_id = :aggregate ORDER BY kernelindex_events.originator_version",
             {},
         ),
+        "run_ingestions": (
+            "SELECT kernelindex_events.originator_id, kernelindex_events.id, kernelindex_events.topic, kernelindex_events.state \n"
+            "FROM kernelindex_events \n"
+            "WHERE kernelindex_events.originator_id IN (__[POSTCOMPILE_aggregates]) AND kernelindex_events.originator_version = :originator_version_1",
+            {"originator_version_1": 1},
+        ),
+        "named_artifacts": (
+            "SELECT kernelindex_artifacts.content \n"
+            "FROM kernelindex_artifacts \n"
+            "WHERE kernelindex_artifacts.media_type = :media_type AND kernelindex_artifacts.name IN (__[POSTCOMPILE_names]) ORDER BY kernelindex_artifacts.digest",
+            {},
+        ),
+        "reference_artifacts": (
+            "SELECT kernelindex_artifacts.digest, kernelindex_artifacts.media_type, kernelindex_artifacts.content \n"
+            "FROM kernelindex_artifacts \n"
+            "WHERE kernelindex_artifacts.media_type IN (__[POSTCOMPILE_media_types]) AND kernelindex_artifacts.name IN (__[POSTCOMPILE_names]) ORDER BY kernelindex_artifacts.media_type, kernelindex_artifacts.digest\n"
+            " LIMIT :limit OFFSET :param_1",
+            {"param_1": 0},
+        ),
+        "artifact_count": (
+            "SELECT count(kernelindex_artifacts.digest) AS stored_artifacts \n"
+            "FROM kernelindex_artifacts",
+            {},
+        ),
     },
     "postgresql": {
         "schema_version": (
@@ -51,6 +75,30 @@ STATEMENTS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
             "SELECT kernelindex_events.id, kernelindex_events.originator_version, kernelindex_events.topic, kernelindex_events.state \n"
             "FROM kernelindex_events \n"
             "WHERE kernelindex_events.originator_id = %(aggregate)s::UUID ORDER BY kernelindex_events.originator_version",
+            {},
+        ),
+        "run_ingestions": (
+            "SELECT kernelindex_events.originator_id, kernelindex_events.id, kernelindex_events.topic, kernelindex_events.state \n"
+            "FROM kernelindex_events \n"
+            "WHERE kernelindex_events.originator_id IN (__[POSTCOMPILE_aggregates]) AND kernelindex_events.originator_version = %(originator_version_1)s::BIGINT",
+            {"originator_version_1": 1},
+        ),
+        "named_artifacts": (
+            "SELECT kernelindex_artifacts.content \n"
+            "FROM kernelindex_artifacts \n"
+            "WHERE kernelindex_artifacts.media_type = %(media_type)s::VARCHAR AND kernelindex_artifacts.name IN (__[POSTCOMPILE_names]) ORDER BY kernelindex_artifacts.digest",
+            {},
+        ),
+        "reference_artifacts": (
+            "SELECT kernelindex_artifacts.digest, kernelindex_artifacts.media_type, kernelindex_artifacts.content \n"
+            "FROM kernelindex_artifacts \n"
+            "WHERE kernelindex_artifacts.media_type IN (__[POSTCOMPILE_media_types]) AND kernelindex_artifacts.name IN (__[POSTCOMPILE_names]) ORDER BY kernelindex_artifacts.media_type, kernelindex_artifacts.digest \n"
+            " LIMIT %(limit)s",
+            {},
+        ),
+        "artifact_count": (
+            "SELECT count(kernelindex_artifacts.digest) AS stored_artifacts \n"
+            "FROM kernelindex_artifacts",
             {},
         ),
     },

@@ -274,8 +274,8 @@ def test_a_tampered_bundle_still_fails_without_the_database_stack(
 def test_read_commands_load_no_importer_server_or_agent_and_no_writer(
     demo: dict[str, str], tmp_path: Path
 ) -> None:
-    """show, history, leaderboard and search read through ledger/store/read_only.py (keys
-    list reads through the driver alone: below): no importer, server or agent module, nor
+    """show, history and search read through ledger/store/read_only.py (keys list and
+    leaderboard read through the driver alone: below): no importer, server or agent module, nor
     the writers'
     persistence (and the SQL dialects its sqlalchemy_utils loads), nor SQLAlchemy's ORM (the
     read store uses Core only), nor the HTTP client (only with --server), structlog (only
@@ -284,7 +284,6 @@ def test_read_commands_load_no_importer_server_or_agent_and_no_writer(
     for argv in (
         ["show", SEED],
         ["history", SEED],
-        ["leaderboard", "--gpu", "NVIDIA B200"],
         ["search", "B200"],
     ):
         done, loaded = _imported(argv, tmp_path, demo)
@@ -457,3 +456,59 @@ def test_keys_list_reads_through_the_driver_alone(demo: dict[str, str], tmp_path
     assert [k["label"] for k in keys] == ["admin", "ingester", "log", "demo"]
     assert pages[2].count("verified") == len(keys) and "FAILED" not in pages[2]
     assert all(f" {k['label']} " in pages[2] for k in keys)
+
+
+def test_leaderboard_reads_through_the_driver_alone(demo: dict[str, str], tmp_path: Path) -> None:
+    """``leaderboard`` (the seed's SOL board by key, table and ``--json``, in SOL order per
+    user, and the listing of a GPU's groups) on the demo's fresh views runs its statements
+    through ``sqlite3`` (issue 33): no SQLAlchemy, eventsourcing, Litestar, psycopg, the
+    views' Core modules or the event store is loaded, and the board still has its SOL
+    scores."""
+    key = "sha256:5cd4617efda4cb445cf7a71560098124df3a89c27d0ed74bc852d46e306c1e62"
+    printed = {}
+    for argv in (
+        ["leaderboard", key[:19], "--json"],
+        ["leaderboard", key],
+        ["leaderboard", key, "--order", "sol-score", "--per-user"],
+        ["leaderboard", "--gpu", "B200", "--json"],
+    ):
+        done, loaded = _imported(argv, tmp_path, demo)
+        assert done.returncode == 0, done.stderr[-2000:]
+        stack = {
+            m
+            for m in loaded
+            if m.split(".")[0]
+            in {
+                *("sqlalchemy", "eventsourcing", "eventsourcing_sqlalchemy", "litestar"),
+                *("psycopg", "uvicorn", "gpu_agent", "httpx", "structlog"),
+            }
+            or m.startswith(("domain.importers.sol_", "domain.importers.flashinfer", "api.server"))
+            or m
+            in {
+                # Nor the full service's boards, nor any other command's module.
+                "api.service.boards",
+                *(e.module for c, e in COMMANDS.items() if e.module != "api.cli.boards"),
+                "api.client",
+                "ledger.bundle",
+                "concurrent.futures.process",
+                "cryptography.hazmat.primitives.serialization",
+                "projections.tables",
+                "projections.queries",
+                "projections.view_queries",
+                "ledger.store.event_store",
+                "ledger.store.read_only",
+                "ledger.application",
+                "api.cli.service",
+            }
+        }
+        assert stack == set(), argv
+        printed[" ".join(argv[2:])] = done.stdout
+    board = json.loads(printed["--json"])
+    assert [(e["name"], e["solScore"]) for e in board["entries"]] == [
+        ("sol-submission-21613", 0.642409),
+        ("sol-submission-36818", 0.639916),
+        (SEED, 0.559752),
+    ]
+    assert f"{SEED}" in printed[""] and "0.5598" in printed[""]
+    assert "each user's best run, by sol-score" in printed["--order sol-score --per-user"]
+    assert key in {g["comparisonKey"] for g in json.loads(printed["B200 --json"])["groups"]}
