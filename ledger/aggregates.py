@@ -19,12 +19,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from eventsourcing.domain import Aggregate
 
-from domain.event_names import EventName
 from domain.manifests.manifest_set import CheckedManifestSet, attach_manifests, with_attached
 from domain.rerun_binding import device_classes
 from domain.timestamps import format_time, parse_time
 from ledger.errors import AlreadyExistsError, RerunJobError, SubjectMismatchError
-from ledger.ids import principal_id, run_id, topic_of
+from ledger.ids import STATE_EVENTS, STATE_TOPICS, principal_id, run_id, topic_of
 from ledger.signing.dsse import stored_signed_digest, stored_statement
 
 if TYPE_CHECKING:
@@ -33,7 +32,17 @@ if TYPE_CHECKING:
     # Where a model is needed as a value, the function that needs it imports it.
     from domain.statements import RerunClaimPredicate, RerunPredicate, RerunRequestPredicate
 
-__all__ = ["Principal", "RerunJob", "Run", "Signed", "principal_id", "run_id", "topic_of"]
+__all__ = [
+    "STATE_EVENTS",
+    "STATE_TOPICS",
+    "Principal",
+    "RerunJob",
+    "Run",
+    "Signed",
+    "principal_id",
+    "run_id",
+    "topic_of",
+]
 
 
 @dataclass(frozen=True)
@@ -421,15 +430,6 @@ def run_manifests(
 # The stored topics of the events a run's manifests come from (``run_manifests`` readers
 # read these alone).
 MANIFEST_TOPICS = (topic_of("Run.Ingested"), topic_of("Run.ManifestsAttached"))
-
-
-# Every event class that can change what a run is: all but its attestations, which anyone
-# may add and which never change evidence or rank. Bounded by what admins and agents sign.
-# Derived, so a run event added to ``EventName`` is a state event unless it is an attestation.
-STATE_EVENTS = tuple(
-    name for name in EventName if name.startswith("Run.") and name is not EventName.RUN_ATTESTED
-)
-STATE_TOPICS = tuple(topic_of(name) for name in STATE_EVENTS)
 
 
 @dataclass

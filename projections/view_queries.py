@@ -18,12 +18,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Select, bindparam, exists, func, select
+from sqlalchemy import Select, and_, bindparam, exists, func, or_, select
 
 from domain.ranking import View
 from ledger.store.read_only import events_table
 from ledger.store.read_queries import Queries, generated_module
 from projections.queries import leaders
+from projections.reference_text import SHOWN
 from projections.run_views import RUNNER_NAME
 from projections.tables import (
     VIEWS_VERSION,
@@ -221,6 +222,39 @@ def _views_state() -> Select[Any]:
     )
 
 
+# A run named by what a person types (projections.references.resolve_run; helper "runs").
+def _run_matches(*conditions: Any) -> Select[Any]:
+    return (
+        select(
+            runs.c.run_digest,
+            runs.c.name,
+            runs.c.source,
+            runs.c.external_id,
+            runs.c.product,
+            runs.c.benchmark,
+        )
+        .where(or_(*conditions))
+        .order_by(runs.c.run_digest)
+        .limit(SHOWN + 1)
+    )
+
+
+def _runs_named() -> Select[Any]:
+    """Runs whose name or source's id is ``ref``, or whose source is ``source`` and id is
+    ``id`` (both NULL when ``ref`` is not ``SOURCE#ID``: then nothing matches them)."""
+    ref: Any = bindparam("ref")
+    return _run_matches(
+        runs.c.name == ref,
+        runs.c.external_id == ref,
+        and_(runs.c.source == bindparam("source"), runs.c.external_id == bindparam("id")),
+    )
+
+
+def _runs_prefixed() -> Select[Any]:
+    """Runs whose digest starts ``pattern`` (hex and ``sha256:``: nothing to escape)."""
+    return _run_matches(runs.c.run_digest.like(bindparam("pattern")))
+
+
 QUERIES: Queries = {
     "board_page": (lambda: _board(paged=True), ("key", "view", "min_order", "limit", "offset")),
     "board": (lambda: _board(paged=False), ("key", "view", "min_order")),
@@ -234,6 +268,9 @@ QUERIES: Queries = {
     "group_members": (_group_members, ("keys",)),
     "manifest_documents": (_manifest_documents, ("digests",)),
     "views_state": (_views_state, ()),
+    # A run's history and record through the door (helper "runs").
+    "runs_named": (_runs_named, ("ref", "source", "id")),
+    "runs_prefixed": (_runs_prefixed, ("pattern",)),
 }
 
 

@@ -98,6 +98,20 @@ STATEMENTS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
             "FROM kernelindex_view_stale_groups) AS anon_3",
             {"id_1": 1, "runner": "views", "coalesce_1": 0},
         ),
+        "runs_named": (
+            "SELECT kernelindex_view_runs.run_digest, kernelindex_view_runs.name, kernelindex_view_runs.source, kernelindex_view_runs.external_id, kernelindex_view_runs.product, kernelindex_view_runs.benchmark \n"
+            "FROM kernelindex_view_runs \n"
+            "WHERE kernelindex_view_runs.name = :ref OR kernelindex_view_runs.external_id = :ref OR kernelindex_view_runs.source = :source AND kernelindex_view_runs.external_id = :id ORDER BY kernelindex_view_runs.run_digest\n"
+            " LIMIT :param_1 OFFSET :param_2",
+            {"param_1": 9, "param_2": 0},
+        ),
+        "runs_prefixed": (
+            "SELECT kernelindex_view_runs.run_digest, kernelindex_view_runs.name, kernelindex_view_runs.source, kernelindex_view_runs.external_id, kernelindex_view_runs.product, kernelindex_view_runs.benchmark \n"
+            "FROM kernelindex_view_runs \n"
+            "WHERE kernelindex_view_runs.run_digest LIKE :pattern ORDER BY kernelindex_view_runs.run_digest\n"
+            " LIMIT :param_1 OFFSET :param_2",
+            {"param_1": 9, "param_2": 0},
+        ),
     },
     "postgresql": {
         "board_page": (
@@ -188,6 +202,20 @@ STATEMENTS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
             "WHERE kernelindex_view_tracking.name = %(runner)s::VARCHAR), %(coalesce_1)s::INTEGER)) AS anon_2, EXISTS (SELECT kernelindex_view_stale_groups.comparison_key \n"
             "FROM kernelindex_view_stale_groups) AS anon_3",
             {"id_1": 1, "runner": "views", "coalesce_1": 0},
+        ),
+        "runs_named": (
+            "SELECT kernelindex_view_runs.run_digest, kernelindex_view_runs.name, kernelindex_view_runs.source, kernelindex_view_runs.external_id, kernelindex_view_runs.product, kernelindex_view_runs.benchmark \n"
+            "FROM kernelindex_view_runs \n"
+            "WHERE kernelindex_view_runs.name = %(ref)s::VARCHAR OR kernelindex_view_runs.external_id = %(ref)s::VARCHAR OR kernelindex_view_runs.source = %(source)s::VARCHAR AND kernelindex_view_runs.external_id = %(id)s::VARCHAR ORDER BY kernelindex_view_runs.run_digest \n"
+            " LIMIT %(param_1)s::INTEGER",
+            {"param_1": 9},
+        ),
+        "runs_prefixed": (
+            "SELECT kernelindex_view_runs.run_digest, kernelindex_view_runs.name, kernelindex_view_runs.source, kernelindex_view_runs.external_id, kernelindex_view_runs.product, kernelindex_view_runs.benchmark \n"
+            "FROM kernelindex_view_runs \n"
+            "WHERE kernelindex_view_runs.run_digest LIKE %(pattern)s::VARCHAR ORDER BY kernelindex_view_runs.run_digest \n"
+            " LIMIT %(param_1)s::INTEGER",
+            {"param_1": 9},
         ),
     },
 }

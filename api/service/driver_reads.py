@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from api.service.driver_runs import DriverRuns
 from api.service.key_pages import LIMIT, VerifiedKeys, key_page, verified_key_page
 from api.service.models.keys import KeyList
 from ledger.signing.trust import TrustRoot
@@ -43,6 +44,7 @@ class DriverReads:
 
     def __init__(self, rows: Rows, trust_root: TrustRoot) -> None:
         self.keys = DriverKeys(rows, trust_root)
+        self.runs = DriverRuns(rows, trust_root)
 
 
 @contextmanager

@@ -16,6 +16,7 @@ from api.service.models import to_response
 from api.service.models.log import Checkpoint
 from api.service.models.runs import RunList, RunRecord, RunSummary
 from api.service.paging import Cursor, page_size
+from api.service.run_history import run_digest
 from api.service.run_record import RunInViews, artifact_digests, compose
 from api.service.sweeps import SweepPlaces
 from domain.evidence import EvidenceLevel
@@ -27,6 +28,7 @@ from ledger.store.artifacts import ArtifactError, ArtifactStore
 from ledger.store.event_store import StoreSession
 from ledger.store.log_queries import checkpoint_json
 from projections import queries
+from projections.queries import rows_of
 from projections.reference_text import full_digest
 from projections.references import resolve_run
 from projections.rows import RecentRunRow, RunListRow, RunNames, SourceRow
@@ -97,10 +99,9 @@ class Runs:
         """A run by digest, prefix, name or external id (``projections.references``); a full
         digest is looked up in the log itself (a run whose record is damaged is still found,
         for its audit)."""
-        digest = full_digest(reference)
-        if digest is not None:
-            return self.ledger.require_run(digest)
-        return self.views.read(lambda session: resolve_run(session, reference))
+        if full_digest(reference) is not None:
+            return self.ledger.require_run(reference)
+        return self.views.read(lambda session: run_digest(rows_of(session), reference))
 
     def list_page(
         self,
@@ -145,7 +146,7 @@ class Runs:
         full = full_digest(reference)
 
         def read(session: StoreSession) -> _RunRead:
-            digest = full or resolve_run(session, reference)
+            digest = full or resolve_run(rows_of(session), reference)
             events = run_events(self.ledger, digest)
             if events.ingestion is None:
                 raise NotFoundError(f"no run with digest {digest}")

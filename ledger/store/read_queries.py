@@ -21,10 +21,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Select, bindparam, select
+from sqlalchemy import Select, bindparam, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
 
+from ledger.store.log_tables import leaves
 from ledger.store.read_only import events_table
 from ledger.store.schema import SCHEMA_VERSION, schema_table
 
@@ -65,6 +66,50 @@ def _aggregate_events() -> Select[Any]:
     )
 
 
+# A run's history and record through the door (issue 33, helper "runs").
+def _aggregate_page() -> Select[Any]:
+    """A page of one aggregate's events: from version ``start``, at most ``limit``."""
+    return (
+        _aggregate_events()
+        .where(events_table.c.originator_version >= bindparam("start"))
+        .limit(bindparam("limit"))
+    )
+
+
+def _aggregate_topics() -> Select[Any]:
+    """One aggregate's events of ``topics`` only, in version order."""
+    return _aggregate_events().where(events_table.c.topic.in_(bindparam("topics", expanding=True)))
+
+
+def _aggregate_newest() -> Select[Any]:
+    """The ``limit`` newest of one aggregate's events of ``topics``, newest first."""
+    e = events_table.c
+    return (
+        select(e.id, e.originator_version, e.topic, e.state)
+        .where(
+            e.originator_id == bindparam("aggregate"),
+            e.topic.in_(bindparam("topics", expanding=True)),
+        )
+        .order_by(e.originator_version.desc())
+        .limit(bindparam("limit"))
+    )
+
+
+def _aggregate_version() -> Select[Any]:
+    """One aggregate's last version (how many events it has): one row, 0 for none."""
+    e = events_table.c
+    return select(func.coalesce(func.max(e.originator_version), 0)).where(
+        e.originator_id == bindparam("aggregate")
+    )
+
+
+def _log_leaves() -> Select[Any]:
+    """The transparency log's leaf index of each of these event positions (those sequenced)."""
+    return select(leaves.c.position, leaves.c.leaf_index).where(
+        leaves.c.position.in_(bindparam("positions", expanding=True))
+    )
+
+
 # A registry: each statement by name, its Core definition and the parameters it takes.
 Queries = dict[str, tuple[Callable[[], Select[Any]], tuple[str, ...]]]
 
@@ -72,6 +117,12 @@ QUERIES: Queries = {
     "schema_version": (_schema_version, ()),
     "key_page": (_key_page, ("topic", "after", "limit")),
     "aggregate_events": (_aggregate_events, ("aggregate",)),
+    # A run's history and record through the door (helper "runs").
+    "aggregate_page": (_aggregate_page, ("aggregate", "start", "limit")),
+    "aggregate_topics": (_aggregate_topics, ("aggregate", "topics")),
+    "aggregate_newest": (_aggregate_newest, ("aggregate", "topics", "limit")),
+    "aggregate_version": (_aggregate_version, ("aggregate",)),
+    "log_leaves": (_log_leaves, ("positions",)),
 }
 _PSYCOPG: Any = postgresql.psycopg.dialect  # untyped in SQLAlchemy's stubs
 DIALECTS: dict[str, Dialect] = {
