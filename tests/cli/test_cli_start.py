@@ -457,3 +457,37 @@ def test_keys_list_reads_through_the_driver_alone(demo: dict[str, str], tmp_path
     assert [k["label"] for k in keys] == ["admin", "ingester", "log", "demo"]
     assert pages[2].count("verified") == len(keys) and "FAILED" not in pages[2]
     assert all(f" {k['label']} " in pages[2] for k in keys)
+
+
+def test_history_reads_through_the_driver_alone(demo: dict[str, str], tmp_path: Path) -> None:
+    """``history RUN`` (the table and ``--json``) on fresh views resolves the run, reads its
+    events and re-verifies them through ``sqlite3`` (issue 33): no SQLAlchemy, eventsourcing,
+    Litestar, psycopg, Core read model, event store or ledger application is loaded."""
+    printed = {}
+    for argv in (["history", SEED, "--json"], ["history", SEED]):
+        done, loaded = _imported(argv, tmp_path, demo)
+        assert done.returncode == 0, done.stderr[-2000:]
+        stack = {
+            m
+            for m in loaded
+            if m.split(".")[0]
+            in {"sqlalchemy", "eventsourcing", "eventsourcing_sqlalchemy", "litestar", "psycopg"}
+            or m
+            in {
+                "projections.tables",
+                "projections.queries",
+                "projections.view_queries",
+                "ledger.store.event_store",
+                "ledger.store.read_only",
+                "ledger.application",
+                "ledger.aggregates",
+                "ledger.history",
+                "api.cli.service",
+            }
+        }
+        assert stack == set(), argv
+        printed[len(argv)] = done.stdout
+    events = json.loads(printed[3])["events"]
+    assert [e["event"] for e in events][:2] == ["Run.Ingested", "Run.Attested"]
+    assert all(e["verified"] for e in events)
+    assert printed[2].count("✓ verified") == len(events) and "FAILED" not in printed[2]
