@@ -24,6 +24,7 @@ from domain.rerun_binding import device_classes
 from domain.timestamps import format_time, parse_time
 from ledger.errors import AlreadyExistsError, RerunJobError, SubjectMismatchError
 from ledger.ids import STATE_EVENTS, STATE_TOPICS, principal_id, run_id, topic_of
+from ledger.run_manifests import MANIFEST_TOPICS, run_manifests
 from ledger.signing.dsse import stored_signed_digest, stored_statement
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from domain.statements import RerunClaimPredicate, RerunPredicate, RerunRequestPredicate
 
 __all__ = [
+    "MANIFEST_TOPICS",
     "STATE_EVENTS",
     "STATE_TOPICS",
     "Principal",
@@ -415,21 +417,6 @@ class Principal(Aggregate):
         if self.revoked_at is not None:
             raise AlreadyExistsError(f"key {self.key_id} was already revoked at {self.revoked_at}")
         self.trigger_event(self.Revoked, **signed.fields(), reason=reason)
-
-
-def run_manifests(
-    ingestion_envelope: dict[str, Any], attached: Mapping[str, Any]
-) -> dict[str, Any]:
-    """A run's manifests from its ingestion's envelope and the manifests attached since (by
-    role): what ``Run.manifests`` gives, for a reader that decodes only those events
-    (``Ledger.run_manifests``) rather than every attestation of the run."""
-    ingested = stored_statement(ingestion_envelope)["predicate"]["manifests"]
-    return with_attached(ingested, attached)
-
-
-# The stored topics of the events a run's manifests come from (``run_manifests`` readers
-# read these alone).
-MANIFEST_TOPICS = (topic_of("Run.Ingested"), topic_of("Run.ManifestsAttached"))
 
 
 @dataclass

@@ -47,6 +47,7 @@ from ledger.errors import (
 from ledger.history_reads import require_run
 from ledger.key_fold import fold_key_events
 from ledger.logged_event import LoggedEvent
+from ledger.run_manifests import stored_run_manifests
 from ledger.signing.keys import SigningKey
 from ledger.signing.log_key import DeferredKey, require_log_key
 from ledger.signing.trust import TrustRoot
@@ -444,8 +445,10 @@ class Ledger(Application[UUID]):
 
     def run_manifests(self, run_digest: str) -> dict[str, Any] | None:
         """``run(run_digest).manifests()`` without replaying the run: its ingestion and
-        attachments are read, its attestations are not."""
-        return self.admission.run_manifests(run_id(run_digest))
+        attachments are read, its attestations are not (``ledger.run_manifests``)."""
+        with self.store.transaction(commit=False) as session:
+            rows = SessionRows(connection_of(session))
+            return stored_run_manifests(rows, run_id(run_digest))
 
     def run_state(self, run_digest: str) -> RunState | None:
         """The run without replaying it: its name, manifests, lifecycle and jobs, from its

@@ -13,22 +13,21 @@ import threading
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 from uuid import UUID
 
-from domain.event_names import EventName
-from domain.manifests.manifest_set import with_attached
 from ledger import history_reads
-from ledger.aggregates import STATE_EVENTS, principal_id, run_id
+from ledger.aggregates import principal_id, run_id
 from ledger.application import Ledger
 from ledger.authority import KeyLookup, KeyState
 from ledger.event_verification import EventVerification
 from ledger.history_reads import (
     DEFAULT_PAGE,
+    LATEST_ATTESTATIONS,
     MAX_PAGE,
     VERIFICATIONS,
     HistoryPage,
     KeySource,
+    RunEvents,
     VerificationCache,
     describe,
 )
@@ -39,9 +38,11 @@ from ledger.store.stored_events import StoredRecord
 
 __all__ = [
     "DEFAULT_PAGE",
+    "LATEST_ATTESTATIONS",
     "MAX_PAGE",
     "VERIFICATIONS",
     "HistoryPage",
+    "RunEvents",
     "VerificationCache",
     "describe",
 ]
@@ -146,52 +147,10 @@ def history_page(
         return history_reads.history_page(rows, aggregate_id, keys, ledger.trust_root, start, limit)
 
 
-LATEST_ATTESTATIONS = 20
-
-
-@dataclass(frozen=True)
-class RunEvents:
-    """What a run record shows of a run's events, re-verified: every event that can change
-    the run, the newest attestations, and how many events there are in all."""
-
-    state: list[EventVerification]
-    attestations: list[EventVerification]  # the newest, oldest first
-    total: int
-
-    @property
-    def ingestion(self) -> EventVerification | None:
-        return next((e for e in self.state if e.event == EventName.RUN_INGESTED), None)
-
-    @property
-    def manifests(self) -> dict[str, Any]:
-        """The run's manifests: those it was ingested with and those attached since (only
-        verified events count)."""
-        ingestion = self.ingestion
-        found = with_attached(
-            (ingestion.predicate or {}).get("manifests") or {} if ingestion is not None else {},
-            {},
-        )
-        for entry in self.state:
-            if entry.ok and entry.event == EventName.RUN_MANIFESTS_ATTACHED and entry.predicate:
-                found = with_attached(found, entry.predicate["manifests"])
-        return found
-
-    @property
-    def attestation_count(self) -> int:
-        return self.total - len(self.state)
-
-    @property
-    def shown(self) -> list[EventVerification]:
-        return sorted(self.state + self.attestations, key=lambda e: e.position)
-
-
 def run_events(ledger: Ledger, run_digest: str, latest: int = LATEST_ATTESTATIONS) -> RunEvents:
-    aggregate = run_id(run_digest)
-    state = ledger.stored_records(aggregate, events=STATE_EVENTS)
-    newest = (
-        ledger.stored_records(aggregate, events=[EventName.RUN_ATTESTED], limit=latest, newest=True)
-        if latest > 0
-        else []
-    )
-    verified = verify_records(ledger, [*state, *newest])
-    return RunEvents(verified[: len(state)], verified[len(state) :], ledger.event_count(aggregate))
+    """``ledger.history_reads.run_events``, in one transaction."""
+    with ledger.store.transaction(commit=False) as session:
+        rows = SessionRows(connection_of(session))
+        return history_reads.run_events(
+            rows, run_digest, ledger_keys(ledger), ledger.trust_root, latest
+        )

@@ -22,12 +22,14 @@ from typing import Any
 from uuid import UUID
 
 from domain.comparison import readable_primary
+from domain.event_names import EventName
+from domain.manifests.manifest_set import with_attached
 from domain.quantities import format_value
 from domain.statements import PredicateType, is_case_reason
 from ledger.authority import KeyLookup, KeyState
 from ledger.errors import NotFoundError
 from ledger.event_verification import EventVerification, verify_record
-from ledger.ids import STATE_TOPICS, principal_id, run_id
+from ledger.ids import STATE_TOPICS, principal_id, run_id, topic_of
 from ledger.key_fold import fold_key_events
 from ledger.signing.dsse import named_keyid
 from ledger.signing.trust import TrustRoot
@@ -37,6 +39,7 @@ from ledger.store.stored_events import (
     aggregate_page,
     aggregate_records,
     event_count,
+    newest_records,
     topic_records,
 )
 
@@ -307,3 +310,58 @@ def state_events_before(
         return []
     records = topic_records(rows, run_id(run_digest), STATE_TOPICS)
     return verify_stored([r for r in records if r.version < version], keys, trust_root)
+
+
+LATEST_ATTESTATIONS = 20
+
+
+@dataclass(frozen=True)
+class RunEvents:
+    """What a run record shows of a run's events, re-verified: every event that can change
+    the run, the newest attestations, and how many events there are in all."""
+
+    state: list[EventVerification]
+    attestations: list[EventVerification]  # the newest, oldest first
+    total: int
+
+    @property
+    def ingestion(self) -> EventVerification | None:
+        return next((e for e in self.state if e.event == EventName.RUN_INGESTED), None)
+
+    @property
+    def manifests(self) -> dict[str, Any]:
+        """The run's manifests: those it was ingested with and those attached since (only
+        verified events count)."""
+        ingestion = self.ingestion
+        found = with_attached(
+            (ingestion.predicate or {}).get("manifests") or {} if ingestion is not None else {},
+            {},
+        )
+        for entry in self.state:
+            if entry.ok and entry.event == EventName.RUN_MANIFESTS_ATTACHED and entry.predicate:
+                found = with_attached(found, entry.predicate["manifests"])
+        return found
+
+    @property
+    def attestation_count(self) -> int:
+        return self.total - len(self.state)
+
+    @property
+    def shown(self) -> list[EventVerification]:
+        return sorted(self.state + self.attestations, key=lambda e: e.position)
+
+
+def run_events(
+    rows: Rows,
+    run_digest: str,
+    keys: KeySource,
+    trust_root: TrustRoot,
+    latest: int = LATEST_ATTESTATIONS,
+) -> RunEvents:
+    """What a run record shows of a run's events (``RunEvents``), re-verified."""
+    aggregate = run_id(run_digest)
+    state = topic_records(rows, aggregate, STATE_TOPICS)
+    newest = newest_records(rows, aggregate, [topic_of(EventName.RUN_ATTESTED)], latest)
+    verified = verify_stored([*state, *newest], keys, trust_root)
+    total = event_count(rows, aggregate)
+    return RunEvents(verified[: len(state)], verified[len(state) :], total)

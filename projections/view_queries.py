@@ -15,16 +15,18 @@ operation's description or a run's SOL score); the others still run as Core on a
 from __future__ import annotations
 
 import sys
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Select, and_, bindparam, exists, func, or_, select
+from sqlalchemy import Select, String, and_, bindparam, exists, func, or_, select
 
 from domain.ranking import View
 from ledger.store.read_only import events_table
 from ledger.store.read_queries import Queries, generated_module
 from projections.queries import leaders
 from projections.reference_text import SHOWN
+from projections.rows import RunRow
 from projections.run_views import RUNNER_NAME
 from projections.tables import (
     VIEWS_VERSION,
@@ -255,6 +257,47 @@ def _runs_prefixed() -> Select[Any]:
     return _run_matches(runs.c.run_digest.like(bindparam("pattern")))
 
 
+# What the views say of one run: its row, its standings, its group's #1 and the groups of its
+# sweep (``projections.view_reads``; helper "runs").
+def _run_row() -> Select[Any]:
+    return select(*(runs.c[f.name] for f in fields(RunRow))).where(
+        runs.c.run_digest == bindparam("digest")
+    )
+
+
+def _run_standings() -> Select[Any]:
+    r = ranks.c
+    return select(r.view, r.rank, r.of_count, r.value, r.tied_with).where(
+        r.run_digest == bindparam("digest")
+    )
+
+
+def _group_top() -> Select[Any]:
+    """A group's #1 in ``view``: among runs tied at #1 the smallest digest."""
+    return (
+        select(ranks.c.run_digest)
+        .where(ranks.c.comparison_key == bindparam("key"), ranks.c.view == bindparam("view"))
+        .order_by(ranks.c.rank, ranks.c.run_digest)
+        .limit(1)
+    )
+
+
+def _sweep_keys() -> Select[Any]:
+    """The comparison groups of an operation on a GPU product (on any, where ``product`` is
+    NULL): the groups a group's sweep is found among."""
+    product = bindparam("product", type_=String)
+    return (
+        select(runs.c.comparison_key)
+        .where(
+            runs.c.comparison_key.is_not(None),
+            runs.c.benchmark == bindparam("benchmark"),
+            or_(product.is_(None), runs.c.product == product),
+        )
+        .distinct()
+        .order_by(runs.c.comparison_key)
+    )
+
+
 QUERIES: Queries = {
     "board_page": (lambda: _board(paged=True), ("key", "view", "min_order", "limit", "offset")),
     "board": (lambda: _board(paged=False), ("key", "view", "min_order")),
@@ -271,6 +314,10 @@ QUERIES: Queries = {
     # A run's history and record through the door (helper "runs").
     "runs_named": (_runs_named, ("ref", "source", "id")),
     "runs_prefixed": (_runs_prefixed, ("pattern",)),
+    "run_row": (_run_row, ("digest",)),
+    "run_standings": (_run_standings, ("digest",)),
+    "group_top": (_group_top, ("key", "view")),
+    "sweep_keys": (_sweep_keys, ("benchmark", "product")),
 }
 
 

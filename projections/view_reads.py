@@ -9,6 +9,7 @@ Imports no SQLAlchemy: that is what lets a short command read through the driver
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from domain.evidence import EvidenceLevel
@@ -16,7 +17,7 @@ from domain.ranking import View
 from ledger.errors import AmbiguousReferenceError, NotFoundError
 from ledger.store.read_door import Rows
 from projections.reference_text import MIN_PREFIX, SHOWN, digest_prefix
-from projections.rows import BoardRow, GroupHeading, OperationGroupRow
+from projections.rows import BoardRow, GroupHeading, OperationGroupRow, RunRow, Standing
 from projections.view_statements import STATEMENTS, VIEWS_VERSION
 
 # Every run's evidence order is at least this: the floor of a board asked for no level.
@@ -118,3 +119,31 @@ def operation_groups(rows: Rows, benchmark: str) -> list[OperationGroupRow]:
     """The comparison groups of one operation with each group's #1 (source-native)."""
     found = rows.run(STATEMENTS, "operation_groups", benchmark=benchmark)
     return [OperationGroupRow.from_values(r) for r in found]
+
+
+# What the views say of one run (helper "runs": ``kernelindex show`` through the door).
+def run_row(rows: Rows, digest: str) -> RunRow | None:
+    """The run's row of the runs view (None: the views do not hold it)."""
+    found = rows.run(STATEMENTS, "run_row", digest=digest)
+    return RunRow.from_values(found[0]) if found else None
+
+
+def standings(rows: Rows, digest: str) -> dict[str, Standing]:
+    """The run's place in each view of its group's ranking, by view."""
+    found = rows.run(STATEMENTS, "run_standings", digest=digest)
+    return {
+        str(view): Standing(str(view), int(rank), int(of), float(value), json.loads(tied))
+        for view, rank, of, value, tied in found
+    }
+
+
+def top_of_group(rows: Rows, key: str, view: View) -> str | None:
+    """The group's #1 in ``view`` (among runs tied at #1, the smallest digest)."""
+    found = rows.run(STATEMENTS, "group_top", key=key, view=str(view))
+    return str(found[0][0]) if found else None
+
+
+def sweep_keys(rows: Rows, benchmark: str, product: str | None) -> list[str]:
+    """The comparison keys of an operation's groups on a GPU product (on any: None)."""
+    found = rows.run(STATEMENTS, "sweep_keys", benchmark=benchmark, product=product)
+    return [str(k) for (k,) in found]

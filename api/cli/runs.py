@@ -45,10 +45,17 @@ def show(
     as_json: JsonOption = False,
 ) -> None:
     """Summarise one run record."""
-    from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
+    from api.cli.driver import quick_reads  # noqa: PLC0415 - only this command's door
 
-    with local_service(home, db) as service:
-        record = service.runs.record(run)
+    # Through the driver where the views are fresh (issue 33), else through the full
+    # service, which folds first: the same reads either way (api/service/run_reads.py).
+    with quick_reads(home, db, views=True) as reads:
+        record = reads.runs.record(run) if reads is not None else None
+    if record is None:
+        from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
+
+        with local_service(home, db) as service:
+            record = service.runs.record(run)
     if as_json:
         print_reply(record)
         return

@@ -16,10 +16,10 @@ import re
 from collections.abc import Sequence
 
 from api.service.models.views import SweepPlace
-from ledger.store.event_store import StoreSession
-from projections import queries, view_reads
+from ledger.store.read_door import Rows
+from projections import view_reads
 from projections.group_labels import GroupLabel, group_labels
-from projections.queries import Standing
+from projections.rows import Standing
 
 _DIGITS = re.compile(r"(\d+)")
 
@@ -55,14 +55,14 @@ def place_in(label: GroupLabel, sweep: Sequence[GroupLabel]) -> SweepPlace | Non
     return SweepPlace(workload=_workload(label, sweep), position=position, workloads=len(sweep))
 
 
-def group_place(session: StoreSession, key: str) -> SweepPlace | None:
+def group_place(rows: Rows, key: str) -> SweepPlace | None:
     """Where group ``key`` stands in its sweep, read from the views (None: in none)."""
-    identity = view_reads.group_identity(queries.rows_of(session), key)
-    if identity is None or identity[0] is None:
+    identity = view_reads.group_identity(rows, key)
+    benchmark, product, _ = identity or (None, None, "")
+    if benchmark is None:
         return None
-    benchmark, product, _ = identity
-    keys = [g.comparison_key for g in queries.groups(session, benchmark, product)]
-    labels = group_labels(queries.rows_of(session), list({key, *keys}))
+    keys = view_reads.sweep_keys(rows, benchmark, product)
+    labels = group_labels(rows, list({key, *keys}))
     label = next((lab for lab in labels if lab.key == key), None)
     if label is None:
         return None
@@ -84,14 +84,14 @@ class SweepPlaces:
     def __init__(self) -> None:
         self._at: tuple[int, dict[str, SweepPlace | None]] = (-1, {})
 
-    def place(self, session: StoreSession, key: str, position: int) -> SweepPlace | None:
+    def place(self, rows: Rows, key: str, position: int) -> SweepPlace | None:
         at, known = self._at
         if at != position or len(known) >= self._KEPT:
             # Threads reading at different positions each fill their own position's memo.
             known = {}
             self._at = (position, known)
         if key not in known:
-            known[key] = group_place(session, key)
+            known[key] = group_place(rows, key)
         return known[key]
 
 

@@ -25,6 +25,7 @@ from sqlalchemy import Select, bindparam, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
 
+from ledger.store.artifacts import artifacts
 from ledger.store.log_tables import leaves
 from ledger.store.read_only import events_table
 from ledger.store.schema import SCHEMA_VERSION, schema_table
@@ -110,6 +111,20 @@ def _log_leaves() -> Select[Any]:
     )
 
 
+def _artifact_facts() -> Select[Any]:
+    """Digest, name, media type and size of the stored artifacts among ``digests``."""
+    t = artifacts.c
+    return select(t.digest, t.name, t.media_type, t.size).where(
+        t.digest.in_(bindparam("digests", expanding=True))
+    )
+
+
+def _artifact() -> Select[Any]:
+    """One stored artifact's media type, name and content."""
+    t = artifacts.c
+    return select(t.media_type, t.name, t.content).where(t.digest == bindparam("digest"))
+
+
 # A registry: each statement by name, its Core definition and the parameters it takes.
 Queries = dict[str, tuple[Callable[[], Select[Any]], tuple[str, ...]]]
 
@@ -123,6 +138,8 @@ QUERIES: Queries = {
     "aggregate_newest": (_aggregate_newest, ("aggregate", "topics", "limit")),
     "aggregate_version": (_aggregate_version, ("aggregate",)),
     "log_leaves": (_log_leaves, ("positions",)),
+    "artifact_facts": (_artifact_facts, ("digests",)),
+    "artifact": (_artifact, ("digest",)),
 }
 _PSYCOPG: Any = postgresql.psycopg.dialect  # untyped in SQLAlchemy's stubs
 DIALECTS: dict[str, Dialect] = {

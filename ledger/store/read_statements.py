@@ -62,6 +62,18 @@ STATEMENTS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
             "WHERE kernelindex_log_leaves.position IN (__[POSTCOMPILE_positions])",
             {},
         ),
+        "artifact_facts": (
+            "SELECT kernelindex_artifacts.digest, kernelindex_artifacts.name, kernelindex_artifacts.media_type, kernelindex_artifacts.size \n"
+            "FROM kernelindex_artifacts \n"
+            "WHERE kernelindex_artifacts.digest IN (__[POSTCOMPILE_digests])",
+            {},
+        ),
+        "artifact": (
+            "SELECT kernelindex_artifacts.media_type, kernelindex_artifacts.name, kernelindex_artifacts.content \n"
+            "FROM kernelindex_artifacts \n"
+            "WHERE kernelindex_artifacts.digest = :digest",
+            {},
+        ),
     },
     "postgresql": {
         "schema_version": (
@@ -115,6 +127,18 @@ STATEMENTS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
             "SELECT kernelindex_log_leaves.position, kernelindex_log_leaves.leaf_index \n"
             "FROM kernelindex_log_leaves \n"
             "WHERE kernelindex_log_leaves.position IN (__[POSTCOMPILE_positions])",
+            {},
+        ),
+        "artifact_facts": (
+            "SELECT kernelindex_artifacts.digest, kernelindex_artifacts.name, kernelindex_artifacts.media_type, kernelindex_artifacts.size \n"
+            "FROM kernelindex_artifacts \n"
+            "WHERE kernelindex_artifacts.digest IN (__[POSTCOMPILE_digests])",
+            {},
+        ),
+        "artifact": (
+            "SELECT kernelindex_artifacts.media_type, kernelindex_artifacts.name, kernelindex_artifacts.content \n"
+            "FROM kernelindex_artifacts \n"
+            "WHERE kernelindex_artifacts.digest = %(digest)s::VARCHAR",
             {},
         ),
     },

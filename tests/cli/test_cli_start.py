@@ -274,13 +274,13 @@ def test_a_tampered_bundle_still_fails_without_the_database_stack(
 def test_read_commands_load_no_importer_server_or_agent_and_no_writer(
     demo: dict[str, str], tmp_path: Path
 ) -> None:
-    """show, history, leaderboard and search read through ledger/store/read_only.py (keys
-    list reads through the driver alone: below): no importer, server or agent module, nor
-    the writers'
-    persistence (and the SQL dialects its sqlalchemy_utils loads), nor SQLAlchemy's ORM (the
-    read store uses Core only), nor the HTTP client (only with --server), structlog (only
-    when the views warn), the bundle writer or the fold's worker pool; and of the service,
-    only the features the command uses (api/service/features.py)."""
+    """leaderboard and search read through ledger/store/read_only.py (keys list, and show
+    and history on fresh views, read through the driver alone: below): no importer, server
+    or agent module, nor the writers' persistence (and the SQL dialects its sqlalchemy_utils
+    loads), nor SQLAlchemy's ORM (the read store uses Core only), nor the HTTP client (only
+    with --server), structlog (only when the views warn), the bundle writer or the fold's
+    worker pool; and of the service, only the features the command uses
+    (api/service/features.py)."""
     for argv in (
         ["show", SEED],
         ["history", SEED],
@@ -289,7 +289,8 @@ def test_read_commands_load_no_importer_server_or_agent_and_no_writer(
     ):
         done, loaded = _imported(argv, tmp_path, demo)
         assert done.returncode == 0, (argv, done.stderr[-2000:])
-        assert "ledger.store.read_only" in loaded, argv
+        # show and history on fresh views read through the driver alone (below).
+        assert ("ledger.store.read_only" in loaded) == (argv[0] not in {"show", "history"}), argv
         heavy = {
             m
             for m in loaded
@@ -459,12 +460,20 @@ def test_keys_list_reads_through_the_driver_alone(demo: dict[str, str], tmp_path
     assert all(f" {k['label']} " in pages[2] for k in keys)
 
 
-def test_history_reads_through_the_driver_alone(demo: dict[str, str], tmp_path: Path) -> None:
-    """``history RUN`` (the table and ``--json``) on fresh views resolves the run, reads its
-    events and re-verifies them through ``sqlite3`` (issue 33): no SQLAlchemy, eventsourcing,
-    Litestar, psycopg, Core read model, event store or ledger application is loaded."""
+def test_show_and_history_read_through_the_driver_alone(
+    demo: dict[str, str], tmp_path: Path
+) -> None:
+    """``show RUN`` and ``history RUN`` (the table and ``--json``) on fresh views resolve the
+    run, read its events and re-verify them, and read what the views say of it, through
+    ``sqlite3`` (issue 33): no SQLAlchemy, eventsourcing, Litestar, psycopg, Core read
+    model, event store or ledger application is loaded."""
     printed = {}
-    for argv in (["history", SEED, "--json"], ["history", SEED]):
+    for argv in (
+        ["history", SEED, "--json"],
+        ["history", SEED],
+        ["show", SEED, "--json"],
+        ["show", SEED],
+    ):
         done, loaded = _imported(argv, tmp_path, demo)
         assert done.returncode == 0, done.stderr[-2000:]
         stack = {
@@ -486,8 +495,13 @@ def test_history_reads_through_the_driver_alone(demo: dict[str, str], tmp_path: 
             }
         }
         assert stack == set(), argv
-        printed[len(argv)] = done.stdout
-    events = json.loads(printed[3])["events"]
+        printed[" ".join(argv[::2])] = done.stdout
+    events = json.loads(printed["history --json"])["events"]
     assert [e["event"] for e in events][:2] == ["Run.Ingested", "Run.Attested"]
     assert all(e["verified"] for e in events)
-    assert printed[2].count("✓ verified") == len(events) and "FAILED" not in printed[2]
+    assert printed["history"].count("✓ verified") == len(events)
+    assert "FAILED" not in printed["history"]
+    record = json.loads(printed["show --json"])
+    assert record["name"] == SEED and record["shownEventsVerified"]
+    assert "the 2 read for this record verified" in printed["show"]
+    assert "compare with #1" in printed["show"]

@@ -1,6 +1,6 @@
-"""``kernelindex history`` reads through the database driver where the views are fresh and
-through the full service where they are not (issue 33): the same reads, so the same bytes
-on stdout and the same exit code either way, on SQLite and PostgreSQL."""
+"""``kernelindex show`` and ``history`` read through the database driver where the views
+are fresh and through the full service where they are not (issue 33): the same reads, so
+the same bytes on stdout and the same exit code either way, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -55,10 +55,16 @@ ASKED: list[tuple[tuple[str, ...], int]] = [
     (("history", "sha256:" + "0" * 64), 1),  # no such run: looked up in the log
     (("history", "no-such-run"), 1),  # nor in the views
     (("history", "7e1"), 1),  # too short a prefix
+    (("show", SEED), 0),
+    (("show", SEED, "--json"), 0),
+    (("show", SEED_DIGEST, "--json"), 0),
+    (("show", "38823"), 0),
+    (("show", "sha256:" + "0" * 64), 1),
+    (("show", "no-such-run", "--json"), 1),
 ]
 
 
-def test_history_prints_the_same_through_the_door_and_the_full_path(demo: Cli) -> None:
+def test_show_and_history_print_the_same_through_the_door_and_the_full_path(demo: Cli) -> None:
     assert SEED_DIGEST in demo("history", SEED).stdout
     for argv, failed in ASKED:
         assert _door_opens(demo), argv
@@ -74,3 +80,7 @@ def test_history_prints_the_same_through_the_door_and_the_full_path(demo: Cli) -
     assert shown["allVerified"] and all(e["leafIndex"] is not None for e in shown["events"])
     page = demo.json("history", SEED, "--from", "2", "--limit", "1")
     assert (page["start"], len(page["events"]), page["total"]) == (2, 1, shown["total"])
+    record = demo.json("show", SEED)
+    assert record["digest"] == SEED_DIGEST and record["shownEventsVerified"]
+    assert record["compareWithFirst"]["b"] != SEED_DIGEST  # the seed is not its group's #1
+    assert record["standings"]["source-native"]["rank"] > 1
