@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 from cli_session import Cli
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, select
 from typer.testing import CliRunner
 
 from api.cli.main import app
 from api.service.driver_reads import driver_reads
 from ledger.home import LedgerHome
-from projections.tables import stale_groups
+from projections.tables import runs, stale_groups
 
 SEED = "sol-submission-38823"  # the demo's seed run, by name
 SEED_DIGEST = "sha256:7e18c26ca3b60572c4fc8589c4b3b9a86b548ef031df4242ea2483b649bd6a47"
@@ -84,3 +84,30 @@ def test_show_and_history_print_the_same_through_the_door_and_the_full_path(demo
     assert record["digest"] == SEED_DIGEST and record["shownEventsVerified"]
     assert record["compareWithFirst"]["b"] != SEED_DIGEST  # the seed is not its group's #1
     assert record["standings"]["source-native"]["rank"] > 1
+
+
+def test_a_run_in_a_workload_sweep_shows_the_same_through_both(
+    db_url: str, tmp_path: Path, shared: Path
+) -> None:
+    """Runs whose groups stand in a sweep (FlashInfer-Bench's batch sizes): their place and
+    their #1's comparison read alike through the driver and through the full service."""
+    cli = Cli(tmp_path / "home", db_url)
+    cli("init")
+    cli("import", "flashinfer-trace", shared / "fixtures/flashinfer-trace")
+    cli("show", "0000", ok=False)  # a full-path read: the views folded and ranked
+    engine = create_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            digests = [str(d) for d in conn.execute(select(runs.c.run_digest)).scalars()]
+    finally:
+        engine.dispose()
+    assert digests
+    seen = 0
+    for digest in digests:
+        assert _door_opens(cli)
+        door = cli("show", digest, "--json")
+        _views_stale(cli)
+        full = cli("show", digest, "--json")
+        assert door.stdout == full.stdout, digest
+        seen += "sweep" in door.stdout
+    assert seen, "the fixture's runs stand in a sweep"
