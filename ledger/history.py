@@ -2,9 +2,9 @@
 
 Reads cost what they show: a history is read a page at a time (anyone can add attestations
 to a run, so a run's events are not bounded by anything its owner controls), and each
-event's verification is kept (``VerificationCache``): with key validity by log position, a
-verdict depends only on the event's own bytes and position and on its signer's key events,
-so it is reused until one of those changes.
+event's verification is kept (``ledger.history_reads.VerificationCache``). The reads
+themselves are ``ledger.history_reads``' (a short command runs them on its driver): here
+they run on the ledger's session, with its signers' keys cached across reads (``KEY_STATES``).
 """
 
 from __future__ import annotations
