@@ -17,7 +17,6 @@ from ledger.admission_cache import (
     pending_key_state,
 )
 from ledger.aggregates import (
-    MANIFEST_TOPICS,
     STATE_TOPICS,
     Principal,
     Run,
@@ -85,13 +84,6 @@ class AdmissionLookups:
         for event in self._decoded(aggregate_id, records):
             aggregate = event.mutate(aggregate)
         return aggregate
-
-    def run_manifests(self, aggregate_id: UUID) -> dict[str, Any] | None:
-        """A run's manifests (None: no such run) from its ingestion and attachments alone,
-        as ``Run.manifests`` gives them: its attestations, however many anyone appended, are
-        neither read nor decoded (a run's page compares it with its group's #1)."""
-        state = self._fold_state(aggregate_id, MANIFEST_TOPICS)
-        return None if state is None else state.manifests()
 
     def run_state(self, aggregate_id: UUID) -> RunState | None:
         """A run (None: no such run) as its state events leave it, its attestations neither

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from eventsourcing.domain import Aggregate
 
-from domain.event_names import EventName
 from domain.manifests.manifest_set import CheckedManifestSet, attach_manifests, with_attached
 from domain.rerun_binding import device_classes
 from domain.timestamps import format_time, parse_time
 from ledger.errors import AlreadyExistsError, RerunJobError, SubjectMismatchError
-from ledger.ids import principal_id, run_id, topic_of
+from ledger.ids import STATE_EVENTS, STATE_TOPICS, principal_id, run_id, topic_of
+from ledger.run_manifests import MANIFEST_TOPICS, run_manifests
 from ledger.signing.dsse import stored_signed_digest, stored_statement
 
 if TYPE_CHECKING:
@@ -33,7 +33,18 @@ if TYPE_CHECKING:
     # Where a model is needed as a value, the function that needs it imports it.
     from domain.statements import RerunClaimPredicate, RerunPredicate, RerunRequestPredicate
 
-__all__ = ["Principal", "RerunJob", "Run", "Signed", "principal_id", "run_id", "topic_of"]
+__all__ = [
+    "MANIFEST_TOPICS",
+    "STATE_EVENTS",
+    "STATE_TOPICS",
+    "Principal",
+    "RerunJob",
+    "Run",
+    "Signed",
+    "principal_id",
+    "run_id",
+    "topic_of",
+]
 
 
 @dataclass(frozen=True)
@@ -406,30 +417,6 @@ class Principal(Aggregate):
         if self.revoked_at is not None:
             raise AlreadyExistsError(f"key {self.key_id} was already revoked at {self.revoked_at}")
         self.trigger_event(self.Revoked, **signed.fields(), reason=reason)
-
-
-def run_manifests(
-    ingestion_envelope: dict[str, Any], attached: Mapping[str, Any]
-) -> dict[str, Any]:
-    """A run's manifests from its ingestion's envelope and the manifests attached since (by
-    role): what ``Run.manifests`` gives, for a reader that decodes only those events
-    (``Ledger.run_manifests``) rather than every attestation of the run."""
-    ingested = stored_statement(ingestion_envelope)["predicate"]["manifests"]
-    return with_attached(ingested, attached)
-
-
-# The stored topics of the events a run's manifests come from (``run_manifests`` readers
-# read these alone).
-MANIFEST_TOPICS = (topic_of("Run.Ingested"), topic_of("Run.ManifestsAttached"))
-
-
-# Every event class that can change what a run is: all but its attestations, which anyone
-# may add and which never change evidence or rank. Bounded by what admins and agents sign.
-# Derived, so a run event added to ``EventName`` is a state event unless it is an attestation.
-STATE_EVENTS = tuple(
-    name for name in EventName if name.startswith("Run.") and name is not EventName.RUN_ATTESTED
-)
-STATE_TOPICS = tuple(topic_of(name) for name in STATE_EVENTS)
 
 
 @dataclass

@@ -39,22 +39,24 @@ from ledger.authority import KeyState
 from ledger.errors import (
     ConflictError,
     LogIntegrityError,
-    NotFoundError,
     StoreError,
     is_transient,
     lost_connection,
     write_refusal,
 )
+from ledger.history_reads import require_run
 from ledger.key_fold import fold_key_events
 from ledger.logged_event import LoggedEvent
+from ledger.run_manifests import stored_run_manifests
 from ledger.signing.keys import SigningKey
 from ledger.signing.log_key import DeferredKey, require_log_key
 from ledger.signing.trust import TrustRoot
 from ledger.store.connections import ping_on_checkout
-from ledger.store.event_store import EventStore
+from ledger.store.event_store import EventStore, connection_of
 from ledger.store.fold_fields import write_fold_fields
 from ledger.store.group_index import record_members
 from ledger.store.log_watch import LogWatch
+from ledger.store.read_door import SessionRows
 from ledger.store.schema import APPLICATION_NAME, SchemaError, require_current
 from ledger.store.stored_events import (
     StoredRecord,
@@ -443,8 +445,10 @@ class Ledger(Application[UUID]):
 
     def run_manifests(self, run_digest: str) -> dict[str, Any] | None:
         """``run(run_digest).manifests()`` without replaying the run: its ingestion and
-        attachments are read, its attestations are not."""
-        return self.admission.run_manifests(run_id(run_digest))
+        attachments are read, its attestations are not (``ledger.run_manifests``)."""
+        with self.store.transaction(commit=False) as session:
+            rows = SessionRows(connection_of(session))
+            return stored_run_manifests(rows, run_id(run_digest))
 
     def run_state(self, run_digest: str) -> RunState | None:
         """The run without replaying it: its name, manifests, lifecycle and jobs, from its
@@ -479,10 +483,6 @@ class Ledger(Application[UUID]):
         return [str(state.get("key_id")) for state in self.stored_states(Principal.Registered)]
 
     def require_run(self, run_digest: str) -> str:
-        """``run_digest`` if a run was ingested under it. A raw lookup, not a projection's:
-        a damaged record must still be reachable by history and audit. (Prefixes, names and
-        external ids are resolved over the views: ``projections.references``.)"""
-        full = "sha256:" + run_digest.strip().lower().removeprefix("sha256:")
-        if len(full) != 71 or not self.stored_records(run_id(full), version=1):
-            raise NotFoundError(f"no run with digest {full}")
-        return full
+        """``run_digest`` if a run was ingested under it (``ledger.history_reads``)."""
+        with self.store.transaction(commit=False) as session:
+            return require_run(SessionRows(connection_of(session)), run_digest)

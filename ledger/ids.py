@@ -8,6 +8,8 @@ from __future__ import annotations
 from functools import lru_cache
 from uuid import NAMESPACE_URL, UUID, uuid5
 
+from domain.event_names import EventName
+
 LEDGER_NAMESPACE = uuid5(NAMESPACE_URL, "https://kernelindex.dev/ledger/v1")
 
 
@@ -32,3 +34,12 @@ def topic_of(event: str) -> str:
     """The topic eventsourcing stores an event class under (``"Run.Attested"`` →
     ``"ledger.aggregates:Run.Attested"``): queries by event class go through this."""
     return f"{AGGREGATES_MODULE}:{event}"
+
+
+# Every event class that can change what a run is: all but its attestations, which anyone
+# may add and which never change evidence or rank. Bounded by what admins and agents sign.
+# Derived, so a run event added to ``EventName`` is a state event unless it is an attestation.
+STATE_EVENTS = tuple(
+    name for name in EventName if name.startswith("Run.") and name is not EventName.RUN_ATTESTED
+)
+STATE_TOPICS = tuple(topic_of(name) for name in STATE_EVENTS)

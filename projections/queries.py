@@ -24,21 +24,9 @@ from projections.rows import (
     RunNames,
     RunRow,
     SourceRow,
+    Standing,
 )
 from projections.tables import manifests, ranks, runs
-
-
-@dataclass(frozen=True)
-class Standing:
-    view: str
-    rank: int
-    of: int
-    value: float
-    tied_with: list[str]
-
-    @property
-    def label(self) -> str:
-        return f"Rank {self.rank} of {self.of} in its comparison group · {self.view} comparison"
 
 
 def rows_of(session: StoreSession) -> Rows:
@@ -48,18 +36,11 @@ def rows_of(session: StoreSession) -> Rows:
 
 
 def run_row(session: StoreSession, digest: str) -> RunRow | None:
-    row = session.execute(select(runs).where(runs.c.run_digest == digest)).mappings().first()
-    return None if row is None else RunRow.from_mapping(row)
+    return view_reads.run_row(rows_of(session), digest)
 
 
 def standings(session: StoreSession, digest: str) -> dict[str, Standing]:
-    rows = session.execute(select(ranks).where(ranks.c.run_digest == digest)).mappings().all()
-    return {
-        r["view"]: Standing(
-            r["view"], r["rank"], r["of_count"], r["value"], json.loads(r["tied_with"])
-        )
-        for r in rows
-    }
+    return view_reads.standings(rows_of(session), digest)
 
 
 def groups(
@@ -71,13 +52,7 @@ def groups(
 
 
 def top_of_group(session: StoreSession, key: str, view: View) -> str | None:
-    value = session.execute(
-        select(ranks.c.run_digest)
-        .where(ranks.c.comparison_key == key, ranks.c.view == str(view))
-        .order_by(ranks.c.rank, ranks.c.run_digest)
-        .limit(1)
-    ).scalar()
-    return None if value is None else str(value)
+    return view_reads.top_of_group(rows_of(session), key, view)
 
 
 def manifest_by_digest(session: StoreSession, digest: str) -> dict[str, Any] | None:

@@ -86,6 +86,25 @@ class RunRow(_Row):
         # The view stores the reasons as JSON text; readers want the list.
         return cls(**_named(cls, row) | {"evidence_reasons": json_list(row["evidence_reasons"])})
 
+    @classmethod
+    def from_values(cls, row: Sequence[Any]) -> Self:
+        return cls.from_mapping(dict(zip((f.name for f in fields(cls)), row, strict=True)))
+
+
+@dataclass(frozen=True)
+class Standing:
+    """A run's place in one view of its group's ranking."""
+
+    view: str
+    rank: int
+    of: int
+    value: float
+    tied_with: list[str]
+
+    @property
+    def label(self) -> str:
+        return f"Rank {self.rank} of {self.of} in its comparison group · {self.view} comparison"
+
 
 @dataclass(frozen=True, slots=True)
 class BoardRow(_Row):

@@ -16,15 +16,18 @@ tables, ``ledger.store.read_queries``); the others still run as Core on a sessio
 from __future__ import annotations
 
 import sys
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Select, bindparam, exists, func, select
+from sqlalchemy import Select, and_, bindparam, exists, func, or_, select
 
 from domain.ranking import View
 from ledger.store.read_only import events_table
 from ledger.store.read_queries import Queries, generated_module
 from projections.queries import leaders
+from projections.reference_text import SHOWN
+from projections.rows import RunRow
 from projections.run_views import RUNNER_NAME
 from projections.tables import (
     VIEWS_VERSION,
@@ -264,6 +267,64 @@ def _operation_workloads() -> Select[Any]:
     return select(manifests.c.document).where(manifests.c.digest.in_(named))
 
 
+# A run named by what a person types (projections.references.resolve_run; helper "runs").
+def _run_matches(*conditions: Any) -> Select[Any]:
+    return (
+        select(
+            runs.c.run_digest,
+            runs.c.name,
+            runs.c.source,
+            runs.c.external_id,
+            runs.c.product,
+            runs.c.benchmark,
+        )
+        .where(or_(*conditions))
+        .order_by(runs.c.run_digest)
+        .limit(SHOWN + 1)
+    )
+
+
+def _runs_named() -> Select[Any]:
+    """Runs whose name or source's id is ``ref``, or whose source is ``source`` and id is
+    ``id`` (both NULL when ``ref`` is not ``SOURCE#ID``: then nothing matches them)."""
+    ref: Any = bindparam("ref")
+    return _run_matches(
+        runs.c.name == ref,
+        runs.c.external_id == ref,
+        and_(runs.c.source == bindparam("source"), runs.c.external_id == bindparam("id")),
+    )
+
+
+def _runs_prefixed() -> Select[Any]:
+    """Runs whose digest starts ``pattern`` (hex and ``sha256:``: nothing to escape)."""
+    return _run_matches(runs.c.run_digest.like(bindparam("pattern")))
+
+
+# What the views say of one run: its row, its standings, its group's #1 and the groups of its
+# sweep (``projections.view_reads``; helper "runs").
+def _run_row() -> Select[Any]:
+    return select(*(runs.c[f.name] for f in fields(RunRow))).where(
+        runs.c.run_digest == bindparam("digest")
+    )
+
+
+def _run_standings() -> Select[Any]:
+    r = ranks.c
+    return select(r.view, r.rank, r.of_count, r.value, r.tied_with).where(
+        r.run_digest == bindparam("digest")
+    )
+
+
+def _group_top() -> Select[Any]:
+    """A group's #1 in ``view``: among runs tied at #1 the smallest digest."""
+    return (
+        select(ranks.c.run_digest)
+        .where(ranks.c.comparison_key == bindparam("key"), ranks.c.view == bindparam("view"))
+        .order_by(ranks.c.rank, ranks.c.run_digest)
+        .limit(1)
+    )
+
+
 QUERIES: Queries = {
     "board_page": (lambda: _board(paged=True), ("key", "view", "min_order", "limit", "offset")),
     "board": (lambda: _board(paged=False), ("key", "view", "min_order")),
@@ -284,6 +345,12 @@ QUERIES: Queries = {
     "groups_of_benchmark_on_product": (lambda: _groups(True, True), ("benchmark", "product")),
     "products": (_products, ()),
     "operation_workloads": (_operation_workloads, ("benchmark",)),
+    # A run's history and record through the door (helper "runs").
+    "runs_named": (_runs_named, ("ref", "source", "id")),
+    "runs_prefixed": (_runs_prefixed, ("pattern",)),
+    "run_row": (_run_row, ("digest",)),
+    "run_standings": (_run_standings, ("digest",)),
+    "group_top": (_group_top, ("key", "view")),
 }
 
 

@@ -17,7 +17,7 @@ from domain.ranking import View
 from ledger.errors import AmbiguousReferenceError, NotFoundError
 from ledger.store.read_door import Rows
 from projections.reference_text import MIN_PREFIX, SHOWN, digest_prefix
-from projections.rows import BoardRow, GroupHeading, GroupRow, OperationGroupRow
+from projections.rows import BoardRow, GroupHeading, GroupRow, OperationGroupRow, RunRow, Standing
 from projections.view_statements import STATEMENTS, VIEWS_VERSION
 
 # Every run's evidence order is at least this: the floor of a board asked for no level.
@@ -152,3 +152,25 @@ def operation_spec_digests(rows: Rows, benchmark: str) -> set[str]:
         if isinstance(digest, str):
             found.add(digest)
     return found
+
+
+# What the views say of one run (helper "runs": ``kernelindex show`` through the door).
+def run_row(rows: Rows, digest: str) -> RunRow | None:
+    """The run's row of the runs view (None: the views do not hold it)."""
+    found = rows.run(STATEMENTS, "run_row", digest=digest)
+    return RunRow.from_values(found[0]) if found else None
+
+
+def standings(rows: Rows, digest: str) -> dict[str, Standing]:
+    """The run's place in each view of its group's ranking, by view."""
+    found = rows.run(STATEMENTS, "run_standings", digest=digest)
+    return {
+        str(view): Standing(str(view), int(rank), int(of), float(value), json.loads(tied))
+        for view, rank, of, value, tied in found
+    }
+
+
+def top_of_group(rows: Rows, key: str, view: View) -> str | None:
+    """The group's #1 in ``view`` (among runs tied at #1, the smallest digest)."""
+    found = rows.run(STATEMENTS, "group_top", key=key, view=str(view))
+    return str(found[0][0]) if found else None

@@ -136,6 +136,39 @@ STATEMENTS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
             "WHERE kernelindex_view_runs.benchmark = :benchmark AND kernelindex_view_runs.workload_digest IS NOT NULL)",
             {},
         ),
+        "runs_named": (
+            "SELECT kernelindex_view_runs.run_digest, kernelindex_view_runs.name, kernelindex_view_runs.source, kernelindex_view_runs.external_id, kernelindex_view_runs.product, kernelindex_view_runs.benchmark \n"
+            "FROM kernelindex_view_runs \n"
+            "WHERE kernelindex_view_runs.name = :ref OR kernelindex_view_runs.external_id = :ref OR kernelindex_view_runs.source = :source AND kernelindex_view_runs.external_id = :id ORDER BY kernelindex_view_runs.run_digest\n"
+            " LIMIT :param_1 OFFSET :param_2",
+            {"param_1": 9, "param_2": 0},
+        ),
+        "runs_prefixed": (
+            "SELECT kernelindex_view_runs.run_digest, kernelindex_view_runs.name, kernelindex_view_runs.source, kernelindex_view_runs.external_id, kernelindex_view_runs.product, kernelindex_view_runs.benchmark \n"
+            "FROM kernelindex_view_runs \n"
+            "WHERE kernelindex_view_runs.run_digest LIKE :pattern ORDER BY kernelindex_view_runs.run_digest\n"
+            " LIMIT :param_1 OFFSET :param_2",
+            {"param_1": 9, "param_2": 0},
+        ),
+        "run_row": (
+            "SELECT kernelindex_view_runs.run_digest, kernelindex_view_runs.name, kernelindex_view_runs.title, kernelindex_view_runs.source, kernelindex_view_runs.external_id, kernelindex_view_runs.benchmark, kernelindex_view_runs.status, kernelindex_view_runs.comparison_key, kernelindex_view_runs.metric, kernelindex_view_runs.statistic, kernelindex_view_runs.unit, kernelindex_view_runs.claimed, kernelindex_view_runs.product, kernelindex_view_runs.architecture, kernelindex_view_runs.observed_at, kernelindex_view_runs.protocol_digest, kernelindex_view_runs.environment_digest, kernelindex_view_runs.workload_digest, kernelindex_view_runs.author, kernelindex_view_runs.implementation_digest, kernelindex_view_runs.ingested_position, kernelindex_view_runs.ingested_at, kernelindex_view_runs.retracted, kernelindex_view_runs.superseded_by, kernelindex_view_runs.attestations, kernelindex_view_runs.reruns, kernelindex_view_runs.evidence_level, kernelindex_view_runs.evidence_order, kernelindex_view_runs.evidence_reasons, kernelindex_view_runs.evidence_caused_by, kernelindex_view_runs.policy_version, kernelindex_view_runs.rerun_median_ns, kernelindex_view_runs.rerun_ci95_low, kernelindex_view_runs.rerun_ci95_high, kernelindex_view_runs.last_position \n"
+            "FROM kernelindex_view_runs \n"
+            "WHERE kernelindex_view_runs.run_digest = :digest",
+            {},
+        ),
+        "run_standings": (
+            'SELECT kernelindex_view_ranks."view", kernelindex_view_ranks.rank, kernelindex_view_ranks.of_count, kernelindex_view_ranks.value, kernelindex_view_ranks.tied_with \n'
+            "FROM kernelindex_view_ranks \n"
+            "WHERE kernelindex_view_ranks.run_digest = :digest",
+            {},
+        ),
+        "group_top": (
+            "SELECT kernelindex_view_ranks.run_digest \n"
+            "FROM kernelindex_view_ranks \n"
+            'WHERE kernelindex_view_ranks.comparison_key = :key AND kernelindex_view_ranks."view" = :view ORDER BY kernelindex_view_ranks.rank, kernelindex_view_ranks.run_digest\n'
+            " LIMIT :param_1 OFFSET :param_2",
+            {"param_1": 1, "param_2": 0},
+        ),
     },
     "postgresql": {
         "board_page": (
@@ -264,6 +297,39 @@ STATEMENTS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
             "FROM kernelindex_view_runs \n"
             "WHERE kernelindex_view_runs.benchmark = %(benchmark)s::VARCHAR AND kernelindex_view_runs.workload_digest IS NOT NULL)",
             {},
+        ),
+        "runs_named": (
+            "SELECT kernelindex_view_runs.run_digest, kernelindex_view_runs.name, kernelindex_view_runs.source, kernelindex_view_runs.external_id, kernelindex_view_runs.product, kernelindex_view_runs.benchmark \n"
+            "FROM kernelindex_view_runs \n"
+            "WHERE kernelindex_view_runs.name = %(ref)s::VARCHAR OR kernelindex_view_runs.external_id = %(ref)s::VARCHAR OR kernelindex_view_runs.source = %(source)s::VARCHAR AND kernelindex_view_runs.external_id = %(id)s::VARCHAR ORDER BY kernelindex_view_runs.run_digest \n"
+            " LIMIT %(param_1)s::INTEGER",
+            {"param_1": 9},
+        ),
+        "runs_prefixed": (
+            "SELECT kernelindex_view_runs.run_digest, kernelindex_view_runs.name, kernelindex_view_runs.source, kernelindex_view_runs.external_id, kernelindex_view_runs.product, kernelindex_view_runs.benchmark \n"
+            "FROM kernelindex_view_runs \n"
+            "WHERE kernelindex_view_runs.run_digest LIKE %(pattern)s::VARCHAR ORDER BY kernelindex_view_runs.run_digest \n"
+            " LIMIT %(param_1)s::INTEGER",
+            {"param_1": 9},
+        ),
+        "run_row": (
+            "SELECT kernelindex_view_runs.run_digest, kernelindex_view_runs.name, kernelindex_view_runs.title, kernelindex_view_runs.source, kernelindex_view_runs.external_id, kernelindex_view_runs.benchmark, kernelindex_view_runs.status, kernelindex_view_runs.comparison_key, kernelindex_view_runs.metric, kernelindex_view_runs.statistic, kernelindex_view_runs.unit, kernelindex_view_runs.claimed, kernelindex_view_runs.product, kernelindex_view_runs.architecture, kernelindex_view_runs.observed_at, kernelindex_view_runs.protocol_digest, kernelindex_view_runs.environment_digest, kernelindex_view_runs.workload_digest, kernelindex_view_runs.author, kernelindex_view_runs.implementation_digest, kernelindex_view_runs.ingested_position, kernelindex_view_runs.ingested_at, kernelindex_view_runs.retracted, kernelindex_view_runs.superseded_by, kernelindex_view_runs.attestations, kernelindex_view_runs.reruns, kernelindex_view_runs.evidence_level, kernelindex_view_runs.evidence_order, kernelindex_view_runs.evidence_reasons, kernelindex_view_runs.evidence_caused_by, kernelindex_view_runs.policy_version, kernelindex_view_runs.rerun_median_ns, kernelindex_view_runs.rerun_ci95_low, kernelindex_view_runs.rerun_ci95_high, kernelindex_view_runs.last_position \n"
+            "FROM kernelindex_view_runs \n"
+            "WHERE kernelindex_view_runs.run_digest = %(digest)s::VARCHAR",
+            {},
+        ),
+        "run_standings": (
+            "SELECT kernelindex_view_ranks.view, kernelindex_view_ranks.rank, kernelindex_view_ranks.of_count, kernelindex_view_ranks.value, kernelindex_view_ranks.tied_with \n"
+            "FROM kernelindex_view_ranks \n"
+            "WHERE kernelindex_view_ranks.run_digest = %(digest)s::VARCHAR",
+            {},
+        ),
+        "group_top": (
+            "SELECT kernelindex_view_ranks.run_digest \n"
+            "FROM kernelindex_view_ranks \n"
+            "WHERE kernelindex_view_ranks.comparison_key = %(key)s::VARCHAR AND kernelindex_view_ranks.view = %(view)s::VARCHAR ORDER BY kernelindex_view_ranks.rank, kernelindex_view_ranks.run_digest \n"
+            " LIMIT %(param_1)s::INTEGER",
+            {"param_1": 1},
         ),
     },
 }

@@ -25,7 +25,7 @@ from api.cli.common import (
     remote_server,
 )
 from api.display import format_measurement, unranked_reason
-from ledger.history import DEFAULT_PAGE, MAX_PAGE
+from ledger.history_reads import DEFAULT_PAGE, MAX_PAGE
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -45,10 +45,17 @@ def show(
     as_json: JsonOption = False,
 ) -> None:
     """Summarise one run record."""
-    from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
+    from api.cli.driver import quick_reads  # noqa: PLC0415 - only this command's door
 
-    with local_service(home, db) as service:
-        record = service.runs.record(run)
+    # Through the driver where the views are fresh (issue 33), else through the full
+    # service, which folds first: the same reads either way (api/service/run_reads.py).
+    with quick_reads(home, db, views=True) as reads:
+        record = reads.runs.record(run) if reads is not None else None
+    if record is None:
+        from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
+
+        with local_service(home, db) as service:
+            record = service.runs.record(run)
     if as_json:
         print_reply(record)
         return
@@ -223,10 +230,17 @@ def history(
         return
     if trust_root is not None or checkpoint is not None or unanchored:
         raise typer.BadParameter("--trust-root and --checkpoint go with --server")
-    from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
+    from api.cli.driver import quick_reads  # noqa: PLC0415 - only this command's door
 
-    with local_service(home, db) as service:
-        page = service.history.run(run, start, limit)
+    # Through the driver where the views are fresh (issue 33), else through the full
+    # service, which folds first: the same reads either way (api/service/run_history.py).
+    with quick_reads(home, db, views=True) as reads:
+        page = reads.runs.history(run, start, limit) if reads is not None else None
+    if page is None:
+        from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
+
+        with local_service(home, db) as service:
+            page = service.history.run(run, start, limit)
     if as_json:
         print_reply(page)
     else:

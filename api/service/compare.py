@@ -21,11 +21,11 @@ from api.service.models.views import (
 from domain.comparison import comparison_components
 from domain.errors import DomainError
 from domain.ranking import FieldDifference, compare
-from ledger.application import Ledger
 
 if TYPE_CHECKING:
     from api.service.freshness import Views
     from api.service.runs import Runs
+    from ledger.application import Ledger
 
 MAX_COMPARED = 8
 

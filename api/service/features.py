@@ -81,7 +81,7 @@ def runs(service: LedgerService) -> Runs:
 def history(service: LedgerService) -> History:
     from api.service.history import History
 
-    return History(service.views, service.runs)
+    return History(service.views)
 
 
 def boards(service: LedgerService) -> Boards:

@@ -55,9 +55,9 @@ from domain.event_names import EventName
 from domain.statements import PredicateType
 from ledger.errors import NotFoundError
 from ledger.event_verification import EventVerification
-from ledger.history import RunEvents, describe
-from projections.queries import Standing as StandingRow
+from ledger.history_reads import RunEvents, describe
 from projections.rows import RunRow
+from projections.rows import Standing as StandingRow
 
 REPLICATION_TYPES = {"reproduced", "could_not_reproduce", "regression_observed"}
 MAX_CASES_SHOWN = 200

@@ -2,7 +2,8 @@
 
 A run's record reads the run's events once and the views once, in one database snapshot
 (the run named, its row, standings and group's #1, which of its artifacts are stored), and
-its group's #1's manifest set when the run is not #1 (``api.service.compare``).
+its group's #1's manifest set when the run is not #1 (``api.service.run_reads``, which a
+short command reads through the driver too).
 """
 
 from __future__ import annotations
@@ -10,36 +11,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from api.service.compare import compare_runs, manifests_of
 from api.service.freshness import Views
 from api.service.models import to_response
 from api.service.models.log import Checkpoint
 from api.service.models.runs import RunList, RunRecord, RunSummary
 from api.service.paging import Cursor, page_size
-from api.service.run_record import RunInViews, artifact_digests, compose
+from api.service.run_history import run_digest
+from api.service.run_reads import RunRead, StoredFacts, run_read
 from api.service.sweeps import SweepPlaces
 from domain.evidence import EvidenceLevel
-from domain.importers.catalog_rows import RUN_SNAPSHOT_PREFIX, published_in_snapshot
 from domain.ranking import View
-from ledger.errors import NotFoundError
-from ledger.history import RunEvents, run_events
-from ledger.store.artifacts import ArtifactError, ArtifactStore
+from ledger.history import ledger_keys
+from ledger.store.artifacts import ArtifactStore
 from ledger.store.event_store import StoreSession
 from ledger.store.log_queries import checkpoint_json
 from projections import queries
+from projections.queries import rows_of
 from projections.reference_text import full_digest
-from projections.references import resolve_run
 from projections.rows import RecentRunRow, RunListRow, RunNames, SourceRow
-
-
-@dataclass(frozen=True)
-class StoredFacts:
-    """Name, media type and size of a stored artifact (read without its content)."""
-
-    digest: str
-    name: str | None
-    media_type: str | None
-    size: int
 
 
 @dataclass(frozen=True)
@@ -61,30 +50,6 @@ class RunBadge:
     of: int | None
 
 
-@dataclass(frozen=True)
-class _RunRead:
-    """What one snapshot read of a run: its events, what the views say of it, its stored
-    artifacts' facts and (for its page) the log's checkpoint."""
-
-    digest: str
-    events: RunEvents
-    views: RunInViews | None
-    stored: dict[str, StoredFacts]
-    checkpoint: dict[str, Any] | None
-    public_url: str
-    snapshot_published: str | None = None
-
-    def record(self) -> RunRecord:
-        return compose(
-            self.digest,
-            self.events,
-            self.views,
-            set(self.stored),
-            self.public_url,
-            self.snapshot_published,
-        )
-
-
 class Runs:
     def __init__(self, views: Views, public_url: str = "") -> None:
         self.views = views
@@ -97,10 +62,9 @@ class Runs:
         """A run by digest, prefix, name or external id (``projections.references``); a full
         digest is looked up in the log itself (a run whose record is damaged is still found,
         for its audit)."""
-        digest = full_digest(reference)
-        if digest is not None:
-            return self.ledger.require_run(digest)
-        return self.views.read(lambda session: resolve_run(session, reference))
+        if full_digest(reference) is not None:
+            return self.ledger.require_run(reference)
+        return self.views.read(lambda session: run_digest(rows_of(session), reference))
 
     def list_page(
         self,
@@ -130,68 +94,32 @@ class Runs:
 
     def record(self, reference: str) -> RunRecord:
         """Every section of the run's page (``api.service.run_record``)."""
-        return self._read(reference, checkpoint=False).record()
+        return self._read(reference, checkpoint=False)[0].record()
 
     def page(self, reference: str) -> RunPage:
         """The record, the facts of the artifacts it names that are stored here, and the
         checkpoint: all read in one snapshot."""
-        found = self._read(reference, checkpoint=True)
-        assert found.checkpoint is not None
-        return RunPage(found.record(), found.stored, to_response(found.checkpoint, Checkpoint))
+        found, checkpoint = self._read(reference, checkpoint=True)
+        assert checkpoint is not None
+        return RunPage(found.record(), found.stored, to_response(checkpoint, Checkpoint))
 
-    def _read(self, reference: str, *, checkpoint: bool) -> _RunRead:
+    def _read(self, reference: str, *, checkpoint: bool) -> tuple[RunRead, dict[str, Any] | None]:
         """The run named, its events (read once) and what the views say of it (read once),
-        in one snapshot; with the log's checkpoint when asked."""
-        full = full_digest(reference)
+        in one snapshot (``api.service.run_reads``); with the log's checkpoint when asked."""
 
-        def read(session: StoreSession) -> _RunRead:
-            digest = full or resolve_run(session, reference)
-            events = run_events(self.ledger, digest)
-            if events.ingestion is None:
-                raise NotFoundError(f"no run with digest {digest}")
-            row = queries.run_row(session, digest)
-            seen = None
-            if row is not None:
-                key = row.comparison_key
-                first = queries.top_of_group(session, key, View.SOURCE_NATIVE) if key else None
-                compared = None
-                if first is not None and first != digest:
-                    theirs = manifests_of(self.ledger, first)
-                    compared = compare_runs(digest, events.manifests, first, theirs)
-                sweep = None
-                if key:
-                    at = self.views.position_in(session)
-                    sweep = self.sweeps.place(session, key, at)
-                seen = RunInViews(row, queries.standings(session, digest), compared, sweep)
-            wanted = artifact_digests(events)
-            facts = self.artifacts.facts(wanted) if wanted else []
-            stored = {str(f["digest"]): StoredFacts(**f) for f in facts}
-            return _RunRead(
-                digest,
-                events,
-                seen,
-                stored,
-                checkpoint_json(self.ledger) if checkpoint else None,
+        def read(session: StoreSession) -> tuple[RunRead, dict[str, Any] | None]:
+            found = run_read(
+                rows_of(session),
+                reference,
+                ledger_keys(self.ledger),
+                self.ledger.trust_root,
+                self.sweeps,
+                lambda: self.views.position_in(session),
                 self.public_url,
-                self._snapshot_published(events, stored),
             )
+            return found, checkpoint_json(self.ledger) if checkpoint else None
 
         return self.views.read(read)
-
-    def _snapshot_published(self, events: RunEvents, stored: dict[str, StoredFacts]) -> str | None:
-        """The publication time the source's record states, read from the stored snapshot
-        the ingestion names, for a catalog run ingested before ingestions carried it."""
-        predicate = (events.ingestion.predicate if events.ingestion else None) or {}
-        snapshot = stored.get(str(predicate.get("snapshotDigest")))
-        if predicate.get("publishedAt") or snapshot is None:
-            return None
-        if not (snapshot.name or "").startswith(RUN_SNAPSHOT_PREFIX):
-            return None
-        try:
-            content = self.artifacts.get(snapshot.digest).content
-        except ArtifactError:  # damaged or gone: the audit reports it; the page goes on
-            return None
-        return published_in_snapshot(snapshot.name, content)
 
     def names(self, digest: str) -> RunNames:
         """A run's name and title (both None for a run the views do not hold)."""

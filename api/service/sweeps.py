@@ -14,15 +14,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from api.service.models.views import SweepPlace
+from ledger.store.read_door import Rows
 from projections import view_reads
 from projections.group_labels import GroupLabel, group_labels
-
-if TYPE_CHECKING:  # a board read through the driver places its group without SQLAlchemy
-    from ledger.store.event_store import StoreSession
-    from projections.queries import Standing
+from projections.rows import Standing
 
 _DIGITS = re.compile(r"(\d+)")
 
@@ -58,11 +55,8 @@ def place_in(label: GroupLabel, sweep: Sequence[GroupLabel]) -> SweepPlace | Non
     return SweepPlace(workload=_workload(label, sweep), position=position, workloads=len(sweep))
 
 
-def group_place(session: StoreSession, key: str) -> SweepPlace | None:
+def group_place(rows: Rows, key: str) -> SweepPlace | None:
     """Where group ``key`` stands in its sweep, read from the views (None: in none)."""
-    from projections.queries import rows_of  # noqa: PLC0415 - see the imports
-
-    rows = rows_of(session)
     identity = view_reads.group_identity(rows, key)
     if identity is None or identity[0] is None:
         return None
@@ -90,14 +84,14 @@ class SweepPlaces:
     def __init__(self) -> None:
         self._at: tuple[int, dict[str, SweepPlace | None]] = (-1, {})
 
-    def place(self, session: StoreSession, key: str, position: int) -> SweepPlace | None:
+    def place(self, rows: Rows, key: str, position: int) -> SweepPlace | None:
         at, known = self._at
         if at != position or len(known) >= self._KEPT:
             # Threads reading at different positions each fill their own position's memo.
             known = {}
             self._at = (position, known)
         if key not in known:
-            known[key] = group_place(session, key)
+            known[key] = group_place(rows, key)
         return known[key]
 
 

@@ -6,16 +6,23 @@ read re-hashes the content, so a damaged artifact is reported, never served.
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import BigInteger, Column, LargeBinary, MetaData, String, Table, Text, select
 
-from domain.errors import DomainError
 from domain.importers.records import Artifact
 from domain.timestamps import format_time, utc_now
-from ledger.store.event_store import EventStore
+from ledger.store.artifact_reads import (
+    ArtifactError,
+    ArtifactNotFound,
+    StoredArtifact,
+    artifact_facts,
+    stored_artifact,
+)
+from ledger.store.event_store import EventStore, connection_of
+from ledger.store.read_door import SessionRows
+
+__all__ = ["ArtifactError", "ArtifactNotFound", "ArtifactStore", "StoredArtifact", "artifacts"]
 
 MAX_ARTIFACT_BYTES = 16 * 1024 * 1024
 
@@ -30,28 +37,6 @@ artifacts = Table(
     Column("content", LargeBinary, nullable=False),
     Column("stored_at", Text, nullable=False),
 )
-
-
-class ArtifactError(DomainError):
-    code = "bad-artifact"
-    status = 422
-
-
-class ArtifactNotFound(ArtifactError):
-    code = "not-found"
-    status = 404
-
-
-@dataclass(frozen=True)
-class StoredArtifact:
-    digest: str
-    media_type: str
-    name: str
-    content: bytes
-
-
-def _digest(content: bytes) -> str:
-    return "sha256:" + hashlib.sha256(content).hexdigest()
 
 
 class ArtifactStore:
@@ -115,21 +100,13 @@ class ArtifactStore:
 
     def get(self, digest: str) -> StoredArtifact:
         with self.store.transaction(commit=False) as session:
-            row = session.execute(select(artifacts).where(artifacts.c.digest == digest)).first()
-        if row is None:
-            raise ArtifactNotFound(f"no artifact {digest}")
-        content = bytes(row.content)
-        if _digest(content) != digest:
-            raise ArtifactError(f"artifact {digest} is damaged: its content hashes differently")
-        return StoredArtifact(digest, row.media_type, row.name, content)
+            return stored_artifact(SessionRows(connection_of(session)), digest)
 
     def facts(self, digests: list[str]) -> list[dict[str, Any]]:
         """Digest, name, media type and size of those of ``digests`` stored here, read
         without their content."""
-        t = artifacts.c
-        query = select(t.digest, t.name, t.media_type, t.size).where(t.digest.in_(digests))
         with self.store.transaction(commit=False) as session:
-            return [dict(r) for r in session.execute(query).mappings()]
+            return artifact_facts(SessionRows(connection_of(session)), digests)
 
     def has(self, digest: str) -> bool:
         with self.store.transaction(commit=False) as session:

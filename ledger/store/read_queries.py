@@ -26,6 +26,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
 
 from ledger.store.artifacts import artifacts
+from ledger.store.log_tables import leaves
 from ledger.store.read_only import events_table
 from ledger.store.schema import SCHEMA_VERSION, schema_table
 
@@ -115,6 +116,64 @@ def _artifact_count() -> Select[Any]:
     return select(func.count(artifacts.c.digest).label("stored_artifacts"))
 
 
+# A run's history and record through the door (issue 33, helper "runs").
+def _aggregate_page() -> Select[Any]:
+    """A page of one aggregate's events: from version ``start``, at most ``limit``."""
+    return (
+        _aggregate_events()
+        .where(events_table.c.originator_version >= bindparam("start"))
+        .limit(bindparam("limit"))
+    )
+
+
+def _aggregate_topics() -> Select[Any]:
+    """One aggregate's events of ``topics`` only, in version order."""
+    return _aggregate_events().where(events_table.c.topic.in_(bindparam("topics", expanding=True)))
+
+
+def _aggregate_newest() -> Select[Any]:
+    """The ``limit`` newest of one aggregate's events of ``topics``, newest first."""
+    e = events_table.c
+    return (
+        select(e.id, e.originator_version, e.topic, e.state)
+        .where(
+            e.originator_id == bindparam("aggregate"),
+            e.topic.in_(bindparam("topics", expanding=True)),
+        )
+        .order_by(e.originator_version.desc())
+        .limit(bindparam("limit"))
+    )
+
+
+def _aggregate_version() -> Select[Any]:
+    """One aggregate's last version (how many events it has): one row, 0 for none."""
+    e = events_table.c
+    return select(func.coalesce(func.max(e.originator_version), 0)).where(
+        e.originator_id == bindparam("aggregate")
+    )
+
+
+def _log_leaves() -> Select[Any]:
+    """The transparency log's leaf index of each of these event positions (those sequenced)."""
+    return select(leaves.c.position, leaves.c.leaf_index).where(
+        leaves.c.position.in_(bindparam("positions", expanding=True))
+    )
+
+
+def _artifact_facts() -> Select[Any]:
+    """Digest, name, media type and size of the stored artifacts among ``digests``."""
+    t = artifacts.c
+    return select(t.digest, t.name, t.media_type, t.size).where(
+        t.digest.in_(bindparam("digests", expanding=True))
+    )
+
+
+def _artifact() -> Select[Any]:
+    """One stored artifact's media type, name and content."""
+    t = artifacts.c
+    return select(t.media_type, t.name, t.content).where(t.digest == bindparam("digest"))
+
+
 # A registry: each statement by name, its Core definition and the parameters it takes.
 Queries = dict[str, tuple[Callable[[], Select[Any]], tuple[str, ...]]]
 
@@ -127,6 +186,14 @@ QUERIES: Queries = {
     "named_artifacts": (_named_artifacts, ("media_type", "names")),
     "reference_artifacts": (_reference_artifacts, ("media_types", "names", "limit")),
     "artifact_count": (_artifact_count, ()),
+    # A run's history and record through the door (helper "runs").
+    "aggregate_page": (_aggregate_page, ("aggregate", "start", "limit")),
+    "aggregate_topics": (_aggregate_topics, ("aggregate", "topics")),
+    "aggregate_newest": (_aggregate_newest, ("aggregate", "topics", "limit")),
+    "aggregate_version": (_aggregate_version, ("aggregate",)),
+    "log_leaves": (_log_leaves, ("positions",)),
+    "artifact_facts": (_artifact_facts, ("digests",)),
+    "artifact": (_artifact, ("digest",)),
 }
 _PSYCOPG: Any = postgresql.psycopg.dialect  # untyped in SQLAlchemy's stubs
 DIALECTS: dict[str, Dialect] = {

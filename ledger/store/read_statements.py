@@ -54,6 +54,50 @@ STATEMENTS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
             "FROM kernelindex_artifacts",
             {},
         ),
+        "aggregate_page": (
+            "SELECT kernelindex_events.id, kernelindex_events.originator_version, kernelindex_events.topic, kernelindex_events.state \n"
+            "FROM kernelindex_events \n"
+            "WHERE kernelindex_events.originator_id = :aggregate AND kernelindex_events.originator_version >= :start ORDER BY kernelindex_events.originator_version\n"
+            " LIMIT :limit OFFSET :param_1",
+            {"param_1": 0},
+        ),
+        "aggregate_topics": (
+            "SELECT kernelindex_events.id, kernelindex_events.originator_version, kernelindex_events.topic, kernelindex_events.state \n"
+            "FROM kernelindex_events \n"
+            "WHERE kernelindex_events.originator_id = :aggregate AND kernelindex_events.topic IN (__[POSTCOMPILE_topics]) ORDER BY kernelindex_events.originator_version",
+            {},
+        ),
+        "aggregate_newest": (
+            "SELECT kernelindex_events.id, kernelindex_events.originator_version, kernelindex_events.topic, kernelindex_events.state \n"
+            "FROM kernelindex_events \n"
+            "WHERE kernelindex_events.originator_id = :aggregate AND kernelindex_events.topic IN (__[POSTCOMPILE_topics]) ORDER BY kernelindex_events.originator_version DESC\n"
+            " LIMIT :limit OFFSET :param_1",
+            {"param_1": 0},
+        ),
+        "aggregate_version": (
+            "SELECT coalesce(max(kernelindex_events.originator_version), :coalesce_2) AS coalesce_1 \n"
+            "FROM kernelindex_events \n"
+            "WHERE kernelindex_events.originator_id = :aggregate",
+            {"coalesce_2": 0},
+        ),
+        "log_leaves": (
+            "SELECT kernelindex_log_leaves.position, kernelindex_log_leaves.leaf_index \n"
+            "FROM kernelindex_log_leaves \n"
+            "WHERE kernelindex_log_leaves.position IN (__[POSTCOMPILE_positions])",
+            {},
+        ),
+        "artifact_facts": (
+            "SELECT kernelindex_artifacts.digest, kernelindex_artifacts.name, kernelindex_artifacts.media_type, kernelindex_artifacts.size \n"
+            "FROM kernelindex_artifacts \n"
+            "WHERE kernelindex_artifacts.digest IN (__[POSTCOMPILE_digests])",
+            {},
+        ),
+        "artifact": (
+            "SELECT kernelindex_artifacts.media_type, kernelindex_artifacts.name, kernelindex_artifacts.content \n"
+            "FROM kernelindex_artifacts \n"
+            "WHERE kernelindex_artifacts.digest = :digest",
+            {},
+        ),
     },
     "postgresql": {
         "schema_version": (
@@ -99,6 +143,50 @@ STATEMENTS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
         "artifact_count": (
             "SELECT count(kernelindex_artifacts.digest) AS stored_artifacts \n"
             "FROM kernelindex_artifacts",
+            {},
+        ),
+        "aggregate_page": (
+            "SELECT kernelindex_events.id, kernelindex_events.originator_version, kernelindex_events.topic, kernelindex_events.state \n"
+            "FROM kernelindex_events \n"
+            "WHERE kernelindex_events.originator_id = %(aggregate)s::UUID AND kernelindex_events.originator_version >= %(start)s::BIGINT ORDER BY kernelindex_events.originator_version \n"
+            " LIMIT %(limit)s",
+            {},
+        ),
+        "aggregate_topics": (
+            "SELECT kernelindex_events.id, kernelindex_events.originator_version, kernelindex_events.topic, kernelindex_events.state \n"
+            "FROM kernelindex_events \n"
+            "WHERE kernelindex_events.originator_id = %(aggregate)s::UUID AND kernelindex_events.topic IN (__[POSTCOMPILE_topics]) ORDER BY kernelindex_events.originator_version",
+            {},
+        ),
+        "aggregate_newest": (
+            "SELECT kernelindex_events.id, kernelindex_events.originator_version, kernelindex_events.topic, kernelindex_events.state \n"
+            "FROM kernelindex_events \n"
+            "WHERE kernelindex_events.originator_id = %(aggregate)s::UUID AND kernelindex_events.topic IN (__[POSTCOMPILE_topics]) ORDER BY kernelindex_events.originator_version DESC \n"
+            " LIMIT %(limit)s",
+            {},
+        ),
+        "aggregate_version": (
+            "SELECT coalesce(max(kernelindex_events.originator_version), %(coalesce_2)s::INTEGER) AS coalesce_1 \n"
+            "FROM kernelindex_events \n"
+            "WHERE kernelindex_events.originator_id = %(aggregate)s::UUID",
+            {"coalesce_2": 0},
+        ),
+        "log_leaves": (
+            "SELECT kernelindex_log_leaves.position, kernelindex_log_leaves.leaf_index \n"
+            "FROM kernelindex_log_leaves \n"
+            "WHERE kernelindex_log_leaves.position IN (__[POSTCOMPILE_positions])",
+            {},
+        ),
+        "artifact_facts": (
+            "SELECT kernelindex_artifacts.digest, kernelindex_artifacts.name, kernelindex_artifacts.media_type, kernelindex_artifacts.size \n"
+            "FROM kernelindex_artifacts \n"
+            "WHERE kernelindex_artifacts.digest IN (__[POSTCOMPILE_digests])",
+            {},
+        ),
+        "artifact": (
+            "SELECT kernelindex_artifacts.media_type, kernelindex_artifacts.name, kernelindex_artifacts.content \n"
+            "FROM kernelindex_artifacts \n"
+            "WHERE kernelindex_artifacts.digest = %(digest)s::VARCHAR",
             {},
         ),
     },

@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from ledger.signing.dsse import stored_statement
-from ledger.store.read_door import Rows, SessionRows, uuid_param
+from ledger.store.read_door import Row, Rows, SessionRows, uuid_param
 
 if TYPE_CHECKING:
     from ledger.store.event_store import EventStore
 
 _CHUNK = 500  # ids per IN (...) list
 _PAGE = 1000  # rows per page of a scan
+_ALL = 2**62  # a page's limit when it has none (SQLite takes no NULL limit)
 
 
 @dataclass(frozen=True)
@@ -68,13 +69,20 @@ def stored_records(
     from sqlalchemy import select  # noqa: PLC0415 - see the module's docstring
 
     e = store.events.c
-    if (version, start, limit, topics, newest) == (None, 1, None, None, False):
+    paged = topics is None and not newest
+    of_topics = topics is not None and start == 1 and newest == (limit is not None)
+    if version is None and (paged or of_topics):
         from ledger.store.event_store import connection_of  # noqa: PLC0415 - as select
 
-        # Every version (each write's run or key read): the statement a command reading
-        # through the driver alone runs too.
+        # A page, a topic's events or the newest of them: the statements a command reading
+        # through the driver alone runs too (``aggregate_page`` and below).
         with store.transaction(commit=False) as session:
-            return aggregate_records(SessionRows(connection_of(session)), aggregate_id)
+            rows = SessionRows(connection_of(session))
+            if topics is None:
+                return aggregate_page(rows, aggregate_id, start, limit)
+            if limit is None:
+                return topic_records(rows, aggregate_id, topics)
+            return newest_records(rows, aggregate_id, topics, limit)
     query = select(e.id, e.originator_version, e.topic, e.state).where(
         e.originator_id == aggregate_id
     )
@@ -88,8 +96,8 @@ def stored_records(
     if limit is not None:
         query = query.limit(limit)
     with store.transaction(commit=False) as session:
-        rows = session.execute(query).all()
-    records = [StoredRecord(r[0], aggregate_id, r[1], r[2], bytes(r[3])) for r in rows]
+        found = session.execute(query).all()
+    records = [StoredRecord(r[0], aggregate_id, r[1], r[2], bytes(r[3])) for r in found]
     return records[::-1] if newest else records
 
 
@@ -97,6 +105,67 @@ def aggregate_records(rows: Rows, aggregate_id: UUID) -> list[StoredRecord]:
     """Every event of one aggregate in version order, on whichever door ``rows`` is
     (``ledger.store.read_door``)."""
     found = rows.rows("aggregate_events", aggregate=uuid_param(rows.dialect, aggregate_id))
+    return _records(aggregate_id, found)
+
+
+def aggregate_page(
+    rows: Rows, aggregate_id: UUID, start: int = 1, limit: int | None = None
+) -> list[StoredRecord]:
+    """One aggregate's events from version ``start``, at most ``limit`` (all: None)."""
+    if limit is None and start <= 1:
+        return aggregate_records(rows, aggregate_id)
+    found = rows.rows(
+        "aggregate_page",
+        aggregate=uuid_param(rows.dialect, aggregate_id),
+        start=start,
+        limit=_ALL if limit is None else limit,
+    )
+    return _records(aggregate_id, found)
+
+
+def topic_records(rows: Rows, aggregate_id: UUID, topics: Sequence[str]) -> list[StoredRecord]:
+    """One aggregate's events of ``topics``, in version order."""
+    if not topics:
+        return []
+    aggregate = uuid_param(rows.dialect, aggregate_id)
+    return _records(
+        aggregate_id, rows.rows("aggregate_topics", aggregate=aggregate, topics=list(topics))
+    )
+
+
+def newest_records(
+    rows: Rows, aggregate_id: UUID, topics: Sequence[str], limit: int
+) -> list[StoredRecord]:
+    """The ``limit`` newest of one aggregate's events of ``topics``, oldest first."""
+    if not topics or limit <= 0:
+        return []
+    found = rows.rows(
+        "aggregate_newest",
+        aggregate=uuid_param(rows.dialect, aggregate_id),
+        topics=list(topics),
+        limit=limit,
+    )
+    return _records(aggregate_id, found)[::-1]
+
+
+def event_count(rows: Rows, aggregate_id: UUID) -> int:
+    """How many events an aggregate has (its last version; versions run 1, 2, ...)."""
+    found = rows.rows("aggregate_version", aggregate=uuid_param(rows.dialect, aggregate_id))
+    return int(found[0][0])
+
+
+def leaf_indices(rows: Rows, positions: Sequence[int]) -> dict[int, int]:
+    """Position -> the transparency log's leaf index of these events (those sequenced):
+    the history's and the log's one read of them."""
+    found: dict[int, int] = {}
+    ordered = sorted(set(positions))
+    for at in range(0, len(ordered), 500):  # one IN list a chunk
+        chunk = ordered[at : at + 500]
+        found.update({int(p): int(i) for p, i in rows.rows("log_leaves", positions=chunk)})
+    return found
+
+
+def _records(aggregate_id: UUID, found: list[Row]) -> list[StoredRecord]:
     return [StoredRecord(int(r[0]), aggregate_id, int(r[1]), r[2], bytes(r[3])) for r in found]
 
 

@@ -36,11 +36,18 @@ from ledger.signing.keys import PublicKey, SigningKey
 from ledger.signing.log_key import DeferredKey
 from ledger.store import signed_checkpoints
 from ledger.store.driver_rows import insert_rows
-from ledger.store.event_store import EventStore, StoreSession, hold_sqlite_write_lock
+from ledger.store.event_store import (
+    EventStore,
+    StoreSession,
+    connection_of,
+    hold_sqlite_write_lock,
+)
 from ledger.store.heads_leaves import HeadsLeaves, is_heads_position
 from ledger.store.log_tables import checkpoints, leaves, metadata, nodes
 from ledger.store.log_watch import LogHead
+from ledger.store.read_door import SessionRows
 from ledger.store.signed_checkpoints import SignedCheckpoint
+from ledger.store.stored_events import leaf_indices
 from ledger.store.tree_nodes import NodeKey, with_prefetch
 from ledger.timing import Stage, timed
 
@@ -352,16 +359,7 @@ class TransparencyLog:
         self, session: StoreSession, positions: Sequence[int]
     ) -> dict[int, int]:
         """Position → leaf index of these events (those sequenced), in one query a chunk."""
-        found: dict[int, int] = {}
-        ordered = sorted(set(positions))
-        for start in range(0, len(ordered), 500):
-            rows = session.execute(
-                select(leaves.c.position, leaves.c.leaf_index).where(
-                    leaves.c.position.in_(ordered[start : start + 500])
-                )
-            )
-            found.update({int(r[0]): int(r[1]) for r in rows})
-        return found
+        return leaf_indices(SessionRows(connection_of(session)), positions)
 
     def leaf_for_position(self, session: StoreSession, position: int) -> int | None:
         value = session.execute(

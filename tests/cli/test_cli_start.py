@@ -274,13 +274,13 @@ def test_a_tampered_bundle_still_fails_without_the_database_stack(
 def test_read_commands_load_no_importer_server_or_agent_and_no_writer(
     demo: dict[str, str], tmp_path: Path
 ) -> None:
-    """show, history and search read through ledger/store/read_only.py (keys list and
-    leaderboard read through the driver alone: below): no importer, server or agent module, nor
-    the writers'
-    persistence (and the SQL dialects its sqlalchemy_utils loads), nor SQLAlchemy's ORM (the
-    read store uses Core only), nor the HTTP client (only with --server), structlog (only
-    when the views warn), the bundle writer or the fold's worker pool; and of the service,
-    only the features the command uses (api/service/features.py)."""
+    """search reads through ledger/store/read_only.py (keys list, and leaderboard, show and
+    history on fresh views, read through the driver alone: below): no importer, server or
+    agent module, nor the writers' persistence (and the SQL dialects its sqlalchemy_utils
+    loads), nor SQLAlchemy's ORM (the read store uses Core only), nor the HTTP client (only
+    with --server), structlog (only when the views warn), the bundle writer or the fold's
+    worker pool; and of the service, only the features the command uses
+    (api/service/features.py)."""
     for argv in (
         ["show", SEED],
         ["history", SEED],
@@ -288,7 +288,8 @@ def test_read_commands_load_no_importer_server_or_agent_and_no_writer(
     ):
         done, loaded = _imported(argv, tmp_path, demo)
         assert done.returncode == 0, (argv, done.stderr[-2000:])
-        assert "ledger.store.read_only" in loaded, argv
+        # show and history on fresh views read through the driver alone (below).
+        assert ("ledger.store.read_only" in loaded) == (argv[0] not in {"show", "history"}), argv
         heavy = {
             m
             for m in loaded
@@ -512,3 +513,50 @@ def test_leaderboard_reads_through_the_driver_alone(demo: dict[str, str], tmp_pa
     assert f"{SEED}" in printed[""] and "0.5598" in printed[""]
     assert "each user's best run, by sol-score" in printed["--order sol-score --per-user"]
     assert key in {g["comparisonKey"] for g in json.loads(printed["B200 --json"])["groups"]}
+
+
+def test_show_and_history_read_through_the_driver_alone(
+    demo: dict[str, str], tmp_path: Path
+) -> None:
+    """``show RUN`` and ``history RUN`` (the table and ``--json``) on fresh views resolve the
+    run, read its events and re-verify them, and read what the views say of it, through
+    ``sqlite3`` (issue 33): no SQLAlchemy, eventsourcing, Litestar, psycopg, Core read
+    model, event store or ledger application is loaded."""
+    printed = {}
+    for argv in (
+        ["history", SEED, "--json"],
+        ["history", SEED],
+        ["show", SEED, "--json"],
+        ["show", SEED],
+    ):
+        done, loaded = _imported(argv, tmp_path, demo)
+        assert done.returncode == 0, done.stderr[-2000:]
+        stack = {
+            m
+            for m in loaded
+            if m.split(".")[0]
+            in {"sqlalchemy", "eventsourcing", "eventsourcing_sqlalchemy", "litestar", "psycopg"}
+            or m
+            in {
+                "projections.tables",
+                "projections.queries",
+                "projections.view_queries",
+                "ledger.store.event_store",
+                "ledger.store.read_only",
+                "ledger.application",
+                "ledger.aggregates",
+                "ledger.history",
+                "api.cli.service",
+            }
+        }
+        assert stack == set(), argv
+        printed[" ".join(argv[::2])] = done.stdout
+    events = json.loads(printed["history --json"])["events"]
+    assert [e["event"] for e in events][:2] == ["Run.Ingested", "Run.Attested"]
+    assert all(e["verified"] for e in events)
+    assert printed["history"].count("✓ verified") == len(events)
+    assert "FAILED" not in printed["history"]
+    record = json.loads(printed["show --json"])
+    assert record["name"] == SEED and record["shownEventsVerified"]
+    assert "the 2 read for this record verified" in printed["show"]
+    assert "compare with #1" in printed["show"]

@@ -33,7 +33,7 @@ from domain.statements import (
     parse_statement,
 )
 from domain.timestamps import format_time, utc_now
-from ledger import history
+from ledger import history_reads
 from ledger.aggregates import run_id
 from ledger.application import Ledger
 from ledger.authority.content import check_ingestion
@@ -266,7 +266,7 @@ def test_the_run_page_its_record_and_history_validate_no_manifest(
 ) -> None:
     """A cold read (no verification kept, no digest memoised) re-verifies the run's events
     and validates none of their manifests; what it shows is verified."""
-    monkeypatch.setattr(history, "VERIFICATIONS", history.VerificationCache())
+    monkeypatch.setattr(history_reads, "VERIFICATIONS", history_reads.VerificationCache())
     monkeypatch.setattr(canonical_form, "_DIGESTS", {})
     validated: list[object] = []
     validate = registry.validate_manifest

@@ -52,7 +52,7 @@ from api.service.models.search import PER_PAGE as SEARCH_PER_PAGE
 from api.service.models.search import SORTS as SEARCH_SORTS
 from api.service.models.search import SearchFilters
 from api.service.models.views import Leaderboard
-from api.service.runs import StoredFacts
+from api.service.run_reads import StoredFacts
 from domain.documents import MAX_SAFE_INTEGER
 from domain.quantities import format_value
 from domain.ranking import View
