@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from api.service.driver_boards import DriverBoards
+from api.service.driver_search import DriverSearch
 from api.service.key_pages import LIMIT, VerifiedKeys, key_page, verified_key_page
 from api.service.models.keys import KeyList
 from ledger.signing.trust import TrustRoot
@@ -45,6 +46,7 @@ class DriverReads:
     def __init__(self, rows: Rows, trust_root: TrustRoot) -> None:
         self.keys = DriverKeys(rows, trust_root)
         self.boards = DriverBoards(rows)
+        self.search = DriverSearch(rows)
 
 
 @contextmanager
