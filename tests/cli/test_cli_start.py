@@ -512,3 +512,38 @@ def test_leaderboard_reads_through_the_driver_alone(demo: dict[str, str], tmp_pa
     assert f"{SEED}" in printed[""] and "0.5598" in printed[""]
     assert "each user's best run, by sol-score" in printed["--order sol-score --per-user"]
     assert key in {g["comparisonKey"] for g in json.loads(printed["B200 --json"])["groups"]}
+
+
+def test_search_reads_through_the_driver_alone(demo: dict[str, str], tmp_path: Path) -> None:
+    """``search`` (the table and ``--json``) on fresh views reads them through ``sqlite3``
+    (issue 33): no SQLAlchemy, eventsourcing, Litestar or psycopg, none of the views' Core
+    modules, no event store and no ledger application is loaded."""
+    rebuild = [*KERNELINDEX, "projections", "rebuild"]  # views folded: reads only read
+    subprocess.run(rebuild, env=demo, cwd=REPO, check=True, capture_output=True)
+    printed = {}
+    for argv in (["search", "B200", "--json"], ["search", "B200"]):
+        done, loaded = _imported(argv, tmp_path, demo)
+        assert done.returncode == 0, done.stderr[-2000:]
+        stack = {
+            m
+            for m in loaded
+            if m.split(".")[0]
+            in {"sqlalchemy", "eventsourcing", "eventsourcing_sqlalchemy", "litestar", "psycopg"}
+            or m
+            in {
+                "projections.tables",
+                "projections.queries",
+                "projections.view_queries",
+                "ledger.store.event_store",
+                "api.service.freshness",
+                "api.service.search",
+            }
+            or m.startswith(("ledger.application", "api.cli.service"))
+        }
+        assert stack == set(), argv
+        # It did read the views: the door's reads of them are loaded.
+        assert {"projections.search_index", "api.service.driver_search"} <= loaded, argv
+        printed[len(argv)] = done.stdout
+    found = json.loads(printed[3])
+    assert found["total"] == 2 and {g["product"] for g in found["items"]} == {"NVIDIA B200"}
+    assert printed[2].startswith("2 comparison groups match 'B200'")
