@@ -10,6 +10,10 @@ The index is a function of the views at one position: whoever keeps it (the serv
 it by that position. Most writes (attestations, claims, key events) change nothing a search
 reads, so a new position first compares the runs' :func:`search_fingerprint`: the index is
 rebuilt only when that moved (a new run, a changed evidence level, a manifest attached).
+
+Every read is a generated statement (``projections.view_queries``) run on a ``Rows``
+(``ledger.store.read_door``): the service's session connection, or a short command's driver
+connection (issue 33). No SQLAlchemy here.
 """
 
 from __future__ import annotations
