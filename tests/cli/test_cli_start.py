@@ -274,8 +274,8 @@ def test_a_tampered_bundle_still_fails_without_the_database_stack(
 def test_read_commands_load_no_importer_server_or_agent_and_no_writer(
     demo: dict[str, str], tmp_path: Path
 ) -> None:
-    """show, history and search read through ledger/store/read_only.py (keys list and
-    leaderboard read through the driver alone: below): no importer, server or agent module, nor
+    """show and history read through ledger/store/read_only.py (keys list, leaderboard and
+    search read through the driver alone: below): no importer, server or agent module, nor
     the writers'
     persistence (and the SQL dialects its sqlalchemy_utils loads), nor SQLAlchemy's ORM (the
     read store uses Core only), nor the HTTP client (only with --server), structlog (only
@@ -284,7 +284,6 @@ def test_read_commands_load_no_importer_server_or_agent_and_no_writer(
     for argv in (
         ["show", SEED],
         ["history", SEED],
-        ["search", "B200"],
     ):
         done, loaded = _imported(argv, tmp_path, demo)
         assert done.returncode == 0, (argv, done.stderr[-2000:])
@@ -318,8 +317,6 @@ def test_read_commands_load_no_importer_server_or_agent_and_no_writer(
         assert heavy == set(), argv
         # The service makes the features a command uses, and imports only theirs.
         unused = {"log", "export", "registry", "records", "admin", "jobs"}
-        if argv[0] == "search":
-            unused |= {"runs", "boards", "history"}
         assert not {f"api.service.{name}" for name in unused} & loaded, argv
         other_commands = {e.module for c, e in COMMANDS.items() if c != argv[0]} - {
             COMMANDS[argv[0]].module
@@ -541,8 +538,12 @@ def test_search_reads_through_the_driver_alone(demo: dict[str, str], tmp_path: P
             or m.startswith(("ledger.application", "api.cli.service"))
         }
         assert stack == set(), argv
-        # It did read the views: the door's reads of them are loaded.
+        # It did read the views: the door's reads of them are loaded; no other feature's.
         assert {"projections.search_index", "api.service.driver_search"} <= loaded, argv
+        others = {"runs", "boards", "history", "log", "export", "registry", "records", "admin"}
+        assert not {f"api.service.{name}" for name in others | {"jobs"}} & loaded, argv
+        other_commands = {e.module for c, e in COMMANDS.items() if c != "search"}
+        assert not (other_commands - {COMMANDS["search"].module}) & loaded, argv
         printed[len(argv)] = done.stdout
     found = json.loads(printed[3])
     assert found["total"] == 2 and {g["product"] for g in found["items"]} == {"NVIDIA B200"}

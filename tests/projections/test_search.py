@@ -373,7 +373,9 @@ def _found(engine: Engine, groups: list[Group], word: str) -> tuple[list[str], l
     """(the groups' keys, those a search for ``word`` finds), in a transaction rolled back."""
     with Session(engine) as session:
         made = [_insert(session, n + 1, g) for n, g in enumerate(groups)]
-        found = [g.key for g in find(build_index(rows_of(session)), word, Filters(), "relevance").groups]
+        found = [
+            g.key for g in find(build_index(rows_of(session)), word, Filters(), "relevance").groups
+        ]
         session.rollback()
     return made, found
 
