@@ -28,11 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
-
-from domain.ranking import View
-from ledger.store.event_store import StoreSession
-from projections.queries import leaders
+from ledger.store.read_door import Rows
 from projections.search_index import (
     FACETS,
     SORTS,
@@ -40,7 +36,7 @@ from projections.search_index import (
     SearchIndex,
     products_named,
 )
-from projections.tables import ranks, runs
+from projections.view_statements import STATEMENTS
 
 MAX_WORDS = 8
 
@@ -400,23 +396,11 @@ class GroupTopRow:
     unit: str | None
 
 
-def group_tops(session: StoreSession, keys: Sequence[str]) -> dict[str, GroupTopRow]:
-    """Each group's #1 in the source-native view."""
-    first = leaders()
+def group_tops(rows: Rows, keys: Sequence[str]) -> dict[str, GroupTopRow]:
+    """Each group's #1 in the source-native view (``projections.queries.leaders``)."""
+    if not keys:  # an empty IN list is not compiled ahead
+        return {}
     return {
-        str(r.comparison_key): GroupTopRow(
-            str(r.run_digest), str(r.name), float(r.value), str(r.unit) if r.unit else None
-        )
-        for r in session.execute(
-            select(
-                first.c.comparison_key, first.c.run_digest, ranks.c.value, runs.c.name, runs.c.unit
-            )
-            .join(
-                ranks,
-                (ranks.c.run_digest == first.c.run_digest)
-                & (ranks.c.view == str(View.SOURCE_NATIVE)),
-            )
-            .join(runs, runs.c.run_digest == first.c.run_digest)
-            .where(first.c.comparison_key.in_(list(keys)))
-        )
+        str(key): GroupTopRow(str(run), str(name), float(value), str(unit) if unit else None)
+        for key, run, value, name, unit in rows.run(STATEMENTS, "group_tops", keys=list(keys))
     }

@@ -10,6 +10,10 @@ The index is a function of the views at one position: whoever keeps it (the serv
 it by that position. Most writes (attestations, claims, key events) change nothing a search
 reads, so a new position first compares the runs' :func:`search_fingerprint`: the index is
 rebuilt only when that moved (a new run, a changed evidence level, a manifest attached).
+
+Every read is a generated statement (``projections.view_queries``) run on a ``Rows``
+(``ledger.store.read_door``): the service's session connection, or a short command's driver
+connection (issue 33). No SQLAlchemy here.
 """
 
 from __future__ import annotations
@@ -20,13 +24,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import func, select
-
 from domain.gpu_names import match_gpu
 from domain.implementation_terms import NOT_STATED, is_installable, license_of
-from ledger.store.event_store import StoreSession
-from projections.run_views import RUNNER_NAME
-from projections.tables import manifests, runs, tracking
+from ledger.store.read_door import Rows
+from projections.view_statements import STATEMENTS
 
 # Filters a query may narrow by (the facets a reply counts, in the order shown) and the
 # orders of its groups; the service's reply models name the same (api/service/models/search).
@@ -81,68 +82,37 @@ class SearchIndex:
     fingerprint: tuple[int, ...] = ()  # search_fingerprint of the views it was built from
 
 
-def views_position(session: StoreSession) -> int:
+def views_position(rows: Rows) -> int:
     """The position of the last event folded into the views (0: none yet)."""
-    value = session.execute(
-        select(tracking.c.position).where(tracking.c.name == RUNNER_NAME)
-    ).scalar()
-    return int(value) if value is not None else 0
+    found = rows.run(STATEMENTS, "search_position")
+    return int(found[0][0]) if found and found[0][0] is not None else 0
 
 
-def search_fingerprint(session: StoreSession) -> tuple[int, ...]:
+def search_fingerprint(rows: Rows) -> tuple[int, ...]:
     """What changes whenever anything the index reads does: the grouped runs (how many, the
     newest), their evidence (every change of a level is caused by a newer event, so the sum
     of the positions that caused them moves, as does the sum of the levels' orders), and the
     manifests held. The other columns it reads are fixed once a run is ingested."""
-    grouped = session.execute(
-        select(
-            func.count(),
-            func.coalesce(func.max(runs.c.ingested_position), 0),
-            func.coalesce(func.sum(runs.c.evidence_caused_by), 0),
-            func.coalesce(func.sum(runs.c.evidence_order), 0),
-        ).where(runs.c.comparison_key.is_not(None))
-    ).one()
-    held = session.execute(
-        select(func.count(), func.coalesce(func.max(manifests.c.position), 0))
-    ).one()
+    (grouped,) = rows.run(STATEMENTS, "search_fingerprint_runs")
+    (held,) = rows.run(STATEMENTS, "search_fingerprint_manifests")
     return tuple(int(v) for v in (*grouped, *held))
 
 
-def build_index(session: StoreSession) -> SearchIndex:
+def build_index(rows: Rows) -> SearchIndex:
     # Imported here: projections.search imports this module for its index.
     from projections.search import folded_values, search_text  # noqa: PLC0415
 
-    rows = session.execute(
-        select(
-            runs.c.comparison_key,
-            runs.c.benchmark,
-            runs.c.product,
-            runs.c.source,
-            runs.c.evidence_level,
-            runs.c.evidence_order,
-            runs.c.name,
-            runs.c.ingested_position,
-            runs.c.protocol_digest,
-            runs.c.workload_digest,
-            runs.c.title,
-            runs.c.author,
-            runs.c.external_id,
-            runs.c.run_digest,
-            runs.c.implementation_digest,
-        )
-        .where(runs.c.comparison_key.is_not(None))
-        .order_by(runs.c.ingested_position, runs.c.run_digest)
-    ).all()
-    terms = implementation_terms(session, {row[-1] for row in rows if row[-1] is not None})
+    grouped = rows.run(STATEMENTS, "search_runs")
+    terms = implementation_terms(rows, {row[-1] for row in grouped if row[-1] is not None})
     documents: dict[str, str] = {}
     dtypes: dict[str, tuple[str, ...]] = {}
     profiles: dict[tuple[Any, ...], Profile] = {}
     headlines: dict[tuple[str | None, str | None], str] = {}
     index = SearchIndex(
-        views_position(session), [], documents, {}, fingerprint=search_fingerprint(session)
+        views_position(rows), [], documents, {}, fingerprint=search_fingerprint(rows)
     )
     for (key, benchmark, product, source, level, order, name, position, protocol, workload,
-         title, author, external_id, digest, implementation) in rows:  # fmt: skip
+         title, author, external_id, digest, implementation) in grouped:  # fmt: skip
         license, installable = terms.get(implementation, UNSTATED_TERMS)
         alike = (key, benchmark, product, source, level, protocol, workload, license, installable)
         profile = profiles.get(alike)
@@ -185,12 +155,8 @@ def build_index(session: StoreSession) -> SearchIndex:
         folded_values(document)
     digests = sorted({d for p in index.profiles for d in (p.protocol, p.workload) if d})
     for start in range(0, len(digests), 500):
-        found = session.execute(
-            select(manifests.c.digest, manifests.c.document).where(
-                manifests.c.digest.in_(digests[start : start + 500])
-            )
-        ).tuples()
-        documents.update((str(digest), str(document)) for digest, document in found)
+        found = rows.run(STATEMENTS, "manifest_documents", digests=digests[start : start + 500])
+        documents.update((str(digest), str(document)) for digest, _, document in found)
     for p in index.profiles:
         if p.workload is not None and p.workload in documents:
             if p.workload not in dtypes:
@@ -208,18 +174,14 @@ def build_index(session: StoreSession) -> SearchIndex:
 UNSTATED_TERMS = (NOT_STATED, "no")  # a run whose implementation manifest is not held
 
 
-def implementation_terms(session: StoreSession, digests: set[str]) -> dict[str, tuple[str, str]]:
+def implementation_terms(rows: Rows, digests: set[str]) -> dict[str, tuple[str, str]]:
     """License (or "not stated") and "yes"/"no" installable of each implementation the views
     hold, by digest. Most manifests state neither: their text says so without parsing."""
     found: dict[str, tuple[str, str]] = {}
     wanted = sorted(digests)
     for start in range(0, len(wanted), 500):
-        rows = session.execute(
-            select(manifests.c.digest, manifests.c.document).where(
-                manifests.c.digest.in_(wanted[start : start + 500])
-            )
-        ).tuples()
-        for digest, document in rows:
+        chunk = wanted[start : start + 500]
+        for digest, _, document in rows.run(STATEMENTS, "manifest_documents", digests=chunk):
             if '"licensing"' not in document and '"buildVariants"' not in document:
                 found[str(digest)] = UNSTATED_TERMS
                 continue

@@ -325,6 +325,69 @@ def _group_top() -> Select[Any]:
     )
 
 
+# Search (``projections.search_index``, ``projections.search``): the runs a search indexes,
+# what tells whether they moved since an index was built, and each group's #1.
+
+
+def _search_position() -> Select[Any]:
+    """The position of the last event folded into the views (no row: none yet)."""
+    return select(tracking.c.position).where(tracking.c.name == bindparam("runner", RUNNER_NAME))
+
+
+def _search_fingerprint_runs() -> Select[Any]:
+    """The grouped runs: how many, the newest, and sums that move with any evidence change."""
+    return select(
+        func.count(),
+        func.coalesce(func.max(runs.c.ingested_position), 0),
+        func.coalesce(func.sum(runs.c.evidence_caused_by), 0),
+        func.coalesce(func.sum(runs.c.evidence_order), 0),
+    ).where(runs.c.comparison_key.is_not(None))
+
+
+def _search_fingerprint_manifests() -> Select[Any]:
+    return select(func.count(), func.coalesce(func.max(manifests.c.position), 0))
+
+
+def _search_runs() -> Select[Any]:
+    """Every grouped run's searchable columns, in log order."""
+    t = runs.c
+    return (
+        select(
+            t.comparison_key,
+            t.benchmark,
+            t.product,
+            t.source,
+            t.evidence_level,
+            t.evidence_order,
+            t.name,
+            t.ingested_position,
+            t.protocol_digest,
+            t.workload_digest,
+            t.title,
+            t.author,
+            t.external_id,
+            t.run_digest,
+            t.implementation_digest,
+        )
+        .where(t.comparison_key.is_not(None))
+        .order_by(t.ingested_position, t.run_digest)
+    )
+
+
+def _group_tops() -> Select[Any]:
+    """Each group of ``keys``'s #1 in the source-native view, with its value, name and unit."""
+    first = leaders()
+    return (
+        select(first.c.comparison_key, first.c.run_digest, ranks.c.value, runs.c.name, runs.c.unit)
+        .join(
+            ranks,
+            (ranks.c.run_digest == first.c.run_digest) & (ranks.c.view == str(View.SOURCE_NATIVE)),
+        )
+        .join(runs, runs.c.run_digest == first.c.run_digest)
+        .where(first.c.comparison_key.in_(bindparam("keys", expanding=True)))
+    )
+
+
 QUERIES: Queries = {
     "board_page": (lambda: _board(paged=True), ("key", "view", "min_order", "limit", "offset")),
     "board": (lambda: _board(paged=False), ("key", "view", "min_order")),
@@ -351,6 +414,12 @@ QUERIES: Queries = {
     "run_row": (_run_row, ("digest",)),
     "run_standings": (_run_standings, ("digest",)),
     "group_top": (_group_top, ("key", "view")),
+    # Search (manifests: "manifest_documents").
+    "search_position": (_search_position, ()),
+    "search_fingerprint_runs": (_search_fingerprint_runs, ()),
+    "search_fingerprint_manifests": (_search_fingerprint_manifests, ()),
+    "search_runs": (_search_runs, ()),
+    "group_tops": (_group_tops, ("keys",)),
 }
 
 

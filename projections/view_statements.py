@@ -169,6 +169,37 @@ STATEMENTS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
             " LIMIT :param_1 OFFSET :param_2",
             {"param_1": 1, "param_2": 0},
         ),
+        "search_position": (
+            "SELECT kernelindex_view_tracking.position \n"
+            "FROM kernelindex_view_tracking \n"
+            "WHERE kernelindex_view_tracking.name = :runner",
+            {"runner": "views"},
+        ),
+        "search_fingerprint_runs": (
+            "SELECT count(*) AS count_1, coalesce(max(kernelindex_view_runs.ingested_position), :coalesce_2) AS coalesce_1, coalesce(sum(kernelindex_view_runs.evidence_caused_by), :coalesce_4) AS coalesce_3, coalesce(sum(kernelindex_view_runs.evidence_order), :coalesce_6) AS coalesce_5 \n"
+            "FROM kernelindex_view_runs \n"
+            "WHERE kernelindex_view_runs.comparison_key IS NOT NULL",
+            {"coalesce_2": 0, "coalesce_4": 0, "coalesce_6": 0},
+        ),
+        "search_fingerprint_manifests": (
+            "SELECT count(*) AS count_1, coalesce(max(kernelindex_view_manifests.position), :coalesce_2) AS coalesce_1 \n"
+            "FROM kernelindex_view_manifests",
+            {"coalesce_2": 0},
+        ),
+        "search_runs": (
+            "SELECT kernelindex_view_runs.comparison_key, kernelindex_view_runs.benchmark, kernelindex_view_runs.product, kernelindex_view_runs.source, kernelindex_view_runs.evidence_level, kernelindex_view_runs.evidence_order, kernelindex_view_runs.name, kernelindex_view_runs.ingested_position, kernelindex_view_runs.protocol_digest, kernelindex_view_runs.workload_digest, kernelindex_view_runs.title, kernelindex_view_runs.author, kernelindex_view_runs.external_id, kernelindex_view_runs.run_digest, kernelindex_view_runs.implementation_digest \n"
+            "FROM kernelindex_view_runs \n"
+            "WHERE kernelindex_view_runs.comparison_key IS NOT NULL ORDER BY kernelindex_view_runs.ingested_position, kernelindex_view_runs.run_digest",
+            {},
+        ),
+        "group_tops": (
+            "SELECT anon_1.comparison_key, anon_1.run_digest, kernelindex_view_ranks.value, kernelindex_view_runs.name, kernelindex_view_runs.unit \n"
+            "FROM (SELECT kernelindex_view_ranks.comparison_key AS comparison_key, min(kernelindex_view_ranks.run_digest) AS run_digest \n"
+            "FROM kernelindex_view_ranks \n"
+            'WHERE kernelindex_view_ranks."view" = :view_1 AND kernelindex_view_ranks.rank = :rank_1 GROUP BY kernelindex_view_ranks.comparison_key) AS anon_1 JOIN kernelindex_view_ranks ON kernelindex_view_ranks.run_digest = anon_1.run_digest AND kernelindex_view_ranks."view" = :view_2 JOIN kernelindex_view_runs ON kernelindex_view_runs.run_digest = anon_1.run_digest \n'
+            "WHERE anon_1.comparison_key IN (__[POSTCOMPILE_keys])",
+            {"view_1": "source-native", "rank_1": 1, "view_2": "source-native"},
+        ),
     },
     "postgresql": {
         "board_page": (
@@ -330,6 +361,37 @@ STATEMENTS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
             "WHERE kernelindex_view_ranks.comparison_key = %(key)s::VARCHAR AND kernelindex_view_ranks.view = %(view)s::VARCHAR ORDER BY kernelindex_view_ranks.rank, kernelindex_view_ranks.run_digest \n"
             " LIMIT %(param_1)s::INTEGER",
             {"param_1": 1},
+        ),
+        "search_position": (
+            "SELECT kernelindex_view_tracking.position \n"
+            "FROM kernelindex_view_tracking \n"
+            "WHERE kernelindex_view_tracking.name = %(runner)s::VARCHAR",
+            {"runner": "views"},
+        ),
+        "search_fingerprint_runs": (
+            "SELECT count(*) AS count_1, coalesce(max(kernelindex_view_runs.ingested_position), %(coalesce_2)s::INTEGER) AS coalesce_1, coalesce(sum(kernelindex_view_runs.evidence_caused_by), %(coalesce_4)s::INTEGER) AS coalesce_3, coalesce(sum(kernelindex_view_runs.evidence_order), %(coalesce_6)s::INTEGER) AS coalesce_5 \n"
+            "FROM kernelindex_view_runs \n"
+            "WHERE kernelindex_view_runs.comparison_key IS NOT NULL",
+            {"coalesce_2": 0, "coalesce_4": 0, "coalesce_6": 0},
+        ),
+        "search_fingerprint_manifests": (
+            "SELECT count(*) AS count_1, coalesce(max(kernelindex_view_manifests.position), %(coalesce_2)s::INTEGER) AS coalesce_1 \n"
+            "FROM kernelindex_view_manifests",
+            {"coalesce_2": 0},
+        ),
+        "search_runs": (
+            "SELECT kernelindex_view_runs.comparison_key, kernelindex_view_runs.benchmark, kernelindex_view_runs.product, kernelindex_view_runs.source, kernelindex_view_runs.evidence_level, kernelindex_view_runs.evidence_order, kernelindex_view_runs.name, kernelindex_view_runs.ingested_position, kernelindex_view_runs.protocol_digest, kernelindex_view_runs.workload_digest, kernelindex_view_runs.title, kernelindex_view_runs.author, kernelindex_view_runs.external_id, kernelindex_view_runs.run_digest, kernelindex_view_runs.implementation_digest \n"
+            "FROM kernelindex_view_runs \n"
+            "WHERE kernelindex_view_runs.comparison_key IS NOT NULL ORDER BY kernelindex_view_runs.ingested_position, kernelindex_view_runs.run_digest",
+            {},
+        ),
+        "group_tops": (
+            "SELECT anon_1.comparison_key, anon_1.run_digest, kernelindex_view_ranks.value, kernelindex_view_runs.name, kernelindex_view_runs.unit \n"
+            "FROM (SELECT kernelindex_view_ranks.comparison_key AS comparison_key, min(kernelindex_view_ranks.run_digest) AS run_digest \n"
+            "FROM kernelindex_view_ranks \n"
+            "WHERE kernelindex_view_ranks.view = %(view_1)s::VARCHAR AND kernelindex_view_ranks.rank = %(rank_1)s::INTEGER GROUP BY kernelindex_view_ranks.comparison_key) AS anon_1 JOIN kernelindex_view_ranks ON kernelindex_view_ranks.run_digest = anon_1.run_digest AND kernelindex_view_ranks.view = %(view_2)s::VARCHAR JOIN kernelindex_view_runs ON kernelindex_view_runs.run_digest = anon_1.run_digest \n"
+            "WHERE anon_1.comparison_key IN (__[POSTCOMPILE_keys])",
+            {"view_1": "source-native", "rank_1": 1, "view_2": "source-native"},
         ),
     },
 }

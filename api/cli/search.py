@@ -63,7 +63,7 @@ def search(
     workload axes, source, stack version, evidence level, author, name or id; --gpu,
     --source, --dtype, --level, --license and --installable narrow to the runs with that
     value."""
-    from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
+    from api.cli.driver import quick_reads  # noqa: PLC0415 - only this command's door
 
     query = " ".join(words or [])
     filters = SearchFilters(
@@ -74,8 +74,17 @@ def search(
         license=license,
         installable=installable,
     )
-    with local_service(home, db) as service:
-        found = service.search.groups(query, filters, sort=sort, page=page, per_page=per_page)
+    found: SearchPage | None = None
+    # Through the driver where the views are fresh (issue 33), else through the full service
+    # (which folds first): the same reads either way (api/service/search_pages.py).
+    with quick_reads(home, db, views=True) as reads:
+        if reads is not None:
+            found = reads.search.groups(query, filters, sort=sort, page=page, per_page=per_page)
+    if found is None:
+        from api.cli.service import local_service  # noqa: PLC0415 - the database, when it runs
+
+        with local_service(home, db) as service:
+            found = service.search.groups(query, filters, sort=sort, page=page, per_page=per_page)
     if as_json:
         print_reply(found)
         return

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 
 from api.service.driver_boards import DriverBoards
 from api.service.driver_runs import DriverRuns
+from api.service.driver_search import DriverSearch
 from api.service.key_pages import LIMIT, VerifiedKeys, key_page, verified_key_page
 from api.service.models.keys import KeyList
 from ledger.signing.trust import TrustRoot
@@ -47,6 +48,7 @@ class DriverReads:
         self.keys = DriverKeys(rows, trust_root)
         self.boards = DriverBoards(rows)
         self.runs = DriverRuns(rows, trust_root)
+        self.search = DriverSearch(rows)
 
 
 @contextmanager

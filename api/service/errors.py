@@ -4,7 +4,7 @@ faces, which do not reach into the store themselves."""
 
 from __future__ import annotations
 
-from domain.errors import DomainError
+from api.service.query_errors import BadQueryError
 from ledger.errors import AmbiguousReferenceError, NotFoundError, SubjectMismatchError
 from ledger.group_commit import WriterClosedError
 from ledger.store.artifacts import ArtifactError, ArtifactNotFound
@@ -20,12 +20,6 @@ __all__ = [
     "WriterClosedError",
     "WrongEndpointError",
 ]
-
-
-class BadQueryError(DomainError):
-    """A query parameter names no value we know."""
-
-    code = "malformed-request"
 
 
 class WrongEndpointError(SubjectMismatchError):

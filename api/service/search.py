@@ -9,7 +9,9 @@ and facets: for each value of each filter, how many of the groups found a filter
 would leave.
 
 The runs are read once per views position into an index (``projections.search_index``) that
-this object keeps: a write moves the position and the next search builds a new one.
+this object keeps: a write moves the position and the next search builds a new one. What
+is asked and the page answered are ``api.service.search_pages``'s, which a short command's
+read through the driver calls too (``api.service.driver_search``).
 """
 
 from __future__ import annotations
@@ -18,32 +20,23 @@ import dataclasses
 import threading
 from collections.abc import Callable
 from itertools import islice
-from math import ceil
 from urllib.parse import quote
 
-from api.service.errors import BadQueryError
 from api.service.freshness import Views
 from api.service.models.search import (
     FACETS,
     MAX_PER_PAGE,
     PER_PAGE,
     SORTS,
-    Facet,
-    FacetValue,
     SearchFilters,
-    SearchGroup,
     SearchPage,
-    SearchTop,
     Suggestion,
     Suggestions,
 )
-from domain.errors import DomainError
-from domain.evidence import EvidenceLevel
-from domain.implementation_terms import INSTALLABLE
+from api.service.search_pages import asked, groups_page
 from ledger.store.event_store import StoreSession
-from projections.group_labels import group_labels
 from projections.queries import rows_of
-from projections.search import MAX_WORDS, Filters, Hits, find, fold, group_tops, query_words
+from projections.search import Filters, find, fold
 from projections.search_index import FACETS as INDEX_FACETS
 from projections.search_index import SORTS as INDEX_SORTS
 from projections.search_index import (
@@ -55,7 +48,6 @@ from projections.search_index import (
     views_position,
 )
 
-MAX_PAGE = 10_000
 SUGGESTIONS = 8  # at most, all kinds together
 SUGGEST_MIN_CHARS = 2  # a single letter suggests too much to mean anything
 
@@ -74,18 +66,19 @@ class Search:
         """The index of the views this snapshot reads: the last one while the views have not
         moved, or moved without changing anything a search reads (an attestation); else
         built again (``projections.search_index``)."""
-        position = views_position(session)
+        rows = rows_of(session)
+        position = views_position(rows)
         index = self._index
         if index is not None and index.position == position:
             return index
         with self._building:  # one build per position, however many requests wait for it
             index = self._index
             if index is None or index.position != position:
-                fingerprint = search_fingerprint(session)
+                fingerprint = search_fingerprint(rows)
                 if index is not None and index.fingerprint == fingerprint:
                     index = dataclasses.replace(index, position=position)
                 else:
-                    index = build_index(session)
+                    index = build_index(rows)
                 self._index = index
         return index
 
@@ -101,19 +94,11 @@ class Search:
         """A page of the groups ``query`` and the filters find. Refused (``BadQueryError``):
         an unknown sort or evidence level, a page size outside 1..100, a page before the
         first or after the last."""
-        narrowed = _filters(filters or SearchFilters(gpu=None, source=None, dtype=None, level=None))
-        if sort not in SORTS:
-            raise BadQueryError(f"unknown sort {sort!r}; one of {', '.join(SORTS)}")
-        if not 1 <= per_page <= MAX_PER_PAGE:
-            raise BadQueryError(f"perPage must be 1 to {MAX_PER_PAGE}, not {per_page}")
-        if not 1 <= page <= MAX_PAGE:
-            raise BadQueryError(f"page must be 1 to {MAX_PAGE}, not {page}")
-        if len(query_words(query)) < len(query.split()):
-            raise BadQueryError(f"at most {MAX_WORDS} words: every word must match")
+        narrowed = asked(query, filters, sort, page, per_page)
 
         def read(session: StoreSession) -> SearchPage:
-            hits = find(self.index(session), query, narrowed, sort)
-            return _page(session, query, narrowed, sort, hits, page, per_page)
+            index = self.index(session)
+            return groups_page(rows_of(session), index, query, narrowed, sort, page, per_page)
 
         return self.views.read(read)
 
@@ -173,112 +158,8 @@ class Search:
         return Suggestions(query=query, suggestions=self.views.read(read))
 
 
-def _filters(asked: SearchFilters) -> Filters:
-    """The filters asked for (blank ones are none); an unknown evidence level is refused."""
-    gpu, source, dtype, level, license, installable = (
-        v.strip() if v and v.strip() else None
-        for v in (
-            asked.gpu,
-            asked.source,
-            asked.dtype,
-            asked.level,
-            asked.license,
-            asked.installable,
-        )
-    )
-    if level is not None:
-        try:
-            level = EvidenceLevel.parse(level).label
-        except DomainError as exc:
-            raise BadQueryError(exc.message) from None
-    if installable is not None and installable.lower() not in INSTALLABLE:
-        raise BadQueryError(f"installable is {' or '.join(INSTALLABLE)}, not {installable!r}")
-    return Filters(
-        gpu=gpu,
-        source=source,
-        dtype=dtype,
-        level=level,
-        license=license,
-        installable=installable.lower() if installable is not None else None,
-    )
-
-
 def _most(
     counts: dict[str, int], wanted: Callable[[str], bool], most: int
 ) -> list[tuple[str, int]]:
     chosen = [(name, n) for name, n in counts.items() if wanted(name)]
     return sorted(chosen, key=lambda nc: (-nc[1], nc[0]))[:most]
-
-
-def _page(
-    session: StoreSession,
-    query: str,
-    filters: Filters,
-    sort: str,
-    hits: Hits,
-    page: int,
-    per_page: int,
-) -> SearchPage:
-    total = len(hits.groups)
-    pages = max(1, ceil(total / per_page))
-    if page > pages:
-        raise BadQueryError(
-            f"page {page} is past the last: {total} groups make {pages} page(s) of {per_page}"
-        )
-    shown = hits.groups[(page - 1) * per_page : page * per_page]
-    keys = [g.key for g in shown]
-    labels = {label.key: label for label in group_labels(rows_of(session), keys)}
-    tops = group_tops(session, keys)
-    every = list(labels.values())
-    items = []
-    for g in shown:
-        label = labels[g.key]
-        alike = label.lookalikes(every)
-        top = tops.get(g.key)
-        items.append(
-            SearchGroup(
-                comparison_key=g.key,
-                benchmark=g.benchmark,
-                product=g.product,
-                parts=label.parts,
-                apart_by=label.separated_by(alike) if alike else None,
-                runs=label.runs,
-                matching_runs=g.runs,
-                top=SearchTop(
-                    run=top.run if top else None,
-                    name=top.name if top else None,
-                    value=top.value if top else None,
-                    unit=top.unit if top else None,
-                ),
-            )
-        )
-    chosen = filters.values()
-    return SearchPage(
-        query=query,
-        filters=SearchFilters(**chosen),
-        sort=sort,
-        total=total,
-        page=page,
-        per_page=per_page,
-        pages=pages,
-        next=page + 1 if page < pages else None,
-        items=items,
-        facets=[
-            Facet(
-                name=name,
-                values=[
-                    FacetValue(value=v, count=n, selected=_selected(name, v, chosen[name]))
-                    for v, n in hits.facets[name].items()
-                ],
-            )
-            for name in FACETS
-        ],
-    )
-
-
-def _selected(name: str, value: str, chosen: str | None) -> bool:
-    if chosen is None:
-        return False
-    if name == "gpu":
-        return value in products_named([value], chosen)
-    return fold(value) == fold(chosen)

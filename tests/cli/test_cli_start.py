@@ -274,22 +274,23 @@ def test_a_tampered_bundle_still_fails_without_the_database_stack(
 def test_read_commands_load_no_importer_server_or_agent_and_no_writer(
     demo: dict[str, str], tmp_path: Path
 ) -> None:
-    """search reads through ledger/store/read_only.py (keys list, and leaderboard, show and
-    history on fresh views, read through the driver alone: below): no importer, server or
-    agent module, nor the writers' persistence (and the SQL dialects its sqlalchemy_utils
-    loads), nor SQLAlchemy's ORM (the read store uses Core only), nor the HTTP client (only
-    with --server), structlog (only when the views warn), the bundle writer or the fold's
-    worker pool; and of the service, only the features the command uses
-    (api/service/features.py)."""
+    """On the full path (views not yet folded, or a URL the driver's door does not read:
+    here, one with a query), show, history and search read through
+    ledger/store/read_only.py (on fresh views every read command reads through the driver
+    alone: below): no importer, server or agent module, nor the writers' persistence (and the
+    SQL dialects its sqlalchemy_utils loads), nor SQLAlchemy's ORM (the read store uses Core
+    only), nor the HTTP client (only with --server), structlog (only when the views warn),
+    the bundle writer or the fold's worker pool; and of the service, only the features the
+    command uses (api/service/features.py)."""
+    full_path = demo | {"KERNELINDEX_DB": demo["KERNELINDEX_DB"] + "?timeout=30"}
     for argv in (
         ["show", SEED],
         ["history", SEED],
         ["search", "B200"],
     ):
-        done, loaded = _imported(argv, tmp_path, demo)
+        done, loaded = _imported(argv, tmp_path, full_path)
         assert done.returncode == 0, (argv, done.stderr[-2000:])
-        # show and history on fresh views read through the driver alone (below).
-        assert ("ledger.store.read_only" in loaded) == (argv[0] not in {"show", "history"}), argv
+        assert "ledger.store.read_only" in loaded, argv
         heavy = {
             m
             for m in loaded
@@ -560,3 +561,42 @@ def test_show_and_history_read_through_the_driver_alone(
     assert record["name"] == SEED and record["shownEventsVerified"]
     assert "the 2 read for this record verified" in printed["show"]
     assert "compare with #1" in printed["show"]
+
+
+def test_search_reads_through_the_driver_alone(demo: dict[str, str], tmp_path: Path) -> None:
+    """``search`` (the table and ``--json``) on fresh views reads them through ``sqlite3``
+    (issue 33): no SQLAlchemy, eventsourcing, Litestar or psycopg, none of the views' Core
+    modules, no event store and no ledger application is loaded."""
+    rebuild = [*KERNELINDEX, "projections", "rebuild"]  # views folded: reads only read
+    subprocess.run(rebuild, env=demo, cwd=REPO, check=True, capture_output=True)
+    printed = {}
+    for argv in (["search", "B200", "--json"], ["search", "B200"]):
+        done, loaded = _imported(argv, tmp_path, demo)
+        assert done.returncode == 0, done.stderr[-2000:]
+        stack = {
+            m
+            for m in loaded
+            if m.split(".")[0]
+            in {"sqlalchemy", "eventsourcing", "eventsourcing_sqlalchemy", "litestar", "psycopg"}
+            or m
+            in {
+                "projections.tables",
+                "projections.queries",
+                "projections.view_queries",
+                "ledger.store.event_store",
+                "api.service.freshness",
+                "api.service.search",
+            }
+            or m.startswith(("ledger.application", "api.cli.service"))
+        }
+        assert stack == set(), argv
+        # It did read the views: the door's reads of them are loaded; no other feature's.
+        assert {"projections.search_index", "api.service.driver_search"} <= loaded, argv
+        others = {"runs", "boards", "history", "log", "export", "registry", "records", "admin"}
+        assert not {f"api.service.{name}" for name in others | {"jobs"}} & loaded, argv
+        other_commands = {e.module for c, e in COMMANDS.items() if c != "search"}
+        assert not (other_commands - {COMMANDS["search"].module}) & loaded, argv
+        printed[len(argv)] = done.stdout
+    found = json.loads(printed[3])
+    assert found["total"] == 2 and {g["product"] for g in found["items"]} == {"NVIDIA B200"}
+    assert printed[2].startswith("2 comparison groups match 'B200'")

@@ -34,6 +34,7 @@ from api.service.models.search import SearchFilters, SearchPage
 from api.service.search import MAX_PER_PAGE, SORTS, Search
 from domain.manifests.canonical_form import manifest_digest
 from ledger.signing.authoring import ingestion_envelope
+from projections.queries import rows_of
 from projections.search import Filters, find, fold, manifest_values, rough_text
 from projections.search_index import build_index
 from projections.tables import manifests, runs
@@ -372,7 +373,9 @@ def _found(engine: Engine, groups: list[Group], word: str) -> tuple[list[str], l
     """(the groups' keys, those a search for ``word`` finds), in a transaction rolled back."""
     with Session(engine) as session:
         made = [_insert(session, n + 1, g) for n, g in enumerate(groups)]
-        found = [g.key for g in find(build_index(session), word, Filters(), "relevance").groups]
+        found = [
+            g.key for g in find(build_index(rows_of(session)), word, Filters(), "relevance").groups
+        ]
         session.rollback()
     return made, found
 

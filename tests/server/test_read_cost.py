@@ -21,7 +21,7 @@ from served_app import TEST_CONFIG, Served, serve
 
 import api.server.pages.feeds as feeds_module
 import api.service.boards as service_module
-import api.service.search as search_module
+import api.service.search_pages as search_module  # where a search page is computed
 from api.server.config import ServerConfig
 from api.server.rate_limits import ROUTE_COSTS
 from api.server.read_cache import CachedReply, PositionReads, ReadCache
