@@ -1,7 +1,5 @@
 """An attester's predicate: a reproduction, a note, or an issue report about a run."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 from msgspec import Meta

@@ -6,8 +6,6 @@ cannot say (a timestamp, text without hidden characters, the rules across fields
 ``__post_init__``, once per object, as the object is made.
 """
 
-from __future__ import annotations
-
 import re
 import sys
 import unicodedata

@@ -1,7 +1,5 @@
 """An importer's predicates: an ingestion (a run's manifest set) and an attachment."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any
 
 from msgspec import Meta

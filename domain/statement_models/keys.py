@@ -1,8 +1,6 @@
 """An admin's key predicate: a key registered with its roles (and an agent's device classes),
 or revoked."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 from msgspec import Meta

@@ -1,7 +1,5 @@
 """The in-toto Statement v1 envelope of every predicate: its type, one subject, the predicate."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any, Literal
 
 import msgspec

@@ -1,8 +1,6 @@
 """The bundle format: its name (what ``ledger.bundle`` writes and ``ledger.verify`` reads) and
 how one of its lines is read."""
 
-from __future__ import annotations
-
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple, TextIO

@@ -20,8 +20,6 @@ checks a parsed manifest (in C). To keep JSON Schema semantics:
   durations) is checked in ``__post_init__`` (see ``DurationPrefixPair``).
 """
 
-from __future__ import annotations
-
 import sys
 from typing import Annotated, Any, Final, Literal
 
