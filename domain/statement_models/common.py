@@ -6,6 +6,9 @@ cannot say (a timestamp, text without hidden characters, the rules across fields
 ``__post_init__``, once per object, as the object is made.
 """
 
+# No ``from __future__ import annotations``: msgspec reads these Structs' annotations as
+# objects, not strings it would compile and evaluate when each is first used (issue 33).
+
 import re
 import sys
 import unicodedata

@@ -1,6 +1,9 @@
 """An admin's key predicate: a key registered with its roles (and an agent's device classes),
 or revoked."""
 
+# No ``from __future__ import annotations``: msgspec reads these Structs' annotations as
+# objects, not strings it would compile and evaluate when each is first used (issue 33).
+
 from typing import Annotated
 
 from msgspec import Meta

@@ -190,6 +190,9 @@ def test_verify_loads_none_of_the_database_stack_and_still_verifies(
     # A bundle of an ingested run carries no rerun job or artifact: nothing of the importers
     # (their records, mappings and names serve `import` and reruns) is loaded to verify it.
     assert not {m for m in loaded if m.startswith("domain.importers")}
+    # Nor the rerun result's words (their enums) nor the bootstrap's statistics: a bundle
+    # without reruns uses neither.
+    assert "domain.rerun_words" not in loaded and "statistics" not in loaded
     # Nor another command's modules, the writer's or the agent's.
     assert not {
         m
