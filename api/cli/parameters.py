@@ -79,7 +79,8 @@ def _number(info: ParameterInfo, annotation: type[float]) -> Leaf | None:
             read = value
         else:
             return _MISS
-        if (low is not None and read < low) or (high is not None and read > high):
+        # Written so that NaN (a caller's float, never argv's) is out of every bound.
+        if (low is not None and not read >= low) or (high is not None and not read <= high):
             return _MISS  # out of bounds: Typer's message
         return read
 
