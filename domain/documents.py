@@ -8,6 +8,7 @@ expanded nodes) bound the work an attacker can make us do.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any, Literal
@@ -215,11 +216,15 @@ def _parse_json_strictly(data: bytes) -> JsonValue:
 # is one character by now). NUL: PostgreSQL's text cannot hold it, and the views copy
 # manifest text (a run's title, a product) into text columns. Each was found admitted by an
 # attack review, and then stopped every fold, for every run, for good.
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+# Compiled on first use: only a document with a ``\u`` escape is searched, and compiling
+# the surrogate range costs a start-up ~2M instructions (issue 33).
+@functools.cache
+def _unstorable_pattern() -> re.Pattern[str]:
+    return re.compile("[\x00\ud800-\udfff]")
 
 
 def _refuse_unstorable_strings(value: JsonValue) -> None:
-    """Refuse the first string or key that holds a character of ``_UNSTORABLE``."""
+    """Refuse the first string or key that holds a character of ``_unstorable_pattern``."""
     found = _unstorable(value)
     if found == "\x00":
         raise ParseError("a string holds U+0000 (NUL), which no text column can store")
@@ -231,7 +236,7 @@ def _refuse_unstorable_strings(value: JsonValue) -> None:
 
 def _unstorable(value: JsonValue) -> str | None:
     if type(value) is str:
-        match = _UNSTORABLE.search(value)
+        match = _unstorable_pattern().search(value)
         return match.group() if match else None
     if type(value) is dict:
         for key, item in value.items():

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import math
 import random
-import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import Any
@@ -234,6 +233,10 @@ def bootstrap_ci95(
         raise RankingError("samples must be finite numbers")
     if resamples < 1:
         raise RankingError("resamples must be at least 1")
+    # Imported here: only a run with verifying reruns is bootstrapped, and the offline
+    # verifier of a bundle without any would import it for nothing (start-up, issue 33).
+    import statistics  # noqa: PLC0415
+
     rng = random.Random(seed)  # noqa: S311 -- reproducibility, not secrecy
     n = len(values)
     medians = sorted(statistics.median(rng.choices(values, k=n)) for _ in range(resamples))
@@ -257,6 +260,8 @@ def verified_value(
     reruns, with the bootstrap seeded by the run digest — a pure function of the events."""
     if not samples:
         raise RankingError("no samples")
+    import statistics  # noqa: PLC0415 - see bootstrap_ci95
+
     return float(statistics.median(samples)), bootstrap_ci95(
         samples, seed_for(run_digest), resamples
     )

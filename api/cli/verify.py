@@ -3,9 +3,10 @@
 It needs no database: this module and what it imports load none of the database stack
 (SQLAlchemy, eventsourcing, the store, the read models), which tests/cli/test_cli_start.py
 holds on the running command.
-"""
 
-from __future__ import annotations
+No ``from __future__ import annotations`` here: Typer reads the command's parameters from
+its annotations, and strings it would compile and evaluate again as each run starts.
+"""
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -136,7 +137,7 @@ def verify(
         raise typer.Exit(EXIT_CODES[outcome])
 
 
-def _policy(path: Path | None) -> Policy | None:
+def _policy(path: Path | None) -> "Policy | None":
     """The witness policy in ``--policy FILE``; its parser is imported only for one."""
     if path is None:
         return None

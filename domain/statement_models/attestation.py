@@ -1,6 +1,7 @@
 """An attester's predicate: a reproduction, a note, or an issue report about a run."""
 
-from __future__ import annotations
+# No ``from __future__ import annotations``: msgspec reads these Structs' annotations as
+# objects, not strings it would compile and evaluate when each is first used (issue 33).
 
 from typing import Annotated
 

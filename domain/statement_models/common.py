@@ -6,7 +6,8 @@ cannot say (a timestamp, text without hidden characters, the rules across fields
 ``__post_init__``, once per object, as the object is made.
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations``: msgspec reads these Structs' annotations as
+# objects, not strings it would compile and evaluate when each is first used (issue 33).
 
 import re
 import sys

@@ -1,6 +1,7 @@
 """An importer's predicates: an ingestion (a run's manifest set) and an attachment."""
 
-from __future__ import annotations
+# No ``from __future__ import annotations``: msgspec reads these Structs' annotations as
+# objects, not strings it would compile and evaluate when each is first used (issue 33).
 
 from typing import Annotated, Any
 

@@ -1,7 +1,8 @@
 """An admin's key predicate: a key registered with its roles (and an agent's device classes),
 or revoked."""
 
-from __future__ import annotations
+# No ``from __future__ import annotations``: msgspec reads these Structs' annotations as
+# objects, not strings it would compile and evaluate when each is first used (issue 33).
 
 from typing import Annotated
 

@@ -1,6 +1,7 @@
 """The in-toto Statement v1 envelope of every predicate: its type, one subject, the predicate."""
 
-from __future__ import annotations
+# No ``from __future__ import annotations``: msgspec reads these Structs' annotations as
+# objects, not strings it would compile and evaluate when each is first used (issue 33).
 
 from typing import Annotated, Any, Literal
 

@@ -1,7 +1,8 @@
 """The bundle format: its name (what ``ledger.bundle`` writes and ``ledger.verify`` reads) and
 how one of its lines is read."""
 
-from __future__ import annotations
+# No ``from __future__ import annotations``: msgspec reads these Structs' annotations as
+# objects, not strings it would compile and evaluate when each is first used (issue 33).
 
 from collections.abc import Iterator
 from pathlib import Path

@@ -20,7 +20,8 @@ checks a parsed manifest (in C). To keep JSON Schema semantics:
   durations) is checked in ``__post_init__`` (see ``DurationPrefixPair``).
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations``: msgspec reads these Structs' annotations as
+# objects, not strings it would compile and evaluate when each is first used (issue 33).
 
 import sys
 from typing import Annotated, Any, Final, Literal
