@@ -111,7 +111,7 @@ def _state_of(keys: KeyLookup, key_id: str | None) -> KeyState | None:
         return None
     try:
         return keys(key_id)
-    except ValueError:  # a damaged key record: verification says so, uncached
+    except ValueError:  # a damaged key record: verification says so (cached under no state)
         return None
 
 
@@ -124,7 +124,10 @@ KeySource = Callable[[set[str]], KeyLookup]
 
 
 def rows_keys(rows: Rows) -> KeySource:
-    """Each key's state folded from its own events as ``rows`` reads them, once a key."""
+    """Each key's state folded from its own events as ``rows`` reads them, once a key. The
+    keys some events name are folded when they are asked for, before any is verified, as
+    ``ledger.history.ledger_keys`` reads them: a damaged key record fails the read alike
+    (``CorruptRecordError``), rather than reading as a key nobody registered."""
     states: dict[str, KeyState | None] = {}
 
     def key(key_id: str) -> KeyState | None:
@@ -132,7 +135,12 @@ def rows_keys(rows: Rows) -> KeySource:
             states[key_id] = fold_key_events(key_id, aggregate_records(rows, principal_id(key_id)))
         return states[key_id]
 
-    return lambda _named: key
+    def named(key_ids: set[str]) -> KeyLookup:
+        for key_id in sorted(key_ids):
+            key(key_id)
+        return key
+
+    return named
 
 
 def verify_stored(
@@ -184,7 +192,8 @@ def require_run(rows: Rows, run_digest: str) -> str:
     a damaged record must still be reachable by history and audit. (Prefixes, names and
     external ids are resolved over the views: ``projections.references``.)"""
     full = "sha256:" + run_digest.strip().lower().removeprefix("sha256:")
-    if len(full) != 71 or not aggregate_page(rows, run_id(full), 1, 1):
+    first = aggregate_page(rows, run_id(full), 1, 1) if len(full) == 71 else []
+    if not first or first[0].version != 1:  # its ingestion is its first event
         raise NotFoundError(f"no run with digest {full}")
     return full
 

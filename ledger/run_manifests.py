@@ -3,13 +3,13 @@
 command on its driver's (issue 33: a run's record compares it with its group's #1). Its
 attestations, however many anyone appended, are neither read nor decoded.
 
-Loads no SQLAlchemy and no eventsourcing: the stored fields are read as the projections
-read them (``ledger.store.stored_events.decode_stored``), not through the aggregates.
+Loads no SQLAlchemy and no eventsourcing: the stored fields are read as the ledger's mapper
+reads them (``ledger.store.stored_events.stored_fields``: a record the mapper would refuse
+is refused here too), not through the aggregates.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 from uuid import UUID
@@ -19,7 +19,7 @@ from ledger.errors import CorruptRecordError
 from ledger.ids import topic_of
 from ledger.signing.dsse import stored_statement
 from ledger.store.read_door import Rows
-from ledger.store.stored_events import topic_records
+from ledger.store.stored_events import stored_fields, topic_records
 
 INGESTED = topic_of("Run.Ingested")
 # The stored topics of the events a run's manifests come from (``run_manifests`` readers
@@ -46,6 +46,7 @@ def stored_run_manifests(rows: Rows, aggregate_id: UUID) -> dict[str, Any] | Non
     for record in topic_records(rows, aggregate_id, MANIFEST_TOPICS):
         if record.topic == INGESTED and ingestion is None and record.version == 1:
             ingestion = _fields(aggregate_id, record.state)["envelope"]
+            ingested_manifests(aggregate_id, ingestion)
         elif ingestion is not None and record.topic != INGESTED:
             fields = _fields(aggregate_id, record.state)
             try:
@@ -61,10 +62,26 @@ def stored_run_manifests(rows: Rows, aggregate_id: UUID) -> dict[str, Any] | Non
     return None if ingestion is None else run_manifests(ingestion, attached)
 
 
+def ingested_manifests(aggregate_id: UUID, envelope: dict[str, Any]) -> dict[str, Any]:
+    """The manifests a run's stored ingestion envelope carries (before any attachment)."""
+    try:
+        manifests: dict[str, Any] = stored_statement(envelope)["predicate"]["manifests"]
+    except (ValueError, KeyError, TypeError):
+        raise _undecodable(aggregate_id) from None
+    if not isinstance(manifests, dict):
+        raise _undecodable(aggregate_id)
+    return manifests
+
+
+def ingestion_envelope(aggregate_id: UUID, state: bytes) -> dict[str, Any]:
+    """The envelope of a run's stored ingestion (its state as the database holds it)."""
+    return dict(_fields(aggregate_id, state)["envelope"])
+
+
 def _fields(aggregate_id: UUID, state: bytes) -> dict[str, Any]:
     try:
-        found = json.loads(state)
-    except ValueError:
+        found = stored_fields(state)
+    except (ValueError, RecursionError):
         raise _undecodable(aggregate_id) from None
     if not isinstance(found, dict) or not isinstance(found.get("envelope"), dict):
         raise _undecodable(aggregate_id)

@@ -21,13 +21,11 @@ from typing import Any
 from msgspec import structs
 
 from api.service.models.views import BoardEntry
-from domain.event_names import EventName
 from ledger.errors import CorruptRecordError
-from ledger.ids import run_id, topic_of
+from ledger.ids import run_id
+from ledger.run_manifests import INGESTED, ingested_manifests, ingestion_envelope
 from ledger.store.read_door import Rows, uuid_param, uuid_result
-from ledger.store.stored_events import decode_stored
 
-_INGESTED = topic_of(EventName.RUN_INGESTED)
 _CHUNK = 500  # runs per statement (a board in SOL order reads every ranked run's)
 
 
@@ -50,20 +48,23 @@ def sol_scores(rows: Rows, digests: Sequence[str]) -> dict[str, float | None]:
     """SOL-ExecBench's score of each run of ``digests`` (``sol_score_of``), read from its
     run manifest as ``Ledger.run_manifests`` gives it: the one its ingestion (the run's first
     event) carries, which no later event replaces (only an implementation or a workload can
-    be attached). One statement a chunk of runs, on either door (``Rows``). A run the log
-    does not hold has none; an ingestion that no longer decodes fails closed."""
+    be attached). One statement a chunk of runs, on either door (``Rows``); each ingestion
+    read as ``ledger.run_manifests`` reads it. A run the log does not hold has none; an
+    ingestion that no longer decodes fails closed."""
     found: dict[str, float | None] = dict.fromkeys(digests)
     ids = {run_id(d): d for d in found}
     chunks = list(ids)
     for start in range(0, len(chunks), _CHUNK):
         chunk = [uuid_param(rows.dialect, i) for i in chunks[start : start + _CHUNK]]
         for aggregate, position, topic, state in rows.rows("run_ingestions", aggregates=chunk):
-            digest = ids[uuid_result(aggregate)]
+            aggregate_id = uuid_result(aggregate)
+            digest = ids[aggregate_id]
             try:
-                if topic != _INGESTED:
-                    raise TypeError(topic)
-                manifests = decode_stored(bytes(state))[1]["predicate"]["manifests"]
-            except (ValueError, KeyError, TypeError):
+                if topic != INGESTED:
+                    raise CorruptRecordError(topic)
+                envelope = ingestion_envelope(aggregate_id, bytes(state))
+                manifests = ingested_manifests(aggregate_id, envelope)
+            except CorruptRecordError:
                 raise CorruptRecordError(
                     f"the stored ingestion of run {digest} (at position {position}) cannot be "
                     "read; run 'kernelindex history' or 'kernelindex audit' to see why"

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -39,13 +41,66 @@ class StoredRecord:
         return self.topic.rsplit(":", 1)[-1]
 
 
+def _transcoded(found: dict[str, Any]) -> dict[str, Any]:
+    """An object as the ledger's mapper reads it (eventsourcing's ``JSONTranscoder``): one of
+    exactly the keys ``_type_`` and ``_data_`` must be a value of a transcoding the ledger
+    registers, or the record does not decode. Checked, and left as it was stored."""
+    if len(found) == 2 and "_type_" in found and "_data_" in found:
+        kind, data = found["_type_"], found["_data_"]
+        check = _TRANSCODINGS.get(kind) if isinstance(kind, str) else None
+        if check is None:
+            raise ValueError(f"a stored value of type {kind!r} is not readable")
+        try:
+            check(data)
+        except Exception as exc:  # as the transcoding's own decode fails
+            raise ValueError(f"a stored {kind} value is not readable") from exc
+    return found
+
+
+def _uuid_hex(data: object) -> None:
+    if not isinstance(data, str):
+        raise TypeError("not a string")
+    UUID(data)
+
+
+def _datetime_iso(data: object) -> None:
+    if not isinstance(data, str):
+        raise TypeError("not a string")
+    datetime.fromisoformat(data)
+
+
+# The transcodings eventsourcing's Application registers, by stored name (UUIDAsHex,
+# DecimalAsStr, DatetimeAsISO): tests/ledger/test_stored_state.py holds them to the
+# ledger's own mapper, so a reader without eventsourcing refuses what the mapper refuses.
+_TRANSCODINGS: dict[str, Any] = {
+    "uuid_hex": _uuid_hex,
+    "decimal_str": Decimal,
+    "datetime_iso": _datetime_iso,
+}
+_STATE = json.JSONDecoder(object_hook=_transcoded)
+
+
+def stored_fields(state: bytes) -> dict[str, Any]:
+    """A stored event's fields, read as the ledger's mapper reads them (strict UTF-8, the
+    standard library's JSON reader, every transcoded value decodable), without building the
+    event. Raises ValueError (or RecursionError, nested too deep) where the mapper fails."""
+    found = _STATE.decode(state.decode("utf-8"))
+    if not isinstance(found, dict):
+        raise ValueError("a stored event is a JSON object")
+    return found
+
+
 def decode_stored(state: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
     """(stored event fields, the statement its envelope carries), without verifying anything.
 
-    For readers that fold already-admitted events (projections, importer index); history and
-    audit re-verify instead. Raises ValueError/KeyError/TypeError on a damaged record.
+    For readers that fold already-admitted events (the key book, a run's manifests); history
+    and audit re-verify instead. Raises ValueError/KeyError/TypeError on a damaged record,
+    where the mapper would fail too (``stored_fields``).
     """
-    stored = json.loads(state)
+    try:
+        stored = stored_fields(state)
+    except RecursionError:
+        raise ValueError("a stored event nests too deeply") from None
     return stored, statement_of(stored)
 
 

@@ -4,16 +4,22 @@ the same bytes on stdout and the same exit code either way, on SQLite and Postgr
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+from uuid import UUID
 
 import pytest
 from cli_session import Cli
-from sqlalchemy import create_engine, select
-from typer.testing import CliRunner
+from sqlalchemy import create_engine, delete, select, update
+from typer.testing import CliRunner, Result
 
 from api.cli.main import app
 from api.service.driver_reads import driver_reads
 from ledger.home import LedgerHome
+from ledger.ids import principal_id, run_id
+from ledger.store.read_only import events_table
 from projections.tables import runs, stale_groups
 
 SEED = "sol-submission-38823"  # the demo's seed run, by name
@@ -111,3 +117,87 @@ def test_a_run_in_a_workload_sweep_shows_the_same_through_both(
         assert door.stdout == full.stdout, digest
         seen += "sweep" in door.stdout
     assert seen, "the fixture's runs stand in a sweep"
+
+
+def _damage_first_event(
+    cli: Cli, aggregate: UUID, damage: Callable[[dict[str, Any]], None]
+) -> None:
+    """The aggregate's first stored event rewritten as ``damage`` leaves its fields."""
+    engine = create_engine(cli.db_url)
+    where = (events_table.c.originator_id == aggregate) & (events_table.c.originator_version == 1)
+    try:
+        with engine.begin() as conn:
+            state = conn.execute(select(events_table.c.state).where(where)).scalar_one()
+            fields = json.loads(bytes(state))
+            damage(fields)
+            conn.execute(
+                update(events_table).where(where).values(state=json.dumps(fields).encode())
+            )
+    finally:
+        engine.dispose()
+
+
+def _both_ways(cli: Cli, *argv: str) -> tuple[Result, Result]:
+    assert _door_opens(cli), argv
+    door = cli(*argv, ok=False)
+    _views_stale(cli)
+    full = cli(*argv, ok=False)  # its catch-up re-ranks the group: the door opens again
+    return door, full
+
+
+def _timestamp_unreadable(fields: dict[str, Any]) -> None:
+    fields["timestamp"]["_data_"] = "not a time"  # eventsourcing's transcoder refuses it
+
+
+def _unknown_transcoding(fields: dict[str, Any]) -> None:
+    fields["received_at"] = {"_type_": "pickle", "_data_": "x"}
+
+
+def _received_at_garbage(fields: dict[str, Any]) -> None:
+    fields["received_at"] = "garbage"
+
+
+@pytest.mark.parametrize("damage", [_timestamp_unreadable, _unknown_transcoding])
+def test_a_damaged_record_of_the_groups_first_fails_closed_both_ways(
+    demo: Cli, damage: Callable[[dict[str, Any]], None]
+) -> None:
+    """Review (MEDIUM): a run's manifests read without the mapper still refuse what it
+    refuses. The seed's record compares it with its group's #1; #1's ingestion damaged as
+    the mapper would not read it: the door and the full path both say corrupt-record, and
+    so does the board in SOL order (its scores come from the same ingestions)."""
+    first = demo.json("show", SEED)["compareWithFirst"]["b"]
+    key = demo.json("show", SEED)["comparisonKey"]
+    _damage_first_event(demo, run_id(first), damage)
+    for argv in (("show", SEED), ("leaderboard", key, "--order", "sol-score")):
+        door, full = _both_ways(demo, *argv)
+        assert door.exit_code == full.exit_code == 1, (argv, door.output, full.output)
+        assert "corrupt-record" in door.output and door.output == full.output, argv
+
+
+def test_a_damaged_key_record_fails_the_read_alike_both_ways(demo: Cli) -> None:
+    """Review (MEDIUM): the ingester's registration damaged. The door reads the keys its
+    events name before verifying any, as the full path does: both say corrupt-record, with
+    the same words and exit code, rather than "no signature is by a registered key"."""
+    signer = demo.json("history", SEED)["events"][0]["signer"]
+    _damage_first_event(demo, principal_id(signer), _received_at_garbage)
+    for argv in (("history", SEED), ("show", SEED), ("show", SEED, "--json")):
+        door, full = _both_ways(demo, *argv)
+        assert door.exit_code == full.exit_code == 1, (argv, door.output, full.output)
+        assert "corrupt-record" in door.output and door.output == full.output, argv
+        assert "no signature is by a registered key" not in door.output
+
+
+def test_a_run_is_found_by_its_digest_only_from_its_ingestion(demo: Cli) -> None:
+    """Review (LOW): a run whose first event is gone is no run of the log (``require_run``
+    asks for its version 1, as the full path's replay would start there)."""
+    engine = create_engine(demo.db_url)
+    where = (events_table.c.originator_id == run_id(SEED_DIGEST)) & (
+        events_table.c.originator_version == 1
+    )
+    try:
+        with engine.begin() as conn:
+            conn.execute(delete(events_table).where(where))
+    finally:
+        engine.dispose()
+    found = demo("history", SEED_DIGEST, ok=False)
+    assert found.exit_code == 1 and "no run with digest" in found.output

@@ -10,6 +10,8 @@ import dataclasses
 import pickle
 from typing import Any
 
+import msgspec
+
 from domain.canonical import canonical_json
 from domain.errors import DomainError
 from ledger.admission_checks import Checked, KnownKeys, check_stateless
@@ -87,7 +89,8 @@ def test_a_verdict_is_matched_against_the_envelope_bytes_the_writer_stores(
     statement["predicate"]["externalId"] = "not what was signed"
     payload = canonical_json(statement)
     swapped = {**genuine.envelope.raw, "payload": base64.b64encode(payload).decode("ascii")}
-    envelope = dataclasses.replace(genuine.envelope, raw=swapped)  # the checked payload kept
+    # The checked payload kept (``made``, the JCS bytes of ``raw``, goes with it).
+    envelope = msgspec.structs.replace(genuine.envelope, raw=swapped, made=None)
     forged = dataclasses.replace(genuine, envelope=envelope)
     before = world.count()
     install(verifications)
@@ -107,7 +110,9 @@ def test_a_signature_swapped_beside_a_verdict_is_verified_by_the_writer(
     other = SigningKey.generate().sign(pae(PAYLOAD_TYPE, envelope.payload))
     swapped = {**raw, "signatures": [{**raw["signatures"][0], "sig": base64.b64encode(other)}]}
     swapped["signatures"][0]["sig"] = swapped["signatures"][0]["sig"].decode("ascii")
-    forged = dataclasses.replace(genuine, envelope=dataclasses.replace(envelope, raw=swapped))
+    forged = dataclasses.replace(
+        genuine, envelope=msgspec.structs.replace(envelope, raw=swapped, made=None)
+    )
     install(verifications)
     [result] = world.ledger.append_many([over_the_wire(forged)])
     install(None)
