@@ -83,8 +83,15 @@ class RunRow(_Row):
 
     @classmethod
     def from_mapping(cls, row: Mapping[Any, Any]) -> Self:
-        # The view stores the reasons as JSON text; readers want the list.
-        return cls(**_named(cls, row) | {"evidence_reasons": json_list(row["evidence_reasons"])})
+        # The view stores the reasons as JSON text; readers want the list. A driver's row
+        # (``from_values``) gives SQLite's boolean as the integer it stores.
+        return cls(
+            **_named(cls, row)
+            | {
+                "evidence_reasons": json_list(row["evidence_reasons"]),
+                "retracted": bool(row["retracted"]),
+            }
+        )
 
     @classmethod
     def from_values(cls, row: Sequence[Any]) -> Self:
