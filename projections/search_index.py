@@ -29,6 +29,8 @@ from domain.implementation_terms import NOT_STATED, is_installable, license_of
 from ledger.store.read_door import Rows
 from projections.view_statements import STATEMENTS
 
+_CHUNK = 500  # values per IN (...) list
+
 # Filters a query may narrow by (the facets a reply counts, in the order shown) and the
 # orders of its groups; the service's reply models name the same (api/service/models/search).
 FACETS = ("gpu", "source", "dtype", "level", "license", "installable")
@@ -154,8 +156,8 @@ def build_index(rows: Rows) -> SearchIndex:
     for document in documents.values():
         folded_values(document)
     digests = sorted({d for p in index.profiles for d in (p.protocol, p.workload) if d})
-    for start in range(0, len(digests), 500):
-        found = rows.run(STATEMENTS, "manifest_documents", digests=digests[start : start + 500])
+    for start in range(0, len(digests), _CHUNK):
+        found = rows.run(STATEMENTS, "manifest_documents", digests=digests[start : start + _CHUNK])
         documents.update((str(digest), str(document)) for digest, _, document in found)
     for p in index.profiles:
         if p.workload is not None and p.workload in documents:
@@ -179,8 +181,8 @@ def implementation_terms(rows: Rows, digests: set[str]) -> dict[str, tuple[str, 
     hold, by digest. Most manifests state neither: their text says so without parsing."""
     found: dict[str, tuple[str, str]] = {}
     wanted = sorted(digests)
-    for start in range(0, len(wanted), 500):
-        chunk = wanted[start : start + 500]
+    for start in range(0, len(wanted), _CHUNK):
+        chunk = wanted[start : start + _CHUNK]
         for digest, _, document in rows.run(STATEMENTS, "manifest_documents", digests=chunk):
             if '"licensing"' not in document and '"buildVariants"' not in document:
                 found[str(digest)] = UNSTATED_TERMS

@@ -214,8 +214,8 @@ def leaf_indices(rows: Rows, positions: Sequence[int]) -> dict[int, int]:
     the history's and the log's one read of them."""
     found: dict[int, int] = {}
     ordered = sorted(set(positions))
-    for at in range(0, len(ordered), 500):  # one IN list a chunk
-        chunk = ordered[at : at + 500]
+    for at in range(0, len(ordered), _CHUNK):  # one IN list a chunk
+        chunk = ordered[at : at + _CHUNK]
         found.update({int(p): int(i) for p, i in rows.rows("log_leaves", positions=chunk)})
     return found
 
