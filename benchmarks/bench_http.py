@@ -54,9 +54,11 @@ from typing import Any
 from benchmarks.http.config import (
     CACHE,
     DEFAULT_PG,
+    PROFILE_VAR,
     RESULTS,
     TARGET_ECHO_RATIO,
     TARGET_P99_MS,
+    THREAD_CPU_ONLY_VAR,
     console,
 )
 from benchmarks.http.report import judge, print_report
@@ -228,6 +230,19 @@ def _parser() -> argparse.ArgumentParser:
         default=[1],
         help="SQLite: HTTP worker processes in front of the writer process (1)",
     )
+    parser.add_argument(
+        "--profile-server",
+        type=Path,
+        metavar="DIR",
+        help="cProfile (thread-CPU time) of the server's worker, views folder and writer, "
+        "every thread's CPU and the writer's group sizes, into DIR (benchmarks/http/profiling.py)",
+    )
+    parser.add_argument(
+        "--thread-cpu",
+        type=Path,
+        metavar="DIR",
+        help="as --profile-server without the profilers: threads' CPU and group sizes only",
+    )
     parser.add_argument("--out", type=Path, help="results file (default results/http-DATE.json)")
     return parser
 
@@ -238,6 +253,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         child_main(argv)
         return {}
     args = _parser().parse_args(argv)
+    profile_dir = args.profile_server or args.thread_cpu
+    if profile_dir is not None:
+        # The serve-child and its writer process inherit the environment.
+        profile_dir.mkdir(parents=True, exist_ok=True)
+        os.environ[PROFILE_VAR] = str(profile_dir.resolve())
+        if args.profile_server is None:
+            os.environ[THREAD_CPU_ONLY_VAR] = "1"
     settings = Settings(
         clients=args.clients,
         appends=args.appends or (10 * args.clients if args.quick else 3000),

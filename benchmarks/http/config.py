@@ -27,6 +27,8 @@ DB_VAR = "BENCH_HTTP_DB"
 TIMINGS_VAR = "BENCH_HTTP_TIMINGS"
 SWITCH_VAR = "BENCH_HTTP_SWITCH_INTERVAL"
 THREADS_VAR = "BENCH_HTTP_THREADS"
+PROFILE_VAR = "BENCH_HTTP_PROFILE"  # a folder: cProfile stats of the worker and writer
+THREAD_CPU_ONLY_VAR = "BENCH_HTTP_THREAD_CPU_ONLY"  # with it: only thread CPU, no cProfile
 # Timed requests carry this header. A serve-child worker starts counting at the first one it
 # sees: the phases are sequential (/health polls, then every warm-up answered, then the timed
 # load), so nothing before the timed phase is counted, in any worker or thread (the group

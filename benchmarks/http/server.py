@@ -25,12 +25,14 @@ from benchmarks.http.config import (
     DB_VAR,
     HOME_VAR,
     HOST,
+    PROFILE_VAR,
     REPO,
     SWITCH_VAR,
     THREADS_VAR,
     TIMINGS_VAR,
 )
 from benchmarks.http.cpu import descendants
+from benchmarks.http.profiling import profile_worker, profile_writer
 from benchmarks.http.spans import instrument
 from ledger.home import LedgerHome
 from ledger.long_lived import freeze_long_lived
@@ -70,6 +72,8 @@ def bench_app() -> Callable[..., Awaitable[None]]:
 
         app.on_startup.append(bigger_pool)
     freeze_long_lived()  # as `kernelindex serve`'s workers do
+    if os.environ.get(PROFILE_VAR):
+        profile_worker(app)
     timings = os.environ.get(TIMINGS_VAR)
     if not timings:
         return app
@@ -151,7 +155,8 @@ def child_main(argv: list[str]) -> None:
         return
     from ledger.writer_process import WriterProcess  # noqa: PLC0415
 
-    writer = WriterProcess(Path(args.home), args.db).start()
+    log_setup = profile_writer if os.environ.get(PROFILE_VAR) else None  # runs in the writer
+    writer = WriterProcess(Path(args.home), args.db, log_setup=log_setup).start()
     os.environ.update(writer.env)
     try:
         _uvicorn("benchmarks.http.server:bench_app", args.port, args.workers)
