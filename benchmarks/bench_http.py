@@ -61,6 +61,7 @@ from benchmarks.http.config import (
     THREAD_CPU_ONLY_VAR,
     console,
 )
+from benchmarks.http.profiling import summary
 from benchmarks.http.report import judge, print_report
 from benchmarks.http.scenarios import Settings, pg_database, run_echo, run_scenario
 from benchmarks.http.server import child_main
@@ -257,6 +258,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if profile_dir is not None:
         # The serve-child and its writer process inherit the environment.
         profile_dir.mkdir(parents=True, exist_ok=True)
+        if any(profile_dir.iterdir()):  # its files are summed: another run's would count
+            _parser().error(f"{profile_dir} is not empty")
         os.environ[PROFILE_VAR] = str(profile_dir.resolve())
         if args.profile_server is None:
             os.environ[THREAD_CPU_ONLY_VAR] = "1"
@@ -322,6 +325,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             shutil.rmtree(session, ignore_errors=True)
     for scenario in result["scenarios"]:
         scenario["judged"] = judge(scenario, result["echo"])
+    if profile_dir is not None and len(result["scenarios"]) == 1:  # one server's files
+        served = result["scenarios"][0]["http"]["acknowledged"] + settings.warmup * args.clients
+        result["serverThreadCpu"] = summary(profile_dir, served)
+        console.print(f"server threads' CPU, ms per request: {result['serverThreadCpu']}")
     result["loadAverageAfter"] = round(os.getloadavg()[0], 2)
     result["command"] = "python -m benchmarks.bench_http " + " ".join(argv)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,7 @@ worker's event-loop thread and of its views folder's attempts; in the writer pro
 ``/proc`` (``--thread-cpu DIR``: those and the group sizes alone, without the profilers'
 own cost). Files in DIR: ``worker-PID.prof``, ``views-PID.prof``, ``writer-PID.prof``,
 ``worker-PID-threads.json`` (from the app's startup to its shutdown),
-``writer-PID-threads.json`` (from the writer's start) and ``writer-PID-groups.json``.
+``writer-PID-threads.json`` (from its first group to its last 20th) and ``writer-PID-groups.json``.
 
     python -m pstats DIR/worker-PID.prof    # then: sort tottime, stats 40
 """
@@ -102,7 +102,11 @@ def profile_writer() -> None:
     commit = writer_process.commit_group  # type: ignore[attr-defined]
     sizes: list[int] = []
 
+    first: dict[str, float] = {}  # at the first group: the writer's start-up is not counted
+
     def profiled(ledger: Any, envelopes: list[object]) -> Any:
+        if not sizes:
+            first.update(thread_cpu())
         sizes.append(len(envelopes))
         if profile is not None:
             profile.enable()
@@ -115,7 +119,33 @@ def profile_writer() -> None:
                 if profile is not None:
                     profile.dump_stats(folder / f"writer-{os.getpid()}.prof")
                 (folder / f"writer-{os.getpid()}-groups.json").write_text(json.dumps(sizes))
-                threads = json.dumps(thread_cpu())
+                spent = {k: round(v - first.get(k, 0.0), 3) for k, v in thread_cpu().items()}
+                threads = json.dumps(spent)
                 (folder / f"writer-{os.getpid()}-threads.json").write_text(threads)
 
     writer_process.commit_group = profiled  # type: ignore[attr-defined]
+
+
+def summary(folder: Path, requests: int) -> dict[str, Any]:
+    """What ``--thread-cpu`` / ``--profile-server`` left in ``folder``, per request served
+    (warm-up included: ``requests``): each worker thread's and process's CPU ms, the writer
+    process's (from its first group to its last dump: a little under the whole load), and
+    the groups it committed."""
+    per = 1000.0 / max(1, requests)
+    out: dict[str, Any] = {"requests": requests, "workers": [], "writers": []}
+    for path in sorted(folder.glob("worker-*-threads.json")):
+        threads = json.loads(path.read_text())
+        out["workers"].append({k: round(v * per, 3) for k, v in threads.items()})
+    for path in sorted(folder.glob("writer-*-groups.json")):
+        sizes = json.loads(path.read_text())
+        threads_path = path.with_name(path.name.replace("-groups", "-threads"))
+        threads = json.loads(threads_path.read_text()) if threads_path.exists() else {}
+        out["writers"].append(
+            {
+                "groups": len(sizes),
+                "meanGroup": round(sum(sizes) / max(1, len(sizes)), 2),
+                "groupsOfOne": sizes.count(1),
+                "cpuMsPerRequest": {k: round(v * per, 3) for k, v in threads.items()},
+            }
+        )
+    return out
