@@ -39,6 +39,11 @@ def thread_cpu() -> dict[str, float]:
             out[f"{thread.name}-{thread.native_id}"] = (int(fields[11]) + int(fields[12])) / ticks
     times = os.times()
     out["process"] = times.user + times.system
+    # Context switches: voluntary (it blocked: a lock, a sleep, I/O) and not (preempted).
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.endswith("ctxt_switches") or "ctxt_switches:" in line:
+            name, value = line.split(":")
+            out[name] = float(value)
     return out
 
 
