@@ -64,13 +64,14 @@ class LeanJSONTranscoder(JSONTranscoder):
         for key, value in obj.items():
             if type(key) is not str:
                 return None
-            if not _plain(value):
-                transcoding = self.types.get(type(value))
-                if transcoding is None:
-                    return None
-                data = transcoding.encode(value)
-                if not _plain(data):
-                    return None
-                value = {"_type_": transcoding.name, "_data_": data}
-            shaped[key] = value
+            if _plain(value):
+                shaped[key] = value
+                continue
+            transcoding = self.types.get(type(value))
+            if transcoding is None:
+                return None
+            data = transcoding.encode(value)
+            if not _plain(data):
+                return None
+            shaped[key] = {"_type_": transcoding.name, "_data_": data}
         return shaped

@@ -11,7 +11,6 @@ from enum import StrEnum
 from typing import Any
 
 import pytest
-from sqlalchemy import select
 from eventsourcing.persistence import (
     DatetimeAsISO,
     DecimalAsStr,
@@ -21,6 +20,7 @@ from eventsourcing.persistence import (
 )
 from hypothesis import given
 from hypothesis import strategies as st
+from sqlalchemy import select
 
 from ledger.store.lean_transcoder import LeanJSONTranscoder
 from tests.ledger.test_admission import World, ingest_seed, world  # noqa: F401

@@ -4,9 +4,10 @@ driver) stores what the ORM path stored, on SQLite and PostgreSQL.
 The same signed envelopes, in the same groups and under the same clock, are appended to two
 fresh ledgers: one writing as the ledger does now, one as it did before issue 36 —
 eventsourcing-sqlalchemy's own ORM recorder for the events and eventsourcing's own JSON
-transcoder for their state, SQLAlchemy Core inserts for the log's leaves and nodes. Every stored row (events, leaves, nodes, checkpoints, group index)
-and every receipt must be the same; the lean ledger's rows must read back through
-eventsourcing's repository (the aggregates) and pass the audit. A sweep over group splits
+transcoder for their state, SQLAlchemy Core inserts for the log's leaves and nodes. Every
+stored row (events, leaves, nodes, checkpoints, group index) and every receipt must be the
+same; the lean ledger's rows must read back through eventsourcing's repository (the
+aggregates) and pass the audit. A sweep over group splits
 (one per commit, small groups, one group of all) and contents (ingestions, attestations, key
 registrations, a duplicate within a group and across groups, refusals between admitted
 envelopes)."""
@@ -45,9 +46,9 @@ from ledger.signing.trust import TrustRoot
 from ledger.store import driver_rows
 from ledger.store.event_store import StoreSession
 from ledger.store.group_index import group_members
+from ledger.store.lean_transcoder import LeanJSONTranscoder
 from ledger.store.log_tables import checkpoints, leaves, nodes
 from ledger.store.schema import upgrade
-from ledger.store.lean_transcoder import LeanJSONTranscoder
 
 START = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
 
