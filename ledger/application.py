@@ -382,9 +382,11 @@ class Ledger(Application[UUID]):
         recording = recordings[result.first_event]
         event = recording.domain_event
         position = recording.notification.id  # the event's place in the notification log
+        originator = recording.notification.originator_id
         return LoggedEvent(
             position=position,
-            aggregate_id=UUID(str(recording.notification.originator_id)),
+            # The event's own UUID as it is (a UUID made again from its text costs ~3 µs).
+            aggregate_id=originator if type(originator) is UUID else UUID(str(originator)),
             version=recording.notification.originator_version,
             event=recording.notification.topic.rsplit(":", 1)[-1],
             subject_digest=result.statement.subject_digest,

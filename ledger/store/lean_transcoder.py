@@ -30,16 +30,23 @@ _ENCODE = msgspec.json.Encoder().encode
 
 
 def _plain(value: Any, depth: int = 0) -> bool:
-    """Whether ``value`` holds only values both encoders write alike."""
+    """Whether ``value`` holds only values both encoders write alike (loops, not generators:
+    this walk runs over every stored state)."""
     kind = type(value)
     if kind in _SCALARS:
         return True
     if depth > _DEPTH:
         return False
     if kind is dict:
-        return all(type(k) is str and _plain(v, depth + 1) for k, v in value.items())
+        for key, item in value.items():
+            if type(key) is not str or (type(item) not in _SCALARS and not _plain(item, depth + 1)):
+                return False
+        return True
     if kind is list:
-        return all(_plain(v, depth + 1) for v in value)
+        for item in value:
+            if type(item) not in _SCALARS and not _plain(item, depth + 1):
+                return False
+        return True
     return False
 
 
@@ -64,7 +71,7 @@ class LeanJSONTranscoder(JSONTranscoder):
         for key, value in obj.items():
             if type(key) is not str:
                 return None
-            if _plain(value):
+            if type(value) in _SCALARS or _plain(value):
                 shaped[key] = value
                 continue
             transcoding = self.types.get(type(value))
