@@ -2,9 +2,10 @@
 
 The mapper encodes a stored event's state with the standard library's JSON encoder
 (``separators=(",", ":")``, ``ensure_ascii=False``, every other type through a registered
-transcoding as ``{"_type_": name, "_data_": ...}``). Its pure-Python string escaping spends
-~3 ns a character of an envelope's base64 payload, the bulk of a signed ingestion's stored
-state; msgspec writes the same bytes at memcpy speed (issue 36: the writer's own work).
+transcoding as ``{"_type_": name, "_data_": ...}``, through a Python hook). Its string
+escaping alone cost ~123 k instructions a signed ingestion (callgrind), nearly all of it the
+envelope's base64 payload; msgspec writes the same bytes for ~20 k (issue 36: the writer's own
+work, benchmarks/README.md "writer2").
 
 The same bytes, not similar ones: what is stored is hashed into log leaves and read by
 verifiers. ``LeanJSONTranscoder.encode`` takes msgspec's road only for a state of plain JSON
@@ -58,8 +59,8 @@ class LeanJSONTranscoder(JSONTranscoder):
         if shaped is not None:
             try:
                 return _ENCODE(shaped)
-            except UnicodeEncodeError:
-                pass  # a lone surrogate: the standard road refuses it as it always did
+            except (UnicodeEncodeError, msgspec.EncodeError, OverflowError, RecursionError):
+                pass  # a lone surrogate, say: the standard road refuses it as it always did
         return super().encode(obj)
 
     def _shaped(self, obj: Any) -> dict[str, Any] | None:

@@ -57,6 +57,8 @@ def test_every_code_point_is_written_alike(world: World) -> None:
 def test_a_lone_surrogate_is_refused_alike(world: World) -> None:
     lean, standard = _pair(world)
     _same(lean, standard, {"text": "a\ud800b"})
+    _same(lean, standard, {"a\udfffb": "text"})
+    _same(lean, standard, {"deep": {"list": ["a", {"b": "\ud800"}]}})
 
 
 def test_the_ledgers_stored_states_are_written_alike(world: World) -> None:
