@@ -145,10 +145,11 @@ def canonical_json(value: Any) -> bytes:
     one serialisation that JCS and a sorted-key C encoder agree on: the same string
     escapes (``\b \t \n \f \r``, other controls as lowercase ``\u00xx``, nothing else), the
     same integers, and ASCII keys sort alike by code point and by UTF-16 unit. Those are
-    written by msgspec's C encoder, several times faster. Floats need their ES6 spelling, which
-    only ``rfc8785`` writes: the encoder writes the value with a stand-in string for each
-    float, and each stand-in is then replaced by ``rfc8785``'s spelling of that float (a
-    manifest with a few floats: ~10x faster than ``rfc8785`` for all of it). Non-ASCII keys
+    written by msgspec's C encoder, several times faster; so are floats that are not whole
+    with 1e-4 ≤ |x| < 1e16, which it spells as repr does, ES6's spelling there. Other floats
+    need their ES6 spelling from ``rfc8785``: the encoder writes the value with a stand-in
+    string for each float, and each stand-in is then replaced by ``rfc8785``'s spelling of
+    that float (~10x faster than ``rfc8785`` for all of a manifest). Non-ASCII keys
     and the rest go to ``rfc8785``. The two agree on every value the fast paths take
     (tests/domain/test_canonical_fast_path.py).
     """
