@@ -18,7 +18,6 @@ import importlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import typer
 import typer.main
 from typer.core import TyperCommand, TyperGroup
 
