@@ -1,35 +1,58 @@
 """Shared pieces of the CLI: consoles, options, error handling and output.
 
-Light on purpose: every command imports this module, ``kernelindex verify`` included, so it
-imports nothing of the database stack (the local ledger's helpers are in ``api.cli.local``).
+Light on purpose: every command imports this module, so it imports nothing of the database
+stack (the local ledger's helpers are in ``api.cli.local``). The consoles, refusals and plain
+output are ``api.cli.console``'s (re-exported here), which ``kernelindex verify``'s fast
+start imports without this module's Typer.
 """
 
 from __future__ import annotations
 
 import functools
-import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, Protocol, TypeVar
+from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
-from domain.errors import DomainError
-from ledger.errors import store_error
-from ledger.signing.keys import KeyFileError
+from api.cli.console import (
+    EXIT_REJECTED,
+    Bar,
+    Refused,
+    _first_line,
+    err,
+    out,
+    print_error,
+    print_json,
+    print_reply,
+    progress_bar,
+    read_notes,
+    refuses,
+)
+from api.cli.options import CHECKPOINT, JSON
 
-if TYPE_CHECKING:
-    from types import TracebackType
-
-EXIT_REJECTED = 1
-
-# emoji=False: a ``:name:`` in a run's title or a file name is printed as spelled, and the
-# emoji table (~12 M instructions, a seventh of a bare interpreter's start) is never loaded.
-out = Console(highlight=False, soft_wrap=True, emoji=False)
-err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+# Every command imports its consoles and output helpers from here.
+__all__ = [
+    "EXIT_REJECTED",
+    "Bar",
+    "CheckpointOption",
+    "DbOption",
+    "HomeOption",
+    "JsonOption",
+    "ServerOption",
+    "_first_line",
+    "err",
+    "fail",
+    "handles_errors",
+    "out",
+    "print_error",
+    "print_json",
+    "print_remote_receipt",
+    "print_reply",
+    "progress_bar",
+    "read_notes",
+    "remote_server",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -45,17 +68,8 @@ DbOption = Annotated[
         help="SQLAlchemy URL of the event store (default $KERNELINDEX_DB or the home's SQLite).",
     ),
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
-CheckpointOption = Annotated[
-    list[Path] | None,
-    typer.Option(
-        "--checkpoint", help="A signed checkpoint you hold (e.g. from a witness); repeatable."
-    ),
-]
-
-
-def print_error(code: str, message: str) -> None:
-    err.print(f"[bold red]error{escape('[' + code + ']')}[/]: {escape(message)}")
+JsonOption = Annotated[bool, JSON.info()]
+CheckpointOption = Annotated[list[Path] | None, CHECKPOINT.info()]
 
 
 def fail(code: str, message: str, exit_code: int = EXIT_REJECTED) -> typer.Exit:
@@ -64,58 +78,18 @@ def fail(code: str, message: str, exit_code: int = EXIT_REJECTED) -> typer.Exit:
 
 
 def handles_errors(func: Callable[P, R]) -> Callable[P, R]:
-    """Turn every expected refusal into a clear message and a non-zero exit, never a traceback."""
+    """Turn every expected refusal into a clear message and a non-zero exit, never a traceback
+    (the refusals are ``api.cli.console.refuses``')."""
+    refusing = refuses(func)
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
-            return func(*args, **kwargs)
-        except DomainError as exc:
-            raise fail(exc.code, exc.message) from None
-        except KeyFileError as exc:
-            raise fail("bad-key-file", str(exc)) from None
-        except OSError as exc:
-            raise fail("io", f"{exc.filename or ''}: {exc.strerror}") from None
-        except Exception as exc:
-            # The database's failures (full, read-only, unreachable) as a clear refusal; any
-            # other exception is a bug and keeps its traceback.
-            refused = store_error(exc)
-            if refused is None:
-                raise
-            raise fail(refused.code, f"{refused.message} ({_first_line(exc)})") from None
+            return refusing(*args, **kwargs)
+        except Refused as exc:
+            raise typer.Exit(exc.code) from None
 
     return wrapper
-
-
-def _first_line(exc: BaseException) -> str:
-    """The driver's own words (e.g. "database or disk is full"), without SQL or parameters."""
-    cause: BaseException = exc
-    seen = {id(exc)}
-    while cause.__cause__ is not None and id(cause.__cause__) not in seen:  # a loop ends it
-        cause = cause.__cause__
-        seen.add(id(cause))
-    orig = getattr(cause, "orig", None)
-    text = str(orig if orig is not None else cause).strip().splitlines()
-    return text[0][:200] if text else type(cause).__name__
-
-
-def print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
-
-
-def print_reply(reply: object) -> None:
-    """A service reply (``api.service.models``) as the HTTP API sends it, byte for byte, on
-    one line: msgspec's JSON encoder, which Litestar's ``encode_json`` is (its ``enc_hook`` is
-    asked only for types msgspec does not encode itself, and the reply models hold none).
-    tests/cli/test_cli_json_is_the_apis.py holds the bytes equal."""
-    import msgspec  # noqa: PLC0415 - only a command that prints a reply needs it
-
-    sys.stdout.write(msgspec.json.encode(reply).decode("utf-8") + "\n")
-
-
-def read_notes(paths: list[Path] | None) -> list[str]:
-    """The signed notes (checkpoints) in the files given."""
-    return [p.read_text("utf-8") for p in paths or []]
 
 
 # ------------------------------------------------------------------ commands
@@ -148,65 +122,3 @@ def print_remote_receipt(reply: dict[str, Any], as_json: bool, what: str) -> Non
         f" (leaf {proof['leafIndex']})" if isinstance(proof, dict) and "leafIndex" in proof else ""
     )
     out.print(f"{what} {verb}: {reply.get('event')} at position {reply.get('position')}{leaf}")
-
-
-class Bar(Protocol):
-    """What a command does with its progress bar (rich's ``Progress`` is one)."""
-
-    def __enter__(self) -> Bar: ...
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None: ...
-
-    def add_task(self, description: str, *, total: float | None = ...) -> Any: ...
-
-    def update(self, task_id: Any, *, completed: float | None = ...) -> None: ...
-
-
-class _NoBar:
-    """The bar where none is drawn (stderr is not a terminal): what a disabled ``Progress``
-    shows, without importing rich's live display (start-up: issue 33)."""
-
-    def __enter__(self) -> _NoBar:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        return None
-
-    def add_task(self, description: str, *, total: float | None = None) -> int:
-        return 0
-
-    def update(self, task_id: Any, *, completed: float | None = None) -> None:
-        return None
-
-
-def progress_bar(what: str) -> Bar:
-    """A bar on stderr, only on a terminal (a pipe or a test sees none)."""
-    if not err.is_terminal:
-        return _NoBar()
-    # Loaded here: only the long commands (export, verify, audit, rebuild) show one.
-    from rich.progress import (  # noqa: PLC0415
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    return Progress(
-        TextColumn(f"[bold]{what}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-    )

@@ -28,25 +28,7 @@ if TYPE_CHECKING:
     # methods overridden here are declared with.
     from typer import _click as click
 
-
-class Lazy:
-    """Where a top-level command lives: ``module``'s ``app`` (a ``typer.Typer``) holds it,
-    as a command or a group; ``help`` is its first help paragraph, for the group's listing.
-
-    A plain class, not a dataclass (~4 M instructions to make on 3.11, every command's
-    start) nor a msgspec Struct (``--help`` loads no msgspec)."""
-
-    __slots__ = ("help", "module")
-
-    def __init__(self, module: str, help: str) -> None:
-        self.module = module
-        self.help = help
-
-    def typer_app(self) -> typer.Typer:
-        app = importlib.import_module(self.module).app
-        if not isinstance(app, typer.Typer):
-            raise TypeError(f"{self.module}.app is not a typer.Typer")
-        return app
+    from api.cli.main import Lazy
 
 
 class LazyGroup(TyperGroup):
@@ -71,7 +53,7 @@ class LazyGroup(TyperGroup):
             return TyperCommand(cmd_name, help=entry.help)
         group = self._built.get(entry.module)
         if group is None:
-            group = self._built[entry.module] = typer.main.get_group(entry.typer_app())
+            group = self._built[entry.module] = typer.main.get_group(_typer_app(entry))
             fast_parameters(group, ctx)
         command = group.commands[cmd_name]
         self.add_command(command, cmd_name)
@@ -104,3 +86,33 @@ class LazyGroup(TyperGroup):
             finally:
                 self._listing = False
         return super().resolve_command(ctx, args)
+
+
+def _typer_app(entry: Lazy) -> typer.Typer:
+    """The ``typer.Typer`` that ``entry``'s module holds as ``app``."""
+    app = importlib.import_module(entry.module).app
+    if not isinstance(app, typer.Typer):
+        raise TypeError(f"{entry.module}.app is not a typer.Typer")
+    return app
+
+
+def root_app(table: Mapping[str, Lazy], help: str) -> typer.Typer:
+    """The ``kernelindex`` Typer app: a group of ``table``'s commands, each loaded on use."""
+
+    class Group(LazyGroup):
+        pass
+
+    Group.table = table
+    app = typer.Typer(
+        name="kernelindex",
+        cls=Group,
+        help=help,
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+    )
+
+    @app.callback()
+    def _root() -> None:
+        """KernelIndex Ledger: signed, append-only, offline-verifiable GPU-kernel benchmarks."""
+
+    return app

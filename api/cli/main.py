@@ -6,7 +6,9 @@ prints machine-readable output on stdout.
 Each command lives in the ``api.cli`` module that ``COMMANDS`` names, and a run imports only
 the module of the command it runs (``kernelindex show`` never loads the importers, the server
 or the agent; ``kernelindex verify`` no database code): start-up is most of a short command's
-time. ``--help`` imports none of them (api/cli/lazy.py).
+time. ``--help`` imports none of them (api/cli/lazy.py). A command whose module has a
+``fast_main`` door (``kernelindex verify``: api/cli/options.py) runs a plain command line without
+Typer at all; Typer (``app``, made on first use) parses everything else.
 """
 
 from __future__ import annotations
@@ -16,12 +18,28 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING
 
-import typer
-
-from api.cli.lazy import Lazy, LazyGroup
+if TYPE_CHECKING:
+    import typer
 
 _HELP = "KernelIndex Ledger: signed, append-only, offline-verifiable GPU-kernel benchmarks."
+
+
+class Lazy:
+    """Where a top-level command lives: ``module``'s ``app`` (a ``typer.Typer``) holds it,
+    as a command or a group; ``help`` is its first help paragraph, for the group's listing.
+
+    A plain class, not a dataclass (~4 M instructions to make on 3.11, every command's
+    start) nor a msgspec Struct (``--help`` loads no msgspec)."""
+
+    __slots__ = ("help", "module")
+
+    def __init__(self, module: str, help: str) -> None:
+        self.module = module
+        self.help = help
+
 
 # Top-level command (or group) → the module whose ``app`` holds it and its first help
 # paragraph, in the order ``--help`` lists them. tests/cli/test_cli_start.py checks each
@@ -134,29 +152,31 @@ COMMANDS: dict[str, Lazy] = {
 }
 
 
-class KernelindexGroup(LazyGroup):
-    table = COMMANDS
+_app: typer.Typer | None = None
 
 
-app = typer.Typer(
-    name="kernelindex",
-    cls=KernelindexGroup,
-    help=_HELP,
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-)
+def root() -> typer.Typer:
+    """The ``kernelindex`` Typer app (api/cli/lazy.py), made once, on first use."""
+    global _app  # noqa: PLW0603 - made once per process, when Typer is needed
+    if _app is None:
+        from api.cli.lazy import root_app  # noqa: PLC0415
+
+        _app = root_app(COMMANDS, _HELP)
+    return _app
 
 
-@app.callback()
-def _root() -> None:
-    """KernelIndex Ledger: signed, append-only, offline-verifiable GPU-kernel benchmarks."""
+def __getattr__(name: str) -> typer.Typer:
+    # ``app`` (tests and callers drive the CLI in-process through it): made on first use.
+    if name != "app":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return root()
 
 
 # Commands that serve until stopped: they keep pydantic's plugins (an operator's tracing).
 SERVING = frozenset({"serve", "agent", "projector", "sequencer", "witness"})
 
 
-def preload(argv: Sequence[str]) -> None:
+def preload(argv: Sequence[str]) -> ModuleType | None:
     """Import the module of the command ``argv`` names, if it names one."""
     named = next((a for a in argv if not a.startswith("-")), None)
     if named in COMMANDS and named not in SERVING:
@@ -165,7 +185,8 @@ def preload(argv: Sequence[str]) -> None:
         # short command's start-up); set the variable (even empty) to have pydantic look.
         os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "1")
     if named in COMMANDS:
-        importlib.import_module(COMMANDS[named].module)
+        return importlib.import_module(COMMANDS[named].module)
+    return None
 
 
 def main() -> None:
@@ -173,15 +194,26 @@ def main() -> None:
     # they load only walks them again and again, so the collector waits until they are
     # loaded and frozen.
     gc.disable()
-    preload(sys.argv[1:])
+    args = sys.argv[1:]
+    module = preload(args)
     gc.freeze()
     gc.enable()
-    try:
-        app()
-    except SystemExit as exc:
-        code = exc.code
-    else:
-        code = 0
+    code: object = None
+    fast = (
+        getattr(module, "fast_main", None) if module is not None and args[0] in COMMANDS else None
+    )
+    if fast is not None:
+        try:
+            code = fast(args[1:])
+        except KeyboardInterrupt:
+            code = 130  # as Typer ends a command interrupted
+    if code is None:
+        try:
+            root()()
+        except SystemExit as exc:
+            code = exc.code
+        else:
+            code = 0
     if isinstance(code, str):  # sys.exit("message"): say it, as the interpreter would
         print(code, file=sys.stderr)
     # The command's work is done: what it wrote is committed and its files are closed. Tearing

@@ -26,6 +26,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, get_args, get_origin
 
+from api.cli.options import INTEGER as _INTEGER
+
 try:
     from typer._coercion import RuntimeParam, TypeDescriptor, build_runtime_param
     from typer._param_types import coerce_cli_choice, coerce_cli_path
@@ -42,11 +44,11 @@ if TYPE_CHECKING:
 # A value the fast path does not take: Typer's own coercion decides it.
 _MISS: Final = object()
 
-# Decimal integers and fractions as a user types them: the values whose Python reading
-# (int(), float()) is pydantic's too. Anything else (signs, spaces, underscores, exponents,
-# "nan", other scripts' digits) goes to pydantic. Both read a plain decimal correctly
-# rounded; the bounded lengths keep int() far from its digit limit.
-_INTEGER = re.compile(r"-?[0-9]{1,18}", re.ASCII)
+# Decimal integers (api/cli/options.py's, which reads them for a command's fast start) and
+# fractions as a user types them: the values whose Python reading (int(), float()) is
+# pydantic's too. Anything else (signs, spaces, underscores, exponents, "nan", other
+# scripts' digits) goes to pydantic. Both read a plain decimal correctly rounded; the
+# bounded lengths keep int() and float() far from their limits.
 _DECIMAL = re.compile(r"-?[0-9]{1,15}(?:\.[0-9]{1,15})?", re.ASCII)
 
 Leaf = Callable[[Any, "click.Context", Any], Any]

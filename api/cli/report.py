@@ -8,7 +8,7 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
-from api.cli.common import out
+from api.cli.console import out
 from ledger.verification_report import Report
 from ledger.verify import Outcome
 

@@ -4,23 +4,28 @@ It needs no database: this module and what it imports load none of the database 
 (SQLAlchemy, eventsourcing, the store, the read models), which tests/cli/test_cli_start.py
 holds on the running command.
 
-No ``from __future__ import annotations`` here: Typer reads the command's parameters from
-its annotations, and strings it would compile and evaluate again as each run starts.
+Nor, for a plain command line, Typer (issue 33: start within 5x ``python -c pass``): the
+parameters are one table (``PARAMETERS``, api/cli/options.py) from which Typer's command is
+built when Typer runs (``app``, made on first use), and from which :func:`fast_main` reads a
+well-formed argument vector itself; both call :func:`verified`. Anything :func:`fast_main` does
+not fully understand (``--help``, a bad or unknown option, arguments that do not go
+together) it leaves to Typer, which words it as it always has.
 """
 
+from __future__ import annotations
+
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Any, Final
 
-import typer
-
-from api.cli.common import (
-    CheckpointOption,
-    JsonOption,
-    handles_errors,
+from api.cli.console import (
+    Refused,
+    UsageProblem,
     print_json,
     progress_bar,
     read_notes,
+    refuses,
 )
+from api.cli.options import CHECKPOINT, JSON, Param, parse, signature
 from api.cli.report import print_report
 from domain.evidence import EvidenceLevel
 from domain.ranking import View
@@ -29,7 +34,6 @@ from ledger.verification_report import Check
 from ledger.verify import (
     EXIT_CODES,
     Expectation,
-    Outcome,
     VerificationPolicy,
     bundle_lines,
     open_bundle,
@@ -38,9 +42,9 @@ from ledger.verify import (
 )
 
 if TYPE_CHECKING:
-    from ledger.witness.policy import Policy
+    import typer
 
-app = typer.Typer()
+    from ledger.witness.policy import Policy
 
 _VERIFY_HELP = (
     "Verify a bundle offline (no network, no database) against the policy you state.\n\n"
@@ -51,63 +55,77 @@ _VERIFY_HELP = (
     + "."
 )
 
-
-@handles_errors
-def verify(
-    bundle: Annotated[Path, typer.Argument(help="Bundle from `kernelindex export`.")],
-    trust_root: Annotated[
+# The command's parameters, in the order its help lists them.
+PARAMETERS: Final = (
+    Param("bundle", Path, help="Bundle from `kernelindex export`."),
+    Param(
+        "trust_root",
         Path | None,
-        typer.Option("--trust-root", help="The ledger's trust root, pinned: what you trust."),
-    ] = None,
-    unanchored: Annotated[
+        "--trust-root",
+        help="The ledger's trust root, pinned: what you trust.",
+    ),
+    Param(
+        "unanchored",
         bool,
-        typer.Option(
-            "--unsafe-trust-bundle-root",
-            help="UNSAFE: with no --trust-root, trust the root inside the bundle itself "
-            "(it then proves only that it agrees with itself).",
-        ),
-    ] = False,
-    checkpoint: CheckpointOption = None,
-    run: Annotated[
+        "--unsafe-trust-bundle-root",
+        default=False,
+        help="UNSAFE: with no --trust-root, trust the root inside the bundle itself "
+        "(it then proves only that it agrees with itself).",
+    ),
+    CHECKPOINT,
+    Param(
+        "run", str | None, "--run", help="The run the bundle must prove (digest or unique prefix)."
+    ),
+    Param(
+        "min_level",
         str | None,
-        typer.Option("--run", help="The run the bundle must prove (digest or unique prefix)."),
-    ] = None,
-    min_level: Annotated[
-        str | None,
-        typer.Option(
-            "--min-level",
-            help="With --run: its evidence level must be at least this "
-            "(" + ", ".join(level.label for level in EvidenceLevel) + ").",
-        ),
-    ] = None,
-    rank: Annotated[
-        int | None,
-        typer.Option("--rank", min=1, help="With --run: its rank must be exactly this."),
-    ] = None,
-    view: Annotated[
-        View, typer.Option("--view", help="The ranking view --rank is about.")
-    ] = View.SOURCE_NATIVE,
-    policy_file: Annotated[
+        "--min-level",
+        help="With --run: its evidence level must be at least this "
+        "(" + ", ".join(level.label for level in EvidenceLevel) + ").",
+    ),
+    Param("rank", int | None, "--rank", min=1, help="With --run: its rank must be exactly this."),
+    Param(
+        "view",
+        View,
+        "--view",
+        default=View.SOURCE_NATIVE,
+        help="The ranking view --rank is about.",
+    ),
+    Param(
+        "policy_file",
         Path | None,
-        typer.Option(
-            "--policy",
-            help="A C2SP tlog-policy file: the witnesses whose quorum must have cosigned the "
-            "bundle's checkpoint (default: the pinned trust root's; with none the bundle is "
-            "reported unwitnessed).",
-        ),
-    ] = None,
-    as_json: JsonOption = False,
-    workers: Annotated[
+        "--policy",
+        help="A C2SP tlog-policy file: the witnesses whose quorum must have cosigned the "
+        "bundle's checkpoint (default: the pinned trust root's; with none the bundle is "
+        "reported unwitnessed).",
+    ),
+    JSON,
+    Param(
+        "workers",
         int | None,
-        typer.Option(
-            "--workers",
-            min=1,
-            help="Processes that verify events (default: one per CPU core; 1: this one only).",
-        ),
-    ] = None,
-) -> None:
+        "--workers",
+        min=1,
+        help="Processes that verify events (default: one per CPU core; 1: this one only).",
+    ),
+)
+
+
+def verified(
+    bundle: Path,
+    trust_root: Path | None,
+    unanchored: bool,
+    checkpoint: list[Path] | None,
+    run: str | None,
+    min_level: str | None,
+    rank: int | None,
+    view: View,
+    policy_file: Path | None,
+    as_json: bool,
+    workers: int | None,
+) -> int:
+    """Verify ``bundle``, print the report, and give the verdict's exit code."""
     if (min_level is not None or rank is not None) and run is None:
-        raise typer.BadParameter("--min-level and --rank are about one run: give --run too")
+        raise UsageProblem("--min-level and --rank are about one run: give --run too")
     expect = None
     if run is not None:
         level = EvidenceLevel.parse(min_level) if min_level is not None else None
@@ -133,11 +151,10 @@ def verify(
         print_json(report.to_json() | {"outcome": str(outcome)})
     else:
         print_report(report, outcome)
-    if outcome is not Outcome.VERIFIED:
-        raise typer.Exit(EXIT_CODES[outcome])
+    return EXIT_CODES[outcome]
 
 
-def _policy(path: Path | None) -> "Policy | None":
+def _policy(path: Path | None) -> Policy | None:
     """The witness policy in ``--policy FILE``; its parser is imported only for one."""
     if path is None:
         return None
@@ -146,5 +163,44 @@ def _policy(path: Path | None) -> "Policy | None":
     return read_policy_file(path)
 
 
-verify.__doc__ = _VERIFY_HELP
-app.command("verify")(verify)
+def fast_main(args: list[str]) -> int | None:
+    """Run ``kernelindex verify ARGS`` without Typer and give its exit code; None (nothing
+    done, nothing printed) where Typer must parse ``args`` or word a usage error."""
+    values = parse(PARAMETERS, args)
+    if values is None:
+        return None
+    try:
+        return refuses(verified)(**values)
+    except UsageProblem:
+        return None  # checked before anything is read or printed: Typer says it
+    except Refused as exc:
+        return exc.code
+
+
+def _typer_app() -> typer.Typer:
+    """The Typer command, from the same table and the same function."""
+    import typer  # noqa: PLC0415 - Typer runs the command: it is loaded already
+
+    from api.cli.common import handles_errors  # noqa: PLC0415
+
+    def verify(**values: Any) -> None:
+        try:
+            code = verified(**values)
+        except UsageProblem as exc:
+            raise typer.BadParameter(str(exc)) from None
+        if code:
+            raise typer.Exit(code)
+
+    verify.__signature__, verify.__annotations__ = signature(PARAMETERS)  # type: ignore[attr-defined]
+    verify.__doc__ = _VERIFY_HELP
+    made = typer.Typer()
+    made.command("verify")(handles_errors(verify))
+    return made
+
+
+def __getattr__(name: str) -> typer.Typer:
+    # ``app``, as every command module holds one: made when Typer asks for it.
+    if name != "app":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    made = globals()["app"] = _typer_app()
+    return made

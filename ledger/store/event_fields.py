@@ -29,6 +29,7 @@ from eventsourcing.persistence import JSONTranscoder, Mapper
 from eventsourcing.utils import resolve_topic
 
 from domain.documents import parse_admitted_json
+from ledger.store.lean_transcoder import LeanJSONTranscoder
 
 __all__ = ["EventFieldReader", "EventFields", "statement_of_payload"]
 
@@ -105,7 +106,7 @@ class EventFieldReader:
         self._by_topic: dict[str, type[Any] | None] = {}
         self.enabled = (
             type(mapper) is Mapper
-            and type(mapper.transcoder) is JSONTranscoder
+            and type(mapper.transcoder) in (JSONTranscoder, LeanJSONTranscoder)
             and mapper.cipher is None
             and mapper.compressor is None
         )

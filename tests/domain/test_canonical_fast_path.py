@@ -63,11 +63,56 @@ def test_values_with_floats_are_written_as_rfc8785_writes_them(value: Any) -> No
     assert canonical_json(value) == rfc8785.dumps(value)
 
 
+def _repr_is_es6(number: float) -> bool:
+    return not number.is_integer() and 1e-4 <= abs(number) < 1e16
+
+
 @given(finite, plain_values)
 def test_the_float_path_takes_floats_beside_plain_values(number: float, value: Any) -> None:
     both = {"n": number, "v": value, "l": [number, value]}
-    assert _shape(both) == (_OTHER if "\\x00" in repr(value) else _FLOATS)
+    # A float the encoder writes itself needs no stand-in; a NUL beside stand-ins is refused.
+    stand_in = _OTHER if "\\x00" in repr(value) else _FLOATS
+    expected = _PLAIN if _repr_is_es6(number) else stand_in
+    assert _shape(both) == expected
     assert canonical_json(both) == rfc8785.dumps(both)
+
+
+# Not whole, 1e-4 ≤ |x| < 1e16: the C encoder writes them itself, with no stand-in.
+es6_as_repr = st.floats(1e-4, 1e16, exclude_max=True).filter(lambda x: not x.is_integer())
+
+
+@settings(max_examples=3000)
+@given(es6_as_repr, st.booleans(), st.integers(0, 15))
+def test_floats_the_encoder_writes_itself_are_written_as_rfc8785_writes_them(
+    number: float, negative: bool, scale: int
+) -> None:
+    """The C encoder's spelling of such a float is ES6's: over the whole range, at each power
+    of ten (hypothesis favours small and edge values), signed both ways."""
+    for candidate in (number, number * 10.0**-scale, number / 10.0**scale + 1e-4):
+        value = -candidate if negative else candidate
+        if not _repr_is_es6(value):
+            continue
+        assert _shape({"n": value}) == _PLAIN
+        assert canonical_json({"n": value, "l": [value]}) == rfc8785.dumps(
+            {"n": value, "l": [value]}
+        )
+
+
+@pytest.mark.parametrize(
+    "number",
+    [
+        1e-4,
+        0.00010000000000000002,
+        999999999999999.9,
+        9999999999999.998,
+        1.1676,
+        0.559752,
+        123456.789,
+    ],
+)
+def test_edges_of_the_encoders_own_floats(number: float) -> None:
+    for value in (number, -number):
+        assert canonical_json([value]) == rfc8785.dumps([value])
 
 
 @pytest.mark.parametrize(
@@ -75,9 +120,13 @@ def test_the_float_path_takes_floats_beside_plain_values(number: float, value: A
     [
         ({"a": [1, "x", None, True]}, _PLAIN),
         ({"a": "\x00"}, _PLAIN),  # a NUL without floats: the plain path has no stand-ins
-        ({"a": 1.5}, _FLOATS),
-        ({"a": 1.5, "b": "\x00"}, _OTHER),  # a NUL beside floats could pass for a stand-in
-        ({"a\x00": 1.5}, _OTHER),
+        ({"a": 1.5}, _PLAIN),  # repr's spelling is ES6's: no stand-in needed
+        ({"a": 1.0}, _FLOATS),  # whole: repr writes "1.0", ES6 "1"
+        ({"a": 1e16 + 2.0}, _FLOATS),  # repr writes an exponent, ES6 not yet
+        ({"a": 1e-5}, _FLOATS),  # both exponents, spelled differently
+        ({"a": 1.5, "b": "\x00"}, _PLAIN),  # no stand-in: a NUL is harmless
+        ({"a": 1.0, "b": "\x00"}, _OTHER),  # a NUL beside floats could pass for a stand-in
+        ({"a\x00": 1.0}, _OTHER),
         ({"a": float("nan")}, _OTHER),
         ({"a": [float("inf")]}, _OTHER),
         ({"é": 1.5}, _OTHER),
@@ -104,7 +153,7 @@ def test_what_the_fast_path_does_not_take_still_canonicalises(
     "value",
     [
         {"é": 1},  # non-ASCII key: UTF-16 order is rfc8785's job
-        {"a": 1.5},
+        {"a": 1.0},
         [True, 1.0],
         {"n": SAFE + 1},
         {"n": -SAFE - 1},

@@ -3,10 +3,11 @@ driver) stores what the ORM path stored, on SQLite and PostgreSQL.
 
 The same signed envelopes, in the same groups and under the same clock, are appended to two
 fresh ledgers: one writing as the ledger does now, one as it did before issue 36 —
-eventsourcing-sqlalchemy's own ORM recorder for the events, SQLAlchemy Core inserts for the
-log's leaves and nodes. Every stored row (events, leaves, nodes, checkpoints, group index)
-and every receipt must be the same; the lean ledger's rows must read back through
-eventsourcing's repository (the aggregates) and pass the audit. A sweep over group splits
+eventsourcing-sqlalchemy's own ORM recorder for the events and eventsourcing's own JSON
+transcoder for their state, SQLAlchemy Core inserts for the log's leaves and nodes. Every
+stored row (events, leaves, nodes, checkpoints, group index) and every receipt must be the
+same; the lean ledger's rows must read back through eventsourcing's repository (the
+aggregates) and pass the audit. A sweep over group splits
 (one per commit, small groups, one group of all) and contents (ingestions, attestations, key
 registrations, a duplicate within a group and across groups, refusals between admitted
 envelopes)."""
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from eventsourcing.persistence import JSONTranscoder
 from sqlalchemy import create_engine, select, text
 from sqlalchemy.engine import make_url
 
@@ -44,6 +46,7 @@ from ledger.signing.trust import TrustRoot
 from ledger.store import driver_rows
 from ledger.store.event_store import StoreSession
 from ledger.store.group_index import group_members
+from ledger.store.lean_transcoder import LeanJSONTranscoder
 from ledger.store.log_tables import checkpoints, leaves, nodes
 from ledger.store.schema import upgrade
 
@@ -106,6 +109,7 @@ def _open(url: str, root: TrustRoot, log: SigningKey, *, orm: bool) -> Ledger:
     mp = pytest.MonkeyPatch()
     try:
         mp.setattr(application, "WRITING_PERSISTENCE", "eventsourcing_sqlalchemy")
+        mp.setattr(application, "WRITING_TRANSCODER", "eventsourcing.persistence:JSONTranscoder")
         return Ledger(url, root, clock=StepClock(), log_key=log)
     finally:
         mp.undo()
@@ -246,6 +250,8 @@ def test_lean_path_stores_what_the_orm_path_stored(
     stored: dict[str, Any] = {}
     for orm, url in zip((True, False), two_db_urls, strict=True):
         ledger = _open(url, root, keys["log"], orm=orm)
+        # Each path writes its events' state with its own transcoder (same bytes, below).
+        assert type(ledger.mapper.transcoder) is (JSONTranscoder if orm else LeanJSONTranscoder)
         try:
             receipts = _append_all(ledger, groups, orm=orm)
             stored[str(orm)] = ([_receipt(r) for r in receipts], _rows(ledger))
