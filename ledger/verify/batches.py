@@ -44,8 +44,12 @@ class BatchResult(msgspec.Struct):
     """Counts and findings of a batch, and what must be applied in order when merging."""
 
     report: Report
-    seen: list[tuple[str, Seen]]  # (where, what) of each readable event, in order
-    observations: list[Observation] = msgspec.field(default_factory=list)
+    # (where, what, mark) of each readable event, in order; mark: how many findings the
+    # report held once its checks were made, so the merge keeps each event's findings beside
+    # its order and completeness findings (past the cap, the same ones however batched).
+    seen: list[tuple[str, Seen, int]]
+    # (index in ``seen``, what) of the run events the run tracker folds, in order.
+    observations: list[tuple[int, Observation]] = msgspec.field(default_factory=list)
     kept: list[tuple[int, EventVerification]] = msgspec.field(default_factory=list)
     joins: list[GroupEvent] = msgspec.field(default_factory=list)  # for a whole log's heads leaves
     # Lines routed here as events that are no JSON the reader accepts: not events after all.
@@ -57,9 +61,9 @@ def verify_into(
 ) -> tuple[EventVerification | None, bool]:
     """Verify one parsed event and add what the merge needs of it to ``out``."""
     result, included = check_event(event, context, keys, out.report)
-    out.seen.append((event.where, seen_of(event, result)))
+    out.seen.append((event.where, seen_of(event, result), len(out.report.findings)))
     if context.observe and (observed := observation_of(result, included)) is not None:
-        out.observations.append(observed)
+        out.observations.append((len(out.seen) - 1, observed))
     if result is not None and (joined := group_event_of(result)) is not None:
         out.joins.append(joined)
     if result is not None and event.entry.aggregate in context.keep:

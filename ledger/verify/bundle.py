@@ -61,10 +61,15 @@ from ledger.event_verification import EventVerification, learn_key
 from ledger.proofs.signed_note import Checkpoint, Verifier
 from ledger.signing.dsse import named_keyid
 from ledger.signing.trust import TrustRoot
-from ledger.verification_report import MAX_FINDINGS, Check, Report
+from ledger.verification_report import Check, Report
 from ledger.verify.batches import BatchResult, verify_into
 from ledger.verify.completeness import HEADS_LEAF, Completeness
-from ledger.verify.events import EventContext, is_key_event, parse_event, worker_event
+from ledger.verify.events import (
+    EventContext,
+    is_key_event,
+    parse_event,
+    worker_event,
+)
 from ledger.verify.format import MAX_LINE_CHARS, OverlongLine, UnreadableLineError, read_line
 from ledger.verify.heads_map import (
     HeadsMapLine,
@@ -88,6 +93,7 @@ from ledger.verify.lines import (
     read_witnessed,
     stage_name,
 )
+from ledger.verify.merge import FOLD_ERRORS, InOrderMerge
 from ledger.verify.policy import VerificationPolicy
 from ledger.verify.pool import BATCH_EVENTS, BatchPool, default_workers
 from ledger.verify.runs import RunTracker
@@ -98,13 +104,13 @@ if TYPE_CHECKING:
 
 __all__ = ["BundleVerifier", "verify_bundle_lines"]
 
-# What folding the runs may raise on events that passed every check: reported, never a crash.
-_FOLD_ERRORS = (DomainError, TypeError, ValueError, KeyError, ArithmeticError)
 
 _Handler = Callable[[str, dict[str, Any]], None]
+# The record ``feed`` hands ``_line`` for a line that is no JSON: refused there, in turn.
+_UNREADABLE = object()
 
 
-class BundleVerifier:
+class BundleVerifier(InOrderMerge):
     """Feed it a bundle's lines in order, then ``finish()``; call ``close()`` (or use it as a
     context manager) to stop its worker processes. ``workers=1`` verifies in this process."""
 
@@ -188,7 +194,41 @@ class BundleVerifier:
     # ----------------------------------------------------------------- lines
 
     def feed(self, number: int, line: str | OverlongLine) -> None:
-        where = f"line {number}"
+        if (
+            self.workers > 1
+            and self.stage == LINE_ORDER["event"]
+            and isinstance(line, str)
+            and (route := worker_event(line))
+        ):
+            self.events += 1  # a worker reads it whole; here, only what routes it
+            self._batches.add(number, line, None, named_keyid(route.envelope))
+            return
+        record: Any = None
+        if isinstance(line, str) and not self.footer_seen:
+            try:
+                record = read_line(line)
+            except UnreadableLineError:
+                record = _UNREADABLE
+            kind = record.get("type") if isinstance(record, dict) else None
+            if kind == "event" and self.stage == LINE_ORDER["event"] and not is_key_event(record):
+                self.events += 1
+                self._batches.add(number, line, record, named_keyid(record.get("envelope")))
+                return
+        # Every other line is judged here, after the batches before it: its findings are
+        # merged in turn, so a report past its cap keeps the findings one process keeps.
+        self._batches.close_batch()
+        if not self._batches.pending:
+            self._line(f"line {number}", line, record)
+            return
+        real, self.report = self.report, Report(subject="line")
+        try:
+            self._line(f"line {number}", line, record)
+        finally:
+            own, self.report = self.report, real
+        self._batches.merge_in_turn(BatchResult(own, []))
+
+    def _line(self, where: str, line: str | OverlongLine, record: Any) -> None:
+        """Judge a line that is not an event a batch verifies, into ``self.report``."""
         if self.footer_seen:
             self.report.fail(Check.FORMAT, where, "content after the footer")
             return
@@ -200,21 +240,10 @@ class BundleVerifier:
                 f"({MAX_LINE_CHARS:,}), not read",
             )
             return
-        if self.workers > 1 and self.stage == LINE_ORDER["event"] and (route := worker_event(line)):
-            self.events += 1  # a worker reads it whole; here, only what routes it
-            self._batches.add(number, line, None, named_keyid(route.envelope))
-            return
-        try:
-            record = read_line(line)
-        except UnreadableLineError:
+        if record is _UNREADABLE:
             self.report.fail(Check.FORMAT, where, UnreadableLineError.finding)
             return
         kind = record.get("type") if isinstance(record, dict) else None
-        if kind == "event" and self.stage == LINE_ORDER["event"] and not is_key_event(record):
-            self.events += 1
-            self._batches.add(number, line, record, named_keyid(record.get("envelope")))
-            return
-        self._batches.close_batch()
         handler = self._handlers.get(str(kind))
         if handler is None:
             self.report.fail(Check.FORMAT, where, f"unknown line type {kind!r}")
@@ -272,7 +301,7 @@ class BundleVerifier:
             self.runs.check_claims(report, heads)
             if self.policy.expect is not None:
                 self.runs.check_expectation(report, self.policy.expect, heads)
-        except _FOLD_ERRORS as exc:
+        except FOLD_ERRORS as exc:
             # Events that passed every check still could not be folded: never a crash,
             # never a verdict on what could not be recomputed.
             report.fail(Check.CLAIM, "end", f"the runs cannot be recomputed: {exc}")
@@ -290,47 +319,6 @@ class BundleVerifier:
         return EventContext(
             tree, self.trust_root, self.keys.snapshot(key_ids), self.observing, self.keep
         )
-
-    def _merge(self, item: BatchResult) -> None:
-        part = item.report
-        self.events -= item.unreadable  # counted when routed (``feed``)
-        self.report.passed.update(part.passed)
-        self.report.failed.update(part.failed)
-        room = MAX_FINDINGS - len(self.report.findings)
-        self.report.findings.extend(part.findings[: max(room, 0)])
-        for where, (leaf, position, aggregate, version, signer) in item.seen:
-            self._order(leaf, position)
-            self.complete.seen(
-                self.report,
-                leaf=leaf,
-                aggregate=aggregate,
-                version=version,
-                signer=signer,
-                where=where,
-            )
-        self.complete.group_events(item.joins)
-        self.kept.extend(item.kept)
-        for observation in item.observations:
-            try:
-                self.runs.observe(*observation)
-            except _FOLD_ERRORS as exc:
-                # e.g. a run ingested twice: the completeness check has failed it already;
-                # the runs cannot be recomputed from such a bundle, and say so.
-                why = (
-                    exc.message if isinstance(exc, DomainError) else f"{type(exc).__name__}: {exc}"
-                )
-                self.report.fail(Check.CLAIM, f"event at position {observation[1]}", why)
-
-    def _order(self, leaf_index: int, position: int) -> None:
-        if leaf_index <= self.last_leaf:
-            self.report.fail(
-                Check.ORDER,
-                f"leaf {leaf_index} (position {position})",
-                f"leaf index does not increase after {self.last_leaf}",
-            )
-        else:
-            self.report.ok(Check.ORDER)
-        self.last_leaf = max(self.last_leaf, leaf_index)
 
     # --------------------------------------------------------------- handlers
 
@@ -406,12 +394,15 @@ class BundleVerifier:
         if self.checkpoint is None:
             self.report.fail(Check.INCLUSION, where, "no verified checkpoint for the heads leaf")
             return
-        found = check_heads_leaf(where, record, self.checkpoint, self.report)
+        own = Report(subject="event")  # its findings merged in turn, before its leaf's
+        found = check_heads_leaf(where, record, self.checkpoint, own)
         if found is not None:
             index = found[0]
             self.complete.heads_leaf_root(*found)  # held to the events before it, in turn
             seen = (index, -(index + 1), HEADS_LEAF, 0, None)
-            self._batches.merge_in_turn(BatchResult(Report(subject="event"), [(where, seen)]))
+        self._batches.merge_in_turn(
+            BatchResult(own, [] if found is None else [(where, seen, len(own.findings))])
+        )
 
     def _check_heads_map(self, report: Report) -> None:
         """The heads held to the tree's heads leaf (when the bundle has one), and the fact
@@ -434,16 +425,13 @@ class BundleVerifier:
     def _event(self, where: str, record: dict[str, Any]) -> None:
         """A key event (or any event line out of its place), verified here, in leaf order."""
         self.events += 1
-        event = parse_event(where, record, self.report)
-        if event is None:
-            return
-        out = BatchResult(self.report, [])  # counted here at once; the rest merged in turn
-        result, included = verify_into(out, event, self._context(()), self.keys)
-        self._batches.merge_in_turn(
-            BatchResult(Report(subject="event"), out.seen, out.observations, out.kept)
-        )
-        if result is not None and included:
-            learn_key(self.keys, result)
+        out = BatchResult(Report(subject="event"), [])  # merged in turn, as a batch's
+        event = parse_event(where, record, out.report)
+        if event is not None:
+            result, included = verify_into(out, event, self._context(()), self.keys)
+            if result is not None and included:
+                learn_key(self.keys, result)
+        self._batches.merge_in_turn(out)
 
     def _claim(self, where: str, record: dict[str, Any]) -> None:
         try:

@@ -136,6 +136,11 @@ class BatchPool:
 
         self.pool = ProcessPoolExecutor(self.workers, mp_context=context)
 
+    @property
+    def pending(self) -> bool:
+        """Whether results of batches shipped earlier are still to be merged."""
+        return bool(self._queue)
+
     def merge_in_turn(self, result: BatchResult) -> None:
         """Merge a result verified here, after those of the batches shipped before it."""
         if self._queue:

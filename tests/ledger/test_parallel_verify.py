@@ -411,13 +411,6 @@ def test_cached_inclusion_decides_exactly_as_verify_inclusion() -> None:
 # --- attack review of h/vthru (routing by a partial read) -----------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="LOW: past the report's cap of 1,000 findings, the parallel path keeps other "
-    "findings than one process (the parent records its own at once, the workers' arrive in "
-    "turn); counts, facts and the verdict agree. Fix: the parent's own findings through "
-    "merge_in_turn too",
-)
 def test_routed_unreadable_lines_keep_the_same_findings_past_the_cap(bundle: Bundle) -> None:
     """Attack (h/vthru): more unreadable event lines than a report keeps findings for, then a
     line this process refuses itself. In one process the junk lines' refusals come first and
@@ -466,13 +459,6 @@ def test_lines_the_partial_read_may_read_otherwise_are_verified_alike(bundle: Bu
     both(lines)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="LOW: past the report's cap of 1,000 findings, the parallel path keeps other "
-    "findings than one process (the parent records its own at once, the workers' arrive in "
-    "turn); counts, facts and the verdict agree. Fix: the parent's own findings through "
-    "merge_in_turn too",
-)
 def test_worker_findings_past_the_cap_are_the_ones_one_process_keeps(bundle: Bundle) -> None:
     """Attack (h/vthru), found before it: the same class as the routed unreadable lines, for
     findings a worker makes (a bad signature, many times over). Past the cap, the findings
