@@ -80,6 +80,10 @@ class Report(msgspec.Struct):
         # Every check of every event passes through here: no Check() lookup for a Check.
         self.passed[check if type(check) is Check else Check(check)] += count
 
+    def ok_each(self, checks: list[Check]) -> None:
+        """``ok`` of each of ``checks`` (each a ``Check``: an unknown name is a bug)."""
+        self.passed.update(checks)
+
     def fail(self, check: Check, where: str, reason: str) -> None:
         check = Check(check)  # an unknown name is a bug: it raises here
         self.failed[check] += 1

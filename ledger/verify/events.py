@@ -3,7 +3,7 @@ as admission judged it. Runs in this process and in worker processes alike."""
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from uuid import UUID
 
 import msgspec
@@ -49,6 +49,14 @@ def decode_proof(value: object) -> list[bytes]:
     per process (a memo of this pure function, cleared when it holds too many)."""
     if not isinstance(value, list):
         raise ValueError("proof must be a list")
+    try:
+        # Every spelling seen before (a bundle's usual case): one C loop, no per-hash checks.
+        # None marks one not seen (or not a string: the memo holds strings alone).
+        known: list[bytes | None] = list(map(_DECODED.get, value))
+    except TypeError:  # an unhashable item: refused below, in the words of each hash's check
+        known = [None]
+    if None not in known:
+        return cast("list[bytes]", known)
     hashes = []
     for text in value:
         found = _DECODED.get(text) if type(text) is str else None
@@ -83,12 +91,12 @@ def parse_event(where: str, record: dict[str, Any], report: Report) -> ParsedEve
     try:
         leaf_index = _exactly(int, record, "leafIndex")
         entry = LogEntry(
-            position=_exactly(int, record, "position"),
-            aggregate=_exactly(str, record, "aggregate"),
-            version=_exactly(int, record, "version"),
-            topic=_exactly(str, record, "topic"),
-            envelope=record["envelope"],
-            received_at=_exactly(str, record, "receivedAt"),
+            _exactly(int, record, "position"),
+            _exactly(str, record, "aggregate"),
+            _exactly(int, record, "version"),
+            _exactly(str, record, "topic"),
+            record["envelope"],
+            _exactly(str, record, "receivedAt"),
         )
         proof = decode_proof(record.get("proof"))
         aggregate = _aggregate_id(entry.aggregate)
@@ -191,16 +199,17 @@ def check_event(
 
 def _check_inclusion(event: ParsedEvent, context: EventContext, report: Report) -> bool:
     """The event's leaf, recomputed from its contents, is in the checkpoint's tree."""
-    where = event.where
     if context.tree is None:
-        report.fail(Check.INCLUSION, where, "no verified checkpoint to prove inclusion against")
+        report.fail(
+            Check.INCLUSION, event.where, "no verified checkpoint to prove inclusion against"
+        )
         return False
     size, root = context.tree
     try:
         leaf = event.entry.leaf_hash()
         _INCLUSION.verify(leaf, event.leaf_index, size, event.proof, root)
     except (ProofError, DomainError) as exc:
-        report.fail(Check.INCLUSION, where, f"not in the checkpoint's tree: {exc}")
+        report.fail(Check.INCLUSION, event.where, f"not in the checkpoint's tree: {exc}")
         return False
     report.ok(Check.INCLUSION)
     return True

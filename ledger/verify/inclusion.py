@@ -43,6 +43,9 @@ class InclusionChecker:
         fn, sn, r = index, size - 1, leaf
         passed: list[_Passed] = []
         for k, p in enumerate(proof):
+            if len(p) != HASH_SIZE:  # each hash checked as used; the rest, below
+                verify_inclusion(leaf, index, size, proof, root)  # raises with the reason
+                return
             if fn & 1 or fn == sn:
                 r = node_hash(p, r)
                 while fn and not fn & 1:
@@ -53,6 +56,7 @@ class InclusionChecker:
             fn >>= 1
             sn >>= 1
             seen = self.states.get((fn, sn))
+            # The hashes left equal those an accepted proof had left: of the right length.
             if seen is not None and seen[0] == r and seen[1][seen[2] :] == proof[k + 1 :]:
                 self._remember(passed, proof)
                 return
@@ -64,15 +68,15 @@ class InclusionChecker:
 
     @staticmethod
     def _well_formed(leaf: bytes, index: int, size: int, proof: list[bytes], root: bytes) -> bool:
-        """Hashes of the right length, an index in the tree and a proof of the right size:
-        what ``verify_inclusion`` checks before its loop."""
+        """A leaf and root of the right length, an index in the tree and a proof of the
+        right size: what ``verify_inclusion`` checks before its loop, but the proof hashes'
+        lengths (``verify`` checks those it uses: the rest equal an accepted proof's)."""
         inner = (index ^ (size - 1)).bit_length() if size > 0 else 0
         return not (
             len(leaf) != HASH_SIZE
             or len(root) != HASH_SIZE
             or not 0 <= index < size
             or len(proof) != inner + (index >> inner).bit_count()
-            or any(len(p) != HASH_SIZE for p in proof)
         )
 
     def _remember(self, passed: list[_Passed], proof: list[bytes]) -> None:

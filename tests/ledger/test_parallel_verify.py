@@ -395,7 +395,14 @@ def test_cached_inclusion_decides_exactly_as_verify_inclusion() -> None:
                 bad = list(proof)
                 k = rng.randrange(len(bad))
                 bad[k] = bytes(32)
-                cases += [(hashes[index], index, bad), (hashes[index], index, proof[:-1])]
+                # A hash of the wrong length anywhere: the checker looks at each one it uses.
+                short = list(proof)
+                short[rng.randrange(len(short))] = proof[0][:31]
+                cases += [
+                    (hashes[index], index, bad),
+                    (hashes[index], index, short),
+                    (hashes[index], index, proof[:-1]),
+                ]
             cases += [(hashes[(index + 1) % size], index, proof), (hashes[index], size, proof)]
             for leaf, i, p in cases:
                 outcomes = []
