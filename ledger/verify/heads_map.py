@@ -215,11 +215,19 @@ def check_heads_leaf(
 GroupEvent = tuple[str, str | None, bytes | None, bool]
 
 
+_JOINING = frozenset({EventName.RUN_INGESTED, EventName.RUN_MANIFESTS_ATTACHED})
+
+
 def group_event_of(result: EventVerification) -> GroupEvent | None:
     """The group membership an ingestion or a manifest attachment may give its run (the
     comparison key computed here, so the in-order fold only looks it up); None for any
     other event, or one that did not verify."""
-    if not result.ok or result.subject_digest is None or result.predicate is None:
+    if (
+        result.event not in _JOINING  # first: most events are not (attestations), asked cheaply
+        or not result.ok
+        or result.subject_digest is None
+        or result.predicate is None
+    ):
         return None
     carried = result.predicate.get("manifests") or {}
     if result.event == EventName.RUN_INGESTED:
