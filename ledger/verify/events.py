@@ -51,11 +51,12 @@ def decode_proof(value: object) -> list[bytes]:
         raise ValueError("proof must be a list")
     try:
         # Every spelling seen before (a bundle's usual case): one C loop, no per-hash checks.
-        # None marks one not seen (or not a string: the memo holds strings alone).
+        # None marks one not seen (or not a string: the memo holds strings alone); an empty
+        # hash (b"", refused later by its length) also takes the loop below, to the same end.
         known: list[bytes | None] = list(map(_DECODED.get, value))
     except TypeError:  # an unhashable item: refused below, in the words of each hash's check
         known = [None]
-    if None not in known:
+    if all(known):
         return cast("list[bytes]", known)
     hashes = []
     for text in value:

@@ -382,6 +382,40 @@ def test_the_run_tracker_folds_the_same_events_in_leaf_order(bundle: Bundle) -> 
 # The shortcuts are exact
 
 
+def test_a_proof_read_from_the_memo_is_read_as_a_first_read_reads_it() -> None:
+    """``decode_proof`` answers a proof whose hashes it has seen (the memo's one C loop) as
+    it answers the first time: the same hashes, or the same refusal, whatever the items."""
+    from ledger.verify.events import decode_proof
+
+    good = [base64.b64encode(bytes([i]) * 32).decode() for i in range(3)]
+    cases: list[object] = [
+        good,
+        [],
+        [*good, ""],  # an empty hash: b"", refused later by its length
+        [*good, 5],
+        [*good, None],
+        [*good, []],
+        [*good, {"a": 1}],
+        [*good, "not base64!"],
+        [*good, good[0].replace("=", "")],
+        "not a list",
+    ]
+
+    def read(value: object) -> str:
+        try:
+            return repr(decode_proof(value))
+        except (ValueError, TypeError) as exc:
+            return f"{type(exc).__name__}: {exc}"
+
+    first = [read(value) for value in cases]
+    assert [read(value) for value in cases] == first  # every valid spelling now remembered
+    assert first[0] == repr([bytes([i]) * 32 for i in range(3)])
+    assert first[2].endswith(", b'']")
+    refusals = ("proof hash must be a base64 string", "proof hash is not valid standard base64")
+    assert all(answer.endswith(refusals) for answer in first[3:-1]), first
+    assert first[-1] == "ValueError: proof must be a list"
+
+
 def test_cached_inclusion_decides_exactly_as_verify_inclusion() -> None:
     rng = random.Random(1)
     for size in (1, 2, 3, 7, 8, 9, 33, 100):
