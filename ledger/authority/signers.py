@@ -18,6 +18,7 @@ about to record; re-verification at the stored position and time. Same inputs, s
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -97,6 +98,15 @@ class Authorization(msgspec.Struct, frozen=True):
         return self.key is None
 
 
+@cache
+def _key_predicate() -> type[KeyPredicate]:
+    """``KeyPredicate``, imported on first use (see the imports) and then remembered: an
+    import statement run for every event cost ~13 k instructions of each (h/vcore)."""
+    from domain.statements import KeyPredicate  # noqa: PLC0415 - see the imports
+
+    return KeyPredicate
+
+
 def authorize(
     envelope: Envelope,
     statement: Statement,
@@ -111,10 +121,8 @@ def authorize(
     (UnknownKeyError / SignatureError, RevokedKeyError / ExpiredKeyError / ClockSkewError,
     WrongRoleError). ``verdict``: a signature check made elsewhere, taken only if it names
     the very key judged here (``signed_or_vouched``)."""
-    from domain.statements import KeyPredicate  # noqa: PLC0415 - see the imports
-
     keyid = envelope.keyid
-    if isinstance(predicate, KeyPredicate) and keyid == predicate.keyId:
+    if isinstance(predicate, _key_predicate()) and keyid == predicate.keyId:
         return _self_signed(envelope, predicate, trust_root, verdict)
     state = keys(keyid)
     if state is None or not state.registered_before(at.position):
