@@ -11,6 +11,7 @@ import pickle
 from typing import Any
 
 import msgspec
+import pytest
 
 from domain.canonical import canonical_json
 from domain.errors import DomainError
@@ -18,7 +19,7 @@ from ledger.admission_checks import Checked, KnownKeys, check_stateless
 from ledger.checked_wire import TAG, decode_request, encode_request
 from ledger.logged_event import LoggedEvent
 from ledger.signing.authoring import attestation_envelope, ingestion_envelope
-from ledger.signing.dsse import PAYLOAD_TYPE, SignatureError, pae, parse_envelope
+from ledger.signing.dsse import PAYLOAD_TYPE, Envelope, SignatureError, pae, parse_envelope
 from ledger.signing.keys import SigningKey
 from ledger.timing import install
 from tests.ledger.test_admission import SEED_NAME, World, ingest_seed, world  # noqa: F401
@@ -151,3 +152,29 @@ def test_a_plain_pickled_request_is_still_read() -> None:
     what the writer's own tests send) decodes as it was."""
     body = pickle.dumps((5, {"payloadType": "x"}))
     assert decode_request(body) == (5, {"payloadType": "x"})
+
+
+class _EnvelopeWithState:
+    """Pickles as ``envelope`` plus state: a hand-made pickle (msgspec's has no state)
+    that sets the envelope's cached signed digest to another envelope's."""
+
+    def __init__(self, envelope: Envelope, signed_digest: str) -> None:
+        self.envelope, self.signed_digest = envelope, signed_digest
+
+    def __reduce__(self) -> tuple[object, ...]:
+        fields = tuple(getattr(self.envelope, f) for f in self.envelope.__struct_fields__)
+        return (Envelope, fields, {"signed_digest": self.signed_digest})
+
+
+def test_a_pickled_envelope_brings_no_cached_digest_into_the_writer(world: World) -> None:
+    """A verdict is matched against the envelope's cached signed digest: the writer's own,
+    since an envelope's pickle carries its fields only. One that brings a digest with it
+    fails to load (its worker is cut off); a plain one loads and digests its own payload."""
+    raw = ingestion_envelope(world.seed, world.ingester, now=world.clock.now)
+    envelope = checked_by_worker(world, raw).envelope
+    forged = "sha256:" + "0" * 64
+    with pytest.raises(pickle.UnpicklingError):
+        decode_request(pickle.dumps((1, _EnvelopeWithState(envelope, forged))))
+    number, plain = decode_request(pickle.dumps((2, envelope)))  # type: ignore[misc]
+    assert number == 2 and plain == envelope
+    assert plain.signed_digest == parse_envelope(raw).signed_digest != forged
