@@ -175,6 +175,8 @@ def test_a_pickled_envelope_brings_no_cached_digest_into_the_writer(world: World
     forged = "sha256:" + "0" * 64
     with pytest.raises(pickle.UnpicklingError):
         decode_request(pickle.dumps((1, _EnvelopeWithState(envelope, forged))))
-    number, plain = decode_request(pickle.dumps((2, envelope)))  # type: ignore[misc]
-    assert number == 2 and plain == envelope
+    decoded = decode_request(pickle.dumps((2, envelope)))
+    assert isinstance(decoded, tuple) and decoded[0] == 2
+    plain: Envelope = decoded[1]
+    assert plain == envelope
     assert plain.signed_digest == parse_envelope(raw).signed_digest != forged
