@@ -180,3 +180,55 @@ def test_a_pickled_envelope_brings_no_cached_digest_into_the_writer(world: World
     plain: Envelope = decoded[1]
     assert plain == envelope
     assert plain.signed_digest == parse_envelope(raw).signed_digest != forged
+
+
+def test_a_checked_envelope_sent_pickled_is_read_from_its_stored_bytes_too(
+    world: World, verifications: Verifications
+) -> None:
+    """A worker that pickles a Checked itself (the wire's fallback, which a worker chooses)
+    whose envelope holds the payload it checked but another JSON object, with another
+    statement beside it: the writer reads the envelope, statement, predicate and run from
+    that object as it does from msgpack, the verdict does not match, and it verifies: refused.
+    (Taken as it came, the verdict matched the payload brought along, and the unsigned
+    object was stored.)"""
+    genuine = checked_by_worker(world, ingestion_envelope(world.seed, world.ingester))
+    statement = parse_envelope(genuine.envelope.raw).statement_json()
+    statement["predicate"]["externalId"] = "not what was signed"
+    payload = canonical_json(statement)
+    swapped = {**genuine.envelope.raw, "payload": base64.b64encode(payload).decode("ascii")}
+    envelope = msgspec.structs.replace(genuine.envelope, raw=swapped, made=None)
+    forged = dataclasses.replace(
+        genuine, envelope=envelope, statement=parse_envelope(swapped).statement()
+    )
+    decoded = decode_request(pickle.dumps((7, forged)))
+    assert isinstance(decoded, tuple) and isinstance(decoded[1], Checked)
+    received: Checked = decoded[1]
+    assert received.envelope.payload == payload, "the payload of the object to be stored"
+    before = world.count()
+    install(verifications)
+    [result] = world.ledger.append_many([received])
+    install(None)
+    assert isinstance(result, SignatureError), result
+    assert verifications.count == 1, "the writer verified it itself"
+    assert world.count() == before, "a refused write stores nothing"
+
+
+def test_an_ingestion_whose_run_is_refused_goes_pickled_and_keeps_its_words(
+    world: World,
+) -> None:
+    """An ingestion whose predicate reads but whose run the worker refused (its manifests
+    do not digest to its subject, say) goes pickled, its predicate model and all: the writer
+    loads it (msgspec pickles such a model through ``msgspec._utils.rebuild``, which the
+    writer's unpickler refused: the worker was cut off) and answers the worker's refusal."""
+    genuine = checked_by_worker(world, ingestion_envelope(world.seed, world.ingester))
+    refusal = DomainError("the run manifest digests to something else")
+    sent = dataclasses.replace(genuine, run=refusal)
+    body = encode_request(4, sent)
+    assert not body.startswith(TAG)
+    decoded = decode_request(body)
+    assert isinstance(decoded, tuple) and isinstance(decoded[1], Checked)
+    got: Checked = decoded[1]
+    assert isinstance(got.run, DomainError) and str(got.run) == str(refusal)
+    assert got.predicate == genuine.predicate
+    [result] = world.ledger.append_many([got])
+    assert isinstance(result, DomainError) and str(result) == str(refusal)
