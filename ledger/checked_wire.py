@@ -31,7 +31,9 @@ import pickle
 from typing import TYPE_CHECKING, Any
 
 import msgspec
+import msgspec._utils
 
+from domain.errors import DomainError
 from ledger.admission_checks import Checked, RunNamed, judged_predicate, names_a_run
 from ledger.signing.dsse import Envelope, parse_envelope
 from ledger.signing.verdict import SignatureVerdict
@@ -99,23 +101,39 @@ def decode_request(body: bytes) -> object:
     """A request's body as the message it stands for: ``(number, Checked)``, or what was
     pickled. Raises if it does not decode (the worker that sent it is cut off)."""
     if body[:1] != TAG:
-        return _Unpickler(io.BytesIO(body)).load()
+        message = _Unpickler(io.BytesIO(body)).load()
+        if type(message) is tuple and len(message) == 2 and isinstance(message[1], Checked):
+            # A pickled Checked is read like a msgpack one, from its envelope's JSON object:
+            # taken as it came, its payload and statement were the worker's word (a verdict
+            # matched the payload brought along while another object was stored). Only a
+            # refusal of its run is the worker's (it can refuse, never admit, its envelope).
+            sent: Checked = message[1]
+            refused = sent.run if isinstance(sent.run, DomainError) else None
+            return message[0], _checked(
+                sent.envelope.raw, sent.verdict, sent.bad_signature, refused
+            )
+        return message
     _, decoder, _ = _codec()
     request = decoder.decode(memoryview(body)[1:])
-    envelope: Envelope = parse_envelope(request.raw)
+    verdict = None if request.verdict is None else SignatureVerdict(*request.verdict)
+    return request.number, _checked(request.raw, verdict, request.bad_signature, None)
+
+
+def _checked(
+    raw: object,
+    verdict: SignatureVerdict | None,
+    bad_signature: bool,
+    run_refused: DomainError | None,
+) -> Checked:
+    """What the writer judges of a worker's checked envelope, made from the JSON object it
+    stores: the envelope, its statement, predicate and run; the worker's verdict beside."""
+    envelope: Envelope = parse_envelope(raw)
     statement: Statement = envelope.statement()  # from the stored payload, not the wire
     predicate = judged_predicate(statement)
-    run = None
+    run: RunNamed | DomainError | None = None
     if names_a_run(statement, predicate):
-        run = RunNamed(statement.subject_digest, statement.subject_name)
-    return request.number, Checked(
-        envelope,
-        statement,
-        predicate,
-        run,
-        None if request.verdict is None else SignatureVerdict(*request.verdict),
-        request.bad_signature,
-    )
+        run = run_refused or RunNamed(statement.subject_digest, statement.subject_name)
+    return Checked(envelope, statement, predicate, run, verdict, bad_signature)
 
 
 # What a pickled request may name: the project's own exceptions, dataclasses, Structs and
@@ -130,6 +148,10 @@ class _Unpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
         if module == "builtins" and name in _PLAIN:
             return getattr(builtins, name)
+        if (module, name) == ("msgspec._utils", "rebuild"):
+            # How msgspec pickles a Struct with keyword-only fields (a predicate model):
+            # ``cls(**kwargs)``, with a class this unpickler allowed, as REDUCE calls one.
+            return msgspec._utils.rebuild  # type: ignore[attr-defined]
         if module == "datetime" and name in ("datetime", "date", "timedelta", "timezone"):
             return getattr(datetime, name)
         if module.split(".", 1)[0] in ("domain", "ledger"):

@@ -16,6 +16,7 @@ import base64
 import binascii
 import functools
 import hashlib
+import pickle
 import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -168,6 +169,14 @@ class Envelope(msgspec.Struct, frozen=True, dict=True):
         """The signed statement, validated once per envelope however many read it (the
         edge, then the ledger)."""
         return self._statement
+
+    def __setstate__(self, state: object) -> None:
+        """Refused: an envelope's pickle is its fields alone (msgspec's ``__reduce__``), and
+        its cached values (``signed_digest``, ``canonical``, ``digest``, the statement) are
+        made by the process that holds it from those fields. Only a hand-made pickle brings
+        state: it would set them (a writer's unpickler loads a worker's pickled request), so
+        that a verdict or a resubmission is matched against a digest nobody computed here."""
+        raise pickle.UnpicklingError("an envelope's pickle carries its fields only")
 
 
 def parse_envelope(value: object) -> Envelope:

@@ -15,7 +15,7 @@ import hashlib
 
 import msgspec
 
-from ledger.signing.dsse import Envelope, signed_by, signed_digest
+from ledger.signing.dsse import Envelope, signed_by
 from ledger.signing.keys import PublicKey
 
 __all__ = ["SignatureVerdict"]
@@ -26,9 +26,11 @@ def _signature_digest(envelope: Envelope) -> str:
 
 
 def _fresh_signed_digest(envelope: Envelope) -> str:
-    # Computed here from the payload, never read from the envelope's cached value: an
-    # envelope that crossed a process boundary carries its sender's cache.
-    return signed_digest(envelope.payload_type, envelope.payload, envelope.keyid)
+    # The envelope's cached value is this process's own, made from the payload it holds: an
+    # envelope's pickle carries its fields, never its cache (``Envelope.__setstate__``
+    # refuses one that tries). Read from the cache, the writer hashes the payload once per
+    # envelope, not once here and once for admission's matching.
+    return envelope.signed_digest
 
 
 class SignatureVerdict(msgspec.Struct, frozen=True):

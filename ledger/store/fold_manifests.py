@@ -81,7 +81,7 @@ def split(predicate: bytes) -> tuple[bytes, Shared, dict[bytes, bytes]]:
             continue
         pieces.append(predicate[at:found])
         cut_length += found - at
-        digest = hashlib.sha256(body).digest()
+        digest = _key_of(body)
         shared.append((cut_length, digest))
         bodies[digest] = body
         at = found + len(body)
@@ -89,6 +89,25 @@ def split(predicate: bytes) -> tuple[bytes, Shared, dict[bytes, bytes]]:
         return predicate, (), {}
     pieces.append(predicate[at:])
     return b"".join(pieces), tuple(shared), bodies
+
+
+def _key_of(body: bytes) -> bytes:
+    """The sha256 of a shared document, remembered: the same few documents are in thousands
+    of runs (each commit hashed them again, a fifth of its SHA-256 work per ingestion). A
+    dict's bytes key matches only the very same bytes, so a hit is that body's own hash."""
+    digest = _KEYS.get(body)
+    if digest is None:
+        digest = hashlib.sha256(body).digest()
+        if len(body) <= _KEPT_LARGEST:
+            if len(_KEYS) >= _KEPT:
+                _KEYS.clear()  # bounded: a new set of shared documents starts it again
+            _KEYS[body] = digest
+    return digest
+
+
+_KEYS: dict[bytes, bytes] = {}
+_KEPT = 1024
+_KEPT_LARGEST = 16 << 10  # at most 16 MiB held; a larger document is hashed each time
 
 
 def join(cut: bytes, shared: Shared, bodies: Mapping[bytes, bytes]) -> bytes | None:

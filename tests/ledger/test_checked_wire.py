@@ -11,6 +11,7 @@ import pickle
 from typing import Any
 
 import msgspec
+import pytest
 
 from domain.canonical import canonical_json
 from domain.errors import DomainError
@@ -18,7 +19,7 @@ from ledger.admission_checks import Checked, KnownKeys, check_stateless
 from ledger.checked_wire import TAG, decode_request, encode_request
 from ledger.logged_event import LoggedEvent
 from ledger.signing.authoring import attestation_envelope, ingestion_envelope
-from ledger.signing.dsse import PAYLOAD_TYPE, SignatureError, pae, parse_envelope
+from ledger.signing.dsse import PAYLOAD_TYPE, Envelope, SignatureError, pae, parse_envelope
 from ledger.signing.keys import SigningKey
 from ledger.timing import install
 from tests.ledger.test_admission import SEED_NAME, World, ingest_seed, world  # noqa: F401
@@ -151,3 +152,83 @@ def test_a_plain_pickled_request_is_still_read() -> None:
     what the writer's own tests send) decodes as it was."""
     body = pickle.dumps((5, {"payloadType": "x"}))
     assert decode_request(body) == (5, {"payloadType": "x"})
+
+
+class _EnvelopeWithState:
+    """Pickles as ``envelope`` plus state: a hand-made pickle (msgspec's has no state)
+    that sets the envelope's cached signed digest to another envelope's."""
+
+    def __init__(self, envelope: Envelope, signed_digest: str) -> None:
+        self.envelope, self.signed_digest = envelope, signed_digest
+
+    def __reduce__(self) -> tuple[object, ...]:
+        fields = tuple(getattr(self.envelope, f) for f in self.envelope.__struct_fields__)
+        return (Envelope, fields, {"signed_digest": self.signed_digest})
+
+
+def test_a_pickled_envelope_brings_no_cached_digest_into_the_writer(world: World) -> None:
+    """A verdict is matched against the envelope's cached signed digest: the writer's own,
+    since an envelope's pickle carries its fields only. One that brings a digest with it
+    fails to load (its worker is cut off); a plain one loads and digests its own payload."""
+    raw = ingestion_envelope(world.seed, world.ingester, now=world.clock.now)
+    envelope = checked_by_worker(world, raw).envelope
+    forged = "sha256:" + "0" * 64
+    with pytest.raises(pickle.UnpicklingError):
+        decode_request(pickle.dumps((1, _EnvelopeWithState(envelope, forged))))
+    decoded = decode_request(pickle.dumps((2, envelope)))
+    assert isinstance(decoded, tuple) and decoded[0] == 2
+    plain: Envelope = decoded[1]
+    assert plain == envelope
+    assert plain.signed_digest == parse_envelope(raw).signed_digest != forged
+
+
+def test_a_checked_envelope_sent_pickled_is_read_from_its_stored_bytes_too(
+    world: World, verifications: Verifications
+) -> None:
+    """A worker that pickles a Checked itself (the wire's fallback, which a worker chooses)
+    whose envelope holds the payload it checked but another JSON object, with another
+    statement beside it: the writer reads the envelope, statement, predicate and run from
+    that object as it does from msgpack, the verdict does not match, and it verifies: refused.
+    (Taken as it came, the verdict matched the payload brought along, and the unsigned
+    object was stored.)"""
+    genuine = checked_by_worker(world, ingestion_envelope(world.seed, world.ingester))
+    statement = parse_envelope(genuine.envelope.raw).statement_json()
+    statement["predicate"]["externalId"] = "not what was signed"
+    payload = canonical_json(statement)
+    swapped = {**genuine.envelope.raw, "payload": base64.b64encode(payload).decode("ascii")}
+    envelope = msgspec.structs.replace(genuine.envelope, raw=swapped, made=None)
+    forged = dataclasses.replace(
+        genuine, envelope=envelope, statement=parse_envelope(swapped).statement()
+    )
+    decoded = decode_request(pickle.dumps((7, forged)))
+    assert isinstance(decoded, tuple) and isinstance(decoded[1], Checked)
+    received: Checked = decoded[1]
+    assert received.envelope.payload == payload, "the payload of the object to be stored"
+    before = world.count()
+    install(verifications)
+    [result] = world.ledger.append_many([received])
+    install(None)
+    assert isinstance(result, SignatureError), result
+    assert verifications.count == 1, "the writer verified it itself"
+    assert world.count() == before, "a refused write stores nothing"
+
+
+def test_an_ingestion_whose_run_is_refused_goes_pickled_and_keeps_its_words(
+    world: World,
+) -> None:
+    """An ingestion whose predicate reads but whose run the worker refused (its manifests
+    do not digest to its subject, say) goes pickled, its predicate model and all: the writer
+    loads it (msgspec pickles such a model through ``msgspec._utils.rebuild``, which the
+    writer's unpickler refused: the worker was cut off) and answers the worker's refusal."""
+    genuine = checked_by_worker(world, ingestion_envelope(world.seed, world.ingester))
+    refusal = DomainError("the run manifest digests to something else")
+    sent = dataclasses.replace(genuine, run=refusal)
+    body = encode_request(4, sent)
+    assert not body.startswith(TAG)
+    decoded = decode_request(body)
+    assert isinstance(decoded, tuple) and isinstance(decoded[1], Checked)
+    got: Checked = decoded[1]
+    assert isinstance(got.run, DomainError) and str(got.run) == str(refusal)
+    assert got.predicate == genuine.predicate
+    [result] = world.ledger.append_many([got])
+    assert isinstance(result, DomainError) and str(result) == str(refusal)

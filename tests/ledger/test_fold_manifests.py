@@ -83,3 +83,18 @@ def test_a_row_names_its_documents_and_reads_back_whole_with_them() -> None:
     # A row of schema 5 (six fields, the predicate whole) reads as itself.
     old = msgspec.msgpack.encode(list(msgspec.structs.astuple(fields))[:6])
     assert whole(decode_fields(old), {}) == fields
+
+
+def test_a_shared_documents_key_is_its_hash_every_time_it_is_cut() -> None:
+    """The keys of documents cut again (remembered, ``_key_of``), and after more distinct
+    documents than are remembered, are still the sha256 of each one's bytes."""
+
+    def predicate(n: int) -> bytes:
+        document = {"apiVersion": "kernelindex.dev/v1", "kind": "K", "spec": {"n": n}}
+        return msgspec.json.encode({"manifests": {"protocol": {**document, "pad": "x" * 130}}})
+
+    for n in [1, 1, *range(2, 1500), 1]:
+        _, shared, bodies = split(predicate(n))
+        [(_, key)] = shared
+        assert bodies == {key: bodies[key]} and hashlib.sha256(bodies[key]).digest() == key
+        assert b'"n":%d}' % n in bodies[key]
