@@ -169,7 +169,8 @@ class _EnvelopeWithState:
 def test_a_pickled_envelope_brings_no_cached_digest_into_the_writer(world: World) -> None:
     """A verdict is matched against the envelope's cached signed digest: the writer's own,
     since an envelope's pickle carries its fields only. One that brings a digest with it
-    fails to load (its worker is cut off); a plain one loads and digests its own payload."""
+    fails to load (its worker is cut off); a plain one loads as the object it stores, which
+    the writer parses and digests itself."""
     raw = ingestion_envelope(world.seed, world.ingester, now=world.clock.now)
     envelope = checked_by_worker(world, raw).envelope
     forged = "sha256:" + "0" * 64
@@ -177,7 +178,8 @@ def test_a_pickled_envelope_brings_no_cached_digest_into_the_writer(world: World
         decode_request(pickle.dumps((1, _EnvelopeWithState(envelope, forged))))
     decoded = decode_request(pickle.dumps((2, envelope)))
     assert isinstance(decoded, tuple) and decoded[0] == 2
-    plain: Envelope = decoded[1]
+    assert decoded[1] == raw
+    plain = check_stateless(decoded[1]).envelope
     assert plain == envelope
     assert plain.signed_digest == parse_envelope(raw).signed_digest != forged
 
@@ -232,3 +234,23 @@ def test_an_ingestion_whose_run_is_refused_goes_pickled_and_keeps_its_words(
     assert got.predicate == genuine.predicate
     [result] = world.ledger.append_many([got])
     assert isinstance(result, DomainError) and str(result) == str(refusal)
+
+
+def test_an_envelope_sent_pickled_alone_is_read_from_its_stored_bytes(world: World) -> None:
+    """A worker that pickles a bare Envelope (no Checked: the wire's fallback takes any
+    object) whose fields hold a payload the signature covers but whose JSON object, the one
+    stored, holds another: the writer parses the object it stores, so the signature does
+    not verify over it: refused, nothing stored. (Taken as it came, the signature was
+    checked over the fields and the unsigned object was stored.)"""
+    raw = ingestion_envelope(world.seed, world.ingester)
+    statement = parse_envelope(raw).statement_json()
+    statement["predicate"]["externalId"] = "not what was signed"
+    payload = canonical_json(statement)
+    swapped = {**raw, "payload": base64.b64encode(payload).decode("ascii")}
+    forged = msgspec.structs.replace(parse_envelope(raw), raw=swapped, made=None)
+    decoded = decode_request(pickle.dumps((8, forged)))
+    assert isinstance(decoded, tuple) and decoded[0] == 8
+    before = world.count()
+    [result] = world.ledger.append_many([decoded[1]])
+    assert isinstance(result, SignatureError), result
+    assert world.count() == before, "a refused write stores nothing"
