@@ -87,7 +87,9 @@ class EventVerification(msgspec.Struct):
     @property
     def ok(self) -> bool:
         # A list, not a generator: asked of every event of a bundle, several times.
-        return bool(self.checks) and False not in [c.ok for c in self.checks]
+        # all(), not ``False not in``: only a true ``ok`` passes (a Struct does not check
+        # that ``ok`` is a bool when made).
+        return bool(self.checks) and all([c.ok for c in self.checks])
 
     @property
     def failures(self) -> list[CheckOutcome]:
