@@ -31,7 +31,6 @@ import pickle
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-import msgspec._utils
 
 from domain.errors import DomainError
 from ledger.admission_checks import Checked, RunNamed, judged_predicate, names_a_run
@@ -155,7 +154,7 @@ class _Unpickler(pickle.Unpickler):
         if (module, name) == ("msgspec._utils", "rebuild"):
             # How msgspec pickles a Struct with keyword-only fields (a predicate model):
             # ``cls(**kwargs)``, with a class this unpickler allowed, as REDUCE calls one.
-            return msgspec._utils.rebuild  # type: ignore[attr-defined]
+            return super().find_class(module, name)
         if module == "datetime" and name in ("datetime", "date", "timedelta", "timezone"):
             return getattr(datetime, name)
         if module.split(".", 1)[0] in ("domain", "ledger"):

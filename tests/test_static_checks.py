@@ -251,7 +251,7 @@ def test_the_faces_go_through_the_service_and_the_service_through_no_face() -> N
 # How big a product module may grow, and how many type checks it may switch off.
 _PRODUCT = ("api", "domain", "ledger", "projections", "gpu_agent")
 MAX_MODULE_LINES = 500
-MAX_TYPE_IGNORES = 9
+MAX_TYPE_IGNORES = 9  # the issue: "under 10"
 
 
 def test_no_product_module_is_over_500_lines_and_type_ignores_stay_few() -> None:

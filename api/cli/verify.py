@@ -191,7 +191,8 @@ def _typer_app() -> typer.Typer:
         if code:
             raise typer.Exit(code)
 
-    verify.__signature__, verify.__annotations__ = signature(PARAMETERS)  # type: ignore[attr-defined]
+    # What Typer reads the command's parameters from (a function's __dict__ holds it).
+    vars(verify)["__signature__"], verify.__annotations__ = signature(PARAMETERS)
     verify.__doc__ = _VERIFY_HELP
     made = typer.Typer()
     made.command("verify")(handles_errors(verify))
