@@ -157,8 +157,12 @@ class _Unpickler(pickle.Unpickler):
             return super().find_class(module, name)
         if module == "datetime" and name in ("datetime", "date", "timedelta", "timezone"):
             return getattr(datetime, name)
-        if module.split(".", 1)[0] in ("domain", "ledger"):
+        if module.split(".", 1)[0] in ("domain", "ledger") and "." not in name:
             found = super().find_class(module, name)
+            # The class itself the project's, not one a project module imported (a dotted
+            # name or a re-export reached eventsourcing's and msgspec's classes).
+            if str(getattr(found, "__module__", "")).split(".", 1)[0] not in ("domain", "ledger"):
+                raise pickle.UnpicklingError(f"a request may not name {module}.{name}")
             if isinstance(found, type) and (
                 issubclass(found, (BaseException, msgspec.Struct, enum.Enum))
                 or dataclasses.is_dataclass(found)

@@ -14,6 +14,11 @@ from multiprocessing.connection import Connection, answer_challenge, deliver_cha
 
 from ledger.checked_wire import decode_request
 from ledger.errors import StoreError
+from ledger.signing.dsse import MAX_ENVELOPE_BYTES
+
+# The largest request a worker may send: an envelope at its limit, pickled with its parsed
+# statement and a refusal beside it (each at most the envelope's size), with room to spare.
+MAX_REQUEST_BYTES = 4 * MAX_ENVELOPE_BYTES
 
 __all__ = [
     "ADDRESS_ENV",
@@ -183,6 +188,10 @@ class Inbox:
                 head = 12
             elif size < 0:
                 raise BrokenFrameError(f"a frame of {size} bytes")
+            if size > MAX_REQUEST_BYTES:
+                # Refused from its header: a worker's frame is never buffered past what
+                # the largest envelope it may send can take (an attack review filled 1 GiB).
+                raise BrokenFrameError(f"a frame of {size} bytes (at most {MAX_REQUEST_BYTES})")
             if len(buffer) - taken < head + size:
                 break
             body = bytes(buffer[taken + head : taken + head + size])
