@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from domain.errors import DomainError
+from domain.statements import PredicateType
 from ledger.admission_checks import Checked, RunNamed, judged_predicate, names_a_run
 from ledger.signing.dsse import Envelope, parse_envelope
 from ledger.signing.verdict import SignatureVerdict
@@ -40,7 +41,7 @@ from ledger.signing.verdict import SignatureVerdict
 if TYPE_CHECKING:
     from domain.statements import Statement
 
-__all__ = ["TAG", "decode_request", "encode_request"]
+__all__ = ["TAG", "VOUCHED", "decode_request", "encode_request"]
 
 TAG = b"K"
 
@@ -129,14 +130,25 @@ def _checked(
     run_refused: DomainError | None,
 ) -> Checked:
     """What the writer judges of a worker's checked envelope, made from the JSON object it
-    stores: the envelope, its statement, predicate and run; the worker's verdict beside."""
+    stores: the envelope, its statement, predicate and run; the worker's verdict beside,
+    for a statement of a ``VOUCHED`` type only."""
     envelope: Envelope = parse_envelope(raw)
     statement: Statement = envelope.statement()  # from the stored payload, not the wire
     predicate = judged_predicate(statement)
     run: RunNamed | DomainError | None = None
     if names_a_run(statement, predicate):
         run = run_refused or RunNamed(statement.subject_digest, statement.subject_name)
-    return Checked(envelope, statement, predicate, run, verdict, bad_signature)
+    taken = verdict if statement.predicateType in VOUCHED else None
+    return Checked(envelope, statement, predicate, run, taken, bad_signature)
+
+
+# The statements a worker's signature verdict is taken for: the bulk of writes, and none
+# that moves evidence after admission (an attestation never does; an ingestion is a source's
+# claim at admission). A verdict is no proof (docs/deployment.md, "Who the writer trusts"), so
+# the writer verifies every other statement itself, whatever a worker says: a rerun's result
+# (the one path to "verified"), a key's registration, roles or revocation, a retraction, a
+# rerun request or claim, an attachment. They are few; their Ed25519 costs nothing that shows.
+VOUCHED = frozenset({PredicateType.INGESTION, PredicateType.ATTESTATION})
 
 
 # What a pickled request may name: the project's own exceptions, dataclasses, Structs and

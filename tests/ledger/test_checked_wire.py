@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import hashlib
 import pickle
 from typing import Any
 
@@ -15,12 +16,18 @@ import pytest
 
 from domain.canonical import canonical_json
 from domain.errors import DomainError
+from domain.statements import PredicateType, Role
 from ledger.admission_checks import Checked, KnownKeys, check_stateless
-from ledger.checked_wire import TAG, decode_request, encode_request
+from ledger.checked_wire import TAG, VOUCHED, decode_request, encode_request
 from ledger.logged_event import LoggedEvent
-from ledger.signing.authoring import attestation_envelope, ingestion_envelope
+from ledger.signing.authoring import (
+    attestation_envelope,
+    ingestion_envelope,
+    key_registration_envelope,
+)
 from ledger.signing.dsse import PAYLOAD_TYPE, Envelope, SignatureError, pae, parse_envelope
 from ledger.signing.keys import SigningKey
+from ledger.signing.verdict import SignatureVerdict
 from ledger.timing import install
 from tests.ledger.test_admission import SEED_NAME, World, ingest_seed, world  # noqa: F401
 from tests.ledger.test_worker_checks import (  # noqa: F401
@@ -254,3 +261,50 @@ def test_an_envelope_sent_pickled_alone_is_read_from_its_stored_bytes(world: Wor
     [result] = world.ledger.append_many([decoded[1]])
     assert isinstance(result, SignatureError), result
     assert world.count() == before, "a refused write stores nothing"
+
+
+def _made_up_verdict(raw: dict[str, Any]) -> Checked:
+    """What a subverted worker can send for any envelope: a verdict anyone can compute (it
+    carries no secret) over a junk signature, on the msgpack wire."""
+    raw["signatures"][0]["sig"] = base64.b64encode(bytes(range(64))).decode("ascii")
+    envelope = parse_envelope(raw)
+    verdict = SignatureVerdict(
+        envelope.keyid,
+        envelope.keyid,  # a key id is the hash of the key's bytes
+        envelope.signed_digest,
+        "sha256:" + hashlib.sha256(envelope.signatures[0][1]).hexdigest(),
+    )
+    body = encode_request(3, Checked(envelope, envelope.statement(), None, None, verdict, False))
+    assert body.startswith(TAG)
+    decoded = decode_request(body)
+    assert isinstance(decoded, tuple) and isinstance(decoded[1], Checked)
+    return decoded[1]
+
+
+def test_the_writer_verifies_every_statement_outside_the_vouched_types_itself(
+    world: World, verifications: Verifications
+) -> None:
+    """Attack review: a made-up verdict had the writer log a key's registration nobody
+    signed. For every statement type but the ``VOUCHED`` ones (attestations, ingestions) the
+    writer drops a worker's verdict and verifies: a rerun's result, the path to "verified",
+    and a key's roles never rest on a worker's word (docs/deployment.md)."""
+    fresh = SigningKey.generate()
+    raw = key_registration_envelope(fresh.public, [Role.INGESTER], world.admin, now=world.clock.now)
+    sent = _made_up_verdict(raw)
+    assert sent.verdict is None, "the worker's verdict is not taken for a key statement"
+    before = world.count()
+    install(verifications)
+    [result] = world.ledger.append_many([sent])
+    install(None)
+    assert isinstance(result, SignatureError), result
+    assert verifications.count >= 1, "the writer verified it itself"
+    assert world.count() == before
+    assert set(PredicateType) - VOUCHED >= {
+        PredicateType.RERUN,
+        PredicateType.KEY,
+        PredicateType.LIFECYCLE,
+        PredicateType.RERUN_REQUEST,
+        PredicateType.RERUN_CLAIM,
+        PredicateType.ATTACHMENT,
+    }
+    assert {PredicateType.INGESTION, PredicateType.ATTESTATION} == VOUCHED
