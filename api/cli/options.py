@@ -57,12 +57,6 @@ class Param:
         self.help = help
         self.min = min
 
-    def named(self, name: str) -> Param:
-        """The same parameter under another Python name (a shared option, e.g. ``--json``)."""
-        return Param(
-            name, self.annotation, *self.decls, default=self.default, help=self.help, min=self.min
-        )
-
     def info(self) -> Any:
         """Typer's ``Option`` (or ``Argument``) for this parameter."""
         import typer  # noqa: PLC0415 - only the command Typer runs needs it
