@@ -365,25 +365,55 @@ def _accepting(listener: _FailingListener) -> tuple[_Serving, threading.Thread]:
     return serving, thread
 
 
+class _Pauses(threading.Event):
+    """The accept thread's pauses, recorded rather than slept; the ``most``-th is cut short
+    by a stop (``wait`` answers True, as when ``stop_accepting`` wakes a pause)."""
+
+    def __init__(self, most: int) -> None:
+        super().__init__()
+        self.most, self.asked = most, list[float | None]()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.asked.append(timeout)
+        if len(self.asked) >= self.most:
+            self.set()
+        return self.is_set()
+
+
 def test_a_failing_listener_is_retried_after_pauses_not_spun_on() -> None:
-    """The listener failing over and over (out of file descriptors) costs a few retries a
-    second, not a core; stopping ends the accept thread at once, pause or not."""
+    """The listener failing over and over (out of file descriptors) is retried after a
+    pause that doubles from the first to the longest and stays there, never at once (which
+    would spin a core); a stop cuts a pause short and ends the accept thread."""
+    serving: _Serving
+
+    class Spun(_FailingListener):  # a loop that stopped pausing ends, and fails below
+        def accept(self) -> Connection:
+            if self.calls >= 100:
+                serving._closed = True
+            return super().accept()
+
+    failing = Spun(None, float("inf"))
+    serving = _Serving(cast(Any, None), cast(Any, failing), cast(Any, None))
+    pauses = _Pauses(10)
+    serving._stop_accepting = pauses
+    serving.accept()  # returns: the tenth pause was cut short by a stop
+    first, most = ACCEPT_BACKOFF
+    assert pauses.asked == [min(most, first * 2**n) for n in range(10)]
+    assert pauses.asked[-3:] == [most] * 3 and failing.calls == 10
+    serving.close(0)
+
+
+def test_stopping_ends_the_accept_thread_in_its_pause() -> None:
+    """Told to stop while its listener keeps failing, the accept thread ends."""
     failing = _FailingListener(None, float("inf"))
-    begun = time.monotonic()
     serving, thread = _accepting(failing)
-    time.sleep(0.5)
-    while failing.calls < 3 and time.monotonic() - begun < 30:  # a starved thread, late
+    for _ in range(600):  # until it has failed a few times and pauses a while between
+        if failing.calls >= 3:
+            break
         time.sleep(0.05)
-    elapsed = time.monotonic() - begun
-    # Pauses of 10, 20, 40 ... ms, then 1 s each: 7 tries by 0.5 s and at most one more a
-    # second after; spinning, it tries thousands of times. (However late a loaded machine
-    # lets it run, it tries no faster.)
-    assert 3 <= failing.calls <= 8 + elapsed
-    started = time.monotonic()
     serving.stop_accepting()
-    thread.join(5)
+    thread.join(30)
     assert not thread.is_alive()
-    assert time.monotonic() - started < ACCEPT_BACKOFF[1]
     serving.close(0)
 
 
