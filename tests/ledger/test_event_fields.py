@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from eventsourcing.application import Application
 from eventsourcing.persistence import Mapper, StoredEvent
-from hypothesis import event, given, settings
+from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 from ledger.aggregates import Principal, Run, topic_of
@@ -230,6 +230,7 @@ printable = st.text(st.characters(codec="utf-8", min_codepoint=32), max_size=12)
     printable,
     st.none() | printable,
 )
+@example(Run.Ingested, b"", "", "\\u", None)  # CI's draw: a backslash before a "u"
 def test_well_formed_stored_events_are_read_as_the_mapper_reads_them(
     cls: type[Any], payload: bytes, received_at: str, signer: str, superseded_by: str | None
 ) -> None:
@@ -256,7 +257,11 @@ def test_well_formed_stored_events_are_read_as_the_mapper_reads_them(
     )
     stored = MAPPER.to_stored_event(event)
     read = READER.read(stored.topic, stored.state)
-    assert read is not None
+    if read is None:
+        # Declined only where the text holds a backslash before a "u" (an escape, or an
+        # escaped backslash): left to the mapper, as the docstring says; CI drew "\\u".
+        assert b"\\u" in stored.state, stored.state
+        return
     assert read == mapper_fields(stored.topic, stored.state)
     assert read.payload == payload
 
