@@ -1,18 +1,23 @@
-"""The append reply built from a receipt's typed fields equals the one its JSON document
-converts to, field for field and byte for byte once encoded; and the access log's line is
-the configured processors' line (the logger is bound once per configuration)."""
+"""The append path's shortcuts agree with the general roads: the reply built from a receipt's
+typed fields equals the one its JSON document converts to, field for field and byte for byte
+once encoded; the access log's line is the configured processors' line (the logger is bound
+once per configuration); the plain JSON media type is what Litestar's parse reads as JSON."""
 
 from __future__ import annotations
 
 import json
 import uuid
+from typing import Any
 
 import msgspec
+import pytest
 import structlog
 from hypothesis import given
 from hypothesis import strategies as st
+from litestar import Request
 
 from api.server import observability
+from api.server.app import _json_media_type, _plain_json
 from api.server.controllers.common import receipt_body
 from api.service.models import to_response
 from api.service.models.log import Receipt
@@ -82,3 +87,32 @@ def test_access_logger_follows_the_configuration(capsys: object) -> None:
             "level": "info",
         }
     )
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [b"application/json"],
+        [b"Application/JSON"],
+        [b"application/json; charset=utf-8"],
+        [b"application/dsse+json"],
+        [b"text/plain"],
+        [b""],
+        [],
+        [b"application/json", b"text/plain"],
+        [b"text/plain", b"application/json"],
+    ],
+)
+def test_the_plain_json_header_is_what_litestar_reads_as_json(values: list[bytes]) -> None:
+    """The media-type check's shortcut (one plain ``application/json`` header) is taken only
+    where Litestar's own parse of the header reads JSON too."""
+    scope: Any = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/runs",
+        "headers": [(b"content-type", v) for v in values],
+        "state": {},
+    }
+    if _plain_json(scope):
+        assert _json_media_type(Request(scope))
+    assert _plain_json(scope) == (values == [b"application/json"])
