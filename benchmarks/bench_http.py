@@ -51,6 +51,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from api.cli.serve import DEFAULT_WORKERS
 from benchmarks.http.config import (
     CACHE,
     DEFAULT_PG,
@@ -101,7 +102,7 @@ def figure(ctx: Context) -> FigureResult:
         ctx.step("echo anchor: bare Litestar handler, same clients and bodies")
         (session / "echo").mkdir()
         echo = run_echo(settings, session / "echo")
-        workers = served_workers()  # the layout `kernelindex serve` runs by default here
+        workers = DEFAULT_WORKERS  # the layout `kernelindex serve` runs by default
         ctx.step(
             f"API on SQLite as served: {workers} uvicorn worker(s) + the writer process, "
             f"{settings.clients} clients x {settings.appends} appends"
@@ -178,14 +179,6 @@ def figure(ctx: Context) -> FigureResult:
     )
 
 
-def served_workers() -> int:
-    """The HTTP workers `kernelindex serve` runs on SQLite on this machine by default: the
-    layout the figure measures."""
-    from api.cli.serve import default_workers, usable_cores  # noqa: PLC0415
-
-    return default_workers(True, usable_cores())
-
-
 def machine() -> dict[str, Any]:
     return {
         "cores": os.cpu_count(),
@@ -241,9 +234,9 @@ def _parser() -> argparse.ArgumentParser:
         "--sqlite-workers",
         type=int,
         nargs="+",
-        default=[served_workers()],
+        default=[DEFAULT_WORKERS],
         help="SQLite: HTTP worker processes in front of the writer process (default: as "
-        "`kernelindex serve` runs here)",
+        "`kernelindex serve` runs, 1)",
     )
     parser.add_argument(
         "--profile-server",

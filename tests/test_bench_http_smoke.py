@@ -24,8 +24,7 @@ def test_bench_http_tiny_sqlite_run(tmp_path: Path) -> None:
     assert result["config"]["clients"] == 2
     assert result["echo"] is None  # the echo anchor is skipped to keep this quick
     (scenario,) = result["scenarios"]
-    # The layout `kernelindex serve` runs here by default (2 workers on 2 cores or more).
-    assert (scenario["backend"], scenario["workers"]) == ("sqlite", bench_http.served_workers())
+    assert (scenario["backend"], scenario["workers"]) == ("sqlite", 1)
     http = scenario["http"]
     assert http["requests"] == 10 and http["warmupRequests"] == 2
     assert http["statuses"] == {"201": 12}

@@ -28,7 +28,11 @@ HEADER_DEADLINE_PROTOCOL = "api.server.http_protocol:HeaderDeadlineProtocol"
 PUBLIC_URL_ENV = "KERNELINDEX_PUBLIC_URL"
 # Read by worker processes (create_app_from_env).
 LOG_FORMAT_ENV = "KERNELINDEX_LOG_FORMAT"
-WORKERS_ENV = "KERNELINDEX_WORKERS"  # api.server.app.WORKERS_ENV
+# HTTP workers when none are asked for. On SQLite a second worker in front of the writer
+# process was measured against one on 2 cores (benchmarks/README.md, "2026-12-07 (session
+# 2) — http"): no gain resolved, and two workers spend more CPU per append in all; on
+# PostgreSQL more workers added reads, not writes. The HTTP benchmark measures this layout.
+DEFAULT_WORKERS = 1
 
 
 class LogFormat(StrEnum):
@@ -41,24 +45,6 @@ def _is_sqlite(db_url: str) -> bool:
         return make_url(db_url).get_backend_name() == "sqlite"
     except ArgumentError:
         return False  # a malformed URL fails with its own message when the ledger opens it
-
-
-def default_workers(sqlite: bool, cores: int) -> int:
-    """HTTP workers when none are asked for. On SQLite, 2 in front of the one writer process
-    wherever there are 2 cores: one worker's event loop (about 1 ms of CPU per signed append)
-    is the busy thread while the writer waits for work, and a second one fills the writer's
-    groups (benchmarks/README.md, "2026-12-07 (session 2) — http"). On PostgreSQL each
-    worker writes itself, taking the event table's lock per insert: more workers added reads,
-    not writes (docs/performance.md), so 1."""
-    return 2 if sqlite and cores >= 2 else 1
-
-
-def usable_cores() -> int:
-    """The cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def _url(host: str, port: int) -> str:
@@ -79,14 +65,13 @@ def serve(
         ),
     ] = False,
     workers: Annotated[
-        int | None,
+        int,
         typer.Option(
             min=1,
             help="HTTP worker processes (on SQLite they hand every write to the ledger's one "
-            "writer process; default: 2 there on 2 cores or more, else 1). Each takes its "
-            "share of the rate limits.",
+            "writer process).",
         ),
-    ] = None,
+    ] = DEFAULT_WORKERS,
     public_url: Annotated[
         str | None,
         typer.Option(
@@ -105,8 +90,6 @@ def serve(
     from ledger.writer_process import RemoteWriter, WriterProcess  # noqa: PLC0415
 
     target = demo_home(home, db) if demo else LedgerHome.at(home, db)
-    if workers is None:
-        workers = default_workers(_is_sqlite(target.db_url), usable_cores())
     if demo:
         build_demo(target)[0].close()
     ledger = target.open()
@@ -206,7 +189,6 @@ def _serve(
         os.environ[HOME_ENV] = str(target.path)
         os.environ[DB_ENV] = target.db_url
         os.environ[LOG_FORMAT_ENV] = log_format.value
-        os.environ[WORKERS_ENV] = str(workers)  # each worker's share of the rate limits
         if public_url is not None:
             os.environ[PUBLIC_URL_ENV] = public_url
         # What uvicorn.run does for workers, with a handle on the supervisor to stop it.

@@ -55,8 +55,6 @@ from ledger.long_lived import freeze_long_lived
 from ledger.writer_process import RemoteWriter
 
 API_VERSION = "1.0.0"
-# How many worker processes serve together (``create_app_from_env``; ``kernelindex serve``).
-WORKERS_ENV = "KERNELINDEX_WORKERS"
 
 
 # Media types a write body may be sent as (none at all is read as JSON too).
@@ -237,8 +235,6 @@ def create_app_from_env() -> Litestar:
 
     Reads the ledger home and database from KERNELINDEX_HOME / KERNELINDEX_DB, and the
     writer process from KERNELINDEX_WRITER_ADDRESS / KERNELINDEX_WRITER_KEY when there is one.
-    KERNELINDEX_WORKERS: how many such workers serve together (``kernelindex serve`` sets
-    it); each takes its share of the rate limits (``ServerConfig.shared_by``).
     It is a worker process's start: it freezes the process's heap once the app is made
     (``ledger.long_lived``), so call it in-process only where that is wanted.
     """
@@ -246,7 +242,7 @@ def create_app_from_env() -> Litestar:
     config = ServerConfig(
         public_url=os.environ.get("KERNELINDEX_PUBLIC_URL"),
         json_logs=os.environ.get("KERNELINDEX_LOG_FORMAT", "json") != "console",
-    ).shared_by(int(os.environ.get(WORKERS_ENV, "1")))
+    )
     # A server with a writer process (``kernelindex serve``) gives its workers its address:
     # they hand it every write, and open the ledger only to read (and fold the views).
     writer = RemoteWriter.from_env()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from dataclasses import dataclass
 
 MIB = 1024 * 1024
@@ -42,20 +40,3 @@ class ServerConfig:
     public_url: str | None = None
     # Structured log lines as JSON (False: human-readable console lines).
     json_logs: bool = True
-
-    def shared_by(self, workers: int) -> ServerConfig:
-        """This configuration for one of ``workers`` processes serving together: each takes
-        its share of every token-bucket limit (rate and burst ÷ ``workers``, a burst rounded
-        up), so a client spread over all of them still gets no more than the limits say.
-        The buckets live in each process's memory (``api.server.rate_limits``)."""
-        if workers <= 1:
-            return self
-        return dataclasses.replace(
-            self,
-            key_rate=self.key_rate / workers,
-            key_burst=math.ceil(self.key_burst / workers),
-            address_rate=self.address_rate / workers,
-            address_burst=math.ceil(self.address_burst / workers),
-            registration_rate=self.registration_rate / workers,
-            registration_burst=math.ceil(self.registration_burst / workers),
-        )

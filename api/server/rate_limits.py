@@ -1,8 +1,7 @@
 """Token-bucket rate limits, per client address and per signing key id; what a request costs.
 
-Kept in process memory: with several workers (``kernelindex serve --workers N``) each holds
-1/N of every limit (``ServerConfig.shared_by``), so together they allow a client no more than
-the limits say. Refusals answer 429 with Retry-After; nothing is appended.
+Kept in process memory: with several workers each enforces its own share, which bounds a
+client by workers × rate. Refusals answer 429 with Retry-After; nothing is appended.
 
 A request costs its client address ``CHEAP`` tokens, except an expensive read that the read
 cache (``api.server.read_cache``) has no answer for at the current position: that costs its
