@@ -28,6 +28,11 @@ HEADER_DEADLINE_PROTOCOL = "api.server.http_protocol:HeaderDeadlineProtocol"
 PUBLIC_URL_ENV = "KERNELINDEX_PUBLIC_URL"
 # Read by worker processes (create_app_from_env).
 LOG_FORMAT_ENV = "KERNELINDEX_LOG_FORMAT"
+# HTTP workers when none are asked for. On SQLite a second worker in front of the writer
+# process was measured against one on 2 cores (benchmarks/README.md, "2026-12-07 (session
+# 2) — http"): no gain resolved, and two workers spend more CPU per append in all; on
+# PostgreSQL more workers added reads, not writes. The HTTP benchmark measures this layout.
+DEFAULT_WORKERS = 1
 
 
 class LogFormat(StrEnum):
@@ -66,7 +71,7 @@ def serve(
             help="HTTP worker processes (on SQLite they hand every write to the ledger's one "
             "writer process).",
         ),
-    ] = 1,
+    ] = DEFAULT_WORKERS,
     public_url: Annotated[
         str | None,
         typer.Option(

@@ -9,7 +9,7 @@ length. A path with no GET still answers HEAD with the GET's 405, naming what it
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -19,11 +19,11 @@ class HeadAsGet:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        raw: dict[str, Any] = dict(scope)
+        raw = cast("dict[str, Any]", scope)  # read, never copied: most requests are no HEAD
         if raw["type"] != "http" or raw.get("method") != "HEAD":
             await self.app(scope, receive, send)
             return
-        as_get: Any = {**raw, "method": "GET"}
+        as_get: Any = {**raw, "method": "GET"}  # a copy: the caller's scope stays HEAD
 
         async def without_body(message: Message) -> None:
             if message["type"] == "http.response.body":

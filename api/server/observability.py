@@ -35,7 +35,7 @@ SECURITY_HEADERS = (
 )
 _SANE_ID = re.compile(r"^[A-Za-z0-9._\-]{8,64}$")
 
-_access = structlog.get_logger("kernelindex.access")
+_access: Any = structlog.get_logger("kernelindex.access")
 _STDLIB_HANDLER = "kernelindex-stdlib"
 
 
@@ -57,6 +57,11 @@ def configure_logging(json_logs: bool = True, level: int = logging.INFO) -> None
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
+    # The access logger bound once per configuration, not looked up through structlog's
+    # lazy proxy at every request (the same processors, so the same lines): a proxy builds
+    # a new bound logger per call.
+    global _access  # noqa: PLW0603
+    _access = structlog.get_logger("kernelindex.access").bind()
     _route_stdlib_logging(json_logs, renderer)
 
 

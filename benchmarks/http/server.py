@@ -100,12 +100,13 @@ def echo_app() -> Any:
     return Litestar(route_handlers=[echo, health])
 
 
-def _uvicorn(factory: str, port: int, workers: int) -> None:
+def _uvicorn(factory: str, port: int, workers: int, http: str = "auto") -> None:
     import uvicorn  # noqa: PLC0415
 
     uvicorn.run(
         factory,
         factory=True,
+        http=http,
         host=HOST,
         port=port,
         workers=workers,
@@ -150,8 +151,12 @@ def child_main(argv: list[str]) -> None:
         os.environ[SWITCH_VAR] = args.switch_interval
     if args.threads:
         os.environ[THREADS_VAR] = args.threads
+    # The server under test speaks HTTP as `kernelindex serve` does (its header deadline);
+    # the echo anchor is uvicorn's own protocol, bare.
+    from api.cli.serve import HEADER_DEADLINE_PROTOCOL as served  # noqa: PLC0415
+
     if args.writer == "thread" or not args.db.startswith("sqlite"):
-        _uvicorn("benchmarks.http.server:bench_app", args.port, args.workers)
+        _uvicorn("benchmarks.http.server:bench_app", args.port, args.workers, served)
         return
     from ledger.writer_process import WriterProcess  # noqa: PLC0415
 
@@ -159,7 +164,7 @@ def child_main(argv: list[str]) -> None:
     writer = WriterProcess(Path(args.home), args.db, log_setup=log_setup).start()
     os.environ.update(writer.env)
     try:
-        _uvicorn("benchmarks.http.server:bench_app", args.port, args.workers)
+        _uvicorn("benchmarks.http.server:bench_app", args.port, args.workers, served)
     finally:
         writer.stop()
 
