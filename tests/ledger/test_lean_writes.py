@@ -280,14 +280,14 @@ def test_lean_path_stores_what_the_orm_path_stored(
     assert lean_rows["nodes"] and lean_rows["checkpoints"]
 
 
-def test_driver_errors_keep_their_classes(tmp_path: Path) -> None:
+def test_driver_errors_keep_their_classes(empty_db_url: str) -> None:
     """A version conflict raised by the driver is still the IntegrityError the append retry
-    and ``ledger.errors`` read (SQLAlchemy wraps what exec_driver_sql's driver raises)."""
+    and ``ledger.errors`` read (SQLAlchemy wraps what exec_driver_sql's driver raises): from
+    SQLite's executemany and from PostgreSQL's multi-row VALUES list alike."""
     from sqlalchemy.exc import IntegrityError
 
-    url = f"sqlite:///{tmp_path / 'ledger.db'}"
-    upgrade(url)
-    engine = create_engine(url)
+    upgrade(empty_db_url)
+    engine = create_engine(empty_db_url)
     try:
         with engine.begin() as conn:
             row = (1, 1, b"h" * 32)
@@ -296,3 +296,71 @@ def test_driver_errors_keep_their_classes(tmp_path: Path) -> None:
                 driver_rows.insert_rows(conn, nodes.name, ("level", "idx", "hash"), [row, row])
     finally:
         engine.dispose()
+
+
+def test_multi_row_chunks_store_every_row(empty_db_url: str, monkeypatch: Any) -> None:
+    """Rows beyond one statement's chunk (PostgreSQL's multi-row VALUES) are all stored, in
+    their order, and ON CONFLICT keeps a stored row as it is on both backends."""
+    monkeypatch.setattr(driver_rows, "_PARAMETERS", 7)  # two rows of 3 a statement
+    upgrade(empty_db_url)
+    engine = create_engine(empty_db_url)
+    columns = ("level", "idx", "hash")
+    try:
+        with engine.begin() as conn:
+            rows = [(2, i, bytes([i]) * 32) for i in range(5)]
+            driver_rows.insert_rows(conn, nodes.name, columns, rows)
+            again = [(2, 4, b"x" * 32), (2, 5, b"y" * 32), (2, 6, b"z" * 32)]
+            driver_rows.insert_rows(conn, nodes.name, columns, again, keep=("level", "idx"))
+            found = conn.execute(select(nodes).order_by(nodes.c.idx)).all()
+        assert [(r[0], r[1], bytes(r[2])) for r in found] == [*rows, *again[1:]]
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("largest", [None, 2**63 - 1])
+def test_sqlite_event_ids_are_the_stored_ones(tmp_path: Path, largest: int | None) -> None:
+    """SQLite's events go in by executemany and their ids follow from the last one
+    (``batched_writes._sqlite_insert``); where SQLite picks ids at random (a row already at
+    the largest rowid, 2^63-1) each is looked up instead. Either way the ids returned are
+    the rows' own."""
+    from eventsourcing.persistence import StoredEvent
+
+    from ledger.store.batched_writes import BatchedApplicationRecorder
+
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    upgrade(url)
+    keys = {name: SigningKey.generate() for name in ("admin", "log")}
+    root = TrustRoot(
+        origin="test.kernelindex/ids",
+        admin_keys=(keys["admin"].public,),
+        log_key=keys["log"].public,
+        created_at=format_time(START - timedelta(days=1)),
+    )
+    ledger = Ledger(url, root, clock=StepClock(), log_key=keys["log"])
+    try:
+        recorder = ledger.recorder
+        assert isinstance(recorder, BatchedApplicationRecorder)
+        table = ledger.store.events.name
+        events = [StoredEvent(uuid.uuid4(), v, "t:T", b"{}") for v in (1, 2, 1)]
+        with ledger.store.transaction(commit=False) as session:
+            if largest is not None:
+                session.execute(
+                    text(
+                        f"INSERT INTO {table} (id, originator_id, originator_version, topic, "
+                        "state) VALUES (:id, :o, 1, 't:T', x'7b7d')"
+                    ),
+                    {"id": largest, "o": uuid.uuid4().bytes},
+                )
+            ids = recorder._insert_stored_events(session, events)
+            stored = {
+                (bytes(r[1]), int(r[2])): int(r[0])
+                for r in session.execute(
+                    text(f"SELECT id, originator_id, originator_version FROM {table}")
+                )
+            }
+            session.rollback()
+        assert ids == [stored[(e.originator_id.bytes, e.originator_version)] for e in events]
+        if largest is None:
+            assert ids == list(range(ids[0], ids[0] + 3))
+    finally:
+        ledger.close()
