@@ -29,6 +29,7 @@ from ledger.proofs.merkle import (
     CompactRange,
     consistency_proof_from_nodes,
     inclusion_proof_from_nodes,
+    inclusion_proofs_from_nodes,
     root_from_nodes,
 )
 from ledger.proofs.signed_note import Verifier
@@ -381,10 +382,7 @@ class TransparencyLog:
         """Inclusion proofs of these leaves in the tree of ``size``, with one node query for
         all of them (an export's batch)."""
         wanted = sorted(set(leaf_indices))
-        return with_prefetch(
-            session,
-            lambda get: {leaf: inclusion_proof_from_nodes(leaf, size, get) for leaf in wanted},
-        )
+        return with_prefetch(session, lambda get: inclusion_proofs_from_nodes(wanted, size, get))
 
     def inclusion(self, session: StoreSession, leaf_index: int, size: int) -> InclusionProof:
         proof = self.proof_hashes(session, leaf_index, size)
@@ -412,13 +410,15 @@ class TransparencyLog:
             raise LogIntegrityError(f"events {missing[:5]} were not sequenced")
 
         def compute(get: Callable[[int, int], bytes]) -> tuple[bytes, dict[int, list[bytes]]]:
-            return root_from_nodes(size, get), {
-                p: inclusion_proof_from_nodes(leaf, size, get) for p, leaf in leaf_of.items()
-            }
+            return root_from_nodes(size, get), inclusion_proofs_from_nodes(
+                leaf_of.values(), size, get
+            )
 
         held = sequenced.nodes if sequenced is not None else None
         root, proofs = with_prefetch(session, compute, held)
-        return {p: InclusionProof(leaf_of[p], size, root, tuple(h)) for p, h in proofs.items()}
+        return {
+            p: InclusionProof(leaf, size, root, tuple(proofs[leaf])) for p, leaf in leaf_of.items()
+        }
 
     def consistency(self, session: StoreSession, size1: int, size2: int) -> list[bytes]:
         return with_prefetch(session, lambda get: consistency_proof_from_nodes(size1, size2, get))
