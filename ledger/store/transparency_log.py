@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import bindparam, func, select, text
+from sqlalchemy import bindparam, func, select
 
 from domain.errors import DomainError
 from ledger.errors import LogIntegrityError, ReadOnlyStoreError, StoreFullError, store_error
@@ -67,6 +67,7 @@ __all__ = [
 
 _ADVISORY_LOCK_ID = 0x4B49_4C4F_47  # "KILOG"
 _SEQUENCE_BATCH = 1000
+_ADVISORY_LOCK = f"SELECT pg_advisory_xact_lock({_ADVISORY_LOCK_ID})"
 
 
 # Statements every write runs, built once (building one costs about what running it does).
@@ -159,7 +160,8 @@ class TransparencyLog:
         it, two sequencers (a catch-up beside the writer) read the same tree size and the
         second fails on the first one's leaves."""
         if self.store.postgres:
-            session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_LOCK_ID})
+            # Through the driver: a text() through the ORM session cost ~2x its client CPU.
+            connection_of(session).exec_driver_sql(_ADVISORY_LOCK)
         elif self.store.engine.dialect.name == "sqlite":
             hold_sqlite_write_lock(session)
 
