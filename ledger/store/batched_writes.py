@@ -22,8 +22,10 @@ from typing import Any
 from eventsourcing.persistence import StoredEvent
 from eventsourcing_sqlalchemy.factory import SQLAlchemyFactory
 from eventsourcing_sqlalchemy.recorders import SQLAlchemyApplicationRecorder
+from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
+from ledger.store import wal_checkpoints
 from ledger.store.driver_rows import Row, insert_returning, insert_rows, select_rows
 from ledger.store.read_door import uuid_param, uuid_result
 
@@ -32,6 +34,9 @@ _RETURNING = ("id", "originator_id", "originator_version")
 
 
 class BatchedApplicationRecorder(SQLAlchemyApplicationRecorder):
+    # Set by the factory for a SQLite file (``ledger.store.wal_checkpoints``).
+    wal_checkpoints: wal_checkpoints.WalCheckpoints | None = None
+
     def _insert_stored_events(
         self, session: Session, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int]:
@@ -105,3 +110,21 @@ def _sqlite_insert(session: Session, table: str, rows: Sequence[Row]) -> list[in
 
 class BatchedWritesFactory(SQLAlchemyFactory):
     application_recorder_class = BatchedApplicationRecorder
+
+    def application_recorder(self) -> BatchedApplicationRecorder:
+        recorder = super().application_recorder()
+        assert isinstance(recorder, BatchedApplicationRecorder)
+        engine = self.datastore.engine
+        if isinstance(engine, Engine):
+            # SQLite's WAL checkpoints off the committing thread (ledger.store.wal_checkpoints).
+            recorder.wal_checkpoints = wal_checkpoints.for_engine(
+                engine, self.datastore.is_sqlite_filedb
+            )
+            self._wal_checkpoints = recorder.wal_checkpoints
+        return recorder
+
+    def close(self) -> None:
+        found = getattr(self, "_wal_checkpoints", None)
+        if found is not None:
+            found.close()
+        super().close()

@@ -418,9 +418,7 @@ class TransparencyLog:
 
         held = sequenced.nodes if sequenced is not None else None
         root, proofs = with_prefetch(session, compute, held)
-        return {
-            p: InclusionProof(leaf, size, root, tuple(proofs[leaf])) for p, leaf in leaf_of.items()
-        }
+        return {p: InclusionProof(i, size, root, tuple(proofs[i])) for p, i in leaf_of.items()}
 
     def consistency(self, session: StoreSession, size1: int, size2: int) -> list[bytes]:
         return with_prefetch(session, lambda get: consistency_proof_from_nodes(size1, size2, get))
