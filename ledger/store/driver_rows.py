@@ -4,13 +4,15 @@ A group's events, log leaves and tree nodes are plain rows of fixed shape: going
 SQLAlchemy's statement compiler, type processors and result machinery cost more per row
 than the driver's own work (issue 36: ~1.2 ms of a group of 32's CPU per envelope against
 ~34 µs for the same rows through ``sqlite3``). Here each statement is SQL text in the
-driver's parameter style, built once per table, column list and row count, and run with
-``exec_driver_sql`` in the session's own transaction: the driver binds and executes it
-(``executemany`` for many rows: psycopg pipelines them, ``sqlite3`` reuses the prepared
-statement), and SQLAlchemy still wraps whatever the driver raises in its exception classes
-(an ``IntegrityError`` on a version conflict, a disconnect marked as one), which eventsourcing
-and ``ledger.errors`` read as before. Nothing converts values: callers bind what the column
-stores (``uuid_param`` for the event table's originator id, bytes for hashes).
+driver's parameter style, built once per table, column list and row count, and run on the
+driver's own cursor of the session's connection, in its transaction (``_run``: even
+``exec_driver_sql``'s execution context and result cost 2-3x the driver's own work for a
+small statement, issue 36): the driver binds and executes it, and SQLAlchemy's own error
+handling still wraps whatever the driver raises in its exception classes (an
+``IntegrityError`` on a version conflict, a disconnect marked as one and its connection
+invalidated), which eventsourcing and ``ledger.errors`` read as before. Nothing converts
+values: callers bind what the column stores (``uuid_param`` for the event table's
+originator id, bytes for hashes).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import functools
 from collections.abc import Iterator, Sequence
 from typing import Any
 from uuid import UUID
+
+from sqlalchemy.engine import Connection
 
 from ledger.store.event_store import StoreSession, connection_of
 
@@ -64,12 +68,36 @@ def insert_rows(
     tail = f" ON CONFLICT ({', '.join(keep)}) DO NOTHING" if keep else ""
     if dialect == "sqlite" or len(rows) == 1:
         sql = _insert_sql(dialect, table, columns) + tail
-        # A list is an executemany to SQLAlchemy; one row, a plain execute.
-        connection.exec_driver_sql(sql, list(rows) if len(rows) > 1 else tuple(rows[0]))
+        if len(rows) > 1:
+            _run(connection, sql, rows, many=True).close()
+        else:
+            _run(connection, sql, tuple(rows[0])).close()
         return
     for chunk in _many(rows, len(columns)):
         sql = _insert_sql(dialect, table, columns, len(chunk)) + tail
-        connection.exec_driver_sql(sql, tuple(value for row in chunk for value in row))
+        _run(connection, sql, tuple(value for row in chunk for value in row)).close()
+
+
+def _run(connection: Connection, sql: str, params: Any, *, many: bool = False) -> Any:
+    """Execute (``many``: executemany) ``sql`` on a cursor of the driver connection under
+    ``connection``, in its transaction; return the cursor. A driver error goes through
+    SQLAlchemy's own handling, as one from ``exec_driver_sql`` would: wrapped in its
+    exception class, the connection invalidated if it was lost."""
+    if not connection.in_transaction():
+        connection.begin()  # what exec_driver_sql's autobegin does
+    driver = connection.connection.dbapi_connection
+    assert driver is not None  # a live connection (an invalidated one raised above)
+    cursor = driver.cursor()
+    try:
+        if many:
+            cursor.executemany(sql, params)
+        else:
+            cursor.execute(sql, params)
+    except Exception as exc:
+        # SQLAlchemy's own handler (private, but what its ``_cursor_execute`` calls for a
+        # statement run outside an execution context): wraps, invalidates, raises.
+        connection._handle_dbapi_exception(exc, sql, params, cursor, None)
+    return cursor
 
 
 def _many(rows: Sequence[Row], width: int) -> Iterator[Sequence[Row]]:
@@ -100,14 +128,18 @@ def insert_returning(
         sql = (
             _insert_sql(dialect, table, columns, len(chunk)) + " RETURNING " + ", ".join(returning)
         )
-        flat = tuple(value for row in chunk for value in row)
-        found.extend(connection.exec_driver_sql(sql, flat).all())
+        cursor = _run(connection, sql, tuple(value for row in chunk for value in row))
+        found.extend(cursor.fetchall())
+        cursor.close()
     return found
 
 
 def select_rows(session: StoreSession, sql: str, params: tuple[Any, ...] = ()) -> list[Row]:
     """Run one SELECT written in the driver's parameter style (``placeholder``)."""
-    return list(connection_of(session).exec_driver_sql(sql, params).all())
+    cursor = _run(connection_of(session), sql, params)
+    found: list[Row] = cursor.fetchall()
+    cursor.close()
+    return found
 
 
 def placeholder(session: StoreSession) -> str:
