@@ -36,7 +36,7 @@ from ledger.proofs.signed_note import Verifier
 from ledger.signing.keys import PublicKey, SigningKey
 from ledger.signing.log_key import DeferredKey
 from ledger.store import signed_checkpoints
-from ledger.store.driver_rows import insert_rows, select_rows
+from ledger.store.driver_rows import insert_tables, select_rows
 from ledger.store.event_store import (
     EventStore,
     StoreSession,
@@ -328,9 +328,9 @@ class TransparencyLog:
             for n in compact.append(digest):
                 node_rows.append((n.level, n.index, n.hash))
                 held[(n.level, n.index)] = n.hash
-        # Through the driver (ledger.store.driver_rows): rows of fixed shape, one executemany.
-        insert_rows(session, leaves.name, _LEAF_COLUMNS, leaf_rows)
-        insert_rows(session, nodes.name, _NODE_COLUMNS, node_rows)
+        # Through the driver (ledger.store.driver_rows): rows of fixed shape, one statement.
+        leaf_insert = (leaves.name, _LEAF_COLUMNS, leaf_rows, ())
+        insert_tables(session, [leaf_insert, (nodes.name, _NODE_COLUMNS, node_rows, ())])
         return leaf_rows[-1][2]
 
     def committed(self, result: Sequenced) -> None:

@@ -93,13 +93,12 @@ def two_db_urls(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tupl
         admin.dispose()
 
 
-def _core_insert_rows(
-    session: StoreSession, table: str, columns: tuple[str, ...], rows: Any
-) -> None:
+def _core_insert_tables(session: StoreSession, inserts: Any) -> None:
     """How the log wrote its leaves and nodes before: SQLAlchemy Core, one dict a row."""
-    if rows:
-        target = {leaves.name: leaves, nodes.name: nodes}[table]
-        session.execute(target.insert(), [dict(zip(columns, row, strict=True)) for row in rows])
+    for table, columns, rows, _ in inserts:
+        if rows:
+            target = {leaves.name: leaves, nodes.name: nodes}[table]
+            session.execute(target.insert(), [dict(zip(columns, row, strict=True)) for row in rows])
 
 
 def _open(url: str, root: TrustRoot, log: SigningKey, *, orm: bool) -> Ledger:
@@ -122,7 +121,7 @@ def _append_all(
     mp = pytest.MonkeyPatch()
     try:
         if orm:
-            mp.setattr(transparency_log, "insert_rows", _core_insert_rows)
+            mp.setattr(transparency_log, "insert_tables", _core_insert_tables)
         for group in groups:
             out.extend(ledger.append_many(group))
     finally:
@@ -364,3 +363,54 @@ def test_sqlite_event_ids_are_the_stored_ones(tmp_path: Path, largest: int | Non
             assert ids == list(range(ids[0], ids[0] + 3))
     finally:
         ledger.close()
+
+
+def test_insert_tables_stores_each_tables_rows(empty_db_url: str) -> None:
+    """``insert_tables`` (one statement for several tables on PostgreSQL, one by one on
+    SQLite) stores every table's rows, keeps a stored row where asked, and a conflict is
+    still the IntegrityError the append retry reads."""
+    from sqlalchemy.exc import IntegrityError
+
+    from ledger.store.fold_manifests import fold_manifests
+
+    upgrade(empty_db_url)
+    engine = create_engine(empty_db_url)
+    leaf_columns = ("leaf_index", "position", "leaf_hash")
+    node_columns = ("level", "idx", "hash")
+    body_columns = ("digest", "body")
+    leaf_rows = [(i, i + 1, bytes([i]) * 32) for i in range(3)]
+    node_rows = [(1, 0, b"n" * 32), (1, 1, b"m" * 32)]
+    new_bodies = [(b"k", b"new"), (b"j", b"b")]
+    try:
+        with engine.begin() as conn:
+            driver_rows.insert_rows(conn, fold_manifests.name, body_columns, [(b"k", b"old")])
+            driver_rows.insert_tables(
+                conn,
+                [
+                    (leaves.name, leaf_columns, leaf_rows, ()),
+                    (nodes.name, node_columns, node_rows, ()),
+                    (
+                        fold_manifests.name,
+                        body_columns,
+                        [(b"k", b"new"), (b"j", b"b")],
+                        ("digest",),
+                    ),
+                    (checkpoints.name, ("size", "root", "note", "signed_at"), [], ()),
+                ],
+            )
+            found_leaves = conn.execute(select(leaves).order_by(leaves.c.leaf_index)).all()
+            found_nodes = conn.execute(select(nodes).order_by(nodes.c.idx)).all()
+            bodies = conn.execute(select(fold_manifests).order_by(fold_manifests.c.digest)).all()
+        assert [(r[0], r[1], bytes(r[2])) for r in found_leaves] == leaf_rows
+        assert [(r[0], r[1], bytes(r[2])) for r in found_nodes] == node_rows
+        assert [(bytes(r[0]), bytes(r[1])) for r in bodies] == [(b"j", b"b"), (b"k", b"old")]
+        with engine.begin() as conn, pytest.raises(IntegrityError):
+            driver_rows.insert_tables(
+                conn,
+                [
+                    (nodes.name, node_columns, [(2, 0, b"x" * 32)], ()),
+                    (leaves.name, leaf_columns, leaf_rows[:1], ()),
+                ],
+            )
+    finally:
+        engine.dispose()
