@@ -389,12 +389,7 @@ def test_insert_tables_stores_each_tables_rows(empty_db_url: str) -> None:
                 [
                     (leaves.name, leaf_columns, leaf_rows, ()),
                     (nodes.name, node_columns, node_rows, ()),
-                    (
-                        fold_manifests.name,
-                        body_columns,
-                        [(b"k", b"new"), (b"j", b"b")],
-                        ("digest",),
-                    ),
+                    (fold_manifests.name, body_columns, new_bodies, ("digest",)),
                     (checkpoints.name, ("size", "root", "note", "signed_at"), [], ()),
                 ],
             )
