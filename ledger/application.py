@@ -281,6 +281,7 @@ class Ledger(Application[UUID]):
                 self.admission.abandoned(group)  # admitted against state never stored
             raise
         self.tlog.committed(sequenced)  # only now: the transaction that made it committed
+        self.store.committed(len(group.events))  # the WAL's checkpoints, off this thread
         self._watch.committed(sequenced.head)
         self.admission.stored(group)
         if self.witnessing is not None:

@@ -11,9 +11,9 @@ that hold them, in the shape of transparency-dev/merkle:
   :func:`inclusion_proof`, :func:`consistency_proof`), straight from RFC 6962, for tests
   and small trees;
 * :mod:`.compact` and :mod:`.proof`: builders over stored complete subtrees
-  (:class:`CompactRange`, :func:`root_from_nodes`, :func:`inclusion_proof_from_nodes`,
-  :func:`consistency_proof_from_nodes`) that cost ``O(log n)`` hashes and lookups, for the
-  sequencer and the proof server;
+  (:class:`CompactRange`, :func:`root_from_nodes`, :func:`inclusion_proof_from_nodes` and
+  its batch :func:`inclusion_proofs_from_nodes`, :func:`consistency_proof_from_nodes`)
+  that cost ``O(log n)`` hashes and lookups, for the sequencer and the proof server;
 * :mod:`.verify`: the verifiers (:func:`verify_inclusion`, :func:`verify_consistency`) of
   RFC 9162 §2.1.3.2 and §2.1.4.2, which raise a :class:`ProofError` subclass
   (:mod:`.errors`) that says why a proof was rejected.
@@ -35,6 +35,7 @@ from ledger.proofs.nodes import GetNode, Node
 from ledger.proofs.proof import (
     consistency_proof_from_nodes,
     inclusion_proof_from_nodes,
+    inclusion_proofs_from_nodes,
     root_from_nodes,
 )
 from ledger.proofs.reference import consistency_proof, inclusion_proof, root
@@ -56,6 +57,7 @@ __all__ = [
     "consistency_proof_from_nodes",
     "inclusion_proof",
     "inclusion_proof_from_nodes",
+    "inclusion_proofs_from_nodes",
     "leaf_hash",
     "node_hash",
     "root",

@@ -4,10 +4,17 @@ equals that of the reference builder of the same name in :mod:`.reference`."""
 
 from __future__ import annotations
 
-from ledger.proofs.hasher import EMPTY_ROOT, fold_right
+from collections.abc import Iterable
+
+from ledger.proofs.hasher import EMPTY_ROOT, fold_right, node_hash
 from ledger.proofs.nodes import GetNode, complete_cover, subtree_hash, trailing_zeros
 
-__all__ = ["consistency_proof_from_nodes", "inclusion_proof_from_nodes", "root_from_nodes"]
+__all__ = [
+    "consistency_proof_from_nodes",
+    "inclusion_proof_from_nodes",
+    "inclusion_proofs_from_nodes",
+    "root_from_nodes",
+]
 
 
 def root_from_nodes(size: int, get_node: GetNode) -> bytes:
@@ -45,6 +52,47 @@ def inclusion_proof_from_nodes(index: int, size: int, get_node: GetNode) -> list
     proof: list[bytes] = []
     _path_from_nodes(index, size, 0, get_node, proof)
     return proof
+
+
+def inclusion_proofs_from_nodes(
+    indices: Iterable[int], size: int, get_node: GetNode
+) -> dict[int, list[bytes]]:
+    """The inclusion proofs of many leaves in the tree ``[0, size)``: each equal to
+    :func:`inclusion_proof_from_nodes`'s. The leaves a commit just appended share most of
+    their ragged right-edge siblings; here each ragged subtree is hashed once, from its two
+    children (RFC 6962's split: a complete left half and the ragged rest), instead of once
+    per proof from its complete cover: ``O(log size)`` hashes for the whole batch."""
+    ragged: dict[tuple[int, int], bytes] = {}
+
+    def sibling(level: int, index: int) -> bytes:
+        start = index << level
+        if start + (1 << level) <= size:
+            return get_node(level, index)
+        found = ragged.get((level, index))
+        if found is None:
+            # ``start < size`` on every path (a sibling lies left of the last leaf's path
+            # or on it), so the ragged node has leaves; its left half is complete when the
+            # right half has any, else the node is its left half.
+            left = sibling(level - 1, index << 1)
+            if start + (1 << (level - 1)) < size:
+                found = node_hash(left, sibling(level - 1, (index << 1) | 1))
+            else:
+                found = left
+            ragged[(level, index)] = found
+        return found
+
+    proofs: dict[int, list[bytes]] = {}
+    top = size.bit_length()
+    for index in indices:
+        if not 0 <= index < size:
+            raise ValueError(f"leaf index {index} is out of range for a tree of size {size}")
+        inner = (index ^ (size - 1)).bit_length()
+        proof = [sibling(level, (index >> level) ^ 1) for level in range(inner)]
+        for level in range(inner, top):
+            if (index >> level) & 1:
+                proof.append(get_node(level, (index >> level) - 1))
+        proofs[index] = proof
+    return proofs
 
 
 def consistency_proof_from_nodes(size1: int, size2: int, get_node: GetNode) -> list[bytes]:

@@ -74,6 +74,13 @@ class EventStore:
         else:
             hold_sqlite_write_lock(session)
 
+    def committed(self, events: int) -> None:
+        """A commit of ``events`` events went through (the writer's background WAL
+        checkpoints count them: ``ledger.store.wal_checkpoints``)."""
+        checkpoints = getattr(self._recorder, "wal_checkpoints", None)
+        if checkpoints is not None:
+            checkpoints.committed(events)
+
     def last_position(self) -> int:
         """The position of the last stored event (0 for an empty ledger)."""
         return int(self._recorder.max_notification_id() or 0)

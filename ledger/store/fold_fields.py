@@ -56,7 +56,7 @@ from domain.event_names import EventName
 from ledger.ids import topic_of
 from ledger.signing.dsse import stored_payload
 from ledger.store import fold_manifests
-from ledger.store.driver_rows import insert_rows
+from ledger.store.driver_rows import insert_tables
 from ledger.store.event_store import StoreSession
 from ledger.store.fold_manifests import Shared
 
@@ -281,9 +281,14 @@ def write_fold_fields(session: StoreSession, events: Iterable[tuple[int, object]
 def _insert(
     connection: StoreSession, rows: Sequence[tuple[int, bytes]], bodies: Mapping[bytes, bytes]
 ) -> None:
-    """Through the driver, one executemany each (the commit's own row writer)."""
-    fold_manifests.write(connection, bodies)
-    insert_rows(connection, event_fold_fields.name, ("position", "fields"), rows)
+    """Through the driver, in one statement where it can (the commit's own row writer)."""
+    insert_tables(
+        connection,
+        [
+            fold_manifests.insert_of(bodies),
+            (event_fold_fields.name, ("position", "fields"), rows, ()),
+        ],
+    )
 
 
 _PAGE = 1000

@@ -25,10 +25,19 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 import msgspec
 from sqlalchemy import Column, LargeBinary, MetaData, Table, select
 
-from ledger.store.driver_rows import insert_rows
+from ledger.store.driver_rows import Insert, insert_tables
 from ledger.store.event_store import StoreSession
 
-__all__ = ["ManifestBodies", "Shared", "fold_manifests", "join", "split", "write", "wrong_bodies"]
+__all__ = [
+    "ManifestBodies",
+    "Shared",
+    "fold_manifests",
+    "insert_of",
+    "join",
+    "split",
+    "write",
+    "wrong_bodies",
+]
 
 metadata = MetaData()
 fold_manifests = Table(
@@ -128,8 +137,12 @@ def write(session: StoreSession, bodies: Mapping[bytes, bytes]) -> None:
     """The documents rows name, each stored once: one already stored stays (ON CONFLICT DO
     NOTHING: concurrent commits on PostgreSQL sharing a new document wait for the first,
     then keep its row). In key order, so two commits never wait on each other's rows."""
-    rows = sorted(bodies.items())
-    insert_rows(session, fold_manifests.name, ("digest", "body"), rows, keep=("digest",))
+    insert_tables(session, [insert_of(bodies)])
+
+
+def insert_of(bodies: Mapping[bytes, bytes]) -> Insert:
+    """``write``'s INSERT, for ``insert_tables``."""
+    return (fold_manifests.name, ("digest", "body"), sorted(bodies.items()), ("digest",))
 
 
 _PAGE = 500

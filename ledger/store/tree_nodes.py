@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -15,17 +14,6 @@ from ledger.store.log_tables import nodes
 T = TypeVar("T")
 NodeKey = tuple[int, int]  # (level, index)
 _ZERO = b"\x00" * 32
-
-
-class _NotHeldError(LookupError):
-    """A node the nodes held do not include (the caller reads it from the table)."""
-
-
-def _held_node(held: dict[NodeKey, bytes], level: int, index: int) -> bytes:
-    found = held.get((level, index))
-    if found is None:
-        raise _NotHeldError
-    return found
 
 
 def with_prefetch(
@@ -41,10 +29,12 @@ def with_prefetch(
     """
     held = known or {}
     if held:
-        # Most often (a group's receipts) the nodes held are all it needs: compute once.
+        # Most often (a group's receipts) the nodes held are all it needs: compute once,
+        # looking each up in the dict itself (the computations are pure arithmetic over the
+        # nodes: a KeyError is a node not held, then they are read below).
         try:
-            return compute(functools.partial(_held_node, held))
-        except _NotHeldError:
+            return compute(lambda level, index: held[(level, index)])
+        except KeyError:
             pass
     wanted: list[tuple[int, int]] = []
 

@@ -93,13 +93,12 @@ def two_db_urls(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tupl
         admin.dispose()
 
 
-def _core_insert_rows(
-    session: StoreSession, table: str, columns: tuple[str, ...], rows: Any
-) -> None:
+def _core_insert_tables(session: StoreSession, inserts: Any) -> None:
     """How the log wrote its leaves and nodes before: SQLAlchemy Core, one dict a row."""
-    if rows:
-        target = {leaves.name: leaves, nodes.name: nodes}[table]
-        session.execute(target.insert(), [dict(zip(columns, row, strict=True)) for row in rows])
+    for table, columns, rows, _ in inserts:
+        if rows:
+            target = {leaves.name: leaves, nodes.name: nodes}[table]
+            session.execute(target.insert(), [dict(zip(columns, row, strict=True)) for row in rows])
 
 
 def _open(url: str, root: TrustRoot, log: SigningKey, *, orm: bool) -> Ledger:
@@ -122,7 +121,7 @@ def _append_all(
     mp = pytest.MonkeyPatch()
     try:
         if orm:
-            mp.setattr(transparency_log, "insert_rows", _core_insert_rows)
+            mp.setattr(transparency_log, "insert_tables", _core_insert_tables)
         for group in groups:
             out.extend(ledger.append_many(group))
     finally:
@@ -280,19 +279,133 @@ def test_lean_path_stores_what_the_orm_path_stored(
     assert lean_rows["nodes"] and lean_rows["checkpoints"]
 
 
-def test_driver_errors_keep_their_classes(tmp_path: Path) -> None:
+def test_driver_errors_keep_their_classes(empty_db_url: str) -> None:
     """A version conflict raised by the driver is still the IntegrityError the append retry
-    and ``ledger.errors`` read (SQLAlchemy wraps what exec_driver_sql's driver raises)."""
+    and ``ledger.errors`` read (SQLAlchemy wraps what exec_driver_sql's driver raises): from
+    SQLite's executemany and from PostgreSQL's multi-row VALUES list alike."""
     from sqlalchemy.exc import IntegrityError
 
-    url = f"sqlite:///{tmp_path / 'ledger.db'}"
-    upgrade(url)
-    engine = create_engine(url)
+    upgrade(empty_db_url)
+    engine = create_engine(empty_db_url)
     try:
         with engine.begin() as conn:
             row = (1, 1, b"h" * 32)
             driver_rows.insert_rows(conn, nodes.name, ("level", "idx", "hash"), [row])
             with pytest.raises(IntegrityError):
                 driver_rows.insert_rows(conn, nodes.name, ("level", "idx", "hash"), [row, row])
+    finally:
+        engine.dispose()
+
+
+def test_multi_row_chunks_store_every_row(empty_db_url: str, monkeypatch: Any) -> None:
+    """Rows beyond one statement's chunk (PostgreSQL's multi-row VALUES) are all stored, in
+    their order, and ON CONFLICT keeps a stored row as it is on both backends."""
+    monkeypatch.setattr(driver_rows, "_PARAMETERS", 7)  # two rows of 3 a statement
+    upgrade(empty_db_url)
+    engine = create_engine(empty_db_url)
+    columns = ("level", "idx", "hash")
+    try:
+        with engine.begin() as conn:
+            rows = [(2, i, bytes([i]) * 32) for i in range(5)]
+            driver_rows.insert_rows(conn, nodes.name, columns, rows)
+            again = [(2, 4, b"x" * 32), (2, 5, b"y" * 32), (2, 6, b"z" * 32)]
+            driver_rows.insert_rows(conn, nodes.name, columns, again, keep=("level", "idx"))
+            found = conn.execute(select(nodes).order_by(nodes.c.idx)).all()
+        assert [(r[0], r[1], bytes(r[2])) for r in found] == [*rows, *again[1:]]
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("largest", [None, 2**63 - 1])
+def test_sqlite_event_ids_are_the_stored_ones(tmp_path: Path, largest: int | None) -> None:
+    """SQLite's events go in by executemany and their ids follow from the last one
+    (``batched_writes._sqlite_insert``); where SQLite picks ids at random (a row already at
+    the largest rowid, 2^63-1) each is looked up instead. Either way the ids returned are
+    the rows' own."""
+    from eventsourcing.persistence import StoredEvent
+
+    from ledger.store.batched_writes import BatchedApplicationRecorder
+
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    upgrade(url)
+    keys = {name: SigningKey.generate() for name in ("admin", "log")}
+    root = TrustRoot(
+        origin="test.kernelindex/ids",
+        admin_keys=(keys["admin"].public,),
+        log_key=keys["log"].public,
+        created_at=format_time(START - timedelta(days=1)),
+    )
+    ledger = Ledger(url, root, clock=StepClock(), log_key=keys["log"])
+    try:
+        recorder = ledger.recorder
+        assert isinstance(recorder, BatchedApplicationRecorder)
+        table = ledger.store.events.name
+        events = [StoredEvent(uuid.uuid4(), v, "t:T", b"{}") for v in (1, 2, 1)]
+        with ledger.store.transaction(commit=False) as session:
+            if largest is not None:
+                session.execute(
+                    text(
+                        f"INSERT INTO {table} (id, originator_id, originator_version, topic, "
+                        "state) VALUES (:id, :o, 1, 't:T', x'7b7d')"
+                    ),
+                    {"id": largest, "o": uuid.uuid4().bytes},
+                )
+            ids = recorder._insert_stored_events(session, events)
+            stored = {
+                (bytes(r[1]), int(r[2])): int(r[0])
+                for r in session.execute(
+                    text(f"SELECT id, originator_id, originator_version FROM {table}")
+                )
+            }
+            session.rollback()
+        assert ids == [stored[(e.originator_id.bytes, e.originator_version)] for e in events]
+        if largest is None:
+            assert ids == list(range(ids[0], ids[0] + 3))
+    finally:
+        ledger.close()
+
+
+def test_insert_tables_stores_each_tables_rows(empty_db_url: str) -> None:
+    """``insert_tables`` (one statement for several tables on PostgreSQL, one by one on
+    SQLite) stores every table's rows, keeps a stored row where asked, and a conflict is
+    still the IntegrityError the append retry reads."""
+    from sqlalchemy.exc import IntegrityError
+
+    from ledger.store.fold_manifests import fold_manifests
+
+    upgrade(empty_db_url)
+    engine = create_engine(empty_db_url)
+    leaf_columns = ("leaf_index", "position", "leaf_hash")
+    node_columns = ("level", "idx", "hash")
+    body_columns = ("digest", "body")
+    leaf_rows = [(i, i + 1, bytes([i]) * 32) for i in range(3)]
+    node_rows = [(1, 0, b"n" * 32), (1, 1, b"m" * 32)]
+    new_bodies = [(b"k", b"new"), (b"j", b"b")]
+    try:
+        with engine.begin() as conn:
+            driver_rows.insert_rows(conn, fold_manifests.name, body_columns, [(b"k", b"old")])
+            driver_rows.insert_tables(
+                conn,
+                [
+                    (leaves.name, leaf_columns, leaf_rows, ()),
+                    (nodes.name, node_columns, node_rows, ()),
+                    (fold_manifests.name, body_columns, new_bodies, ("digest",)),
+                    (checkpoints.name, ("size", "root", "note", "signed_at"), [], ()),
+                ],
+            )
+            found_leaves = conn.execute(select(leaves).order_by(leaves.c.leaf_index)).all()
+            found_nodes = conn.execute(select(nodes).order_by(nodes.c.idx)).all()
+            bodies = conn.execute(select(fold_manifests).order_by(fold_manifests.c.digest)).all()
+        assert [(r[0], r[1], bytes(r[2])) for r in found_leaves] == leaf_rows
+        assert [(r[0], r[1], bytes(r[2])) for r in found_nodes] == node_rows
+        assert [(bytes(r[0]), bytes(r[1])) for r in bodies] == [(b"j", b"b"), (b"k", b"old")]
+        with engine.begin() as conn, pytest.raises(IntegrityError):
+            driver_rows.insert_tables(
+                conn,
+                [
+                    (nodes.name, node_columns, [(2, 0, b"x" * 32)], ()),
+                    (leaves.name, leaf_columns, leaf_rows[:1], ()),
+                ],
+            )
     finally:
         engine.dispose()

@@ -27,6 +27,7 @@ from ledger.proofs.merkle import (
     consistency_proof_from_nodes,
     inclusion_proof,
     inclusion_proof_from_nodes,
+    inclusion_proofs_from_nodes,
     leaf_hash,
     node_hash,
     root,
@@ -308,6 +309,35 @@ def test_inclusion_properties(size: int, data: st.DataObject) -> None:
         same = inclusion_proof(index, LEAVES[:new_size]) == proof
         ok = _inclusion_ok(leaves[index], index, new_size, proof, ROOTS[new_size])
         assert ok == same
+
+
+@PROPS
+@given(size=sizes, data=st.data())
+def test_batched_inclusion_proofs_are_each_leafs_own(size: int, data: st.DataObject) -> None:
+    """``inclusion_proofs_from_nodes`` (a commit's receipts, an export's batch) gives each
+    leaf the proof ``inclusion_proof_from_nodes`` and the reference builder give it: any
+    set of leaves, the last ones a commit appended most of all."""
+    last = data.draw(st.integers(1, size), label="last appended")
+    picked = data.draw(st.lists(st.integers(0, size - 1), max_size=12), label="others")
+    indices = sorted({*range(size - last, size), *picked})
+    nodes = CountingNodes(size)
+    proofs = inclusion_proofs_from_nodes(indices, size, nodes)
+    assert proofs == {i: inclusion_proof(i, LEAVES[:size]) for i in indices}
+    for i in indices:
+        assert proofs[i] == inclusion_proof_from_nodes(i, size, CountingNodes(size))
+    assert inclusion_proofs_from_nodes([], size, nodes) == {}
+    with pytest.raises(ValueError, match="out of range"):
+        inclusion_proofs_from_nodes([size], size, nodes)
+
+
+def test_batched_inclusion_proofs_exhaustive_small_trees() -> None:
+    """Every leaf of every tree up to 40 leaves, as one batch and as each last run."""
+    for n in range(1, 41):
+        expected = {i: inclusion_proof(i, LEAVES[:n]) for i in range(n)}
+        assert inclusion_proofs_from_nodes(range(n), n, CountingNodes(n)) == expected
+        for first in range(n):
+            got = inclusion_proofs_from_nodes(range(first, n), n, CountingNodes(n))
+            assert got == {i: expected[i] for i in range(first, n)}, (first, n)
 
 
 @PROPS
