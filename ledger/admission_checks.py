@@ -142,7 +142,8 @@ def _run_named(statement: Statement, predicate: SignedPredicate | DomainError) -
     from domain.statements import IngestionPredicate  # noqa: PLC0415 - models on first use
 
     assert isinstance(predicate, IngestionPredicate)
-    checked = check_ingestion(statement, predicate)
+    # The statement is the envelope's, read from its payload by the strict JSON reader.
+    checked = check_ingestion(statement, predicate, json_read=True)
     return RunNamed(checked.run_digest, checked.run_name)
 
 
