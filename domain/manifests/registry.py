@@ -34,13 +34,20 @@ def manifest_models() -> Mapping[str, type[Manifest]]:
 class _KindModels(Mapping[str, "type[Manifest]"]):
     """The models of ``MANIFEST_KINDS``, each imported when it is first looked up."""
 
+    def __init__(self) -> None:
+        self._made: dict[str, type[Manifest]] = {}
+
     def __getitem__(self, kind: str) -> type[Manifest]:
+        model = self._made.get(kind)  # not an import statement per manifest checked
+        if model is not None:
+            return model
         if kind not in MANIFEST_KINDS:
             raise KeyError(kind)
         from domain.manifests import models  # noqa: PLC0415 - see manifest_models
 
-        model: type[Manifest] = getattr(models, kind)
-        return model
+        made: type[Manifest] = getattr(models, kind)
+        self._made[kind] = made
+        return made
 
     def __contains__(self, kind: object) -> bool:  # without importing the kind's module
         return kind in MANIFEST_KINDS
