@@ -84,7 +84,8 @@ def validate_manifest(obj: object, *, json_read: bool = False) -> Manifest:
     kind = obj["kind"]
     if not isinstance(kind, str):
         raise ManifestError("manifest: kind: must be a string")
-    model = manifest_models().get(kind)
+    # Not Mapping.get (its Python frames): each manifest checked asks.
+    model = manifest_models()[kind] if kind in MANIFEST_KINDS else None
     if model is None:
         known = ", ".join(sorted(MANIFEST_KINDS))
         raise ManifestError(f"manifest: kind: unknown kind {kind!r} (known: {known})")
