@@ -209,7 +209,7 @@ def _digest(document: object, json_read: bool = False) -> str:
     return digest_of(digest_input(canonical), json_read=json_read)
 
 
-def admitted_manifest_digest(document: object) -> str:
+def admitted_manifest_digest(document: object, *, json_read: bool = False) -> str:
     """The digest of a manifest this ledger admitted, recomputed on a read: the canonical
     form (durations, set-like lists) without the schema gate, so a read never loads the
     manifest models (once pydantic and most of a read command's start, issue 33).
@@ -231,13 +231,14 @@ def admitted_manifest_digest(document: object) -> str:
     still be damaged): a damaged one raises a ``DomainError``, a failed check, never a
     ``KeyError`` that would stop a page. Never memoised in ``_DIGESTS``: a hit there means
     *validated*, and a read must not let an unvalidated document skip admission's gate.
+    ``json_read``: the document is what the strict JSON reader read (``canonical_json``).
     """
     if not isinstance(document, dict):
         raise ManifestError(f"stored manifest is not a JSON object: {type(document).__name__}")
     problem = _admitted_shape_problem(document)
     if problem:
         raise ManifestError(f"stored manifest is not as admission checked it: {problem}")
-    return digest_of(digest_input(_canonical(document)))
+    return digest_of(digest_input(_canonical(document)), json_read=json_read)
 
 
 def _admitted_shape_problem(document: dict[str, Any]) -> str:

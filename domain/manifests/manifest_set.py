@@ -76,7 +76,7 @@ def check_manifest_set(
             raise ManifestError(f"{role} manifest must be a {expected_kind}, got {kind!r}")
         try:
             digests[role] = (
-                admitted_manifest_digest(document)
+                admitted_manifest_digest(document, json_read=json_read)
                 if admitted
                 else manifest_digest(
                     document, json_read=json_read, memo=not (json_read and role == "run")

@@ -194,6 +194,11 @@ def test_a_read_manifest_is_judged_alike_both_ways() -> None:
         _DIGESTS.clear()
         fast = _outcome(lambda: check_manifest_set(read, json_read=True).digests)  # noqa: B023
         assert fast == general
+        general = _outcome(lambda: check_manifest_set(read, admitted=True).digests)  # noqa: B023
+        fast = _outcome(
+            lambda: check_manifest_set(read, admitted=True, json_read=True).digests  # noqa: B023
+        )
+        assert fast == general
         one = read["run"]
         assert _outcome(lambda: validate_manifest(one, json_read=True)) == _outcome(  # noqa: B023
             lambda: validate_manifest(one)  # noqa: B023
