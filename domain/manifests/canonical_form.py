@@ -161,7 +161,7 @@ def digest_input(canonical: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def manifest_digest(document: object, *, json_read: bool = False, memo: bool = True) -> str:
+def manifest_digest(document: object, *, json_read: bool = False) -> str:
     """``sha256:`` digest of a manifest (validated and canonicalised first).
 
     Memoised on the document's exact content: the same protocol and environment manifests
@@ -174,12 +174,8 @@ def manifest_digest(document: object, *, json_read: bool = False, memo: bool = T
     read from text (``validate_manifest``); the digest is the same either way, and its key
     keeps the text's order (not sorting saves a third of the key's cost: a signed
     statement's text is canonical, sorted already). A key names one document whichever way
-    it was made, and every document it names has one digest. ``memo=False``: a document
-    met once (a new run's own manifest) is neither looked up nor kept: its key would cost
-    a tenth of its check, and each such entry pushes a shared manifest out sooner.
+    it was made, and every document it names has one digest.
     """
-    if not memo:
-        return _digest(document, json_read)
     try:
         key = (
             msgspec.msgpack.encode(document)

@@ -56,8 +56,7 @@ def check_manifest_set(
     ``admitted``: the set is read from one of this ledger's own stored events, so each
     digest is recomputed without the schema gate (``admitted_manifest_digest`` says why
     that is sound, and who keeps the gate). ``json_read``: the documents are what the
-    strict JSON reader read from a signed statement's text (``validate_manifest``), at
-    admission, where each run is new: its manifest is not memoised (``manifest_digest``)."""
+    strict JSON reader read from a signed statement's text (``validate_manifest``)."""
     unknown = set(manifests) - set(ALL_MEMBERS)
     if unknown:
         raise ManifestError(f"manifest set has unknown members: {', '.join(sorted(unknown))}")
@@ -78,9 +77,7 @@ def check_manifest_set(
             digests[role] = (
                 admitted_manifest_digest(document, json_read=json_read)
                 if admitted
-                else manifest_digest(
-                    document, json_read=json_read, memo=not (json_read and role == "run")
-                )
+                else manifest_digest(document, json_read=json_read)
             )
         except ManifestError as exc:
             raise ManifestError(f"{role} manifest: {exc.message}") from None

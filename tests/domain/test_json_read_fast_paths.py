@@ -205,14 +205,20 @@ def test_a_read_manifest_is_judged_alike_both_ways() -> None:
         )
 
 
-def test_a_new_runs_manifest_is_not_kept_in_the_memo_but_the_shared_ones_are() -> None:
-    read = _read(_run_manifests())
+def test_the_memo_answers_both_roads_alike() -> None:
+    """A read document is kept under its text's order (a signed statement's is sorted: the
+    same key as the general road's); either road's entry gives the other the same digest."""
+    read = parse_json(canonical_json(_run_manifests()))  # as a signer writes it: JCS
     _DIGESTS.clear()
     checked = check_manifest_set(read, json_read=True)
-    kept = set(_DIGESTS.values())
-    assert checked.digests["run"] not in kept
-    assert {checked.digests["protocol"], checked.digests["environment"]} <= kept
-    assert checked.digests["run"] == manifest_digest(read["run"])  # the general road agrees
+    kept = dict(_DIGESTS)
+    assert set(kept.values()) == set(checked.digests.values())
+    assert {manifest_digest(d) for d in read.values()} == set(checked.digests.values())
+    assert dict(_DIGESTS) == kept  # the general road's keys: the same entries, all hits
+    _DIGESTS.clear()
+    assert {manifest_digest(d, json_read=True) for d in read.values()} == set(
+        checked.digests.values()
+    )
 
 
 def test_whole_and_huge_floats_in_a_run_digest_as_the_reference_does() -> None:
