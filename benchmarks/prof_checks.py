@@ -4,10 +4,15 @@ profile / an instruction count of the same loop.
     python -m benchmarks.prof_checks --envelopes 300            # thread-CPU µs per envelope
     python -m benchmarks.prof_checks --envelopes 300 --profile  # cProfile, top functions
     PYTHONHASHSEED=0 valgrind --tool=callgrind --callgrind-out-file=cg.out \\
-        python -m benchmarks.prof_checks --envelopes 200 --no-signature --instructions
+        --zero-before=getsid --dump-before=getpgid \\
+        python benchmarks/prof_checks.py --envelopes 300 --no-signature --instructions
+    grep summary cg.out.1                                      # the loop alone; ÷ envelopes
 
-``--instructions``: the loop alone between two markers (start-up and preparation are
-subtracted by running the preparation without the loop: see ``--skip-loop``).
+``--instructions``: one pass of the loop, memo cold, between two markers (``os.getsid``
+before, ``os.getpgid`` after) that callgrind's ``--zero-before``/``--dump-before`` cut at,
+so its second file counts the loop alone. Run as a file (``python benchmarks/...``) with
+``PYTHONPATH`` naming another checkout, it measures that checkout's code on the same cached
+envelopes (the cache lies beside this file).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
+import os
 import pstats
 import time
 from pathlib import Path
@@ -52,6 +58,7 @@ def main() -> None:
     parser.add_argument("--skip-loop", action="store_true", help="preparation only")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--sort", default="tottime")
+    parser.add_argument("--instructions", action="store_true", help="one pass between markers")
     args = parser.parse_args()
     envelopes, key = prepared(args.envelopes)
     public = key.public
@@ -60,6 +67,13 @@ def main() -> None:
     check_stateless(signed_ingestions(key, 1, first=10_000_000)[0], key_of)
     if args.skip_loop:
         warm_shared_manifests(len(envelopes))
+        return
+    if args.instructions:
+        warm_shared_manifests(len(envelopes))
+        os.getsid(0)  # callgrind --zero-before=getsid
+        for raw in envelopes:
+            check_stateless(raw, key_of)
+        os.getpgid(0)  # callgrind --dump-before=getpgid
         return
     best = float("inf")
     for _ in range(args.repeat):

@@ -135,10 +135,18 @@ _NOT_DECIDED: Any = object()
 _DIGITS_AS_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
 _SIXTEEN_DIGITS = b"0" * 16
 _INTEGER_TOKEN = re.compile(rb"[\[,:]-?[0-9]{16}")
+# The fast path's one translation of the compact text answers two questions: digits become
+# "0" (a run of sixteen marks a long integer) and "[" becomes "{" (how many containers
+# open: a bound on the depth). Two scans of the text fewer than asking each apart.
+_DIGITS_AND_OPENERS = bytes.maketrans(b"0123456789[", b"0000000000{")
 
 
-def _long_integer(compact: bytes) -> bool:
-    if compact.translate(_DIGITS_AS_ZERO).find(_SIXTEEN_DIGITS) < 0:
+def _long_integer(compact: bytes, marked: bytes | None = None) -> bool:
+    """Whether ``compact`` (msgspec's compact text) may hold an integer token of sixteen
+    or more digits; ``marked``: its ``_DIGITS_AND_OPENERS`` translation, if made."""
+    if marked is None:
+        marked = compact.translate(_DIGITS_AS_ZERO)
+    if marked.find(_SIXTEEN_DIGITS) < 0:
         return False
     return compact[:1] in b"-0123456789" or _INTEGER_TOKEN.search(compact) is not None
 
@@ -179,10 +187,15 @@ def _strict_fast(data: bytes) -> JsonValue:
         compact = msgspec.json.encode(value)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return _NOT_DECIDED
-    if (data != compact and data.count(b":") != compact.count(b":")) or _long_integer(compact):
+    marked = compact.translate(_DIGITS_AND_OPENERS)
+    if (data != compact and data.count(b":") != compact.count(b":")) or _long_integer(
+        compact, marked
+    ):
         return _NOT_DECIDED
-    # Fewer brackets than levels allowed: too few to nest too deep (most documents).
-    if data.count(b"{") + data.count(b"[") >= MAX_DEPTH:
+    # Fewer brackets than levels allowed: too few to nest too deep (most documents). The
+    # compact text opens as many as ``data``: the same containers, and a string spells "["
+    # or "{" only as itself (a ``\u`` escape never reaches here), as msgspec writes it.
+    if marked.count(b"{") >= MAX_DEPTH:
         try:
             _check_depth(value)
         except TooLargeError:

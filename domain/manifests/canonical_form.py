@@ -124,15 +124,16 @@ _KIND_RULES: Mapping[str, Callable[[dict[str, Any]], None]] = {
 }
 
 
-def canonical_manifest(document: object) -> dict[str, Any]:
+def canonical_manifest(document: object, *, json_read: bool = False) -> dict[str, Any]:
     """Validate a parsed manifest and return its canonical form, a new dict that shares what
     the conversions leave unchanged with ``document`` (read both as read-only; a deep copy
     was a fifth of a manifest's digest, issue 16).
 
     Steps 2–4 of docs/design.md §4: strict schema validation, duration conversion, set-like
-    lists sorted and de-duplicated. Absent fields stay absent.
+    lists sorted and de-duplicated. Absent fields stay absent. ``json_read``: see
+    ``validate_manifest``.
     """
-    validate_manifest(document)
+    validate_manifest(document, json_read=json_read)
     assert isinstance(document, dict)  # validate_manifest guarantees a mapping
     return _canonical(document)
 
@@ -160,7 +161,7 @@ def digest_input(canonical: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def manifest_digest(document: object) -> str:
+def manifest_digest(document: object, *, json_read: bool = False) -> str:
     """``sha256:`` digest of a manifest (validated and canonicalised first).
 
     Memoised on the document's exact content: the same protocol and environment manifests
@@ -169,15 +170,23 @@ def manifest_digest(document: object) -> str:
     JSON type and value (``1`` from ``1.0`` and ``true``, NaN from null) and includes
     metadata, so a hit validated the same document; it is a fifth of the cost of the JSON
     text the key used to be (issue 16). Failures are never cached: a bad manifest is
-    re-checked every time.
+    re-checked every time. ``json_read``: the document is what the strict JSON reader
+    read from text (``validate_manifest``); the digest is the same either way, and its key
+    keeps the text's order (not sorting saves a third of the key's cost: a signed
+    statement's text is canonical, sorted already). A key names one document whichever way
+    it was made, and every document it names has one digest.
     """
     try:
-        key = msgspec.msgpack.encode(document, order="sorted")
+        key = (
+            msgspec.msgpack.encode(document)
+            if json_read
+            else msgspec.msgpack.encode(document, order="sorted")
+        )
     except (TypeError, ValueError, OverflowError, UnicodeEncodeError):
-        return _digest(document)  # not plain data: validation says what is wrong
+        return _digest(document, json_read)  # not plain data: validation says what is wrong
     found = _DIGESTS.get(key)
     if found is None:
-        found = _DIGESTS[key] = _digest(document)
+        found = _DIGESTS[key] = _digest(document, json_read)
         if len(_DIGESTS) > _DIGESTS_KEPT:
             # The oldest entry; if another thread changed the memo meanwhile, next time.
             with contextlib.suppress(RuntimeError):
@@ -189,11 +198,14 @@ _DIGESTS_KEPT = 4096
 _DIGESTS: dict[bytes, str] = {}
 
 
-def _digest(document: object) -> str:
-    return digest_of(digest_input(canonical_manifest(document)))
+def _digest(document: object, json_read: bool = False) -> str:
+    # The canonical form of a document read from JSON text is made of its values, strings
+    # and safe integers (the conversions refuse others): ``canonical_json``'s ``json_read``.
+    canonical = canonical_manifest(document, json_read=json_read)
+    return digest_of(digest_input(canonical), json_read=json_read)
 
 
-def admitted_manifest_digest(document: object) -> str:
+def admitted_manifest_digest(document: object, *, json_read: bool = False) -> str:
     """The digest of a manifest this ledger admitted, recomputed on a read: the canonical
     form (durations, set-like lists) without the schema gate, so a read never loads the
     manifest models (once pydantic and most of a read command's start, issue 33).
@@ -215,13 +227,14 @@ def admitted_manifest_digest(document: object) -> str:
     still be damaged): a damaged one raises a ``DomainError``, a failed check, never a
     ``KeyError`` that would stop a page. Never memoised in ``_DIGESTS``: a hit there means
     *validated*, and a read must not let an unvalidated document skip admission's gate.
+    ``json_read``: the document is what the strict JSON reader read (``canonical_json``).
     """
     if not isinstance(document, dict):
         raise ManifestError(f"stored manifest is not a JSON object: {type(document).__name__}")
     problem = _admitted_shape_problem(document)
     if problem:
         raise ManifestError(f"stored manifest is not as admission checked it: {problem}")
-    return digest_of(digest_input(_canonical(document)))
+    return digest_of(digest_input(_canonical(document)), json_read=json_read)
 
 
 def _admitted_shape_problem(document: dict[str, Any]) -> str:

@@ -49,14 +49,14 @@ class CheckedManifestSet(msgspec.Struct, frozen=True):
 
 
 def check_manifest_set(
-    manifests: Mapping[str, Any], *, admitted: bool = False
+    manifests: Mapping[str, Any], *, admitted: bool = False, json_read: bool = False
 ) -> CheckedManifestSet:
     """Validate and digest every manifest, then check the run's references against them.
 
     ``admitted``: the set is read from one of this ledger's own stored events, so each
     digest is recomputed without the schema gate (``admitted_manifest_digest`` says why
-    that is sound, and who keeps the gate)."""
-    digest = admitted_manifest_digest if admitted else manifest_digest
+    that is sound, and who keeps the gate). ``json_read``: the documents are what the
+    strict JSON reader read from a signed statement's text (``validate_manifest``)."""
     unknown = set(manifests) - set(ALL_MEMBERS)
     if unknown:
         raise ManifestError(f"manifest set has unknown members: {', '.join(sorted(unknown))}")
@@ -74,7 +74,11 @@ def check_manifest_set(
         if kind != expected_kind and not (role == "workload" and kind == "WorkloadSuite"):
             raise ManifestError(f"{role} manifest must be a {expected_kind}, got {kind!r}")
         try:
-            digests[role] = digest(document)
+            digests[role] = (
+                admitted_manifest_digest(document, json_read=json_read)
+                if admitted
+                else manifest_digest(document, json_read=json_read)
+            )
         except ManifestError as exc:
             raise ManifestError(f"{role} manifest: {exc.message}") from None
         documents[role] = document

@@ -40,14 +40,22 @@ def check_timely(statement: Statement, predicate: SignedPredicate, received_at: 
 
 
 def check_ingestion(
-    statement: Statement, predicate: IngestionPredicate, *, admitted: bool = False
+    statement: Statement,
+    predicate: IngestionPredicate,
+    *,
+    admitted: bool = False,
+    json_read: bool = False,
 ) -> CheckedManifestSet:
     """The manifests are valid and digest to the statement's subject, the subject is named as
     the run is, and the predicate's source is the run's own ``sourceNative.source``.
 
     ``admitted``: the statement is this ledger's own stored event, re-checked on a read;
-    its manifests are not schema-checked again (``check_manifest_set``)."""
-    checked = check_manifest_set(statement.predicate["manifests"], admitted=admitted)
+    its manifests are not schema-checked again (``check_manifest_set``). ``json_read``: the
+    statement is an envelope's, read from its payload by the strict JSON reader
+    (``Envelope.statement``), so its manifests are JSON values (``validate_manifest``)."""
+    checked = check_manifest_set(
+        statement.predicate["manifests"], admitted=admitted, json_read=json_read
+    )
     check_claim(checked.run)
     if statement.subject_digest != checked.run_digest:
         raise SubjectMismatchError(

@@ -20,7 +20,9 @@ from ledger.signing.dsse import (
     EnvelopeError,
     _b64_fast,
     _b64decode_strict,
+    pae,
     parse_envelope,
+    signed_digest,
     stored_payload,
 )
 
@@ -134,3 +136,21 @@ def test_an_envelope_parses_exactly_when_it_has_jcs_bytes_and_they_are_its_own(
     assert expected is not None
     assert envelope.canonical == expected
     assert envelope.digest == "sha256:" + hashlib.sha256(expected).hexdigest()
+
+
+@given(st.text(max_size=12), st.binary(max_size=300), st.text(max_size=80))
+@example(PAYLOAD_TYPE, b"{}", "sha256:" + "ab" * 32)
+def test_the_signed_digest_hashes_the_key_id_and_the_pae_bytes(
+    payload_type: str, payload: bytes, keyid: str
+) -> None:
+    """``signed_digest`` hashes its prefix and then the payload without joining them: the
+    same digest as over the one message it is defined by."""
+    try:
+        named, t = keyid.encode("utf-8"), payload_type.encode("utf-8")
+    except UnicodeEncodeError:
+        return  # a lone surrogate: no UTF-8, no envelope
+    message = b"%d %s " % (len(named), named) + pae(payload_type, payload)
+    assert signed_digest(payload_type, payload, keyid) == (
+        "sha256:" + hashlib.sha256(message).hexdigest()
+    )
+    assert t in message
