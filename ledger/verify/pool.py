@@ -123,19 +123,22 @@ class BatchPool:
 
     def close_batch(self, *, full: bool = False) -> None:
         """Close the open batch with the state its lines are checked against (the current),
-        and ship it, hold it, or verify it here (see the module)."""
-        if not self._lines:
+        and ship it, hold it, or verify it here (see the module). Not ``full`` (another line
+        follows, or the end), the batches held so far are shipped or verified here too: the
+        results of every event before must be merged before anything after."""
+        if self._lines:
+            batch = Batch(self._context_of(self._hints), self._lines)
+            self._lines, self._chars, self._hints = [], 0, set()
+            if self.pool is not None:
+                self._ship(batch)
+                return
+            if self.workers == 1:
+                # Nothing was ever shipped, so nothing is queued ahead of this batch.
+                self._merge(verify_batch(batch))
+                return
+            self._held.append(batch)
+        if not self._held:
             return
-        batch = Batch(self._context_of(self._hints), self._lines)
-        self._lines, self._chars, self._hints = [], 0, set()
-        if self.pool is not None:
-            self._ship(batch)
-            return
-        if self.workers == 1:
-            # Nothing was ever shipped, so nothing is queued ahead of this batch.
-            self._merge(verify_batch(batch))
-            return
-        self._held.append(batch)
         if self._shown >= self.start_events:
             self._start_workers()
         elif not full:

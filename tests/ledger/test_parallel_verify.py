@@ -273,6 +273,25 @@ def test_a_bundle_of_several_batches_but_few_events_stays_in_process(bundle: Bun
     assert parallel.failed == Counter({"complete": 1})  # a whole-log bundle, cut short
 
 
+def test_held_batches_that_end_a_stretch_full_are_merged_before_the_next_line(
+    bundle: Bundle,
+) -> None:
+    """A stretch of events that fills its last batch exactly, before workers start: the line
+    after it (a key event, the footer) finds no open batch, and the held ones must still be
+    verified and merged before it (else events come after the keys they precede, or are
+    never counted)."""
+    plain = [is_key_event(r) for _, r in events(bundle.lines)]
+    first_stretch = plain.index(True, plain.index(False)) - plain.index(False)
+    whole = events(bundle.lines)
+    cut = [n for n, r in whole if not is_key_event(r)][first_stretch + 2 * first_stretch - 1]
+    lines = [*bundle.lines[: cut + 1], json.dumps({"type": "footer", "events": 0}) + "\n"]
+    for cases in (bundle.lines, lines):
+        sequential = verify_bundle_lines(cases, UNPINNED, workers=1)
+        parallel = verify_bundle_lines(cases, UNPINNED, workers=2, batch_events=first_stretch)
+        assert_same_report(parallel, sequential)
+        assert not sequential.failed["order"]
+
+
 def test_workers_start_on_short_stretches_of_events_that_add_up(bundle: Bundle) -> None:
     """Other lines every few events (each closing the batch): no stretch holds enough events
     to start workers, all of them together do; the report is one process's."""
