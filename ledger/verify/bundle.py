@@ -472,7 +472,8 @@ def verify_bundle_lines(
 ) -> Report:
     """Verify a bundle's lines against ``policy`` (default: nothing pinned, so UNANCHORED).
     ``workers``: processes to verify event lines in (default one per CPU core; 1 verifies in
-    this process, as do bundles of at most one batch). ``outcome_of(report)`` is the verdict."""
+    this process, as do bundles of fewer event lines than workers start for: see
+    ``ledger.verify.pool``). ``outcome_of(report)`` is the verdict."""
     with BundleVerifier(policy, workers=workers, batch_events=batch_events) as verifier:
         for number, line in enumerate(lines, start=1):
             if isinstance(line, OverlongLine) or line.strip():

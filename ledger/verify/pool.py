@@ -1,14 +1,20 @@
 """The worker pool: event lines gathered into batches, shipped to worker processes (or
 verified here), and their results merged back strictly in dispatch order.
 
-A batch closes at :data:`BATCH_EVENTS` lines or :data:`BATCH_CHARS` characters. Worker
-processes start the first time a batch fills up, so small bundles never pay for them, and
-at most :data:`IN_FLIGHT_PER_WORKER` batches per worker are out at a time, so memory stays
-flat however long the bundle.
+A batch closes at :data:`BATCH_EVENTS` lines or :data:`BATCH_CHARS` characters: small enough
+that the last batch, which one worker verifies while the others have nothing left, is a small
+part of a bundle's time, and that the workers start after few events. Workers start once the
+bundle has shown :data:`START_BATCHES` batches' worth of event lines; until then its batches
+are *held* (read, not verified), and verified here only if the bundle turns out smaller. So a
+small bundle never pays for the workers, and a large one never waits while this process
+verifies its first events alone (held events cost only their reading, so the threshold can be
+generous). At most :data:`IN_FLIGHT_PER_WORKER` batches per worker are out at a time, so
+memory stays flat however long the bundle.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 from collections import deque
@@ -28,16 +34,27 @@ __all__ = [
     "BATCH_CHARS",
     "BATCH_EVENTS",
     "IN_FLIGHT_PER_WORKER",
+    "START_BATCHES",
+    "WARM_EVENTS",
     "BatchPool",
     "default_workers",
     "pool_context",
 ]
 
 # A batch closes at this many event lines or this many characters, whichever comes first.
-BATCH_EVENTS = 256
-BATCH_CHARS = 1 << 20
+BATCH_EVENTS = 64
+BATCH_CHARS = 1 << 18
+# Batches' worth of event lines a bundle shows before workers start (256 events): past where
+# verifying them on two cores instead of one saves what starting the workers costs (~15 ms
+# of this process's CPU: importing the process pool, forking).
+START_BATCHES = 4
+# Forked workers inherit what this process loaded: it verifies this many of the first held
+# events itself before forking, so what verifying loads on first use (the statement and
+# manifest schemas, the memo of the manifests every run shares) is loaded once, not in
+# every worker.
+WARM_EVENTS = 4
 # Batches in flight per worker: enough to keep workers busy, few enough to keep memory flat.
-IN_FLIGHT_PER_WORKER = 2
+IN_FLIGHT_PER_WORKER = 3
 
 
 def default_workers() -> int:
@@ -75,6 +92,7 @@ class BatchPool:
     ) -> None:
         self.workers = workers
         self.batch_events = batch_events
+        self.start_events = START_BATCHES * batch_events
         self._context_of = context_of
         self._merge = merge
         self.pool: ProcessPoolExecutor | None = None
@@ -85,8 +103,10 @@ class BatchPool:
         # here while batches shipped before it were still out.
         self._queue: deque[Future[BatchResult] | BatchResult] = deque()
         self._in_flight = 0
-        # Whether a full batch was verified here before forking the workers (_start_workers).
-        self._warm = False
+        # Before the workers start: batches closed but not verified yet, in order, and how
+        # many event lines the bundle has shown so far.
+        self._held: list[Batch] = []
+        self._shown = 0
 
     def add(self, number: int, line: str, record: dict[str, Any] | None, hint: str | None) -> None:
         """Add an event line (not a key event) to the open batch; ship it once full.
@@ -95,23 +115,41 @@ class BatchPool:
         # Workers get the text and read it there; verified here, the record already read.
         self._lines.append((number, line if self.workers > 1 or record is None else record))
         self._chars += len(line)
+        self._shown += 1
         if hint is not None:
             self._hints.add(hint)
         if len(self._lines) >= self.batch_events or self._chars >= BATCH_CHARS:
             self.close_batch(full=True)
 
     def close_batch(self, *, full: bool = False) -> None:
-        """Ship the open batch with the state its lines are checked against (the current)."""
-        if not self._lines:
+        """Close the open batch with the state its lines are checked against (the current),
+        and ship it, hold it, or verify it here (see the module). Not ``full`` (another line
+        follows, or the end), the batches held so far are shipped or verified here too: the
+        results of every event before must be merged before anything after."""
+        if self._lines:
+            batch = Batch(self._context_of(self._hints), self._lines)
+            self._lines, self._chars, self._hints = [], 0, set()
+            if self.pool is not None:
+                self._ship(batch)
+                return
+            if self.workers == 1:
+                # Nothing was ever shipped, so nothing is queued ahead of this batch.
+                self._merge(verify_batch(batch))
+                return
+            self._held.append(batch)
+        if not self._held:
             return
-        batch = Batch(self._context_of(self._hints), self._lines)
-        self._lines, self._chars, self._hints = [], 0, set()
-        if self.pool is None and full and self.workers > 1:
+        if self._shown >= self.start_events:
             self._start_workers()
-        if self.pool is None:
-            # Nothing was ever shipped, so nothing is queued ahead of this batch.
-            self._merge(verify_batch(batch))
-            return
+        elif not full:
+            # The events end here, and the bundle has shown too few to start workers for
+            # (a later stretch of events may still start them).
+            held, self._held = self._held, []
+            for each in held:
+                self._merge(verify_batch(each))
+
+    def _ship(self, batch: Batch) -> None:
+        assert self.pool is not None
         while self._in_flight >= self.workers * IN_FLIGHT_PER_WORKER:
             self._merge_next(block=True)
         self._queue.append(self.pool.submit(verify_batch, batch))
@@ -120,21 +158,30 @@ class BatchPool:
             pass
 
     def _start_workers(self) -> None:
-        """Start the worker processes (more than one batch of events: worth it), except that
-        forked workers start after the first full batch was verified here.
+        """Start the worker processes and ship the held batches to them.
 
         A forked worker inherits this process's memory: the modules verifying loads on first
         use (the statement and manifest schemas) and the memo of manifest digests every run
-        shares. Verified here first, they are loaded and computed once, not once in every
-        worker (a fork server or spawn inherits nothing, so those start at once).
+        shares. So the first :data:`WARM_EVENTS` held events are verified here first, and
+        those are loaded and computed once, not once in every worker (a fork server or spawn
+        inherits nothing, so those start at once).
         """
+        held, self._held = self._held, []
         context = pool_context()
-        if context.get_start_method() == "fork" and not self._warm:
-            self._warm = True
-            return
+        if context.get_start_method() == "fork":
+            first = held[0]
+            self._merge(verify_batch(Batch(first.context, first.lines[:WARM_EVENTS])))
+            rest = first.lines[WARM_EVENTS:]
+            held[0:1] = [Batch(first.context, rest)] if rest else []
+            # Objects alive now are moved out of the collector's walks (the permanent
+            # generation) before the workers fork: their collections then neither spend CPU
+            # walking what they inherited nor write to its pages, which stay shared.
+            gc.freeze()
         from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415
 
         self.pool = ProcessPoolExecutor(self.workers, mp_context=context)
+        for batch in held:
+            self._ship(batch)
 
     @property
     def pending(self) -> bool:

@@ -3,7 +3,7 @@
 One ledger of a few hundred events (SQLite) is built once and exported; each test verifies the
 bundle, clean or with a fault injected, in this process (``workers=1``) and in two worker
 processes with small batches (many batches in flight, key events between them), and requires
-the same pass and failure counts, and the same findings in any order.
+the same report: pass and failure counts, facts, notes, and the same findings in the same order.
 """
 
 from __future__ import annotations
@@ -40,6 +40,9 @@ from ledger.signing.trust import TrustRoot
 from ledger.store.schema import upgrade
 from ledger.verification_report import Report
 from ledger.verify import BundleVerifier, VerificationPolicy, verify_bundle_lines
+from ledger.verify import pool as _pool
+from ledger.verify.batches import Batch, BatchResult
+from ledger.verify.batches import verify_batch as _verify_batch
 from ledger.verify.events import is_key_event
 from ledger.verify.inclusion import InclusionChecker as _InclusionChecker
 from ledger.verify.pool import pool_context as _pool_context
@@ -144,11 +147,19 @@ def both(lines: list[str], *, workers_must_start: bool = True) -> Report:
         parallel = verifier.finish()
         if workers_must_start:
             assert verifier._pool is not None, "the bundle should have been verified by workers"
+    assert_same_report(parallel, sequential)
+    return parallel
+
+
+def assert_same_report(parallel: Report, sequential: Report) -> None:
+    """Exactly one process's report: counts, facts, notes, and the findings in line order
+    (past the cap, the same ones kept)."""
     assert parallel.passed == sequential.passed
     assert parallel.failed == sequential.failed
-    assert Counter(parallel.findings) == Counter(sequential.findings)
+    assert parallel.findings == sequential.findings
+    assert parallel.notes == sequential.notes
     assert parallel.facts == sequential.facts
-    return parallel
+    assert parallel.to_json() == sequential.to_json()
 
 
 def events(lines: list[str]) -> list[tuple[int, dict[str, Any]]]:
@@ -202,22 +213,99 @@ def test_small_bundle_stays_in_process(bundle: Bundle) -> None:
     assert report.failed == Counter({"complete": 1})
 
 
-def test_forked_workers_start_after_one_batch_was_verified_here(bundle: Bundle) -> None:
-    """Forked, the workers start at the second full batch: the first is verified here, so
-    what verifying loads on first use is loaded once, before the fork; the counts agree."""
+# The batches this process verified itself, by their sizes (a forked worker appends to its own
+# copy). Module level: the pool ships the function by name.
+_HERE: list[int] = []
+
+
+def _verified_here(batch: Batch) -> BatchResult:
+    _HERE.append(len(batch.lines))
+    return _verify_batch(batch)
+
+
+def test_workers_start_once_the_bundle_shows_enough_events_which_wait_for_them(
+    bundle: Bundle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Workers start once the bundle has shown START_BATCHES batches' worth of event lines;
+    until then its events are held, not verified, and then shipped to them. This process
+    verifies only a stretch of events that ended before (too few to start workers for) and,
+    forked, WARM_EVENTS events first (what verifying loads on first use, loaded once)."""
     assert _pool_context().get_start_method() == "fork"  # no other thread runs here
+    monkeypatch.setattr(_pool, "verify_batch", _verified_here)
+    _HERE.clear()
+    batch = 16
+    start = _pool.START_BATCHES * batch
+    plain = [is_key_event(r) for _, r in events(bundle.lines)]
+    first_stretch = plain.index(True, plain.index(False))  # events before the keys among them
+    first_stretch -= plain.index(False)
+    assert 0 < first_stretch < start
     sequential = verify_bundle_lines(bundle.lines, UNPINNED, workers=1)
+    _HERE.clear()
     shown = 0
-    with BundleVerifier(UNPINNED, workers=2, batch_events=64) as verifier:
+    with BundleVerifier(UNPINNED, workers=2, batch_events=batch) as verifier:
         for number, line in enumerate(bundle.lines, start=1):
             verifier.feed(number, line)
             record = json.loads(line)
             shown += record["type"] == "event" and not is_key_event(record)
-            if shown <= 2 * 64 - 1:  # the first full batch closed; the second not yet
+            if shown < start:
                 assert verifier._pool is None, f"workers started at event {shown}"
+            elif shown >= start + batch:  # by the close of the batch that reached it
+                assert verifier._pool is not None, f"no workers at event {shown}"
+        parallel = verifier.finish()
+    assert [first_stretch, _pool.WARM_EVENTS] == _HERE
+    assert_same_report(parallel, sequential)
+
+
+def test_a_bundle_of_several_batches_but_few_events_stays_in_process(bundle: Bundle) -> None:
+    """Fewer event lines than workers start for, in several batches: verified here, held
+    batches and all, in order."""
+    batch = 8
+    plain = [n for n, r in events(bundle.lines) if not is_key_event(r)]
+    lines = bundle.lines[: plain[_pool.START_BATCHES * batch - 1]]  # one event short
+    lines.append(json.dumps({"type": "footer", "events": len(events(lines))}) + "\n")
+    sequential = verify_bundle_lines(lines, UNPINNED, workers=1)
+    with BundleVerifier(UNPINNED, workers=2, batch_events=batch) as verifier:
+        for number, line in enumerate(lines, start=1):
+            verifier.feed(number, line)
+        parallel = verifier.finish()
+        assert verifier._pool is None
+    assert_same_report(parallel, sequential)
+    assert parallel.failed == Counter({"complete": 1})  # a whole-log bundle, cut short
+
+
+def test_held_batches_that_end_a_stretch_full_are_merged_before_the_next_line(
+    bundle: Bundle,
+) -> None:
+    """A stretch of events that fills its last batch exactly, before workers start: the line
+    after it (a key event, the footer) finds no open batch, and the held ones must still be
+    verified and merged before it (else events come after the keys they precede, or are
+    never counted)."""
+    plain = [is_key_event(r) for _, r in events(bundle.lines)]
+    first_stretch = plain.index(True, plain.index(False)) - plain.index(False)
+    whole = events(bundle.lines)
+    cut = [n for n, r in whole if not is_key_event(r)][first_stretch + 2 * first_stretch - 1]
+    lines = [*bundle.lines[: cut + 1], json.dumps({"type": "footer", "events": 0}) + "\n"]
+    for cases in (bundle.lines, lines):
+        sequential = verify_bundle_lines(cases, UNPINNED, workers=1)
+        parallel = verify_bundle_lines(cases, UNPINNED, workers=2, batch_events=first_stretch)
+        assert_same_report(parallel, sequential)
+        assert not sequential.failed["order"]
+
+
+def test_workers_start_on_short_stretches_of_events_that_add_up(bundle: Bundle) -> None:
+    """Other lines every few events (each closing the batch): no stretch holds enough events
+    to start workers, all of them together do; the report is one process's."""
+    lines = list(bundle.lines)
+    for n, _ in reversed(events(lines)[20::25]):
+        lines.insert(n, '{"type":"bogus"}\n')
+    sequential = verify_bundle_lines(lines, UNPINNED, workers=1)
+    with BundleVerifier(UNPINNED, workers=2, batch_events=16) as verifier:
+        for number, line in enumerate(lines, start=1):
+            verifier.feed(number, line)
         parallel = verifier.finish()
         assert verifier._pool is not None
-    assert parallel.passed == sequential.passed and parallel.failed == sequential.failed
+    assert_same_report(parallel, sequential)
+    assert parallel.failed["format"] == len(events(bundle.lines)[20::25])
 
 
 def test_workers_start_from_a_fork_server_when_threads_run(bundle: Bundle) -> None:
@@ -577,6 +665,34 @@ def test_mutated_event_lines_verify_alike_in_workers(bundle: Bundle, data: st.Da
     (repeated type, topic or envelope either way round, escaped keys, tokens only a skipping
     reader takes, bytes that are no UTF-8, truncation): one process and workers agree."""
     both(data.draw(_mutated(bundle.lines)), workers_must_start=False)
+
+
+def _past_cap(bundle: Bundle) -> list[str]:
+    """The bundle with one event's signature broken, that line repeated past the cap (made once)."""
+    if not _PAST_CAP_LINES:
+        n, record = events(bundle.lines)[100]
+        record["envelope"]["signatures"][0]["sig"] = base64.b64encode(bytes(64)).decode()
+        bad = json.dumps(record, separators=(",", ":")) + "\n"
+        _PAST_CAP_LINES.extend([*bundle.lines[:n], *[bad] * 1001, *bundle.lines[n + 1 :]])
+    return _PAST_CAP_LINES
+
+
+_PAST_CAP_LINES: list[str] = []
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data(), workers=st.integers(2, 3), batch=st.integers(1, 40))
+def test_n_workers_give_one_process_report_on_tampered_bundles(
+    bundle: Bundle, data: st.DataObject, workers: int, batch: int
+) -> None:
+    """Whatever the workers and the batch size (so whenever workers start, and however the
+    events are split), a tampered bundle's report is exactly one process's: findings in the
+    same order, notes, counts and facts."""
+    lines = _past_cap(bundle) if data.draw(st.booleans()) else bundle.lines
+    lines = data.draw(_mutated(lines))
+    sequential = verify_bundle_lines(lines, UNPINNED, workers=1)
+    parallel = verify_bundle_lines(lines, UNPINNED, workers=workers, batch_events=batch)
+    assert_same_report(parallel, sequential)
 
 
 @pytest.mark.parametrize(
