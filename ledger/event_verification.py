@@ -258,7 +258,8 @@ def verify_event(  # noqa: PLR0913 - the event's fields, the keys, and how it wa
         _checked(
             result,
             Check.MANIFESTS,
-            lambda: check_ingestion(statement, predicate, admitted=admitted),
+            # The statement is the strict reader's (``Envelope.statement``): JSON values.
+            lambda: check_ingestion(statement, predicate, admitted=admitted, json_read=True),
         )
     return result
 

@@ -123,6 +123,10 @@ def bundle(tmp_path_factory: pytest.TempPathFactory, seed_path: Path) -> Bundle:
     out = io.StringIO()
     export_bundle(ledger, out)
     lines = out.getvalue().splitlines(keepends=True)
+    # Closed, so no writing ledger's thread (WAL checkpoints) is left to make the pool tests
+    # fork from a process with threads.
+    other_process.close()
+    ledger.close()
     revocation = next(
         n
         for n, line in enumerate(lines)
