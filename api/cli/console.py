@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
@@ -161,11 +162,48 @@ def progress_bar(what: str) -> Bar:
         TimeElapsedColumn,
     )
 
-    return Progress(
-        TextColumn(f"[bold]{what}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
+    return _Drawn(
+        Progress(
+            TextColumn(f"[bold]{what}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+            # Drawn from the command's own thread (``_Drawn``): rich's refresh thread would
+            # make ``verify`` start its workers cold (a process with threads does not fork).
+            auto_refresh=False,
+        )
     )
+
+
+class _Drawn:
+    """A rich ``Progress`` redrawn by its updates, at most ten times a second."""
+
+    _EVERY = 0.1
+
+    def __init__(self, progress: Any) -> None:
+        self._progress = progress
+        self._drawn = 0.0
+
+    def __enter__(self) -> _Drawn:
+        self._progress.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._progress.__exit__(exc_type, exc, tb)
+
+    def add_task(self, description: str, *, total: float | None = None) -> Any:
+        return self._progress.add_task(description, total=total)
+
+    def update(self, task_id: Any, *, completed: float | None = None) -> None:
+        self._progress.update(task_id, completed=completed)
+        now = time.monotonic()
+        if now - self._drawn >= self._EVERY:
+            self._drawn = now
+            self._progress.refresh()
