@@ -137,7 +137,19 @@ def authorize(
         raise WrongRoleError(
             f"key {keyid} has role {have}; a {statement.predicateType} statement needs {need}"
         )
-    return Authorization(keyid, ",".join(sorted(state.roles)), state)
+    return Authorization(keyid, _role_text(state.roles), state)
+
+
+# The text of each set of roles a key held (a handful of sets: subsets of ``Role``).
+_ROLE_TEXTS: dict[frozenset[Role], str] = {}
+
+
+def _role_text(roles: frozenset[Role]) -> str:
+    """``",".join(sorted(roles))``, made once per set of roles."""
+    text = _ROLE_TEXTS.get(roles)
+    if text is None:
+        text = _ROLE_TEXTS[roles] = ",".join(sorted(roles))
+    return text
 
 
 def _self_signed(
