@@ -73,8 +73,14 @@ def quantize(moment: datetime) -> datetime:
     if moment.tzinfo is not None:
         utc = moment.astimezone(UTC)
         if utc.year >= 1000:  # four digits: the text reads back as exactly this
-            return utc.replace(microsecond=utc.microsecond // 1000 * 1000)
+            # The microseconds below the millisecond taken away (never past the second): a
+            # subtraction costs ~2 k instructions, ``replace(microsecond=...)``'s keyword
+            # parsing ~12 k (callgrind), once per envelope admitted.
+            return utc - _BELOW_MS[utc.microsecond % 1000]
     return parse_time(format_time(moment))
+
+
+_BELOW_MS = tuple(timedelta(microseconds=n) for n in range(1000))
 
 
 class LogPoint(msgspec.Struct, frozen=True):
