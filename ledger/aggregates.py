@@ -219,7 +219,7 @@ class Run(Aggregate):
             originator_id=run_id(run_digest),
             originator_version=cls.INITIAL_VERSION,
             timestamp=cls.Ingested.create_timestamp(),
-            originator_topic=_RUN_TOPIC,
+            originator_topic=get_topic(cls),  # a dict lookup: eventsourcing caches topics
             **fields,
         )
         run = cls.__new__(cls)
@@ -362,10 +362,6 @@ class Run(Aggregate):
         if now > parse_time(job.expires_at):
             raise RerunJobError(f"job {job_id} expired at {job.expires_at}")
         return job
-
-
-# The topic the Ingested event names its aggregate class by (what ``_create`` puts there).
-_RUN_TOPIC = get_topic(Run)
 
 
 class Principal(Aggregate):
