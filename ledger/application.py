@@ -281,9 +281,9 @@ class Ledger(Application[UUID]):
                 self.admission.abandoned(group)  # admitted against state never stored
             raise
         self.tlog.committed(sequenced)  # only now: the transaction that made it committed
-        self.store.committed(len(group.events))  # the WAL's checkpoints, off this thread
         self._watch.committed(sequenced.head)
         self.admission.stored(group)
+        self.store.committed(len(group.events))  # the WAL's checkpoints, off this thread
         if self.witnessing is not None:
             self.witnessing.poke()  # cosigned after the commit, never inside it
         return group.results, committed

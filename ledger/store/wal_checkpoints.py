@@ -58,7 +58,14 @@ class WalCheckpoints:
             if self._stopping:
                 return
             if self._pid != os.getpid():
-                self._start()  # first commit, or a process forked from the one that had it
+                # First commit, or a process forked from the one that had it. Housekeeping
+                # never fails a commit: with no thread, SQLite's own checkpoints go on.
+                try:
+                    self._start()
+                except Exception:
+                    _log.warning("no thread for background WAL checkpoints", exc_info=True)
+                    self._stopping = True
+                    return
             self._events += events
             self._commits += 1
             if self._events >= _EVENTS or self._commits >= _COMMITS:
@@ -76,10 +83,9 @@ class WalCheckpoints:
     def _start(self) -> None:
         self._pid = os.getpid()
         self._wake = threading.Event()
-        self._thread = threading.Thread(
-            target=self._run, name="kernelindex-wal-checkpoints", daemon=True
-        )
-        self._thread.start()
+        thread = threading.Thread(target=self._run, name="kernelindex-wal-checkpoints", daemon=True)
+        thread.start()
+        self._thread = thread  # only a started thread is ever joined
 
     def _run(self) -> None:
         try:

@@ -120,3 +120,32 @@ def test_the_thread_copies_the_wal_after_enough_commits(
         assert len(list(reopened.run_index())) == 16
     finally:
         reopened.close()
+
+
+def test_a_thread_that_cannot_start_fails_no_commit(
+    tmp_path: Path, seed_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Out of threads (``Thread.start`` raises): every append still gets its receipt, the
+    ledger keeps what it stored, and SQLite's own checkpoints are left to do the work."""
+
+    def refused(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refused)
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    upgrade(url)
+    ledger, admin = _ledger(url)
+    try:
+        checkpoints = _checkpoints(ledger)
+        assert checkpoints is not None
+        _append_ingestions(ledger, admin, seed_path, 16)  # every result a receipt
+        assert checkpoints._thread is None or not checkpoints._thread.is_alive()
+        assert checkpoints.done == 0
+    finally:
+        ledger.close()
+    monkeypatch.undo()
+    reopened, _ = _ledger(url)
+    try:
+        assert reopened.store.last_position() == 18
+    finally:
+        reopened.close()
