@@ -88,15 +88,23 @@ def _run(connection: Connection, sql: str, params: Any, *, many: bool = False) -
     driver = connection.connection.dbapi_connection
     assert driver is not None  # a live connection (an invalidated one raised above)
     cursor = driver.cursor()
+    # The engine's cursor events fire as for any statement it runs (a listener sees every
+    # statement sent: the tests that hold reads to writing nothing rely on it).
+    events = connection._has_events or connection.engine._has_events
+    if events:
+        for fn in connection.dispatch.before_cursor_execute:
+            sql, params = fn(connection, cursor, sql, params, None, many)
     try:
         if many:
             cursor.executemany(sql, params)
         else:
             cursor.execute(sql, params)
-    except Exception as exc:
+    except BaseException as exc:
         # SQLAlchemy's own handler (private, but what its ``_cursor_execute`` calls for a
         # statement run outside an execution context): wraps, invalidates, raises.
         connection._handle_dbapi_exception(exc, sql, params, cursor, None)
+    if events:
+        connection.dispatch.after_cursor_execute(connection, cursor, sql, params, None, many)
     return cursor
 
 

@@ -297,6 +297,29 @@ def test_driver_errors_keep_their_classes(empty_db_url: str) -> None:
         engine.dispose()
 
 
+def test_the_engines_listeners_see_every_statement_the_driver_runs(empty_db_url: str) -> None:
+    """Statements handed to the driver still fire the engine's cursor events, so a listener
+    (the tests that hold reads to writing nothing: ``statement_count``) sees each one."""
+    from tests.ledger.statement_count import statements_sent, writing
+
+    upgrade(empty_db_url)
+    engine = create_engine(empty_db_url)
+    columns = ("level", "idx", "hash")
+    try:
+        with statements_sent(engine) as sent, engine.begin() as conn:
+            driver_rows.insert_rows(conn, nodes.name, columns, [(3, 0, b"a" * 32)])
+            driver_rows.insert_rows(
+                conn, nodes.name, columns, [(3, 1, b"b" * 32), (3, 2, b"c" * 32)]
+            )
+            found = driver_rows.select_rows(
+                conn, f"SELECT idx FROM {nodes.name} WHERE level = 3 ORDER BY idx", ()
+            )
+        assert [tuple(r) for r in found] == [(0,), (1,), (2,)]
+        assert len(writing(sent)) == 2 and sent[-1].startswith("SELECT idx")
+    finally:
+        engine.dispose()
+
+
 def test_multi_row_chunks_store_every_row(empty_db_url: str, monkeypatch: Any) -> None:
     """Rows beyond one statement's chunk (PostgreSQL's multi-row VALUES) are all stored, in
     their order, and ON CONFLICT keeps a stored row as it is on both backends."""
