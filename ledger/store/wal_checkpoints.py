@@ -118,6 +118,9 @@ class WalCheckpoints:
         args, options = dialect.create_connect_args(self._engine.url)
         connection = dialect.connect(*args, **options)
         connection.isolation_level = None
+        # A checkpoint syncs the database file before the WAL may be reused: said here, not
+        # left to the library's compiled default (this connection skips the engine's hooks).
+        connection.execute("PRAGMA synchronous=FULL")
         return connection
 
 
