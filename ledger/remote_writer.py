@@ -43,7 +43,9 @@ class RemoteWriter:
         self._waiting: dict[int, _Reply] = {}
         # Frames the event loop's callers submitted this turn, sent as one write at its end.
         self._outgoing: list[bytes] = []
-        self._flush_due = False
+        # The loops with a ``_flush`` due (by loop: one closed before its turn ended would
+        # otherwise leave every later loop's frames unsent).
+        self._flushing: set[asyncio.AbstractEventLoop] = set()
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._connection: Connection | None = None
@@ -114,15 +116,15 @@ class RemoteWriter:
                 raise WriterClosedError("the ledger's writer is not running; try again shortly")
             self._waiting[number] = (loop, reply)
             self._outgoing.append(frame)
-            if not self._flush_due:
-                self._flush_due = True
-                loop.call_soon(self._flush)
+            if loop not in self._flushing:
+                self._flushing.add(loop)
+                loop.call_soon(self._flush, loop)
         return reply
 
-    def _flush(self) -> None:
+    def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
         """The end of the loop's turn: what its callers submitted goes as one write."""
         with self._lock:
-            self._flush_due = False
+            self._flushing.discard(loop)
             connection = self._connection
             if connection is None or not self._outgoing:
                 return  # sent already (by ``submit``), or lost and its callers told

@@ -230,3 +230,30 @@ def test_a_batch_of_answers_wakes_the_loop_once_and_a_lost_connection_the_rest(
     assert all(isinstance(a, WriterClosedError) for a in answers[4:])
     # One call for the answered batch, one for the callers told the connection is gone.
     assert len(wakes) == 2
+
+
+def test_a_loop_closed_before_its_turns_write_holds_up_no_later_loop(tmp_path: Path) -> None:
+    """A loop closed with its write still due (its callers gone): a later loop's callers
+    are sent and answered all the same, the frames left behind with them."""
+    address, key = str(tmp_path / "w.sock"), b"k" * 32
+    peer = _Peer(address, key, expect=2, answer=2, refuse=-1)
+    remote = RemoteWriter(address, key)
+
+    async def submit_and_stop(item: str) -> asyncio.Future[LoggedEvent]:
+        asyncio.get_running_loop().stop()  # this turn is the loop's last
+        return remote.submit_async(item)
+
+    try:
+        first = asyncio.new_event_loop()
+        first.run_until_complete(submit_and_stop("left behind"))  # its write never made
+        first.close()
+
+        async def later() -> LoggedEvent:
+            return await asyncio.wait_for(remote.submit_async("later"), 20)
+
+        answer = asyncio.run(later())
+    finally:
+        remote.close()
+        peer.thread.join(10)
+    assert [item for _, item in peer.received] == ["left behind", "later"]
+    assert answer.position == peer.received[1][0]
