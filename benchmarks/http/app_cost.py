@@ -89,10 +89,11 @@ def _stub_writer(address: str, key: bytes, receipt: LoggedEvent) -> None:
     import msgspec  # noqa: PLC0415
 
     from ledger.checked_wire import TAG  # noqa: PLC0415
-    from ledger.writer_wire import Listener  # noqa: PLC0415
+    from ledger.writer_wire import Listener, set_connection_timeouts  # noqa: PLC0415
 
     listener = Listener(address, key)
     connection = listener.accept()
+    set_connection_timeouts(connection, 0, 0)  # the handshake's limits: not for requests
     try:
         while True:
             bodies = [connection.recv_bytes()]
