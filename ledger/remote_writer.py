@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import os
+import struct
 import threading
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
@@ -21,6 +23,9 @@ __all__ = ["RemoteWriter"]
 # How long a worker waits between attempts to reach its writer again, at most.
 _RECONNECT_MAX_WAIT = 1.0
 
+# A caller's reply: a thread's (``submit``), or an event loop's (``submit_async``).
+_Reply = Future[LoggedEvent] | tuple[asyncio.AbstractEventLoop, asyncio.Future[LoggedEvent]]
+
 
 class RemoteWriter:
     """A worker's handle on the writer process: ``submit`` and ``append`` as
@@ -35,7 +40,12 @@ class RemoteWriter:
         self._address = address
         self._key = key
         self._numbers = itertools.count()
-        self._waiting: dict[int, Future[LoggedEvent]] = {}
+        self._waiting: dict[int, _Reply] = {}
+        # Frames the event loop's callers submitted this turn, sent as one write at its end.
+        self._outgoing: list[bytes] = []
+        # The loops with a ``_flush`` due (by loop: one closed before its turn ended would
+        # otherwise leave every later loop's frames unsent).
+        self._flushing: set[asyncio.AbstractEventLoop] = set()
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._connection: Connection | None = None
@@ -80,7 +90,8 @@ class RemoteWriter:
             number = next(self._numbers)
             self._waiting[number] = reply
             try:
-                connection.send_bytes(encode_request(number, envelope))
+                self._outgoing.append(_framed(encode_request(number, envelope)))
+                self._send_outgoing(connection)
             except OSError:
                 self._waiting.pop(number, None)
                 orphaned = self._lost(connection)
@@ -88,6 +99,50 @@ class RemoteWriter:
                 return reply
         _tell_writer_gone(orphaned)
         raise WriterClosedError("the ledger's writer is not running; try again shortly")
+
+    def submit_async(self, envelope: object) -> asyncio.Future[LoggedEvent]:
+        """``submit`` for a caller on the running event loop, without a thread's future
+        chained to the loop's: what the loop's callers submit in one turn goes to the writer
+        in one write at the turn's end (the same frames, which the writer reads together),
+        and each batch of answers wakes the loop once for all its callers (a thread's future
+        wakes it once per answer). Raises ``WriterClosedError`` at once while the writer is
+        not reached; a write that fails tells each caller waiting to send again."""
+        loop = asyncio.get_running_loop()
+        reply: asyncio.Future[LoggedEvent] = loop.create_future()
+        number = next(self._numbers)  # atomic: a unique number, whoever takes the next
+        frame = _framed(encode_request(number, envelope))
+        with self._lock:
+            if self._connection is None or self._closing.is_set():
+                raise WriterClosedError("the ledger's writer is not running; try again shortly")
+            self._waiting[number] = (loop, reply)
+            self._outgoing.append(frame)
+            if loop not in self._flushing:
+                self._flushing.add(loop)
+                loop.call_soon(self._flush, loop)
+        return reply
+
+    def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The end of the loop's turn: what its callers submitted goes as one write."""
+        with self._lock:
+            self._flushing.discard(loop)
+            connection = self._connection
+            if connection is None or not self._outgoing:
+                return  # sent already (by ``submit``), or lost and its callers told
+            try:
+                self._send_outgoing(connection)
+            except OSError:
+                orphaned = self._lost(connection)
+            else:
+                return
+        _tell_writer_gone(orphaned)
+
+    def _send_outgoing(self, connection: Connection) -> None:
+        """Every frame waiting, in order, in one write (the caller holds the lock)."""
+        data = b"".join(self._outgoing)
+        self._outgoing.clear()
+        view = memoryview(data)
+        while view:  # as ``Connection.send_bytes`` writes: all of it, or an OSError
+            view = view[os.write(connection.fileno(), view) :]
 
     def _connect(self) -> Connection:
         return dial(self._address, self._key)
@@ -129,26 +184,13 @@ class RemoteWriter:
                     answers: list[tuple[int, bool, object]] = connection.recv()
                     with self._lock:
                         replies = [(self._waiting.pop(n, None), ok, v) for n, ok, v in answers]
-                    for reply, ok, value in replies:
-                        if reply is None or not reply.set_running_or_notify_cancel():
-                            continue
-                        if ok and isinstance(value, LoggedEvent):
-                            reply.set_result(value)
-                        elif not ok and isinstance(value, BaseException):
-                            reply.set_exception(value)
-                        else:  # the caller is answered, never left waiting on a bad answer
-                            reply.set_exception(
-                                StoreError(
-                                    "the ledger's writer answered neither a receipt nor a "
-                                    f"refusal ({type(value).__name__})"
-                                )
-                            )
+                    _settle([(r, _outcome(ok, v)) for r, ok, v in replies if r is not None])
         finally:
             with self._lock:
                 orphaned = self._lost(connection)
             _tell_writer_gone(orphaned)
 
-    def _lost(self, connection: Connection) -> list[Future[LoggedEvent]]:
+    def _lost(self, connection: Connection) -> list[_Reply]:
         """The connection to the writer is gone (caller holds the lock, and settles the
         futures returned once it has let go of it: a future's callbacks run as it settles).
         Its reader wakes (a shut-down socket reads as EOF)."""
@@ -158,6 +200,7 @@ class RemoteWriter:
         shut_down(connection)
         orphaned = list(self._waiting.values())
         self._waiting.clear()
+        self._outgoing.clear()  # their callers are told to send again: never sent later
         return orphaned
 
     def close(self, timeout: float = 30.0) -> None:
@@ -168,15 +211,68 @@ class RemoteWriter:
         self._reader.join(timeout)
 
 
-def _tell_writer_gone(replies: list[Future[LoggedEvent]]) -> None:
+def _tell_writer_gone(replies: list[_Reply]) -> None:
     """Whether an envelope sent before the connection went was stored, its receipt would
     have said: sending it again returns the original's receipt if it was (appends are
     idempotent)."""
-    for reply in replies:
-        if reply.set_running_or_notify_cancel():
-            reply.set_exception(
-                WriterClosedError(
-                    "the ledger's writer stopped before answering; send the envelope "
-                    "again (a stored one returns its original receipt)"
-                )
-            )
+    _settle([(reply, _writer_gone()) for reply in replies])
+
+
+def _writer_gone() -> WriterClosedError:
+    return WriterClosedError(
+        "the ledger's writer stopped before answering; send the envelope "
+        "again (a stored one returns its original receipt)"
+    )
+
+
+def _framed(body: bytes) -> bytes:
+    """``body`` framed as ``Connection.send_bytes`` frames it (what the writer reads)."""
+    size = len(body)
+    if size > 0x7FFFFFFF:
+        return struct.pack("!iQ", -1, size) + body
+    return struct.pack("!i", size) + body
+
+
+def _outcome(ok: bool, value: object) -> LoggedEvent | BaseException:
+    """A receipt, or the exception to raise: the caller is answered, never left waiting on
+    a bad answer."""
+    if ok and isinstance(value, LoggedEvent):
+        return value
+    if not ok and isinstance(value, BaseException):
+        return value
+    return StoreError(
+        f"the ledger's writer answered neither a receipt nor a refusal ({type(value).__name__})"
+    )
+
+
+def _settle(settled: list[tuple[_Reply, LoggedEvent | BaseException]]) -> None:
+    """Each reply's outcome: a thread's future at once; an event loop's futures in one call
+    on that loop, once per batch (one wake-up of the loop, not one per caller)."""
+    loops: dict[
+        asyncio.AbstractEventLoop,
+        list[tuple[asyncio.Future[LoggedEvent], LoggedEvent | BaseException]],
+    ] = {}
+    for reply, outcome in settled:
+        if isinstance(reply, tuple):
+            loops.setdefault(reply[0], []).append((reply[1], outcome))
+        elif reply.set_running_or_notify_cancel():
+            if isinstance(outcome, BaseException):
+                reply.set_exception(outcome)
+            else:
+                reply.set_result(outcome)
+    for loop, batch in loops.items():
+        # A closed loop has no caller left to answer.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_settle_on_loop, batch)
+
+
+def _settle_on_loop(
+    batch: list[tuple[asyncio.Future[LoggedEvent], LoggedEvent | BaseException]],
+) -> None:
+    for reply, outcome in batch:
+        if reply.cancelled():  # its caller gave up (its request went away)
+            continue
+        if isinstance(outcome, BaseException):
+            reply.set_exception(outcome)
+        else:
+            reply.set_result(outcome)

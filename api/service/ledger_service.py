@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from api.service import features
 from api.service.errors import WriterClosedError, WrongEndpointError
@@ -163,7 +163,15 @@ class LedgerService:
             if inline and not self._known_keys.needs_read(envelope.keyid)
             else await asyncio.to_thread(self._stateless, envelope)
         )
-        logged = await asyncio.wrap_future(self.writer.submit(checked))
+        # The writer process's handle answers the loop's callers a batch at a time, and
+        # sends what one loop turn submitted as one write (``RemoteWriter.submit_async``).
+        submit: Callable[[object], Awaitable[LoggedEvent]] | None = getattr(
+            self.writer, "submit_async", None
+        )
+        if submit is not None:
+            logged = await submit(checked)
+        else:
+            logged = await asyncio.wrap_future(self.writer.submit(checked))
         self.views.written()
         return logged
 

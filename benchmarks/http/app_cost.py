@@ -8,22 +8,33 @@ Thread-CPU per request (load-independent), and a fixed count of requests for
 
     python -m benchmarks.http.app_cost 2>/dev/null          # both apps, µs of thread CPU
     python -m benchmarks.http.app_cost --requests 2000 --app append --repeat 1 2>/dev/null
+    python -m benchmarks.http.app_cost --app append --writer remote --concurrency 16 2>/dev/null
     valgrind --tool=callgrind --zero-before=getsid --dump-before=getpgid \\
         python -m benchmarks.http.app_cost --app append --requests 500 --repeat 1 --mark
 
 ``--mark`` brackets the timed requests with ``os.getsid``/``os.getpgid`` calls, so
 callgrind's ``--zero-before``/``--dump-before`` count only them (``grep summary``, ÷ requests).
+
+``--writer remote``: the app's writer is a real ``RemoteWriter`` (as a served worker's),
+connected over the writer's wire to a stub writer in a process of its own that answers what
+it has read, a batch at a time, with that receipt: the hand-off to the writer, its reader
+thread and the loop's wake-ups count (the CPU of this process: ``process``; the event loop's
+thread alone: the first figure). ``--concurrency N``: N requests in flight at once (the
+replies of one batch settle together), else one after another.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
 import os
+import pickle
 import statistics
 import tempfile
 import time
 from concurrent.futures import Future
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
@@ -72,8 +83,51 @@ def _scope(planned: Planned) -> dict[str, Any]:
     }
 
 
-async def _drive(app: Any, plans: list[Planned]) -> tuple[float, list[int]]:
-    """Every request in turn; the thread CPU they took, and each reply's status."""
+def _stub_writer(address: str, key: bytes, receipt: LoggedEvent) -> None:
+    """The writer process's stand-in: every request read so far answered at once, in one
+    message, with ``receipt``; until its worker goes."""
+    import msgspec  # noqa: PLC0415
+
+    from ledger.checked_wire import TAG  # noqa: PLC0415
+    from ledger.writer_wire import Listener, set_connection_timeouts  # noqa: PLC0415
+
+    listener = Listener(address, key)
+    connection = listener.accept()
+    set_connection_timeouts(connection, 0, 0)  # the handshake's limits: not for requests
+    try:
+        while True:
+            bodies = [connection.recv_bytes()]
+            while connection.poll(0):
+                bodies.append(connection.recv_bytes())
+            numbers = [
+                msgspec.msgpack.decode(b[1:])[0] if b[:1] == TAG else pickle.loads(b)[0]  # noqa: S301
+                for b in bodies
+            ]
+            connection.send([(n, True, receipt) for n in numbers])
+    except (EOFError, OSError):
+        return
+
+
+def _remote_writer(tmp: str, receipt: LoggedEvent) -> tuple[Any, BaseProcess]:
+    from ledger.remote_writer import RemoteWriter  # noqa: PLC0415
+
+    address, key = f"{tmp}/writer.sock", os.urandom(32)
+    peer = multiprocessing.get_context("fork").Process(
+        target=_stub_writer, args=(address, key, receipt), daemon=True
+    )
+    peer.start()
+    for _ in range(500):
+        if os.path.exists(address):
+            break
+        time.sleep(0.01)
+    return RemoteWriter(address, key), peer
+
+
+async def _drive(
+    app: Any, plans: list[Planned], concurrency: int = 1
+) -> tuple[float, float, list[int]]:
+    """Every request, ``concurrency`` at a time; the thread CPU and the process CPU they
+    took, and each reply's status."""
     statuses: list[int] = []
 
     async def one(planned: Planned) -> None:
@@ -92,10 +146,10 @@ async def _drive(app: Any, plans: list[Planned]) -> tuple[float, list[int]]:
 
         await app(_scope(planned), receive, send)
 
-    started = time.thread_time()
-    for planned in plans:
-        await one(planned)
-    return time.thread_time() - started, statuses
+    started, process = time.thread_time(), time.process_time()
+    for at in range(0, len(plans), concurrency):
+        await asyncio.gather(*(one(p) for p in plans[at : at + concurrency]))
+    return time.thread_time() - started, time.process_time() - process, statuses
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -104,6 +158,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=5, help="timed passes (median shown)")
     parser.add_argument("--app", choices=("both", "append", "echo"), default="both")
     parser.add_argument("--mark", action="store_true", help="getsid/getpgid around the timing")
+    parser.add_argument("--writer", choices=("stub", "remote"), default="stub")
+    parser.add_argument("--concurrency", type=int, default=1, help="requests in flight at once")
     args = parser.parse_args(argv)
 
     from api.server.app import create_app  # noqa: PLC0415
@@ -123,45 +179,55 @@ def main(argv: list[str] | None = None) -> None:
         plans = sorted(plans, key=lambda p: (p.seq, p.client))[: args.requests + 32]
         warm, timed = plans[:32], plans[32:]
         receipt = prepared.ledger.append(warm[0].envelope)
+        writer, peer = (
+            _remote_writer(tmp, receipt) if args.writer == "remote" else (StubWriter(receipt), None)
+        )
         apps: dict[str, Any] = {}
         if args.app in ("both", "append"):
             apps["append"] = create_app(
                 prepared.ledger,
                 ServerConfig(key_rate=0, address_rate=0, json_logs=True),
-                StubWriter(receipt),
+                writer,
             )
         if args.app in ("both", "echo"):
             apps["echo"] = echo_app()
         # The access log goes where the app's logging was configured: stderr (send it to
         # /dev/null, as the commands above do; its cost counts either way).
         results = asyncio.run(_all(apps, warm, timed, args))
+        writer.close()
+        if peer is not None:
+            peer.join(10)
         prepared.ledger.close()
-    for name, (spent, statuses) in results.items():
+    for name, (spent, processes, statuses) in results.items():
         codes = sorted(set(statuses))
         print(
             f"{name}: {statistics.median(spent) / len(timed) * 1e6:.1f} µs thread CPU per "
             f"request (median of {len(spent)} passes of {len(timed)}; "
-            f"each {', '.join(f'{s / len(timed) * 1e6:.1f}' for s in spent)}); statuses {codes}"
+            f"each {', '.join(f'{s / len(timed) * 1e6:.1f}' for s in spent)}); process "
+            f"{statistics.median(processes) / len(timed) * 1e6:.1f} µs; statuses {codes}; "
+            f"writer {args.writer}, concurrency {args.concurrency}"
         )
 
 
 async def _all(
     apps: dict[str, Any], warm: list[Planned], timed: list[Planned], args: argparse.Namespace
-) -> dict[str, tuple[list[float], list[int]]]:
-    out: dict[str, tuple[list[float], list[int]]] = {}
+) -> dict[str, tuple[list[float], list[float], list[int]]]:
+    out: dict[str, tuple[list[float], list[float], list[int]]] = {}
     for name, app in apps.items():
-        await _drive(app, warm)
+        await _drive(app, warm, args.concurrency)
         spent: list[float] = []
+        processes: list[float] = []
         statuses: list[int] = []
         for _ in range(args.repeat):
             if args.mark:
                 os.getsid(0)
-            used, codes = await _drive(app, timed)
+            used, process, codes = await _drive(app, timed, args.concurrency)
             if args.mark:
                 os.getpgid(0)
             spent.append(used)
+            processes.append(process)
             statuses.extend(codes)
-        out[name] = (spent, statuses)
+        out[name] = (spent, processes, statuses)
     return out
 
 
