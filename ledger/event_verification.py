@@ -13,9 +13,9 @@ reason, so it is neither hidden nor able to crash the reader.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from datetime import datetime
 from functools import cache
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -69,6 +69,16 @@ class CheckOutcome(msgspec.Struct, frozen=True):
     detail: str = ""
 
 
+_HELD: dict[Check, CheckOutcome] = {name: CheckOutcome(name, True) for name in Check}
+# Runs of checks that hold together, in the order verify_event records them.
+_READ_HELD = (_HELD[Check.RECORD], _HELD[Check.ENVELOPE], _HELD[Check.PREDICATE])
+_FILED_HELD = (_HELD[Check.EVENT_TYPE], _HELD[Check.SUBJECT])
+_SIGNER_HELD = (_HELD[Check.SIGNATURE], _HELD[Check.KEY_VALID], _HELD[Check.ROLE])
+_SELF_SIGNED_HELD = (_HELD[Check.SIGNATURE], _HELD[Check.ROLE])
+_OUTCOME_OK = attrgetter("ok")
+_OUTCOME_NAME = attrgetter("name")
+
+
 class EventVerification(msgspec.Struct):
     position: int
     version: int
@@ -86,28 +96,35 @@ class EventVerification(msgspec.Struct):
 
     @property
     def ok(self) -> bool:
-        # A list, not a generator: asked of every event of a bundle, several times.
-        # all(), not ``False not in``: only a true ``ok`` passes (a Struct does not check
-        # that ``ok`` is a bool when made).
-        return bool(self.checks) and all([c.ok for c in self.checks])
+        # map() in C, not a generator or a list: asked of every event of a bundle, several
+        # times. all(), not ``False not in``: only a true ``ok`` passes (a Struct does not
+        # check that ``ok`` is a bool when made).
+        return bool(self.checks) and all(map(_OUTCOME_OK, self.checks))
 
     @property
     def failures(self) -> list[CheckOutcome]:
         return [c for c in self.checks if not c.ok]
 
     def check(self, name: Check, ok: bool = True, detail: str = "") -> None:
-        self.checks.append(CheckOutcome(name, ok, detail))
+        # A check that held is one shared (frozen) outcome per name: ~8 an event, not made anew.
+        self.checks.append(
+            _HELD[name] if ok is True and not detail else CheckOutcome(name, ok, detail)
+        )
 
     def report_to(self, report: Report, where: str) -> None:
         """Count this event's checks in ``report`` (audit, verify)."""
         if self.ok:  # every check of every event of a bundle: counted in one C loop
-            report.ok_each([check.name for check in self.checks])
+            report.ok_each(list(map(_OUTCOME_NAME, self.checks)))
             return
         for check in self.checks:
             if check.ok:
                 report.ok(check.name)
             else:
                 report.fail(check.name, where, check.detail)
+
+    def held(self, name: Check) -> None:
+        """``check(name)``: a check that held (the common case, without the arguments)."""
+        self.checks.append(_HELD[name])
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -182,9 +199,8 @@ def verify_stored_event(
 
 def learn_key(keys: KeyBook, result: EventVerification) -> None:
     """Teach ``keys`` a key event whose checks all held (fed in log order)."""
-    from domain.statements import KeyPredicate  # noqa: PLC0415 - see the imports
-
-    if result.ok and isinstance(result.parsed, KeyPredicate) and result.received_at:
+    # The class remembered (``_predicate_classes``): audit asks this of every event.
+    if result.ok and isinstance(result.parsed, _predicate_classes()[1]) and result.received_at:
         keys.learn(
             result.parsed,
             position=result.position,
@@ -234,33 +250,46 @@ def verify_event(  # noqa: PLR0913 - the event's fields, the keys, and how it wa
     ``keys`` answers with each key's registration and revocation positions; a key registered
     after ``position`` or revoked before it does not sign the event. ``admitted``: see
     :func:`verify_stored_event` (never for a bundle: third-party input is schema-checked)."""
-    result = EventVerification(position=position, version=version, event=event)
-    result.received_at = received_at
-    result.envelope = envelope_json if isinstance(envelope_json, dict) else None
+    result = EventVerification(
+        position=position,
+        version=version,
+        event=event,
+        received_at=received_at,
+        envelope=envelope_json if isinstance(envelope_json, dict) else None,
+    )
     read = _read_event(result, envelope_json, received_at)
     if read is None:
         return result
-    statement, predicate = read.statement, read.predicate
+    received, envelope, statement, predicate = read
     ingestion_class, key_class = _predicate_classes()
 
     _check_filing(result, event, aggregate_id, statement)
-    at = LogPoint(position, read.received)
+    at = LogPoint(position, received)
+    # Each rule below in its own try (no lambda per rule and event): a domain error's
+    # message is the failed check's detail.
     if isinstance(predicate, key_class):
-        _checked(
-            result,
-            Check.KEY_STATEMENT,
-            lambda: check_key_statement(statement, predicate, at, signer=read.envelope.keyid),
-        )
-    _check_signer(result, read.envelope, statement, predicate, keys, trust_root, at)
+        try:
+            check_key_statement(statement, predicate, at, signer=envelope.keyid)
+        except DomainError as exc:
+            result.check(Check.KEY_STATEMENT, False, exc.message)
+        else:
+            result.held(Check.KEY_STATEMENT)
+    _check_signer(result, envelope, statement, predicate, keys, trust_root, at)
     if statement.predicateType in TIMELY:
-        _checked(result, Check.TIMELY, lambda: check_timely(statement, predicate, read.received))
+        try:
+            check_timely(statement, predicate, received)
+        except DomainError as exc:
+            result.check(Check.TIMELY, False, exc.message)
+        else:
+            result.held(Check.TIMELY)
     if isinstance(predicate, ingestion_class):
-        _checked(
-            result,
-            Check.MANIFESTS,
+        try:
             # The statement is the strict reader's (``Envelope.statement``): JSON values.
-            lambda: check_ingestion(statement, predicate, admitted=admitted, json_read=True),
-        )
+            check_ingestion(statement, predicate, admitted=admitted, json_read=True)
+        except DomainError as exc:
+            result.check(Check.MANIFESTS, False, exc.message)
+        else:
+            result.held(Check.MANIFESTS)
     return result
 
 
@@ -274,13 +303,9 @@ def _predicate_classes() -> tuple[type[IngestionPredicate], type[KeyPredicate]]:
     return IngestionPredicate, KeyPredicate
 
 
-class _ReadEvent(msgspec.Struct, frozen=True):
-    """What an event carries, once its record, envelope and predicate have been read."""
-
-    received: datetime
-    envelope: Envelope
-    statement: Statement
-    predicate: SignedPredicate
+# What an event carries, once its record, envelope and predicate have been read: the time
+# it was received, its envelope, statement and predicate (a tuple: made for every event).
+_ReadEvent = tuple[datetime, Envelope, "Statement", "SignedPredicate"]
 
 
 def _read_event(
@@ -293,14 +318,13 @@ def _read_event(
     except DomainError as exc:
         result.check(Check.RECORD, False, exc.message)
         return None
-    result.check(Check.RECORD)
     try:
         envelope = parse_envelope(envelope_json)
         statement = envelope.statement()
     except DomainError as exc:
+        result.held(Check.RECORD)
         result.check(Check.ENVELOPE, False, exc.message)
         return None
-    result.check(Check.ENVELOPE)
     result.predicate_type = str(statement.predicateType)
     result.predicate = statement.predicate
     result.subject_digest = statement.subject_digest
@@ -308,11 +332,12 @@ def _read_event(
         # Stored: rules added after an event was admitted (the rerun vocabulary) do not apply.
         predicate = parse_predicate(statement, stored=True)
     except DomainError as exc:
+        result.checks += _READ_HELD[:2]
         result.check(Check.PREDICATE, False, exc.message)
         return None
-    result.check(Check.PREDICATE)
+    result.checks += _READ_HELD  # the three held, in their order, added at once
     result.parsed = predicate
-    return _ReadEvent(received, envelope, statement, predicate)
+    return received, envelope, statement, predicate
 
 
 def _check_filing(
@@ -320,30 +345,21 @@ def _check_filing(
 ) -> None:
     """``event-type`` and ``subject``: the statement is of the kind its event class carries,
     and about the aggregate it is filed under."""
-    expected_type = EVENT_PREDICATES.get(event)
-    same_type = expected_type == statement.predicateType
-    result.check(
-        Check.EVENT_TYPE,
-        same_type,
-        "" if same_type else f"a {event} event carries a {statement.predicateType} statement",
-    )
+    same_type = EVENT_PREDICATES.get(event) == statement.predicateType
     belongs = expected_aggregate(event, statement) == aggregate_id
-    result.check(
-        Check.SUBJECT,
-        belongs,
-        "" if belongs else f"statement about {statement.subject_digest} is filed elsewhere",
-    )
-
-
-def _checked(result: EventVerification, check: Check, rule: Callable[[], object]) -> None:
-    """Record ``check`` as holding unless ``rule`` raises a domain error, whose message says
-    why it does not."""
-    try:
-        rule()
-    except DomainError as exc:
-        result.check(check, False, exc.message)
+    if same_type and belongs:
+        result.checks += _FILED_HELD
+        return
+    if same_type:
+        result.held(Check.EVENT_TYPE)
     else:
-        result.check(check)
+        detail = f"a {event} event carries a {statement.predicateType} statement"
+        result.check(Check.EVENT_TYPE, False, detail)
+    if belongs:
+        result.held(Check.SUBJECT)
+    else:
+        detail = f"statement about {statement.subject_digest} is filed elsewhere"
+        result.check(Check.SUBJECT, False, detail)
 
 
 def _check_signer(
@@ -377,7 +393,4 @@ def _check_signer(
         return
     result.signer = auth.signer
     result.role = auth.role
-    result.check(Check.SIGNATURE)
-    if not auth.self_signed:
-        result.check(Check.KEY_VALID)
-    result.check(Check.ROLE)
+    result.checks += _SELF_SIGNED_HELD if auth.self_signed else _SIGNER_HELD

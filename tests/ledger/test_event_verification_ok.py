@@ -36,3 +36,22 @@ def test_an_event_with_every_check_true_verifies() -> None:
 
 def test_an_event_with_no_checks_does_not_verify() -> None:
     assert EventVerification(position=1, version=1, event="Run.Attested").ok is False
+
+
+@pytest.mark.parametrize("name", list(Check))
+def test_a_held_check_is_the_outcome_check_makes(name: Check) -> None:
+    """A check that held is recorded as one shared outcome per name (``held``, and ``check``
+    with ``ok`` true and no detail): equal to the outcome made anew, so reports, history and
+    pickles see the same values; a failed check or one with a detail keeps its own."""
+    event = EventVerification(position=1, version=1, event="Run.Attested")
+    event.check(name)
+    event.held(name)
+    event.check(name, True, "why")
+    event.check(name, False, "why not")
+    assert event.checks == [
+        CheckOutcome(name, True, ""),
+        CheckOutcome(name, True, ""),
+        CheckOutcome(name, True, "why"),
+        CheckOutcome(name, False, "why not"),
+    ]
+    assert event.failures == [CheckOutcome(name, False, "why not")]
