@@ -270,7 +270,9 @@ def _settle_on_loop(
     batch: list[tuple[asyncio.Future[LoggedEvent], LoggedEvent | BaseException]],
 ) -> None:
     for reply, outcome in batch:
-        if reply.cancelled():  # its caller gave up (its request went away)
+        # Its caller gave up (its request went away): a settled future takes nothing more,
+        # and raising here would leave every caller after it in the batch unanswered.
+        if reply.done():
             continue
         if isinstance(outcome, BaseException):
             reply.set_exception(outcome)
