@@ -6,12 +6,13 @@ from __future__ import annotations
 import pickle
 from uuid import UUID, uuid5
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from ledger import ids
 
-_TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=200)
+_TEXT = st.text(max_size=200)  # no lone surrogates: hypothesis draws UTF-8-encodable text
 
 
 def _same(made: UUID, expected: UUID) -> None:
@@ -41,12 +42,10 @@ def test_the_memoised_ids_are_uuid5() -> None:
 
 
 def test_a_lone_surrogate_fails_as_uuid5_does() -> None:
-    for make in (lambda: uuid5(ids.LEDGER_NAMESPACE, "run:\ud800"), lambda: ids.run_id("\ud800")):
-        try:
-            make()
-        except UnicodeEncodeError:
-            continue
-        raise AssertionError("a lone surrogate has no UTF-8")
+    with pytest.raises(UnicodeEncodeError):
+        uuid5(ids.LEDGER_NAMESPACE, "run:\ud800")
+    with pytest.raises(UnicodeEncodeError):
+        ids.run_id("\ud801")
 
 
 @given(st.integers(0, 2**128 - 1))
