@@ -74,7 +74,8 @@ def comparison_key_of(
     projections and the offline verifier share. ``primary``: the run's primary measurement,
     when the caller has read it already."""
     workload = manifests.get("workload")
-    if not isinstance(workload, MAPPINGS):
+    # A run without a workload manifest (most) is answered before the Mapping ABC is asked.
+    if workload is None or not isinstance(workload, MAPPINGS):
         return None
     try:
         # The ledger validated every manifest at admission.
