@@ -12,6 +12,7 @@ import base64
 import copy
 import io
 import json
+import multiprocessing
 import random
 import threading
 from collections import Counter
@@ -234,7 +235,9 @@ def test_workers_start_once_the_bundle_shows_enough_events_which_wait_for_them(
     until then its events are held, not verified, and then shipped to them. This process
     verifies only a stretch of events that ended before (too few to start workers for) and,
     forked, WARM_EVENTS events first (what verifying loads on first use, loaded once)."""
-    assert _pool_context().get_start_method() == "fork"  # no other thread runs here
+    # Forked, whatever other tests of this process left running (a writing ledger's WAL
+    # checkpoint thread, say), so the workers see this test's ``verify_batch``.
+    monkeypatch.setattr(_pool, "pool_context", lambda: multiprocessing.get_context("fork"))
     monkeypatch.setattr(_pool, "verify_batch", _verified_here)
     _HERE.clear()
     batch = 16
