@@ -53,7 +53,7 @@ from ledger.signing.log_key import DeferredKey, require_log_key
 from ledger.signing.trust import TrustRoot
 from ledger.store.connections import ping_on_checkout
 from ledger.store.event_store import EventStore, connection_of
-from ledger.store.fold_fields import write_fold_fields
+from ledger.store.fold_fields import Handed, handed_payloads, write_fold_fields
 from ledger.store.group_index import record_members
 from ledger.store.log_watch import LogWatch
 from ledger.store.read_door import SessionRows
@@ -275,7 +275,7 @@ class Ledger(Application[UUID]):
                 group = self.admission.admit(envelopes)
                 if not group.events:
                     return group.results, ([], None)
-                committed, sequenced = self._commit(group.events, group.signers, group.groups)
+                committed, sequenced = self._commit(group, handed_payloads(envelopes))
         except BaseException:
             if group is not None:
                 self.admission.abandoned(group)  # admitted against state never stored
@@ -315,9 +315,7 @@ class Ledger(Application[UUID]):
             yield
 
     @timed(Stage.COMMIT)
-    def _commit(
-        self, events: list[Any], signers: dict[UUID, int], groups: dict[str, tuple[str, int]]
-    ) -> tuple[Committed, Sequenced]:
+    def _commit(self, group: AdmittedGroup, payloads: Handed) -> tuple[Committed, Sequenced]:
         """Store the new events and sequence them into the log in one transaction.
 
         Storing takes the event table's lock (PostgreSQL: LOCK TABLE, held to the commit;
@@ -325,6 +323,7 @@ class Ledger(Application[UUID]):
         that authorised the group are read again here, and the group is refused back to its
         admission (``_SignerChanged``) if any of them changed since it was read.
         """
+        events, signers, groups = group.events, group.signers, group.groups
         with self.store.transaction(commit=True) as session:
             with timed_block(Stage.SAVE):
                 # The one place a group's per-event rows are written (events here, their
@@ -347,7 +346,10 @@ class Ledger(Application[UUID]):
                 and groups[event.run_digest][1] == r.notification.originator_version
             ]
             record_members(session, joined)
-            write_fold_fields(session, [(r.notification.id, r.domain_event) for r in recordings])
+            # ``payloads``: the group's envelopes as parsed, not decoded again for these rows.
+            write_fold_fields(
+                session, [(r.notification.id, r.domain_event) for r in recordings], payloads
+            )
             sequenced = self.tlog.sequence(
                 session,
                 [

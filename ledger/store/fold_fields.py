@@ -54,7 +54,7 @@ from sqlalchemy.engine import Connection
 from domain.documents import parse_admitted_json
 from domain.event_names import EventName
 from ledger.ids import topic_of
-from ledger.signing.dsse import stored_payload
+from ledger.signing.dsse import Envelope, stored_payload
 from ledger.store import fold_manifests
 from ledger.store.driver_rows import insert_tables
 from ledger.store.event_store import StoreSession
@@ -63,6 +63,7 @@ from ledger.store.fold_manifests import Shared
 __all__ = [
     "RUN_EVENT_TOPICS",
     "FoldFields",
+    "Handed",
     "backfill",
     "decode_fields",
     "encode_fields",
@@ -70,6 +71,7 @@ __all__ = [
     "fields_of_event",
     "fields_of_payload",
     "fields_of_stored",
+    "handed_payloads",
     "predicate_of",
     "row_disagrees",
     "row_of",
@@ -201,9 +203,33 @@ def whole(fields: FoldFields, bodies: Mapping[bytes, bytes]) -> FoldFields | Non
     return msgspec.structs.replace(fields, predicate=predicate, shared=())
 
 
-def fields_of_event(event: object) -> FoldFields | None:
+# Payloads the writer decoded already, by the id of the base64 text they were decoded from:
+# (that very text, kept alive so its id is not reused, and its bytes).
+Handed = Mapping[int, tuple[str, bytes]]
+_NONE_HANDED: Handed = {}
+
+
+def handed_payloads(envelopes: Iterable[object]) -> dict[int, tuple[str, bytes]]:
+    """The payloads of the parsed envelopes (``Envelope``, or a ``Checked`` one) among a
+    group's, for :func:`write_fold_fields`. An ``Envelope``'s ``payload`` is its ``raw``
+    payload text strictly decoded (``parse_envelope``: canonical standard base64, which
+    ``stored_payload`` reads to the same bytes); an event whose stored envelope holds that
+    very text object (``_signed`` copies ``raw``, not its strings) stores those bytes."""
+    handed: dict[int, tuple[str, bytes]] = {}
+    for item in envelopes:
+        envelope = getattr(item, "envelope", item)
+        if type(envelope) is Envelope:
+            text = envelope.raw.get("payload")
+            if type(text) is str:
+                handed[id(text)] = (text, envelope.payload)
+    return handed
+
+
+def fields_of_event(event: object, handed: Handed = _NONE_HANDED) -> FoldFields | None:
     """The fold's fields of a typed event (the commit's, or the mapper's), or None where
-    they cannot be made exactly (then the fold reads the stored event itself)."""
+    they cannot be made exactly (then the fold reads the stored event itself). ``handed``:
+    payloads already decoded (:func:`handed_payloads`), taken only for the very text object
+    they were decoded from; any other payload is decoded here."""
     cls = type(event)
     name = RUN_EVENT_TOPICS.get(f"{cls.__module__}:{cls.__qualname__}")
     if name is None:
@@ -217,7 +243,9 @@ def fields_of_event(event: object) -> FoldFields | None:
         return None
     try:
         # The payload as ``stored_statement`` takes it from the envelope.
-        payload = stored_payload(event.envelope["payload"])  # type: ignore[attr-defined]
+        text = event.envelope["payload"]  # type: ignore[attr-defined]
+        got = handed.get(id(text))
+        payload = got[1] if got is not None and got[0] is text else stored_payload(text)
         return fields_of_payload(name, payload, received_at, signer, superseded_by)
     except Exception:
         _log.debug("no fold fields for an event of %s", name, exc_info=True)
@@ -264,13 +292,16 @@ def row_disagrees(
 _DIFFERS = "fold fields row is not the one its stored event makes (rebuilt views would differ)"
 
 
-def write_fold_fields(session: StoreSession, events: Iterable[tuple[int, object]]) -> None:
+def write_fold_fields(
+    session: StoreSession, events: Iterable[tuple[int, object]], handed: Handed = _NONE_HANDED
+) -> None:
     """The commit's rows: (position, typed event) of each event it stores, in its
-    transaction. An event whose fields cannot be made gets no row (the fold decodes it)."""
+    transaction. An event whose fields cannot be made gets no row (the fold decodes it).
+    ``handed``: the group's payloads already decoded (:func:`handed_payloads`)."""
     rows = []
     bodies: dict[bytes, bytes] = {}
     for position, event in events:
-        fields = fields_of_event(event)
+        fields = fields_of_event(event, handed)
         if fields is not None:
             row, shared = row_of(fields)
             rows.append((position, row))
