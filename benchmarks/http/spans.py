@@ -250,6 +250,19 @@ def instrument(service: Any) -> Spans:
         return future
 
     writer_class.submit = timed_submit
+    # The writer process's handle: the async handler submits through ``submit_async`` (an
+    # asyncio future, answered a batch at a time), not ``submit``.
+    submit_async = getattr(writer_class, "submit_async", None)
+    if submit_async is not None:
+
+        @functools.wraps(submit_async)
+        def timed_submit_async(self: Any, envelope: Any) -> Any:
+            started = time.perf_counter()
+            future = submit_async(self, envelope)
+            future.add_done_callback(lambda _: spans.record(S_WAIT, time.perf_counter() - started))
+            return future
+
+        writer_class.submit_async = timed_submit_async
     service_append = service_module.LedgerService.append_async
 
     @functools.wraps(service_append)
