@@ -240,29 +240,22 @@ def instrument(service: Any) -> Spans:
         spans.wrap(S_SERVICE, checked)
     )
     writer_class = type(service.writer)  # the writer thread, or the writer process's handle
-    submit = writer_class.submit
 
-    @functools.wraps(submit)
-    def timed_submit(self: Any, envelope: Any) -> Any:
-        started = time.perf_counter()
-        future = submit(self, envelope)
-        future.add_done_callback(lambda _: spans.record(S_WAIT, time.perf_counter() - started))
-        return future
-
-    writer_class.submit = timed_submit
-    # The writer process's handle: the async handler submits through ``submit_async`` (an
-    # asyncio future, answered a batch at a time), not ``submit``.
-    submit_async = getattr(writer_class, "submit_async", None)
-    if submit_async is not None:
-
-        @functools.wraps(submit_async)
-        def timed_submit_async(self: Any, envelope: Any) -> Any:
+    def timed(submit: Any) -> Any:
+        @functools.wraps(submit)
+        def timed_submit(self: Any, envelope: Any) -> Any:
             started = time.perf_counter()
-            future = submit_async(self, envelope)
+            future = submit(self, envelope)
             future.add_done_callback(lambda _: spans.record(S_WAIT, time.perf_counter() - started))
             return future
 
-        writer_class.submit_async = timed_submit_async
+        return timed_submit
+
+    # ``submit`` (a thread's future), and the writer process's handle's ``submit_async`` (an
+    # asyncio future, answered a batch at a time), which the async handler awaits.
+    for name in ("submit", "submit_async"):
+        if hasattr(writer_class, name):
+            setattr(writer_class, name, timed(getattr(writer_class, name)))
     service_append = service_module.LedgerService.append_async
 
     @functools.wraps(service_append)

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 from served_app import Served, serve
 
+from api.demo import build_demo
 from ledger.home import LedgerHome
+from ledger.writer_process import WriterProcess
 
 
 @pytest.fixture
@@ -20,3 +22,16 @@ def served(db_url: str, tmp_path: Path) -> Iterator[Served]:
 @pytest.fixture
 def served_sqlite(tmp_path: Path) -> Iterator[Served]:
     yield from serve(LedgerHome.at(tmp_path / "home"))
+
+
+@pytest.fixture
+def writer(db_url: str, tmp_path: Path) -> Iterator[tuple[WriterProcess, LedgerHome, str]]:
+    """A writer process over the demo's ledger: (the process, its home, the seed run)."""
+    home = LedgerHome.at(tmp_path / "home", db_url)
+    ledger, seed = build_demo(home)
+    ledger.close()
+    process = WriterProcess(home.path, home.db_url).start()
+    try:
+        yield process, home, seed
+    finally:
+        process.stop()

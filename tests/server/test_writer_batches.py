@@ -10,13 +10,10 @@ import asyncio
 import pickle
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from api.demo import build_demo
 from domain.statements import Role
 from ledger.group_commit import WriterClosedError
 from ledger.home import LedgerHome
@@ -28,18 +25,6 @@ from ledger.writer_process import RemoteWriter, WriterProcess, shut_down
 from ledger.writer_wire import Listener
 
 SEED_NAME = "sol-submission-38823"
-
-
-@pytest.fixture
-def writer(db_url: str, tmp_path: Path) -> Iterator[tuple[WriterProcess, LedgerHome, str]]:
-    home = LedgerHome.at(tmp_path / "home", db_url)
-    ledger, seed = build_demo(home)
-    ledger.close()
-    process = WriterProcess(home.path, home.db_url).start()
-    try:
-        yield process, home, seed
-    finally:
-        process.stop()
 
 
 def _note(seed: str, key: SigningKey, body: str) -> dict[str, object]:

@@ -16,7 +16,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Client, Connection, Pipe
 from multiprocessing.reduction import ForkingPickler
@@ -31,7 +30,6 @@ from litestar.testing import TestClient
 from live_server import free_port, wait_for_health
 from served_app import TEST_CONFIG
 
-from api.demo import build_demo
 from api.server.app import create_app
 from domain.statements import Role
 from ledger import writer_process
@@ -59,18 +57,6 @@ from tests.paths import REPO
 SEED_NAME = "sol-submission-38823"
 CLI = [sys.executable, "-m", "api.cli"]
 SERVE_OPTIONS = ["--workers", "2", "--log-format", "console"]
-
-
-@pytest.fixture
-def writer(db_url: str, tmp_path: Path) -> Iterator[tuple[WriterProcess, LedgerHome, str]]:
-    home = LedgerHome.at(tmp_path / "home", db_url)
-    ledger, seed = build_demo(home)
-    ledger.close()
-    process = WriterProcess(home.path, home.db_url).start()
-    try:
-        yield process, home, seed
-    finally:
-        process.stop()
 
 
 def _note(seed: str, key: SigningKey, body: str) -> dict[str, object]:
