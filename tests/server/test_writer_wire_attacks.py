@@ -18,7 +18,7 @@ from ledger.home import LedgerHome
 from ledger.receipt import Receipt
 from ledger.writer_process import WriterProcess
 from ledger.writer_wire import MAX_REQUEST_BYTES, BrokenFrameError, Inbox
-from tests.server.test_writer_process import _note, _raw, _registered, writer  # noqa: F401
+from tests.server.test_writer_process import _note, _raw, _registered
 
 
 class _Made:
