@@ -100,7 +100,7 @@ from ledger.verify.runs import RunTracker
 from ledger.verify.witnessed import check_witnessed, policy_of
 
 if TYPE_CHECKING:
-    from concurrent.futures import ProcessPoolExecutor
+    from ledger.verify.pool import Workers
 
 __all__ = ["BundleVerifier", "verify_bundle_lines"]
 
@@ -178,7 +178,7 @@ class BundleVerifier(InOrderMerge):
         self._batches.shutdown()
 
     @property
-    def _pool(self) -> ProcessPoolExecutor | None:
+    def _pool(self) -> Workers | None:
         """The worker processes, once started (tests look whether they were)."""
         return self._batches.pool
 

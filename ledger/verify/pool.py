@@ -10,16 +10,24 @@ small bundle never pays for the workers, and a large one never waits while this 
 verifies its first events alone (held events cost only their reading, so the threshold can be
 generous). At most :data:`IN_FLIGHT_PER_WORKER` batches per worker are out at a time, so
 memory stays flat however long the bundle.
+
+Workers are forked with ``os.fork`` and fed through pipes (:class:`ForkedWorkers`) where this
+process may fork (one thread alive): no process-pool import, no manager and feeder threads
+pickling on the verifying process's cores beside the workers. Elsewhere (another thread
+alive, no fork) they start from a fork server or spawn, through ``ProcessPoolExecutor``.
 """
 
 from __future__ import annotations
 
 import gc
 import os
+import pickle
+import select
 import threading
+import traceback
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ledger.verify.batches import Batch, BatchResult, verify_batch
 from ledger.verify.events import EventContext
@@ -28,7 +36,7 @@ if TYPE_CHECKING:
     # Imported where the workers start: a small bundle never starts them, and importing
     # the process pool is part of every `kernelindex verify`'s start-up otherwise.
     import multiprocessing.context
-    from concurrent.futures import Future, ProcessPoolExecutor
+    from concurrent.futures import Future
 
 __all__ = [
     "BATCH_CHARS",
@@ -37,6 +45,8 @@ __all__ = [
     "START_BATCHES",
     "WARM_EVENTS",
     "BatchPool",
+    "ForkedWorkers",
+    "WorkerError",
     "default_workers",
     "pool_context",
 ]
@@ -57,8 +67,23 @@ WARM_EVENTS = 4
 IN_FLIGHT_PER_WORKER = 3
 
 
+class _Ticket:
+    """A batch shipped to the workers, in the queue of results to merge."""
+
+    __slots__ = ("ticket",)
+
+    def __init__(self, ticket: object) -> None:
+        self.ticket = ticket
+
+
 def default_workers() -> int:
     return os.cpu_count() or 1
+
+
+def _may_fork() -> bool:
+    """Whether this process may fork its workers: it can, and has no other thread (a fork
+    copies no thread, so a lock another one held would stay held in the workers)."""
+    return hasattr(os, "fork") and threading.active_count() == 1
 
 
 def pool_context() -> multiprocessing.context.BaseContext:
@@ -74,6 +99,221 @@ def pool_context() -> multiprocessing.context.BaseContext:
         context.set_forkserver_preload([verify_batch.__module__])
         return context
     return multiprocessing.get_context("spawn")
+
+
+class WorkerError(RuntimeError):
+    """A forked worker process failed (verify_batch raised) or ended without answering."""
+
+
+class Workers(Protocol):
+    """Worker processes batches are shipped to; each batch's result is taken by its ticket,
+    in the order the batches were shipped."""
+
+    def submit(self, batch: Batch) -> object: ...
+
+    def take(self, ticket: object, *, block: bool) -> BatchResult | None: ...
+
+    def shutdown(self) -> None: ...
+
+
+class _Executor:
+    """Workers from a fork server or spawn (``ProcessPoolExecutor``): where this process may
+    not fork (another thread is alive)."""
+
+    def __init__(self, workers: int, context: multiprocessing.context.BaseContext) -> None:
+        from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415 - see the imports
+
+        self._executor = ProcessPoolExecutor(workers, mp_context=context)
+
+    def submit(self, batch: Batch) -> object:
+        return self._executor.submit(verify_batch, batch)
+
+    def take(self, ticket: object, *, block: bool) -> BatchResult | None:
+        future: Future[BatchResult] = ticket  # type: ignore[assignment]
+        if not block and not future.done():
+            return None
+        return future.result()
+
+    def shutdown(self) -> None:
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+
+_LENGTH = 8  # bytes of a frame's length prefix (little-endian)
+_READ_CHUNK = 1 << 18
+
+
+def _frame(payload: bytes) -> bytes:
+    return len(payload).to_bytes(_LENGTH, "little") + payload
+
+
+def _read_exactly(fd: int, size: int) -> bytes | None:
+    """``size`` bytes from a blocking pipe; None at its end (the other side closed it)."""
+    parts, left = [], size
+    while left:
+        chunk = os.read(fd, min(left, _READ_CHUNK))
+        if not chunk:
+            return None
+        parts.append(chunk)
+        left -= len(chunk)
+    return b"".join(parts)
+
+
+def _serve(tasks: int, results: int) -> None:
+    """A forked worker's loop: a batch in, its result out (or the traceback of what it
+    raised), until this process closes the worker's pipe."""
+    while (head := _read_exactly(tasks, _LENGTH)) is not None:
+        payload = _read_exactly(tasks, int.from_bytes(head, "little"))
+        if payload is None:
+            return
+        try:
+            answer: tuple[bool, object] = (True, verify_batch(pickle.loads(payload)))  # noqa: S301 - see ForkedWorkers
+            out = pickle.dumps(answer, pickle.HIGHEST_PROTOCOL)
+        except BaseException:  # reported to the verifying process, which raises it
+            out = pickle.dumps((False, traceback.format_exc()), pickle.HIGHEST_PROTOCOL)
+        view = memoryview(_frame(out))
+        while view:
+            view = view[os.write(results, view) :]
+
+
+class _Forked:
+    """One forked worker: its pid, the pipe this process writes batches to and the bytes not
+    written yet, the pipe it reads results from (non-blocking) and the results read whole."""
+
+    def __init__(self, pid: int, tasks: int, results: int) -> None:
+        self.pid, self.tasks, self.results = pid, tasks, results
+        self.outbox = bytearray()
+        self.received = bytearray()
+        self.answers: deque[bytes] = deque()  # whole result frames' payloads, in order
+        self.outstanding = 0  # batches submitted whose results have not been read whole
+        self.ended = False  # its results pipe reached its end
+
+
+def _widen(fd: int) -> None:
+    """A pipe of 1 MiB where Linux allows it: a batch (~160 KiB) written in one call."""
+    try:
+        import fcntl  # noqa: PLC0415 - POSIX only, as is fork
+
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
+    except (ImportError, OSError):
+        pass  # the default size: the batch is written in parts
+
+
+class ForkedWorkers:
+    """Worker processes forked from this one (which must have no other thread), each fed
+    batches through its own pipe and answering through another, in the order it was fed.
+
+    A batch goes to the worker with the fewest batches out. This process never waits on one
+    pipe alone: a batch that does not fit its pipe waits in memory, written as the worker
+    reads, and while it waits for a result it also writes every waiting batch and reads every
+    worker's results (a worker blocked on a large result and this process blocked on a large
+    batch would otherwise wait on each other forever, and a worker that is done would idle)."""
+
+    def __init__(self, workers: int) -> None:
+        self._workers: list[_Forked] = []
+        for _ in range(workers):
+            tasks_read, tasks_write = os.pipe()
+            results_read, results_write = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the worker
+                status = 0
+                try:
+                    for fd in (tasks_write, results_read):
+                        os.close(fd)
+                    for other in self._workers:  # earlier workers' ends, inherited
+                        os.close(other.tasks)
+                        os.close(other.results)
+                    _serve(tasks_read, results_write)
+                except BaseException:  # this process ends here, whatever happened
+                    status = 1
+                finally:
+                    # Never return into the caller's stack (its cleanups, a test runner's).
+                    os._exit(status)
+            os.close(tasks_read)
+            os.close(results_write)
+            for fd in (tasks_write, results_read):
+                _widen(fd)
+                os.set_blocking(fd, False)
+            self._workers.append(_Forked(pid, tasks_write, results_read))
+
+    def submit(self, batch: Batch) -> object:
+        index = min(range(len(self._workers)), key=lambda i: self._workers[i].outstanding)
+        worker = self._workers[index]
+        worker.outbox += _frame(pickle.dumps(batch, pickle.HIGHEST_PROTOCOL))
+        worker.outstanding += 1
+        self._write(worker)
+        return index
+
+    def take(self, ticket: object, *, block: bool) -> BatchResult | None:
+        worker = self._workers[cast("int", ticket)]  # what ``submit`` returned
+        self._pump(wait=False)
+        while not worker.answers:
+            if worker.ended:
+                raise WorkerError("a verify worker process ended without answering")
+            if not block:
+                return None
+            self._pump(wait=True)
+        # Bytes our own forked worker wrote, to a pipe no other process holds.
+        ok, value = pickle.loads(worker.answers.popleft())  # noqa: S301
+        if not ok:
+            raise WorkerError(f"a verify worker process failed:\n{value}")
+        result: BatchResult = value
+        return result
+
+    def shutdown(self) -> None:
+        """Close the workers' pipes (each ends once its batch in hand is done) and reap them."""
+        for worker in self._workers:
+            os.close(worker.tasks)
+            os.close(worker.results)
+        for worker in self._workers:
+            os.waitpid(worker.pid, 0)
+        self._workers = []
+
+    def _pump(self, *, wait: bool) -> None:
+        """Write waiting batches and read results: what the pipes take and hold now, or
+        (``wait``) once at least one of them can move."""
+        if wait:
+            readable = [w.results for w in self._workers if not w.ended]
+            writable = [w.tasks for w in self._workers if w.outbox and not w.ended]
+            select.select(readable, writable, [])
+        for worker in self._workers:
+            if worker.outbox:
+                self._write(worker)
+            self._read(worker)
+
+    @staticmethod
+    def _write(worker: _Forked) -> None:
+        try:
+            written = os.write(worker.tasks, worker.outbox)
+        except BlockingIOError:
+            return
+        except BrokenPipeError:  # it ended: its results pipe says so, and take raises
+            worker.outbox.clear()
+            return
+        del worker.outbox[:written]
+
+    @staticmethod
+    def _read(worker: _Forked) -> None:
+        """Read what ``worker``'s results pipe holds now, without waiting; whole frames go
+        to its answers."""
+        if worker.ended:
+            return
+        got = worker.received
+        while True:
+            try:
+                chunk = os.read(worker.results, _READ_CHUNK)
+            except BlockingIOError:
+                break
+            if not chunk:
+                worker.ended = True
+                break
+            got += chunk
+        while len(got) >= _LENGTH:
+            end = _LENGTH + int.from_bytes(got[:_LENGTH], "little")
+            if len(got) < end:
+                break
+            worker.answers.append(bytes(got[_LENGTH:end]))
+            worker.outstanding -= 1
+            del got[:end]
 
 
 class BatchPool:
@@ -95,13 +335,14 @@ class BatchPool:
         self.start_events = START_BATCHES * batch_events
         self._context_of = context_of
         self._merge = merge
-        self.pool: ProcessPoolExecutor | None = None
+        self.pool: Workers | None = None
         self._lines: list[tuple[int, str | dict[str, Any]]] = []
         self._chars = 0
         self._hints: set[str] = set()
         # Results not merged yet, in dispatch order: a shipped batch, or an event verified
         # here while batches shipped before it were still out.
-        self._queue: deque[Future[BatchResult] | BatchResult] = deque()
+        # A shipped batch is its ticket (``Workers.submit``).
+        self._queue: deque[_Ticket | BatchResult] = deque()
         self._in_flight = 0
         # Before the workers start: batches closed but not verified yet, in order, and how
         # many event lines the bundle has shown so far.
@@ -152,7 +393,7 @@ class BatchPool:
         assert self.pool is not None
         while self._in_flight >= self.workers * IN_FLIGHT_PER_WORKER:
             self._merge_next(block=True)
-        self._queue.append(self.pool.submit(verify_batch, batch))
+        self._queue.append(_Ticket(self.pool.submit(batch)))
         self._in_flight += 1
         while self._queue and self._merge_next(block=False):
             pass
@@ -167,8 +408,9 @@ class BatchPool:
         inherits nothing, so those start at once).
         """
         held, self._held = self._held, []
-        context = pool_context()
-        if context.get_start_method() == "fork":
+        # Forking needs no process-pool module (``multiprocessing`` either): decided here.
+        context = None if _may_fork() else pool_context()
+        if context is None or context.get_start_method() == "fork":
             first = held[0]
             self._merge(verify_batch(Batch(first.context, first.lines[:WARM_EVENTS])))
             rest = first.lines[WARM_EVENTS:]
@@ -177,9 +419,9 @@ class BatchPool:
             # generation) before the workers fork: their collections then neither spend CPU
             # walking what they inherited nor write to its pages, which stay shared.
             gc.freeze()
-        from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415
-
-        self.pool = ProcessPoolExecutor(self.workers, mp_context=context)
+            self.pool = ForkedWorkers(self.workers)
+        else:
+            self.pool = _Executor(self.workers, context)
         for batch in held:
             self._ship(batch)
 
@@ -203,15 +445,16 @@ class BatchPool:
     def shutdown(self) -> None:
         """Stop the worker processes, if they were started."""
         if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
-            self.pool = None
+            pool, self.pool = self.pool, None
+            pool.shutdown()
 
     def _merge_next(self, *, block: bool) -> bool:
         head = self._queue[0]
-        if not isinstance(head, BatchResult):  # a worker's future
-            if not block and not head.done():
+        if isinstance(head, _Ticket):  # a shipped batch
+            assert self.pool is not None
+            result = self.pool.take(head.ticket, block=block)
+            if result is None:
                 return False
-            result = head.result()
             self._queue.popleft()
             self._in_flight -= 1
             self._merge(result)

@@ -723,3 +723,24 @@ def test_a_worker_refuses_a_line_that_is_no_plain_event_whatever_routed_it(line:
     assert out.unreadable == 1
     assert [(f.where, f.reason) for f in out.report.findings] == [("line 7", ROUTED_OTHERWISE)]
     assert not out.seen
+
+
+def test_workers_forked_from_here_report_what_one_process_reports(
+    bundle: Bundle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no other thread alive the workers are forked from here (``ForkedWorkers``: pipes,
+    no process pool), clean and tampered bundles alike give one process's report."""
+    monkeypatch.setattr(_pool, "_may_fork", lambda: True)
+    n, record = events(bundle.lines)[150]
+    sig = bytearray(base64.b64decode(record["envelope"]["signatures"][0]["sig"]))
+    sig[7] ^= 0x01
+    record["envelope"]["signatures"][0]["sig"] = base64.b64encode(bytes(sig)).decode()
+    for lines in (bundle.lines, with_event(bundle.lines, n, record)):
+        sequential = verify_bundle_lines(lines, UNPINNED, workers=1)
+        with BundleVerifier(UNPINNED, workers=2, batch_events=16) as verifier:
+            for number, line in enumerate(lines, start=1):
+                verifier.feed(number, line)
+            parallel = verifier.finish()
+            assert isinstance(verifier._pool, _pool.ForkedWorkers)
+        assert_same_report(parallel, sequential)
+    assert parallel.failed == Counter({"signature": 1, "inclusion": 1})

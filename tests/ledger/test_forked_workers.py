@@ -1,0 +1,115 @@
+"""The forked worker processes of the offline verifier (``ledger.verify.pool.ForkedWorkers``):
+results come back in the order batches were shipped, whatever their size against the pipes';
+a batch that raises, or a worker that dies, is an error here, never a hang or a lost batch.
+
+The verifier's reports with these workers are held to one process's in
+``test_parallel_verify.py``."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ledger.verification_report import Report
+from ledger.verify import pool as _pool
+from ledger.verify.batches import Batch, BatchResult
+from ledger.verify.events import EventContext
+from ledger.verify.pool import ForkedWorkers, WorkerError
+
+CONTEXT = EventContext(None, None)
+
+
+def _echo(batch: Batch) -> BatchResult:
+    """A result as large as its batch: each line's text back as a note, with the worker."""
+    report = Report(subject="batch")
+    report.notes.extend(f"{os.getpid()}:{text}" for _, text in batch.lines)
+    return BatchResult(report, [])
+
+
+def _raises(batch: Batch) -> BatchResult:
+    if batch.lines[0][0] == 2:
+        raise ValueError("a batch this worker could not verify")
+    return _echo(batch)
+
+
+def _dies(batch: Batch) -> BatchResult:
+    if batch.lines[0][0] == 1:
+        os._exit(3)
+    return _echo(batch)
+
+
+def _batch(number: int, chars: int) -> Batch:
+    return Batch(CONTEXT, [(number, f"{number:04d}" + "x" * chars)])
+
+
+@pytest.fixture
+def small_pipes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pipes of the default 64 KiB: batches and results many times larger."""
+    monkeypatch.setattr(_pool, "_widen", lambda fd: None)
+
+
+@pytest.mark.usefixtures("small_pipes")
+def test_results_come_back_in_order_however_large_batches_and_results(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Twelve batches of 300 KB shipped before any result is taken (every worker then
+    blocks writing a result larger than its pipe while batches wait for it): each result is
+    its own batch's, in order, and both workers verified some."""
+    monkeypatch.setattr(_pool, "verify_batch", _echo)
+    workers = ForkedWorkers(2)
+    try:
+        tickets = [workers.submit(_batch(n, 300_000)) for n in range(12)]
+        pids = set()
+        for n, ticket in enumerate(tickets):
+            result = workers.take(ticket, block=True)
+            assert result is not None
+            (note,) = result.report.notes
+            pid, text = note.split(":", 1)
+            assert text == _batch(n, 300_000).lines[0][1]
+            pids.add(pid)
+        assert len(pids) == 2
+    finally:
+        workers.shutdown()
+
+
+@pytest.mark.usefixtures("small_pipes")
+def test_a_result_not_ready_is_not_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_pool, "verify_batch", _echo)
+    workers = ForkedWorkers(1)
+    try:
+        ticket = workers.submit(_batch(0, 10))
+        result = None
+        while result is None:  # ``block=False`` answers at once, done or not
+            result = workers.take(ticket, block=False)
+        assert result.report.notes[0].endswith("0000xxxxxxxxxx")
+    finally:
+        workers.shutdown()
+
+
+def test_a_batch_that_raises_is_an_error_here_and_the_worker_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_pool, "verify_batch", _raises)
+    workers = ForkedWorkers(1)
+    try:
+        tickets = [workers.submit(_batch(n, 10)) for n in range(4)]
+        assert workers.take(tickets[0], block=True) is not None
+        assert workers.take(tickets[1], block=True) is not None
+        with pytest.raises(WorkerError, match="ValueError: a batch this worker could not"):
+            workers.take(tickets[2], block=True)
+        assert workers.take(tickets[3], block=True) is not None
+    finally:
+        workers.shutdown()
+
+
+def test_a_worker_that_dies_is_an_error_here_not_a_hang(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_pool, "verify_batch", _dies)
+    workers = ForkedWorkers(1)
+    try:
+        tickets = [workers.submit(_batch(n, 10)) for n in range(3)]
+        assert workers.take(tickets[0], block=True) is not None
+        with pytest.raises(WorkerError, match="ended without answering"):
+            workers.take(tickets[1], block=True)
+    finally:
+        workers.shutdown()
