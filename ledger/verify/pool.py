@@ -272,9 +272,15 @@ class ForkedWorkers:
         """Write waiting batches and read results: what the pipes take and hold now, or
         (``wait``) once at least one of them can move."""
         if wait:
-            readable = [w.results for w in self._workers if not w.ended]
-            writable = [w.tasks for w in self._workers if w.outbox and not w.ended]
-            select.select(readable, writable, [])
+            # poll, not select: a process with 1,024 files open already (a server) would
+            # get pipes select cannot watch.
+            poller = select.poll()
+            for w in self._workers:
+                if not w.ended:
+                    poller.register(w.results, select.POLLIN)
+                    if w.outbox:
+                        poller.register(w.tasks, select.POLLOUT)
+            poller.poll()
         for worker in self._workers:
             if worker.outbox:
                 self._write(worker)
