@@ -83,7 +83,7 @@ Committed = tuple[list[Recording[UUID]], tuple[int, dict[int, InclusionProof]] |
 _log = logging.getLogger(__name__)
 
 
-def _logged_event(
+def _logged_event(  # noqa: PLR0913 - one per field of LoggedEvent
     *,
     position: int,
     aggregate_id: UUID,
