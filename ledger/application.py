@@ -34,6 +34,7 @@ from sqlalchemy.engine import make_url
 from domain.errors import DomainError
 from domain.timestamps import utc_now
 from ledger.admission import Admission, Admitted, AdmittedGroup
+from ledger.admission_types import receipt_of
 from ledger.aggregates import Principal, Run, RunState, principal_id, run_id, topic_of
 from ledger.authority import KeyState
 from ledger.errors import (
@@ -81,43 +82,6 @@ LOCKED_AFTER = 3
 Committed = tuple[list[Recording[UUID]], tuple[int, dict[int, InclusionProof]] | None]
 
 _log = logging.getLogger(__name__)
-
-
-def _logged_event(  # noqa: PLR0913 - one per field of LoggedEvent
-    *,
-    position: int,
-    aggregate_id: UUID,
-    version: int,
-    event: str,
-    subject_digest: str,
-    envelope_digest: str,
-    received_at: str,
-    duplicate: bool,
-    inclusion: InclusionProof | None,
-    signer: str,
-) -> LoggedEvent:
-    """``LoggedEvent(...)`` of these fields (every one, in its field order), made without the
-    frozen dataclass's ``__init__``, which sets each of its ten fields through
-    ``object.__setattr__`` (~3 µs a receipt natively; one per admitted envelope, in the
-    writer's answer). It has no ``__post_init__``: its fields are all it holds, set here as
-    that ``__init__`` sets them (tests/ledger/test_receipt_fields.py holds the two equal,
-    field for field and in order, for every field the class declares)."""
-    made: LoggedEvent = object.__new__(LoggedEvent)
-    vars(made).update(
-        {
-            "position": position,
-            "aggregate_id": aggregate_id,
-            "version": version,
-            "event": event,
-            "subject_digest": subject_digest,
-            "envelope_digest": envelope_digest,
-            "received_at": received_at,
-            "duplicate": duplicate,
-            "inclusion": inclusion,
-            "signer": signer,
-        }
-    )
-    return made
 
 
 class _SignerChanged(Exception):
@@ -423,7 +387,7 @@ class Ledger(Application[UUID]):
         event = recording.domain_event
         position = recording.notification.id  # the event's place in the notification log
         originator = recording.notification.originator_id
-        return _logged_event(
+        return receipt_of(
             position=position,
             # The event's own UUID as it is (a UUID made again from its text costs ~3 µs).
             aggregate_id=originator if type(originator) is UUID else UUID(str(originator)),

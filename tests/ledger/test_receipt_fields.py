@@ -1,5 +1,5 @@
 """The writer's receipt made without the frozen dataclass's ``__init__``
-(``ledger.application._logged_event``) is the receipt ``LoggedEvent(...)`` makes: the same
+(``ledger.admission_types.receipt_of``) is the receipt ``LoggedEvent(...)`` makes: the same
 fields, in the same order, equal, hashed and pickled alike, for every field the class
 declares (a field added to ``LoggedEvent`` and not to the fast road fails here)."""
 
@@ -13,7 +13,7 @@ from uuid import UUID
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ledger.application import _logged_event
+from ledger.admission_types import receipt_of
 from ledger.logged_event import LoggedEvent
 from ledger.store.transparency_log import InclusionProof
 
@@ -44,12 +44,12 @@ fields = st.fixed_dictionaries(
 def test_the_fast_road_names_every_field_of_the_class() -> None:
     declared = [f.name for f in dataclasses.fields(LoggedEvent)]
     sample: dict[str, Any] = {name: None for name in declared}
-    assert list(vars(_logged_event(**sample))) == declared
+    assert list(vars(receipt_of(**sample))) == declared
 
 
 @given(fields)
 def test_the_fast_receipt_is_the_constructed_one(values: dict[str, Any]) -> None:
-    fast = _logged_event(**values)
+    fast = receipt_of(**values)
     made = LoggedEvent(**values)
     assert type(fast) is LoggedEvent
     assert list(vars(fast).items()) == list(vars(made).items())  # every field, in order
