@@ -230,9 +230,9 @@ class Admission(AdmissionLookups):
         named = {c.envelope.keyid for c in parsed}
         cached = self._keys.known(named)
         runs = {run_id(c.statement.subject_digest) for c in parsed}
-        group.versions = stored_versions(self.store, runs | {principal_id(k) for k in cached})
-        group.asked = frozenset(runs)
-        group.keys = dict(self._keys.unchanged(cached, group.versions))
+        versions = stored_versions(self.store, runs | {principal_id(k) for k in cached})
+        group.read_versions(runs, versions)
+        group.keys = dict(self._keys.unchanged(cached, versions))
 
     def stored(self, group: AdmittedGroup) -> None:
         """The group is committed: its runs are the stored state now."""

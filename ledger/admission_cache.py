@@ -26,8 +26,8 @@ class GroupState(threading.local):
     keys: dict[str, KeyState | None] | None = None
     # Stored version of each run the group's envelopes are about, read in one query.
     versions: dict[UUID, int] | None = None
-    # The runs that query asked about: one of them absent from ``versions`` is not stored.
-    asked: frozenset[UUID] = frozenset()
+    # The runs that query asked about and did not find: not stored (``known_absent``).
+    absent: frozenset[UUID] = frozenset()
     # principal id -> the stored version of a key that authorised an admitted envelope.
     signers: dict[UUID, int] | None = None
     # run digest -> (its comparison key, the version of the event that gave it one).
@@ -43,17 +43,20 @@ class GroupState(threading.local):
     def end(self) -> None:
         self.aggregates = self.keys = self.versions = self.signers = self.groups = None
         self.fetched = None
-        self.asked = frozenset()
+        self.absent = frozenset()
+
+    def read_versions(self, asked: set[UUID], versions: dict[UUID, int]) -> None:
+        """The stored versions the group's one query found for the ids it ``asked`` about:
+        an asked id it did not find is a run nobody stored (``known_absent``), taken once
+        for the group (one set lookup an envelope, not three reads of this thread-local)."""
+        self.versions = versions
+        self.absent = frozenset(asked.difference(versions))
 
     def known_absent(self, aggregate_id: UUID) -> bool:
         """The group's version query found no stored event of this run. A writer that
         stores it before this group commits makes the commit conflict, and the group is
         admitted again (``Ledger.append_many``'s retry), so this is never acted on stale."""
-        return (
-            self.versions is not None
-            and aggregate_id in self.asked
-            and aggregate_id not in self.versions
-        )
+        return aggregate_id in self.absent
 
     def join_group(self, run_digest: str, comparison_key: str, version: int) -> None:
         if self.groups is not None:

@@ -46,20 +46,24 @@ class AdmissionLookups:
     def get(self, cls: type[A], aggregate_id: UUID) -> A | None:
         """The aggregate as the group being admitted has left it (else as stored)."""
         found = self._lookup(cls, aggregate_id)
-        if found is not None and self._group.fetched is not None:
-            self._group.fetched.append(found)
+        if found is not None:
+            fetched = self._group.fetched
+            if fetched is not None:
+                fetched.append(found)
         return found
 
     def _lookup(self, cls: type[A], aggregate_id: UUID) -> A | None:
-        pending = self._group.aggregates
-        if pending is not None and aggregate_id in pending:
-            found = pending[aggregate_id]
-            if not isinstance(found, cls):
-                raise DomainError(f"aggregate {aggregate_id} is not a {cls.__name__}")
-            return found
-        versions = self._group.versions
+        group = self._group
+        pending = group.aggregates
+        if pending is not None:
+            found = pending.get(aggregate_id)
+            if found is not None:
+                if not isinstance(found, cls):
+                    raise DomainError(f"aggregate {aggregate_id} is not a {cls.__name__}")
+                return found
+        versions = group.versions
         if cls is Run and versions is not None:
-            if self._group.known_absent(aggregate_id):
+            if group.known_absent(aggregate_id):
                 return None  # a new run: nothing to load (most of an import's envelopes)
             cached = self._runs.get(aggregate_id, versions.get(aggregate_id))
             if isinstance(cached, cls):

@@ -34,6 +34,7 @@ from sqlalchemy.engine import make_url
 from domain.errors import DomainError
 from domain.timestamps import utc_now
 from ledger.admission import Admission, Admitted, AdmittedGroup
+from ledger.admission_types import receipt_of
 from ledger.aggregates import Principal, Run, RunState, principal_id, run_id, topic_of
 from ledger.authority import KeyState
 from ledger.errors import (
@@ -386,7 +387,7 @@ class Ledger(Application[UUID]):
         event = recording.domain_event
         position = recording.notification.id  # the event's place in the notification log
         originator = recording.notification.originator_id
-        return LoggedEvent(
+        return receipt_of(
             position=position,
             # The event's own UUID as it is (a UUID made again from its text costs ~3 µs).
             aggregate_id=originator if type(originator) is UUID else UUID(str(originator)),
