@@ -226,8 +226,8 @@ def parse_envelope(value: object) -> Envelope:
     # every verifier parse each envelope here.
     if type(value) is not dict and not isinstance(value, Mapping):
         raise EnvelopeError("envelope must be a JSON object")
-    unknown = value.keys() - _ENVELOPE_FIELDS
-    if unknown:
+    if not value.keys() <= _ENVELOPE_FIELDS:  # a subset test makes no set; the message does
+        unknown = value.keys() - _ENVELOPE_FIELDS
         raise EnvelopeError(f"envelope has unknown fields: {', '.join(sorted(unknown))}")
     payload_type = value.get("payloadType")
     if payload_type != PAYLOAD_TYPE:
@@ -243,7 +243,7 @@ def parse_envelope(value: object) -> Envelope:
     item = signatures[0]  # the one signature
     if (
         type(item) is not dict and not isinstance(item, Mapping)
-    ) or item.keys() - _SIGNATURE_FIELDS:
+    ) or not item.keys() <= _SIGNATURE_FIELDS:
         raise EnvelopeError("signatures[0] must be an object with keyid and sig only")
     # DSSE makes the key id optional; this ledger's profile (DESIGN.md §5, and the API's
     # schema) requires it: it names the one key the signature is checked under.
