@@ -314,27 +314,36 @@ def stored_signed_digest(raw: Mapping[str, Any]) -> str:
     Memoised on the envelope's payload type, payload text and key id (what it is a pure
     function of): the aggregate an admitted envelope creates asks for it again right away,
     and each replay of a run asks for every envelope of it."""
-    key = _signed_digest_key(raw)
+    key, payload = _signed_digest_key(raw)
     found = _SIGNED_DIGESTS.get(key)
-    if found is None:
-        found = signed_digest(key[0], base64.b64decode(key[1]), key[2])
-        _remember_signed_digest(raw, found, key)
-    return found
+    if found is not None and found[0] == payload:
+        return found[1]
+    digest = signed_digest(key[0], base64.b64decode(payload), key[1])
+    _remember_signed_digest(raw, digest, (key, payload))
+    return digest
 
 
-def _signed_digest_key(raw: Mapping[str, Any]) -> tuple[str, str, str]:
+# The memo's key is the payload type, key id and signature text, and the payload text is
+# compared on a hit, not hashed: a fresh payload's hash (3.5 KB of SipHash for an
+# ingestion) was most of remembering one, in every process that parses envelopes. Two
+# envelopes alike but for their payload share a key: the later one's entry replaces the
+# other's, and a hit is still only ever for the very payload text that was digested.
+_Key = tuple[str, str, str]
+
+
+def _signed_digest_key(raw: Mapping[str, Any]) -> tuple[_Key, str]:
+    signature = raw["signatures"][0]
     return (
-        str(raw["payloadType"]),
+        (str(raw["payloadType"]), str(signature["keyid"]), str(signature.get("sig"))),
         str(raw["payload"]),
-        str(raw["signatures"][0]["keyid"]),
     )
 
 
-_SIGNED_DIGESTS: dict[tuple[str, str, str], str] = {}
+_SIGNED_DIGESTS: dict[_Key, tuple[str, str]] = {}  # key → (payload text, signed digest)
 _SIGNED_DIGESTS_KEPT = 1 << 14
-# The memo's keys hold payloads: bounded in bytes as well as entries (a server reads any
-# body a client sends, up to 2 MiB each), and a payload past 64 KiB (no envelope this
-# ledger writes is near it) is not kept at all.
+# The memo holds payloads: bounded in bytes as well as entries (a server reads any body a
+# client sends, up to 2 MiB each), and a payload past 64 KiB (no envelope this ledger
+# writes is near it) is not kept at all.
 _SIGNED_DIGESTS_BYTES = 64 << 20
 _SIGNED_DIGEST_LARGEST = 64 << 10
 _signed_digests_bytes = 0
@@ -342,14 +351,14 @@ _SIGNED_DIGESTS_LOCK = threading.Lock()
 
 
 def _remember_signed_digest(
-    raw: Mapping[str, Any], digest: str, key: tuple[str, str, str] | None = None
+    raw: Mapping[str, Any], digest: str, keyed: tuple[_Key, str] | None = None
 ) -> None:
     """Remember ``digest`` as the signed digest of ``raw`` (only ever the value
     :func:`signed_digest` computes from it: a parsed envelope's payload is the strict
     decoding of the text the key holds, which the lenient one reads alike)."""
     global _signed_digests_bytes  # noqa: PLW0603 - the memo's own running size
-    key = key if key is not None else _signed_digest_key(raw)
-    size = len(key[0]) + len(key[1]) + len(key[2])
+    key, payload = keyed if keyed is not None else _signed_digest_key(raw)
+    size = len(key[0]) + len(key[1]) + len(key[2]) + len(payload)
     if size > _SIGNED_DIGEST_LARGEST:
         return
     with _SIGNED_DIGESTS_LOCK:  # a server's loop and its threads remember at once
@@ -359,7 +368,7 @@ def _remember_signed_digest(
         ):
             _SIGNED_DIGESTS.clear()
             _signed_digests_bytes = 0
-        _SIGNED_DIGESTS[key] = digest
+        _SIGNED_DIGESTS[key] = (payload, digest)
         _signed_digests_bytes += size
 
 

@@ -174,3 +174,30 @@ def test_the_signed_digest_hashes_the_key_id_and_the_pae_bytes(
         "sha256:" + hashlib.sha256(message).hexdigest()
     )
     assert t in message
+
+
+# Payloads, key ids and signature texts few enough that envelopes share them often.
+_ALIKE = st.tuples(
+    st.sampled_from(["QUJD", "QUJE", "e30=", ""]),
+    st.sampled_from(["k", "j"]),
+    st.sampled_from(["c2ln", "c2lo"]),
+)
+
+
+@given(st.lists(_ALIKE, max_size=12))
+def test_the_signed_digest_memo_answers_only_for_the_payload_it_digested(
+    envelopes: list[tuple[str, str, str]],
+) -> None:
+    """Envelopes that share a key id and signature text but not a payload (a stored copy
+    changed behind the ledger's back) each get their own signed digest, in any order, parsed
+    or read from the store, and a copy of the same object text hits the memo."""
+    from ledger.signing import dsse
+
+    dsse._SIGNED_DIGESTS.clear()
+    for payload, keyid, sig in envelopes:
+        raw = {"payloadType": PAYLOAD_TYPE, "payload": payload,
+               "signatures": [{"keyid": keyid, "sig": sig}]}  # fmt: skip
+        expected = signed_digest(PAYLOAD_TYPE, base64.b64decode(payload), keyid)
+        assert dsse.stored_signed_digest(raw) == expected
+        assert dsse.stored_signed_digest(dict(raw, payload="".join(payload))) == expected
+        assert parse_envelope(raw).signed_digest == expected
