@@ -246,13 +246,16 @@ class KnownKeys:
     def _held(self, key_id: str, now: float) -> PublicKey | _Unread | None:
         """The key as held (None: no key has this id, or it was missed a moment ago), or
         ``_UNREAD`` where only the database can say."""
-        if not is_digest(key_id):  # no key has such an id: nothing to read or remember
-            return None
         with self._lock:
+            # Only digests are ever held, so a held one needs no pattern check (every
+            # envelope a worker checks asks: the check is for the others).
             key = self._keys.get(key_id)
             if key is not None:
                 self._keys.move_to_end(key_id)
                 return key
+        if not is_digest(key_id):  # no key has such an id: nothing to read or remember
+            return None
+        with self._lock:
             missed = self._missed.get(key_id)
             return None if missed is not None and now - missed < self._miss_s else _UNREAD
 

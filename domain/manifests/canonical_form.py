@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import re
 from collections.abc import Callable, Mapping
 from decimal import Decimal, InvalidOperation
@@ -188,14 +189,22 @@ def manifest_digest(document: object, *, json_read: bool = False) -> str:
     if found is None:
         found = _DIGESTS[key] = _digest(document, json_read)
         if len(_DIGESTS) > _DIGESTS_KEPT:
-            # The oldest entry; if another thread changed the memo meanwhile, next time.
-            with contextlib.suppress(RuntimeError):
-                _DIGESTS.pop(next(iter(_DIGESTS)), None)
+            _forget_oldest()
     return found
 
 
 _DIGESTS_KEPT = 4096
 _DIGESTS: dict[bytes, str] = {}
+
+
+def _forget_oldest() -> None:
+    """Drop the oldest quarter of the memo at once. One entry at a time cost ~2.6 µs a new
+    manifest once the memo was full (a server past 4,096 runs, a catalog import): finding a
+    dict's first entry walks the slots its earlier pops emptied, until the next resize."""
+    # If another thread changed the memo meanwhile, what is left goes next time.
+    with contextlib.suppress(RuntimeError):
+        for oldest in list(itertools.islice(_DIGESTS, _DIGESTS_KEPT // 4)):
+            _DIGESTS.pop(oldest, None)
 
 
 def _digest(document: object, json_read: bool = False) -> str:

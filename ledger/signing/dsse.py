@@ -92,19 +92,30 @@ def _b64_fast(text: str) -> bytes | None:
     why). msgspec's decoder takes only standard, padded base64 (the alphabet, a length of a
     multiple of 4, ``=`` only as the last group's padding) and is ~5x faster than binascii
     on a payload. A group of four characters without padding uses all its 24 bits, so only
-    the last group can spell its bytes another way: it alone is re-encoded and compared.
-    Property-tested against ``canonical_b64decode`` (tests/ledger/test_dsse_fast_paths.py)."""
+    a padded last group can spell its bytes another way: by setting the bits its last data
+    character carries beyond the bytes (4 before ``==``, 2 before ``=``), which the
+    canonical spelling leaves clear. Exhaustively tested over every last group against
+    ``canonical_b64decode`` (tests/ledger/test_dsse_fast_paths.py)."""
     try:
         raw = msgspec.convert(text, bytes)
     except (msgspec.ValidationError, UnicodeEncodeError):  # a lone surrogate has no UTF-8
         return None
-    if not raw:
-        return raw if not text else None
-    tail = len(raw) - (len(raw) - 1) % 3 - 1  # where the last group's bytes start
-    if 4 * (tail // 3) != len(text) - 4:
+    size = len(raw)
+    if len(text) != 4 * ((size + 2) // 3):  # one spelling has exactly this length
         return None
-    last = binascii.b2a_base64(raw[tail:], newline=False)
-    return raw if text.endswith(last.decode("ascii")) else None
+    spare = size % 3  # bytes in a padded last group: 1 before "==", 2 before "="
+    if spare == 0:
+        return raw
+    if spare == 1:
+        return raw if text[-3] in _LOW4_CLEAR and text[-2:] == "==" else None
+    return raw if text[-2] in _LOW2_CLEAR and text[-1] == "=" else None
+
+
+# The base64 digits whose 6 bits end in 4 (2) clear bits: the only ones that can end the data
+# of a last group padded with "==" ("=") in its canonical spelling (values 0, 16, 32, 48;
+# every fourth value).
+_LOW4_CLEAR = frozenset("AQgw")
+_LOW2_CLEAR = frozenset("AEIMQUYcgkosw048")
 
 
 V = TypeVar("V")
@@ -215,8 +226,8 @@ def parse_envelope(value: object) -> Envelope:
     # every verifier parse each envelope here.
     if type(value) is not dict and not isinstance(value, Mapping):
         raise EnvelopeError("envelope must be a JSON object")
-    unknown = value.keys() - _ENVELOPE_FIELDS
-    if unknown:
+    if not value.keys() <= _ENVELOPE_FIELDS:  # a subset test makes no set; the message does
+        unknown = value.keys() - _ENVELOPE_FIELDS
         raise EnvelopeError(f"envelope has unknown fields: {', '.join(sorted(unknown))}")
     payload_type = value.get("payloadType")
     if payload_type != PAYLOAD_TYPE:
@@ -232,7 +243,7 @@ def parse_envelope(value: object) -> Envelope:
     item = signatures[0]  # the one signature
     if (
         type(item) is not dict and not isinstance(item, Mapping)
-    ) or item.keys() - _SIGNATURE_FIELDS:
+    ) or not item.keys() <= _SIGNATURE_FIELDS:
         raise EnvelopeError("signatures[0] must be an object with keyid and sig only")
     # DSSE makes the key id optional; this ledger's profile (DESIGN.md §5, and the API's
     # schema) requires it: it names the one key the signature is checked under.
@@ -303,27 +314,36 @@ def stored_signed_digest(raw: Mapping[str, Any]) -> str:
     Memoised on the envelope's payload type, payload text and key id (what it is a pure
     function of): the aggregate an admitted envelope creates asks for it again right away,
     and each replay of a run asks for every envelope of it."""
-    key = _signed_digest_key(raw)
+    key, payload = _signed_digest_key(raw)
     found = _SIGNED_DIGESTS.get(key)
-    if found is None:
-        found = signed_digest(key[0], base64.b64decode(key[1]), key[2])
-        _remember_signed_digest(raw, found, key)
-    return found
+    if found is not None and found[0] == payload:
+        return found[1]
+    digest = signed_digest(key[0], base64.b64decode(payload), key[1])
+    _remember_signed_digest(raw, digest, (key, payload))
+    return digest
 
 
-def _signed_digest_key(raw: Mapping[str, Any]) -> tuple[str, str, str]:
+# The memo's key is the payload type, key id and signature text, and the payload text is
+# compared on a hit, not hashed: a fresh payload's hash (3.5 KB of SipHash for an
+# ingestion) was most of remembering one, in every process that parses envelopes. Two
+# envelopes alike but for their payload share a key: the later one's entry replaces the
+# other's, and a hit is still only ever for the very payload text that was digested.
+_Key = tuple[str, str, str]
+
+
+def _signed_digest_key(raw: Mapping[str, Any]) -> tuple[_Key, str]:
+    signature = raw["signatures"][0]
     return (
-        str(raw["payloadType"]),
+        (str(raw["payloadType"]), str(signature["keyid"]), str(signature.get("sig"))),
         str(raw["payload"]),
-        str(raw["signatures"][0]["keyid"]),
     )
 
 
-_SIGNED_DIGESTS: dict[tuple[str, str, str], str] = {}
+_SIGNED_DIGESTS: dict[_Key, tuple[str, str]] = {}  # key → (payload text, signed digest)
 _SIGNED_DIGESTS_KEPT = 1 << 14
-# The memo's keys hold payloads: bounded in bytes as well as entries (a server reads any
-# body a client sends, up to 2 MiB each), and a payload past 64 KiB (no envelope this
-# ledger writes is near it) is not kept at all.
+# The memo holds payloads: bounded in bytes as well as entries (a server reads any body a
+# client sends, up to 2 MiB each), and a payload past 64 KiB (no envelope this ledger
+# writes is near it) is not kept at all.
 _SIGNED_DIGESTS_BYTES = 64 << 20
 _SIGNED_DIGEST_LARGEST = 64 << 10
 _signed_digests_bytes = 0
@@ -331,14 +351,14 @@ _SIGNED_DIGESTS_LOCK = threading.Lock()
 
 
 def _remember_signed_digest(
-    raw: Mapping[str, Any], digest: str, key: tuple[str, str, str] | None = None
+    raw: Mapping[str, Any], digest: str, keyed: tuple[_Key, str] | None = None
 ) -> None:
     """Remember ``digest`` as the signed digest of ``raw`` (only ever the value
     :func:`signed_digest` computes from it: a parsed envelope's payload is the strict
     decoding of the text the key holds, which the lenient one reads alike)."""
     global _signed_digests_bytes  # noqa: PLW0603 - the memo's own running size
-    key = key if key is not None else _signed_digest_key(raw)
-    size = len(key[0]) + len(key[1]) + len(key[2])
+    key, payload = keyed if keyed is not None else _signed_digest_key(raw)
+    size = len(key[0]) + len(key[1]) + len(key[2]) + len(payload)
     if size > _SIGNED_DIGEST_LARGEST:
         return
     with _SIGNED_DIGESTS_LOCK:  # a server's loop and its threads remember at once
@@ -348,7 +368,7 @@ def _remember_signed_digest(
         ):
             _SIGNED_DIGESTS.clear()
             _signed_digests_bytes = 0
-        _SIGNED_DIGESTS[key] = digest
+        _SIGNED_DIGESTS[key] = (payload, digest)
         _signed_digests_bytes += size
 
 

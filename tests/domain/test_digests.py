@@ -534,3 +534,29 @@ def test_the_memo_never_answers_for_a_different_document(
     except (ManifestError, CanonicalizationError) as exc:
         got = (type(exc), exc.message)
     assert got == expected
+
+
+def test_the_digest_memo_forgets_its_oldest_and_answers_each_manifest_its_own_digest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past its bound the memo drops its oldest entries, never more than it holds; whatever
+    it kept or forgot, every manifest gets the digest computed without it, and the newest
+    ones are answered without validating them again."""
+    from domain.manifests import canonical_form
+
+    monkeypatch.setattr(canonical_form, "_DIGESTS", {})
+    monkeypatch.setattr(canonical_form, "_DIGESTS_KEPT", 8)
+    documents = [
+        _with(IMPLEMENTATION, "spec.projectRevision.version", f"submission-{n}") for n in range(30)
+    ]
+    expected = [digest_of(digest_input(canonical_manifest(d))) for d in documents]
+    assert len(set(expected)) == 30
+    for n in (*range(30), 29, 3, 28, 0, *range(29, -1, -1)):
+        assert manifest_digest(documents[n]) == expected[n]
+        assert 1 <= len(canonical_form._DIGESTS) <= 8
+    made: list[object] = []
+    real = canonical_form._digest
+    monkeypatch.setattr(canonical_form, "_digest", lambda d, j=False: made.append(d) or real(d, j))
+    for n in range(5):  # the last five asked above
+        assert manifest_digest(documents[n]) == expected[n]
+    assert made == []

@@ -57,6 +57,26 @@ def test_fast_base64_reads_every_canonical_spelling(raw: bytes) -> None:
     assert _b64_fast(text) == raw  # the fast path is taken, not merely correct
 
 
+@pytest.mark.parametrize("before", ["", "QUJD"])
+def test_every_padded_last_group_is_read_as_the_reference_reads_it(before: str) -> None:
+    """Exhaustive over the last groups that padding lets spell their bytes otherwise (every
+    ``XY==`` and ``XYZ=`` of the alphabet and ``=``): the fast road gives the reference's
+    bytes where that accepts, None where it refuses, and is taken for every canonical one."""
+    symbols = _ALPHABET + "="
+    groups = {x + y + z + "=" for x in symbols for y in symbols for z in symbols}  # and XY==
+    taken = 0
+    for group in groups:
+        text = before + group
+        reference = _reference(text)
+        fast = _b64_fast(text)
+        assert fast == reference or (fast is None and reference is not None), text
+        taken += fast is not None
+        if reference is not None:
+            assert fast == reference, text  # a canonical spelling always takes the fast road
+    # 64 x 4 canonical "XY==" groups (Y of the 4 with 4 clear bits), 64 x 64 x 16 "XYZ=".
+    assert taken == 64 * 4 + 64 * 64 * 16
+
+
 @given(st.binary(min_size=1, max_size=64), st.integers(0, 63))
 def test_a_changed_last_character_is_read_as_the_reference_reads_it(raw: bytes, spare: int) -> None:
     text = base64.b64encode(raw).decode("ascii")
@@ -154,3 +174,30 @@ def test_the_signed_digest_hashes_the_key_id_and_the_pae_bytes(
         "sha256:" + hashlib.sha256(message).hexdigest()
     )
     assert t in message
+
+
+# Payloads, key ids and signature texts few enough that envelopes share them often.
+_ALIKE = st.tuples(
+    st.sampled_from(["QUJD", "QUJE", "e30=", ""]),
+    st.sampled_from(["k", "j"]),
+    st.sampled_from(["c2ln", "c2lo"]),
+)
+
+
+@given(st.lists(_ALIKE, max_size=12))
+def test_the_signed_digest_memo_answers_only_for_the_payload_it_digested(
+    envelopes: list[tuple[str, str, str]],
+) -> None:
+    """Envelopes that share a key id and signature text but not a payload (a stored copy
+    changed behind the ledger's back) each get their own signed digest, in any order, parsed
+    or read from the store, and a copy of the same object text hits the memo."""
+    from ledger.signing import dsse
+
+    dsse._SIGNED_DIGESTS.clear()
+    for payload, keyid, sig in envelopes:
+        raw = {"payloadType": PAYLOAD_TYPE, "payload": payload,
+               "signatures": [{"keyid": keyid, "sig": sig}]}  # fmt: skip
+        expected = signed_digest(PAYLOAD_TYPE, base64.b64decode(payload), keyid)
+        assert dsse.stored_signed_digest(raw) == expected
+        assert dsse.stored_signed_digest(dict(raw, payload="".join(payload))) == expected
+        assert parse_envelope(raw).signed_digest == expected

@@ -282,3 +282,28 @@ def test_a_worker_reads_a_key_it_does_not_know_off_the_event_loop(world: World) 
     finally:
         service.close()
     assert reads_on_a_loop == [False], reads_on_a_loop
+
+
+def test_a_workers_key_book_holds_and_reads_key_ids_only() -> None:
+    """What is not a key id (no key's hash) is answered at once, never read nor held; a key
+    id found is answered from then on without a read, whatever was asked between."""
+    reads: list[list[str]] = []
+    key = SigningKey.generate().public
+
+    class Found:
+        public_key = key
+
+    def read(key_ids: Any) -> Any:
+        reads.append(list(key_ids))
+        return {i: Found() for i in key_ids if i == key.key_id}
+
+    keys = KnownKeys(read)
+    for not_an_id in ("", "sha256:" + "ab" * 31, key.key_id.upper(), key.key_id + "\n", "x" * 71):
+        assert keys.needs_read(not_an_id) is False
+        assert keys(not_an_id) is None
+    assert reads == []
+    assert keys.needs_read(key.key_id) is True
+    assert keys(key.key_id) == key and reads == [[key.key_id]]
+    assert keys.needs_read(key.key_id) is False
+    assert keys(key.key_id) == key and keys(key.key_id + "\n") is None
+    assert reads == [[key.key_id]]
