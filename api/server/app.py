@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 from typing import Any
 
@@ -55,6 +56,13 @@ from ledger.long_lived import freeze_long_lived
 from ledger.writer_process import RemoteWriter
 
 API_VERSION = "1.0.0"
+
+# A served worker's youngest-generation threshold (CPython's default: 700 allocations).
+# A worker's requests allocate and free many short-lived containers; collecting every 700
+# caught those of requests in flight and promoted them, only for older collections to walk
+# them again: at 10,000, 45,000 fewer instructions per served append (1.6 % of the app's,
+# ``benchmarks/http/app_cost.py``), a young collection walking at most that many objects.
+WORKER_GC_THRESHOLD = 10_000
 
 
 # Media types a write body may be sent as (none at all is read as JSON too).
@@ -247,5 +255,13 @@ def create_app_from_env() -> Litestar:
     # they hand it every write, and open the ledger only to read (and fold the views).
     writer = RemoteWriter.from_env()
     app = create_app(home.open(read_only=writer is not None), config, writer, home)
-    freeze_long_lived()  # a worker process: what it loaded to serve lives as long as it does
+    settle_worker_heap()
     return app
+
+
+def settle_worker_heap() -> None:
+    """A worker process ready to serve: what it loaded lives as long as it does (frozen out
+    of the collector's walks), and its young collections come less often."""
+    freeze_long_lived()
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(WORKER_GC_THRESHOLD, older, oldest)

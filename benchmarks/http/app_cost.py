@@ -2,7 +2,8 @@
 the app as ``kernelindex serve`` makes it (rate limits off, as the HTTP benchmark runs it)
 called directly as an ASGI app with real signed attestation envelopes, its writer a stub
 that answers each envelope at once with one real receipt (inclusion proof and all), on one
-thread; the bare Litestar echo (``benchmarks.http.server.echo_app``) under the same driver.
+thread; the bare Litestar echo (``benchmarks.http.server.echo_app``) under the same driver; the
+heap settled as a served worker's (frozen, its collector tuned: ``settle_worker_heap``).
 Thread-CPU per request (load-independent), and a fixed count of requests for
 ``valgrind --tool=callgrind`` (instructions, the same on any machine)::
 
@@ -191,6 +192,13 @@ def main(argv: list[str] | None = None) -> None:
             )
         if args.app in ("both", "echo"):
             apps["echo"] = echo_app()
+        # The heap as a served worker's once it is ready (``create_app_from_env``): its
+        # start-up frozen out of the collector's walks, its collector tuned; a tree from
+        # before ``settle_worker_heap`` froze it alone.
+        from api.server import app as served  # noqa: PLC0415
+        from ledger.long_lived import freeze_long_lived  # noqa: PLC0415
+
+        getattr(served, "settle_worker_heap", freeze_long_lived)()
         # The access log goes where the app's logging was configured: stderr (send it to
         # /dev/null, as the commands above do; its cost counts either way).
         results = asyncio.run(_all(apps, warm, timed, args))

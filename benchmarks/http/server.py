@@ -35,7 +35,6 @@ from benchmarks.http.cpu import descendants
 from benchmarks.http.profiling import profile_worker, profile_writer
 from benchmarks.http.spans import instrument
 from ledger.home import LedgerHome
-from ledger.long_lived import freeze_long_lived
 
 # ------------------------------------------------------------------------- server apps
 
@@ -43,7 +42,7 @@ from ledger.long_lived import freeze_long_lived
 def bench_app() -> Callable[..., Awaitable[None]]:
     """uvicorn factory of the serve-child: the real app on the ledger the environment names,
     with rate limits off (the benchmark sends far beyond the default per-key rate)."""
-    from api.server.app import create_app  # noqa: PLC0415
+    from api.server.app import create_app, settle_worker_heap  # noqa: PLC0415
     from api.server.config import ServerConfig  # noqa: PLC0415
 
     if os.environ.get(SWITCH_VAR):
@@ -71,7 +70,7 @@ def bench_app() -> Callable[..., Awaitable[None]]:
             asyncio.get_running_loop().set_default_executor(pool)
 
         app.on_startup.append(bigger_pool)
-    freeze_long_lived()  # as `kernelindex serve`'s workers do
+    settle_worker_heap()  # as `kernelindex serve`'s workers do
     if os.environ.get(PROFILE_VAR):
         profile_worker(app)
     timings = os.environ.get(TIMINGS_VAR)

@@ -12,15 +12,17 @@ from pathlib import Path
 import pytest
 
 from api.demo import build_demo
-from api.server.app import create_app_from_env
+from api.server.app import WORKER_GC_THRESHOLD, create_app_from_env
 from ledger.home import DB_ENV, HOME_ENV, LedgerHome
 
 
 @pytest.fixture
 def unfrozen() -> Iterator[None]:
     gc.unfreeze()
+    thresholds = gc.get_threshold()
     yield
     gc.unfreeze()  # what the test froze goes back to the collector
+    gc.set_threshold(*thresholds)
 
 
 def test_an_api_worker_is_ready_with_its_start_up_heap_frozen(
@@ -32,10 +34,13 @@ def test_an_api_worker_is_ready_with_its_start_up_heap_frozen(
     monkeypatch.setenv(HOME_ENV, str(home.path))
     monkeypatch.setenv(DB_ENV, home.db_url)
     assert gc.get_freeze_count() == 0
+    thresholds = gc.get_threshold()
     app = create_app_from_env()
     walked = {id(o) for o in gc.get_objects()}
     service = app.state.service
     long_lived = (app, service, service.ledger, service.ledger.store, app.openapi_schema)
     assert not any(id(o) in walked for o in long_lived)
     assert gc.get_freeze_count() > len(walked)  # most of the heap is out of the walks
+    # Young collections every WORKER_GC_THRESHOLD allocations, the older ones' as they were.
+    assert gc.get_threshold() == (WORKER_GC_THRESHOLD, *thresholds[1:])
     service.ledger.close()

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from base64 import b64encode
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import msgspec
 from litestar import Request, Response
-from litestar.datastructures import State
+from litestar.background_tasks import BackgroundTask, BackgroundTasks
+from litestar.datastructures import Cookie, State
 from litestar.di import NamedDependency
+from litestar.enums import MediaType
+from litestar.response.base import ASGIResponse
+from litestar.serialization import get_serializer
+from litestar.types import Receive, Scope, Send, TypeEncodersMap
 
 from api.server.config import ServerConfig
 from api.server.rate_limits import TokenBuckets, rate_limited
@@ -113,9 +118,93 @@ def receipt_reply(receipt: LoggedEvent, reply: R) -> Response[R]:
     location = f"/v1/runs/{receipt.subject_digest}/history"
     if receipt.event.startswith("Principal."):
         location = f"/v1/keys/{receipt.subject_digest}"
-    return Response(
+    return ReceiptResponse(
         reply, status_code=200 if receipt.duplicate else 201, headers={"Location": location}
     )
+
+
+class ReceiptResponse(Response[R]):
+    """A write's reply, sent as the very messages Litestar's ``ASGIResponse`` sends for it
+    without making one: its header machinery (a scope-headers object, dict merges, an
+    encode) was ~10 µs of a served append's ~0.4 ms. Only the plain case is taken this way
+    (a JSON body, one ``Location`` header, no cookies, background tasks or headers from
+    the route); anything else goes Litestar's way. The same messages, byte for byte:
+    tests/server/test_receipt_reply.py."""
+
+    def to_asgi_response(  # noqa: PLR0913 - Litestar's signature
+        self,
+        app: Any,
+        request: Request[Any, Any, Any],
+        *,
+        background: BackgroundTask | BackgroundTasks | None = None,
+        cookies: Iterable[Cookie] | None = None,
+        encoded_headers: Iterable[tuple[bytes, bytes]] | None = None,
+        headers: dict[str, str] | None = None,
+        is_head_response: bool = False,
+        media_type: MediaType | str | None = None,
+        status_code: int | None = None,
+        type_encoders: TypeEncodersMap | None = None,
+    ) -> ASGIResponse:
+        location = self.headers.get("Location")
+        plain = (
+            app is None
+            and background is None
+            and self.background is None
+            and not cookies
+            and not self.cookies
+            and encoded_headers is None
+            and not headers
+            and not is_head_response
+            and self.media_type is None
+            and media_type in (None, "", MediaType.JSON, MediaType.JSON.value)  # "": the default
+            and self.status_code in (200, 201)
+            and not self.response_type_encoders
+            and len(self.headers) == 1
+            and isinstance(location, str)
+            and location.isascii()
+        )
+        if not plain:
+            return super().to_asgi_response(
+                app,
+                request,
+                background=background,
+                cookies=cookies,
+                encoded_headers=encoded_headers,
+                headers=headers,
+                is_head_response=is_head_response,
+                media_type=media_type,
+                status_code=status_code,
+                type_encoders=type_encoders,
+            )
+        assert isinstance(location, str) and self.status_code is not None  # plain: both
+        body = self.render(self.content, MediaType.JSON.value, get_serializer(type_encoders))
+        # What ASGIResponse's headers encode to: the given header (its name lower-cased),
+        # then its defaults for a JSON body.
+        return cast(
+            "ASGIResponse",
+            _SentReply(
+                self.status_code,
+                [
+                    (b"location", location.encode("latin-1")),
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode("latin-1")),
+                ],
+                body,
+            ),
+        )
+
+
+class _SentReply:
+    """``ASGIResponse.__call__``'s two messages for a reply with no background task."""
+
+    __slots__ = ("body", "headers", "status")
+
+    def __init__(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+        self.status, self.headers, self.body = status, headers, body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": self.status, "headers": self.headers})
+        await send({"type": "http.response.body", "body": self.body, "more_body": False})
 
 
 async def write(
