@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +24,7 @@ from sqlalchemy import bindparam, func, select
 
 from domain.errors import DomainError
 from ledger.errors import LogIntegrityError, ReadOnlyStoreError, StoreFullError, store_error
+from ledger.proofs.hasher import leaf_hash
 from ledger.proofs.log_entries import LogEntry
 from ledger.proofs.merkle import (
     CompactRange,
@@ -33,6 +34,7 @@ from ledger.proofs.merkle import (
     root_from_nodes,
 )
 from ledger.proofs.signed_note import Verifier
+from ledger.signing.dsse import Envelope
 from ledger.signing.keys import PublicKey, SigningKey
 from ledger.signing.log_key import DeferredKey
 from ledger.store import signed_checkpoints
@@ -107,6 +109,22 @@ class InclusionProof:
 
 # An event row as stored: position, originator id, version, topic, state bytes.
 StoredRow = tuple[int, Any, int, str, bytes] | Sequence[Any]
+# The envelopes admission parsed, by the position of the event that stores each: their JCS
+# bytes (``Envelope.canonical``, made for the envelope's digest) stand in for the stored
+# envelope's where they are provably its (``_entry_data``).
+Parsed = Mapping[int, Envelope]
+_NONE_PARSED: Parsed = {}
+
+
+def _entry_data(entry: LogEntry, parsed: Envelope | None) -> bytes:
+    """The leaf data of an entry decoded from its stored bytes. Its envelope's JCS bytes are
+    the ``parsed`` envelope's where that envelope is of exact dicts, lists and strings
+    (``made is None``: ``parse_envelope`` checked it so) and the stored one, decoded, equals
+    it: a value equal to such a tree is that tree (a string equals only a string), and equal
+    trees have one JCS. Anything else is canonicalised from the stored value, as always."""
+    if parsed is not None and parsed.made is None and entry.envelope == parsed.raw:
+        return entry.data_given(parsed.canonical)
+    return entry.data()
 
 
 @dataclass(frozen=True)
@@ -211,7 +229,10 @@ class TransparencyLog:
 
     @timed(Stage.SEQUENCE)
     def sequence(
-        self, session: StoreSession, written: Sequence[StoredRow] | None = None
+        self,
+        session: StoreSession,
+        written: Sequence[StoredRow] | None = None,
+        parsed: Parsed = _NONE_PARSED,
     ) -> Sequenced:
         """Give every not-yet-sequenced event a leaf, in position order, and sign the tree
         that makes (caller commits).
@@ -220,9 +241,10 @@ class TransparencyLog:
         When they are exactly the events after the last leaf (an id-only query says so),
         their leaves are made from these bytes instead of reading the rows back; otherwise
         (events another writer stored unsequenced, a crash's leftovers) everything pending
-        is read from the table."""
+        is read from the table. ``parsed``: the envelopes of ``written`` as admission
+        parsed them, by position (``_entry_data``)."""
         self.lock(session)
-        result = self._add_pending(session, written)
+        result = self._add_pending(session, written, parsed)
         if result.new_leaves and self._heads.on(session):
             result = self._add_heads_leaf(session, result)
         self._sign_grown(session, result)
@@ -248,7 +270,9 @@ class TransparencyLog:
             signed = signed_checkpoints.sign(self.origin, self.signing_key(), size, root)
             signed_checkpoints.store_unless_signed(session, signed)
 
-    def _add_pending(self, session: StoreSession, written: Sequence[StoredRow] | None) -> Sequenced:
+    def _add_pending(
+        self, session: StoreSession, written: Sequence[StoredRow] | None, parsed: Parsed
+    ) -> Sequenced:
         """``sequence``'s leaves and nodes, under the sequencers' lock."""
         head, last_position = self._last_leaf(session)
         self._pass_start, self._logged = head, []
@@ -257,7 +281,7 @@ class TransparencyLog:
         leaf_of: dict[int, int] = {}
         added = 0
         if written and self._only_pending(session, last_position, written):
-            last = self._add_leaves(session, written, compact, held, leaf_of, self._logged)
+            last = self._add_leaves(session, written, compact, held, leaf_of, self._logged, parsed)
             return Sequenced(compact, len(written), held, leaf_of, (compact.size, last))
         while True:
             rows = session.execute(
@@ -311,6 +335,7 @@ class TransparencyLog:
         held: dict[NodeKey, bytes],
         leaf_of: dict[int, int],
         logged: list[tuple[Any, int, int, str, Any]],
+        parsed: Parsed = _NONE_PARSED,
     ) -> bytes:
         """Append the leaves of ``rows`` (in position order) and store them and the nodes
         they complete; return the last leaf's hash. ``logged`` gets each one's aggregate,
@@ -321,7 +346,7 @@ class TransparencyLog:
             entry = LogEntry.from_stored(
                 int(position), str(aggregate), int(version), str(topic), bytes(state)
             )
-            digest = entry.leaf_hash()
+            digest = leaf_hash(_entry_data(entry, parsed.get(entry.position)))
             leaf_rows.append((compact.size, int(position), digest))
             leaf_of[int(position)] = compact.size
             logged.append((aggregate, int(version), compact.size, str(topic), state))
