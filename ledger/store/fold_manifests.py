@@ -80,9 +80,9 @@ def split(predicate: bytes) -> tuple[bytes, Shared, dict[bytes, bytes]]:
     bodies: dict[bytes, bytes] = {}
     at = cut_length = 0
     for role, raw in manifests.items():
+        if role in _UNSHARED_ROLES or len(raw) < _SMALLEST:
+            continue  # (a Raw's length is its text's: not copied out to be skipped)
         body = bytes(raw)
-        if role in _UNSHARED_ROLES or len(body) < _SMALLEST:
-            continue
         # The documents come in text order; the first occurrence from ``at`` is this one
         # or the same bytes earlier, and splicing the same bytes back gives the same text.
         found = _find(predicate, body, at)
