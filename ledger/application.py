@@ -48,7 +48,6 @@ from ledger.history_reads import require_run
 from ledger.key_fold import fold_key_events
 from ledger.logged_event import LoggedEvent
 from ledger.run_manifests import stored_run_manifests
-from ledger.signing.dsse import Envelope
 from ledger.signing.keys import SigningKey
 from ledger.signing.log_key import DeferredKey, require_log_key
 from ledger.signing.trust import TrustRoot
@@ -56,6 +55,7 @@ from ledger.store.connections import ping_on_checkout
 from ledger.store.event_store import EventStore, connection_of
 from ledger.store.fold_fields import handed_payloads, write_fold_fields
 from ledger.store.group_index import record_members
+from ledger.store.log_leaves import parsed_at
 from ledger.store.log_watch import LogWatch
 from ledger.store.read_door import SessionRows
 from ledger.store.schema import APPLICATION_NAME, SchemaError, require_current
@@ -316,21 +316,16 @@ class Ledger(Application[UUID]):
             yield
 
     @timed(Stage.COMMIT)
-    def _commit(
-        self, group: AdmittedGroup, envelopes: Sequence[object]
-    ) -> tuple[Committed, Sequenced]:
+    def _commit(self, group: AdmittedGroup, sent: Sequence[object]) -> tuple[Committed, Sequenced]:
         """Store the new events and sequence them into the log in one transaction.
 
         Storing takes the event table's lock (PostgreSQL: LOCK TABLE, held to the commit;
         SQLite: the write lock), so no other writer can commit until this one has: the keys
         that authorised the group are read again here, and the group is refused back to its
         admission (``_SignerChanged``) if any of them changed since it was read.
-
-        ``envelopes``: the group's as handed to ``append_many`` (parsed ones among them are
-        not decoded or canonicalised again for the fold fields and leaves).
         """
         events, signers, groups = group.events, group.signers, group.groups
-        payloads = handed_payloads(envelopes)
+        payloads = handed_payloads(sent)  # the parsed among them: not decoded again
         with self.store.transaction(commit=True) as session:
             with timed_block(Stage.SAVE):
                 # The one place a group's per-event rows are written (events here, their
@@ -363,7 +358,7 @@ class Ledger(Application[UUID]):
                     (n.id, n.originator_id, n.originator_version, n.topic, n.state)
                     for n in (r.notification for r in recordings)
                 ],
-                _parsed_at(recordings, envelopes),
+                parsed_at(recordings, sent),  # nor canonicalised again
             )
             proofs = self.tlog.inclusions(
                 session, [r.notification.id for r in recordings], sequenced.compact.size, sequenced
@@ -502,26 +497,3 @@ class Ledger(Application[UUID]):
         """``run_digest`` if a run was ingested under it (``ledger.history_reads``)."""
         with self.store.transaction(commit=False) as session:
             return require_run(SessionRows(connection_of(session)), run_digest)
-
-
-def _parsed_at(
-    recordings: Sequence[Recording[UUID]], envelopes: Sequence[object]
-) -> dict[int, Envelope]:
-    """The parsed envelopes (``Envelope``, or a ``Checked`` one) among a group's, by the
-    position of the event that stores each: the one whose stored envelope holds that very
-    payload text (``_signed`` copies ``raw``, not its strings). The sequencer still checks
-    each against the stored bytes before it takes its JCS (``transparency_log._entry_data``)."""
-    by_text: dict[int, Envelope] = {}
-    for item in envelopes:
-        envelope = getattr(item, "envelope", item)
-        if type(envelope) is Envelope:
-            by_text[id(envelope.raw.get("payload"))] = envelope
-    found: dict[int, Envelope] = {}
-    for recording in recordings:
-        stored = getattr(recording.domain_event, "envelope", None)
-        if type(stored) is dict:
-            text = stored.get("payload")
-            envelope = by_text.get(id(text))
-            if envelope is not None and envelope.raw.get("payload") is text:
-                found[recording.notification.id] = envelope
-    return found

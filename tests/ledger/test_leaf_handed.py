@@ -21,7 +21,7 @@ from ledger.proofs.log_entries import LogEntry
 from ledger.signing.dsse import parse_envelope
 from ledger.signing.keys import SigningKey
 from ledger.signing.trust import TrustRoot
-from ledger.store.transparency_log import _entry_data
+from ledger.store.log_leaves import entry_data as _entry_data
 from tests.ledger.test_fold_handed import _envelope, _parsed, texts, values
 from tests.ledger.test_lean_writes import START, two_db_urls  # noqa: F401 - its fixture
 
