@@ -54,8 +54,9 @@ from ledger.signing.log_key import DeferredKey, require_log_key
 from ledger.signing.trust import TrustRoot
 from ledger.store.connections import ping_on_checkout
 from ledger.store.event_store import EventStore, connection_of
-from ledger.store.fold_fields import Handed, handed_payloads, write_fold_fields
+from ledger.store.fold_fields import handed_payloads, write_fold_fields
 from ledger.store.group_index import record_members
+from ledger.store.log_leaves import parsed_at
 from ledger.store.log_watch import LogWatch
 from ledger.store.read_door import SessionRows
 from ledger.store.schema import APPLICATION_NAME, SchemaError, require_current
@@ -276,7 +277,7 @@ class Ledger(Application[UUID]):
                 group = self.admission.admit(envelopes)
                 if not group.events:
                     return group.results, ([], None)
-                committed, sequenced = self._commit(group, handed_payloads(envelopes))
+                committed, sequenced = self._commit(group, envelopes)
         except BaseException:
             if group is not None:
                 self.admission.abandoned(group)  # admitted against state never stored
@@ -316,7 +317,7 @@ class Ledger(Application[UUID]):
             yield
 
     @timed(Stage.COMMIT)
-    def _commit(self, group: AdmittedGroup, payloads: Handed) -> tuple[Committed, Sequenced]:
+    def _commit(self, group: AdmittedGroup, sent: Sequence[object]) -> tuple[Committed, Sequenced]:
         """Store the new events and sequence them into the log in one transaction.
 
         Storing takes the event table's lock (PostgreSQL: LOCK TABLE, held to the commit;
@@ -325,6 +326,7 @@ class Ledger(Application[UUID]):
         admission (``_SignerChanged``) if any of them changed since it was read.
         """
         events, signers, groups = group.events, group.signers, group.groups
+        payloads = handed_payloads(sent)  # the parsed among them: not decoded again
         with self.store.transaction(commit=True) as session:
             with timed_block(Stage.SAVE):
                 # The one place a group's per-event rows are written (events here, their
@@ -357,6 +359,7 @@ class Ledger(Application[UUID]):
                     (n.id, n.originator_id, n.originator_version, n.topic, n.state)
                     for n in (r.notification for r in recordings)
                 ],
+                parsed_at(recordings, sent),  # nor canonicalised again
             )
             proofs = self.tlog.inclusions(
                 session, [r.notification.id for r in recordings], sequenced.compact.size, sequenced

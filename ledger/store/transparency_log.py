@@ -24,7 +24,6 @@ from sqlalchemy import bindparam, func, select
 
 from domain.errors import DomainError
 from ledger.errors import LogIntegrityError, ReadOnlyStoreError, StoreFullError, store_error
-from ledger.proofs.log_entries import LogEntry
 from ledger.proofs.merkle import (
     CompactRange,
     consistency_proof_from_nodes,
@@ -36,7 +35,7 @@ from ledger.proofs.signed_note import Verifier
 from ledger.signing.keys import PublicKey, SigningKey
 from ledger.signing.log_key import DeferredKey
 from ledger.store import signed_checkpoints
-from ledger.store.driver_rows import insert_tables, select_rows
+from ledger.store.driver_rows import select_rows
 from ledger.store.event_store import (
     EventStore,
     StoreSession,
@@ -44,6 +43,7 @@ from ledger.store.event_store import (
     hold_sqlite_write_lock,
 )
 from ledger.store.heads_leaves import HeadsLeaves, is_heads_position
+from ledger.store.log_leaves import NO_PARSED, Parsed, StoredRow, add_leaves
 from ledger.store.log_tables import checkpoints, leaves, metadata, nodes
 from ledger.store.log_watch import LogHead
 from ledger.store.read_door import SessionRows
@@ -80,8 +80,6 @@ _LAST_LEAF = (
 )
 _LEAF_HASH = select(leaves.c.leaf_hash).where(leaves.c.leaf_index == bindparam("index"))
 _POSITION_OF = select(leaves.c.position).where(leaves.c.leaf_index == bindparam("index"))
-_LEAF_COLUMNS = ("leaf_index", "position", "leaf_hash")
-_NODE_COLUMNS = ("level", "idx", "hash")
 
 
 class NoLogKeyError(DomainError):
@@ -103,10 +101,6 @@ class InclusionProof:
             "rootHash": base64.b64encode(self.root).decode(),
             "hashes": [base64.b64encode(h).decode() for h in self.hashes],
         }
-
-
-# An event row as stored: position, originator id, version, topic, state bytes.
-StoredRow = tuple[int, Any, int, str, bytes] | Sequence[Any]
 
 
 @dataclass(frozen=True)
@@ -211,7 +205,10 @@ class TransparencyLog:
 
     @timed(Stage.SEQUENCE)
     def sequence(
-        self, session: StoreSession, written: Sequence[StoredRow] | None = None
+        self,
+        session: StoreSession,
+        written: Sequence[StoredRow] | None = None,
+        parsed: Parsed = NO_PARSED,
     ) -> Sequenced:
         """Give every not-yet-sequenced event a leaf, in position order, and sign the tree
         that makes (caller commits).
@@ -220,9 +217,10 @@ class TransparencyLog:
         When they are exactly the events after the last leaf (an id-only query says so),
         their leaves are made from these bytes instead of reading the rows back; otherwise
         (events another writer stored unsequenced, a crash's leftovers) everything pending
-        is read from the table."""
+        is read from the table. ``parsed``: the envelopes of ``written`` as admission
+        parsed them, by position (``log_leaves.entry_data``)."""
         self.lock(session)
-        result = self._add_pending(session, written)
+        result = self._add_pending(session, written, parsed)
         if result.new_leaves and self._heads.on(session):
             result = self._add_heads_leaf(session, result)
         self._sign_grown(session, result)
@@ -248,7 +246,9 @@ class TransparencyLog:
             signed = signed_checkpoints.sign(self.origin, self.signing_key(), size, root)
             signed_checkpoints.store_unless_signed(session, signed)
 
-    def _add_pending(self, session: StoreSession, written: Sequence[StoredRow] | None) -> Sequenced:
+    def _add_pending(
+        self, session: StoreSession, written: Sequence[StoredRow] | None, parsed: Parsed
+    ) -> Sequenced:
         """``sequence``'s leaves and nodes, under the sequencers' lock."""
         head, last_position = self._last_leaf(session)
         self._pass_start, self._logged = head, []
@@ -257,7 +257,7 @@ class TransparencyLog:
         leaf_of: dict[int, int] = {}
         added = 0
         if written and self._only_pending(session, last_position, written):
-            last = self._add_leaves(session, written, compact, held, leaf_of, self._logged)
+            last = add_leaves(session, written, compact, held, leaf_of, self._logged, parsed)
             return Sequenced(compact, len(written), held, leaf_of, (compact.size, last))
         while True:
             rows = session.execute(
@@ -274,7 +274,7 @@ class TransparencyLog:
             ).all()
             if not rows:
                 break
-            last = self._add_leaves(session, rows, compact, held, leaf_of, self._logged)
+            last = add_leaves(session, rows, compact, held, leaf_of, self._logged)
             head = (head[0] + len(rows), last)
             added += len(rows)
             last_position = int(rows[-1][0])
@@ -302,36 +302,6 @@ class TransparencyLog:
             .limit(len(written) + 1)
         ).scalars()
         return [int(p) for p in pending] == positions
-
-    @staticmethod
-    def _add_leaves(
-        session: StoreSession,
-        rows: Sequence[StoredRow],
-        compact: CompactRange,
-        held: dict[NodeKey, bytes],
-        leaf_of: dict[int, int],
-        logged: list[tuple[Any, int, int, str, Any]],
-    ) -> bytes:
-        """Append the leaves of ``rows`` (in position order) and store them and the nodes
-        they complete; return the last leaf's hash. ``logged`` gets each one's aggregate,
-        version, leaf index and topic (a heads leaf's update)."""
-        leaf_rows: list[tuple[int, int, bytes]] = []
-        node_rows: list[tuple[int, int, bytes]] = []
-        for position, aggregate, version, topic, state in rows:
-            entry = LogEntry.from_stored(
-                int(position), str(aggregate), int(version), str(topic), bytes(state)
-            )
-            digest = entry.leaf_hash()
-            leaf_rows.append((compact.size, int(position), digest))
-            leaf_of[int(position)] = compact.size
-            logged.append((aggregate, int(version), compact.size, str(topic), state))
-            for n in compact.append(digest):
-                node_rows.append((n.level, n.index, n.hash))
-                held[(n.level, n.index)] = n.hash
-        # Through the driver (ledger.store.driver_rows): rows of fixed shape, one statement.
-        leaf_insert = (leaves.name, _LEAF_COLUMNS, leaf_rows, ())
-        insert_tables(session, [leaf_insert, (nodes.name, _NODE_COLUMNS, node_rows, ())])
-        return leaf_rows[-1][2]
 
     def committed(self, result: Sequenced) -> None:
         """Keep the compact range for the next append (only once its transaction committed)."""

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ledger.store.fold_fields import FoldFields, decode_fields, row_of, whole
-from ledger.store.fold_manifests import join, split
+from ledger.store.fold_manifests import _find, join, split
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=40),
@@ -98,3 +98,27 @@ def test_a_shared_documents_key_is_its_hash_every_time_it_is_cut() -> None:
         [(_, key)] = shared
         assert bodies == {key: bodies[key]} and hashlib.sha256(bodies[key]).digest() == key
         assert b'"n":%d}' % n in bodies[key]
+
+
+# Texts over a few bytes repeat a document's first bytes often: past ``_CANDIDATES`` places
+# that start alike, and documents shorter than the probe, both roads of ``_find`` run.
+_FEW = st.binary(max_size=0) | st.lists(st.sampled_from([b"{", b'"a', b"}", b"x"])).map(b"".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_FEW, _FEW, st.integers(min_value=0, max_value=4), st.integers(min_value=-3, max_value=80))
+def test_find_answers_as_bytes_find(body: bytes, filler: bytes, copies: int, start: int) -> None:
+    """``split``'s search for a document is ``bytes.find``: the first place from ``start``."""
+    text = (filler + body) * copies + filler
+    assert _find(text, body, start) == text.find(body, start)
+    long_body = b'{"apiVersion":"x"' + body
+    assert _find(text + long_body, long_body, start) == (text + long_body).find(long_body, start)
+
+
+def test_find_past_many_places_that_start_alike() -> None:
+    body = b'{"apiVersion":"kernelindex.dev/v1alpha1","kind":"Protocol"}'
+    decoys = b",".join(body[:-3] + bytes([n]) + b'"}' for n in range(65, 105))
+    text = decoys + b"," + body + b"," + body
+    assert text.count(body[:16]) > 40
+    assert _find(text, body, 0) == text.find(body) == len(decoys) + 1
+    assert _find(text, body, len(decoys) + 2) == text.find(body, len(decoys) + 2)

@@ -28,7 +28,7 @@ from sqlalchemy import create_engine, select, text
 from sqlalchemy.engine import make_url
 
 import ledger.application as application
-import ledger.store.transparency_log as transparency_log
+import ledger.store.log_leaves as log_leaves
 from benchmarks.generate import synthetic_manifests
 from domain.errors import DomainError
 from domain.statements import Role
@@ -121,7 +121,7 @@ def _append_all(
     mp = pytest.MonkeyPatch()
     try:
         if orm:
-            mp.setattr(transparency_log, "insert_tables", _core_insert_tables)
+            mp.setattr(log_leaves, "insert_tables", _core_insert_tables)
         for group in groups:
             out.extend(ledger.append_many(group))
     finally:
