@@ -316,7 +316,8 @@ def measure(
             folder, home.db_url, for_server[layout_count:], group, worker_checks=True
         )
     finally:
-        gc.unfreeze()
+        if freeze:
+            gc.unfreeze()
         shutil.rmtree(folder, ignore_errors=True)
     append = append_clocks.json(count)
     many = many_clocks.json(count)
