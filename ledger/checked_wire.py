@@ -54,7 +54,7 @@ def _codec() -> tuple[msgspec.msgpack.Encoder, msgspec.msgpack.Decoder[Any], typ
         [
             ("number", int),
             ("raw", dict[str, Any]),  # the envelope's JSON object, as received
-            ("verdict", tuple[str, str, str, str] | None),  # SignatureVerdict
+            ("verdict", tuple[str, str, str, bytes] | None),  # SignatureVerdict
             ("bad_signature", bool),
         ],
         array_like=True,
@@ -87,7 +87,7 @@ def encode_request(number: int, item: object) -> bytes:
                         verdict.keyid,
                         verdict.key_sha256,
                         verdict.signed_digest,
-                        verdict.signature_sha256,
+                        verdict.signature,
                     ),
                     item.bad_signature,
                 )

@@ -2,16 +2,16 @@
 exactly what it checked, so another process (the writer) may take it instead of verifying.
 
 The binding is (key id, sha256 of the public-key bytes verified against, the envelope's
-signed digest, sha256 of the signature bytes). The signed digest covers the payload type,
-payload and key id but not the signature, so the signature's own digest is bound too: a
-verdict never vouches for an envelope carrying other signature bytes than those checked.
+signed digest, the signature bytes). The signed digest covers the payload type, payload and
+key id but not the signature, so the signature itself is bound too: a verdict never vouches
+for an envelope carrying other signature bytes than those checked. The bytes themselves, not
+their sha256: 64 of them compare for less than hashing them again per envelope (~9 k
+instructions in the writer, callgrind), and equal bytes bind at least as tightly as a hash.
 Whoever takes a verdict compares it with the key *it* holds for that key id and with digests
 it computes itself from the envelope it holds (``matches``); on any difference it verifies.
 """
 
 from __future__ import annotations
-
-import hashlib
 
 import msgspec
 
@@ -19,10 +19,6 @@ from ledger.signing.dsse import Envelope, signed_by
 from ledger.signing.keys import PublicKey
 
 __all__ = ["SignatureVerdict"]
-
-
-def _signature_digest(envelope: Envelope) -> str:
-    return "sha256:" + hashlib.sha256(envelope.signatures[0][1]).hexdigest()
 
 
 def _fresh_signed_digest(envelope: Envelope) -> str:
@@ -40,7 +36,7 @@ class SignatureVerdict(msgspec.Struct, frozen=True):
     keyid: str
     key_sha256: str
     signed_digest: str
-    signature_sha256: str
+    signature: bytes  # the envelope's one signature, as verified
 
     @classmethod
     def of(cls, envelope: Envelope, key: PublicKey) -> SignatureVerdict | None:
@@ -51,7 +47,7 @@ class SignatureVerdict(msgspec.Struct, frozen=True):
             envelope.keyid,
             key.key_id,
             _fresh_signed_digest(envelope),
-            _signature_digest(envelope),
+            envelope.signatures[0][1],
         )
 
     def matches(self, envelope: Envelope, key: PublicKey) -> bool:
@@ -60,5 +56,5 @@ class SignatureVerdict(msgspec.Struct, frozen=True):
             self.keyid == envelope.keyid
             and self.key_sha256 == key.key_id  # the hash of the bytes this process holds
             and self.signed_digest == _fresh_signed_digest(envelope)
-            and self.signature_sha256 == _signature_digest(envelope)
+            and self.signature == envelope.signatures[0][1]
         )

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import hashlib
 import pickle
 from typing import Any
 
@@ -272,7 +271,7 @@ def _made_up_verdict(raw: dict[str, Any]) -> Checked:
         envelope.keyid,
         envelope.keyid,  # a key id is the hash of the key's bytes
         envelope.signed_digest,
-        "sha256:" + hashlib.sha256(envelope.signatures[0][1]).hexdigest(),
+        envelope.signatures[0][1],
     )
     body = encode_request(3, Checked(envelope, envelope.statement(), None, None, verdict, False))
     assert body.startswith(TAG)
