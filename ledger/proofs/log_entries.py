@@ -24,6 +24,9 @@ class LogEntry(msgspec.Struct, frozen=True):
     received_at: str
 
     def data(self) -> bytes:
+        fast = self._plain_data()
+        if fast is not None:
+            return fast
         return canonical_json(
             {
                 "position": self.position,
@@ -34,6 +37,41 @@ class LogEntry(msgspec.Struct, frozen=True):
                 "receivedAt": self.received_at,
             }
         )
+
+    def _plain_data(self) -> bytes | None:
+        """``data()`` of an entry of exact plain types with a DSSE-shaped envelope (an object
+        of ASCII keys whose values are strings, or lists of objects of ASCII keys and string
+        values: every envelope the log writes), or None. Such a value is one ``canonical_json``
+        hands its C encoder after walking it (``_shape``): plain, no float. Asked of every
+        leaf a verifier or audit recomputes, the walk cost ~1.9 of its ~5 µs; this is the
+        same test for this one shape, unrolled (property-tested against ``canonical_json``).
+        Anything else, and a lone surrogate the encoder refuses, takes ``canonical_json``."""
+        position, version, envelope = self.position, self.version, self.envelope
+        if not (
+            type(position) is int
+            and type(version) is int
+            and -_SAFE_INTEGER <= position <= _SAFE_INTEGER
+            and -_SAFE_INTEGER <= version <= _SAFE_INTEGER
+            and type(self.aggregate) is str
+            and type(self.topic) is str
+            and type(self.received_at) is str
+            and type(envelope) is dict
+            and _dsse_shaped(envelope)
+        ):
+            return None
+        try:
+            return _SORTED.encode(
+                {
+                    "position": position,
+                    "aggregate": self.aggregate,
+                    "version": version,
+                    "topic": self.topic,
+                    "envelope": envelope,
+                    "receivedAt": self.received_at,
+                }
+            )
+        except UnicodeEncodeError:  # a lone surrogate: canonical_json words the refusal
+            return None
 
     def leaf_hash(self) -> bytes:
         return leaf_hash(self.data())
@@ -80,3 +118,28 @@ class LogEntry(msgspec.Struct, frozen=True):
                 f"stored event at position {position} cannot be read: {exc}"
             ) from None
         return cls(position, aggregate, version, topic, envelope, received_at)
+
+
+# JCS's integer bound (``domain.canonical``): beyond it ``canonical_json`` refuses the value.
+_SAFE_INTEGER = 2**53 - 1
+# The C encoder ``canonical_json`` uses for plain values: sorted keys, compact.
+_SORTED = msgspec.json.Encoder(order="sorted")
+
+
+def _dsse_shaped(envelope: dict[Any, Any]) -> bool:
+    """Whether every key of ``envelope`` is an ASCII string and every value a string or a
+    list of objects whose keys are ASCII strings and whose values are strings."""
+    for key, value in envelope.items():
+        if type(key) is not str or not key.isascii():
+            return False
+        if type(value) is str:
+            continue
+        if type(value) is not list:
+            return False
+        for item in value:
+            if type(item) is not dict:
+                return False
+            for name, text in item.items():
+                if type(name) is not str or not name.isascii() or type(text) is not str:
+                    return False
+    return True

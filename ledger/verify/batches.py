@@ -14,6 +14,7 @@ from ledger.authority import KeyLookup
 from ledger.event_verification import EventVerification
 from ledger.verification_report import Check, Report
 from ledger.verify.events import (
+    NOT_READ,
     EventContext,
     Observation,
     ParsedEvent,
@@ -22,6 +23,7 @@ from ledger.verify.events import (
     is_key_event,
     observation_of,
     parse_event,
+    read_worker_event,
     seen_of,
     with_inclusion,
 )
@@ -80,6 +82,11 @@ def verify_batch(batch: Batch) -> BatchResult:
     lookup = batch.context.keys.get
     for number, line in batch.lines:
         if isinstance(line, str):
+            event = read_worker_event(f"line {number}", line, out.report)
+            if event is not NOT_READ:
+                if event is not None:
+                    verify_into(out, event, batch.context, lookup)
+                continue
             try:
                 record = read_line(line)
             except UnreadableLineError:

@@ -21,6 +21,7 @@ from ledger.verify.format import LineRoute, route_line
 from ledger.verify.inclusion import InclusionChecker
 
 __all__ = [
+    "NOT_READ",
     "EventContext",
     "Observation",
     "ParsedEvent",
@@ -31,6 +32,7 @@ __all__ = [
     "is_key_topic",
     "observation_of",
     "parse_event",
+    "read_worker_event",
     "seen_of",
     "with_inclusion",
     "worker_event",
@@ -99,12 +101,61 @@ def parse_event(where: str, record: dict[str, Any], report: Report) -> ParsedEve
             record["envelope"],
             _exactly(str, record, "receivedAt"),
         )
-        proof = decode_proof(record.get("proof"))
+    except (KeyError, TypeError, ValueError) as exc:
+        report.fail(Check.FORMAT, where, f"malformed event line: {exc}")
+        return None
+    return _with_proof(where, leaf_index, entry, record.get("proof"), report)
+
+
+def _with_proof(
+    where: str, leaf_index: int, entry: LogEntry, proof: object, report: Report
+) -> ParsedEvent | None:
+    """The rest of ``parse_event``, once its fields are read: the proof and the aggregate."""
+    try:
+        hashes = decode_proof(proof)
         aggregate = _aggregate_id(entry.aggregate)
     except (KeyError, TypeError, ValueError) as exc:
         report.fail(Check.FORMAT, where, f"malformed event line: {exc}")
         return None
-    return ParsedEvent(leaf_index, entry, proof, aggregate)
+    return ParsedEvent(leaf_index, entry, hashes, aggregate)
+
+
+class _EventLine(msgspec.Struct, forbid_unknown_fields=True):
+    """An event line of exactly the fields the exporter writes, of the types ``parse_event``
+    requires (msgspec's ``int`` and ``str``: exact, no bool, float or string for an int)."""
+
+    type: str
+    leafIndex: int
+    position: int
+    aggregate: str
+    version: int
+    topic: str
+    receivedAt: str
+    envelope: Any
+    proof: Any = None
+
+
+_EVENT_LINE = msgspec.json.Decoder(_EventLine)
+NOT_READ: Any = object()  # ``read_worker_event``: the line is for the reference road
+
+
+def read_worker_event(where: str, line: str, report: Report) -> ParsedEvent | None:
+    """``parse_event(where, read_line(line), report)`` of a worker's line that reads as a
+    non-key event line, without the dict (~1.4 µs of ~5): decoded into ``_EventLine``, which
+    accepts only lines whose every field ``read_line`` reads to the same value (a repeated
+    key's last, as both take it) and ``parse_event`` would accept as read; no other field
+    (one skipped unread could hold what ``read_line`` refuses). Else ``NOT_READ``, and the
+    caller reads the line as before (property-tested against that road)."""
+    try:
+        read = _EVENT_LINE.decode(line)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeEncodeError):
+        return cast("ParsedEvent | None", NOT_READ)
+    if read.type != "event" or is_key_topic(read.topic):
+        return cast("ParsedEvent | None", NOT_READ)
+    entry = LogEntry(
+        read.position, read.aggregate, read.version, read.topic, read.envelope, read.receivedAt
+    )
+    return _with_proof(where, read.leafIndex, entry, read.proof, report)
 
 
 def _aggregate_id(text: str) -> UUID:
