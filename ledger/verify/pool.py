@@ -168,8 +168,14 @@ def _serve(tasks: int, results: int) -> None:
         try:
             answer: tuple[bool, object] = (True, verify_batch(pickle.loads(payload)))  # noqa: S301 - see ForkedWorkers
             out = pickle.dumps(answer, pickle.HIGHEST_PROTOCOL)
-        except BaseException:  # reported to the verifying process, which raises it
-            out = pickle.dumps((False, traceback.format_exc()), pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # reported to the verifying process, which raises it
+            # The exception itself where it pickles (the caller's handlers see its own type,
+            # as through a process pool), with the worker's traceback; else the text alone.
+            remote = traceback.format_exc()
+            try:
+                out = pickle.dumps((False, (exc, remote)), pickle.HIGHEST_PROTOCOL)
+            except Exception:  # an exception that does not pickle
+                out = pickle.dumps((False, (None, remote)), pickle.HIGHEST_PROTOCOL)
         view = memoryview(_frame(out))
         while view:
             view = view[os.write(results, view) :]
@@ -189,11 +195,13 @@ class _Forked:
 
 
 def _widen(fd: int) -> None:
-    """A pipe of 1 MiB where Linux allows it: a batch (~160 KiB) written in one call."""
+    """A pipe of 256 KiB where Linux allows it: a batch (~160 KiB) written in one call. Not
+    more: pipe pages count against the user's quota (pipe-user-pages-soft, 64 MiB by
+    default), shared with every other process of the user, and there are two per worker."""
     try:
         import fcntl  # noqa: PLC0415 - POSIX only, as is fork
 
-        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 18)
     except (ImportError, OSError):
         pass  # the default size: the batch is written in parts
 
@@ -210,10 +218,22 @@ class ForkedWorkers:
 
     def __init__(self, workers: int) -> None:
         self._workers: list[_Forked] = []
+        try:
+            self._start(workers)
+        except BaseException:
+            self.shutdown()  # the workers started so far (a fork refused at a process limit)
+            raise
+
+    def _start(self, workers: int) -> None:
         for _ in range(workers):
             tasks_read, tasks_write = os.pipe()
             results_read, results_write = os.pipe()
-            pid = os.fork()
+            try:
+                pid = os.fork()
+            except BaseException:
+                for fd in (tasks_read, tasks_write, results_read, results_write):
+                    os.close(fd)
+                raise
             if pid == 0:  # the worker
                 status = 0
                 try:
@@ -255,7 +275,11 @@ class ForkedWorkers:
         # Bytes our own forked worker wrote, to a pipe no other process holds.
         ok, value = pickle.loads(worker.answers.popleft())  # noqa: S301
         if not ok:
-            raise WorkerError(f"a verify worker process failed:\n{value}")
+            raised, remote = value
+            cause = WorkerError(f"a verify worker process failed:\n{remote}")
+            if isinstance(raised, BaseException):
+                raise raised from cause
+            raise cause
         result: BatchResult = value
         return result
 

@@ -96,11 +96,61 @@ def test_a_batch_that_raises_is_an_error_here_and_the_worker_goes_on(
         tickets = [workers.submit(_batch(n, 10)) for n in range(4)]
         assert workers.take(tickets[0], block=True) is not None
         assert workers.take(tickets[1], block=True) is not None
-        with pytest.raises(WorkerError, match="ValueError: a batch this worker could not"):
+        # Its own type, as a process pool raises it (the CLI turns a DomainError or an
+        # OSError into a clean error line), with the worker's traceback as its cause.
+        with pytest.raises(ValueError, match="a batch this worker could not") as raised:
             workers.take(tickets[2], block=True)
+        assert isinstance(raised.value.__cause__, WorkerError)
+        assert "Traceback" in str(raised.value.__cause__)
         assert workers.take(tickets[3], block=True) is not None
     finally:
         workers.shutdown()
+
+
+class _Unpicklable(Exception):
+    def __reduce__(self) -> str | tuple[object, ...]:
+        raise TypeError("not this one")
+
+
+def _raises_unpicklable(batch: Batch) -> BatchResult:
+    raise _Unpicklable("held a lock")
+
+
+def test_an_exception_that_does_not_pickle_arrives_as_its_traceback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_pool, "verify_batch", _raises_unpicklable)
+    workers = ForkedWorkers(1)
+    try:
+        ticket = workers.submit(_batch(0, 10))
+        with pytest.raises(WorkerError, match="_Unpicklable: held a lock"):
+            workers.take(ticket, block=True)
+    finally:
+        workers.shutdown()
+
+
+def test_a_fork_refused_partway_leaves_no_worker_or_pipe_behind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real_fork, forks = os.fork, []
+
+    def fork_twice() -> int:
+        if len(forks) == 2:
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+        pid = real_fork()
+        if pid:
+            forks.append(pid)
+        return pid
+
+    monkeypatch.setattr(_pool, "verify_batch", _echo)
+    monkeypatch.setattr(os, "fork", fork_twice)
+    open_before = set(os.listdir("/proc/self/fd"))
+    with pytest.raises(BlockingIOError):
+        ForkedWorkers(3)
+    assert set(os.listdir("/proc/self/fd")) <= open_before
+    for pid in forks:  # reaped: waiting again finds no such child
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
 
 
 def test_a_worker_that_dies_is_an_error_here_not_a_hang(monkeypatch: pytest.MonkeyPatch) -> None:
