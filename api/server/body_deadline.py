@@ -25,6 +25,59 @@ from api.server.problems import PROBLEM_BASE, PROBLEM_JSON
 from api.service.models.problem import Problem
 
 _log = structlog.get_logger("kernelindex.api")
+# The event loop runs a timer whose time is within its clock's resolution (BaseEventLoop's
+# _run_once): a read is due when its deadline is, by that rule.
+_RESOLUTION = time.get_clock_info("monotonic").resolution
+
+
+class _Read:
+    """A body read under way: the task awaiting it and when its request's body is due."""
+
+    __slots__ = ("cancelling", "deadline", "expired", "task")
+
+    def __init__(self, task: asyncio.Task[Any], deadline: float) -> None:
+        self.task = task
+        self.deadline = deadline
+        self.cancelling = task.cancelling()
+        self.expired = False
+
+
+class _Deadlines:
+    """The body reads under way on one event loop, and one timer for all of them.
+
+    ``asyncio.timeout`` per read scheduled a timer and cancelled it (~32 k instructions a
+    read, the body usually in uvicorn's buffer already). Here a read is put in a set and
+    taken out; the one timer wakes at the earliest deadline it was set for, cancels the reads
+    then due (as ``asyncio.timeout`` cancels its task) and is set again for the earliest left.
+    Every request's deadline is its first read plus the same timeout, so a read rarely has a
+    deadline before the timer's (a later chunk of an older request): then it is set earlier."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.reads: set[_Read] = set()
+        self.timer: asyncio.TimerHandle | None = None
+
+    def add(self, read: _Read) -> None:
+        self.reads.add(read)
+        timer = self.timer
+        if timer is None or read.deadline < timer.when():
+            if timer is not None:
+                timer.cancel()
+            self.timer = self.loop.call_at(read.deadline, self._due)
+
+    def _due(self) -> None:
+        self.timer = None
+        now = self.loop.time() + _RESOLUTION
+        earliest: float | None = None
+        for read in self.reads:
+            if read.deadline < now:
+                if not read.expired:
+                    read.expired = True
+                    read.task.cancel()
+            elif earliest is None or read.deadline < earliest:
+                earliest = read.deadline
+        if earliest is not None:
+            self.timer = self.loop.call_at(earliest, self._due)
 
 
 def timeout_problem(scope: Scope, timeout: float) -> bytes:
@@ -48,6 +101,15 @@ class BodyDeadlineMiddleware:
     def __init__(self, app: ASGIApp, timeout: float) -> None:
         self.app = app
         self.timeout = timeout
+        # The last event loop's reads (an app served on another loop, as tests do, gets its
+        # own; a read keeps the one it was put in).
+        self._deadlines: _Deadlines | None = None
+
+    def _deadlines_of(self, loop: asyncio.AbstractEventLoop) -> _Deadlines:
+        deadlines = self._deadlines
+        if deadlines is None or deadlines.loop is not loop:
+            deadlines = self._deadlines = _Deadlines(loop)
+        return deadlines
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != ScopeType.HTTP or self.timeout <= 0:
@@ -73,17 +135,28 @@ class BodyDeadlineMiddleware:
                 # The body is in (or the answer is under way): later reads only wait for a
                 # disconnect, which needs no deadline.
                 return await receive()
-            now = time.monotonic()
-            deadline = deadline if deadline is not None else now + self.timeout
+            loop = asyncio.get_running_loop()
+            if deadline is None:
+                deadline = loop.time() + self.timeout
+            task = asyncio.current_task()
+            if task is None:
+                raise RuntimeError("a request body is read inside a task")
+            # This task cancelled at the deadline, as asyncio.timeout would (not wait_for's
+            # task per read: the body is usually in uvicorn's buffer already).
+            read = _Read(task, deadline)
+            deadlines = self._deadlines_of(loop)
+            deadlines.add(read)
             try:
-                # A timeout on this task, not wait_for's task per read: the body is usually
-                # in uvicorn's buffer already, and a task per read cost a loop iteration.
-                async with asyncio.timeout(max(deadline - now, 0.0)):
-                    message = await receive()
-            except TimeoutError:
+                message = await receive()
+            except asyncio.CancelledError:
+                # Ours only if the deadline cancelled it and nothing else did as well.
+                if not read.expired or task.uncancel() > read.cancelling:
+                    raise
                 answered = True
                 await self._answer_408(scope, send)
                 return {"type": "http.disconnect"}
+            finally:
+                deadlines.reads.discard(read)
             if message["type"] == "http.request" and not message.get("more_body", False):
                 body_done = True
             return message

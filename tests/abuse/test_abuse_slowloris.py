@@ -209,13 +209,16 @@ def test_a_stalled_connection_or_body_answers_408_and_closes(tmp_path: Path) -> 
                 time.sleep(0.3)
             data, _, _ = read_until_closed(steady, 1)
         assert data.startswith(b"HTTP/1.1 200 "), data[:200]
-        # Keep-alive: a second request on the same connection gets its own header deadline.
+        # Keep-alive: a second request on the same connection gets its own header deadline,
+        # counted from its first bytes (the connection's timer, set for the first request,
+        # wakes 0.8 s after them and waits on: a 408 then would be early).
         with socket.create_connection(address) as kept:
             kept.sendall(request_head())
             time.sleep(0.2)
             kept.sendall(request_head()[:5])
             data, closed, waited = read_until_closed(kept, 5)
         assert data.startswith(b"HTTP/1.1 200 ") and b"HTTP/1.1 408 " in data and closed
+        assert HEADER_TIMEOUT - 0.1 <= waited < HEADER_TIMEOUT + 1.5
         assert event_count(served.ledger) == stored
 
 
