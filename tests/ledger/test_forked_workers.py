@@ -132,7 +132,8 @@ def test_an_exception_that_does_not_pickle_arrives_as_its_traceback(
 def test_a_fork_refused_partway_leaves_no_worker_or_pipe_behind(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    real_fork, forks = os.fork, []
+    real_fork = os.fork
+    forks: list[int] = []
 
     def fork_twice() -> int:
         if len(forks) == 2:
