@@ -13,6 +13,11 @@ import pytest
 from api.server.body_deadline import BodyDeadlineMiddleware
 
 TIMEOUT = 0.3
+# The deadline-order tests' timeout: long enough that what tells a right timer from a wrong
+# one is a second or more apart, so a loaded machine's late event loop cannot blur them (no
+# bound here is a speed claim; each upper bound is the deadline a wrong timer would use).
+LONG = 3.0
+EARLY = 0.05  # asyncio may fire a timer up to its clock resolution early
 
 
 def _scope(path: str) -> dict[str, Any]:
@@ -61,24 +66,27 @@ def _serve(middleware: BodyDeadlineMiddleware, path: str, client: Client) -> asy
 def test_each_stalled_request_times_out_at_its_own_deadline() -> None:
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        middleware = BodyDeadlineMiddleware(_app, TIMEOUT)
+        middleware = BodyDeadlineMiddleware(_app, LONG)
         early, late, prompt = Client(), Client(), Client()
         start = loop.time()
         tasks = [_serve(middleware, "/early", early)]
-        await asyncio.sleep(TIMEOUT / 2)
+        await asyncio.sleep(LONG / 2)
+        late_start = loop.time()
         tasks.append(_serve(middleware, "/late", late))
         tasks.append(_serve(middleware, "/prompt", prompt))
         await asyncio.sleep(0.01)
         prompt.chunks.put_nowait({"type": "http.request", "body": b"ab", "more_body": True})
         await asyncio.sleep(0.01)
         prompt.chunks.put_nowait({"type": "http.request", "body": b"c", "more_body": False})
-        await asyncio.wait_for(asyncio.gather(*tasks), 5)
+        await asyncio.wait_for(asyncio.gather(*tasks), 5 * LONG)
         assert early.status == 408 and late.status == 408 and prompt.status == 200
         assert prompt.sent[1]["body"] == b"abc"
         assert early.answered_at is not None and late.answered_at is not None
-        assert TIMEOUT - 0.02 <= early.answered_at - start < TIMEOUT + 0.1
-        # The later request's own deadline: not the earlier one's timer.
-        assert late.answered_at - early.answered_at >= TIMEOUT / 2 - 0.03
+        # Each at its own deadline: not before it, and the early one not held to the later
+        # request's (a timer that waits for the newest deadline only).
+        assert early.answered_at - start >= LONG - EARLY
+        assert early.answered_at < late_start + LONG
+        assert late.answered_at - late_start >= LONG - EARLY
         body = json.loads(early.sent[1]["body"])
         assert body["status"] == 408 and body["instance"] == "/early"
         assert (b"connection", b"close") in early.sent[0]["headers"]
@@ -89,19 +97,23 @@ def test_each_stalled_request_times_out_at_its_own_deadline() -> None:
 def test_a_later_chunk_of_an_older_request_is_due_at_its_first_reads_deadline() -> None:
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        middleware = BodyDeadlineMiddleware(_app, TIMEOUT)
+        middleware = BodyDeadlineMiddleware(_app, LONG)
         old, young = Client(), Client()
         start = loop.time()
         old_task = _serve(middleware, "/old", old)
         old.chunks.put_nowait({"type": "http.request", "body": b"a", "more_body": True})
-        await asyncio.sleep(TIMEOUT / 3)
+        await asyncio.sleep(LONG / 3)
+        young_start = loop.time()
         young_task = _serve(middleware, "/young", young)  # the timer now wakes for this one
         await asyncio.sleep(0.01)
         young.chunks.put_nowait({"type": "http.request", "body": b"y"})
-        await asyncio.wait_for(asyncio.gather(old_task, young_task), 5)
+        await asyncio.wait_for(asyncio.gather(old_task, young_task), 5 * LONG)
         assert young.status == 200 and old.status == 408
         assert old.answered_at is not None
-        assert TIMEOUT - 0.02 <= old.answered_at - start < TIMEOUT + 0.1
+        # Due at its first read plus the timeout, not re-armed by the later chunk's read
+        # nor by the younger request's arrival.
+        assert old.answered_at - start >= LONG - EARLY
+        assert old.answered_at < young_start + LONG
 
     asyncio.run(main())
 
