@@ -186,6 +186,7 @@ class Admission(AdmissionLookups):
                 out.touched[outcome.id] = outcome
                 admitted_digests[envelope.signed_digest] = len(out.events)
                 out.results.append(Admitted(len(out.events), statement, False))
+                out.parsed.append(envelope)
                 out.events.extend(outcome.collect_events())
             out.signers = {p: v for p, v in group.signers.items() if p not in out.touched}
         except BaseException:

@@ -46,6 +46,10 @@ class AdmittedGroup:
     # itself registered or revoked): read again under the log's lock before the commit.
     signers: dict[UUID, int] = field(default_factory=dict)
     groups: dict[str, tuple[str, int]] = field(default_factory=dict)
+    # The envelopes admitted, as parsed: the commit takes their payload bytes and JCS
+    # (``fold_fields.handed_payloads``, ``log_leaves.parsed_at``) where an event stores that
+    # very envelope, also when the group was sent as raw JSON (one process).
+    parsed: list[Envelope] = field(default_factory=list)
 
 
 def receipt_of(  # noqa: PLR0913 - one per field of LoggedEvent

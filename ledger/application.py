@@ -277,7 +277,7 @@ class Ledger(Application[UUID]):
                 group = self.admission.admit(envelopes)
                 if not group.events:
                     return group.results, ([], None)
-                committed, sequenced = self._commit(group, envelopes)
+                committed, sequenced = self._commit(group)
         except BaseException:
             if group is not None:
                 self.admission.abandoned(group)  # admitted against state never stored
@@ -317,7 +317,7 @@ class Ledger(Application[UUID]):
             yield
 
     @timed(Stage.COMMIT)
-    def _commit(self, group: AdmittedGroup, sent: Sequence[object]) -> tuple[Committed, Sequenced]:
+    def _commit(self, group: AdmittedGroup) -> tuple[Committed, Sequenced]:
         """Store the new events and sequence them into the log in one transaction.
 
         Storing takes the event table's lock (PostgreSQL: LOCK TABLE, held to the commit;
@@ -326,7 +326,7 @@ class Ledger(Application[UUID]):
         admission (``_SignerChanged``) if any of them changed since it was read.
         """
         events, signers, groups = group.events, group.signers, group.groups
-        payloads = handed_payloads(sent)  # the parsed among them: not decoded again
+        payloads = handed_payloads(group.parsed)  # as admission parsed them: not decoded again
         with self.store.transaction(commit=True) as session:
             with timed_block(Stage.SAVE):
                 # The one place a group's per-event rows are written (events here, their
@@ -359,7 +359,7 @@ class Ledger(Application[UUID]):
                     (n.id, n.originator_id, n.originator_version, n.topic, n.state)
                     for n in (r.notification for r in recordings)
                 ],
-                parsed_at(recordings, sent),  # nor canonicalised again
+                parsed_at(recordings, group.parsed),  # nor canonicalised again
             )
             proofs = self.tlog.inclusions(
                 session, [r.notification.id for r in recordings], sequenced.compact.size, sequenced

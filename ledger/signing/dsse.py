@@ -22,7 +22,13 @@ from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar, overload
 
 import msgspec
 
-from domain.canonical import DIGEST_PREFIX, canonical_b64decode, canonical_json, sha256_hex
+from domain.canonical import (
+    DIGEST_PREFIX,
+    canonical_b64decode,
+    canonical_json,
+    plain_json,
+    sha256_hex,
+)
 from domain.documents import parse_admitted_json, parse_json
 from domain.errors import CanonicalizationError, DomainError, ParseError
 from domain.statements import PAYLOAD_TYPE, parse_statement
@@ -168,7 +174,11 @@ class Envelope(msgspec.Struct, frozen=True, dict=True):
         """The JCS bytes of ``raw``, made once: its digest is taken over these, not a second
         serialisation. Made on first use where parsing could tell they exist (a verifier
         never asks: the log entry's leaf hash covers the envelope already)."""
-        return self.made if self.made is not None else canonical_json(dict(self.raw))
+        if self.made is not None:
+            return self.made
+        if _still_plain(self.raw):
+            return plain_json(self.raw)  # the same bytes, without ``canonical_json``'s walk
+        return canonical_json(dict(self.raw))
 
     @_made_once
     def digest(self) -> str:
@@ -292,6 +302,28 @@ def _plain_envelope(value: Mapping[str, Any], item: Mapping[str, Any], keyid: st
         keyid.encode("utf-8")
     except UnicodeEncodeError:
         return False
+    return True
+
+
+def _still_plain(raw: Mapping[str, Any]) -> bool:
+    """Whether ``raw`` is (still, when its JCS is asked for) an exact dict of the envelope's
+    fields only, each an exact ``str`` but ``signatures``, an exact list of one exact dict of
+    ``keyid`` and ``sig`` only, exact ``str`` too: what ``_plain_envelope`` accepts. Its keys
+    are then these ASCII names (a subset of them, each of type ``str``) and its values strings,
+    so its JCS bytes are ``plain_json``'s. Checked again, not assumed from the parse: ``raw``
+    is the caller's dict, and anything else goes to ``canonical_json``."""
+    if type(raw) is not dict or not raw.keys() <= _ENVELOPE_FIELDS:
+        return False
+    signatures = raw.get("signatures")
+    if type(signatures) is not list or len(signatures) != SIGNATURES:
+        return False
+    item = signatures[0]
+    if type(item) is not dict or not item.keys() <= _SIGNATURE_FIELDS:
+        return False
+    for mapping in (raw, item):
+        for key, value in mapping.items():
+            if type(key) is not str or (key != "signatures" and type(value) is not str):
+                return False
     return True
 
 

@@ -7,19 +7,24 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+from typing import Any
 
 import msgspec
 import pytest
+import rfc8785
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from domain.canonical import canonical_b64decode, canonical_json
+import ledger.signing.dsse as dsse
+from domain.canonical import canonical_b64decode, canonical_json, plain_json
 from domain.errors import CanonicalizationError
 from domain.statements import PAYLOAD_TYPE
 from ledger.signing.dsse import (
+    Envelope,
     EnvelopeError,
     _b64_fast,
     _b64decode_strict,
+    _still_plain,
     pae,
     parse_envelope,
     signed_digest,
@@ -201,3 +206,81 @@ def test_the_signed_digest_memo_answers_only_for_the_payload_it_digested(
         assert dsse.stored_signed_digest(raw) == expected
         assert dsse.stored_signed_digest(dict(raw, payload="".join(payload))) == expected
         assert parse_envelope(raw).signed_digest == expected
+
+
+# Strings with what JCS escapes (controls, quote, backslash), non-ASCII, astral characters
+# and lone surrogates (which have no JCS: both roads must refuse them alike).
+_ANY_TEXT = st.text(alphabet=st.characters(codec=None), max_size=12) | st.sampled_from(
+    ["", '\x00\x1f\x7f"\\/', "é€😀", "\ud800", "\u2028\u2029", "\U0010ffff"]
+)
+# What else a caller's dict may hold where a string was: big integers, floats, other shapes.
+_NOT_TEXT = st.one_of(
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=False),
+    st.none(),
+    st.booleans(),
+    st.lists(st.integers(), max_size=2),
+)
+
+
+def _jcs_or_refusal(make: Any) -> bytes | str:
+    try:
+        return bytes(make())
+    except CanonicalizationError:
+        return "refused"
+
+
+@given(
+    st.fixed_dictionaries(
+        {"payloadType": _ANY_TEXT | _NOT_TEXT, "payload": _ANY_TEXT | _NOT_TEXT},
+        optional={"extra": _ANY_TEXT, "é": _ANY_TEXT},
+    ),
+    st.fixed_dictionaries(
+        {"keyid": _ANY_TEXT | _NOT_TEXT},
+        optional={"sig": _ANY_TEXT | _NOT_TEXT, "other": _NOT_TEXT},
+    ),
+    st.integers(0, 2),
+)
+@example({"payloadType": PAYLOAD_TYPE, "payload": "eyJ9"}, {"keyid": "k\ud800", "sig": ""}, 1)
+@example({"payloadType": PAYLOAD_TYPE, "payload": "eyJ9"}, {"keyid": 2**60, "sig": ""}, 1)
+def test_a_plain_envelopes_jcs_is_the_reference_canonical_form(
+    top: dict[str, Any], item: dict[str, Any], copies: int
+) -> None:
+    """``Envelope.canonical`` of a dict the envelope's shape (``_still_plain``) is the C
+    encoder's bytes without ``canonical_json``'s walk: the same bytes as ``canonical_json``
+    (and rfc8785's), or the same refusal, whatever the dict holds: non-ASCII and escaped
+    text, lone surrogates, big integers, floats, other keys and other shapes."""
+    raw = {**top, "signatures": [dict(item) for _ in range(copies)]}
+    envelope = Envelope(PAYLOAD_TYPE, b"", (("k", b""),), raw, None)
+    fast = _jcs_or_refusal(lambda: envelope.canonical)
+    assert fast == _jcs_or_refusal(lambda: canonical_json(dict(raw)))
+    if fast != "refused":
+        assert fast == rfc8785.dumps(raw)
+    if _still_plain(raw):
+        assert fast == _jcs_or_refusal(lambda: plain_json(raw))
+
+
+def test_a_parsed_envelope_takes_the_plain_road_and_a_changed_one_does_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    raw = {
+        "payloadType": PAYLOAD_TYPE,
+        "payload": base64.b64encode(b'{"a": 1}').decode(),
+        "signatures": [{"keyid": 'clé \x01"\\ 😀', "sig": base64.b64encode(b"s").decode()}],
+    }
+    envelope = parse_envelope(raw)
+    assert envelope.made is None and _still_plain(raw)
+    expected = canonical_json(dict(raw))
+    monkeypatch.setattr(dsse, "canonical_json", _not_called)
+    assert envelope.canonical == expected  # the plain road, no walk
+    # The caller's dict changed after the parse (a float JCS spells otherwise than msgspec):
+    # the JCS is the reference's.
+    changed = parse_envelope(dict(raw, signatures=[dict(raw["signatures"][0])]))
+    changed.raw["signatures"][0]["sig"] = 1e21  # type: ignore[index]
+    monkeypatch.undo()
+    assert changed.canonical == canonical_json(dict(changed.raw)) == rfc8785.dumps(changed.raw)
+    assert b"1e+21" in changed.canonical
+
+
+def _not_called(*_: object, **__: object) -> bytes:
+    raise AssertionError("the reference road was taken")

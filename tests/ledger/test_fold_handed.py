@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
+import ledger.application as application
 import ledger.store.fold_fields as fold_fields
 import tests.ledger.test_lean_writes as lean
 from domain.errors import DomainError
@@ -140,9 +141,27 @@ def _fold_rows(ledger: Ledger) -> tuple[list[tuple[Any, ...]], list[tuple[Any, .
         )
 
 
+_ROADS = (application.handed_payloads, application.parsed_at)
+
+
+def set_roads(monkeypatch: pytest.MonkeyPatch, *, on: bool) -> None:
+    """Off: the commit hands nothing on, every payload is decoded and every leaf
+    canonicalised from the stored envelope (the reference roads)."""
+    handed, parsed_at = _ROADS if on else (lambda _: {}, lambda *_: {})
+    monkeypatch.setattr(application, "handed_payloads", handed)
+    monkeypatch.setattr(application, "parsed_at", parsed_at)
+
+
+# ``parsed``: the edge or the writer's wire parsed each envelope; ``raw``: one process sends
+# the JSON values, which admission parses (``AdmittedGroup.parsed`` hands them on).
+@pytest.mark.parametrize("sent_as", ["parsed", "raw"])
 @pytest.mark.parametrize("split", ["one per commit", "groups of 32"])
 def test_parsed_and_raw_envelopes_write_the_same_fold_rows(
-    two_db_urls: tuple[str, str], seed_path: Path, split: str, monkeypatch: pytest.MonkeyPatch
+    two_db_urls: tuple[str, str],
+    seed_path: Path,
+    split: str,
+    sent_as: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     keys = {name: SigningKey.generate() for name in ("admin", "ingester", "attester", "log")}
     root = TrustRoot(
@@ -160,11 +179,12 @@ def test_parsed_and_raw_envelopes_write_the_same_fold_rows(
         for x in (0.1, 1e300, -2.5e-7)
     ]
     made = []
-    for parsed, url in zip((False, True), two_db_urls, strict=True):
+    for fast, url in zip((False, True), two_db_urls, strict=True):
         ledger = lean._open(url, root, keys["log"], orm=False)
         try:
-            sent = [_parsed(e) for e in envelopes] if parsed else envelopes
-            if parsed:  # every stored payload is one handed: none is decoded again
+            sent = [_parsed(e) for e in envelopes] if fast and sent_as == "parsed" else envelopes
+            set_roads(monkeypatch, on=fast)
+            if fast:  # every stored payload is one handed: none is decoded again
                 monkeypatch.setattr(fold_fields, "stored_payload", _no_decode)
             lean._append_all(ledger, lean.SPLITS[split](sent), orm=False)
             made.append(_fold_rows(ledger))

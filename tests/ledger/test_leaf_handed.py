@@ -22,7 +22,7 @@ from ledger.signing.dsse import parse_envelope
 from ledger.signing.keys import SigningKey
 from ledger.signing.trust import TrustRoot
 from ledger.store.log_leaves import entry_data as _entry_data
-from tests.ledger.test_fold_handed import _envelope, _parsed, texts, values
+from tests.ledger.test_fold_handed import _envelope, _parsed, set_roads, texts, values
 from tests.ledger.test_lean_writes import START, two_db_urls  # noqa: F401 - its fixture
 
 safe = st.integers(0, 2**53 - 1)
@@ -92,9 +92,16 @@ def test_any_other_stored_envelope_is_canonicalised_from_what_is_stored(
     assert taken == []
 
 
+# ``parsed``: the edge or the writer's wire parsed each envelope; ``raw``: one process sends
+# the JSON values, which admission parses (``AdmittedGroup.parsed`` hands them on).
+@pytest.mark.parametrize("sent_as", ["parsed", "raw"])
 @pytest.mark.parametrize("split", ["one per commit", "groups of 32"])
 def test_parsed_and_raw_envelopes_log_the_same_leaves(
-    two_db_urls: tuple[str, str], seed_path: Path, split: str, monkeypatch: pytest.MonkeyPatch
+    two_db_urls: tuple[str, str],
+    seed_path: Path,
+    split: str,
+    sent_as: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     keys = {name: SigningKey.generate() for name in ("admin", "ingester", "attester", "log")}
     root = TrustRoot(
@@ -106,11 +113,12 @@ def test_parsed_and_raw_envelopes_log_the_same_leaves(
     envelopes = lean._envelopes(json.loads(seed_path.read_text()), keys)
     made = []
     given: list[int] = []
-    for parsed, url in zip((False, True), two_db_urls, strict=True):
+    for fast, url in zip((False, True), two_db_urls, strict=True):
         ledger = lean._open(url, root, keys["log"], orm=False)
         try:
-            sent = [_parsed(e) for e in envelopes] if parsed else envelopes
-            if parsed:
+            sent = [_parsed(e) for e in envelopes] if fast and sent_as == "parsed" else envelopes
+            set_roads(monkeypatch, on=fast)
+            if fast:
                 given = _counting(monkeypatch)
             lean._append_all(ledger, lean.SPLITS[split](sent), orm=False)
             rows = lean._rows(ledger)
@@ -119,6 +127,6 @@ def test_parsed_and_raw_envelopes_log_the_same_leaves(
             ledger.close()
     assert made[0][0]
     assert made[1] == made[0]
-    # Every event fed parsed took its envelope's bytes from the parse.
+    # Every event took its envelope's bytes from the parse.
     events = [leaf for leaf in made[1][0] if leaf[1] >= 0]
     assert sorted(given) == sorted(leaf[1] for leaf in events)
