@@ -23,6 +23,7 @@ import gc
 import os
 import pickle
 import select
+import signal
 import threading
 import traceback
 from collections import deque
@@ -194,6 +195,12 @@ class _Forked:
         self.ended = False  # its results pipe reached its end
 
 
+# The verifying side's pipe ends of every live pool in this process. A forked worker closes
+# them all: a worker of one pool holding another pool's batch pipe open would keep that
+# pool's workers from ever reading its end (and their shutdown from returning).
+_LIVE_ENDS: set[int] = set()
+
+
 def _widen(fd: int) -> None:
     """A pipe of 256 KiB where Linux allows it: a batch (~160 KiB) written in one call. Not
     more: pipe pages count against the user's quota (pipe-user-pages-soft, 64 MiB by
@@ -239,9 +246,8 @@ class ForkedWorkers:
                 try:
                     for fd in (tasks_write, results_read):
                         os.close(fd)
-                    for other in self._workers:  # earlier workers' ends, inherited
-                        os.close(other.tasks)
-                        os.close(other.results)
+                    for fd in _LIVE_ENDS:  # every live pool's ends, inherited
+                        os.close(fd)
                     _serve(tasks_read, results_write)
                 except BaseException:  # this process ends here, whatever happened
                     status = 1
@@ -253,6 +259,7 @@ class ForkedWorkers:
             for fd in (tasks_write, results_read):
                 _widen(fd)
                 os.set_blocking(fd, False)
+            _LIVE_ENDS.update((tasks_write, results_read))
             self._workers.append(_Forked(pid, tasks_write, results_read))
 
     def submit(self, batch: Batch) -> object:
@@ -284,12 +291,23 @@ class ForkedWorkers:
         return result
 
     def shutdown(self) -> None:
-        """Close the workers' pipes (each ends once its batch in hand is done) and reap them."""
+        """Close the workers' pipes and end the workers. Each would end at its pipe's end once
+        its batch in hand is done, but a child this process forked elsewhere may hold that
+        pipe open too; every result wanted has been taken by now, so the workers are killed
+        rather than waited for, then reaped."""
         for worker in self._workers:
-            os.close(worker.tasks)
-            os.close(worker.results)
+            for fd in (worker.tasks, worker.results):
+                _LIVE_ENDS.discard(fd)
+                os.close(fd)
         for worker in self._workers:
-            os.waitpid(worker.pid, 0)
+            try:
+                # Not reaped yet (so the pid is still this child's, never another process's).
+                running = os.waitpid(worker.pid, os.WNOHANG) == (0, 0)
+            except ChildProcessError:  # reaped by someone else's waitpid(-1)
+                continue
+            if running:
+                os.kill(worker.pid, signal.SIGKILL)
+                os.waitpid(worker.pid, 0)
         self._workers = []
 
     def _pump(self, *, wait: bool) -> None:

@@ -8,6 +8,8 @@ The verifier's reports with these workers are held to one process's in
 from __future__ import annotations
 
 import os
+import signal
+from collections.abc import Iterator
 
 import pytest
 
@@ -164,3 +166,66 @@ def test_a_worker_that_dies_is_an_error_here_not_a_hang(monkeypatch: pytest.Monk
             workers.take(tickets[1], block=True)
     finally:
         workers.shutdown()
+
+
+@pytest.fixture
+def hang_is_a_failure() -> Iterator[None]:
+    """A liveness bound, not a speed claim: a shutdown that waits for ever fails after 60 s."""
+
+    def fail(signum: int, frame: object) -> None:
+        raise TimeoutError("shutdown did not return: a worker is waited for ever")
+
+    old = signal.signal(signal.SIGALRM, fail)
+    signal.alarm(60)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@pytest.mark.usefixtures("hang_is_a_failure")
+def test_two_pools_alive_at_once_each_shut_down_without_the_other(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A second pool's workers, forked while the first is alive, do not hold the first's
+    pipes open: shutting the first down returns (it waited for ever when they did)."""
+    monkeypatch.setattr(_pool, "verify_batch", _echo)
+    first = ForkedWorkers(2)
+    second = ForkedWorkers(2)
+    try:
+        ticket = first.submit(_batch(0, 10))
+        assert first.take(ticket, block=True) is not None
+        pids = [worker.pid for worker in first._workers]
+        first.shutdown()  # returns: its workers are reaped
+        for pid in pids:
+            with pytest.raises(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+        ticket = second.submit(_batch(1, 10))
+        assert second.take(ticket, block=True) is not None
+    finally:
+        second.shutdown()
+
+
+@pytest.mark.usefixtures("hang_is_a_failure")
+def test_a_worker_whose_pipe_another_child_holds_is_still_ended(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A child forked elsewhere while a pool is alive holds its pipes open, so a worker
+    never reads their end; shutdown ends the worker anyway instead of waiting for ever."""
+    monkeypatch.setattr(_pool, "verify_batch", _echo)
+    workers = ForkedWorkers(1)
+    other = os.fork()
+    if other == 0:  # holds every descriptor it inherited until killed
+        try:
+            signal.pause()
+        finally:
+            os._exit(0)
+    try:
+        (pid,) = [worker.pid for worker in workers._workers]
+        workers.shutdown()
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+    finally:
+        os.kill(other, signal.SIGKILL)
+        os.waitpid(other, 0)
