@@ -169,14 +169,16 @@ def _serve(tasks: int, results: int) -> None:
         try:
             answer: tuple[bool, object] = (True, verify_batch(pickle.loads(payload)))  # noqa: S301 - see ForkedWorkers
             out = pickle.dumps(answer, pickle.HIGHEST_PROTOCOL)
-        except Exception as exc:  # reported to the verifying process, which raises it
-            # The exception itself where it pickles (the caller's handlers see its own type,
-            # as through a process pool), with the worker's traceback; else the text alone.
+        except BaseException as exc:  # reported to the verifying process, which raises it
+            # The exception itself, pickled on its own, where it makes the round trip (the
+            # caller's handlers see its own type, as through a process pool), with the
+            # worker's traceback; else the traceback's text alone.
             remote = traceback.format_exc()
             try:
-                out = pickle.dumps((False, (exc, remote)), pickle.HIGHEST_PROTOCOL)
+                raised: bytes | None = pickle.dumps(exc, pickle.HIGHEST_PROTOCOL)
             except Exception:  # an exception that does not pickle
-                out = pickle.dumps((False, (None, remote)), pickle.HIGHEST_PROTOCOL)
+                raised = None
+            out = pickle.dumps((False, (raised, remote)), pickle.HIGHEST_PROTOCOL)
         view = memoryview(_frame(out))
         while view:
             view = view[os.write(results, view) :]
@@ -282,8 +284,12 @@ class ForkedWorkers:
         # Bytes our own forked worker wrote, to a pipe no other process holds.
         ok, value = pickle.loads(worker.answers.popleft())  # noqa: S301
         if not ok:
-            raised, remote = value
+            pickled, remote = value
             cause = WorkerError(f"a verify worker process failed:\n{remote}")
+            try:
+                raised = pickle.loads(pickled) if pickled is not None else None  # noqa: S301
+            except Exception:  # one that pickles but does not unpickle (its __init__'s arguments)
+                raised = None
             if isinstance(raised, BaseException):
                 raise raised from cause
             raise cause

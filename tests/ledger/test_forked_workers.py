@@ -114,7 +114,16 @@ class _Unpicklable(Exception):
         raise TypeError("not this one")
 
 
+class _NotUnpicklable(Exception):
+    """Pickles, but its __init__ cannot be called again with its args (unpickling fails)."""
+
+    def __init__(self, a: int, b: int) -> None:
+        super().__init__(f"{a}/{b}")
+
+
 def _raises_unpicklable(batch: Batch) -> BatchResult:
+    if batch.lines[0][0] == 1:
+        raise _NotUnpicklable(1, 2)
     raise _Unpicklable("held a lock")
 
 
@@ -124,9 +133,31 @@ def test_an_exception_that_does_not_pickle_arrives_as_its_traceback(
     monkeypatch.setattr(_pool, "verify_batch", _raises_unpicklable)
     workers = ForkedWorkers(1)
     try:
-        ticket = workers.submit(_batch(0, 10))
+        first, second = workers.submit(_batch(0, 10)), workers.submit(_batch(1, 10))
         with pytest.raises(WorkerError, match="_Unpicklable: held a lock"):
-            workers.take(ticket, block=True)
+            workers.take(first, block=True)
+        with pytest.raises(WorkerError, match="_NotUnpicklable: 1/2"):
+            workers.take(second, block=True)
+    finally:
+        workers.shutdown()
+
+
+def _interrupted(batch: Batch) -> BatchResult:
+    if batch.lines[0][0] == 0:
+        raise KeyboardInterrupt
+    return _echo(batch)
+
+
+def test_an_interrupt_inside_a_batch_is_reported_and_the_worker_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_pool, "verify_batch", _interrupted)
+    workers = ForkedWorkers(1)
+    try:
+        first, second = workers.submit(_batch(0, 10)), workers.submit(_batch(1, 10))
+        with pytest.raises(KeyboardInterrupt):
+            workers.take(first, block=True)
+        assert workers.take(second, block=True) is not None
     finally:
         workers.shutdown()
 
