@@ -81,7 +81,7 @@ def test_another_context_variable_is_in_both_lines(capsys: pytest.CaptureFixture
 
 
 @pytest.mark.usefixtures("restored")
-def test_a_changed_processor_list_sends_the_line_back_through_structlog(
+def test_a_processor_list_edited_in_place_is_run_by_both_roads_alike(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     observability.configure_logging(json_logs=True)
