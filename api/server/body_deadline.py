@@ -80,6 +80,25 @@ class _Deadlines:
             self.timer = self.loop.call_at(earliest, self._due)
 
 
+async def _read_by(read: _Read, receive: Receive, deadlines: _Deadlines) -> ReceiveMessage | None:
+    """``receive()`` with its task cancelled at the read's deadline, as asyncio.timeout would
+    (not wait_for's task per read: the body is usually in uvicorn's buffer already): the
+    message, or None where the deadline cancelled the read and nothing else did as well."""
+    deadlines.add(read)
+    try:
+        message = await receive()
+    except asyncio.CancelledError:
+        if not read.expired or read.task.uncancel() > read.cancelling:
+            raise
+        return None
+    else:
+        if read.expired:  # the deadline's cancel was swallowed below: take it back,
+            read.task.uncancel()  # as asyncio.timeout does whatever the read ended with
+        return message
+    finally:
+        deadlines.reads.discard(read)
+
+
 def timeout_problem(scope: Scope, timeout: float) -> bytes:
     """The 408 body, shaped like every other problem the API answers."""
     body = Problem(
@@ -141,22 +160,11 @@ class BodyDeadlineMiddleware:
             task = asyncio.current_task()
             if task is None:
                 raise RuntimeError("a request body is read inside a task")
-            # This task cancelled at the deadline, as asyncio.timeout would (not wait_for's
-            # task per read: the body is usually in uvicorn's buffer already).
-            read = _Read(task, deadline)
-            deadlines = self._deadlines_of(loop)
-            deadlines.add(read)
-            try:
-                message = await receive()
-            except asyncio.CancelledError:
-                # Ours only if the deadline cancelled it and nothing else did as well.
-                if not read.expired or task.uncancel() > read.cancelling:
-                    raise
+            message = await _read_by(_Read(task, deadline), receive, self._deadlines_of(loop))
+            if message is None:
                 answered = True
                 await self._answer_408(scope, send)
                 return {"type": "http.disconnect"}
-            finally:
-                deadlines.reads.discard(read)
             if message["type"] == "http.request" and not message.get("more_body", False):
                 body_done = True
             return message

@@ -152,3 +152,47 @@ def test_a_body_in_time_then_a_stalled_disconnect_wait_is_not_timed() -> None:
         assert seen == ["http.disconnect"] and client.status == 200
 
     asyncio.run(main())
+
+
+def test_a_408_leaves_the_task_uncancelled() -> None:
+    """After the deadline's 408 the application reads on (a disconnect) in a task with no
+    cancel pending, as asyncio.timeout leaves it."""
+
+    async def main() -> None:
+        seen: list[int] = []
+
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            await receive()  # the deadline passes: a disconnect after the 408
+            task = asyncio.current_task()
+            assert task is not None
+            seen.append(task.cancelling())
+
+        middleware = BodyDeadlineMiddleware(app, TIMEOUT)
+        client = Client()
+        task = asyncio.ensure_future(middleware(_scope("/"), client.receive, client.send))  # type: ignore[arg-type]
+        await asyncio.wait_for(task, 5 * LONG)
+        assert client.status == 408 and seen == [0]
+
+    asyncio.run(main())
+
+
+def test_a_cancel_landing_with_the_deadline_stays_a_cancel() -> None:
+    """A cancel from elsewhere (a server shutting down) in the same loop turn as the
+    deadline: the task is cancelled, no 408 is sent."""
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        middleware = BodyDeadlineMiddleware(_app, TIMEOUT)
+        client = Client()
+        task = _serve(middleware, "/both", client)
+        await asyncio.sleep(0.01)
+        deadlines = middleware._deadlines
+        assert deadlines is not None
+        (read,) = deadlines.reads
+        loop.call_at(read.deadline, task.cancel)  # after the deadline's timer, same turn
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert read.expired  # the deadline did fire too
+        assert client.sent == []
+
+    asyncio.run(main())
