@@ -10,7 +10,9 @@ from typing import Any
 
 import msgspec
 
-from domain.canonical import canonical_json
+from domain.canonical import canonical_json, plain_json
+from domain.documents import MAX_SAFE_INTEGER
+from domain.errors import CanonicalizationError
 from ledger.errors import CorruptRecordError
 from ledger.proofs.hasher import leaf_hash
 
@@ -50,8 +52,8 @@ class LogEntry(msgspec.Struct, frozen=True):
         if not (
             type(position) is int
             and type(version) is int
-            and -_SAFE_INTEGER <= position <= _SAFE_INTEGER
-            and -_SAFE_INTEGER <= version <= _SAFE_INTEGER
+            and -MAX_SAFE_INTEGER <= position <= MAX_SAFE_INTEGER
+            and -MAX_SAFE_INTEGER <= version <= MAX_SAFE_INTEGER
             and type(self.aggregate) is str
             and type(self.topic) is str
             and type(self.received_at) is str
@@ -60,7 +62,7 @@ class LogEntry(msgspec.Struct, frozen=True):
         ):
             return None
         try:
-            return _SORTED.encode(
+            return plain_json(
                 {
                     "position": position,
                     "aggregate": self.aggregate,
@@ -70,7 +72,7 @@ class LogEntry(msgspec.Struct, frozen=True):
                     "receivedAt": self.received_at,
                 }
             )
-        except UnicodeEncodeError:  # a lone surrogate: canonical_json words the refusal
+        except CanonicalizationError:  # a lone surrogate: canonical_json words the refusal
             return None
 
     def leaf_hash(self) -> bytes:
@@ -118,12 +120,6 @@ class LogEntry(msgspec.Struct, frozen=True):
                 f"stored event at position {position} cannot be read: {exc}"
             ) from None
         return cls(position, aggregate, version, topic, envelope, received_at)
-
-
-# JCS's integer bound (``domain.canonical``): beyond it ``canonical_json`` refuses the value.
-_SAFE_INTEGER = 2**53 - 1
-# The C encoder ``canonical_json`` uses for plain values: sorted keys, compact.
-_SORTED = msgspec.json.Encoder(order="sorted")
 
 
 def _dsse_shaped(envelope: dict[Any, Any]) -> bool:

@@ -1,4 +1,4 @@
-"""The forked worker processes of the offline verifier (``ledger.verify.pool.ForkedWorkers``):
+"""The forked worker processes of the offline verifier (``ledger.verify.forked.ForkedWorkers``):
 results come back in the order batches were shipped, whatever their size against the pipes';
 a batch that raises, or a worker that dies, is an error here, never a hang or a lost batch.
 
@@ -14,10 +14,10 @@ from collections.abc import Iterator
 import pytest
 
 from ledger.verification_report import Report
-from ledger.verify import pool as _pool
+from ledger.verify import forked as _forked
 from ledger.verify.batches import Batch, BatchResult
 from ledger.verify.events import EventContext
-from ledger.verify.pool import ForkedWorkers, WorkerError
+from ledger.verify.forked import ForkedWorkers, WorkerError
 
 CONTEXT = EventContext(None, None)
 
@@ -48,7 +48,7 @@ def _batch(number: int, chars: int) -> Batch:
 @pytest.fixture
 def small_pipes(monkeypatch: pytest.MonkeyPatch) -> None:
     """Pipes of the default 64 KiB: batches and results many times larger."""
-    monkeypatch.setattr(_pool, "_widen", lambda fd: None)
+    monkeypatch.setattr(_forked, "_widen", lambda fd: None)
 
 
 @pytest.mark.usefixtures("small_pipes")
@@ -58,8 +58,7 @@ def test_results_come_back_in_order_however_large_batches_and_results(
     """Twelve batches of 300 KB shipped before any result is taken (every worker then
     blocks writing a result larger than its pipe while batches wait for it): each result is
     its own batch's, in order, and both workers verified some."""
-    monkeypatch.setattr(_pool, "verify_batch", _echo)
-    workers = ForkedWorkers(2)
+    workers = ForkedWorkers(2, _echo)
     try:
         tickets = [workers.submit(_batch(n, 300_000)) for n in range(12)]
         pids = set()
@@ -77,8 +76,7 @@ def test_results_come_back_in_order_however_large_batches_and_results(
 
 @pytest.mark.usefixtures("small_pipes")
 def test_a_result_not_ready_is_not_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_pool, "verify_batch", _echo)
-    workers = ForkedWorkers(1)
+    workers = ForkedWorkers(1, _echo)
     try:
         ticket = workers.submit(_batch(0, 10))
         result = None
@@ -92,8 +90,7 @@ def test_a_result_not_ready_is_not_waited_for(monkeypatch: pytest.MonkeyPatch) -
 def test_a_batch_that_raises_is_an_error_here_and_the_worker_goes_on(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(_pool, "verify_batch", _raises)
-    workers = ForkedWorkers(1)
+    workers = ForkedWorkers(1, _raises)
     try:
         tickets = [workers.submit(_batch(n, 10)) for n in range(4)]
         assert workers.take(tickets[0], block=True) is not None
@@ -130,8 +127,7 @@ def _raises_unpicklable(batch: Batch) -> BatchResult:
 def test_an_exception_that_does_not_pickle_arrives_as_its_traceback(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(_pool, "verify_batch", _raises_unpicklable)
-    workers = ForkedWorkers(1)
+    workers = ForkedWorkers(1, _raises_unpicklable)
     try:
         first, second = workers.submit(_batch(0, 10)), workers.submit(_batch(1, 10))
         with pytest.raises(WorkerError, match="_Unpicklable: held a lock"):
@@ -151,8 +147,7 @@ def _interrupted(batch: Batch) -> BatchResult:
 def test_an_interrupt_inside_a_batch_is_reported_and_the_worker_goes_on(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(_pool, "verify_batch", _interrupted)
-    workers = ForkedWorkers(1)
+    workers = ForkedWorkers(1, _interrupted)
     try:
         first, second = workers.submit(_batch(0, 10)), workers.submit(_batch(1, 10))
         with pytest.raises(KeyboardInterrupt):
@@ -176,11 +171,10 @@ def test_a_fork_refused_partway_leaves_no_worker_or_pipe_behind(
             forks.append(pid)
         return pid
 
-    monkeypatch.setattr(_pool, "verify_batch", _echo)
     monkeypatch.setattr(os, "fork", fork_twice)
     open_before = set(os.listdir("/proc/self/fd"))
     with pytest.raises(BlockingIOError):
-        ForkedWorkers(3)
+        ForkedWorkers(3, _echo)
     assert set(os.listdir("/proc/self/fd")) <= open_before
     for pid in forks:  # reaped: waiting again finds no such child
         with pytest.raises(ChildProcessError):
@@ -188,8 +182,7 @@ def test_a_fork_refused_partway_leaves_no_worker_or_pipe_behind(
 
 
 def test_a_worker_that_dies_is_an_error_here_not_a_hang(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_pool, "verify_batch", _dies)
-    workers = ForkedWorkers(1)
+    workers = ForkedWorkers(1, _dies)
     try:
         tickets = [workers.submit(_batch(n, 10)) for n in range(3)]
         assert workers.take(tickets[0], block=True) is not None
@@ -221,9 +214,8 @@ def test_two_pools_alive_at_once_each_shut_down_without_the_other(
 ) -> None:
     """A second pool's workers, forked while the first is alive, do not hold the first's
     pipes open: shutting the first down returns (it waited for ever when they did)."""
-    monkeypatch.setattr(_pool, "verify_batch", _echo)
-    first = ForkedWorkers(2)
-    second = ForkedWorkers(2)
+    first = ForkedWorkers(2, _echo)
+    second = ForkedWorkers(2, _echo)
     try:
         ticket = first.submit(_batch(0, 10))
         assert first.take(ticket, block=True) is not None
@@ -244,8 +236,7 @@ def test_a_worker_whose_pipe_another_child_holds_is_still_ended(
 ) -> None:
     """A child forked elsewhere while a pool is alive holds its pipes open, so a worker
     never reads their end; shutdown ends the worker anyway instead of waiting for ever."""
-    monkeypatch.setattr(_pool, "verify_batch", _echo)
-    workers = ForkedWorkers(1)
+    workers = ForkedWorkers(1, _echo)
     other = os.fork()
     if other == 0:  # holds every descriptor it inherited until killed
         try:
