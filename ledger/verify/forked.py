@@ -9,6 +9,7 @@ import os
 import pickle
 import select
 import signal
+import time
 import traceback
 from collections import deque
 from collections.abc import Callable
@@ -81,6 +82,8 @@ class _Forked:
         self.ended = False  # its results pipe reached its end
 
 
+# How long shutdown lets a worker take to end at its pipe's end before killing it.
+_ENDING_S = 10.0
 # The verifying side's pipe ends of every live pool in this process. A forked worker closes
 # them all: a worker of one pool holding another pool's batch pipe open would keep that
 # pool's workers from ever reading its end (and their shutdown from returning).
@@ -181,23 +184,35 @@ class ForkedWorkers:
         return result
 
     def shutdown(self) -> None:
-        """Close the workers' pipes and end the workers. Each would end at its pipe's end once
-        its batch in hand is done, but a child this process forked elsewhere may hold that
-        pipe open too; every result wanted has been taken by now, so the workers are killed
-        rather than waited for, then reaped."""
+        """Close the workers' pipes and reap the workers, each ending at its pipe's end once
+        its batch in hand is done (and its own exit work, a profiler's dump say, is done).
+        A child this process forked elsewhere may hold that pipe open too, so the worker
+        never sees its end: one not ended within :data:`_ENDING_S` is killed (every result
+        wanted has been taken by now), never waited for without bound."""
         for worker in self._workers:
             for fd in (worker.tasks, worker.results):
                 _LIVE_ENDS.discard(fd)
                 os.close(fd)
-        for worker in self._workers:
-            try:
-                # Not reaped yet (so the pid is still this child's, never another process's).
-                running = os.waitpid(worker.pid, os.WNOHANG) == (0, 0)
-            except ChildProcessError:  # reaped by someone else's waitpid(-1)
-                continue
-            if running:
-                os.kill(worker.pid, signal.SIGKILL)
-                os.waitpid(worker.pid, 0)
+        left = [worker.pid for worker in self._workers]
+        give_up, pause = time.monotonic() + _ENDING_S, 0.001
+        while left:
+            running = []
+            for pid in left:
+                try:
+                    # Not reaped yet, so the pid is still this child's, never another's.
+                    if os.waitpid(pid, os.WNOHANG) == (0, 0):
+                        running.append(pid)
+                except ChildProcessError:  # reaped by someone else's waitpid(-1)
+                    pass
+            left = running
+            if left and time.monotonic() >= give_up:
+                for pid in left:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                left = []
+            elif left:
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
         self._workers = []
 
     def _pump(self, *, wait: bool) -> None:

@@ -216,6 +216,11 @@ def test_two_pools_alive_at_once_each_shut_down_without_the_other(
     pipes open: shutting the first down returns (it waited for ever when they did)."""
     first = ForkedWorkers(2, _echo)
     second = ForkedWorkers(2, _echo)
+
+    def no_kill(pid: int, signum: int) -> None:
+        raise AssertionError("a worker that ends at its pipe's end is not killed")
+
+    monkeypatch.setattr(os, "kill", no_kill)
     try:
         ticket = first.submit(_batch(0, 10))
         assert first.take(ticket, block=True) is not None
@@ -236,6 +241,7 @@ def test_a_worker_whose_pipe_another_child_holds_is_still_ended(
 ) -> None:
     """A child forked elsewhere while a pool is alive holds its pipes open, so a worker
     never reads their end; shutdown ends the worker anyway instead of waiting for ever."""
+    monkeypatch.setattr(_forked, "_ENDING_S", 0.2)
     workers = ForkedWorkers(1, _echo)
     other = os.fork()
     if other == 0:  # holds every descriptor it inherited until killed
