@@ -17,7 +17,9 @@ DIGEST_PREFIX = "sha256:"
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
-_SAFE_INTEGER = 2**53 - 1
+# JCS's integer bound (I-JSON): beyond it a value has no canonical form here.
+MAX_SAFE_INTEGER = 2**53 - 1
+_SAFE_INTEGER = MAX_SAFE_INTEGER
 
 
 _PLAIN, _FLOATS, _OTHER = 0, 1, 2

@@ -87,13 +87,16 @@ async def _read_by(read: _Read, receive: Receive, deadlines: _Deadlines) -> Rece
     deadlines.add(read)
     try:
         message = await receive()
-    except asyncio.CancelledError:
-        if not read.expired or read.task.uncancel() > read.cancelling:
-            raise
-        return None
+    except BaseException as exc:
+        # As asyncio.timeout's exit: a deadline that fired takes its cancel back whatever the
+        # read ended with; it is ours (a 408) only if it was a cancel and no other came too.
+        ours = read.expired and read.task.uncancel() <= read.cancelling
+        if ours and isinstance(exc, asyncio.CancelledError):
+            return None
+        raise
     else:
-        if read.expired:  # the deadline's cancel was swallowed below: take it back,
-            read.task.uncancel()  # as asyncio.timeout does whatever the read ended with
+        if read.expired:  # the deadline's cancel was swallowed below: take it back
+            read.task.uncancel()
         return message
     finally:
         deadlines.reads.discard(read)

@@ -10,8 +10,7 @@ from typing import Any
 
 import msgspec
 
-from domain.canonical import canonical_json, plain_json
-from domain.documents import MAX_SAFE_INTEGER
+from domain.canonical import MAX_SAFE_INTEGER, canonical_json, plain_json
 from domain.errors import CanonicalizationError
 from ledger.errors import CorruptRecordError
 from ledger.proofs.hasher import leaf_hash

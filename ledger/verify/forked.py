@@ -122,14 +122,16 @@ class ForkedWorkers:
 
     def _start(self, workers: int, verify: Callable[[Batch], BatchResult]) -> None:
         for _ in range(workers):
-            tasks_read, tasks_write = os.pipe()
-            results_read, results_write = os.pipe()
+            opened: list[int] = []
             try:
+                opened.extend(os.pipe())
+                opened.extend(os.pipe())
                 pid = os.fork()
-            except BaseException:
-                for fd in (tasks_read, tasks_write, results_read, results_write):
+            except BaseException:  # out of descriptors or processes: close what was opened
+                for fd in opened:
                     os.close(fd)
                 raise
+            tasks_read, tasks_write, results_read, results_write = opened
             if pid == 0:  # the worker
                 status = 0
                 try:
@@ -207,8 +209,11 @@ class ForkedWorkers:
             left = running
             if left and time.monotonic() >= give_up:
                 for pid in left:
-                    os.kill(pid, signal.SIGKILL)
-                    os.waitpid(pid, 0)
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                        os.waitpid(pid, 0)
+                    except (ProcessLookupError, ChildProcessError):
+                        pass  # reaped by someone else's waitpid(-1) since it was asked
                 left = []
             elif left:
                 time.sleep(pause)

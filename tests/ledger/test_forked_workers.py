@@ -257,3 +257,24 @@ def test_a_worker_whose_pipe_another_child_holds_is_still_ended(
     finally:
         os.kill(other, signal.SIGKILL)
         os.waitpid(other, 0)
+
+
+def test_a_pipe_refused_partway_leaves_no_descriptor_behind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Out of descriptors at the second worker's second pipe: what was opened is closed and
+    the first worker is reaped."""
+    real_pipe = os.pipe
+    pipes: list[int] = []
+
+    def pipe_thrice() -> tuple[int, int]:
+        if len(pipes) == 3:
+            raise OSError(24, "Too many open files")
+        pipes.append(1)
+        return real_pipe()
+
+    monkeypatch.setattr(os, "pipe", pipe_thrice)
+    open_before = set(os.listdir("/proc/self/fd"))
+    with pytest.raises(OSError, match="Too many open files"):
+        ForkedWorkers(2, _echo)
+    assert set(os.listdir("/proc/self/fd")) <= open_before

@@ -196,3 +196,38 @@ def test_a_cancel_landing_with_the_deadline_stays_a_cancel() -> None:
         assert client.sent == []
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("ending", ["message", "error"])
+def test_a_deadline_whose_cancel_is_swallowed_below_is_taken_back(ending: str) -> None:
+    """A receive that catches the deadline's cancel and answers anyway: the application gets
+    its message, and the task is left with no cancel pending (as asyncio.timeout leaves it);
+    one that raises something else instead gets that error, with no cancel pending either."""
+
+    async def main() -> None:
+        seen: list[object] = []
+
+        async def receive() -> dict[str, Any]:
+            try:
+                await asyncio.sleep(10 * LONG)
+            except asyncio.CancelledError:
+                if ending == "error":
+                    raise OSError("the connection broke") from None
+            return {"type": "http.request", "body": b"late"}
+
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            try:
+                seen.append((await receive())["body"])
+            except OSError as exc:
+                seen.append(str(exc))
+            task = asyncio.current_task()
+            assert task is not None
+            seen.append(task.cancelling())
+
+        middleware = BodyDeadlineMiddleware(app, TIMEOUT)
+        client = Client()
+        await asyncio.wait_for(middleware(_scope("/"), receive, client.send), 5 * LONG)  # type: ignore[arg-type]
+        expected = b"late" if ending == "message" else "the connection broke"
+        assert seen == [expected, 0] and client.sent == []
+
+    asyncio.run(main())
