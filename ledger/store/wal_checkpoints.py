@@ -77,7 +77,9 @@ class WalCheckpoints:
             self._stopping = True
             thread, owned = self._thread, self._pid == os.getpid()
         self._wake.set()
-        if thread is not None and owned:
+        # Not from the thread itself: a ledger dropped without close() is closed by the
+        # collector, which can run on any thread, this one included; it ends on its own.
+        if thread is not None and owned and thread is not threading.current_thread():
             thread.join(timeout)
 
     def _start(self) -> None:

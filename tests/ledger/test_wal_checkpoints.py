@@ -152,3 +152,26 @@ def test_a_thread_that_cannot_start_fails_no_commit(
         assert reopened.store.last_position() == 18
     finally:
         reopened.close()
+
+
+def test_closed_from_its_own_thread_it_does_not_join_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ledger dropped without close() is closed by the collector, on whichever thread it
+    runs, the checkpoint thread included: closing there stops the thread, raises nothing."""
+    from sqlalchemy import create_engine
+
+    engine = create_engine(f"sqlite:///{tmp_path / 'w.db'}")
+    checkpoints = WalCheckpoints(engine)
+    try:
+        checkpoints.committed(1)  # the first commit starts the thread
+        thread = checkpoints._thread
+        assert thread is not None and thread.is_alive()
+        monkeypatch.setattr(threading, "current_thread", lambda: thread)
+        checkpoints.close()  # "cannot join current thread" before the fix
+        monkeypatch.undo()
+        thread.join(30)  # it ends on its own once stopping
+        assert not thread.is_alive()
+    finally:
+        checkpoints.close()
+        engine.dispose()
