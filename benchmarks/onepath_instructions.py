@@ -22,38 +22,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import time
 from pathlib import Path
 
-from benchmarks.bench_ingest import signed_ingestions, warm_shared_manifests
-from ledger.home import LedgerHome
+from benchmarks.bench_ingest import warm_shared_manifests
+from benchmarks.writer_instructions import GROUP, warmed_home, work_copy
 from ledger.long_lived import freeze_long_lived
-
-GROUP = 32
-WARM = 64
-
-
-def _home(folder: Path) -> LedgerHome:
-    return LedgerHome.at(folder, f"sqlite:///{folder / 'ledger.db'}")
 
 
 def prep(folder: Path, count: int) -> None:
-    shutil.rmtree(folder, ignore_errors=True)
-    home = _home(folder / "home")
-    ledger = home.initialise(origin="bench.kernelindex/onepath-instructions")
-    envelopes = signed_ingestions(home.key("ingester"), count + WARM)
-    for raw in envelopes[:WARM]:
-        ledger.append(raw)
+    ledger, envelopes = warmed_home(folder, count, "bench.kernelindex/onepath-instructions")
     ledger.close()
-    (folder / "envelopes.json").write_text(json.dumps(envelopes[WARM:]))
+    (folder / "envelopes.json").write_text(json.dumps(envelopes))
 
 
 def run(folder: Path) -> None:
-    work = folder / "work"
-    shutil.rmtree(work, ignore_errors=True)
-    shutil.copytree(folder / "home", work)
-    ledger = _home(work).open()
+    ledger = work_copy(folder).open()
     envelopes = json.loads((folder / "envelopes.json").read_text())
     warm_shared_manifests(len(envelopes))
     freeze_long_lived()

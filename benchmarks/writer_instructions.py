@@ -28,9 +28,11 @@ import shutil
 import time
 from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
+from typing import Any
 
 from benchmarks.bench_ingest import signed_ingestions, warm_shared_manifests
 from ledger.admission_checks import KnownKeys, check_stateless
+from ledger.application import Ledger
 from ledger.checked_wire import decode_request, encode_request
 from ledger.group_commit import commit_group
 from ledger.home import LedgerHome
@@ -45,16 +47,31 @@ def _home(folder: Path) -> LedgerHome:
     return LedgerHome.at(folder, f"sqlite:///{folder / 'ledger.db'}")
 
 
-def prep(folder: Path, count: int) -> None:
+def warmed_home(folder: Path, count: int, origin: str) -> tuple[Ledger, list[dict[str, Any]]]:
+    """A new ledger home at ``folder / "home"`` holding ``WARM`` ingestions, and ``count``
+    more signed by its ingester, not appended (the timed part's)."""
     shutil.rmtree(folder, ignore_errors=True)
     home = _home(folder / "home")
-    ledger = home.initialise(origin="bench.kernelindex/writer-instructions")
+    ledger = home.initialise(origin=origin)
     envelopes = signed_ingestions(home.key("ingester"), count + WARM)
     for raw in envelopes[:WARM]:
         ledger.append(raw)
+    return ledger, envelopes[WARM:]
+
+
+def work_copy(folder: Path) -> LedgerHome:
+    """A fresh copy of ``folder / "home"`` at ``folder / "work"``: each run starts alike."""
+    work = folder / "work"
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(folder / "home", work)
+    return _home(work)
+
+
+def prep(folder: Path, count: int) -> None:
+    ledger, envelopes = warmed_home(folder, count, "bench.kernelindex/writer-instructions")
     keys = KnownKeys(ledger.key_states)
-    warm_shared_manifests(len(envelopes))  # a server's memo: cold but for shared manifests
-    checked = [check_stateless(raw, keys) for raw in envelopes[WARM:]]
+    warm_shared_manifests(len(envelopes) + WARM)  # a server's memo: cold but for shared ones
+    checked = [check_stateless(raw, keys) for raw in envelopes]
     ledger.close()
     (folder / "checked.pickle").write_bytes(pickle.dumps(checked))
     requests = [encode_request(n, c) for n, c in enumerate(checked)]
@@ -72,10 +89,7 @@ def encode(folder: Path) -> None:
 
 
 def run(folder: Path) -> None:
-    work = folder / "work"
-    shutil.rmtree(work, ignore_errors=True)
-    shutil.copytree(folder / "home", work)
-    ledger = _home(work).open(witnessing=True)
+    ledger = work_copy(folder).open(witnessing=True)
     requests: list[bytes] = pickle.loads((folder / "requests.pickle").read_bytes())  # noqa: S301
     freeze_long_lived()
     started = time.thread_time()
