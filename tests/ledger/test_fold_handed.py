@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +20,10 @@ import ledger.store.fold_fields as fold_fields
 import tests.ledger.test_lean_writes as lean
 from domain.errors import DomainError
 from domain.statements import PAYLOAD_TYPE
-from domain.timestamps import format_time
 from ledger.aggregates import Run
 from ledger.application import Ledger
 from ledger.signing.authoring import attestation_envelope
 from ledger.signing.dsse import parse_envelope
-from ledger.signing.keys import SigningKey
-from ledger.signing.trust import TrustRoot
 from ledger.store import fold_manifests
 from ledger.store.fold_fields import event_fold_fields, fields_of_event, handed_payloads, row_of
 from tests.ledger.test_lean_writes import START, two_db_urls  # noqa: F401 - its fixture
@@ -163,14 +159,7 @@ def test_parsed_and_raw_envelopes_write_the_same_fold_rows(
     sent_as: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    keys = {name: SigningKey.generate() for name in ("admin", "ingester", "attester", "log")}
-    root = TrustRoot(
-        origin="test.kernelindex/foldin",
-        admin_keys=(keys["admin"].public,),
-        log_key=keys["log"].public,
-        created_at=format_time(START - timedelta(days=1)),
-    )
-    envelopes = lean._envelopes(json.loads(seed_path.read_text()), keys)
+    keys, root, envelopes = lean.signed_world(seed_path, "test.kernelindex/foldin")
     # Non-ASCII text and floats in what the rows carry.
     envelopes += [
         attestation_envelope(

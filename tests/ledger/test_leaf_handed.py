@@ -5,7 +5,6 @@ and those bytes are taken only for a stored envelope equal to a parsed one of pl
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -16,11 +15,8 @@ from hypothesis import strategies as st
 
 import tests.ledger.test_lean_writes as lean
 from domain.canonical import canonical_json
-from domain.timestamps import format_time
 from ledger.proofs.log_entries import LogEntry
 from ledger.signing.dsse import parse_envelope
-from ledger.signing.keys import SigningKey
-from ledger.signing.trust import TrustRoot
 from ledger.store.log_leaves import entry_data as _entry_data
 from tests.ledger.test_fold_handed import _envelope, _parsed, set_roads, texts, values
 from tests.ledger.test_lean_writes import START, two_db_urls  # noqa: F401 - its fixture
@@ -103,14 +99,7 @@ def test_parsed_and_raw_envelopes_log_the_same_leaves(
     sent_as: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    keys = {name: SigningKey.generate() for name in ("admin", "ingester", "attester", "log")}
-    root = TrustRoot(
-        origin="test.kernelindex/leafin",
-        admin_keys=(keys["admin"].public,),
-        log_key=keys["log"].public,
-        created_at=format_time(START - timedelta(days=1)),
-    )
-    envelopes = lean._envelopes(json.loads(seed_path.read_text()), keys)
+    keys, root, envelopes = lean.signed_world(seed_path, "test.kernelindex/leafin")
     made = []
     given: list[int] = []
     for fast, url in zip((False, True), two_db_urls, strict=True):

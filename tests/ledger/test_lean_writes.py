@@ -187,6 +187,21 @@ def _receipt(r: LoggedEvent | DomainError) -> Any:
     )
 
 
+def signed_world(
+    seed_path: Path, origin: str
+) -> tuple[dict[str, SigningKey], TrustRoot, list[object]]:
+    """Fresh admin, ingester, attester and log keys, a trust root at ``origin`` made the day
+    before ``START``, and ``_envelopes`` of the seed under those keys."""
+    keys = {name: SigningKey.generate() for name in ("admin", "ingester", "attester", "log")}
+    root = TrustRoot(
+        origin=origin,
+        admin_keys=(keys["admin"].public,),
+        log_key=keys["log"].public,
+        created_at=format_time(START - timedelta(days=1)),
+    )
+    return keys, root, _envelopes(json.loads(seed_path.read_text()), keys)
+
+
 def _envelopes(seed: dict[str, Any], keys: dict[str, SigningKey]) -> list[object]:
     """Key registrations, ingestions, attestations, a resent envelope, refusals."""
     admin, ingester, attester = keys["admin"], keys["ingester"], keys["attester"]
