@@ -6,7 +6,7 @@ these names, and a check that is not in the enum cannot be reported.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, _count_elements  # type: ignore[attr-defined]
 from enum import StrEnum
 from typing import Any
 
@@ -81,8 +81,11 @@ class Report(msgspec.Struct):
         self.passed[check if type(check) is Check else Check(check)] += count
 
     def ok_each(self, checks: list[Check]) -> None:
-        """``ok`` of each of ``checks`` (each a ``Check``: an unknown name is a bug)."""
-        self.passed.update(checks)
+        """``ok`` of each of ``checks`` (each a ``Check``: an unknown name is a bug).
+
+        ``Counter.update`` of a list is this same C counting loop behind a Mapping test
+        (an ABC check) and Python frames, ~1 µs of ~2 for every event of a bundle."""
+        _count_elements(self.passed, checks)
 
     def fail(self, check: Check, where: str, reason: str) -> None:
         check = Check(check)  # an unknown name is a bug: it raises here

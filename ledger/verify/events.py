@@ -34,6 +34,7 @@ __all__ = [
     "parse_event",
     "read_worker_event",
     "seen_of",
+    "verified",
     "with_inclusion",
     "worker_event",
 ]
@@ -227,10 +228,15 @@ class EventContext(msgspec.Struct, frozen=True):
 
 
 def check_event(
-    event: ParsedEvent, context: EventContext, keys: KeyLookup, report: Report
+    event: ParsedEvent,
+    context: EventContext,
+    keys: KeyLookup,
+    report: Report,
+    where: str | None = None,
 ) -> tuple[EventVerification | None, bool]:
     """Inclusion and re-verification of one parsed event (not ``order``: that is sequential).
-    Returns the verification, and whether the event is in the checkpoint's tree."""
+    Returns the verification, and whether the event is in the checkpoint's tree. ``where``:
+    ``event.where``, if the caller has made it already (a string formatted per event)."""
     included = _check_inclusion(event, context, report)
     if context.trust_root is None:
         return None, included
@@ -245,7 +251,7 @@ def check_event(
         keys=keys,
         trust_root=context.trust_root,
     )
-    result.report_to(report, event.where)
+    result.report_to(report, event.where if where is None else where)
     return result, included
 
 
@@ -267,9 +273,14 @@ def _check_inclusion(event: ParsedEvent, context: EventContext, report: Report) 
     return True
 
 
-def observation_of(result: EventVerification | None, included: bool) -> Observation | None:
-    """What the run tracker is told of a run event whose checks all held."""
-    if result is None or not (included and result.ok) or not result.event.startswith("Run."):
+def observation_of(
+    result: EventVerification | None, included: bool, ok: bool | None = None
+) -> Observation | None:
+    """What the run tracker is told of a run event whose checks all held. ``ok``:
+    ``result.ok``, if the caller has asked it already (see ``verified``)."""
+    if result is None or not included or not (result.ok if ok is None else ok):
+        return None
+    if not result.event.startswith("Run."):
         return None
     assert result.signer is not None and result.subject_digest is not None
     return (
@@ -287,9 +298,18 @@ def with_inclusion(result: EventVerification, included: bool) -> EventVerificati
     return result
 
 
-def seen_of(event: ParsedEvent, result: EventVerification | None) -> Seen:
-    """What the order and completeness checks need of a readable event."""
-    signer = result.signer if result is not None and result.ok else None
+def verified(result: EventVerification | None) -> bool:
+    """Whether an event was re-verified and every check held: ``result.ok`` (a loop over
+    its checks), asked once per event and handed to ``seen_of`` and ``observation_of``."""
+    return result is not None and result.ok
+
+
+def seen_of(event: ParsedEvent, result: EventVerification | None, ok: bool | None = None) -> Seen:
+    """What the order and completeness checks need of a readable event. ``ok``:
+    ``verified(result)``, if the caller has asked it already."""
+    if ok is None:
+        ok = verified(result)
+    signer = result.signer if ok and result is not None else None
     return (
         event.leaf_index,
         event.entry.position,
