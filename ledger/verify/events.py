@@ -14,7 +14,7 @@ from domain.statements import PredicateType
 from ledger.authority import KeyLookup, KeyState
 from ledger.event_verification import EVENT_PREDICATES, EventVerification, verify_event
 from ledger.proofs.errors import ProofError
-from ledger.proofs.log_entries import LogEntry
+from ledger.proofs.log_entries import DSSE_SHAPED, LogEntry
 from ledger.signing.trust import TrustRoot
 from ledger.verification_report import Check, Report
 from ledger.verify.format import LineRoute, route_line
@@ -84,6 +84,9 @@ class ParsedEvent(msgspec.Struct, frozen=True):
     entry: LogEntry
     proof: list[bytes]
     aggregate: UUID
+    # ``entry.leaf_hash()``, where the line's read proved the envelope's types and it was
+    # made then (``read_worker_event``); None: made when the inclusion is checked.
+    leaf: bytes | None = None
 
     @property
     def where(self) -> str:
@@ -109,7 +112,12 @@ def parse_event(where: str, record: dict[str, Any], report: Report) -> ParsedEve
 
 
 def _with_proof(
-    where: str, leaf_index: int, entry: LogEntry, proof: object, report: Report
+    where: str,
+    leaf_index: int,
+    entry: LogEntry,
+    proof: object,
+    report: Report,
+    leaf: bytes | None = None,
 ) -> ParsedEvent | None:
     """The rest of ``parse_event``, once its fields are read: the proof and the aggregate."""
     try:
@@ -118,7 +126,7 @@ def _with_proof(
     except (KeyError, TypeError, ValueError) as exc:
         report.fail(Check.FORMAT, where, f"malformed event line: {exc}")
         return None
-    return ParsedEvent(leaf_index, entry, hashes, aggregate)
+    return ParsedEvent(leaf_index, entry, hashes, aggregate, leaf)
 
 
 class _EventLine(msgspec.Struct, forbid_unknown_fields=True):
@@ -132,7 +140,9 @@ class _EventLine(msgspec.Struct, forbid_unknown_fields=True):
     version: int
     topic: str
     receivedAt: str
-    envelope: Any
+    # Of ``_dsse_shaped``'s types (every envelope the log writes): its leaf is made without
+    # that walk (``LogEntry.shaped_leaf_hash``). An envelope of others: the reference road.
+    envelope: DSSE_SHAPED
     proof: Any = None
 
 
@@ -156,7 +166,8 @@ def read_worker_event(where: str, line: str, report: Report) -> ParsedEvent | No
     entry = LogEntry(
         read.position, read.aggregate, read.version, read.topic, read.envelope, read.receivedAt
     )
-    return _with_proof(where, read.leafIndex, entry, read.proof, report)
+    shaped = entry.shaped_leaf_hash()  # the decoder proved the envelope's types
+    return _with_proof(where, read.leafIndex, entry, read.proof, report, shaped)
 
 
 def _aggregate_id(text: str) -> UUID:
@@ -264,7 +275,7 @@ def _check_inclusion(event: ParsedEvent, context: EventContext, report: Report) 
         return False
     size, root = context.tree
     try:
-        leaf = event.entry.leaf_hash()
+        leaf = event.leaf if event.leaf is not None else event.entry.leaf_hash()
         _INCLUSION.verify(leaf, event.leaf_index, size, event.proof, root)
     except (ProofError, DomainError) as exc:
         report.fail(Check.INCLUSION, event.where, f"not in the checkpoint's tree: {exc}")
