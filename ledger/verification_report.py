@@ -6,7 +6,9 @@ these names, and a check that is not in the enum cannot be reported.
 
 from __future__ import annotations
 
-from collections import Counter, _count_elements  # type: ignore[attr-defined]
+import collections
+from collections import Counter
+from collections.abc import Callable, Iterable
 from enum import StrEnum
 from typing import Any
 
@@ -56,6 +58,12 @@ class Check(StrEnum):
     TREE = "tree"  # stored subtree hashes recomputed from the leaves
     FOLD_FIELDS = "fold-fields"  # each event's fold fields row is the one its event makes
 
+
+# The C loop ``Counter.update`` counts an iterable with (CPython's ``collections``; not in
+# its stubs, hence looked up by name).
+_count_elements: Callable[[Counter[str], Iterable[str]], None] = vars(collections)[
+    "_count_elements"
+]
 
 # Bound the findings kept so a badly damaged million-event bundle cannot exhaust memory;
 # the counters keep the totals.
