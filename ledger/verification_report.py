@@ -6,7 +6,9 @@ these names, and a check that is not in the enum cannot be reported.
 
 from __future__ import annotations
 
+import collections
 from collections import Counter
+from collections.abc import Callable, Iterable
 from enum import StrEnum
 from typing import Any
 
@@ -57,6 +59,12 @@ class Check(StrEnum):
     FOLD_FIELDS = "fold-fields"  # each event's fold fields row is the one its event makes
 
 
+# The C loop ``Counter.update`` counts an iterable with (CPython's ``collections``; not in
+# its stubs, hence looked up by name).
+_count_elements: Callable[[Counter[str], Iterable[str]], None] = vars(collections)[
+    "_count_elements"
+]
+
 # Bound the findings kept so a badly damaged million-event bundle cannot exhaust memory;
 # the counters keep the totals.
 MAX_FINDINGS = 1000
@@ -81,8 +89,11 @@ class Report(msgspec.Struct):
         self.passed[check if type(check) is Check else Check(check)] += count
 
     def ok_each(self, checks: list[Check]) -> None:
-        """``ok`` of each of ``checks`` (each a ``Check``: an unknown name is a bug)."""
-        self.passed.update(checks)
+        """``ok`` of each of ``checks`` (each a ``Check``: an unknown name is a bug).
+
+        ``Counter.update`` of a list is this same C counting loop behind a Mapping test
+        (an ABC check) and Python frames, ~1 µs of ~2 for every event of a bundle."""
+        _count_elements(self.passed, checks)
 
     def fail(self, check: Check, where: str, reason: str) -> None:
         check = Check(check)  # an unknown name is a bug: it raises here

@@ -77,6 +77,41 @@ class LogEntry(msgspec.Struct, frozen=True):
     def leaf_hash(self) -> bytes:
         return leaf_hash(self.data())
 
+    def shaped_leaf_hash(self) -> bytes | None:
+        """``leaf_hash()`` of an entry whose envelope its caller knows to be of the types
+        ``_dsse_shaped`` asks for (a ``DSSE_SHAPED`` decode proved them in C), or None:
+        then ``leaf_hash()`` decides. What ``_dsse_shaped`` walks the keys for, that each is
+        ASCII, the encoder's text shows at once: a key is written as itself (or escaped, in
+        ASCII), so text that is all ASCII has ASCII keys. Not all ASCII (a key, or any
+        string, spelled otherwise), a lone surrogate, or fields of other types: None.
+        Property-tested against ``leaf_hash`` (tests/ledger/test_leaf_shaped_road.py)."""
+        position, version = self.position, self.version
+        if not (
+            type(position) is int
+            and type(version) is int
+            and -MAX_SAFE_INTEGER <= position <= MAX_SAFE_INTEGER
+            and -MAX_SAFE_INTEGER <= version <= MAX_SAFE_INTEGER
+            and type(self.aggregate) is str
+            and type(self.topic) is str
+            and type(self.received_at) is str
+            and type(self.envelope) is dict
+        ):
+            return None
+        try:
+            data = plain_json(
+                {
+                    "position": position,
+                    "aggregate": self.aggregate,
+                    "version": version,
+                    "topic": self.topic,
+                    "envelope": self.envelope,
+                    "receivedAt": self.received_at,
+                }
+            )
+        except CanonicalizationError:
+            return None
+        return leaf_hash(data) if data.isascii() else None
+
     def data_given(self, envelope: bytes) -> bytes:
         """``data()`` where ``envelope`` is already the JCS bytes of ``self.envelope`` (the
         caller's to know: the writer has them from admission's envelope digest). JCS writes
@@ -119,6 +154,11 @@ class LogEntry(msgspec.Struct, frozen=True):
                 f"stored event at position {position} cannot be read: {exc}"
             ) from None
         return cls(position, aggregate, version, topic, envelope, received_at)
+
+
+# The types ``_dsse_shaped`` asks an envelope's values to be, as a msgspec type: a decoder
+# of it proves them while it reads (``shaped_leaf_hash``); ASCII keys it cannot say.
+DSSE_SHAPED = dict[str, str | list[dict[str, str]]]
 
 
 def _dsse_shaped(envelope: dict[Any, Any]) -> bool:

@@ -25,6 +25,7 @@ from ledger.verify.events import (
     parse_event,
     read_worker_event,
     seen_of,
+    verified,
     with_inclusion,
 )
 from ledger.verify.format import UnreadableLineError, read_line
@@ -62,9 +63,11 @@ def verify_into(
     out: BatchResult, event: ParsedEvent, context: EventContext, keys: KeyLookup
 ) -> tuple[EventVerification | None, bool]:
     """Verify one parsed event and add what the merge needs of it to ``out``."""
-    result, included = check_event(event, context, keys, out.report)
-    out.seen.append((event.where, seen_of(event, result), len(out.report.findings)))
-    if context.observe and (observed := observation_of(result, included)) is not None:
+    where = event.where  # formatted once: the report and the merge both name the event
+    result, included = check_event(event, context, keys, out.report, where)
+    ok = verified(result)  # asked once: each ask loops over the event's checks
+    out.seen.append((where, seen_of(event, result, ok), len(out.report.findings)))
+    if context.observe and (observed := observation_of(result, included, ok)) is not None:
         out.observations.append((len(out.seen) - 1, observed))
     if result is not None and (joined := group_event_of(result)) is not None:
         out.joins.append(joined)

@@ -14,7 +14,7 @@ from domain.statements import PredicateType
 from ledger.authority import KeyLookup, KeyState
 from ledger.event_verification import EVENT_PREDICATES, EventVerification, verify_event
 from ledger.proofs.errors import ProofError
-from ledger.proofs.log_entries import LogEntry
+from ledger.proofs.log_entries import DSSE_SHAPED, LogEntry
 from ledger.signing.trust import TrustRoot
 from ledger.verification_report import Check, Report
 from ledger.verify.format import LineRoute, route_line
@@ -34,6 +34,7 @@ __all__ = [
     "parse_event",
     "read_worker_event",
     "seen_of",
+    "verified",
     "with_inclusion",
     "worker_event",
 ]
@@ -83,6 +84,9 @@ class ParsedEvent(msgspec.Struct, frozen=True):
     entry: LogEntry
     proof: list[bytes]
     aggregate: UUID
+    # ``entry.leaf_hash()``, where the line's read proved the envelope's types and it was
+    # made then (``read_worker_event``); None: made when the inclusion is checked.
+    leaf: bytes | None = None
 
     @property
     def where(self) -> str:
@@ -108,7 +112,12 @@ def parse_event(where: str, record: dict[str, Any], report: Report) -> ParsedEve
 
 
 def _with_proof(
-    where: str, leaf_index: int, entry: LogEntry, proof: object, report: Report
+    where: str,
+    leaf_index: int,
+    entry: LogEntry,
+    proof: object,
+    report: Report,
+    leaf: bytes | None = None,
 ) -> ParsedEvent | None:
     """The rest of ``parse_event``, once its fields are read: the proof and the aggregate."""
     try:
@@ -117,7 +126,7 @@ def _with_proof(
     except (KeyError, TypeError, ValueError) as exc:
         report.fail(Check.FORMAT, where, f"malformed event line: {exc}")
         return None
-    return ParsedEvent(leaf_index, entry, hashes, aggregate)
+    return ParsedEvent(leaf_index, entry, hashes, aggregate, leaf)
 
 
 class _EventLine(msgspec.Struct, forbid_unknown_fields=True):
@@ -131,7 +140,9 @@ class _EventLine(msgspec.Struct, forbid_unknown_fields=True):
     version: int
     topic: str
     receivedAt: str
-    envelope: Any
+    # Of ``_dsse_shaped``'s types (every envelope the log writes): its leaf is made without
+    # that walk (``LogEntry.shaped_leaf_hash``). An envelope of others: the reference road.
+    envelope: DSSE_SHAPED
     proof: Any = None
 
 
@@ -155,7 +166,8 @@ def read_worker_event(where: str, line: str, report: Report) -> ParsedEvent | No
     entry = LogEntry(
         read.position, read.aggregate, read.version, read.topic, read.envelope, read.receivedAt
     )
-    return _with_proof(where, read.leafIndex, entry, read.proof, report)
+    shaped = entry.shaped_leaf_hash()  # the decoder proved the envelope's types
+    return _with_proof(where, read.leafIndex, entry, read.proof, report, shaped)
 
 
 def _aggregate_id(text: str) -> UUID:
@@ -227,10 +239,15 @@ class EventContext(msgspec.Struct, frozen=True):
 
 
 def check_event(
-    event: ParsedEvent, context: EventContext, keys: KeyLookup, report: Report
+    event: ParsedEvent,
+    context: EventContext,
+    keys: KeyLookup,
+    report: Report,
+    where: str | None = None,
 ) -> tuple[EventVerification | None, bool]:
     """Inclusion and re-verification of one parsed event (not ``order``: that is sequential).
-    Returns the verification, and whether the event is in the checkpoint's tree."""
+    Returns the verification, and whether the event is in the checkpoint's tree. ``where``:
+    ``event.where``, if the caller has made it already (a string formatted per event)."""
     included = _check_inclusion(event, context, report)
     if context.trust_root is None:
         return None, included
@@ -245,7 +262,7 @@ def check_event(
         keys=keys,
         trust_root=context.trust_root,
     )
-    result.report_to(report, event.where)
+    result.report_to(report, event.where if where is None else where)
     return result, included
 
 
@@ -258,7 +275,7 @@ def _check_inclusion(event: ParsedEvent, context: EventContext, report: Report) 
         return False
     size, root = context.tree
     try:
-        leaf = event.entry.leaf_hash()
+        leaf = event.leaf if event.leaf is not None else event.entry.leaf_hash()
         _INCLUSION.verify(leaf, event.leaf_index, size, event.proof, root)
     except (ProofError, DomainError) as exc:
         report.fail(Check.INCLUSION, event.where, f"not in the checkpoint's tree: {exc}")
@@ -267,9 +284,14 @@ def _check_inclusion(event: ParsedEvent, context: EventContext, report: Report) 
     return True
 
 
-def observation_of(result: EventVerification | None, included: bool) -> Observation | None:
-    """What the run tracker is told of a run event whose checks all held."""
-    if result is None or not (included and result.ok) or not result.event.startswith("Run."):
+def observation_of(
+    result: EventVerification | None, included: bool, ok: bool | None = None
+) -> Observation | None:
+    """What the run tracker is told of a run event whose checks all held. ``ok``:
+    ``result.ok``, if the caller has asked it already (see ``verified``)."""
+    if result is None or not included or not (result.ok if ok is None else ok):
+        return None
+    if not result.event.startswith("Run."):
         return None
     assert result.signer is not None and result.subject_digest is not None
     return (
@@ -287,9 +309,18 @@ def with_inclusion(result: EventVerification, included: bool) -> EventVerificati
     return result
 
 
-def seen_of(event: ParsedEvent, result: EventVerification | None) -> Seen:
-    """What the order and completeness checks need of a readable event."""
-    signer = result.signer if result is not None and result.ok else None
+def verified(result: EventVerification | None) -> bool:
+    """Whether an event was re-verified and every check held: ``result.ok`` (a loop over
+    its checks), asked once per event and handed to ``seen_of`` and ``observation_of``."""
+    return result is not None and result.ok
+
+
+def seen_of(event: ParsedEvent, result: EventVerification | None, ok: bool | None = None) -> Seen:
+    """What the order and completeness checks need of a readable event. ``ok``:
+    ``verified(result)``, if the caller has asked it already."""
+    if ok is None:
+        ok = verified(result)
+    signer = result.signer if ok and result is not None else None
     return (
         event.leaf_index,
         event.entry.position,
