@@ -83,8 +83,12 @@ class LogEntry(msgspec.Struct, frozen=True):
         then ``leaf_hash()`` decides. What ``_dsse_shaped`` walks the keys for, that each is
         ASCII, the encoder's text shows at once: a key is written as itself (or escaped, in
         ASCII), so text that is all ASCII has ASCII keys. Not all ASCII (a key, or any
-        string, spelled otherwise), a lone surrogate, or fields of other types: None.
-        Property-tested against ``leaf_hash`` (tests/ledger/test_leaf_shaped_road.py)."""
+        string, spelled otherwise), a lone surrogate, or other fields of other types: None.
+        The envelope's types are the caller's to prove and are NOT checked here: an envelope
+        holding a float, an integer or a nested object gets a hash that is not
+        ``leaf_hash()``'s. Only a reader that decoded the envelope as ``DSSE_SHAPED`` may
+        call it (``ledger.verify.events.read_worker_event``). Property-tested against
+        ``leaf_hash`` over such envelopes (tests/ledger/test_leaf_shaped_road.py)."""
         position, version = self.position, self.version
         if not (
             type(position) is int

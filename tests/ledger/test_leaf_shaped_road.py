@@ -1,5 +1,6 @@
 """``LogEntry.shaped_leaf_hash`` (the worker line's leaf, its envelope's types proved by the
-decoder) is ``leaf_hash`` or None, never another hash; and a worker's line proved in a
+decoder) is ``leaf_hash`` or None for every envelope of ``DSSE_SHAPED``'s types (its
+precondition: the method does not check the envelope's types); and a worker's line proved in a
 one-leaf tree is included exactly when the reference road's leaf is that tree's."""
 
 from __future__ import annotations

@@ -95,5 +95,7 @@ def test_the_exporters_line_takes_the_road() -> None:
         4,
         GOOD["envelope"],
     )
+    # and its leaf is made on the shaped road, equal to the reference leaf
+    assert event.leaf is not None and event.leaf == event.entry.leaf_hash()
     for other in ({**good, "type": "claim"}, {**good, "topic": "x:Principal.Registered"}):
         assert read_worker_event("line 1", json.dumps(other), Report("r")) is NOT_READ
