@@ -70,7 +70,8 @@ from ledger.remote_writer import RemoteWriter
 from ledger.signing.authoring import ingestion_envelope
 from ledger.signing.dsse import pae, parse_envelope
 from ledger.signing.keys import SigningKey
-from ledger.writer_process import WriterProcess, _answer, writer_gc_thresholds
+from ledger.writer_heap import writer_gc_thresholds
+from ledger.writer_process import WriterProcess, _answer
 
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / ".cache"

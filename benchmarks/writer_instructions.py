@@ -37,7 +37,8 @@ from ledger.application import Ledger
 from ledger.checked_wire import decode_request, encode_request
 from ledger.group_commit import commit_group
 from ledger.home import LedgerHome
-from ledger.writer_process import _answer, settle_writer_heap
+from ledger.writer_heap import settle_writer_heap
+from ledger.writer_process import _answer
 
 GROUP = 32
 WARM = 64

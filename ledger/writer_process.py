@@ -26,7 +26,6 @@ of a pipe closes), so a server killed outright leaves no writer behind.
 from __future__ import annotations
 
 import contextlib
-import gc
 import multiprocessing
 import os
 import secrets
@@ -44,8 +43,8 @@ from domain.errors import DomainError
 from ledger.errors import StoreError, store_error
 from ledger.group_commit import MAX_GROUP, commit_group
 from ledger.logged_event import LoggedEvent
-from ledger.long_lived import freeze_long_lived
 from ledger.remote_writer import RemoteWriter
+from ledger.writer_heap import settle_writer_heap
 from ledger.writer_wire import (
     ADDRESS_ENV,
     HANDSHAKE_TIMEOUT,
@@ -281,31 +280,6 @@ class _Serving:
             batches.setdefault(worker, []).append((number, ok, value))
         for worker, batch in batches.items():
             worker.answer(batch)
-
-
-# The writer process's youngest-generation threshold (CPython's default: 700 allocations).
-# A group's decode, admission and commit allocate many short-lived containers (the parsed
-# statements, rows, leaves, receipts): collecting every 700 walked those of the group in
-# flight and promoted them, for older collections to walk again. At 10,000 (as a served
-# worker's, ``api.server.app``) a young collection walks at most that many objects, and
-# most of a group's are gone by then (benchmarks/README.md, "writer5").
-WRITER_GC_THRESHOLD = 10_000
-
-
-def settle_writer_heap() -> None:
-    """The writer process ready to serve: what it loaded lives as long as it does (frozen
-    out of the collector's walks), and its young collections come less often. The
-    benchmarks that stand in for the writer process (``benchmarks.writer_instructions``,
-    ``bench_ingest``'s writer-bound figure) settle their heap with this too."""
-    freeze_long_lived()
-    gc.set_threshold(*writer_gc_thresholds())
-
-
-def writer_gc_thresholds() -> tuple[int, int, int]:
-    """The collector's thresholds as the writer process sets them (the older generations'
-    as they are)."""
-    _, older, oldest = gc.get_threshold()
-    return WRITER_GC_THRESHOLD, older, oldest
 
 
 LogSetup = Callable[[], None] | None  # how a writer process logs: the server's own setup
