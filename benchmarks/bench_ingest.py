@@ -70,6 +70,7 @@ from ledger.remote_writer import RemoteWriter
 from ledger.signing.authoring import ingestion_envelope
 from ledger.signing.dsse import pae, parse_envelope
 from ledger.signing.keys import SigningKey
+from ledger.writer_heap import writer_gc_thresholds
 from ledger.writer_process import WriterProcess, _answer
 
 HERE = Path(__file__).resolve().parent
@@ -221,7 +222,8 @@ def writer_work(
     so each group is full): a group's requests decoded as its socket delivers them
     (``ledger.checked_wire``), ``commit_group``, its answers pickled; on this thread, timed
     apart from the worker's part (each envelope prepared and encoded first, as
-    ``server_layout``'s worker does)."""
+    ``server_layout``'s worker does), under the writer process's collector thresholds
+    (``writer_gc_thresholds``)."""
     keys = KnownKeys(ledger.key_states)
 
     def worker(raw: dict[str, Any]) -> bytes:
@@ -235,13 +237,18 @@ def writer_work(
     with Clocks() as worker_clocks:
         messages = [worker(raw) for raw in envelopes]
     refused: list[object] = []
-    with Clocks() as clocks:
-        for first in range(0, len(messages), group):
-            requests = [decode_request(m) for m in messages[first : first + group]]
-            results = commit_group(ledger, [envelope for _, envelope in requests])
-            answers = [(n, *_answer(r)) for (n, _), r in zip(requests, results, strict=True)]
-            ForkingPickler.dumps(answers)
-            refused += [r for r in results if not isinstance(r, LoggedEvent)]
+    thresholds = gc.get_threshold()
+    gc.set_threshold(*writer_gc_thresholds())  # the writer process's collector, while timed
+    try:
+        with Clocks() as clocks:
+            for first in range(0, len(messages), group):
+                requests = [decode_request(m) for m in messages[first : first + group]]
+                results = commit_group(ledger, [envelope for _, envelope in requests])
+                answers = [(n, *_answer(r)) for (n, _), r in zip(requests, results, strict=True)]
+                ForkingPickler.dumps(answers)
+                refused += [r for r in results if not isinstance(r, LoggedEvent)]
+    finally:
+        gc.set_threshold(*thresholds)
     if refused:
         raise SystemExit(f"the writer refused {refused[0]!r}")
     found = clocks.json(len(envelopes))

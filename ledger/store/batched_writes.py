@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session
 from ledger.store import wal_checkpoints
 from ledger.store.driver_rows import Row, insert_returning, insert_rows, select_rows
 from ledger.store.read_door import uuid_param, uuid_result
+from ledger.store.sqlite_blobs import blob_param
 
 _COLUMNS = ("originator_id", "originator_version", "topic", "state")
 _RETURNING = ("id", "originator_id", "originator_version")
@@ -47,10 +48,10 @@ class BatchedApplicationRecorder(SQLAlchemyApplicationRecorder):
         dialect = session.get_bind().dialect.name
         rows = [
             (
-                uuid_param(dialect, uuid_result(e.originator_id)),
+                blob_param(dialect, uuid_param(dialect, uuid_result(e.originator_id))),
                 e.originator_version,
                 e.topic,
-                e.state,
+                blob_param(dialect, e.state),
             )
             for e in stored_events
         ]

@@ -20,8 +20,9 @@ from ledger.proofs.log_entries import LogEntry
 from ledger.proofs.merkle import CompactRange
 from ledger.signing.dsse import Envelope
 from ledger.store.driver_rows import insert_tables
-from ledger.store.event_store import StoreSession
+from ledger.store.event_store import StoreSession, connection_of
 from ledger.store.log_tables import leaves, nodes
+from ledger.store.sqlite_blobs import blob_param
 from ledger.store.tree_nodes import NodeKey
 
 __all__ = ["NO_PARSED", "Parsed", "StoredRow", "add_leaves", "entry_data", "parsed_at"]
@@ -48,23 +49,25 @@ def add_leaves(
     """Append the leaves of ``rows`` (in position order) and store them and the nodes
     they complete; return the last leaf's hash. ``logged`` gets each one's aggregate,
     version, leaf index and topic (a heads leaf's update). ``parsed``: :func:`parsed_at`."""
-    leaf_rows: list[tuple[int, int, bytes]] = []
-    node_rows: list[tuple[int, int, bytes]] = []
+    leaf_rows: list[tuple[int, int, Any]] = []
+    node_rows: list[tuple[int, int, Any]] = []
+    dialect = connection_of(session).dialect.name  # hashes bound as ``blob_param`` says
+    digest = b""
     for position, aggregate, version, topic, state in rows:
         entry = LogEntry.from_stored(
             int(position), str(aggregate), int(version), str(topic), bytes(state)
         )
         digest = leaf_hash(entry_data(entry, parsed.get(entry.position)))
-        leaf_rows.append((compact.size, int(position), digest))
+        leaf_rows.append((compact.size, int(position), blob_param(dialect, digest)))
         leaf_of[int(position)] = compact.size
         logged.append((aggregate, int(version), compact.size, str(topic), state))
         for n in compact.append(digest):
-            node_rows.append((n.level, n.index, n.hash))
+            node_rows.append((n.level, n.index, blob_param(dialect, n.hash)))
             held[(n.level, n.index)] = n.hash
     # Through the driver (ledger.store.driver_rows): rows of fixed shape, one statement.
     leaf_insert = (leaves.name, _LEAF_COLUMNS, leaf_rows, ())
     insert_tables(session, [leaf_insert, (nodes.name, _NODE_COLUMNS, node_rows, ())])
-    return leaf_rows[-1][2]
+    return digest
 
 
 def entry_data(entry: LogEntry, parsed: Envelope | None) -> bytes:
