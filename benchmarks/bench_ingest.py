@@ -27,9 +27,10 @@ cold. Measured in one run:
   loaded; here start-up also made the thousands of signed fixtures, and without freezing
   them the collector's full passes walk them inside the timed modes (one of ~50 ms in a
   1,000-envelope ``append_many``: the bench's own objects, not the ledger's work). So
-  everything made before the clocks start is frozen as the CLI freezes it
-  (``ledger.long_lived``), and unfrozen afterwards; ``--no-freeze`` measures a library
-  user's unfrozen heap instead;
+  everything made before the clocks start is frozen as the CLI freezes it, and its young
+  collections come every 10,000 allocations as the CLI's do (``ledger.long_lived``); both
+  undone afterwards; ``--no-freeze`` measures a library user's heap instead (unfrozen,
+  CPython's default thresholds);
 - where an envelope's time goes, per envelope on one core: envelope parse, statement
   (JSON + schema), the manifest set check (digests of every manifest; memo cold, and warm
   for reference), Ed25519, and what is left for the store (aggregate load, INSERT, log
@@ -65,12 +66,11 @@ from ledger.checked_wire import decode_request, encode_request
 from ledger.group_commit import commit_group
 from ledger.home import LedgerHome
 from ledger.logged_event import LoggedEvent
-from ledger.long_lived import freeze_long_lived
+from ledger.long_lived import freeze_long_lived, settled_thresholds
 from ledger.remote_writer import RemoteWriter
 from ledger.signing.authoring import ingestion_envelope
 from ledger.signing.dsse import pae, parse_envelope
 from ledger.signing.keys import SigningKey
-from ledger.writer_heap import writer_gc_thresholds
 from ledger.writer_process import WriterProcess, _answer
 
 HERE = Path(__file__).resolve().parent
@@ -223,7 +223,7 @@ def writer_work(
     (``ledger.checked_wire``), ``commit_group``, its answers pickled; on this thread, timed
     apart from the worker's part (each envelope prepared and encoded first, as
     ``server_layout``'s worker does), under the writer process's collector thresholds
-    (``writer_gc_thresholds``)."""
+    (``ledger.long_lived.settled_thresholds``)."""
     keys = KnownKeys(ledger.key_states)
 
     def worker(raw: dict[str, Any]) -> bytes:
@@ -238,7 +238,7 @@ def writer_work(
         messages = [worker(raw) for raw in envelopes]
     refused: list[object] = []
     thresholds = gc.get_threshold()
-    gc.set_threshold(*writer_gc_thresholds())  # the writer process's collector, while timed
+    gc.set_threshold(*settled_thresholds())  # the writer process's collector, while timed
     try:
         with Clocks() as clocks:
             for first in range(0, len(messages), group):
@@ -259,6 +259,16 @@ def writer_work(
     return found
 
 
+def _settle_as_kernelindex() -> tuple[int, int, int]:
+    """The heap as a ``kernelindex`` command runs with it (``api.cli.main``): everything made
+    so far frozen, young collections every 10,000 allocations. Returns the thresholds to put
+    back."""
+    before = gc.get_threshold()
+    freeze_long_lived()
+    gc.set_threshold(*settled_thresholds())
+    return before
+
+
 def measure(
     count: int, group: int, console: Console, step: Any = None, freeze: bool = True
 ) -> dict[str, Any]:
@@ -269,6 +279,7 @@ def measure(
     warm = max(5, count // 20)
     total = 2 * count + warm
     layout_count = count + group  # each server layout's: a window to warm up, then timed
+    settled: tuple[int, int, int] | None = None  # the thresholds to put back, if settled
     try:
         home = LedgerHome.at(folder, f"sqlite:///{folder / 'ledger.db'}")
         ledger = home.initialise(origin="bench.kernelindex/ingest")
@@ -291,8 +302,7 @@ def measure(
         # Signing filled the memo with these very run manifests: a server receiving them
         # has never seen them (the memo cold), only the manifests every run shares.
         warm_shared_manifests(total)
-        if freeze:
-            freeze_long_lived()
+        settled = _settle_as_kernelindex() if freeze else None
         for raw in warmup:
             ledger.append(raw)
         say(f"Ledger.append x {count}")
@@ -323,8 +333,9 @@ def measure(
             folder, home.db_url, for_server[layout_count:], group, worker_checks=True
         )
     finally:
-        if freeze:
+        if settled is not None:
             gc.unfreeze()
+            gc.set_threshold(*settled)
         shutil.rmtree(folder, ignore_errors=True)
     append = append_clocks.json(count)
     many = many_clocks.json(count)
@@ -337,7 +348,9 @@ def measure(
         "group": group,
         "warmup": warm,
         "manifestMemo": "cold: emptied after signing, shared manifests warmed once",
-        "heap": "start-up frozen, as kernelindex runs" if freeze else "unfrozen (--no-freeze)",
+        "heap": "start-up frozen, young GC every 10,000, as kernelindex runs"
+        if freeze
+        else "unfrozen, default GC thresholds (--no-freeze)",
         "signingSeconds": round(signing_s, 2),
         "ed25519PerSecond": round(ed25519["wall"], 1),
         "ed25519PerThreadCpuSecond": round(ed25519["cpu"], 1),

@@ -12,7 +12,7 @@ Signing and the worker's checks are slow under valgrind, so they are made first,
 server's worker checks them (``check_stateless`` with the key book, the manifest memo cold),
 the checked envelopes and their encoded requests saved. ``run``: a copy of that home opened
 as the writer process opens it (witnessing, the heap settled as its own:
-``settle_writer_heap``), then each group of 32 requests
+``ledger.long_lived.settle_heap``), then each group of 32 requests
 decoded, ``commit_group`` and its answers pickled, as ``_Serving`` does. ``encode``: the
 checked envelopes encoded as a worker sends them. Only the timed part runs between
 ``os.getsid`` and ``os.getpgid``, which nothing else here calls: callgrind counts from the
@@ -37,7 +37,7 @@ from ledger.application import Ledger
 from ledger.checked_wire import decode_request, encode_request
 from ledger.group_commit import commit_group
 from ledger.home import LedgerHome
-from ledger.writer_heap import settle_writer_heap
+from ledger.long_lived import settle_heap
 from ledger.writer_process import _answer
 
 GROUP = 32
@@ -92,7 +92,7 @@ def encode(folder: Path) -> None:
 def run(folder: Path) -> None:
     ledger = work_copy(folder).open(witnessing=True)
     requests: list[bytes] = pickle.loads((folder / "requests.pickle").read_bytes())  # noqa: S301
-    settle_writer_heap()  # as the writer process does before it serves
+    settle_heap()  # as the writer process does before it serves
     started = time.thread_time()
     os.getsid(0)
     for first in range(0, len(requests), GROUP):

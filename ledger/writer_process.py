@@ -43,8 +43,8 @@ from domain.errors import DomainError
 from ledger.errors import StoreError, store_error
 from ledger.group_commit import MAX_GROUP, commit_group
 from ledger.logged_event import LoggedEvent
+from ledger.long_lived import settle_heap
 from ledger.remote_writer import RemoteWriter
-from ledger.writer_heap import settle_writer_heap
 from ledger.writer_wire import (
     ADDRESS_ENV,
     HANDSHAKE_TIMEOUT,
@@ -300,7 +300,7 @@ def _serve_writer(
     listener = _Listener(address, key)
     serving = _Serving(ledger, listener, parent)
     threading.Thread(target=serving.accept, daemon=True).start()
-    settle_writer_heap()
+    settle_heap()
     parent.send("ready")
     try:
         serving.serve()

@@ -30,6 +30,7 @@ def test_a_blob_param_is_stored_as_its_bytes(value: bytes) -> None:
     bound = blob_param("sqlite", value)
     assert type(bound) is bytearray  # the driver binds it without its adapter protocol
     assert _stored(bound) == _stored(value) == (value, "blob", 1)
+    assert type(_stored(bound)[0]) is bytes  # read back as bytes, not the bound bytearray
 
 
 @given(st.one_of(st.binary(max_size=64), st.integers(), st.text(max_size=20), st.none()))

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from api.demo import build_demo
-from api.server.app import WORKER_GC_THRESHOLD, create_app_from_env
+from api.server.app import create_app_from_env
 from ledger.home import DB_ENV, HOME_ENV, LedgerHome
+from ledger.long_lived import YOUNG_GC_THRESHOLD
 
 
 @pytest.fixture
@@ -41,6 +42,6 @@ def test_an_api_worker_is_ready_with_its_start_up_heap_frozen(
     long_lived = (app, service, service.ledger, service.ledger.store, app.openapi_schema)
     assert not any(id(o) in walked for o in long_lived)
     assert gc.get_freeze_count() > len(walked)  # most of the heap is out of the walks
-    # Young collections every WORKER_GC_THRESHOLD allocations, the older ones' as they were.
-    assert gc.get_threshold() == (WORKER_GC_THRESHOLD, *thresholds[1:])
+    # Young collections every YOUNG_GC_THRESHOLD allocations, the older ones' as they were.
+    assert gc.get_threshold() == (YOUNG_GC_THRESHOLD, *thresholds[1:])
     service.ledger.close()
