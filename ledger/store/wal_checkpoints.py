@@ -32,10 +32,12 @@ _log = logging.getLogger(__name__)
 
 # About 600 WAL pages: an ingestion group of 32 writes ~95 (its events, their fold fields,
 # the two event indexes' pages its random ids touch, leaves and nodes); a lone small event
-# ~7. Under SQLite's own 1,000 by a group or more, so the commits' own checkpoint rarely
-# starts: a checkpoint every ~6 groups, as SQLite's own every ~10 (each syncs the file).
+# ~14 (13.5 frames a commit at 10^3 events, 14.3 at 10^5: benchmarks/README.md, session 4
+# "growth"; at 96 commits SQLite's own 1,000-page checkpoint ran first, on the committing
+# thread). Under SQLite's own 1,000 by a group or more, so the commits' own checkpoint rarely
+# starts: a checkpoint every ~6 groups or ~40 lone commits.
 _EVENTS = 192
-_COMMITS = 96
+_COMMITS = 40
 
 
 class WalCheckpoints:
