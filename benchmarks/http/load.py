@@ -163,6 +163,20 @@ async def _drive(
     return LoadResult(replies, wall, cpu)
 
 
+def pooled(results: list[LoadResult]) -> LoadResult:
+    """Several timed phases of the same clients as one: every reply, the walls summed, the
+    CPU summed and the machine's busy share weighted by wall. A rate over the pool is
+    (201s over all phases) / (their walls): the same definition as one phase's, over more
+    requests, so one scheduling hiccup weighs less and drift between phases averages out."""
+    wall = sum(r.wall for r in results)
+    cpu = CpuWindow([])
+    cpu.server_s = sum(r.cpu.server_s for r in results)
+    cpu.client_s = sum(r.cpu.client_s for r in results)
+    cpu.database_s = sum(r.cpu.database_s for r in results)
+    cpu.machine_busy = sum(r.cpu.machine_busy * r.wall for r in results) / wall if wall else 0.0
+    return LoadResult([reply for r in results for reply in r.replies], wall, cpu)
+
+
 def run_load(
     server: ServerProcess,
     plans: list[list[Planned]],

@@ -20,7 +20,7 @@ from sqlalchemy.engine import make_url
 from benchmarks.http.acknowledged import verify_acknowledged
 from benchmarks.http.config import console
 from benchmarks.http.cpu import pg_backends
-from benchmarks.http.load import load_summary, run_load
+from benchmarks.http.load import LoadResult, load_summary, pooled, run_load
 from benchmarks.http.server import ServerProcess, scan_server_log
 from benchmarks.http.spans import N_GROUP, REQUEST_STAGES, S_GROUP, S_SERVICE, WRITER_STAGES
 from benchmarks.http.workload import (
@@ -260,18 +260,32 @@ def run_scenario(
     }
 
 
-def run_echo(settings: Settings, work: Path) -> dict[str, Any]:
-    """The HTTP-stack anchor: the same clients, bodies and route shape, against echo."""
-    console.print("[bold]echo anchor[/]: bare Litestar, same clients and bodies ...")
+def echo_round(settings: Settings, work: Path) -> LoadResult:
+    """One timed phase of the HTTP-stack anchor: the same clients, bodies and route shape,
+    against echo, on a fresh echo server (its own log under ``work``)."""
     # Real signed envelopes of the same size; the echo server reads but never checks them.
     runs = [("sha256:" + "0" * 64, "echo-run")]
     counts = [c + settings.warmup for c in split(settings.appends, settings.clients)]
     plans = plan_appends(runs, [SigningKey.generate()], counts, "echo")
+    work.mkdir(parents=True, exist_ok=True)
     with ServerProcess(["echo-child"], work / "echo.log") as server:
-        load = run_load(server, plans, settings.warmup, settings.client_kind)
-    summary = load_summary(load)
+        return run_load(server, plans, settings.warmup, settings.client_kind)
+
+
+def echo_summary(rounds: list[LoadResult]) -> dict[str, Any]:
+    """The anchor over its rounds pooled (``pooled``), each round's own rate beside it."""
+    summary = load_summary(pooled(rounds))
+    summary["rounds"] = [load_summary(r)["perSecond"] for r in rounds]
     console.print(
-        f"  {summary['acknowledged']} answered in {summary['seconds']:.1f} s: "
-        f"{summary['perSecond']:.0f}/s, p99 {summary['latencyMs'].get('p99', math.nan):.1f} ms"
+        f"  echo: {summary['acknowledged']} answered in {summary['seconds']:.1f} s over "
+        f"{len(rounds)} round(s): {summary['perSecond']:.0f}/s "
+        f"(rounds {', '.join(f'{r:.0f}' for r in summary['rounds'])}), "
+        f"p99 {summary['latencyMs'].get('p99', math.nan):.1f} ms"
     )
     return summary
+
+
+def run_echo(settings: Settings, work: Path) -> dict[str, Any]:
+    """The HTTP-stack anchor, one round."""
+    console.print("[bold]echo anchor[/]: bare Litestar, same clients and bodies ...")
+    return echo_summary([echo_round(settings, work)])
