@@ -11,7 +11,7 @@ Figures (``--only`` names), each measured by its own module:
 - ``ingest``: signed ingestion through ``Ledger.append`` / ``append_many``, the manifest
   memo cold, vs bare one-core Ed25519 verification of the same envelopes (``bench_ingest``);
 - ``http``: attestation appends over HTTP, 32 clients, vs a bare Litestar handler
-  (``bench_http``, 1,000 timed appends; ``--quick``: 320);
+  (``bench_http``, 3,000 timed appends, the echo before and after; ``--quick``: 320);
 - ``verify``: offline verify vs the measured rate of Ed25519 on every core at once, and vs a
   schema-less Go loop over the same bundle; peak memory vs bundle size (``bench_verify``,
   bundles of 2,000 and 20,000 events; ``--quick``: 200 and 1,000);
