@@ -217,8 +217,8 @@ def predicate_with(fields: FoldFields, bodies: Mapping[bytes, bytes]) -> Any:
     if not fields.shared:
         return predicate_of(fields)
     cut = fields.predicate
-    texts = [bodies.get(key) for _, key in fields.shared]
-    if None in texts:
+    texts = [bodies[key] for _, key in fields.shared if key in bodies]
+    if len(texts) != len(fields.shared):
         return None
     value = _placeheld(cut, fields.shared) if _NUL_ESCAPE not in cut else None
     manifests = value.get("manifests") if type(value) is dict else None
@@ -226,7 +226,7 @@ def predicate_with(fields: FoldFields, bodies: Mapping[bytes, bytes]) -> Any:
         found = 0
         for role, held in manifests.items():
             if type(held) is str and held[:1] == "\x00":
-                document = _parsed(texts[int(held[1:])])  # type: ignore[arg-type]
+                document = _parsed(texts[int(held[1:])])
                 if document is _WHOLE_ROAD:
                     break
                 manifests[role] = document
