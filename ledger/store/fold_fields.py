@@ -294,7 +294,7 @@ def _parsed(body: bytes) -> Any:
 
 
 _PARSED: dict[bytes, Any] = {}
-_PARSED_KEPT = 1024
+_PARSED_KEPT = 4096  # as many as a reader keeps texts of (``ManifestBodies``)
 
 
 # Payloads the writer decoded already, by the id of the base64 text they were decoded from:
