@@ -48,6 +48,9 @@ AHEAD_PER_WORKER = 2
 RANK_TASKS_PER_WORKER = 4
 
 _FOLDER: ProjectionRunner | None = None  # a worker's own runner, on its read-only ledger
+# The manifests whose rows this worker's batches carried so far (``Pending.prepare``): the
+# writer writes batches in log order, and a worker takes its batches in that order too.
+_SENT: set[str] = set()
 
 
 def _start(db_url: str, trust_root: dict[str, Any]) -> None:
@@ -56,8 +59,9 @@ def _start(db_url: str, trust_root: dict[str, Any]) -> None:
     from ledger.signing.trust import TrustRoot  # noqa: PLC0415
     from projections.runner import ProjectionRunner  # noqa: PLC0415
 
-    global _FOLDER  # noqa: PLW0603 - one runner per worker process
+    global _FOLDER, _SENT  # noqa: PLW0603 - one runner per worker process
     _FOLDER = ProjectionRunner(Ledger(db_url, TrustRoot.from_json(trust_root), read_only=True))
+    _SENT = set()  # a forked worker's own, whatever its parent's held
 
 
 def _fold(after: int, upto: int) -> tuple[int, Pending]:
@@ -65,7 +69,7 @@ def _fold(after: int, upto: int) -> tuple[int, Pending]:
     ``after`` up to ``upto``."""
     if _FOLDER is None:
         raise RuntimeError("the fold worker was not started")
-    return _FOLDER.fold_range(after, upto)
+    return _FOLDER.fold_range(after, upto, _SENT)
 
 
 def _rank(keys: list[str]) -> tuple[list[Any], list[Any]]:

@@ -35,7 +35,7 @@ from ledger.store.fold_fields import (
     decode_fields,
     fields_of_payload,
     predicate_of,
-    whole,
+    predicate_with,
 )
 from projections.tables import tracking as tracking_table
 from projections.view_rows import Pending, new_run_row
@@ -60,6 +60,9 @@ RUN_TOPICS = tuple(topic_of(str(name)) for name in RUN_EVENTS.values())
 StoredRow = Sequence[Any]
 
 
+_UNREAD: Any = object()
+
+
 class FoldEvent(NamedTuple):
     """A run event as the views fold it: its name, its place in the log, the run its
     statement is about and the statement's predicate, and what the ledger stored beside the
@@ -74,8 +77,9 @@ class FoldEvent(NamedTuple):
     superseded_by: str | None  # a supersession's (None for the other events)
 
 
-def fold_event(position: int, fields: FoldFields) -> FoldEvent | None:
-    """The fold's fields as the views fold them (None: no run event)."""
+def fold_event(position: int, fields: FoldFields, predicate: Any = _UNREAD) -> FoldEvent | None:
+    """The fold's fields as the views fold them (None: no run event); ``predicate``: their
+    predicate, where the caller read it already (``fold_fields.predicate_with``)."""
     name = fields.event_name
     if name is None:
         return None
@@ -83,7 +87,7 @@ def fold_event(position: int, fields: FoldFields) -> FoldEvent | None:
         name,
         position,
         fields.subject,
-        predicate_of(fields),
+        predicate_of(fields) if predicate is _UNREAD else predicate,
         fields.received_at,
         fields.signer,
         fields.superseded_by,
@@ -154,9 +158,12 @@ def stored_fold_events(
     for at, topic, fields, stored_state in decoded:
         state = stored_state
         if fields is not None:
-            folded = whole(fields, bodies)
-            if folded is not None:
-                yield at, fold_event(at, folded)
+            if fields.name is None:
+                yield at, None  # the key book's: nothing to fold but its position
+                continue
+            predicate = predicate_with(fields, bodies)
+            if predicate is not None:
+                yield at, fold_event(at, fields, predicate)
                 continue
             state = lookups.state(at)  # as if it had no row: decode the event
         data = state if type(state) is bytes else bytes(state)

@@ -462,9 +462,12 @@ class ProjectionRunner:
             workers = cores if cores > 1 and long_log else 0
         return FoldPool(url, self.ledger, workers) if workers > 0 else None
 
-    def fold_range(self, after: int, upto: int) -> tuple[int, Pending]:
+    def fold_range(
+        self, after: int, upto: int, sent: set[str] | None = None
+    ) -> tuple[int, Pending]:
         """The events after position ``after`` up to ``upto`` folded, and prepared for a
-        writer in another process (a fold worker's task): (how many, the batch)."""
+        writer in another process (a fold worker's task): (how many, the batch). ``sent``:
+        the manifests this worker's earlier batches carried (``Pending.prepare``)."""
         e = self._events
         with paused_gc(), self.ledger.store.transaction(commit=False) as session:
             rows = self._writes.read_rows(session, (e.id > after) & (e.id <= upto))
@@ -472,7 +475,7 @@ class ProjectionRunner:
             views.fold_stored(rows, self.ledger.mapper, self._reader, self._writes.lookups(session))
             pending, _ = views.take()
             run_row = None if self._is_postgres else positional_rows(runs, self._engine.dialect)
-            pending.prepare(run_row)
+            pending.prepare(run_row, sent)
         return len(rows), pending
 
     def _make_indexes(self, *tables: Table) -> None:

@@ -75,12 +75,25 @@ class Pending:
             if row is not None and row["comparison_key"] is not None:
                 self.touched_groups.add(row["comparison_key"])
 
-    def prepare(self, run_row: Callable[[dict[str, Any]], tuple[Any, ...]] | None) -> None:
+    def prepare(
+        self,
+        run_row: Callable[[dict[str, Any]], tuple[Any, ...]] | None,
+        sent: set[str] | None = None,
+    ) -> None:
         """Make what the writer needs of this batch without the decoded documents, for a
         worker to send it: the manifests' rows, the groups of regrouped new runs and, with
-        ``run_row``, the new runs' rows as the writer inserts them."""
+        ``run_row``, the new runs' rows as the writer inserts them. ``sent``: the manifests
+        whose rows an earlier batch of this worker carried (the writer writes batches in log
+        order, so it holds them by this one's turn and would skip them): none made again,
+        and this batch's added (most batches carry every group's workload again)."""
         self.touch_regrouped()
-        self.manifest_rows = {digest: self.manifest_row(digest) for digest in self.manifests}
+        self.manifest_rows = {
+            digest: self.manifest_row(digest)
+            for digest in self.manifests
+            if sent is None or digest not in sent
+        }
+        if sent is not None:
+            sent.update(self.manifest_rows)
         self.manifests = {}
         if run_row is not None:
             self.packed_run_rows = msgspec.msgpack.encode(

@@ -73,6 +73,7 @@ __all__ = [
     "fields_of_stored",
     "handed_payloads",
     "predicate_of",
+    "predicate_with",
     "row_disagrees",
     "row_of",
     "share_rows",
@@ -201,6 +202,99 @@ def whole(fields: FoldFields, bodies: Mapping[bytes, bytes]) -> FoldFields | Non
     if predicate is None:
         return None
     return msgspec.structs.replace(fields, predicate=predicate, shared=())
+
+
+def predicate_with(fields: FoldFields, bodies: Mapping[bytes, bytes]) -> Any:
+    """``predicate_of(whole(fields, bodies))`` with each shared document parsed once, not
+    once per row (most of a predicate's bytes are the few documents thousands of runs share):
+    the cut text is parsed with a placeholder where each document was cut, and the document's
+    parsed value (kept by its text: a value made of that text alone) put where its
+    placeholder is, as ``predicate["manifests"][role]`` (where ``split`` cuts documents
+    from). Anything else (a placeholder not found there, a long integer, a document not an
+    object) takes the whole road, so the value is the one ``predicate_of`` gives either way
+    (``tests/ledger/test_fold_parsed.py``). None: a document missing from ``bodies``. The
+    documents' values are shared between rows: a fold reads them, never changes them."""
+    if not fields.shared:
+        return predicate_of(fields)
+    cut = fields.predicate
+    texts = [bodies[key] for _, key in fields.shared if key in bodies]
+    if len(texts) != len(fields.shared):
+        return None
+    value = _placeheld(cut, fields.shared) if _NUL_ESCAPE not in cut else None
+    manifests = value.get("manifests") if type(value) is dict else None
+    if type(manifests) is dict:
+        found = 0
+        for role, held in manifests.items():
+            if type(held) is str and held[:1] == "\x00":
+                document = _parsed(texts[int(held[1:])])
+                if document is _WHOLE_ROAD:
+                    break
+                manifests[role] = document
+                found += 1
+        else:
+            if found == len(texts):
+                return value
+    whole_fields = whole(fields, bodies)
+    return None if whole_fields is None else predicate_of(whole_fields)
+
+
+# A placeholder names the document cut out at its place by its index in ``shared``: a NUL
+# escape, which no cut text holds where this road is taken, so every one found is one made.
+_NUL_ESCAPE = b"\\u0000"
+_WHOLE_ROAD: Any = object()
+
+
+def _placeheld(cut: bytes, shared: Shared) -> Any:
+    """The cut text parsed with a placeholder string at each place a document was cut;
+    ``_WHOLE_ROAD`` where ``parse_admitted_json`` would not read it with msgspec alone."""
+    pieces: list[bytes] = []
+    at = 0
+    for index, (offset, _) in enumerate(shared):
+        pieces += (cut[at:offset], b'"%s%d"' % (_NUL_ESCAPE, index))
+        at = offset
+    pieces.append(cut[at:])
+    text = b"".join(pieces)
+    if _long_digits(text):
+        return _WHOLE_ROAD
+    try:
+        return msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return _WHOLE_ROAD
+
+
+def _long_digits(text: bytes) -> bool:
+    """A run of 16 digits: where ``parse_admitted_json`` hands a text to the strict reader
+    (an integer beyond 2^53 may be in it), which this road leaves to the whole road. A
+    document starts with ``{`` and ends with ``}``, so no run crosses into or out of one:
+    the whole text holds a run exactly where a part does."""
+    return text.translate(_DIGITS_AS_ZERO).find(b"0" * 16) >= 0
+
+
+_DIGITS_AS_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
+
+
+def _parsed(body: bytes) -> Any:
+    """A shared document's value, parsed once per text (bounded, as ``fold_manifests``'s
+    keys are); ``_WHOLE_ROAD`` for one this road does not take (not an object, a long run
+    of digits, not JSON)."""
+    value = _PARSED.get(body)
+    if value is None:
+        value = _WHOLE_ROAD
+        if body[:1] == b"{" and body[-1:] == b"}" and not _long_digits(body):
+            try:
+                value = msgspec.json.decode(body)
+            except msgspec.DecodeError:
+                value = _WHOLE_ROAD
+            if type(value) is not dict:
+                value = _WHOLE_ROAD
+        if len(_PARSED) >= _PARSED_KEPT:
+            _PARSED.clear()
+        _PARSED[body] = value
+    return value
+
+
+_PARSED: dict[bytes, Any] = {}
+_PARSED_KEPT = 4096  # as many as a reader keeps texts of (``ManifestBodies``)
 
 
 # Payloads the writer decoded already, by the id of the base64 text they were decoded from:
