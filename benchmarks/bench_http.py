@@ -205,7 +205,8 @@ def figure(ctx: Context) -> FigureResult:
 def _thread_cpu_into(folder: Path) -> Iterator[None]:
     """The serve-child started inside notes its threads' CPU and its writer's groups into
     ``folder`` (``--thread-cpu``: /proc reads at start and end, two clock reads a group, the
-    writer's files written by a thread of its own every half second; no profiler), so the suite's own run says which party sets the rate."""
+    writer's files written by a thread of its own every half second; no profiler), so the
+    suite's own run says which party sets the rate."""
     folder.mkdir(parents=True)
     saved = {k: os.environ.get(k) for k in (PROFILE_VAR, THREAD_CPU_ONLY_VAR)}
     os.environ[PROFILE_VAR], os.environ[THREAD_CPU_ONLY_VAR] = str(folder.resolve()), "1"

@@ -51,7 +51,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection
 
-from domain.documents import parse_admitted_json
+from domain.documents import needs_strict_reread, parse_admitted_json
 from domain.event_names import EventName
 from ledger.ids import topic_of
 from ledger.signing.dsse import Envelope, stored_payload
@@ -254,23 +254,12 @@ def _placeheld(cut: bytes, shared: Shared) -> Any:
         at = offset
     pieces.append(cut[at:])
     text = b"".join(pieces)
-    if _long_digits(text):
+    if needs_strict_reread(text):  # no run of digits crosses a document's { }: as whole
         return _WHOLE_ROAD
     try:
         return msgspec.json.decode(text)
     except msgspec.DecodeError:
         return _WHOLE_ROAD
-
-
-def _long_digits(text: bytes) -> bool:
-    """A run of 16 digits: where ``parse_admitted_json`` hands a text to the strict reader
-    (an integer beyond 2^53 may be in it), which this road leaves to the whole road. A
-    document starts with ``{`` and ends with ``}``, so no run crosses into or out of one:
-    the whole text holds a run exactly where a part does."""
-    return text.translate(_DIGITS_AS_ZERO).find(b"0" * 16) >= 0
-
-
-_DIGITS_AS_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
 
 
 def _parsed(body: bytes) -> Any:
@@ -280,13 +269,15 @@ def _parsed(body: bytes) -> Any:
     value = _PARSED.get(body)
     if value is None:
         value = _WHOLE_ROAD
-        if body[:1] == b"{" and body[-1:] == b"}" and not _long_digits(body):
+        if body[:1] == b"{" and body[-1:] == b"}" and not needs_strict_reread(body):
             try:
                 value = msgspec.json.decode(body)
             except msgspec.DecodeError:
                 value = _WHOLE_ROAD
             if type(value) is not dict:
                 value = _WHOLE_ROAD
+        if len(body) > _PARSED_LARGEST:
+            return value  # parsed each time: a large one's objects are ~9x its text
         if len(_PARSED) >= _PARSED_KEPT:
             _PARSED.clear()
         _PARSED[body] = value
@@ -295,6 +286,10 @@ def _parsed(body: bytes) -> Any:
 
 _PARSED: dict[bytes, Any] = {}
 _PARSED_KEPT = 4096  # as many as a reader keeps texts of (``ManifestBodies``)
+# A parsed document holds ~8.6x its text in objects (a 1.06 MB workload: 9.3 MB): only
+# those of at most 16 KiB are kept, as ``fold_manifests`` keeps keys (a review's MEDIUM:
+# 4,096 documents of up to 1.5 MiB each, per fold worker, for the process's life).
+_PARSED_LARGEST = 16 << 10
 
 
 # Payloads the writer decoded already, by the id of the base64 text they were decoded from:

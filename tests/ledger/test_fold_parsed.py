@@ -92,3 +92,14 @@ def test_a_document_missing_gives_none_never_a_wrong_value() -> None:
     text = json.dumps({"manifests": {"protocol": {"notes": "p" * 200}}}).encode()
     row, _ = row_of(FoldFields("Run.Ingested", "sha256:00", "at", "key", None, text))
     assert predicate_with(decode_fields(row), {}) is None
+
+
+def test_a_large_shared_document_is_read_but_not_kept() -> None:
+    # A parsed document holds ~9x its text: past 16 KiB it is parsed each time, not kept.
+    from ledger.store import fold_fields
+
+    small = b'{"a":1}'
+    large = b'{"a":"' + b"x" * (fold_fields._PARSED_LARGEST) + b'"}'
+    assert fold_fields._parsed(small) == {"a": 1} and small in fold_fields._PARSED
+    assert fold_fields._parsed(large) == {"a": "x" * fold_fields._PARSED_LARGEST}
+    assert large not in fold_fields._PARSED
