@@ -14,6 +14,8 @@ transparency log (``ledger.tlog.catch_up()``). At each size:
   aggregate cache settings as the ledger) on its own SQLite file filled to the same number of
   events (one trivial aggregate per event), timed the same way: get a random aggregate,
   trigger one trivial event, save. The ratio ledger / bare is our overhead at that size.
+  The two alternate, one ledger append then one bare append, after the fills are synced to
+  disk: timed one after the other, they met different disks (2026-12-07, session 4).
 
 Pass: at every size the ledger's append p50 ≤ 1.5 × the bare Application's; the ledger's
 append p50 at the largest size ≤ 1.5 × p50 at the smallest (p50 rather than p99: on a shared
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import random
 import shutil
 import time
@@ -101,19 +104,14 @@ def fill_bare(app: BareApp, ids: list[UUID], count: int, batch: int = 1000) -> N
         ids.extend(a.id for a in made)
 
 
-def time_bare(
-    app: BareApp, ids: list[UUID], appends: int, warm: int, rng: random.Random
-) -> list[float]:
-    latencies: list[float] = []
-    for n in range(warm + appends):
-        aggregate_id = rng.choice(ids)
-        t0 = time.perf_counter()
-        tally: Tally = app.repository.get(aggregate_id)
-        tally.tick()
-        app.save(tally)
-        if n >= warm:
-            latencies.append(time.perf_counter() - t0)
-    return latencies
+def bare_append(app: BareApp, ids: list[UUID], rng: random.Random) -> float:
+    """One anchor append: get a random aggregate, tick it, save; its latency."""
+    aggregate_id = rng.choice(ids)
+    t0 = time.perf_counter()
+    tally: Tally = app.repository.get(aggregate_id)
+    tally.tick()
+    app.save(tally)
+    return time.perf_counter() - t0
 
 
 # ----------------------------------------------------------------------------- ledger
@@ -123,25 +121,36 @@ def run_digests(ledger: Ledger) -> list[tuple[str, str]]:
     return [(str(d), str(n)) for d, n in ledger.run_index()]
 
 
-def time_ledger(
-    ledger: Ledger, envelopes: list[dict[str, Any]], warm: int
-) -> tuple[list[float], list[int], list[int]]:
-    """Latency of each ``Ledger.append`` after ``warm`` untimed ones; the proofs' hash counts
-    and the tree sizes they are against."""
+def time_both(
+    ledger: Ledger,
+    envelopes: list[dict[str, Any]],
+    warm: int,
+    bare: BareApp,
+    bare_ids: list[UUID],
+    rng: random.Random,
+) -> tuple[list[float], list[int], list[int], list[float]]:
+    """Latency of each ``Ledger.append`` after ``warm`` untimed ones, each followed by one
+    anchor append: the two alternate, so both are timed under the same load and disk
+    (timed one after the other, the ledger's appends ran while the disk was still writing
+    back the fill's hundreds of MB, the anchor's a second later). Also the proofs' hash
+    counts and the tree sizes they are against, and the anchor's latencies."""
     latencies: list[float] = []
     hashes: list[int] = []
     sizes: list[int] = []
+    bare_latencies: list[float] = []
     for n, raw in enumerate(envelopes):
         t0 = time.perf_counter()
         receipt = ledger.append(raw)
         elapsed = time.perf_counter() - t0
+        bare_elapsed = bare_append(bare, bare_ids, rng)
         if n < warm:
             continue
         latencies.append(elapsed)
+        bare_latencies.append(bare_elapsed)
         assert receipt.inclusion is not None, "every receipt carries its inclusion proof"
         hashes.append(len(receipt.inclusion.hashes))
         sizes.append(receipt.inclusion.tree_size)
-    return latencies, hashes, sizes
+    return latencies, hashes, sizes, bare_latencies
 
 
 def random_leaf_proofs(ledger: Ledger, rng: random.Random, count: int) -> dict[str, Any]:
@@ -221,10 +230,12 @@ def measure(
                         digest, name, attester, type_="note", body=f"growth {size} append {n}"
                     )
                 )
-            say(f"{size:,} events: {appends} x Ledger.append")
-            latencies, hashes, tree_sizes = time_ledger(ledger, envelopes, warm)
-            say(f"{size:,} events: {appends} x bare eventsourcing append")
-            bare_latencies = time_bare(bare, bare_ids, appends, warm, rng)
+            # The fills' writes reach the disk before either is timed (not during one).
+            os.sync()
+            say(f"{size:,} events: {appends} x Ledger.append, each beside a bare append")
+            latencies, hashes, tree_sizes, bare_latencies = time_both(
+                ledger, envelopes, warm, bare, bare_ids, rng
+            )
             bare_events += appends + warm
             say(f"{size:,} events: inclusion proofs of random leaves")
             sampled = random_leaf_proofs(ledger, rng, appends)
