@@ -15,7 +15,8 @@ transparency log (``ledger.tlog.catch_up()``). At each size:
   events (one trivial aggregate per event), timed the same way: get a random aggregate,
   trigger one trivial event, save. The ratio ledger / bare is our overhead at that size.
   The two alternate, one ledger append then one bare append, after the fills are synced to
-  disk: timed one after the other, they met different disks (2026-12-07, session 4).
+  disk: timed one after the other, each met the disk and load of its own moment, the ledger
+  always first, right after the fills (2026-12-07, session 4).
 
 Pass: at every size the ledger's append p50 ≤ 1.5 × the bare Application's; the ledger's
 append p50 at the largest size ≤ 1.5 × p50 at the smallest (p50 rather than p99: on a shared

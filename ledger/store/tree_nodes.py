@@ -14,11 +14,14 @@ from ledger.store.log_tables import nodes
 T = TypeVar("T")
 NodeKey = tuple[int, int]  # (level, index)
 _ZERO = b"\x00" * 32
-# (level, how many indices) per level asked for, in level order: the shape of one node query.
-Shape = tuple[tuple[int, int], ...]
+# How many indices of each level asked for, in level order: the shape of one node query's
+# text (the levels themselves are parameters).
+Shape = tuple[int, ...]
+# A shape of more nodes than this (an export's batch of scattered proofs) is built each
+# time: kept, 1,024 such texts of up to ~24 KB would crowd out the few hot proof shapes.
+_KEPT_NODES = 64
 
 
-@functools.lru_cache(maxsize=1024)
 def nodes_sql(dialect: str, shape: Shape) -> str:
     """The node query of ``shape``, in the driver's parameter style: one equality-plus-IN
     term per level, which both SQLite and PostgreSQL answer from the primary key. (A
@@ -27,20 +30,31 @@ def nodes_sql(dialect: str, shape: Shape) -> str:
     the same select through SQLAlchemy's expression language, its cache key and its
     compiled form cost ~1 ms a proof, ~20x SQLite's own work for its ~17 rows (growth
     benchmark, issue 36). Proofs of one tree size share a shape, so few texts are made."""
+    if sum(shape) > _KEPT_NODES:
+        return _nodes_sql(dialect, shape)
+    return _kept_nodes_sql(dialect, shape)
+
+
+def _nodes_sql(dialect: str, shape: Shape) -> str:
     mark = "?" if dialect == "sqlite" else "%s"
     terms = " OR ".join(
-        f"(level = {mark} AND idx IN ({', '.join([mark] * count)}))" for _, count in shape
+        f"(level = {mark} AND idx IN ({', '.join([mark] * count)}))" for count in shape
     )
     return f"SELECT level, idx, hash FROM {nodes.name} WHERE {terms}"  # noqa: S608 - constants
+
+
+_kept_nodes_sql = functools.lru_cache(maxsize=1024)(_nodes_sql)
 
 
 def read_nodes(session: StoreSession, wanted: set[tuple[int, int]]) -> dict[NodeKey, bytes]:
     """The stored hashes of the nodes ``wanted`` that are stored, in one query (the caller
     says what a missing one means)."""
+    if not wanted:
+        return {}
     by_level: dict[int, list[int]] = {}
     for level, index in sorted(wanted):
         by_level.setdefault(level, []).append(index)
-    shape = tuple((level, len(indices)) for level, indices in by_level.items())
+    shape = tuple(len(indices) for indices in by_level.values())
     params = tuple(v for level, indices in by_level.items() for v in (level, *indices))
     rows = select_rows(session, nodes_sql(dialect_of(session), shape), params)
     return {(int(r[0]), int(r[1])): bytes(r[2]) for r in rows}

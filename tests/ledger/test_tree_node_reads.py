@@ -28,7 +28,7 @@ from ledger.proofs.merkle import (
     root_from_nodes,
 )
 from ledger.store.log_tables import metadata, nodes
-from ledger.store.tree_nodes import nodes_sql, with_prefetch
+from ledger.store.tree_nodes import nodes_sql, read_nodes, with_prefetch
 
 FULL = 300  # leaves of the stored tree; every smaller tree's complete nodes are a prefix
 LEAVES = [leaf_hash(hashlib.sha256(str(i).encode()).digest()) for i in range(FULL)]
@@ -88,7 +88,14 @@ def test_a_node_not_stored_is_refused(stored: Connection) -> None:
 
 
 def test_one_text_per_shape_with_its_parameters_in_order() -> None:
-    sql = nodes_sql("sqlite", ((0, 2), (3, 1)))
+    sql = nodes_sql("sqlite", (2, 1))
     assert sql.endswith("WHERE (level = ? AND idx IN (?, ?)) OR (level = ? AND idx IN (?))")
-    assert nodes_sql("postgresql", ((1, 1),)).endswith("WHERE (level = %s AND idx IN (%s))")
-    assert nodes_sql("sqlite", ((0, 2), (3, 1))) is sql  # built once
+    assert nodes_sql("postgresql", (1,)).endswith("WHERE (level = %s AND idx IN (%s))")
+    assert nodes_sql("sqlite", (2, 1)) is sql  # built once
+    large = (40, 40)  # an export batch's shape: built each time, not kept
+    assert nodes_sql("sqlite", large) == nodes_sql("sqlite", large)
+    assert nodes_sql("sqlite", large) is not nodes_sql("sqlite", large)
+
+
+def test_no_nodes_wanted_reads_nothing() -> None:
+    assert read_nodes(None, set()) == {}  # type: ignore[arg-type] - no session is touched
