@@ -277,19 +277,24 @@ def _parsed(body: bytes) -> Any:
             if type(value) is not dict:
                 value = _WHOLE_ROAD
         if len(body) > _PARSED_LARGEST:
-            return value  # parsed each time: a large one's objects are ~9x its text
-        if len(_PARSED) >= _PARSED_KEPT:
+            return value  # parsed each time: a large one's objects are ~10x its text
+        if len(_PARSED) >= _PARSED_KEPT or _PARSED_TEXT[0] + len(body) > _PARSED_TEXT_BUDGET:
             _PARSED.clear()
+            _PARSED_TEXT[0] = 0
         _PARSED[body] = value
+        _PARSED_TEXT[0] += len(body)
     return value
 
 
 _PARSED: dict[bytes, Any] = {}
+_PARSED_TEXT = [0]  # the bytes of text _PARSED's documents were parsed from
 _PARSED_KEPT = 4096  # as many as a reader keeps texts of (``ManifestBodies``)
-# A parsed document holds ~8.6x its text in objects (a 1.06 MB workload: 9.3 MB): only
-# those of at most 16 KiB are kept, as ``fold_manifests`` keeps keys (a review's MEDIUM:
-# 4,096 documents of up to 1.5 MiB each, per fold worker, for the process's life).
+# A parsed document holds ~10-12x its text in objects where admission lets it through (25x
+# for shapes it refuses; an attack review's tracemalloc). So only documents of at most 16
+# KiB are kept, as ``fold_manifests`` keeps keys, and at most 8 MiB of text in all (~100 MB
+# of objects per folding process): 4,096 documents of 16 KiB would have kept ~0.8 GB.
 _PARSED_LARGEST = 16 << 10
+_PARSED_TEXT_BUDGET = 8 << 20
 
 
 # Payloads the writer decoded already, by the id of the base64 text they were decoded from:

@@ -64,6 +64,7 @@ def test_the_shared_road_reads_the_predicate_the_whole_road_reads(
         row, bodies = row_of(fields)
         _same(decode_fields(row), bodies)
         fold_fields._PARSED.clear()  # parsed afresh, and from the cache, alike
+        fold_fields._PARSED_TEXT[0] = 0
         _same(decode_fields(row), bodies)
 
 
@@ -103,3 +104,15 @@ def test_a_large_shared_document_is_read_but_not_kept() -> None:
     assert fold_fields._parsed(small) == {"a": 1} and small in fold_fields._PARSED
     assert fold_fields._parsed(large) == {"a": "x" * fold_fields._PARSED_LARGEST}
     assert large not in fold_fields._PARSED
+
+
+def test_the_kept_documents_stay_within_their_text_budget() -> None:
+    from ledger.store import fold_fields
+
+    body = b'{"a":"' + b"y" * 16_000 + b'"}'
+    fold_fields._PARSED.clear()
+    fold_fields._PARSED_TEXT[0] = 0
+    for i in range(1_000):  # ~16 MB of distinct texts, twice the budget
+        fold_fields._parsed(body[:-2] + str(i).encode() + b'"}')
+        kept = sum(len(text) for text in fold_fields._PARSED)
+        assert kept == fold_fields._PARSED_TEXT[0] <= fold_fields._PARSED_TEXT_BUDGET
