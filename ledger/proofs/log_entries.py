@@ -47,6 +47,12 @@ class LogEntry(msgspec.Struct, frozen=True):
         leaf a verifier or audit recomputes, the walk cost ~1.9 of its ~5 µs; this is the
         same test for this one shape, unrolled (property-tested against ``canonical_json``).
         Anything else, and a lone surrogate the encoder refuses, takes ``canonical_json``."""
+        return self._plain_encoded(proved=False)
+
+    def _plain_encoded(self, proved: bool) -> bytes | None:
+        """``plain_json`` of the entry's fields, where they are of exact plain types and the
+        envelope is an object whose types ``_dsse_shaped`` walks for (``proved``: its
+        caller proved them, unwalked here); else, or for a lone surrogate, None."""
         position, version, envelope = self.position, self.version, self.envelope
         if not (
             type(position) is int
@@ -57,7 +63,7 @@ class LogEntry(msgspec.Struct, frozen=True):
             and type(self.topic) is str
             and type(self.received_at) is str
             and type(envelope) is dict
-            and _dsse_shaped(envelope)
+            and (proved or _dsse_shaped(envelope))
         ):
             return None
         try:
@@ -89,32 +95,8 @@ class LogEntry(msgspec.Struct, frozen=True):
         ``leaf_hash()``'s. Only a reader that decoded the envelope as ``DSSE_SHAPED`` may
         call it (``ledger.verify.events.read_worker_event``). Property-tested against
         ``leaf_hash`` over such envelopes (tests/ledger/test_leaf_shaped_road.py)."""
-        position, version = self.position, self.version
-        if not (
-            type(position) is int
-            and type(version) is int
-            and -MAX_SAFE_INTEGER <= position <= MAX_SAFE_INTEGER
-            and -MAX_SAFE_INTEGER <= version <= MAX_SAFE_INTEGER
-            and type(self.aggregate) is str
-            and type(self.topic) is str
-            and type(self.received_at) is str
-            and type(self.envelope) is dict
-        ):
-            return None
-        try:
-            data = plain_json(
-                {
-                    "position": position,
-                    "aggregate": self.aggregate,
-                    "version": version,
-                    "topic": self.topic,
-                    "envelope": self.envelope,
-                    "receivedAt": self.received_at,
-                }
-            )
-        except CanonicalizationError:
-            return None
-        return leaf_hash(data) if data.isascii() else None
+        data = self._plain_encoded(proved=True)
+        return leaf_hash(data) if data is not None and data.isascii() else None
 
     def data_given(self, envelope: bytes) -> bytes:
         """``data()`` where ``envelope`` is already the JCS bytes of ``self.envelope`` (the
