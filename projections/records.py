@@ -18,6 +18,7 @@ the source lived it, and each record carries its date and what that date is.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -55,11 +56,27 @@ class Arrival:
         """``(date, what it is)``: the source's date in the ledger's form (UTC, ms, Z), else
         the admission time (a source date that is no RFC 3339 date-time counts as none)."""
         if self.observed is not None:
-            try:
-                return format_time(parse_time(self.observed)), OBSERVED
-            except (DomainError, ValueError):
-                pass
+            observed = (
+                _known_ledger_form(self.observed)
+                if type(self.observed) is str
+                else _ledger_form(self.observed)
+            )
+            if observed is not None:
+                return observed, OBSERVED
         return self.admitted, ADMITTED
+
+
+def _ledger_form(observed: str) -> str | None:
+    """A source date in the ledger's form, or None where it is no RFC 3339 date-time."""
+    try:
+        return format_time(parse_time(observed))
+    except (DomainError, ValueError):
+        return None
+
+
+# Memoised on the string (the answer is a function of it alone): every re-rank of a group
+# walks all its runs' dates again.
+_known_ledger_form = functools.lru_cache(maxsize=16384)(_ledger_form)
 
 
 @dataclass(frozen=True)
