@@ -21,8 +21,6 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from ledger.long_lived import settled_thresholds
-
 if TYPE_CHECKING:
     import typer
 
@@ -194,14 +192,17 @@ def preload(argv: Sequence[str]) -> ModuleType | None:
 def main() -> None:
     # The modules a command imports live as long as the process: collecting garbage while
     # they load only walks them again and again, so the collector waits until they are
-    # loaded and frozen. Then its young collections come as rarely as in every long-running
-    # process of the ledger (``ledger.long_lived``): an import's groups allocate as a
-    # writer's do.
+    # loaded and frozen. Then a command's young collections come as rarely as in every
+    # long-running process of the ledger (``ledger.long_lived``): an import's groups allocate
+    # as a writer's do. (``--help`` loads no ledger module: tests/cli/test_cli_start.py.)
     gc.disable()
     args = sys.argv[1:]
     module = preload(args)
     gc.freeze()
-    gc.set_threshold(*settled_thresholds())
+    if module is not None:
+        from ledger.long_lived import settled_thresholds  # noqa: PLC0415
+
+        gc.set_threshold(*settled_thresholds())
     gc.enable()
     code: object = None
     fast = (

@@ -42,6 +42,8 @@ def test_a_kernelindex_command_runs_with_its_heap_settled() -> None:
         "def command():\n"
         "    print(gc.get_threshold()[0], gc.get_freeze_count() > 0, gc.isenabled())\n"
         "m.root = lambda: command\n"
+        "import types\n"
+        "m.preload = lambda args: types.ModuleType('a_command')  # a command was loaded\n"
         "import sys\n"
         "sys.argv = ['kernelindex', '--help']\n"
         "m.main()\n"
