@@ -19,8 +19,8 @@ from ledger.proofs.hasher import leaf_hash
 from ledger.proofs.log_entries import LogEntry
 from ledger.proofs.merkle import CompactRange
 from ledger.signing.dsse import Envelope
-from ledger.store.driver_rows import insert_tables
-from ledger.store.event_store import StoreSession, connection_of
+from ledger.store.driver_rows import dialect_of, insert_tables
+from ledger.store.event_store import StoreSession
 from ledger.store.log_tables import leaves, nodes
 from ledger.store.sqlite_blobs import blob_param
 from ledger.store.tree_nodes import NodeKey
@@ -51,7 +51,7 @@ def add_leaves(
     version, leaf index and topic (a heads leaf's update). ``parsed``: :func:`parsed_at`."""
     leaf_rows: list[tuple[int, int, Any]] = []
     node_rows: list[tuple[int, int, Any]] = []
-    dialect = connection_of(session).dialect.name  # hashes bound as ``blob_param`` says
+    dialect = dialect_of(session)  # hashes bound as ``blob_param`` says
     digest = b""
     for position, aggregate, version, topic, state in rows:
         entry = LogEntry.from_stored(
