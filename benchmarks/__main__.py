@@ -163,6 +163,15 @@ def _verdict(row: Row) -> str:
     return "" if row.passed is None else ("[green]pass[/]" if row.passed else "[red]fail[/]")
 
 
+def figure_verdict(figure: FigureResult) -> str:
+    """A figure's progress line: "fail" if any target failed, else "not judged" if any
+    was not judged (its anchor drifted: not a pass), else "pass"; with the count not judged."""
+    unjudged = sum(1 for r in figure.rows if not r.judged)
+    if not figure.passed:
+        return f"fail, {unjudged} not judged (unsteady)" if unjudged else "fail"
+    return f"not judged ({unjudged} unsteady)" if unjudged else "pass"
+
+
 def tally(figures: list[FigureResult]) -> tuple[int, int, int]:
     """(targets met, targets judged, targets not judged: their anchor drifted)."""
     rows = [r for f in figures for r in f.rows]
@@ -284,10 +293,7 @@ def run(
             for figure in done:
                 figure.seconds = round(seconds / len(done), 1)
                 figure.load = {"before": before, "after": after}
-                verdict = "pass" if figure.passed else "fail"
-                unjudged = sum(1 for r in figure.rows if not r.judged)
-                if unjudged:
-                    verdict += f", {unjudged} not judged (unsteady)"
+                verdict = figure_verdict(figure)
                 progress.console.print(f"[bold]{figure.title}[/]: {verdict} ({seconds:.0f} s)")
             results.extend(done)
             progress.advance(overall, len(names))

@@ -566,6 +566,42 @@ def _go_rows(
     return rows
 
 
+def anchor_drifts(before: dict[str, float], after: dict[str, float]) -> dict[str, float | None]:
+    """The all-cores anchor's drift on both its clocks, after ÷ before: per CPU-second of
+    the processes (the host's speed) and its wall rate (what the judged ratio divides by)."""
+    return {
+        "ed25519AllCoresCpu": steadiness.drift(before["cpu"], after["cpu"]),
+        "ed25519AllCoresWall": steadiness.drift(before["wall"], after["wall"]),
+    }
+
+
+def judged_row(
+    rate: float,
+    events: int,
+    cores: int,
+    parallel: dict[str, float],
+    parallel_after: dict[str, float],
+) -> Row:
+    """The figure's judged row: our verify rate against the all-cores Ed25519 rate measured
+    before the timed verify (``parallel``), judged on how far that anchor moved by the
+    reading after it (``parallel_after``; ``benchmarks.steadiness``)."""
+    anchor = float(parallel["wall"])
+    ok, to_target = at_least(rate / anchor, TARGET)
+    stretch = rate / anchor >= STRETCH
+    row = Row(
+        "verify",
+        f"offline verify events/s, {cores} workers, {events:,} events",
+        f"{fmt(rate)}/s",
+        f"Ed25519 on {cores} processes {fmt(anchor)}/s",
+        rate / anchor,
+        f"ratio ≥ {TARGET} (stretch {STRETCH})",
+        ok,
+        to_target,
+        note=f"stretch {'met' if stretch else 'not met'}",
+    )
+    return steadiness.judge(row, anchor_drifts(parallel, parallel_after))
+
+
 def figure(ctx: Context) -> FigureResult:
     """``python -m benchmarks``' offline-verify figure: verify rate at ``cores`` workers on
     the largest bundle against the measured rate of Ed25519 on ``cores`` processes at once
@@ -605,7 +641,6 @@ def figure(ctx: Context) -> FigureResult:
     small, big = runs[0], runs[-1]
     anchor = float(parallel["wall"])
     rate = float(big["eventsPerSecond"])
-    ok, to_target = at_least(rate / anchor, TARGET)
     # CPU: our events per CPU-second (every process) against Ed25519's per CPU-second of
     # the processes running at once: the ratio the wall one would be on an idle machine.
     cpu_rate = 1e6 / float(big["cpuMicrosPerEvent"])
@@ -613,30 +648,11 @@ def figure(ctx: Context) -> FigureResult:
     def peak(run: dict[str, Any]) -> float:
         return float(max(run["peakRssKiB"], run["peakWorkerRssKiB"] or 0)) / 1024
 
-    # The anchor again after the timed verify, on both its clocks: per CPU-second of the
-    # processes (the host's speed) and its wall rate (what the judged ratio divides by).
-    drifts = {
-        "ed25519AllCoresCpu": steadiness.drift(parallel["cpu"], parallel_after["cpu"]),
-        "ed25519AllCoresWall": steadiness.drift(parallel["wall"], parallel_after["wall"]),
-    }
+    drifts = anchor_drifts(parallel, parallel_after)
     growth = peak(big) / peak(small)
     mem_ok, mem_to_target = at_most(growth, MEMORY_FLAT)
-    stretch = rate / anchor >= STRETCH
     rows = [
-        steadiness.judge(
-            Row(
-                "verify",
-                f"offline verify events/s, {cores} workers, {big['events']:,} events",
-                f"{fmt(rate)}/s",
-                f"Ed25519 on {cores} processes {fmt(anchor)}/s",
-                rate / anchor,
-                f"ratio ≥ {TARGET} (stretch {STRETCH})",
-                ok,
-                to_target,
-                note=f"stretch {'met' if stretch else 'not met'}",
-            ),
-            drifts,
-        ),
+        judged_row(rate, int(big["events"]), cores, parallel, parallel_after),
         Row(
             "verify",
             "  same, per CPU-second (all processes; thread-CPU for Ed25519)",
