@@ -1,9 +1,10 @@
 """The suite's ingest and HTTP figures judge their timed rows only on a steady machine.
 
 `python -m benchmarks --quick --only ingest http`: each judged row carries the drift of each
-anchor it stands on (after ÷ before, measured in the run), is judged exactly when every drift
-is within 10 % (benchmarks/steadiness.py), and the JSON's count of rows not judged matches.
-The verify figure's row is checked in tests/test_bench_suite_smoke.py's verify run.
+anchor it stands on (after ÷ before, measured in the run), keeps its verdict exactly where
+benchmarks/steadiness.py's rule says it stands on those drifts, and the JSON's count of rows
+not judged matches. The verify figure's row is checked the same way in
+tests/test_bench_suite_smoke.py's verify run.
 """
 
 from __future__ import annotations
@@ -53,8 +54,10 @@ def test_ingest_and_http_rows_carry_their_drift(tmp_path: Path) -> None:
     for (figure, start), anchors in EXPECTED.items():
         (row,) = [r for r in rows if r["figure"] == figure and r["name"].strip().startswith(start)]
         assert set(row["drift"]) == anchors, row
-        steady = all(steadiness.steady(d) for d in row["drift"].values())
-        assert row["judged"] is steady and (row["passed"] is not None) is steady, row
+        met = row["to_target"] >= 1  # the verdict before the drifts were weighed
+        stands = steadiness.stands(met, row["to_target"], row["drift"])
+        assert row["judged"] is stands, row
+        assert row["passed"] is (met if stands else None), row
         assert row["target"] and row["to_target"] is not None  # the value against it, still
         found[start] = row
     # The proofs are a correctness target: never taken away by a drift.
