@@ -37,7 +37,10 @@ Figures (``--only`` names), each measured by its own module:
 
 Every anchor and stage is timed on wall time and on thread-CPU time, and each figure's load
 average is recorded before and after it (issue 36: figures that mean the same on a busy
-machine). Prints one table (figure, value, anchor, ratio, target, pass/fail), its notes
+machine). A ratio is judged only where its anchor, measured again after the timed phase,
+kept its speed within 10 % (``benchmarks.steadiness``; ingest, http, verify): otherwise its
+row reads "unsteady — not judged" and the count of targets met says how many were not.
+Prints one table (figure, value, anchor, ratio, target, pass/fail), its notes
 (load averages, stretch targets), then by how much each missed target is missed; writes
 ``benchmarks/results/suite-<date>.json`` (``--quick``: ``suite-<date>-quick.json``; ``--out``
 to choose).
@@ -73,6 +76,7 @@ from benchmarks import (
     bench_startup,
     bench_verify,
 )
+from benchmarks.steadiness import LIMIT, UNSTEADY
 from benchmarks.suite import Context, FigureResult, Row, load, load_text
 
 HERE = Path(__file__).resolve().parent
@@ -153,8 +157,38 @@ def _ratio(value: float | None) -> str:
     return f"{value:.3f}" if abs(value) < 0.1 else f"{value:.2f}"
 
 
-def _verdict(passed: bool | None) -> str:
-    return "" if passed is None else ("[green]pass[/]" if passed else "[red]fail[/]")
+def _verdict(row: Row) -> str:
+    if not row.judged:
+        return f"[yellow]{UNSTEADY}[/]"
+    return "" if row.passed is None else ("[green]pass[/]" if row.passed else "[red]fail[/]")
+
+
+def figure_verdict(figure: FigureResult) -> str:
+    """A figure's progress line: "fail" if any target failed, else "not judged" if any
+    was not judged (its anchor drifted: not a pass), else "pass"; with the count not judged."""
+    unjudged = sum(1 for r in figure.rows if not r.judged)
+    if not figure.passed:
+        return f"fail, {unjudged} not judged (unsteady)" if unjudged else "fail"
+    return f"not judged ({unjudged} unsteady)" if unjudged else "pass"
+
+
+def tally(figures: list[FigureResult]) -> tuple[int, int, int]:
+    """(targets met, targets judged, targets not judged: their anchor drifted)."""
+    rows = [r for f in figures for r in f.rows]
+    return (
+        sum(1 for r in rows if r.passed),
+        sum(1 for r in rows if r.passed is not None),
+        sum(1 for r in rows if not r.judged),
+    )
+
+
+def tally_text(figures: list[FigureResult]) -> str:
+    """``3/5 targets met`` and, where some were not, how many were not judged."""
+    met, judged, unjudged = tally(figures)
+    text = f"{met}/{judged} targets met"
+    if unjudged:
+        text += f"; {unjudged} not judged (anchor drifted more than {LIMIT:.0%} within the run)"
+    return text
 
 
 def table(figures: list[FigureResult], title: str) -> Table:
@@ -171,7 +205,7 @@ def table(figures: list[FigureResult], title: str) -> Table:
                 row.anchor,
                 _ratio(row.ratio),
                 row.target,
-                _verdict(row.passed),
+                _verdict(row),
             )
     return out
 
@@ -259,7 +293,7 @@ def run(
             for figure in done:
                 figure.seconds = round(seconds / len(done), 1)
                 figure.load = {"before": before, "after": after}
-                verdict = "pass" if figure.passed else "fail"
+                verdict = figure_verdict(figure)
                 progress.console.print(f"[bold]{figure.title}[/]: {verdict} ({seconds:.0f} s)")
             results.extend(done)
             progress.advance(overall, len(names))
@@ -297,9 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     missed = misses(figures)
     for line in missed:
         console.print(line)
-    met = sum(1 for f in figures for r in f.rows if r.passed)
-    judged = sum(1 for f in figures for r in f.rows if r.passed is not None)
-    console.print(f"{met}/{judged} targets met; wall time {wall / 60:.1f} min; results: {out}")
+    met, judged, unjudged = tally(figures)
+    console.print(f"{tally_text(figures)}; wall time {wall / 60:.1f} min; results: {out}")
     result: dict[str, Any] = {
         "date": today,
         "command": command.strip(),
@@ -316,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "targetsMet": met,
         "targetsJudged": judged,
+        "targetsNotJudged": unjudged,
         "figures": {
             f.figure: {
                 "title": f.title,

@@ -53,7 +53,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 from api.cli.serve import DEFAULT_WORKERS
+from benchmarks import steadiness
+from benchmarks.bench_verify import Work, ed25519_rates
 from benchmarks.http.config import (
     CACHE,
     DEFAULT_PG,
@@ -85,6 +89,15 @@ from benchmarks.suite import Context, FigureResult, Row, at_least, at_most
 # and pooled (``echo_summary``) keep the figure's definition with three times the requests.
 SUITE_APPENDS = 3_000
 SUITE_QUICK_APPENDS = 320  # as --quick: 10 per client
+ANCHOR_SECONDS = 1.0  # the one-core Ed25519 anchor's each reading, before and after
+
+
+def ed25519_work(count: int = 200) -> Work:
+    """Signatures to time the one-core Ed25519 anchor on: only its drift is used (after ÷
+    before, same work), so synthetic 1 KiB messages, about an attestation's PAE, will do."""
+    key = Ed25519PrivateKey.generate()
+    messages = [n.to_bytes(4, "big") * 256 for n in range(count)]
+    return [(key.public_key(), key.sign(m), m) for m in messages]
 
 
 def figure(ctx: Context) -> FigureResult:
@@ -112,6 +125,11 @@ def figure(ctx: Context) -> FigureResult:
     session = CACHE / f"suite-{uuid.uuid4().hex[:8]}"
     session.mkdir()
     try:
+        # The machine's own speed, on one core's thread-CPU, before and after everything
+        # timed: the echo's rounds weigh contention; this, the host slowing as a whole.
+        ctx.step("anchor: bare Ed25519, one core, thread-CPU")
+        signatures = ed25519_work()
+        ed25519_before = ed25519_rates(signatures, ANCHOR_SECONDS)
         ctx.step("echo anchor, round 1 of 2: bare Litestar handler, same clients and bodies")
         echo_rounds = [echo_round(settings, session / "echo-1")]
         workers = DEFAULT_WORKERS  # the layout `kernelindex serve` runs by default
@@ -131,6 +149,8 @@ def figure(ctx: Context) -> FigureResult:
         ctx.step("echo anchor, round 2 of 2: the same clients and bodies, after the API")
         echo_rounds.append(echo_round(settings, session / "echo-2"))
         echo = echo_summary(echo_rounds)
+        ctx.step("anchor again: bare Ed25519, one core, thread-CPU")
+        ed25519_after = ed25519_rates(signatures, ANCHOR_SECONDS)
     finally:
         console = saved
         shutil.rmtree(session, ignore_errors=True)
@@ -141,7 +161,18 @@ def figure(ctx: Context) -> FigureResult:
     ok_rate, rate_to = at_least(rate / echo["perSecond"], TARGET_ECHO_RATIO)
     ok_p99, p99_to = at_most(p99, TARGET_P99_MS)
     best_group = max((g["appendsPerSecond"] for g in inproc.get("groups") or []), default=0.0)
-    rows = [
+    # Both timed rows stand on the echo's rounds and on the machine's speed around them.
+    rounds = echo["rounds"]
+    drifts = {
+        "echo": steadiness.drift(rounds[0], rounds[-1]) if len(rounds) > 1 else None,
+        "ed25519ThreadCpu": steadiness.drift(ed25519_before["cpu"], ed25519_after["cpu"]),
+    }
+    anchors = {
+        "ed25519PerThreadCpuSecond": round(ed25519_before["cpu"], 1),
+        "ed25519AfterPerThreadCpuSecond": round(ed25519_after["cpu"], 1),
+        "drift": drifts,
+    }
+    timed = [
         Row(
             "http",
             f"attestation appends/s over HTTP, {settings.clients} clients, SQLite "
@@ -163,6 +194,9 @@ def figure(ctx: Context) -> FigureResult:
             ok_p99,
             p99_to,
         ),
+    ]
+    rows = [
+        *(steadiness.judge(row, drifts) for row in timed),
         Row(
             "http",
             "  inclusion proof in every 201, verified; none lost, log dense",
@@ -196,7 +230,12 @@ def figure(ctx: Context) -> FigureResult:
         "http",
         f"attestation appends over HTTP ({settings.appends} timed appends, 32 clients)",
         rows,
-        {"config": dataclasses.asdict(settings), "echo": echo, "scenario": scenario},
+        {
+            "config": dataclasses.asdict(settings),
+            "echo": echo,
+            "anchors": anchors,
+            "scenario": scenario,
+        },
         why=why,
     )
 

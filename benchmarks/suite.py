@@ -29,7 +29,9 @@ class Row:
 
     ``to_target`` says how the value stands against its target, as a factor where ≥ 1 means
     met: value / target for a "≥" target, target / value for a "≤" one. ``passed`` is None
-    for a row that only informs (no target of its own).
+    for a row that only informs (no target of its own), and for a row that was not judged:
+    ``judged`` False where its anchor drifted beyond ``benchmarks.steadiness``'s bounds
+    within the run (``drift``: each anchor's after ÷ before, where the figure measured it).
     """
 
     figure: str
@@ -41,6 +43,8 @@ class Row:
     passed: bool | None = None
     to_target: float | None = None
     note: str = ""
+    judged: bool = True
+    drift: dict[str, float | None] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
