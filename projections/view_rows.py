@@ -14,7 +14,7 @@ import msgspec
 from domain.evidence import EvidenceLevel, EvidenceResult
 from domain.manifests.canonical_form import manifest_digest
 from domain.ranking import RankEntry
-from domain.run_facts import RunFold
+from domain.run_facts import RunFold, RunProfile, ingestion_fold
 
 _RUN_ROWS = msgspec.msgpack.Decoder(list[tuple[Any, ...]])
 
@@ -113,47 +113,35 @@ def chunks(items: list[str], size: int) -> list[list[str]]:
 
 
 def profile_columns(fold: RunFold) -> dict[str, Any]:
-    profile = fold.profile
-    return {
-        "name": profile.name,
-        "title": profile.title,
-        "source": profile.source,
-        "external_id": profile.external_id,
-        "benchmark": profile.benchmark,
-        "status": profile.status,
-        "comparison_key": profile.comparison_key,
-        "metric": profile.metric,
-        "statistic": profile.statistic,
-        "unit": profile.unit,
-        "claimed": profile.claimed,
-        "product": profile.product,
-        "architecture": profile.architecture,
-        "observed_at": profile.observed_at,
-        "protocol_digest": profile.protocol_digest,
-        "environment_digest": profile.environment_digest,
-        "workload_digest": profile.workload_digest,
-        "author": profile.author,
-        "implementation_digest": profile.implementation_digest,
-    }
+    """The runs view's columns a run's profile fills (every field but ``run_digest``)."""
+    columns = profile_row(fold.profile)
+    del columns["run_digest"]
+    return columns
+
+
+def profile_row(profile: RunProfile) -> dict[str, Any]:
+    """The profile's fields by name, in its order: ``run_digest`` then the runs view's
+    profile columns (each column is named as the field it holds)."""
+    return msgspec.structs.asdict(profile)
 
 
 def new_run_row(position: int, digest: str, received_at: str, predicate: Any) -> dict[str, Any]:
-    fold = RunFold.ingested(position, digest, predicate)
-    return {
-        "run_digest": digest,
-        **profile_columns(fold),
-        "ingested_position": position,
-        "ingested_at": received_at,
-        "retracted": False,
-        "superseded_by": None,
-        "attestations": 0,
-        "reruns": 0,
-        "last_position": position,
-        **evidence_columns(fold.evidence),
-        "rerun_median_ns": None,
-        "rerun_ci95_low": None,
-        "rerun_ci95_high": None,
-    }
+    # The ingestion's profile and evidence alone: a new run's row needs no other part of a
+    # ``RunFold`` (its later events in the batch change the row, not a fold).
+    profile, state = ingestion_fold(position, digest, predicate)
+    row = profile_row(profile)  # its run_digest is ``digest``
+    row["ingested_position"] = position
+    row["ingested_at"] = received_at
+    row["retracted"] = False
+    row["superseded_by"] = None
+    row["attestations"] = 0
+    row["reruns"] = 0
+    row["last_position"] = position
+    row.update(evidence_columns(state.result))
+    row["rerun_median_ns"] = None
+    row["rerun_ci95_low"] = None
+    row["rerun_ci95_high"] = None
+    return row
 
 
 def jsonable(row: dict[str, Any]) -> dict[str, Any]:
@@ -161,19 +149,21 @@ def jsonable(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def evidence_columns(result: EvidenceResult) -> dict[str, Any]:
+    label, order, reasons = _evidence_parts(result.level, result.reasons)
     return {
-        "evidence_level": result.level.label,
-        "evidence_order": int(result.level),
-        "evidence_reasons": _reasons_json(result.reasons),
+        "evidence_level": label,
+        "evidence_order": order,
+        "evidence_reasons": reasons,
         "evidence_caused_by": result.caused_by,
         "policy_version": result.policy_version,
     }
 
 
 @functools.lru_cache(maxsize=4096)
-def _reasons_json(reasons: tuple[str, ...]) -> str:
-    # Memoised on the reasons themselves: most runs share their ingestion's few reasons.
-    return json.dumps(list(reasons))
+def _evidence_parts(level: EvidenceLevel, reasons: tuple[str, ...]) -> tuple[str, int, str]:
+    # (label, order, reasons as JSON), memoised on the level and reasons themselves: most
+    # runs share their ingestion's few (the label is an enum name read through a property).
+    return level.label, int(level), json.dumps(list(reasons))
 
 
 _NONE_TIED = json.dumps([])
