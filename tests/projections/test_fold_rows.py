@@ -42,7 +42,12 @@ from test_rebuild_property import (
 
 from benchmarks.bench_projections import bulk_ingest
 from domain.comparison import MAPPINGS, NO_MEASUREMENT, readable_primary
-from domain.evidence import EvidenceResult, EvidenceState, ingestion_facts_from_manifests
+from domain.evidence import (
+    EvidenceLevel,
+    EvidenceResult,
+    EvidenceState,
+    ingestion_facts_from_manifests,
+)
 from domain.run_facts import RunFold, RunProfile, comparison_key_of
 from projections import run_views, view_rows
 from projections.tables import VIEW_TABLES
@@ -296,6 +301,29 @@ def test_new_run_rows_are_the_older_roads(
             old_profile_columns(old_fold(position, digest, predicate)).items()
         )
         assert view_rows.evidence_columns(fold.evidence) == old_evidence_columns(fold.evidence)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(list(EvidenceLevel)),
+            st.lists(st.text(max_size=12), max_size=3).map(tuple),
+            st.integers(0, 10**9),
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_evidence_columns_are_the_older_roads_at_every_level(
+    results: list[tuple[EvidenceLevel, tuple[str, ...], int]],
+) -> None:
+    """Every level (refuted, verified, replicated... not only an ingestion's), and the same
+    reasons met again at another level: the cached columns are the older road's."""
+    for level, reasons, caused_by in results:
+        for shown in (level, *[other for other in EvidenceLevel if other != level][:1]):
+            result = EvidenceResult(shown, reasons, caused_by)
+            assert view_rows.evidence_columns(result) == old_evidence_columns(result)
 
 
 def test_the_profile_is_built_in_its_fields_order() -> None:
