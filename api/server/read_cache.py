@@ -148,7 +148,7 @@ class ReadCache:
 
 class PositionReads:
     """The views' position for requests, one freshness check (``fresh``) for all that wait
-    on it.
+    on it, or none at all where ``settled`` knows it.
 
     A request's position must come from a check that started after the request arrived
     (else a write acknowledged before it could be missing). So a request arriving while one
@@ -156,13 +156,23 @@ class PositionReads:
     that arrived meanwhile: under load, one check per round instead of one per request.
     Event-loop only."""
 
-    def __init__(self, fresh: Callable[[], int | None]) -> None:
+    def __init__(
+        self,
+        fresh: Callable[[], int | None],
+        settled: Callable[[], int | None] = lambda: None,
+    ) -> None:
         self._fresh = fresh
+        # ``fresh``'s answer when it is known without a query or a wait (None: ask
+        # ``fresh``), asked on the event loop: no thread, and no round to wait for.
+        self._settled = settled
         self._loop: asyncio.AbstractEventLoop | None = None
         self._next: asyncio.Future[int | None] | None = None
         self._runner: asyncio.Task[None] | None = None
 
     async def position(self) -> int | None:
+        settled = self._settled()  # asked now, after the request arrived: as fresh as a round
+        if settled is not None:
+            return settled
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # a new event loop (a test client's): start over
             self._loop, self._next, self._runner = loop, None, None

@@ -12,6 +12,12 @@ Either way a request asks once: the faces open ``one_request()`` around a reques
 HTTP server does, in its read-cache middleware) and every service call inside it reuses the
 position the first one reached, however many reads it makes.
 
+On a SQLite file a server asks the log for its position only when something was committed
+since it last asked (``CommitProbe``: ``PRAGMA data_version``, a few microseconds, where the
+query of the log costs ~170); and when nothing was, and the views hold that position, a
+request learns it without waiting on a thread (``Views.settled``). PostgreSQL asks the log
+every time, as before.
+
 A store that refuses the fold (full, read-only) leaves the views as they stand: reads are
 answered from them rather than refused. A fold that fails otherwise is the ledger's fault
 (``ViewsStalledError``) and is what the read answers.
@@ -82,6 +88,65 @@ def known_position(position: int | None) -> None:
         request.asked, request.position = True, position
 
 
+class CommitProbe:
+    """Whether anything was committed to a SQLite file since the log's position was last
+    read, and that position: ``PRAGMA data_version`` on a connection of its own, which
+    changes whenever another connection (of any process) commits, and never for this one,
+    which never writes.
+
+    Sound because the position is read after the version it is stored with: a commit
+    before that read is in the position, and one after it changes the version. A version
+    that did not change since then says the log holds that position still."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+        # Opened as the engine opens its connections; held, out of its pool, until close.
+        self._held: Any | None = ledger.store.engine.raw_connection()
+        self._lock = threading.Lock()
+        self._seen: tuple[int, int] | None = None  # (data_version, log position read after it)
+
+    @staticmethod
+    def of(ledger: Ledger) -> CommitProbe | None:
+        """A probe for a ledger on a SQLite file; None for any other database (an in-memory
+        SQLite database's connections are each a database of their own, PostgreSQL has no
+        such version)."""
+        if ledger.store.engine.dialect.name != "sqlite" or shared_database(ledger) is None:
+            return None
+        return CommitProbe(ledger)
+
+    def _version(self) -> int | None:
+        if self._held is None:  # closed: every read asks the log
+            return None
+        return int(self._held.dbapi_connection.execute("PRAGMA data_version").fetchone()[0])
+
+    def position(self) -> int:
+        """The log's position now: the one read before if nothing was committed since."""
+        with self._lock:
+            version = self._version()
+            if version is not None and self._seen is not None and self._seen[0] == version:
+                return self._seen[1]
+            position = self._ledger.store.last_position()  # after the version: see above
+            self._seen = None if version is None else (version, position)
+            return position
+
+    def unchanged(self) -> int | None:
+        """The position read last, if nothing was committed since; None if something was,
+        none was read yet, or another thread is reading it now (this never waits)."""
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            seen = self._seen
+            return seen[1] if seen is not None and seen[0] == self._version() else None
+        finally:
+            self._lock.release()
+
+    def close(self) -> None:
+        with self._lock:
+            held, self._held, self._seen = self._held, None, None
+            if held is not None:
+                held.close()
+
+
 class Views:
     """The read models of one ledger, as the service reads them."""
 
@@ -102,6 +167,8 @@ class Views:
             self.folder = ViewsFolder(ProjectionRunner(self._folder_ledger or ledger))
         self._inline = threading.Lock()
         self._written_poke = -WRITTEN_EVERY_S  # when a write last woke the folder
+        # A server's cheap answer to "was anything committed since?" (SQLite files only).
+        self._probe = CommitProbe.of(ledger) if background else None
 
     # -------------------------------------------------------------- the folder
 
@@ -114,6 +181,8 @@ class Views:
             self.folder.stop()
         if self._folder_ledger is not None:
             self._folder_ledger.close()
+        if self._probe is not None:
+            self._probe.close()
 
     def written(self) -> None:
         """This process admitted a write: fold it soon rather than at the next idle round.
@@ -149,6 +218,18 @@ class Views:
         once for every request that waits on it)."""
         return self._waited() if self.folder is not None else self._caught_up()
 
+    def settled(self) -> int | None:
+        """``position``'s answer when it needs neither a query nor a wait: nothing was
+        committed since the log's position was last read, and the views hold it. None
+        otherwise (ask ``position``). Never blocks: a server's event loop asks it."""
+        if self.folder is None or self._probe is None:
+            return None
+        target = self._probe.unchanged()
+        if target is None:
+            return None
+        folded = self.folder.after(target, 0.0)  # no wait: the views hold it, or None
+        return folded.position if folded is not None and folded.error is None else None
+
     def read(self, read: Callable[[StoreSession], T]) -> T:
         """``read`` over fresh views, in one snapshot."""
         return self.read_at(read)[1]
@@ -175,7 +256,8 @@ class Views:
 
     def _waited(self) -> int | None:
         assert self.folder is not None
-        target = self.ledger.store.last_position()
+        probe = self._probe
+        target = probe.position() if probe is not None else self.ledger.store.last_position()
         folded = self.folder.after(target, self.wait)
         if folded is None:
             _log().warning("views_behind", waited_s=self.wait, log_position=target)

@@ -1,0 +1,172 @@
+"""A server asks the log for its position only when something was committed since it last
+asked (``api.service.freshness.CommitProbe``: SQLite's ``PRAGMA data_version``), and answers a
+cached read without a thread when nothing was (``Views.settled``). Whatever the road, a read
+never misses a commit made before it arrived, on another connection or in another process,
+on SQLite and PostgreSQL (which asks the log every time)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from served_app import Served
+from sqlalchemy import create_engine
+from test_api_reads import SEED
+from test_api_writes import SEED_NAME, register_attester
+
+from api.demo import build_demo
+from api.server.controllers.log import CHECKPOINT_SIZE
+from api.service.freshness import CommitProbe, Views
+from domain.statements import Role
+from ledger.application import Ledger
+from ledger.home import LedgerHome
+from ledger.signing.authoring import attestation_envelope, key_registration_envelope
+from ledger.signing.keys import SigningKey
+
+REGISTRY = "/v1/registry.jsonl"  # a costed read, cached per views position
+
+
+def _registry_size(served: Served) -> int:
+    reply = served.client.get(REGISTRY)
+    assert reply.status_code == 200, reply.text[:300]
+    return int(reply.headers[CHECKPOINT_SIZE])
+
+
+def _replications(served: Served) -> int:
+    reply = served.client.get(f"/v1/runs/{SEED}")
+    assert reply.status_code == 200, reply.text[:300]
+    return len(reply.json()["replications"])
+
+
+def _reproduced(key: SigningKey, n: int) -> dict[str, Any]:
+    return attestation_envelope(SEED, SEED_NAME, key, type_="reproduced", body=f"#{n}")
+
+
+def _other_process_appends(home: LedgerHome, envelope: dict[str, Any]) -> None:
+    """``envelope`` appended by a process of its own (its own connections, its own commit)."""
+    script = (
+        "import json, sys\n"
+        "from pathlib import Path\nfrom ledger.home import LedgerHome\n"
+        "ledger = LedgerHome.at(Path(sys.argv[1]), sys.argv[2]).open()\n"
+        "ledger.append(json.loads(sys.stdin.read()))\n"
+        "ledger.close()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(home.path), home.db_url],
+        input=json.dumps(envelope),
+        text=True,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_every_commit_elsewhere_is_seen_by_the_next_read(served: Served) -> None:
+    """A sweep: a commit on another connection, then at once a cached read and a plain one,
+    each a first read after the commit; then the same reads again (answered, on SQLite, with
+    no query of the log). Then a commit by another process."""
+    key = SigningKey.generate()
+    register_attester(served, key)
+    size, replications = _registry_size(served), _replications(served)
+    other = served.home.open()  # its own engine: its own connections
+    try:
+        for n in range(6):
+            other.append(_reproduced(key, n))
+            # Each read compared, the first after the commit too; which one comes first
+            # alternates (the cached read's own check, or the plain read's, sees it first).
+            reads = [(_registry_size, size), (_replications, replications)]
+            for read, before in (reads if n % 2 else reads[::-1]) * 2:
+                assert read(served) == before + n + 1, (read.__name__, n)
+    finally:
+        other.close()
+    _other_process_appends(served.home, _reproduced(key, 6))
+    assert _registry_size(served) == size + 7
+    assert _replications(served) == replications + 7
+    # Nothing committed since: SQLite answers from its probe, PostgreSQL has none.
+    views = served.app.state.service.views
+    settled = views.settled()
+    if served.ledger.store.postgres:
+        assert settled is None
+    else:
+        assert settled == views.position()
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Ledger, Views, SigningKey]]:
+    """The demo ledger on a SQLite file: a writer of its own, and a server's views over a
+    read-only opening of it (as a served worker opens it)."""
+    home = LedgerHome.at(tmp_path_factory.mktemp("probe") / "home")
+    writer, _ = build_demo(home)
+    key = SigningKey.generate()
+    writer.append(key_registration_envelope(key.public, [Role.ATTESTER], key, label="probe"))
+    reader = home.open(read_only=True)
+    views = Views(reader, background=True)
+    views.start()
+    try:
+        yield writer, views, key
+    finally:
+        views.stop()
+        reader.close()
+        writer.close()
+
+
+_STEPS = st.lists(st.sampled_from(["commit", "settled", "position", "checkpoint"]), max_size=8)
+_count = [0]
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(steps=_STEPS)
+def test_the_probe_answers_as_the_log_query_does(
+    world: tuple[Ledger, Views, SigningKey], steps: list[str]
+) -> None:
+    """Old road == new road: after any mix of commits (another connection), WAL checkpoints
+    (the WAL file reset under the probe) and reads, the probe's position is the log's, and a
+    settled answer is never behind the log."""
+    writer, views, key = world
+    probe = CommitProbe.of(views.ledger)
+    assert probe is not None
+    try:
+        for step in steps:
+            if step == "commit":
+                _count[0] += 1
+                writer.append(_reproduced(key, _count[0]))
+            elif step == "checkpoint":
+                engine = create_engine(views.ledger.store.engine.url)
+                with engine.connect() as connection:
+                    connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+                engine.dispose()
+            elif step == "settled":
+                settled = views.settled()
+                assert settled is None or settled >= views.ledger.store.last_position()
+            else:
+                assert views.position() == views.ledger.store.last_position()
+            assert probe.position() == views.ledger.store.last_position()
+    finally:
+        probe.close()
+    # A position read, then nothing committed: the next settled answer is that position.
+    assert views.position() == views.ledger.store.last_position()
+    assert views.settled() in (None, views.ledger.store.last_position())
+
+
+def test_a_closed_probe_asks_the_log(tmp_path: Path) -> None:
+    home = LedgerHome.at(tmp_path / "home")
+    ledger, _ = build_demo(home)
+    try:
+        probe = CommitProbe.of(ledger)
+        assert probe is not None
+        assert probe.position() == ledger.store.last_position()
+        probe.close()
+        assert probe.unchanged() is None
+        assert probe.position() == ledger.store.last_position()
+    finally:
+        ledger.close()
