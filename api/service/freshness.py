@@ -26,6 +26,7 @@ answered from them rather than refused. A fold that fails otherwise is the ledge
 from __future__ import annotations
 
 import copy
+import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -100,8 +101,13 @@ class CommitProbe:
 
     def __init__(self, ledger: Ledger) -> None:
         self._ledger = ledger
-        # Opened as the engine opens its connections; held, out of its pool, until close.
-        self._held: Any | None = ledger.store.engine.raw_connection()
+        # Opened as the engine opens its connections, then taken out of its pool for good
+        # (closed, never handed back: it waits for no lock, and no writer gets it so).
+        fairy = ledger.store.engine.raw_connection()
+        fairy.detach()
+        held: Any = fairy.dbapi_connection
+        held.execute("PRAGMA busy_timeout = 0")
+        self._held: Any | None = held
         self._lock = threading.Lock()
         self._seen: tuple[int, int] | None = None  # (data_version, log position read after it)
 
@@ -115,9 +121,14 @@ class CommitProbe:
         return CommitProbe(ledger)
 
     def _version(self) -> int | None:
-        if self._held is None:  # closed: every read asks the log
+        """The data version now; None when closed, or the file is locked (a rollback-journal
+        database mid-commit: never waited for, the log is asked instead)."""
+        if self._held is None:
             return None
-        return int(self._held.dbapi_connection.execute("PRAGMA data_version").fetchone()[0])
+        try:
+            return int(self._held.execute("PRAGMA data_version").fetchone()[0])
+        except sqlite3.Error:
+            return None
 
     def position(self) -> int:
         """The log's position now: the one read before if nothing was committed since."""

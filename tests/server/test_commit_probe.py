@@ -7,6 +7,7 @@ on SQLite and PostgreSQL (which asks the log every time)."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -169,4 +170,40 @@ def test_a_closed_probe_asks_the_log(tmp_path: Path) -> None:
         assert probe.unchanged() is None
         assert probe.position() == ledger.store.last_position()
     finally:
+        ledger.close()
+
+
+def test_a_locked_file_is_never_waited_for(tmp_path: Path) -> None:
+    """On a rollback-journal database a writer's exclusive lock keeps readers out: the probe
+    (asked on a server's event loop) answers None at once instead of waiting for it."""
+    home = LedgerHome.at(tmp_path / "home")
+    demo, _ = build_demo(home)
+    demo.close()
+    # A copy in rollback-journal mode (the copy's one connection may change it).
+    path = str(tmp_path / "journal.db")
+    source = sqlite3.connect(home.db_url.removeprefix("sqlite:///"))
+    copy = sqlite3.connect(path, isolation_level=None)
+    source.backup(copy)
+    source.close()
+    assert copy.execute("PRAGMA journal_mode = DELETE").fetchone() == ("delete",)
+    copy.close()
+    home = LedgerHome.at(home.path, f"sqlite:///{path}")
+    ledger = home.open(read_only=True)
+    probe = CommitProbe.of(ledger)
+    assert probe is not None
+    locker = sqlite3.connect(path, isolation_level=None)
+    try:
+        position = probe.position()
+        assert probe.unchanged() == position
+        locker.execute("BEGIN EXCLUSIVE")
+        assert probe.unchanged() is None
+        # Answered without waiting (the engine's own connections would wait 5 s): no timing
+        # here, the setting that makes it so.
+        held: Any = probe._held
+        assert held.execute("PRAGMA busy_timeout").fetchone() == (0,)
+        locker.execute("ROLLBACK")
+        assert probe.unchanged() == position
+    finally:
+        locker.close()
+        probe.close()
         ledger.close()
