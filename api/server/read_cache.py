@@ -6,7 +6,8 @@ the log up to that position (the Atom feed, search, operations, groups, leaderbo
 exports, and their pages) is fixed by its request and that position: a second identical
 request at the same position gets the bytes the first one computed. A request learns the
 position from the freshness check it makes anyway before such a read
-(``api.service.freshness``), asked once for all the requests that wait on it, and the
+(``api.service.freshness``), asked once for all the requests that wait on it (or on the
+event loop, no thread, where the check needs no query: ``Views.settled``), and the
 request's reads ask no more. A request is its path and the query
 parameters its route's handler reads, sorted by name: parameters it ignores, or another
 order, make no new answer to compute.
