@@ -168,7 +168,7 @@ def create_app(
             ),
             "compute_slots": ComputeSlots(settings.compute_slots, settings.compute_wait),
             "read_cache": ReadCache(settings.read_cache_bytes),
-            "position_reads": PositionReads(service.views.position, service.views.settled),
+            "position_reads": PositionReads(service.views.position),
         }
     )
     app = Litestar(

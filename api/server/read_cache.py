@@ -6,8 +6,7 @@ the log up to that position (the Atom feed, search, operations, groups, leaderbo
 exports, and their pages) is fixed by its request and that position: a second identical
 request at the same position gets the bytes the first one computed. A request learns the
 position from the freshness check it makes anyway before such a read
-(``api.service.freshness``), asked once for all the requests that wait on it (or on the
-event loop, no thread, where the check needs no query: ``Views.settled``), and the
+(``api.service.freshness``), asked once for all the requests that wait on it, and the
 request's reads ask no more. A request is its path and the query
 parameters its route's handler reads, sorted by name: parameters it ignores, or another
 order, make no new answer to compute.
@@ -149,7 +148,7 @@ class ReadCache:
 
 class PositionReads:
     """The views' position for requests, one freshness check (``fresh``) for all that wait
-    on it, or none at all where ``settled`` knows it.
+    on it.
 
     A request's position must come from a check that started after the request arrived
     (else a write acknowledged before it could be missing). So a request arriving while one
@@ -157,23 +156,13 @@ class PositionReads:
     that arrived meanwhile: under load, one check per round instead of one per request.
     Event-loop only."""
 
-    def __init__(
-        self,
-        fresh: Callable[[], int | None],
-        settled: Callable[[], int | None] = lambda: None,
-    ) -> None:
+    def __init__(self, fresh: Callable[[], int | None]) -> None:
         self._fresh = fresh
-        # ``fresh``'s answer when it is known without a query or a wait (None: ask
-        # ``fresh``), asked on the event loop: no thread, and no round to wait for.
-        self._settled = settled
         self._loop: asyncio.AbstractEventLoop | None = None
         self._next: asyncio.Future[int | None] | None = None
         self._runner: asyncio.Task[None] | None = None
 
     async def position(self) -> int | None:
-        settled = self._settled()  # asked now, after the request arrived: as fresh as a round
-        if settled is not None:
-            return settled
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # a new event loop (a test client's): start over
             self._loop, self._next, self._runner = loop, None, None

@@ -13,10 +13,11 @@ HTTP server does, in its read-cache middleware) and every service call inside it
 position the first one reached, however many reads it makes.
 
 On a SQLite file a server asks the log for its position only when something was committed
-since it last asked (``CommitProbe``: ``PRAGMA data_version``, a few microseconds, where the
-query of the log costs ~170); and when nothing was, and the views hold that position, a
-request learns it without waiting on a thread (``Views.settled``). PostgreSQL asks the log
-every time, as before.
+since it last asked (``CommitProbe``: ``PRAGMA data_version``, ~5 µs, where the query of the
+log costs ~170). PostgreSQL asks the log every time, as before. The check stays on the thread
+the read cache hands it to (``api.server.read_cache.PositionReads``): answered on the event
+loop instead, cached answers came faster than the loop let a run record's handler thread
+have the interpreter lock (benchmarks/README.md, session 5, readcost).
 
 A store that refuses the fold (full, read-only) leaves the views as they stand: reads are
 answered from them rather than refused. A fold that fails otherwise is the ledger's fault
@@ -140,17 +141,6 @@ class CommitProbe:
             self._seen = None if version is None else (version, position)
             return position
 
-    def unchanged(self) -> int | None:
-        """The position read last, if nothing was committed since; None if something was,
-        none was read yet, or another thread is reading it now (this never waits)."""
-        if not self._lock.acquire(blocking=False):
-            return None
-        try:
-            seen = self._seen
-            return seen[1] if seen is not None and seen[0] == self._version() else None
-        finally:
-            self._lock.release()
-
     def close(self) -> None:
         with self._lock:
             held, self._held, self._seen = self._held, None, None
@@ -228,18 +218,6 @@ class Views:
         """``fresh``, asked now whatever the request asked before (the read cache asks it
         once for every request that waits on it)."""
         return self._waited() if self.folder is not None else self._caught_up()
-
-    def settled(self) -> int | None:
-        """``position``'s answer when it needs neither a query nor a wait: nothing was
-        committed since the log's position was last read, and the views hold it. None
-        otherwise (ask ``position``). Never blocks: a server's event loop asks it."""
-        if self.folder is None or self._probe is None:
-            return None
-        target = self._probe.unchanged()
-        if target is None:
-            return None
-        folded = self.folder.after(target, 0.0)  # no wait: the views hold it, or None
-        return folded.position if folded is not None and folded.error is None else None
 
     def read(self, read: Callable[[StoreSession], T]) -> T:
         """``read`` over fresh views, in one snapshot."""
