@@ -102,8 +102,8 @@ class CommitProbe:
 
     def __init__(self, ledger: Ledger) -> None:
         self._ledger = ledger
-        # Opened as the engine opens its connections, then taken out of its pool for good
-        # (closed, never handed back: it waits for no lock, and no writer gets it so).
+        # Opened as the engine opens its connections, then taken out of its pool for good:
+        # closed, never handed back, so its zero busy timeout never reaches a writer.
         fairy = ledger.store.engine.raw_connection()
         fairy.detach()
         held: Any = fairy.dbapi_connection
