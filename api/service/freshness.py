@@ -96,9 +96,11 @@ class CommitProbe:
     changes whenever another connection (of any process) commits, and never for this one,
     which never writes.
 
-    Sound because the position is read after the version it is stored with: a commit
-    before that read is in the position, and one after it changes the version. A version
-    that did not change since then says the log holds that position still."""
+    Sound because the version and the position are read in one read transaction of this
+    connection (one snapshot): the pair is exact, whatever transaction the caller has open,
+    and a version that did not change since says the log holds that position still. (A
+    database file replaced by a rename under a running server is not seen: this connection
+    keeps the old file, as the pool's connections would.)"""
 
     def __init__(self, ledger: Ledger) -> None:
         self._ledger = ledger
@@ -109,6 +111,7 @@ class CommitProbe:
         held: Any = fairy.dbapi_connection
         held.execute("PRAGMA busy_timeout = 0")
         self._held: Any | None = held
+        self._position_sql = ledger.store.last_position_sql
         self._lock = threading.Lock()
         self._seen: tuple[int, int] | None = None  # (data_version, log position read after it)
 
@@ -121,24 +124,41 @@ class CommitProbe:
             return None
         return CommitProbe(ledger)
 
-    def _version(self) -> int | None:
-        """The data version now; None when closed, or the file is locked (a rollback-journal
-        database mid-commit: never waited for, the log is asked instead)."""
-        if self._held is None:
+    def _read(self) -> tuple[int, int | None] | None:
+        """(data version, log position) read in one snapshot of the held connection; the
+        position only when the version moved since the last read (None: not read). None when
+        closed, or the file is locked (a rollback-journal database mid-commit: never waited
+        for, the log is asked instead)."""
+        held = self._held
+        if held is None:
             return None
         try:
-            return int(self._held.execute("PRAGMA data_version").fetchone()[0])
+            held.execute("BEGIN")  # deferred: the snapshot is taken by the first read
+            try:
+                version = int(held.execute("PRAGMA data_version").fetchone()[0])
+                if self._seen is not None and self._seen[0] == version:
+                    return version, None
+                found = held.execute(self._position_sql).fetchone()[0]
+                return version, int(found or 0)
+            finally:
+                held.execute("ROLLBACK")  # it read only
         except sqlite3.Error:
+            if held.in_transaction:
+                held.rollback()
             return None
 
     def position(self) -> int:
         """The log's position now: the one read before if nothing was committed since."""
         with self._lock:
-            version = self._version()
-            if version is not None and self._seen is not None and self._seen[0] == version:
+            read = self._read()
+            if read is None:
+                self._seen = None
+                return self._ledger.store.last_position()
+            version, position = read
+            if position is None:
+                assert self._seen is not None
                 return self._seen[1]
-            position = self._ledger.store.last_position()  # after the version: see above
-            self._seen = None if version is None else (version, position)
+            self._seen = (version, position)
             return position
 
     def close(self) -> None:
@@ -178,12 +198,14 @@ class Views:
             self.folder.start()
 
     def stop(self) -> None:
-        if self.folder is not None:
-            self.folder.stop()
-        if self._folder_ledger is not None:
-            self._folder_ledger.close()
-        if self._probe is not None:
-            self._probe.close()
+        try:
+            if self.folder is not None:
+                self.folder.stop()
+            if self._folder_ledger is not None:
+                self._folder_ledger.close()
+        finally:  # the probe's connection is closed whatever the folder did
+            if self._probe is not None:
+                self._probe.close()
 
     def written(self) -> None:
         """This process admitted a write: fold it soon rather than at the next idle round.

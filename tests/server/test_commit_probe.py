@@ -29,6 +29,8 @@ from ledger.application import Ledger
 from ledger.home import LedgerHome
 from ledger.signing.authoring import attestation_envelope, key_registration_envelope
 from ledger.signing.keys import SigningKey
+from ledger.store.connections import begin_snapshot
+from ledger.store.event_store import connection_of
 
 REGISTRY = "/v1/registry.jsonl"  # a costed read, cached per views position
 
@@ -167,6 +169,41 @@ def test_the_probe_answers_as_the_log_query_does(
         probe.close()
 
 
+def test_a_caller_s_open_snapshot_never_becomes_the_probe_s(
+    world: tuple[Ledger, Views, SigningKey],
+) -> None:
+    """The probe reads its version and position in one snapshot of its own connection: a
+    caller that holds an older snapshot of the store (a transaction it opened) gets the log
+    as it is, and leaves no stale position behind for the reads that follow."""
+    writer, views, key = world
+    probe = CommitProbe.of(views.ledger)
+    assert probe is not None
+    store = views.ledger.store
+    try:
+        with store.transaction(commit=False) as session:
+            begin_snapshot(connection_of(session))
+            before = store.last_position()  # the caller's snapshot is taken here
+            _count[0] += 1
+            writer.append(_reproduced(key, _count[0]))
+            assert store.last_position() == before  # still the caller's snapshot
+            assert probe.position() == writer.store.last_position() == before + 1
+        # Nothing committed since: the probe answers from what it read, and that is exact.
+        assert probe.position() == store.last_position() == before + 1
+    finally:
+        probe.close()
+
+
+def test_stopped_views_close_their_probe(tmp_path: Path) -> None:
+    home = LedgerHome.at(tmp_path / "home")
+    ledger, _ = build_demo(home)
+    views = Views(ledger, background=True)
+    probe: Any = views._probe
+    assert probe is not None and probe._held is not None
+    views.stop()
+    assert probe._held is None
+    ledger.close()
+
+
 def test_a_closed_probe_asks_the_log(tmp_path: Path) -> None:
     home = LedgerHome.at(tmp_path / "home")
     ledger, _ = build_demo(home)
@@ -204,7 +241,7 @@ def test_a_locked_file_is_never_waited_for(tmp_path: Path) -> None:
         held: Any = probe._held
         assert held.execute("PRAGMA busy_timeout").fetchone() == (0,)
         locker.execute("BEGIN EXCLUSIVE")
-        assert probe._version() is None  # not waited for
+        assert probe._read() is None  # not waited for
         locker.execute("ROLLBACK")
         assert probe.position() == position == ledger.store.last_position()
     finally:
