@@ -12,6 +12,13 @@ Either way a request asks once: the faces open ``one_request()`` around a reques
 HTTP server does, in its read-cache middleware) and every service call inside it reuses the
 position the first one reached, however many reads it makes.
 
+On a SQLite file a server asks the log for its position only when something was committed
+since it last asked (``CommitProbe``: ``PRAGMA data_version``, ~5 µs, where the query of the
+log costs ~170). PostgreSQL asks the log every time, as before. The check stays on the thread
+the read cache hands it to (``api.server.read_cache.PositionReads``): answered on the event
+loop instead, cached answers came faster than the loop let a run record's handler thread
+have the interpreter lock (benchmarks/README.md, session 5, readcost).
+
 A store that refuses the fold (full, read-only) leaves the views as they stand: reads are
 answered from them rather than refused. A fold that fails otherwise is the ledger's fault
 (``ViewsStalledError``) and is what the read answers.
@@ -20,6 +27,7 @@ answered from them rather than refused. A fold that fails otherwise is the ledge
 from __future__ import annotations
 
 import copy
+import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -82,6 +90,84 @@ def known_position(position: int | None) -> None:
         request.asked, request.position = True, position
 
 
+class CommitProbe:
+    """Whether anything was committed to a SQLite file since the log's position was last
+    read, and that position: ``PRAGMA data_version`` on a connection of its own, which
+    changes whenever another connection (of any process) commits, and never for this one,
+    which never writes.
+
+    Sound because the version and the position are read in one read transaction of this
+    connection (one snapshot): the pair is exact, whatever transaction the caller has open,
+    and a version that did not change since says the log holds that position still. (A
+    database file replaced by a rename under a running server is not seen: this connection
+    keeps the old file, as the pool's connections would.)"""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+        # Opened as the engine opens its connections, then taken out of its pool for good:
+        # closed, never handed back, so its zero busy timeout never reaches a writer.
+        fairy = ledger.store.engine.raw_connection()
+        fairy.detach()
+        held: Any = fairy.dbapi_connection
+        held.execute("PRAGMA busy_timeout = 0")
+        self._held: Any | None = held
+        self._position_sql = ledger.store.last_position_sql
+        self._lock = threading.Lock()
+        self._seen: tuple[int, int] | None = None  # (data_version, log position read after it)
+
+    @staticmethod
+    def of(ledger: Ledger) -> CommitProbe | None:
+        """A probe for a ledger on a SQLite file; None for any other database (an in-memory
+        SQLite database's connections are each a database of their own, PostgreSQL has no
+        such version)."""
+        if ledger.store.engine.dialect.name != "sqlite" or shared_database(ledger) is None:
+            return None
+        return CommitProbe(ledger)
+
+    def _read(self) -> tuple[int, int | None] | None:
+        """(data version, log position) read in one snapshot of the held connection; the
+        position only when the version moved since the last read (None: not read). None when
+        closed, or the file is locked (a rollback-journal database mid-commit: never waited
+        for, the log is asked instead)."""
+        held = self._held
+        if held is None:
+            return None
+        try:
+            held.execute("BEGIN")  # deferred: the snapshot is taken by the first read
+            try:
+                version = int(held.execute("PRAGMA data_version").fetchone()[0])
+                if self._seen is not None and self._seen[0] == version:
+                    return version, None
+                found = held.execute(self._position_sql).fetchone()[0]
+                return version, int(found or 0)
+            finally:
+                held.execute("ROLLBACK")  # it read only
+        except sqlite3.Error:
+            if held.in_transaction:
+                held.rollback()
+            return None
+
+    def position(self) -> int:
+        """The log's position now: the one read before if nothing was committed since."""
+        with self._lock:
+            read = self._read()
+            if read is None:
+                self._seen = None
+                return self._ledger.store.last_position()
+            version, position = read
+            if position is None:
+                assert self._seen is not None
+                return self._seen[1]
+            self._seen = (version, position)
+            return position
+
+    def close(self) -> None:
+        with self._lock:
+            held, self._held, self._seen = self._held, None, None
+            if held is not None:
+                held.close()
+
+
 class Views:
     """The read models of one ledger, as the service reads them."""
 
@@ -102,6 +188,8 @@ class Views:
             self.folder = ViewsFolder(ProjectionRunner(self._folder_ledger or ledger))
         self._inline = threading.Lock()
         self._written_poke = -WRITTEN_EVERY_S  # when a write last woke the folder
+        # A server's cheap answer to "was anything committed since?" (SQLite files only).
+        self._probe = CommitProbe.of(ledger) if background else None
 
     # -------------------------------------------------------------- the folder
 
@@ -110,10 +198,14 @@ class Views:
             self.folder.start()
 
     def stop(self) -> None:
-        if self.folder is not None:
-            self.folder.stop()
-        if self._folder_ledger is not None:
-            self._folder_ledger.close()
+        try:
+            if self.folder is not None:
+                self.folder.stop()
+            if self._folder_ledger is not None:
+                self._folder_ledger.close()
+        finally:  # the probe's connection is closed whatever the folder did
+            if self._probe is not None:
+                self._probe.close()
 
     def written(self) -> None:
         """This process admitted a write: fold it soon rather than at the next idle round.
@@ -175,7 +267,8 @@ class Views:
 
     def _waited(self) -> int | None:
         assert self.folder is not None
-        target = self.ledger.store.last_position()
+        probe = self._probe
+        target = probe.position() if probe is not None else self.ledger.store.last_position()
         folded = self.folder.after(target, self.wait)
         if folded is None:
             _log().warning("views_behind", waited_s=self.wait, log_position=target)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from sqlalchemy import Table, text
+from sqlalchemy import Table, func, select, text
 from sqlalchemy.engine import Connection, Engine
 
 if TYPE_CHECKING:
@@ -84,3 +84,11 @@ class EventStore:
     def last_position(self) -> int:
         """The position of the last stored event (0 for an empty ledger)."""
         return int(self._recorder.max_notification_id() or 0)
+
+    @property
+    def last_position_sql(self) -> str:
+        """``last_position``'s query as driver SQL (no parameters), for a caller that must
+        read it on a connection of its own, in the snapshot of another read of its own
+        (``api.service.freshness.CommitProbe``): the largest event id, NULL when empty."""
+        query = select(func.max(self.events.c.id))
+        return str(query.compile(dialect=self.engine.dialect))
