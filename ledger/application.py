@@ -312,7 +312,7 @@ class Ledger(Application[UUID]):
 
     @contextlib.contextmanager
     def _locked_transaction(self) -> Iterator[None]:
-        with self.store.transaction(commit=True) as session:
+        with self.store.writing() as session:
             self.store.hold_write_lock(session)
             yield
 
@@ -327,7 +327,7 @@ class Ledger(Application[UUID]):
         """
         events, signers, groups = group.events, group.signers, group.groups
         payloads = handed_payloads(group.parsed)  # as admission parsed them: not decoded again
-        with self.store.transaction(commit=True) as session:
+        with self.store.writing() as session:
             with timed_block(Stage.SAVE):
                 # The one place a group's per-event rows are written (events here, their
                 # leaves in ``sequence`` below): a side table of per-event fields belongs here,
