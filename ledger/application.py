@@ -52,7 +52,7 @@ from ledger.run_manifests import stored_run_manifests
 from ledger.signing.keys import SigningKey
 from ledger.signing.log_key import DeferredKey, require_log_key
 from ledger.signing.trust import TrustRoot
-from ledger.store.connections import ping_on_checkout
+from ledger.store.connections import guard_connections
 from ledger.store.event_store import EventStore, connection_of
 from ledger.store.fold_fields import handed_payloads, write_fold_fields
 from ledger.store.group_index import record_members
@@ -135,10 +135,10 @@ class Ledger(Application[UUID]):
                 "AGGREGATE_CACHE_FASTFORWARD": "y",
             }
         )
-        # eventsourcing-sqlalchemy makes the engine without pre-ping; API workers, projector
-        # and sequencer all need a connection PostgreSQL dropped while idle to be replaced.
+        # eventsourcing-sqlalchemy makes the engine without pre-ping (a connection PostgreSQL
+        # dropped while idle is replaced) or a rollback of a failed COMMIT: both added here.
         self.store = EventStore(self.recorder)
-        ping_on_checkout(self.store.engine)
+        guard_connections(self.store.engine)
         try:
             require_current(
                 self.store.engine,
@@ -312,7 +312,7 @@ class Ledger(Application[UUID]):
 
     @contextlib.contextmanager
     def _locked_transaction(self) -> Iterator[None]:
-        with self.store.writing() as session:
+        with self.store.transaction(commit=True) as session:
             self.store.hold_write_lock(session)
             yield
 
@@ -327,7 +327,7 @@ class Ledger(Application[UUID]):
         """
         events, signers, groups = group.events, group.signers, group.groups
         payloads = handed_payloads(group.parsed)  # as admission parsed them: not decoded again
-        with self.store.writing() as session:
+        with self.store.transaction(commit=True) as session:
             with timed_block(Stage.SAVE):
                 # The one place a group's per-event rows are written (events here, their
                 # leaves in ``sequence`` below): a side table of per-event fields belongs here,

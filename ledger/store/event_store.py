@@ -13,8 +13,6 @@ only what both have (``execute``, ``scalar``, ``scalars``), or ``connection_of``
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -82,31 +80,6 @@ class EventStore:
         checkpoints = getattr(self._recorder, "wal_checkpoints", None)
         if checkpoints is not None:
             checkpoints.committed(events)
-
-    @contextlib.contextmanager
-    def writing(self) -> Iterator[StoreSession]:
-        """``transaction(commit=True)`` for a write whose refusal says nothing was stored: a
-        COMMIT that raises can leave its transaction open on the pooled connection (the
-        driver's failure, not rolled back), and that connection's reads would then see rows
-        the caller is told were not stored; so a failure after the body ran whole (the
-        COMMIT's own) forgets the pool's connections."""
-        written = False
-        try:
-            with self.transaction(commit=True) as session:
-                yield session
-                written = True
-        except BaseException:
-            if written:
-                self.forget_connections()
-            raise
-
-    def forget_connections(self) -> None:
-        """Close every connection the pool holds (a transaction one was left in is rolled
-        back by its closing); the next use opens fresh ones. For a failed COMMIT only. Not
-        for an in-memory SQLite database: its one connection is the database."""
-        datastore = self._recorder.datastore
-        if self.postgres or getattr(datastore, "is_sqlite_filedb", False):
-            self.engine.dispose()
 
     def last_position(self) -> int:
         """The position of the last stored event (0 for an empty ledger)."""

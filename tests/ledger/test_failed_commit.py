@@ -1,10 +1,12 @@
 """A COMMIT that fails leaves nothing of its group behind, even where the driver raised without
-rolling back (a failure that leaves the transaction open on the pooled connection): the
+rolling back (a failure that leaves the transaction open on its connection: the engine's
+``handle_error`` rolls it back, ``ledger.store.connections.roll_back_failed_commits``): the
 caller told "nothing was stored" reads the log as it was, and the next write stores as if the
 failed one never ran. Found by the pipe helper (benchmarks/README.md, session 5 "pipe")."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +54,11 @@ def test_a_commit_that_raised_without_rolling_back_leaves_nothing(
         with pytest.raises(DomainError, match="nothing was stored"):
             ledger.append_many([first])
         assert ledger.store.last_position() == before  # not the failed group's rows
+        seen: list[int] = []  # nor on another thread, whichever pooled connection it takes
+        reader = threading.Thread(target=lambda: seen.append(ledger.store.last_position()))
+        reader.start()
+        reader.join()
+        assert seen == [before]
         assert _tree_size(ledger) == before  # nor its leaves
         again = first if next_write == "same envelope" else _registration("second")
         (receipt,) = ledger.append_many([again])
