@@ -52,7 +52,7 @@ from ledger.run_manifests import stored_run_manifests
 from ledger.signing.keys import SigningKey
 from ledger.signing.log_key import DeferredKey, require_log_key
 from ledger.signing.trust import TrustRoot
-from ledger.store.connections import guard_connections
+from ledger.store.connections import ping_on_checkout
 from ledger.store.event_store import EventStore, connection_of
 from ledger.store.fold_fields import handed_payloads, write_fold_fields
 from ledger.store.group_index import record_members
@@ -135,10 +135,10 @@ class Ledger(Application[UUID]):
                 "AGGREGATE_CACHE_FASTFORWARD": "y",
             }
         )
-        # eventsourcing-sqlalchemy makes the engine without pre-ping (a connection PostgreSQL
-        # dropped while idle is replaced) or a rollback of a failed COMMIT: both added here.
+        # eventsourcing-sqlalchemy makes the engine without pre-ping; API workers, projector
+        # and sequencer all need a connection PostgreSQL dropped while idle to be replaced.
         self.store = EventStore(self.recorder)
-        guard_connections(self.store.engine)
+        ping_on_checkout(self.store.engine)
         try:
             require_current(
                 self.store.engine,

@@ -7,12 +7,11 @@ import weakref
 from typing import Any
 
 from sqlalchemy import event
-from sqlalchemy.engine import Connection, Engine, ExceptionContext
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DisconnectionError
 
 _PQTRANS_IDLE = 0
 _PINGED: weakref.WeakSet[Engine] = weakref.WeakSet()
-_ROLLING_BACK: weakref.WeakSet[Engine] = weakref.WeakSet()
 
 
 def ping_on_checkout(engine: Engine) -> None:
@@ -34,39 +33,6 @@ def ping_on_checkout(engine: Engine) -> None:
             raise DisconnectionError("pooled connection is gone; the pool opens a new one")
 
     event.listen(engine, "checkout", ping)
-
-
-def guard_connections(engine: Engine) -> None:
-    """What a ledger's engine adds to eventsourcing-sqlalchemy's: both rules below."""
-    ping_on_checkout(engine)
-    roll_back_failed_commits(engine)
-
-
-def roll_back_failed_commits(engine: Engine) -> None:
-    """A COMMIT that raised leaves no transaction open on its connection. A driver can fail
-    a COMMIT and keep the transaction (SQLite's sqlite3 on a busy COMMIT, say); SQLAlchemy
-    then hands the connection back to the pool without its rollback-on-return, and whoever
-    takes it next (a reader, another writer) would see, or commit, rows whose caller was told
-    nothing was stored. So every failure outside a statement (COMMIT, ROLLBACK, BEGIN's own)
-    is rolled back on the driver's connection before the error goes on; one that cannot be
-    is a lost connection, which the pool does not reuse."""
-    if engine in _ROLLING_BACK:
-        return
-    _ROLLING_BACK.add(engine)
-
-    def roll_back(context: ExceptionContext) -> None:
-        connection = context.connection
-        if context.statement is not None or connection is None or context.is_disconnect:
-            return
-        try:
-            dbapi = connection.connection.dbapi_connection
-            if dbapi is not None:
-                dbapi.rollback()
-        except Exception:
-            context.is_disconnect = True
-            context.invalidate_pool_on_disconnect = False  # this connection only
-
-    event.listen(engine, "handle_error", roll_back)
 
 
 def begin_snapshot(connection: Connection) -> None:
